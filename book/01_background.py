@@ -1,0 +1,230 @@
+# %% [markdown]
+# # 1. Background: why transformers, why circuits
+#
+# A transformer is the most successful sequence model we have, and also one of the least
+# understood. This chapter explains where the architecture came from, why a second community
+# set out to reverse-engineer it, and the one structural fact that makes reverse-engineering
+# possible: **the residual stream is a sum**. By the end you will have checked that fact on a
+# real model, to the last bit of floating-point precision it allows.
+
+# %% [markdown]
+# ## Plain language
+#
+# **Why transformers.** Before 2017 the best translation systems read a sentence one word at a
+# time with a recurrent network, carrying everything they knew in a single hidden vector. That
+# has two costs. Training cannot be parallelised across positions, because step $t$ needs the
+# result of step $t-1$. And information about an early word must survive many updates of that
+# one vector before a late word can use it. Vaswani et al. {cite}`vaswani2017attention` removed
+# the recurrence. In their *Transformer* every position looks at every other position directly
+# through **attention**, and all positions are processed at once. The model got better and
+# training got much faster, which is why almost every large language model since is a
+# transformer.
+#
+# **Why circuits.** A trained transformer computes something useful, but its weights are
+# millions of numbers with no labels. *Mechanistic interpretability* tries to read those
+# weights as an algorithm: to say which parts of the network do what, and to check the claim
+# by changing the parts. Elhage et al. {cite}`elhage2021mathematical` showed that for
+# attention-only transformers this can be done exactly, by rewriting the model as a sum of
+# simple terms. Olsson et al. {cite}`olsson2022context` then used that view to find the
+# **induction head**, a two-head circuit that lets a model continue patterns it has seen
+# earlier in the same text. We build up to it in chapters 16-18.
+
+# %% [markdown]
+# ## Two traditions, one set of matrices
+#
+# The two papers describe the same object in different ways, because they want different
+# things from it.
+#
+# | | the engineering tradition | the circuits tradition |
+# |---|---|---|
+# | sources | Vaswani et al. 2017; the Annotated Transformer {cite}`rush2018annotated` | Elhage et al. 2021; Olsson et al. 2022 |
+# | question | how do we build and train it? | what algorithm has it learned? |
+# | unit of thought | the layer: a block that maps a sequence to a sequence | the path: a product of weight matrices from input to output |
+# | typical object | `MultiHeadedAttention` with four `nn.Linear`s | $W_{QK}^h = W_Q^h W_K^{h\top}$ and $W_{OV}^h = W_V^h W_O^h$, one pair per head |
+# | success looks like | lower loss, higher BLEU | a prediction about the model that an intervention confirms |
+#
+# Neither view is more correct. The engineering view is the one you need to *write* a
+# transformer; the circuit view is the one you need to *read* a trained one. Each chapter of
+# this book shows both, and then checks in code that they agree.
+
+# %% [markdown]
+# ## The key observation: the residual stream is a sum
+#
+# In a transformer every sublayer (an attention layer, or an MLP) **reads** from a shared
+# vector per position, the *residual stream*, computes something, and **adds** its result
+# back:
+#
+# $$x^{(\ell+1)} = x^{(\ell)} + \operatorname{Sublayer}_\ell\big(x^{(\ell)}\big).$$
+#
+# Nothing ever overwrites the stream; contributions only accumulate. Unrolling the recursion,
+# the final stream is the embedding plus the output of every sublayer:
+#
+# $$x^{\text{final}} = \underbrace{x^{(0)}}_{\text{embedding}} + \sum_{\ell} \operatorname{Sublayer}_\ell\big(x^{(\ell)}\big).$$
+#
+# And because an attention layer's output is itself the sum of its heads' outputs (chapter 7),
+# the stream is a sum of *per-head* terms too. The sublayers are nonlinear functions of their
+# input, but the way their results combine is plain addition. That is what lets us ask "how much
+# did head 1.3 contribute to this logit?" and get an exact answer.
+#
+# Let us check it. We build a small GPT-2-style model in TransformerLens
+# {cite}`nanda2022transformerlens`, with attention, MLPs and LayerNorm, and random weights:
+# the identity is structural, so it must hold for any weights, trained or not.
+
+# %% tags=["ledger"]
+import warnings
+
+import torch
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+# TransformerLens 3.9 marks HookedTransformer as deprecated in favour of 4.x's TransformerBridge.
+# The book stays on 3.9 on purpose: 4.x cannot build the shortformer attention-only models
+# the framework studies, nor load the canonical attn-only checkpoints.
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+
+torch.manual_seed(0)
+cfg = HookedTransformerConfig(
+    n_layers=3, d_model=64, n_heads=4, d_head=16, d_mlp=256, d_vocab=100, n_ctx=32,
+    act_fn="gelu", normalization_type="LN", positional_embedding_type="standard", seed=0,
+)
+model = HookedTransformer(cfg, move_to_device=False)
+tokens = torch.randint(0, cfg.d_vocab, (2, 16))
+logits, cache = model.run_with_cache(tokens)
+
+# The stream after the last layer, straight from the model's hooks:
+final = cache["resid_post", cfg.n_layers - 1]
+
+# The same stream rebuilt as a sum: embedding + positional embedding + every sublayer's output.
+parts = {"embed": cache["hook_embed"], "pos_embed": cache["hook_pos_embed"]}
+for layer in range(cfg.n_layers):
+    parts[f"attn {layer}"] = cache["attn_out", layer]
+    parts[f"mlp {layer}"] = cache["mlp_out", layer]
+rebuilt = sum(parts.values())
+
+torch.testing.assert_close(rebuilt, final)
+print(f"max |final - sum of parts| = {(rebuilt - final).abs().max().item():.2e} "
+      f"over {final.numel()} numbers; the residual stream is the sum of {len(parts)} parts")
+
+# %% [markdown]
+# The largest difference is at the level of float32 rounding. Notice that this model has
+# LayerNorm, a nonlinear operation, and the identity still holds exactly: in a pre-norm model
+# like GPT-2, LayerNorm is applied to what a sublayer *reads*, never to the stream itself.
+#
+# One level down, each attention layer's output is the sum of its heads' outputs plus one
+# bias vector. TransformerLens can record each head's output separately (`hook_result`), so we
+# can split the stream into per-head terms as well.
+
+# %% tags=["ledger"]
+model.set_use_attn_result(True)
+_, cache = model.run_with_cache(tokens)
+per_head = {}
+for layer in range(cfg.n_layers):
+    result = cache["result", layer]  # [batch, pos, head, d_model]: each head's write
+    for head in range(cfg.n_heads):
+        per_head[f"{layer}.{head}"] = result[:, :, head]
+    # the heads' outputs plus the output bias b_O make up the whole attention output
+    torch.testing.assert_close(result.sum(dim=2) + model.b_O[layer], cache["attn_out", layer])
+
+finer = (cache["hook_embed"] + cache["hook_pos_embed"] + sum(per_head.values())
+         + sum(model.b_O[layer] + cache["mlp_out", layer] for layer in range(cfg.n_layers)))
+torch.testing.assert_close(finer, cache["resid_post", cfg.n_layers - 1])
+print(f"{len(per_head)} per-head terms + embeddings + biases + MLPs also sum to the final stream")
+
+# %% [markdown]
+# Because the stream is a sum, so is anything *linear* we compute from it. The picture below
+# splits the final residual vector at one position into its parts and shows how large each one
+# is. Bigger parts are not automatically more important (what matters is the direction a part
+# writes in, and what later layers read), but this bookkeeping is the starting point for every
+# attribution in the book.
+
+# %%
+import matplotlib.pyplot as plt
+
+pos = tokens.shape[1] - 1
+names = ["embed", "pos_embed"] + list(per_head) + [f"mlp {layer}" for layer in range(cfg.n_layers)]
+tensors = [cache["hook_embed"], cache["hook_pos_embed"]] + list(per_head.values()) + [
+    cache["mlp_out", layer] for layer in range(cfg.n_layers)]
+norms = [t[0, pos].norm().item() for t in tensors]
+colors = ["tab:gray"] * 2 + ["tab:blue"] * len(per_head) + ["tab:orange"] * cfg.n_layers
+
+fig, ax = plt.subplots(figsize=(9, 3))
+ax.bar(range(len(names)), norms, color=colors)
+ax.set_xticks(range(len(names)), names, rotation=90, fontsize=8)
+ax.set_ylabel("norm of the part")
+ax.set_title(f"The final residual stream at position {pos}, split into its parts "
+             "(gray: embeddings, blue: heads, orange: MLPs)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## What is *not* linear, and what the framework does about it
+#
+# The sum hides three nonlinear steps, and the rest of the book is partly about how to live
+# with them.
+#
+# 1. **The attention pattern.** Which positions a head looks at depends on the input through
+#    a softmax. The framework's trick (chapter 13) is to treat the pattern as given: *once the
+#    pattern is fixed*, a head is a linear map, and the model's logits become an exact sum of
+#    paths.
+# 2. **MLPs.** Their elementwise nonlinearity breaks additivity inside the layer (chapter 10).
+#    Elhage et al. set them aside and study attention-only models first; so do chapters 13-18.
+# 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its scale factor can be
+#    folded into the next weights, leaving a small nonlinearity we can measure.
+#
+# The cell below makes the first point concrete on an attention-only model: doubling the input
+# does not double the output, because the softmax sees the change, but with the pattern frozen
+# the head *is* linear in its input.
+
+# %% tags=["ledger"]
+from circuitbook.models import attn_only
+
+toy = attn_only(1, d_model=32, n_heads=2, d_vocab=50, n_ctx=16, seed=1)
+attn = toy.blocks[0].attn  # this fresh model's biases are zero, so "linear" means f(2x) = 2 f(x)
+x = toy.W_E[torch.randint(0, 50, (1, 8))].detach()  # a residual stream: [batch, pos, d_model]
+
+def with_pattern(x, pattern):
+    """The attention layer's output for input x with a *given* pattern [batch, head, q, k]."""
+    v = torch.einsum("bpd,hde->bphe", x, attn.W_V)   # values, per head
+    z = torch.einsum("bhqk,bkhe->bqhe", pattern, v)  # mix positions by the pattern
+    return torch.einsum("bqhe,hed->bqd", z, attn.W_O)  # write back to the stream
+
+def run(x):
+    """The real layer: returns its output and the pattern it computed."""
+    seen = []
+    attn.hook_pattern.add_hook(lambda pattern, hook: seen.append(pattern))
+    out = attn(x, x, x)
+    attn.hook_pattern.remove_hooks()
+    return out, seen[0]
+
+with torch.no_grad():
+    out_x, pattern_x = run(x)
+    out_2x, _ = run(2 * x)
+    torch.testing.assert_close(with_pattern(x, pattern_x), out_x)  # our formula is the layer
+    free = out_2x - 2 * out_x
+    frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
+print(f"pattern recomputed: max |f(2x) - 2 f(x)| = {free.abs().max().item():.3f}   (not linear)")
+print(f"pattern frozen:     max |f(2x) - 2 f(x)| = {frozen.abs().max().item():.1e}  (linear)")
+assert free.abs().max() > 1e-3 and frozen.abs().max() < 1e-5
+
+# %% [markdown]
+# ## The road ahead
+#
+# - Chapters 2-12 take the Annotated Transformer apart, piece by piece, and at each piece show
+#   what the circuit view sees: the residual stream (3), embeddings (4), positions (5),
+#   attention (6-7), the QK and OV circuits (8), full circuits (9), the feed-forward network
+#   (10), LayerNorm (11) and encoder-decoder attention (12).
+# - Chapters 13-18 follow Elhage et al.: the path expansion, zero-, one- and two-layer models,
+#   induction heads and composition scores, on small models the book trains itself and on the
+#   real pretrained model SmolLM2-135M.
+# - Chapter 19 covers the training recipe, and chapter 20 collects every piece of notation in
+#   one Rosetta stone.
+#
+# ## Summary
+#
+# - Transformers replaced recurrence with attention, which made training parallel and let
+#   every position read every other directly.
+# - The circuits tradition reads trained weights as algorithms, and checks its readings by
+#   intervening on the model.
+# - The residual stream is a sum of the embedding and every sublayer's (indeed every head's)
+#   output. We checked it on a model with LayerNorm and MLPs, and it held to float precision.
+# - The nonlinear parts are the attention pattern, MLPs and LayerNorm. Freezing the pattern
+#   makes a head linear, which is the foundation of the path expansion.

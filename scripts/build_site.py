@@ -1,0 +1,51 @@
+"""Build the static site with jupyter-book 1 and fail on warnings that mean broken content.
+
+Notebooks are expected to be executed already (scripts/execute_notebooks.py fills the cache
+that _config.yml names); if the build has to execute one itself, we say so.
+
+Every Sphinx warning fails the build (missing toc entries, broken cross-references, unknown
+directives or roles, failed execution, bad citations) except the patterns in ``ALLOWED``,
+each of which says why it is harmless.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ALLOWED: list[tuple[str, str]] = [
+    # (regex, reason)
+    (r"\[IPKernelApp\] WARNING \| Kernel is running over TCP without encryption",
+     "ipykernel's note about its local TCP transport: a kernel on this machine, not content"),
+]
+
+
+def main() -> int:
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "--keep-going"]
+    print("$", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    (ROOT / "_build").mkdir(exist_ok=True)
+    (ROOT / "_build" / "build.log").write_text(log)
+    warnings = [line for line in log.splitlines() if re.search(r"\b(WARNING|ERROR|CRITICAL)\b", line)]
+    bad = [w for w in warnings if not any(re.search(p, w) for p, _ in ALLOWED)]
+    executed = [line for line in log.splitlines() if "Executing notebook" in line]
+    if executed:
+        print(f"note: the build executed {len(executed)} notebook(s) itself (cache miss)")
+    if proc.returncode != 0 or bad:
+        print(log[-6000:])
+        print(f"\nsite build FAILED: exit {proc.returncode}, {len(bad)} warning(s) that mean broken content:")
+        for w in bad:
+            print("  ", w)
+        return 1
+    index = ROOT / "_build" / "html" / "index.html"
+    print(f"site built with no content warnings: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

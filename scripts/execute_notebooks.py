@@ -1,0 +1,159 @@
+"""Execute every notebook listed in _toc.yml into the book's execution cache.
+
+Why our own executor rather than letting `jupyter-book build` run them: we want a
+limit on each notebook's *total* time (myst-nb only limits single cells), a clear
+per-notebook report, and failure on any error. Each executed notebook is stored in
+the same jupyter-cache database that myst-nb reads (`execute.cache` in _config.yml),
+keyed by the hash of its code cells, so the build that follows finds every notebook
+already executed and does not run it again; a second `make book` re-executes only
+notebooks whose code changed.
+
+Usage: python scripts/execute_notebooks.py [--notebook-timeout 150] [--cell-timeout 120] [names...]
+Exit status 1 if any notebook failed or ran past its limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import asyncio
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_files(root: Path = ROOT) -> list[Path]:
+    """Every file named in _toc.yml (root included), resolved to an existing path."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    names = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                names.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    paths = []
+    for name in names:
+        matches = [root / f"{name}{ext}" for ext in (".ipynb", ".md") if (root / f"{name}{ext}").exists()]
+        if not matches:
+            raise FileNotFoundError(f"_toc.yml lists {name!r} but neither {name}.ipynb nor {name}.md exists")
+        paths.append(matches[0])
+    return paths
+
+
+def toc_notebooks(root: Path = ROOT) -> list[Path]:
+    return [p for p in toc_files(root) if p.suffix == ".ipynb"]
+
+
+def cache_path(root: Path = ROOT) -> Path:
+    cfg = yaml.safe_load((root / "_config.yml").read_text())
+    return root / cfg["execute"]["cache"]
+
+
+def execute(path: Path, cell_timeout: int, notebook_timeout: int) -> tuple[object, float, str | None]:
+    """Execute ``path`` top to bottom in its own folder; stop it past ``notebook_timeout``.
+
+    Returns (executed notebook, seconds, error text or None). On a timeout the kernel is
+    shut down, so a runaway notebook cannot hold the CPU for the ones after it.
+    """
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=cell_timeout, allow_errors=False, kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True,
+        record_timing=False,  # timing metadata would change the hash myst-nb matches on
+    )
+
+    async def run():
+        try:
+            await asyncio.wait_for(client.async_execute(), timeout=notebook_timeout)
+        finally:
+            if client.km is not None and await _alive(client.km):
+                await client.km.shutdown_kernel(now=True)
+
+    start = time.perf_counter()
+    err = None
+    try:
+        asyncio.run(run())
+    except asyncio.TimeoutError:
+        err = f"ran past the notebook limit of {notebook_timeout} s"
+    except Exception:  # noqa: BLE001 - any failure is reported with its traceback
+        err = traceback.format_exc(limit=3)
+    return nb, time.perf_counter() - start, err
+
+
+async def _alive(km) -> bool:
+    try:
+        result = km.is_alive()
+        return await result if asyncio.iscoroutine(result) else bool(result)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="only notebooks whose path contains one of these")
+    ap.add_argument("--cell-timeout", type=int, default=120)
+    ap.add_argument("--notebook-timeout", type=int, default=150)
+    ap.add_argument("--force", action="store_true", help="execute even when the cache holds a match")
+    ap.add_argument("--report", default=str(ROOT / "_build" / "execution_report.json"))
+    args = ap.parse_args(argv)
+
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(cache_path()))
+    report_path = Path(args.report)
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    failures = []
+    notebooks = [p for p in toc_notebooks() if not args.names or any(n in str(p) for n in args.names)]
+    for path in notebooks:
+        rel = str(path.relative_to(ROOT))
+        nb = nbformat.read(path, as_version=4)
+        if not args.force:
+            try:
+                record = cache.match_cache_notebook(nb)
+                secs = record.data.get("execution_seconds")
+                print(f"cached    {rel}  ({secs:.1f} s when executed)", flush=True)
+                report[rel] = {"seconds": secs, "status": "cached"}
+                continue
+            except KeyError:
+                pass
+        print(f"executing {rel} ...", end=" ", flush=True)
+        executed, seconds, err = execute(path, args.cell_timeout, args.notebook_timeout)
+        if err is None and seconds > args.notebook_timeout:
+            err = f"took {seconds:.1f} s, over the notebook limit of {args.notebook_timeout} s"
+        if err is not None:
+            print(f"FAILED after {seconds:.1f} s\n{err}", flush=True)
+            failures.append(rel)
+            report[rel] = {"seconds": seconds, "status": "failed", "error": err[-2000:]}
+            continue
+        cache.cache_notebook_bundle(
+            CacheBundleIn(executed, str(path), data={"execution_seconds": seconds}),
+            check_validity=False, overwrite=True,
+        )
+        print(f"ok in {seconds:.1f} s", flush=True)
+        report[rel] = {"seconds": seconds, "status": "executed"}
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(report, indent=1, sort_keys=True))
+    if failures:
+        print(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)
+        return 1
+    print(f"{len(notebooks)} notebook(s) executed or cached, none failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

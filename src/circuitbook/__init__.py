@@ -1,0 +1,37 @@
+"""circuitbook: the helper package of *Annotated Transformer Circuits*.
+
+Each submodule holds one concept and names the chapter that teaches it:
+
+- ``circuitbook.circuits``     QK/OV, full and positional circuits (chapters 8-9)
+- ``circuitbook.composition``  Q/K/V composition scores, virtual weights (chapters 16, 18)
+- ``circuitbook.paths``        path expansion and logit attribution (chapter 13)
+- ``circuitbook.heads``        induction / previous-token / copying scores, ablation (chapter 17)
+- ``circuitbook.data``         synthetic tasks and the Shakespeare corpus (chapters 14-17)
+- ``circuitbook.train``        Adam, the Noam schedule, label smoothing (chapter 19)
+- ``circuitbook.models``       attention-only builder, encoder-decoder, zoo, pretrained loaders
+- ``circuitbook.checks``       exercise checks with feedback, one module per chapter
+
+Submodules are imported lazily (``circuitbook.circuits`` works after ``import circuitbook``)
+so that ``import circuitbook`` itself costs almost nothing beyond torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {
+    "circuits", "composition", "paths", "heads", "data", "train", "models",
+    "viz", "widgets", "checks", "grading", "colab", "validate", "ledger",
+}
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"circuitbook.{name}")
+    raise AttributeError(f"module 'circuitbook' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_SUBMODULES))

@@ -1,0 +1,68 @@
+"""The attention-only transformer of the framework's toy models (chapters 14-17).
+
+Elhage et al. (2021) study transformers with no MLPs and no LayerNorm, whose positional
+embedding is added only where queries and keys are read ("shortformer", Press et al. 2021),
+so the residual stream carries token information alone and every path through the model
+is a product of fixed matrices. We build them as TransformerLens ``HookedTransformer``s so
+that hooks, caches and ``FactoredMatrix`` come for free.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+
+def attn_only(
+    n_layers: int,
+    *,
+    d_model: int = 64,
+    n_heads: int = 4,
+    d_head: int | None = None,
+    d_vocab: int = 64,
+    n_ctx: int = 64,
+    positional: str = "shortformer",
+    seed: int | None = 0,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+):
+    """Build an attention-only ``HookedTransformer`` with no LayerNorm.
+
+    ``positional="shortformer"`` adds ``W_pos`` to the input of Q and K only (the framework's
+    toy-model convention); ``"standard"`` adds it to the residual stream as in Vaswani et al.
+    ``n_layers=0`` gives the zero-layer model, logits = W_E W_U (plus biases).
+
+    Weights follow TransformerLens's names and shapes: ``W_Q, W_K, W_V`` are
+    [n_layers, n_heads, d_model, d_head], ``W_O`` is [n_layers, n_heads, d_head, d_model].
+    """
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    if positional not in ("shortformer", "standard"):
+        raise ValueError(f"positional must be 'shortformer' or 'standard', got {positional!r}")
+    if n_layers < 0:
+        raise ValueError(f"n_layers must be >= 0, got {n_layers}")
+    if d_head is None:
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}; pass d_head explicitly")
+        d_head = d_model // n_heads
+    cfg = HookedTransformerConfig(
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        d_head=d_head,
+        d_vocab=d_vocab,
+        n_ctx=n_ctx,
+        attn_only=True,
+        normalization_type=None,
+        positional_embedding_type=positional,
+        act_fn=None,
+        seed=seed,
+        device=str(device),
+        dtype=dtype,
+        default_prepend_bos=False,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        model = HookedTransformer(cfg, move_to_device=False)
+    return model.to(device)

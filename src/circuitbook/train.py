@@ -1,0 +1,341 @@
+"""The training recipe of Vaswani et al. (2017), as chapter 19 teaches it.
+
+- Adam with beta = (0.9, 0.98), eps = 1e-9 (section 5.3 of the paper);
+- the "Noam" schedule lr(step) = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5):
+  linear warm-up for ``warmup`` steps, then decay as 1/sqrt(step);
+- label-smoothed cross-entropy with smoothing eps = 0.1 (section 5.4).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+VASWANI_BETAS = (0.9, 0.98)
+VASWANI_EPS = 1e-9
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for step >= 1.
+
+    The two branches meet at ``step == warmup``, where lr peaks at
+    factor * (d_model * warmup)^-0.5. Step 0 is treated as step 1 (PyTorch's LambdaLR
+    calls the schedule with step 0 before the first update). Taught in chapter 19.
+    """
+    if d_model < 1 or warmup < 1:
+        raise ValueError(f"d_model and warmup must be >= 1, got d_model={d_model}, warmup={warmup}")
+    step = max(int(step), 1)
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def vaswani_adam(params, d_model: int, warmup: int = 4000, factor: float = 1.0):
+    """Adam(betas=(0.9, 0.98), eps=1e-9) with the Noam schedule as a LambdaLR.
+
+    Returns ``(optimizer, scheduler)``; call ``scheduler.step()`` after each
+    ``optimizer.step()``. The optimizer's base lr is 1 so that the scheduler's value
+    *is* the learning rate. Taught in chapter 19.
+    """
+    opt = torch.optim.Adam(params, lr=1.0, betas=VASWANI_BETAS, eps=VASWANI_EPS)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: noam_lr(step, d_model, warmup, factor))
+    return opt, sched
+
+
+class LabelSmoothing(nn.Module):
+    """Label-smoothed cross-entropy: KL(target distribution || model distribution).
+
+    The target puts ``1 - smoothing`` on the true class and spreads ``smoothing`` evenly
+    over the other classes, excluding ``padding_idx`` (which gets 0, as do rows whose
+    target is padding). With ``padding_idx=None`` the mass is spread over all
+    ``size - 1`` wrong classes. Input: log-probabilities [N, size]; target: [N] class ids.
+    ``self.true_dist`` keeps the last target distribution for inspection. The loss is the
+    sum of KL over the batch, as in the Annotated Transformer; divide by the number of
+    tokens for a per-token value. Taught in chapter 19.
+    """
+
+    def __init__(self, size: int, padding_idx: int | None = 0, smoothing: float = 0.1):
+        super().__init__()
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+        if padding_idx is not None and not 0 <= padding_idx < size:
+            raise ValueError(f"padding_idx {padding_idx} is outside 0..{size - 1}")
+        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
+        self.confidence = 1.0 - smoothing
+        self.criterion = nn.KLDivLoss(reduction="sum")
+        self.true_dist: torch.Tensor | None = None
+
+    def target_distribution(self, target: torch.Tensor) -> torch.Tensor:
+        """The smoothed target distribution [N, size] for class ids ``target`` [N]."""
+        n_other = self.size - (1 if self.padding_idx is None else 2)
+        dist = torch.full((target.shape[0], self.size), self.smoothing / n_other, device=target.device)
+        dist.scatter_(1, target.long().unsqueeze(1), self.confidence)
+        if self.padding_idx is not None:
+            dist[:, self.padding_idx] = 0.0
+            dist[target == self.padding_idx] = 0.0
+        return dist
+
+    def forward(self, log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if log_probs.ndim != 2 or log_probs.shape[1] != self.size:
+            raise ValueError(f"log_probs must be [N, {self.size}], got {tuple(log_probs.shape)}")
+        if target.shape != log_probs.shape[:1]:
+            raise ValueError(f"target must be [N]={log_probs.shape[0]} class ids, got {tuple(target.shape)}")
+        self.true_dist = self.target_distribution(target).to(log_probs.dtype)
+        return self.criterion(log_probs, self.true_dist)
+
+
+# ----------------------------------------------------------------------------------------
+# Training the attention-only toy models (chapters 14-17, 19)
+# ----------------------------------------------------------------------------------------
+
+
+def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy: ``-mean_t log p(x_{t+1} | x_{<=t})`` over [batch, pos-1].
+
+    The loss every toy model is trained on (chapter 19); a scalar tensor with grad.
+    """
+    logits = model(tokens, return_type="logits")
+    return per_token_loss(logits, tokens).mean()
+
+
+def per_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``loss[b, t] = -log softmax(logits[b, t])[tokens[b, t + 1]]``, shape [batch, pos - 1].
+
+    Position ``t`` predicts token ``t + 1``, so the last position has no target.
+    """
+    if logits.shape[:2] != tokens.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} do not match tokens {tuple(tokens.shape)} in [batch, pos]")
+    log_probs = logits[:, :-1].log_softmax(-1)
+    return -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+
+
+def make_optimizer(model, optimizer="adam", *, lr: float = 1e-2, weight_decay: float = 0.0, betas=(0.9, 0.999)):
+    """``"adam"``, ``"adamw"`` or ``"sgd"`` over ``model.parameters()``; an optimizer
+    instance is returned unchanged. The toy models use plain Adam at a constant lr of
+    1e-2 (chapter 19 explains why no warm-up is needed at this size)."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay)
+    if optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+    if optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"optimizer must be 'adam', 'adamw', 'sgd' or a torch.optim.Optimizer, got {optimizer!r}")
+
+
+def _next_batch(batches, step: int) -> torch.Tensor:
+    if callable(batches):
+        return batches(step)
+    try:
+        return next(batches)
+    except StopIteration:
+        raise ValueError(f"the batch iterator ran out after {step} steps; pass more batches or fewer steps") from None
+
+
+def train_lm(
+    model,
+    batches,
+    *,
+    steps: int,
+    lr: float = 1e-2,
+    optimizer="adam",
+    weight_decay: float = 0.0,
+    threads: int | None = None,
+    callback=None,
+    progress: bool = True,
+    desc: str = "train",
+) -> list[float]:
+    """Train ``model`` on next-token prediction for ``steps`` steps; return the losses.
+
+    ``batches`` is a function ``step -> tokens [batch, pos]`` (deterministic training:
+    ``lambda step: induction_tokens(32, 64, seed=step)``) or an iterator of token
+    batches. Each step: ``loss = lm_loss(model, tokens)``, ``loss.backward()``,
+    ``optimizer.step()``. ``optimizer`` is ``"adam"`` (default), ``"adamw"``, ``"sgd"`` or an
+    optimizer instance. ``threads`` sets ``torch.set_num_threads`` during training (tiny
+    models run best on 1 thread when the CPU is shared) and restores it afterwards.
+
+    ``callback(step, model, loss)`` (or a list of them) is called once before training
+    with ``step=0, loss=None`` and after every step with the step count (1-based) and
+    that step's loss; if it returns ``True``, training stops early. A tqdm bar shows
+    the loss unless ``progress=False``. Taught in chapter 19.
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    callbacks = [] if callback is None else list(callback) if isinstance(callback, (list, tuple)) else [callback]
+    opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
+    if not callable(batches):
+        batches = iter(batches)
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    losses: list[float] = []
+    try:
+        model.train()
+        stop = any([bool(cb(0, model, None)) for cb in callbacks])
+        bar = _progress(steps, desc, progress)
+        for step in range(1, steps + 1):
+            if stop:
+                break
+            tokens = _next_batch(batches, step - 1)
+            loss = lm_loss(model, tokens)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            stop = any([bool(cb(step, model, losses[-1])) for cb in callbacks])
+            if bar is not None:
+                bar.update(1)
+                if step % 10 == 0 or stop:
+                    bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if bar is not None:
+            bar.close()
+    finally:
+        model.eval()
+        torch.set_num_threads(old_threads)
+    return losses
+
+
+def _progress(steps: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=steps, desc=desc, leave=False)
+
+
+def repeat_losses(model, *, seq_len: int | None = None, batch: int = 8, seed: int = 0) -> tuple[float, float]:
+    """Mean loss on the first and on the second copy of repeated random tokens.
+
+    Tokens ``[r_0 .. r_{n-1}, r_0 .. r_{n-1}]`` (``n = seq_len``, default ``n_ctx // 2``):
+    the first copy is unpredictable (about ``ln d_vocab`` nats for a model that
+    learned no bigrams); on the second copy an induction head copies the answer from
+    ``n`` positions back. Returns ``(first, second)``, averaged over predictions of
+    tokens ``1..n-1`` and ``n+1..2n-1`` (the first token of each copy is left out).
+    This gap is the in-context learning that appears at the phase change (chapter 17).
+    """
+    from circuitbook.data.repeats import repeated_random_tokens
+
+    n = model.cfg.n_ctx // 2 if seq_len is None else seq_len
+    if not 2 <= 2 * n <= model.cfg.n_ctx:
+        raise ValueError(f"seq_len={n} needs 2 * seq_len <= n_ctx={model.cfg.n_ctx} and seq_len >= 1")
+    device = next(model.parameters()).device
+    tokens = repeated_random_tokens(batch, n, model.cfg.d_vocab, seed=seed, device=device)
+    with torch.no_grad():
+        loss = per_token_loss(model(tokens, return_type="logits"), tokens)
+    return float(loss[:, : n - 1].mean()), float(loss[:, n:].mean())
+
+
+def _head_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(induction, previous-token)`` scores [n_layers, n_heads] from ``circuitbook.heads``."""
+    try:
+        from circuitbook import heads
+    except ModuleNotFoundError:  # TEMPORARY until circuitbook/heads.py lands
+        return _fallback_head_scores(model, seq_len=seq_len, batch=batch, seed=seed)
+    return (
+        heads.induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+        heads.prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+    )
+
+
+def _fallback_head_scores(model, *, seq_len: int, batch: int, seed: int):
+    from circuitbook.data.repeats import repeated_random_tokens
+
+    tokens = repeated_random_tokens(batch, seq_len, model.cfg.d_vocab, seed=seed)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    pat = torch.stack([cache["pattern", layer] for layer in range(model.cfg.n_layers)])  # [L, b, h, q, k]
+    ind = pat.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)[..., 1:].mean((1, 3))
+    prev = pat.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, 3))
+    return ind, prev
+
+
+class InductionMetrics:
+    """A ``train_lm`` callback that records how induction forms (chapters 17 and 19).
+
+    Every ``every`` steps (and at step 0) it appends to ``self.history`` (a dict of lists):
+
+    - ``step``; ``loss``: the mean training loss since the previous record;
+    - ``loss_first_copy`` / ``loss_second_copy``: :func:`repeat_losses` on a fixed batch of
+      repeated random tokens (the in-context loss is the second);
+    - ``induction`` / ``prev_token``: the full [n_layers, n_heads] scores of
+      ``circuitbook.heads`` as nested lists, and ``induction_best`` / ``prev_token_best``.
+
+    ``stop_when(record) -> bool`` ends training early (e.g. at the first sign of induction).
+    :meth:`phase_change_step` finds the step where the in-context loss collapses.
+    """
+
+    KEYS = (
+        "step", "loss", "loss_first_copy", "loss_second_copy",
+        "induction_best", "prev_token_best", "induction", "prev_token",
+    )
+
+    def __init__(self, every: int = 25, *, seq_len: int | None = None, batch: int = 8, seed: int = 0, stop_when=None):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.every, self.seq_len, self.batch, self.seed = every, seq_len, batch, seed
+        self.stop_when = stop_when
+        self.history: dict[str, list] = {k: [] for k in self.KEYS}
+        self._pending: list[float] = []
+
+    def evaluate(self, model) -> dict:
+        """One record (without ``step``/``loss``) for ``model`` as it is now."""
+        n = model.cfg.n_ctx // 2 if self.seq_len is None else self.seq_len
+        first, second = repeat_losses(model, seq_len=n, batch=self.batch, seed=self.seed)
+        record = {"loss_first_copy": first, "loss_second_copy": second}
+        if model.cfg.n_layers == 0:
+            ind = prev = torch.zeros(0, model.cfg.n_heads)
+        else:
+            ind, prev = _head_scores(model, seq_len=n, batch=self.batch, seed=self.seed)
+        record["induction"], record["prev_token"] = ind.tolist(), prev.tolist()
+        record["induction_best"] = float(ind.max()) if ind.numel() else 0.0
+        record["prev_token_best"] = float(prev.max()) if prev.numel() else 0.0
+        return record
+
+    def __call__(self, step: int, model, loss: float | None) -> bool:
+        if loss is not None:
+            self._pending.append(loss)
+        if step % self.every:
+            return False
+        was_training = model.training
+        model.eval()
+        record = {"step": step, "loss": sum(self._pending) / len(self._pending) if self._pending else None}
+        record.update(self.evaluate(model))
+        model.train(was_training)
+        self._pending = []
+        for k in self.KEYS:
+            self.history[k].append(record[k])
+        return bool(self.stop_when(record)) if self.stop_when is not None else False
+
+    @property
+    def last(self) -> dict:
+        """The latest record as a dict (empty before the first)."""
+        return {k: v[-1] for k, v in self.history.items() if v}
+
+    def phase_change_step(self, chance: float | None = None) -> int | None:
+        """The step where the in-context loss collapses, or ``None`` if it never does.
+
+        Defined as the first recorded step at which ``loss_second_copy`` falls below the
+        midpoint between chance (``ln d_vocab``, or ``chance``) and its lowest recorded
+        value; ``None`` if that lowest value is not at least 0.5 nats below chance.
+        """
+        return phase_change_step(self.history, chance=chance)
+
+
+def phase_change_step(history: dict, *, chance: float | None = None, d_vocab: int | None = None) -> int | None:
+    """:meth:`InductionMetrics.phase_change_step` for a saved history (dict of lists).
+
+    ``chance`` defaults to ``ln d_vocab`` if ``d_vocab`` is given, else to the first
+    recorded ``loss_first_copy`` (a model at initialisation is at chance on both copies).
+    """
+    import math
+
+    second, steps = history["loss_second_copy"], history["step"]
+    if not second:
+        return None
+    if chance is None:
+        chance = math.log(d_vocab) if d_vocab is not None else history["loss_first_copy"][0]
+    low = min(second)
+    if low > chance - 0.5:
+        return None
+    mid = (chance + low) / 2
+    return next(s for s, v in zip(steps, second) if v < mid)

@@ -1,0 +1,62 @@
+"""The built site (run after scripts/build_site.py): every toc page exists, is executed,
+and carries launch buttons that point at notebooks that exist in the repository."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import execute_notebooks  # noqa: E402
+import notebooks  # noqa: E402
+
+NOTEBOOK_LIMIT_S = 150  # the executor's default notebook limit
+
+pytestmark = pytest.mark.skipif(not (HTML / "index.html").exists(), reason="site not built: run make book")
+
+
+def page(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix(".html")
+    return (HTML / rel).read_text()
+
+
+@pytest.mark.parametrize("path", execute_notebooks.toc_files(), ids=lambda p: p.name)
+def test_every_toc_page_is_built(path):
+    html = page(path)
+    assert "<h1" in html
+
+
+@pytest.mark.parametrize("path", execute_notebooks.toc_notebooks(), ids=lambda p: p.name)
+def test_chapters_are_executed_without_errors(path):
+    html = page(path)
+    assert "cell_output" in html, "no executed output on the page"
+    assert "Traceback (most recent call last)" not in html
+    assert 'output traceback' not in html and 'output stderr' not in html, "a cell printed an error or to stderr"
+
+
+@pytest.mark.parametrize("path", execute_notebooks.toc_notebooks(), ids=lambda p: p.name)
+def test_launch_buttons_point_at_the_notebook_in_the_repository(path):
+    html = page(path)
+    url, branch = notebooks.repository()
+    repo = url.removeprefix("https://github.com/")
+    rel = path.relative_to(ROOT).as_posix()
+    colab = re.findall(r'https://colab\.research\.google\.com/github/([^"]+)', html)
+    binder = re.findall(r'https://mybinder\.org/v2/gh/([^"]+)', html)
+    assert colab == [f"{repo}/blob/{branch}/{rel}"], colab
+    assert binder and binder[0] == f"{repo}/{branch}?urlpath=tree/{rel}", binder
+    assert (ROOT / rel).exists()
+
+
+def test_each_notebook_ran_within_its_limit():
+    report = json.loads((ROOT / "_build" / "execution_report.json").read_text())
+    for path in execute_notebooks.toc_notebooks():
+        entry = report[str(path.relative_to(ROOT))]
+        assert entry["status"] != "failed", entry
+        assert entry["seconds"] < NOTEBOOK_LIMIT_S, entry
