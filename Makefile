@@ -22,7 +22,6 @@ $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first: 2.13.0 is the CPU build on local disk; anything later that asks for
 	# torch is then already satisfied and no CUDA build is downloaded.
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt
 	# data-only packages: their files are read, the packages are never imported
