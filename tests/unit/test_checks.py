@@ -9,7 +9,7 @@ import torch
 from circuitbook import checks
 from circuitbook.checks import FunctionExercise, Mistake, ValueExercise
 
-from check_mutations import MUTATIONS
+from mutations import MUTATIONS
 
 EXERCISES = checks.all_exercises()
 FUNCTION_IDS = sorted(k for k, v in EXERCISES.items() if isinstance(v, FunctionExercise))
