@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "circuits", "composition", "paths", "heads", "data", "train", "models",
-    "viz", "widgets", "checks", "grading", "colab", "validate", "ledger",
+    "viz", "widgets", "checks", "grading", "validate", "book",
 }
 
 

@@ -1,0 +1,114 @@
+"""Chapter 6 (scaled dot-product attention): exercise checks and reference solutions."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def _causal(n: int) -> torch.Tensor:
+    """[n, n] bool, True where query i may attend to key j (j <= i)."""
+    return torch.tril(torch.ones(n, n, dtype=torch.bool))
+
+
+def attention_pattern(q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_k)) over keys, with the causal mask: [..., n_q, n_k]."""
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        scores = scores.masked_fill(~_causal(q.shape[-2]), float("-inf"))
+    return scores.softmax(dim=-1)
+
+
+def _pattern_inputs(g: torch.Generator) -> dict:
+    n, d_k = 4 + int(torch.randint(0, 5, (1,), generator=g)), 16 + int(torch.randint(0, 49, (1,), generator=g))
+    # scaled so the softmax is neither uniform nor one-hot: every mistake changes the answer
+    return {"q": 2 * torch.randn(2, n, d_k, generator=g), "k": 2 * torch.randn(2, n, d_k, generator=g), "causal": True}
+
+
+def _scores(q, k):
+    return q @ k.transpose(-1, -2)
+
+
+EX1 = FunctionExercise(
+    id="ch06_ex1",
+    title="the causal attention pattern",
+    reference=attention_pattern,
+    make_inputs=_pattern_inputs,
+    mistakes=[
+        Mistake("forgot the scale", "Divide the scores by sqrt(d_k) before the softmax.",
+                lambda q, k, causal: _scores(q, k).masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-1)),
+        Mistake("scaled by d_k instead of sqrt(d_k)", "The scale is 1/sqrt(d_k), not 1/d_k.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1])
+                .masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-1)),
+        Mistake("forgot the causal mask", "Set the scores of future keys (j > i) to -inf before the softmax.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5).softmax(-1)),
+        Mistake("mask points the wrong way", "Query i may see keys j <= i (a lower-triangular pattern), "
+                "not j >= i.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
+                .masked_fill(~_causal(q.shape[-2]).T, float("-inf")).softmax(-1)),
+        Mistake("softmax over the wrong axis", "Normalise over keys (the last axis): each query's row must sum "
+                "to 1.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
+                .masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-2)),
+        Mistake("masked after the softmax", "Mask before the softmax; zeroing weights afterwards leaves rows that "
+                "no longer sum to 1.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5).softmax(-1)
+                .masked_fill(~_causal(q.shape[-2]), 0.0)),
+        Mistake("transposed", "Rows are queries and columns are keys: pattern[i, j] is how much query i attends "
+                "to key j.",
+                lambda q, k, causal: attention_pattern(q, k).transpose(-1, -2)),
+        Mistake("unnormalised", "Apply a softmax over the keys: the pattern is a probability distribution per "
+                "query.",
+                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
+                .masked_fill(~_causal(q.shape[-2]), float("-inf")).exp()),
+    ],
+    hint="scores = q @ k.transpose(-1, -2) / sqrt(d_k); set scores[i, j] = -inf where j > i; "
+         "softmax over the last axis.",
+)
+
+
+def qk_scores(x: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
+    """Attention scores of every head, from the residual stream (row-vector convention).
+
+    x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head] -> [n_heads, pos_q, pos_k],
+    scores[h, i, j] = (x_i W_Q^h)(x_j W_K^h)^T / sqrt(d_head) = x_i W_QK^h x_j^T / sqrt(d_head).
+    """
+    q = torch.einsum("pd,hde->hpe", x, W_Q)
+    k = torch.einsum("pd,hde->hpe", x, W_K)
+    return q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
+
+
+def _qk_inputs(g: torch.Generator) -> dict:
+    d_model, d_head, n_heads = 24, 6, 3
+    pos = 5 + int(torch.randint(0, 4, (1,), generator=g))
+    return {"x": torch.randn(pos, d_model, generator=g),
+            "W_Q": torch.randn(n_heads, d_model, d_head, generator=g),
+            "W_K": torch.randn(n_heads, d_model, d_head, generator=g)}
+
+
+EX2 = FunctionExercise(
+    id="ch06_ex2",
+    title="scores from the residual stream",
+    reference=qk_scores,
+    make_inputs=_qk_inputs,
+    mistakes=[
+        Mistake("forgot the scale", "Divide by sqrt(d_head).",
+                lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * W_Q.shape[-1] ** 0.5),
+        Mistake("scaled by sqrt(d_model)", "The scale uses the head dimension d_head, the length of q and k, "
+                "not d_model.",
+                lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * (W_Q.shape[-1] / W_Q.shape[-2]) ** 0.5),
+        Mistake("queries and keys swapped", "scores[h, i, j] pairs the query of position i with the key of "
+                "position j. Swapping W_Q and W_K, or transposing the last two axes, gives the same wrong "
+                "answer: x_j W_QK x_i^T instead of x_i W_QK x_j^T.",
+                lambda x, W_Q, W_K: qk_scores(x, W_K, W_Q)),
+        Mistake("used W_Q for the keys too", "Keys come from W_K.",
+                lambda x, W_Q, W_K: qk_scores(x, W_Q, W_Q)),
+        Mistake("applied a softmax", "This exercise asks for the scores, before any softmax or mask.",
+                lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),
+    ],
+    hint="q = x @ W_Q[h] and k = x @ W_K[h] for each head h (einsum 'pd,hde->hpe'); "
+         "scores = q @ k^T / sqrt(d_head).",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
