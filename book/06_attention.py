@@ -1,0 +1,260 @@
+# %% [markdown]
+# # 6. Scaled dot-product attention
+#
+# Attention is how one position of a transformer reads from the others. This chapter builds
+# it from one equation, explains the $1/\sqrt{d_k}$ that the paper puts in front of the
+# scores (and shows what goes wrong without it), adds the causal mask that makes a language
+# model predict only from the past, and then rewrites the score in the circuit notation as
+# $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, a bilinear form on the residual stream.
+
+# %%
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# Think of attention as a soft dictionary lookup. Every position publishes a **key** (what it
+# has to offer) and a **value** (what it will hand over), and asks a **query** (what it is
+# looking for). A query is compared with every key by a dot product. The comparisons are
+# turned into weights that are positive and sum to one (a softmax), and the position
+# receives the weighted average of the values. A query that matches one key much better than
+# the others gets, in effect, that key's value; a query that matches nothing in particular
+# gets a blur of all of them.
+#
+# Vaswani et al. {cite}`vaswani2017attention` write the whole operation for a batch of queries
+# $Q$, keys $K$ and values $V$ (one row per position) as
+#
+# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V,$$
+#
+# where $d_k$ is the length of each query and key vector, and the softmax runs along each
+# row, over the keys.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# Here is the function as the Annotated Transformer {cite}`rush2018annotated` writes it, in
+# our own lines. It returns both the output and the attention pattern `p_attn`, because the
+# pattern is the thing we will want to look at.
+
+# %%
+def attention(query, key, value, mask=None):
+    """Scaled dot-product attention. query: [..., n_q, d_k], key: [..., n_k, d_k],
+    value: [..., n_k, d_v]; mask broadcasts to [..., n_q, n_k], 0 where attention is forbidden.
+    Returns (output [..., n_q, d_v], pattern [..., n_q, n_k])."""
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    p_attn = scores.softmax(dim=-1)
+    return p_attn @ value, p_attn
+
+
+q, k, v = torch.randn(3, 2, 5, 8).unbind(0)  # batch 2, 5 positions, d_k = d_v = 8
+out, pattern = attention(q, k, v)
+# PyTorch's fused kernel computes the same thing: an independent reference
+torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+claim("our attention() equals torch's scaled_dot_product_attention",
+      (out - torch.nn.functional.scaled_dot_product_attention(q, k, v)).abs().max(), True, chapter="6")
+claim("each query's attention weights sum to 1", (pattern.sum(-1) - 1).abs().max(),
+      bool(torch.allclose(pattern.sum(-1), torch.ones(2, 5))), chapter="6")
+
+# %% [markdown]
+# ### Why divide by $\sqrt{d_k}$?
+#
+# The paper's argument (section 3.2.1): if the entries of $q$ and $k$ are independent with
+# mean 0 and variance 1, then $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of $d_k$ terms
+# of variance 1, so its variance is $d_k$. Large scores push the softmax into saturation:
+# almost all the weight goes to one key, and the gradient through the others vanishes.
+# Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the width. We check
+# both halves of the argument by sampling.
+
+# %%
+dims = [4, 16, 64, 256, 1024]
+n_samples = 20_000
+var_raw, var_scaled, top_raw, top_scaled = [], [], [], []
+for d_k in dims:
+    qs, ks = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    dots = (qs * ks).sum(-1)
+    var_raw.append(dots.var().item())
+    var_scaled.append((dots / math.sqrt(d_k)).var().item())
+    # saturation: the largest softmax weight of one query over 32 random keys, averaged
+    qq, kk = torch.randn(200, 1, d_k), torch.randn(200, 32, d_k)
+    s = (qq @ kk.transpose(-1, -2)).squeeze(1)
+    top_raw.append(s.softmax(-1).max(-1).values.mean().item())
+    top_scaled.append((s / math.sqrt(d_k)).softmax(-1).max(-1).values.mean().item())
+
+for d_k, vr, vs, tr, ts in zip(dims, var_raw, var_scaled, top_raw, top_scaled):
+    print(f"d_k={d_k:5d}  var(q.k)={vr:8.1f}  var(q.k/sqrt(d_k))={vs:5.2f}  "
+          f"max weight: unscaled {tr:.2f}, scaled {ts:.2f}")
+ratio = max(vr / d for vr, d in zip(var_raw, dims)), min(vr / d for vr, d in zip(var_raw, dims))
+claim("Var(q.k) is about d_k for unit-variance q, k (ratio within 10%)", f"{ratio[1]:.3f}..{ratio[0]:.3f}",
+      0.9 < ratio[1] and ratio[0] < 1.1, chapter="6")
+claim("after scaling, Var(q.k / sqrt(d_k)) is about 1 at every d_k", f"{min(var_scaled):.3f}..{max(var_scaled):.3f}",
+      all(0.9 < v < 1.1 for v in var_scaled), chapter="6")
+glue("top_raw_1024", top_raw[-1])
+glue("top_scaled_1024", top_scaled[-1])
+
+# %% [markdown]
+# At $d_k = 1024$ an unscaled query puts on average {glue:text}`top_raw_1024:.2f` of its
+# weight on a single key out of 32, while the scaled one puts
+# {glue:text}`top_scaled_1024:.2f`. Move the slider below to watch it happen to one query:
+# the blue bars are the weights with the scale, the orange ones without.
+
+# %%
+probe_q, probe_k = torch.randn(1, 1024), torch.randn(12, 1024)
+
+
+def draw_saturation(d_k=64):
+    s = (probe_q[:, :d_k] @ probe_k[:, :d_k].T).squeeze(0)
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    idx = torch.arange(12)
+    ax.bar(idx - 0.2, (s / math.sqrt(d_k)).softmax(-1), width=0.4, label="softmax(q.k / sqrt(d_k))")
+    ax.bar(idx + 0.2, s.softmax(-1), width=0.4, label="softmax(q.k)")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("key")
+    ax.set_ylabel("attention weight")
+    ax.set_title(f"one query over 12 random keys, d_k = {d_k}")
+    ax.legend(loc="upper right", fontsize=8)
+    plt.show()
+
+
+explore(draw_saturation, d_k=(1, 1024, 1))
+
+# %% [markdown]
+# ### The causal mask
+#
+# A language model predicts token $i+1$ from tokens $0..i$, so position $i$ must not read
+# later positions. The mask sets the scores of keys $j > i$ to $-\infty$ before the softmax;
+# their weights become exactly zero, and the remaining weights still sum to one. The pattern
+# is lower triangular.
+
+# %%
+n = 6
+causal_mask = torch.tril(torch.ones(n, n))
+_, causal_pattern = attention(torch.randn(n, 8), torch.randn(n, 8), torch.randn(n, 8), mask=causal_mask)
+print(causal_pattern.numpy().round(2))
+claim("the causal pattern is zero above the diagonal",
+      causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), chapter="6")
+claim("each masked row still sums to 1", (causal_pattern.sum(-1) - 1).abs().max(),
+      bool(torch.allclose(causal_pattern.sum(-1), torch.ones(n))), chapter="6")
+
+# %% [markdown]
+# ### Exercise 6.1: the causal attention pattern
+#
+# Write `attention_pattern(q, k, causal)` returning $\operatorname{softmax}(qk^\top/\sqrt{d_k})$
+# with the causal mask, for inputs of shape `[batch, n, d_k]`. The check runs your function on
+# fresh random inputs and, if it disagrees, tells you which common mistake your answer looks
+# like.
+
+# %% tags=["exercise"]
+def attention_pattern(q, k, causal=True):
+    """q, k: [batch, n, d_k] -> causal attention pattern [batch, n, n] (rows: queries)."""
+    # BEGIN SOLUTION
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
+    return scores.softmax(dim=-1)
+    # END SOLUTION
+
+
+checks.ch06_ex1(attention_pattern)
+
+# %% [markdown]
+# ## The circuit view
+#
+# In a transformer the queries and keys are not given; each head computes them from the
+# residual stream $x$ (one row per position) with its own matrices. In TransformerLens's
+# row-vector convention, for head $h$,
+#
+# $$q_i = x_i W_Q^h, \qquad k_j = x_j W_K^h, \qquad W_Q^h, W_K^h \in \mathbb{R}^{d_\text{model} \times d_\text{head}},$$
+#
+# so the score of query position $i$ on key position $j$ is
+#
+# $$\frac{q_i k_j^\top}{\sqrt{d_\text{head}}} = \frac{x_i W_Q^h (W_K^h)^\top x_j^\top}{\sqrt{d_\text{head}}}
+# = \frac{x_i\, W_{QK}^h\, x_j^\top}{\sqrt{d_\text{head}}}, \qquad W_{QK}^h = W_Q^h (W_K^h)^\top.$$
+#
+# The head's "where to look" is a single $d_\text{model} \times d_\text{model}$ matrix, and
+# the score is a bilinear form: it is linear in the query's residual vector and linear in the
+# key's. (Biases add terms linear in one side only; the model below has none. Chapter 8
+# treats $W_{QK}$ as an object in its own right.)
+#
+# We check the identity against the scores a real TransformerLens model computes internally
+# (the hook `hook_attn_scores`, taken before the mask).
+
+# %%
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+cfg = HookedTransformerConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, d_vocab=50, n_ctx=16,
+                              attn_only=True, normalization_type=None, positional_embedding_type="standard",
+                              seed=1)
+model = HookedTransformer(cfg, move_to_device=False)
+tokens = torch.randint(0, cfg.d_vocab, (1, 10))
+_, cache = model.run_with_cache(tokens)
+x = cache["resid_pre", 0][0]              # [pos, d_model]: the stream the layer reads
+hooked = cache["attn_scores", 0][0]       # [head, q, k], scaled, before the mask
+
+W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_model, d_model]
+ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]
+causal = torch.tril(torch.ones(10, 10, dtype=torch.bool))
+torch.testing.assert_close(ours[:, causal], hooked[:, causal])
+claim("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores",
+      (ours[:, causal] - hooked[:, causal]).abs().max(), True, chapter="6")
+
+# %% [markdown]
+# $W_{QK}^h$ is $d_\text{model} \times d_\text{model}$ but it is the product of a
+# $d_\text{model} \times d_\text{head}$ and a $d_\text{head} \times d_\text{model}$ matrix, so
+# its rank is at most $d_\text{head}$: the head can only compare $d_\text{head}$ directions of
+# the query side with $d_\text{head}$ directions of the key side. Here $d_\text{model} = 32$
+# and $d_\text{head} = 8$.
+
+# %%
+# multiply in float64: rounding in a float32 product would look like tiny extra singular values
+W_QK64 = model.W_Q[0].double() @ model.W_K[0].double().transpose(-1, -2)
+ranks = torch.linalg.matrix_rank(W_QK64).tolist()
+print(f"rank of W_QK per head: {ranks}   (d_model = {cfg.d_model}, d_head = {cfg.d_head})")
+claim("rank(W_QK) <= d_head for every head", max(ranks), max(ranks) <= cfg.d_head, chapter="6")
+glue("qk_ranks", ", ".join(map(str, ranks)))
+
+# %% [markdown]
+# ### Exercise 6.2: scores from the residual stream
+#
+# Write `qk_scores(x, W_Q, W_K)` that returns every head's scores `[n_heads, pos, pos]` (no mask,
+# no softmax) from a residual stream `x` of shape `[pos, d_model]` and TransformerLens-shaped
+# weights `[n_heads, d_model, d_head]`.
+
+# %% tags=["exercise"]
+def qk_scores(x, W_Q, W_K):
+    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head] -> scores [n_heads, pos_q, pos_k]."""
+    # BEGIN SOLUTION
+    q = torch.einsum("pd,hde->hpe", x, W_Q)
+    k = torch.einsum("pd,hde->hpe", x, W_K)
+    return q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
+    # END SOLUTION
+
+
+checks.ch06_ex2(qk_scores)
+
+# %% [markdown]
+# ## Summary
+#
+# - Attention is $\operatorname{softmax}(QK^\top/\sqrt{d_k})V$: queries are compared with keys,
+#   the comparisons become weights, and the output is a weighted average of values.
+# - Without the scale, the variance of a score grows like $d_k$ and the softmax saturates; we
+#   measured both.
+# - The causal mask sets future scores to $-\infty$, making the pattern lower triangular while
+#   each row still sums to one.
+# - In circuit notation the score is $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with
+#   $W_{QK} = W_Q W_K^\top$ of rank at most $d_\text{head}$ (the heads above have ranks
+#   {glue:text}`qk_ranks`), which we matched to the model's own scores.
