@@ -81,6 +81,8 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 # the framework studies, nor load the canonical attn-only checkpoints.
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 
+from circuitbook.book import claim  # claim(...) raises if a stated fact is false; see the claims ledger
+
 torch.manual_seed(0)
 cfg = HookedTransformerConfig(
     n_layers=3, d_model=64, n_heads=4, d_head=16, d_mlp=256, d_vocab=100, n_ctx=32,
@@ -101,8 +103,8 @@ for layer in range(cfg.n_layers):
 rebuilt = sum(parts.values())
 
 torch.testing.assert_close(rebuilt, final)
-print(f"max |final - sum of parts| = {(rebuilt - final).abs().max().item():.2e} "
-      f"over {final.numel()} numbers; the residual stream is the sum of {len(parts)} parts")
+claim(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
+      (rebuilt - final).abs().max(), True, chapter="1")
 
 # %% [markdown]
 # The largest difference is at the level of float32 rounding. Notice that this model has
@@ -127,7 +129,8 @@ for layer in range(cfg.n_layers):
 finer = (cache["hook_embed"] + cache["hook_pos_embed"] + sum(per_head.values())
          + sum(model.b_O[layer] + cache["mlp_out", layer] for layer in range(cfg.n_layers)))
 torch.testing.assert_close(finer, cache["resid_post", cfg.n_layers - 1])
-print(f"{len(per_head)} per-head terms + embeddings + biases + MLPs also sum to the final stream")
+claim(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
+      (finer - cache["resid_post", cfg.n_layers - 1]).abs().max(), True, chapter="1")
 
 # %% [markdown]
 # Because the stream is a sum, so is anything *linear* we compute from it. The picture below
@@ -201,9 +204,10 @@ with torch.no_grad():
     torch.testing.assert_close(with_pattern(x, pattern_x), out_x)  # our formula is the layer
     free = out_2x - 2 * out_x
     frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
-print(f"pattern recomputed: max |f(2x) - 2 f(x)| = {free.abs().max().item():.3f}   (not linear)")
-print(f"pattern frozen:     max |f(2x) - 2 f(x)| = {frozen.abs().max().item():.1e}  (linear)")
-assert free.abs().max() > 1e-3 and frozen.abs().max() < 1e-5
+claim("with its pattern recomputed, an attention layer is not linear: f(2x) != 2 f(x)",
+      free.abs().max(), free.abs().max() > 1e-3, chapter="1")
+claim("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen.abs().max(),
+      frozen.abs().max() < 1e-5, chapter="1")
 
 # %% [markdown]
 # ## The road ahead

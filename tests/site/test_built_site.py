@@ -60,3 +60,23 @@ def test_each_notebook_ran_within_its_limit():
         entry = report[str(path.relative_to(ROOT))]
         assert entry["status"] != "failed", entry
         assert entry["seconds"] < NOTEBOOK_LIMIT_S, entry
+
+
+def test_the_ledger_lists_every_checked_claim():
+    import re as _re
+
+    import nbformat
+    import yaml
+
+    import sphinx_ledger
+
+    cache = str(ROOT / yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["cache"])
+    expected = 0
+    for path in execute_notebooks.toc_notebooks():
+        nb = sphinx_ledger.executed(path, cache)
+        assert nb is not None, f"{path.name} has no executed copy in the cache"
+        expected += len(sphinx_ledger.claims_of(nb))
+    html = (HTML / "book" / "ledger.html").read_text()
+    assert expected > 0
+    assert f"{expected} claims in" in html
+    assert len(_re.findall(r"<tr", html)) == expected + 1  # header row + one per claim

@@ -77,3 +77,27 @@ def test_config_names_the_cache_the_executor_fills():
     assert cfg["execute"]["execute_notebooks"] == "cache"
     assert cfg["execute"]["raise_on_error"] is True
     assert execute_notebooks.cache_path() == ROOT / cfg["execute"]["cache"]
+
+
+def test_every_exercise_cell_calls_a_known_check():
+    from circuitbook import checks
+
+    known = checks.all_exercises()
+    for src in notebooks.sources():
+        nb = notebooks.generate(src)
+        for cell in nb.cells:
+            if "exercise" in cell.metadata.get("tags", []):
+                ids = re.findall(r"checks\.(ch\d\d_ex\d+)\(", cell.source)
+                assert ids, f"{src.name}: exercise cell without a check call:\n{cell.source[:200]}"
+                for ex_id in ids:
+                    assert ex_id in known, f"{src.name} calls unknown check {ex_id}"
+
+
+def test_exercise_cells_split_into_template_and_solution():
+    template, solution = notebooks.split_exercise(
+        "def f(x):\n    '''doc'''\n    # BEGIN SOLUTION\n    return x + 1\n    # END SOLUTION\n\ncheck(f)")
+    assert "return x + 1" not in template and "raise NotImplementedError" in template
+    assert template.endswith("check(f)") and solution.endswith("check(f)")
+    assert "BEGIN SOLUTION" not in solution and "return x + 1" in solution
+    with pytest.raises(ValueError, match="matching"):
+        notebooks.split_exercise("def f():\n    # BEGIN SOLUTION\n    pass\n")
