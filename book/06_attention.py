@@ -19,7 +19,7 @@ from circuitbook.book import claim, glue
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-torch.manual_seed(0)
+_ = torch.manual_seed(0)
 
 # %% [markdown]
 # ## Plain language

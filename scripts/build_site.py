@@ -25,6 +25,9 @@ ALLOWED: list[tuple[str, str]] = [
 
 
 def main() -> int:
+    import vendor_assets
+
+    vendor_assets.main()
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "--keep-going"]
     print("$", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

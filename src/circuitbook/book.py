@@ -16,14 +16,16 @@ from typing import Any
 CLAIM_MIME = "application/vnd.circuitbook.claim+json"
 
 
-def glue(name: str, value: Any, display: bool = False) -> Any:
-    """Make ``value`` available to the page's prose as ``{glue:text}`name```; returns it."""
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Make ``value`` available to the page's prose as ``{glue:text}`name```.
+
+    Returns None, so a glue call as a cell's last line prints nothing.
+    """
     try:
         from myst_nb import glue as _glue
     except ImportError:  # Colab: no jupyter-book, and the page's prose is not rendered anyway
-        return value
+        return
     _glue(name, value, display=display)
-    return value
 
 
 def _show(value: Any) -> str:
