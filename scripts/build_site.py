@@ -28,7 +28,14 @@ def main() -> int:
     import vendor_assets
 
     vendor_assets.main()
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", help="build into OUT/_build/html instead of ./_build/html (for parallel builds)")
+    args = ap.parse_args()
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "--keep-going"]
+    if args.out:
+        cmd += ["--path-output", args.out]
     print("$", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
@@ -45,7 +52,7 @@ def main() -> int:
         for w in bad:
             print("  ", w)
         return 1
-    index = ROOT / "_build" / "html" / "index.html"
+    index = Path(args.out or ROOT) / "_build" / "html" / "index.html"
     print(f"site built with no content warnings: {index}")
     return 0
 
