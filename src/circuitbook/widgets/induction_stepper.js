@@ -1,0 +1,130 @@
+// The induction circuit, one step at a time (anywidget front end).
+// All data (tokens, the model's real attention patterns, predictions) is computed in Python
+// and synced in the `data` trait, so the widget also works on the static site with no kernel.
+// `step` and `mode` are synced back to Python when a kernel is present.
+
+function el(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.appendChild(c);
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function render({ model, el: root }) {
+  root.classList.add("cb-stepper");
+  const header = el("div", { class: "cb-row" });
+  const prev = el("button", { class: "cb-btn cb-prev", text: "\u2190 Prev" });
+  const next = el("button", { class: "cb-btn cb-next", text: "Next \u2192" });
+  const counter = el("span", { class: "cb-counter" });
+  const toggle = el("button", { class: "cb-btn cb-toggle" });
+  header.append(prev, counter, next, toggle);
+  const title = el("div", { class: "cb-title" });
+  const body = el("div", { class: "cb-body" });
+  const tokensBox = el("div", { class: "cb-tokens" });
+  const extra = el("div", { class: "cb-extra" });
+  root.append(header, title, body, tokensBox, extra);
+
+  function draw() {
+    const data = model.get("data");
+    const mode = model.get("mode");
+    const step = model.get("step");
+    const seq = data.sequences[mode];
+    const steps = data.steps;
+    const s = steps[step];
+    root.dataset.step = String(step);
+    root.dataset.mode = mode;
+    counter.textContent = `step ${step + 1} of ${steps.length}`;
+    prev.disabled = step === 0;
+    next.disabled = step === steps.length - 1;
+    toggle.textContent = mode === "text" ? "Show the random-token control" : "Show the text";
+    title.textContent = s.title;
+    body.textContent = s[mode] || s.text;
+
+    // the token row, with arcs for this step drawn from the model's real attention
+    tokensBox.replaceChildren();
+    const n = seq.tokens.length;
+    const w = 58, h = 150, base = 118;
+    const width = n * w + 10;
+    const pic = svg("svg", { width: String(width), height: String(h), class: "cb-svg" });
+    const arcs = s.arcs === "prev" ? seq.prev_arcs : s.arcs === "induction" ? seq.ind_arcs : [];
+    for (const [q, k, weight] of arcs) {
+      if (weight < 0.05 || q === k) continue;
+      const x1 = q * w + w / 2 + 5, x2 = k * w + w / 2 + 5;
+      const top = base - 18 - Math.min(90, Math.abs(x1 - x2) * 0.45);
+      const path = svg("path", {
+        d: `M ${x1} ${base - 14} Q ${(x1 + x2) / 2} ${top} ${x2} ${base - 14}`,
+        class: s.arcs === "prev" ? "cb-arc cb-arc-prev" : "cb-arc cb-arc-ind",
+        "stroke-width": String(1 + 5 * weight),
+        "stroke-opacity": String(0.25 + 0.75 * weight),
+      });
+      path.appendChild(svg("title")).textContent = `${seq.tokens[q]} (${q}) attends to ${seq.tokens[k]} (${k}): ${weight.toFixed(2)}`;
+      pic.appendChild(path);
+    }
+    seq.tokens.forEach((tok, i) => {
+      let cls = "cb-tok";
+      if (s.highlight && s.highlight.includes("query") && i === seq.query) cls += " cb-query";
+      if (s.highlight && s.highlight.includes("earlier") && i === seq.earlier) cls += " cb-earlier";
+      if (s.highlight && s.highlight.includes("target") && i === seq.target) cls += " cb-target";
+      const rect = svg("rect", { x: String(i * w + 7), y: String(base - 12), width: String(w - 4), height: "26", rx: "4", class: cls });
+      const label = svg("text", { x: String(i * w + w / 2 + 5), y: String(base + 6), class: "cb-label" });
+      label.textContent = tok.length > 8 ? tok.slice(0, 7) + "\u2026" : tok;
+      const pos = svg("text", { x: String(i * w + w / 2 + 5), y: String(base + 28), class: "cb-pos" });
+      pos.textContent = String(i);
+      pic.append(rect, label, pos);
+    });
+    const scroller = el("div", { class: "cb-scroll" }, [pic]);
+    tokensBox.appendChild(scroller);
+
+    // step-specific panel: key scores, or the head's and the model's predictions
+    extra.replaceChildren();
+    if (s.panel === "scores") {
+      extra.appendChild(el("div", { class: "cb-caption", text: `Induction head ${data.induction_head}: score of the last query on each key (before the softmax). Keys whose previous token is "${seq.tokens[seq.query]}" are outlined.` }));
+      extra.appendChild(bars(seq.ind_scores.map((v, i) => [`${i}:${seq.tokens[i]}`, v, seq.matching.includes(i)]), true));
+    } else if (s.panel === "prediction") {
+      extra.appendChild(el("div", { class: "cb-caption", text: `What head ${data.induction_head} writes, read through the unembedding (top tokens):` }));
+      extra.appendChild(bars(seq.head_top.map(([t, v]) => [t, v, t === seq.expected]), false));
+      extra.appendChild(el("div", { class: "cb-caption", text: `The whole model's prediction (probabilities):` }));
+      extra.appendChild(bars(seq.model_top.map(([t, p]) => [t, p, t === seq.expected]), false));
+    }
+  }
+
+  function bars(rows, signed) {
+    const box = el("div", { class: "cb-bars" });
+    const maxAbs = Math.max(1e-9, ...rows.map((r) => Math.abs(r[1])));
+    for (const [label, value, mark] of rows) {
+      const row = el("div", { class: "cb-bar-row" + (mark ? " cb-mark" : "") });
+      const bar = el("div", { class: "cb-bar" + (value < 0 ? " cb-neg" : "") });
+      bar.style.width = `${(100 * Math.abs(value)) / maxAbs}%`;
+      row.append(el("span", { class: "cb-bar-label", text: label }), el("div", { class: "cb-bar-track" }, [bar]),
+        el("span", { class: "cb-bar-value", text: signed ? value.toFixed(1) : value.toFixed(2) }));
+      box.appendChild(row);
+    }
+    return box;
+  }
+
+  function set(key, value) {
+    model.set(key, value);
+    model.save_changes(); // reaches the kernel when there is one; harmless on a static page
+    draw();
+  }
+  prev.addEventListener("click", () => set("step", Math.max(0, model.get("step") - 1)));
+  next.addEventListener("click", () => set("step", Math.min(model.get("data").steps.length - 1, model.get("step") + 1)));
+  toggle.addEventListener("click", () => set("mode", model.get("mode") === "text" ? "random" : "text"));
+  model.on("change:step", draw);
+  model.on("change:mode", draw);
+  model.on("change:data", draw);
+  draw();
+}
+
+export default { render };

@@ -1,0 +1,66 @@
+"""The explainers' data come from the model's real attention, and their widgets carry it."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.widgets.explainers import (
+    CompositionBuilder,
+    InductionStepper,
+    builder_data,
+    composition_builder,
+    induction_stepper,
+    stepper_data,
+)
+from conftest import build_induction_model
+
+
+def _model():
+    return build_induction_model(d_vocab=64, n_ctx=40)
+
+
+def test_stepper_arcs_are_the_models_attention():
+    model = _model()
+    data = stepper_data(model)
+    (l0, h0), (l1, h1) = [tuple(map(int, data[k].split("."))) for k in ("prev_head", "induction_head")]
+    for mode, seq in data["sequences"].items():
+        tokens = torch.tensor([[int(t[1:]) if mode == "random" else 0 for t in seq["tokens"]]])
+        if mode == "random":
+            _, cache = model.run_with_cache(tokens)
+            pattern = cache["pattern", l0][0, h0]
+            for q, k, w in seq["prev_arcs"]:
+                assert k == int(pattern[q].argmax()) and abs(w - float(pattern[q].max())) < 1e-3
+            ind = cache["pattern", l1][0, h1, seq["query"]]
+            for q, k, w in seq["ind_arcs"]:
+                assert abs(w - float(ind[k])) < 1e-3
+        # this hand-built model is a perfect induction circuit: it must find the earlier occurrence
+        assert seq["target"] == seq["earlier"] + 1
+        assert seq["ind_arcs"][0][1] == seq["target"]
+        assert seq["head_top"][0][0] == seq["expected"]
+    assert len(data["steps"]) == 5
+    assert all(step["title"] and step["text"] for step in data["steps"])
+
+
+def test_random_control_keeps_exactly_one_earlier_occurrence():
+    seq = stepper_data(_model())["sequences"]["random"]
+    last = seq["tokens"][-1]
+    assert [i for i, t in enumerate(seq["tokens"][:-1]) if t == last] == [seq["earlier"]]
+
+
+def test_widgets_carry_their_data_and_code():
+    model = _model()
+    stepper = induction_stepper(model)
+    assert isinstance(stepper, InductionStepper) and stepper.step == 0 and stepper.mode == "text"
+    assert "export default" in str(stepper._esm) and stepper.data["steps"]
+    builder = composition_builder(model, model_name="a hand-built model")
+    assert isinstance(builder, CompositionBuilder) and (builder.q, builder.k, builder.v) == (False, True, False)
+    assert set(builder.data["sizes"]) >= {"direct", "h0_ov", "h1_ov", "virtual", "q_comp", "k_comp"}
+
+
+def test_builder_scores_match_the_composition_kernel():
+    from circuitbook.composition import composition_scores
+
+    model = _model()
+    data = builder_data(model, prev_head=(0, 0), induction_head=(1, 1))
+    for kind in "QKV":
+        assert abs(data["scores"][kind] - float(composition_scores(model, kind)[1, 1, 0, 0])) < 1e-6
