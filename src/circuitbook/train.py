@@ -109,8 +109,8 @@ def per_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 def make_optimizer(model, optimizer="adam", *, lr: float = 1e-2, weight_decay: float = 0.0, betas=(0.9, 0.999)):
     """``"adam"``, ``"adamw"`` or ``"sgd"`` over ``model.parameters()``; an optimizer
-    instance is returned unchanged. The toy models use plain Adam at a constant lr of
-    1e-2 (chapter 19 explains why no warm-up is needed at this size)."""
+    instance is returned unchanged. The zoo's toy models use plain Adam at a constant
+    lr of 1e-2, no warm-up (chapter 19)."""
     if isinstance(optimizer, torch.optim.Optimizer):
         return optimizer
     params = [p for p in model.parameters() if p.requires_grad]
@@ -140,6 +140,7 @@ def train_lm(
     lr: float = 1e-2,
     optimizer="adam",
     weight_decay: float = 0.0,
+    schedule=None,
     threads: int | None = None,
     callback=None,
     progress: bool = True,
@@ -151,7 +152,9 @@ def train_lm(
     ``lambda step: induction_tokens(32, 64, seed=step)``) or an iterator of token
     batches. Each step: ``loss = lm_loss(model, tokens)``, ``loss.backward()``,
     ``optimizer.step()``. ``optimizer`` is ``"adam"`` (default), ``"adamw"``, ``"sgd"`` or an
-    optimizer instance. ``threads`` sets ``torch.set_num_threads`` during training (tiny
+    optimizer instance. ``schedule(step) -> factor`` multiplies the learning rate (a
+    ``LambdaLR``; e.g. ``lambda s: noam_lr(s, d_model, warmup)`` with ``lr=1``); the
+    default is a constant ``lr``. ``threads`` sets ``torch.set_num_threads`` during training (tiny
     models run best on 1 thread when the CPU is shared) and restores it afterwards.
 
     ``callback(step, model, loss)`` (or a list of them) is called once before training
@@ -163,6 +166,7 @@ def train_lm(
         raise ValueError(f"steps must be >= 0, got {steps}")
     callbacks = [] if callback is None else list(callback) if isinstance(callback, (list, tuple)) else [callback]
     opt = make_optimizer(model, optimizer, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule is not None else None
     if not callable(batches):
         batches = iter(batches)
     old_threads = torch.get_num_threads()
@@ -181,6 +185,8 @@ def train_lm(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             losses.append(loss.item())
             stop = any([bool(cb(step, model, losses[-1])) for cb in callbacks])
             if bar is not None:
@@ -226,27 +232,14 @@ def repeat_losses(model, *, seq_len: int | None = None, batch: int = 8, seed: in
 
 
 def _head_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(induction, previous-token)`` scores [n_layers, n_heads] from ``circuitbook.heads``."""
-    try:
-        from circuitbook import heads
-    except ModuleNotFoundError:  # TEMPORARY until circuitbook/heads.py lands
-        return _fallback_head_scores(model, seq_len=seq_len, batch=batch, seed=seed)
+    """``(induction, previous-token)`` scores [n_layers, n_heads] from ``circuitbook.heads``
+    (chapter 17), both on the same repeated random tokens."""
+    from circuitbook import heads
+
     return (
         heads.induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
         heads.prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
     )
-
-
-def _fallback_head_scores(model, *, seq_len: int, batch: int, seed: int):
-    from circuitbook.data.repeats import repeated_random_tokens
-
-    tokens = repeated_random_tokens(batch, seq_len, model.cfg.d_vocab, seed=seed)
-    with torch.no_grad():
-        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
-    pat = torch.stack([cache["pattern", layer] for layer in range(model.cfg.n_layers)])  # [L, b, h, q, k]
-    ind = pat.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)[..., 1:].mean((1, 3))
-    prev = pat.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, 3))
-    return ind, prev
 
 
 class InductionMetrics:
