@@ -1,0 +1,302 @@
+"""Scores that name what a head does, head ablation, and the in-context-learning score (ch. 17).
+
+- :func:`induction_scores` and :func:`prev_token_scores` read one diagonal of each attention
+  pattern on repeated random tokens. They hook ``hook_pattern``, reduce the pattern to one
+  number per head at once and skip the unembedding, so they cost less than a plain forward
+  pass and keep nothing of size [batch, pos, pos] alive.
+- :func:`copying_scores` reads the eigenvalues of the full OV circuit through a d_head x d_head
+  matrix, never vocab x vocab.
+- :func:`ablate` zero- or mean-ablates heads, as a context manager or as hooks.
+- :func:`icl_score` is Olsson et al.'s (2022) in-context-learning score.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.data import repeated_random_tokens
+from circuitbook.validate import (
+    check_heads,
+    check_layer_head,
+    check_same_device_dtype,
+    check_tokens,
+    model_device,
+)
+
+__all__ = ["induction_scores", "prev_token_scores", "copying_scores", "ablate", "Ablation", "icl_score"]
+
+
+# --- attention-pattern scores ------------------------------------------------------------------
+
+
+def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_query: int) -> torch.Tensor:
+    """Mean attention from query ``q`` to key ``q - offset``, over the batch and ``q >= first_query``.
+
+    Returns [n_layers, n_heads]. Each layer's ``hook_pattern`` [batch, head, q, k] is reduced
+    to [head] inside the hook, so no pattern outlives its layer.
+    """
+    L, n = model.cfg.n_layers, model.cfg.n_heads
+    scores = torch.zeros(L, n, device=tokens.device, dtype=model.W_E.dtype)
+
+    def reduce_pattern(pattern: torch.Tensor, hook) -> None:
+        # diagonal(offset=-offset) holds the entries (q, q - offset) for q = offset, offset+1, ...
+        stripe = pattern.diagonal(offset=-offset, dim1=-2, dim2=-1)[..., first_query - offset :]
+        scores[hook.layer()] = stripe.mean(dim=(0, 2)).to(scores.dtype)
+
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", reduce_pattern) for layer in range(L)]
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        # return_type=None runs every block but skips the unembedding, the costliest part of
+        # a large-vocabulary forward pass; the patterns are all we need.
+        model(tokens, return_type=None)
+    return scores
+
+
+def _repeated_tokens(model, seq_len: int | None, batch: int, seed: int, tokens: torch.Tensor | None):
+    """Validated [batch, 2 * seq_len] repeated tokens and their ``seq_len``."""
+    if tokens is not None:
+        tokens = check_tokens(model, tokens)
+        total = tokens.shape[1]
+        half = total // 2
+        if total % 2 or half < 2 or not torch.equal(tokens[:, :half], tokens[:, half:]):
+            raise ValueError(
+                "tokens must be a random sequence repeated once, [r_0..r_{n-1}, r_0..r_{n-1}] with "
+                f"n >= 2 (see circuitbook.data.repeated_random_tokens); got shape {tuple(tokens.shape)} "
+                "whose two halves differ or are too short"
+            )
+        if seq_len is not None and seq_len != half:
+            raise ValueError(f"seq_len={seq_len} disagrees with the tokens given, which repeat {half} tokens")
+        return tokens, half
+    n_ctx = model.cfg.n_ctx
+    if seq_len is None:
+        seq_len = min(n_ctx // 2, 50)
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be >= 2 for an induction pattern to exist, got {seq_len}")
+    if 2 * seq_len > n_ctx:
+        raise ValueError(
+            f"seq_len={seq_len} repeated twice is {2 * seq_len} tokens, longer than the model's n_ctx={n_ctx}"
+        )
+    tokens = repeated_random_tokens(batch, seq_len, model.cfg.d_vocab, seed=seed, device=model_device(model))
+    return tokens, seq_len
+
+
+def induction_scores(
+    model,
+    *,
+    seq_len: int | None = None,
+    batch: int = 8,
+    seed: int = 0,
+    tokens: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Induction score of every head: attention from each repeated token to its earlier successor.
+
+    Equation: on ``[r_0..r_{n-1}, r_0..r_{n-1}]``, ``score = mean_{b, i} A[b, n + i, i + 1]`` for
+    ``i = 0..n-1``: the query at position ``n + i`` (second copy of ``r_i``) attends to position
+    ``i + 1``, the token that followed ``r_i`` last time. 1 is a perfect induction head; a head
+    that attends uniformly scores about 1/(2n). Tokens come from
+    ``circuitbook.data.repeated_random_tokens(batch, seq_len, d_vocab, seed=seed)`` (no BOS), with
+    ``seq_len`` defaulting to ``min(n_ctx // 2, 50)``, or pass your own repeated ``tokens``.
+    Patterns are those of the real forward pass, reduced to a diagonal inside a hook.
+    Shapes: ``tokens`` [batch, 2 * seq_len]; returns [n_layers, n_heads].
+
+    Taught in chapter 17 (Induction heads).
+    """
+    tokens, n = _repeated_tokens(model, seq_len, batch, seed, tokens)
+    return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=n)
+
+
+def prev_token_scores(
+    model,
+    *,
+    seq_len: int | None = None,
+    batch: int = 8,
+    seed: int = 0,
+    tokens: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Previous-token score of every head: mean attention from each position to the one before.
+
+    Equation: ``score = mean_{b, p} A[b, p, p - 1]`` over every position ``p >= 1`` of both
+    copies (position 0 has no predecessor and is left out). Same tokens and arguments as
+    :func:`induction_scores`; ``tokens`` may be any [batch, pos] sequence here.
+    Shapes: returns [n_layers, n_heads].
+
+    Taught in chapter 17 (Induction heads).
+    """
+    if tokens is None:
+        tokens, _ = _repeated_tokens(model, seq_len, batch, seed, None)
+    else:
+        tokens = check_tokens(model, tokens)
+        if tokens.shape[1] < 2:
+            raise ValueError(f"prev_token_scores needs sequences of at least 2 tokens, got {tokens.shape[1]}")
+    return _mean_attention_at_offset(model, tokens, offset=1, first_query=1)
+
+
+# --- copying ----------------------------------------------------------------------------------
+
+
+def copying_scores(model, layer: int | None = None, head: int | None = None) -> torch.Tensor:
+    """Copying score of heads from the eigenvalues of their full OV circuit ``W_E W_OV W_U``.
+
+    Equation: ``score = Re(sum_i lambda_i) / sum_i |lambda_i|`` over the eigenvalues of
+    ``W_E W_V W_O W_U`` [d_vocab, d_vocab] (Elhage et al. 2021): 1 when every eigenvalue is
+    positive (attending to a token raises its own logit), -1 when all are negative. The nonzero
+    eigenvalues of ``W_E W_V W_O W_U`` equal those of the d_head x d_head matrix
+    ``W_O (W_U W_E) W_V`` (``eig(AB) = eig(BA)`` apart from zeros), and ``W_U W_E``
+    [d_model, d_model] is shared by every head, so nothing of size vocab x vocab is formed. For
+    a single head (or a few) it is cheaper still to contract the vocabulary through d_head:
+    ``W_O (W_U (W_E W_V))``.
+    Shapes: returns [n_layers, n_heads] (``layer=None``), [n_heads] (``layer`` given) or a
+    0-dim tensor (``layer`` and ``head`` given). A head whose full OV circuit is zero scores 0.
+
+    Taught in chapter 17 (Induction heads).
+    """
+    if head is not None and layer is None:
+        raise ValueError("copying_scores: give layer together with head")
+    if layer is not None:
+        check_layer_head(model, layer, head)
+    with torch.no_grad():
+        W_E, W_U = model.W_E, model.W_U
+        if layer is None:
+            W_V, W_O = model.W_V, model.W_O  # [L, H, d_model, d_head], [L, H, d_head, d_model]
+        else:
+            W_V, W_O = model.blocks[layer].attn.W_V, model.blocks[layer].attn.W_O
+            if head is not None:
+                W_V, W_O = W_V[head], W_O[head]
+        check_same_device_dtype(W_E=W_E, W_V=W_V, W_O=W_O, W_U=W_U)
+        n_heads = W_V[..., 0, 0].numel()
+        d_model, d_head = W_V.shape[-2], W_V.shape[-1]
+        # Cost in multiply-adds per vocabulary entry: one shared d_model^2 product, or 2 d_head
+        # d_model per head through the vocabulary. Pick the cheaper route.
+        if 2 * n_heads * d_head < d_model:
+            small = W_O @ (W_U @ (W_E @ W_V))  # [..., d_head, d_head]
+        else:
+            small = W_O @ (W_U @ W_E) @ W_V
+        if small.dtype in (torch.float16, torch.bfloat16):
+            small = small.float()  # eig has no half-precision kernels
+        eig = torch.linalg.eigvals(small)  # [..., d_head], complex
+        total, size = eig.sum(-1).real, eig.abs().sum(-1)
+        # A head whose full OV circuit is zero copies nothing: score 0 rather than 0/0.
+        score = torch.where(size > 0, total / size.clamp_min(torch.finfo(size.dtype).tiny), torch.zeros_like(size))
+        return score.to(W_E.dtype)
+
+
+# --- ablation ---------------------------------------------------------------------------------
+
+
+class Ablation:
+    """Zero- or mean-ablation of some heads; see :func:`ablate`.
+
+    ``with Ablation(...):`` adds the hooks to the model and removes exactly them on exit;
+    ``.fwd_hooks`` is the same list of ``(hook_name, fn)`` pairs for ``model.run_with_hooks``.
+
+    Taught in chapter 17 (Induction heads).
+    """
+
+    def __init__(self, model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | None = None):
+        if how not in ("mean", "zero"):
+            raise ValueError(f"unknown ablation how={how!r}: use 'mean' or 'zero'")
+        if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
+            heads = [heads]  # one (layer, head) pair given bare
+        heads = check_heads(model, heads)
+        if not heads:
+            raise ValueError("ablate needs at least one (layer, head) pair")
+        if how == "zero" and reference_tokens is not None:
+            raise ValueError("reference_tokens only apply to how='mean'")
+        self.model, self.how = model, how
+        self.by_layer: dict[int, list[int]] = {}
+        for layer, head in heads:
+            self.by_layer.setdefault(layer, [])
+            if head not in self.by_layer[layer]:
+                self.by_layer[layer].append(head)
+        # Mean of each ablated head's z over batch and positions of a clean reference run.
+        self.means: dict[int, torch.Tensor] | None = None
+        if how == "mean" and reference_tokens is not None:
+            self.means = self._reference_means(check_tokens(model, reference_tokens))
+        self.fwd_hooks = [(f"blocks.{layer}.attn.hook_z", self._hook) for layer in sorted(self.by_layer)]
+        self._context = None
+
+    def _reference_means(self, tokens: torch.Tensor) -> dict[int, torch.Tensor]:
+        means: dict[int, torch.Tensor] = {}
+
+        def record(z: torch.Tensor, hook) -> None:
+            layer = hook.layer()
+            means[layer] = z[:, :, self.by_layer[layer]].mean(dim=(0, 1))  # [heads, d_head]
+
+        hooks = [(f"blocks.{layer}.attn.hook_z", record) for layer in self.by_layer]
+        with torch.no_grad(), self.model.hooks(fwd_hooks=hooks):
+            self.model(tokens, return_type=None)
+        return means
+
+    def _hook(self, z: torch.Tensor, hook) -> torch.Tensor:
+        # z [batch, pos, head, d_head]; replacing z (not the head's result) also removes the
+        # head's b_V W_O term, since b_V sits inside z. The layer's b_O stays: it is no head's.
+        layer = hook.layer()
+        idx = self.by_layer[layer]
+        z = z.clone()  # leave the tensor autograd saw untouched
+        if self.how == "zero":
+            z[:, :, idx] = 0.0
+        elif self.means is not None:
+            z[:, :, idx] = self.means[layer].to(z.dtype)
+        else:
+            z[:, :, idx] = z[:, :, idx].mean(dim=(0, 1), keepdim=True)
+        return z
+
+    def __enter__(self):
+        self._context = self.model.hooks(fwd_hooks=self.fwd_hooks)
+        return self._context.__enter__()
+
+    def __exit__(self, *exc):
+        context, self._context = self._context, None
+        return context.__exit__(*exc)
+
+
+def ablate(model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | None = None) -> Ablation:
+    """Ablate attention heads: replace their output by its mean (or by zero).
+
+    Equation: for an ablated head, ``z = A (x W_V + b_V)`` [batch, pos, d_head] is replaced by
+    ``mean_{batch, pos} z`` (``how="mean"``) or 0 (``how="zero"``), so the head writes the constant
+    ``mean(z) W_O`` (or nothing). The layer's shared ``b_O`` is not touched. Means come from a
+    clean (unablated) run on ``reference_tokens`` when given; otherwise from the batch being run,
+    inside the same forward pass (so they include the effect of ablations in earlier layers).
+    Use as ``with ablate(model, [(0, 1)]): model(tokens)`` or
+    ``model.run_with_hooks(tokens, fwd_hooks=ablate(model, [(0, 1)]).fwd_hooks)``.
+    Shapes: ``heads`` is a list of ``(layer, head)`` pairs (or one pair); ``reference_tokens``
+    [batch, pos].
+
+    Taught in chapter 17 (Induction heads).
+    """
+    return Ablation(model, heads, how, reference_tokens=reference_tokens)
+
+
+# --- in-context learning ----------------------------------------------------------------------
+
+
+def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) -> float:
+    """In-context-learning score: loss on token ``late`` minus loss on token ``early``.
+
+    Equation (Olsson et al. 2022): ``mean_b [-log p(t_late | t_<late) + log p(t_early | t_<early)]``,
+    the loss of predicting the token at index ``late`` minus that at index ``early``, averaged over
+    the batch. Negative means the model predicts better with more context, i.e. it learns in
+    context. Needs ``1 <= early < late < pos``.
+    Shapes: ``tokens`` [batch, pos]; returns a Python float.
+
+    Taught in chapter 17 (Induction heads).
+    """
+    tokens = check_tokens(model, tokens)
+    pos = tokens.shape[1]
+    if not 1 <= early < late:
+        raise ValueError(f"icl_score needs 1 <= early < late, got early={early}, late={late}")
+    if late >= pos:
+        raise ValueError(
+            f"sequence too short for icl_score: token index late={late} needs at least {late + 1} "
+            f"tokens, got {pos}; pass smaller early/late for short contexts"
+        )
+    with torch.no_grad():
+        logits = model(tokens)  # [batch, pos, d_vocab]
+        # The logits at position t - 1 predict token t.
+        at = torch.tensor([early - 1, late - 1], device=tokens.device)
+        picked = logits[:, at]  # [batch, 2, d_vocab]
+        if picked.dtype in (torch.float16, torch.bfloat16):
+            picked = picked.float()  # a log-softmax over a large vocabulary needs the range
+        logp = picked.log_softmax(-1)
+        loss = -logp.gather(-1, tokens[:, at + 1, None]).squeeze(-1)  # [batch, 2]
+    return float((loss[:, 1] - loss[:, 0]).mean())

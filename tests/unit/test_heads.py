@@ -1,0 +1,245 @@
+"""circuitbook.heads against explicit computations on cached patterns, dense eigenvalues, the
+path expansion, and hand-built heads with known answers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from circuitbook.data import repeated_random_tokens
+from circuitbook.heads import Ablation, ablate, copying_scores, icl_score, induction_scores, prev_token_scores
+from circuitbook.paths import logit_attribution
+from conftest import build_copying_model, build_model
+
+
+def reference_diagonal_scores(model, tokens):
+    """Induction and previous-token scores by explicit loops over run_with_cache's patterns."""
+    _, cache = model.run_with_cache(tokens)
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    n = tokens.shape[1] // 2
+    ind, prev = torch.zeros(L, H, dtype=torch.float64), torch.zeros(L, H, dtype=torch.float64)
+    for layer in range(L):
+        A = cache["pattern", layer].double()  # [batch, head, q, k]
+        ind[layer] = torch.stack([A[:, :, n + i, i + 1] for i in range(n)], -1).mean((0, 2))
+        prev[layer] = torch.stack([A[:, :, p, p - 1] for p in range(1, 2 * n)], -1).mean((0, 2))
+    return ind, prev
+
+
+def no_repeat_tokens(batch, seq_len, d_vocab, seed=0):
+    """Repeated sequences without a repeated token inside one copy: one earlier occurrence only."""
+    g = torch.Generator().manual_seed(seed)
+    half = torch.stack([torch.randperm(d_vocab, generator=g)[:seq_len] for _ in range(batch)])
+    return torch.cat([half, half], 1)
+
+
+@pytest.mark.parametrize("positional", ["shortformer", "standard"])
+def test_scores_match_explicit_loops_over_cached_patterns(positional):
+    model = build_model(3, n_heads=3, n_ctx=20, positional=positional)
+    tokens = repeated_random_tokens(5, 9, model.cfg.d_vocab, seed=1)
+    ind, prev = reference_diagonal_scores(model, tokens)
+    torch.testing.assert_close(induction_scores(model, tokens=tokens), ind.to(model.W_E.dtype))
+    torch.testing.assert_close(prev_token_scores(model, tokens=tokens), prev.to(model.W_E.dtype))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seq_len=st.integers(2, 10), batch=st.integers(1, 4), seed=st.integers(0, 1000))
+def test_default_tokens_are_repeated_random_tokens(seq_len, batch, seed):
+    model = build_model(2, n_ctx=20, seed=seed % 7)
+    tokens = repeated_random_tokens(batch, seq_len, model.cfg.d_vocab, seed=seed)
+    ind, prev = reference_diagonal_scores(model, tokens)
+    torch.testing.assert_close(induction_scores(model, seq_len=seq_len, batch=batch, seed=seed), ind)
+    torch.testing.assert_close(prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed), prev)
+
+
+def test_default_seq_len_fits_the_context():
+    model = build_model(1, n_ctx=24)
+    tokens = repeated_random_tokens(8, 12, model.cfg.d_vocab, seed=0)  # min(24 // 2, 50) = 12
+    torch.testing.assert_close(induction_scores(model), induction_scores(model, tokens=tokens))
+
+
+def test_scores_leave_no_hooks_behind():
+    model = build_model(2)
+    induction_scores(model)
+    prev_token_scores(model)
+    assert all(not hp.fwd_hooks for hp in model.hook_dict.values())
+
+
+def test_hand_built_previous_token_and_induction_heads(induction_model):
+    model = induction_model
+    prev = prev_token_scores(model)
+    assert prev[0, 0] > 0.999  # head 0.0 attends from p to p - 1
+    assert prev[0, 0] == prev.max()
+    tokens = no_repeat_tokens(8, 12, model.cfg.d_vocab)
+    ind = induction_scores(model, tokens=tokens)
+    assert ind[1, 0] > 0.999  # head 1.0 attends to the token after the earlier occurrence
+    assert ind[1, 0] == ind.max() and ind[0, 0] < 1e-6
+    # On the default random tokens, repeats inside a copy add decoys (the score is still clear).
+    assert induction_scores(model)[1, 0] > 0.75
+
+
+# --- copying ----------------------------------------------------------------------------------
+
+
+def dense_copying_score(model, layer, head):
+    """Eigenvalues of the materialised vocab x vocab full OV circuit, in float64."""
+    full = (model.W_E @ model.W_V[layer, head] @ model.W_O[layer, head] @ model.W_U).detach().double()
+    eig = torch.linalg.eigvals(full)
+    return float(eig.sum().real / eig.abs().sum())
+
+
+@pytest.mark.parametrize("d_model, d_vocab", [(12, 30), (40, 25)])  # vocab above and below d_model
+def test_copying_scores_match_dense_eigenvalues(d_model, d_vocab):
+    model = build_model(2, d_model=d_model, n_heads=3, d_head=4, d_vocab=d_vocab)
+    every = copying_scores(model)
+    assert every.shape == (2, 3)
+    for layer in range(2):
+        torch.testing.assert_close(copying_scores(model, layer), every[layer])
+        for head in range(3):
+            want = dense_copying_score(model, layer, head)
+            assert float(every[layer, head]) == pytest.approx(want, abs=1e-9)
+            one = copying_scores(model, layer, head)  # single head: the route through d_head
+            assert one.shape == () and float(one) == pytest.approx(want, abs=1e-9)
+
+
+def test_copying_scores_match_transformer_lens_eigenvalues():
+    model = build_model(1, d_model=16, n_heads=4, d_head=4, d_vocab=50, dtype=torch.float32, scale=0.0)
+    eig = (model.W_E @ model.OV[0] @ model.W_U).eigenvalues  # FactoredMatrix route, [4, d_head]
+    want = eig.sum(-1).real / eig.abs().sum(-1)
+    torch.testing.assert_close(copying_scores(model, 0), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_hand_built_copying_head_scores_plus_or_minus_one(sign):
+    model = build_copying_model(sign)
+    assert float(copying_scores(model, 0, 0)) == pytest.approx(sign, abs=1e-10)
+    assert float(copying_scores(model)[0, 0]) == pytest.approx(sign, abs=1e-10)
+
+
+def test_head_with_zero_ov_circuit_scores_zero():
+    model = build_model(1)
+    with torch.no_grad():
+        model.blocks[0].attn.W_O[1].zero_()
+    assert float(copying_scores(model, 0, 1)) == 0.0
+
+
+def test_copying_scores_bad_layer_or_head():
+    model = build_model(2)
+    with pytest.raises(ValueError, match="layer 3 is out of range"):
+        copying_scores(model, 3)
+    with pytest.raises(ValueError, match="head 9 is out of range"):
+        copying_scores(model, 0, 9)
+    with pytest.raises(ValueError, match="give layer together with head"):
+        copying_scores(model, None, 1)
+
+
+# --- ablation ---------------------------------------------------------------------------------
+
+
+def test_zero_ablation_removes_exactly_the_heads_path_terms():
+    """In a 1-layer model, zero-ablating head h removes its first-order term (b_V included)."""
+    model = build_model(1, n_heads=3)
+    tokens = repeated_random_tokens(3, 5, model.cfg.d_vocab)
+    terms = logit_attribution(model, tokens)
+    with ablate(model, [(0, 1)], how="zero"):
+        ablated = model(tokens)
+    torch.testing.assert_close(ablated, terms.total() - terms.heads[0, 1])
+
+
+def test_mean_ablation_with_reference_tokens_by_hand():
+    model = build_model(1, n_heads=2)
+    tokens = repeated_random_tokens(3, 5, model.cfg.d_vocab, seed=1)
+    reference = repeated_random_tokens(6, 4, model.cfg.d_vocab, seed=2)
+    _, ref_cache = model.run_with_cache(reference)
+    _, cache = model.run_with_cache(tokens)
+    z, mean_z = cache["z", 0][:, :, 0], ref_cache["z", 0][:, :, 0].mean((0, 1))
+    want = model(tokens) - (z - mean_z) @ model.W_O[0, 0] @ model.W_U
+    got = model.run_with_hooks(tokens, fwd_hooks=ablate(model, (0, 0), reference_tokens=reference).fwd_hooks)
+    torch.testing.assert_close(got, want)
+
+
+def test_mean_ablation_without_reference_uses_the_batch_it_runs_on():
+    model = build_model(1, n_heads=2)
+    tokens = repeated_random_tokens(3, 5, model.cfg.d_vocab, seed=1)
+    _, cache = model.run_with_cache(tokens)
+    z = cache["z", 0][:, :, 1]
+    want = model(tokens) - (z - z.mean((0, 1))) @ model.W_O[0, 1] @ model.W_U
+    with ablate(model, [(0, 1)]) as m:
+        torch.testing.assert_close(m(tokens), want)
+
+
+def test_context_manager_removes_only_its_own_hooks():
+    model = build_model(2)
+    tokens = repeated_random_tokens(2, 4, model.cfg.d_vocab)
+    clean = model(tokens)
+    calls = []
+    model.blocks[0].attn.hook_z.add_hook(lambda z, hook: calls.append(1))  # a user's own hook
+    with ablate(model, [(0, 0), (1, 1)], how="zero"):
+        assert model.blocks[1].attn.hook_z.fwd_hooks
+        ablated = model(tokens)
+    assert not model.blocks[1].attn.hook_z.fwd_hooks and len(model.blocks[0].attn.hook_z.fwd_hooks) == 1
+    torch.testing.assert_close(model(tokens), clean)
+    assert not torch.allclose(ablated, clean) and len(calls) == 2  # ablated run + clean rerun
+    model.reset_hooks()
+
+
+def test_ablation_object_and_bad_arguments():
+    model = build_model(2)
+    assert isinstance(ablate(model, [(0, 0)]), Ablation)
+    assert [name for name, _ in ablate(model, [(1, 0), (0, 1), (1, 1)]).fwd_hooks] == [
+        "blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+    with pytest.raises(ValueError, match="unknown ablation how='resample'"):
+        ablate(model, [(0, 0)], how="resample")
+    with pytest.raises(ValueError, match="layer 2 is out of range"):
+        ablate(model, [(2, 0)])
+    with pytest.raises(TypeError, match=r"\(layer, head\) pairs"):
+        ablate(model, [0, 1, 2])
+    with pytest.raises(ValueError, match="at least one"):
+        ablate(model, [])
+    with pytest.raises(ValueError, match="longer than the model's n_ctx"):
+        ablate(model, [(0, 0)], reference_tokens=torch.zeros(1, 99, dtype=torch.long))
+
+
+# --- ICL score --------------------------------------------------------------------------------
+
+
+def test_icl_score_matches_per_token_loss():
+    model = build_model(2, n_ctx=30)
+    tokens = repeated_random_tokens(4, 15, model.cfg.d_vocab)
+    per_token = model(tokens, return_type="loss", loss_per_token=True).detach()  # [batch, pos - 1]
+    want = float((per_token[:, 20 - 1] - per_token[:, 3 - 1]).mean())  # entry t - 1 predicts token t
+    assert icl_score(model, tokens, early=3, late=20) == pytest.approx(want, abs=1e-10)
+
+
+def test_icl_score_is_negative_for_the_induction_model(induction_model):
+    tokens = no_repeat_tokens(8, 12, induction_model.cfg.d_vocab)
+    assert icl_score(induction_model, tokens, early=2, late=20) < -1.0
+
+
+def test_icl_score_sequence_too_short():
+    model = build_model(1, n_ctx=16)
+    tokens = torch.zeros(2, 16, dtype=torch.long)
+    with pytest.raises(ValueError, match="sequence too short for icl_score: token index late=500"):
+        icl_score(model, tokens)
+    with pytest.raises(ValueError, match="1 <= early < late"):
+        icl_score(model, tokens, early=8, late=4)
+
+
+# --- errors of the pattern scores -------------------------------------------------------------
+
+
+def test_pattern_score_errors_are_named():
+    model = build_model(1, n_ctx=16)
+    with pytest.raises(ValueError, match="longer than the model's n_ctx=16"):
+        induction_scores(model, seq_len=9)
+    with pytest.raises(ValueError, match="seq_len must be >= 2"):
+        induction_scores(model, seq_len=1)
+    with pytest.raises(ValueError, match="repeated once"):
+        induction_scores(model, tokens=torch.arange(10)[None])
+    with pytest.raises(ValueError, match="seq_len=4 disagrees"):
+        induction_scores(model, seq_len=4, tokens=repeated_random_tokens(1, 5, 20))
+    with pytest.raises(ValueError, match="longer than the model's n_ctx=16"):
+        prev_token_scores(model, tokens=torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        prev_token_scores(model, tokens=torch.zeros(1, 1, dtype=torch.long))
