@@ -483,7 +483,9 @@ def save(name: str, model, record: dict, directory: Path | str | None = None) ->
 
     weights, meta = paths(name, directory)
     weights.parent.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(weights), metadata={"name": name, "format": str(FORMAT_VERSION)})
+    # one metadata entry only: safetensors writes a dict's entries in arbitrary order, and the
+    # file should be byte-identical when the weights are
+    save_model(model, str(weights), metadata={"circuitbook.zoo": f"{name} (format {FORMAT_VERSION})"})
     record = {
         "name": name,
         "format": FORMAT_VERSION,
