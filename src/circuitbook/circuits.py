@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from transformer_lens import FactoredMatrix
 
-from circuitbook.validate import check_layer_head, check_same_device_dtype
+from circuitbook.validate import check_layer_head, check_model_device_dtype
 
 __all__ = [
     "qk_circuit",
@@ -35,8 +35,9 @@ __all__ = [
 ]
 
 
-def _head_weights(model, layer: int, head: int | None, *names: str) -> list[torch.Tensor]:
+def _head_weights(model, what: str, layer: int, head: int | None, *names: str) -> list[torch.Tensor]:
     """The named per-head weights of one layer, [n_heads, ...] or [...] for one head."""
+    check_model_device_dtype(model, what)
     check_layer_head(model, layer, head)
     attn = model.blocks[layer].attn
     # The block's own properties (not model.W_Q, which stacks every layer) so that asking for
@@ -61,8 +62,7 @@ def qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
 
     Taught in chapter 8 (The OV and QK circuits).
     """
-    W_Q, W_K = _head_weights(model, layer, head, "W_Q", "W_K")
-    check_same_device_dtype(W_Q=W_Q, W_K=W_K)
+    W_Q, W_K = _head_weights(model, "qk_circuit", layer, head, "W_Q", "W_K")
     return FactoredMatrix(W_Q, _T(W_K))
 
 
@@ -75,8 +75,7 @@ def ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
 
     Taught in chapter 8 (The OV and QK circuits).
     """
-    W_V, W_O = _head_weights(model, layer, head, "W_V", "W_O")
-    check_same_device_dtype(W_V=W_V, W_O=W_O)
+    W_V, W_O = _head_weights(model, "ov_circuit", layer, head, "W_V", "W_O")
     return FactoredMatrix(W_V, W_O)
 
 
@@ -94,9 +93,8 @@ def full_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatri
 
     Taught in chapter 9 (Full circuits).
     """
-    W_Q, W_K = _head_weights(model, layer, head, "W_Q", "W_K")
+    W_Q, W_K = _head_weights(model, "full_qk_circuit", layer, head, "W_Q", "W_K")
     W_E = model.W_E
-    check_same_device_dtype(W_E=W_E, W_Q=W_Q, W_K=W_K)
     return FactoredMatrix(W_E @ W_Q, _T(W_K) @ _T(W_E))
 
 
@@ -111,9 +109,8 @@ def full_ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatri
 
     Taught in chapter 9 (Full circuits).
     """
-    W_V, W_O = _head_weights(model, layer, head, "W_V", "W_O")
+    W_V, W_O = _head_weights(model, "full_ov_circuit", layer, head, "W_V", "W_O")
     W_E, W_U = model.W_E, model.W_U
-    check_same_device_dtype(W_E=W_E, W_V=W_V, W_O=W_O, W_U=W_U)
     return FactoredMatrix(W_E @ W_V, W_O @ W_U)
 
 
@@ -134,9 +131,8 @@ def pos_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix
             f"pos_qk_circuit needs a learned positional embedding W_pos; this model uses "
             f"positional_embedding_type={kind!r}, which has none"
         )
-    W_Q, W_K = _head_weights(model, layer, head, "W_Q", "W_K")
+    W_Q, W_K = _head_weights(model, "pos_qk_circuit", layer, head, "W_Q", "W_K")
     W_pos = model.W_pos
-    check_same_device_dtype(W_pos=W_pos, W_Q=W_Q, W_K=W_K)
     return FactoredMatrix(W_pos @ W_Q, _T(W_K) @ _T(W_pos))
 
 
@@ -150,6 +146,5 @@ def direct_path(model) -> FactoredMatrix:
 
     Taught in chapter 9 (Full circuits).
     """
-    W_E, W_U = model.W_E, model.W_U
-    check_same_device_dtype(W_E=W_E, W_U=W_U)
-    return FactoredMatrix(W_E, W_U)
+    check_model_device_dtype(model, "direct_path")
+    return FactoredMatrix(model.W_E, model.W_U)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from transformer_lens import FactoredMatrix
 
-from circuitbook.validate import check_layer_head, check_same_device_dtype
+from circuitbook.validate import check_layer_head, check_model_device_dtype
 
 __all__ = ["composition_scores", "random_baseline", "virtual_ov", "KINDS"]
 
@@ -101,6 +101,7 @@ def composition_scores(model, kind: str) -> torch.Tensor:
     Taught in chapter 18 (Composition scores).
     """
     kind = _check_kind(kind)
+    check_model_device_dtype(model, "composition_scores")
     cfg = model.cfg
     L, n = cfg.n_layers, cfg.n_heads
     scores = torch.zeros(L, n, L, n, device=model.W_E.device, dtype=model.W_E.dtype)
@@ -108,7 +109,6 @@ def composition_scores(model, kind: str) -> torch.Tensor:
         return scores  # no head has an earlier layer to read from
     with torch.no_grad():
         W_Q, W_K, W_V, W_O = model.W_Q, model.W_K, model.W_V, model.W_O
-        check_same_device_dtype(W_Q=W_Q, W_K=W_K, W_V=W_V, W_O=W_O)
         P, Q = _reader_factors(W_Q, W_K, W_V, W_O, kind)
         d_model, r = W_V.shape[-2], W_V.shape[-1]
         # Writers are layers 0..L-2 and readers layers 1..L-1: the other heads can't compose.
@@ -200,6 +200,7 @@ def virtual_ov(model, first: tuple[int, int], second: tuple[int, int]) -> Factor
         if not (isinstance(item, tuple) and len(item) == 2):
             raise TypeError(f"{name} must be a (layer, head) pair, got {item!r}")
         check_layer_head(model, *item)
+    check_model_device_dtype(model, "virtual_ov")
     (l1, h1), (l2, h2) = first, second
     if not l1 < l2:
         raise ValueError(
@@ -208,6 +209,5 @@ def virtual_ov(model, first: tuple[int, int], second: tuple[int, int]) -> Factor
         )
     a1, a2 = model.blocks[l1].attn, model.blocks[l2].attn
     W_V1, W_O1, W_V2, W_O2 = a1.W_V[h1], a1.W_O[h1], a2.W_V[h2], a2.W_O[h2]
-    check_same_device_dtype(W_V1=W_V1, W_O1=W_O1, W_V2=W_V2, W_O2=W_O2)
     return FactoredMatrix(W_V1, W_O1 @ W_V2 @ W_O2)
 

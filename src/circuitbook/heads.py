@@ -18,7 +18,7 @@ from circuitbook.data import repeated_random_tokens
 from circuitbook.validate import (
     check_heads,
     check_layer_head,
-    check_same_device_dtype,
+    check_model_device_dtype,
     check_tokens,
     model_device,
 )
@@ -100,6 +100,7 @@ def induction_scores(
 
     Taught in chapter 17 (Induction heads).
     """
+    check_model_device_dtype(model, "induction_scores")
     tokens, n = _repeated_tokens(model, seq_len, batch, seed, tokens)
     return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=n)
 
@@ -121,6 +122,7 @@ def prev_token_scores(
 
     Taught in chapter 17 (Induction heads).
     """
+    check_model_device_dtype(model, "prev_token_scores")
     if tokens is None:
         tokens, _ = _repeated_tokens(model, seq_len, batch, seed, None)
     else:
@@ -151,6 +153,7 @@ def copying_scores(model, layer: int | None = None, head: int | None = None) -> 
     """
     if head is not None and layer is None:
         raise ValueError("copying_scores: give layer together with head")
+    check_model_device_dtype(model, "copying_scores")
     if layer is not None:
         check_layer_head(model, layer, head)
     with torch.no_grad():
@@ -161,7 +164,6 @@ def copying_scores(model, layer: int | None = None, head: int | None = None) -> 
             W_V, W_O = model.blocks[layer].attn.W_V, model.blocks[layer].attn.W_O
             if head is not None:
                 W_V, W_O = W_V[head], W_O[head]
-        check_same_device_dtype(W_E=W_E, W_V=W_V, W_O=W_O, W_U=W_U)
         n_heads = W_V[..., 0, 0].numel()
         d_model, d_head = W_V.shape[-2], W_V.shape[-1]
         # Cost in multiply-adds per vocabulary entry: one shared d_model^2 product, or 2 d_head
@@ -194,6 +196,7 @@ class Ablation:
     def __init__(self, model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | None = None):
         if how not in ("mean", "zero"):
             raise ValueError(f"unknown ablation how={how!r}: use 'mean' or 'zero'")
+        check_model_device_dtype(model, "ablate")
         if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
             heads = [heads]  # one (layer, head) pair given bare
         heads = check_heads(model, heads)
@@ -281,6 +284,7 @@ def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) 
 
     Taught in chapter 17 (Induction heads).
     """
+    check_model_device_dtype(model, "icl_score")
     tokens = check_tokens(model, tokens)
     pos = tokens.shape[1]
     if not 1 <= early < late:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from circuitbook.validate import check_same_device_dtype, check_tokens, require_attn_only
+from circuitbook.validate import check_model_device_dtype, check_tokens, require_attn_only
 
 __all__ = ["LogitAttribution", "logit_attribution", "count_paths"]
 
@@ -114,6 +114,7 @@ def logit_attribution(model, tokens: torch.Tensor) -> LogitAttribution:
     Taught in chapter 13 (Path expansion).
     """
     require_attn_only(model, "logit_attribution")
+    check_model_device_dtype(model, "logit_attribution")
     cfg = model.cfg
     if getattr(cfg, "output_logits_soft_cap", 0) and cfg.output_logits_soft_cap > 0:
         raise ValueError("logit_attribution cannot expand a model with output_logits_soft_cap (a tanh on the logits)")
@@ -121,7 +122,6 @@ def logit_attribution(model, tokens: torch.Tensor) -> LogitAttribution:
     L, H = cfg.n_layers, cfg.n_heads
     batch, pos = tokens.shape
     W_E, W_U = model.W_E, model.W_U
-    check_same_device_dtype(W_E=W_E, W_U=W_U)
     need = _n_streams(L, H) * batch * pos * (cfg.d_vocab + cfg.d_model) * W_E.element_size()
     if need > _MAX_BYTES:
         raise ValueError(

@@ -88,3 +88,26 @@ def check_same_device_dtype(**tensors: torch.Tensor) -> None:
             raise ValueError(f"{name} is on {t.device} but {name0} is on {t0.device}; move them to one device")
         if t.dtype != t0.dtype:
             raise TypeError(f"{name} has dtype {t.dtype} but {name0} has {t0.dtype}; cast them to one dtype")
+
+
+def check_model_device_dtype(model, what: str) -> None:
+    """Raise if ``model``'s weights are not all on one device with one floating dtype.
+
+    Kernels stack weights across layers (``model.W_Q`` etc.), which would otherwise fail with
+    a deep torch error for a half-moved or half-cast model.
+    """
+    params = [(name, p) for name, p in model.named_parameters() if p.is_floating_point()]
+    if not params:
+        return
+    name0, p0 = params[0]
+    for name, p in params[1:]:
+        if p.device != p0.device:
+            raise ValueError(
+                f"{what} needs every weight on one device: {name} is on {p.device} but {name0} is on "
+                f"{p0.device}; move the model with model.to(device)"
+            )
+        if p.dtype != p0.dtype:
+            raise TypeError(
+                f"{what} needs every weight in one dtype: {name} has {p.dtype} but {name0} has "
+                f"{p0.dtype}; cast the model with model.to(dtype)"
+            )

@@ -147,9 +147,16 @@ def test_pos_qk_circuit_without_W_pos_is_refused():
     assert circuits.qk_circuit(model, 0).shape == (2, 16, 16)  # the other circuits still work
 
 
-def test_mismatched_dtypes_are_named():
+@pytest.mark.parametrize("name", CIRCUITS + ["direct_path"])
+def test_mismatched_dtypes_and_devices_are_named(name):
+    args = () if name == "direct_path" else (0,)
     model = build_model(1, dtype=torch.float32)
     with torch.no_grad():
         model.embed.W_E.data = model.embed.W_E.data.double()
-    with pytest.raises(TypeError, match="W_V has dtype torch.float32 but W_E has torch.float64"):
-        circuits.full_ov_circuit(model, 0)
+    with pytest.raises(TypeError, match=f"{name} needs every weight in one dtype: .* but embed.W_E has torch.float64"):
+        getattr(circuits, name)(model, *args)
+    model = build_model(1, dtype=torch.float32)
+    with torch.no_grad():
+        model.embed.W_E = torch.nn.Parameter(model.embed.W_E.detach().to("meta"))  # a 2nd device, no GPU
+    with pytest.raises(ValueError, match="needs every weight on one device: .* is on cpu but embed.W_E is on meta"):
+        getattr(circuits, name)(model, *args)

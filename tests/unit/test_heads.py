@@ -43,7 +43,7 @@ def test_scores_match_explicit_loops_over_cached_patterns(positional):
     torch.testing.assert_close(prev_token_scores(model, tokens=tokens), prev.to(model.W_E.dtype))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seq_len=st.integers(2, 10), batch=st.integers(1, 4), seed=st.integers(0, 1000))
 def test_default_tokens_are_repeated_random_tokens(seq_len, batch, seed):
     model = build_model(2, n_ctx=20, seed=seed % 7)
@@ -243,3 +243,26 @@ def test_pattern_score_errors_are_named():
         prev_token_scores(model, tokens=torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="at least 2 tokens"):
         prev_token_scores(model, tokens=torch.zeros(1, 1, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("induction_scores", lambda m: induction_scores(m)),
+        ("prev_token_scores", lambda m: prev_token_scores(m)),
+        ("copying_scores", lambda m: copying_scores(m)),
+        ("ablate", lambda m: ablate(m, [(0, 0)])),
+        ("icl_score", lambda m: icl_score(m, torch.zeros(1, 16, dtype=torch.long), early=2, late=5)),
+    ],
+)
+def test_half_cast_or_half_moved_model_is_named(name, call):
+    model = build_model(1, n_ctx=16, dtype=torch.float32)
+    with torch.no_grad():
+        model.blocks[0].attn.W_V.data = model.blocks[0].attn.W_V.data.double()
+    with pytest.raises(TypeError, match=f"{name} needs every weight in one dtype: blocks.0.attn.W_V has torch.float64"):
+        call(model)
+    model = build_model(1, n_ctx=16, dtype=torch.float32)
+    with torch.no_grad():
+        model.blocks[0].attn.W_V = torch.nn.Parameter(model.blocks[0].attn.W_V.detach().to("meta"))
+    with pytest.raises(ValueError, match=f"{name} needs every weight on one device: blocks.0.attn.W_V is on meta"):
+        call(model)

@@ -176,6 +176,14 @@ def test_bad_tokens_are_named():
         logit_attribution(model, torch.zeros(1, 3))
 
 
+def test_half_moved_model_is_named():
+    model = build_model(1)
+    with torch.no_grad():
+        model.unembed.W_U = torch.nn.Parameter(model.unembed.W_U.detach().to("meta"))
+    with pytest.raises(ValueError, match="logit_attribution needs every weight on one device: unembed.W_U is on meta"):
+        logit_attribution(model, torch.zeros(1, 3, dtype=torch.long))
+
+
 def test_too_many_paths_is_refused_before_computing():
     model = build_model(3, d_model=24, n_heads=12, d_head=2, d_vocab=5000, n_ctx=64)
     with pytest.raises(ValueError, match="GiB"):
