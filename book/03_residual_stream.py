@@ -1,0 +1,581 @@
+# %% [markdown]
+# # 3. The residual stream
+#
+# Every layer of a transformer talks to every other layer through one shared vector per
+# position, the *residual stream*. This chapter looks at that channel: how each layer reads
+# from it with a linear map, computes, and adds its result back; how many dimensions it
+# has and how many writers compete for them; and why its coordinates, taken one at a time,
+# mean nothing. We prove the last point by rotating a whole model into a random basis and
+# getting exactly the same predictions, then show the one kind of operation that would
+# break the symmetry: a nonlinearity applied coordinate by coordinate.
+
+# %%
+import contextlib
+import copy
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.models import load
+from circuitbook.models.encoder_decoder import (
+    EncoderLayer,
+    MultiHeadedAttention,
+    PositionwiseFeedForward,
+)
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# Picture the residual stream as a shared whiteboard with $d_\text{model}$ slots, one board
+# per position. The embedding writes the first entries. Then every layer does the same
+# three things: it **reads** the board through a linear map (each attention head through
+# its query, key and value matrices, each MLP through its input matrix), it **computes**
+# something from what it read, and it **writes** the result back by *adding* it to the
+# board through another linear map. Nothing is erased; later layers see the sum of
+# everything written before them, and the unembedding reads the final board to make the
+# prediction. Chapter {doc}`01_background` checked that the final stream is exactly this
+# sum.
+#
+# Two consequences shape the rest of the book.
+#
+# **Bandwidth.** The board has only $d_\text{model}$ slots, and every layer shares them.
+# In a big model the heads and MLP neurons together write from far more dimensions than
+# the stream has, so the stream is a crowded channel. Layers can still pass information
+# to one another only where one writes and another reads.
+#
+# **No privileged basis.** Everything that touches the stream is linear at the point of
+# contact: writes are $x \mapsto x + yW$, reads are $x \mapsto xW$. If we rotate the
+# board, writing $xR$ instead of $x$ for an orthogonal $R$, and rotate every read and
+# write to match, the model computes exactly the same function. So "slot 17 of the
+# residual stream" is not a meaningful object: a model trained from a different seed could
+# just as well have used any rotation of it. The meaningful objects are *directions*, and
+# which directions matter has to be found from the weights that read and write them.
+# Inside an MLP it is different: its nonlinearity acts on each hidden neuron separately,
+# so the neuron basis is special there (chapter {doc}`10_ffn`).
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# In the Annotated Transformer {cite}`rush2018annotated` the residual stream has no name
+# of its own; it is the tensor `x` passed from sublayer to sublayer. Every sublayer sits
+# inside a `SublayerConnection`, whose forward pass is one line:
+#
+# ```python
+# return x + self.dropout(sublayer(self.norm(x)))
+# ```
+#
+# Read it as read, compute, write. `self.norm(x)` and the first linear maps inside the
+# sublayer read the stream; the sublayer computes; its last linear map (`W^O` for
+# attention, `w_2` for the feed-forward network) produces a $d_\text{model}$-vector, and
+# `x + ...` writes it. (This is the *pre-norm* arrangement that the Annotated
+# Transformer's code uses; the paper itself normalises after the addition. We come back to
+# the difference below.)
+#
+# We stack three encoder layers (six sublayers), record what each sublayer adds, and check
+# that the stream at the top is the input plus the six writes.
+
+# %%
+d_model, n_stack, n_pos = 32, 3, 7
+
+
+def encoder_layer(norm_position="pre"):
+    attn = MultiHeadedAttention(4, d_model, dropout=0.0)
+    ffn = PositionwiseFeedForward(d_model, 4 * d_model, dropout=0.0)
+    return EncoderLayer(d_model, attn, ffn, 0.0, norm_position).eval()
+
+
+def run_stack(layers, x):
+    """Run encoder layers; return the top of the stream and each write."""
+    writes = []
+    subs = [m for ly in layers for m in (ly.self_attn, ly.feed_forward)]
+    hooks = [m.register_forward_hook(lambda mod, inp, out: writes.append(out))
+             for m in subs]
+    mask = torch.ones(1, 1, x.shape[1])
+    with torch.no_grad():
+        for layer in layers:
+            x = layer(x, mask)
+    for h in hooks:
+        h.remove()
+    return x, writes
+
+
+x0 = torch.randn(1, n_pos, d_model)
+stack = [encoder_layer("pre") for _ in range(n_stack)]
+top, writes = run_stack(stack, x0)
+torch.testing.assert_close(top, x0 + sum(writes))
+claim(f"pre-norm: the stream after {len(writes)} sublayers is the input "
+      "plus the sum of their writes", (top - x0 - sum(writes)).abs().max(),
+      True, chapter="3")
+
+# %% [markdown]
+# With the paper's post-norm arrangement, `LayerNorm(x + Sublayer(x))`, the stream itself
+# is renormalised after every write, so earlier writes are rescaled and shifted by every
+# later LayerNorm and the top of the stream is no longer a plain sum. The same weights,
+# arranged post-norm:
+
+# %%
+post = [encoder_layer("post") for _ in range(n_stack)]
+for p_layer, pre_layer in zip(post, stack):
+    p_layer.load_state_dict(pre_layer.state_dict())
+top_post, writes_post = run_stack(post, x0)
+gap = (top_post - x0 - sum(writes_post)).abs().max()
+claim("post-norm: the top of the stream is NOT the input plus the writes",
+      gap, gap > 0.1, chapter="3")
+glue("post_gap", gap.item())
+
+# %% [markdown]
+# The gap is {glue:text}`post_gap:.2f`, far from rounding. The circuits framework, like
+# GPT-2 and every model after it in this book, assumes the pre-norm arrangement (or, in
+# the toy models, no LayerNorm at all), because only then is the stream a running sum.
+#
+# **Bandwidth, counted.** How many dimensions write into the stream of the paper's base
+# model? Each attention sublayer's output map $W^O$ takes the concatenated heads
+# ($h \cdot d_k$ numbers) to $d_\text{model}$, and each feed-forward sublayer's `w_2` takes
+# $d_\text{ff}$ hidden neurons to $d_\text{model}$. We read the sizes off real modules.
+
+# %%
+base = EncoderLayer(512, MultiHeadedAttention(8, 512),
+                    PositionwiseFeedForward(512, 2048), 0.1)
+stream_dims = base.size
+head_dims = base.self_attn.linears[3].in_features    # h * d_k, into W^O
+neurons = base.feed_forward.w_2.in_features           # d_ff, into w_2
+writer_dims = 6 * (head_dims + neurons)               # six encoder layers
+print(f"stream: {stream_dims} dims; per layer {head_dims} head dims "
+      f"+ {neurons} neurons write into it")
+print(f"encoder total: {writer_dims} writing dims "
+      f"= {writer_dims / stream_dims:.0f} x d_model")
+glue("writer_dims", writer_dims)
+glue("writer_ratio", writer_dims / stream_dims)
+
+# %% [markdown]
+# Six encoder layers write from {glue:text}`writer_dims` dimensions into a 512-dimensional
+# stream, {glue:text}`writer_ratio:.0f` times its width. Most of what is written cannot have
+# a private slot; layers must share directions, and much of what the stream carries is
+# only readable by the layers that know where to look.
+
+# %% [markdown]
+# ## The circuit view
+#
+# Elhage et al. {cite}`elhage2021mathematical` make the read-compute-write structure the
+# centre of their picture. We look at it in the book's trained two-layer, attention-only
+# model `toy-2l` from the zoo, which chapters 16 and 17 take apart: it has learned to
+# continue sequences that repeat, with an induction head. Like the framework's toy models
+# it has no LayerNorm, and it uses *shortformer* positions {cite}`press2021shortformer`:
+# the positional embedding is added to what the queries and keys read, not to the stream.
+# In TransformerLens's row-vector convention (row $x_i$ is the stream at position $i$), the
+# stream starts as $x^{(0)}_i = W_E[t_i]$, and head $h$ of a layer reads it as
+#
+# $$q_i = (x_i + W_\text{pos}[i])\, W_Q^h + b_Q^h,\qquad
+# k_j = (x_j + W_\text{pos}[j])\, W_K^h + b_K^h,$$
+#
+# $$v_j = x_j W_V^h + b_V^h,$$
+#
+# with $W_Q^h, W_K^h, W_V^h$ of shape $d_\text{model} \times d_\text{head}$. It writes
+# through $W_O^h$ ($d_\text{head} \times d_\text{model}$), the layer adds its output bias,
+# and the unembedding reads the final stream:
+#
+# $$x^{(\ell+1)}_i = x^{(\ell)}_i + \sum_h \sum_j A^h_{ij}\, v_j W_O^h + b_O,
+# \qquad \text{logits}_i = x^{(L)}_i W_U + b_U.$$
+#
+# So every weight matrix is either a **write** (its output side is $d_\text{model}$) or a
+# **read** (its input side is $d_\text{model}$). $W_\text{pos}$ counts as a write: here it
+# is added to the stream just before queries and keys read it, and in Vaswani et al.'s
+# arrangement it is added to the stream itself; either way it lives in the stream's space.
+#
+# | writes: $d_\text{model}$ on the right | reads: $d_\text{model}$ on the left | neither |
+# |---|---|---|
+# | $W_E$, $W_\text{pos}$, $W_O$, $b_O$ | $W_Q$, $W_K$, $W_V$, $W_U$ | $b_Q$, $b_K$, $b_V$, $b_U$ |
+#
+# We feed it sequences of 20 random tokens, each repeated once. The first copy is
+# unpredictable; the second can be copied from the first, and the model does.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    model = load("toy-2l")
+cfg = model.cfg
+g = torch.Generator().manual_seed(3)
+segment = torch.randint(0, cfg.d_vocab, (8, 20), generator=g)
+tokens = torch.cat([segment, segment], dim=1)         # [8, 40]
+logits, cache = model.run_with_cache(tokens)
+
+
+def copy_losses(lg):
+    """Mean loss predicting tokens of the first and of the second copy."""
+    logp = lg[:, :-1].log_softmax(-1)
+    nll = -logp.gather(-1, tokens[:, 1:, None])[..., 0]
+    return nll[:, :19].mean().item(), nll[:, 20:].mean().item()
+
+
+first, second = copy_losses(logits)
+print(f"loss on the first copy {first:.2f} (chance: ln 64 = "
+      f"{math.log(cfg.d_vocab):.2f}); on the second copy {second:.3f}")
+
+# %% [markdown]
+# The decomposition of the final stream into writes, per head, with the heads' outputs
+# computed from the cached values and patterns:
+
+# %%
+parts = [cache["hook_embed"]]              # shortformer: no W_pos term
+for layer in range(cfg.n_layers):
+    v = cache["v", layer]                       # [batch, pos, head, d_head]
+    z = torch.einsum("bhqk,bkhe->bqhe", cache["pattern", layer], v)
+    per_head = torch.einsum("bqhe,hem->bqhm", z, model.W_O[layer])
+    parts += list(per_head.unbind(2)) + [model.b_O[layer].expand_as(parts[0])]
+rebuilt = sum(parts)
+final = cache["resid_post", cfg.n_layers - 1]
+torch.testing.assert_close(rebuilt, final)
+claim(f"the final stream is the sum of {len(parts)} writes: W_E, "
+      "8 heads and 2 output biases", (rebuilt - final).abs().max(), True,
+      chapter="3")
+
+# %% [markdown]
+# **Bandwidth again.** Each head writes into a subspace of dimension at most
+# $d_\text{head}$, the row space of its $W_O^h$. This model has
+# $2 \times 4 = 8$ heads with $d_\text{head} = 16$, so 128 writing dimensions, into a
+# 64-dimensional stream. Their subspaces must overlap: the rank of all the $W_O$ matrices
+# stacked together cannot exceed 64.
+
+# %%
+W_O_all = model.W_O.detach().reshape(-1, cfg.d_model).double()  # [8*16, 64]
+rank_each = [torch.linalg.matrix_rank(W.double()).item()
+             for W in model.W_O.detach().reshape(-1, cfg.d_head, cfg.d_model)]
+rank_all = torch.linalg.matrix_rank(W_O_all).item()
+print(f"ranks of the 8 heads' W_O: {rank_each}; sum {sum(rank_each)}")
+print(f"rank of all of them together: {rank_all} (d_model = {cfg.d_model})")
+claim("8 heads write from 128 dimensions into a stream of rank at most 64",
+      f"{sum(rank_each)} vs {rank_all}",
+      sum(rank_each) == 128 and rank_all == cfg.d_model, chapter="3")
+
+# %% [markdown]
+# ### No privileged basis
+#
+# Take any orthogonal $R$ ($R R^\top = I$) and imagine the stream stored as $\tilde x = xR$
+# instead of $x$. A write $yW$ must become $yWR$, so that the new stream is the old one
+# rotated. A read $xW$ must give the same result from the rotated stream, and
+# $\tilde x\,(R^\top W) = x R R^\top W = x W$, so each read matrix becomes $R^\top W$:
+#
+# $$\text{writes:}\quad W_E \to W_E R,\quad W_\text{pos} \to W_\text{pos} R,\quad
+# W_O^h \to W_O^h R,\quad b_O \to b_O R,$$
+#
+# $$\text{reads:}\quad W_Q^h \to R^\top W_Q^h,\quad W_K^h \to R^\top W_K^h,\quad
+# W_V^h \to R^\top W_V^h,\quad W_U \to R^\top W_U.$$
+#
+# Every head then sees exactly the queries, keys and values it saw before, so its pattern
+# and its output are unchanged; its output is written in the rotated basis; and the
+# unembedding undoes the rotation. The logits are identical. Nothing in the argument
+# depends on what the weights are, so it holds for every model of this shape, trained or
+# random: the exercise's check tests it on random ones, and we then apply it to `toy-2l`.
+#
+# ### Exercise 3.1: rotate a model
+#
+# Write `rotate_model_weights(weights, R)`. `weights` is a dict with the twelve entries of
+# the table above, in TransformerLens's stacked shapes (`W_Q` is
+# `[n_layers, n_heads, d_model, d_head]`, `W_O` is `[n_layers, n_heads, d_head, d_model]`,
+# `b_O` is `[n_layers, d_model]`, ...). Return a new dict with every entry, rotated where it
+# should be. The check runs your function on small random models (with positions added
+# to the stream, Vaswani et al.'s way); if the answer is wrong it names the mistake, or
+# runs your weights to tell you whether the logits survived.
+
+# %% tags=["exercise"]
+def rotate_model_weights(weights, R):
+    """weights: dict of TransformerLens-shaped tensors; R: [d_model, d_model]
+    orthogonal. Returns the weights of the same model with stream x -> x R."""
+    # BEGIN SOLUTION
+    writes = ("W_E", "W_pos", "W_O", "b_O")
+    reads = ("W_Q", "W_K", "W_V", "W_U")
+    out = {}
+    for name, W in weights.items():
+        if name in writes:
+            out[name] = W @ R          # [..., d_model] @ [d_model, d_model]
+        elif name in reads:
+            out[name] = R.T @ W        # broadcasts over layers and heads
+        else:
+            out[name] = W.clone()
+    return out
+    # END SOLUTION
+
+
+checks.ch03_ex1(rotate_model_weights)
+
+# %% [markdown]
+# Now rotate the real model. A random orthogonal matrix comes from the QR decomposition of
+# a Gaussian matrix (multiplying each column of $Q$ by the sign of the matching diagonal
+# entry of the triangular factor makes the draw uniform over all rotations).
+
+# %%
+A = torch.randn(cfg.d_model, cfg.d_model, generator=g)
+Q, tri = torch.linalg.qr(A)
+R = Q * torch.sign(torch.diagonal(tri))
+eye = torch.eye(cfg.d_model)
+torch.testing.assert_close(R @ R.T, eye)
+claim("R R^T = I for the random rotation", (R @ R.T - eye).abs().max(), True,
+      chapter="3")
+claim("R is far from a coordinate permutation: its largest entry is small",
+      R.abs().max(), R.abs().max() < 0.6, chapter="3")
+
+# %%
+NAMES = ["W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O",
+         "b_Q", "b_K", "b_V", "b_O", "W_U", "b_U"]
+
+
+def get_weights(m):
+    """The model's weights as a dict of stacked TransformerLens tensors."""
+    return {n: getattr(m, n).detach().clone() for n in NAMES}
+
+
+def with_weights(m, weights):
+    """A copy of model m carrying the given weights."""
+    new = copy.deepcopy(m)
+    sd = {"embed.W_E": weights["W_E"], "pos_embed.W_pos": weights["W_pos"],
+          "unembed.W_U": weights["W_U"], "unembed.b_U": weights["b_U"]}
+    for layer in range(m.cfg.n_layers):
+        for n in NAMES[2:10]:
+            sd[f"blocks.{layer}.attn.{n}"] = weights[n][layer]
+    new.load_state_dict(sd, strict=False)  # strict=False: the mask buffers
+    return new
+
+
+rotated = with_weights(model, rotate_model_weights(get_weights(model), R))
+rot_logits, rot_cache = rotated.run_with_cache(tokens)
+torch.testing.assert_close(rot_logits, logits, atol=1e-4, rtol=1e-4)
+claim("the rotated model gives the same logits",
+      (rot_logits - logits).abs().max(), True, chapter="3")
+print(f"second-copy loss: original {copy_losses(logits)[1]:.4f}, "
+      f"rotated {copy_losses(rot_logits)[1]:.4f}")
+for layer in range(cfg.n_layers):
+    torch.testing.assert_close(rot_cache["pattern", layer],
+                               cache["pattern", layer], atol=1e-4, rtol=1e-4)
+claim("every attention pattern is unchanged", max(
+      (rot_cache["pattern", l] - cache["pattern", l]).abs().max()
+      for l in range(cfg.n_layers)), True, chapter="3")
+stream, rot_stream = final, rot_cache["resid_post", cfg.n_layers - 1]
+torch.testing.assert_close(rot_stream, stream @ R, atol=1e-4, rtol=1e-4)
+claim("the rotated model's stream is the original stream times R",
+      (rot_stream - stream @ R).abs().max(), True, chapter="3")
+
+# %% [markdown]
+# The predictions are the same to float32 rounding, and yet the individual coordinates of
+# the stream are unrecognisable. For each coordinate $k$ we correlate its value in the
+# original model with its value in the rotated model, across all positions of the batch:
+
+# %%
+flat = stream.reshape(-1, cfg.d_model).detach()
+rot_flat = rot_stream.reshape(-1, cfg.d_model).detach()
+corr = torch.stack([torch.corrcoef(torch.stack([flat[:, k], rot_flat[:, k]]))
+                    [0, 1] for k in range(cfg.d_model)])
+claim("coordinate by coordinate, the two streams are nearly unrelated "
+      "(mean |correlation| < 0.3)", corr.abs().mean(), corr.abs().mean() < 0.3,
+      chapter="3")
+glue("mean_corr", corr.abs().mean().item())
+glue("max_logit_diff", (rot_logits - logits).abs().max().item())
+
+fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.4))
+axes[0].scatter(flat[:, :8], rot_flat[:, :8], s=4, alpha=0.5)
+axes[0].set_xlabel("coordinate k, original model")
+axes[0].set_ylabel("coordinate k, rotated model")
+axes[0].set_title("residual stream (k = 0..7)")
+lo, hi = logits.min().item(), logits.max().item()
+axes[1].scatter(logits.detach().flatten(), rot_logits.detach().flatten(), s=2)
+axes[1].plot([lo, hi], [lo, hi], color="gray", lw=0.8)
+axes[1].set_xlabel("logit, original model")
+axes[1].set_ylabel("logit, rotated model")
+axes[1].set_title("logits (every token, every position)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The logits agree to {glue:text}`max_logit_diff:.1e` while the mean absolute
+# correlation between matching coordinates of the two streams is
+# {glue:text}`mean_corr:.2f`. Both models are equally good descriptions of the same
+# computation, so any story that depends on "what coordinate $k$ of the residual stream
+# means" would have to be true of both. It cannot be; only statements about directions
+# (read off the weights that write and read them) survive the change of basis.
+#
+# ### What would break it: a nonlinearity per coordinate
+#
+# The argument used only that every operation touching the stream is linear. Suppose the
+# architecture applied an elementwise function to the stream between the layers, say a
+# ReLU. The original model computes $\operatorname{ReLU}(x)$, the rotated one
+# $\operatorname{ReLU}(xR)$, and $\operatorname{ReLU}(xR) \ne \operatorname{ReLU}(x)R$: a
+# ReLU zeroes the negative coordinates, and *which* coordinates are negative depends on the
+# basis. A nonlinearity that only looks at the vector's length, such as dividing by the
+# norm, commutes with every rotation and keeps the symmetry. We insert both between layer 0
+# and layer 1 with a hook.
+
+# %%
+def relu_hook(act, hook):
+    return act.relu()
+
+
+def norm_hook(act, hook):
+    return act / act.norm(dim=-1, keepdim=True) * math.sqrt(act.shape[-1])
+
+
+def run_with(m, fn):
+    """Run m on the tokens with fn applied to the stream after layer 0."""
+    return m.run_with_hooks(tokens,
+                            fwd_hooks=[("blocks.0.hook_resid_post", fn)])
+
+
+relu_gap = (run_with(rotated, relu_hook)
+            - run_with(model, relu_hook)).abs().max()
+norm_orig, norm_rot = run_with(model, norm_hook), run_with(rotated, norm_hook)
+torch.testing.assert_close(norm_rot, norm_orig, atol=1e-4, rtol=1e-4)
+claim("with a ReLU on the stream, the rotated model's logits differ",
+      relu_gap, relu_gap > 0.5 * logits.std(), chapter="3")
+claim("with a length-only nonlinearity on the stream, they still agree",
+      (norm_rot - norm_orig).abs().max(), True, chapter="3")
+glue("relu_gap", relu_gap.item())
+glue("logit_std", logits.std().item())
+
+# %% [markdown]
+# With the ReLU the logits move by up to {glue:text}`relu_gap:.2f` (their standard
+# deviation is {glue:text}`logit_std:.2f`). Transformers never apply an elementwise
+# function to the stream itself, which is why it has no privileged basis. They do apply
+# one inside every MLP, to the $d_\text{ff}$ hidden neurons, and there the basis *is*
+# privileged: a neuron is a meaningful unit in a way that a residual coordinate is not
+# (chapter {doc}`10_ffn` checks it).
+#
+# **LayerNorm needs care.** LayerNorm is not elementwise, but it is not purely a function
+# of the length either. It subtracts each vector's mean over coordinates, which is the
+# projection onto the all-ones direction $(1, \dots, 1)$: a direction defined by the basis.
+# And its learned gain multiplies each coordinate by its own number. A model with
+# LayerNorm is therefore only symmetric under rotations that keep the all-ones direction
+# fixed, and only once the gain has been folded into the next layer's weights (which
+# TransformerLens does when loading models). We check the first point for a gain-free
+# LayerNorm; chapter 11 treats LayerNorm in full.
+
+# %%
+def layer_norm(x):      # no gain, no bias
+    c = x - x.mean(-1, keepdim=True)
+    return c / c.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+def rms_norm(x):        # no centring, no gain: depends on the length only
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+d = cfg.d_model
+x = torch.randn(6, d, generator=g) + 0.7         # vectors with a nonzero mean
+# a rotation that fixes the all-ones direction (it turns only its complement)
+u = torch.ones(d, 1) / math.sqrt(d)
+B, _ = torch.linalg.qr(torch.cat([u, torch.randn(d, d - 1, generator=g)], 1))
+R0, _ = torch.linalg.qr(torch.randn(d - 1, d - 1, generator=g))
+R_fix = B @ torch.block_diag(torch.ones(1, 1), R0) @ B.T
+torch.testing.assert_close(torch.ones(d) @ R_fix, torch.ones(d))
+
+ln_gap = (layer_norm(x @ R) - layer_norm(x) @ R).abs().max()
+claim("LayerNorm does not commute with a random rotation", ln_gap,
+      ln_gap > 0.1, chapter="3")
+torch.testing.assert_close(layer_norm(x @ R_fix), layer_norm(x) @ R_fix)
+claim("it does commute with a rotation that fixes (1, ..., 1)",
+      (layer_norm(x @ R_fix) - layer_norm(x) @ R_fix).abs().max(), True,
+      chapter="3")
+torch.testing.assert_close(rms_norm(x @ R), rms_norm(x) @ R)
+claim("RMS normalisation without a gain commutes with every rotation",
+      (rms_norm(x @ R) - rms_norm(x) @ R).abs().max(), True, chapter="3")
+
+# %% [markdown]
+# ### Exercise 3.2: a rotation in one plane
+#
+# A random rotation moves every coordinate at once. To watch the symmetry at work, rotate
+# just two coordinates $i$ and $j$ by an angle $\theta$ and leave the rest alone. Write
+# `plane_rotation(d, i, j, theta)` returning the $d \times d$ matrix $R$ for which the
+# row vector $e_i$ (the $i$-th basis vector) is sent to
+# $e_i R = \cos\theta\, e_i + \sin\theta\, e_j$ and $e_j$ to
+# $e_j R = -\sin\theta\, e_i + \cos\theta\, e_j$. Mind the convention: we multiply
+# row vectors on the right, and most textbooks write this matrix for column vectors.
+
+# %% tags=["exercise"]
+def plane_rotation(d, i, j, theta):
+    """[d, d] rotation by theta (radians) in the plane of coordinates i, j,
+    for row vectors: x -> x @ R."""
+    # BEGIN SOLUTION
+    R = torch.eye(d)
+    c, s = math.cos(theta), math.sin(theta)
+    R[i, i], R[i, j] = c, s      # row i is the image of e_i
+    R[j, i], R[j, j] = -s, c     # row j is the image of e_j
+    return R
+    # END SOLUTION
+
+
+checks.ch03_ex2(plane_rotation)
+
+# %% [markdown]
+# The explorer rotates the plane of coordinates 0 and 1 of the stream by the angle on the
+# slider, using your two functions. Left: those two coordinates of the final stream at every
+# position of one sequence, before (gray) and after (blue) the rotation; they swing around
+# the origin. Middle: the rotated model's logits against the original's; they stay on the
+# diagonal at every angle. Right: the same with a ReLU applied to the stream after layer 0;
+# the points leave the diagonal as soon as the angle moves away from 0.
+
+# %%
+w0 = get_weights(model)
+seq = tokens[:1]
+base_logits = model(seq).detach()
+base_relu = run_with(model, relu_hook)[:1].detach()
+xy0 = cache["resid_post", cfg.n_layers - 1][0, :, :2].detach()
+lim = 1.15 * xy0.norm(dim=-1).max().item()
+
+
+def draw_plane(angle=60):
+    Rp = plane_rotation(cfg.d_model, 0, 1, math.radians(angle))
+    m = with_weights(model, rotate_model_weights(w0, Rp))
+    logits_rot, c = m.run_with_cache(seq)
+    relu_rot = m.run_with_hooks(
+        seq, fwd_hooks=[("blocks.0.hook_resid_post", relu_hook)])
+    xy = c["resid_post", cfg.n_layers - 1][0, :, :2].detach()
+    fig, ax = plt.subplots(1, 3, figsize=(9, 3.4))
+    ax[0].scatter(xy0[:, 0], xy0[:, 1], s=10, color="gray", label="original")
+    ax[0].scatter(xy[:, 0], xy[:, 1], s=10, color="tab:blue", label="rotated")
+    for a, b in zip(xy0, xy):
+        ax[0].plot([a[0], b[0]], [a[1], b[1]], color="lightgray", lw=0.6)
+    ax[0].set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal",
+              xlabel="coordinate 0", ylabel="coordinate 1")
+    ax[0].set_title(f"final stream\nangle {angle} deg", fontsize=9)
+    ax[0].legend(fontsize=7, loc="lower right")
+    for k, (new, old, name) in enumerate(
+            [(logits_rot, base_logits, "no nonlinearity"),
+             (relu_rot, base_relu, "ReLU on the stream")], start=1):
+        new, old = new.detach().flatten(), old.flatten()
+        ax[k].scatter(old, new, s=2)
+        lo, hi = old.min().item(), old.max().item()
+        ax[k].plot([lo, hi], [lo, hi], color="gray", lw=0.8)
+        ax[k].set_xlabel("logit, original")
+        ax[k].set_title(f"{name}\nmax |difference| "
+                        f"{(new - old).abs().max():.1e}", fontsize=9)
+    ax[1].set_ylabel("logit, rotated")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_plane, angle=(0, 360, 5))
+
+# %% [markdown]
+# ## Summary
+#
+# - Every layer reads the residual stream with a linear map, computes, and adds its result
+#   back; with pre-norm (or no norm) the stream is a running sum of writes, and we rebuilt
+#   it from the embedding, the eight heads and the output biases. With the paper's
+#   post-norm arrangement it is not.
+# - The stream is a shared channel of $d_\text{model}$ dimensions. The base Transformer's
+#   encoder writes into its 512 dimensions from {glue:text}`writer_dims` head dimensions and
+#   neurons; in our toy model 8 heads write 128 dimensions into a stream of 64, so their
+#   write subspaces must overlap.
+# - The stream has no privileged basis: rotating every write by $R$ and every read by
+#   $R^\top$ leaves the logits and attention patterns unchanged while the individual
+#   coordinates become unrecognisable. Meaningful objects in the stream are directions.
+# - An elementwise nonlinearity on the stream would break the symmetry; a length-only one
+#   would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
+#   why neurons, unlike residual coordinates, are a privileged basis. LayerNorm's centring
+#   and gain single out directions too, so with LayerNorm the rotation argument needs the
+#   care described above.

@@ -1,0 +1,262 @@
+"""Chapter 3 (the residual stream): exercise checks and reference solutions.
+
+Exercise 3.1 rotates every read and write of an attention-only transformer by an
+orthogonal R; exercise 3.2 builds the rotation in one plane of the residual stream.
+Weights use TransformerLens's names and shapes (row-vector convention)::
+
+    W_E [d_vocab, d_model]    W_pos [n_ctx, d_model]
+    W_Q, W_K, W_V [n_layers, n_heads, d_model, d_head]   b_Q, b_K, b_V [n_layers, n_heads, d_head]
+    W_O [n_layers, n_heads, d_head, d_model]              b_O [n_layers, d_model]
+    W_U [d_model, d_vocab]    b_U [d_vocab]
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, _describe
+
+WRITES = ("W_E", "W_pos", "W_O", "b_O")      # put vectors into the stream: W -> W R
+READS = ("W_Q", "W_K", "W_V", "W_U")         # read vectors out of it: W -> R^T W
+UNTOUCHED = ("b_Q", "b_K", "b_V", "b_U")     # live in head or vocabulary space
+KEYS = WRITES + READS + UNTOUCHED
+
+
+def _rotate(weights: dict, R: torch.Tensor, *, write=None, read=None, skip=()) -> dict:
+    """The rotation with configurable pieces, so that mistakes can be recomputed.
+
+    ``write(W, R)`` and ``read(W, R)`` default to ``W @ R`` and ``R.T @ W``; names in
+    ``skip`` are copied unchanged.
+    """
+    write = write or (lambda W, R: W @ R)
+    read = read or (lambda W, R: R.T @ W)
+    out = {}
+    for name, W in weights.items():
+        if name in skip:
+            out[name] = W.clone()
+        elif name in WRITES:
+            out[name] = write(W, R)
+        elif name in READS:
+            out[name] = read(W, R)
+        else:
+            out[name] = W.clone()
+    return out
+
+
+def rotate_model_weights(weights: dict, R: torch.Tensor) -> dict:
+    """Change the basis of the residual stream to x -> x R (R orthogonal).
+
+    Writes (W_E, W_pos, W_O, b_O) become W R; reads (W_Q, W_K, W_V, W_U) become R^T W, so
+    every read sees (x R) R^T W = x W, unchanged. Head-space and vocabulary-space biases
+    (b_Q, b_K, b_V, b_U) are untouched. Returns a new dict.
+    """
+    return {name: (W @ R if name in WRITES else R.T @ W if name in READS else W.clone())
+            for name, W in weights.items()}
+
+
+def logits_from_weights(weights: dict, tokens: torch.Tensor) -> torch.Tensor:
+    """An attention-only, LayerNorm-free transformer with standard (added) positions,
+    run from a weight dict: tokens [batch, pos] -> logits [batch, pos, d_vocab]."""
+    n = tokens.shape[-1]
+    x = weights["W_E"][tokens] + weights["W_pos"][:n]
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    for layer in range(weights["W_Q"].shape[0]):
+        q = torch.einsum("bpd,hde->bhpe", x, weights["W_Q"][layer]) + weights["b_Q"][layer][:, None]
+        k = torch.einsum("bpd,hde->bhpe", x, weights["W_K"][layer]) + weights["b_K"][layer][:, None]
+        v = torch.einsum("bpd,hde->bhpe", x, weights["W_V"][layer]) + weights["b_V"][layer][:, None]
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        z = pattern @ v
+        x = x + torch.einsum("bhpe,hem->bpm", z, weights["W_O"][layer]) + weights["b_O"][layer]
+    return x @ weights["W_U"] + weights["b_U"]
+
+
+def random_orthogonal(d: int, g: torch.Generator) -> torch.Tensor:
+    Q, r = torch.linalg.qr(torch.randn(d, d, generator=g))
+    return Q * torch.sign(torch.diagonal(r))
+
+
+def _weights_inputs(g: torch.Generator) -> dict:
+    n_layers, n_heads, d_model, d_head, d_vocab, n_ctx = 2, 2, 6, 3, 11, 7
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g)
+
+    weights = {
+        "W_E": rnd(d_vocab, d_model), "W_pos": rnd(n_ctx, d_model),
+        "W_Q": rnd(n_layers, n_heads, d_model, d_head) / 2, "W_K": rnd(n_layers, n_heads, d_model, d_head) / 2,
+        "W_V": rnd(n_layers, n_heads, d_model, d_head) / 2, "W_O": rnd(n_layers, n_heads, d_head, d_model) / 2,
+        "b_Q": rnd(n_layers, n_heads, d_head), "b_K": rnd(n_layers, n_heads, d_head),
+        "b_V": rnd(n_layers, n_heads, d_head), "b_O": rnd(n_layers, d_model),
+        "W_U": rnd(d_model, d_vocab), "b_U": rnd(d_vocab),
+    }
+    return {"weights": weights, "R": random_orthogonal(d_model, g)}
+
+
+def _same_weights(a, b, atol=1e-4, rtol=1e-4) -> bool:
+    if not isinstance(a, dict) or not isinstance(b, dict) or set(a) != set(b):
+        return False
+    for name in b:
+        x, y = a[name], b[name]
+        if not isinstance(x, torch.Tensor) or x.shape != y.shape:
+            return False
+        if not torch.allclose(x.detach().to(y.dtype), y, atol=atol, rtol=rtol):
+            return False
+    return True
+
+
+class RotationExercise(FunctionExercise):
+    """A FunctionExercise whose answer is a dict of weights. Besides naming known mistakes,
+    an unrecognised answer is run as a model, to say which entries are off and whether the
+    logits survived."""
+
+    def _compare(self, got, expected, inputs) -> Result | None:
+        if self.compare(got, expected):
+            return None
+        for mistake in self.mistakes:
+            if mistake.matches(got, inputs, self.compare):
+                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+        if got is None:
+            return self._fail("your function returned None: did you forget `return`?", "returned None")
+        if not isinstance(got, dict):
+            return self._fail(f"expected a dict of weights, got {_describe(got)}", "wrong type")
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        if missing or extra:
+            return self._fail(f"the dict's keys differ: missing {missing}, unexpected {extra}. Return every "
+                              "weight, rotated or not.", "wrong keys")
+        for name in expected:
+            if not isinstance(got[name], torch.Tensor) or got[name].shape != expected[name].shape:
+                return self._fail(f"{name}: expected {_describe(expected[name])}, got {_describe(got[name])}",
+                                  "wrong shape")
+        off = [n for n in expected if not torch.allclose(got[n].detach().float(), expected[n], atol=1e-4,
+                                                          rtol=1e-4)]
+        tokens = torch.arange(inputs["weights"]["W_pos"].shape[0]).remainder(
+            inputs["weights"]["W_E"].shape[0])[None]
+        with torch.no_grad():
+            drift = (logits_from_weights({k: v.detach().float() for k, v in got.items()}, tokens)
+                     - logits_from_weights(inputs["weights"], tokens)).abs().max().item()
+        if drift < 1e-3:
+            verdict = ("the logits are unchanged, so yours is a consistent change of basis, but not the one by "
+                       "R (x -> x R)")
+        else:
+            verdict = f"with your weights the logits change by up to {drift:.3g}; they should not change at all"
+        return self._fail(f"{verdict}. Entries that differ from the rotation by R: {', '.join(off)}",
+                          "wrong values")
+
+
+def _inconsistent(write, read):
+    return lambda weights, R: _rotate(weights, R, write=write, read=read)
+
+
+def _skipping(*names):
+    return lambda weights, R: _rotate(weights, R, skip=names)
+
+
+EX1 = RotationExercise(
+    id="ch03_ex1",
+    title="rotate every read and write of the residual stream",
+    reference=rotate_model_weights,
+    make_inputs=_weights_inputs,
+    compare=_same_weights,
+    mistakes=[
+        Mistake("rotated the writes but not the reads",
+                "The heads and the unembedding still read the old coordinates. Reads become R^T W: "
+                "W_Q, W_K, W_V and W_U.", _skipping(*READS)),
+        Mistake("rotated the reads but not the writes",
+                "The stream is still written in the old basis. Writes become W R: W_E, W_pos, W_O and b_O.",
+                _skipping(*WRITES)),
+        Mistake("same rotation on reads and writes",
+                "A read must undo the write's rotation: if writes become W R, reads become R^T W = R^-1 W, "
+                "so that (x R) R^T W = x W.",
+                _inconsistent(lambda W, R: W @ R, lambda W, R: R @ W)),
+        Mistake("same rotation on reads and writes",
+                "A read must undo the write's rotation: if writes become W R, reads become R^T W = R^-1 W, "
+                "so that (x R) R^T W = x W.",
+                _inconsistent(lambda W, R: W @ R.T, lambda W, R: R.T @ W)),
+        Mistake("rotated by R^T instead of R",
+                "Your model is consistent (its logits do not change), but its stream is x R^T, not x R: "
+                "writes should become W @ R and reads R.T @ W.",
+                _inconsistent(lambda W, R: W @ R.T, lambda W, R: R @ W)),
+        Mistake("forgot W_U", "The unembedding reads the final stream: W_U -> R^T W_U.", _skipping("W_U")),
+        Mistake("forgot W_pos", "The positional embedding is written into the stream too: W_pos -> W_pos R.",
+                _skipping("W_pos")),
+        Mistake("forgot W_E", "The token embedding is the first write: W_E -> W_E R.", _skipping("W_E")),
+        Mistake("forgot b_O", "The output bias is added to the stream, so it is a write: b_O -> b_O R.",
+                _skipping("b_O")),
+        Mistake("forgot W_O", "Each head writes through W_O: W_O -> W_O R.", _skipping("W_O")),
+        Mistake("forgot W_V", "The value map reads the stream like the queries and keys do: W_V -> R^T W_V.",
+                _skipping("W_V")),
+        Mistake("forgot W_Q and W_K", "Queries and keys read the stream: W_Q -> R^T W_Q, W_K -> R^T W_K.",
+                _skipping("W_Q", "W_K")),
+    ],
+    hint="Writes (W_E, W_pos, W_O, b_O) become W @ R; reads (W_Q, W_K, W_V, W_U) become R.T @ W "
+         "(matmul broadcasts over layers and heads); b_Q, b_K, b_V, b_U stay as they are.",
+)
+
+
+def plane_rotation(d: int, i: int, j: int, theta: float) -> torch.Tensor:
+    """[d, d] orthogonal matrix that rotates the plane of coordinates i and j by theta.
+
+    Row-vector convention: x -> x R, with e_i R = cos(theta) e_i + sin(theta) e_j and
+    e_j R = -sin(theta) e_i + cos(theta) e_j; every other coordinate is left alone.
+    """
+    R = torch.eye(d)
+    c, s = math.cos(theta), math.sin(theta)
+    R[i, i], R[i, j], R[j, i], R[j, j] = c, s, -s, c
+    return R
+
+
+def _plane_inputs(g: torch.Generator) -> dict:
+    d = 5 + int(torch.randint(0, 6, (1,), generator=g))
+    i, j = torch.randperm(d, generator=g)[:2].tolist()
+    theta = 0.3 + 2.2 * torch.rand(1, generator=g).item()  # 0.3 .. 2.5 rad: away from 0, pi/4, pi/2
+    # keep away from angles where two mistakes coincide (sin = +-cos, cos = 0)
+    while any(abs(theta - a) < 0.1 for a in (math.pi / 4, math.pi / 2, 3 * math.pi / 4)):
+        theta += 0.2
+    return {"d": d, "i": i, "j": j, "theta": theta}
+
+
+def _with_block(d, i, j, block, diag=1.0):
+    R = torch.eye(d) * diag
+    (a, b), (c, e) = block
+    R[i, i], R[i, j], R[j, i], R[j, j] = a, b, c, e
+    return R
+
+
+EX2 = FunctionExercise(
+    id="ch03_ex2",
+    title="a rotation in one plane of the residual stream",
+    reference=plane_rotation,
+    make_inputs=_plane_inputs,
+    mistakes=[
+        Mistake("column-vector convention",
+                "That matrix rotates by +theta for column vectors (R x), so for our row vectors (x R) it "
+                "rotates by -theta. Transpose it: e_i R, row i of R, must be cos(theta) e_i + sin(theta) e_j.",
+                lambda d, i, j, theta: plane_rotation(d, i, j, theta).T),
+        Mistake("cos and sin swapped", "The diagonal entries R[i, i] and R[j, j] are cos(theta).",
+                lambda d, i, j, theta: _with_block(d, i, j, ((math.sin(theta), math.cos(theta)),
+                                                             (-math.cos(theta), math.sin(theta))))),
+        Mistake("cos and sin swapped", "The diagonal entries R[i, i] and R[j, j] are cos(theta).",
+                lambda d, i, j, theta: _with_block(d, i, j, ((math.sin(theta), -math.cos(theta)),
+                                                             (math.cos(theta), math.sin(theta))))),
+        Mistake("zeros off the plane", "Coordinates outside the plane must pass through unchanged: start "
+                "from the identity, not from zeros.",
+                lambda d, i, j, theta: _with_block(d, i, j, ((math.cos(theta), math.sin(theta)),
+                                                             (-math.sin(theta), math.cos(theta))), diag=0.0)),
+        Mistake("left ones on the diagonal", "R[i, i] and R[j, j] must be cos(theta), not 1; with 1 the "
+                "matrix is not orthogonal.",
+                lambda d, i, j, theta: _with_block(d, i, j, ((1.0, math.sin(theta)), (-math.sin(theta), 1.0)))),
+        Mistake("a reflection, not a rotation", "Both diagonal entries are +cos(theta) and the off-diagonal "
+                "ones have opposite signs; equal signs make a reflection (determinant -1).",
+                lambda d, i, j, theta: _with_block(d, i, j, ((math.cos(theta), math.sin(theta)),
+                                                             (math.sin(theta), -math.cos(theta))))),
+        Mistake("theta read as degrees", "theta is in radians: use math.cos(theta) directly.",
+                lambda d, i, j, theta: plane_rotation(d, i, j, math.radians(theta))),
+    ],
+    hint="Start from torch.eye(d); set R[i, i] = R[j, j] = cos(theta), R[i, j] = sin(theta), "
+         "R[j, i] = -sin(theta).",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
