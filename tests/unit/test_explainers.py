@@ -63,4 +63,4 @@ def test_builder_scores_match_the_composition_kernel():
     model = _model()
     data = builder_data(model, prev_head=(0, 0), induction_head=(1, 1))
     for kind in "QKV":
-        assert abs(data["scores"][kind] - float(composition_scores(model, kind)[1, 1, 0, 0])) < 1e-6
+        assert abs(data["scores"][kind] - float(composition_scores(model, kind)[0, 0, 1, 1])) < 1e-6

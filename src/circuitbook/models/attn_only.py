@@ -65,4 +65,4 @@ def attn_only(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         model = HookedTransformer(cfg, move_to_device=False)
-    return model.to(device)
+    return model.to(device, print_details=False)

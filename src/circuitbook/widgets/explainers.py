@@ -177,7 +177,7 @@ def builder_data(model, *, prev_head=None, induction_head=None, model_name: str 
         prev_head, induction_head = pick_heads(model)
     (l0, h0), (l1, h1) = prev_head, induction_head
     with torch.no_grad():
-        comp = {kind: float(composition_scores(model, kind)[l1, h1, l0, h0]) for kind in "QKV"}
+        comp = {kind: float(composition_scores(model, kind)[l0, h0, l1, h1]) for kind in "QKV"}  # [writer, reader]
         base = float(random_baseline(model.cfg.d_model, model.cfg.d_head, kind="K", seed=0))
         virt = virtual_ov(model, prev_head, induction_head)
         sizes = {
