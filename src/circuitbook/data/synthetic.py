@@ -68,7 +68,7 @@ class BigramChain:
             pi = pi @ p
         return (pi / pi.sum()).float()
 
-    def sample(self, batch: int, seq_len: int, *, seed: int = 0) -> torch.Tensor:
+    def sample(self, batch: int, seq_len: int, seed: int = 0) -> torch.Tensor:
         """Sample ``batch`` chains of ``seq_len`` tokens: a LongTensor [batch, seq_len].
 
         The first token is uniform; each next token is drawn from ``transition[prev]``.
@@ -209,7 +209,7 @@ class SkipTrigramTask:
             for (a, b, c), ids in zip(self.names, self.triples)
         ]
 
-    def sample(self, batch: int, seq_len: int, *, seed: int = 0, return_positions: bool = False):
+    def sample(self, batch: int, seq_len: int, seed: int = 0, *, return_positions: bool = False):
         """Sample ``batch`` rows of ``seq_len`` tokens, each with one planted triple.
 
         Row layout: fillers, ``A`` at position ``a``, fillers, ``B`` at ``b`` and ``C`` at

@@ -520,8 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     names = args.names or list(NAMES)
-    for n in names:
-        _check_name(n)
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        parser.error(f"unknown zoo model(s) {unknown}; the zoo has: {', '.join(NAMES)}")
     failed = []
     for n in names:
         model, record = build(n, threads=args.threads, progress=not args.no_progress)
