@@ -16,7 +16,8 @@ reusing them counts), or ``torch.cuda.max_memory_allocated`` on a GPU.
 TransformerLens's composition route broadcasts to [L, H, L, H, d_head, d_model] and needs
 many GB (about 18 GB reported at these shapes): when less than 21 GB is available it is run on
 fewer layers, and the table says so. Times are the best of a few runs after a warm-up on a
-tiny model (other processes may share the CPU; the load average is printed).
+tiny model; both wall time and this process's CPU time are shown, since other processes may
+share the CPU (the load average is printed), and the CPU-time ratio is the steadier one.
 
 Usage::
 
@@ -109,32 +110,36 @@ class PeakMemory:
         self.bytes = max(self.bytes, 0)
 
 
-def measure(fn, device, repeat: int = 1):
-    """``(result, best seconds, peak bytes of the first run)``."""
+class Measured:
+    """One kernel's ``result``, best ``wall`` and ``cpu`` seconds, and ``peak`` bytes (first run)."""
+
+    def __init__(self, result, wall, cpu, peak):
+        self.result, self.wall, self.cpu, self.peak = result, wall, cpu, peak
+
+
+def measure(fn, device, repeat: int = 1) -> Measured:
+    """Run ``fn`` ``repeat`` times: best wall and CPU (process) time, peak memory of the first run.
+
+    CPU time counts only this process's work, so on a CPU shared with other busy processes it
+    is the steadier measure of cost; wall time is what a reader waits.
+    """
+    import gc
+
     import torch
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    times, result, peak = [], None, 0
+    walls, cpus, result, peak = [], [], None, 0
     for i in range(repeat):
-        import gc
-
         gc.collect()
-        if i == 0:
-            with PeakMemory(device) as pm:
-                t0 = time.perf_counter()
-                result = fn()
-                sync()
-                times.append(time.perf_counter() - t0)
-            peak = pm.bytes
-        else:
-            t0 = time.perf_counter()
+        with PeakMemory(device) as pm:
+            c0, t0 = time.process_time(), time.perf_counter()
             result = fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-    return result, min(times), peak
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        if i == 0:
+            peak = pm.bytes
+    return Measured(result, min(walls), min(cpus), peak)
 
 
 def build(n_layers, d_model, n_heads, d_head, d_vocab, n_ctx, device, seed=0):
@@ -243,21 +248,20 @@ def main():
               f"truncated model; ours is also timed on all {L} layers.")
     comp = Table()
     for kind in "QKV":
-        ours, t_ours, m_ours = measure(lambda: composition_scores(model, kind), device, repeat=3)
-        if tl_model is not model:
-            ours_small, t_small, m_small = measure(lambda: composition_scores(tl_model, kind), device, repeat=3)
-        else:
-            ours_small, t_small, m_small = ours, t_ours, m_ours
+        ours = measure(lambda: composition_scores(model, kind), device, repeat=3)
+        there = ours if tl_model is model else measure(lambda: composition_scores(tl_model, kind), device, repeat=3)
         with torch.no_grad():
-            ref, t_ref, m_ref = measure(lambda: tl_model.all_composition_scores(kind), device)
-        nz = ref > 0
-        rel = float(((ours_small - ref).abs()[nz] / ref[nz]).max())
-        comp.add(kind, f"{L}", fmt_s(t_ours), fmt_mb(m_ours), f"{tl_layers}", fmt_s(t_small), fmt_mb(m_small),
-                 fmt_s(t_ref), fmt_mb(m_ref), f"{t_ref / t_small:.0f}x", f"{rel:.1e}")
+            ref = measure(lambda: tl_model.all_composition_scores(kind), device)
+        nz = ref.result > 0
+        rel = float(((there.result - ref.result).abs()[nz] / ref.result[nz]).max())
+        if there is not ours:
+            comp.add(kind, "ours", L, fmt_s(ours.wall), fmt_s(ours.cpu), fmt_mb(ours.peak), "", "", "")
+        comp.add(kind, "ours", tl_layers, fmt_s(there.wall), fmt_s(there.cpu), fmt_mb(there.peak), "", "", "")
+        comp.add(kind, "TransformerLens", tl_layers, fmt_s(ref.wall), fmt_s(ref.cpu), fmt_mb(ref.peak),
+                 f"{ref.wall / there.wall:.0f}x", f"{ref.cpu / there.cpu:.0f}x", f"{rel:.1e}")
         del ref
     print("\ncomposition_scores(model, kind) vs TransformerLens all_composition_scores(kind)")
-    comp.print(["kind", "layers", "ours", "ours peak", "TL layers", "ours there", "peak there",
-                "TL", "TL peak", "speed-up", "max rel diff"])
+    comp.print(["kind", "route", "layers", "wall", "cpu", "peak", "speed-up wall", "speed-up cpu", "max rel diff"])
 
     # --- copying scores -------------------------------------------------------------------
     layer, head = L // 2, H // 4
@@ -272,19 +276,20 @@ def main():
             return torch.stack(out)
 
     every = [(l, h) for l in range(L) for h in range(H)]
-    ours_all, t_all, m_all = measure(lambda: copying_scores(model), device, repeat=3)
-    ours_one, t_one, m_one = measure(lambda: copying_scores(model, layer, head), device, repeat=5)
-    ref_all, t_ref_all, m_ref_all = measure(lambda: fm_route(every), device)
-    ref_one, t_ref_one, m_ref_one = measure(lambda: fm_route([(layer, head)]), device, repeat=3)
+    ours_all = measure(lambda: copying_scores(model), device, repeat=3)
+    ours_one = measure(lambda: copying_scores(model, layer, head), device, repeat=5)
+    ref_all = measure(lambda: fm_route(every), device)
+    ref_one = measure(lambda: fm_route([(layer, head)]), device, repeat=3)
     copy = Table()
-    diff_all = float((ours_all.flatten() - ref_all).abs().max())
-    diff_one = float((ours_one - ref_one[0]).abs())
-    copy.add(f"all {L * H} heads", fmt_s(t_all), fmt_mb(m_all), fmt_s(t_ref_all), fmt_mb(m_ref_all),
-             f"{t_ref_all / t_all:.0f}x", f"{diff_all:.1e}")
-    copy.add(f"one head ({layer}.{head})", fmt_s(t_one), fmt_mb(m_one), fmt_s(t_ref_one), fmt_mb(m_ref_one),
-             f"{t_ref_one / t_one:.1f}x", f"{diff_one:.1e}")
+    diff_all = float((ours_all.result.flatten() - ref_all.result).abs().max())
+    diff_one = float((ours_one.result - ref_one.result[0]).abs())
+    for label, ours, ref, diff in [(f"all {L * H} heads", ours_all, ref_all, diff_all),
+                                   (f"one head ({layer}.{head})", ours_one, ref_one, diff_one)]:
+        copy.add(label, "ours", fmt_s(ours.wall), fmt_s(ours.cpu), fmt_mb(ours.peak), "", "", "")
+        copy.add(label, "FactoredMatrix", fmt_s(ref.wall), fmt_s(ref.cpu), fmt_mb(ref.peak),
+                 f"{ref.wall / ours.wall:.1f}x", f"{ref.cpu / ours.cpu:.1f}x", f"{diff:.1e}")
     print("\ncopying_scores vs head-by-head FactoredMatrix(W_E W_V, W_O W_U).eigenvalues")
-    copy.print(["heads", "ours", "ours peak", "FactoredMatrix", "FM peak", "speed-up", "max abs diff"])
+    copy.print(["heads", "route", "wall", "cpu", "peak", "speed-up wall", "speed-up cpu", "max abs diff"])
 
     # --- induction / previous-token scores -----------------------------------------------
     seq_len = min(shape["n_ctx"] // 2, 50)
@@ -305,19 +310,22 @@ def main():
                                 for l in range(L)])
             return ind, prev
 
-    _, t_fwd, m_fwd = measure(forward, device, repeat=3)
-    ind, t_ind, m_ind = measure(lambda: induction_scores(model), device, repeat=3)
-    prev, t_prev, m_prev = measure(lambda: prev_token_scores(model), device, repeat=3)
-    (ind_ref, prev_ref), t_cache, m_cache = measure(with_cache, device, repeat=3)
+    fwd = measure(forward, device, repeat=3)
+    ind = measure(lambda: induction_scores(model), device, repeat=3)
+    prev = measure(lambda: prev_token_scores(model), device, repeat=3)
+    cache = measure(with_cache, device, repeat=3)
+    ind_ref, prev_ref = cache.result
     heads_t = Table()
-    heads_t.add("plain forward model(tokens)", fmt_s(t_fwd), "1.00x", fmt_mb(m_fwd), "")
-    heads_t.add("induction_scores", fmt_s(t_ind), f"{t_ind / t_fwd:.2f}x", fmt_mb(m_ind),
-                f"{float((ind - ind_ref).abs().max()):.1e}")
-    heads_t.add("prev_token_scores", fmt_s(t_prev), f"{t_prev / t_fwd:.2f}x", fmt_mb(m_prev),
-                f"{float((prev - prev_ref).abs().max()):.1e}")
-    heads_t.add("run_with_cache + diagonals (both)", fmt_s(t_cache), f"{t_cache / t_fwd:.2f}x", fmt_mb(m_cache), "")
+    for label, m, diff in [
+        ("plain forward model(tokens)", fwd, ""),
+        ("induction_scores", ind, f"{float((ind.result - ind_ref).abs().max()):.1e}"),
+        ("prev_token_scores", prev, f"{float((prev.result - prev_ref).abs().max()):.1e}"),
+        ("run_with_cache + diagonals (both)", cache, ""),
+    ]:
+        heads_t.add(label, fmt_s(m.wall), fmt_s(m.cpu), f"{m.wall / fwd.wall:.2f}x", f"{m.cpu / fwd.cpu:.2f}x",
+                    fmt_mb(m.peak), diff)
     print(f"\ninduction / previous-token scores on repeated random tokens [{batch}, {2 * seq_len}]")
-    heads_t.print(["route", "time", "vs forward", "peak", "max abs diff vs cache"])
+    heads_t.print(["route", "wall", "cpu", "wall vs forward", "cpu vs forward", "peak", "max abs diff vs cache"])
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
 
