@@ -178,7 +178,7 @@ def load(name: str, *, device: str | torch.device = "cpu"):
     from safetensors.torch import load_model
 
     load_model(model, str(weights), strict=True, device=str(device))
-    return model.to(device).eval()
+    return model.eval()  # load_model already placed the weights on ``device``
 
 
 def _empty_model(name: str, config: dict):
