@@ -1,0 +1,756 @@
+# %% [markdown]
+# # 11. Layer normalisation
+#
+# Every sublayer of the transformer reads the residual stream through a layer
+# normalisation. This chapter writes LayerNorm out in a few lines, measures how the
+# Annotated Transformer's version differs from PyTorch's, and meets its simpler cousin
+# RMSNorm, which SmolLM2 and the Llama family use. In the circuit view we fold
+# LayerNorm's learned scale and shift into the neighbouring weights, exactly as
+# TransformerLens does, and are left with one operation that cannot be folded: division
+# by the norm of the vector. The last part asks how far from linear that division is in
+# a real model, on real text.
+
+# %%
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.models.encoder_decoder import (LayerNorm,
+                                               SublayerConnection)
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore",
+                        message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
+
+# %% [markdown]
+# ## Plain language
+#
+# A residual stream vector is a list of $d_\text{model}$ numbers. Its overall size drifts:
+# it grows as layers add to it, and some tokens end up with much larger vectors than
+# others. A layer that reads the stream would like to see inputs of a predictable size.
+# Layer normalisation {cite}`ba2016layer` provides that, separately for every position:
+#
+# 1. **centre**: subtract the mean of the $d_\text{model}$ numbers, so they average zero;
+# 2. **scale**: divide by their standard deviation, so they have spread one;
+# 3. **re-weight**: multiply each coordinate by a learned gain $\gamma_i$ ...
+# 4. **... and shift**: add a learned bias $\beta_i$.
+#
+# $$\operatorname{LN}(x) = \frac{x - \mu(x)}{\sqrt{\sigma^2(x) + \epsilon}} \odot \gamma
+# + \beta,$$
+#
+# $$\mu(x) = \frac{1}{d}\sum_i x_i, \qquad
+# \sigma^2(x) = \frac{1}{d}\sum_i \big(x_i - \mu(x)\big)^2,$$
+#
+# with $d = d_\text{model}$ and a small $\epsilon$ that keeps the division finite. Steps 3
+# and 4 are linear, and so is step 1. Step 2 is not: it divides by a number computed from
+# the vector itself. Doubling $x$ doubles $x - \mu$ and doubles $\sigma$, so the output
+# does not change at all. That one nonlinearity is what this chapter is about.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# The Annotated Transformer {cite}`rush2018annotated` writes its own `LayerNorm` class
+# instead of using `nn.LayerNorm`. Our copy lives in
+# `circuitbook.models.encoder_decoder.LayerNorm`; in one function it reads:
+
+# %%
+def annotated_layer_norm(x, a_2, b_2, eps=1e-6):
+    """The Annotated Transformer's LayerNorm:
+    a_2 * (x - mean) / (std + eps) + b_2, where torch's .std() is the
+    *unbiased* standard deviation (it divides by d - 1)."""
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)
+    return a_2 * (x - mean) / (std + eps) + b_2
+
+
+d_model = 512
+ln_at = LayerNorm(d_model)     # the module of the encoder-decoder
+with torch.no_grad():          # non-trivial gain and bias
+    ln_at.a_2.copy_(1 + 0.3 * torch.randn(d_model))
+    ln_at.b_2.copy_(0.3 * torch.randn(d_model))
+x = 3 * torch.randn(4, 10, d_model) + 1.5     # [batch, pos, d_model]
+ours = annotated_layer_norm(x, ln_at.a_2, ln_at.b_2)
+torch.testing.assert_close(ours, ln_at(x))
+claim("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
+      (ours - ln_at(x)).abs().max(), True, chapter="11")
+
+# %% [markdown]
+# Two details differ from `torch.nn.LayerNorm` (and from TransformerLens, and from the
+# formula above): `x.std()` divides by $d - 1$ instead of $d$ (the *unbiased*
+# estimate), and $\epsilon$ is added to the standard deviation instead of to the
+# variance under the square root. For inputs of ordinary size only the first detail
+# matters, and it matters by a predictable amount: the unbiased standard deviation is
+# larger by $\sqrt{d/(d-1)}$, so every normalised value is smaller by the factor
+# $\sqrt{(d-1)/d}$. We measure the gap for the paper's $d_\text{model} = 512$ and for the
+# toy translation model's 64.
+
+# %%
+gap = {}
+for d in (64, 512):
+    xd = 3 * torch.randn(1000, d, dtype=torch.float64) + 1.5
+    torch_ln = nn.LayerNorm(d, elementwise_affine=False,
+                            dtype=torch.float64)
+    ratio = annotated_layer_norm(xd, 1.0, 0.0) / torch_ln(xd)
+    gap[d] = (1 - ratio).abs().max().item()
+    predicted = 1 - math.sqrt((d - 1) / d)
+    print(f"d = {d:3d}: largest relative gap {gap[d]:.3e}, "
+          f"1 - sqrt((d-1)/d) = {predicted:.3e}")
+    claim(f"at d = {d}, Annotated LN = nn.LayerNorm x sqrt((d-1)/d) "
+          "(within 1e-5, relative)", abs(gap[d] - predicted),
+          abs(gap[d] - predicted) < 1e-5, chapter="11")
+glue("gap_512", gap[512])
+glue("gap_64", gap[64])
+
+# %% [markdown]
+# The relative gap is {glue:text}`gap_512:.1e` at $d_\text{model} = 512$ and
+# {glue:text}`gap_64:.1e` at 64: harmless for training (the learned gain absorbs it), but
+# enough that a weight-for-weight port between the two conventions is not exact.
+#
+# The placement of $\epsilon$ shows only for vectors whose spread is comparable to
+# $\sqrt{\epsilon}$. Below we shrink the spread of an input and watch the spread of the
+# output. PyTorch's default $\epsilon = 10^{-5}$ under the square root starts to damp the
+# output once $\sigma$ falls to about $\sqrt{\epsilon} \approx 0.003$; the Annotated
+# Transformer's $\epsilon = 10^{-6}$ added to $\sigma$ keeps the output at unit spread
+# down to $\sigma \approx 10^{-5}$, amplifying whatever tiny differences the input has.
+
+# %%
+sigmas = torch.logspace(-7, 1, 33, dtype=torch.float64)
+base = torch.randn(d_model, dtype=torch.float64)
+base = (base - base.mean()) / base.std(unbiased=False)
+out_torch, out_at = [], []
+torch_ln = nn.LayerNorm(d_model, elementwise_affine=False,
+                        dtype=torch.float64)
+for s in sigmas:
+    v = s * base + 2.0
+    out_torch.append(torch_ln(v).std(unbiased=False).item())
+    out_at.append(
+        annotated_layer_norm(v, 1.0, 0.0).std(unbiased=False).item())
+
+fig, ax = plt.subplots(figsize=(7.5, 3))
+ax.semilogx(sigmas, out_torch, "o-", ms=3,
+            label="nn.LayerNorm (eps=1e-5 in sqrt)")
+ax.semilogx(sigmas, out_at, "s-", ms=3,
+            label="Annotated Transformer (eps=1e-6 on std)")
+ax.axvline(math.sqrt(1e-5), color="gray", ls=":", lw=1)
+ax.set_xlabel("standard deviation of the input vector")
+ax.set_ylabel("std of the output")
+ax.legend(fontsize=8, loc="lower right")
+plt.tight_layout()
+plt.show()
+i_small = int((sigmas - 1e-3).abs().argmin())
+glue("damped_torch", out_torch[i_small])
+glue("damped_at", out_at[i_small])
+claim("at input std 1e-3, nn.LayerNorm's output std is below 0.5 while "
+      "the Annotated Transformer's stays above 0.99",
+      f"{out_torch[i_small]:.3f} vs {out_at[i_small]:.3f}",
+      out_torch[i_small] < 0.5 and out_at[i_small] > 0.99, chapter="11")
+
+# %% [markdown]
+# At an input spread of $10^{-3}$ PyTorch's version outputs a spread of
+# {glue:text}`damped_torch:.2f`, the Annotated Transformer's {glue:text}`damped_at:.3f`.
+# Residual streams of trained models are nowhere near that small, so in practice the two
+# differ by the factor measured above and nothing else.
+#
+# ### Where the norm sits: post-norm and pre-norm
+#
+# Chapter 2 covers this choice for the whole architecture; here is the short version. The
+# paper normalises *after* adding a sublayer's output (post-norm,
+# $\operatorname{LN}(x + f(x))$); the Annotated Transformer's code normalises the sublayer's
+# *input* (pre-norm, $x + f(\operatorname{LN}(x))$), like GPT-2, Llama and every model
+# TransformerLens loads {cite}`xiong2020layer`. Only pre-norm leaves the residual stream a
+# plain running sum, which the circuit view needs. `SublayerConnection` has both:
+
+# %%
+ffn = nn.Sequential(nn.Linear(d_model, 64), nn.ReLU(),
+                    nn.Linear(64, d_model))
+pre = SublayerConnection(d_model, 0.0, norm_position="pre").eval()
+post = SublayerConnection(d_model, 0.0, norm_position="post").eval()
+x = 3 * torch.randn(2, 5, d_model) + 1.0
+with torch.no_grad():
+    written = pre(x, ffn) - x        # what pre-norm adds to the stream
+    expected = ffn(pre.norm(x))
+    zero_post = post(x, torch.zeros_like)  # a sublayer that outputs 0
+torch.testing.assert_close(written, expected)
+claim("pre-norm: the stream changes by exactly f(LN(x)), a sum of writes",
+      (written - expected).abs().max(), True, chapter="11")
+moved = (zero_post - x).abs().max().item()
+claim("post-norm: even a sublayer that outputs 0 changes the stream",
+      moved, moved > 0.1, chapter="11")
+
+# %% [markdown]
+# ### Exercise 11.1: LayerNorm from scratch
+#
+# Write `layer_norm(x, gamma, beta, eps)` in the convention of `nn.LayerNorm` and of
+# TransformerLens: normalise over the last axis, use the biased variance (divide by $d$),
+# put `eps` under the square root, then apply the gain and the bias. The check uses
+# inputs with a clearly non-zero mean and a large `eps`, so each of the usual slips gives
+# a different answer and can be named.
+
+# %% tags=["exercise"]
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """x: [..., d]; gamma, beta: [d]. Returns
+    (x - mean) / sqrt(var + eps) * gamma + beta, with the mean and the
+    (biased) variance taken over the last axis."""
+    # BEGIN SOLUTION
+    mu = x.mean(-1, keepdim=True)
+    var = (x - mu).pow(2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+    # END SOLUTION
+
+
+checks.ch11_ex1(layer_norm)
+
+# %% [markdown]
+# ### RMSNorm
+#
+# RMSNorm {cite}`zhang2019rmsnorm` drops the centring and the bias. It divides by the
+# root mean square of the coordinates and applies a gain:
+#
+# $$\operatorname{RMSNorm}(x) = \frac{x}{\sqrt{\tfrac{1}{d}\sum_i x_i^2 + \epsilon}}
+# \odot w.$$
+#
+# When $x$ already has mean zero, the root mean square *is* the standard deviation, so
+# LayerNorm is RMSNorm applied to the centred vector, plus $\beta$. We check that
+# identity, and check our one-line RMSNorm against TransformerLens's `RMSNorm` module,
+# the one SmolLM2 uses below.
+
+# %%
+from transformer_lens.components import RMSNorm as TLRMSNorm
+
+
+def rms_norm(x, w, eps=1e-5):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+gamma, beta = 1 + 0.3 * torch.randn(d_model), 0.3 * torch.randn(d_model)
+x = 3 * torch.randn(4, 10, d_model) + 1.5
+lhs = nn.functional.layer_norm(x, (d_model,), gamma, beta, eps=1e-5)
+rhs = rms_norm(x - x.mean(-1, keepdim=True), gamma) + beta
+torch.testing.assert_close(lhs, rhs)
+claim("LayerNorm(x) = RMSNorm(x - mean(x)) + beta",
+      (lhs - rhs).abs().max(), True, chapter="11")
+tl_rms = TLRMSNorm({"d_model": d_model, "eps": 1e-5, "d_vocab": 1,
+                    "n_layers": 1, "n_ctx": 1, "d_head": 1,
+                    "act_fn": "relu"})
+with torch.no_grad():
+    tl_rms.w.copy_(gamma)
+    torch.testing.assert_close(rms_norm(x, gamma), tl_rms(x))
+    err = (rms_norm(x, gamma) - tl_rms(x)).abs().max()
+claim("our rms_norm equals TransformerLens's RMSNorm", err, True,
+      chapter="11")
+
+# %% [markdown]
+# ## The circuit view
+#
+# In the row-vector convention a sublayer reads $\operatorname{LN}(x)\,W + b$, where $W$
+# is the first matrix of the sublayer: $W_Q^h$, $W_K^h$, $W_V^h$ for a head, $W_\text{in}$
+# for an MLP, $W_U$ for the unembedding, all of shape $[d_\text{model}, \cdot]$. Write
+# $\hat{x} = (x - \mu)/\sqrt{\sigma^2 + \epsilon}$ for the normalised vector. Then
+#
+# $$\operatorname{LN}(x)\,W + b = (\hat{x} \odot \gamma + \beta)\,W + b
+# = \hat{x}\,\underbrace{\operatorname{diag}(\gamma)\,W}_{W'}
+# + \underbrace{\beta W + b}_{b'}.$$
+#
+# The gain multiplies **row** $i$ of $W$ by $\gamma_i$ (the row that reads coordinate
+# $i$), and the shift becomes a bias. Both are folded into the reader's weights for good.
+#
+# The centring is linear too: $x - \mu(x)\mathbf{1} = x\,P$ with
+# $P = I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top$, the projection that removes the
+# all-ones direction. Rather than applying $P$ when reading, we can apply it when
+# *writing*: replace every matrix that writes into the stream ($W_E$, $W_\text{pos}$,
+# $W_O$, $W_\text{out}$ and their biases) by its centred version, $W_\text{write} P$.
+# Then every vector in the stream already has mean zero and the centring step does
+# nothing. TransformerLens calls the two steps `fold_ln` and `center_writing_weights`;
+# `center_unembed` also centres $W_U$ over the vocabulary, which shifts every logit of a
+# position by the same amount and so changes no probability.
+#
+# We test this on a small two-layer model with LayerNorm, whose gains and biases we set
+# to random values first (at initialisation they are 1 and 0, and folding would be
+# trivial). We fold one head's $W_Q$ by hand and compare it with TransformerLens.
+
+# %%
+import copy
+
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+cfg = HookedTransformerConfig(
+    n_layers=2, d_model=48, n_heads=4, d_head=12, d_mlp=96, d_vocab=60,
+    n_ctx=16, act_fn="gelu", normalization_type="LN",
+    positional_embedding_type="standard", seed=2)
+model = HookedTransformer(cfg, move_to_device=False)
+with torch.no_grad():
+    for name, p in model.named_parameters():
+        if name.endswith(".w"):        # LayerNorm gains
+            p.copy_(1 + 0.5 * torch.randn_like(p))
+        elif name.endswith((".b", "b_Q", "b_K", "b_V", "b_O", "b_U")):
+            p.copy_(0.3 * torch.randn_like(p))
+tokens = torch.randint(0, cfg.d_vocab, (3, 12))
+logits_before = model(tokens).detach()
+
+ln1 = model.blocks[0].ln1
+gamma1, beta1 = ln1.w.detach(), ln1.b.detach()
+W_Q = model.W_Q[0].detach()             # [head, d_model, d_head]
+b_Q = model.b_Q[0].detach()             # [head, d_head]
+W_Q_fold = gamma1[None, :, None] * W_Q  # scale row i by gamma_i
+b_Q_fold = b_Q + torch.einsum("d,hde->he", beta1, W_Q)  # beta W + b
+
+only_fold = copy.deepcopy(model)
+only_fold.process_weights_(fold_ln=True, center_writing_weights=False,
+                           center_unembed=False)
+folded = copy.deepcopy(model)
+folded.process_weights_(fold_ln=True, center_writing_weights=True,
+                        center_unembed=True)
+# TransformerLens also centres the reading weights over d_model, which cannot
+# change the output (the normalised vector has mean zero): compare centred
+W_Q_ours = W_Q_fold - W_Q_fold.mean(1, keepdim=True)
+torch.testing.assert_close(W_Q_ours, folded.W_Q[0].detach())
+torch.testing.assert_close(b_Q_fold, folded.b_Q[0].detach())
+claim("our hand-folded W_Q and b_Q (gamma into rows, beta into the "
+      "bias) equal TransformerLens's fold_ln",
+      (W_Q_ours - folded.W_Q[0]).abs().max(), True, chapter="11")
+
+logits_fold = only_fold(tokens).detach()
+torch.testing.assert_close(logits_fold, logits_before, atol=1e-4,
+                           rtol=1e-4)
+claim("fold_ln alone leaves the logits unchanged",
+      (logits_fold - logits_before).abs().max(), True, chapter="11")
+logits_all = folded(tokens).detach()
+shift = (logits_all - logits_before)
+spread = (shift - shift.mean(-1, keepdim=True)).abs().max()
+lp_gap = (logits_all.log_softmax(-1)
+          - logits_before.log_softmax(-1)).abs().max()
+claim("with centring too, logits move by one constant per position "
+      "and the log-probabilities are unchanged",
+      f"{spread:.1e}, {lp_gap:.1e}",
+      spread < 1e-4 and lp_gap < 1e-4, chapter="11")
+print(type(folded.blocks[0].ln1).__name__, "replaces",
+      type(model.blocks[0].ln1).__name__)
+
+# %% [markdown]
+# After folding, each LayerNorm has become `LayerNormPre`: no parameters, just centre and
+# divide. And with the writing weights centred, the centring finds nothing to remove: we
+# check that every residual stream vector of the folded model has mean zero.
+
+# %%
+_, cache = folded.run_with_cache(tokens)
+streams = [cache["resid_pre", l] for l in range(cfg.n_layers)]
+streams.append(cache["resid_post", cfg.n_layers - 1])
+stream_means = torch.stack([s.mean(-1) for s in streams])
+stream_rms = torch.stack([cache["resid_pre", l].pow(2).mean(-1).sqrt()
+                          for l in range(cfg.n_layers)])
+worst = stream_means.abs().max().item()
+relative = worst / stream_rms.min().item()
+claim("after center_writing_weights the residual stream has mean 0 at "
+      "every position and layer (relative to its rms)", relative,
+      relative < 1e-5, chapter="11")
+normed = cache["blocks.1.ln1.hook_normalized"]
+unit = normed.pow(2).mean(-1).sqrt()
+claim("what is left of LayerNorm maps every vector to rms 1 (up to eps)",
+      (unit - 1).abs().max(), bool(((unit - 1).abs() < 1e-3).all()),
+      chapter="11")
+
+# %% [markdown]
+# So after folding, LayerNorm is the map $x \mapsto x / \operatorname{rms}(x)$ (with
+# $\operatorname{rms}(x) = \sqrt{\tfrac1d\sum_i x_i^2 + \epsilon}$): it projects every
+# vector radially onto the sphere of radius $\sqrt{d}$ (in rms terms, radius 1). That is
+# a genuine nonlinearity, and no choice of weights removes it.
+
+# %% [markdown]
+# ### Exercise 11.2: fold LayerNorm into the next layer
+#
+# Write `fold_ln(gamma, beta, W, b)` that returns `(W_folded, b_folded)` such that
+# $\hat{x}\,W_\text{folded} + b_\text{folded} = (\hat{x} \odot \gamma + \beta)\,W + b$
+# for every normalised $\hat{x}$. `W` has TransformerLens's reading shape
+# `[d_model, d_out]` (as $W_\text{in}$, $W_U$ or one head's $W_Q^h$), `b` is `[d_out]`.
+# In the check `d_out` equals `d_model`, so a transposed or misplaced factor gives a
+# wrong value instead of a shape error, and the check can tell you which one it was.
+
+# %% tags=["exercise"]
+def fold_ln(gamma, beta, W, b):
+    """gamma, beta: [d_model]; W: [d_model, d_out]; b: [d_out]
+    -> (W_folded [d_model, d_out], b_folded [d_out])."""
+    # BEGIN SOLUTION
+    return gamma[:, None] * W, b + beta @ W
+    # END SOLUTION
+
+
+checks.ch11_ex2(fold_ln)
+
+# %% [markdown]
+# ## How far from linear is the normalisation in a real model?
+#
+# The circuit view wants to treat everything between the residual stream and a head's
+# input as a matrix. After folding, the only obstacle is the division by
+# $\operatorname{rms}(x)$. Two ways to make it linear are common:
+#
+# - **freeze the scale**: use the value $s = 1/\operatorname{rms}(x)$ measured on the
+#   actual input and treat $y \mapsto s\,y \odot w$ as a fixed linear map. This is exact
+#   at the point: the normalised vector is then *exactly* the sum of one term per
+#   component that wrote to the stream, which is how direct attributions are computed.
+# - **the tangent**: the derivative of $x \mapsto x/\operatorname{rms}(x)$, which is
+#   $s$ times the projection that removes the component along $x$
+#   (moving *along* $x$ does not change the output).
+#
+# The question is how well either predicts what the norm does when the input changes by
+# a realistic amount, for example when we remove one head's contribution to the stream.
+# We measure it on SmolLM2-135M (30 layers, RMSNorm in front of every sublayer) reading
+# the opening of *A Midsummer Night's Dream*. Loading the model takes about half a
+# minute.
+
+# %%
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.models.pretrained import load_smollm2
+
+smol, tok = load_smollm2()
+scene_name, scene = shakespeare_scenes()[0]
+ids = tok(scene, return_tensors="pt").input_ids[:, :256]
+keep = ("hook_resid_pre", "hook_z", "hook_attn_out", "hook_mlp_out",
+        "ln1.hook_scale", "hook_embed")
+with torch.no_grad():
+    _, sc = smol.run_with_cache(
+        ids, names_filter=lambda n: n.endswith(keep))
+L, eps = smol.cfg.n_layers, smol.cfg.eps
+# [L, pos, d_model]: the input of every layer's first RMSNorm
+resid = torch.stack([sc["resid_pre", l][0] for l in range(L)])
+print(f"{scene_name}: {ids.shape[1]} tokens; the first six:")
+print(tok.convert_ids_to_tokens(ids[0, :6].tolist()))
+
+
+def rms(v):
+    return (v.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+
+
+hooked_scale = torch.stack([sc[f"blocks.{l}.ln1.hook_scale"][0]
+                            for l in range(L)])
+torch.testing.assert_close(rms(resid), hooked_scale)
+claim("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
+      "at all 30 layers", (rms(resid) - hooked_scale).abs().max(), True,
+      chapter="11")
+
+# %% [markdown]
+# First, how much does the scale vary? The figure shows, for the input of every layer's
+# first RMSNorm, the spread of $\operatorname{rms}(x)$ over the tokens of the passage.
+
+# %%
+r = rms(resid)[..., 0]                         # [L, pos]
+rest = r[:, 1:]                                # every token but the first
+q05, q50, q95 = (rest.quantile(q, dim=1) for q in (0.05, 0.5, 0.95))
+fig, ax = plt.subplots(figsize=(8, 3.2))
+layers = torch.arange(L)
+ax.fill_between(layers, q05, q95, alpha=0.3, label="tokens 1..255: 5-95%")
+ax.plot(layers, q50, "o-", ms=3, label="tokens 1..255: median")
+ax.plot(layers, r[:, 0], "k^--", ms=4, label="token 0")
+ax.set_yscale("log")
+ax.set_xlabel("layer (input of ln1)")
+ax.set_ylabel("rms(x)")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+within = (rest.max(1).values / rest.min(1).values)
+growth = (q50[-1] / q50[1]).item()
+first_ratio = (r[:, 0] / q50)
+glue("within_max", within.max().item())
+glue("within_layer", int(within.argmax()))
+glue("within_median", within.median().item())
+glue("growth", growth)
+glue("first_ratio", first_ratio.max().item())
+claim("the median rms grows by more than 5x from layer 1 to layer 29",
+      growth, growth > 5, chapter="11")
+claim("token 0's residual vector is more than 30x the median token's "
+      "in some layer", first_ratio.max(), first_ratio.max() > 30,
+      chapter="11")
+
+# %% [markdown]
+# Within one layer, the largest and smallest scale over tokens 1-255 differ by a
+# factor of {glue:text}`within_median:.1f` in the median layer and up to
+# {glue:text}`within_max:.1f` (layer {glue:text}`within_layer`); across depth the median
+# scale grows {glue:text}`growth:.0f`-fold. The first token is in a class of its own: its
+# vector reaches {glue:text}`first_ratio:.0f` times the median size. That belongs to the
+# first *position*, not to the word `###`: feeding the model the same passage from its
+# 100th token on, whatever token comes first gets the same treatment.
+
+# %%
+later = ids[:, 100:164]
+with torch.no_grad():
+    _, sc_later = smol.run_with_cache(
+        later, names_filter=lambda n: n.endswith(("resid_pre", "pattern")))
+r_later = torch.stack([sc_later["resid_pre", l][0].pow(2).mean(-1).sqrt()
+                       for l in range(L)])
+ratio_later = r_later[:, 0] / r_later[:, 1:].median(1).values   # [L]
+first_tok = tok.convert_ids_to_tokens(later[0, :1].tolist())[0]
+glue("first_ratio_later", ratio_later.max().item())
+claim(f"started at token 100 ({first_tok!r}), the first position is again "
+      "more than 30x the median in some layer", ratio_later.max(),
+      ratio_later.max() > 30, chapter="11")
+# attention paid to position 0 by queries 8..63, averaged over heads
+to_first = torch.stack([sc_later["pattern", l][0, :, 8:, 0].mean()
+                        for l in range(L)])
+big = to_first[ratio_later > 30].mean()
+small = to_first[ratio_later < 2].mean()
+glue("att_big", big.item())
+glue("att_small", small.item())
+claim("heads attend far more to position 0 in layers where it is huge "
+      "(> 30x) than where it is not (< 2x)", f"{big:.2f} vs {small:.2f}",
+      big > 0.3 and small < 0.15, chapter="11")
+
+# %% [markdown]
+# (Here it reaches {glue:text}`first_ratio_later:.0f` times the median.) The size goes
+# with a use: in the layers where the first position is more than 30 times the median,
+# the heads put on average {glue:text}`att_big:.0%` of their attention on it, against
+# {glue:text}`att_small:.0%` in the layers where it is ordinary, which suggests the
+# first position serves as a resting place for attention (an "attention sink"), and the
+# huge vector is what makes it easy to find. Since RMSNorm divides the size
+# away, that enormous vector reaches each sublayer as a vector of ordinary size. We leave
+# the first token out of the statistics below.
+#
+# Next, the decomposition that freezing the scale makes exact. The input of layer 20's
+# norm is the embedding plus every earlier attention and MLP output; dividing each term
+# by the frozen scale and adding gives the norm's output exactly.
+
+# %%
+ell = 20
+parts = [sc["hook_embed"][0]]
+for l in range(ell):
+    parts += [sc["attn_out", l][0], sc["mlp_out", l][0]]
+w20 = smol.blocks[ell].ln1.w.detach()
+x20 = resid[ell]
+true_out = x20 / rms(x20) * w20
+# the frozen scale, applied term by term
+summed = sum(p / rms(x20) * w20 for p in parts)
+torch.testing.assert_close(summed, true_out, atol=1e-4, rtol=1e-4)
+claim(f"with the scale frozen, layer {ell}'s normalised input is exactly "
+      f"the sum of {len(parts)} per-component terms",
+      (summed - true_out).abs().max(), True, chapter="11")
+
+# %% [markdown]
+# Now the experiment. For every layer $\ell$ and every token we take the input $x$ of
+# layer $\ell+1$'s norm and remove one piece $\delta$ of it: one attention head's output
+# (9 per layer), the whole attention layer's output, the MLP layer's output, or, as a
+# deliberately large change, the sum of all attention layers up to $\ell$. We compare the
+# true change of the normalised vector, $\Delta = f(x - \delta) - f(x)$, with the two
+# linear predictions, and report $\lVert \Delta - \Delta_\text{lin} \rVert /
+# \lVert \Delta \rVert$.
+
+# %%
+W_O = smol.W_O.detach()               # [L, head, d_head, d_model]
+kind_names = [
+    "one head", "attention layer", "MLP layer", "all attention <= l"]
+rows = []
+for l in range(L - 1):
+    x = resid[l + 1, 1:]              # skip token 0
+    w = smol.blocks[l + 1].ln1.w.detach()
+    s, y = 1 / rms(x), x / rms(x) * w
+    heads = torch.einsum("phe,hem->hpm", sc["z", l][0, 1:], W_O[l])
+    attn_upto = sum(sc["attn_out", k][0, 1:] for k in range(l + 1))
+    pieces = [heads, sc["attn_out", l][0, 1:][None],
+              sc["mlp_out", l][0, 1:][None], attn_upto[None]]
+    for kind, delta in enumerate(pieces):
+        true = (x - delta) / rms(x - delta) * w - y
+        frozen = -delta * s * w
+        along = x * (x * delta).sum(-1, keepdim=True) / x.pow(2).sum(
+            -1, keepdim=True)
+        tangent = -(delta - along) * s * w
+        n = true.norm(dim=-1)
+        rows.append(torch.stack(torch.broadcast_tensors(
+            torch.tensor(float(kind)),
+            delta.norm(dim=-1) / x.norm(dim=-1),
+            nn.functional.cosine_similarity(x.expand_as(delta), delta,
+                                            dim=-1).abs(),
+            (true - frozen).norm(dim=-1) / n,
+            (true - tangent).norm(dim=-1) / n), -1).reshape(-1, 5))
+# columns: kind, size, |cos|, frozen-scale error, tangent error
+R = torch.cat(rows)
+print(f"{'removed piece':20s} {'n':>6s} {'|delta|/|x|':>11s} "
+      f"{'frozen err':>10s} {'tangent err':>11s}   (medians)")
+for k, name in enumerate(kind_names):
+    S = R[R[:, 0] == k]
+    print(f"{name:20s} {len(S):6d} {S[:, 1].median():11.3f} "
+          f"{S[:, 3].median():10.3f} {S[:, 4].median():11.3f}")
+
+# %%
+H = R[R[:, 0] == 0]
+glue("head_size", H[:, 1].median().item())
+glue("head_frozen", H[:, 3].median().item())
+glue("head_frozen_p90", H[:, 3].quantile(0.9).item())
+glue("head_tangent", H[:, 4].median().item())
+glue("head_tangent_p90", H[:, 4].quantile(0.9).item())
+corr = torch.corrcoef(H[:, 2:4].T)[0, 1].item()
+glue("corr_cos", corr)
+claim("for single heads, the frozen-scale error tracks |cos(x, delta)| "
+      "(correlation > 0.8)", corr, corr > 0.8, chapter="11")
+claim("for single heads, the tangent is more accurate than the frozen "
+      "scale (median error, and median below 5%)",
+      f"{H[:, 4].median():.3f} vs {H[:, 3].median():.3f}",
+      H[:, 4].median() < H[:, 3].median() and H[:, 4].median() < 0.05,
+      chapter="11")
+small, large = R[R[:, 1] < 0.03], R[R[:, 1] > 0.3]
+glue("small_tangent", small[:, 4].median().item())
+glue("small_frozen", small[:, 3].median().item())
+glue("large_tangent", large[:, 4].median().item())
+glue("large_frozen", large[:, 3].median().item())
+claim("tangent error grows with the size of the change: median over "
+      "|delta| > 0.3|x| is > 10x that over |delta| < 0.03|x|",
+      f"{large[:, 4].median():.3f} vs {small[:, 4].median():.3f}",
+      large[:, 4].median() > 10 * small[:, 4].median(), chapter="11")
+claim("for changes above 30% of |x| both linearisations are off by more "
+      "than 20% (medians)",
+      f"frozen {large[:, 3].median():.2f}, "
+      f"tangent {large[:, 4].median():.2f}",
+      min(large[:, 3].median(), large[:, 4].median()) > 0.2,
+      chapter="11")
+
+gen = torch.Generator().manual_seed(0)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+for k in reversed(range(len(kind_names))):   # single heads drawn on top
+    name = kind_names[k]
+    S = R[R[:, 0] == k]
+    S = S[torch.randperm(len(S), generator=gen)[:1500]]
+    style = dict(s=2, alpha=0.4, c=colors[k], label=name)
+    axes[0].scatter(S[:, 2], S[:, 3], **style)
+    axes[1].scatter(S[:, 1], S[:, 4], **style)
+axes[0].plot([0, 1], [0, 1], "k:", lw=1)
+axes[0].set_xlabel("|cos(x, delta)|")
+axes[0].set_ylabel("relative error")
+axes[0].set_title("frozen scale", fontsize=10)
+axes[0].set_ylim(0, 1.5)
+axes[1].set_xscale("log")
+axes[1].set_yscale("log")
+axes[1].set_xlabel("|delta| / |x|")
+axes[1].set_title("tangent", fontsize=10)
+handles, names = axes[1].get_legend_handles_labels()
+axes[1].legend(handles[::-1], names[::-1], fontsize=7, markerscale=4,
+               loc="lower right")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Removing one head changes the stream by a median {glue:text}`head_size:.3f` of its
+# length. For such a change:
+#
+# - The **frozen scale** is off by a median {glue:text}`head_frozen:.1%` (90th
+#   percentile {glue:text}`head_frozen_p90:.0%`), and the left panel shows why: the error
+#   is almost exactly $|\cos(x, \delta)|$ (correlation {glue:text}`corr_cos:.2f`). A
+#   frozen scale ignores that removing a component *along* $x$ changes the norm, and the
+#   norm then rescales everything else. The error is set by the direction of $\delta$
+#   more than by its size: even for changes under 3% of $|x|$ the frozen scale is off by
+#   a median {glue:text}`small_frozen:.1%`.
+# - The **tangent** accounts for that and is off by a median
+#   {glue:text}`head_tangent:.1%` (90th percentile {glue:text}`head_tangent_p90:.1%`).
+#   Its error grows with the size of the change (right panel): a median
+#   {glue:text}`small_tangent:.1%` for changes under 3% of $|x|$, but
+#   {glue:text}`large_tangent:.0%` for changes over 30%, where the frozen scale is off by
+#   {glue:text}`large_frozen:.0%` as well.
+#
+# So "LayerNorm is approximately linear" is a statement about small changes, and even
+# then it depends on which linearisation you mean. Attribution-sized changes (one head)
+# are well served by the tangent and tolerably by a frozen scale; removing a whole layer,
+# or several, is not a small change for the norm.
+#
+# The widget lets you push one token's input (token 100, the input of layer 21's norm)
+# along one direction and compare the true change of the output with the two
+# predictions. `amount = -1` removes the piece; choose "rescale x itself" to see the
+# scale invariance: the true output does not move, the tangent correctly predicts no
+# change, and the frozen scale drifts linearly.
+
+# %%
+pos, lw = 100, 20
+xv = resid[lw + 1, pos]
+wv = smol.blocks[lw + 1].ln1.w.detach()
+head_out = torch.einsum("he,hem->hm", sc["z", lw][0, pos], W_O[lw])
+top_head = int(head_out.norm(dim=-1).argmax())
+directions = {
+    f"head L{lw}H{top_head}": head_out[top_head],
+    f"attention layer {lw}": sc["attn_out", lw][0, pos],
+    f"MLP layer {lw}": sc["mlp_out", lw][0, pos],
+    "rescale x itself": xv,
+}
+f0 = xv / rms(xv) * wv
+amounts = torch.linspace(-3, 3, 121)
+
+
+def responses(delta, a):
+    true = (xv + a * delta) / rms(xv + a * delta) * wv - f0
+    frozen = a * delta / rms(xv) * wv
+    along = xv * (xv @ delta) / (xv @ xv)
+    tangent = a * (delta - along) / rms(xv) * wv
+    return true, frozen, tangent
+
+
+curves = {}                     # name -> [amount, (frozen, tangent)] errors
+for name, delta in directions.items():
+    errs = []
+    for a in amounts:
+        true, frozen, tangent = responses(delta, a)
+        errs.append([(frozen - true).norm(), (tangent - true).norm()])
+    curves[name] = torch.tensor(errs) / f0.norm()
+
+
+def draw_linearity(direction=f"head L{lw}H{top_head}", amount=-1.0):
+    delta = directions[direction]
+    true, frozen, tangent = responses(delta, torch.tensor(amount))
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(9, 3.4))
+    a0.scatter(true, frozen, s=4, alpha=0.6, label="frozen scale")
+    a0.scatter(true, tangent, s=4, alpha=0.6, label="tangent")
+    lim = max(true.abs().max(), frozen.abs().max(),
+              tangent.abs().max(), 1e-3)
+    a0.plot([-lim, lim], [-lim, lim], "k:", lw=1)
+    a0.set_xlabel("true change of each output coordinate")
+    a0.set_ylabel("predicted change")
+    a0.legend(fontsize=8, markerscale=3)
+    a1.plot(amounts, curves[direction][:, 0], label="frozen scale")
+    a1.plot(amounts, curves[direction][:, 1], label="tangent")
+    a1.axvline(amount, color="gray", ls=":")
+    a1.set_xlabel("amount (x + amount * delta)")
+    a1.set_ylabel("|error| / |f(x)|")
+    norm_ratio = ((xv + amount * delta).norm() / xv.norm()).item()
+    a1.set_title(f"|x'| / |x| = {norm_ratio:.2f}", fontsize=10)
+    a1.legend(fontsize=8)
+    plt.tight_layout()
+    plt.show()
+
+
+explore(draw_linearity, direction=list(directions),
+        amount=(-3.0, 3.0, 0.1))
+
+# %% [markdown]
+# ### Why the framework can leave LayerNorm out
+#
+# The framework's paper {cite}`elhage2021mathematical` sets layer normalisation aside when
+# it simplifies its models: up to the per-token scale, its parameters merge into the
+# neighbouring weights (we just did it), and the remaining scale is treated as a
+# constant. The measurements above say when that is reasonable. For the question "what
+# does this head contribute, here, on this input?", the scale *is* a constant (the
+# decomposition is exact at the point), and for small changes around the point a
+# linearisation is accurate to a few percent. For questions about large changes
+# (ablating a layer, or comparing inputs whose norms differ a lot, like the first token
+# and the rest) the division by the norm is a real nonlinearity, of the same order as
+# the effect being measured, and must be run rather than approximated. The toy models
+# later in the book have no LayerNorm at all, which removes the question.
+
+# %% [markdown]
+# ## Summary
+#
+# - LayerNorm centres, divides by the standard deviation, then applies a gain $\gamma$ and
+#   bias $\beta$. The Annotated Transformer's version uses the unbiased standard deviation
+#   and adds $\epsilon$ to it, so it differs from `nn.LayerNorm` by the factor
+#   $\sqrt{(d-1)/d}$ (relative gap {glue:text}`gap_512:.1e` at $d = 512$) and in how it
+#   treats nearly constant vectors.
+# - RMSNorm skips the centring and the bias; LayerNorm is RMSNorm of the centred vector.
+# - $\gamma$ folds into the rows of the next weight matrix and $\beta$ into its bias;
+#   centring folds into the weights that write to the stream. We matched
+#   TransformerLens's `fold_ln` by hand and checked that the model's predictions do not
+#   change. What remains is $x \mapsto x/\operatorname{rms}(x)$, which no weights can
+#   absorb.
+# - In SmolLM2 the norm's scale spans a factor {glue:text}`growth:.0f` across depth and
+#   the first token's vector is {glue:text}`first_ratio:.0f` times the typical size. For
+#   one head's contribution a frozen scale is off by {glue:text}`head_frozen:.1%`
+#   (median; the error is $|\cos(x, \delta)|$) and the tangent by
+#   {glue:text}`head_tangent:.1%`; for changes above 30% of the stream both fail.

@@ -1,0 +1,486 @@
+# %% [markdown]
+# # 12. Encoder-decoder attention
+#
+# The original transformer is a translator: an encoder reads the source sentence, a
+# decoder writes the translation, and between them sits one more kind of attention.
+# This chapter runs it on a toy translation task whose answer we know exactly: a fixed
+# dictionary plus two word-order rules. We write cross-attention out in PyTorch, decode
+# held-out sentences greedily and with beam search, and then read the trained model in
+# the circuit view: the cross-attention OV circuit turns out to *be* the dictionary, and
+# the attention patterns are the word alignment that the reordering rules imply.
+
+# %%
+import math
+import warnings
+
+import ipywidgets
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks, models
+from circuitbook.book import claim, glue
+from circuitbook.data import translation as T
+from circuitbook.models import encoder_decoder as ED
+from circuitbook.models import zoo
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore",
+                        message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
+
+# %% [markdown]
+# ## Plain language
+#
+# A decoder-only language model attends to its own past. A translator has two texts: the
+# source sentence, which is known in full before anything is written, and the
+# translation, which is written one word at a time. The **encoder** turns the source into
+# one vector per source word (the *memory*); it can look both left and right, since
+# nothing about the source is hidden. The **decoder** writes the translation. Each of its
+# layers first attends to the words it has already written (masked self-attention, as in
+# chapter 6) and then consults the source through **encoder-decoder attention**, also
+# called cross-attention:
+#
+# - the **query** comes from the decoder: "what am I about to write?";
+# - the **keys** and **values** come from the encoder's memory: "here is what each source
+#   word offers".
+#
+# The pattern of a cross-attention head is therefore a matrix with one row per target
+# position and one column per source position. If a head looks, at every step, at the
+# source word being translated, its pattern is a word **alignment**.
+#
+# Our task is built so that we can check that. The source language is a tiny English,
+# `NP verb NP` with up to two adjectives per noun; the target language translates every
+# word through a fixed dictionary and applies two rules: adjectives follow their noun,
+# and the verb goes last.
+
+# %%
+words = "happy big horse follows old green cow".split()
+print("source:     ", " ".join(words))
+print("translation:", " ".join(T.exact_translation(words)))
+print("alignment:  ", T.alignment(words))
+# target word j translates source word alignment[j]
+claim("target word j is TABLE[source word alignment[j]], for every j",
+      f"{len(words)} words",
+      all(T.TABLE[words[a]] == t for a, t in
+          zip(T.alignment(words), T.exact_translation(words))),
+      chapter="12")
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# The book's model zoo has the Annotated Transformer's encoder-decoder
+# {cite}`rush2018annotated` trained on this task (chapter 19 shows the training run):
+# two encoder and two decoder layers, $d_\text{model} = 64$, four heads per attention
+# layer, pre-norm. Loading it takes a fraction of a second.
+
+# %%
+model = models.load("toy-translation")
+config = zoo.info("toy-translation")["config"]
+_, held_out = T.make_split(config["n_train"], config["n_test"],
+                           seed=config["seed"])
+n_params = sum(p.numel() for p in model.parameters())
+print(f"{n_params:,} parameters; N={config['N']}, "
+      f"d_model={config['d_model']}, h={config['h']}")
+print(f"{len(held_out)} held-out sentences, none seen in training")
+
+# %% [markdown]
+# In the Annotated Transformer a `DecoderLayer` runs three sublayers, and the middle one
+# is cross-attention. In our copy (`circuitbook.models.encoder_decoder.DecoderLayer`)
+# its forward pass reads:
+#
+# ```python
+# x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+# x = self.sublayer[1](x, lambda y: self.src_attn(y, m, m, src_mask))
+# return self.sublayer[2](x, self.feed_forward)
+# ```
+#
+# `src_attn` is an ordinary `MultiHeadedAttention`; what makes it cross-attention is
+# only *where its arguments come from*: the query argument is the (normalised) decoder
+# stream `y`, the key and value arguments are the memory `m`, and the mask is the source
+# padding mask instead of the causal one. Below we capture those arguments with a hook on
+# the second decoder layer, recompute the head outputs by hand from the per-head weights
+# in TransformerLens shapes (`tl_weights`), and compare.
+
+# %%
+sents = held_out[:8]
+src, tgt = T.to_tensors(sents)
+batch = T.Batch(src, tgt, pad=T.PAD)
+seen = {}
+layer1 = model.decoder.layers[1]
+hook = layer1.src_attn.register_forward_hook(
+    lambda mod, args, out: seen.update(args=args, out=out))
+with torch.no_grad():
+    model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
+hook.remove()
+# y: [b, tgt, d] (normalised decoder stream); memory: [b, src, d]
+y, memory, _, src_mask = seen["args"]
+w = ED.tl_weights(layer1.src_attn)      # W_Q [h, d_model, d_head], ...
+
+q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]
+k = torch.einsum("bsd,hde->bhse", memory, w["W_K"]) + w["b_K"][:, None]
+v = torch.einsum("bsd,hde->bhse", memory, w["W_V"]) + w["b_V"][:, None]
+scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+scores = scores.masked_fill(~src_mask[:, None], float("-inf"))  # padding
+pattern = scores.softmax(-1)                    # [b, h, tgt, src]
+out = torch.einsum("bhts,bhse,hem->btm", pattern, v, w["W_O"]) + w["b_O"]
+
+torch.testing.assert_close(pattern, layer1.src_attn.attn)
+torch.testing.assert_close(out, seen["out"])
+claim("hand-written cross-attention (queries from y, keys and values from "
+      "memory) reproduces src_attn's pattern and output",
+      (out - seen["out"]).abs().max(), True, chapter="12")
+print("pattern shape [batch, head, tgt, src]:", tuple(pattern.shape))
+
+# %% [markdown]
+# Two differences from the decoder's self-attention follow from where the rows and
+# columns come from. There is **no causal mask**: the whole source is known, and a target
+# word may translate a source word far to its right (the verb moves to the end, the noun
+# jumps ahead of its adjectives). And the only mask is the **source padding**: sentences
+# in a batch have different lengths, and padding positions must get no weight.
+
+# %%
+real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
+pad_weight = pattern[~real].abs().max()
+row_sums = pattern.sum(-1)
+claim("padding positions of the source get exactly zero attention, and "
+      "every row sums to 1", pad_weight,
+      pad_weight == 0
+      and torch.allclose(row_sums, torch.ones_like(row_sums)),
+      chapter="12")
+t_pos = torch.arange(pattern.shape[2])[:, None]
+s_pos = torch.arange(pattern.shape[3])[None, :]
+ahead = pattern.masked_fill(s_pos <= t_pos, 0).sum(-1).max()
+claim("some target positions put most of their attention on source "
+      "positions to their right (no causal mask)", ahead, ahead > 0.5,
+      chapter="12")
+
+# %% [markdown]
+# ### Exercise 12.1: cross-attention
+#
+# Write `cross_attention(x_dec, memory, W_Q, W_K, W_V, W_O, src_mask)` for one sentence
+# (no batch axis, no biases): `x_dec` is the decoder stream `[tgt, d_model]`, `memory`
+# the encoder output `[src, d_model]`, the weights have TransformerLens shapes, and
+# `src_mask` `[src]` is True for real source tokens. Return the sum of the heads'
+# outputs, `[tgt, d_model]`.
+
+# %% tags=["exercise"]
+def cross_attention(x_dec, memory, W_Q, W_K, W_V, W_O, src_mask):
+    """x_dec [tgt, d]; memory [src, d]; W_Q, W_K, W_V [h, d, d_head];
+    W_O [h, d_head, d]; src_mask [src] bool -> [tgt, d]."""
+    # BEGIN SOLUTION
+    q = torch.einsum("td,hde->hte", x_dec, W_Q)
+    k = torch.einsum("sd,hde->hse", memory, W_K)
+    v = torch.einsum("sd,hde->hse", memory, W_V)
+    s = q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
+    p = s.masked_fill(~src_mask, float("-inf")).softmax(-1)
+    return torch.einsum("hts,hse,hem->tm", p, v, W_O)
+    # END SOLUTION
+
+
+checks.ch12_ex1(cross_attention)
+
+# %% [markdown]
+# ### Decoding
+#
+# At training time the decoder sees the correct translation shifted by one (teacher
+# forcing). To translate a new sentence we must produce the words ourselves. **Greedy
+# decoding** (`greedy_decode`) encodes the source once, then repeatedly runs the decoder
+# on what it has written so far and appends the most probable next word. **Beam search**
+# (`beam_search`) keeps the `beam_size` most probable partial translations instead of
+# one, so an early choice that looked best but leads nowhere can be overtaken; the paper
+# used a beam of 4 (section 6.1) {cite}`vaswani2017attention`. We translate every
+# held-out sentence greedily and the first 100 with a beam of 4.
+
+# %%
+src_all, tgt_all = T.to_tensors(held_out)
+mask_all = (src_all != T.PAD).unsqueeze(-2)
+want = [T.encode(T.exact_translation(s), T.TGT_VOCAB) for s in held_out]
+greedy = ED.truncate_at(
+    ED.greedy_decode(model, src_all, mask_all, T.MAX_LEN, T.BOS), T.EOS)
+n_beam = 100
+beam = ED.truncate_at(
+    ED.beam_search(model, src_all[:n_beam], mask_all[:n_beam], T.MAX_LEN,
+                   T.BOS, T.EOS, beam_size=4), T.EOS)
+beam1 = ED.truncate_at(
+    ED.beam_search(model, src_all[:20], mask_all[:20], T.MAX_LEN, T.BOS,
+                   T.EOS, beam_size=1), T.EOS)
+acc_greedy = sum(g == t for g, t in zip(greedy, want)) / len(want)
+acc_beam = sum(b == t for b, t in zip(beam, want)) / n_beam
+for s, g in list(zip(held_out, greedy))[:4]:
+    print(f"{' '.join(s)}\n    -> {' '.join(T.decode(g, T.TGT_VOCAB))}")
+glue("acc_greedy", acc_greedy)
+glue("acc_beam", acc_beam)
+glue("n_held_out", len(held_out))
+claim("beam search with beam_size 1 is greedy decoding", 0,
+      beam1 == greedy[:20], chapter="12")
+claim(f"greedy decoding translates >= 95% of the {len(held_out)} held-out "
+      "sentences exactly", acc_greedy, acc_greedy >= 0.95, chapter="12")
+claim("beam search (4) translates >= 95% of the first 100 exactly",
+      acc_beam, acc_beam >= 0.95, chapter="12")
+
+# %% [markdown]
+# Greedy decoding gets {glue:text}`acc_greedy:.1%` of the
+# {glue:text}`n_held_out` held-out sentences exactly right and beam search
+# {glue:text}`acc_beam:.1%` of the first 100. On a task this regular the most probable
+# next word is the right one, so the beam has nothing to rescue here; it earns its cost
+# when early choices are genuinely ambiguous.
+
+# %% [markdown]
+# ## The circuit view
+#
+# ### The OV circuit is the dictionary
+#
+# Follow one source word through a cross-attention head, in the row-vector convention.
+# The word's embedding row $W_E^\text{src}[s]$ (the Annotated Transformer's embedding
+# multiplies the lookup table by $\sqrt{d_\text{model}}$, so that is part of it) becomes
+# its memory vector; the head's value and output maps carry it into the decoder stream;
+# the generator's linear map $W_U^\text{tgt}$ (`generator.proj.weight.T`) turns it into
+# target logits. The **full OV circuit** of head $h$ is
+#
+# $$W_E^\text{src}\, W_V^h\, W_O^h\, W_U^\text{tgt} \in
+# \mathbb{R}^{|V_\text{src}| \times |V_\text{tgt}|},$$
+#
+# and row $s$ says which target words the head promotes when it attends to source word
+# $s$. If the head copies the translation across, the row's maximum should be at
+# `TABLE[s]`. This is an approximation, and it helps to say exactly what it skips: the
+# encoder's layers and its final LayerNorm (the memory is not the bare embedding), the
+# positional encoding, all biases, the decoder sublayers after the head and the
+# decoder's final LayerNorm. We score each head, and each layer's heads summed, with
+# `table_agreement`: the fraction of the 30 source words whose row maximum is their true
+# translation (chance is 1/30).
+
+# %%
+d_model = config["d_model"]
+W_E_src = model.src_embed[0].lut.weight.detach() * math.sqrt(d_model)
+W_U = model.generator.proj.weight.detach().T          # [d_model, tgt_vocab]
+tl = [ED.tl_weights(layer.src_attn) for layer in model.decoder.layers]
+full_ov = torch.stack([  # [layer, head, src_vocab, tgt_vocab]
+    torch.einsum("sd,hde,hem,mt->hst", W_E_src, t["W_V"], t["W_O"], W_U)
+    for t in tl])
+agree = torch.tensor([[T.table_agreement(full_ov[l, h]) for h in range(4)]
+                      for l in range(2)])
+agree_sum = torch.tensor([T.table_agreement(full_ov[l].sum(0))
+                          for l in range(2)])
+direct = T.table_agreement(W_E_src @ W_U)
+for l in range(2):
+    print(f"decoder layer {l}: heads {agree[l].numpy().round(2)}, "
+          f"summed {agree_sum[l]:.2f}")
+print(f"no head at all (W_E_src W_U): {direct:.2f}")
+
+# %%
+glue("agree_l1_sum", agree_sum[1].item())
+glue("agree_l0_sum", agree_sum[0].item())
+glue("agree_l1_min", agree[1].min().item())
+glue("agree_l1_max", agree[1].max().item())
+glue("agree_l0_min", agree[0].min().item())
+glue("agree_l0_max", agree[0].max().item())
+glue("agree_direct", direct)
+claim("layer 1's four heads summed read >= 90% of the dictionary off the "
+      "full OV circuit", agree_sum[1], agree_sum[1] >= 0.9, chapter="12")
+claim("every single cross-attention head scores over 10x chance (1/30)",
+      agree.min(), agree.min() > 10 / 30, chapter="12")
+claim("summing a layer's heads scores at least as well as its best head",
+      f"{(agree_sum - agree.max(1).values).min():.2f}",
+      bool((agree_sum >= agree.max(1).values).all()), chapter="12")
+claim("without a head in between, W_E_src W_U is at chance level (< 0.15)",
+      direct, direct < 0.15, chapter="12")
+
+# %% [markdown]
+# Single heads of the second decoder layer find between {glue:text}`agree_l1_min:.2f` and
+# {glue:text}`agree_l1_max:.2f` of the dictionary (first layer:
+# {glue:text}`agree_l0_min:.2f` to {glue:text}`agree_l0_max:.2f`), and the four heads of
+# the second layer together find {glue:text}`agree_l1_sum:.2f` of it (first layer
+# {glue:text}`agree_l0_sum:.2f`). The translation is spread over the heads: each knows
+# part of the dictionary, and since their outputs add in the residual stream, so do
+# their circuits. The control row shows that the match is not an accident of the
+# embeddings: the product of source embedding and target unembedding alone scores
+# {glue:text}`agree_direct:.2f`.
+#
+# Are the skipped pieces hiding something? Two checks. First, put the two final
+# LayerNorms back in a simple form: apply the encoder's final norm to each embedding row,
+# and fold the decoder's final gain into $W_U$ ({doc}`11_layernorm`). Second, replace the bare
+# embedding by the actual memory: the average encoder output at each source word over
+# the held-out sentences, which includes the encoder's layers and the positions.
+
+# %%
+with torch.no_grad():
+    normed_E = model.encoder.norm(W_E_src)
+    W_U_gain = model.decoder.norm.a_2[:, None] * W_U
+    memory_all = model.encode(src_all, mask_all)          # [n, src, d]
+mean_mem = torch.zeros_like(W_E_src).index_add_(
+    0, src_all.flatten(), memory_all.reshape(-1, d_model))
+counts = torch.bincount(src_all.flatten(), minlength=len(T.SRC_VOCAB))
+mean_mem = mean_mem / counts.clamp(min=1)[:, None]
+variants = {"bare embedding (above)": (W_E_src, W_U),
+            "with the final LayerNorms": (normed_E, W_U_gain),
+            "average memory vector": (mean_mem, W_U)}
+robust = {}
+for name, (E, U) in variants.items():
+    t1 = tl[1]
+    ov = torch.einsum("sd,hde,hem,mt->hst", E, t1["W_V"], t1["W_O"], U)
+    robust[name] = [T.table_agreement(ov[h]) for h in range(4)]
+    robust[name].append(T.table_agreement(ov.sum(0)))
+    print(f"{name:28s} layer 1 heads "
+          f"{[round(a, 2) for a in robust[name][:4]]}, "
+          f"summed {robust[name][4]:.2f}")
+worst_sum = min(r[4] for r in robust.values())
+claim("layer 1's summed agreement stays >= 0.9 with the LayerNorms put "
+      "back and with real memory vectors", worst_sum, worst_sum >= 0.9,
+      chapter="12")
+
+# %% [markdown]
+# The readings barely move, so the approximation is not what makes the table appear.
+# Here is the summed circuit of the second layer, with the target words reordered so
+# that the true dictionary lies on the diagonal.
+
+# %%
+order = T.table_ids()[3:]          # target id of each source word
+M = full_ov[1].sum(0)[3:][:, order]  # rows: source words
+M = M - M.mean(1, keepdim=True)
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 4.4),
+                               gridspec_kw={"width_ratios": [3, 1.2]})
+im = ax0.imshow(M, cmap="RdBu_r", vmin=-M.abs().max(), vmax=M.abs().max())
+ax0.set_yticks(range(30), T.SRC_VOCAB[3:], fontsize=6)
+ax0.set_xticks(range(30), [T.TGT_VOCAB[i] for i in order], fontsize=6,
+               rotation=90)
+ax0.set_title("decoder layer 1, heads summed: W_E W_OV W_U", fontsize=9)
+fig.colorbar(im, ax=ax0, shrink=0.7)
+xs = torch.arange(4)
+ax1.bar(xs - 0.2, agree[0], 0.4, label="layer 0")
+ax1.bar(xs + 0.2, agree[1], 0.4, label="layer 1")
+ax1.axhline(agree_sum[1], color="tab:orange", ls="--", lw=1,
+            label="layer 1 summed")
+ax1.axhline(1 / 30, color="gray", ls=":", lw=1, label="chance")
+ax1.set_xticks(xs, [f"H{h}" for h in range(4)])
+ax1.set_ylim(0, 1.4)
+ax1.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+ax1.set_ylabel("top-1 agreement with TABLE")
+ax1.legend(fontsize=7, loc="upper center", ncol=2)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Exercise 12.2: reading the table
+#
+# Write `ov_readout(W_E, W_V, W_O, W_U)` that returns, for every source token, the id of
+# the target token that the layer's summed full OV circuit promotes most: a LongTensor of
+# length `src_vocab`. `W_V` and `W_O` hold all heads of one layer, in TransformerLens
+# shapes.
+
+# %% tags=["exercise"]
+def ov_readout(W_E, W_V, W_O, W_U):
+    """W_E [src_vocab, d]; W_V [h, d, d_head]; W_O [h, d_head, d];
+    W_U [d, tgt_vocab] -> LongTensor [src_vocab] of target ids."""
+    # BEGIN SOLUTION
+    scores = torch.einsum("sd,hde,hem,mt->st", W_E, W_V, W_O, W_U)
+    return scores.argmax(-1)
+    # END SOLUTION
+
+
+checks.ch12_ex2(ov_readout)
+
+# %% [markdown]
+# ### The patterns are the alignment
+#
+# The OV circuit says *what* a head copies once it attends to a source word; the QK
+# circuit decides *which* word. The right word depends on the sentence, not on the words
+# alone: after writing a noun, the decoder must next read that noun's first adjective if
+# it has one, otherwise the next noun phrase or the verb. So the full QK circuit on token
+# embeddings, $W_E^\text{tgt} W_Q^h (W_K^h)^\top (W_E^\text{src})^\top$, cannot be the
+# whole story: the positional encodings and the context the encoder and the decoder's
+# self-attention build into the two streams carry the grammar. We therefore read the QK
+# side from the patterns the model actually produces.
+#
+# Decoder position $j$ reads the start symbol and target words $0..j-1$ and predicts
+# target word $j$, which translates source word `alignment(words)[j]` (source position
+# `alignment[j] + 1`, after the start symbol). `cross_attention_alignment` counts, for
+# each head, how often its largest attention weight falls exactly there. A head that
+# attends to the same position in source and target would score the fraction of
+# target words that do not move, which we compute too.
+
+# %%
+hits = ED.cross_attention_alignment(model, held_out)        # [layer, head]
+aligned = [T.alignment(s) for s in held_out]
+same_place = (sum(sum(a == j for j, a in enumerate(al)) for al in aligned)
+              / sum(len(al) for al in aligned))
+for l in range(2):
+    print(f"decoder layer {l}: argmax on the aligned source word "
+          f"{hits[l].numpy().round(2)}")
+print(f"a head that attends to the same position: {same_place:.2f}")
+best = hits[1].max().item()
+glue("hit_best", best)
+glue("hit_head", int(hits[1].argmax()))
+glue("hit_l1_min", hits[1].min().item())
+glue("same_place", same_place)
+claim("the best layer-1 cross-attention head looks at the aligned source "
+      "word for > 90% of target words", best, best > 0.9, chapter="12")
+claim("every layer-1 head beats the same-position baseline by 2x or more",
+      hits[1].min() / same_place, bool((hits[1] >= 2 * same_place).all()),
+      chapter="12")
+
+# %% [markdown]
+# In the second decoder layer head {glue:text}`hit_head` puts its largest weight on the
+# aligned source word for {glue:text}`hit_best:.1%` of the target words, and no head of
+# that layer does worse than {glue:text}`hit_l1_min:.0%`; attending to the same position
+# would score {glue:text}`same_place:.0%`. The model has learned the alignment, both
+# reordering rules included, without ever being told about it: the only training signal
+# was the next target word.
+#
+# Pick a sentence to see every head's pattern. Rows are decoder positions, labelled with
+# the word each one predicts; columns are the source tokens; red boxes mark the true
+# alignment.
+
+# %%
+shown = [s for s in held_out if len(s) >= 6][:10]
+s_ex, t_ex = T.to_tensors(shown)
+b_ex = T.Batch(s_ex, t_ex, pad=T.PAD)
+with torch.no_grad():
+    model(b_ex.src, b_ex.tgt, b_ex.src_mask, b_ex.tgt_mask)
+pats = torch.stack([layer.src_attn.attn for layer in model.decoder.layers],
+                   1)                              # [n, layer, head, t, s]
+labels = {" ".join(s): i for i, s in enumerate(shown)}
+
+
+def draw_alignment(sentence=next(iter(labels))):
+    i = labels[sentence]
+    words = shown[i]
+    n_src, n_tgt = len(words) + 2, len(words) + 1
+    src_lab = ["<s>"] + words + ["</s>"]
+    tgt_lab = ["→" + t for t in T.exact_translation(words)] + ["→</s>"]
+    fig, axes = plt.subplots(2, 4, figsize=(9, 5), sharex=True, sharey=True)
+    for l in range(2):
+        for h in range(4):
+            ax = axes[l, h]
+            ax.imshow(pats[i, l, h, :n_tgt, :n_src], cmap="Blues",
+                      vmin=0, vmax=1)
+            for j, a in enumerate(T.alignment(words)):
+                ax.add_patch(plt.Rectangle((a + 0.5, j - 0.5), 1, 1,
+                                           fill=False, ec="tab:red",
+                                           lw=1.5))
+            ax.set_title(f"layer {l} head {h}", fontsize=8)
+            ax.set_xticks(range(n_src), src_lab, rotation=90, fontsize=7)
+            ax.set_yticks(range(n_tgt), tgt_lab, fontsize=7)
+    plt.tight_layout()
+    plt.show()
+
+
+picker = ipywidgets.Dropdown(options=list(labels), description="sentence",
+                             layout=ipywidgets.Layout(width="480px"))
+explore(draw_alignment, sentence=picker)
+
+# %% [markdown]
+# ## Summary
+#
+# - Cross-attention is ordinary multi-head attention whose queries come from the decoder
+#   stream and whose keys and values come from the encoder's memory; it has a source
+#   padding mask and no causal mask. We reproduced the model's `src_attn` by hand.
+# - Greedy decoding translated {glue:text}`acc_greedy:.1%` of the held-out sentences
+#   exactly, beam search {glue:text}`acc_beam:.1%` of the first 100.
+# - The full OV circuit $W_E^\text{src} W_V^h W_O^h W_U^\text{tgt}$ of a cross-attention
+#   head is a piece of the dictionary; the four heads of the second decoder layer summed
+#   give top-1 agreement {glue:text}`agree_l1_sum:.2f` with the true table, even though
+#   the reading skips the LayerNorms, the other layers and the biases (putting them back
+#   changes little).
+# - The attention patterns are the word alignment: the best head looks at the aligned
+#   source word for {glue:text}`hit_best:.1%` of target words, reordering included.
