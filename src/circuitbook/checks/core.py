@@ -76,7 +76,13 @@ class Mistake:
 
 
 def allclose(atol: float = 1e-5, rtol: float = 1e-4) -> Callable[[Any, Any], bool]:
+    """Equality up to tolerance for tensors, numbers, and tuples/lists/dicts of them."""
     def compare(a, b) -> bool:
+        if isinstance(b, dict):
+            return isinstance(a, dict) and set(a) == set(b) and all(compare(a[k], b[k]) for k in b)
+        if isinstance(b, (tuple, list)) and not isinstance(b, str):
+            return (isinstance(a, (tuple, list)) and len(a) == len(b)
+                    and all(compare(x, y) for x, y in zip(a, b)))
         if isinstance(b, torch.Tensor):
             return (isinstance(a, torch.Tensor) and a.shape == b.shape
                     and torch.allclose(a.detach().to(b.dtype).cpu(), b.detach().cpu(), atol=atol, rtol=rtol))

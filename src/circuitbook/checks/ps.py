@@ -1,0 +1,498 @@
+"""The induction module's problem set: checks and reference solutions for problems 1-6.
+
+Ids ``ps_p1a`` ... ``ps_p6``. Pencil problems take values or formulas; code problems take a
+function that the check runs on fresh inputs (any correct method passes: the check compares
+results, never code). The reference solutions here are the ones the book shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise
+
+# --- problem 1: shapes and ranks (GPT-2 small: d_model 768, 12 heads of 64, vocab 50257) ------
+
+GPT2 = {"d_model": 768, "d_head": 64, "d_vocab": 50257}
+
+
+def p1_reference() -> dict:
+    d, r, v = GPT2["d_model"], GPT2["d_head"], GPT2["d_vocab"]
+    return {"W_QK_shape": (d, d), "W_QK_rank": r, "W_OV_shape": (d, d), "W_OV_rank": r,
+            "full_QK_shape": (v, v), "full_OV_shape": (v, v), "full_rank": r}
+
+
+def _p1_with(**changes) -> dict:
+    return {**p1_reference(), **changes}
+
+
+P1A = ValueExercise(
+    id="ps_p1a", title="shapes and ranks of GPT-2 small's circuits",
+    expected=p1_reference,
+    mistakes=[
+        (_p1_with(W_QK_shape=(64, 64), W_OV_shape=(64, 64)), "head-space shapes",
+         "W_QK = W_Q W_K^T multiplies [768, 64] by [64, 768]: it maps the residual stream to itself."),
+        (_p1_with(W_QK_rank=768, W_OV_rank=768, full_rank=768), "full rank",
+         "A product through a 64-dimensional head has rank at most d_head = 64."),
+        (_p1_with(full_rank=768), "rank of the full circuits",
+         "W_E W_OV W_U still passes through the head's 64 dimensions: rank <= 64, not d_model."),
+        (_p1_with(full_QK_shape=(768, 768), full_OV_shape=(768, 768)), "full circuits in residual space",
+         "The full circuits put W_E (and W_U) on both sides: they are vocab x vocab."),
+    ],
+    hint="W_QK and W_OV are d_model x d_model of rank <= d_head; the full circuits are d_vocab x d_vocab "
+         "with the same rank bound.",
+)
+
+
+def reparametrize(W_Q: torch.Tensor, W_K: torch.Tensor, G: torch.Tensor):
+    """A different (W_Q, W_K) with the same W_QK: W_Q G and W_K G^{-T}. Shapes [d_model, d_head]."""
+    return W_Q @ G, W_K @ torch.linalg.inv(G).T
+
+
+def _p1b_inputs(g: torch.Generator) -> dict:
+    d_model, d_head = 12, 4
+    G = torch.randn(d_head, d_head, generator=g, dtype=torch.float64) + 3 * torch.eye(d_head, dtype=torch.float64)
+    return {"W_Q": torch.randn(d_model, d_head, generator=g, dtype=torch.float64),
+            "W_K": torch.randn(d_model, d_head, generator=g, dtype=torch.float64), "G": G}
+
+
+def _same_head(got, inputs) -> bool:
+    """Any pair that changes W_Q but keeps W_Q W_K^T passes, not only ours."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
+        return False
+    q, k = got
+    W_Q, W_K = inputs["W_Q"], inputs["W_K"]
+    if q.shape != W_Q.shape or k.shape != W_K.shape:
+        return False
+    return torch.allclose(q @ k.T, W_Q @ W_K.T, atol=1e-8) and not torch.allclose(q, W_Q, atol=1e-6)
+
+
+class _ReparametrizeExercise(FunctionExercise):
+    """Compares behaviour (same product, different factor), then diagnoses as usual."""
+
+    def _compare(self, got, expected, inputs):
+        return None if _same_head(got, inputs) else super()._compare(got, expected, inputs)
+
+
+P1B = _ReparametrizeExercise(
+    id="ps_p1b", title="W_Q and W_K are not identifiable",
+    reference=reparametrize, make_inputs=_p1b_inputs,
+    mistakes=[
+        Mistake("returned the original weights", "Return a *different* pair with the same product.",
+                lambda W_Q, W_K, G: (W_Q, W_K)),
+        Mistake("used G^T instead of G^{-T}", "(W_Q G)(W_K G^T)^T = W_Q G G^T W_K^T changes the product "
+                "unless G is orthogonal; use the inverse transpose.",
+                lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T)),
+        Mistake("used G^{-1} instead of G^{-T}", "(W_K G^{-1})^T = G^{-T} W_K^T: the product becomes "
+                "W_Q G G^{-T} W_K^T. Transpose the inverse.",
+                lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G))),
+        Mistake("transformed only W_Q", "Compensate in W_K, or the product changes.",
+                lambda W_Q, W_K, G: (W_Q @ G, W_K)),
+    ],
+    hint="For any invertible G [d_head, d_head]: (W_Q G)(W_K G^{-T})^T = W_Q G G^{-1} W_K^T = W_Q W_K^T.",
+)
+
+# --- problem 2: counting paths -----------------------------------------------------------------
+
+
+def path_counts(n_layers: int, n_heads: int) -> dict:
+    """Terms of the path expansion of an attention-only model with L layers of n heads.
+
+    A path picks, in increasing layer order, at most one head per layer: ``(1 + n)^L`` paths.
+    ``direct``: 1 (no head); ``single``: L n (one head); ``virtual``: the rest (two or more heads,
+    n^2 for two layers).
+    """
+    total = (1 + n_heads) ** n_layers
+    return {"direct": 1, "single": n_layers * n_heads, "virtual": total - 1 - n_layers * n_heads,
+            "total": total}
+
+
+def _p2_inputs(g: torch.Generator) -> dict:
+    return {"n_layers": int(torch.randint(2, 6, (1,), generator=g)), "n_heads": int(torch.randint(2, 13, (1,), generator=g))}
+
+
+P2 = FunctionExercise(
+    id="ps_p2", title="counting paths", reference=path_counts, make_inputs=_p2_inputs, n_trials=8,
+    mistakes=[
+        Mistake("n^L virtual paths", "Two-layer virtual heads number n^2, but with more layers a path may "
+                "skip layers: count subsets of layers, one head each.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads, "virtual": n_heads ** n_layers,
+                                           "total": 1 + n_layers * n_heads + n_heads ** n_layers}),
+        Mistake("forgot the direct path", "The embedding-to-unembedding path, through no head, is a term too.",
+                lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
+                                           "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
+                                           "total": (1 + n_heads) ** n_layers - 1}),
+        Mistake("2^L paths", "Each layer offers n heads or none: (1 + n) choices per layer, not 2.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
+                                           "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers}),
+        Mistake("one head per layer counted once", "Each of the L layers has n heads: L n single-head paths.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_heads,
+                                           "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
+                                           "total": (1 + n_heads) ** n_layers}),
+    ],
+    hint="Choose, for each layer independently, one of its n heads or none: (1 + n)^L paths in all.",
+)
+
+# --- problem 3: design the induction head -------------------------------------------------------
+
+P3_VOCAB, P3_CTX = 32, 40
+
+
+def design_induction_head(S_tok: torch.Tensor, S_prev: torch.Tensor):
+    """Layer 1's head for the scaffold: query = current token, key = previous token, copy the token.
+
+    W_QK = 30 S_tok^T S_prev: the query's token component against the key's previous-token
+    component, scaled so the softmax picks the match. W_OV = 10 S_tok^T S_tok: read the
+    attended token and write it where W_U reads, strongly enough to outvote the direct path
+    (the query's own embedding also sits in S_tok and pushes up the current token).
+    """
+    return 30 * S_tok.T @ S_prev, 10 * S_tok.T @ S_tok
+
+
+def scaffold_tokens(batch: int = 8, seed: int = 0) -> torch.Tensor:
+    """[batch, 2 n] repeated sequences whose first copy has no repeated token (n = P3_CTX // 2).
+
+    Without repeats inside a copy, each query in the second copy has exactly one earlier
+    occurrence, so a perfect induction head scores 1.
+    """
+    g = torch.Generator().manual_seed(seed)
+    half = torch.stack([torch.randperm(P3_VOCAB, generator=g)[: P3_CTX // 2] for _ in range(batch)])
+    return torch.cat([half, half], dim=1)
+
+
+def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0) -> dict:
+    """Induction score of head 1.0 and mean loss on the second copy (tokens n+1 .. 2n-1)."""
+    from circuitbook.heads import induction_scores
+    from circuitbook.models.handbuilt import induction_scaffold
+
+    model = induction_scaffold(W_QK, W_OV, d_vocab=P3_VOCAB, n_ctx=P3_CTX, prev_into=prev_into)
+    tokens = scaffold_tokens(seed=seed)
+    n = tokens.shape[1] // 2
+    score = float(induction_scores(model, tokens=tokens)[1, 0])
+    with torch.no_grad():
+        logp = model(tokens).log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    return {"induction_score": score, "loss_second_copy": float(-logp[:, n:].mean())}
+
+
+@dataclass
+class DesignExercise:
+    """Problem 3: the reader's (W_QK, W_OV) must make the scaffold do induction."""
+
+    id: str = "ps_p3"
+    title: str = "design the induction head"
+    hint: str = ("Query side: the current token lives in S_tok. Key side: the previous token lives in S_prev. "
+                 "W_QK = a S_tok^T S_prev with a large (about 30); W_OV = b S_tok^T S_tok with b about 10, so the "
+                 "copied token outvotes the direct path.")
+    reference: object = design_induction_head
+    mistakes: list = field(default_factory=lambda: [
+        ("query and key sides swapped", lambda t, p: (p.T @ t, t.T @ t),
+         "W_QK = S_prev^T S_tok compares the query's previous token with the key's token: that finds the "
+         "earlier occurrence of the previous token, one position too early."),
+        ("copies the previous token", lambda t, p: (t.T @ p, p.T @ t),
+         "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was: read S_tok instead."),
+        ("anti-copying OV", lambda t, p: (t.T @ p, -t.T @ t),
+         "A negative OV circuit suppresses the attended token; the copying eigenvalues must be positive."),
+    ])
+
+    def __call__(self, answer) -> Result:
+        return self.check(answer)
+
+    def check(self, answer) -> Result:
+        space = _p3_space()
+        if not callable(answer):
+            return Result(self.id, False, f"expected your function, got {type(answer).__name__}", None, self.hint)
+        try:
+            got = answer(space["S_tok"], space["S_prev"])
+        except NotImplementedError:
+            return Result(self.id, False, "not attempted yet: replace `raise NotImplementedError` with your code",
+                          None, self.hint)
+        except Exception as exc:  # noqa: BLE001
+            return Result(self.id, False, f"your function raised {type(exc).__name__}: {exc}"[:300], None, self.hint)
+        if got is None:
+            return Result(self.id, False, "your function returned None: did you forget `return`?", "returned None",
+                          self.hint)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return Result(self.id, False, "return the pair (W_QK, W_OV)", "wrong type", self.hint)
+        try:
+            behaviour = scaffold_behaviour(*got)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            return Result(self.id, False, str(exc)[:300], "wrong shape", self.hint)
+        if behaviour["induction_score"] > 0.9 and behaviour["loss_second_copy"] < 0.5:
+            return Result(self.id, True, f"your head does induction: score {behaviour['induction_score']:.2f}, "
+                          f"loss on the second copy {behaviour['loss_second_copy']:.2f} nats")
+        for name, wrong, explanation in self.mistakes:
+            W = wrong(space["S_tok"], space["S_prev"])
+            if all(_same_direction(g, w) for g, w in zip(got, W)):
+                return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint)
+        right = design_induction_head(space["S_tok"], space["S_prev"])
+        if all(_same_direction(g, w) for g, w in zip(got, right)):
+            return Result(self.id, False, "right directions, too weak: with small W_QK the softmax barely prefers "
+                          "the match, and a small W_OV cannot outvote the direct path. Scale them up (about 30 "
+                          f"and 10). Now: induction score {behaviour['induction_score']:.2f}, loss "
+                          f"{behaviour['loss_second_copy']:.2f} nats.", "too weak", self.hint)
+        return Result(self.id, False, f"the scaffold does not do induction with your head: induction score "
+                      f"{behaviour['induction_score']:.2f} (want > 0.9), loss on the second copy "
+                      f"{behaviour['loss_second_copy']:.2f} nats (want < 0.5)", "wrong values", self.hint)
+
+
+def _p3_space() -> dict:
+    from circuitbook.models.handbuilt import subspaces
+
+    return subspaces(P3_VOCAB, P3_CTX)
+
+
+def _same_direction(a, b) -> bool:
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    if a.shape != b.shape or b.norm() == 0 or a.norm() == 0:
+        return False
+    return float((a * b).sum() / (a.norm() * b.norm())) > 0.999  # same direction, any positive scale
+
+
+P3 = DesignExercise()
+
+
+def p3b_reference() -> float:
+    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
+    space = _p3_space()
+    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into="S_tok")[
+        "induction_score"]
+
+
+P3B = ValueExercise(
+    id="ps_p3b", title="what breaks when the subspaces collide", expected=p3b_reference,
+    mistakes=[(1.0, "the unbroken scaffold's score", "Build the scaffold with prev_into='S_tok' and measure again.")],
+    hint="scaffold_behaviour(W_QK, W_OV, prev_into='S_tok')['induction_score'] with your design.",
+    compare=lambda a, b: isinstance(a, (int, float)) and abs(float(a) - b) < 0.02,
+)
+
+# --- problem 4: find the induction heads ---------------------------------------------------------
+
+
+def head_scores(model, tokens: torch.Tensor):
+    """(induction [L, H], previous-token [L, H]) on repeated tokens [batch, 2 n].
+
+    Induction: mean attention from query n + i to key i + 1, for i = 0 .. n - 2 (the second
+    copy's queries looking at the token after the earlier occurrence). Previous-token: mean
+    attention from query p to key p - 1, over p = 1 .. 2n - 1.
+    """
+    n = tokens.shape[1] // 2
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind, prev = [], []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache["pattern", layer]  # [batch, head, q, k]
+        ind.append(pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2)))
+        prev.append(pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2)))
+    return torch.stack(ind), torch.stack(prev)
+
+
+def _p4_inputs(g: torch.Generator) -> dict:
+    from circuitbook.data import repeated_random_tokens
+    from circuitbook.models import load
+
+    seed = int(torch.randint(0, 10_000, (1,), generator=g))
+    n = int(torch.randint(12, 30, (1,), generator=g))
+    return {"model": load("toy-2l"), "tokens": repeated_random_tokens(4, n, 64, seed=seed)}
+
+
+def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False, prev_offset=-1):
+    n = tokens.shape[1] // 2
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind, prev = [], []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache["pattern", layer]
+        off = -(n - 1) if ind_offset is None else ind_offset
+        stripe = pattern.diagonal(offset=off, dim1=-2, dim2=-1)
+        stripe = stripe[..., : n - 1] if ind_first_half else stripe[..., ind_from:]
+        ind.append(stripe.mean(dim=(0, 2)))
+        prev.append(pattern.diagonal(offset=prev_offset, dim1=-2, dim2=-1).mean(dim=(0, 2)))
+    return torch.stack(ind), torch.stack(prev)
+
+
+P4 = FunctionExercise(
+    id="ps_p4", title="induction and previous-token scores", reference=head_scores, make_inputs=_p4_inputs,
+    n_trials=2,
+    mistakes=[
+        Mistake("off-by-one diagonal", "The induction head attends to the token *after* the earlier occurrence: "
+                "from query n + i to key i + 1, offset n - 1, not n.",
+                lambda model, tokens: _p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2))),
+        Mistake("scores from the first half of the sequence", "Only queries in the second copy can look back at "
+                "an earlier occurrence; average over those.",
+                lambda model, tokens: _p4_variant(tokens, model, ind_first_half=True)),
+        Mistake("previous-token score on the main diagonal", "The previous token is key p - 1: offset -1.",
+                lambda model, tokens: _p4_variant(tokens, model, prev_offset=0)),
+        Mistake("included the first query of the second copy", "Query n (the first token of the second copy) "
+                "has no 'token after an earlier occurrence' inside the window of keys i + 1 for i >= 0 ... use "
+                "queries n + 1 .. 2n - 1, i.e. skip the first entry of the stripe.",
+                lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
+    ],
+    hint="From each layer's pattern [batch, head, q, k]: induction = diagonal(offset=-(n-1))[..., 1:] averaged; "
+         "previous-token = diagonal(offset=-1) averaged.",
+)
+
+# --- problem 5: verify K-composition, then break it ---------------------------------------------
+
+
+def ablation_effect(model, head: tuple[int, int], tokens: torch.Tensor):
+    """(best induction score, mean loss on the second copy) with ``head`` mean-ablated.
+
+    Mean-ablation replaces the head's z by its mean over batch and positions of the same run
+    (circuitbook.heads.ablate). Loss on the second copy: predictions of tokens n+1 .. 2n-1.
+    """
+    from circuitbook.heads import ablate
+
+    n = tokens.shape[1] // 2
+    with torch.no_grad(), ablate(model, [head], how="mean"):
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
+                       for layer in range(model.cfg.n_layers)])
+    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]
+    return float(ind.max()), float(-logp[:, n:].mean())
+
+
+def _p5_inputs(g: torch.Generator) -> dict:
+    from circuitbook.data import repeated_random_tokens
+    from circuitbook.models import load
+
+    seed = int(torch.randint(0, 10_000, (1,), generator=g))
+    head = (0, int(torch.randint(0, 4, (1,), generator=g)))
+    return {"model": load("toy-2l"), "head": head, "tokens": repeated_random_tokens(8, 24, 64, seed=seed)}
+
+
+def _p5_no_ablation(model, head, tokens):
+    n = tokens.shape[1] // 2
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
+                       for layer in range(model.cfg.n_layers)])
+    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    return float(ind.max()), float(-logp[:, n:].mean())
+
+
+def _p5_zero(model, head, tokens):
+    from circuitbook.heads import ablate
+
+    n = tokens.shape[1] // 2
+    with torch.no_grad(), ablate(model, [head], how="zero"):
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
+                       for layer in range(model.cfg.n_layers)])
+    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    return float(ind.max()), float(-logp[:, n:].mean())
+
+
+def _p5_all_positions(model, head, tokens):
+    from circuitbook.heads import ablate
+
+    score, _ = ablation_effect(model, head, tokens)
+    with torch.no_grad(), ablate(model, [head], how="mean"):
+        logits = model(tokens)
+    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    return score, float(-logp.mean())
+
+
+P5 = FunctionExercise(
+    id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
+    n_trials=2, compare=lambda a, b: (isinstance(a, (tuple, list)) and len(a) == 2
+                                      and all(isinstance(x, (int, float)) or (isinstance(x, torch.Tensor) and x.numel() == 1)
+                                              for x in a)
+                                      and abs(float(a[0]) - b[0]) < 1e-4 and abs(float(a[1]) - b[1]) < 1e-4),
+    mistakes=[
+        Mistake("ablation not applied", "Run the model *inside* `with ablate(model, [head], how='mean'):`.",
+                _p5_no_ablation),
+        Mistake("zero- instead of mean-ablation", "Mean-ablation keeps the head's average output; zeroing also "
+                "removes that constant.", _p5_zero),
+        Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
+                "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
+    ],
+    hint="with ablate(model, [head], how='mean'): run once with the patterns cached; induction score as in "
+         "problem 4 (take the max over heads); loss = -log p of tokens n+1..2n-1.",
+)
+
+
+def k_composition(model, writer: tuple[int, int], reader: tuple[int, int]) -> float:
+    """K-composition score ||W_OV^w (W_QK^r)^T||_F / (||W_OV^w||_F ||W_QK^r||_F) (row convention)."""
+    (l0, h0), (l1, h1) = writer, reader
+    with torch.no_grad():
+        W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
+        W_QK = model.W_Q[l1, h1] @ model.W_K[l1, h1].T
+        return float((W_OV @ W_QK.T).norm() / (W_OV.norm() * W_QK.norm()))
+
+
+def _p5b_inputs(g: torch.Generator) -> dict:
+    from circuitbook.models import load
+
+    return {"model": load("toy-2l"), "writer": (0, int(torch.randint(0, 4, (1,), generator=g))),
+            "reader": (1, int(torch.randint(0, 4, (1,), generator=g)))}
+
+
+@torch.no_grad()
+def _kc_variant(model, writer, reader, *, kind="K", normalise=True, swap=False):
+    (l0, h0), (l1, h1) = (reader, writer) if swap else (writer, reader)
+    W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
+    W_QK = model.W_Q[l1, h1] @ model.W_K[l1, h1].T
+    right = {"K": W_QK.T, "Q": W_QK, "V": model.W_V[l1, h1] @ model.W_O[l1, h1]}[kind]
+    value = (W_OV @ right).norm()
+    return float(value / (W_OV.norm() * right.norm())) if normalise else float(value)
+
+
+P5B = FunctionExercise(
+    id="ps_p5b", title="the K-composition score", reference=k_composition, make_inputs=_p5b_inputs, n_trials=3,
+    mistakes=[
+        Mistake("Q-composition instead", "K-composition multiplies by W_QK^T (the key side reads the writer).",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, kind="Q")),
+        Mistake("V-composition instead", "Use the reader's QK circuit, transposed, not its OV circuit.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, kind="V")),
+        Mistake("unnormalised", "Divide by ||W_OV^w||_F ||W_QK^r||_F.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, normalise=False)),
+        Mistake("writer and reader swapped", "The writer is the earlier (layer-0) head: its OV circuit comes first.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, swap=True)),
+    ],
+    hint="W_OV = W_V W_O of the writer, W_QK = W_Q W_K^T of the reader; score = ||W_OV W_QK^T||_F / (||W_OV||_F "
+         "||W_QK||_F).",
+)
+
+# --- problem 6: in-context learning, measured directly ------------------------------------------
+
+
+def icl_from_logits(logits: torch.Tensor, tokens: torch.Tensor, early: int = 50, late: int = 500) -> float:
+    """Olsson et al.'s ICL score: loss on token index ``late`` minus loss on token index ``early``.
+
+    The logits at position t - 1 predict token t; averaged over the batch. Negative: the model
+    predicts later tokens better, i.e. it learns from its context.
+    """
+    logp = logits.log_softmax(-1)
+    loss = lambda t: -logp[:, t - 1].gather(-1, tokens[:, t, None]).mean()  # noqa: E731
+    return float(loss(late) - loss(early))
+
+
+def _p6_inputs(g: torch.Generator) -> dict:
+    pos, vocab = 520 + int(torch.randint(0, 40, (1,), generator=g)), 50
+    tokens = torch.randint(0, vocab, (3, pos), generator=g)
+    logits = 2 * torch.randn(3, pos, vocab, generator=g, dtype=torch.float64)
+    early, late = 40 + int(torch.randint(0, 20, (1,), generator=g)), 480 + int(torch.randint(0, 30, (1,), generator=g))
+    return {"logits": logits, "tokens": tokens, "early": early, "late": late}
+
+
+def _icl_variant(logits, tokens, early, late, *, shift=1, sign=1, log=True):
+    logp = logits.log_softmax(-1) if log else logits
+    loss = lambda t: -logp[:, t - shift].gather(-1, tokens[:, t, None]).mean()  # noqa: E731
+    return float(sign * (loss(late) - loss(early)))
+
+
+P6 = FunctionExercise(
+    id="ps_p6", title="the in-context-learning score", reference=icl_from_logits, make_inputs=_p6_inputs,
+    mistakes=[
+        Mistake("off by one position", "The logits at position t - 1 predict token t; you read position t.",
+                lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, shift=0)),
+        Mistake("wrong sign", "Late minus early: a model that learns in context has a negative score.",
+                lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, sign=-1)),
+        Mistake("used raw logits", "The loss is minus the log-probability: apply log_softmax first.",
+                lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, log=False)),
+    ],
+    hint="logp = logits.log_softmax(-1); loss(t) = -logp[:, t - 1, tokens[:, t]].mean(); return loss(late) - "
+         "loss(early).",
+)
+
+EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6)}

@@ -1,0 +1,105 @@
+"""Planted wrong answers for the induction module's problem set."""
+
+import torch
+
+from circuitbook.checks import ps
+
+P1 = ps.p1_reference()
+
+
+def _p1(**changes):
+    return {**P1, **changes}
+
+
+def _p4(**kw):
+    return lambda model, tokens: ps._p4_variant(tokens, model, **kw)
+
+
+def _kc(**kw):
+    return lambda model, writer, reader: ps._kc_variant(model, writer, reader, **kw)
+
+
+def _icl(**kw):
+    return lambda logits, tokens, early, late: ps._icl_variant(logits, tokens, early, late, **kw)
+
+
+MUTATIONS = {
+    "ps_p1a": [
+        (_p1(W_QK_shape=(64, 64), W_OV_shape=(64, 64)), "head-space shapes"),
+        (_p1(W_QK_rank=768, W_OV_rank=768, full_rank=768), "full rank"),
+        (_p1(full_rank=768), "rank of the full circuits"),
+        (_p1(full_QK_shape=(768, 768), full_OV_shape=(768, 768)), "full circuits in residual space"),
+        (_p1(full_OV_shape=(50257, 768)), "wrong values"),
+        ({k: v for k, v in P1.items() if k != "full_rank"}, "wrong values"),
+    ],
+    "ps_p1b": [
+        (lambda W_Q, W_K, G: (W_Q, W_K), "returned the original weights"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T), "used G^T instead of G^{-T}"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)), "used G^{-1} instead of G^{-T}"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K), "transformed only W_Q"),
+        (lambda W_Q, W_K, G: W_Q @ G @ (W_K @ torch.linalg.inv(G).T).T, None),  # the product, not the pair
+        (lambda W_Q, W_K, G: (G @ W_Q.T, W_K), None),
+    ],
+    "ps_p2": [
+        (lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads, "virtual": n_heads ** n_layers,
+                                    "total": 1 + n_layers * n_heads + n_heads ** n_layers}, "n^L virtual paths"),
+        (lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
+                                    "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
+                                    "total": (1 + n_heads) ** n_layers - 1}, "forgot the direct path"),
+        (lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
+                                    "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers},
+         "2^L paths"),
+        (lambda n_layers, n_heads: {"direct": 1, "single": n_heads,
+                                    "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
+                                    "total": (1 + n_heads) ** n_layers}, "one head per layer counted once"),
+        (lambda n_layers, n_heads: {"direct": 1, "single": 2 * n_heads, "virtual": n_heads ** 2,
+                                    "total": (1 + n_heads) ** 2}, "wrong values"),  # right only for two layers
+        (lambda n_layers, n_heads: (1 + n_heads) ** n_layers, "wrong values"),
+    ],
+    "ps_p3": [
+        (lambda t, p: (30 * p.T @ t, 10 * t.T @ t), "query and key sides swapped"),
+        (lambda t, p: (30 * t.T @ p, 10 * p.T @ t), "copies the previous token"),
+        (lambda t, p: (t.T @ p, t.T @ t), "too weak"),
+        (lambda t, p: (30 * t.T @ p, -10 * t.T @ t), "anti-copying OV"),
+        (lambda t, p: (30 * t.T @ t, 10 * t.T @ t), "wrong values"),  # matches the token itself
+        (lambda t, p: (30 * t @ p.T, 10 * t.T @ t), "wrong shape"),  # [V, V], not [d_model, d_model]
+    ],
+    "ps_p3b": [
+        (1.0, "the unbroken scaffold's score"),
+        (0.5, "wrong values"),
+        (ps.p3b_reference() + 0.5, "wrong values"),
+        (-ps.p3b_reference(), "wrong values"),
+        ("low", "wrong values"),
+    ],
+    "ps_p4": [
+        (lambda model, tokens: ps._p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2)),
+         "off-by-one diagonal"),
+        (_p4(ind_first_half=True), "scores from the first half of the sequence"),
+        (_p4(prev_offset=0), "previous-token score on the main diagonal"),
+        (_p4(ind_from=0), "included the first query of the second copy"),
+        (lambda model, tokens: tuple(t.mT for t in ps.head_scores(model, tokens)), None),  # [H, L]: toy-2l is square
+        (lambda model, tokens: ps.head_scores(model, tokens)[::-1], None),  # swapped outputs
+    ],
+    "ps_p5": [
+        (ps._p5_no_ablation, "ablation not applied"),
+        (ps._p5_zero, "zero- instead of mean-ablation"),
+        (ps._p5_all_positions, "loss over the whole sequence"),
+        (lambda model, head, tokens: ps.ablation_effect(model, (1, head[1]), tokens), "wrong values"),  # wrong layer
+        (lambda model, head, tokens: ps.ablation_effect(model, head, tokens)[::-1], "wrong values"),
+    ],
+    "ps_p5b": [
+        (_kc(kind="Q"), "Q-composition instead"),
+        (_kc(kind="V"), "V-composition instead"),
+        (_kc(normalise=False), "unnormalised"),
+        (_kc(swap=True), "writer and reader swapped"),
+        (lambda model, writer, reader: -ps.k_composition(model, writer, reader), "wrong values"),
+    ],
+    "ps_p6": [
+        (_icl(shift=0), "off by one position"),
+        (_icl(sign=-1), "wrong sign"),
+        (_icl(log=False), "used raw logits"),
+        (lambda logits, tokens, early, late: ps.icl_from_logits(logits, tokens, 50, 500), "wrong values"),
+        (lambda logits, tokens, early, late: torch.tensor([ps.icl_from_logits(logits, tokens, early, late)] * 3),
+         "wrong values"),
+    ],
+}
