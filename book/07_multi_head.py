@@ -1,0 +1,582 @@
+# %% [markdown]
+# # 7. Multi-head attention
+#
+# One attention pattern lets a position take one weighted average of the others. A
+# transformer layer runs several attention *heads* side by side, each with its own
+# pattern. This chapter follows the Annotated Transformer's `MultiHeadedAttention` line by
+# line, through the reshaping that cuts four big matrices into heads, and maps its weights
+# exactly onto TransformerLens's per-head shapes. Then it proves, on the trained toy
+# translation model, the identity at the heart of the circuits framework: the paper's
+# "concatenate the heads, then project" is the same computation as "every head writes its
+# own term into the residual stream, and the terms add up", with the two bias vectors
+# accounted for exactly.
+
+# %%
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.data import translation as T
+from circuitbook.models import load
+from circuitbook.models.encoder_decoder import (
+    attention,
+    cross_attention_alignment,
+    tl_weights,
+)
+from circuitbook.models.zoo import info
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# {doc}`Chapter 6 <06_attention>` built one head: compare a query with every key, turn the
+# scores into weights, average the values. A single head gives each position a single
+# weighted average, so it can follow one relationship at a time. Translating
+# `big dog sees small red cat` into our toy language, where adjectives follow their noun
+# and the verb goes last, a position may need to know at once which noun it belongs to,
+# where the verb is, and where the sentence ends. Several questions need several patterns.
+#
+# Vaswani et al. {cite}`vaswani2017attention` therefore split the model's width among
+# $h$ heads. Each head projects the stream down to $d_\text{head} = d_\text{model}/h$
+# dimensions for its queries, keys and values, computes its own pattern, and returns a
+# $d_\text{head}$-vector per position. The paper then **concatenates** the $h$ outputs back
+# into one $d_\text{model}$-vector and applies a last projection $W^O$:
+#
+# $$\operatorname{MultiHead}(Q, K, V) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_h)\, W^O,$$
+#
+# $$\text{head}_i = \operatorname{Attention}(Q W_i^Q, K W_i^K, V W_i^V).$$
+#
+# The paper writes these with row vectors (one row per position), as TransformerLens and
+# this book do: $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model} \times d_\text{head}}$ and
+# $W^O \in \mathbb{R}^{h d_\text{head} \times d_\text{model}}$. In self-attention $Q$, $K$ and
+# $V$ are all the (normalised) residual stream; in the decoder's cross-attention $Q$ comes
+# from the decoder and $K = V$ is the encoder's memory.
+#
+# Elhage et al. {cite}`elhage2021mathematical` read the same formula differently.
+# Multiplying a concatenation by a matrix is the same as multiplying each piece by its own
+# block of rows and adding. So each head owns a $d_\text{head} \times d_\text{model}$ block
+# $W_O^h$ of $W^O$, writes $\text{head}_h W_O^h$ into the residual stream, and the layer's
+# output is the **sum** of those writes. Heads are independent, additive writers; nothing
+# about them is "concatenated" except in the way the code stores their weights.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# We load the book's trained toy translation model (an Annotated Transformer
+# encoder-decoder, two layers, $d_\text{model} = 64$, $h = 4$; chapter 19 shows how it was
+# trained) and take the self-attention of its first encoder layer. `MultiHeadedAttention`
+# keeps all heads' weights in four `nn.Linear(d_model, d_model)` maps, `linears`: $W^Q$,
+# $W^K$, $W^V$ for all heads at once, then $W^O$.
+
+# %%
+model = load("toy-translation")
+config = info("toy-translation")["config"]
+_, held_out = T.make_split(config["n_train"], config["n_test"],
+                           seed=config["seed"])
+
+mha = model.encoder.layers[0].self_attn
+h, d_k = mha.h, mha.d_k
+d_model = h * d_k
+print(f"h = {h} heads, d_k = d_head = {d_k}, d_model = {d_model}")
+for name, lin in zip(["W^Q", "W^K", "W^V", "W^O"], mha.linears):
+    print(f"{name}: {type(lin).__name__}, weight {tuple(lin.weight.shape)}, "
+          f"bias {tuple(lin.bias.shape)}")
+
+# %% [markdown]
+# To look at real inputs we run one held-out sentence (never seen in training) through the
+# model and catch what the module receives with a forward *pre*-hook. In this pre-norm
+# model that is the LayerNormed residual stream, one row per source token.
+
+# %%
+words = held_out[0]
+src, tgt = T.to_tensors([words])
+batch = T.Batch(src, tgt, pad=T.PAD)
+caught = {}
+hook = mha.register_forward_pre_hook(
+    lambda mod, args: caught.update(args=args))
+with torch.no_grad():
+    model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
+hook.remove()
+x, _, _, src_mask = caught["args"]  # query = key = value = x in self-attention
+print("source:", " ".join(words))
+print("target:", T.exact_translation(" ".join(words)))
+print("x:", tuple(x.shape), " mask:", tuple(src_mask.shape))
+
+# %% [markdown]
+# Here is the module's forward pass written out, with the shape after every step. The one
+# subtle line is the reshaping: `lin(x)` is `[batch, pos, d_model]`, `.view(batch, pos, h,
+# d_k)` cuts the last axis into $h$ consecutive blocks of $d_k$, and `.transpose(1, 2)` puts
+# the head axis in front, so each head becomes a separate "batch" for `attention`. After
+# attention the same two steps run backwards: heads back behind positions, and `.view` glues
+# the $h$ blocks into one $d_\text{model}$-vector: that is the concatenation.
+
+# %%
+def mha_forward(mha, query, key, value, mask):
+    b = query.size(0)
+    # [b, pos, d_model] -> [b, pos, h, d_k] -> [b, h, pos, d_k]
+    q, k, v = [lin(t).view(b, -1, mha.h, mha.d_k).transpose(1, 2)
+               for lin, t in zip(mha.linears, (query, key, value))]
+    z, pattern = attention(q, k, v, mask=mask.unsqueeze(1))  # [b, h, q, d_k]
+    # [b, h, q, d_k] -> [b, q, h, d_k] -> [b, q, h * d_k]: the concatenation
+    concat = z.transpose(1, 2).contiguous().view(b, -1, mha.h * mha.d_k)
+    return mha.linears[3](concat), q, pattern, concat   # out: [b, q, d_model]
+
+
+with torch.no_grad():
+    out, q, pattern, concat = mha_forward(mha, x, x, x, src_mask)
+    out_module = mha(x, x, x, src_mask)
+for name, t in [("q (per head)", q), ("pattern", pattern),
+                ("concat", concat), ("output", out)]:
+    print(f"{name:>13}: {tuple(t.shape)}")
+torch.testing.assert_close(out, out_module)
+claim("the written-out forward pass reproduces MultiHeadedAttention",
+      (out - out_module).abs().max(), True, chapter="7")
+
+# %% [markdown]
+# Which numbers does head $i$ get? `.view` splits the last axis in order, so head $i$'s
+# query is entries $i d_k$ to $(i+1) d_k$ of `linears[0](x)`. Since `nn.Linear` computes
+# $x A^\top + b$ with `A = weight` stored as `[out, in]`, those entries are
+# $x\,(A^\top)_{[:,\; i d_k:(i+1) d_k]} + b_{[i d_k:(i+1) d_k]}$: head $i$ owns a
+# contiguous block of *columns* of $A^\top$, which is a block of *rows* of `weight`.
+
+# %%
+A, bias = mha.linears[0].weight, mha.linears[0].bias
+errs = []
+for i in range(h):
+    cols = slice(i * d_k, (i + 1) * d_k)
+    by_hand = x @ A.T[:, cols] + bias[cols]  # [batch, pos, d_k]
+    errs.append((by_hand - q[:, i]).abs().max())
+torch.testing.assert_close(torch.stack(errs), torch.zeros(h))
+claim("head i's queries are x A^T[:, i d_k:(i+1) d_k] + b[i d_k:(i+1) d_k]",
+      max(errs), True, chapter="7")
+
+# %% [markdown]
+# ## The circuit view
+#
+# ### Per-head weights, TransformerLens's shapes
+#
+# TransformerLens {cite}`nanda2022transformerlens` stores the same weights per head, in
+# the row-vector orientation: `W_Q`, `W_K`, `W_V` of shape `[n_heads, d_model, d_head]`,
+# `W_O` of shape `[n_heads, d_head, d_model]`, biases `b_Q`, `b_K`, `b_V` of shape
+# `[n_heads, d_head]` and one `b_O` of shape `[d_model]`. From the previous paragraph the
+# translation is
+#
+# $$W_Q^h = (\texttt{linears[0].weight}^\top)_{[:,\; h d_k:(h+1) d_k]},$$
+#
+# $$W_O^h = (\texttt{linears[3].weight}^\top)_{[h d_k:(h+1) d_k,\; :]},$$
+#
+# and alike for $W_K$ and $W_V$ with `linears[1]` and `linears[2]`. Head $h$ reads with a
+# block of *columns* of the paper's $W^Q$, $W^K$, $W^V$ and writes with a block of *rows* of
+# its $W^O$. The package function `tl_weights` does this conversion; we check it slice by
+# slice against the formulas.
+
+# %%
+w = tl_weights(mha)
+for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"):
+    print(f"{name}: {tuple(w[name].shape)}")
+
+errors = []
+for i in range(h):
+    blk = slice(i * d_k, (i + 1) * d_k)
+    for name, lin in zip("QKV", mha.linears[:3]):
+        errors.append((w[f"W_{name}"][i] - lin.weight.T[:, blk]).abs().max())
+        errors.append((w[f"b_{name}"][i] - lin.bias[blk]).abs().max())
+    W_O_slice = mha.linears[3].weight.T[blk, :]
+    errors.append((w["W_O"][i] - W_O_slice).abs().max())
+errors.append((w["b_O"] - mha.linears[3].bias).abs().max())
+claim("tl_weights gives W_Q^h = linears[0].weight.T[:, h d_k:(h+1) d_k] (K, V "
+      "alike) and W_O^h = linears[3].weight.T[h d_k:(h+1) d_k, :]",
+      max(errors), max(errors) == 0, chapter="7")
+
+# %% [markdown]
+# The slices match exactly, but that only shows that `tl_weights` does what its docstring
+# says. The stronger test is whether TransformerLens itself, given these weights, computes
+# the same layer. We build a one-layer TransformerLens model with bidirectional attention
+# (an encoder has no causal mask), copy the weights into its attention block, and feed
+# both the same input. (This sentence has no padding, so the mask plays no part.)
+
+# %%
+tl_cfg = HookedTransformerConfig(
+    n_layers=1, d_model=d_model, n_heads=h, d_head=d_k,
+    d_vocab=len(T.SRC_VOCAB), n_ctx=T.MAX_LEN, attn_only=True,
+    normalization_type=None,
+    attention_dir="bidirectional", seed=0)
+tl_attn = HookedTransformer(tl_cfg, move_to_device=False).blocks[0].attn
+with torch.no_grad():
+    for name, value in w.items():
+        getattr(tl_attn, name).copy_(value)
+    out_tl = tl_attn(x, x, x)
+assert bool(src_mask.all())
+torch.testing.assert_close(out_tl, out_module)
+claim("TransformerLens's attention, loaded with tl_weights(mha), computes the "
+      "Annotated Transformer's layer", (out_tl - out_module).abs().max(), True,
+      chapter="7")
+
+# %% [markdown]
+# ### Exercise 7.1: split a linear map into heads
+#
+# Write `split_heads(weight, n_heads)` that takes the `weight` of a query, key or value
+# `nn.Linear(d_model, d_model)` and returns TransformerLens's `[n_heads, d_model, d_head]`
+# tensor. The usual traps are the transpose and the order of the reshape.
+
+# %% tags=["exercise"]
+def split_heads(weight, n_heads):
+    """nn.Linear weight [n_heads*d_head, d_model]
+    -> W [n_heads, d_model, d_head]."""
+    # BEGIN SOLUTION
+    W = weight.T  # acts on row vectors: [d_model, n_heads * d_head]
+    return W.reshape(W.shape[0], n_heads, -1).permute(1, 0, 2)
+    # END SOLUTION
+
+
+checks.ch07_ex1(split_heads)
+
+# %% [markdown]
+# ### Concatenate-then-project is a sum over heads
+#
+# Write $z^h$ for head $h$'s output, a `[pos, d_head]` block. Concatenating the blocks side
+# by side and multiplying by $W^O$ multiplies each block by the matching block of rows of
+# $W^O$:
+#
+# $$\operatorname{Concat}(z^1, \dots, z^h)\, W^O =
+# \begin{bmatrix} z^1 & \cdots & z^h \end{bmatrix}
+# \begin{bmatrix} W_O^1 \\ \vdots \\ W_O^h \end{bmatrix}
+# = \sum_h z^h W_O^h .$$
+#
+# Each head's output is its pattern $A^h$ (rows: queries, columns: keys) applied to its
+# values, $z^h = A^h (X W_V^h + \mathbf{1} b_V^h)$, where $X$ is the stream the values are
+# read from and $\mathbf{1}$ a column of ones. Every row of $A^h$ sums to 1, so
+# $A^h \mathbf{1} = \mathbf{1}$ and the value bias passes through the pattern unchanged.
+# Adding the output bias once, the whole layer is
+#
+# $$\begin{aligned}
+# \operatorname{MultiHead}(X) &= \sum_h A^h X W_V^h W_O^h \;+\;
+# \mathbf{1}\Big(b_O + \sum_h b_V^h W_O^h\Big) \\
+# &= \sum_h A^h X W_{OV}^h + \mathbf{1}\, b_\text{eff}.
+# \end{aligned}$$
+#
+# So $b_V$ and $b_O$ end up in the same place: a single constant vector, the same at every
+# position, added after the heads. (TransformerLens can fold $b_V$ into $b_O$ this way when
+# it loads a model.) What is left per head is one matrix, $W_{OV}^h = W_V^h W_O^h$, applied to
+# the stream and mixed across positions by the pattern. In Elhage et al.'s column-vector
+# convention the same matrix is written $W_O^h W_V^h$, the transpose of ours.
+#
+# We check the block identity and the full identity on every attention module of the
+# trained model (two encoder self-attentions, two decoder self-attentions and two decoder
+# cross-attentions), on a padded batch of held-out sentences, reading each module's inputs
+# and pattern with hooks.
+
+# %%
+sentences = held_out[:16]
+src_b, tgt_b = T.to_tensors(sentences)
+batch_b = T.Batch(src_b, tgt_b, pad=T.PAD)
+modules = {}
+for i, layer in enumerate(model.encoder.layers):
+    modules[f"encoder {i} self"] = layer.self_attn
+for i, layer in enumerate(model.decoder.layers):
+    modules[f"decoder {i} self"] = layer.self_attn
+    modules[f"decoder {i} cross"] = layer.src_attn
+
+inputs, outputs, concats = {}, {}, {}
+
+
+def recorder(name):
+    """Forward hook: keep the module's inputs and output (returns None, so the
+    output is left as it is)."""
+    def hook(mod, args, out):
+        inputs[name], outputs[name] = args, out
+    return hook
+
+
+hooks = []
+for name, m in modules.items():
+    hooks.append(m.register_forward_hook(recorder(name)))
+    hooks.append(m.linears[3].register_forward_pre_hook(   # the concatenation
+        lambda mod, args, name=name: concats.update({name: args[0]})))
+with torch.no_grad():
+    model(batch_b.src, batch_b.tgt, batch_b.src_mask, batch_b.tgt_mask)
+    patterns = {name: m.attn.clone() for name, m in modules.items()}
+for hk in hooks:
+    hk.remove()
+
+block_err, sum_err, b_eff = [], [], {}
+for name, m in modules.items():
+    w = tl_weights(m)
+    value_in = inputs[name][2]            # X: [batch, pos_k, d_model]
+    A = patterns[name]                    # [batch, h, pos_q, pos_k]
+    with torch.no_grad():
+        b, q_len = concats[name].shape[:2]
+        z = concats[name].view(b, q_len, h, d_k)        # [b, q, h, d_k]
+        blocks = torch.einsum("bqhe,hem->bqm", z, w["W_O"]) + w["b_O"]
+        W_OV = w["W_V"] @ w["W_O"]                      # [h, d_model, d_model]
+        per_head = torch.einsum("bhqk,bkd,hdm->bhqm", A, value_in, W_OV)
+        folded = torch.einsum("he,hem->m", w["b_V"], w["W_O"])
+        b_eff[name] = w["b_O"] + folded
+        rebuilt = per_head.sum(1) + b_eff[name]
+    torch.testing.assert_close(blocks, outputs[name])
+    torch.testing.assert_close(rebuilt, outputs[name])
+    block_err.append((blocks - outputs[name]).abs().max())
+    sum_err.append((rebuilt - outputs[name]).abs().max())
+    print(f"{name:>16}: max error, blocks {block_err[-1]:.1e}, "
+          f"sum over heads {sum_err[-1]:.1e}")
+claim("Concat(z^1..z^h) W^O + b_O = sum_h z^h W_O^h + b_O, in all 6 attention "
+      "modules", max(block_err), True, chapter="7")
+claim("MultiHead(X) = sum_h A^h X W_V^h W_O^h + (b_O + sum_h b_V^h W_O^h), "
+      "in all 6 attention modules of the trained model", max(sum_err), True,
+      chapter="7")
+
+# %% [markdown]
+# How big is the folded bias $b_\text{eff}$, next to what the heads write?
+
+# %%
+ratios = []
+for name, m in modules.items():
+    # average over real (non-padding) query positions only
+    queries = batch_b.src if name.startswith("encoder") else batch_b.tgt
+    heads_only = (outputs[name] - b_eff[name]).norm(dim=-1)
+    typical = heads_only[queries != T.PAD].mean()
+    ratios.append((b_eff[name].norm() / typical).item())
+    print(f"{name:>16}: |b_eff| = {b_eff[name].norm():.2f}, "
+          f"mean |sum of head terms| = {typical:.2f}")
+glue("beff_ratio_max", max(ratios))
+glue("beff_ratio_min", min(ratios))
+# the value bias alone really is constant across positions once mixed by A
+A = patterns["decoder 1 cross"]
+w = tl_weights(modules["decoder 1 cross"])
+ones_b_V = w["b_V"][None, :, None, :].expand(A.shape[0], h, A.shape[-1], d_k)
+mixed = A @ ones_b_V  # every key position holds the same vector b_V^h
+spread = (mixed - w["b_V"][None, :, None, :]).abs().max()
+claim("A^h (1 b_V^h) = 1 b_V^h: the value bias passes through the pattern "
+      "unchanged",
+      spread, spread < 1e-5, chapter="7")
+glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
+
+# %% [markdown]
+# The constant is between {glue:text}`beff_ratio_min:.0%` and
+# {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write: small next
+# to the heads, but a fixed vector added at every position whatever the input, and
+# nothing a single head is responsible for. When we attribute a layer's output to its
+# heads, it has to be booked separately.
+#
+# ### Exercise 7.2: the layer as a sum over heads
+#
+# Write `mha_as_sum(x, pattern, W_V, W_O, b_V, b_O)` returning the attention layer's
+# output `[pos, d_model]` from a given pattern, as a sum of per-head terms. Shapes are
+# TransformerLens's: `x [pos, d_model]`, `pattern [n_heads, pos_q, pos_k]`,
+# `W_V [n_heads, d_model, d_head]`, `W_O [n_heads, d_head, d_model]`,
+# `b_V [n_heads, d_head]`, `b_O [d_model]`. Mind where each bias goes.
+
+# %% tags=["exercise"]
+def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
+    """sum_h pattern[h] (x W_V[h] + b_V[h]) W_O[h] + b_O: [pos_q, d_model]."""
+    # BEGIN SOLUTION
+    v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
+    z = pattern @ v                                            # [h, q, d_head]
+    return torch.einsum("hqe,hem->qm", z, W_O) + b_O
+    # END SOLUTION
+
+
+checks.ch07_ex2(mha_as_sum)
+
+# %% [markdown]
+# ### Heads as independent writers
+#
+# In the paper's picture the heads are glued together before $W^O$ sees them, so it is
+# tempting to think $W^O$ "mixes" the heads. The sum shows it does not: head $h$'s block of
+# $W^O$ multiplies only head $h$'s output. One consequence is that removing a head is
+# exact and local. Zero head $h$'s rows of $W^O$ (in `nn.Linear`'s storage, its *columns*
+# of `linears[3].weight`) and the layer's output drops by exactly that head's term, at every
+# position, while the other heads' terms stay as they were.
+
+# %%
+name = "decoder 1 cross"
+m = modules[name]
+query_in, kv_in, _, mask_in = inputs[name]
+w = tl_weights(m)
+with torch.no_grad():
+    full = m(query_in, kv_in, kv_in, mask_in)
+    A = m.attn.clone()
+    W_OV = w["W_V"] @ w["W_O"]
+    per_head = torch.einsum("bhqk,bkd,hdm->bhqm", A, kv_in, W_OV)
+    per_head += (w["b_V"][:, None, :] @ w["W_O"])[None]  # b_V^h W_O^h
+    gaps = []
+    for i in range(h):
+        saved = m.linears[3].weight[:, i * d_k:(i + 1) * d_k].clone()
+        m.linears[3].weight[:, i * d_k:(i + 1) * d_k] = 0
+        ablated = m(query_in, kv_in, kv_in, mask_in)
+        m.linears[3].weight[:, i * d_k:(i + 1) * d_k] = saved
+        gaps.append((full - ablated - per_head[:, i]).abs().max())
+    restored = m(query_in, kv_in, kv_in, mask_in)
+torch.testing.assert_close(restored, full)
+claim("zeroing head h's block of W^O removes exactly head h's term "
+      "A^h (X W_V^h + 1 b_V^h) W_O^h, for every head", max(gaps),
+      max(gaps) < 1e-5, chapter="7")
+
+# %% [markdown]
+# The figure shows both readings of the same weights. On the left is the paper's $W^O$
+# in the row-vector orientation, `linears[3].weight.T`, of shape
+# `[h * d_head, d_model]`, with the dashed lines marking the four row blocks
+# $W_O^0, \dots, W_O^3$. On the right is what each block writes: the size of each head's
+# term at each position of one held-out sentence, for the decoder's last cross-attention.
+# Each term includes the head's share $b_V^h W_O^h$ of the value bias, so the layer's
+# output is the sum of these four terms and $b_O$ (of length {glue:text}`bO_cross:.2f`).
+
+# %%
+first = 0
+n_tgt = int((batch_b.tgt_y[first] != T.PAD).sum())
+tgt_words = T.decode(batch_b.tgt_y[first, :n_tgt].tolist(), T.TGT_VOCAB)
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.6),
+                               gridspec_kw={"width_ratios": [1, 1.3]})
+W_O_full = m.linears[3].weight.detach().T
+lim = W_O_full.abs().max()
+ax0.imshow(W_O_full, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+for i in range(1, h):
+    ax0.axhline(i * d_k - 0.5, color="k", ls="--", lw=1)
+ax0.set_yticks([i * d_k + d_k / 2 - 0.5 for i in range(h)],
+               [f"$W_O^{{{i}}}$" for i in range(h)])
+ax0.set_xlabel("d_model (output)")
+ax0.set_title("$W^O$ = linears[3].weight.T", fontsize=9)
+norms = per_head[first, :, :n_tgt].norm(dim=-1)  # [h, pos]
+for i in range(h):
+    ax1.bar(torch.arange(n_tgt) + (i - 1.5) * 0.2, norms[i], width=0.2,
+            label=f"head {i}")
+ax1.set_xticks(range(n_tgt), tgt_words, rotation=45, fontsize=8)
+ax1.set_xlabel("decoder position (labelled by the word it predicts)")
+ax1.set_ylabel("length of the head's term")
+ax1.set_title("each head's write, decoder 1 cross-attention", fontsize=9)
+ax1.set_ylim(0, 1.25 * norms.max())
+ax1.legend(fontsize=7, ncol=4, loc="upper center")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### What the heads attend to
+#
+# Because each head has its own pattern, we can ask what each one looks at. The
+# cross-attention heads are the easiest to read, because the task has a right answer: the
+# decoder position that predicts a target word should look at the source word it
+# translates, and in this language the word order changes (the verb moves to the end,
+# adjectives move behind their noun). Below are the four cross-attention heads of the last
+# decoder layer on one held-out sentence; the black dots mark that true alignment.
+
+# %%
+def labels(words_row, vocab, n):
+    return T.decode(words_row[:n].tolist(), vocab)
+
+
+def alignment_dots(k):
+    """(decoder position, source position) of the true alignment of
+    sentence k (source positions count <s>)."""
+    return [(j, s + 1) for j, s in enumerate(T.alignment(sentences[k]))]
+
+
+k = 0
+n_src = int((batch_b.src[k] != T.PAD).sum())
+src_labels = labels(batch_b.src[k], T.SRC_VOCAB, n_src)
+cross = patterns["decoder 1 cross"][k]
+fig, axes = plt.subplots(1, h, figsize=(9, 2.9), sharey=True)
+for i, ax in enumerate(axes):
+    ax.imshow(cross[i, :n_tgt, :n_src], cmap="Blues", vmin=0, vmax=1)
+    ys, xs = zip(*alignment_dots(k))
+    ax.scatter(xs, ys, s=6, color="k")
+    ax.set_xticks(range(n_src), src_labels, rotation=90, fontsize=7)
+    ax.set_title(f"head {i}", fontsize=9)
+axes[0].set_yticks(range(n_tgt), tgt_words, fontsize=7)
+axes[0].set_ylabel("predicts")
+fig.suptitle("decoder layer 1 cross-attention on a held-out sentence "
+             "(dots: true alignment)", fontsize=10)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Over 200 held-out sentences we count, for every head, how often its strongest weight
+# falls on the aligned source word (the package function `cross_attention_alignment`;
+# chapter 12 studies these heads in depth).
+
+# %%
+hits = cross_attention_alignment(model, held_out[:200])  # [layer, head]
+for layer in range(hits.shape[0]):
+    print(f"decoder {layer} cross-attention, fraction aligned per head: "
+          + ", ".join(f"{v:.2f}" for v in hits[layer].tolist()))
+best = int(hits[-1].argmax())
+claim("in the last decoder layer, some cross-attention head puts its "
+      "largest weight on the aligned source word for over 90% of held-out "
+      "target words",
+      hits[-1].max(), hits[-1].max() > 0.9, chapter="7")
+glue("best_head", best)
+glue("best_hits", hits[-1].max().item())
+glue("worst_hits", hits[-1].min().item())
+
+# %% [markdown]
+# Head {glue:text}`best_head` of the last layer finds the aligned word
+# {glue:text}`best_hits:.0%` of the time, and even the weakest head of that layer
+# {glue:text}`worst_hits:.0%`: several heads have learned overlapping versions of the same
+# lookup. The explorer shows any head of any attention module on six held-out
+# sentences. The encoder's heads and the decoder's self-attention heads are less tidy
+# than the cross-attention ones, and no single picture says what they compute; reading
+# them needs the QK and OV circuits of chapter 8.
+
+# %%
+kinds = {"encoder self-attention": "encoder {} self",
+         "decoder self-attention": "decoder {} self",
+         "decoder cross-attention": "decoder {} cross"}
+
+
+def draw_head(kind="decoder cross-attention", layer=1, head=best,
+              sentence=0):
+    A = patterns[kinds[kind].format(layer)][sentence, head]
+    n_s = int((batch_b.src[sentence] != T.PAD).sum())
+    n_t = int((batch_b.tgt_y[sentence] != T.PAD).sum())
+    src_l = labels(batch_b.src[sentence], T.SRC_VOCAB, n_s)
+    tgt_in = labels(batch_b.tgt[sentence], T.TGT_VOCAB, n_t)
+    tgt_out = labels(batch_b.tgt_y[sentence], T.TGT_VOCAB, n_t)
+    rows, cols = {"encoder self-attention": (src_l, src_l),
+                  "decoder self-attention": (tgt_out, tgt_in),
+                  "decoder cross-attention": (tgt_out, src_l)}[kind]
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    im = ax.imshow(A[:len(rows), :len(cols)], cmap="Blues", vmin=0, vmax=1)
+    if kind == "decoder cross-attention":
+        ys, xs = zip(*alignment_dots(sentence))
+        ax.scatter(xs, ys, s=10, color="k")
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    key_side = "source" if cols is src_l else "decoder input"
+    query_side = ("source" if rows is src_l
+                  else "labelled by the word it predicts")
+    ax.set_xlabel(f"key position ({key_side})")
+    ax.set_ylabel(f"query position ({query_side})", fontsize=8)
+    is_cross = kind == "decoder cross-attention"
+    dots = " (dots: true alignment)" if is_cross else ""
+    ax.set_title(f"{kind}, layer {layer}, head {head}{dots}", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
+        sentence=(0, 5, 1))
+
+# %% [markdown]
+# ## Summary
+#
+# - `MultiHeadedAttention` stores all heads in four `nn.Linear(d_model, d_model)` maps; the
+#   `.view(batch, pos, h, d_k).transpose(1, 2)` reshaping gives head $i$ the $i$-th block
+#   of $d_k$ output features, i.e. a block of columns of $W = $ `weight.T`.
+# - In TransformerLens's shapes, $W_Q^h$ = `linears[0].weight.T[:, h d_k:(h+1) d_k]` (and
+#   $W_K$, $W_V$ alike) and $W_O^h$ = `linears[3].weight.T[h d_k:(h+1) d_k, :]`; a
+#   TransformerLens attention layer loaded this way computes the same outputs.
+# - $\operatorname{Concat}(\text{heads})\,W^O = \sum_h z^h W_O^h$, so the layer is
+#   $\sum_h A^h X W_V^h W_O^h$ plus one constant vector $b_O + \sum_h b_V^h W_O^h$: the value
+#   bias passes through the pattern unchanged. We checked this on all six attention modules
+#   of the trained model, and that zeroing one head's block of $W^O$ removes exactly that
+#   head's term.
+# - The heads of the trained model attend to different things; in the last decoder layer's
+#   cross-attention the best head looks at the source word being translated
+#   {glue:text}`best_hits:.0%` of the time.

@@ -1,0 +1,183 @@
+"""Chapter 2 (architecture at a glance): exercise checks and reference solutions."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def _flip(g: torch.Generator) -> bool:
+    """True on even seeds. The checker seeds trial t with ``seed + t``, so consecutive trials
+    alternate: every check sees both settings of a two-way switch (bias on/off, pre/post)."""
+    return g.initial_seed() % 2 == 0
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 2.1: parameters of one encoder layer
+# --------------------------------------------------------------------------------------
+
+
+def encoder_layer_params(d_model: int, h: int, d_ff: int, bias: bool = True) -> int:
+    """Parameters of one encoder layer of the Annotated Transformer.
+
+    Self-attention: W^Q, W^K, W^V, W^O, each d_model x d_model (h heads of d_model x d_head,
+    d_head = d_model / h), plus a d_model bias each when ``bias``. Feed-forward: W_1
+    (d_model x d_ff) and W_2 (d_ff x d_model), plus biases d_ff and d_model when ``bias``.
+    Two LayerNorms (one per sublayer), each with a gain and a bias of d_model: always there.
+    """
+    b = 1 if bias else 0
+    attention = 4 * d_model * d_model + 4 * d_model * b
+    ffn = 2 * d_model * d_ff + (d_ff + d_model) * b
+    layer_norms = 2 * 2 * d_model
+    return attention + ffn + layer_norms
+
+
+def _attention_one_head(d_model, h, bias):
+    d_head, b = d_model // h, (1 if bias else 0)
+    return 4 * d_model * d_head + (3 * d_head + d_model) * b
+
+
+def _swap_attention(d_model, h, d_ff, bias, attention):
+    b = 1 if bias else 0
+    return encoder_layer_params(d_model, h, d_ff, bias) - (4 * d_model * d_model + 4 * d_model * b) + attention
+
+
+def _params_inputs(g: torch.Generator) -> dict:
+    h = [2, 3, 4, 6, 8, 12][int(torch.randint(0, 6, (1,), generator=g))]
+    d_model = h * int(torch.randint(2, 65, (1,), generator=g))
+    # any width except exactly 4 d_model, so "assumed d_ff = 4 d_model" is always visible
+    d_ff = 4 * d_model
+    while d_ff == 4 * d_model:
+        d_ff = int(torch.randint(d_model, 8 * d_model + 1, (1,), generator=g))
+    return {"d_model": d_model, "h": h, "d_ff": d_ff, "bias": _flip(g)}
+
+
+def _distinct_params_inputs(g: torch.Generator) -> dict:
+    """Inputs on which every mistake that applies gives its own count, so no wrong answer
+    can be mistaken for another by an arithmetic coincidence."""
+    while True:
+        inputs = _params_inputs(g)
+        right = encoder_layer_params(**inputs)
+        wrong = [m.wrong(**inputs) for m in EX1.mistakes]
+        applies = [w for w in wrong if w != right]
+        if len(set(applies)) == len(applies):
+            return inputs
+
+
+def _same_int(a, b) -> bool:
+    try:
+        return float(a) == float(b) and int(a) == b
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        return False
+
+
+EX1 = FunctionExercise(
+    id="ch02_ex1",
+    title="parameters of one encoder layer",
+    reference=encoder_layer_params,
+    make_inputs=lambda g: _distinct_params_inputs(g),
+    compare=_same_int,
+    mistakes=[
+        Mistake("forgot the biases", "With bias=True each nn.Linear also has a bias: d_model for each of W^Q, "
+                "W^K, W^V, W^O and for W_2, d_ff for W_1.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, False)),
+        Mistake("counted biases with bias=False", "bias=False removes the biases of the linear maps; the "
+                "LayerNorms keep their gain and bias.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, True)),
+        Mistake("counted one head only", "W^Q, W^K, W^V and W^O hold all h heads: h x 4 d_model d_head = "
+                "4 d_model^2 weights in total.",
+                lambda d_model, h, d_ff, bias: _swap_attention(d_model, h, d_ff, bias,
+                                                               _attention_one_head(d_model, h, bias))),
+        Mistake("gave every head full-width matrices", "A head's W^Q is d_model x d_head, not d_model x "
+                "d_model: the heads split d_model between them, so the count does not grow with h.",
+                lambda d_model, h, d_ff, bias: _swap_attention(
+                    d_model, h, d_ff, bias, 4 * h * d_model * d_model + 4 * d_model * (1 if bias else 0))),
+        Mistake("assumed d_ff = 4 d_model", "Use the d_ff you are given; 4 d_model is only the paper's choice.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, 4 * d_model, bias)),
+        Mistake("forgot the feed-forward's second matrix", "The FFN has two linear maps: W_1 (d_model -> d_ff) "
+                "and W_2 (d_ff -> d_model), each with its bias.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias)
+                - d_ff * d_model - (d_model if bias else 0)),
+        Mistake("forgot the LayerNorms", "Each of the two sublayers has its own LayerNorm with a gain and a bias "
+                "of d_model entries: 4 d_model in all.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 4 * d_model),
+        Mistake("counted half the LayerNorm parameters", "There are two LayerNorms per encoder layer (one per "
+                "sublayer), and each has a gain AND a bias: 2 x 2 x d_model.",
+                lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 2 * d_model),
+    ],
+    hint="attention: 4 d_model^2 (+ 4 d_model biases); FFN: 2 d_model d_ff (+ d_ff + d_model biases); "
+         "two LayerNorms: 4 d_model. The number of heads h does not change the total.",
+)
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 2.2: the residual connection, pre-norm and post-norm
+# --------------------------------------------------------------------------------------
+
+
+def sublayer_connection(x: torch.Tensor, sublayer, norm, position: str) -> torch.Tensor:
+    """Wrap ``sublayer`` in a residual connection with LayerNorm ``norm``.
+
+    position "pre" (the Annotated Transformer's code, GPT-2): x + sublayer(norm(x));
+    position "post" (the paper): norm(x + sublayer(x)).
+    """
+    if position == "pre":
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(x))
+
+
+def _connection_inputs(g: torch.Generator) -> dict:
+    d = 6 + int(torch.randint(0, 7, (1,), generator=g))
+    pos = 3 + int(torch.randint(0, 4, (1,), generator=g))
+    lin = nn.Linear(d, d)
+    norm = nn.LayerNorm(d)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(d, d, generator=g) / d**0.5)
+        lin.bias.copy_(torch.randn(d, generator=g))
+        norm.weight.copy_(1 + 0.5 * torch.randn(d, generator=g))
+        norm.bias.copy_(torch.randn(d, generator=g))
+    # a stream with a large mean and spread, so norm(x) is far from x
+    x = 3 * torch.randn(2, pos, d, generator=g) + 2
+    return {"x": x, "sublayer": nn.Sequential(lin, nn.Tanh()), "norm": norm,
+            "position": "pre" if _flip(g) else "post"}
+
+
+def _by_position(pre_fn, post_fn):
+    """A mistake that differs by position: ``pre_fn`` on pre-norm inputs, ``post_fn`` on post."""
+    def wrong(x, sublayer, norm, position):
+        return (pre_fn if position == "pre" else post_fn)(x, sublayer, norm)
+    return wrong
+
+
+EX2 = FunctionExercise(
+    id="ch02_ex2",
+    title="pre-norm and post-norm residual connections",
+    reference=sublayer_connection,
+    make_inputs=_connection_inputs,
+    mistakes=[
+        Mistake("pre and post swapped", "Pre-norm normalises what the sublayer reads: x + sublayer(norm(x)). "
+                "Post-norm normalises the sum: norm(x + sublayer(x)).",
+                lambda x, sublayer, norm, position: sublayer_connection(
+                    x, sublayer, norm, "post" if position == "pre" else "pre")),
+        Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
+                "the stream, not a replacement.",
+                _by_position(lambda x, s, n: s(n(x)), lambda x, s, n: n(s(x)))),
+        Mistake("normalised twice", "Pre-norm normalises only the sublayer's input and leaves the sum alone; "
+                "post-norm normalises only the sum.",
+                lambda x, sublayer, norm, position: norm(x + sublayer(norm(x)))),
+        Mistake("added the normalised input", "In pre-norm the residual path carries x itself: x + "
+                "sublayer(norm(x)), not norm(x) + sublayer(norm(x)).",
+                _by_position(lambda x, s, n: n(x) + s(n(x)), lambda x, s, n: n(x + s(x)))),
+        Mistake("normalised the sublayer's output", "The LayerNorm goes on the sublayer's input (pre) or on the "
+                "sum (post), not on the sublayer's output alone.",
+                lambda x, sublayer, norm, position: x + norm(sublayer(x))),
+        Mistake("forgot the LayerNorm", "Apply norm: to the sublayer's input in pre-norm, to the sum in "
+                "post-norm.",
+                lambda x, sublayer, norm, position: x + sublayer(x)),
+    ],
+    hint='if position == "pre": return x + sublayer(norm(x)); else: return norm(x + sublayer(x)).',
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -1,0 +1,127 @@
+"""Chapter 7 (multi-head attention): exercise checks and reference solutions."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+# --------------------------------------------------------------------------------------
+# Exercise 7.1: from nn.Linear's weight to TransformerLens's per-head weights
+# --------------------------------------------------------------------------------------
+
+
+def split_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Per-head matrices of a query, key or value map, in TransformerLens's shape.
+
+    ``weight`` is ``nn.Linear(d_model, d_model).weight``, stored as [out, in]; the layer
+    computes ``x @ weight.T``, so the paper's (row-vector) matrix is ``W = weight.T``
+    [d_model, n_heads * d_head]. Head h owns columns ``h*d_head:(h+1)*d_head`` of W.
+    Returns [n_heads, d_model, d_head] with ``out[h] = W[:, h*d_head:(h+1)*d_head]``.
+    """
+    W = weight.T
+    return W.reshape(W.shape[0], n_heads, -1).permute(1, 0, 2)
+
+
+def _split_inputs(g: torch.Generator) -> dict:
+    n_heads = [2, 3, 4, 6][int(torch.randint(0, 4, (1,), generator=g))]
+    d_head = int(torch.randint(2, 9, (1,), generator=g))
+    d_model = n_heads * d_head
+    return {"weight": torch.randn(d_model, d_model, generator=g), "n_heads": n_heads}
+
+
+EX1 = FunctionExercise(
+    id="ch07_ex1",
+    title="nn.Linear weight to per-head W [n_heads, d_model, d_head]",
+    reference=split_heads,
+    make_inputs=_split_inputs,
+    mistakes=[
+        Mistake("forgot the transpose", "nn.Linear stores [out, in] and computes x @ weight.T, so the matrix "
+                "that acts on row vectors is weight.T. Without the transpose you split the input axis into "
+                "heads instead of the output axis.",
+                lambda weight, n_heads: weight.reshape(weight.shape[0], n_heads, -1).permute(1, 0, 2)),
+        Mistake("heads interleaved", "Head h owns a contiguous block of d_head columns, h*d_head to "
+                "(h+1)*d_head (the Annotated Transformer's .view(batch, pos, h, d_k)), not every n_heads-th "
+                "column: reshape the column axis as (n_heads, d_head), head first.",
+                lambda weight, n_heads: weight.T.reshape(weight.shape[1], -1, n_heads).permute(2, 0, 1)),
+        Mistake("reshaped without moving the head axis", "W.reshape(n_heads, d_model, d_head) reinterprets "
+                "the numbers in memory order; reshape to [d_model, n_heads, d_head] first, then move the "
+                "head axis to the front with permute(1, 0, 2).",
+                lambda weight, n_heads: weight.T.reshape(n_heads, weight.shape[1], -1)),
+        Mistake("kept nn.Linear's layout per head", "This is [n_heads, d_head, d_model], each head's block of "
+                "weight's rows; TransformerLens wants [n_heads, d_model, d_head], the transpose of each block.",
+                lambda weight, n_heads: weight.reshape(n_heads, -1, weight.shape[1])),
+        Mistake("did not split into heads", "Return one [d_model, d_head] matrix per head, stacked: shape "
+                "[n_heads, d_model, d_head].",
+                lambda weight, n_heads: weight.T),
+    ],
+    hint="W = weight.T is [d_model, n_heads*d_head]; W.reshape(d_model, n_heads, d_head).permute(1, 0, 2).",
+)
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 7.2: the attention output as a sum over heads
+# --------------------------------------------------------------------------------------
+
+
+def _per_head(x, pattern, W_V, W_O, b_V):
+    """[n_heads, pos_q, d_model]: A^h (x W_V^h + b_V^h) W_O^h for each head h."""
+    v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]
+    return torch.einsum("hqe,hem->hqm", pattern @ v, W_O)
+
+
+def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O) -> torch.Tensor:
+    """Multi-head attention's output from a given pattern, written as a sum over heads.
+
+    x [pos, d_model] (the stream the values are read from); pattern [n_heads, pos_q, pos_k]
+    (rows sum to 1); W_V [n_heads, d_model, d_head]; W_O [n_heads, d_head, d_model];
+    b_V [n_heads, d_head]; b_O [d_model]. Returns [pos_q, d_model]:
+    sum_h A^h (x W_V^h + 1 b_V^h) W_O^h + b_O.
+    """
+    return _per_head(x, pattern, W_V, W_O, b_V).sum(0) + b_O
+
+
+def _sum_inputs(g: torch.Generator) -> dict:
+    n_heads = 2 + int(torch.randint(0, 3, (1,), generator=g))
+    d_head = 3 + int(torch.randint(0, 4, (1,), generator=g))
+    d_model = 8 + int(torch.randint(0, 9, (1,), generator=g))
+    pos = 4 + int(torch.randint(0, 4, (1,), generator=g))
+    return {
+        "x": torch.randn(pos, d_model, generator=g),
+        "pattern": (2 * torch.randn(n_heads, pos, pos, generator=g)).softmax(-1),
+        "W_V": torch.randn(n_heads, d_model, d_head, generator=g) / d_model**0.5,
+        "W_O": torch.randn(n_heads, d_head, d_model, generator=g) / d_head**0.5,
+        "b_V": torch.randn(n_heads, d_head, generator=g),
+        "b_O": torch.randn(d_model, generator=g),
+    }
+
+
+EX2 = FunctionExercise(
+    id="ch07_ex2",
+    title="multi-head attention as a sum over heads",
+    reference=mha_as_sum,
+    make_inputs=_sum_inputs,
+    mistakes=[
+        Mistake("forgot b_O", "The output map has one bias, b_O, added once after the heads are summed.",
+                lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).sum(0)),
+        Mistake("added b_O once per head", "b_O belongs to the single W^O of the layer, not to each head: add "
+                "it once, after the sum.",
+                lambda x, pattern, W_V, W_O, b_V, b_O: (_per_head(x, pattern, W_V, W_O, b_V) + b_O).sum(0)),
+        Mistake("forgot b_V", "Each head's values are x W_V^h + b_V^h. (Since every row of the pattern sums to "
+                "1, b_V^h passes through it unchanged and adds the constant b_V^h W_O^h.)",
+                lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern, W_V, W_O, 0 * b_V, b_O)),
+        Mistake("pattern transposed", "pattern[h, i, j] is how much query i reads from key j, so the output at "
+                "i is sum_j pattern[h, i, j] v_j: pattern @ v, not pattern^T @ v.",
+                lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern.transpose(-1, -2), W_V, W_O, b_V,
+                                                                  b_O)),
+        Mistake("averaged the heads", "Heads add: the layer's output is the sum of the heads' writes, not their "
+                "mean.",
+                lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).mean(0) + b_O),
+        Mistake("used the first head only", "Sum the writes of all n_heads heads.",
+                lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
+    ],
+    hint="v = einsum('kd,hde->hke', x, W_V) + b_V[:, None]; z = pattern @ v; "
+         "out = einsum('hqe,hem->qm', z, W_O) + b_O.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
