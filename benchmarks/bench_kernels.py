@@ -14,10 +14,11 @@ Peak memory is the rise of the process's peak resident set size during the call 
 (``/proc/self/clear_refs`` resets it; ``malloc_trim`` first returns freed heap pages, so that
 reusing them counts), or ``torch.cuda.max_memory_allocated`` on a GPU.
 TransformerLens's composition route broadcasts to [L, H, L, H, d_head, d_model] and needs
-many GB (about 18 GB reported at these shapes): when less than 21 GB is available it is run on
-fewer layers, and the table says so. Times are the best of a few runs after a warm-up on a
+many GB (8.3 GB measured here on CPU; about 18 GB has been reported): when less than 21 GB is
+available it is run on fewer layers, and the output says so. Times are the best of a few runs after a warm-up on a
 tiny model; both wall time and this process's CPU time are shown, since other processes may
-share the CPU (the load average is printed), and the CPU-time ratio is the steadier one.
+share the CPU (the load average is printed), and the CPU-time ratio is the steadier one (on a
+GPU the "cpu" column is host time only).
 
 Usage::
 

@@ -21,7 +21,9 @@ The kernel never forms a d_model x d_model matrix per *pair* of heads. Writing
 
 so each head needs one Gram matrix (through its d_head x d_head core) and each pair one inner
 product. Both Grams are symmetric, so only the upper blocks are formed and off-diagonal blocks
-count twice; blocks keep the working set small (no 18 GB broadcast as in TransformerLens).
+count twice; blocks keep the working set small. (TransformerLens broadcasts every pair to
+[L, H, L, H, d_head, d_model] instead: 8.3 GB peak measured at GPT-2-small shapes on CPU, against
+about 0.2 GB here; see benchmarks/bench_kernels.py.)
 """
 
 from __future__ import annotations
