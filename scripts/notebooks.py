@@ -73,12 +73,28 @@ def split_exercise(source: str) -> tuple[str, str]:
     template, solution, i = [], [], 0
     for s, e in zip(starts, ends):
         indent = lines[s][: len(lines[s]) - len(lines[s].lstrip())]
-        template += lines[i:s] + [indent + TEMPLATE_BODY]
+        if indent:  # inside a function: the template raises until the reader writes the body
+            body = [indent + TEMPLATE_BODY]
+        else:  # top-level answer variables: the template leaves each one as `...`
+            body = [f"{name} = ...  # your answer" for name in _assigned_names(lines[s + 1 : e])]
+        template += lines[i:s] + body
         solution += lines[i:s] + lines[s + 1 : e]
         i = e + 1
     template += lines[i:]
     solution += lines[i:]
     return "\n".join(template), "# @title Solution\n" + "\n".join(solution)
+
+
+def _assigned_names(lines: list[str]) -> list[str]:
+    import ast
+
+    names = []
+    for node in ast.parse("\n".join(lines)).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
+    if not names:
+        raise ValueError("a top-level solution block must assign the answer variables")
+    return names
 
 
 def expand_exercises(cells: list) -> list:
