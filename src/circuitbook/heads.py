@@ -156,6 +156,8 @@ def copying_scores(model, layer: int | None = None, head: int | None = None) -> 
     check_model_device_dtype(model, "copying_scores")
     if layer is not None:
         check_layer_head(model, layer, head)
+    if layer is None and model.cfg.n_layers == 0:
+        return torch.zeros(0, model.cfg.n_heads, device=model.W_E.device, dtype=model.W_E.dtype)
     with torch.no_grad():
         W_E, W_U = model.W_E, model.W_U
         if layer is None:

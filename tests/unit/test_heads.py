@@ -124,6 +124,12 @@ def test_head_with_zero_ov_circuit_scores_zero():
     assert float(copying_scores(model, 0, 1)) == 0.0
 
 
+def test_zero_layer_model_has_empty_scores():
+    model = build_model(0, n_heads=2)
+    for scores in (copying_scores(model), induction_scores(model), prev_token_scores(model)):
+        assert scores.shape == (0, 2)
+
+
 def test_copying_scores_bad_layer_or_head():
     model = build_model(2)
     with pytest.raises(ValueError, match="layer 3 is out of range"):
