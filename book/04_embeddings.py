@@ -1,0 +1,521 @@
+# %% [markdown]
+# # 4. Embeddings
+#
+# A transformer reads integers and writes a score for every integer it knows. The matrices at
+# the two ends, the embedding $W_E$ and the unembedding $W_U$, translate between token ids and
+# the vectors of the residual stream. This chapter builds both, checks that an embedding
+# lookup is a matrix product, measures what the paper's $\sqrt{d_\text{model}}$ factor does to
+# the balance between token and position, pins down which weights the paper ties together and
+# which the Annotated Transformer's code actually ties (none), and then reads the product
+# $W_E W_U$, the *direct path*, in a trained zero-layer model.
+
+# %%
+import contextlib
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.circuits import direct_path
+from circuitbook.data import bigram_chain
+from circuitbook.models import attn_only, load
+from circuitbook.models.encoder_decoder import (
+    Embeddings,
+    Generator,
+    make_model,
+    sinusoidal_table,
+)
+from circuitbook.models.zoo import info
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# A tokenizer turns text into ids $0, 1, \dots, d_\text{vocab} - 1$. An id is a name, not a
+# quantity: token 17 is not "more" than token 16. So the first thing a model does is look
+# each id up in a table with one learned row per token, $d_\text{model}$ numbers long. That
+# table is $W_E$, of shape $d_\text{vocab} \times d_\text{model}$, and looking up row $t$ is
+# the same as multiplying the one-hot row vector $e_t$ (a 1 in place $t$, zeros elsewhere) by
+# $W_E$. The lookup is fast; the product is what lets us treat the embedding as one more
+# matrix in the circuit algebra.
+#
+# At the far end the model must turn its final residual vector back into a judgement about
+# every token. The unembedding $W_U$, of shape $d_\text{model} \times d_\text{vocab}$, does it
+# with one dot product per token: logit $j$ is the stream dotted with column $j$ of $W_U$,
+# plus a bias. A softmax turns logits into next-token probabilities.
+#
+# Both ends speak the language of tokens, and that makes them special. Every other matrix in
+# the model maps between spaces whose coordinates mean nothing on their own (chapter
+# {doc}`03_residual_stream`). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
+# next tokens the bare embedding of token $i$ votes for, before any attention has happened.
+# That is the simplest circuit in the book.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# ### The lookup table
+#
+# The Annotated Transformer {cite}`rush2018annotated` wraps PyTorch's `nn.Embedding` in a
+# module called `Embeddings`, whose forward pass multiplies the looked-up rows by
+# $\sqrt{d_\text{model}}$. So the matrix the rest of the model sees is
+# $W_E = \sqrt{d_\text{model}}\cdot$ `lut.weight`. We check the forward pass against both an
+# explicit index and a one-hot product.
+
+# %%
+d_model, vocab = 16, 11
+emb = Embeddings(d_model, vocab)
+tokens = torch.tensor([[1, 5, 5, 10, 0, 3]])
+W_E = math.sqrt(d_model) * emb.lut.weight.detach()      # [vocab, d_model]
+out = emb(tokens).detach()                              # [1, 6, d_model]
+one_hot = nn.functional.one_hot(tokens, vocab).float()  # [1, 6, vocab]
+torch.testing.assert_close(out, W_E[tokens])
+claim("Embeddings(t) = sqrt(d_model) * lut.weight[t]",
+      (out - W_E[tokens]).abs().max(), True, chapter="4")
+torch.testing.assert_close(one_hot @ W_E, W_E[tokens], rtol=0, atol=0)
+claim("one_hot(t) @ W_E equals the lookup W_E[t] exactly",
+      (one_hot @ W_E - W_E[tokens]).abs().max(),
+      bool(torch.equal(one_hot @ W_E, W_E[tokens])), chapter="4")
+
+# %% [markdown]
+# The product is exact, not merely close: each output entry is one weight times 1 plus
+# zeros. The two repeated 5s get the same vector; the embedding knows nothing about where
+# a token stands (chapter {doc}`05_positional` adds that).
+#
+# ### Exercise 4.1: the scaled lookup
+#
+# Write `embed(tokens, lut)` computing what `Embeddings.forward` computes, from the raw table
+# `lut` of shape `[vocab, d_model]` and token ids of shape `[batch, pos]`. The check uses
+# tables with fewer rows than columns, so that a transposed lookup still runs and can be
+# named.
+
+# %% tags=["exercise"]
+def embed(tokens, lut):
+    """tokens: [batch, pos] ids; lut: [vocab, d_model]
+    -> [batch, pos, d_model], the Annotated Transformer's scaled embedding."""
+    # BEGIN SOLUTION
+    return lut[tokens] * math.sqrt(lut.shape[-1])
+    # END SOLUTION
+
+
+checks.ch04_ex1(embed)
+
+# %% [markdown]
+# ### The $\sqrt{d_\text{model}}$ factor
+#
+# Vaswani et al. {cite}`vaswani2017attention` write, in their section 3.4, that the
+# embedding weights are multiplied by $\sqrt{d_\text{model}}$, and give no reason. The usual
+# reading is about balance: the embedded token is *added* to a positional encoding
+# (chapter {doc}`05_positional`), and the sum should carry both. The sinusoidal encoding has
+# entries in $[-1, 1]$ and, since each sine is paired with a cosine of the same angle, every
+# row has squared length exactly $d_\text{model}/2$. How long an embedded token is depends on
+# how the table was initialised, which the paper does not state. We measure three cases at
+# the paper's $d_\text{model} = 512$: PyTorch's default `nn.Embedding` initialisation
+# ($\mathcal N(0, 1)$ entries), and the Glorot/Xavier-uniform initialisation that the
+# Annotated Transformer's `make_model` applies to every matrix, for a small vocabulary (the
+# Annotated Transformer's copy task uses 11 tokens) and for the paper's shared vocabulary of
+# about 37000.
+
+# %%
+d_base = 512
+pe_norm = sinusoidal_table(100, d_base).norm(dim=-1)
+torch.testing.assert_close(pe_norm, torch.full((100,), math.sqrt(d_base / 2)))
+claim("every sinusoidal row has length sqrt(d_model / 2)",
+      f"{pe_norm.min():.4f}..{pe_norm.max():.4f}", True, chapter="4")
+
+small = make_model(11, 11, N=1, d_model=d_base, d_ff=64, h=8)  # Xavier init
+tables = {
+    "N(0,1), V=11": nn.Embedding(11, d_base).weight,
+    "Xavier, V=11": small.src_embed[0].lut.weight,
+    "Xavier, V=37000": nn.init.xavier_uniform_(torch.empty(37000, d_base)),
+}
+rows = {}
+for name, table in tables.items():
+    raw = table.detach().norm(dim=-1).mean().item()
+    rows[name] = (raw, raw * math.sqrt(d_base))
+    print(f"{name:16s} row length: raw {raw:7.2f}, "
+          f"x sqrt(d_model) {raw * math.sqrt(d_base):7.2f}")
+print(f"{'sinusoidal PE':16s} row length: {math.sqrt(d_base / 2):.2f}")
+xav_big = rows["Xavier, V=37000"]
+claim("with Xavier init and V = 37000, even the scaled token vector is "
+      "shorter than the positional one", f"{xav_big[1]:.2f} vs "
+      f"{math.sqrt(d_base / 2):.2f}", xav_big[1] < math.sqrt(d_base / 2),
+      chapter="4")
+expected_xavier = math.sqrt(2 * d_base / (37000 + d_base))
+claim("Xavier row length is about sqrt(2 d_model / (V + d_model))",
+      f"{xav_big[0]:.4f} vs {expected_xavier:.4f}",
+      abs(xav_big[0] / expected_xavier - 1) < 0.02, chapter="4")
+glue("pe_norm", math.sqrt(d_base / 2))
+glue("xs_raw", rows["Xavier, V=11"][0])
+glue("xs_scaled", rows["Xavier, V=11"][1])
+glue("xb_raw", xav_big[0])
+glue("xb_scaled", xav_big[1])
+glue("n_scaled", rows["N(0,1), V=11"][1])
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 2.8))
+names = list(rows)
+y = torch.arange(len(names)).float()
+ax.barh(y + 0.2, [rows[n][0] for n in names], height=0.38, label="lut.weight")
+ax.barh(y - 0.2, [rows[n][1] for n in names], height=0.38,
+        label="sqrt(d_model) * lut.weight")
+ax.axvline(math.sqrt(d_base / 2), color="k", lw=1, ls="--",
+           label="sinusoidal PE row")
+ax.set_yticks(y, names)
+ax.set_xscale("log")
+ax.set_xlabel("mean length of a token's vector (log scale), d_model = 512")
+ax.legend(fontsize=8, loc="upper right")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Every positional row has length {glue:text}`pe_norm:.1f`. With `make_model`'s Xavier
+# initialisation and 11 tokens, a token's row has length {glue:text}`xs_raw:.2f` before the
+# factor and {glue:text}`xs_scaled:.1f` after it: the factor takes the token from much
+# smaller than the position to somewhat larger. But Xavier's spread shrinks as the
+# vocabulary grows (the entries have variance $2/(V + d_\text{model})$), and with 37000
+# tokens the rows start at {glue:text}`xb_raw:.3f` and reach only {glue:text}`xb_scaled:.2f`
+# after scaling, still shorter than the positional signal. With PyTorch's default
+# $\mathcal N(0,1)$ table the scaled token is {glue:text}`n_scaled:.0f` long and drowns the
+# position instead. So the factor is not a law that balances the two; whether it does
+# depends on an initialisation the paper leaves out. (Training then changes the lengths
+# anyway; these are the starting points.)
+#
+# ### The unembedding: the Generator
+#
+# The Annotated Transformer's `Generator` holds one `nn.Linear(d_model, vocab)` called `proj`
+# and applies a log-softmax. `nn.Linear` stores its matrix as `[out, in]` and computes
+# $x A^\top + b$, so in our row-vector notation $W_U$ is `proj.weight.T`, of shape
+# $d_\text{model} \times d_\text{vocab}$, and $b_U$ is `proj.bias`.
+
+# %%
+gen = Generator(d_model, vocab)
+W_U, b_U = gen.proj.weight.detach().T, gen.proj.bias.detach()  # [d, V], [V]
+x = torch.randn(3, d_model)
+torch.testing.assert_close(gen(x).detach(), (x @ W_U + b_U).log_softmax(-1))
+claim("Generator(x) = log_softmax(x W_U + b_U) with W_U = proj.weight.T",
+      (gen(x).detach() - (x @ W_U + b_U).log_softmax(-1)).abs().max(), True,
+      chapter="4")
+
+# %% [markdown]
+# ### Weight tying: what the paper does, and what the code does
+#
+# Section 3.4 of the paper shares one matrix among three places: the source embedding, the
+# target embedding and the "pre-softmax linear transformation", and multiplies it by
+# $\sqrt{d_\text{model}}$ in the two embedding layers only, citing Press and Wolf
+# {cite}`press2017using` for tying input and output embeddings. In our notation, with one
+# table $S$ of shape $d_\text{vocab} \times d_\text{model}$:
+#
+# $$W_E^\text{src} = W_E^\text{tgt} = \sqrt{d_\text{model}}\, S, \qquad W_U = S^\top.$$
+#
+# Sharing needs one vocabulary for both languages; the paper gets it from byte-pair
+# encoding.
+#
+# The Annotated Transformer's `make_model` (and the book's copy in
+# `circuitbook.models.encoder_decoder`) ties **nothing**: it builds one `Embeddings` for the
+# source, another for the target and a separate `Generator`, and initialises all three
+# independently. Its text does show tying, under "Shared Embeddings", as two lines inside an
+# `if False:` block, so they never run; and they could not run as written, because they
+# name `model.tgt_embeddings` and `model.generator.lut`, while the attributes are
+# `tgt_embed` and `generator.proj`. We check both statements on a model built with the same
+# attribute names.
+
+# %%
+at = make_model(vocab, vocab, N=1, d_model=d_model, d_ff=32, h=2)
+src_w = at.src_embed[0].lut.weight
+tgt_w = at.tgt_embed[0].lut.weight
+gen_w = at.generator.proj.weight
+separate = len({src_w.data_ptr(), tgt_w.data_ptr(), gen_w.data_ptr()}) == 3
+claim("make_model ties nothing: source, target and generator weights are "
+      "three different tensors", "3 distinct tensors",
+      separate and not torch.equal(src_w, tgt_w), chapter="4")
+
+def has(obj, path):
+    """Whether obj.<path> exists, e.g. has(at, "generator.proj")."""
+    try:
+        for part in path.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return False
+    return True
+
+
+missing = [p for p in ("tgt_embeddings", "generator.lut") if not has(at, p)]
+present = [p for p in ("tgt_embed", "generator.proj") if has(at, p)]
+claim("the text's tying lines name attributes that do not exist "
+      "(the real ones are tgt_embed and generator.proj)",
+      ", ".join(missing), len(missing) == 2 and len(present) == 2,
+      chapter="4")
+
+# %% [markdown]
+# Tying correctly is two assignments. Since `nn.Linear` stores $W_U^\top$, the generator's
+# `proj.weight` has the same shape as the table, `[vocab, d_model]`, and can simply *be*
+# the table: that is $W_U = S^\top$, with no scale on the output side.
+
+# %%
+n_before = sum(p.numel() for p in at.parameters())
+at.src_embed[0].lut.weight = at.tgt_embed[0].lut.weight
+at.generator.proj.weight = at.tgt_embed[0].lut.weight
+n_after = sum(p.numel() for p in at.parameters())  # shared tensors count once
+S = at.tgt_embed[0].lut.weight.detach()
+claim("after tying, the model has 2 * vocab * d_model fewer parameters",
+      n_before - n_after, n_before - n_after == 2 * vocab * d_model,
+      chapter="4")
+at.eval()
+with torch.no_grad():
+    stream = at.tgt_embed[0](tokens)          # scaled embedding, no PE yet
+    logits_tied = at.generator.proj(stream)   # unscaled S^T plus the bias
+ref = math.sqrt(d_model) * S[tokens] @ S.T + at.generator.proj.bias.detach()
+torch.testing.assert_close(logits_tied, ref)
+claim("tied: logits of an embedded token = sqrt(d_model) S[t] S^T + b_U",
+      (logits_tied - ref).abs().max(), True, chapter="4")
+
+# %% [markdown]
+# ### Exercise 4.2: a tied zero-layer model
+#
+# Put the two ends together with nothing in between. Write `tied_logits(tokens, lut, b_U)`
+# returning the logits `[batch, pos, vocab]` of a model whose embedding is
+# $\sqrt{d_\text{model}}\,$`lut` and whose unembedding is `lut` transposed, plus the bias
+# `b_U`. Logits, not log-probabilities: stop before the Generator's log-softmax.
+
+# %% tags=["exercise"]
+def tied_logits(tokens, lut, b_U):
+    """tokens: [batch, pos]; lut: [vocab, d_model]; b_U: [vocab]
+    -> logits [batch, pos, vocab] with W_E = sqrt(d_model) lut, W_U = lut^T."""
+    # BEGIN SOLUTION
+    W_E = math.sqrt(lut.shape[-1]) * lut
+    W_U = lut.T
+    return W_E[tokens] @ W_U + b_U
+    # END SOLUTION
+
+
+checks.ch04_ex2(tied_logits)
+
+# %% [markdown]
+# ## The circuit view
+#
+# In TransformerLens {cite}`nanda2022transformerlens` the two ends are `model.W_E`
+# (`[d_vocab, d_model]`) and `model.W_U` (`[d_model, d_vocab]`) with bias `model.b_U`; any
+# scale factor is part of the learned matrix rather than a separate step. A model with no
+# layers at all computes
+#
+# $$\text{logits}_i = W_E[t_i]\, W_U + b_U,$$
+#
+# a function of the current token only. The book's zoo has one, `toy-0l`, trained on text
+# from a random bigram chain (each token has four likely successors) in which the best
+# possible prediction is exactly such a table. It is the subject of chapter 14; here we use
+# it to look at the two ends. First, that the model really is this formula:
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    m0 = load("toy-0l")
+seq = torch.randint(0, m0.cfg.d_vocab, (4, 12))
+with torch.no_grad():
+    model_logits = m0(seq)
+    formula = m0.W_E[seq] @ m0.W_U + m0.b_U
+torch.testing.assert_close(model_logits, formula)
+claim("toy-0l's logits are W_E[t] W_U + b_U", (model_logits - formula).abs()
+      .max(), True, chapter="4")
+
+# %% [markdown]
+# ### The direct path $W_E W_U$
+#
+# The matrix $W_E W_U$ has one row per input token and one column per output token; entry
+# $[i, j]$ is how much the embedding of token $i$, read directly by the unembedding, raises
+# the logit of token $j$. Elhage et al. {cite}`elhage2021mathematical` call this the
+# *direct path* and write it $W_U W_E$, because they use column vectors; ours is its
+# transpose. In a model with layers the direct path is still there, as the term of the
+# residual sum that skips every layer, and every other path has the same two ends with
+# heads in between (chapter 9). It is the only path with nothing between its two token
+# ends, so we can read it without knowing anything else about the model.
+#
+# `circuitbook.circuits.direct_path` returns it as a TransformerLens `FactoredMatrix`: the
+# product kept as its two factors. That matters for size and for rank. It is
+# $d_\text{vocab} \times d_\text{vocab}$, but it passes through $d_\text{model}$ dimensions,
+# so its rank is at most $d_\text{model}$. For `toy-0l` both numbers are 64, so the bound
+# does not bite; a random zero-layer model with 512 tokens shows it does.
+
+# %%
+dp = direct_path(m0)
+print(f"toy-0l direct path: {tuple(dp.shape)}, factors {tuple(dp.A.shape)} "
+      f"x {tuple(dp.B.shape)}, inner dimension {dp.mdim}")
+D = dp.AB.detach()
+torch.testing.assert_close(D, m0.W_E.detach() @ m0.W_U.detach())
+rank0 = torch.linalg.matrix_rank(D.double()).item()
+sv = dp.S.detach()
+claim("toy-0l: direct path = W_E W_U, rank <= d_model = 64",
+      f"rank {rank0}", rank0 <= m0.cfg.d_model, chapter="4")
+
+wide = attn_only(0, d_vocab=512, d_model=64, seed=1)
+dp_wide = direct_path(wide)
+# multiply in float64: float32 rounding would look like extra singular values
+AB64 = dp_wide.A.detach().double() @ dp_wide.B.detach().double()
+rank_wide = torch.linalg.matrix_rank(AB64).item()
+n_sv = int((dp_wide.S > 1e-5 * dp_wide.S.max()).sum())
+print(f"random model: {tuple(dp_wide.shape)} direct path, rank {rank_wide}; "
+      f"{n_sv} singular values from the factors")
+claim("a 512-token model with d_model = 64 has a direct path of rank 64",
+      rank_wide, rank_wide == 64 == n_sv == dp_wide.mdim, chapter="4")
+glue("rank0", rank0)
+glue("sv_ratio", (sv[-1] / sv[0]).item())
+
+# %% [markdown]
+# `toy-0l`'s direct path has full rank {glue:text}`rank0`, though barely: its smallest
+# singular value is {glue:text}`sv_ratio:.1e` of its largest. The factored form gets the
+# singular values from the two thin factors without ever building the square matrix, which
+# matters at scale: for the paper's 37000-token vocabulary and $d_\text{model} = 512$ the
+# direct path would have over a billion entries but rank at most 512.
+#
+# ### Tied ends make the direct path symmetric
+#
+# With Vaswani's tying, $W_E W_U = \sqrt{d_\text{model}}\, S S^\top$: a symmetric,
+# positive semidefinite matrix. A tied model with no layers therefore gives the pair
+# "$a$ then $b$" exactly the same direct score as "$b$ then $a$" (up to the bias $b_U$),
+# and by the Cauchy-Schwarz inequality, $S_a \cdot S_b \le \lVert S_a\rVert \lVert S_b\rVert$,
+# a token whose row is at least as long as the others scores itself highest. A bigram chain
+# is nothing like that: "$a$ is followed by $b$" rarely means "$b$ is followed by $a$", and
+# in this chain no token is a likely successor of itself. `toy-0l` is untied. We measure how
+# much of its logit table $L = W_E W_U + b_U$ is antisymmetric,
+# $\lVert (L - L^\top)/2 \rVert / \lVert L \rVert$, after removing every row's mean and
+# every column's mean (the softmax ignores a constant added to a row, and a bias adds a
+# constant to a column, so neither says anything about bigrams). The same number for the
+# chain's $\log P$ is the target; a tied model, bias included, scores exactly 0.
+
+# %%
+recipe = info("toy-0l")["recipe"]["data"]
+chain = bigram_chain(64, seed=recipe["chain_seed"],
+                     n_successors=recipe["n_successors"],
+                     concentration=recipe["concentration"],
+                     floor=recipe["floor"])
+D_tied = math.sqrt(d_model) * S @ S.T
+torch.testing.assert_close(D_tied, D_tied.T)
+eig = torch.linalg.eigvalsh(D_tied.double())
+claim("tied direct path sqrt(d) S S^T is symmetric with eigenvalues >= 0",
+      f"min eigenvalue {eig.min().item():.1e}",
+      eig.min().item() > -1e-5 * eig.max().item(), chapter="4")
+tied_self = (D_tied.argmax(-1) == torch.arange(vocab)).float().mean()
+claim("in the (random) tied model every token's top direct score is itself",
+      tied_self, tied_self == 1, chapter="4")
+
+L = D + m0.b_U.detach()                   # the zero-layer model's logits
+no_self = bool((chain.successors != torch.arange(64)[:, None]).all())
+claim("in the chain no token is one of its own likely successors",
+      no_self, no_self, chapter="4")
+
+
+def antisym_share(M):
+    """||(M - M^T)/2|| / ||M|| after removing row and column means."""
+    Mc = M - M.mean(-1, keepdim=True) - M.mean(0, keepdim=True) + M.mean()
+    return (((Mc - Mc.T) / 2).norm() / Mc.norm()).item()
+
+
+antisym = antisym_share(L)
+chain_antisym = antisym_share(chain.log_transition())
+claim("toy-0l's logit table is as asymmetric as the chain's log P "
+      "(antisymmetric shares within 0.05)", f"{antisym:.3f} vs "
+      f"{chain_antisym:.3f}", abs(antisym - chain_antisym) < 0.05,
+      chapter="4")
+tied_share = antisym_share(D_tied + at.generator.proj.bias.detach())
+claim("the tied model's logit table has antisymmetric share 0",
+      tied_share, tied_share < 1e-5, chapter="4")
+self_top = (L.argmax(-1) == torch.arange(64)).float().mean()
+claim("toy-0l never predicts the current token as its own successor",
+      self_top, self_top == 0, chapter="4")
+glue("antisym", antisym)
+glue("chain_antisym", chain_antisym)
+
+# %% [markdown]
+# The antisymmetric part carries {glue:text}`antisym:.2f` of `toy-0l`'s centred logit
+# table, against {glue:text}`chain_antisym:.2f` for the chain itself, and no token's top
+# prediction is itself, while every token of the random tied model votes for itself
+# first. A tied zero-layer model could not have learned this chain; a tied model with
+# layers has to build the asymmetry in its layers.
+#
+# ### What the direct path learned
+#
+# The chain behind `toy-0l` is known exactly (`circuitbook.data.bigram_chain` rebuilds it
+# from the seed in the model's record), so we can compare. For each token $a$ we take the
+# four largest entries of row $a$ of $W_E W_U + b_U$ and ask whether they are the chain's
+# four likely successors of $a$.
+
+# %%
+top4 = L.topk(4, dim=-1).indices.sort(-1).values
+truth = chain.successors.sort(-1).values
+set_match = (top4 == truth).all(-1).float().mean()
+top1_match = (L.argmax(-1) == chain.transition.argmax(-1)).float().mean()
+claim("for over 95% of tokens the four largest direct-path logits are the "
+      "chain's four successors", set_match, set_match > 0.95, chapter="4")
+top2 = chain.transition.topk(2, dim=-1).values
+miss = L.argmax(-1) != chain.transition.argmax(-1)
+close_gap = (top2[miss, 0] - top2[miss, 1]).max()
+claim("every top-1 miss is a row whose two likeliest successors are within "
+      "0.1 in probability", f"{int(miss.sum())} misses, largest gap "
+      f"{close_gap:.3f}", close_gap < 0.1, chapter="4")
+glue("set_match", 100 * set_match.item())
+glue("top1_match", 100 * top1_match.item())
+probs = L.softmax(-1)
+for a in range(4):
+    best = probs[a].topk(4)
+    model_txt = " ".join(f"{j}:{p:.2f}" for p, j in
+                         zip(best.values.tolist(), best.indices.tolist()))
+    succ = sorted(chain.successors[a].tolist(),
+                  key=lambda j: -chain.transition[a, j].item())
+    true_txt = " ".join(f"{j}:{chain.transition[a, j]:.2f}" for j in succ)
+    print(f"token {a}: model {model_txt}\n         chain {true_txt}")
+
+# %% [markdown]
+# For {glue:text}`set_match:.1f`% of the tokens the model's top four are exactly the
+# chain's four successors, and for {glue:text}`top1_match:.1f`% its single favourite is the
+# chain's most likely next token (each miss is a row whose two likeliest successors are
+# within 0.1 of each other in probability). The explorer shows one row at a time: the model's next-token
+# probabilities $\operatorname{softmax}(W_E[a] W_U + b_U)$ next to the chain's, with the
+# chain's successors marked. Pick a token.
+
+# %%
+def draw_row(token=0):
+    p_model = probs[token].detach()
+    p_true = chain.transition[token]
+    idx = torch.arange(64)
+    fig, ax = plt.subplots(figsize=(8.5, 2.8))
+    ax.bar(idx - 0.2, p_true, width=0.4, label="chain P[a, b]")
+    ax.bar(idx + 0.2, p_model, width=0.4, label="softmax(W_E[a] W_U + b_U)")
+    for j in chain.successors[token].tolist():
+        ax.annotate(str(j), (j, max(p_true[j], p_model[j]).item()),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xlim(-1, 64)
+    ax.set_ylim(0, 1.3 * max(p_true.max(), p_model.max()).item())
+    ax.set_xlabel("next token b")
+    ax.set_ylabel("probability")
+    ax.set_title(f"toy-0l's direct path, row a = {token}")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_row, token=(0, 63, 1))
+
+# %% [markdown]
+# ## Summary
+#
+# - The embedding $W_E$ (`[d_vocab, d_model]`) is a lookup table, and a lookup is the
+#   product of a one-hot row with $W_E$: exactly, not approximately. The unembedding $W_U$
+#   (`[d_model, d_vocab]`, `Generator.proj.weight.T`) scores every token with a dot product.
+# - The Annotated Transformer multiplies embeddings by $\sqrt{d_\text{model}}$. Against a
+#   positional row of length {glue:text}`pe_norm:.1f`, that makes a Xavier-initialised token
+#   {glue:text}`xs_scaled:.1f` long with 11 tokens but only {glue:text}`xb_scaled:.2f` with
+#   37000: the balance it strikes depends on an initialisation the paper does not give.
+# - The paper ties the source embedding, target embedding and pre-softmax matrix
+#   ($W_E = \sqrt{d_\text{model}}S$, $W_U = S^\top$). The Annotated Transformer's
+#   `make_model` ties nothing; the tying lines in its text are disabled and name attributes
+#   that do not exist.
+# - The direct path $W_E W_U$ (the paper's $W_U W_E$) maps tokens to tokens and has rank at
+#   most $d_\text{model}$. Tied, it is symmetric; `toy-0l`'s untied one is as asymmetric
+#   as the chain it was trained on and recovers the chain's four successors for
+#   {glue:text}`set_match:.1f`% of tokens (chapter 14 takes it further).

@@ -1,0 +1,636 @@
+# %% [markdown]
+# # 5. Positional encoding
+#
+# Attention compares every position with every other, but nothing in it knows which position
+# is which. This chapter shows that gap, fills it with Vaswani et al.'s sinusoidal encoding,
+# and checks the property the paper chose it for: moving $k$ positions is one fixed linear
+# map, a rotation, whatever the starting position. Then we turn to the circuit view's
+# models, whose positions are a learned table $W_\text{pos}$ that enters only the queries
+# and keys (*shortformer* positions), and read a previous-token head straight off the
+# positional part of its QK circuit, $W_\text{pos} W_{QK} W_\text{pos}^\top$.
+
+# %%
+import contextlib
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.circuits import pos_qk_circuit
+from circuitbook.heads import prev_token_scores
+from circuitbook.models import attn_only, load
+from circuitbook.models.encoder_decoder import (
+    MultiHeadedAttention,
+    PositionalEncoding,
+    sinusoidal_table,
+)
+from circuitbook.models.zoo import metrics
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# Self-attention treats its input as a bag. Each position's output is a weighted average of
+# values, with weights computed from query-key dot products; shuffle the input positions and
+# every output is shuffled the same way, unchanged otherwise. "Dog bites man" and "man bites
+# dog" would look alike. (A causal mask, which lets each position see only the ones before
+# it, breaks the symmetry in part; the paper's encoder has no such mask.)
+#
+# The fix is to give every position a vector of its own and mix it into what attention
+# reads. There are two ways to get the vectors. Vaswani et al. {cite}`vaswani2017attention`
+# compute them from a formula: a set of sines and cosines, one pair per frequency. Think of
+# $d_\text{model}/2$ clock hands, each turning at its own speed as the position advances. The
+# fast hands tell neighbours apart, the slow ones tell distant stretches apart, and moving
+# $k$ steps forward turns every hand by an angle that depends on $k$ and on its speed, never
+# on where it started. That last fact makes "$k$ positions later" a single linear map.
+# The other way is to *learn* a table $W_\text{pos}$ with one row per position, as the toy
+# models of the circuits framework do.
+#
+# There is also a choice of *where* the vector goes. Vaswani et al. add it to the token's
+# embedding, so it becomes part of the residual stream and every later layer carries it. The
+# *shortformer* arrangement of Press et al. {cite}`press2021shortformer` adds it only where
+# queries and keys are computed. Then the stream carries token information alone, and
+# position can influence the output only through where attention looks. That is the
+# arrangement of this book's toy models, and we will see why it makes them easier to read.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# ### Attention alone cannot see order
+#
+# First the problem, checked. A multi-head attention layer from the Annotated Transformer
+# {cite}`rush2018annotated` (no mask, no dropout) applied to a shuffled sequence gives the
+# shuffled output. Adding the positional encoding breaks that.
+
+# %%
+d_model, n = 16, 7
+mha = MultiHeadedAttention(h=2, d_model=d_model, dropout=0.0).eval()
+x = torch.randn(1, n, d_model)
+perm = torch.randperm(n)
+with torch.no_grad():
+    shuffled_out = mha(x[:, perm], x[:, perm], x[:, perm])
+    out_shuffled = mha(x, x, x)[:, perm]
+torch.testing.assert_close(shuffled_out, out_shuffled)
+claim("without positions, attention(shuffled input) = "
+      "shuffled attention(input)",
+      (shuffled_out - out_shuffled).abs().max(), True, chapter="5")
+
+pe = sinusoidal_table(n, d_model)[None]
+with torch.no_grad():
+    y = x[:, perm] + pe                       # positions follow the new order
+    gap = (mha(y, y, y) - mha(x + pe, x + pe, x + pe)[:, perm]).abs().max()
+claim("with the positional encoding added, shuffling changes the outputs",
+      gap, gap > 0.05, chapter="5")
+
+# %% [markdown]
+# ### The formula
+#
+# The paper's encoding, for position $pos$ and pair index $i = 0, \dots,
+# d_\text{model}/2 - 1$:
+#
+# $$PE(pos, 2i) = \sin\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right), \qquad
+# PE(pos, 2i+1) = \cos\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right).$$
+#
+# Write $\omega_i = 10000^{-2i/d_\text{model}}$ for the frequency of pair $i$: columns $2i$
+# and $2i+1$ are the sine and cosine of the same angle $pos \cdot \omega_i$. The frequencies
+# fall geometrically from $\omega_0 = 1$ (a wavelength of $2\pi \approx 6.3$ positions) to
+# $\omega_{d/2-1} = 10000^{-(1 - 2/d_\text{model})}$, just above $1/10000$. Positions count
+# from 0.
+#
+# ### Exercise 5.1: the sinusoidal table
+#
+# Write `sinusoidal(n_pos, d_model)` returning the table `[n_pos, d_model]` for positions
+# $0, \dots, n_\text{pos} - 1$ (the check uses even `d_model`).
+
+# %% tags=["exercise"]
+def sinusoidal(n_pos, d_model):
+    """[n_pos, d_model] table: PE[pos, 2i] = sin(pos * w_i),
+    PE[pos, 2i+1] = cos(pos * w_i), w_i = 10000 ** (-2i / d_model)."""
+    # BEGIN SOLUTION
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64)   # 2i
+    w = 10000.0 ** (-i2 / d_model)
+    pe = torch.zeros(n_pos, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos * w)
+    pe[:, 1::2] = torch.cos(pos * w)
+    return pe.float()
+    # END SOLUTION
+
+
+checks.ch05_ex1(sinusoidal)
+
+# %% [markdown]
+# The Annotated Transformer computes the same table differently, as
+# $\exp(-2i \ln 10000 / d_\text{model})$ in float32, and its `PositionalEncoding` module adds
+# it to the embedded tokens (then applies dropout, which is off in evaluation mode). We check
+# our table against both, at the paper's $d_\text{model} = 512$ over 200 positions.
+
+# %%
+ours = sinusoidal(200, 512)
+theirs = sinusoidal_table(200, 512)
+torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+claim("our table equals encoder_decoder.sinusoidal_table (d_model 512, "
+      "200 positions)", (ours - theirs).abs().max(), True, chapter="5")
+pos_enc = PositionalEncoding(512, dropout=0.1).eval()
+emb = torch.randn(2, 200, 512)
+with torch.no_grad():
+    added = pos_enc(emb)
+torch.testing.assert_close(added, emb + ours, atol=1e-4, rtol=0)
+claim("PositionalEncoding (eval mode) returns x + PE[:n]",
+      (added - emb - ours).abs().max(), True, chapter="5")
+claim("every entry lies in [-1, 1]", f"{ours.min():.3f}..{ours.max():.3f}",
+      bool(ours.abs().max() <= 1), chapter="5")
+freqs = 10000.0 ** (-torch.arange(0, 512, 2, dtype=torch.float64) / 512)
+waves = 2 * math.pi / freqs
+claim("wavelengths run from 2 pi up to just under 2 pi * 10000",
+      f"{waves[0]:.2f}..{waves[-1]:.0f}",
+      abs(waves[0] - 2 * math.pi) < 1e-9 and waves[-1] < 2 * math.pi * 1e4,
+      chapter="5")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4),
+                         gridspec_kw={"width_ratios": [1.3, 1]})
+table = sinusoidal(100, 128)
+im = axes[0].imshow(table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+axes[0].set(xlabel="column (2i: sine, 2i+1: cosine)", ylabel="position",
+            title="PE table, d_model = 128")
+fig.colorbar(im, ax=axes[0], fraction=0.05)
+for col in (10, 30, 31, 50):
+    kind = "sin" if col % 2 == 0 else "cos"
+    axes[1].plot(table[:, col], label=f"column {col} ({kind}, i={col // 2})")
+axes[1].set(xlabel="position", ylabel="value", title="a few columns")
+axes[1].legend(fontsize=7, loc="lower left", framealpha=0.9)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The left columns oscillate quickly and the right ones barely move across 100 positions:
+# each row is a different reading of the same set of clocks. Columns 30 and 31 are the sine
+# and cosine of one frequency, a quarter period apart.
+#
+# ### A shift by $k$ positions is a rotation
+#
+# The paper says it picked sinusoids because $PE_{pos+k}$ "can be represented as a linear
+# function of" $PE_{pos}$. Here is the function. For one pair $i$ write
+# $s = \sin(pos\,\omega_i)$, $c = \cos(pos\,\omega_i)$ and $\theta = k\,\omega_i$. The
+# angle-addition formulas give
+#
+# $$\sin((pos + k)\omega_i) = s\cos\theta + c\sin\theta, \qquad
+# \cos((pos + k)\omega_i) = -s\sin\theta + c\cos\theta.$$
+#
+# In the book's **row-vector convention** the pair is a row $(s, c)$ multiplied on the right:
+#
+# $$(s,\ c)\begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta\end{pmatrix}
+# = \big(\sin((pos+k)\omega_i),\ \cos((pos+k)\omega_i)\big).$$
+#
+# Stacking one such $2 \times 2$ block per pair along the diagonal gives a
+# $d_\text{model} \times d_\text{model}$ matrix $M_k$ with
+#
+# $$PE(pos + k) = PE(pos)\, M_k \quad \text{for every } pos.$$
+#
+# $M_k$ contains $k$ and the frequencies, and no $pos$. It is orthogonal (each block is a
+# rotation), and in the column-vector convention, $PE(pos+k)^\top = M_k^\top PE(pos)^\top$,
+# the blocks appear transposed, which is the same as rotating by $-\theta$: writing the
+# textbook rotation into a row-vector formula silently shifts the wrong way.
+#
+# ### Exercise 5.2: the offset matrix
+#
+# Write `offset_matrix(k, d_model)` returning $M_k$ as a `[d_model, d_model]` tensor, so
+# that `sinusoidal(n, d)[k:]` equals `sinusoidal(n, d)[:-k] @ offset_matrix(k, d)`.
+
+# %% tags=["exercise"]
+def offset_matrix(k, d_model):
+    """M_k [d_model, d_model]: PE(pos + k) = PE(pos) @ M_k (row vectors),
+    one 2x2 rotation block per frequency on rows/columns (2i, 2i+1)."""
+    # BEGIN SOLUTION
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        theta = k * 10000.0 ** (-2 * i / d_model)
+        c, s = math.cos(theta), math.sin(theta)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = c, -s
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = s, c
+    return M.float()
+    # END SOLUTION
+
+
+checks.ch05_ex2(offset_matrix)
+
+# %% [markdown]
+# Now the claim itself, in float64 so that rounding does not blur it: the same $M_k$ moves
+# every one of the first 5000 positions $k$ steps forward, for several $k$ at the paper's
+# width. Then the other half of "does not depend on $pos$": for each frequency, a
+# $2 \times 2$ map is pinned down by where it sends two positions, so we recover the block
+# from each pair of neighbouring positions $(pos, pos+1)$ separately and compare all 4999
+# of them with the block of $M_k$. Finally the group structure: $M_j M_k = M_{j+k}$ and
+# $M_k^\top = M_k^{-1} = M_{-k}$.
+
+# %%
+def pe64(n_pos, d):
+    """The sinusoidal table in float64."""
+    ang = (torch.arange(n_pos, dtype=torch.float64)[:, None]
+           * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d))
+    out = torch.zeros(n_pos, d, dtype=torch.float64)
+    out[:, 0::2], out[:, 1::2] = ang.sin(), ang.cos()
+    return out
+
+
+def M64(k, d):
+    """M_k in float64 (the reference, for exact checks)."""
+    theta = k * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    blocks = [torch.stack([torch.stack([t.cos(), -t.sin()]),
+                           torch.stack([t.sin(), t.cos()])]) for t in theta]
+    return torch.block_diag(*blocks)
+
+
+torch.testing.assert_close(offset_matrix(5, 512).double(), M64(5, 512),
+                           atol=1e-6, rtol=0)
+P = pe64(5000, 512)
+shift_err = max((P[:-k] @ M64(k, 512) - P[k:]).abs().max().item()
+                for k in (1, 3, 17, 100, 1000))
+claim("PE(pos + k) = PE(pos) M_k for every pos < 5000 - k "
+      "(k = 1, 3, 17, 100, 1000)", shift_err, shift_err < 1e-9, chapter="5")
+
+k = 17
+U = P[:-k].reshape(5000 - k, 256, 2)     # [pos, pair, (sin, cos)]
+V = P[k:].reshape(5000 - k, 256, 2)
+A = torch.stack([U[:-1], U[1:]], dim=2)  # rows: positions pos, pos + 1
+B = torch.stack([V[:-1], V[1:]], dim=2)
+fitted = torch.linalg.solve(A, B)        # [pos, pair, 2, 2]: one block each
+true_blocks = torch.stack([M64(k, 512)[2 * i:2 * i + 2, 2 * i:2 * i + 2]
+                           for i in range(256)])
+block_err = (fitted - true_blocks).abs().max().item()
+claim("the block fitted from positions (pos, pos+1) is the same for all "
+      "4999 values of pos, and equals M_k's", block_err, block_err < 1e-6,
+      chapter="5")
+
+Ms = {j: M64(j, 512) for j in (-9, 5, 9, 14)}
+eye = torch.eye(512, dtype=torch.float64)
+group_err = max((Ms[5] @ Ms[9] - Ms[14]).abs().max(),
+                (Ms[9].T - Ms[-9]).abs().max(),
+                (Ms[9] @ Ms[9].T - eye).abs().max()).item()
+claim("M_5 M_9 = M_14, and M_9^T = M_-9 = M_9^-1", group_err,
+      group_err < 1e-12, chapter="5")
+glue("shift_err", shift_err)
+glue("block_err", block_err)
+glue("slowest", freqs[-1].item())
+
+# %% [markdown]
+# The shift identity holds to {glue:text}`shift_err:.0e` and the 4999 separately fitted
+# blocks agree to {glue:text}`block_err:.0e`. (That is less exact than the shift itself
+# because the slowest pair turns by only {glue:text}`slowest:.1e` radians per position, so
+# two neighbouring positions nearly coincide in its plane and the fit loses digits.)
+#
+# Two cautions about what this buys. $M_k$ acts on the encoding alone; in the model the
+# stream holds token plus position, and $M_k$ would rotate the token part too. And nothing
+# forces a trained model to use the rotation; it is an option the encoding offers. The
+# paper reports that learned positional embeddings did about as well (its Table 3, row E).
+#
+# The explorer moves a position forward by $k$. Left: the first three frequency pairs as
+# points on the unit circle, before (hollow) and after (filled) the shift; each turns by its
+# own angle $k\omega_i$. Right: the whole vector $PE(pos)M_k$ next to $PE(pos+k)$,
+# coordinate by coordinate.
+
+# %%
+D_DEMO = 32
+demo_table = pe64(200, D_DEMO)
+
+
+def draw_shift(pos=10, k=5):
+    M = offset_matrix(k, D_DEMO).double()
+    before, after = demo_table[pos], demo_table[pos] @ M
+    target = demo_table[pos + k]                # pos + k < 200 on the sliders
+    fig, ax = plt.subplots(1, 2, figsize=(9, 4),
+                           gridspec_kw={"width_ratios": [1, 1.6]})
+    t = torch.linspace(0, 2 * math.pi, 200)
+    ax[0].plot(t.cos(), t.sin(), color="lightgray", lw=0.8)
+    for i, color in zip(range(3), ["tab:blue", "tab:orange", "tab:green"]):
+        s0, c0 = before[2 * i], before[2 * i + 1]
+        s1, c1 = after[2 * i], after[2 * i + 1]
+        ax[0].scatter([c0], [s0], s=40, facecolors="none", edgecolors=color)
+        turn = k * 10000 ** (-2 * i / D_DEMO)
+        ax[0].scatter([c1], [s1], s=40, color=color,
+                      label=f"pair {i}: turns {turn:.2f} rad")
+    ax[0].set(aspect="equal", xlim=(-1.2, 1.2), ylim=(-1.2, 1.2),
+              xlabel="cos (column 2i+1)", ylabel="sin (column 2i)")
+    ax[0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    cols = torch.arange(D_DEMO)
+    ax[1].plot(cols, target, "o", ms=7, mfc="none", label="PE(pos + k)")
+    ax[1].plot(cols, after, "x", ms=5, label="PE(pos) @ M_k")
+    ax[1].set(xlabel="column", ylim=(-1.15, 1.15),
+              title=f"pos = {pos}, k = {k}: max |difference| "
+              f"{(after - target).abs().max():.1e}")
+    ax[1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_shift, pos=(0, 150, 1), k=(0, 40, 1))
+
+# %% [markdown]
+# ### Dot products see only the distance
+#
+# Because every $M_k$ is orthogonal, the similarity of two positions depends only on how far
+# apart they are. Pair by pair,
+# $\sin(p\omega)\sin(q\omega) + \cos(p\omega)\cos(q\omega) = \cos((p - q)\omega)$, so
+#
+# $$PE(p) \cdot PE(q) = \sum_{i} \cos\big((p - q)\,\omega_i\big),$$
+#
+# a function of $p - q$ that is even in it: the dot product cannot tell "three before"
+# from "three after". (An attention head can, because it compares positions through
+# $W_{QK}$, which need not be symmetric.) We check both statements on the Gram matrix of 200
+# positions.
+
+# %%
+G = demo_table @ demo_table.T                       # [200, 200], d = 32
+idx = torch.arange(200, dtype=torch.float64)
+w = 10000.0 ** (-torch.arange(0, D_DEMO, 2, dtype=torch.float64) / D_DEMO)
+formula = torch.cos((idx[:, None, None] - idx[None, :, None]) * w).sum(-1)
+torch.testing.assert_close(G, formula)
+claim("PE(p) . PE(q) = sum_i cos((p - q) w_i)", (G - formula).abs().max(),
+      True, chapter="5")
+toeplitz_err = max((G[1:, 1:] - G[:-1, :-1]).abs().max(),
+                   (G - G.T).abs().max()).item()
+claim("the Gram matrix is constant along diagonals and symmetric: "
+      "it depends on |p - q| only", toeplitz_err, toeplitz_err < 1e-9,
+      chapter="5")
+
+fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.2))
+im = axes[0].imshow(G, cmap="viridis")
+axes[0].set(xlabel="position q", ylabel="position p",
+            title="PE(p) . PE(q), d_model = 32")
+fig.colorbar(im, ax=axes[0], fraction=0.046)
+axes[1].plot(G[100, 60:141].numpy(), color="tab:blue")
+axes[1].set_xticks([0, 40, 80], ["-40", "0", "+40"])
+axes[1].set(xlabel="offset q - p", ylabel="dot product",
+            title="one row (p = 100)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## The circuit view
+#
+# ### Learned positions, $W_\text{pos}$
+#
+# TransformerLens {cite}`nanda2022transformerlens` stores positions as a learned matrix
+# `W_pos` of shape `[n_ctx, d_model]`, one row per position, used like `W_E`: row $i$ for
+# position $i$. With `positional_embedding_type="standard"` it is added to the stream, as in
+# the paper: $x^{(0)}_i = W_E[t_i] + W_\text{pos}[i]$. We check that on a small standard
+# model through its hooks.
+
+# %%
+std = attn_only(1, d_model=32, n_heads=2, d_vocab=20, n_ctx=12,
+                positional="standard", seed=3)
+toks = torch.randint(0, 20, (2, 12))
+_, std_cache = std.run_with_cache(toks)
+expected = std.W_E[toks] + std.W_pos[:12]
+torch.testing.assert_close(std_cache["resid_pre", 0], expected)
+claim("standard: resid_pre[0] = W_E[t_i] + W_pos[i]",
+      (std_cache["resid_pre", 0] - expected).abs().max(), True, chapter="5")
+
+# %% [markdown]
+# ### Shortformer: positions only where queries and keys are read
+#
+# The zoo's `toy-2l` (two attention-only layers, chapters 16-17) uses shortformer positions.
+# In each layer, head $h$ computes
+#
+# $$q_i = (x_i + W_\text{pos}[i])\,W_Q^h + b_Q^h, \qquad
+# k_j = (x_j + W_\text{pos}[j])\,W_K^h + b_K^h,$$
+#
+# $$v_j = x_j W_V^h + b_V^h,$$
+#
+# so $W_\text{pos}$ reaches the queries and keys but is never written into the stream and
+# never read by the values. We check three consequences with the model's hooks: the stream
+# entering layer 0 is the token embedding alone; the attention scores are the formula above
+# *with* $W_\text{pos}$ and not without it; and, on a sequence that repeats one token 30
+# times, the stream is identical at every position in every layer (every value vector is
+# the same, so any average of them is too), even though the attention patterns differ from
+# position to position.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    model = load("toy-2l")
+cfg = model.cfg
+g = torch.Generator().manual_seed(0)
+tokens = torch.randint(0, cfg.d_vocab, (4, 30), generator=g)
+_, cache = model.run_with_cache(tokens)
+x0 = cache["resid_pre", 0]
+torch.testing.assert_close(x0, model.W_E[tokens])
+claim("shortformer: resid_pre[0] = W_E[t_i], with no W_pos term",
+      (x0 - model.W_E[tokens]).abs().max(), True, chapter="5")
+
+pos_rows = model.W_pos[:30]
+causal = torch.tril(torch.ones(30, 30, dtype=torch.bool))
+
+
+def scores_from(stream, layer, with_pos):
+    """Layer's attention scores [batch, head, q, k] from the formula."""
+    inp = stream + pos_rows if with_pos else stream
+    W_Q, W_K = model.W_Q[layer], model.W_K[layer]
+    q = torch.einsum("bpd,hde->bhpe", inp, W_Q) + model.b_Q[layer][:, None]
+    k = torch.einsum("bpd,hde->bhpe", inp, W_K) + model.b_K[layer][:, None]
+    return q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head)
+
+
+errs, gaps = [], []
+for layer in range(cfg.n_layers):
+    hooked = cache["attn_scores", layer][..., causal]
+    stream = cache["resid_pre", layer]
+    errs.append((scores_from(stream, layer, True)[..., causal] - hooked)
+                .abs().max().item())
+    gaps.append((scores_from(stream, layer, False)[..., causal] - hooked)
+                .abs().max().item())
+claim("scores = ((x + W_pos) W_Q + b_Q)((x + W_pos) W_K + b_K)^T "
+      "/ sqrt(d_head) in both layers", max(errs), max(errs) < 1e-3,
+      chapter="5")
+claim("leaving W_pos out of that formula misses the scores by a lot",
+      min(gaps), min(gaps) > 1.0, chapter="5")
+
+same = torch.full((1, 30), 7)
+_, c_same = model.run_with_cache(same)
+spread = max((c_same["resid_post", l][0] - c_same["resid_post", l][0, :1])
+             .abs().max().item() for l in range(cfg.n_layers))
+claim("one token repeated: every position's stream is the same, in every "
+      "layer", spread, spread < 1e-4, chapter="5")
+pat = c_same["pattern", 0][0, 2]              # head 0.2, [q, k]
+pat_gap = (pat[10, :11] - pat[20, :11]).abs().max().item()
+claim("...although the attention patterns differ between positions",
+      pat_gap, pat_gap > 0.5, chapter="5")
+
+standard = attn_only(2, positional="standard", seed=None)
+standard.load_state_dict(model.state_dict())  # same weights, positions added
+_, c_std = standard.run_with_cache(same)
+std_spread = (c_std["resid_post", 1][0] - c_std["resid_post", 1][0, :1]) \
+    .abs().max().item()
+claim("the same weights with standard positions: the streams differ by "
+      "position", std_spread, std_spread > 0.5, chapter="5")
+glue("spread", spread)
+glue("std_spread", std_spread)
+
+# %% [markdown]
+# In the shortformer model the 30 positions' streams agree to {glue:text}`spread:.0e`;
+# with the same weights and positions added to the stream they differ by up to
+# {glue:text}`std_spread:.1f`. This is why the circuits framework's toy models use
+# shortformer positions: every vector in the residual stream is built from token
+# embeddings, so every path through the model starts at a token, and position acts in one
+# place only, the attention scores.
+#
+# What has the model learned in $W_\text{pos}$? Its rows are not sinusoids, but their cosine
+# similarities have the same broad shape as the sinusoidal Gram matrix: nearby positions
+# point in similar directions.
+
+# %%
+Wp = model.W_pos.detach()
+Wn = Wp / Wp.norm(dim=-1, keepdim=True)
+cos_sim = Wn @ Wn.T
+pos_idx = torch.arange(cfg.n_ctx)
+dist = (pos_idx[:, None] - pos_idx[None, :]).abs()
+near, far = cos_sim[dist == 1].mean(), cos_sim[dist >= 10].mean()
+claim("toy-2l's W_pos: neighbours are more alike than distant positions",
+      f"{near:.2f} vs {far:.2f}", near > far + 0.3, chapter="5")
+glue("near", near.item())
+glue("far", far.item())
+
+fig, ax = plt.subplots(figsize=(4.2, 3.4))
+im = ax.imshow(cos_sim, cmap="RdBu", vmin=-1, vmax=1)
+ax.set(xlabel="position q", ylabel="position p",
+       title="toy-2l: cosine(W_pos[p], W_pos[q])")
+fig.colorbar(im, ax=ax, fraction=0.046)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Adjacent rows have mean cosine similarity {glue:text}`near:.2f`, rows ten or more apart
+# {glue:text}`far:.2f`.
+#
+# ### The positional QK circuit
+#
+# With shortformer positions a layer-0 score expands into four terms
+# (row-vector convention, leaving out the biases and the $1/\sqrt{d_\text{head}}$):
+#
+# $$(e_i + p_i)\,W_{QK}\,(e_j + p_j)^\top
+# = e_i W_{QK} e_j^\top + e_i W_{QK} p_j^\top + p_i W_{QK} e_j^\top + p_i W_{QK} p_j^\top,$$
+#
+# with $e_i = W_E[t_i]$ and $p_i = W_\text{pos}[i]$. The last term depends on the two
+# positions only. Over all pairs it is the matrix $W_\text{pos} W_{QK} W_\text{pos}^\top$
+# (`[n_ctx, n_ctx]`, rows: query position, columns: key position), which
+# `circuitbook.circuits.pos_qk_circuit` returns factored. A head that always looks one
+# position back should score key $q - 1$ highest in every row $q$. To see it, we divide by
+# $\sqrt{d_\text{head}}$ and take each row's softmax over the keys the query may see
+# ($j \le q$): the pattern the head would have if the token terms were zero. That band sits
+# right next to the diagonal, so we also re-index each row by the offset $q - j$, how far
+# back the key is; a previous-token head then shows a vertical stripe at offset 1. The four
+# layer-0 heads of `toy-2l` (grey: keys before position 0):
+
+# %%
+pqk = pos_qk_circuit(model, 0).AB.detach() / math.sqrt(cfg.d_head)
+allowed = torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool))
+max_off = 16
+q_idx = torch.arange(cfg.n_ctx)[:, None]
+key = q_idx - torch.arange(max_off)[None, :]         # [q, offset]: key q - off
+pos_pattern = pqk.masked_fill(~allowed, float("-inf")).softmax(-1)
+by_offset = pos_pattern[:, q_idx, key.clamp(min=0)]  # [head, q, offset]
+by_offset = by_offset.masked_fill(key < 0, float("nan"))
+cmap = plt.get_cmap("Blues").copy()
+cmap.set_bad("0.85")
+fig, axes = plt.subplots(1, 4, figsize=(9, 3.2), sharey=True)
+for h, ax in enumerate(axes):
+    im = ax.imshow(by_offset[h], cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    ax.set_title(f"head 0.{h}", fontsize=9)
+    ax.set_xlabel("offset q - j", fontsize=8)
+    ax.tick_params(labelsize=7)
+axes[0].set_ylabel("query position q", fontsize=8)
+fig.colorbar(im, ax=axes, fraction=0.02, label="softmax weight")
+plt.show()
+
+# %% [markdown]
+# One head stands out. To find it without eyeballing, we ask of each head: for how many
+# query positions $q \ge 1$ is the largest positional score among the keys it may see
+# ($j \le q$) at $j = q - 1$? Then we check the answer against behaviour:
+# `circuitbook.heads.prev_token_scores` measures how much attention each head actually puts
+# on the previous position when the model runs on random repeated tokens, and the zoo's
+# record names the head it found when the model was built.
+
+# %%
+qs = torch.arange(1, cfg.n_ctx)
+masked = pqk.masked_fill(~allowed, float("-inf"))
+band = (masked[:, 1:].argmax(-1) == (qs - 1)).float().mean(-1)  # [head]
+runner_up = masked[:, qs, :].clone()
+runner_up[:, torch.arange(len(qs)), qs - 1] = float("-inf")
+margin = (pqk[:, qs, qs - 1] - runner_up.max(-1).values).mean(-1)  # [head]
+for h in range(cfg.n_heads):
+    print(f"head 0.{h}: q-1 is the favourite for {band[h]:6.1%} of "
+          f"queries, mean margin {margin[h]:+6.1f}")
+from_weights = int(band.argmax())
+
+prev = prev_token_scores(model)                # [layer, head]
+from_behaviour = [int(i) for i in divmod(int(prev.argmax()), cfg.n_heads)]
+recorded = metrics("toy-2l")["prev_token_head"]
+print(f"prev_token_scores, layer 0: {prev[0].numpy().round(3)}; "
+      f"zoo record: head {recorded}")
+claim("the weights alone single out one layer-0 head whose positional "
+      "favourite is key q-1 for > 90% of queries",
+      f"head 0.{from_weights}: {band[from_weights]:.3f}",
+      band[from_weights] > 0.9 and sorted(band)[-2] < 0.1, chapter="5")
+claim("it is the head with the highest prev-token score, and the one the "
+      "zoo records", f"{from_behaviour} vs {recorded}",
+      from_behaviour == [0, from_weights] == recorded, chapter="5")
+glue("band", 100 * band[from_weights].item())
+glue("margin", margin[from_weights].item())
+glue("prev_score", prev[0, from_weights].item())
+glue("prev_head", f"0.{from_weights}")
+
+# %% [markdown]
+# Head {glue:text}`prev_head` prefers key $q - 1$ on positional grounds alone for
+# {glue:text}`band:.1f`% of query positions, by {glue:text}`margin:.1f` in score units on
+# average over the next-best key. Run on repeated random tokens, it puts
+# {glue:text}`prev_score:.3f` of its attention on the previous position, and it is the
+# previous-token head the zoo's record names. Chapter 17 shows what this head is for: it is
+# the first half of `toy-2l`'s induction circuit.
+#
+# The figure shows one more thing we did not go looking for. Head 0.1 has a stripe too, at
+# offset 2, but only for early query positions (the top of the figure). Its positional scores and its
+# behaviour agree on that as well:
+
+# %%
+fav = masked.argmax(-1)                          # [head, q]: favourite key
+early = torch.arange(2, 33)
+two_back = bool((fav[1, early] == early - 2).all())
+claim("head 0.1's positional favourite is key q-2 for every q from 2 to 32",
+      two_back, two_back, chapter="5")
+att_2 = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2, dim2=-1)
+claim("on random 30-token sequences head 0.1 puts > 90% of its attention "
+      "two positions back", att_2.mean(), att_2.mean() > 0.9, chapter="5")
+glue("att_2", att_2.mean().item())
+
+# %% [markdown]
+# On the random sequences of 30 tokens from earlier, head 0.1 puts
+# {glue:text}`att_2:.2f` of its attention on the token two back. Its previous-token score
+# is low only because it looks two back rather than one. We leave it there; the point for
+# this chapter is that a head's positional behaviour can be read from
+# $W_\text{pos} W_{QK} W_\text{pos}^\top$ before running the model at all.
+#
+# ## Summary
+#
+# - Attention without positional information is permutation-equivariant: shuffling the
+#   input shuffles the output, as we checked.
+# - The sinusoidal encoding puts $\sin(pos\,\omega_i)$ and $\cos(pos\,\omega_i)$ in columns
+#   $2i$ and $2i+1$, with $\omega_i = 10000^{-2i/d_\text{model}}$; our table matches the
+#   Annotated Transformer's.
+# - Shifting by $k$ is a fixed block-diagonal rotation, $PE(pos+k) = PE(pos)\,M_k$ in the
+#   row-vector convention (the column convention transposes the blocks, i.e. rotates the
+#   other way). It holds to {glue:text}`shift_err:.0e` at every position, and the block
+#   fitted at each position is the same. Dot products of encodings depend only on $|p-q|$.
+# - TransformerLens uses a learned $W_\text{pos}$. Standard models add it to the stream;
+#   shortformer models such as `toy-2l` add it only to the inputs of queries and keys, so
+#   the stream carries tokens alone and position acts only on attention scores.
+# - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s layer 0
+#   shows a band at key $=$ query $- 1$ in exactly one head, {glue:text}`prev_head`, which
+#   `prev_token_scores` and the zoo's record confirm as the previous-token head; it also
+#   reveals a head that looks two positions back over the first half of the context.

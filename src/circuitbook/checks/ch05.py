@@ -1,0 +1,160 @@
+"""Chapter 5 (positional encoding): exercise checks and reference solutions.
+
+Exercise 5.1 builds Vaswani et al.'s sinusoidal table,
+``PE[pos, 2i] = sin(pos * w_i)``, ``PE[pos, 2i + 1] = cos(pos * w_i)`` with
+``w_i = 10000^(-2i / d_model)``. Exercise 5.2 builds the matrix ``M_k`` that shifts it by
+``k`` positions in the row-vector convention, ``PE[pos + k] = PE[pos] @ M_k``: block
+diagonal, one 2x2 block per frequency, block ``i`` = ``[[cos(k w_i), -sin(k w_i)],
+[sin(k w_i), cos(k w_i)]]`` on rows and columns ``2i, 2i + 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def _angles(n_pos: int, d_model: int, *, base: float = 10000.0, exponent=None, first: int = 0) -> torch.Tensor:
+    """[n_pos, d_model // 2] angles pos * w_i, float64; ``exponent(i, d)`` defaults to 2i/d."""
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    e = 2 * i / d_model if exponent is None else exponent(i, d_model)
+    pos = torch.arange(first, first + n_pos, dtype=torch.float64)[:, None]
+    return pos / base ** e
+
+
+def _interleave(even: torch.Tensor, odd: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(even.shape[0], 2 * even.shape[1], dtype=even.dtype)
+    out[:, 0::2], out[:, 1::2] = even, odd
+    return out
+
+
+def sinusoidal(n_pos: int, d_model: int) -> torch.Tensor:
+    """The sinusoidal table [n_pos, d_model] (float32) for positions 0..n_pos-1.
+
+    PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
+    """
+    a = _angles(n_pos, d_model)
+    return _interleave(a.sin(), a.cos()).float()
+
+
+def _odd_own_index(n_pos: int, d_model: int) -> torch.Tensor:
+    j = torch.arange(d_model, dtype=torch.float64)
+    a = torch.arange(n_pos, dtype=torch.float64)[:, None] / 10000.0 ** (j / d_model)
+    return _interleave(a[:, 0::2].sin(), a[:, 1::2].cos()).float()
+
+
+def _column_index_2j(n_pos: int, d_model: int) -> torch.Tensor:
+    j = torch.arange(d_model, dtype=torch.float64)
+    a = torch.arange(n_pos, dtype=torch.float64)[:, None] / 10000.0 ** (2 * j / d_model)
+    return _interleave(a[:, 0::2].sin(), a[:, 1::2].cos()).float()
+
+
+def _sin_inputs(g: torch.Generator) -> dict:
+    # n_pos odd and d_model even: a transposed table always has the wrong shape
+    return {"n_pos": 7 + 2 * int(torch.randint(0, 17, (1,), generator=g)),
+            "d_model": 2 * (3 + int(torch.randint(0, 14, (1,), generator=g)))}
+
+
+EX1 = FunctionExercise(
+    id="ch05_ex1",
+    title="the sinusoidal positional encoding",
+    reference=sinusoidal,
+    make_inputs=_sin_inputs,
+    mistakes=[
+        Mistake("sin and cos swapped", "Even columns (0, 2, 4, ...) hold the sines and odd columns the "
+                "cosines; row 0 is (0, 1, 0, 1, ...).",
+                lambda n_pos, d_model: _interleave(_angles(n_pos, d_model).cos(),
+                                                   _angles(n_pos, d_model).sin()).float()),
+        Mistake("exponent i/d_model instead of 2i/d_model", "Columns 2i and 2i+1 share the frequency "
+                "1/10000^(2i/d_model): with i the pair index, the exponent has a 2.",
+                lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
+                    _angles(n_pos, d_model, exponent=lambda i, d: i / d))),
+        Mistake("odd columns use their own index", "Column 2i+1 uses the same frequency as column 2i "
+                "(exponent 2i/d_model), not exponent (2i+1)/d_model: the two columns of a pair are "
+                "the sine and cosine of one angle.",
+                _odd_own_index),
+        Mistake("exponent 2j/d_model with j the column index", "In 2i/d_model, i counts pairs of columns: "
+                "column j uses i = j // 2.",
+                _column_index_2j),
+        Mistake("base 1000 instead of 10000", "The wavelengths grow geometrically up to 10000 * 2 pi.",
+                lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
+                    _angles(n_pos, d_model, base=1000.0))),
+        Mistake("sines and cosines in two halves", "The Annotated Transformer interleaves them: column 2i "
+                "is a sine and column 2i+1 the cosine of the same angle, not [all sines | all cosines].",
+                lambda n_pos, d_model: (lambda a: torch.cat([a.sin(), a.cos()], -1).float())(
+                    _angles(n_pos, d_model))),
+        Mistake("positions start at 1", "The first position is pos = 0, whose row is (0, 1, 0, 1, ...).",
+                lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
+                    _angles(n_pos, d_model, first=1))),
+    ],
+    hint="w = 1 / 10000 ** (torch.arange(0, d_model, 2) / d_model); angles = pos[:, None] * w; "
+         "pe[:, 0::2] = sin(angles), pe[:, 1::2] = cos(angles).",
+)
+
+
+def _block_matrix(angles: torch.Tensor, *, transpose: bool = False, halves: bool = False) -> torch.Tensor:
+    """Block-diagonal [d, d] from angles [d/2]: block i = [[c, -s], [s, c]] on (2i, 2i+1)."""
+    half = angles.shape[0]
+    M = torch.zeros(2 * half, 2 * half, dtype=torch.float64)
+    for i, t in enumerate(angles.tolist()):
+        c, s = torch.tensor(t, dtype=torch.float64).cos(), torch.tensor(t, dtype=torch.float64).sin()
+        a, b = (i, i + half) if halves else (2 * i, 2 * i + 1)
+        if transpose:
+            s = -s
+        M[a, a], M[a, b], M[b, a], M[b, b] = c, -s, s, c
+    return M.float()
+
+
+def _freqs(d_model: int, base: float = 10000.0, two: bool = True) -> torch.Tensor:
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    return 1.0 / base ** ((2 * i if two else i) / d_model)
+
+
+def offset_matrix(k: int, d_model: int) -> torch.Tensor:
+    """M_k [d_model, d_model] with PE[pos + k] = PE[pos] @ M_k for every pos (row vectors).
+
+    Block diagonal: rows/columns (2i, 2i+1) hold [[cos(k w_i), -sin(k w_i)],
+    [sin(k w_i), cos(k w_i)]] with w_i = 10000^(-2i/d_model).
+    """
+    return _block_matrix(k * _freqs(d_model))
+
+
+def _offset_inputs(g: torch.Generator) -> dict:
+    return {"k": 2 + int(torch.randint(0, 29, (1,), generator=g)),
+            "d_model": 2 * (3 + int(torch.randint(0, 10, (1,), generator=g)))}
+
+
+EX2 = FunctionExercise(
+    id="ch05_ex2",
+    title="the offset matrix M_k",
+    reference=offset_matrix,
+    make_inputs=_offset_inputs,
+    mistakes=[
+        Mistake("column-vector convention (transposed blocks)", "With row vectors, PE[pos + k] = PE[pos] @ M_k, "
+                "so row 2i of M_k is where the sine coordinate goes: block [[cos, -sin], [sin, cos]]. The "
+                "transposed block is the column-vector rotation; here it rotates by -k w_i, so it is also "
+                "what a flipped angle sign gives (M_{-k}).",
+                lambda k, d_model: _block_matrix(k * _freqs(d_model), transpose=True)),
+        Mistake("forgot to multiply the angle by k", "Block i rotates by k * w_i: the shift by k is k "
+                "shifts by one.",
+                lambda k, d_model: _block_matrix(_freqs(d_model))),
+        Mistake("same angle k in every block", "Each pair of columns has its own frequency, so block i "
+                "rotates by k * w_i with w_i = 10000^(-2i/d_model).",
+                lambda k, d_model: _block_matrix(torch.full((d_model // 2,), float(k), dtype=torch.float64))),
+        Mistake("frequencies in reverse order", "Block 0 (columns 0, 1) has the fastest frequency w_0 = 1; "
+                "frequencies fall as i grows.",
+                lambda k, d_model: _block_matrix(k * _freqs(d_model).flip(0))),
+        Mistake("exponent i/d_model instead of 2i/d_model", "w_i = 10000^(-2i/d_model), with i the pair index.",
+                lambda k, d_model: _block_matrix(k * _freqs(d_model, two=False))),
+        Mistake("base 1000 instead of 10000", "w_i = 10000^(-2i/d_model).",
+                lambda k, d_model: _block_matrix(k * _freqs(d_model, base=1000.0))),
+        Mistake("blocks on (i, i + d_model/2)", "The sine and cosine of frequency i sit in adjacent columns "
+                "2i and 2i+1 (interleaved), so each block sits on the diagonal at (2i, 2i+1).",
+                lambda k, d_model: _block_matrix(k * _freqs(d_model), halves=True)),
+    ],
+    hint="M = zeros(d, d); for each i: t = k * 10000 ** (-2i/d); M[2i, 2i] = M[2i+1, 2i+1] = cos t; "
+         "M[2i, 2i+1] = -sin t; M[2i+1, 2i] = sin t. Check: sinusoidal(n, d)[k:] vs sinusoidal(n, d)[:-k] @ M.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
