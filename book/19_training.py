@@ -1,0 +1,763 @@
+# %% [markdown]
+# # 19. Training
+#
+# Section 5 of Vaswani et al. {cite}`vaswani2017attention` gives the training recipe in
+# three short paragraphs: Adam with unusual settings, a learning rate that climbs for
+# 4000 steps and then decays, and label smoothing. This chapter writes out each piece,
+# checks the Annotated Transformer's {cite}`rush2018annotated` code for it against the
+# formula, and measures what label smoothing does to the confidence of the book's toy
+# translation model. The circuit view then looks at training from the other side: in the
+# training history of the two-layer toy model, the loss curve hides a sudden event, the
+# formation of an induction head, which per-head scores make visible.
+
+# %%
+import contextlib
+import copy
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.data import translation as T
+from circuitbook.models import load, zoo
+from circuitbook.models.encoder_decoder import calibration, loss_compute
+from circuitbook.train import (
+    VASWANI_BETAS,
+    VASWANI_EPS,
+    LabelSmoothing,
+    noam_lr,
+    phase_change_step,
+    vaswani_adam,
+)
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+torch.set_num_threads(1)  # tiny models: one thread is fastest on a shared CPU
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# **Adam** {cite}`kingma2015adam` gives every parameter its own step size. It keeps two
+# running averages per parameter: of the gradient (a direction with momentum) and of the
+# squared gradient (how large the gradient usually is). The step is the first divided by
+# the square root of the second, so a parameter whose gradients are tiny moves about as
+# far as one whose gradients are huge. Vaswani et al. change two of Adam's defaults: the
+# squared-gradient average forgets faster ($\beta_2 = 0.98$ instead of $0.999$), and the
+# small constant that guards the division is $\epsilon = 10^{-9}$ instead of $10^{-8}$.
+#
+# **Warm-up.** At the start of training Adam's averages rest on a handful of gradients
+# and the model's outputs change quickly, so large steps are risky. The paper's schedule
+# raises the learning rate linearly for `warmup` steps and then lets it decay like
+# $1/\sqrt{\text{step}}$. It is often called the Noam schedule, after Noam Shazeer, one of
+# the paper's authors.
+#
+# **Label smoothing.** Instead of training the model to put probability 1 on the right
+# next token, train it towards a softened target: $1 - \varepsilon$ on the right token and
+# $\varepsilon$ spread evenly over the others. The paper reports that this hurts
+# perplexity, since the model learns to be less sure, but improves accuracy and BLEU.
+# We will see that on an easy task it makes the model systematically *under*-confident.
+#
+# **Phase changes.** Averages over a whole dataset can hide discrete events. A two-layer
+# attention-only model trained on repeated text goes through a short window in which an
+# induction head forms; its ability to use its context jumps, and the loss curve shows a
+# plateau followed by a cliff.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# ### Adam, one step at a time
+#
+# For a parameter $\theta$ with gradient $g_t$ at step $t = 1, 2, \dots$, Adam updates two
+# averages, corrects their bias towards zero (both start at 0), and steps:
+#
+# $$m_t = \beta_1 m_{t-1} + (1-\beta_1)\, g_t, \qquad
+# v_t = \beta_2 v_{t-1} + (1-\beta_2)\, g_t^2,$$
+#
+# $$\hat m_t = \frac{m_t}{1-\beta_1^t}, \qquad \hat v_t = \frac{v_t}{1-\beta_2^t},
+# \qquad \theta_t = \theta_{t-1} - \alpha_t\, \frac{\hat m_t}{\sqrt{\hat v_t} + \epsilon},$$
+#
+# all elementwise, with the paper's $\beta_1 = 0.9$, $\beta_2 = 0.98$,
+# $\epsilon = 10^{-9}$. We write the update by hand and run it next to
+# `torch.optim.Adam` on the same least-squares problem, with a different learning rate at
+# every step (as a schedule will give it).
+
+# %%
+def adam_step(theta, grad, m, v, t, lr, betas=VASWANI_BETAS, eps=VASWANI_EPS):
+    """One Adam update (step t >= 1). Returns the new (theta, m, v)."""
+    b1, b2 = betas
+    m = b1 * m + (1 - b1) * grad
+    v = b2 * v + (1 - b2) * grad ** 2
+    m_hat = m / (1 - b1 ** t)
+    v_hat = v / (1 - b2 ** t)
+    return theta - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+g_data = torch.Generator().manual_seed(1)
+X = torch.randn(32, 6, generator=g_data, dtype=torch.float64)
+y = torch.randn(32, generator=g_data, dtype=torch.float64)
+
+
+def loss_fn(w):
+    return ((X @ w - y) ** 2).mean()
+
+
+w_torch = torch.zeros(6, dtype=torch.float64, requires_grad=True)
+opt = torch.optim.Adam([w_torch], lr=1.0, betas=VASWANI_BETAS,
+                       eps=VASWANI_EPS)
+w_hand = torch.zeros(6, dtype=torch.float64)
+m = torch.zeros(6, dtype=torch.float64)
+v = torch.zeros(6, dtype=torch.float64)
+lrs = [0.05, 0.02, 0.1, 0.01, 0.03]
+for t, lr in enumerate(lrs, start=1):
+    opt.param_groups[0]["lr"] = lr
+    opt.zero_grad()
+    loss_fn(w_torch).backward()
+    opt.step()
+    w = w_hand.clone().requires_grad_(True)
+    loss_fn(w).backward()
+    w_hand, m, v = adam_step(w_hand, w.grad, m, v, t, lr)
+
+torch.testing.assert_close(w_hand, w_torch.detach())
+claim(f"{len(lrs)} hand-written Adam steps (betas 0.9, 0.98, eps 1e-9) "
+      "equal torch.optim.Adam's", (w_hand - w_torch.detach()).abs().max(),
+      True, chapter="19")
+
+# %% [markdown]
+# Two consequences of the formula are worth checking. At $t = 1$ the bias corrections
+# give $\hat m_1 = g_1$ and $\hat v_1 = g_1^2$, so the first step is
+# $\alpha\, g_1 / (|g_1| + \epsilon)$: every parameter moves by almost exactly the
+# learning rate, whatever the size of its gradient. And $\beta_2$ sets how long the
+# squared-gradient average remembers: a gradient $k$ steps old is weighted by
+# $\beta_2^k$, which halves after $\ln 2 / \ln(1/\beta_2)$ steps. We measure both in
+# `torch.optim.Adam` itself: the first with gradients spanning six orders of magnitude,
+# the second by giving the optimiser one gradient and then zeros and watching its state.
+
+# %%
+scales = torch.logspace(-3, 3, 7, dtype=torch.float64)
+p = torch.zeros(7, dtype=torch.float64, requires_grad=True)
+opt = torch.optim.Adam([p], lr=0.01, betas=VASWANI_BETAS, eps=VASWANI_EPS)
+(p * scales).sum().backward()        # gradient of p_i is scales_i
+opt.step()
+first_move = p.detach().abs()
+rel = (first_move / 0.01 - 1).abs().max()
+claim("Adam's first step moves every parameter by lr, for gradients "
+      "from 1e-3 to 1e3 (largest relative deviation)", rel, rel < 1e-5,
+      chapter="19")
+
+
+def half_life(beta2):
+    """Steps until Adam's squared-gradient average falls to half, measured."""
+    q = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.Adam([q], lr=1e-3, betas=(0.9, beta2))
+    q.grad = torch.ones(1)
+    opt.step()
+    start = opt.state[q]["exp_avg_sq"].item()
+    for k in range(1, 5000):
+        q.grad = torch.zeros(1)
+        opt.step()
+        if opt.state[q]["exp_avg_sq"].item() <= start / 2:
+            return k
+
+
+hl_paper, hl_default = half_life(0.98), half_life(0.999)
+expected = [math.ceil(math.log(2) / -math.log(b)) for b in (0.98, 0.999)]
+claim("the squared-gradient memory halves after ceil(ln 2 / ln(1/beta2)) "
+      "steps", f"{hl_paper} (beta2=0.98), {hl_default} (beta2=0.999)",
+      [hl_paper, hl_default] == expected, chapter="19")
+glue("hl_paper", hl_paper)
+glue("hl_default", hl_default)
+
+# %% [markdown]
+# With the paper's $\beta_2 = 0.98$ a squared gradient loses half its weight after
+# {glue:text}`hl_paper` steps, against {glue:text}`hl_default` with PyTorch's default
+# $0.999$. A shorter memory lets the denominator follow the gradient scale when it
+# changes quickly, as it does early in training. (Xiong et al. {cite}`xiong2020layer`
+# later showed that much of the need for a warm-up comes from the paper's post-norm
+# arrangement: with the LayerNorm moved in front of each sublayer, as in the Annotated
+# Transformer's code, training can do without it. Chapter {doc}`03_residual_stream`
+# compares the two arrangements.)
+#
+# ### The learning-rate schedule
+#
+# The paper's section 5.3 sets the learning rate at step $s$ to
+#
+# $$\alpha(s) = d_\text{model}^{-0.5}\cdot \min\!\left(s^{-0.5},\;
+# s \cdot \text{warmup}^{-1.5}\right).$$
+#
+# The second branch is a straight line through the origin, the first a decaying curve;
+# they cross where $s^{-0.5} = s\,\text{warmup}^{-1.5}$, that is at $s = \text{warmup}$,
+# so the rate peaks there at $d_\text{model}^{-0.5}\,\text{warmup}^{-0.5} =
+# (d_\text{model}\cdot\text{warmup})^{-0.5}$. A wider model gets a smaller rate
+# throughout. The Annotated Transformer's `rate(step, model_size, factor, warmup)` adds a
+# constant `factor` in front and treats step 0 as step 1.
+#
+# ### Exercise 19.1: the Noam schedule
+#
+# Write `noam(step, d_model, warmup)` for an integer tensor `step` (several steps at
+# once), returning the learning rates as a float tensor. Treat step 0 as step 1. The check
+# tries random widths, warm-up lengths and steps on both sides of the peak.
+
+# %% tags=["exercise"]
+def noam(step, d_model, warmup):
+    """step: integer tensor -> learning rates (float tensor, same shape)."""
+    # BEGIN SOLUTION
+    s = step.clamp(min=1).double()
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)
+    # END SOLUTION
+
+
+checks.ch19_ex1(noam)
+
+# %% [markdown]
+# The paper's setting is $d_\text{model} = 512$, warmup $= 4000$. We plot it with the two
+# variations the Annotated Transformer plots, and check the peak and a few values
+# computed by hand: on the ramp $\alpha(s) = \alpha_\text{peak}\, s/\text{warmup}$, on the
+# decay $\alpha(s) = \alpha_\text{peak}\sqrt{\text{warmup}/s}$, so at half the warm-up and
+# at four times the warm-up the rate is half the peak.
+
+# %%
+steps = torch.arange(0, 20_001)
+settings = [(512, 4000), (512, 8000), (256, 4000)]
+curves = {st: noam(steps, *st) for st in settings}
+paper = curves[(512, 4000)]
+
+peak_step = int(paper[1:].argmax()) + 1
+peak = paper[peak_step].item()
+claim("the schedule (512, 4000) peaks at step = warmup", peak_step,
+      peak_step == 4000, chapter="19")
+claim("the peak is (d_model * warmup)^-0.5 = 6.988e-4", peak,
+      math.isclose(peak, (512 * 4000) ** -0.5, rel_tol=1e-12), chapter="19")
+# values worked out on paper (4 significant digits)
+by_hand = {1: 1.747e-7, 2000: 3.494e-4, 4000: 6.988e-4, 16000: 3.494e-4,
+           100_000: 1.398e-4}
+ours = noam(torch.tensor(list(by_hand)), 512, 4000)
+lib = torch.tensor([noam_lr(s, 512, 4000) for s in by_hand],
+                   dtype=torch.float64)
+worst = max(abs(o / h - 1) for o, h in zip(ours.tolist(), by_hand.values()))
+torch.testing.assert_close(ours, lib)
+claim("noam() matches the hand-computed values at steps 1, 2000, 4000, "
+      "16000, 100000 (worst relative error)", worst, worst < 5e-4,
+      chapter="19")
+claim("noam() equals circuitbook.train.noam_lr at those steps",
+      (ours - lib).abs().max(), True, chapter="19")
+
+fig, ax = plt.subplots(figsize=(8, 3.2))
+for (d, w), c in curves.items():
+    ax.plot(steps, c, label=f"d_model={d}, warmup={w}")
+ax.axvline(4000, color="gray", lw=0.6, ls=":")
+ax.set_xlabel("step")
+ax.set_ylabel("learning rate")
+ax.set_title("the Noam schedule")
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+glue("peak", peak)
+
+# %% [markdown]
+# The paper's base model peaks at a learning rate of {glue:text}`peak:.2e` at step 4000.
+#
+# **As a PyTorch scheduler.** The Annotated Transformer builds the optimiser with base
+# learning rate 1 and wraps it in a `LambdaLR` whose function is the schedule, so the
+# scheduler's factor *is* the learning rate; `circuitbook.train.vaswani_adam` does the
+# same. `LambdaLR` evaluates its function at 0 when it is created and at $n$ after the
+# $n$-th call to `scheduler.step()`. With the usual loop (update, then
+# `scheduler.step()`), the $n$-th update therefore runs at $\alpha(n-1)$, and because
+# step 0 is treated as step 1, the first two updates share the same rate. We read the rate
+# off the optimiser before each update.
+
+# %%
+param = torch.nn.Parameter(torch.zeros(3))
+opt, sched = vaswani_adam([param], d_model=512, warmup=4000)
+seen = []
+for n in range(1, 11):
+    seen.append(opt.param_groups[0]["lr"])   # the rate update n will use
+    param.grad = torch.ones(3)
+    opt.step()
+    sched.step()
+want = [noam_lr(max(n - 1, 1), 512, 4000) for n in range(1, 11)]
+gap = max(abs(a - b) for a, b in zip(seen, want))
+claim("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
+      gap, gap < 1e-15, chapter="19")
+claim("so the first two updates use the same rate", seen[1] - seen[0],
+      seen[0] == seen[1], chapter="19")
+
+# %% [markdown]
+# Compared with the paper's formula read literally (update $n$ at $\alpha(n)$), the code
+# runs one step behind. During the warm-up that is a relative difference of $1/n$, which
+# is gone after the first few hundred updates: harmless, but worth knowing when a
+# reimplementation does not match a curve to the last digit.
+#
+# Move the sliders to see how the schedule depends on its two settings. The gray curve is
+# the paper's; the dot marks the peak at step = warmup.
+
+# %%
+def draw_noam(warmup=4000, d_model=512):
+    s = torch.arange(0, 40_001)
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.plot(s, noam(s, 512, 4000), color="lightgray",
+            label="paper (512, 4000)")
+    ax.plot(s, noam(s, d_model, warmup), label=f"({d_model}, {warmup})")
+    top = (d_model * warmup) ** -0.5
+    ax.plot([warmup], [top], "o", color="tab:red")
+    ax.set_ylim(0, 1.15 * max(top, (512 * 4000) ** -0.5))
+    ax.set_xlabel("step")
+    ax.set_ylabel("learning rate")
+    ax.set_title(f"peak {top:.2e} at step {warmup}")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_noam, warmup=(100, 16_000, 100), d_model=(64, 2048, 64))
+
+# %% [markdown]
+# ### Label smoothing
+#
+# The paper trains with label smoothing of $\varepsilon = 0.1$ (section 5.4, citing
+# Szegedy et al. {cite}`szegedy2016rethinking`). The Annotated Transformer implements it
+# as a loss module that builds a target distribution and measures the model against it
+# with the KL divergence. For a vocabulary of `size` tokens, one of which (`padding_idx`)
+# is padding, the target of a position whose true token is $y$ puts $1 - \varepsilon$ on
+# $y$, nothing on padding, and shares $\varepsilon$ evenly among the remaining
+# `size - 2` tokens; positions whose target is padding get an all-zero row and so add
+# nothing to the loss. Here is the Annotated Transformer's own small example: 5 tokens,
+# padding 0, $\varepsilon = 0.4$, five positions with targets 2, 1, 0, 3, 3.
+
+# %%
+crit = LabelSmoothing(5, padding_idx=0, smoothing=0.4)
+predict = torch.tensor([[0.0, 0.2, 0.7, 0.1, 0.0]] * 5)
+targets = torch.tensor([2, 1, 0, 3, 3])
+crit(predict.log(), targets)   # the loss value is not the point here
+dist = crit.true_dist
+
+row = torch.tensor([0, 0.1333, 0.6, 0.1333, 0.1333])
+claim("target 2 gives [0, 0.1333, 0.6, 0.1333, 0.1333]",
+      (dist[0] - row).abs().max(), bool(torch.allclose(dist[0], row,
+                                                       atol=1e-4)),
+      chapter="19")
+claim("the row whose target is padding is all zero", dist[2].abs().max(),
+      bool((dist[2] == 0).all()), chapter="19")
+real = targets != 0
+claim("every other row sums to 1", (dist[real].sum(-1) - 1).abs().max(),
+      bool(torch.allclose(dist[real].sum(-1), torch.ones(4))), chapter="19")
+
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.imshow(dist, cmap="Blues", vmin=0, vmax=1)
+for i in range(5):
+    for j in range(5):
+        ax.text(j, i, f"{dist[i, j]:.3g}", ha="center", va="center",
+                fontsize=8, color="white" if dist[i, j] > 0.5 else "black")
+ax.set_xticks(range(5))
+ax.set_yticks(range(5), [f"target {t}" for t in targets.tolist()])
+ax.set_xlabel("token (0 = padding)")
+ax.set_title("true_dist, smoothing 0.4")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Exercise 19.2: smoothed targets
+#
+# Write `smoothed_targets(target, size, padding_idx, eps)` returning the `[N, size]`
+# target distribution for the class ids `target` (shape `[N]`). The check uses random
+# vocabulary sizes, a random padding index and several padding targets per batch.
+
+# %% tags=["exercise"]
+def smoothed_targets(target, size, padding_idx, eps):
+    """target: [N] class ids -> smoothed target distribution [N, size]."""
+    # BEGIN SOLUTION
+    dist = torch.full((target.shape[0], size), eps / (size - 2))
+    dist[torch.arange(target.shape[0]), target] = 1 - eps
+    dist[:, padding_idx] = 0.0
+    dist[target == padding_idx] = 0.0
+    return dist
+    # END SOLUTION
+
+
+checks.ch19_ex2(smoothed_targets)
+
+# %% [markdown]
+# **Why smoothing caps confidence.** The loss is
+# $\mathrm{KL}(p\,\|\,q) = \sum_k p_k \log(p_k/q_k)$ between the target $p$ and the
+# model's distribution $q$. It is zero exactly when $q = p$ and positive otherwise, so the
+# best a model can do on a position it finds easy is to predict the target itself, with
+# probability $1 - \varepsilon$ on the right token. (The KL divergence differs from the
+# cross-entropy $-\sum_k p_k \log q_k$ only by the entropy of $p$, a constant, so both
+# losses have the same minimiser.) We check this on the one-parameter family $q_c$ that
+# puts $c$ on the right token and spreads $1 - c$ over the others: the loss is smallest at
+# $c = 1 - \varepsilon$.
+
+# %%
+def smoothing_loss(c, size, eps):
+    """KL(target || q_c) at one position with target 1 (padding 0)."""
+    p = smoothed_targets(torch.tensor([1]), size, 0, eps)[0].double()
+    q = torch.full((size,), (1 - c) / (size - 2), dtype=torch.float64)
+    q[1], q[0] = c, 0.0
+    keep = p > 0
+    return (p[keep] * (p[keep] / q[keep]).log()).sum().item()
+
+
+cs = torch.linspace(0.5, 0.9999, 5000).tolist()
+best_c = min(cs, key=lambda c: smoothing_loss(c, 33, 0.1))
+claim("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9",
+      best_c, abs(best_c - 0.9) < 2e-4, chapter="19")
+
+mine = smoothed_targets(targets, 5, 0, 0.4)
+torch.testing.assert_close(mine, dist)
+claim("smoothed_targets reproduces LabelSmoothing's true_dist",
+      (mine - dist).abs().max(), True, chapter="19")
+
+# %% [markdown]
+# The slider sets $\varepsilon$ for a 10-token vocabulary with padding 0. Left: the
+# target for a position whose answer is token 3. Right: the loss of a model that puts
+# confidence $c$ on the answer, as a function of $c$; its minimum (the dot) sits at
+# $1 - \varepsilon$. With $\varepsilon = 0$ the loss keeps falling all the way to $c = 1$,
+# which is why an unsmoothed model is pushed towards certainty.
+
+# %%
+def draw_smoothing(eps=0.1):
+    size = 10
+    p = smoothed_targets(torch.tensor([3]), size, 0, eps)[0]
+    c = torch.linspace(0.3, 0.999, 300).tolist()
+    loss = [smoothing_loss(x, size, eps) for x in c]
+    fig, ax = plt.subplots(1, 2, figsize=(8.5, 3))
+    ax[0].bar(range(size), p, color=["lightgray"] + ["tab:blue"] * (size - 1))
+    ax[0].set_ylim(0, 1)
+    ax[0].set_xticks(range(size))
+    ax[0].set_xlabel("token (0 = padding, answer = 3)")
+    ax[0].set_title(f"target distribution, eps = {eps:.2f}")
+    ax[1].plot(c, loss)
+    ax[1].plot([1 - eps], [smoothing_loss(1 - eps, size, eps)], "o",
+               color="tab:red")
+    ax[1].set_xlabel("model's confidence c on the answer")
+    ax[1].set_ylabel("KL(target || model)")
+    ax[1].set_title(f"minimum at c = 1 - eps = {1 - eps:.2f}")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_smoothing, eps=(0.0, 0.6, 0.02))
+
+# %% [markdown]
+# ### What smoothing does to a real model's confidence
+#
+# A model is *calibrated* if, among the predictions it makes with confidence about $c$, a
+# fraction about $c$ is right. The expected calibration error {cite}`guo2017calibration`
+# sorts the predictions into bins of confidence and averages
+# $|\text{accuracy} - \text{confidence}|$ over the bins, weighted by their size. We
+# measure it on the zoo's `toy-translation` model (chapter 12's encoder-decoder, trained
+# with the paper's recipe and $\varepsilon = 0.1$), teacher-forced on its 500 held-out
+# sentences: for every target token, the confidence is the probability of the model's
+# top choice.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):
+    trans = load("toy-translation")
+info = zoo.info("toy-translation")
+tcfg = info["config"]
+train_sents, test_sents = T.make_split(tcfg["n_train"], tcfg["n_test"],
+                                       seed=tcfg["seed"])
+test_batch = T.Batch(*T.to_tensors(test_sents), pad=T.PAD)
+
+
+def confidence_report(model):
+    """Teacher-forced top-1 confidence, accuracy and ECE on the test set."""
+    model.eval()
+    b = test_batch
+    with torch.no_grad():
+        logp = model.generator(model(b.src, b.tgt, b.src_mask, b.tgt_mask))
+    keep = b.tgt_y != T.PAD
+    conf, pred = logp.exp().max(-1)
+    report = calibration(conf[keep], (pred == b.tgt_y)[keep])
+    report["confidences"] = conf[keep]
+    return report
+
+
+zoo_rep = confidence_report(trans)
+recorded = info["metrics"]
+print(f"smoothing 0.1, 1000 steps: accuracy {zoo_rep['accuracy']:.4f}, "
+      f"mean confidence {zoo_rep['mean_confidence']:.4f}, "
+      f"ECE {zoo_rep['ece']:.4f}")
+same = abs(zoo_rep["mean_confidence"] - recorded["mean_confidence"])
+claim("the loaded model reproduces the confidence recorded when it was "
+      "built", same, same < 1e-4, chapter="19")
+claim("it is right more often than it thinks: accuracy exceeds mean "
+      "confidence by more than 0.05",
+      zoo_rep["accuracy"] - zoo_rep["mean_confidence"],
+      zoo_rep["accuracy"] - zoo_rep["mean_confidence"] > 0.05, chapter="19")
+
+# %% [markdown]
+# To see that the smoothing is the cause, we continue training two copies of this model
+# for 50 more steps on the same batches, with the same optimiser settings and the rate the
+# schedule would give at steps 1001 to 1050; one copy keeps $\varepsilon = 0.1$ (the
+# control), the other switches to $\varepsilon = 0$. (Training two models from scratch
+# would be the cleaner experiment, but takes minutes, too long for a page.)
+
+# %%
+src_train, tgt_train = T.to_tensors(train_sents)
+
+
+def continue_training(model, eps, n_steps=50, batch_size=32, seed=1):
+    model = copy.deepcopy(model).train()
+    crit = LabelSmoothing(len(T.TGT_VOCAB), padding_idx=T.PAD, smoothing=eps)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=VASWANI_BETAS,
+                           eps=VASWANI_EPS)
+    g = torch.Generator().manual_seed(seed)
+    for k in range(n_steps):
+        opt.param_groups[0]["lr"] = noam_lr(tcfg["steps"] + k + 1,
+                                            tcfg["d_model"], tcfg["warmup"])
+        idx = torch.randint(0, len(src_train), (batch_size,), generator=g)
+        batch = T.Batch(src_train[idx], tgt_train[idx], pad=T.PAD)
+        loss = loss_compute(model, batch, crit)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+torch.manual_seed(0)  # dropout
+reports = {"zoo model, eps 0.1": zoo_rep,
+           "+50 steps, eps 0.1": confidence_report(
+               continue_training(trans, 0.1)),
+           "+50 steps, eps 0": confidence_report(
+               continue_training(trans, 0.0))}
+for name, r in reports.items():
+    print(f"{name:20s} accuracy {r['accuracy']:.4f}  confidence "
+          f"{r['mean_confidence']:.4f}  ECE {r['ece']:.4f}")
+ctl, off = reports["+50 steps, eps 0.1"], reports["+50 steps, eps 0"]
+claim("the control (eps 0.1) stays under-confident: ECE > 0.05",
+      ctl["ece"], ctl["ece"] > 0.05, chapter="19")
+claim("without smoothing, mean confidence rises above 0.98",
+      off["mean_confidence"], off["mean_confidence"] > 0.98, chapter="19")
+claim("and the calibration error falls below 0.02", off["ece"],
+      off["ece"] < 0.02, chapter="19")
+claim("accuracy stays above 0.99 in both copies",
+      min(ctl["accuracy"], off["accuracy"]),
+      min(ctl["accuracy"], off["accuracy"]) > 0.99, chapter="19")
+for key, r in (("ctl", ctl), ("off", off), ("zoo", zoo_rep)):
+    glue(f"{key}_conf", r["mean_confidence"])
+    glue(f"{key}_acc", r["accuracy"])
+    glue(f"{key}_ece", r["ece"])
+
+fig, ax = plt.subplots(figsize=(8, 3))
+bins = torch.linspace(0.85, 1.0, 61)
+for name, color in (("+50 steps, eps 0.1", "tab:blue"),
+                    ("+50 steps, eps 0", "tab:orange")):
+    r = reports[name]
+    ax.hist(r["confidences"].numpy(), bins=bins.numpy(), alpha=0.7,
+            color=color, label=f"{name}: accuracy {r['accuracy']:.3f}")
+ax.axvline(0.9, color="gray", ls=":", lw=1)
+ax.text(0.9, ax.get_ylim()[1] * 0.9, " 1 - eps", color="gray", fontsize=8)
+ax.set_xlabel("confidence of the top prediction (held-out target tokens)")
+ax.set_ylabel("tokens")
+ax.legend(fontsize=8, loc="upper left")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# With smoothing the model's confidence sits near $1 - \varepsilon$: mean
+# {glue:text}`ctl_conf:.3f` at an accuracy of {glue:text}`ctl_acc:.3f`, a calibration
+# error of {glue:text}`ctl_ece:.3f`. Fifty steps without smoothing move the confidence to
+# {glue:text}`off_conf:.3f` at accuracy {glue:text}`off_acc:.3f`, and the error drops to
+# {glue:text}`off_ece:.3f`. Label smoothing is often described as a remedy for
+# over-confidence {cite}`muller2019label`, and on hard tasks, where an unsmoothed model
+# tends to be more confident than accurate, it can be. On a task this easy the model is
+# almost always right, and smoothing makes it claim less certainty than it has: the
+# smoothing does not calibrate the model, it puts a ceiling near $1 - \varepsilon$ on its
+# confidence. The paper's remark that smoothing "hurts perplexity" is the same effect
+# seen through the loss.
+
+# %% [markdown]
+# ## The circuit view: a phase change during training
+#
+# The loss curve is an average over every token of every batch. Olsson et al.
+# {cite}`olsson2022context` found that in transformers trained on text, from small
+# attention-only models to larger ones with MLPs, a sizeable part of that average
+# changes within a short window early in training: an
+# induction head forms (a head that, reading a previous-token head in an earlier layer
+# through K-composition, attends to the token after an earlier copy of the current token
+# and copies it), and with it the model's ability to use its context. They call this the
+# *induction head phase change*.
+#
+# A note on attribution: the outline this chapter was written from credited the phase
+# change to "Elhage et al. (2022)". That is wrong. Elhage et al. 2022 is *Toy Models of
+# Superposition* {cite}`elhage2022superposition`, about how models store more features
+# than they have dimensions; the phase change and its link to induction heads are the
+# subject of Olsson et al. 2022, *In-context Learning and Induction Heads*. (Elhage et al.
+# 2021 {cite}`elhage2021mathematical` describes the induction head mechanism in a trained
+# two-layer model but not how it forms during training.)
+#
+# The zoo's `toy-2l`, the two-layer attention-only model of chapters 16 and 17, was
+# trained with a record every 10 steps of its training loss, its loss on the first and
+# second copy of repeated random tokens, and the induction and previous-token scores of
+# every head (`circuitbook.train.InductionMetrics`). Unlike the translation model, it was
+# trained with plain Adam at a constant learning rate, without warm-up.
+
+# %%
+rec = zoo.info("toy-2l")
+hist = zoo.history("toy-2l")
+recipe = rec["recipe"]["train"]
+print(f"recipe: {recipe['steps']} steps of Adam at lr {recipe['lr']}, "
+      f"batch {recipe['batch']}, records every {recipe['history_every']}")
+step = torch.tensor(hist["step"])
+H = {k: torch.tensor([float("nan") if x is None else x for x in hist[k]])
+     for k in ("loss", "loss_first_copy", "loss_second_copy",
+               "induction_best", "prev_token_best")}
+chance = math.log(rec["config"]["d_vocab"])
+pcs = phase_change_step(hist, d_vocab=rec["config"]["d_vocab"])
+claim("the phase-change step recomputed from the history equals the one "
+      "recorded at training", pcs,
+      pcs == rec["training"]["phase_change_step"], chapter="19")
+
+
+def at(key, s):
+    """The recorded value of `key` at step s."""
+    return H[key][int((step == s).nonzero())].item()
+
+
+before, after = pcs - 50, pcs + 50
+drop_window = at("loss", before) - at("loss", after)
+drop_prior = at("loss", before - 300) - at("loss", before)
+claim(f"the training loss falls more in the 100 steps around step {pcs} "
+      "than in the 300 steps before", f"{drop_window:.2f} vs "
+      f"{drop_prior:.2f} nats", drop_window > drop_prior, chapter="19")
+icl_before = at("loss_second_copy", before)
+icl_after = at("loss_second_copy", after)
+claim("in the same 100 steps the in-context (second-copy) loss falls by "
+      "more than 2 nats", icl_before - icl_after,
+      icl_before - icl_after > 2, chapter="19")
+ind_before, ind_after = at("induction_best", before), at("induction_best",
+                                                         after)
+claim("and the best induction score jumps from below 0.1 to above 0.6",
+      f"{ind_before:.2f} -> {ind_after:.2f}",
+      ind_before < 0.1 and ind_after > 0.6, chapter="19")
+fastest_icl = step[1:][H["loss_second_copy"].diff().argmin()].item()
+fastest_ind = step[1:][H["induction_best"].diff().argmax()].item()
+claim("the in-context loss falls fastest where the induction score rises "
+      "fastest (within 20 steps)", f"steps {fastest_icl}, {fastest_ind}",
+      abs(fastest_icl - fastest_ind) <= 20, chapter="19")
+peak_first = H["loss_first_copy"][(step >= before) & (step <= pcs + 100)]
+claim("meanwhile the loss on the unpredictable first copy rises above "
+      "chance (ln 64) by more than 0.5 nats", peak_first.max() - chance,
+      peak_first.max() - chance > 0.5, chapter="19")
+glue("pcs", pcs)
+glue("ind_before", ind_before)
+glue("ind_after", ind_after)
+glue("icl_before", icl_before)
+glue("icl_after", icl_after)
+glue("first_peak", peak_first.max().item())
+glue("first_before", at("loss_first_copy", before))
+glue("chance", chance)
+
+# %%
+fig, ax = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+ax[0].plot(step, H["loss"], color="black", lw=1)
+ax[0].set_ylabel("training loss")
+ax[1].plot(step, H["loss_first_copy"], label="first copy (nothing to copy)")
+ax[1].plot(step, H["loss_second_copy"],
+           label="second copy (in-context)")
+ax[1].axhline(chance, color="gray", ls=":", lw=1)
+ax[1].text(1480, chance + 0.1, "chance, ln 64", color="gray", fontsize=8,
+           ha="right")
+ax[1].set_ylabel("loss (nats)")
+ax[1].legend(fontsize=8, loc="center right")
+ax[2].plot(step, H["induction_best"], label="best induction score")
+ax[2].plot(step, H["prev_token_best"], label="best previous-token score")
+ax[2].set_ylabel("head score")
+ax[2].set_xlabel("training step")
+ax[2].legend(fontsize=8, loc="center right")
+for a in ax:
+    a.axvspan(before, after, color="tab:red", alpha=0.1)
+    a.axvline(pcs, color="tab:red", lw=0.8)
+ax[0].set_title(f"toy-2l: phase change at step {pcs} (shaded: +-50 steps)")
+ax[0].set_xlim(0, 1500)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# For {glue:text}`pcs` steps the training loss creeps down a plateau, then within about
+# a hundred steps it drops off a cliff. Over the same window the loss on the second copy
+# of a repeated sequence falls from {glue:text}`icl_before:.2f` to
+# {glue:text}`icl_after:.2f` nats and the best induction score jumps from
+# {glue:text}`ind_before:.2f` to {glue:text}`ind_after:.2f`; the previous-token score,
+# the other half of the circuit, rises with it. The loss on the first copy, where there is
+# nothing to copy yet, gets *worse*: from {glue:text}`first_before:.2f` nats to a peak of
+# {glue:text}`first_peak:.2f` (chance is {glue:text}`chance:.2f`), and it stays above its
+# old level afterwards. While the circuit forms, the model bets more heavily on tokens it
+# has already seen, which does not pay off on a sequence that has not started repeating.
+#
+# Olsson et al. describe the phase change in models trained on natural text, where it is a
+# small bump on an otherwise smooth loss curve. Our toy's training data is nothing but
+# repeated segments, so the phase change is the main event of its loss curve. The
+# figure's x-axis stops at step 1500; the run continues to
+# {glue:text}`toy_steps` steps with slow improvements.
+#
+# The slider below scrubs through training. The right panels show the induction and
+# previous-token scores of all eight heads at the chosen step: before the change they
+# are uniformly small; after it, the four heads of layer 1 score as induction heads, and
+# one head of layer 0 becomes a previous-token head, its score still climbing long after
+# the change (chapter 17 examines these heads).
+
+# %%
+glue("toy_steps", recipe["steps"])
+ind_all = torch.tensor(hist["induction"])      # [record, layer, head]
+prev_all = torch.tensor(hist["prev_token"])
+
+
+def draw_training(at_step=600):
+    i = int((step - at_step).abs().argmin())
+    fig = plt.figure(figsize=(9, 3.8))
+    grid = fig.add_gridspec(2, 2, width_ratios=[2.2, 1], hspace=0.6,
+                            left=0.07, right=0.98, bottom=0.13, top=0.92)
+    a = fig.add_subplot(grid[:, 0])
+    a.plot(step, H["loss_second_copy"], label="in-context loss")
+    a.plot(step, H["loss"], color="black", lw=1, label="training loss")
+    a.axvline(step[i], color="tab:red")
+    a.set_xlim(0, step.max())
+    a.set_xlabel("training step")
+    a.set_ylabel("loss (nats)")
+    a.legend(fontsize=8)
+    a.set_title(f"step {step[i].item()}", fontsize=9)
+    for r, (scores, name) in enumerate(((ind_all, "induction"),
+                                        (prev_all, "previous-token"))):
+        b = fig.add_subplot(grid[r, 1])
+        b.imshow(scores[i], vmin=0, vmax=1, cmap="viridis")
+        for (ly, hd), val in zip(torch.cartesian_prod(torch.arange(2),
+                                                      torch.arange(4)),
+                                 scores[i].flatten()):
+            b.text(hd, ly, f"{val:.2f}", ha="center", va="center",
+                   fontsize=7, color="white" if val < 0.5 else "black")
+        b.set_yticks([0, 1], ["L0", "L1"])
+        b.set_xticks(range(4), [f"H{h}" for h in range(4)])
+        b.set_title(f"{name} score", fontsize=9)
+    plt.show()
+
+
+explore(draw_training, at_step=(0, 3000, 10))
+
+# %% [markdown]
+# ## Summary
+#
+# - Adam divides a running average of the gradient by the square root of a running average
+#   of its square. We wrote the update by hand and matched `torch.optim.Adam`; its first
+#   step moves every parameter by the learning rate, and the paper's $\beta_2 = 0.98$
+#   halves the squared-gradient memory in {glue:text}`hl_paper` steps instead of
+#   {glue:text}`hl_default`.
+# - The Noam schedule $d_\text{model}^{-0.5}\min(s^{-0.5}, s\,\text{warmup}^{-1.5})$ ramps
+#   up linearly, peaks at step = warmup with value $(d_\text{model}\,
+#   \text{warmup})^{-0.5}$ ({glue:text}`peak:.2e` for the base model), and decays as
+#   $1/\sqrt{s}$. As a `LambdaLR`, the $n$-th update runs at $\alpha(n-1)$.
+# - Label smoothing trains towards $1 - \varepsilon$ on the answer and $\varepsilon$
+#   shared by the other non-padding tokens; the loss is then minimised at confidence
+#   $1 - \varepsilon$. On the easy toy translation task this makes the model
+#   under-confident (confidence {glue:text}`ctl_conf:.3f`, accuracy
+#   {glue:text}`ctl_acc:.3f`); without smoothing the calibration error falls to
+#   {glue:text}`off_ece:.3f`.
+# - The induction head phase change (Olsson et al. 2022, not Elhage et al. 2022) is visible
+#   in the toy model's training history: at step {glue:text}`pcs` the in-context loss
+#   collapses as the induction score jumps, while the training loss goes from a plateau to
+#   a cliff.

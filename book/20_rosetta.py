@@ -1,0 +1,652 @@
+# %% [markdown]
+# # 20. Summary: the notation Rosetta stone
+#
+# This book has read one architecture in four vocabularies: the equations of Vaswani et
+# al. {cite}`vaswani2017attention`, the PyTorch of the Annotated Transformer
+# {cite}`rush2018annotated`, the circuit notation of Elhage et al.
+# {cite}`elhage2021mathematical`, and the tensors of TransformerLens
+# {cite}`nanda2022transformerlens`. This last chapter puts the four side by side in one
+# table, one row per quantity, and then checks the table. We take the encoder of the
+# trained toy translation model, load its weights into a TransformerLens
+# `HookedTransformer`, run both on the same sentences, and compare every row that can be
+# compared in code: the two models must agree to float rounding, except in one place where
+# the Annotated Transformer's LayerNorm is not the LayerNorm everyone else uses.
+
+# %%
+import contextlib
+import html
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import HTML
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.data import translation as T
+from circuitbook.models import load
+from circuitbook.models.encoder_decoder import head_outputs
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+torch.set_num_threads(1)  # tiny models: one thread is fastest on a shared CPU
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## Plain language
+#
+# The four sources disagree about two things only: whether a vector is a row or a
+# column, and whether the heads of a layer are stored together or apart.
+#
+# - **Vaswani et al.** multiply row vectors on the right ($x W$), and give each head its
+#   own matrices $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model}\times d_k}$; the
+#   heads' outputs are concatenated and multiplied by one
+#   $W^O \in \mathbb{R}^{h d_v \times d_\text{model}}$.
+# - **The Annotated Transformer** stores all heads of a layer in one `nn.Linear`. PyTorch's
+#   `nn.Linear` keeps its weight as `[out, in]` and computes `x @ weight.T + bias`, so the
+#   stored tensor is the *transpose* of the paper's matrix.
+# - **Elhage et al.** multiply column vectors on the left ($W x$), one head at a time:
+#   $W_Q^h \in \mathbb{R}^{d_\text{head}\times d_\text{model}}$, and they drop biases and
+#   LayerNorm from the analysis.
+# - **TransformerLens** multiplies row vectors on the right, like the paper, and splits
+#   the heads onto a leading axis: `W_Q[layer, head]` is $d_\text{model}\times
+#   d_\text{head}$.
+#
+# A rule that covers most of the table: **a TransformerLens matrix is Vaswani's matrix
+# for one head, and a slice of an `nn.Linear` weight is Elhage's matrix for one head.**
+# Everything else is slicing and transposing, and the transposes matter for one
+# composite: the OV circuit $W_{OV}$ is transposed between the two conventions, while
+# the QK circuit $W_{QK}$, a bilinear form, is the same matrix in both.
+
+# %% [markdown]
+# ## The table
+#
+# Shapes are for one layer; $h$ indexes heads and `hs` stands for the slice
+# `h*d_k:(h+1)*d_k`. In the code columns, `mha` is a `MultiHeadedAttention`, `ff` a
+# `PositionwiseFeedForward`, `ln` a `LayerNorm`, and `l` a layer index. Every row is
+# checked in the sections below.
+
+# %% tags=["hide-input", "full-width"]
+def m(text):
+    """Light math markup: _{..} subscripts, ^{..} superscripts."""
+    out = html.escape(text)
+    for mark, tag in (("_", "sub"), ("^", "sup")):
+        while mark + "{" in out:
+            a = out.index(mark + "{")
+            b = out.index("}", a)
+            out = out[:a] + f"<{tag}>{out[a + 2:b]}</{tag}>" + out[b + 1:]
+    return out
+
+
+def c(text):
+    return f"<code>{html.escape(text)}</code>"
+
+
+ROWS = [
+    ("token embedding",
+     m("learned embedding, times √d_{model}"),
+     c("lut.weight * sqrt(d_model)") + " [vocab, d_model]",
+     m("W_{E}") + " [d_model, n_vocab]; " + m("x_{0} = W_{E} t"),
+     c("W_E") + " [d_vocab, d_model]; " + c("hook_embed")),
+    ("positional encoding",
+     m("PE_{(pos, 2i)} = sin(pos / 10000^{2i/d_model}), cos for 2i+1"),
+     c("PositionalEncoding.pe[0, :n]") + " (fixed buffer)",
+     "left out of the equations",
+     c("W_pos") + " [n_ctx, d_model]; " + c("hook_pos_embed")),
+    ("residual stream",
+     m("x, the input of each sub-layer"),
+     c("x") + " in " + c("SublayerConnection") + ": "
+     + c("x + sublayer(norm(x))"),
+     m("x_{i}") + ", one column per position",
+     c("blocks.l.hook_resid_pre / _mid / _post")),
+    ("query, key, value of head h",
+     m("W_{i}^{Q}, W_{i}^{K}, W_{i}^{V}") + " [d_model, d_k]",
+     c("mha.linears[0].weight[hs]") + " [d_k, d_model] (and [1], [2])",
+     m("W_{Q}^{h}, W_{K}^{h}, W_{V}^{h}") + " [d_head, d_model]",
+     c("W_Q[l, h]") + ", " + c("W_K[l, h]") + ", " + c("W_V[l, h]")
+     + " [d_model, d_head]"),
+    ("output of head h",
+     "rows hs of " + m("W^{O}") + " [h·d_v, d_model]",
+     c("mha.linears[3].weight[:, hs]") + " [d_model, d_k]",
+     m("W_{O}^{h}") + " [d_model, d_head]",
+     c("W_O[l, h]") + " [d_head, d_model]"),
+    ("attention pattern",
+     m("softmax(QK^{T} / √d_{k})"),
+     c("mha.attn[b, h]") + " [q, k]",
+     m("A^{h} = softmax(x^{T} W_{Q}^{hT} W_{K}^{h} x)"),
+     c("blocks.l.attn.hook_pattern") + " [batch, head, q, k]"),
+    ("QK circuit",
+     "(no name)",
+     c("linears[0].weight[hs].T @ linears[1].weight[hs]"),
+     m("W_{QK}^{h} = W_{Q}^{hT} W_{K}^{h}") + " (same matrix)",
+     c("W_Q[l, h] @ W_K[l, h].T") + ", " + c("model.QK[l, h]")),
+    ("OV circuit",
+     "(no name)",
+     c("linears[2].weight[hs].T @ linears[3].weight[:, hs].T"),
+     m("W_{OV}^{h} = W_{O}^{h} W_{V}^{h}") + " (transposed)",
+     c("W_V[l, h] @ W_O[l, h]") + ", " + c("model.OV[l, h]")),
+    ("full circuits",
+     "(no name)",
+     "(no name)",
+     m("W_{E}^{T} W_{QK}^{h} W_{E}") + ", " + m("W_{U} W_{OV}^{h} W_{E}"),
+     c("W_E @ QK @ W_E.T") + ", " + c("W_E @ OV @ W_U")),
+    ("feed-forward network",
+     m("max(0, x W_{1} + b_{1}) W_{2} + b_{2}"),
+     c("ff.w_1.weight") + " [d_ff, d_model], " + c("ff.w_2.weight"),
+     "MLP layer " + m("m(x)") + "; left out of attention-only models",
+     c("W_in") + " [d_model, d_mlp], " + c("W_out") + " [d_mlp, d_model]"),
+    ("LayerNorm",
+     "LayerNorm(x + Sublayer(x)), after each sub-layer",
+     c("ln.a_2") + ", " + c("ln.b_2") + "; unbiased std, eps added to std",
+     "left out (folded into neighbouring weights)",
+     c("ln1.w") + ", " + c("ln1.b") + "; " + c("hook_scale")),
+    ("unembedding",
+     "linear map + softmax, tied to the embedding",
+     c("Generator.proj.weight") + " [vocab, d_model], log_softmax",
+     m("W_{U}") + " [n_vocab, d_model]; " + m("T(t) = W_{U} x_{-1}"),
+     c("W_U") + " [d_model, d_vocab], " + c("b_U")),
+]
+HEAD = ["quantity", "Vaswani et al. 2017", "Annotated Transformer (code)",
+        "Elhage et al. 2021 (columns)", "TransformerLens (rows)"]
+
+
+def rosetta_table(rows):
+    cell = "padding:4px 6px;border-bottom:1px solid #ddd;vertical-align:top"
+    head = "".join(f'<th style="{cell};text-align:left">{h}</th>'
+                   for h in HEAD)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="{cell}">{x}</td>' for x in r) + "</tr>"
+        for r in rows)
+    return HTML('<div style="overflow-x:auto"><table style="font-size:0.8em;'
+                f'border-collapse:collapse"><tr>{head}</tr>{body}</table>'
+                "</div>")
+
+
+rosetta_table(ROWS)
+
+# %% [markdown]
+# Three cells of the table describe choices rather than notation, and we check them
+# too: the Annotated Transformer (and `circuitbook`'s copy of it) puts LayerNorm *before*
+# each sub-layer, not after as the paper does; its LayerNorm differs numerically from the
+# standard one; and, unlike the paper, it does not tie the unembedding to the embedding.
+
+# %% [markdown]
+# ## The Annotated Transformer view: one encoder, two libraries
+#
+# The zoo's `toy-translation` model is the Annotated Transformer's encoder-decoder with
+# two layers, $d_\text{model} = 64$, four heads and $d_\text{ff} = 128$, trained on the
+# book's toy translation task. Its encoder is a stack of pre-norm layers with attention,
+# a feed-forward network and LayerNorm, which is exactly the shape of a TransformerLens
+# block (with bidirectional attention, since an encoder sees the whole sentence). So we
+# can move its weights into a `HookedTransformer`. The first step is the conversion of the
+# `nn.Linear` weights of attention into per-head tensors.
+#
+# ### Exercise 20.1: from `nn.Linear` to per-head weights
+#
+# Write `linear_to_tl(weight, n_heads, which)`. `weight` is one of
+# `MultiHeadedAttention.linears[i].weight` (shape `[d_model, d_model]`, stored
+# `[out, in]`). For `which` in `"q"`, `"k"`, `"v"` return TransformerLens's
+# `[n_heads, d_model, d_head]` tensor; for `which == "o"` return the
+# `[n_heads, d_head, d_model]` output tensor. Head $h$ owns the block
+# `h*d_head:(h+1)*d_head` of the concatenated heads.
+
+# %% tags=["exercise"]
+def linear_to_tl(weight, n_heads, which):
+    """nn.Linear weight [out, in] -> per-head TransformerLens tensor."""
+    # BEGIN SOLUTION
+    W = weight.T                                   # the row-vector matrix
+    d_in, d_out = W.shape
+    if which == "o":                               # heads are blocks of rows
+        return W.reshape(n_heads, d_in // n_heads, d_out)
+    # heads are blocks of columns: [d_model, h, d_head] -> [h, d_model, d_head]
+    return W.reshape(d_in, n_heads, d_out // n_heads).permute(1, 0, 2)
+    # END SOLUTION
+
+
+checks.ch20_ex1(linear_to_tl)
+
+# %% [markdown]
+# With it, the whole encoder moves over. The token embedding is `lut.weight` times
+# $\sqrt{d_\text{model}}$ (the Annotated Transformer scales in the forward pass;
+# TransformerLens has no scale, so we fold it into `W_E`). The fixed sinusoidal table
+# becomes `W_pos`. The feed-forward weights are transposed. LayerNorm needs a correction
+# that we explain below; for now it is the factor `ln_fix`.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):
+    at_model = load("toy-translation")
+enc = at_model.encoder
+d_model, n_heads = 64, 4
+d_head = d_model // n_heads
+ln_fix = math.sqrt((d_model - 1) / d_model)
+
+
+def encoder_to_tl(model, ln_scale=ln_fix, eps=1e-12):
+    """A HookedTransformer computing model.encode; its W_U is the decoder's
+    generator (used only for the unembedding check)."""
+    enc = model.encoder
+    cfg = HookedTransformerConfig(
+        n_layers=len(enc.layers), d_model=d_model, n_heads=n_heads,
+        d_head=d_head, d_mlp=enc.layers[0].feed_forward.w_1.out_features,
+        d_vocab=len(T.SRC_VOCAB), d_vocab_out=len(T.TGT_VOCAB), n_ctx=32,
+        act_fn="relu", normalization_type="LN", eps=eps,
+        attention_dir="bidirectional", positional_embedding_type="standard")
+    tl = HookedTransformer(cfg, move_to_device=False)
+    emb, pos = model.src_embed
+    sd = {"embed.W_E": emb.lut.weight * math.sqrt(d_model),
+          "pos_embed.W_pos": pos.pe[0, :cfg.n_ctx],
+          "unembed.W_U": model.generator.proj.weight.T,
+          "unembed.b_U": model.generator.proj.bias}
+
+    def norm(prefix, ln):
+        sd[f"{prefix}.w"], sd[f"{prefix}.b"] = ln.a_2 * ln_scale, ln.b_2
+
+    for i, layer in enumerate(enc.layers):
+        p = f"blocks.{i}"
+        lin = layer.self_attn.linears
+        for which, k in zip("qkvo", range(4)):
+            sd[f"{p}.attn.W_{which.upper()}"] = linear_to_tl(
+                lin[k].weight, n_heads, which)
+        for which, k in zip("QKV", range(3)):
+            sd[f"{p}.attn.b_{which}"] = lin[k].bias.reshape(n_heads, d_head)
+        sd[f"{p}.attn.b_O"] = lin[3].bias
+        ff = layer.feed_forward
+        sd[f"{p}.mlp.W_in"], sd[f"{p}.mlp.b_in"] = ff.w_1.weight.T, ff.w_1.bias
+        sd[f"{p}.mlp.W_out"] = ff.w_2.weight.T
+        sd[f"{p}.mlp.b_out"] = ff.w_2.bias
+        norm(f"{p}.ln1", layer.sublayer[0].norm)
+        norm(f"{p}.ln2", layer.sublayer[1].norm)
+    norm("ln_final", enc.norm)
+    sd = {k: v.detach().clone() for k, v in sd.items()}
+    missing, unexpected = tl.load_state_dict(sd, strict=False)
+    assert not unexpected and all(k.endswith(("mask", "IGNORE"))
+                                  for k in missing), (missing, unexpected)
+    return tl.eval()
+
+
+tl_model = encoder_to_tl(at_model)
+
+# %% [markdown]
+# We run both on eight sentences of seven words (no padding, so no padding mask is
+# needed), recording in the Annotated Transformer the stream after every sub-layer, the
+# feed-forward outputs and the attention patterns, and in TransformerLens its cache.
+
+# %%
+sentences = [s for s in T.sample_sentences(400, seed=5) if len(s) == 7][:8]
+src, tgt = T.to_tensors(sentences)
+src_mask = (src != T.PAD).unsqueeze(-2)
+
+at_stream, at_ffn = [], []
+hooks = [sub.register_forward_hook(lambda mod, inp, out: at_stream.append(out))
+         for layer in enc.layers for sub in layer.sublayer]
+hooks += [layer.feed_forward.register_forward_hook(
+    lambda mod, inp, out: at_ffn.append(out)) for layer in enc.layers]
+with torch.no_grad():
+    at_embed = at_model.src_embed(src)
+    memory = at_model.encode(src, src_mask)
+    _, cache = tl_model.run_with_cache(src)
+for hk in hooks:
+    hk.remove()
+at_pattern = [layer.self_attn.attn for layer in enc.layers]
+stream_in = {0: at_embed, 1: at_stream[1]}     # the stream entering each layer
+tl_memory = tl_model.ln_final(cache["resid_post", 1])
+
+diffs = {
+    "embedding + positions": (cache["hook_embed"] + cache["hook_pos_embed"]
+                              - at_embed).abs().max(),
+    "attention patterns": max((cache["pattern", i] - at_pattern[i]).abs().max()
+                              for i in range(2)),
+    "stream after each sub-layer": max(
+        (cache[name, i] - at_stream[2 * i + j]).abs().max()
+        for i in range(2) for j, name in enumerate(["resid_mid",
+                                                    "resid_post"])),
+    "feed-forward outputs": max((cache["mlp_out", i] - at_ffn[i]).abs().max()
+                                for i in range(2)),
+    "encoder output (memory)": (tl_memory - memory).abs().max(),
+}
+for name, dv in diffs.items():
+    print(f"{name:28s} max |difference| {dv:.1e}")
+scale = memory.abs().max()
+for name, dv in diffs.items():
+    claim(f"TransformerLens reproduces the Annotated Transformer: {name}",
+          dv, dv < 1e-4 * max(scale, 1), chapter="20")
+glue("memory_diff", diffs["encoder output (memory)"].item())
+
+# %% [markdown]
+# Every intermediate agrees to about {glue:text}`memory_diff:.0e`, float32 rounding.
+# The attention patterns match with TransformerLens's default scale
+# $1/\sqrt{d_\text{head}}$, which is the paper's $1/\sqrt{d_k}$.
+#
+# **The one real difference: LayerNorm.** The Annotated Transformer's `LayerNorm`
+# divides by the *unbiased* standard deviation (dividing the sum of squares by
+# $d_\text{model} - 1$) and adds its $\epsilon = 10^{-6}$ to the standard deviation;
+# TransformerLens, like `torch.nn.LayerNorm`, divides by the biased one
+# (by $d_\text{model}$) with $\epsilon$ inside the square root. Ignoring the two
+# epsilons, the unbiased standard deviation is the biased one times
+# $\sqrt{d_\text{model}/(d_\text{model}-1)}$, so the Annotated Transformer's output is
+# TransformerLens's times $\sqrt{(d_\text{model}-1)/d_\text{model}}$ before the bias is
+# added. That constant is `ln_fix` above: folded into the gain $w$, it makes the two
+# agree. Copying `a_2` into `w` as it is, with TransformerLens's default
+# $\epsilon = 10^{-5}$, gives a model that is close but not equal.
+
+# %%
+naive = encoder_to_tl(at_model, ln_scale=1.0, eps=1e-5)
+with torch.no_grad():
+    _, naive_cache = naive.run_with_cache(src)
+naive_memory = naive.ln_final(naive_cache["resid_post", 1])
+naive_gap = (naive_memory - memory).abs().max()
+rel_gap = ((naive_memory - memory).norm() / memory.norm()).item()
+claim("copying a_2, b_2 into w, b unchanged does not reproduce the encoder",
+      naive_gap, naive_gap > 1e-3, chapter="20")
+
+x = cache["resid_pre", 1]                   # a real residual stream
+ln_at = enc.layers[1].sublayer[0].norm
+with torch.no_grad():
+    at_out = ln_at(x) - ln_at.b_2
+    tl_out = naive.blocks[1].ln1(x) - ln_at.b_2
+ratio = at_out / tl_out
+ratio_err = (ratio - ln_fix).abs().max()
+claim("Annotated LayerNorm / TransformerLens LayerNorm = "
+      "sqrt((d-1)/d) = 0.99216 elementwise", ratio_err, ratio_err < 1e-4,
+      chapter="20")
+glue("naive_gap", naive_gap.item())
+glue("rel_gap", 100 * rel_gap)
+glue("ln_fix", ln_fix)
+
+# %% [markdown]
+# Copied naively, the encoder's output is off by up to {glue:text}`naive_gap:.2f` (a
+# relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the five
+# LayerNorms shrinks its output by the factor {glue:text}`ln_fix:.5f`, and the errors
+# compound through the layers. Small, but far above rounding, and enough to mislead
+# anyone who checks a port of the Annotated Transformer against a standard
+# implementation. Chapter 11 treats LayerNorm itself.
+
+# %% [markdown]
+# ## The circuit view: the table, row by row
+#
+# ### Per-head weights and the two conventions
+#
+# With TransformerLens holding the weights, we can test the rule from the beginning of the
+# chapter directly: a slice of an `nn.Linear` weight is Elhage et al.'s column-convention
+# matrix, and its transpose is TransformerLens's. (`model.W_Q` stacks all layers:
+# `[n_layers, n_heads, d_model, d_head]`.)
+
+# %%
+worst = 0.0
+for i, layer in enumerate(enc.layers):
+    lin = layer.self_attn.linears
+    for h in range(n_heads):
+        hs = slice(h * d_head, (h + 1) * d_head)
+        pairs = [(lin[0].weight[hs], tl_model.W_Q[i, h].T),   # Elhage W_Q^h
+                 (lin[1].weight[hs], tl_model.W_K[i, h].T),
+                 (lin[2].weight[hs], tl_model.W_V[i, h].T),
+                 (lin[3].weight[:, hs], tl_model.W_O[i, h].T)]  # W_O^h
+        for stored, tl_T in pairs:
+            worst = max(worst, (stored - tl_T).abs().max().item())
+claim("every head's nn.Linear slice equals the transpose of its "
+      "TransformerLens matrix (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
+      chapter="20")
+
+# %% [markdown]
+# ### The QK circuit
+#
+# In TransformerLens's row-vector convention the score of query position $i$ on key
+# position $j$ is $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top / \sqrt{d_\text{head}}$, where $x$
+# is the stream after the layer's first LayerNorm. Expanding the product gives the
+# framework's bilinear form plus three bias terms, which the framework leaves out:
+#
+# $$x_i W_{QK} x_j^\top + x_i W_Q b_K^\top + b_Q W_K^\top x_j^\top + b_Q b_K^\top,
+# \qquad W_{QK} = W_Q W_K^\top.$$
+#
+# In Elhage et al.'s column convention the score is $x_i^\top W_Q^\top W_K x_j$ with
+# $W_Q$ now $d_\text{head} \times d_\text{model}$, so their $W_{QK} = W_Q^\top W_K$ is
+# the *same* $d_\text{model}\times d_\text{model}$ matrix as ours: a bilinear form has one
+# matrix, whichever side we write the vectors on. We compute $W_{QK}$ three ways and the
+# scores from the expansion, and compare with TransformerLens's own scores.
+
+# %%
+layer_i, head = 1, 2
+lin = enc.layers[layer_i].self_attn.linears
+hs = slice(head * d_head, (head + 1) * d_head)
+qk_at = lin[0].weight[hs].T @ lin[1].weight[hs]          # from nn.Linear
+qk_tl = tl_model.QK[layer_i, head].AB                    # FactoredMatrix
+W_Q_paper, W_K_paper = tl_model.W_Q[layer_i, head].T, tl_model.W_K[layer_i,
+                                                                   head].T
+qk_paper = W_Q_paper.T @ W_K_paper                       # Elhage: W_Q^T W_K
+torch.testing.assert_close(qk_at, qk_tl)
+torch.testing.assert_close(qk_paper, qk_tl)
+claim("W_QK from nn.Linear slices equals TransformerLens's model.QK",
+      (qk_at - qk_tl).abs().max(), True, chapter="20")
+claim("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
+      (qk_paper - qk_tl).abs().max(), True, chapter="20")
+
+xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
+    * tl_model.blocks[layer_i].ln1.w + tl_model.blocks[layer_i].ln1.b
+bQ, bK = tl_model.b_Q[layer_i, head], tl_model.b_K[layer_i, head]
+WQ, WK = tl_model.W_Q[layer_i, head], tl_model.W_K[layer_i, head]
+scores = (xn @ qk_tl @ xn.T + (xn @ WQ @ bK)[:, None]
+          + (bQ @ WK.T @ xn.T)[None, :] + bQ @ bK) / math.sqrt(d_head)
+hooked = cache["attn_scores", layer_i][0, head]
+torch.testing.assert_close(scores, hooked, atol=1e-4, rtol=1e-4)
+claim("bilinear form + three bias terms = TransformerLens's scores",
+      (scores - hooked).abs().max(), True, chapter="20")
+bias_share = ((scores - xn @ qk_tl @ xn.T / math.sqrt(d_head)).abs().mean()
+              / hooked.abs().mean()).item()
+glue("bias_share", 100 * bias_share)
+
+# %% [markdown]
+# In this head the three bias terms account for {glue:text}`bias_share:.0f`% of the
+# scores' average size. The framework's toy models are trained without biases, so for
+# them $W_{QK}$ is the whole story; for a model with biases it is most of the story, and
+# how much is left over has to be measured head by head, as here.
+#
+# ### The OV circuit
+#
+# A head that attends to position $j$ with weight $A_{ij}$ writes
+# $\sum_j A_{ij}(x_j W_V + b_V) W_O = \sum_j A_{ij}\, x_j W_{OV} + b_V W_O$ into position
+# $i$ (the rows of $A$ sum to one). In Elhage et al.'s convention the same head writes
+# $W_O W_V x_j$, so their $W_{OV} = W_O W_V$ is the transpose of ours. Exercise 20.2 builds
+# the OV circuits directly from the Annotated Transformer's weights.
+#
+# ### Exercise 20.2: OV circuits from `nn.Linear` weights
+#
+# Write `ov_from_linears(w_v, w_o, n_heads)` returning TransformerLens's $W_{OV}$ of
+# every head, `[n_heads, d_model, d_model]`, from `w_v = linears[2].weight` and
+# `w_o = linears[3].weight`. You may use your `linear_to_tl`.
+
+# %% tags=["exercise"]
+def ov_from_linears(w_v, w_o, n_heads):
+    """nn.Linear weights of W^V and W^O -> W_OV per head [n_heads, d, d]."""
+    # BEGIN SOLUTION
+    return linear_to_tl(w_v, n_heads, "v") @ linear_to_tl(w_o, n_heads, "o")
+    # END SOLUTION
+
+
+checks.ch20_ex2(ov_from_linears)
+
+# %%
+ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
+ov_tl = tl_model.OV[layer_i].AB                       # [n_heads, d, d]
+torch.testing.assert_close(ov_at, ov_tl)
+claim("ov_from_linears equals TransformerLens's model.OV for every head",
+      (ov_at - ov_tl).abs().max(), True, chapter="20")
+ov_paper = lin[3].weight[:, hs] @ lin[2].weight[hs]   # Elhage: W_O W_V
+torch.testing.assert_close(ov_paper, ov_tl[head].T)
+claim("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
+      (ov_paper - ov_tl[head].T).abs().max(), True, chapter="20")
+
+# the head's write, three ways: Annotated head_outputs, TransformerLens's
+# cached values, and the OV circuit applied to the normalised stream
+ln1 = enc.layers[layer_i].sublayer[0].norm
+with torch.no_grad():
+    x_in = ln1(stream_in[layer_i])
+    at_heads = head_outputs(enc.layers[layer_i].self_attn, x_in, x_in, x_in,
+                            src_mask)[0, head]
+z = cache["z", layer_i][0, :, head]                 # [pos, d_head]
+tl_head = z @ tl_model.W_O[layer_i, head]
+A = cache["pattern", layer_i][0, head]
+via_ov = A @ xn @ ov_tl[head] + tl_model.b_V[layer_i, head] @ tl_model.W_O[
+    layer_i, head]
+via_paper = (ov_paper @ (A @ xn).T).T + tl_model.b_V[layer_i, head] \
+    @ tl_model.W_O[layer_i, head]
+for name, out in (("TransformerLens z @ W_O", tl_head),
+                  ("A x W_OV + b_V W_O", via_ov),
+                  ("column form (W_O W_V)(A x)^T", via_paper)):
+    torch.testing.assert_close(out, at_heads, atol=1e-4, rtol=1e-4)
+    claim(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
+          (out - at_heads).abs().max(), True, chapter="20")
+
+# %% [markdown]
+# ### Full circuits and the unembedding
+#
+# Putting the embedding and unembedding around a circuit gives a vocabulary-by-vocabulary
+# table: the full QK circuit $W_E W_{QK} W_E^\top$ scores each pair of tokens as query and
+# key, and the full OV circuit $W_E W_{OV} W_U$ says how attending to one token changes the
+# logits of each output token (rows: the attended token). In Elhage et al.'s convention
+# they are $W_E^\top W_{QK} W_E$ and $W_U W_{OV} W_E$, with $W_E$ of shape
+# $d_\text{model} \times n_\text{vocab}$ and $W_U$ of shape $n_\text{vocab} \times
+# d_\text{model}$: the QK table is again the same, the OV table transposed. In this model
+# LayerNorm and positional encoding stand between the embedding and the heads, so these
+# tables describe only the direct token-to-token path, an approximation; in the
+# attention-only toy models of chapters 14 to 17 they are exact. We compute both from the
+# Annotated Transformer's raw weights and from TransformerLens's `FactoredMatrix`, using
+# the decoder's generator as $W_U$ (cross-attention is where it reads the encoder; here we
+# only check the algebra).
+
+# %%
+lut = at_model.src_embed[0].lut.weight * math.sqrt(d_model)
+W_U_at = at_model.generator.proj.weight              # [vocab, d_model]
+full_qk_at = lut @ qk_at @ lut.T
+full_ov_at = lut @ lin[2].weight[hs].T @ lin[3].weight[:, hs].T @ W_U_at.T
+full_qk_tl = (tl_model.W_E @ tl_model.QK[layer_i, head] @ tl_model.W_E.T).AB
+full_ov_tl = (tl_model.W_E @ tl_model.OV[layer_i, head] @ tl_model.W_U).AB
+W_E_paper, W_U_paper = tl_model.W_E.T, tl_model.W_U.T
+full_qk_paper = W_E_paper.T @ qk_paper @ W_E_paper
+full_ov_paper = W_U_paper @ ov_paper @ W_E_paper
+for name, a, b in (
+        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl),
+        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl),
+        ("full QK: Elhage's W_E^T W_QK W_E is the same table",
+         full_qk_paper, full_qk_tl),
+        ("full OV: Elhage's W_U W_OV W_E is the transposed table",
+         full_ov_paper, full_ov_tl.T)):
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    claim(name, (a - b).abs().max(), True, chapter="20")
+
+# the unembedding on the decoder's real output
+tgt_in = tgt[:, :-1]
+tgt_mask = T.make_std_mask(tgt_in, T.PAD)
+with torch.no_grad():
+    dec = at_model.decode(memory, src_mask, tgt_in, tgt_mask)
+    logp_at = at_model.generator(dec)
+    logp_tl = tl_model.unembed(dec).log_softmax(-1)
+torch.testing.assert_close(logp_tl, logp_at)
+claim("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
+      "the Generator", (logp_tl - logp_at).abs().max(), True, chapter="20")
+tied = (at_model.tgt_embed[0].lut.weight - W_U_at).abs().max()
+claim("unlike the paper, the embedding and unembedding are not tied here",
+      tied, tied > 0.1, chapter="20")
+
+# %% [markdown]
+# ### Exploring the table
+#
+# Pick a quantity, a layer and a head. The left panel is the quantity computed from the
+# Annotated Transformer's modules, the middle one from the TransformerLens model, and the
+# right one their difference. Everything agrees to rounding, except the last two
+# entries: the LayerNorm outputs of the two libraries with the gain copied as it is, and
+# with the gain corrected.
+
+# %%
+at_blocks = enc.layers
+
+
+def pair(name, layer, h):
+    """(Annotated value, TransformerLens value, heading) for one table row."""
+    lin = at_blocks[layer].self_attn.linears
+    hs = slice(h * d_head, (h + 1) * d_head)
+    blk = tl_model.blocks[layer]
+    if name == "W_Q per head":
+        return lin[0].weight[hs].T, tl_model.W_Q[layer, h], \
+            "linears[0].weight[hs].T  vs  W_Q[l, h]"
+    if name == "W_O per head":
+        return lin[3].weight[:, hs].T, tl_model.W_O[layer, h], \
+            "linears[3].weight[:, hs].T  vs  W_O[l, h]"
+    if name == "W_QK":
+        return lin[0].weight[hs].T @ lin[1].weight[hs], \
+            tl_model.QK[layer, h].AB, "Wq[hs].T @ Wk[hs]  vs  model.QK"
+    if name == "W_OV":
+        return lin[2].weight[hs].T @ lin[3].weight[:, hs].T, \
+            tl_model.OV[layer, h].AB, "Wv[hs].T @ Wo[:, hs].T  vs  model.OV"
+    if name == "attention pattern":
+        return at_pattern[layer][0, h], cache["pattern", layer][0, h], \
+            "mha.attn  vs  hook_pattern (sentence 0)"
+    if name == "FFN W_in":
+        return at_blocks[layer].feed_forward.w_1.weight.T, \
+            tl_model.W_in[layer], "ff.w_1.weight.T  vs  W_in[l]"
+    if name == "token embedding":
+        return lut, tl_model.W_E, "lut.weight * sqrt(d_model)  vs  W_E"
+    ln_at = at_blocks[layer].sublayer[0].norm
+    x = stream_in[layer][0]
+    if name == "LayerNorm, gain copied":
+        return ln_at(x), naive.blocks[layer].ln1(x), \
+            "Annotated LayerNorm  vs  TL LayerNorm, w = a_2"
+    return ln_at(x), blk.ln1(x), \
+        "Annotated LayerNorm  vs  TL LayerNorm, w = a_2 * sqrt((d-1)/d)"
+
+
+QUANTITIES = ["W_QK", "W_OV", "W_Q per head", "W_O per head",
+              "attention pattern", "FFN W_in", "token embedding",
+              "LayerNorm, gain copied", "LayerNorm, gain corrected"]
+
+
+def draw_row(quantity="W_OV", layer=1, head=2):
+    with torch.no_grad():
+        a, b, heading = pair(quantity, layer, head)
+    a, b = a.detach(), b.detach()
+    diff = (a - b).abs()
+    fig, ax = plt.subplots(1, 3, figsize=(9, 3.3))
+    lim = a.abs().max().item()
+    for k, (mat, title) in enumerate(((a, "Annotated Transformer"),
+                                      (b, "TransformerLens"))):
+        ax[k].imshow(mat, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+        ax[k].set_title(f"{title}\n{tuple(mat.shape)}", fontsize=9)
+    im = ax[2].imshow(diff, cmap="Greys", aspect="auto",
+                      vmin=0, vmax=max(diff.max().item(), 1e-6))
+    ax[2].set_title(f"|difference|, max {diff.max():.1e}", fontsize=9)
+    fig.colorbar(im, ax=ax[2], fraction=0.05)
+    for x in ax:
+        x.set_xticks([])
+        x.set_yticks([])
+    fig.suptitle(f"{quantity}, layer {layer}, head {head}:  {heading}",
+                 fontsize=9)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
+
+# %% [markdown]
+# ## Summary
+#
+# - Four vocabularies, two conventions. Vaswani et al. and TransformerLens multiply row
+#   vectors on the right; Elhage et al. multiply column vectors on the left; PyTorch's
+#   `nn.Linear` stores `[out, in]`, so a slice of an Annotated Transformer weight is
+#   Elhage et al.'s matrix for one head and its transpose is TransformerLens's.
+# - Converting heads is slicing: $W_Q, W_K, W_V$ heads are blocks of *columns* of
+#   `weight.T`, $W_O$ heads are blocks of its *rows*. We loaded the trained toy
+#   translation encoder into a `HookedTransformer` and reproduced its embeddings,
+#   attention patterns, residual stream, feed-forward outputs and final output to
+#   rounding.
+# - $W_{QK}$ is the same matrix in both conventions; $W_{OV}$ is transposed
+#   ($W_{OV}^\text{paper} = (W_{OV}^\text{TL})^\top$), and so is the full OV circuit.
+#   Biases add three terms to the attention score that the framework leaves out; in the
+#   head we checked they carry {glue:text}`bias_share:.0f`% of the score's size.
+# - The Annotated Transformer's LayerNorm uses the unbiased standard deviation with
+#   $\epsilon$ added to it. Copied naively into a standard LayerNorm, the encoder's output
+#   is off by up to {glue:text}`naive_gap:.2f`; folding the factor
+#   $\sqrt{(d_\text{model}-1)/d_\text{model}}$ into the gain removes the difference.
+# - The paper ties the unembedding to the embedding; the Annotated Transformer's
+#   `make_model` (and ours) does not.

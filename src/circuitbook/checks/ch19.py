@@ -1,0 +1,174 @@
+"""Chapter 19 (training): exercise checks and reference solutions."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, allclose
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 19.1: the Noam learning-rate schedule
+# --------------------------------------------------------------------------------------
+
+
+def noam(step: torch.Tensor, d_model: int, warmup: int) -> torch.Tensor:
+    """lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) for each entry of ``step``.
+
+    ``step`` is an integer tensor; step 0 is treated as step 1 (a scheduler asks for the
+    rate of step 0 before the first update, and 0^-0.5 is infinite). Returns float64.
+    """
+    s = step.clamp(min=1).double()
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)
+
+
+def _noam_inputs(g: torch.Generator) -> dict:
+    d_model = int(torch.randint(32, 1025, (1,), generator=g))
+    warmup = int(torch.randint(100, 6001, (1,), generator=g))
+    below = torch.randint(2, warmup, (4,), generator=g)
+    above = torch.randint(warmup + 1, 10 * warmup, (4,), generator=g)
+    step = torch.cat([torch.tensor([0, 1, warmup]), below, above]).sort().values
+    return {"step": step, "d_model": d_model, "warmup": warmup}
+
+
+def _branches(step, warmup, clamp=True):
+    s = (step.clamp(min=1) if clamp else step).double()
+    return s ** -0.5, s * warmup ** -1.5
+
+
+EX1 = FunctionExercise(
+    id="ch19_ex1",
+    title="the Noam learning-rate schedule",
+    reference=noam,
+    make_inputs=_noam_inputs,
+    mistakes=[
+        Mistake("forgot the d_model^-0.5 factor",
+                "The whole schedule is scaled by d_model^-0.5: wider models get smaller steps.",
+                lambda step, d_model, warmup: torch.minimum(*_branches(step, warmup))),
+        Mistake("multiplied by sqrt(d_model) instead of dividing",
+                "The factor is d_model ** -0.5, not d_model ** 0.5.",
+                lambda step, d_model, warmup: d_model ** 0.5 * torch.minimum(*_branches(step, warmup))),
+        Mistake("max instead of min",
+                "Take the smaller of the two branches: the linear ramp while step < warmup, the "
+                "1/sqrt(step) decay afterwards.",
+                lambda step, d_model, warmup: d_model ** -0.5 * torch.maximum(*_branches(step, warmup))),
+        Mistake("warmup^-0.5 instead of warmup^-1.5",
+                "The ramp is step * warmup^-1.5, so that it meets the decay branch step^-0.5 exactly at "
+                "step = warmup.",
+                lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(
+                    _branches(step, warmup)[0], step.clamp(min=1).double() * warmup ** -0.5)),
+        Mistake("step 0 not treated as step 1",
+                "At step 0 the decay branch 0^-0.5 is infinite and the ramp is 0, so the rate is 0 (or "
+                "an error). Replace step 0 by step 1, as the Annotated Transformer does.",
+                lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(*_branches(step, warmup, False))),
+        Mistake("shifted by one step",
+                "Use the step number as given; do not add 1 to it.",
+                lambda step, d_model, warmup: noam(step + 1, d_model, warmup)),
+        Mistake("decays as 1/step instead of 1/sqrt(step)",
+                "After the warm-up the rate falls as step^-0.5.",
+                lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(
+                    step.clamp(min=1).double() ** -1.0, _branches(step, warmup)[1])),
+        Mistake("only the warm-up ramp",
+                "The ramp step * warmup^-1.5 must stop at step = warmup: take the minimum with step^-0.5.",
+                lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[1]),
+        Mistake("only the decay (no warm-up)",
+                "Without the ramp the rate starts at its largest value; take the minimum with "
+                "step * warmup^-1.5.",
+                lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[0]),
+    ],
+    hint="s = step.clamp(min=1).double(); return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)",
+    # learning rates are ~1e-7..1e-2: compare relatively, not with an absolute tolerance
+    compare=allclose(atol=0.0, rtol=1e-5),
+)
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 19.2: label-smoothed targets
+# --------------------------------------------------------------------------------------
+
+
+def smoothed_targets(target: torch.Tensor, size: int, padding_idx: int, eps: float) -> torch.Tensor:
+    """The label-smoothed target distribution [N, size] for class ids ``target`` [N].
+
+    1 - eps on the true class, eps spread evenly over the size - 2 classes that are neither
+    the true class nor padding, 0 on the padding column, and an all-zero row where the
+    target itself is padding.
+    """
+    dist = torch.full((target.shape[0], size), eps / (size - 2))
+    dist[torch.arange(target.shape[0]), target] = 1.0 - eps
+    dist[:, padding_idx] = 0.0
+    dist[target == padding_idx] = 0.0
+    return dist
+
+
+def _smooth_inputs(g: torch.Generator) -> dict:
+    size = int(torch.randint(6, 13, (1,), generator=g))
+    padding_idx = int(torch.randint(1, size, (1,), generator=g))  # never 0: "assumed 0" must show
+    eps = 0.05 + 0.4 * float(torch.rand(1, generator=g))
+    n = int(torch.randint(8, 13, (1,), generator=g))
+    target = torch.randint(0, size, (n,), generator=g)
+    target[:2] = padding_idx  # at least two padding rows
+    target[2] = (padding_idx + 1) % size  # and at least one real one
+    target = target[torch.randperm(n, generator=g)]
+    return {"target": target, "size": size, "padding_idx": padding_idx, "eps": eps}
+
+
+def _smooth(target, size, padding_idx, eps, *, share=None, conf=None, zero_col=True, zero_rows=True,
+            add=False, pad=None):
+    pad = padding_idx if pad is None else pad
+    share = eps / (size - 2) if share is None else share
+    conf = 1.0 - eps if conf is None else conf
+    dist = torch.full((target.shape[0], size), share)
+    rows = torch.arange(target.shape[0])
+    dist[rows, target] = dist[rows, target] + conf if add else conf
+    if zero_col:
+        dist[:, pad] = 0.0
+    if zero_rows:
+        dist[target == pad] = 0.0
+    return dist
+
+
+EX2 = FunctionExercise(
+    id="ch19_ex2",
+    title="label-smoothed targets",
+    reference=smoothed_targets,
+    make_inputs=_smooth_inputs,
+    mistakes=[
+        Mistake("spread eps over all size classes",
+                "The smoothing mass goes only to the classes that are neither the true class nor padding: "
+                "there are size - 2 of them, so each gets eps / (size - 2).",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
+                                                               share=eps / size)),
+        Mistake("spread eps over size - 1 classes",
+                "The padding column gets nothing, so eps is shared by size - 2 classes, not size - 1.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
+                                                               share=eps / (size - 1))),
+        Mistake("forgot to zero the padding column",
+                "The model should never be taught to predict padding: set column padding_idx to 0.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
+                                                               zero_col=False)),
+        Mistake("forgot to zero the padding rows",
+                "A position whose target is padding is not a real prediction: its whole row must be 0 so "
+                "it adds nothing to the loss.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
+                                                               zero_rows=False)),
+        Mistake("true class gets 1 instead of 1 - eps",
+                "The smoothing mass is taken from the true class: it keeps 1 - eps, so each row sums to 1.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, conf=1.0)),
+        Mistake("true class also got a share of eps",
+                "Set the true class to 1 - eps; do not add 1 - eps to the share it received when the row "
+                "was filled.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, add=True)),
+        Mistake("assumed the padding index is 0",
+                "Use padding_idx, not a hard-coded 0.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, pad=0)),
+        Mistake("one-hot targets (no smoothing)",
+                "Spread eps over the other classes and keep 1 - eps on the true one.",
+                lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
+                                                               share=0.0, conf=1.0)),
+    ],
+    hint="Fill an [N, size] tensor with eps / (size - 2), put 1 - eps at each row's target, then zero "
+         "column padding_idx and every row whose target is padding_idx.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
