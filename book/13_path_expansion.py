@@ -1,0 +1,617 @@
+# %% [markdown]
+# # 13. The path expansion
+#
+# An attention-only transformer has one nonlinear step: the softmax that turns attention
+# scores into patterns. Hold the patterns fixed and everything else is linear, so the
+# logits can be multiplied out into a sum of *paths*: the embedding read straight by the
+# unembedding, the embedding passed through one head, through two heads in series, and
+# so on. This chapter writes the expansion for the book's two-layer model `toy-2l`,
+# checks that the parts add up to the logits exactly, counts them, asks which paths push
+# up the right answer on a repeated sequence, and then splits one layer-1 head's
+# attention score the same way, into the terms through which it reads layer 0.
+
+# %%
+import itertools
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.data import repeated_random_tokens
+from circuitbook.heads import induction_scores, prev_token_scores
+from circuitbook.models import load
+from circuitbook.paths import count_paths, logit_attribution
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+_ = torch.set_grad_enabled(False)  # we only read the models here
+
+# %% [markdown]
+# ## Plain language
+#
+# Run the model once and write down every head's attention pattern $A$ (one
+# $n_\text{pos} \times n_\text{pos}$ matrix per head). Now pretend the patterns are
+# constants. A head then does two linear things: it mixes positions (position $i$ takes
+# the $A$-weighted average of the stream at earlier positions) and it maps each vector
+# through its OV matrix $W_V W_O$. A layer adds the outputs of its heads to the stream it
+# read. So a layer is "the identity plus a sum of linear maps", and a stack of layers is
+# a product of such sums:
+#
+# $$(\text{Id} + h_{1,0} + h_{1,1} + \dots)\,(\text{Id} + h_{0,0} + h_{0,1} + \dots).$$
+#
+# Multiply it out and every term picks, in each layer, either the identity (the residual
+# connection: skip the layer) or one head. Each term is a **path** from the token
+# embedding to the unembedding. Paths come in three kinds:
+#
+# - the **direct path**, which skips every layer: the embedding read straight by the
+#   unembedding, a table of "next token given this token" (chapter
+#   {doc}`14_zero_layer`);
+# - **first-order** paths through a single head: "attend somewhere, copy what is there"
+#   (chapter {doc}`15_one_layer`);
+# - **virtual heads**: two or more heads in series, the second reading what the first
+#   wrote through its values (V-composition).
+#
+# The sum of the paths is not an approximation of the logits; with the patterns of the
+# run it *is* the logits, to float rounding. What the expansion leaves out is where the
+# patterns came from. A layer-1 head computes its queries and keys from a stream that
+# already contains layer 0's outputs, so layer 0 can steer where layer 1 looks (Q- and
+# K-composition). That does not add paths to the logits; it changes the $A$s. At the end
+# of the chapter we expand one attention score in the same way.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# The Annotated Transformer {cite}`rush2018annotated` builds its decoder from layers of
+# the form `x + sublayer(norm(x))`. The model we study, `toy-2l` from the book's zoo, keeps
+# only the self-attention sublayers: no feed-forward network, no LayerNorm, no scaling of
+# the embedding. Its positional embedding is added only to what queries and keys read
+# ("shortformer" positions, see chapter {doc}`03_residual_stream`), so the stream itself
+# carries token information alone. Written out from its weights, with an option to
+# replace the computed patterns by given ones:
+
+# %%
+model = load("toy-2l")
+cfg = model.cfg
+L, H = cfg.n_layers, cfg.n_heads
+
+
+def run(x, patterns=None):
+    """The attention-only stack from its weights. x: [pos, d_model], the
+    stream after the embedding. With `patterns` (a list of [head, q, k]
+    tensors, one per layer) the attention patterns are frozen to them.
+    Returns (logits [pos, d_vocab], the patterns used)."""
+    n = x.shape[0]
+    pos = model.W_pos[:n]
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    used = []
+    for layer in range(L):
+        a = model.blocks[layer].attn
+        if patterns is None:
+            q = torch.einsum("pm,hmd->hpd", x + pos, a.W_Q) + a.b_Q[:, None]
+            k = torch.einsum("pm,hmd->hpd", x + pos, a.W_K) + a.b_K[:, None]
+            scores = q @ k.mT / math.sqrt(cfg.d_head)
+            A = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        else:
+            A = patterns[layer]
+        v = torch.einsum("pm,hmd->hpd", x, a.W_V) + a.b_V[:, None]
+        x = x + torch.einsum("hqk,hkd,hdm->qm", A, v, a.W_O) + a.b_O
+        used.append(A)
+    return x @ model.W_U + model.b_U, used
+
+
+tokens = repeated_random_tokens(1, 20, cfg.d_vocab, seed=1)[0]   # [40]
+ours, patterns = run(model.W_E[tokens])
+hooked = model(tokens)[0]
+torch.testing.assert_close(ours, hooked)
+claim("the stack written out by hand gives the model's logits",
+      (ours - hooked).abs().max(), True, chapter="13")
+
+# %% [markdown]
+# Now freeze the patterns at the values of this run. As a function of the starting
+# stream $x$, the model becomes *affine* (linear plus a constant, the biases):
+# $f(x + y) + f(0) = f(x) + f(y)$. With the patterns recomputed from each input it is
+# nothing of the kind.
+
+# %%
+x_a = model.W_E[tokens]
+x_b = model.W_E[tokens.roll(7)]
+zero = torch.zeros_like(x_a)
+
+
+def affine_gap(frozen):
+    f = (lambda x: run(x, patterns)[0]) if frozen else (lambda x: run(x)[0])
+    return (f(x_a + x_b) + f(zero) - f(x_a) - f(x_b)).abs().max()
+
+
+gap_frozen, gap_live = affine_gap(True), affine_gap(False)
+claim("with the patterns frozen, f(x + y) + f(0) = f(x) + f(y)", gap_frozen,
+      gap_frozen < 1e-4, chapter="13")
+claim("with the patterns recomputed, the same identity fails badly",
+      gap_live, gap_live > 1.0, chapter="13")
+glue("gap_live", gap_live.item())
+
+# %% [markdown]
+# The recomputed model misses the identity by {glue:text}`gap_live:.1f` logits. Every
+# nonlinearity of the model lives in the patterns; once they are fixed, linear algebra
+# applies, and the product of layers can be expanded.
+
+# %% [markdown]
+# ## The circuit view
+#
+# Write the tokens as a one-hot matrix $X$ ($n_\text{pos} \times d_\text{vocab}$, one
+# row per position), so the starting stream is $X W_E$. In TransformerLens's row-vector
+# convention a head with pattern $A^h$ maps a stream $x$ to $A^h x W_{OV}^h$ with
+# $W_{OV}^h = W_V^h W_O^h$: the pattern acts on the left (on positions) and the weights
+# on the right (on the residual vector). For two layers, leaving the biases aside for a
+# moment,
+#
+# $$\text{logits} = \underbrace{X W_E W_U}_{\text{direct}}
+# + \sum_{\ell, h} \underbrace{A^{\ell,h} X W_E W_{OV}^{\ell,h} W_U}_{\text{first order}}
+# + \sum_{h, h'} \underbrace{A^{1,h'} A^{0,h} X W_E W_{OV}^{0,h} W_{OV}^{1,h'} W_U}_{\text{virtual head } (0,h) \to (1,h')}.$$
+#
+# In a virtual term the patterns multiply in the order *later layer first* and the OV
+# matrices in the order *earlier layer first*, because one acts from the left and the
+# other from the right. Elhage et al. {cite}`elhage2021mathematical` write the same
+# expansion in the column-vector convention with tensor products,
+# $T = \text{Id} \otimes W_U W_E + \sum_h A^h \otimes W_U W_{OV}^h W_E + \sum_{h,h'}
+# (A^{h'} A^h) \otimes (W_U W_{OV}^{h'} W_{OV}^h W_E)$, where every weight product reads
+# right to left; their $W_{OV}$ is the transpose of ours.
+#
+# The biases are constants along the way. A head's value bias reaches its output as
+# $\sum_k A_{ik} b_V W_O = b_V W_O$ (each row of $A$ sums to one); `circuitbook.paths`
+# counts it in that head's first-order term. Each layer's shared output bias $b_O$ starts
+# paths of its own, and $b_U$ is added once, to the direct path. `logit_attribution`
+# returns every term.
+
+# %%
+la = logit_attribution(model, tokens)
+total = la.total()[0]
+torch.testing.assert_close(total, hooked)
+max_err = (total - hooked).abs().max()
+claim("direct + per-head + virtual + bias paths sum to the logits of toy-2l",
+      max_err, True, chapter="13")
+glue("max_err", max_err.item())
+glue("logit_scale", hooked.abs().max().item())
+print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
+      f"{len(la.virtual)} virtual, {la.bias.shape[0]} b_O paths")
+
+# %% [markdown]
+# The largest error over all 40 positions and 64 vocabulary entries is
+# {glue:text}`max_err:.1e`, against logits as large as {glue:text}`logit_scale:.1f`:
+# float32 rounding. To see that a virtual term really is the product in the formula, we
+# compute one by hand from the patterns of the run: the previous-token head in layer 0
+# (head 2) followed by head 1 of layer 1, the zoo's strongest induction head (the model
+# was introduced in chapter {doc}`03_residual_stream`).
+
+# %%
+A0, A1 = patterns[0][2], patterns[1][1]
+a0, a1 = model.blocks[0].attn, model.blocks[1].attn
+e = model.W_E[tokens]
+first = A0 @ (e @ a0.W_V[2] + a0.b_V[2]) @ a0.W_O[2]  # what L0H2 writes
+virtual = A1 @ (first @ a1.W_V[1]) @ a1.W_O[1] @ model.W_U
+torch.testing.assert_close(virtual, la.virtual[((0, 2), (1, 1))][0])
+claim("the virtual term L0H2 -> L1H1 is A1 A0 X W_E W_OV^0 W_OV^1 W_U "
+      "(+ L0H2's value bias)",
+      (virtual - la.virtual[((0, 2), (1, 1))][0]).abs().max(), True,
+      chapter="13")
+
+# %% [markdown]
+# ### How many paths?
+#
+# A path chooses, in each layer independently, to skip it or to pass through one of its
+# $n$ heads. It cannot pass through two heads of the same layer: they read the same
+# stream side by side, and none reads another's output. We enumerate the choices for
+# small models and compare with `count_paths`, and with the number of parts
+# `logit_attribution` returned.
+
+# %%
+def enumerate_paths(n_layers, n_heads):
+    """Count paths by brute force, by the number of heads they pass through."""
+    by_order = {}
+    for choice in itertools.product(range(-1, n_heads), repeat=n_layers):
+        order = sum(c >= 0 for c in choice)          # -1 means: skip the layer
+        by_order[order] = by_order.get(order, 0) + 1
+    return by_order
+
+
+for n_layers, n_heads in itertools.product(range(1, 5), range(1, 6)):
+    counted = count_paths(n_layers, n_heads)
+    brute = enumerate_paths(n_layers, n_heads)
+    assert counted["direct"] == brute[0]
+    assert counted["total"] == sum(brute.values())
+    for k in range(1, n_layers + 1):
+        assert counted[f"order_{k}"] == brute[k]
+counts = count_paths(L, H)
+n_parts = 1 + la.heads.shape[0] * la.heads.shape[1] + len(la.virtual)
+claim("count_paths agrees with brute-force enumeration "
+      "(1-4 layers, 1-5 heads)",
+      f"toy-2l: {counts}", True, chapter="13")
+claim("logit_attribution returns one part per embedding path of toy-2l",
+      f"{n_parts} parts vs total {counts['total']}",
+      n_parts == counts["total"], chapter="13")
+
+# %% [markdown]
+# ### Exercise 13.2: count the paths
+#
+# Write `n_paths(n_layers, n_heads)`, the number of paths from the embedding to the
+# logits of an attention-only model with `n_layers` layers of `n_heads` heads each,
+# counting the direct path but not the paths that start at a bias.
+
+# %% tags=["exercise"]
+def n_paths(n_layers, n_heads):
+    """Number of embedding-to-unembedding paths (the direct path included)."""
+    # BEGIN SOLUTION
+    return (1 + n_heads) ** n_layers
+    # END SOLUTION
+
+
+checks.ch13_ex2(n_paths)
+
+# %%
+gpt2_shape = n_paths(12, 12)
+claim("an attention-only model of GPT-2 small's shape has 13^12 paths",
+      f"{gpt2_shape:.3e}", gpt2_shape == count_paths(12, 12)["total"],
+      chapter="13")
+glue("gpt2_paths", f"{gpt2_shape:.1e}")
+
+# %% [markdown]
+# The count grows like $(1 + n)^L$: for twelve layers of twelve heads (GPT-2 small's
+# shape, if it had no MLPs) there are {glue:text}`gpt2_paths` paths. Nobody reads them
+# one by one. In practice a few paths carry most of the effect, and the expansion tells
+# us where to look: we measure each path's contribution and keep the large ones.
+
+# %% [markdown]
+# ## Which paths predict the next token?
+#
+# `toy-2l` was trained on random segments that repeat. On a sequence of 20 random tokens
+# followed by the same 20 again, the first copy is unpredictable and the second can be
+# read off the first. For each path we take its contribution to the logit of the token
+# that actually comes next (the *direct logit attribution*), averaged over 8 such
+# sequences, separately on the two copies. Position $p$ predicts token $p + 1$, and the
+# first token of each copy is left out of the average (nothing predicts it).
+
+# %%
+batch = repeated_random_tokens(8, 20, cfg.d_vocab, seed=1)
+la_batch = logit_attribution(model, batch)
+nxt = batch[:, 1:]
+copy1, copy2 = slice(0, 19), slice(20, 39)  # predicting 1..19 and 21..39
+
+
+def correct_logit(term):
+    """[batch, pos, d_vocab] -> [batch, pos - 1]: the next token's logit."""
+    return term[:, :-1].gather(-1, nxt[..., None])[..., 0]
+
+
+groups = {"direct": la_batch.direct}
+groups |= {f"L{l}H{h}": la_batch.heads[l, h]
+           for l in range(L) for h in range(H)}
+groups["virtual\n(all 16)"] = sum(la_batch.virtual.values())
+groups["b_O"] = la_batch.bias.sum(0)
+dla = {k: correct_logit(v) for k, v in groups.items()}
+mean1 = torch.tensor([v[:, copy1].mean() for v in dla.values()])
+mean2 = torch.tensor([v[:, copy2].mean() for v in dla.values()])
+
+fig, ax = plt.subplots(figsize=(8.5, 3.2))
+idx = torch.arange(len(dla))
+ax.bar(idx - 0.2, mean1, width=0.4, label="first copy (unpredictable)")
+ax.bar(idx + 0.2, mean2, width=0.4, label="second copy (a repeat)")
+ax.axhline(0, color="gray", lw=0.6)
+ax.set_xticks(idx, list(dla), fontsize=8)
+ax.set_ylabel("mean contribution to the\nlogit of the next token")
+ax.set_title("direct logit attribution by path, toy-2l")
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %%
+names = list(dla)
+layer1 = [names.index(f"L1H{h}") for h in range(H)]
+others = [i for i in range(len(names)) if i not in layer1]
+probs = model(batch)[:, :-1].softmax(-1).gather(-1, nxt[..., None])[..., 0]
+claim("on the second copy every layer-1 head adds more than 1 to the next "
+      "token's logit", f"min {mean2[layer1].min():.2f}",
+      bool(mean2[layer1].min() > 1.0), chapter="13")
+claim("on the first copy no path adds more than 0.1 in absolute value",
+      f"max |mean| {mean1.abs().max():.3f}", bool(mean1.abs().max() < 0.1),
+      chapter="13")
+claim("on the second copy all other paths together move it by less than "
+      "a tenth of what the layer-1 heads add",
+      f"{mean2[others].sum():.2f} vs {mean2[layer1].sum():.2f}",
+      bool(mean2[others].sum().abs() < 0.1 * mean2[layer1].sum()),
+      chapter="13")
+glue("l1_sum", mean2[layer1].sum().item())
+glue("virt_sum", mean2[names.index("virtual\n(all 16)")].item())
+glue("p_second", probs[:, copy2].mean().item())
+
+# %% [markdown]
+# On the second copy the four first-order paths through layer 1 raise the next token's
+# logit by {glue:text}`l1_sum:.2f` together, and the model gives the right token
+# probability {glue:text}`p_second:.2f` on average. The direct path, the layer-0 heads
+# on their own and the sixteen virtual heads do almost nothing (the virtual heads sum to
+# {glue:text}`virt_sum:.2f`). So the heads that predict the repeat write their answer
+# *directly* to the logits; layer 0 matters only through the patterns of layer 1, which
+# the expansion treats as given. We open that up below.
+#
+# A raw logit can be misleading, since adding the same number to every logit changes no
+# probability. Subtracting each part's mean over the vocabulary would remove such
+# shifts; here it moves no path's average by more than a few hundredths, so we keep the
+# simpler raw number.
+
+# %%
+centred = {k: v - groups[k][:, :-1].mean(-1) for k, v in dla.items()}
+shift = max((centred[k][:, copy2].mean() - dla[k][:, copy2].mean()).abs()
+            for k in dla)
+claim("centring over the vocabulary changes no path's second-copy mean by "
+      "more than 0.05", shift, shift < 0.05, chapter="13")
+
+# %% [markdown]
+# ### Exercise 13.1: direct logit attribution
+#
+# Write `direct_logit_attribution(head_out, W_U, b_U, tokens)`. `head_out` is
+# `[n_heads, pos, d_model]`, what each head writes into the stream at each position;
+# return `[n_heads, pos - 1]`, each head's direct contribution to the logit of the token
+# that comes *next*. The unembedding bias belongs to the direct path, where
+# `logit_attribution` counts it once, so leave it out. Mind the shapes: in the toy models
+# $d_\text{model} = d_\text{vocab} = 64$, so a transposed $W_U$ does not raise an error.
+
+# %% tags=["exercise"]
+def direct_logit_attribution(head_out, W_U, b_U, tokens):
+    """head_out: [n_heads, pos, d_model]; W_U: [d_model, d_vocab];
+    b_U: [d_vocab]; tokens: [pos] -> [n_heads, pos - 1]."""
+    # BEGIN SOLUTION
+    columns = W_U[:, tokens[1:]]          # unembedding of each next token
+    return torch.einsum("hpd,dp->hp", head_out[:, :-1], columns)
+    # END SOLUTION
+
+
+checks.ch13_ex1(direct_logit_attribution)
+
+# %% [markdown]
+# Applied to what the layer-0 heads write (their `z` times $W_O$, taken from a cache), it
+# must reproduce the first-order terms of `logit_attribution`: a layer-0 head reads only
+# the embedding. A layer-1 head's actual output is more than its first-order term. It
+# also carries whatever it read from layer 0 through its values, so its attribution is
+# the sum of *every* path that ends at it: its first-order term, the four virtual terms
+# into it, and the path that starts at layer 0's output bias,
+# $b_O^{0} W_{OV}^{1,h} W_U$ (each row of the pattern sums to one).
+
+# %%
+_, cache = model.run_with_cache(tokens)
+
+
+def head_outputs(layer):
+    """[n_heads, pos, d_model]: what each head of `layer` wrote."""
+    return torch.einsum("phe,hem->hpm", cache["z", layer][0], model.W_O[layer])
+
+
+def picked(term):
+    """[..., pos, d_vocab] -> [..., pos - 1]: the next token's logit."""
+    idx = tokens[1:].expand(*term.shape[:-2], -1)[..., None]
+    return term[..., :-1, :].gather(-1, idx)[..., 0]
+
+
+mine0 = direct_logit_attribution(head_outputs(0), model.W_U, model.b_U, tokens)
+torch.testing.assert_close(mine0, picked(la.heads[0, :, 0]))
+claim("for layer-0 heads, direct_logit_attribution equals the first-order "
+      "terms", (mine0 - picked(la.heads[0, :, 0])).abs().max(), True,
+      chapter="13")
+
+mine1 = direct_logit_attribution(head_outputs(1), model.W_U, model.b_U, tokens)
+ending = torch.stack([
+    la.heads[1, h, 0]
+    + sum(v[0] for path, v in la.virtual.items() if path[-1] == (1, h))
+    + model.b_O[0] @ model.W_V[1, h] @ model.W_O[1, h] @ model.W_U
+    for h in range(H)])
+torch.testing.assert_close(mine1, picked(ending))
+claim("for a layer-1 head it equals the sum of all paths ending at that head",
+      (mine1 - picked(ending)).abs().max(), True, chapter="13")
+
+# %% [markdown]
+# Pick a position of the sequence to see every path's contribution there. On the first
+# copy (positions 0-19) all bars are near zero and the model is guessing; from position
+# 20 on, the layer-1 heads push the correct next token up.
+
+# %%
+labels = ["direct"] + [f"L{l}H{h}" for l in range(L) for h in range(H)]
+labels += ["virtual", "b_O"]
+seq_probs = hooked.softmax(-1)
+
+
+def draw_position(position=30):
+    nt = tokens[position + 1]
+    parts = [la.direct[0, position, nt]]
+    parts += [la.heads[l, h, 0, position, nt]
+              for l in range(L) for h in range(H)]
+    parts += [sum(v[0, position, nt] for v in la.virtual.values()),
+              la.bias[:, 0, position, nt].sum()]
+    vals = torch.stack(parts)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.bar(range(len(vals)), vals,
+           color=["tab:blue" if v >= 0 else "tab:red" for v in vals])
+    ax.axhline(0, color="gray", lw=0.6)
+    ax.set_xticks(range(len(vals)), labels, fontsize=8)
+    ax.set_ylim(-2, 6)
+    ax.set_ylabel("contribution to logit")
+    where = "first copy" if position < 20 else "second copy"
+    ax.set_title(f"position {position} ({where}): token {tokens[position]} "
+                 f"-> next {nt}, p(next) = {seq_probs[position, nt]:.2f}",
+                 fontsize=9)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_position, position=(0, 38, 1))
+
+# %% [markdown]
+# ## Expanding an attention score: Q- and K-composition
+#
+# The layer-1 heads predict the repeat by attending to the right place: from the second
+# copy of a token back to the token that followed its first copy. Their patterns are the
+# part the path expansion took as given. But a score is a bilinear form of the query's
+# and the key's input (chapter {doc}`06_attention`), and each input is itself a sum: the
+# embedding, the positional embedding (added for queries and keys), the four layer-0
+# heads' outputs, and the layer-0 output bias. So the score of head $(1, h)$ splits into
+# one term per (query part, key part) pair. With $y^a_i$ the part $a$ of the input at
+# position $i$,
+#
+# $$s_{ij} = \frac{1}{\sqrt{d_\text{head}}}\Big(\sum_a y^a_i W_Q + b_Q\Big)
+# \Big(\sum_b y^b_j W_K + b_K\Big)^{\top}$$
+#
+# $$\phantom{s_{ij}} = \sum_{a, b} \frac{(y^a_i W_Q)(y^b_j W_K)^\top}{\sqrt{d_\text{head}}}
+# + \text{(terms with } b_Q \text{ or } b_K\text{)}.$$
+#
+# A term with a layer-0 head on the query side is **Q-composition**; with a layer-0 head
+# on the key side, **K-composition**; terms with heads on both sides are both at once.
+# (**V-composition**, a layer-0 head read through the values, does not touch the score:
+# it is the virtual heads above.) We take head 1 of layer 1, the zoo's strongest
+# induction head, and compute every term by hand with einsums from cached activations.
+
+# %%
+h1 = 1
+n = tokens.shape[0]
+att1 = model.blocks[1].attn
+outs0 = torch.einsum("phe,hem->hpm", cache["z", 0][0], model.W_O[0])
+pieces = {"embed": cache["hook_embed"][0], "pos": cache["hook_pos_embed"][0]}
+pieces |= {f"L0H{h}": outs0[h] for h in range(H)}
+pieces["b_O"] = model.b_O[0].expand(n, -1)
+# the query and key inputs of layer 1 are the stream plus W_pos
+torch.testing.assert_close(sum(pieces.values()),
+                           cache["resid_pre", 1][0] + pieces["pos"])
+
+Y = torch.stack(list(pieces.values()))               # [part, pos, d_model]
+q_parts = torch.cat([Y @ att1.W_Q[h1], att1.b_Q[h1].expand(1, n, -1)])
+k_parts = torch.cat([Y @ att1.W_K[h1], att1.b_K[h1].expand(1, n, -1)])
+terms = torch.einsum("aid,bjd->abij", q_parts, k_parts) / math.sqrt(cfg.d_head)
+q_names = list(pieces) + ["b_Q"]
+k_names = list(pieces) + ["b_K"]
+
+scores = cache["attn_scores", 1][0, h1]
+causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+torch.testing.assert_close(terms.sum((0, 1))[causal], scores[causal])
+claim(f"the {terms.shape[0] * terms.shape[1]} query-part x key-part terms sum "
+      "to L1H1's hooked attention scores",
+      (terms.sum((0, 1)) - scores)[causal].abs().max(), True, chapter="13")
+
+# %% [markdown]
+# Which terms make the head attend to the right key? The softmax ignores anything added
+# to all keys of one query, so for each term we measure its *advantage*: its value at the
+# induction target (query $20 + i$, key $i + 1$) minus its average over the query's other
+# keys, averaged over the second copy.
+
+# %%
+queries = torch.arange(20, 39)
+targets = queries - 19
+advantage = torch.zeros(terms.shape[:2])
+for q, k in zip(queries.tolist(), targets.tolist()):
+    rest = [j for j in range(q + 1) if j != k]
+    advantage += terms[:, :, q, k] - terms[:, :, q, rest].mean(-1)
+advantage /= len(queries)
+
+fig, ax = plt.subplots(figsize=(7, 5.6))
+lim = advantage.abs().max()
+im = ax.imshow(advantage, cmap="RdBu_r", vmin=-lim, vmax=lim)
+for i, j in itertools.product(range(advantage.shape[0]), repeat=2):
+    if abs(advantage[i, j]) > 0.05:
+        ax.text(j, i, f"{advantage[i, j]:.1f}", ha="center", va="center",
+                fontsize=8,
+                color="white" if abs(advantage[i, j]) > lim / 2 else "black")
+ax.set_xticks(range(len(k_names)), k_names, rotation=45, fontsize=8)
+ax.set_yticks(range(len(q_names)), q_names, fontsize=8)
+ax.set_xlabel("key side")
+ax.set_ylabel("query side")
+ax.set_title("L1H1: advantage of the induction target, per score term")
+fig.colorbar(im, ax=ax, shrink=0.8)
+fig.tight_layout()
+plt.show()
+
+# %%
+heads0 = [q_names.index(f"L0H{h}") for h in range(H)]
+direct_side = [i for i in range(len(q_names)) if i not in heads0]
+rows, cols = torch.tensor(heads0), torch.tensor(direct_side)
+k_comp = advantage[cols][:, rows].sum()
+q_comp = advantage[rows][:, cols].sum()
+qk_comp = advantage[rows][:, rows].sum()
+no_comp = advantage[cols][:, cols].sum()
+top = divmod(int(advantage.abs().argmax()), advantage.shape[1])
+prev_score = prev_token_scores(model)[0]
+two_back = patterns[0][1].diagonal(-2)[4:].mean()
+claim("the largest term pairs the query's token embedding with L0H2's "
+      "output at the key (K-composition)",
+      f"{q_names[top[0]]} x {k_names[top[1]]}: {advantage[top]:.2f}",
+      top == (q_names.index("embed"), k_names.index("L0H2")), chapter="13")
+flat = advantage.flatten().abs().argsort(descending=True)
+second = divmod(int(flat[1]), advantage.shape[1])
+claim("the second-largest term pairs L0H2 at the query with L0H1 at the key",
+      f"{q_names[second[0]]} x {k_names[second[1]]}: {advantage[second]:.2f}",
+      second == (q_names.index("L0H2"), k_names.index("L0H1")), chapter="13")
+claim("L0H2 is a previous-token head (mean attention to position p - 1)",
+      prev_score[2], bool(prev_score[2] > 0.9), chapter="13")
+claim("L0H1 attends two positions back (mean attention to p - 2)",
+      two_back, bool(two_back > 0.8), chapter="13")
+target_attn = patterns[1][1][queries, targets].mean()
+claim("L1H1 puts most of its attention on the induction target",
+      target_attn, bool(target_attn > 0.9), chapter="13")
+claim("K-composition terms give the target a larger advantage than "
+      "Q-composition terms", f"K {k_comp:.2f}, Q {q_comp:.2f}",
+      bool(k_comp > 5 * q_comp.abs()), chapter="13")
+for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
+                  ("no_comp", no_comp), ("top_val", advantage[top]),
+                  ("second_val", advantage[second]),
+                  ("prev_score", prev_score[2]), ("two_back", two_back),
+                  ("l1h1_target", target_attn)]:
+    glue(name, float(val))
+
+# %% [markdown]
+# The picture is the induction mechanism in numbers. The largest term,
+# {glue:text}`top_val:.1f`, pairs the query's own **token embedding** with what the
+# **previous-token head** L0H2 (which puts {glue:text}`prev_score:.2f` of its attention
+# on the position before) wrote at the key. L0H2 wrote "the token before me" into each
+# key, and the query asks for its own token: the key whose previous token equals the
+# current token wins. That is K-composition, worth {glue:text}`k_comp:.1f` in total.
+# Q-composition alone is worth {glue:text}`q_comp:.1f`, and the terms with no layer-0
+# head on either side {glue:text}`no_comp:.1f`.
+#
+# The terms with a layer-0 head on both sides add {glue:text}`qk_comp:.1f`, nearly all
+# of it from the second-largest single term, {glue:text}`second_val:.1f`: L0H2 at the
+# query (the query's previous token) against L0H1 at the key.
+# L0H1 attends two positions back ({glue:text}`two_back:.2f` of its attention), so the
+# term checks that the token before the query matches the token two before the key: a
+# second token of agreement. Together these terms put {glue:text}`l1h1_target:.2f` of
+# L1H1's attention on the induction target.
+#
+# Finally, V-composition: what a layer-1 head reads through its values may itself be
+# layer-0 output. Those are exactly the virtual terms of the logit expansion, and we saw
+# above that on this model they are small. The two layers cooperate through the keys,
+# not the values: K-composition with a previous-token head is the mechanism Elhage et
+# al. describe for induction heads, and the next chapters follow this circuit further.
+
+# %%
+v_comp = sum(v for path, v in la_batch.virtual.items() if path[-1] == (1, h1))
+v_comp = correct_logit(v_comp)[:, copy2].mean()
+direct_l1h1 = mean2[names.index("L1H1")]
+claim("V-composition into L1H1 (its 4 virtual terms) is under 5% of its "
+      "first-order term on the second copy",
+      f"{v_comp:.3f} vs {direct_l1h1:.2f}",
+      bool(v_comp.abs() < 0.05 * direct_l1h1), chapter="13")
+
+# %% [markdown]
+# ## Summary
+#
+# - With the attention patterns held at the values of a run, an attention-only model
+#   without LayerNorm is affine in its input; every nonlinearity lives in the patterns.
+# - Multiplying out the layers writes the logits as a sum over paths: the direct path,
+#   one term per head, and virtual heads (products of patterns and OV circuits, the
+#   patterns later-layer-first and, in our row convention, the OV matrices
+#   earlier-layer-first). On `toy-2l` the parts sum to the logits to
+#   {glue:text}`max_err:.1e`.
+# - There are $(1 + n)^L$ paths from the embedding, a count we checked by enumeration.
+# - On a repeated random sequence, only the four first-order paths through layer 1 push
+#   up the next token, by {glue:text}`l1_sum:.1f` logits in total; virtual heads add
+#   almost nothing.
+# - Layer 0 acts by shaping layer 1's patterns. Split into query-part x key-part terms,
+#   the induction head's score is dominated by K-composition with the previous-token
+#   head, with a smaller term matching one more token of context.

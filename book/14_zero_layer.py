@@ -1,0 +1,407 @@
+# %% [markdown]
+# # 14. Zero-layer transformers
+#
+# Take away every layer and a transformer still makes predictions: it embeds the current
+# token and unembeds it straight away. This chapter studies that model, the direct path
+# of chapter {doc}`13_path_expansion` on its own. We train nothing here: `toy-0l` from the
+# book's zoo was trained on a Markov chain whose transition probabilities we know, so we
+# can compare what the model learned with the truth, entry by entry. On the way we settle
+# a point that is easy to get wrong: a zero-layer model learns *bigram* statistics, the
+# distribution of the next token given the current one, not the overall frequency of
+# each token.
+
+# %%
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.circuits import direct_path
+from circuitbook.data import bigram_chain
+from circuitbook.models import load
+from circuitbook.models.encoder_decoder import Embeddings, Generator
+from circuitbook.models.zoo import info, metrics
+from circuitbook.train import per_token_loss
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+_ = torch.set_grad_enabled(False)  # we only read the model here
+
+# %% [markdown]
+# ## Plain language
+#
+# A zero-layer transformer looks up the current token's embedding (a vector of
+# $d_\text{model}$ numbers) and multiplies it by the unembedding to get one logit per
+# vocabulary entry. Nothing else happens: no position reads any other. So the prediction
+# at a position depends on the token at that position *and nothing else*. Whatever the
+# context, after token $a$ the model always predicts the same distribution.
+#
+# The best such a model can do is therefore to predict, for each token $a$, how often
+# each token $b$ follows $a$ in the training data: the **bigram** table
+# $P(b \mid a)$. That is the natural target, and it is not the same as the **unigram**
+# distribution, the overall frequency $\pi(b)$ of each token, which would be the best
+# prediction of a model that sees *no* token at all. A zero-layer model sees one, so it
+# can, and does, do much better than unigram frequencies.
+#
+# The table the model holds is $W_E W_U$ (plus the bias $b_U$ added to every row): row
+# $a$ is the logits after token $a$. A softmax turns a row of logits into probabilities,
+# and softmax does not change if the same number is added to every logit of a row. So
+# the best the model can do is match $\log P(b \mid a)$ *up to a constant per row*. When
+# we compare the two tables we must therefore remove each row's mean first.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# In the Annotated Transformer {cite}`rush2018annotated`, a decoder with no layers would
+# be the embedding module followed by the generator: `Embeddings` looks the token up and
+# multiplies by $\sqrt{d_\text{model}}$, and `Generator` applies a linear map (with bias)
+# and a log-softmax. We load the zoo model's weights into these two modules: the lookup
+# table is $W_E / \sqrt{d_\text{model}}$ (to undo the scale) and `nn.Linear` stores its
+# matrix transposed, so its weight is $W_U^\top$ (chapter {doc}`07_multi_head` explains
+# that convention).
+
+# %%
+model = load("toy-0l")
+cfg = model.cfg
+d_model, d_vocab = cfg.d_model, cfg.d_vocab
+print(f"layers: {cfg.n_layers}, d_model = {d_model}, d_vocab = {d_vocab}")
+
+embed, generator = Embeddings(d_model, d_vocab), Generator(d_model, d_vocab)
+embed.lut.weight.copy_(model.W_E / math.sqrt(d_model))
+generator.proj.weight.copy_(model.W_U.T)
+generator.proj.bias.copy_(model.b_U)
+
+recipe = info("toy-0l")["recipe"]["data"]
+chain = bigram_chain(d_vocab, seed=recipe["chain_seed"],
+                     n_successors=recipe["n_successors"],
+                     concentration=recipe["concentration"],
+                     floor=recipe["floor"])
+tokens = chain.sample(4, 32, seed=1)                  # [4, 32]
+at_log_probs = generator(embed(tokens))
+tl_log_probs = model(tokens).log_softmax(-1)
+torch.testing.assert_close(at_log_probs, tl_log_probs)
+claim("Generator(Embeddings(t)) with toy-0l's weights gives the model's "
+      "log-probabilities", (at_log_probs - tl_log_probs).abs().max(), True,
+      chapter="14")
+glue("chain_seed", recipe["chain_seed"])
+glue("n_succ", recipe["n_successors"])
+
+# %% [markdown]
+# The chain is the one the model was trained on: the zoo records its recipe (chain seed
+# {glue:text}`chain_seed`, each token with {glue:text}`n_succ` likely successors), so we
+# rebuild it from there rather than guess. Every token also has a small probability of
+# being followed by any token at all, so $\log P$ is finite everywhere.
+
+# %% [markdown]
+# ## The circuit view
+#
+# In TransformerLens's row-vector convention the zero-layer model is
+#
+# $$\text{logits}_p = W_E[t_p]\, W_U + b_U ,$$
+#
+# so the logits after token $a$ are row $a$ of the $d_\text{vocab} \times d_\text{vocab}$
+# matrix $W_E W_U + b_U$ (Elhage et al. {cite}`elhage2021mathematical` write $W_U W_E$
+# in their column-vector convention; it is the transpose). `circuitbook.circuits`
+# calls $W_E W_U$ the *direct path*. Running the model on all 64 tokens at once reads the
+# whole table:
+
+# %%
+table = direct_path(model).AB + model.b_U            # [d_vocab, d_vocab]
+every_token = torch.arange(d_vocab)[None]            # [1, 64]
+run = model(every_token)[0]
+torch.testing.assert_close(run, table)
+claim("row a of W_E W_U + b_U is the model's logits after token a",
+      (run - table).abs().max(), True, chapter="14")
+
+# %% [markdown]
+# ### Exercise 14.1: zero-layer logits
+#
+# Write `zero_layer_logits(tokens, W_E, W_U, b_U)` returning the logits
+# `[batch, pos, d_vocab]` of a zero-layer model for tokens `[batch, pos]`. (Here too
+# $d_\text{model} = d_\text{vocab}$, so the shapes will not catch a wrong order of
+# multiplication.)
+
+# %% tags=["exercise"]
+def zero_layer_logits(tokens, W_E, W_U, b_U):
+    """tokens: [batch, pos] -> logits [batch, pos, d_vocab]."""
+    # BEGIN SOLUTION
+    return W_E[tokens] @ W_U + b_U
+    # END SOLUTION
+
+
+checks.ch14_ex1(zero_layer_logits)
+
+# %%
+mine = zero_layer_logits(tokens, model.W_E, model.W_U, model.b_U)
+torch.testing.assert_close(mine, model(tokens))
+claim("zero_layer_logits reproduces toy-0l on chain samples",
+      (mine - model(tokens)).abs().max(), True, chapter="14")
+
+# %% [markdown]
+# ## Learned table against the true one
+#
+# Side by side, after removing each row's mean: the true $\log P$ (left) and the learned
+# $W_E W_U$ (right). Each row has a few bright entries, the likely successors of that
+# token; every other entry of $\log P$ is the same small floor. We list the tokens in the
+# order in which the chain's first successor visits them ($a$, its first successor, that
+# token's first successor, ...: one cycle through all 64 tokens for this chain). The chain
+# is built so that in this order every kind of successor lies on a diagonal stripe.
+
+# %%
+log_P = chain.log_transition()
+W = model.W_E @ model.W_U
+
+
+def centre(M):
+    return M - M.mean(-1, keepdim=True)
+
+
+order = [0]
+while len(order) < d_vocab:
+    order.append(int(chain.successors[order[-1], 0]))
+order = torch.tensor(order)
+assert sorted(order.tolist()) == list(range(d_vocab))   # a single cycle
+
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.3))
+for ax, M, title in [(axes[0], log_P, "true log P(b | a), row-centred"),
+                     (axes[1], W, "learned W_E W_U, row-centred")]:
+    im = ax.imshow(centre(M)[order][:, order], cmap="viridis", vmin=-4,
+                   vmax=7)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("next token b (chain order)")
+axes[0].set_ylabel("current token a (chain order)")
+fig.colorbar(im, ax=axes, shrink=0.8, label="logit minus row mean")
+plt.show()
+
+# %% [markdown]
+# To put a number on the agreement we use a *row-centred correlation*: subtract each
+# row's mean from both matrices, then take the correlation (cosine) of all the entries
+# together. Centring the rows is what makes the comparison fair to the model. Logits are
+# only defined up to a constant per row, so a model that added 5 to every logit after
+# token 3 would make the same predictions, and the score must not punish it.
+#
+# ### Exercise 14.2: row-centred correlation
+#
+# Write `row_centred_correlation(A, B)` for two matrices of the same shape, returning a
+# scalar tensor in $[-1, 1]$.
+
+# %% tags=["exercise"]
+def row_centred_correlation(A, B):
+    """Correlation of A and B after subtracting each row's mean."""
+    # BEGIN SOLUTION
+    a = A - A.mean(-1, keepdim=True)
+    b = B - B.mean(-1, keepdim=True)
+    return (a * b).sum() / (a.norm() * b.norm())
+    # END SOLUTION
+
+
+checks.ch14_ex2(row_centred_correlation)
+
+# %%
+corr = row_centred_correlation(W, log_P)
+recorded = metrics("toy-0l")["corr_WEWU_logP"]
+claim("row-centred corr(W_E W_U, log P) is above 0.9", corr, corr > 0.9,
+      chapter="14")
+claim("it matches the value recorded when the zoo model was built",
+      f"{corr:.6f} vs {recorded}", abs(corr - recorded) < 1e-5, chapter="14")
+glue("corr", corr.item())
+
+# %% [markdown]
+# Now the reason for centring, demonstrated. We add a random constant to every row of
+# the model's logit table. Its predictions do not change at all; a correlation without
+# centring drops; the row-centred one does not move.
+
+# %%
+g = torch.Generator().manual_seed(0)
+shifts = 5 * torch.randn(d_vocab, 1, generator=g)
+W_shifted = W + shifts
+probs_gap = ((W_shifted + model.b_U).softmax(-1)
+             - (W + model.b_U).softmax(-1)).abs().max()
+
+
+def cosine(A, B):
+    return (A * B).sum() / (A.norm() * B.norm())
+
+
+plain, plain_shifted = cosine(W, log_P), cosine(W_shifted, log_P)
+centred_shifted = row_centred_correlation(W_shifted, log_P)
+claim("adding a constant to each row changes no prediction", probs_gap,
+      probs_gap < 1e-6, chapter="14")
+claim("...but moves the uncentred correlation",
+      f"{plain:.3f} -> {plain_shifted:.3f}", abs(plain - plain_shifted) > 0.1,
+      chapter="14")
+torch.testing.assert_close(centred_shifted, corr)
+claim("...and leaves the row-centred correlation unchanged",
+      (centred_shifted - corr).abs(), True, chapter="14")
+glue("plain", plain.item())
+glue("plain_shifted", plain_shifted.item())
+
+# %% [markdown]
+# The uncentred score went from {glue:text}`plain:.2f` to {glue:text}`plain_shifted:.2f`
+# for two models that make identical predictions; the row-centred correlation stays at
+# {glue:text}`corr:.3f`. (Centring the *columns* instead would not help: a constant per
+# column is not a symmetry of the softmax, it changes which tokens are predicted.)
+#
+# Where is the remaining disagreement? Fit the learned table to the true one with the
+# best single scale and look at what is left over:
+
+# %%
+Wc, Lc = centre(W), centre(log_P)
+scale = (Wc * Lc).sum() / (Wc * Wc).sum()
+residual = scale * Wc - Lc
+likely = torch.zeros(d_vocab, d_vocab, dtype=torch.bool)
+likely.scatter_(1, chain.successors, True)
+share_rare = residual[~likely].pow(2).sum() / residual.pow(2).sum()
+claim("most of the squared disagreement is in the rare (floor) transitions",
+      share_rare, share_rare > 0.8, chapter="14")
+glue("share_rare", 100 * share_rare.item())
+glue("floor_p", recipe["floor"] / d_vocab)
+
+# %% [markdown]
+# {glue:text}`share_rare:.0f`% of the squared residual sits in the rare transitions,
+# each of probability {glue:text}`floor_p:.4f`. The model saw each of them only a
+# handful of times in training, so it has only a rough idea how unlikely each is; the
+# likely successors, which carry nearly all the probability and the loss, it has
+# learned well.
+
+# %% [markdown]
+# ## Bigram, not unigram
+#
+# It is tempting to say that a model with no layers can only learn "unigram
+# statistics", how common each token is. The model tells us otherwise. If it had learned only how common each token is, every row
+# of its prediction table would be the same distribution, the unigram (stationary)
+# distribution $\pi$ of the chain. Instead its rows are almost disjoint: two different
+# current tokens give predictions that differ in most of their mass.
+
+# %%
+Q = (W + model.b_U).softmax(-1)                 # the model's P(b | a)
+pi = chain.stationary()                          # unigram frequencies
+
+
+def tv(p, q):
+    """Total variation distance: half the L1 distance (0 = same,
+    1 = disjoint)."""
+    return 0.5 * (p - q).abs().sum(-1)
+
+
+pairs = tv(Q[:, None], Q[None])
+off_diag = pairs[~torch.eye(d_vocab, dtype=torch.bool)].mean()
+to_unigram = tv(Q, pi).mean()
+mixture = pi @ Q                                 # sum_a pi(a) Q(. | a)
+claim("the model's next-token distributions differ between current tokens "
+      "(mean TV distance over pairs)", off_diag, off_diag > 0.8, chapter="14")
+claim("each row is far from the unigram distribution (mean TV)", to_unigram,
+      to_unigram > 0.8, chapter="14")
+claim("averaged over current tokens with weights pi, the rows give back pi",
+      tv(mixture, pi), tv(mixture, pi) < 0.05, chapter="14")
+glue("off_diag", off_diag.item())
+glue("to_unigram", to_unigram.item())
+glue("mix_tv", tv(mixture, pi).item())
+
+# %% [markdown]
+# On average two rows differ in {glue:text}`off_diag:.2f` of their probability mass
+# (total variation distance, 0 for equal distributions and 1 for disjoint ones), and a
+# row differs from the unigram distribution in {glue:text}`to_unigram:.2f`. The unigram
+# distribution is in the model only as an average: weighting the rows by how often each
+# current token occurs gives back $\pi$ to within {glue:text}`mix_tv:.3f`, because the
+# chain's stationary distribution satisfies $\pi P = \pi$.
+#
+# The bias $b_U$ is not a hidden unigram table either. Since $W_E$ is invertible here,
+# there is a direction $w$ in the residual stream with $W_E w = (1, \dots, 1)^\top$, and
+# $W_U + w\, b_U$ with no bias at all gives exactly the same logits. The split between
+# $W_E W_U$ and $b_U$ is arbitrary; only their sum means anything.
+
+# %%
+W_E64, W_U64 = model.W_E.double(), model.W_U.double()
+w = torch.linalg.solve(W_E64, torch.ones(d_vocab, dtype=torch.float64))
+no_bias = W_E64 @ (W_U64 + w[:, None] * model.b_U.double())
+gap_bias = (no_bias - (W + model.b_U).double()).abs().max()
+claim("the same logits with b_U folded into W_U (and no bias)", gap_bias,
+      gap_bias < 1e-4, chapter="14")
+
+# %% [markdown]
+# Finally the loss, on fresh samples of the chain (the held-out rows the zoo uses). The
+# floor for any model that predicts from the current token is the chain's entropy rate,
+# $\sum_a \pi(a) H(P(\cdot \mid a))$. A unigram predictor (always $\pi$) and a uniform
+# guess do far worse.
+
+# %%
+held_out = chain.sample(512, cfg.n_ctx, seed=999_983)
+loss = per_token_loss(model(held_out), held_out).mean().item()
+unigram_loss = -pi.log()[held_out[:, 1:]].mean().item()
+floor = chain.entropy()
+chance = math.log(d_vocab)
+claim("the model's loss is within 0.05 nats of the chain's entropy floor",
+      f"{loss:.4f} vs {floor:.4f}", 0 < loss - floor < 0.05, chapter="14")
+claim("a unigram predictor's loss is more than twice the model's",
+      f"{unigram_loss:.3f} vs {loss:.3f}", unigram_loss > 2 * loss,
+      chapter="14")
+for name, value in [("loss", loss), ("floor", floor),
+                    ("unigram_loss", unigram_loss), ("chance", chance)]:
+    glue(name, value)
+
+fig, ax = plt.subplots(figsize=(7, 2.4))
+bars = {"entropy floor": floor, "toy-0l": loss,
+        "unigram pi": unigram_loss, "uniform": chance}
+ax.barh(list(bars), list(bars.values()),
+        color=["gray", "tab:blue", "tab:orange", "lightgray"])
+for i, v in enumerate(bars.values()):
+    ax.text(v + 0.05, i, f"{v:.3f}", va="center", fontsize=8)
+ax.set_xlabel("loss on held-out chain samples (nats per token)")
+ax.set_xlim(0, 4.8)
+ax.invert_yaxis()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The model's loss, {glue:text}`loss:.3f` nats per token, is within a hair of the floor
+# {glue:text}`floor:.3f`. Predicting unigram frequencies would cost
+# {glue:text}`unigram_loss:.2f`, barely better than the uniform
+# {glue:text}`chance:.2f`, because in this chain every token is about equally common
+# while what follows a given token is very predictable.
+#
+# Pick a current token to compare the true next-token distribution $P(\cdot \mid a)$
+# with the model's, and with the unigram distribution that a context-free model would
+# predict.
+
+# %%
+def draw_token(token=0):
+    p_true, p_model = chain.transition[token], Q[token]
+    idx = torch.arange(d_vocab)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.bar(idx - 0.2, p_true, width=0.4, label="true P(b | a)")
+    ax.bar(idx + 0.2, p_model, width=0.4, label="toy-0l softmax row a")
+    ax.step(idx, pi, where="mid", color="gray", lw=1, label="unigram pi")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("next token b")
+    ax.set_ylabel("probability")
+    kl = (p_true * (p_true.log() - p_model.log())).sum()
+    ax.set_title(f"current token a = {token}: likely successors "
+                 f"{sorted(chain.successors[token].tolist())}, "
+                 f"KL(true || model) = {kl:.3f}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_token, token=(0, d_vocab - 1, 1))
+
+# %% [markdown]
+# ## Summary
+#
+# - A zero-layer transformer's logits are $W_E[t] W_U + b_U$: one row of a fixed
+#   $d_\text{vocab} \times d_\text{vocab}$ table per current token. We checked it against
+#   the Annotated Transformer's `Embeddings` and `Generator` and against TransformerLens.
+# - The best it can learn is the bigram table $\log P(b \mid a)$ up to a constant per row.
+#   On `toy-0l` the row-centred correlation between $W_E W_U$ and the true $\log P$ is
+#   {glue:text}`corr:.3f`, and most of the disagreement is in rare transitions.
+# - Centre rows before comparing logit tables: a per-row constant changes no prediction
+#   but can move an uncentred score a lot.
+# - The model learns *bigram* statistics: its prediction depends strongly on the current
+#   token, and unigram frequencies appear only as the $\pi$-weighted average of its rows.
+#   Its loss ({glue:text}`loss:.3f`) sits at the chain's entropy floor
+#   ({glue:text}`floor:.3f`), far below a unigram predictor ({glue:text}`unigram_loss:.2f`).

@@ -1,0 +1,135 @@
+"""Chapter 13 (the path expansion): exercise checks and reference solutions.
+
+Exercise 13.1 computes the direct logit attribution of each head: what its output at
+position p adds to the logit of the token that actually comes next, at p + 1. Exercise
+13.2 counts the paths from the embedding to the logits of an attention-only model.
+Row-vector convention (TransformerLens): a head's output at a position is a row vector
+in the residual stream, read by the unembedding as ``out @ W_U``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def direct_logit_attribution(head_out: torch.Tensor, W_U: torch.Tensor, b_U: torch.Tensor,
+                             tokens: torch.Tensor) -> torch.Tensor:
+    """Each head's direct contribution to the logit of the correct next token.
+
+    head_out: [n_heads, pos, d_model], what each head writes into the residual stream at
+    each position (its share of the layer output, without the layer's b_O);
+    W_U: [d_model, d_vocab]; b_U: [d_vocab]; tokens: [pos].
+    Returns [n_heads, pos - 1]: entry [h, p] = head_out[h, p] @ W_U[:, tokens[p + 1]],
+    since the logits at position p predict token p + 1. b_U belongs to the direct path
+    (it is counted once there), so no head's attribution contains it.
+    """
+    columns = W_U[:, tokens[1:]]                       # [d_model, pos - 1]
+    return torch.einsum("hpd,dp->hp", head_out[:, :-1], columns)
+
+
+def _dla(head_out, W_U, tokens_from, shift_out=False):
+    out = head_out[:, 1:] if shift_out else head_out[:, :-1]
+    return torch.einsum("hpd,dp->hp", out, W_U[:, tokens_from])
+
+
+def _dla_inputs(g: torch.Generator) -> dict:
+    # d_model == d_vocab, as in the book's toy models: a transposed W_U has the right
+    # shape, so only the values can reveal it.
+    d = 12 + int(torch.randint(0, 8, (1,), generator=g))
+    n_heads = 3 + int(torch.randint(0, 3, (1,), generator=g))
+    pos = 6 + int(torch.randint(0, 5, (1,), generator=g))
+    return {"head_out": torch.randn(n_heads, pos, d, generator=g),
+            "W_U": torch.randn(d, d, generator=g),
+            "b_U": 1.0 + torch.rand(d, generator=g),
+            "tokens": torch.randint(0, d, (pos,), generator=g)}
+
+
+EX1 = FunctionExercise(
+    id="ch13_ex1",
+    title="direct logit attribution per head",
+    reference=direct_logit_attribution,
+    make_inputs=_dla_inputs,
+    mistakes=[
+        Mistake("scored the current token, not the next one",
+                "The logits at position p predict the token at p + 1: pair head_out[:, p] with "
+                "tokens[p + 1], not with tokens[p].",
+                lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[:-1])),
+        Mistake("shifted the head outputs instead of the tokens",
+                "Position p's output predicts tokens[p + 1]; keep outputs 0..pos-2 and tokens 1..pos-1. "
+                "You used outputs 1..pos-1, each paired with its own token.",
+                lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[1:], shift_out=True)),
+        Mistake("read W_U by rows (transposed)",
+                "W_U is [d_model, d_vocab]: the unembedding direction of token t is the column "
+                "W_U[:, t]. Here d_model == d_vocab, so W_U[t] has the right shape and the wrong values.",
+                lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U.T, tokens[1:])),
+        Mistake("added b_U to every head",
+                "b_U is part of the direct path and counted there once; if every head added it, the "
+                "parts would no longer sum to the logits.",
+                lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[1:]) + b_U[tokens[1:]]),
+        Mistake("summed over heads",
+                "Return one row per head, [n_heads, pos - 1]; the sum over heads is the layer's "
+                "attribution.",
+                lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[1:]).sum(0)),
+        Mistake("returned the whole logit vector",
+                "Pick the logit of the correct next token: index the vocabulary axis with tokens[1:].",
+                lambda head_out, W_U, b_U, tokens: head_out[:, :-1] @ W_U),
+    ],
+    hint="out = head_out[:, :-1] (positions that have a next token); columns = W_U[:, tokens[1:]] "
+         "[d_model, pos - 1]; return einsum('hpd,dp->hp', out, columns).",
+)
+
+
+def n_paths(n_layers: int, n_heads: int) -> int:
+    """Paths from the embedding to the logits: (1 + n_heads) ** n_layers.
+
+    Each layer is either skipped (the residual connection) or passed through one of its
+    n_heads heads, independently, so there are 1 + n_heads choices per layer. This counts
+    the direct path (every layer skipped) and leaves out the paths that start at a bias.
+    """
+    return (1 + n_heads) ** n_layers
+
+
+def _count_inputs(g: torch.Generator) -> dict:
+    # L >= 3 and n >= 2: below that, some wrong formulas coincide with the right one
+    # (for L = 2, "direct + first order + n^L" is already every path)
+    return {"n_layers": 3 + int(torch.randint(0, 4, (1,), generator=g)),
+            "n_heads": 2 + int(torch.randint(0, 11, (1,), generator=g))}
+
+
+EX2 = FunctionExercise(
+    id="ch13_ex2",
+    title="the number of paths",
+    reference=n_paths,
+    make_inputs=_count_inputs,
+    mistakes=[
+        Mistake("forgot the direct path",
+                "The path that skips every layer (embedding straight to unembedding) is a path too.",
+                lambda n_layers, n_heads: (1 + n_heads) ** n_layers - 1),
+        Mistake("counted only paths through one head",
+                "L * n + 1 counts the direct path and the first-order terms; a path may also pass "
+                "through one head in each of several layers (virtual heads).",
+                lambda n_layers, n_heads: n_layers * n_heads + 1),
+        Mistake("counted only paths through every layer",
+                "n^L counts paths that use a head in every layer; each layer may also be skipped "
+                "through the residual connection, giving 1 + n choices per layer.",
+                lambda n_layers, n_heads: n_heads ** n_layers),
+        Mistake("counted subsets of layers, not heads",
+                "2^L counts which layers a path passes through; within each layer it also picks one "
+                "of n heads.",
+                lambda n_layers, n_heads: 2 ** n_layers),
+        Mistake("swapped layers and heads",
+                "There are 1 + n_heads choices (skip, or one head) in each of n_layers layers: "
+                "(1 + n_heads) ** n_layers.",
+                lambda n_layers, n_heads: (1 + n_layers) ** n_heads),
+        Mistake("let a path use several heads of one layer",
+                "Heads of one layer read the same stream in parallel; none reads another's output, "
+                "so a path passes through at most one head per layer.",
+                lambda n_layers, n_heads: 2 ** (n_layers * n_heads)),
+    ],
+    hint="Multiply the choices made independently in each layer: skip it, or go through one of "
+         "its heads.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

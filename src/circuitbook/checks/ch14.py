@@ -1,0 +1,138 @@
+"""Chapter 14 (zero-layer transformers): exercise checks and reference solutions.
+
+Exercise 14.1 computes a zero-layer model's logits, ``W_E[t] W_U + b_U`` at every
+position; exercise 14.2 the row-centred correlation used to compare ``W_E W_U`` with the
+true log transition matrix (logits are defined only up to a constant per row).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def zero_layer_logits(tokens: torch.Tensor, W_E: torch.Tensor, W_U: torch.Tensor,
+                      b_U: torch.Tensor) -> torch.Tensor:
+    """Logits of a zero-layer transformer: embed each token, unembed it at once.
+
+    tokens: [batch, pos]; W_E: [d_vocab, d_model]; W_U: [d_model, d_vocab]; b_U: [d_vocab].
+    Returns [batch, pos, d_vocab]; position p's logits (predicting token p + 1) depend on
+    token p alone: ``W_E[tokens[b, p]] @ W_U + b_U``.
+    """
+    return W_E[tokens] @ W_U + b_U
+
+
+def _zl_inputs(g: torch.Generator) -> dict:
+    # square (d_model == d_vocab, as in toy-0l) so that the order and transpose mistakes
+    # have the right shape and are told apart by their values
+    d = 10 + int(torch.randint(0, 8, (1,), generator=g))
+    batch, pos = 2, 5 + int(torch.randint(0, 4, (1,), generator=g))
+    return {"tokens": torch.randint(0, d, (batch, pos), generator=g),
+            "W_E": torch.randn(d, d, generator=g),
+            "W_U": torch.randn(d, d, generator=g),
+            "b_U": 1.0 + torch.randn(d, generator=g)}
+
+
+EX1 = FunctionExercise(
+    id="ch14_ex1",
+    title="zero-layer logits",
+    reference=zero_layer_logits,
+    make_inputs=_zl_inputs,
+    mistakes=[
+        Mistake("forgot b_U", "The unembedding has a bias: add b_U to every position's logits.",
+                lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U),
+        Mistake("multiplied W_U W_E (wrong order)",
+                "Row-vector convention: the embedding comes first, W_E[t] @ W_U. W_U @ W_E is a "
+                "[d_model, d_model] matrix; it only has the right shape here because d_model == d_vocab.",
+                lambda tokens, W_E, W_U, b_U: (W_U @ W_E)[tokens] + b_U),
+        Mistake("used W_E^T as the unembedding",
+                "That is a model with tied embeddings; this one has its own W_U.",
+                lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_E.T + b_U),
+        Mistake("used W_U transposed",
+                "W_U is [d_model, d_vocab]: a residual row vector x gives logits x @ W_U.",
+                lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U.T + b_U),
+        Mistake("shifted by one position",
+                "Position p's logits predict token p + 1 but are computed from token p; keep every "
+                "position, with its own token.",
+                lambda tokens, W_E, W_U, b_U: W_E[tokens[:, 1:]] @ W_U + b_U),
+        Mistake("predicted from the previous token",
+                "A zero-layer model sees only the current token: position p uses tokens[p], not "
+                "tokens[p - 1].",
+                lambda tokens, W_E, W_U, b_U: W_E[tokens.roll(1, dims=1)] @ W_U + b_U),
+        Mistake("returned probabilities", "Return the logits, before any softmax.",
+                lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).softmax(-1)),
+        Mistake("returned log-probabilities",
+                "A log-softmax gives the same predictions, but the exercise asks for the raw logits "
+                "W_E[t] @ W_U + b_U.",
+                lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).log_softmax(-1)),
+    ],
+    hint="W_E[tokens] is [batch, pos, d_model]; multiply by W_U and add b_U.",
+)
+
+
+def row_centred_correlation(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Correlation of two [rows, cols] matrices after subtracting each row's mean.
+
+    ``a = A - A.mean(-1, keepdim=True)``, ``b`` likewise; returns the scalar
+    ``sum(a * b) / (||a|| ||b||)``. Adding any constant to a row of A or B leaves it
+    unchanged, as softmax leaves a row of logits unchanged.
+    """
+    a = A - A.mean(-1, keepdim=True)
+    b = B - B.mean(-1, keepdim=True)
+    return (a * b).sum() / (a.norm() * b.norm())
+
+
+def _cos(a, b):
+    return (a * b).sum() / (a.norm() * b.norm())
+
+
+def _corr_inputs(g: torch.Generator) -> dict:
+    rows, cols = 8 + int(torch.randint(0, 5, (1,), generator=g)), 12
+    A = torch.randn(rows, cols, generator=g)
+    B = A + 0.8 * torch.randn(rows, cols, generator=g)
+    # offsets per row and per column, of different sizes in A and B: each mistake changes
+    # the answer
+    A = A + 3 * torch.randn(rows, 1, generator=g) + 1.5 * torch.randn(1, cols, generator=g)
+    B = B - 2 * torch.randn(rows, 1, generator=g) + 2.5 * torch.randn(1, cols, generator=g) + 4
+    return {"A": A, "B": B}
+
+
+def _per_row(A, B):
+    a = A - A.mean(-1, keepdim=True)
+    b = B - B.mean(-1, keepdim=True)
+    return ((a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))).mean()
+
+
+EX2 = FunctionExercise(
+    id="ch14_ex2",
+    title="row-centred correlation",
+    reference=row_centred_correlation,
+    make_inputs=_corr_inputs,
+    mistakes=[
+        Mistake("not centred", "Subtract each row's mean first: a constant added to a row of logits "
+                "changes no prediction, so it must not change the score.",
+                lambda A, B: _cos(A, B)),
+        Mistake("centred by the overall mean",
+                "That is the ordinary correlation of all entries. Centre each row separately "
+                "(A.mean(-1, keepdim=True)).",
+                lambda A, B: _cos(A - A.mean(), B - B.mean())),
+        Mistake("centred the columns",
+                "mean(0) averages over rows; a row of logits is indexed by the last axis, so "
+                "subtract A.mean(-1, keepdim=True).",
+                lambda A, B: _cos(A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True))),
+        Mistake("averaged the correlations of single rows",
+                "One correlation over all the centred entries is asked for, not the mean of the "
+                "per-row correlations (which weights every row equally whatever its spread).",
+                _per_row),
+        Mistake("forgot to normalise",
+                "Divide by the norms of both centred matrices, so the answer lies in [-1, 1].",
+                lambda A, B: ((A - A.mean(-1, keepdim=True)) * (B - B.mean(-1, keepdim=True))).sum()),
+        Mistake("centred only one matrix",
+                "Centre both A and B by their own row means.",
+                lambda A, B: _cos(A - A.mean(-1, keepdim=True), B)),
+    ],
+    hint="a = A - A.mean(-1, keepdim=True); b likewise; return (a * b).sum() / (a.norm() * b.norm()).",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
