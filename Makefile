@@ -10,11 +10,13 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env notebooks unit execute site clean help
+.PHONY: book test env notebooks unit execute site assignments grade clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
 	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
+	@echo "make assignments          - student notebooks and autograders into _build/assignments"
+	@echo "make grade SUBMISSIONS=d  - grade every notebook in folder d into _build/grades"
 
 env: $(STAMP)
 
@@ -46,6 +48,15 @@ book: notebooks execute site
 	@echo "The book is built. Open: file://$(CURDIR)/_build/html/index.html"
 	@echo "or serve it: $(PY) -m http.server -d _build/html 8000  ->  http://localhost:8000"
 
+# Instructors: student notebooks + autograder bundles, then grade a folder of submissions.
+assignments: env
+	$(PY) scripts/assignments.py
+
+grade: env
+	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=<folder of .ipynb>"; exit 2)
+	@test -d _build/assignments || $(MAKE) assignments
+	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out _build/grades
+
 unit: env
 	$(PY) -m pytest tests/unit -q
 
@@ -54,7 +65,7 @@ test: env
 	$(PY) -m pytest tests/unit -q
 	$(PY) scripts/execute_notebooks.py
 	$(PY) scripts/build_site.py
-	$(PY) -m pytest tests/site -q
+	$(PY) -m pytest tests/site tests/grading -q
 
 clean:
 	rm -rf _build

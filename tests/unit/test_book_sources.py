@@ -87,7 +87,7 @@ def test_every_exercise_cell_calls_a_known_check():
         nb = notebooks.generate(src)
         for cell in nb.cells:
             if "exercise" in cell.metadata.get("tags", []):
-                ids = re.findall(r"checks\.(ch\d\d_ex\d+)\(", cell.source)
+                ids = re.findall(r"checks\.((?:ch\d\d|ps)_\w+)\(", cell.source)
                 assert ids, f"{src.name}: exercise cell without a check call:\n{cell.source[:200]}"
                 for ex_id in ids:
                     assert ex_id in known, f"{src.name} calls unknown check {ex_id}"

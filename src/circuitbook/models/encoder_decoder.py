@@ -393,9 +393,10 @@ class PositionwiseFeedForward(nn.Module):
 class Embeddings(nn.Module):
     """Token embedding scaled by sqrt(d_model): Embed(t) = sqrt(d_model) * lut.weight[t].
 
-    The scale keeps embeddings (xavier-initialised, entries ~ 1/sqrt(d_model)) comparable to
-    the positional encoding (entries in [-1, 1]). The effective W_E is therefore
-    ``sqrt(d_model) * lut.weight`` [vocab, d_model]. Taught in chapter 5.
+    The scale is meant to make embeddings comparable to the positional encoding (entries in
+    [-1, 1]); with Xavier initialisation the entries are about sqrt(2 / (vocab + d_model)), so
+    that holds only for vocabularies about as large as d_model (chapter 4 measures it). The effective W_E is therefore
+    ``sqrt(d_model) * lut.weight`` [vocab, d_model]. Taught in chapter 4 (Embeddings).
     """
 
     def __init__(self, d_model: int, vocab: int):

@@ -1,0 +1,153 @@
+"""Make student versions and autograder bundles of the book's exercises with otter-grader.
+
+For each chapter (and the induction problem set) that has exercises, we write an otter
+"master" notebook from the chapter's text source - the same solutions, written once - and
+run ``otter assign`` on it. Per exercise the master holds one otter question whose solution
+is the exercise cell (otter understands our ``# BEGIN SOLUTION`` / ``# END SOLUTION`` markers),
+a public test (the in-notebook check, as the student sees it) and a hidden test (the same
+check on other random inputs, plus a guard against submitting the book's reference code).
+
+Output, per assignment, under ``_build/assignments/<name>/``:
+  student/<name>.ipynb        the notebook to hand out (no solutions, no hidden tests)
+  autograder/autograder.zip   what `make grade` uses (hidden tests included)
+  autograder/<name>.ipynb     the solution notebook
+
+Usage: python scripts/assignments.py [names...]   (default: every source with exercises)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebooks  # noqa: E402
+
+ROOT = notebooks.ROOT
+OUT = ROOT / "_build" / "assignments"
+CHECK_CALL = re.compile(r"^checks\.(\w+)\((.*)\)\s*$", re.M)
+HIDDEN_SEED = 20261129  # fixed, so a grade is reproducible; never shown to students
+
+
+def assignment_name(source: Path) -> str:
+    rel = source.relative_to(ROOT / "book").with_suffix("")
+    return "-".join(rel.parts)
+
+
+def exercise_sources() -> list[Path]:
+    out = []
+    for src in notebooks.sources():
+        nb = jupytext.read(src, fmt="py:percent")
+        if any("exercise" in c.metadata.get("tags", []) for c in nb.cells):
+            out.append(src)
+    return out
+
+
+def _raw(text: str):
+    return nbformat.v4.new_raw_cell(text)
+
+
+def master(source: Path):
+    """The otter master notebook for one chapter source."""
+    nb = jupytext.read(source, fmt="py:percent")
+    name = assignment_name(source)
+    cells = [_raw("# ASSIGNMENT CONFIG\n"
+                  f"name: {name}\n"
+                  "init_cell: false\n"
+                  "check_all_cell: false\n"
+                  "export_cell: false\n"
+                  "run_tests: false\n"
+                  "solutions_pdf: false\n"
+                  "generate:\n"
+                  "  seed: 0\n"
+                  "  pdf: false\n"
+                  "  zips: false\n"),
+             notebooks.setup_cell()]
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and "exercise" in tags:
+            call = CHECK_CALL.search(cell.source)
+            if call is None:
+                raise ValueError(f"{source.name}: exercise cell without a `checks.<id>(answer)` line")
+            ex_id, answer = call.group(1), call.group(2)
+            body = CHECK_CALL.sub("", cell.source).rstrip()
+            cells += [
+                _raw(f"# BEGIN QUESTION\nname: {ex_id}\npoints: 1\ncheck_cell: false\nall_or_nothing: true"),
+                _raw("# BEGIN SOLUTION"),
+                nbformat.v4.new_code_cell(body + f"\n\nchecks.{ex_id}({answer})"),
+                _raw("# END SOLUTION"),
+                _raw("# BEGIN TESTS"),
+                nbformat.v4.new_code_cell(public_test(ex_id, answer)),
+                nbformat.v4.new_code_cell(hidden_test(ex_id, answer)),
+                _raw("# END TESTS"),
+                _raw("# END QUESTION"),
+            ]
+        else:
+            cells.append(nbformat.v4.new_code_cell(cell.source) if cell.cell_type == "code"
+                         else nbformat.v4.new_markdown_cell(cell.source))
+    out = nbformat.v4.new_notebook(cells=cells)
+    out.metadata = {"kernelspec": notebooks.KERNELSPEC, "language_info": {"name": "python"}}
+    return out
+
+
+def public_test(ex_id: str, answer: str) -> str:
+    return (f"from circuitbook import checks\n"
+            f"_result = checks.get({ex_id!r})({answer})\n"
+            f"assert _result.passed, str(_result)")
+
+
+def hidden_test(ex_id: str, answer: str) -> str:
+    # Hidden: other random inputs, and the submission must not simply import the book's
+    # reference solution from circuitbook.checks (the package every student has installed).
+    return ("# HIDDEN\n"
+            "from circuitbook import checks\n"
+            f"_answer = {answer}\n"
+            "assert not getattr(_answer, '__module__', '').startswith('circuitbook'), "
+            "'submission uses the reference solution from circuitbook.checks'\n"
+            f"_exercise = checks.get({ex_id!r})\n"
+            f"_result = _exercise.check(_answer, seed={HIDDEN_SEED}) if hasattr(_exercise, 'make_inputs') "
+            "else _exercise(_answer)\n"
+            "assert _result.passed, str(_result)")
+
+
+def assign(source: Path) -> Path:
+    """Run otter assign for one source; returns the assignment's output folder."""
+    name = assignment_name(source)
+    folder = OUT / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    (folder / "master").mkdir(parents=True)
+    master_path = folder / "master" / f"{name}.ipynb"
+    nbformat.write(master(source), master_path)
+    otter = Path(sys.executable).parent / "otter"
+    proc = subprocess.run([str(otter), "assign", str(master_path), str(folder)],
+                          cwd=source.parent, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"otter assign failed for {name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    # one stable name for the bundle (otter stamps it with the time)
+    zips = sorted((folder / "autograder").glob("*.zip"))
+    zips[-1].rename(folder / "autograder" / "autograder.zip")
+    # tell `make grade` which assignment a submitted notebook belongs to
+    student = folder / "student" / f"{name}.ipynb"
+    nb = nbformat.read(student, as_version=4)
+    nb.metadata["circuitbook"] = {"assignment": name}
+    nbformat.write(nb, student)
+    return folder
+
+
+def main(argv: list[str]) -> int:
+    sources = [s for s in exercise_sources() if not argv or any(a in str(s) for a in argv)]
+    for src in sources:
+        folder = assign(src)
+        print(f"{assignment_name(src):28s} -> {folder.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
