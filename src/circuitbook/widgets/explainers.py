@@ -77,12 +77,12 @@ def _sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_h
              f"blocks.{l1}.attn.hook_attn_scores", f"blocks.{l1}.attn.hook_z"}
     with torch.no_grad():
         logits, cache = model.run_with_cache(t, names_filter=lambda n: n in names)
-    prev_pat = cache[f"blocks.{l0}.attn.hook_pattern"][0, h0]      # [q, k]
-    ind_pat = cache[f"blocks.{l1}.attn.hook_pattern"][0, h1, query]  # [k]
-    ind_scores = cache[f"blocks.{l1}.attn.hook_attn_scores"][0, h1, query, : query + 1]
-    z = cache[f"blocks.{l1}.attn.hook_z"][0, query, h1]             # [d_head]
-    head_logits = z @ model.W_O[l1, h1] @ model.W_U                 # the head's direct effect
-    probs = logits[0, query].softmax(-1)
+        prev_pat = cache[f"blocks.{l0}.attn.hook_pattern"][0, h0]      # [q, k]
+        ind_pat = cache[f"blocks.{l1}.attn.hook_pattern"][0, h1, query]  # [k]
+        ind_scores = cache[f"blocks.{l1}.attn.hook_attn_scores"][0, h1, query, : query + 1]
+        z = cache[f"blocks.{l1}.attn.hook_z"][0, query, h1]             # [d_head]
+        head_logits = z @ model.W_O[l1, h1] @ model.W_U                 # the head's direct effect
+        probs = logits[0, query].softmax(-1)
 
     prev_arcs = [[q, int(prev_pat[q].argmax()), round(float(prev_pat[q].max()), 3)] for q in range(1, query + 1)]
     top = ind_pat.topk(min(3, query + 1))
