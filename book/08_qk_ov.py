@@ -1,0 +1,597 @@
+# %% [markdown]
+# # 8. The OV and QK circuits
+#
+# An attention head has four weight matrices, but it only ever uses them in two
+# products. This chapter splits a head into the two circuits of Elhage et al.
+# {cite}`elhage2021mathematical`: the **QK circuit** $W_{QK} = W_Q W_K^\top$, which
+# decides where the head looks, and the **OV circuit** $W_{OV} = W_V W_O$, which decides
+# what it moves. We recompute a trained head's pattern and output from these two
+# matrices alone and match the model's own activations; show that the four factors
+# cannot be recovered from a trained model (a whole family of different $W_Q, W_K, W_V,
+# W_O$ gives the same logits); translate carefully between the paper's column vectors
+# and TransformerLens's row vectors, where one circuit is transposed and the other is
+# not; and meet `FactoredMatrix`, the object that keeps a low-rank product in factored
+# form.
+
+# %%
+import contextlib
+import copy
+import io
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.circuits import ov_circuit, qk_circuit
+from circuitbook.data import repeated_random_tokens
+from circuitbook.heads import induction_scores, prev_token_scores
+from circuitbook.models import load
+from circuitbook.models.encoder_decoder import (
+    MultiHeadedAttention,
+    head_outputs,
+    tl_weights,
+)
+from circuitbook.models.zoo import EVAL, metrics
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+_ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
+
+# %% [markdown]
+# ## Plain language
+#
+# A head does two jobs, and they use different weights.
+#
+# **Where to look.** For every pair of positions, the head computes a score from the
+# query position's residual vector and the key position's residual vector, and turns
+# each query's scores into weights with a softmax (chapter {doc}`06_attention`). The
+# score only ever involves $W_Q$ and $W_K$ through their product: query and key
+# vectors are compared, never used for anything else. So "where to look" is one
+# $d_\text{model} \times d_\text{model}$ matrix, $W_{QK}$, a *bilinear form*: it takes
+# two residual vectors and returns a number.
+#
+# **What to move.** Once the weights are fixed, the head reads each key position's
+# residual vector through $W_V$, and writes the weighted average into the stream through
+# $W_O$. Nothing happens between the two (attention mixes positions, but it does not
+# touch the $d_\text{head}$ coordinates), so "what to move" is one linear map, $W_{OV}$:
+# it takes the residual vector at the source position to the vector added at the
+# destination.
+#
+# The head is then *the pattern computed by one circuit, applied to the output of the
+# other*. Each circuit is a $d_\text{model} \times d_\text{model}$ matrix squeezed
+# through $d_\text{head}$ dimensions, so its rank is at most $d_\text{head}$: a head can
+# compare only a few directions and move only a few.
+#
+# One more consequence is worth saying before any code. The $d_\text{head}$-dimensional
+# spaces in which queries, keys and values live are private to the head: nothing else
+# in the model reads them. The head may as well have used any other coordinates for
+# them, and a trained model is just as good with $W_Q G$ and $W_K G^{-\top}$ in place of
+# $W_Q$ and $W_K$, for any invertible $G$. The individual matrices are an accident of
+# training; only the two products are facts about the model.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# In the paper {cite}`vaswani2017attention` head $i$ is
+# $\operatorname{Attention}(QW_i^Q, KW_i^K, VW_i^V)$, and its share of the layer's
+# output is that times its block $W_i^O$ of $W^O$ (chapter {doc}`07_multi_head`). The
+# Annotated Transformer's `MultiHeadedAttention` {cite}`rush2018annotated` stores those
+# matrices, for all heads at once, in four `nn.Linear` layers, *with biases*. We take a
+# freshly initialised one (the identities below hold for any weights) and read head
+# $i$'s matrices in TransformerLens's shapes with `tl_weights`.
+#
+# Now regroup the head's computation around the two products. With biases the query
+# is $x W_Q + b_Q$, and the score of query $x_i$ on key $x_j$ is
+#
+# $$(x_i W_Q + b_Q)(x_j W_K + b_K)^\top
+# = \begin{bmatrix} x_i & 1 \end{bmatrix}
+# \begin{bmatrix} W_Q \\ b_Q \end{bmatrix}
+# \begin{bmatrix} W_K \\ b_K \end{bmatrix}^\top
+# \begin{bmatrix} x_j & 1 \end{bmatrix}^\top ,$$
+#
+# a bilinear form on the residual vector with a 1 appended: the biases just add one row
+# to each factor. On the output side, the pattern's rows sum to one, so the value bias
+# comes through unchanged and the head writes
+# $A\,(X W_V + \mathbf{1} b_V)\,W_O = A X W_{OV} + \mathbf{1}\, b_V W_O$.
+# Below, `head_from_circuits` computes every head of the module from its bias-extended
+# $W_{QK}$ and its $W_{OV}$ only, and we compare with the module's own per-head outputs.
+
+# %%
+d_model, n_heads = 32, 4
+mha = MultiHeadedAttention(n_heads, d_model, dropout=0.0).eval()
+x_at = torch.randn(2, 7, d_model)   # batch 2, 7 positions
+w = tl_weights(mha)                 # W_Q: [head, d_model, d_head], ...
+d_head = w["W_Q"].shape[-1]
+
+
+def extended(W, b):
+    """[d_model, d_head] weight and [d_head] bias -> [d_model + 1, d_head]."""
+    return torch.cat([W, b[None]], dim=0)
+
+
+def head_from_circuits(x, W_QK_ext, W_OV, bias_out):
+    """One head from its two circuits. x: [batch, pos, d_model]."""
+    x1 = torch.cat([x, torch.ones(*x.shape[:-1], 1)], dim=-1)
+    scores = x1 @ W_QK_ext @ x1.transpose(-1, -2) / math.sqrt(d_head)
+    pattern = scores.softmax(-1)                # no mask: an encoder head
+    return pattern @ x @ W_OV + bias_out, pattern
+
+
+module_heads = head_outputs(mha, x_at, x_at, x_at)  # [batch, head, q, d_model]
+errs, pattern_errs, ranks = [], [], []
+for h in range(n_heads):
+    W_QK_ext = (extended(w["W_Q"][h], w["b_Q"][h])
+                @ extended(w["W_K"][h], w["b_K"][h]).T)   # [33, 33]
+    W_OV = w["W_V"][h] @ w["W_O"][h]                        # [32, 32]
+    out, pattern = head_from_circuits(x_at, W_QK_ext, W_OV,
+                                      w["b_V"][h] @ w["W_O"][h])
+    errs.append((out - module_heads[:, h]).abs().max())
+    pattern_errs.append((pattern - mha.attn[:, h]).abs().max())
+    # the rank, from a float64 product (float32 rounding would add rank)
+    ext64 = (extended(w["W_Q"][h], w["b_Q"][h]).double()
+             @ extended(w["W_K"][h], w["b_K"][h]).double().T)
+    ranks.append(torch.linalg.matrix_rank(ext64).item())
+torch.testing.assert_close(torch.stack(errs), torch.zeros(n_heads))
+claim("each Annotated Transformer head equals pattern(x, W_QK) @ x W_OV "
+      "+ b_V W_O, from the two circuits alone", max(errs), True, chapter="8")
+claim("the pattern computed from the bias-extended W_QK is the module's own",
+      max(pattern_errs), max(pattern_errs) < 1e-6, chapter="8")
+claim(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
+      f"rank <= d_head = {d_head}", max(ranks), max(ranks) <= d_head,
+      chapter="8")
+
+# %% [markdown]
+# ## The circuit view
+#
+# From here on we use TransformerLens's row-vector convention: a residual vector is a
+# row, weights act on the right. For head $h$ of a layer, with $X$ the layer's input
+# stream (one row per position),
+#
+# $$W_{QK}^h = W_Q^h (W_K^h)^\top, \qquad W_{OV}^h = W_V^h W_O^h,$$
+#
+# both $d_\text{model} \times d_\text{model}$ and of rank at most $d_\text{head}$, and
+#
+# $$A^h = \operatorname{softmax}^*\!\Big(\frac{X W_{QK}^h X^\top}{\sqrt{d_\text{head}}}
+# + \text{bias terms}\Big),$$
+#
+# $$h(X) = A^h\, X\, W_{OV}^h + \mathbf{1}\, b_V^h W_O^h ,$$
+#
+# where $\operatorname{softmax}^*$ masks the future before the softmax. Read the second
+# formula right to left: $X W_{OV}^h$ is the *message* each position would send if it
+# were attended to, and $A^h$ decides how much of each message reaches each
+# destination. The pattern depends only on $W_{QK}$, the messages only on $W_{OV}$.
+#
+# We test this on the book's trained two-layer attention-only model `toy-2l` (chapter
+# {doc}`03_residual_stream` introduced it). Its queries and keys read the stream plus
+# the positional embedding (*shortformer* positions {cite}`press2021shortformer`),
+# its values read the stream alone. The zoo records which head is its strongest
+# induction head; we recompute that score rather than trust the record.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    model = load("toy-2l")
+cfg = model.cfg
+record = metrics("toy-2l")
+L, H = record["induction_head"]
+ind = induction_scores(model, seq_len=EVAL["repeat_seq_len"],  # the zoo's
+                       batch=EVAL["repeat_batch"],            # own settings
+                       seed=EVAL["repeat_seed"])
+print(f"zoo record: induction head {L}.{H}, score "
+      f"{record['induction_best']:.4f}; recomputed: {ind[L, H]:.4f}")
+print("induction scores per head [layer, head]:\n", ind.numpy().round(3))
+claim(f"head {L}.{H} is toy-2l's strongest induction head, as the zoo "
+      "records", ind[L, H].item(),
+      ind.argmax().item() == L * cfg.n_heads + H
+      and abs(ind[L, H].item() - record["induction_best"]) < 1e-4,
+      chapter="8")
+
+# %% [markdown]
+# ### Exercise 8.1: a head's output
+#
+# Write `head_output(x, pattern, W_V, W_O, b_V)`: one head's write into the stream, for
+# a stream `x` of shape `[pos, d_model]`, a pattern `[pos, pos]` (rows are queries) and
+# one head's TransformerLens-shaped weights. We then feed it the real model's pattern
+# and weights and compare with what TransformerLens computes.
+
+# %% tags=["exercise"]
+def head_output(x, pattern, W_V, W_O, b_V):
+    """x: [pos, d_model]; pattern: [pos, pos]; W_V: [d_model, d_head];
+    W_O: [d_head, d_model]; b_V: [d_head] -> [pos, d_model]."""
+    # BEGIN SOLUTION
+    values = x @ W_V + b_V           # [pos, d_head]
+    return pattern @ values @ W_O    # mix across positions, then write
+    # END SOLUTION
+
+
+checks.ch08_ex1(head_output)
+
+# %% [markdown]
+# TransformerLens can keep each head's write separately (`hook_result`, after
+# `set_use_attn_result(True)`). We run a sequence of 20 random tokens repeated once,
+# recompute head $L.H$'s pattern from its bias-extended QK circuit, and its output with
+# `head_output`, and compare both with the hooks.
+
+# %%
+model.set_use_attn_result(True)
+tokens = repeated_random_tokens(1, 20, cfg.d_vocab, seed=1)     # [1, 40]
+logits, cache = model.run_with_cache(tokens)
+attn = model.blocks[L].attn
+x = cache["resid_pre", L][0]          # [pos, d_model]: what the values read
+n_pos = x.shape[0]
+x_qk = x + model.W_pos[:n_pos]        # queries and keys also see W_pos
+x1 = torch.cat([x_qk, torch.ones(n_pos, 1)], dim=-1)
+W_QK_ext = (extended(attn.W_Q[H], attn.b_Q[H])
+            @ extended(attn.W_K[H], attn.b_K[H]).T)
+scores = x1 @ W_QK_ext @ x1.T / math.sqrt(cfg.d_head)
+future = torch.ones(n_pos, n_pos).triu(1).bool()
+pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
+hooked_pattern = cache["pattern", L][0, H]
+torch.testing.assert_close(pattern, hooked_pattern)
+claim(f"head {L}.{H}'s pattern, from its QK circuit alone, matches "
+      "hook_pattern", (pattern - hooked_pattern).abs().max(), True,
+      chapter="8")
+
+out = head_output(x, pattern, attn.W_V[H], attn.W_O[H], attn.b_V[H])
+hooked = cache["result", L][0, :, H]           # [pos, d_model]
+torch.testing.assert_close(out, hooked)
+claim(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches "
+      "hook_result", (out - hooked).abs().max(), True, chapter="8")
+W_OV = attn.W_V[H] @ attn.W_O[H]
+messages = x @ W_OV + attn.b_V[H] @ attn.W_O[H]   # what each position sends
+torch.testing.assert_close(pattern @ messages, hooked)
+claim("the same output is the pattern applied to the OV messages x W_OV "
+      "+ b_V W_O", (pattern @ messages - hooked).abs().max(), True,
+      chapter="8")
+
+# %% [markdown]
+# The figure shows the split on this sequence. Left, the pattern: in the second copy
+# each position attends to the position just after the earlier occurrence of its
+# token (the stripe below the diagonal), which is what an induction head does.
+# Right, how large each position's message $x_j W_{OV}$ is; the pattern picks which
+# of them arrive where.
+
+# %%
+# query 20 + k (second copy of token k) -> key k + 1: offset -19
+stripe = pattern.diagonal(-19)[1:]
+claim(f"in the second copy, head {L}.{H} puts most of each query's weight "
+      "on the token after the earlier occurrence (mean weight)", stripe.mean(),
+      stripe.mean() > 0.5, chapter="8")
+
+fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.4),
+                       gridspec_kw={"width_ratios": [1.2, 1]})
+im = ax[0].imshow(pattern, cmap="Blues", vmin=0, vmax=1)
+ax[0].set(xlabel="key position j", ylabel="query position i",
+          title=f"QK: pattern of head {L}.{H}")
+fig.colorbar(im, ax=ax[0], fraction=0.046)
+ax[1].bar(range(n_pos), messages.norm(dim=-1), color="tab:orange")
+ax[1].set(xlabel="source position j", ylabel="|x_j W_OV + b_V W_O|",
+          title="OV: the message at each position")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Only the products are facts about the model
+#
+# Take any invertible $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and
+# change a head's weights to
+#
+# $$W_Q \to W_Q G,\quad b_Q \to b_Q G,\quad W_K \to W_K G^{-\top},\quad b_K \to b_K G^{-\top},$$
+#
+# $$W_V \to W_V M,\quad b_V \to b_V M,\quad W_O \to M^{-1} W_O .$$
+#
+# Every query changes to $qG$ and every key to $kG^{-\top}$, and
+# $qG\,(kG^{-\top})^\top = q G G^{-1} k^\top = q k^\top$: the scores do not move. The
+# values become $vM$ and $vM M^{-1} W_O = v W_O$: the output does not move either. We
+# apply a different random pair $(G, M)$ to every head of `toy-2l` (well-conditioned
+# but far from orthogonal: singular values between $e^{-1}$ and $e$) and run the model.
+
+# %%
+g = torch.Generator().manual_seed(8)
+
+
+def random_invertible(n):
+    """A random n x n matrix with singular values between e^-1 and e."""
+    Q1, _ = torch.linalg.qr(torch.randn(n, n, generator=g))
+    Q2, _ = torch.linalg.qr(torch.randn(n, n, generator=g))
+    return Q1 @ torch.diag(torch.exp(2 * torch.rand(n, generator=g) - 1)) @ Q2
+
+
+def rows_times(b, T):
+    """Per-head bias [head, d_head] times per-head matrix [head, d, d]."""
+    return torch.einsum("he,hef->hf", b, T)
+
+
+shuffled = copy.deepcopy(model)
+for block in shuffled.blocks:
+    a = block.attn
+    G = torch.stack([random_invertible(cfg.d_head)
+                     for _ in range(cfg.n_heads)])
+    M = torch.stack([random_invertible(cfg.d_head)
+                     for _ in range(cfg.n_heads)])
+    G_inv_T = torch.linalg.inv(G).mT
+    a.W_Q.copy_(a.W_Q @ G)
+    a.b_Q.copy_(rows_times(a.b_Q, G))
+    a.W_K.copy_(a.W_K @ G_inv_T)
+    a.b_K.copy_(rows_times(a.b_K, G_inv_T))
+    a.W_V.copy_(a.W_V @ M)
+    a.b_V.copy_(rows_times(a.b_V, M))
+    a.W_O.copy_(torch.linalg.inv(M) @ a.W_O)
+
+new_logits, new_cache = shuffled.run_with_cache(tokens)
+q_change = ((shuffled.W_Q - model.W_Q).norm() / model.W_Q.norm()).item()
+v_change = ((shuffled.W_V - model.W_V).norm() / model.W_V.norm()).item()
+torch.testing.assert_close(new_logits, logits, atol=1e-4, rtol=1e-4)
+claim("with W_Q G, W_K G^-T, W_V M, M^-1 W_O in every head, the logits are "
+      "unchanged", (new_logits - logits).abs().max(), True, chapter="8")
+pat_diff = max((new_cache["pattern", l] - cache["pattern", l]).abs().max()
+               for l in range(cfg.n_layers))
+claim("and so is every attention pattern", pat_diff, pat_diff < 1e-5,
+      chapter="8")
+qk_diff = (shuffled.W_Q @ shuffled.W_K.mT - model.W_Q @ model.W_K.mT)
+ov_diff = (shuffled.W_V @ shuffled.W_O - model.W_V @ model.W_O)
+claim("W_QK and W_OV of every head are unchanged",
+      max(qk_diff.abs().max(), ov_diff.abs().max()),
+      max(qk_diff.abs().max(), ov_diff.abs().max()) < 1e-4, chapter="8")
+claim("while W_Q and W_V themselves changed by more than 50% (relative "
+      "Frobenius norm)", f"{q_change:.2f}, {v_change:.2f}",
+      min(q_change, v_change) > 0.5, chapter="8")
+glue("q_change", q_change)
+glue("v_change", v_change)
+glue("shuffle_logit_diff", (new_logits - logits).abs().max().item())
+
+# %% [markdown]
+# $W_Q$ moved by {glue:text}`q_change:.0%` of its norm and $W_V$ by
+# {glue:text}`v_change:.0%`, yet the logits agree to
+# {glue:text}`shuffle_logit_diff:.1e`. Training could have ended at either set of
+# weights. A statement such as "dimension 3 of head 1.1's queries detects
+# punctuation" is therefore not a fact about the model, while anything said about
+# $W_{QK}$ or $W_{OV}$ is. Chapter {doc}`03_residual_stream` made the same argument for
+# the residual stream with rotations; here any invertible matrix will do, because
+# nothing applies a nonlinearity to queries, keys or values coordinate by coordinate.
+#
+# ### `FactoredMatrix`
+#
+# $W_{QK}$ and $W_{OV}$ are $d_\text{model} \times d_\text{model}$ but carry only
+# rank-$d_\text{head}$ information, and the full circuits of chapter
+# {doc}`09_full_circuits` will be far larger than their factors. TransformerLens
+# {cite}`nanda2022transformerlens` therefore represents such a product $AB$ by its two
+# factors, as a `FactoredMatrix`, and computes what we ask for through them. The book's
+# `circuitbook.circuits.qk_circuit` and `ov_circuit` return one, with $A = W_Q$,
+# $B = W_K^\top$ and $A = W_V$, $B = W_O$. The parts we use:
+#
+# | attribute | what it is | computed through |
+# |---|---|---|
+# | `.A`, `.B` | the factors | (stored) |
+# | `.AB` | the dense product | one matrix product |
+# | `.svd()` | `U, S, V` with $AB = U \operatorname{diag}(S) V^\top$ (note: `V`, not $V^\top$) | SVDs of the factors and of a $d_\text{head} \times d_\text{head}$ middle |
+# | `.S`, `.norm()` | the $d_\text{head}$ singular values; the Frobenius norm $\sqrt{\sum S^2}$ | the same SVD |
+# | `.eigenvalues` | the nonzero eigenvalues of $AB$ | $\operatorname{eig}(BA)$, $d_\text{head} \times d_\text{head}$ |
+# | `X @ fm`, `fm @ Y` | a new `FactoredMatrix` $(XA)B$, $A(BY)$ | no dense product |
+#
+# We check each against the dense $64 \times 64$ matrix, in float64 so that rounding does
+# not blur the zero singular values.
+
+# %%
+ov = ov_circuit(model, L, H)
+print(ov)
+dense = ov.A.double() @ ov.B.double()   # float64 product: exact zeros stay
+torch.testing.assert_close(ov.AB, attn.W_V[H] @ attn.W_O[H])
+U, S, V = ov.svd()
+torch.testing.assert_close(U @ torch.diag(S) @ V.T, ov.AB, atol=1e-5,
+                           rtol=1e-4)
+claim("FactoredMatrix.svd() returns U, S, V with U diag(S) V^T = AB",
+      (U @ torch.diag(S) @ V.T - ov.AB).abs().max(), True, chapter="8")
+sv = torch.linalg.svdvals(dense)
+torch.testing.assert_close(S.double(), sv[:cfg.d_head], atol=1e-4, rtol=1e-4)
+claim(f"its {cfg.d_head} singular values are the top {cfg.d_head} of the "
+      "dense W_OV", (S.double() - sv[:cfg.d_head]).abs().max(), True,
+      chapter="8")
+tail = (sv[cfg.d_head:].max() / sv[0]).item()
+claim(f"the other {cfg.d_model - cfg.d_head} singular values of W_OV are "
+      "zero to rounding: rank W_OV = d_head", tail, tail < 1e-12,
+      chapter="8")
+dense_norm = torch.linalg.matrix_norm(dense).item()
+claim("FactoredMatrix.norm() is the Frobenius norm of AB",
+      abs(ov.norm().item() - dense_norm),
+      abs(ov.norm().item() - dense_norm) < 1e-4 * dense_norm, chapter="8")
+eig_small = ov.eigenvalues.to(torch.complex128)          # [d_head]
+eig_dense = torch.linalg.eigvals(dense)                  # [d_model]
+nearest = (eig_small[:, None] - eig_dense[None]).abs().min(-1).values
+n_nonzero = (eig_dense.abs() > 1e-8 * eig_dense.abs().max()).sum().item()
+claim(f"FactoredMatrix.eigenvalues (eig of the {cfg.d_head} x {cfg.d_head} "
+      "BA) are the nonzero eigenvalues of the dense AB",
+      f"{nearest.max():.1e}, {n_nonzero} nonzero",
+      nearest.max() < 1e-4 and n_nonzero == cfg.d_head, chapter="8")
+full = model.W_E @ ov @ model.W_U
+print("W_E @ ov @ W_U ->", full)
+claim("multiplying a FactoredMatrix keeps it factored (inner dimension "
+      "d_head)", full.mdim, full.mdim == cfg.d_head, chapter="8")
+
+# %% [markdown]
+# The last line is a preview: $W_E W_{OV} W_U$ is the *full* OV circuit of chapter
+# {doc}`09_full_circuits`, and it stayed a product of a $64 \times 16$ and a
+# $16 \times 64$ matrix.
+#
+# The explorer shows both circuits' singular values for every head of `toy-2l`. Each
+# head has exactly $d_\text{head} = 16$ nonzero singular values per circuit, after which
+# the spectrum falls off a cliff to float64 rounding (the dashed line marks
+# $d_\text{head}$). How the 16 values are spread, and how large they are, differs
+# from head to head; the title gives each head's previous-token and induction
+# scores, so you can compare the layer-0 previous-token head with the layer-1
+# induction heads.
+
+# %%
+prev = prev_token_scores(model, seq_len=EVAL["repeat_seq_len"],
+                         batch=EVAL["repeat_batch"], seed=EVAL["repeat_seed"])
+
+
+def dense64(fm):
+    """The dense product of a FactoredMatrix, multiplied in float64."""
+    return fm.A.double() @ fm.B.double()
+
+
+all_ranks = [torch.linalg.matrix_rank(M).item()
+             for circuit in (qk_circuit, ov_circuit)
+             for layer in range(cfg.n_layers)
+             for M in dense64(circuit(model, layer))]  # per head
+claim(f"all {len(all_ranks)} circuits of toy-2l (QK and OV, 8 heads) have "
+      f"rank exactly d_head = {cfg.d_head}", sorted(set(all_ranks)),
+      set(all_ranks) == {cfg.d_head}, chapter="8")
+
+
+def draw_spectra(layer=L, head=H):
+    a = model.blocks[layer].attn
+    fig, ax = plt.subplots(figsize=(7.5, 3.3))
+    for name, circuit, color in [("W_QK", qk_circuit, "tab:blue"),
+                                 ("W_OV", ov_circuit, "tab:orange")]:
+        M = dense64(circuit(model, layer, head))
+        s = torch.linalg.svdvals(M).clamp_min(1e-18)
+        ax.semilogy(range(1, len(s) + 1), s, "o-", ms=3, color=color,
+                    label=name)
+    ax.axvline(cfg.d_head + 0.5, color="gray", ls="--", lw=0.8)
+    ax.text(cfg.d_head + 1, 1e-6, f"d_head = {cfg.d_head}", color="gray",
+            fontsize=8)
+    ax.set(xlabel="index", ylabel="singular value", ylim=(1e-18, 1e3),
+           title=f"head {layer}.{head}: previous-token score "
+                 f"{prev[layer, head]:.2f}, induction score "
+                 f"{ind[layer, head]:.2f}")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
+        head=(0, cfg.n_heads - 1, 1))
+
+# %% [markdown]
+# ### The paper's convention and ours
+#
+# Elhage et al. write residual vectors as **columns**. Their weights act on the left:
+# $q = W_Q^\text{p} x$ with $W_Q^\text{p} \in \mathbb{R}^{d_\text{head} \times d_\text{model}}$
+# (likewise $W_K^\text{p}, W_V^\text{p}$), and $W_O^\text{p} \in
+# \mathbb{R}^{d_\text{model} \times d_\text{head}}$; the superscript p marks the paper's
+# matrices. TransformerLens, Vaswani et al. and this book use **rows**, $q = x W_Q$.
+# The same head is described by $W_Q^\text{p} = W_Q^\top$, and the same for the other
+# three. Now follow each circuit through the change.
+#
+# **QK is a bilinear form.** The paper's score is $q_i^\top k_j = x_i^\top
+# (W_Q^\text{p})^\top W_K^\text{p}\, x_j$, so $W_{QK}^\text{p} = (W_Q^\text{p})^\top
+# W_K^\text{p}$. Substituting, $W_{QK}^\text{p} = W_Q W_K^\top = W_{QK}$: **the same
+# matrix**. That had to happen: both conventions compute the number
+# "query vector, matrix, key vector" with the query on the left, and only the
+# vectors' orientation differs.
+#
+# **OV is a linear map.** The paper's head writes $W_O^\text{p} W_V^\text{p} x_j$, so
+# $W_{OV}^\text{p} = W_O^\text{p} W_V^\text{p} = W_O^\top W_V^\top = (W_V W_O)^\top =
+# W_{OV}^\top$: **transposed**, as every linear map is when rows become columns.
+#
+# The paper also writes the whole head as $h(x) = (A \otimes W_{OV}^\text{p})\, x$, with
+# $x$ all positions' residual vectors stacked into one long vector and $\otimes$ the
+# Kronecker product: block $(i, j)$ of $A \otimes W$ is $A_{ij} W$, so position $i$
+# receives $\sum_j A_{ij} W x_j$. We build the paper's matrices from the toy model's
+# TransformerLens weights and check all three statements on the real activations (the
+# value bias adds $b_V W_O$ in either convention and we leave it aside).
+
+# %%
+W_Qp, W_Kp = attn.W_Q[H].T, attn.W_K[H].T   # [d_head, d_model]
+W_Vp = attn.W_V[H].T                         # [d_head, d_model]
+W_Op = attn.W_O[H].T                         # [d_model, d_head]
+W_QK_paper = W_Qp.T @ W_Kp
+W_OV_paper = W_Op @ W_Vp
+W_QK = attn.W_Q[H] @ attn.W_K[H].T
+asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
+claim("W_QK^paper = (W_Q^p)^T W_K^p is exactly TransformerLens's W_QK",
+      (W_QK_paper - W_QK).abs().max(),
+      bool((W_QK_paper == W_QK).all()), chapter="8")
+claim("and not its transpose: W_QK is far from symmetric "
+      "(|W - W^T| / |W|)", asym, asym > 0.5, chapter="8")
+claim("W_OV^paper = W_O^p W_V^p is exactly the transpose of TransformerLens's "
+      "W_OV", (W_OV_paper - W_OV.T).abs().max(),
+      bool((W_OV_paper == W_OV.T).all()), chapter="8")
+
+X_cols = x.T                            # paper: one column per position
+bias_part = attn.b_V[H] @ attn.W_O[H]
+h_paper = W_OV_paper @ X_cols @ pattern.T        # [d_model, pos]
+torch.testing.assert_close(h_paper.T + bias_part, hooked)
+claim("the paper's column form W_OV^p X A^T, transposed, is the hooked "
+      "head output (less b_V W_O)",
+      (h_paper.T + bias_part - hooked).abs().max(), True, chapter="8")
+kron = torch.kron(pattern, W_OV_paper)           # [pos*d_model, pos*d_model]
+h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
+torch.testing.assert_close(h_kron + bias_part, hooked)
+claim("(A kron W_OV^p) applied to the stacked residual vectors gives the "
+      "same output", (h_kron + bias_part - hooked).abs().max(), True,
+      chapter="8")
+glue("qk_asym", asym)
+
+# %% [markdown]
+# $W_{QK}$ is far from symmetric: $\lVert W_{QK} - W_{QK}^\top\rVert$ is
+# {glue:text}`qk_asym:.2f` times $\lVert W_{QK}\rVert$ (0 for a symmetric matrix, 2
+# for an antisymmetric one). So the difference is real:
+# transposing $W_{QK}$ would swap the roles of query and key.
+#
+# One more place the paper's orientation turns up: PyTorch's `nn.Linear` stores its
+# weight as `[out, in]` and computes $x A^\top + b$. The Annotated Transformer's code
+# therefore runs in row vectors, but the numbers it *stores* for head $i$ are the
+# paper's column-vector matrices. (Chapter {doc}`20_rosetta` lines up all four
+# vocabularies, the paper's, the Annotated Transformer's, Elhage et al.'s and
+# TransformerLens's, in one table.)
+
+# %%
+d_k = mha.d_k
+stored_err = []
+for h in range(n_heads):
+    rows = slice(h * d_k, (h + 1) * d_k)
+    for lin, name in zip(mha.linears[:3], "QKV"):     # W_Q^p, W_K^p, W_V^p
+        stored_err.append((lin.weight[rows] - w[f"W_{name}"][h].T).abs().max())
+    stored_err.append(                                # W_O^p: columns of W^O
+        (mha.linears[3].weight[:, rows] - w["W_O"][h].T).abs().max())
+claim("nn.Linear's stored weights, sliced per head, are the paper's "
+      "column-convention W_Q^p, W_K^p, W_V^p, W_O^p", max(stored_err),
+      max(stored_err) == 0, chapter="8")
+
+# %% [markdown]
+# ### Exercise 8.2: into the paper's convention
+#
+# Write `to_paper_convention(W_Q, W_K, W_V, W_O)`, which takes one head's
+# TransformerLens weights and returns the pair `(W_QK, W_OV)` as Elhage et al. define
+# them. The check tries your function on random weights whose $W_{QK}$ is not symmetric,
+# so it can tell which circuit you transposed.
+
+# %% tags=["exercise"]
+def to_paper_convention(W_Q, W_K, W_V, W_O):
+    """W_Q, W_K, W_V: [d_model, d_head]; W_O: [d_head, d_model] (row vectors)
+    -> (W_QK, W_OV) of the paper (column vectors), each [d_model, d_model]."""
+    # BEGIN SOLUTION
+    W_Qp, W_Kp, W_Vp, W_Op = W_Q.T, W_K.T, W_V.T, W_O.T   # paper's matrices
+    return W_Qp.T @ W_Kp, W_Op @ W_Vp
+    # END SOLUTION
+
+
+checks.ch08_ex2(to_paper_convention)
+
+# %% [markdown]
+# ## Summary
+#
+# - A head is two circuits: the pattern comes from the bilinear form
+#   $W_{QK} = W_Q W_K^\top$ (where to look), and is applied to the messages
+#   $x_j W_{OV}$, $W_{OV} = W_V W_O$ (what to move). We recomputed a trained induction
+#   head's pattern and output from these two matrices and matched TransformerLens's
+#   hooks; biases extend $W_{QK}$ by one row and column and add $b_V W_O$ to the output.
+# - Both circuits have rank at most $d_\text{head}$: every head of `toy-2l` has
+#   exactly 16 nonzero singular values in each.
+# - The factors are not identifiable: $W_Q G, W_K G^{-\top}, W_V M, M^{-1} W_O$ changed
+#   $W_Q$ by {glue:text}`q_change:.0%` and left the logits equal to within
+#   {glue:text}`shuffle_logit_diff:.1e`. Only the products describe the model.
+# - In the paper's column convention $W_{QK}^\text{p} = (W_Q^\text{p})^\top W_K^\text{p}$
+#   is the *same* matrix as TransformerLens's $W_{QK}$, while
+#   $W_{OV}^\text{p} = W_O^\text{p} W_V^\text{p}$ is the *transpose* of $W_{OV}$: a
+#   bilinear form keeps the query on the left, a linear map flips. `nn.Linear` stores
+#   the paper's orientation.
+# - `FactoredMatrix` keeps $AB$ as $A$ and $B$; its SVD, norm and eigenvalues go through
+#   $d_\text{head} \times d_\text{head}$ matrices, which is what makes the vocabulary-sized
+#   circuits of the next chapter affordable.

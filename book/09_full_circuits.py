@@ -1,0 +1,611 @@
+# %% [markdown]
+# # 9. Full circuits
+#
+# Chapter {doc}`08_qk_ov` described a head by two $d_\text{model} \times d_\text{model}$
+# matrices that act on residual vectors. Residual vectors are not what we can read,
+# though; tokens are. This chapter puts the embedding and the unembedding on both sides
+# of each circuit, which turns them into tables indexed by tokens: the **full OV
+# circuit** $W_E W_{OV} W_U$ says how attending to a token changes every logit, and the
+# **full QK circuit** $W_E W_{QK} W_E^\top$ says how much a query token wants to attend
+# to a key token. We count what these tables would cost at GPT-2's vocabulary size and
+# what the factored form costs instead (measured), and then read them on the toy model:
+# the induction heads' full OV circuits copy, and the previous-token head's positional
+# QK circuit is a band just below the diagonal.
+
+# %%
+import contextlib
+import io
+import math
+import time
+import tracemalloc
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.circuits import (
+    full_ov_circuit,
+    full_qk_circuit,
+    pos_qk_circuit,
+)
+from circuitbook.data import repeated_random_tokens
+from circuitbook.heads import copying_scores
+from circuitbook.models import attn_only, load
+from circuitbook.models.encoder_decoder import (
+    Embeddings,
+    Generator,
+    MultiHeadedAttention,
+    head_outputs,
+    tl_weights,
+)
+from circuitbook.models.zoo import metrics
+from circuitbook.train import lm_loss
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+_ = torch.set_grad_enabled(False)  # we read weights; one cell turns grad on
+
+# %% [markdown]
+# ## Plain language
+#
+# Suppose a head attends entirely to one earlier token, say `cat`. What it writes into
+# the stream is `cat`'s embedding sent through the head's OV circuit. If nothing else
+# touches that write before the unembedding, it changes every logit by a fixed amount,
+# and those amounts are one row of a vocabulary-by-vocabulary table, the full OV
+# circuit. A head whose table has large entries on its diagonal *copies*: attending to
+# `cat` makes `cat` more likely next. A head whose rows favour other tokens does
+# something else, for example turning `cat` into `cats`.
+#
+# The full QK circuit is the same idea for the pattern. Entry (query token, key token)
+# is the attention score the head would give from the embeddings alone, so its rows
+# show which tokens each token looks for. Where the model has learned positional
+# embeddings, the same construction with $W_\text{pos}$ in place of $W_E$ shows which
+# positions each position looks at.
+#
+# Two caveats belong here rather than in small print. First, these tables describe the
+# *direct* route only: token embedding into this head, head output straight to the
+# unembedding. In a deeper model a head also reads what earlier heads wrote and writes
+# for later heads to read; those routes are the subject of the composition chapters.
+# Second, the tables are enormous for a real vocabulary, which is why we keep them as
+# products of thin matrices and compute only what we need from them.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# In the Annotated Transformer {cite}`rush2018annotated` a token enters through
+# `Embeddings` (a lookup table `lut`, scaled by $\sqrt{d_\text{model}}$) and leaves
+# through `Generator` (a linear map `proj`, then a log-softmax). Between the two we
+# put one `MultiHeadedAttention` and feed it sequences of a single token, so that every
+# head attends fully to that token. Running the modules on every token of a small
+# vocabulary and reading head $h$'s share of the output through `proj` gives a
+# vocabulary-by-vocabulary table. The claim is that this table is
+# $W_E W_V^h W_O^h W_U$ with $W_E = \sqrt{d_\text{model}}\,\texttt{lut.weight}$ and
+# $W_U = \texttt{proj.weight}^\top$, plus one constant row from the biases
+# ($b_V^h W_O^h W_U + b_U$, the same whichever token is attended to). We leave out the
+# positional encoding and the final log-softmax: the first is not a token, and the
+# second is not linear.
+
+# %%
+vocab, d_model, n_heads = 40, 32, 4
+embed = Embeddings(d_model, vocab)
+mha = MultiHeadedAttention(n_heads, d_model, dropout=0.0).eval()
+generator = Generator(d_model, vocab)
+
+every_token = torch.arange(vocab)[:, None]   # [vocab, 1]: one-token inputs
+x_tok = embed(every_token)                           # [vocab, 1, d_model]
+per_head = head_outputs(mha, x_tok, x_tok, x_tok)  # [vocab, head, 1, d_model]
+
+w = tl_weights(mha)
+W_E_at = math.sqrt(d_model) * embed.lut.weight       # [vocab, d_model]
+W_U_at = generator.proj.weight.T                     # [d_model, vocab]
+errs, consts = [], []
+for h in range(n_heads):
+    by_modules = generator.proj(per_head[:, h, 0])   # [vocab, vocab]
+    circuit = W_E_at @ w["W_V"][h] @ w["W_O"][h] @ W_U_at
+    const = w["b_V"][h] @ w["W_O"][h] @ W_U_at + generator.proj.bias
+    errs.append((by_modules - circuit - const).abs().max())
+    consts.append(const.abs().max())
+torch.testing.assert_close(torch.stack(errs), torch.zeros(n_heads))
+claim("running Embeddings -> one head -> Generator.proj on every token gives "
+      "W_E W_V W_O W_U plus the constant row b_V W_O W_U + b_U",
+      max(errs), True, chapter="9")
+claim("the bias row is not negligible here (so the check above tests it)",
+      min(consts), min(consts) > 0.05, chapter="9")
+
+# %% [markdown]
+# ## The circuit view
+#
+# In TransformerLens's row-vector convention, with token $s$ embedded as row $s$ of
+# $W_E$ and logits read by $W_U$, head $h$ has
+#
+# $$\text{full OV:}\quad W_E\, W_{OV}^h\, W_U = W_E W_V^h W_O^h W_U
+# \in \mathbb{R}^{d_\text{vocab} \times d_\text{vocab}},$$
+#
+# $$\text{full QK:}\quad W_E\, W_{QK}^h\, W_E^\top = W_E W_Q^h (W_K^h)^\top W_E^\top
+# \in \mathbb{R}^{d_\text{vocab} \times d_\text{vocab}}.$$
+#
+# Entry $[s, t]$ of the full OV circuit is the change in logit $t$ when the head
+# attends fully to source token $s$; entry $[s, t]$ of the full QK circuit is the score
+# (before the $1/\sqrt{d_\text{head}}$) that query token $s$ gives key token $t$. In
+# Elhage et al.'s column convention {cite}`elhage2021mathematical` the full OV circuit
+# is written $W_U W_{OV}^\text{p} W_E$ with their $[d_\text{model}, d_\text{vocab}]$
+# embedding; it is the transpose of ours, while the full QK circuit is the same matrix
+# in both, for the reason chapter {doc}`08_qk_ov` gave.
+#
+# `circuitbook.circuits.full_ov_circuit` and `full_qk_circuit` return these as
+# `FactoredMatrix` objects with factors $A = W_E W_V$, $B = W_O W_U$ (and
+# $A = W_E W_Q$, $B = W_K^\top W_E^\top$), each only $d_\text{head}$ wide. We load
+# `toy-2l` (vocabulary 64, so here the tables are small enough to print) and check the
+# factors against the definitions.
+
+# %%
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    model = load("toy-2l")
+cfg = model.cfg
+record = metrics("toy-2l")
+IL, IH = record["induction_head"]      # toy-2l's induction head (chapter 8)
+PL, PH = record["prev_token_head"]     # and its previous-token head
+
+fov = full_ov_circuit(model, IL, IH)
+fqk = full_qk_circuit(model, IL, IH)
+attn = model.blocks[IL].attn
+print("full OV:", fov)
+print("full QK:", fqk)
+W_E, W_U = model.W_E, model.W_U
+ov_ref = W_E @ (attn.W_V[IH] @ (attn.W_O[IH] @ W_U))    # another association
+qk_ref = W_E @ (attn.W_Q[IH] @ (attn.W_K[IH].T @ W_E.T))
+torch.testing.assert_close(fov.AB, ov_ref, atol=1e-4, rtol=1e-4)
+torch.testing.assert_close(fqk.AB, qk_ref, atol=1e-4, rtol=1e-4)
+claim("full_ov_circuit(...).AB = W_E W_V W_O W_U and full_qk_circuit(...).AB "
+      "= W_E W_Q W_K^T W_E^T", max((fov.AB - ov_ref).abs().max(),
+                                  (fqk.AB - qk_ref).abs().max()),
+      True, chapter="9")
+
+# %% [markdown]
+# ### Exercise 9.1: the full OV circuit
+#
+# Write `full_ov(W_E, W_V, W_O, W_U)` returning one head's full OV circuit as a dense
+# `[d_vocab, d_vocab]` tensor, rows indexed by the source token, columns by the logit.
+
+# %% tags=["exercise"]
+def full_ov(W_E, W_V, W_O, W_U):
+    """W_E: [d_vocab, d_model]; W_V: [d_model, d_head]; W_O: [d_head, d_model];
+    W_U: [d_model, d_vocab] -> [d_vocab, d_vocab]."""
+    # BEGIN SOLUTION
+    A = W_E @ W_V          # [d_vocab, d_head]: token -> value
+    B = W_O @ W_U          # [d_head, d_vocab]: head output -> logits
+    return A @ B
+    # END SOLUTION
+
+
+checks.ch09_ex1(full_ov)
+
+# %% [markdown]
+# ### What it costs at GPT-2's size
+#
+# GPT-2 small {cite}`radford2019language` has a vocabulary of 50,257 tokens,
+# $d_\text{model} = 768$ and $d_\text{head} = 64$. We build one attention head of that
+# shape with random weights (the costs do not depend on the values) and compare the
+# dense table with its factors. Memory is counted as the bytes of the tensors each
+# route creates. (Python's `tracemalloc` would be the obvious tool, but it only sees
+# Python's own allocator, not PyTorch's; the first lines check that it misses a 40 MB
+# tensor.) Times are for this machine when the page was built.
+
+# %%
+tracemalloc.start()
+probe = torch.ones(10_000_000)                       # 40 MB of float32
+seen, _ = tracemalloc.get_traced_memory()
+tracemalloc.stop()
+claim("tracemalloc does not see PyTorch tensor memory (40 MB allocated)",
+      f"{seen} bytes seen", seen < 1e6, chapter="9")
+del probe
+
+
+def nbytes(*tensors):
+    return sum(t.element_size() * t.nelement() for t in tensors)
+
+
+gpt2 = dict(d_model=768, n_heads=1, d_head=64, d_vocab=50257)
+big = attn_only(1, **gpt2, n_ctx=8, seed=0)            # one random head
+n_vocab = gpt2["d_vocab"]
+dense_bytes = n_vocab ** 2 * big.W_E.element_size()    # float32: 4 bytes
+GB, MB, KB = 1e9, 1e6, 1e3
+
+t0 = time.perf_counter()
+big_ov = full_ov_circuit(big, 0, 0)
+t_factors = time.perf_counter() - t0
+factor_bytes = nbytes(big_ov.A, big_ov.B)
+embed_bytes = nbytes(big.W_E, big.W_U)
+big_qk = full_qk_circuit(big, 0, 0)
+print(f"dense full OV: {n_vocab}^2 x 4 bytes = {dense_bytes / GB:.1f} GB")
+print(f"factors A {tuple(big_ov.A.shape)}, B {tuple(big_ov.B.shape)}: "
+      f"{factor_bytes / MB:.1f} MB, built in {t_factors:.2f} s")
+print(f"(W_E and W_U themselves: {embed_bytes / MB:.0f} MB)")
+claim("a dense vocab x vocab float32 table for GPT-2 takes 50257^2 x 4 bytes "
+      "= 10.1 GB", f"{dense_bytes / GB:.2f} GB",
+      round(dense_bytes / GB, 1) == 10.1, chapter="9")
+claim("the factors take 2 x 50257 x 64 x 4 bytes, 1/393 of the dense table",
+      f"{factor_bytes / MB:.1f} MB",
+      factor_bytes == 2 * n_vocab * 64 * 4
+      and round(dense_bytes / factor_bytes) == 393, chapter="9")
+claim("the full QK circuit's factors have the same shapes",
+      f"{tuple(big_qk.A.shape)}, {tuple(big_qk.B.shape)}",
+      big_qk.A.shape == big_ov.A.shape and big_qk.B.shape == big_ov.B.shape,
+      chapter="9")
+
+# %% [markdown]
+# Two things we actually want from the table, computed through the factors:
+#
+# - **One row** (what attending to token $s$ does to every logit) is $A[s]\,B$: a
+#   $64$-vector times a $64 \times 50257$ matrix.
+# - **The copying score** needs the eigenvalues of the $50257 \times 50257$ matrix
+#   $AB$. Its nonzero eigenvalues are those of the $64 \times 64$ matrix $BA$: if
+#   $BAv = \lambda v$ then $AB(Av) = A(BAv) = \lambda\, Av$, so every eigenvalue of
+#   $BA$ with $Av \ne 0$ is one of $AB$, and $AB$ has rank at most 64, so it has no
+#   other nonzero ones. `FactoredMatrix.eigenvalues` and
+#   `circuitbook.heads.copying_scores` both work this way.
+
+# %%
+s = 1234                                              # any token
+t0 = time.perf_counter()
+row = big_ov.A[s] @ big_ov.B                          # [50257]
+t_row = time.perf_counter() - t0
+row_ref = ((big.W_E[s] @ big.W_V[0, 0]) @ big.W_O[0, 0]) @ big.W_U
+torch.testing.assert_close(row, row_ref, atol=1e-6, rtol=1e-4)
+claim("row s of the full OV circuit from the factors, A[s] B, equals "
+      "((W_E[s] W_V) W_O) W_U", (row - row_ref).abs().max(), True,
+      chapter="9")
+
+t0 = time.perf_counter()
+small = big_ov.B @ big_ov.A                           # [64, 64]
+eig = torch.linalg.eigvals(small.double())
+score = (eig.sum().real / eig.abs().sum()).item()
+t_score = time.perf_counter() - t0
+package = copying_scores(big, 0, 0).item()
+claim("the copying score through the 64 x 64 matrix BA matches "
+      "circuitbook.heads.copying_scores", abs(score - package),
+      abs(score - package) < 1e-4, chapter="9")
+claim("a random head at GPT-2's shape neither copies nor anti-copies "
+      "(|score| < 0.1)", score, abs(score) < 0.1, chapter="9")
+print(f"one row:       {nbytes(row) / KB:6.0f} KB, {t_row * 1e3:7.1f} ms")
+print(f"copying score: {nbytes(small) / KB:6.0f} KB, {t_score * 1e3:7.1f} ms "
+      f"(64 x 64 matrix)")
+glue("dense_gb", dense_bytes / GB)
+glue("factor_mb", factor_bytes / MB)
+glue("embed_mb", embed_bytes / MB)
+glue("row_kb", nbytes(row) / KB)
+glue("t_factors", t_factors)
+glue("t_row_ms", t_row * 1e3)
+glue("t_score_ms", t_score * 1e3)
+glue("all_heads_tb", 144 * dense_bytes / 1e12)
+glue("random_score", score)
+del big, big_ov, big_qk
+
+# %% [markdown]
+# The dense table would need {glue:text}`dense_gb:.1f` GB for one head, and GPT-2
+# small has 144 heads: {glue:text}`all_heads_tb:.2f` TB for all their full OV circuits,
+# as much again for the full QK circuits. The factors take
+# {glue:text}`factor_mb:.1f` MB, less than a tenth of the embedding and unembedding
+# they are made from ({glue:text}`embed_mb:.0f` MB), and took
+# {glue:text}`t_factors:.2f` s to compute. After that, a row costs
+# {glue:text}`row_kb:.0f` KB and {glue:text}`t_row_ms:.1f` ms, and the copying score a
+# $64 \times 64$ eigenproblem ({glue:text}`t_score_ms:.0f` ms). The repository's
+# `benchmarks/bench_kernels.py` times `copying_scores` for all 144 heads of a
+# GPT-2-shaped model against the head-by-head route.
+#
+# ### A copying head
+#
+# Back to `toy-2l`, where $d_\text{vocab} = 64$ and we can look at whole tables. Head
+# {glue:text}`ind_head` is its strongest induction head (chapter {doc}`08_qk_ov`
+# recomputed the score). An induction head attends to the token that followed an
+# earlier copy of the current token, and should then predict *that* token: its full OV
+# circuit should copy. We materialise all eight heads' tables with your `full_ov` and
+# ask, for each source token, whether its own logit is the largest in its row.
+
+# %%
+tables = torch.stack([
+    torch.stack([full_ov(W_E, model.W_V[layer, h], model.W_O[layer, h], W_U)
+                 for h in range(cfg.n_heads)])
+    for layer in range(cfg.n_layers)])                 # [layer, head, 64, 64]
+tables64 = torch.stack([                               # the same in float64,
+    torch.stack([full_ov(W_E.double(), model.W_V[layer, h].double(),  # for
+                         model.W_O[layer, h].double(), W_U.double())  # eig
+                 for h in range(cfg.n_heads)])
+    for layer in range(cfg.n_layers)])
+tokens_idx = torch.arange(cfg.d_vocab)
+self_top = tables.argmax(-1) == tokens_idx             # [layer, head, 64]
+frac = self_top.float().mean(-1)
+print("fraction of tokens whose top logit is themselves [layer, head]:")
+print(frac.numpy().round(2))
+layer1_sum = tables[1].sum(0)                          # all four layer-1 heads
+frac_sum = (layer1_sum.argmax(-1) == tokens_idx).float().mean().item()
+coverage = self_top[1].sum(0)                 # heads copying each token
+claim(f"head {IL}.{IH} alone copies only about half the vocabulary "
+      "(top-1 self)", frac[IL, IH].item(),
+      0.4 < frac[IL, IH].item() < 0.7, chapter="9")
+claim("the four layer-1 heads together copy every token (top-1 self of the "
+      "summed table)", frac_sum, frac_sum == 1.0, chapter="9")
+claim("each token is copied (top-1) by at least 2 of the 4 layer-1 heads",
+      coverage.min().item(), coverage.min().item() >= 2, chapter="9")
+glue("ind_head", f"{IL}.{IH}")
+glue("frac_ind", frac[IL, IH].item())
+glue("frac_sum", frac_sum)
+
+# %%
+fig, ax = plt.subplots(1, 2, figsize=(9, 4.2),
+                       gridspec_kw={"width_ratios": [1, 1.25]})
+T = tables[IL, IH]
+lim = T.abs().max().item()
+im = ax[0].imshow(T, cmap="RdBu_r", vmin=-lim, vmax=lim)
+ax[0].set(xlabel="logit of token t", ylabel="source token s",
+          title=f"full OV circuit of head {IL}.{IH}")
+fig.colorbar(im, ax=ax[0], fraction=0.046)
+diag = torch.diagonal(tables[1], dim1=-2, dim2=-1)    # [head, 64]
+im2 = ax[1].imshow(diag, cmap="Greens", aspect="auto")
+ys, xs = torch.nonzero(self_top[1], as_tuple=True)
+ax[1].scatter(xs, ys, s=7, color="black", label="top logit is the token")
+ax[1].set(xlabel="token", yticks=range(cfg.n_heads),
+          yticklabels=[f"1.{h}" for h in range(cfg.n_heads)],
+          title="diagonal of each layer-1 head's full OV circuit")
+ax[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8)
+fig.colorbar(im2, ax=ax[1], fraction=0.03)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The diagonal of head {glue:text}`ind_head`'s table stands out for some tokens and
+# not others: it is the top entry of its row for {glue:text}`frac_ind:.0%` of the
+# tokens. The right panel shows why this is not a failure. Each layer-1 head copies its
+# own subset of the vocabulary (dark cells, dots where the token wins its row), the
+# subsets overlap, and the sum of the four heads' tables copies
+# {glue:text}`frac_sum:.0%` of tokens. A single head could not do it alone: its table
+# has rank at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the
+# $64 \times 64$ identity.
+#
+# ### Eigenvalues and the copying score
+#
+# Elhage et al. summarise "does this head copy?" by the eigenvalues $\lambda_i$ of
+# the full OV circuit $T$. Take a left eigenvector, a row $v$ of coefficients over
+# tokens with $vT = \lambda v$. A head that attends to tokens with weights $v$ moves
+# the logits by $vT = \lambda v$: the same combination of tokens, scaled by
+# $\lambda$. A positive eigenvalue reinforces what was attended to, a negative one
+# suppresses it. The **copying score** is
+#
+# $$\frac{\operatorname{Re}\sum_i \lambda_i}{\sum_i |\lambda_i|} \in [-1, 1],$$
+#
+# which is 1 when all eigenvalues are positive reals. We compute the dense eigenvalues
+# of head {glue:text}`ind_head`'s $64 \times 64$ table (in float64) and compare them with
+# the $16 \times 16$ route.
+
+# %%
+dense_eig = torch.linalg.eigvals(fov.A.double() @ fov.B.double())   # [64]
+small_eig = fov.eigenvalues.to(torch.complex128)                    # [16]
+big_enough = dense_eig.abs() > 1e-8 * dense_eig.abs().max()
+nonzero = dense_eig[big_enough]
+nearest = (small_eig[:, None] - nonzero[None]).abs().min(-1).values
+claim(f"the 64 x 64 full OV circuit of head {IL}.{IH} has exactly "
+      f"{cfg.d_head} nonzero eigenvalues, and they are those of the "
+      f"{cfg.d_head} x {cfg.d_head} BA",
+      f"{len(nonzero)}, {nearest.max():.1e}",
+      len(nonzero) == cfg.d_head and nearest.max() < 1e-3, chapter="9")
+n_pos_real = (nonzero.real > 0).sum().item()
+claim("all of them have a positive real part", f"{n_pos_real} of "
+      f"{len(nonzero)}", n_pos_real == len(nonzero), chapter="9")
+n_positive = []                             # the same count for every head
+for layer in range(cfg.n_layers):
+    for h in range(cfg.n_heads):
+        ev = torch.linalg.eigvals(tables64[layer, h])
+        ev = ev[ev.abs() > 1e-8 * ev.abs().max()]
+        n_positive.append((len(ev), int((ev.real > 0).sum())))
+print("(nonzero eigenvalues, of which Re > 0), heads 0.0 ... 1.3:")
+print(n_positive)
+claim("every layer-1 head has all 16 nonzero eigenvalues in the right "
+      "half-plane; no layer-0 head does", n_positive,
+      all(n == p == cfg.d_head for n, p in n_positive[cfg.n_heads:])
+      and all(p < n for n, p in n_positive[:cfg.n_heads]), chapter="9")
+glue("n_pos_real", n_pos_real)
+glue("max_imag", nonzero.imag.abs().max().item())
+glue("min_real", nonzero.real.min().item())
+
+# %% [markdown]
+# ### Exercise 9.2: the copying score
+#
+# Write `copying_score(eigenvalues)` for a complex tensor of eigenvalues. We then apply
+# it to the dense eigenvalues (all 64, zeros included) and compare with
+# `circuitbook.heads.copying_scores`, which goes through $d_\text{head} \times
+# d_\text{head}$ matrices.
+
+# %% tags=["exercise"]
+def copying_score(eigenvalues):
+    """eigenvalues: complex [n] -> Re(sum lambda) / sum |lambda|, a float."""
+    # BEGIN SOLUTION
+    return (eigenvalues.sum().real / eigenvalues.abs().sum()).item()
+    # END SOLUTION
+
+
+checks.ch09_ex2(copying_score)
+
+# %%
+package_scores = copying_scores(model)                 # [layer, head]
+dense_scores = torch.tensor([
+    [copying_score(torch.linalg.eigvals(tables64[layer, h]))
+     for h in range(cfg.n_heads)] for layer in range(cfg.n_layers)],
+    dtype=torch.float64)
+print("copying scores [layer, head]:\n", package_scores.numpy().round(3))
+torch.testing.assert_close(dense_scores, package_scores.double(),
+                           atol=1e-4, rtol=1e-4)
+claim("copying_score of the dense 64 x 64 eigenvalues matches "
+      "copying_scores (d_head x d_head route) for all 8 heads",
+      (dense_scores - package_scores.double()).abs().max(), True,
+      chapter="9")
+claim("every layer-1 head scores above 0.99; the previous-token head "
+      f"{PL}.{PH} scores below 0", f"{package_scores[1].min():.3f}, "
+      f"{package_scores[PL, PH]:.3f}",
+      package_scores[1].min() > 0.99 and package_scores[PL, PH] < 0,
+      chapter="9")
+glue("score_ind", package_scores[IL, IH].item())
+glue("score_prev", package_scores[PL, PH].item())
+glue("prev_head", f"{PL}.{PH}")
+
+# %% [markdown]
+# Head {glue:text}`ind_head` scores {glue:text}`score_ind:.3f`: all
+# {glue:text}`n_pos_real` nonzero eigenvalues have a positive real part (the smallest
+# is {glue:text}`min_real:.2f`; imaginary parts reach {glue:text}`max_imag:.2f`). Read
+# the score together with the top-1 fraction: it says that whatever the head copies, it
+# copies with the right sign; it does not say how many tokens it copies. Head
+# {glue:text}`prev_head`, the previous-token head, scores {glue:text}`score_prev:.2f`.
+# Its direct effect on the logits is not its job: it writes information about the
+# previous token for the layer-1 heads to read, a route these tables do not include.
+#
+# The explorer shows any head's full OV table (left) and its eigenvalues in the complex
+# plane (right: the 16 nonzero ones in color, the 48 zeros of the dense table as gray
+# crosses at the origin). Compare the four layer-1 heads, whose eigenvalues all lie to
+# the right of the imaginary axis, with the layer-0 heads.
+
+# %%
+head_names = [f"{layer}.{h}" for layer in range(cfg.n_layers)
+              for h in range(cfg.n_heads)]
+
+
+def draw_full_ov(head=f"{IL}.{IH}"):
+    layer, h = map(int, head.split("."))
+    T = tables[layer, h]
+    ev = torch.linalg.eigvals(tables64[layer, h])
+    keep = ev.abs() > 1e-8 * ev.abs().max()
+    fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.7))
+    lim = T.abs().max().item()
+    im = ax[0].imshow(T, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax[0].set(xlabel="logit of token t", ylabel="source token s",
+              title=f"full OV, head {head}: top-1 self "
+                    f"{frac[layer, h]:.0%}")
+    fig.colorbar(im, ax=ax[0], fraction=0.046)
+    ax[1].scatter(ev.real[~keep], ev.imag[~keep], marker="x", s=12,
+                  color="gray", label=f"{int((~keep).sum())} zeros")
+    ax[1].scatter(ev.real[keep], ev.imag[keep], s=16,
+                  c=ev.real[keep] > 0, cmap="coolwarm_r", vmin=0, vmax=1,
+                  label=f"{int(keep.sum())} nonzero")
+    r = 1.1 * ev.abs().max().item()
+    ax[1].axhline(0, color="lightgray", lw=0.6)
+    ax[1].axvline(0, color="lightgray", lw=0.6)
+    ax[1].set(xlim=(-r, r), ylim=(-r, r), aspect="equal",
+              xlabel="Re(lambda)", ylabel="Im(lambda)",
+              title=f"eigenvalues: copying score "
+                    f"{package_scores[layer, h]:.3f}")
+    ax[1].legend(loc="lower left", fontsize=7)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_full_ov, head=head_names)
+
+# %% [markdown]
+# ### The positional QK circuit of the previous-token head
+#
+# `toy-2l` adds its positional embedding to what queries and keys read. So the score of
+# query position $i$ (token $s$) on key position $j$ (token $t$) is
+# $(e_s + p_i) W_{QK} (e_t + p_j)^\top$, which splits into a token-token term (the full
+# QK circuit), a position-position term $W_\text{pos} W_{QK} W_\text{pos}^\top$ (the
+# positional QK circuit, `pos_qk_circuit`), two cross terms, and the bias terms. Head
+# {glue:text}`prev_head` attends to the previous position; its positional QK circuit
+# should say so by itself. We mask the entries a causal head never uses ($j > i$).
+
+# %%
+pos_table = pos_qk_circuit(model, PL, PH).AB           # [n_ctx, n_ctx]
+tok_table = full_qk_circuit(model, PL, PH).AB          # [vocab, vocab]
+n_ctx = cfg.n_ctx
+allowed = torch.tril(torch.ones(n_ctx, n_ctx, dtype=torch.bool))
+best_key = pos_table.masked_fill(~allowed, float("-inf")).argmax(-1)
+queries = torch.arange(1, n_ctx)
+hits = (best_key[1:] == queries - 1)
+missed = queries[~hits].tolist()
+print(f"query positions whose best key is the one before: "
+      f"{int(hits.sum())} of {len(queries)}; exceptions: {missed}")
+gaps = torch.stack([pos_table[i, i - 1] - torch.cat(
+    [pos_table[i, :i - 1], pos_table[i, i:i + 1]]).max()
+    for i in range(2, n_ctx - 1)])
+tok_spread = (tok_table.max(-1).values - tok_table.min(-1).values).mean()
+claim("in the positional QK circuit of the previous-token head, every "
+      "query position 1..62 scores position i-1 highest",
+      f"{int(hits[:-1].sum())} of {len(queries) - 1}",
+      bool(hits[:-1].all()), chapter="9")
+claim("its margin over the next best key (mean over positions 2..62) is "
+      "10x the token-token term's spread across keys",
+      f"{gaps.mean():.1f} vs {tok_spread:.1f}",
+      gaps.mean() > 10 * tok_spread, chapter="9")
+glue("pos_gap", gaps.mean().item())
+glue("tok_spread", tok_spread.item())
+glue("missed", ", ".join(map(str, missed)))
+
+# %%
+# the pattern that positions alone would give, and its weight on key i - 1
+pos_pattern = (pos_table / math.sqrt(cfg.d_head)).masked_fill(
+    ~allowed, float("-inf")).softmax(-1)
+on_prev = pos_pattern.diagonal(-1)             # queries i = 1 .. 63
+claim("softmaxed with the head's 1/sqrt(d_head), the positional term alone "
+      "puts nearly all weight on i-1 (mean over queries 1..62)",
+      on_prev[:-1].mean(), on_prev[:-1].mean() > 0.95, chapter="9")
+glue("on_prev", on_prev[:-1].mean().item())
+
+fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.7))
+im = ax[0].imshow(pos_pattern, cmap="Blues", vmin=0, vmax=1)
+ax[0].set(xlabel="key position j", ylabel="query position i",
+          title=f"softmax of the positional QK, head {PL}.{PH}")
+fig.colorbar(im, ax=ax[0], fraction=0.046)
+for i in (10, 30, 50):
+    ax[1].plot(range(i + 1), pos_table[i, :i + 1], label=f"query {i}")
+    ax[1].axvline(i - 1, color="gray", lw=0.5, ls=":")
+ax[1].set(xlabel="key position j", ylabel="score (before 1/sqrt(d_head))",
+          title="raw scores of three rows: peak at j = i - 1")
+ax[1].legend(fontsize=8, loc="lower left")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The band below the diagonal carries the head. In the raw scores (right) it beats the
+# next best position by {glue:text}`pos_gap:.0f` on average (before the
+# $1/\sqrt{d_\text{head}} = 1/4$ scale), while the token-token term varies by only
+# {glue:text}`tok_spread:.1f` across keys; after the scale and the softmax (left), the
+# positional term alone puts {glue:text}`on_prev:.1%` of each query's weight on the
+# previous position. The head hardly cares which token is where, only where.
+#
+# The one exception is query position {glue:text}`missed`, the last position of the
+# context. The model was trained on sequences of exactly 64 tokens with the next-token
+# loss, and the prediction made at the last position has no target, so nothing at
+# that position ever affected the loss: its query was never trained. We can check that
+# the gradient of the training loss reaches every positional embedding except the last.
+
+# %%
+train_like = repeated_random_tokens(4, n_ctx // 2, cfg.d_vocab,  # [4, 64]
+                                    seed=3)
+with torch.enable_grad():
+    model.zero_grad()
+    lm_loss(model, train_like).backward()
+pos_grad = model.W_pos.grad.norm(dim=-1)               # [n_ctx]
+model.zero_grad(set_to_none=True)
+claim(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and nonzero "
+      "at every other position", f"{pos_grad[-1]:.1f}, min elsewhere "
+      f"{pos_grad[:-1].min():.1e}",
+      pos_grad[-1] == 0 and bool((pos_grad[:-1] > 0).all()), chapter="9")
+
+# %% [markdown]
+# ## Summary
+#
+# - The full OV circuit $W_E W_{OV} W_U$ and the full QK circuit
+#   $W_E W_{QK} W_E^\top$ are the head's two circuits read in tokens: how attending to
+#   token $s$ moves logit $t$, and how much query token $s$ wants key token $t$. Running
+#   the Annotated Transformer's own modules on one-token inputs reproduces the full OV
+#   table plus a constant bias row.
+# - At GPT-2's vocabulary a dense table is {glue:text}`dense_gb:.1f` GB per head; the
+#   factors are {glue:text}`factor_mb:.1f` MB. A row costs a vector-matrix product and
+#   the copying score a $d_\text{head} \times d_\text{head}$ eigenproblem, because the
+#   nonzero eigenvalues of $AB$ are those of $BA$.
+# - `toy-2l`'s induction head {glue:text}`ind_head` has a copying score of
+#   {glue:text}`score_ind:.3f` (every nonzero eigenvalue has a positive real part), but
+#   its own top logit is the attended token for only {glue:text}`frac_ind:.0%` of
+#   tokens; the four layer-1 heads share the vocabulary and together copy all of it.
+# - The previous-token head's positional QK circuit is a band at $j = i - 1$ that
+#   dwarfs its token-token term, everywhere except the last position, which training
+#   never reached.

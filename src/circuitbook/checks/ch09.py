@@ -1,0 +1,143 @@
+"""Chapter 9 (full circuits): exercise checks and reference solutions."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def _randint(lo: int, hi: int, g: torch.Generator) -> int:
+    """A random int in [lo, hi]."""
+    return lo + int(torch.randint(0, hi - lo + 1, (1,), generator=g))
+
+
+# --- Exercise 9.1: the full OV circuit as a dense matrix -----------------------------------
+
+
+def full_ov(W_E: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, W_U: torch.Tensor) -> torch.Tensor:
+    """The full OV circuit W_E W_V W_O W_U of one head (row-vector convention).
+
+    W_E: [d_vocab, d_model]; W_V: [d_model, d_head]; W_O: [d_head, d_model]; W_U: [d_model, d_vocab].
+    Returns [d_vocab, d_vocab]: entry [s, t] is the direct effect on logit t of the head
+    attending fully to source token s.
+    """
+    return W_E @ W_V @ W_O @ W_U
+
+
+def _full_ov_inputs(g: torch.Generator) -> dict:
+    d_vocab, d_model, d_head = _randint(15, 25, g), _randint(8, 12, g), _randint(2, 4, g)
+    return {"W_E": torch.randn(d_vocab, d_model, generator=g),
+            "W_V": torch.randn(d_model, d_head, generator=g),
+            "W_O": torch.randn(d_head, d_model, generator=g),
+            "W_U": torch.randn(d_model, d_vocab, generator=g)}
+
+
+EX1 = FunctionExercise(
+    id="ch09_ex1",
+    title="the full OV circuit",
+    reference=full_ov,
+    make_inputs=_full_ov_inputs,
+    mistakes=[
+        Mistake("transposed", "Rows are the source token the head attends to, columns the logit it changes: "
+                "W_E W_OV W_U, not its transpose (the paper's column-vector orientation, W_U^T W_OV^p W_E^T).",
+                lambda W_E, W_V, W_O, W_U: (W_E @ W_V @ W_O @ W_U).T),
+        Mistake("used the transposed W_OV", "Between the embeddings, use the row-vector W_OV = W_V W_O, not its "
+                "transpose (W_V W_O)^T, which is the paper's column-vector matrix.",
+                lambda W_E, W_V, W_O, W_U: W_E @ (W_V @ W_O).T @ W_U),
+        Mistake("put W_E on both sides", "W_E W_OV W_E^T has the shape of the full QK circuit, which compares "
+                "two tokens. The OV circuit's output is read by the unembedding: end with W_U.",
+                lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O @ W_E.T),
+        Mistake("left out the head", "W_E W_U is the direct path, the model with no attention at all. The "
+                "head's circuit goes through W_V W_O in the middle.",
+                lambda W_E, W_V, W_O, W_U: W_E @ W_U),
+        Mistake("forgot W_E", "The circuit starts from tokens: multiply the embedding W_E in first, so that rows "
+                "are tokens rather than residual directions.",
+                lambda W_E, W_V, W_O, W_U: W_V @ W_O @ W_U),
+        Mistake("forgot W_U", "The circuit ends in logits: multiply by the unembedding W_U last, so that columns "
+                "are tokens rather than residual directions.",
+                lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O),
+    ],
+    hint="Follow a token through the head: embed (W_E), read values (W_V), write (W_O), unembed (W_U). "
+         "In row vectors that is W_E @ W_V @ W_O @ W_U.",
+)
+
+
+# --- Exercise 9.2: the copying score from eigenvalues -------------------------------------
+
+
+def copying_score(eigenvalues: torch.Tensor) -> float:
+    """Elhage et al.'s copying score: Re(sum_i lambda_i) / sum_i |lambda_i|, in [-1, 1].
+
+    eigenvalues: complex [n] (a real matrix's eigenvalues: real ones and conjugate pairs).
+    """
+    return (eigenvalues.sum().real / eigenvalues.abs().sum()).item()
+
+
+def _eig_inputs(g: torch.Generator) -> dict:
+    """The nonzero eigenvalues of a small real matrix, mixed with rounding-sized ones."""
+    n_real, n_pairs, n_tiny = _randint(3, 6, g), _randint(2, 4, g), _randint(3, 8, g)
+    real = torch.randn(n_real, generator=g) * 3 + 1           # mostly positive, some negative
+    real[0] = -0.5 - real[0].abs()                            # at least one clearly negative
+    centre = torch.randn(n_pairs, generator=g) * 2 + 0.5
+    spread = 1 + 2 * torch.rand(n_pairs, generator=g)
+    pairs = torch.cat([torch.complex(centre, spread), torch.complex(centre, -spread)])
+    tiny = torch.complex(torch.randn(n_tiny, generator=g), torch.zeros(n_tiny)) * 1e-7
+    eig = torch.cat([torch.complex(real, torch.zeros(n_real)), pairs, tiny])
+    order = torch.randperm(len(eig), generator=g)
+    return {"eigenvalues": eig[order].to(torch.complex64)}
+
+
+def _as_scalar(x):
+    """A one-element tensor or a number -> a Python float or complex; else None."""
+    if isinstance(x, torch.Tensor):
+        if x.numel() != 1:
+            return None
+        x = x.detach().cpu().reshape(()).item()
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float, complex)):
+        return x
+    return None
+
+
+def _score_equal(got, expected) -> bool:
+    a, b = _as_scalar(got), _as_scalar(expected)
+    if a is None or b is None:
+        return False
+    if isinstance(a, complex) or isinstance(b, complex):  # a complex score is a different answer
+        return isinstance(a, complex) and isinstance(b, complex) and abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+    return abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+
+
+EX2 = FunctionExercise(
+    id="ch09_ex2",
+    title="the copying score",
+    reference=copying_score,
+    make_inputs=_eig_inputs,
+    compare=_score_equal,
+    mistakes=[
+        Mistake("used |lambda| in the numerator", "sum |lambda| / sum |lambda| is always 1. The numerator keeps "
+                "the sign: Re(sum lambda).",
+                lambda eigenvalues: 1.0),
+        Mistake("forgot the real part", "The score is a real number: take the real part of sum lambda (the "
+                "imaginary parts of conjugate pairs cancel, but the result is still a complex tensor).",
+                lambda eigenvalues: (eigenvalues.sum() / eigenvalues.abs().sum()).item()),
+        Mistake("forgot to normalise", "Divide Re(sum lambda) by sum |lambda|, so that the score lies in "
+                "[-1, 1] whatever the head's scale.",
+                lambda eigenvalues: eigenvalues.sum().real.item()),
+        Mistake("counted the fraction of positive eigenvalues", "The score weights each eigenvalue by its size; "
+                "a count also counts the rounding-sized eigenvalues, which say nothing about the head.",
+                lambda eigenvalues: (eigenvalues.real > 0).float().mean().item()),
+        Mistake("normalised by |Re lambda|", "The denominator is sum |lambda|, the moduli of the complex "
+                "eigenvalues, not of their real parts.",
+                lambda eigenvalues: (eigenvalues.real.sum() / eigenvalues.real.abs().sum()).item()),
+        Mistake("averaged Re(lambda) / |lambda|", "Averaging each eigenvalue's cosine gives every eigenvalue, "
+                "however small, the same vote. Sum first, then divide: Re(sum lambda) / sum |lambda|.",
+                lambda eigenvalues: (eigenvalues.real / eigenvalues.abs()).mean().item()),
+    ],
+    hint="score = Re(sum of the eigenvalues) / (sum of their absolute values); "
+         "eigenvalues.sum().real / eigenvalues.abs().sum().",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
