@@ -16,6 +16,13 @@ FUNCTION_IDS = sorted(k for k, v in EXERCISES.items() if not isinstance(v, Value
 ALL_IDS = sorted(EXERCISES)
 
 
+SEED = 1234  # fixed in the tests so a run is reproducible; students get fresh inputs each time
+
+
+def _check(ex, answer):
+    return ex(answer, seed=SEED) if isinstance(ex, FunctionExercise) else ex(answer)
+
+
 def _template(*args, **kwargs):
     raise NotImplementedError("Write your solution here, then run this cell.")
 
@@ -24,7 +31,7 @@ def _template(*args, **kwargs):
 def test_reference_passes(ex_id):
     ex = EXERCISES[ex_id]
     answer = ex.expected() if isinstance(ex, ValueExercise) else ex.reference
-    result = ex(answer)
+    result = _check(ex, answer)
     assert result.passed, str(result)
 
 
@@ -36,7 +43,7 @@ def test_mutation_table_has_five_rows(ex_id):
 @pytest.mark.parametrize("ex_id,row", [(k, i) for k in ALL_IDS for i in range(len(MUTATIONS.get(k, [])))])
 def test_mutations_fail_with_the_right_diagnosis(ex_id, row):
     wrong, mistake = MUTATIONS[ex_id][row]
-    result = EXERCISES[ex_id](wrong)
+    result = _check(EXERCISES[ex_id], wrong)
     assert not result.passed, f"{ex_id}: planted wrong answer #{row} passed"
     if mistake is not None:
         assert result.mistake == mistake, f"{ex_id} #{row}: diagnosed {result.mistake!r}, expected {mistake!r}: {result}"
@@ -58,7 +65,7 @@ def test_stubs_cannot_pass(ex_id, stub):
         "constant": lambda *a, **kw: shape_source,  # the answer for *other* inputs
         "not callable": 42,
     }
-    result = ex(answers[stub])
+    result = _check(ex, answers[stub])
     assert not result.passed, f"{ex_id} accepted the {stub} stub"
     if stub == "template":
         assert "not attempted" in result.message

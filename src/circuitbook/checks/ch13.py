@@ -95,7 +95,7 @@ def _count_inputs(g: torch.Generator) -> dict:
     # L >= 3 and n >= 2: below that, some wrong formulas coincide with the right one
     # (for L = 2, "direct + first order + n^L" is already every path)
     return {"n_layers": 3 + int(torch.randint(0, 4, (1,), generator=g)),
-            "n_heads": 2 + int(torch.randint(0, 11, (1,), generator=g))}
+            "n_heads": 3 + int(torch.randint(0, 10, (1,), generator=g))}  # n = 2 would make n^L and 2^L one mistake
 
 
 EX2 = FunctionExercise(
