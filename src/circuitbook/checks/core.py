@@ -143,6 +143,7 @@ class FunctionExercise:
         return Result(self.id, True, f"correct on {self.n_trials} random inputs ({self.title})")
 
     def _compare(self, got, expected, inputs) -> Result | None:
+        """None if ``got`` is right; else the failure, naming a known mistake when one matches."""
         if self.compare(got, expected):
             return None
         for mistake in self.mistakes:
@@ -150,6 +151,11 @@ class FunctionExercise:
                 return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
         if got is None:
             return self._fail("your function returned None: did you forget `return`?", "returned None")
+        return self._explain(got, expected, inputs)
+
+    def _explain(self, got, expected, inputs) -> Result:
+        """Feedback for a wrong answer that matches no known mistake. Exercises whose answers
+        are not a tensor or a number (a pair, a dict of weights) override this."""
         if isinstance(expected, torch.Tensor):
             if not isinstance(got, torch.Tensor):
                 return self._fail(f"expected a tensor of shape {tuple(expected.shape)}, got {_describe(got)}",
