@@ -8,7 +8,7 @@ keyed by the hash of its code cells, so the build that follows finds every noteb
 already executed and does not run it again; a second `make book` re-executes only
 notebooks whose code changed.
 
-Usage: python scripts/execute_notebooks.py [--notebook-timeout 150] [--cell-timeout 120] [names...]
+Usage: python scripts/execute_notebooks.py [--notebook-timeout 200] [--cell-timeout 120] [names...]
 Exit status 1 if any notebook failed or ran past its limit.
 """
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="only notebooks whose path contains one of these")
     ap.add_argument("--cell-timeout", type=int, default=120)
-    ap.add_argument("--notebook-timeout", type=int, default=150)
+    ap.add_argument("--notebook-timeout", type=int, default=200)
     ap.add_argument("--force", action="store_true", help="execute even when the cache holds a match")
     ap.add_argument("--report", default=str(ROOT / "_build" / "execution_report.json"))
     args = ap.parse_args(argv)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import execute_notebooks  # noqa: E402
 import notebooks  # noqa: E402
 
-NOTEBOOK_LIMIT_S = 150  # the executor's default notebook limit
+NOTEBOOK_LIMIT_S = 200  # the executor's default notebook limit
 
 pytestmark = pytest.mark.skipif(not (HTML / "index.html").exists(), reason="site not built: run make book")
 
