@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env notebooks unit execute site assignments grade clean help
+.PHONY: book test env chromium notebooks unit execute site assignments grade clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
@@ -60,12 +60,16 @@ grade: env
 unit: env
 	$(PY) -m pytest tests/unit -q
 
-test: env
+test: env chromium
 	$(PY) scripts/notebooks.py check
 	$(PY) -m pytest tests/unit -q
 	$(PY) scripts/execute_notebooks.py
 	$(PY) scripts/build_site.py
-	$(PY) -m pytest tests/site tests/grading -q
+	$(PY) -m pytest tests/site tests/grading tests/browser -q
+
+# The browser tests (tests/browser) drive the system's Chromium; Playwright never downloads one.
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
 clean:
 	rm -rf _build

@@ -9,6 +9,9 @@ copies under ``_vendor/`` (git-ignored), which ``_config.yml`` serves as static 
 - ``widgets/anywidget/index.js``  anywidget's front end, copied from the installed Python
   package so its version always matches the kernel side
 - ``widgets/widgets-config.js``  points require.js at the local anywidget, from any page depth
+- ``circuitsvis/iife.js``  CircuitsVis's browser bundle, copied from the installed Python package
+  (same version as the kernel side); ``circuitbook.viz`` loads it once per page instead of
+  pasting 1.3 MB into every output
 
 Idempotent: packages already unpacked at the pinned version are not fetched again.
 """
@@ -29,7 +32,17 @@ VENDOR = ROOT / "_vendor"
 PACKAGES = {  # npm spec -> {path inside the package: path under _vendor}
     "mathjax@3.2.2": {"es5": "mathjax"},
     "requirejs@2.3.4": {"require.js": "widgets/require.js"},
-    "@jupyter-widgets/html-manager@1.0.6": {"dist/embed-amd.js": "widgets/embed-amd.js"},
+    "@jupyter-widgets/html-manager@1.0.6": {
+        "dist/embed-amd.js": "widgets/embed-amd.js",
+        # the widgets' icon font (Font Awesome), which embed-amd.js loads from its own folder;
+        # widgets-config.js maps that folder to widgets/html-manager/ (see WIDGETS_CONFIG)
+        **{f"dist/{name}": f"widgets/html-manager/{name}" for name in (
+            "1551f4f60c37af51121f.woff2", "7a3337626410ca2f4071.woff2", "d878b0a6a1144760244f.woff2",
+            "2285773e6b4b172f07d9.woff", "bb58e57c48a3e911f15f.woff", "eeccf4f66002c6f2ba24.woff",
+            "491974d108fe4002b2aa.ttf", "527940b104eb2ea366c8.ttf", "be9ee23c0c6390141475.ttf",
+            "23f19bb08961f37aaf69.eot", "77206a6bb316fa0aded5.eot", "9bbb245e67a133f6e486.eot",
+            "2f517e09eb2ca6650ff5.svg", "4689f52cc96215721344.svg", "7a8b4f130182d19a2d7c.svg")},
+    },
 }
 
 WIDGETS_CONFIG = """\
@@ -39,8 +52,33 @@ WIDGETS_CONFIG = """\
   var src = document.currentScript && document.currentScript.src;
   var base = src ? src.substring(0, src.lastIndexOf('/') + 1) : '_static/widgets/';
   if (window.requirejs) {
-    window.requirejs.config({ paths: { anywidget: base + 'anywidget/index' } });
+    window.requirejs.config({ paths: {
+      anywidget: base + 'anywidget/index',
+      // The modules defined in embed-amd.js find their icon fonts next to their own URL, which
+      // require.js makes <page folder>/@jupyter-widgets/...: 404s on every widget page. Map
+      // them to the folder that holds the fonts (the modules are defined, never fetched).
+      '@jupyter-widgets/html-manager/dist': base + 'html-manager',
+      '@jupyter-widgets/html-manager': base + 'html-manager/html-manager',
+      '@jupyter-widgets/controls': base + 'html-manager/controls',
+      '@jupyter-widgets/base': base + 'html-manager/base'
+    } });
   }
+  // html-manager 1.0.6 typesets widget labels with MathJax 2's API (MathJax.Hub.Queue), but the
+  // site runs MathJax 3, which has no Hub: without this shim every page with math and widgets
+  // throws "Cannot read properties of undefined (reading 'Queue')". MathJax 3 replaces
+  // window.MathJax when its (deferred) script runs, so the shim is installed after that.
+  function shimMathJax2() {
+    var mj = window.MathJax;
+    if (!mj || mj.Hub || !mj.version) return;
+    mj.Hub = { Queue: function (job) {
+      var el = job && job[2];
+      if (el && window.MathJax.typesetPromise) {
+        window.MathJax.typesetPromise([el]).catch(function (e) { console.warn('MathJax:', e); });
+      }
+    } };
+  }
+  document.addEventListener('DOMContentLoaded', shimMathJax2);
+  window.addEventListener('load', shimMathJax2);
 })();
 """
 
@@ -82,10 +120,51 @@ def anywidget_js() -> None:
     (VENDOR / "widgets" / "widgets-config.js").write_text(WIDGETS_CONFIG)
 
 
+def _constants(path: Path, *names: str) -> dict:
+    """Module-level string constants of a source file, read without importing it (or torch)."""
+    import ast
+
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in names:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def circuitsvis_js() -> None:
+    """Copy circuitsvis's IIFE bundle (without its source-map comment: the 7 MB map is not
+    served) to ``_vendor/circuitsvis/iife.js``; checks it matches ``circuitbook.viz``'s pin."""
+    spec = importlib.util.find_spec("circuitsvis")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("circuitsvis is not installed; run `make env`")
+    pkg = Path(spec.submodule_search_locations[0])
+    from importlib.metadata import version
+
+    pins = _constants(ROOT / "src" / "circuitbook" / "viz.py", "CIRCUITSVIS_VERSION", "SITE_BUNDLE")
+    CIRCUITSVIS_VERSION, SITE_BUNDLE = pins["CIRCUITSVIS_VERSION"], pins["SITE_BUNDLE"]
+
+    if version("circuitsvis") != CIRCUITSVIS_VERSION:
+        raise SystemExit(f"circuitsvis {version('circuitsvis')} is installed but circuitbook.viz pins "
+                         f"{CIRCUITSVIS_VERSION} (its CDN fallback): update one to match the other")
+    src = pkg / "dist" / "cdn" / "iife.js"
+    text = src.read_text(encoding="utf-8")
+    lines = text.rstrip("\n").split("\n")
+    if lines[-1].startswith("//# sourceMappingURL="):
+        lines = lines[:-1]
+    body = "\n".join(lines) + "\n"
+    dst = VENDOR / SITE_BUNDLE
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists() or dst.read_text(encoding="utf-8") != body:
+        dst.write_text(body, encoding="utf-8")
+        print(f"vendored circuitsvis {CIRCUITSVIS_VERSION} bundle from {src}")
+
+
 def main() -> int:
     for spec, parts in PACKAGES.items():
         fetch(spec, parts)
     anywidget_js()
+    circuitsvis_js()
     return 0
 
 

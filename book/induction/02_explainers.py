@@ -77,3 +77,29 @@ claim("in toy-2l, K-composition between the two heads is stronger than Q- or V-c
 # For `toy-2l`'s pair the K-composition score is {glue:text}`b_k:.2f`, against
 # {glue:text}`b_q:.2f` for Q and {glue:text}`b_v:.2f` for V (random heads of this shape average
 # about {glue:text}`b_base:.2f`): the circuit is K-composition, as the induction story says.
+
+# %% [markdown]
+# The same two heads on a random sequence repeated twice, drawn with CircuitsVis (pick a head
+# and hover over a token to see where it attends): on the second copy the previous-token head
+# looks one token back and the induction head looks at the token after the earlier occurrence.
+
+# %%
+from circuitbook.data import repeated_random_tokens
+from circuitbook.viz import attention_pattern_view
+from circuitbook.widgets.explainers import pick_heads
+
+(l0, h0), (l1, h1) = pick_heads(model)
+n = 12
+rep = repeated_random_tokens(1, n, model.cfg.d_vocab, seed=0)
+with torch.no_grad():
+    _, cache = model.run_with_cache(rep)
+pats = torch.stack([cache["pattern", l0][0, h0], cache["pattern", l1][0, h1]])
+second = torch.arange(n, 2 * n)
+back = float(pats[0, second, second - 1].mean())
+ahead = float(pats[1, second, second - n + 1].mean())
+claim("on a repeated random sequence, the previous-token head attends one back "
+      "and the induction head to the token after the earlier occurrence",
+      f"{back:.2f}, {ahead:.2f}", back > 0.5 and ahead > 0.5,
+      chapter="induction module")
+attention_pattern_view([f"t{i}" for i in rep[0].tolist()], pats,
+                       [f"{l0}.{h0} previous-token", f"{l1}.{h1} induction"])

@@ -1,0 +1,538 @@
+# %% [markdown]
+# # 16. Two-layer transformers
+#
+# With a second layer, heads can read what other heads wrote. This chapter names the
+# three ways a layer-1 head can use a layer-0 head (through its queries, its keys or its
+# values), cuts each channel in the book's two-layer model `toy-2l` to see which one it
+# depends on, writes down the *virtual heads* that the third channel creates (their
+# weights and their attention patterns), counts the terms of the two-layer expansion,
+# and measures how little the virtual heads contribute in this model. The model turns
+# out to need its keys: the circuit it has built is an induction head, the subject of
+# chapter {doc}`17_induction_heads`.
+
+# %%
+import itertools
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+from circuitbook import checks
+from circuitbook.book import claim, glue
+from circuitbook.composition import composition_scores, random_baseline
+from circuitbook.composition import virtual_ov as library_virtual_ov
+from circuitbook.data import repeated_random_tokens
+from circuitbook.heads import induction_scores
+from circuitbook.models import load
+from circuitbook.paths import count_paths, logit_attribution
+from circuitbook.widgets import explore
+
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
+_ = torch.manual_seed(0)
+_ = torch.set_grad_enabled(False)  # we only read the model here
+
+# %% [markdown]
+# ## Plain language
+#
+# In a one-layer model every head reads the same thing: the token embeddings (plus, for
+# queries and keys, the positions). In a two-layer model the heads of layer 0 first add
+# their outputs to the residual stream, and the heads of layer 1 read the stream after
+# that. A layer-1 head reads the stream in three places, and each is a separate channel
+# through which a layer-0 head can influence it:
+#
+# - **Q-composition.** The *query*, at the position doing the looking, contains what a
+#   layer-0 head gathered there. What the layer-1 head looks for can then depend on
+#   context, not only on the current token.
+# - **K-composition.** The *keys*, at the positions being looked at, contain what a
+#   layer-0 head gathered at each of them. A position can then advertise something
+#   about its neighbourhood. If a layer-0 head writes "the token before me was X" at
+#   every position, a layer-1 head can look for "the position whose previous token is
+#   the token I am now": that is the induction head of chapter
+#   {doc}`17_induction_heads`.
+# - **V-composition.** The *values* contain what a layer-0 head had already moved. The
+#   layer-1 head then moves it again. Two moves in series act like one new head, a
+#   **virtual head**, with an attention pattern and an OV circuit of its own that no
+#   single weight matrix holds.
+#
+# Q- and K-composition change *where* the layer-1 head attends; V-composition changes
+# *what* it moves. That difference decides where each one shows up in the analysis:
+# virtual heads are extra terms in the expansion of the logits (chapter
+# {doc}`13_path_expansion`), while Q- and K-composition hide inside the attention
+# patterns, which that expansion takes as given.
+
+# %% [markdown]
+# ## The Annotated Transformer view
+#
+# In the Annotated Transformer {cite}`rush2018annotated` a self-attention sublayer is
+# called as `self.self_attn(x, x, x, mask)`: `MultiHeadedAttention.forward(query, key,
+# value, mask)` takes its three inputs separately, and self-attention passes the same
+# stream `x` to all three. That signature is exactly what we need to pull the three
+# channels apart. Below is `toy-2l` written out from its weights (no MLPs, no LayerNorm,
+# shortformer positions added only to what queries and keys read, as in chapter
+# {doc}`03_residual_stream`), with each layer-1 head given its own query, key and value
+# input. The argument `cut` removes one layer-0 head's output from one input of one
+# layer-1 head; with no cuts it must reproduce the model.
+
+# %%
+model = load("toy-2l")
+cfg = model.cfg
+L, H = cfg.n_layers, cfg.n_heads
+
+
+def attention_layer(layer, q_in, k_in, v_in):
+    """One layer of heads with separate inputs, each [batch, head, pos,
+    d_model] (one stream per head). Returns (what each head writes,
+    [batch, head, pos, d_model]; the patterns, [batch, head, q, k])."""
+    a = model.blocks[layer].attn
+    q = torch.einsum("bhpm,hmd->bhpd", q_in, a.W_Q) + a.b_Q[:, None]
+    k = torch.einsum("bhpm,hmd->bhpd", k_in, a.W_K) + a.b_K[:, None]
+    v = torch.einsum("bhpm,hmd->bhpd", v_in, a.W_V) + a.b_V[:, None]
+    n = q.shape[-2]
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    scores = q @ k.mT / math.sqrt(cfg.d_head)
+    scores = scores.masked_fill(future, -math.inf)
+    pattern = scores.softmax(-1)
+    return torch.einsum("bhqk,bhkd,hdm->bhqm", pattern, v, a.W_O), pattern
+
+
+def forward(tokens, cut=()):
+    """toy-2l from its weights. cut: (kind, writer, reader) triples; kind
+    is "q", "k" or "v": the output of layer-0 head `writer` is removed
+    from that input of layer-1 head `reader`. Returns (logits, layer-1
+    patterns)."""
+    x0 = model.W_E[tokens]                          # [batch, pos, d_model]
+    pos = model.W_pos[: tokens.shape[1]]
+    each = x0[:, None].expand(-1, H, -1, -1)        # every head reads x0
+    out0, _ = attention_layer(0, each + pos, each + pos, each)
+    x1 = x0 + out0.sum(1) + model.b_O[0]
+    inputs = {kind: x1[:, None].repeat(1, H, 1, 1) for kind in "qkv"}
+    for kind, writer, reader in cut:
+        inputs[kind][:, reader] -= out0[:, writer]
+    out1, pattern1 = attention_layer(1, inputs["q"] + pos,
+                                     inputs["k"] + pos, inputs["v"])
+    x2 = x1 + out1.sum(1) + model.b_O[1]
+    return x2 @ model.W_U + model.b_U, pattern1
+
+
+seq_len = 32
+tokens = repeated_random_tokens(8, seq_len, cfg.d_vocab, seed=1)  # [8, 64]
+logits, pattern1 = forward(tokens)
+torch.testing.assert_close(logits, model(tokens))
+claim("the written-out two-layer forward pass gives toy-2l's logits",
+      (logits - model(tokens)).abs().max(), True, chapter="16")
+
+# %% [markdown]
+# Each sequence is 32 random tokens followed by the same 32 again. We measure two
+# things: the loss on the second copy (which can only be low if the model reads the
+# first copy) and each layer-1 head's *induction score*, its mean attention from a token
+# of the second copy to the token that followed the same token in the first copy
+# (chapter {doc}`17_induction_heads` derives it). We check our reading of the pattern
+# against the library's `induction_scores`.
+
+# %%
+def second_copy_loss(lg):
+    """Mean loss predicting the second copy's tokens (positions n+1..)."""
+    logp = lg[:, seq_len:-1].log_softmax(-1)
+    return -logp.gather(-1, tokens[:, seq_len + 1:, None]).mean().item()
+
+
+def induction_stripe(pattern):
+    """[batch, head, q, k] -> [head]: attention from n+i to i+1."""
+    stripe = pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)
+    return stripe[..., 1:].mean(dim=(0, 2))
+
+
+ours = induction_stripe(pattern1)
+library = induction_scores(model, tokens=tokens)[1]
+torch.testing.assert_close(ours, library)
+claim("induction scores read off our layer-1 patterns equal the library's",
+      (ours - library).abs().max(), True, chapter="16")
+
+# %% [markdown]
+# Now cut each channel for every pair (all four layer-0 heads removed from the query,
+# the keys or the values of all four layer-1 heads), and all three at once.
+
+# %%
+all_pairs = list(itertools.product(range(H), range(H)))   # (writer, reader)
+experiments = {"intact": ()}
+for kind in "qkv":
+    experiments[f"cut {kind.upper()}"] = [(kind, w, r)
+                                          for w, r in all_pairs]
+experiments["cut all"] = [(k, w, r) for k in "qkv" for w, r in all_pairs]
+loss, score = {}, {}
+for name, cut in experiments.items():
+    lg, p1 = forward(tokens, cut)
+    loss[name] = second_copy_loss(lg)
+    score[name] = induction_stripe(p1).mean().item()
+
+fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.8))
+names = list(experiments)
+colors = ["gray", "tab:blue", "tab:red", "tab:green", "black"]
+axes[0].bar(names, [loss[n] for n in names], color=colors)
+axes[0].axhline(math.log(cfg.d_vocab), color="gray", ls="--", lw=0.8)
+axes[0].text(0, math.log(cfg.d_vocab) + 0.1, "chance, ln 64", fontsize=8)
+axes[0].set_ylim(0, 5)
+axes[0].set_ylabel("second-copy loss (nats)")
+axes[1].bar(names, [score[n] for n in names], color=colors)
+axes[1].set_ylim(0, 1)
+axes[1].set_ylabel("mean induction score\nof the layer-1 heads")
+for ax in axes:
+    ax.tick_params(axis="x", labelsize=8)
+fig.suptitle("toy-2l with layer 0 cut out of one input of layer 1",
+             fontsize=10)
+fig.tight_layout()
+plt.show()
+
+# %%
+chance = math.log(cfg.d_vocab)
+claim("cutting layer 0 out of layer 1's keys sends the second-copy loss "
+      "above 3 nats", f"{loss['intact']:.3f} -> {loss['cut K']:.2f}",
+      loss["cut K"] > 3.0, chapter="16")
+claim("cutting it out of the queries hurts, but far less than the keys",
+      f"{loss['cut Q']:.2f} vs {loss['cut K']:.2f}",
+      loss["intact"] < loss["cut Q"] < 0.5 * loss["cut K"], chapter="16")
+claim("cutting it out of the values does not hurt at all",
+      f"{loss['intact']:.3f} -> {loss['cut V']:.3f}",
+      loss["cut V"] <= loss["intact"], chapter="16")
+for name in names:
+    glue(f"loss_{name.replace(' ', '_')}", loss[name])
+    glue(f"score_{name.replace(' ', '_')}", score[name])
+
+# %% [markdown]
+# Intact, the model's loss on the second copy is {glue:text}`loss_intact:.3f` nats and
+# its layer-1 heads put {glue:text}`score_intact:.2f` of their attention on the
+# induction target. Cut layer 0 out of the **keys** and the loss jumps to
+# {glue:text}`loss_cut_K:.2f` (chance is $\ln 64 = 4.16$) while the induction score
+# falls to {glue:text}`score_cut_K:.2f`: the model can no longer find where to look.
+# Cutting the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`), and
+# cutting the **values** costs nothing; the loss even improves slightly, to
+# {glue:text}`loss_cut_V:.3f`. So this model's second layer reads the first almost
+# entirely through K-composition, with a little help from Q-composition, and its
+# virtual heads are, if anything, a small nuisance. The circuit view explains why.
+
+# %% [markdown]
+# ## The circuit view
+#
+# ### Three matrices, one per channel
+#
+# Let head $A$ sit in layer 0 and head $B$ in layer 1. In TransformerLens's row-vector
+# convention, what $A$ writes at position $j$ is a vector $y_j = \bar x_j W_{OV}^A$,
+# where $\bar x_j = \sum_k A^A_{jk} x_k$ is the average of the residual vectors it
+# attended to (biases aside). $B$'s attention score of query $i$ on key $j$ is the
+# bilinear form $x_i W_{QK}^B x_j^\top$ (chapter {doc}`06_attention`), and its output is
+# $\sum_j A^B_{ij} x_j W_{OV}^B$. Put $y$ into each slot in turn:
+#
+# | channel | term | the matrix that carries it |
+# |---|---|---|
+# | Q | $y_i W_{QK}^B x_j^\top = \bar x_i\, W_{OV}^A W_{QK}^B\, x_j^\top$ | $W_{OV}^A W_{QK}^B$ |
+# | K | $x_i W_{QK}^B y_j^\top = \bar x_j\, W_{OV}^A (W_{QK}^B)^\top\, x_i^\top$ | $W_{OV}^A (W_{QK}^B)^\top$ |
+# | V | $\sum_j A^B_{ij}\, y_j W_{OV}^B = \sum_j A^B_{ij}\, \bar x_j\, W_{OV}^A W_{OV}^B$ | $W_{OV}^A W_{OV}^B$ |
+#
+# In each row the writer's matrix comes first, because a row vector meets it first. (In
+# Elhage et al.'s column-vector convention {cite}`elhage2021mathematical` the same three
+# products are written right to left, e.g. $W_{OV}^B W_{OV}^A$ for V.) Chapter
+# {doc}`18_composition` turns each matrix into a number, the *composition score*
+# $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
+# compute it here from the three products, check it against the library, and compare
+# with the score of two random heads of the same shape.
+
+# %%
+def ov(layer, head):
+    return model.W_V[layer, head] @ model.W_O[layer, head]
+
+
+def qk(layer, head):
+    return model.W_Q[layer, head] @ model.W_K[layer, head].T
+
+
+def score_of(W_A, W_B):
+    fro = torch.linalg.matrix_norm
+    return (fro(W_A @ W_B) / (fro(W_A) * fro(W_B))).item()
+
+
+reading = {"Q": lambda r: qk(1, r), "K": lambda r: qk(1, r).T,
+           "V": lambda r: ov(1, r)}
+comp = {kind: torch.tensor([[score_of(ov(0, w), reading[kind](r))
+                             for r in range(H)] for w in range(H)])
+        for kind in "QKV"}
+for kind in "QKV":
+    lib = composition_scores(model, kind)[0, :, 1, :]   # [writer, reader]
+    torch.testing.assert_close(comp[kind], lib, atol=1e-5, rtol=1e-4)
+claim("the three products give the library's Q-, K- and V-composition "
+      "scores", max((comp[k] - composition_scores(model, k)[0, :, 1, :])
+                    .abs().max() for k in "QKV"), True, chapter="16")
+baseline = random_baseline(cfg.d_model, cfg.d_head)
+glue("baseline", baseline)
+glue("k_prev", comp["K"][2].min().item())
+glue("k_prev_max", comp["K"][2].max().item())
+print(f"random heads of this shape: {baseline:.3f}")
+for kind in "QKV":
+    print(f"{kind}-composition, writer L0H2 into L1H0..3:",
+          " ".join(f"{s:.3f}" for s in comp[kind][2]))
+
+# %% [markdown]
+# Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
+# finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
+# {glue:text}`k_prev_max:.2f`, about twice the {glue:text}`baseline:.3f` that two
+# random heads of this shape score. Pick any pair in the explorer below. The left panel
+# shows its three composition scores against the random baseline; the right panel, the
+# reader's induction score when only that writer is cut from only one of the reader's
+# inputs. For writer 2 the key cut is the one that hurts; the other writers can be cut
+# almost anywhere without effect.
+
+# %%
+pair_scores = {}
+for w, r in all_pairs:
+    row = {"intact": induction_stripe(pattern1)[r].item()}
+    for kind in "qkv":
+        _, p1 = forward(tokens, [(kind, w, r)])
+        row[f"cut {kind.upper()}"] = induction_stripe(p1)[r].item()
+    pair_scores[w, r] = row
+
+
+def draw_pair(writer=2, reader=1):
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.9))
+    kinds = ["Q", "K", "V"]
+    axes[0].bar(kinds, [comp[k][writer, reader] for k in kinds],
+                color=["tab:blue", "tab:red", "tab:green"])
+    axes[0].axhline(baseline, color="gray", ls="--", lw=0.8)
+    axes[0].text(-0.4, baseline + 0.01, "random heads", fontsize=8)
+    axes[0].set_ylim(0, 0.4)
+    axes[0].set_ylabel("composition score")
+    axes[0].set_title(f"L0H{writer} -> L1H{reader}", fontsize=9)
+    row = pair_scores[writer, reader]
+    axes[1].bar(list(row), list(row.values()),
+                color=["gray", "tab:blue", "tab:red", "tab:green"])
+    axes[1].set_ylim(0, 1)
+    axes[1].set_ylabel(f"induction score of L1H{reader}")
+    axes[1].set_title(f"cut L0H{writer} from one input of L1H{reader}",
+                      fontsize=9)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_pair, writer=[(f"L0H{h}", h) for h in range(H)],
+        reader=[(f"L1H{h}", h) for h in range(H)])
+
+# %% [markdown]
+# ### Virtual weights
+#
+# V-composition chains two OV circuits. A vector $x$ that head $A$ moves and head $B$
+# then moves again comes out as $x W_V^A W_O^A W_V^B W_O^B = x\, W_{OV}^A W_{OV}^B$. The
+# product is the OV circuit of the virtual head $A \to B$. It is a
+# $d_\text{model} \times d_\text{model}$ matrix, but it passes through the
+# $d_\text{head}$-dimensional value space of $A$ (and of $B$), so its rank is at most
+# $d_\text{head}$, like any single head's. The library returns it factored, as
+# $W_V^A \cdot (W_O^A W_V^B W_O^B)$.
+#
+# ### Exercise 16.1: the virtual OV circuit
+#
+# Write `virtual_ov(W_V, W_O, first, second)` for stacked TransformerLens weights
+# (`W_V` is `[n_layers, n_heads, d_model, d_head]`, `W_O` is
+# `[n_layers, n_heads, d_head, d_model]`) and heads given as `(layer, head)` pairs, the
+# first in an earlier layer. Return the dense `[d_model, d_model]` matrix, in the book's
+# row-vector convention.
+
+# %% tags=["exercise"]
+def virtual_ov(W_V, W_O, first, second):
+    """The OV circuit of the virtual head first -> second.
+    Returns [d_model, d_model]."""
+    # BEGIN SOLUTION
+    (l1, h1), (l2, h2) = first, second
+    return W_V[l1, h1] @ W_O[l1, h1] @ W_V[l2, h2] @ W_O[l2, h2]
+    # END SOLUTION
+
+
+checks.ch16_ex1(virtual_ov)
+
+# %%
+mine = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
+factored = library_virtual_ov(model, (0, 2), (1, 1))
+torch.testing.assert_close(mine, factored.AB)
+claim("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)",
+      (mine - factored.AB).abs().max(), True, chapter="16")
+W_V64, W_O64 = model.W_V.double(), model.W_O.double()   # exact ranks
+ranks = [torch.linalg.matrix_rank(
+    virtual_ov(W_V64, W_O64, (0, w), (1, r))).item() for w, r in all_pairs]
+claim("every one of the 16 virtual OV circuits has rank <= d_head = 16",
+      f"ranks {min(ranks)}..{max(ranks)} (d_model = {cfg.d_model})",
+      max(ranks) <= cfg.d_head, chapter="16")
+
+# %% [markdown]
+# ### The virtual head's pattern
+#
+# The virtual head has its own attention pattern too. Head $A$ mixes positions with
+# $A^A$ (position $j$ receives $\sum_k A^A_{jk} x_k$), then head $B$ mixes the results
+# with $A^B$, so position $i$ receives $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$: the
+# virtual pattern is the matrix product $A^B A^A$. Patterns act on positions from the
+# left, so here the *later* head comes first, the opposite of the OV order.
+#
+# ### Exercise 16.2: the pattern of a virtual head
+#
+# Write `virtual_pattern(A_first, A_second)` for patterns of shape `[batch, pos, pos]`
+# (rows are queries), `A_first` from the earlier head.
+
+# %% tags=["exercise"]
+def virtual_pattern(A_first, A_second):
+    """The pattern of the virtual head first -> second.
+    Returns [batch, pos, pos]."""
+    # BEGIN SOLUTION
+    return A_second @ A_first
+    # END SOLUTION
+
+
+checks.ch16_ex2(virtual_pattern)
+
+# %% [markdown]
+# Together the two exercises give the virtual head's term in the logits:
+# $(A^B A^A)\, X W_E\, (W_{OV}^A W_{OV}^B)\, W_U$, with $X$ the one-hot tokens, plus a
+# constant that $A$'s value bias contributes. We check it against the term that
+# `logit_attribution` (chapter {doc}`13_path_expansion`) computes by running the heads
+# one after the other, for the virtual head L0H2 $\to$ L1H1.
+
+# %%
+_, cache = model.run_with_cache(tokens)
+A_prev, A_ind = cache["pattern", 0][:, 2], cache["pattern", 1][:, 1]
+P = virtual_pattern(A_prev, A_ind)                 # [batch, q, k]
+W_virtual = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
+bias_part = (model.b_V[0, 2] @ model.W_O[0, 2] @ model.W_V[1, 1]
+             @ model.W_O[1, 1] @ model.W_U)
+by_hand = P @ model.W_E[tokens] @ W_virtual @ model.W_U + bias_part
+la = logit_attribution(model, tokens)
+term = la.virtual[(0, 2), (1, 1)]
+torch.testing.assert_close(by_hand, term)
+claim("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
+      "+ value-bias constant", (by_hand - term).abs().max(), True,
+      chapter="16")
+
+# %% [markdown]
+# Where does this virtual head look? Head 0.2 attends from each position to the one
+# before; head 1.1 attends from the second copy of token $r_i$ to position $i + 1$, the
+# token after its first copy. Chained, the pattern goes back from position $n + i$ to
+# position $i$: the earlier copy of the *same* token.
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
+for ax, mat, title in zip(axes, [A_prev[0], A_ind[0], P[0]],
+                          ["L0H2 (earlier)", "L1H1 (later)",
+                           "virtual: A^{1.1} A^{0.2}"]):
+    ax.imshow(mat, cmap="Blues", vmin=0, vmax=1)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("key position")
+axes[0].set_ylabel("query position")
+fig.tight_layout()
+plt.show()
+same_token = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean()
+claim("the virtual head L0H2 -> L1H1 attends from the second copy of a "
+      "token to its first copy", same_token, same_token > 0.7, chapter="16")
+glue("same_token", same_token.item())
+
+# %% [markdown]
+# It puts {glue:text}`same_token:.2f` of its attention on the earlier copy of the
+# current token. Through the OV circuit, that would copy the *current* token into the
+# prediction for the next one. On a repeated random sequence the next token is almost
+# never the current one, so this virtual head is of no use; that is why cutting the
+# values did not hurt.
+#
+# ### How many terms, and how big
+#
+# Multiplying out two layers, each "the identity plus one term per head", every term
+# chooses, in each layer, to skip it or to pass through one head. With $n$ heads per
+# layer there is **1** direct term, **$2n$** terms through a single head ($n$ in each
+# layer) and **$n^2$** virtual heads (one layer-0 head, then one layer-1 head): in all
+# $1 + 2n + n^2 = (1 + n)^2$. With $L$ layers the same choice gives
+# $\binom{L}{k} n^k$ terms through $k$ heads and $(1 + n)^L$ in all (chapter
+# {doc}`13_path_expansion` checks this by brute force). We list toy-2l's terms by name.
+
+# %%
+choices = [[None] + [(layer, h) for h in range(H)] for layer in range(L)]
+terms = [tuple(c for c in path if c is not None)
+         for path in itertools.product(*choices)]
+by_order = {k: sum(len(t) == k for t in terms) for k in range(L + 1)}
+counts = count_paths(L, H)
+print("terms by order:", by_order)
+print("count_paths:", counts)
+assert by_order == {0: 1, 1: 2 * H, 2: H**2}
+assert counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2,
+                  "total": (1 + H) ** 2}
+virtual_names = {t for t in terms if len(t) == 2}
+assert virtual_names == set(la.virtual)
+claim("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
+      "its 16 virtual heads are logit_attribution's", counts, True,
+      chapter="16")
+general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
+              and all(count_paths(nl, nh)[f"order_{k}"]
+                      == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
+              for nl in range(1, 7) for nh in range(1, 13))
+claim("for L <= 6 layers of n <= 12 heads, C(L, k) n^k terms have order k, "
+      "(1 + n)^L in all", "72 shapes", general, chapter="16")
+
+# %% [markdown]
+# How much does each kind of term contribute? For every prediction on the second copy
+# we take each term's contribution to the logit of the correct next token, averaged over
+# the batch (chapter {doc}`13_path_expansion` shows the same measurement head by head).
+# We also check an identity that links the two views of this chapter: removing all 16
+# virtual terms from the logits is *exactly* the "cut V" experiment, because cutting
+# layer 0 from the values leaves every pattern as it was.
+
+# %%
+nxt = tokens[:, seq_len + 1:, None]
+
+
+def on_target(term):
+    """Mean contribution to the correct next token's logit, second copy."""
+    return term[:, seq_len:-1].gather(-1, nxt).mean().item()
+
+
+virtual_sum = sum(la.virtual.values())
+parts = {"direct": on_target(la.direct),
+         "single heads, layer 0": on_target(la.heads[0].sum(0)),
+         "single heads, layer 1": on_target(la.heads[1].sum(0)),
+         "16 virtual heads": on_target(virtual_sum),
+         "output biases": on_target(la.bias.sum(0))}
+for name, value in parts.items():
+    print(f"{name:>22}: {value:+.3f}")
+cut_v, _ = forward(tokens, experiments["cut V"])
+torch.testing.assert_close(la.total() - virtual_sum, cut_v, atol=1e-4,
+                           rtol=1e-4)
+claim("logits minus the 16 virtual terms = logits with layer 0 cut from "
+      "layer 1's values", (la.total() - virtual_sum - cut_v).abs().max(),
+      True, chapter="16")
+ratio = abs(parts["16 virtual heads"]) / parts["single heads, layer 1"]
+claim("the virtual heads together move the correct logit by under 5% of "
+      "what the layer-1 heads alone add", f"{ratio:.3f}", ratio < 0.05,
+      chapter="16")
+glue("virtual_part", parts["16 virtual heads"])
+glue("layer1_part", parts["single heads, layer 1"])
+
+# %% [markdown]
+# On the second copy, the four single-head terms of layer 1 raise the correct logit by
+# {glue:text}`layer1_part:.2f` together; all sixteen virtual heads by
+# {glue:text}`virtual_part:.2f`. The expansion of the logits says that the layer-1 heads
+# write the answer themselves. What it cannot say is how they knew where to look: that
+# is in their patterns, and the cuts above showed that the patterns come from layer 0
+# through the keys. In this model the important composition is invisible in the list of
+# terms and visible in the QK circuit, which is where chapter
+# {doc}`17_induction_heads` goes next.
+
+# %% [markdown]
+# ## Summary
+#
+# - A layer-1 head can read a layer-0 head's output through its queries
+#   (Q-composition, matrix $W_{OV}^A W_{QK}^B$), its keys (K-composition,
+#   $W_{OV}^A (W_{QK}^B)^\top$) or its values (V-composition, $W_{OV}^A W_{OV}^B$), in
+#   row-vector order, writer first.
+# - Cutting each channel in `toy-2l`: without K-composition the second-copy loss goes
+#   from {glue:text}`loss_intact:.3f` to {glue:text}`loss_cut_K:.2f` nats, without
+#   Q-composition to {glue:text}`loss_cut_Q:.2f`, and without V-composition it does not
+#   get worse ({glue:text}`loss_cut_V:.3f`).
+# - V-composition makes virtual heads: OV circuit $W_{OV}^A W_{OV}^B$ (rank at most
+#   $d_\text{head}$) and pattern $A^B A^A$ (later head on the left). The virtual head
+#   L0H2 $\to$ L1H1 looks at the earlier copy of the current token, which is useless
+#   for predicting the next one.
+# - Two layers of $n$ heads expand into $1 + 2n + n^2$ terms, $L$ layers into
+#   $(1 + n)^L$. In `toy-2l` the sixteen virtual terms add
+#   {glue:text}`virtual_part:.2f` to the correct logit against
+#   {glue:text}`layer1_part:.2f` from the layer-1 heads; the composition that matters
+#   acts on the patterns instead.

@@ -1,0 +1,132 @@
+"""A Sphinx extension for the exercise index: ``{exercise-index}`` renders, per chapter, every
+exercise with its id, its title, a link to the chapter, and its status in this build.
+
+Each exercise is an ``exercise``-tagged cell followed by a generated ``solution`` cell (the
+reference solution) that ends with ``checks.<id>(answer)`` (see scripts/notebooks.py). The
+directive reads the executed notebooks from the execution cache, like the claims ledger, so
+the status is the output of that very check in this build: "passed" when the reference
+solution passed its own check on fresh random inputs. A reference solution that did not pass
+is shown as such and raises a build warning, which fails ``scripts/build_site.py``.
+Titles come from ``circuitbook.checks.all_exercises()``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util import logging
+
+from sphinx_ledger import executed
+
+logger = logging.getLogger(__name__)
+
+CHECK_CALL = re.compile(r"^checks\.(\w+)\(", re.M)
+INDEX_DOCS: set[str] = set()
+
+
+def _text(output) -> str:
+    if "text" in output:
+        return output["text"] if isinstance(output["text"], str) else "".join(output["text"])
+    plain = output.get("data", {}).get("text/plain", "")
+    return plain if isinstance(plain, str) else "".join(plain)
+
+
+def exercises_of(nb) -> list[dict]:
+    """Every exercise of an executed chapter, in order: id, code cell number of the reference
+    solution, and its check's outcome (``passed`` True/False, or None when it printed none)."""
+    out, n = [], 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        n += 1
+        if "solution" not in cell.metadata.get("tags", []):
+            continue
+        ids = CHECK_CALL.findall(cell.source)
+        if not ids:
+            continue
+        outputs = "\n".join(_text(o) for o in cell.get("outputs", []))
+        lines = [line for line in outputs.splitlines() if line.startswith(("[PASSED]", "[NOT YET]"))]
+        passed = None if not lines else all(line.startswith("[PASSED]") for line in lines)
+        out.append({"id": ids[-1], "cell": n, "passed": passed, "message": lines[0] if lines else ""})
+    return out
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+class ExerciseIndex(Directive):
+    has_content = False
+
+    def run(self):
+        from circuitbook.checks import all_exercises
+
+        env = self.state.document.settings.env
+        INDEX_DOCS.add(env.docname)
+        cache_dir = env.config.nb_execution_cache_path or str(Path(env.srcdir) / "_build" / ".jupyter_cache")
+        known = all_exercises()
+        rows, missing, chapters = [], [], 0
+        for docname in sorted(env.found_docs):
+            path = Path(env.doc2path(docname))
+            if path.suffix != ".ipynb":
+                continue
+            nb = executed(path, cache_dir)
+            if nb is None:
+                missing.append(docname)
+                continue
+            found = exercises_of(nb)
+            if not found:
+                continue
+            chapters += 1
+            title = next((c.source.splitlines()[0].lstrip("# ") for c in nb.cells
+                          if c.cell_type == "markdown" and c.source.startswith("# ")), docname)
+            for ex in found:
+                rows.append((docname, title, ex))
+        if missing:
+            raise self.error(f"exercise-index: no executed copy in the cache for {missing}; execute the book first")
+
+        lines = ["| chapter | exercise | what it asks | status in this build |", "|---|---|---|---|"]
+        failed = []
+        for docname, title, ex in rows:
+            exercise = known.get(ex["id"])
+            if exercise is None:
+                logger.warning(f"exercise-index: {docname} checks {ex['id']!r}, which circuitbook.checks "
+                               "does not define", location=(env.docname, self.lineno))
+            what = exercise.title if exercise is not None else "(not defined in circuitbook.checks)"
+            if ex["passed"]:
+                status = "&#10004; passed"
+            else:
+                failed.append(f"{docname}: {ex['id']}")
+                status = ("&#10008; not passed: " + ex["message"]) if ex["passed"] is False else "&#10008; no check output"
+            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_escape(what)} "
+                         f"| {_escape(status)} |")
+        if failed:
+            logger.warning(f"exercise-index: reference solutions that did not pass their check: {failed}",
+                           location=(env.docname, self.lineno))
+        n_passed = sum(1 for *_, ex in rows if ex["passed"])
+        intro = (f"{len(rows)} exercises in {chapters} chapters; the reference solutions of {n_passed} "
+                 "passed their checks in this build.")
+        container = nodes.container(classes=["exercise-index"])
+        self.state.nested_parse(StringList([intro, ""] + lines, source="exercise-index"), self.content_offset,
+                                container)
+        return [container]
+
+
+def _always_outdated(app, env, added, changed, removed):
+    """Rebuild the index on every build: what it shows lives in other documents."""
+    pages = set(INDEX_DOCS)
+    for docname in env.found_docs:
+        path = Path(env.doc2path(docname))
+        if path.suffix == ".md" and "{exercise-index}" in path.read_text():
+            pages.add(docname)
+    return sorted(pages)
+
+
+def setup(app):
+    app.add_directive("exercise-index", ExerciseIndex)
+    app.connect("env-get-outdated", _always_outdated)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

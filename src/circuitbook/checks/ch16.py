@@ -1,0 +1,131 @@
+"""Chapter 16 (two-layer transformers): exercise checks and reference solutions.
+
+16.1 the virtual OV circuit of two heads in series, from stacked TransformerLens weights;
+16.2 the attention pattern of a virtual head, from the two heads' patterns.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def virtual_ov(W_V: torch.Tensor, W_O: torch.Tensor, first: tuple, second: tuple) -> torch.Tensor:
+    """The virtual OV circuit of head ``first`` followed by head ``second`` (row vectors).
+
+    W_V: [n_layers, n_heads, d_model, d_head], W_O: [n_layers, n_heads, d_head, d_model];
+    first = (l1, h1), second = (l2, h2) with l1 < l2. A residual row vector x read by the
+    first head and then, through its values, by the second becomes
+    x W_V^1 W_O^1 W_V^2 W_O^2 = x W_OV^1 W_OV^2: the earlier head's matrix comes first.
+    Returns [d_model, d_model].
+    """
+    (l1, h1), (l2, h2) = first, second
+    return W_V[l1, h1] @ W_O[l1, h1] @ W_V[l2, h2] @ W_O[l2, h2]
+
+
+def _ov(W_V, W_O, head):
+    layer, h = head
+    return W_V[layer, h] @ W_O[layer, h]
+
+
+def _virtual_inputs(g: torch.Generator) -> dict:
+    n_layers, n_heads, d_model, d_head = 3, 3, 12, 3
+
+    def pick(lo, hi):
+        return int(torch.randint(lo, hi, (1,), generator=g))
+
+    while True:
+        l1 = pick(0, n_layers - 1)
+        l2 = pick(l1 + 1, n_layers)
+        h1, h2 = pick(0, n_heads), pick(0, n_heads)
+        # (layer, head) read as (head, layer) must name other heads, or that mistake is invisible,
+        # and not the same two heads in the other order, or it looks like that mistake
+        swapped = [(h1, l1), (h2, l2)]
+        if swapped not in ([(l1, h1), (l2, h2)], [(l2, h2), (l1, h1)]):
+            break
+    return {"W_V": torch.randn(n_layers, n_heads, d_model, d_head, generator=g),
+            "W_O": torch.randn(n_layers, n_heads, d_head, d_model, generator=g),
+            "first": (l1, h1), "second": (l2, h2)}
+
+
+EX1 = FunctionExercise(
+    id="ch16_ex1",
+    title="the virtual OV circuit",
+    reference=virtual_ov,
+    make_inputs=_virtual_inputs,
+    mistakes=[
+        Mistake("heads in the wrong order", "A row vector meets the earlier head first: x W_OV^1 W_OV^2. "
+                "W_OV^2 W_OV^1 would send the vector through the later head before the earlier one.",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
+        Mistake("transposed (the paper's column-vector convention)", "This is (W_OV^1 W_OV^2)^T = "
+                "W_OV^2,paper W_OV^1,paper, the paper's virtual OV matrix. The book uses row vectors: "
+                "x W_V W_O, earlier head first.",
+                lambda W_V, W_O, first, second: (_ov(W_V, W_O, first) @ _ov(W_V, W_O, second)).T),
+        Mistake("indexed [head, layer]", "The weights are stacked [n_layers, n_heads, ...]: head (l, h) is "
+                "W_V[l, h].",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, first[::-1]) @ _ov(W_V, W_O, second[::-1])),
+        Mistake("added the two OV circuits", "Heads in series compose by matrix product; a sum is what two "
+                "heads side by side in one layer write.",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, first) + _ov(W_V, W_O, second)),
+        Mistake("multiplied elementwise", "Use the matrix product (@), not *.",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, first) * _ov(W_V, W_O, second)),
+        Mistake("only one head", "The virtual circuit needs both heads' OV matrices, earlier first.",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, second)),
+        Mistake("only one head", "The virtual circuit needs both heads' OV matrices, earlier first.",
+                lambda W_V, W_O, first, second: _ov(W_V, W_O, first)),
+    ],
+    hint="W_OV of head (l, h) is W_V[l, h] @ W_O[l, h]; the virtual circuit is W_OV(first) @ W_OV(second).",
+)
+
+
+def virtual_pattern(A_first: torch.Tensor, A_second: torch.Tensor) -> torch.Tensor:
+    """The attention pattern of the virtual head ``first -> second``.
+
+    A_first, A_second: [batch, pos, pos] patterns (rows: queries) of a head in an earlier layer
+    and a head in a later layer. The later head mixes positions of what the earlier head
+    wrote, so position i receives sum_j A_second[i, j] sum_k A_first[j, k] x_k: the virtual
+    pattern is A_second @ A_first (the later head on the left). Returns [batch, pos, pos].
+    """
+    return A_second @ A_first
+
+
+def _causal_pattern(g: torch.Generator, batch: int, n: int) -> torch.Tensor:
+    scores = 2.5 * torch.randn(batch, n, n, generator=g)
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return scores.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+def _pattern_inputs(g: torch.Generator) -> dict:
+    n = 5 + int(torch.randint(0, 4, (1,), generator=g))
+    return {"A_first": _causal_pattern(g, 2, n), "A_second": _causal_pattern(g, 2, n)}
+
+
+EX2 = FunctionExercise(
+    id="ch16_ex2",
+    title="the pattern of a virtual head",
+    reference=virtual_pattern,
+    make_inputs=_pattern_inputs,
+    mistakes=[
+        Mistake("patterns in the wrong order", "Patterns act on positions from the left: the earlier head mixes "
+                "first (A_first X), then the later head mixes the result (A_second A_first X). The later "
+                "pattern is on the left, the reverse of the OV order.",
+                lambda A_first, A_second: A_first @ A_second),
+        Mistake("transposed", "Rows are queries: (A_second A_first)^T has keys as rows and columns that do "
+                "not sum to one.",
+                lambda A_first, A_second: (A_second @ A_first).transpose(-1, -2)),
+        Mistake("multiplied elementwise", "Composing two mixings of positions is a matrix product over the "
+                "intermediate position j, not an elementwise product.",
+                lambda A_first, A_second: A_first * A_second),
+        Mistake("added the patterns", "Heads in series compose by product; a sum (or average) of patterns "
+                "describes nothing here.",
+                lambda A_first, A_second: A_first + A_second),
+        Mistake("renormalised an elementwise product", "The product of two patterns is already a pattern "
+                "(rows sum to 1) when it is a matrix product; an elementwise product renormalised is "
+                "something else.",
+                lambda A_first, A_second: (A_first * A_second) / (A_first * A_second).sum(-1, keepdim=True)),
+    ],
+    hint="virtual_pattern = A_second @ A_first, batched over the first axis.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -1,0 +1,142 @@
+"""Chapter 18 (composition scores): exercise checks and reference solutions.
+
+18.1 the composition score of two matrices; 18.2 the two matrices whose composition
+score measures K-composition between a writer head and a reader head.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, allclose
+
+
+def composition_score(W_A: torch.Tensor, W_B: torch.Tensor) -> float:
+    """||W_A W_B||_F / (||W_A||_F ||W_B||_F) for W_A, W_B: [d_model, d_model] (row vectors:
+    W_A is what the earlier head writes, W_B how the later head reads it). Returns a float."""
+    fro = torch.linalg.matrix_norm
+    return float(fro(W_A @ W_B) / (fro(W_A) * fro(W_B)))
+
+
+def _low_rank(g: torch.Generator, d_model: int, rank: int) -> torch.Tensor:
+    return torch.randn(d_model, rank, generator=g) @ torch.randn(rank, d_model, generator=g)
+
+
+def _score_inputs(g: torch.Generator) -> dict:
+    d_model = 10 + int(torch.randint(0, 8, (1,), generator=g))
+    rank = 2 + int(torch.randint(0, 3, (1,), generator=g))
+    W_A = _low_rank(g, d_model, rank)
+    # a reader partly aligned with the writer, so the score is well above the random level
+    W_B = _low_rank(g, d_model, rank) + 0.5 * W_A.T
+    return {"W_A": W_A, "W_B": W_B}
+
+
+def _ratio(num, a, b, ord="fro"):
+    n = lambda M: torch.linalg.matrix_norm(M, ord=ord)  # noqa: E731
+    return float(n(num) / (n(a) * n(b)))
+
+
+EX1 = FunctionExercise(
+    id="ch18_ex1",
+    title="the composition score",
+    reference=composition_score,
+    make_inputs=_score_inputs,
+    mistakes=[
+        Mistake("forgot to normalise", "Divide ||W_A W_B||_F by ||W_A||_F ||W_B||_F, so that the score does "
+                "not depend on the size of the weights and lies between 0 and 1.",
+                lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B))),
+        Mistake("used the spectral norm", "The score uses the Frobenius norm (torch.linalg.matrix_norm's "
+                "default, the root of the sum of squared entries), which averages over every input direction. "
+                "The spectral norm (ord=2) keeps only the most amplified one.",
+                lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord=2)),
+        Mistake("used the nuclear norm", "The score uses the Frobenius norm, not the sum of singular values.",
+                lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord="nuc")),
+        Mistake("order reversed", "In row-vector convention the earlier head's matrix acts first: x W_A W_B. "
+                "W_B W_A is a different matrix with a different norm.",
+                lambda W_A, W_B: _ratio(W_B @ W_A, W_A, W_B)),
+        Mistake("squared the score", "||.||_F is the square root of the sum of squares; this is the square of "
+                "the score.",
+                lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B) ** 2),
+        Mistake("divided by the sum of the norms", "Normalise by the product ||W_A||_F ||W_B||_F: "
+                "submultiplicativity, ||W_A W_B||_F <= ||W_A||_F ||W_B||_F, is what bounds the score by 1.",
+                lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B)
+                                       / (torch.linalg.matrix_norm(W_A) + torch.linalg.matrix_norm(W_B)))),
+        Mistake("multiplied elementwise", "W_A W_B is the matrix product (@), the map x -> x W_A W_B.",
+                lambda W_A, W_B: _ratio(W_A * W_B, W_A, W_B)),
+    ],
+    hint="torch.linalg.matrix_norm(M) is the Frobenius norm; return "
+         "matrix_norm(W_A @ W_B) / (matrix_norm(W_A) * matrix_norm(W_B)).",
+)
+
+
+def k_composition_matrices(W_V, W_O, W_Q, W_K):
+    """The matrices (W_A, W_B) whose composition score measures K-composition (row vectors).
+
+    Writer head: W_V [d_model, d_head], W_O [d_head, d_model]; reader head (a later layer):
+    W_Q, W_K [d_model, d_head]. The writer moves x -> x W_OV with W_OV = W_V W_O. The reader's
+    score of query x_q on key x_k is x_q W_QK x_k^T = x_k W_QK^T x_q^T with W_QK = W_Q W_K^T, so
+    the key side reads through W_QK^T = W_K W_Q^T. Returns (W_V W_O, W_K W_Q^T).
+    """
+    return W_V @ W_O, W_K @ W_Q.T
+
+
+_close = allclose()
+
+
+def _same_pair(got, expected) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == 2
+            and all(_close(a, b) for a, b in zip(got, expected)))
+
+
+class PairExercise(FunctionExercise):
+    """A function exercise whose answer is a pair of tensors; says which half is wrong."""
+
+    def _explain(self, got, expected, inputs) -> Result:
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return self._fail(f"return a pair (W_A, W_B); got {type(got).__name__}", "wrong type")
+        notes = []
+        for name, a, b in zip(("W_A", "W_B"), got, expected):
+            if not isinstance(a, torch.Tensor):
+                notes.append(f"{name} is not a tensor")
+            elif a.shape != b.shape:
+                notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+            elif not _close(a, b):
+                note = " (it is the transpose of the right answer)" if _close(a.T, b) else ""
+                notes.append(f"{name} has the right shape but wrong values{note}")
+        return self._fail("; ".join(notes) or "wrong values", "wrong values")
+
+
+def _kcomp_inputs(g: torch.Generator) -> dict:
+    d_model, d_head = 12 + int(torch.randint(0, 5, (1,), generator=g)), 4
+    return {"W_V": torch.randn(d_model, d_head, generator=g), "W_O": torch.randn(d_head, d_model, generator=g),
+            "W_Q": torch.randn(d_model, d_head, generator=g), "W_K": torch.randn(d_model, d_head, generator=g)}
+
+
+EX2 = PairExercise(
+    id="ch18_ex2",
+    title="the K-composition matrices",
+    reference=k_composition_matrices,
+    make_inputs=_kcomp_inputs,
+    compare=_same_pair,
+    mistakes=[
+        Mistake("used W_QK instead of W_QK^T (that is Q-composition)", "W_OV W_QK puts the writer's output on "
+                "the query side. The key side of x_q W_QK x_k^T reads x_k through W_QK^T = W_K W_Q^T.",
+                lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
+        Mistake("writer and reader swapped", "W_A is what the earlier head writes (W_V W_O) and comes first; "
+                "W_B, how the later head's keys read it, second.",
+                lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
+        Mistake("transposed W_OV", "In row-vector convention the writer maps x to x W_V W_O; (W_V W_O)^T = "
+                "W_O^T W_V^T is the paper's column-vector W_OV.",
+                lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
+        Mistake("both transposed (the paper's column-vector convention)", "These are the paper's matrices, "
+                "whose product (W_A W_B)^T has the same score but reads right to left. The book uses row "
+                "vectors: (W_V W_O, W_K W_Q^T).",
+                lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_Q @ W_K.T)),
+        Mistake("read the keys through W_K alone", "The score involves both sides: the key side reads through "
+                "W_K W_Q^T ([d_model, d_model]), not W_K W_K^T.",
+                lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_K @ W_K.T)),
+    ],
+    hint="Return (W_V @ W_O, W_K @ W_Q.T).",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -1,0 +1,625 @@
+"""The built site in a real browser, offline: headless Chromium driven by Playwright.
+
+Run after the site is built (``make book``); ``SITE_DIR`` points the tests at another build
+(default ``_build/html``). The folder is served by a local ``http.server`` on 127.0.0.1, and
+every request for any other host is blocked and recorded, so the pages see no network, as on
+a laptop offline. One browser serves the whole module; a module-scoped fixture visits every
+page once and records what the checks below need:
+
+- (a) every page loads with no console error, no uncaught exception, no failed local request,
+  and no request leaving localhost;
+- (b) every internal link resolves to a file of the site, and its #fragment to an id there;
+- (c) every launch link (Colab, Binder, download) points at the page's own notebook, which
+  exists in this repository at that path, on the repository and branch of ``_config.yml``;
+- (d) every saved widget view renders (a non-empty box), and every ``explore(...)`` widget
+  shows its initial figure; a chapter that calls ``explore`` has widget state at all;
+- (e) the induction module's explainers, quiz and progress tracker respond to clicks;
+- (f) math is typeset by MathJax, with no raw TeX left in the text;
+- (g) circuitsvis views render, from the site's one copy of the bundle;
+- (h) a screenshot of each chapter's first screen goes to ``_build/screenshots/<page>.png``
+  (beside the html folder; ``SCREENSHOT_DIR`` overrides).
+
+Chromium comes from the system (``/usr/bin/chromium``; ``CHROMIUM`` overrides): Playwright
+never downloads a browser here.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("SITE_DIR", ROOT / "_build" / "html")).resolve()
+SCREENSHOTS = Path(os.environ.get("SCREENSHOT_DIR", SITE.parent / "screenshots"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+EXPLAINERS = "book/induction/02_explainers.html"
+PROBLEMS = "book/induction/03_problems.html"
+QUIZ = "book/induction/04_quiz.html"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not (SITE / "index.html").exists(),
+                       reason=f"site not built at {SITE}: run `make book` (or set SITE_DIR to a built site)"),
+]
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def site_pages() -> list[str]:
+    """Every page of the built site (paths relative to its root), skipping Sphinx's asset folders."""
+    if not SITE.is_dir():
+        return []
+    return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
+                  if not p.relative_to(SITE).parts[0].startswith("_"))
+
+
+def notebook_source(page: str) -> str | None:
+    """The repository path of the notebook a page was built from, if it was built from one."""
+    rel = page.removesuffix(".html") + ".ipynb"
+    return rel if (SITE / "_sources" / rel).exists() else None
+
+
+def chapter_pages() -> list[str]:
+    return [p for p in site_pages() if p.startswith("book/")]
+
+
+# --------------------------------------------------------------------------- serving and browsing
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest's output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y --no-install-recommends chromium` "
+                    "(make test does this), or set CHROMIUM")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@dataclass
+class Log:
+    """What one browser context saw: external requests (blocked), console errors, HTTP errors."""
+
+    external: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
+    http_errors: list[str] = field(default_factory=list)
+
+    def clear(self):
+        self.external.clear(), self.console.clear(), self.http_errors.clear()
+
+
+def offline_context(browser, log: Log, **kwargs):
+    """A fresh context (empty storage) where every request not for localhost is blocked."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, **kwargs)
+
+    def route(route):
+        url = route.request.url
+        if urlsplit(url).hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            log.external.append(url)
+            route.abort("internetdisconnected")
+
+    context.route("**/*", route)
+    return context
+
+
+def watch(page, log: Log):
+    def on_console(msg):
+        if msg.type == "error":
+            where = msg.location.get("url", "") if msg.location else ""
+            log.console.append(f"console.error: {msg.text}" + (f" ({where})" if where else ""))
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: log.console.append(f"uncaught: {exc}"))
+    page.on("response", lambda r: log.http_errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+    return page
+
+
+READY_JS = """() => {
+  const state = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
+  const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+  const widgets = !state || views.every((s) => {
+    const area = s.previousElementSibling;
+    return area && area.classList.contains('widget-subarea') && area.querySelector('*');
+  });
+  const cv = [...document.querySelectorAll('.circuitbook-circuitsvis')].every((d) => d.children.length > 0);
+  return widgets && cv;
+}"""
+
+MATHJAX_JS = """() => (window.MathJax && MathJax.startup && MathJax.startup.promise)
+  ? MathJax.startup.promise.then(() => true) : null"""
+
+COLLECT_JS = """() => {
+  const box = (e) => { if (!e) return [0, 0]; const r = e.getBoundingClientRect(); return [r.width, r.height]; };
+  const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')].map((s) => {
+    const prev = s.previousElementSibling;
+    const area = prev && prev.classList.contains('widget-subarea') ? prev : null;
+    const root = area && area.firstElementChild;
+    const explore = area && area.querySelector('.circuitbook-explore');
+    const pictures = explore ? [...explore.querySelectorAll('img, canvas')].filter((p) => {
+      const [w, h] = box(p);
+      return w > 50 && h > 50 && (p.tagName !== 'IMG' || (p.complete && p.naturalWidth > 0));
+    }).length : 0;
+    let model = null;
+    try { model = JSON.parse(s.textContent).model_id; } catch (e) { /* reported as unrendered */ }
+    return { model, rendered: !!root, descendants: area ? area.querySelectorAll('*').length : 0,
+             size: box(root), rootClass: root ? String(root.className) : '', explore: !!explore, pictures };
+  });
+  const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .cell_input, .cell_output';
+  const raw = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const t = n.textContent;
+    if (!/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/.test(t)) continue;
+    if (n.parentElement && n.parentElement.closest(skip)) continue;
+    raw.push(t.trim().slice(0, 80));
+  }
+  return {
+    url: location.href,
+    title: document.title,
+    hasWidgetState: !!document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]'),
+    views,
+    links: [...document.querySelectorAll('a[href]')].map((a) => a.href),
+    ids: [...document.querySelectorAll('[id]')].map((e) => e.id)
+      .concat([...document.querySelectorAll('a[name]')].map((a) => a.name)),
+    math: { elements: document.querySelectorAll('.math').length,
+            untypeset: [...document.querySelectorAll('.math')].filter((m) => !m.querySelector('mjx-container')).length,
+            containers: document.querySelectorAll('mjx-container').length, raw },
+    circuitsvis: [...document.querySelectorAll('.circuitbook-circuitsvis')].map((d) => ({
+      id: d.id, descendants: d.querySelectorAll('*').length, size: box(d),
+      heads: d.querySelectorAll('canvas, svg, table').length, text: d.textContent.slice(0, 200) })),
+  };
+}"""
+
+
+@dataclass
+class Visit:
+    page: str
+    seconds: float
+    console: list[str]
+    external: list[str]
+    http_errors: list[str]
+    not_ready: bool
+    data: dict
+
+
+def open_page(page, base: str, path: str) -> bool:
+    """Load ``path`` and wait until its widgets, circuitsvis views and math are rendered.
+    Returns False if they did not all render in time (the checks then say what is missing)."""
+    page.goto(f"{base}/{path}", wait_until="load", timeout=60_000)
+    ready = True
+    try:
+        page.wait_for_function(READY_JS, timeout=30_000, polling=100)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError; reported by the checks
+        ready = False
+    page.evaluate(MATHJAX_JS)
+    try:
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    except Exception:  # noqa: BLE001
+        pass
+    return ready
+
+
+def screenshot_name(path: str) -> str:
+    return path.removeprefix("book/").removesuffix(".html").replace("/", "-") + ".png"
+
+
+@pytest.fixture(scope="module")
+def visits(browser, server) -> dict[str, Visit]:
+    """Every page of the site, visited once, offline."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    log = Log()
+    context = offline_context(browser, log)
+    page = watch(context.new_page(), log)
+    out = {}
+    for path in site_pages():
+        log.clear()
+        start = time.perf_counter()
+        ready = open_page(page, server, path)
+        data = page.evaluate(COLLECT_JS)
+        if path.startswith("book/"):
+            page.evaluate("() => document.fonts.ready.then(() => true)")
+            page.screenshot(path=str(SCREENSHOTS / screenshot_name(path)))
+        out[path] = Visit(path, time.perf_counter() - start, list(log.console), list(log.external),
+                          list(log.http_errors), not ready, data)
+    context.close()
+    return out
+
+
+def test_the_site_has_pages():
+    pages = site_pages()
+    assert "index.html" in pages and EXPLAINERS in pages, pages
+    assert len(chapter_pages()) >= 5
+
+
+# --------------------------------------------------------------------------- (a) offline, no errors
+
+def test_every_page_loads_offline_without_errors(visits):
+    problems = []
+    for path, v in visits.items():
+        for item in v.external:
+            problems.append(f"{path}: request left localhost: {item}")
+        for item in v.console + v.http_errors:
+            problems.append(f"{path}: {item}")
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems)
+
+
+def test_every_page_finished_rendering(visits):
+    slow = [f"{p} (widgets or circuitsvis views not rendered within 30 s)" for p, v in visits.items() if v.not_ready]
+    assert not slow, "\n".join(slow)
+
+
+# --------------------------------------------------------------------------- (b) internal links
+
+def _ids_in_file(path: Path) -> set[str]:
+    text = path.read_text(errors="replace")
+    return set(re.findall(r'\bid="([^"]+)"', text)) | set(re.findall(r'\bname="([^"]+)"', text))
+
+
+def test_every_internal_link_resolves(visits, server):
+    base = urlsplit(server)
+    ids_cache: dict[Path, set[str]] = {}
+    for v in visits.values():
+        ids_cache[SITE / v.page] = set(v.data["ids"])
+    broken, checked = [], 0
+    for path, v in visits.items():
+        for href in sorted(set(v.data["links"])):
+            url = urlsplit(href)
+            if url.scheme not in ("http", "https") or url.hostname not in LOCAL_HOSTS or url.port != base.port:
+                continue
+            checked += 1
+            target = SITE / unquote(url.path).lstrip("/")
+            if url.path.endswith("/"):
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{path}: {href} -> no file {target.relative_to(SITE)}")
+                continue
+            fragment = unquote(url.fragment)
+            if fragment and target.suffix == ".html":
+                if target not in ids_cache:
+                    ids_cache[target] = _ids_in_file(target)
+                if fragment not in ids_cache[target]:
+                    broken.append(f"{path}: {href} -> no id {fragment!r} in {target.relative_to(SITE)}")
+    assert checked > 0
+    assert not broken, f"{len(broken)} broken link(s) of {checked}:\n" + "\n".join(broken)
+
+
+# --------------------------------------------------------------------------- (c) launch links
+
+def _repository() -> tuple[str, str]:
+    import notebooks
+
+    url, branch = notebooks.repository(ROOT)
+    return url.removeprefix("https://github.com/").strip("/"), branch
+
+
+def launch_links(v: Visit, server: str) -> dict[str, list[str]]:
+    out = {"colab": [], "binder": [], "download": []}
+    for href in sorted(set(v.data["links"])):
+        url = urlsplit(href)
+        if url.hostname == "colab.research.google.com":
+            out["colab"].append(href)
+        elif url.hostname == "mybinder.org":
+            out["binder"].append(href)
+        elif href.startswith(server + "/_sources/"):
+            out["download"].append(href)
+    return out
+
+
+def test_launch_links_point_at_notebooks_in_the_repository(visits, server):
+    repo, branch = _repository()
+    problems, n_notebooks = [], 0
+    for path, v in visits.items():
+        source = notebook_source(path)
+        links = launch_links(v, server)
+        for href in links["download"]:  # any page: the download button serves the page's source
+            rel = unquote(urlsplit(href).path).removeprefix("/_sources/")
+            if not (ROOT / rel).is_file():
+                problems.append(f"{path}: download link {href} -> {rel} is not in the repository")
+        if source is None:
+            continue
+        n_notebooks += 1
+        if not links["colab"] or not links["binder"] or not any(h.endswith(".ipynb") for h in links["download"]):
+            problems.append(f"{path}: missing launch links, found {links}")
+        for href in links["colab"]:
+            m = re.fullmatch(r"/github/([^/]+/[^/]+)/blob/([^/]+)/(.+)", urlsplit(href).path)
+            if not m:
+                problems.append(f"{path}: unexpected Colab link {href}")
+                continue
+            if (m.group(1), m.group(2)) != (repo, branch):
+                problems.append(f"{path}: Colab link {href} is not on {repo}@{branch}")
+            if m.group(3) != source or not (ROOT / m.group(3)).is_file():
+                problems.append(f"{path}: Colab link opens {m.group(3)}, expected {source} (in the repository)")
+        for href in links["binder"]:
+            url = urlsplit(href)
+            m = re.fullmatch(r"/v2/gh/([^/]+/[^/]+)/([^/]+)", url.path)
+            urlpath = parse_qs(url.query).get("urlpath", [""])[0]
+            opened = re.sub(r"^(tree|notebooks|lab/tree)/", "", urlpath)
+            if not m or (m.group(1), m.group(2)) != (repo, branch):
+                problems.append(f"{path}: Binder link {href} is not on {repo}@{branch}")
+            if opened != source or not (ROOT / opened).is_file():
+                problems.append(f"{path}: Binder link opens {opened!r}, expected {source} (in the repository)")
+        for href in links["download"]:
+            rel = unquote(urlsplit(href).path).removeprefix("/_sources/")
+            if rel.endswith(".ipynb") and rel != source:
+                problems.append(f"{path}: download link {href} is not this page's notebook {source}")
+    assert n_notebooks > 0
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- (d) widgets
+
+def test_widget_views_render(visits):
+    problems, n_views = [], 0
+    for path, v in visits.items():
+        views = v.data["views"]
+        if v.data["hasWidgetState"] and not views:
+            problems.append(f"{path}: widget state saved but no widget views on the page")
+        for view in views:
+            n_views += 1
+            w, h = view["size"]
+            if not view["rendered"] or view["descendants"] == 0 or w < 1 or h < 1:
+                problems.append(f"{path}: widget {view['model']} is an empty box "
+                                f"(rendered={view['rendered']}, {view['descendants']} elements, {w:.0f}x{h:.0f})")
+            if view["explore"] and view["pictures"] == 0:
+                problems.append(f"{path}: explore widget {view['model']} shows no figure (no img/canvas)")
+    assert n_views > 0, "no widget views anywhere on the site"
+    assert not problems, "\n".join(problems)
+
+
+def _calls_explore(source: Path) -> bool:
+    import nbformat
+
+    nb = nbformat.read(source, as_version=4)
+    return any(c.cell_type == "code" and re.search(r"^explore\(|[=\s]explore\(", c.source, re.M) for c in nb.cells)
+
+
+def test_chapters_with_explore_widgets_show_them(visits):
+    missing, n = [], 0
+    for path, v in visits.items():
+        source = notebook_source(path)
+        if source is None or not _calls_explore(SITE / "_sources" / source):
+            continue
+        n += 1
+        if not any(view["explore"] and view["pictures"] for view in v.data["views"]):
+            missing.append(f"{path}: calls explore(...) but shows no explore widget with a figure "
+                           "(was the widget state saved? a failing cell drops it)")
+    assert n > 0, "no chapter calls explore(...)"
+    assert not missing, "\n".join(missing)
+
+
+# --------------------------------------------------------------------------- (e) explainers
+
+@pytest.fixture
+def fresh(browser, server):
+    """A new offline context and page (fresh localStorage), with its own log."""
+    log = Log()
+    context = offline_context(browser, log)
+    page = watch(context.new_page(), log)
+    yield page, log, server
+    context.close()
+
+
+def _visit(fresh, path):
+    page, log, server = fresh
+    if not (SITE / path).exists():
+        pytest.fail(f"{path} is not in the built site")
+    assert open_page(page, server, path), f"{path}: widgets did not render"
+    return page, log
+
+
+def test_stepper_steps_and_toggles(fresh):
+    page, log = _visit(fresh, EXPLAINERS)
+    stepper = page.locator(".cb-stepper").first
+    title = stepper.locator(".cb-title")
+    assert stepper.get_attribute("data-step") == "0"
+    assert stepper.get_attribute("data-mode") == "text"
+    first = title.inner_text()
+    stepper.locator(".cb-next").click()
+    assert stepper.get_attribute("data-step") == "1"
+    assert title.inner_text() != first
+    stepper.locator(".cb-prev").click()
+    assert stepper.get_attribute("data-step") == "0" and title.inner_text() == first
+    body = stepper.locator(".cb-body").inner_text()
+    stepper.locator(".cb-toggle").click()
+    assert stepper.get_attribute("data-mode") == "random"
+    assert stepper.locator(".cb-body").inner_text() != body
+    stepper.locator(".cb-toggle").click()
+    assert stepper.get_attribute("data-mode") == "text"
+    nxt, clicks = stepper.locator(".cb-next"), 0
+    while nxt.is_enabled() and clicks < 20:  # Next walks to the last step, then disables itself
+        nxt.click()
+        clicks += 1
+    assert clicks >= 2 and stepper.get_attribute("data-step") == str(clicks), clicks
+    assert stepper.locator(".cb-counter").inner_text() == f"step {clicks + 1} of {clicks + 1}"
+    assert not log.console, log.console
+
+
+def _terms(builder) -> set[str]:
+    return set(filter(None, (builder.get_attribute("data-terms") or "").split(",")))
+
+
+def test_builder_toggles_and_presets(fresh):
+    page, log = _visit(fresh, EXPLAINERS)
+    b = page.locator(".cb-builder").first
+    # initial state: K-composition only
+    assert b.get_attribute("data-virtual") == "0"
+    assert "k_comp" in _terms(b) and "virtual" not in _terms(b)
+    b.locator(".cb-toggle-v").click()
+    assert b.get_attribute("data-virtual") == "1" and "virtual" in _terms(b)
+    b.locator(".cb-toggle-v").click()
+    assert b.get_attribute("data-virtual") == "0" and "virtual" not in _terms(b)
+    b.locator(".cb-toggle-q").click()
+    assert {"q_comp", "qk_comp"} <= _terms(b)
+    b.locator(".cb-toggle-k").click()
+    assert "k_comp" not in _terms(b) and "qk_comp" not in _terms(b) and "q_comp" in _terms(b)
+    b.locator('.cb-preset[data-preset="all three"]').click()
+    assert b.get_attribute("data-virtual") == "1"
+    assert {"virtual", "q_comp", "k_comp", "qk_comp"} <= _terms(b)
+    b.locator('.cb-preset[data-preset="none"]').click()
+    assert b.get_attribute("data-virtual") == "0"
+    assert not _terms(b) & {"virtual", "q_comp", "k_comp", "qk_comp"}
+    assert "direct" in _terms(b)
+    b.locator('.cb-preset[data-preset="induction: K-composition only"]').click()
+    assert "k_comp" in _terms(b) and b.get_attribute("data-virtual") == "0"
+    assert not log.console, log.console
+
+
+def test_quiz_needs_every_answer_then_gives_feedback(fresh):
+    page, log = _visit(fresh, QUIZ)
+    quiz = page.locator(".cb-quiz").first
+    questions = quiz.locator("fieldset.cb-question")
+    n = questions.count()
+    assert n >= 2
+    submit = quiz.locator(".cb-submit")
+    assert submit.is_disabled()
+    for i in range(n - 1):
+        questions.nth(i).locator("input[type=radio]").first.check()
+    assert submit.is_disabled(), "submit is enabled before every question is answered"
+    assert quiz.locator(".cb-feedback").count() == 0
+    questions.nth(n - 1).locator("input[type=radio]").first.check()
+    assert submit.is_enabled()
+    submit.click()
+    assert quiz.locator(".cb-feedback").count() == n
+    for i in range(n):
+        assert questions.nth(i).locator(".cb-feedback").count() == 1
+    score = quiz.get_attribute("data-score")
+    assert score is not None and 0 <= int(score) <= n
+    assert not log.console, log.console
+
+
+def test_progress_tracker_counts_done_problems(fresh):
+    page, log = _visit(fresh, PROBLEMS)
+    trackers = page.locator(".cb-progress")
+    assert trackers.count() == 6
+    counters = page.locator(".cb-progress .cb-counter")
+    before = [counters.nth(i).inner_text() for i in range(6)]
+    assert all(re.fullmatch(r"\d+ of 6 done", t) for t in before), before
+    start = int(before[0].split()[0])
+    trackers.nth(0).locator(".cb-mark").click()
+    after = [counters.nth(i).inner_text() for i in range(6)]
+    assert after == [f"{start + 1} of 6 done"] * 6, after  # every tracker of the set updates
+    trackers.nth(0).locator(".cb-mark").click()  # undo
+    assert counters.nth(5).inner_text() == f"{start} of 6 done"
+    assert not log.console, log.console
+
+
+# --------------------------------------------------------------------------- (f) math
+
+def test_math_is_typeset(visits):
+    problems, pages_with_math = [], 0
+    for path, v in visits.items():
+        math = v.data["math"]
+        if math["elements"]:
+            pages_with_math += 1
+            if not math["containers"]:
+                problems.append(f"{path}: {math['elements']} math elements but no mjx-container")
+            elif math["untypeset"]:
+                problems.append(f"{path}: {math['untypeset']} of {math['elements']} math elements not typeset")
+        if math["raw"]:
+            problems.append(f"{path}: raw TeX left in the text: {math['raw'][:3]}")
+    assert pages_with_math > 0, "no page with math"
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- (g) circuitsvis
+
+def test_circuitsvis_views_render_from_the_site_bundle(visits):
+    bundle = SITE / "_static" / "circuitsvis" / "iife.js"
+    assert bundle.is_file() and bundle.stat().st_size > 100_000, "the circuitsvis bundle is not served by the site"
+    views = [(path, cv) for path, v in visits.items() for cv in v.data["circuitsvis"]]
+    assert any(path == EXPLAINERS for path, _ in views), f"no circuitsvis view on {EXPLAINERS}"
+    problems = []
+    for path, cv in views:
+        w, h = cv["size"]
+        if cv["descendants"] < 5 or h < 50 or w < 50:
+            problems.append(f"{path}: circuitsvis view {cv['id']} did not render "
+                            f"({cv['descendants']} elements, {w:.0f}x{h:.0f}): {cv['text']!r}")
+        if "Error" in cv["text"]:
+            problems.append(f"{path}: circuitsvis view {cv['id']} shows an error: {cv['text']!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_page_inlines_the_circuitsvis_bundle():
+    marker = "var CircuitsVis=(()=>"
+    inlined = [p for p in site_pages() if marker in (SITE / p).read_text(errors="replace")]
+    assert not inlined, f"pages that paste the 1.3 MB circuitsvis bundle: {inlined}"
+
+
+# --------------------------------------------------------------------------- (h) screenshots
+
+def test_every_chapter_has_a_screenshot(visits):
+    shots = [SCREENSHOTS / screenshot_name(p) for p in chapter_pages()]
+    missing = [s.name for s in shots if not (s.is_file() and s.stat().st_size > 1000)]
+    assert not missing, f"no screenshot for {missing} in {SCREENSHOTS}"
+
+
+# --------------------------------------------------------------------------- circuitbook.viz off the site
+
+def test_viz_outside_the_site_loads_the_cdn_bundle_beside_require_js(fresh):
+    """In Jupyter or Colab there is no _static/: the view loads the same circuitsvis version from
+    unpkg (served here from the installed package). With require.js on the page, as in classic
+    Jupyter and on every widget page, loading the bundle must leave AMD alone."""
+    import importlib.util
+
+    from circuitbook.viz import CDN_BUNDLE, attention_pattern_view
+
+    torch = pytest.importorskip("torch")
+    page, log, server = fresh
+    bundle = Path(importlib.util.find_spec("circuitsvis").submodule_search_locations[0]) / "dist" / "cdn" / "iife.js"
+    served = []
+
+    def unpkg(route):
+        served.append(route.request.url)
+        route.fulfill(status=200, body=bundle.read_bytes(), content_type="application/javascript",
+                      headers={"Access-Control-Allow-Origin": "*"})
+
+    page.context.route(CDN_BUNDLE, unpkg)  # registered after the offline block, so it wins for this URL
+    pattern = torch.softmax(torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    view = attention_pattern_view(["a", "b", "c", "d"], pattern, ["x", "y"])
+    html = (f'<!doctype html><html><head><script src="{server}/_static/widgets/require.js"></script>'
+            f'</head><body>{view.data}</body></html>')
+    # a page outside the site (no documentation_options.js), on a local http origin
+    page.route(f"{server}/__viz_outside_the_site.html", lambda route: route.fulfill(
+        status=200, body=html, content_type="text/html"))
+    page.goto(f"{server}/__viz_outside_the_site.html")
+    page.wait_for_function("() => document.querySelector('.circuitbook-circuitsvis').children.length > 0",
+                           timeout=30_000)
+    assert served == [CDN_BUNDLE]
+    assert page.evaluate("() => typeof define === 'function' && !!define.amd"), "require.js's define was lost"
+    # a named AMD module still registers and loads after the bundle was evaluated
+    assert page.evaluate("""() => new Promise((ok) => {
+        define('cb-probe', [], () => 42); require(['cb-probe'], (v) => ok(v)); })""") == 42
+    assert page.locator(".circuitbook-circuitsvis *").count() > 5
+    assert not log.console, log.console
+    assert log.external == []
