@@ -14,16 +14,18 @@ function el(tag, attrs = {}, children = []) {
   return node;
 }
 
-// Every term that can appear, with the toggles it needs. "E" is the token embedding path.
+// Every term that can appear, with the toggles it needs, in the row-vector convention of
+// TransformerLens (the paper writes the same products right to left: W_U W_OV^{H1} W_OV^{H0} W_E).
+// "E" is the token embedding path; A^{H} \u00b7 M means "mix positions by A^H, map each by M".
 const TERMS = [
-  { id: "direct", kind: "logits", needs: [], name: "direct path", formula: "W_U W_E",
+  { id: "direct", kind: "logits", needs: [], name: "direct path", formula: "W_E W_U",
     what: "bigram statistics: the embedding read straight out" },
-  { id: "h0_ov", kind: "logits", needs: [], name: "H0's OV path", formula: "W_U W_OV^{H0} W_E, pattern A^{H0}",
+  { id: "h0_ov", kind: "logits", needs: [], name: "H0's OV path", formula: "A^{H0} \u00b7 W_E W_OV^{H0} W_U",
     what: "H0 moves token information between positions" },
-  { id: "h1_ov", kind: "logits", needs: [], name: "H1's OV path", formula: "W_U W_OV^{H1} W_E, pattern A^{H1}",
+  { id: "h1_ov", kind: "logits", needs: [], name: "H1's OV path", formula: "A^{H1} \u00b7 W_E W_OV^{H1} W_U",
     what: "H1 moves token information between positions" },
   { id: "virtual", kind: "logits", needs: ["v"], name: "virtual head H1\u2218H0",
-    formula: "W_U W_OV^{H1} W_OV^{H0} W_E, pattern A^{H1} A^{H0}",
+    formula: "A^{H1} A^{H0} \u00b7 W_E W_OV^{H0} W_OV^{H1} W_U",
     what: "V-composition: H1 moves what H0 already moved; a new head with its own OV and pattern" },
   { id: "qk_direct", kind: "score", needs: [], name: "H1 score: tokens \u00b7 tokens", formula: "E W_QK^{H1} E^T",
     what: "H1 attends by comparing raw tokens" },
