@@ -20,12 +20,11 @@ from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
 from sphinx.util import logging
 
-from sphinx_ledger import executed
+from sphinx_ledger import executed_chapters, rebuild_always
 
 logger = logging.getLogger(__name__)
 
 CHECK_CALL = re.compile(r"^checks\.(\w+)\(", re.M)
-INDEX_DOCS: set[str] = set()
 
 
 def _text(output) -> str:
@@ -66,28 +65,12 @@ class ExerciseIndex(Directive):
         from circuitbook.checks import all_exercises
 
         env = self.state.document.settings.env
-        INDEX_DOCS.add(env.docname)
-        cache_dir = env.config.nb_execution_cache_path or str(Path(env.srcdir) / "_build" / ".jupyter_cache")
         known = all_exercises()
-        rows, missing, chapters = [], [], 0
-        for docname in sorted(env.found_docs):
-            path = Path(env.doc2path(docname))
-            if path.suffix != ".ipynb":
-                continue
-            nb = executed(path, cache_dir)
-            if nb is None:
-                missing.append(docname)
-                continue
+        rows, chapters = [], 0
+        for docname, title, nb in executed_chapters(self):
             found = exercises_of(nb)
-            if not found:
-                continue
-            chapters += 1
-            title = next((c.source.splitlines()[0].lstrip("# ") for c in nb.cells
-                          if c.cell_type == "markdown" and c.source.startswith("# ")), docname)
-            for ex in found:
-                rows.append((docname, title, ex))
-        if missing:
-            raise self.error(f"exercise-index: no executed copy in the cache for {missing}; execute the book first")
+            chapters += bool(found)
+            rows += [(docname, title, ex) for ex in found]
 
         lines = ["| chapter | exercise | what it asks | status in this build |", "|---|---|---|---|"]
         failed = []
@@ -116,17 +99,7 @@ class ExerciseIndex(Directive):
         return [container]
 
 
-def _always_outdated(app, env, added, changed, removed):
-    """Rebuild the index on every build: what it shows lives in other documents."""
-    pages = set(INDEX_DOCS)
-    for docname in env.found_docs:
-        path = Path(env.doc2path(docname))
-        if path.suffix == ".md" and "{exercise-index}" in path.read_text():
-            pages.add(docname)
-    return sorted(pages)
-
-
 def setup(app):
     app.add_directive("exercise-index", ExerciseIndex)
-    app.connect("env-get-outdated", _always_outdated)
+    app.connect("env-get-outdated", rebuild_always("{exercise-index}"))
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

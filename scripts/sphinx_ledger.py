@@ -17,7 +17,6 @@ from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
 
 CLAIM_MIME = "application/vnd.circuitbook.claim+json"
-LEDGER_DOCS: set[str] = set()
 
 
 def claims_of(nb) -> list[tuple[int, dict]]:
@@ -49,28 +48,47 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
+def executed_chapters(directive) -> list[tuple[str, str, object]]:
+    """(docname, title, executed notebook) for every notebook page of the book, read from the
+    execution cache. Raises a directive error naming the pages that were never executed."""
+    env = directive.state.document.settings.env
+    cache_dir = env.config.nb_execution_cache_path or str(Path(env.srcdir) / "_build" / ".jupyter_cache")
+    out, missing = [], []
+    for docname in sorted(env.found_docs):
+        path = Path(env.doc2path(docname))
+        if path.suffix != ".ipynb":
+            continue
+        nb = executed(path, cache_dir)
+        if nb is None:
+            missing.append(docname)
+            continue
+        title = next((c.source.splitlines()[0].lstrip("# ") for c in nb.cells
+                      if c.cell_type == "markdown" and c.source.startswith("# ")), docname)
+        out.append((docname, title, nb))
+    if missing:
+        raise directive.error(f"{directive.name}: no executed copy in the cache for {missing}; execute the book first")
+    return out
+
+
+def rebuild_always(marker: str):
+    """An ``env-get-outdated`` handler: pages whose source uses ``marker`` are rebuilt on every
+    build, since what they show lives in other documents (Sphinx cannot see that dependency)."""
+
+    def handler(app, env, added, changed, removed):
+        return sorted(docname for docname in env.found_docs
+                      if Path(env.doc2path(docname)).suffix == ".md"
+                      and marker in Path(env.doc2path(docname)).read_text())
+
+    return handler
+
+
 class ClaimsLedger(Directive):
     has_content = False
 
     def run(self):
-        env = self.state.document.settings.env
-        LEDGER_DOCS.add(env.docname)
-        cache_dir = env.config.nb_execution_cache_path or str(Path(env.srcdir) / "_build" / ".jupyter_cache")
-        rows, missing = [], []
-        for docname in sorted(env.found_docs):
-            path = Path(env.doc2path(docname))
-            if path.suffix != ".ipynb":
-                continue
-            nb = executed(path, cache_dir)
-            if nb is None:
-                missing.append(docname)
-                continue
-            title = next((c.source.splitlines()[0].lstrip("# ") for c in nb.cells
-                          if c.cell_type == "markdown" and c.source.startswith("# ")), docname)
-            for cell_no, claim in claims_of(nb):
-                rows.append((docname, title, cell_no, claim))
-        if missing:
-            raise self.error(f"claims-ledger: no executed copy in the cache for {missing}; execute the book first")
+        rows = [(docname, title, cell_no, claim)
+                for docname, title, nb in executed_chapters(self)
+                for cell_no, claim in claims_of(nb)]
         lines = ["| chapter | code cell | claim checked in code | measured in this build |", "|---|---|---|---|"]
         for docname, title, cell_no, claim in rows:
             lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | {cell_no} | {_escape(claim['statement'])} "
@@ -78,23 +96,13 @@ class ClaimsLedger(Directive):
         intro = (f"{len(rows)} claims in {len({r[0] for r in rows})} chapters, each checked by an executed cell "
                  "of this build.")
         container = nodes.container(classes=["claims-ledger"])
+        # inside a MyST page, nested_parse reads MyST markdown, so the table and {doc} roles work
         self.state.nested_parse(StringList([intro, ""] + lines, source="claims-ledger"), self.content_offset,
                                 container)
-        # myst tables parse through the markdown parser, not rST: parse with myst if present
         return [container]
-
-
-def _always_outdated(app, env, added, changed, removed):
-    """Rebuild the ledger page on every build: the claims it shows live in other documents."""
-    pages = set(LEDGER_DOCS)
-    for docname in env.found_docs:
-        path = Path(env.doc2path(docname))
-        if path.suffix == ".md" and "{claims-ledger}" in path.read_text():
-            pages.add(docname)
-    return sorted(pages)
 
 
 def setup(app):
     app.add_directive("claims-ledger", ClaimsLedger)
-    app.connect("env-get-outdated", _always_outdated)
+    app.connect("env-get-outdated", rebuild_always("{claims-ledger}"))
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}
