@@ -10,6 +10,9 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.train``        Adam, the Noam schedule, label smoothing (chapter 19)
 - ``circuitbook.models``       attention-only builder, encoder-decoder, zoo, pretrained loaders
 - ``circuitbook.checks``       exercise checks with feedback, one module per chapter
+- ``circuitbook.widgets``      chapter explorations, the induction explainers, quiz, progress
+- ``circuitbook.viz``          attention patterns with circuitsvis, served from the site
+- ``circuitbook.book``         ``glue`` for prose numbers and ``claim`` for checked claims
 
 Submodules are imported lazily (``circuitbook.circuits`` works after ``import circuitbook``)
 so that ``import circuitbook`` itself costs almost nothing beyond torch.
@@ -23,7 +26,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "circuits", "composition", "paths", "heads", "data", "train", "models",
-    "viz", "widgets", "checks", "grading", "validate", "book",
+    "viz", "widgets", "checks", "validate", "book",
 }
 
 
