@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, allclose
+from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
 
 
 def _randint(lo: int, hi: int, g: torch.Generator) -> int:
@@ -91,32 +91,6 @@ def _paper_inputs(g: torch.Generator) -> dict:
                                 ("W_V", (d_model, d_head)), ("W_O", (d_head, d_model)))}
 
 
-_close = allclose()
-
-
-def _pair_equal(got, expected) -> bool:
-    return (isinstance(got, (tuple, list)) and len(got) == 2
-            and all(_close(a, b) for a, b in zip(got, expected)))
-
-
-class PairExercise(FunctionExercise):
-    """A function exercise whose answer is a pair of tensors; says which half is wrong."""
-
-    names: tuple[str, str] = ("W_QK", "W_OV")
-
-    def _explain(self, got, expected, inputs) -> Result:
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            return self._fail(f"return a pair ({', '.join(self.names)}); got {type(got).__name__}", "wrong type")
-        notes = []
-        for name, a, b in zip(self.names, got, expected):
-            if not isinstance(a, torch.Tensor):
-                notes.append(f"{name} is not a tensor")
-            elif a.shape != b.shape:
-                notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
-            elif not _close(a, b):
-                note = " (it is the transpose of the right answer)" if _close(a.T, b) else ""
-                notes.append(f"{name} has the right shape but wrong values{note}")
-        return self._fail("; ".join(notes) or "wrong values", "wrong values")
 
 
 EX2 = PairExercise(
@@ -124,7 +98,7 @@ EX2 = PairExercise(
     title="the paper's W_QK and W_OV from TransformerLens weights",
     reference=to_paper_convention,
     make_inputs=_paper_inputs,
-    compare=_pair_equal,
+    names=("W_QK", "W_OV"),
     mistakes=[
         Mistake("transposed W_QK too", "The score x_q^T M x_k (columns) and x_q M x_k^T (rows) use the same M "
                 "with the query on the left, so W_QK is the same matrix in both conventions. Only W_OV, a map "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, allclose
+from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
 
 
 def composition_score(W_A: torch.Tensor, W_B: torch.Tensor) -> float:
@@ -80,30 +80,6 @@ def k_composition_matrices(W_V, W_O, W_Q, W_K):
     return W_V @ W_O, W_K @ W_Q.T
 
 
-_close = allclose()
-
-
-def _same_pair(got, expected) -> bool:
-    return (isinstance(got, (tuple, list)) and len(got) == 2
-            and all(_close(a, b) for a, b in zip(got, expected)))
-
-
-class PairExercise(FunctionExercise):
-    """A function exercise whose answer is a pair of tensors; says which half is wrong."""
-
-    def _explain(self, got, expected, inputs) -> Result:
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            return self._fail(f"return a pair (W_A, W_B); got {type(got).__name__}", "wrong type")
-        notes = []
-        for name, a, b in zip(("W_A", "W_B"), got, expected):
-            if not isinstance(a, torch.Tensor):
-                notes.append(f"{name} is not a tensor")
-            elif a.shape != b.shape:
-                notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
-            elif not _close(a, b):
-                note = " (it is the transpose of the right answer)" if _close(a.T, b) else ""
-                notes.append(f"{name} has the right shape but wrong values{note}")
-        return self._fail("; ".join(notes) or "wrong values", "wrong values")
 
 
 def _kcomp_inputs(g: torch.Generator) -> dict:
@@ -117,7 +93,7 @@ EX2 = PairExercise(
     title="the K-composition matrices",
     reference=k_composition_matrices,
     make_inputs=_kcomp_inputs,
-    compare=_same_pair,
+    names=("W_A", "W_B"),
     mistakes=[
         Mistake("used W_QK instead of W_QK^T (that is Q-composition)", "W_OV W_QK puts the writer's output on "
                 "the query side. The key side of x_q W_QK x_k^T reads x_k through W_QK^T = W_K W_Q^T.",

@@ -175,6 +175,28 @@ class FunctionExercise:
 
 
 @dataclass
+class PairExercise(FunctionExercise):
+    """A function exercise whose answer is a pair of tensors, named ``names``; when the pair
+    matches no known mistake, the feedback says which half is wrong and how."""
+
+    names: tuple[str, str] = ("first", "second")
+
+    def _explain(self, got, expected, inputs) -> Result:
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return self._fail(f"return a pair ({', '.join(self.names)}); got {type(got).__name__}", "wrong type")
+        notes = []
+        for name, a, b in zip(self.names, got, expected):
+            if not isinstance(a, torch.Tensor):
+                notes.append(f"{name} is not a tensor")
+            elif a.shape != b.shape:
+                notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+            elif not self.compare(a, b):
+                note = " (it is the transpose of the right answer)" if self.compare(a.T, b) else ""
+                notes.append(f"{name} has the right shape but wrong values{note}")
+        return self._fail("; ".join(notes) or "wrong values", "wrong values")
+
+
+@dataclass
 class ValueExercise:
     """An exercise whose answer is a value (a number, a shape, a formula as a function of n)."""
 
