@@ -91,8 +91,6 @@ def _paper_inputs(g: torch.Generator) -> dict:
                                 ("W_V", (d_model, d_head)), ("W_O", (d_head, d_model)))}
 
 
-
-
 EX2 = PairExercise(
     id="ch08_ex2",
     title="the paper's W_QK and W_OV from TransformerLens weights",

@@ -80,8 +80,6 @@ def k_composition_matrices(W_V, W_O, W_Q, W_K):
     return W_V @ W_O, W_K @ W_Q.T
 
 
-
-
 def _kcomp_inputs(g: torch.Generator) -> dict:
     d_model, d_head = 12 + int(torch.randint(0, 5, (1,), generator=g)), 4
     return {"W_V": torch.randn(d_model, d_head, generator=g), "W_O": torch.randn(d_head, d_model, generator=g),

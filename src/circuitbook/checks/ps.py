@@ -7,6 +7,7 @@ results, never code). The reference solutions here are the ones the book shows.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -334,21 +335,27 @@ P4 = FunctionExercise(
 # --- problem 5: verify K-composition, then break it ---------------------------------------------
 
 
-def ablation_effect(model, head: tuple[int, int], tokens: torch.Tensor):
-    """(best induction score, mean loss on the second copy) with ``head`` mean-ablated.
-
-    Mean-ablation replaces the head's z by its mean over batch and positions of the same run
-    (circuitbook.heads.ablate). Loss on the second copy: predictions of tokens n+1 .. 2n-1.
-    """
-    from circuitbook.heads import ablate
-
+def _score_and_loss(model, tokens: torch.Tensor, context) -> tuple[float, float]:
+    """(best induction score, mean loss on the second copy) of one run inside ``context``
+    (an ablation, or nothing). Loss on the second copy: predictions of tokens n+1 .. 2n-1."""
     n = tokens.shape[1] // 2
-    with torch.no_grad(), ablate(model, [head], how="mean"):
+    with torch.no_grad(), context:
         logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
                        for layer in range(model.cfg.n_layers)])
     logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]
     return float(ind.max()), float(-logp[:, n:].mean())
+
+
+def ablation_effect(model, head: tuple[int, int], tokens: torch.Tensor):
+    """(best induction score, mean loss on the second copy) with ``head`` mean-ablated.
+
+    Mean-ablation replaces the head's z by its mean over batch and positions of the same run
+    (circuitbook.heads.ablate).
+    """
+    from circuitbook.heads import ablate
+
+    return _score_and_loss(model, tokens, ablate(model, [head], how="mean"))
 
 
 def _p5_inputs(g: torch.Generator) -> dict:
@@ -361,25 +368,13 @@ def _p5_inputs(g: torch.Generator) -> dict:
 
 
 def _p5_no_ablation(model, head, tokens):
-    n = tokens.shape[1] // 2
-    with torch.no_grad():
-        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
-    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
-                       for layer in range(model.cfg.n_layers)])
-    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
-    return float(ind.max()), float(-logp[:, n:].mean())
+    return _score_and_loss(model, tokens, contextlib.nullcontext())
 
 
 def _p5_zero(model, head, tokens):
     from circuitbook.heads import ablate
 
-    n = tokens.shape[1] // 2
-    with torch.no_grad(), ablate(model, [head], how="zero"):
-        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
-    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
-                       for layer in range(model.cfg.n_layers)])
-    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
-    return float(ind.max()), float(-logp[:, n:].mean())
+    return _score_and_loss(model, tokens, ablate(model, [head], how="zero"))
 
 
 def _p5_all_positions(model, head, tokens):
