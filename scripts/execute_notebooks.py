@@ -3,20 +3,27 @@
 Why our own executor rather than letting `jupyter-book build` run them: we want a
 limit on each notebook's *total* time (myst-nb only limits single cells), a clear
 per-notebook report, and failure on any error. Each executed notebook is stored in
-the same jupyter-cache database that myst-nb reads (`execute.cache` in _config.yml),
-keyed by the hash of its code cells, so the build that follows finds every notebook
-already executed and does not run it again; a second `make book` re-executes only
-notebooks whose code changed.
+the same jupyter-cache database that myst-nb reads (`execute.cache` in _config.yml), so the
+build that follows finds every notebook already executed and does not run it again.
 
-Usage: python scripts/execute_notebooks.py [--notebook-timeout 200] [--cell-timeout 120] [names...]
+jupyter-cache keys a notebook by its code cells only. A chapter's outputs also depend on
+the package it imports, the zoo's weights and the pinned environment, so each cached
+record also stores ``inputs_fingerprint()``, a hash of all of those, and a record whose
+fingerprint differs is executed again. A second `make book` therefore re-executes exactly
+the notebooks whose code changed, or all of them when the package, the zoo or the
+requirements changed.
+
+Usage: python scripts/execute_notebooks.py [--notebook-timeout 200] [--cell-timeout 120] [--force] [names...]
 Exit status 1 if any notebook failed or ran past its limit.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import asyncio
+import hashlib
+import json
+import os
 import sys
 import time
 import traceback
@@ -67,9 +74,35 @@ def cache_path(root: Path = ROOT) -> Path:
     return root / cfg["execute"]["cache"]
 
 
-def execute(path: Path, cell_timeout: int, notebook_timeout: int) -> tuple[object, float, str | None]:
+# Everything besides a notebook's own code that its outputs depend on. Hashing the whole
+# package (kernels, checks, widgets, zoo weights) is deliberate: a finer dependency graph
+# would be cheaper to re-run but could miss an edge, and a stale green is the worse failure.
+FINGERPRINTED = ["src/circuitbook", "requirements.txt", "requirements-data.txt", "pyproject.toml"]
+
+
+def inputs_fingerprint(root: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    """sha256 over the package's files (names and bytes), the requirements and ``env``.
+
+    ``env`` is the numeric configuration the kernel runs under (see scripts/numerics.py):
+    the same code under another configuration is a different execution.
+    """
+    h = hashlib.sha256()
+    for entry in FINGERPRINTED:
+        top = root / entry
+        files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else [top]
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(json.dumps(sorted((env or {}).items())).encode())
+    return h.hexdigest()
+
+
+def execute(path: Path, cell_timeout: int, notebook_timeout: int,
+            env: dict[str, str] | None = None) -> tuple[object, float, str | None]:
     """Execute ``path`` top to bottom in its own folder; stop it past ``notebook_timeout``.
 
+    ``env`` adds variables to the kernel's environment (a second numeric configuration).
     Returns (executed notebook, seconds, error text or None). On a timeout the kernel is
     shut down, so a runaway notebook cannot hold the CPU for the ones after it.
     """
@@ -84,7 +117,9 @@ def execute(path: Path, cell_timeout: int, notebook_timeout: int) -> tuple[objec
 
     async def run():
         try:
-            await asyncio.wait_for(client.async_execute(), timeout=notebook_timeout)
+            # start_kernel(env=...) replaces the environment, so pass the whole of it
+            kwargs = {"env": {**os.environ, **env}} if env else {}
+            await asyncio.wait_for(client.async_execute(**kwargs), timeout=notebook_timeout)
         finally:
             if client.km is not None and await _alive(client.km):
                 await client.km.shutdown_kernel(now=True)
@@ -110,6 +145,54 @@ async def _alive(km) -> bool:
         return False
 
 
+def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] | None = None,
+                force: bool = False, cell_timeout: int = 120, notebook_timeout: int = 200,
+                report_path: Path | None = None) -> list[str]:
+    """Execute each notebook into the jupyter-cache at ``cache_dir`` unless a record with the
+    same code and the same ``inputs_fingerprint(env=env)`` is there. Returns the failures."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(cache_dir))
+    fingerprint = inputs_fingerprint(env=env)
+    report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
+    failures = []
+    for path in notebooks:
+        rel = str(path.relative_to(ROOT))
+        nb = nbformat.read(path, as_version=4)
+        if not force:
+            try:
+                record = cache.match_cache_notebook(nb)
+            except KeyError:
+                record = None
+            if record is not None and record.data.get("inputs") == fingerprint:
+                secs = record.data.get("execution_seconds")
+                print(f"cached    {rel}  ({secs:.1f} s when executed)", flush=True)
+                report[rel] = {"seconds": secs, "status": "cached"}
+                continue
+            if record is not None:
+                print(f"stale     {rel}: the package, zoo or requirements changed since it ran", flush=True)
+        print(f"executing {rel} ...", end=" ", flush=True)
+        executed, seconds, err = execute(path, cell_timeout, notebook_timeout, env)
+        if err is None and seconds > notebook_timeout:
+            err = f"took {seconds:.1f} s, over the notebook limit of {notebook_timeout} s"
+        if err is not None:
+            print(f"FAILED after {seconds:.1f} s\n{err}", flush=True)
+            failures.append(rel)
+            report[rel] = {"seconds": seconds, "status": "failed", "error": err[-2000:]}
+            continue
+        cache.cache_notebook_bundle(
+            CacheBundleIn(executed, str(path), data={"execution_seconds": seconds, "inputs": fingerprint}),
+            check_validity=False, overwrite=True,
+        )
+        print(f"ok in {seconds:.1f} s", flush=True)
+        report[rel] = {"seconds": seconds, "status": "executed"}
+    if report_path:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(json.dumps(report, indent=1, sort_keys=True))
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="only notebooks whose path contains one of these")
@@ -119,44 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", default=str(ROOT / "_build" / "execution_report.json"))
     args = ap.parse_args(argv)
 
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    cache = get_cache(str(cache_path()))
-    report_path = Path(args.report)
-    report = json.loads(report_path.read_text()) if report_path.exists() else {}
-    failures = []
     notebooks = [p for p in toc_notebooks(strict=not args.names)
                  if not args.names or any(n in str(p) for n in args.names)]
-    for path in notebooks:
-        rel = str(path.relative_to(ROOT))
-        nb = nbformat.read(path, as_version=4)
-        if not args.force:
-            try:
-                record = cache.match_cache_notebook(nb)
-                secs = record.data.get("execution_seconds")
-                print(f"cached    {rel}  ({secs:.1f} s when executed)", flush=True)
-                report[rel] = {"seconds": secs, "status": "cached"}
-                continue
-            except KeyError:
-                pass
-        print(f"executing {rel} ...", end=" ", flush=True)
-        executed, seconds, err = execute(path, args.cell_timeout, args.notebook_timeout)
-        if err is None and seconds > args.notebook_timeout:
-            err = f"took {seconds:.1f} s, over the notebook limit of {args.notebook_timeout} s"
-        if err is not None:
-            print(f"FAILED after {seconds:.1f} s\n{err}", flush=True)
-            failures.append(rel)
-            report[rel] = {"seconds": seconds, "status": "failed", "error": err[-2000:]}
-            continue
-        cache.cache_notebook_bundle(
-            CacheBundleIn(executed, str(path), data={"execution_seconds": seconds}),
-            check_validity=False, overwrite=True,
-        )
-        print(f"ok in {seconds:.1f} s", flush=True)
-        report[rel] = {"seconds": seconds, "status": "executed"}
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(json.dumps(report, indent=1, sort_keys=True))
+    failures = execute_all(notebooks, cache_path(), force=args.force, cell_timeout=args.cell_timeout,
+                           notebook_timeout=args.notebook_timeout, report_path=Path(args.report))
     if failures:
         print(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)
         return 1

@@ -89,12 +89,16 @@ class ClaimsLedger(Directive):
         rows = [(docname, title, cell_no, claim)
                 for docname, title, nb in executed_chapters(self)
                 for cell_no, claim in claims_of(nb)]
-        lines = ["| chapter | code cell | claim checked in code | measured in this build |", "|---|---|---|---|"]
+        lines = ["| chapter | code cell | kind | claim checked in code | measured in this build |",
+                 "|---|---|---|---|---|"]
         for docname, title, cell_no, claim in rows:
-            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | {cell_no} | {_escape(claim['statement'])} "
-                         f"| `{_escape(str(claim['measured']))}` |")
+            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | {cell_no} | {claim.get('kind', 'finding')} "
+                         f"| {_escape(claim['statement'])} | `{_escape(str(claim['measured']))}` |")
+        n_identities = sum(claim.get("kind") == "identity" for *_, claim in rows)
         intro = (f"{len(rows)} claims in {len({r[0] for r in rows})} chapters, each checked by an executed cell "
-                 "of this build.")
+                 f"of this build: {len(rows) - n_identities} findings, which could have come out otherwise, and "
+                 f"{n_identities} identities, true by construction and checked to show that the code matches "
+                 "the algebra (their tolerance is the computation's rounding bound, not a tuned number).")
         container = nodes.container(classes=["claims-ledger"])
         # inside a MyST page, nested_parse reads MyST markdown, so the table and {doc} roles work
         self.state.nested_parse(StringList([intro, ""] + lines, source="claims-ledger"), self.content_offset,
