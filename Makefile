@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env chromium notebooks unit execute site assignments grade clean help
+.PHONY: book test env chromium notebooks unit execute numerics site assignments grade clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
@@ -40,6 +40,10 @@ notebooks: env
 execute: env
 	$(PY) scripts/execute_notebooks.py
 
+# Execute every chapter again as another CPU would round, and compare (scripts/numerics.py).
+numerics: execute
+	$(PY) scripts/numerics.py
+
 site: env
 	$(PY) scripts/build_site.py
 
@@ -64,6 +68,9 @@ test: env chromium
 	$(PY) scripts/notebooks.py check
 	$(PY) -m pytest tests/unit -q
 	$(PY) scripts/execute_notebooks.py
+	# every chapter again under a second numeric configuration (generic kernels, 1 thread):
+	# claims, exercise verdicts and printed numbers must not depend on the CPU
+	$(PY) scripts/numerics.py
 	$(PY) scripts/build_site.py
 	$(PY) -m pytest tests/site tests/grading tests/browser -q
 
