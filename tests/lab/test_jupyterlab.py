@@ -15,8 +15,10 @@ Chromium (the system's; Playwright never downloads one) opens three notebooks, a
   (the page changes, and the kernel receives the new values).
 
 Every request for a host other than localhost is blocked. Screenshots go to
-``_build/screenshots/lab/`` for humans. Timings are printed (run pytest with ``-s`` to see them
-as they happen).
+``_build/screenshots/lab/`` for humans. Timings are printed, with each notebook's slowest cells
+(``.venv/bin/python -m pytest tests/lab -s`` shows them as they happen). Text on the page is
+read with ``text_content``: JupyterLab skips laying out cells scrolled out of view, so
+``inner_text`` can be empty there.
 """
 
 from __future__ import annotations
@@ -91,11 +93,15 @@ def lab(tmp_path_factory):
            "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "IPYTHONDIR": str(home / "ipython")}
-    # JupyterLab's own "record timing" setting: each cell's execution times land in its
-    # metadata, so the slowest cells can be named
-    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"recordTiming": True}))
+    # JupyterLab's own settings: "record timing" puts each cell's execution times in its
+    # metadata, so the slowest cells can be named; no news or update checks (they would ask
+    # the internet, and their prompt would cover part of the screenshots)
+    settings = {"notebook-extension/tracker": {"recordTiming": True},
+                "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+    for name, values in settings.items():
+        file = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(values))
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log_path = work / "jupyterlab.log"
@@ -391,7 +397,6 @@ def test_problem_set_runs_and_its_progress_is_saved(page, lab):
     # the six problems' progress trackers rendered (widgets, drawn by the front end)
     trackers = page.locator(".cb-progress")
     assert trackers.count() == 6, f"{PROBLEMS}: {trackers.count()} progress trackers rendered, expected 6"
-    # text_content, not inner_text: JupyterLab skips laying out cells scrolled out of view
     assert trackers.locator(".cb-counter").all_text_contents() == ["0 of 6 done"] * 6
     # "Mark done" under problem 1 updates every counter, reaches the kernel, and the kernel
     # saves it in the progress file beside the notebook (in the copy, not in the tree)
