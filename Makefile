@@ -10,11 +10,12 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env chromium notebooks unit execute numerics site assignments grade clean help
+.PHONY: book test env chromium notebooks unit execute numerics site assignments grade lab clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
 	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
+	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
 	@echo "make assignments          - student notebooks and autograders into _build/assignments"
 	@echo "make grade SUBMISSIONS=d  - grade every notebook in folder d into _build/grades"
 
@@ -51,6 +52,11 @@ book: notebooks execute site
 	@echo
 	@echo "The book is built. Open: file://$(CURDIR)/_build/html/index.html"
 	@echo "or serve it: $(PY) -m http.server -d _build/html 8000  ->  http://localhost:8000"
+
+# Readers: the chapters as live notebooks, in JupyterLab (pinned in requirements.txt).
+# Jupyter refuses to run as root (as in many containers) unless told --allow-root.
+lab: env
+	$(VENV)/bin/jupyter lab book/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Instructors: student notebooks + autograder bundles, then grade a folder of submissions.
 assignments: env
