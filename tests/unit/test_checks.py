@@ -91,9 +91,16 @@ def test_machinery_names_each_mistake():
     assert TOY(_scale).passed
     assert TOY(lambda x, k: x).mistake == "forgot to scale"
     assert TOY(lambda x, k: (x * k).T).mistake == "transposed"
-    assert TOY(lambda x, k: x * k + 1).mistake == "wrong values"
+    assert TOY(lambda x, k: x * k + 1).mistake == "constant offset"
+    assert TOY(lambda x, k: -x * k).mistake == "wrong sign"
+    assert TOY(lambda x, k: x * k * 3).mistake == "wrong scale"
+    assert TOY(lambda x, k: x * k + (torch.arange(4) == 2)).mistake == "wrong values"
+    assert "index 2 of dimension 1" in TOY(lambda x, k: x * k + (torch.arange(4) == 2)).message
     assert TOY(lambda x, k: (x * k)[:2]).mistake == "wrong shape"
     assert TOY(lambda x, k: None).mistake == "returned None"
+    assert TOY(lambda x, k: ...).mistake == "returned Ellipsis"
+    first = TOY(lambda x, k: (_ for _ in ()).throw(NotImplementedError)).message
+    assert "not attempted" in first and "(3, 4)" in first and "scale a tensor" in first
     r = TOY(lambda x, k: 1 / 0)
     assert not r.passed and "ZeroDivisionError" in r.message
     assert "Hint: Return x times k." in str(TOY(lambda x, k: x))
