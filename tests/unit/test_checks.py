@@ -101,6 +101,19 @@ def test_machinery_names_each_mistake():
     assert TOY(lambda x, k: ...).mistake == "returned Ellipsis"
     first = TOY(lambda x, k: (_ for _ in ()).throw(NotImplementedError)).message
     assert "not attempted" in first and "(3, 4)" in first and "scale a tensor" in first
+
+
+def test_an_empty_body_is_not_attempted_but_a_missing_return_is_named():
+    def student_version(x, k):
+        """What otter's student notebook holds: the solution replaced by `...`."""
+        ...
+
+    def forgot_return(x, k):
+        x * k
+
+    first = TOY(student_version)
+    assert "not attempted" in first.message and "(3, 4)" in first.message and first.mistake is None
+    assert TOY(forgot_return).mistake == "returned None"
     r = TOY(lambda x, k: 1 / 0)
     assert not r.passed and "ZeroDivisionError" in r.message
     assert "Hint: Return x times k." in str(TOY(lambda x, k: x))

@@ -261,6 +261,27 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
     return f"expected {shape_of(expected)}; yours ({_describe(got)}) is not it", "wrong values"
 
 
+def _untouched(answer: Callable[..., Any]) -> bool:
+    """True for a function whose body is only ``...`` (after an optional docstring): the
+    student version that ``make assignments`` hands out, before anything is written. Read
+    from the source (notebook cells keep theirs), since ``...`` compiles to ``return None``."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                       and isinstance(n.value.value, str))]
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and body[0].value.value is Ellipsis
+
+
 @dataclass
 class FunctionExercise:
     """An exercise whose answer is a function, checked on ``n_trials`` fresh random inputs."""
@@ -291,6 +312,9 @@ class FunctionExercise:
                 return self._fail(self.first_run(inputs, expected))
             except Exception as exc:  # noqa: BLE001 - the reader's bug, reported as feedback
                 return self._fail(f"your function raised {type(exc).__name__}: {exc}"[:300])
+            if got is None and _untouched(answer):
+                return self._fail(self.first_run(inputs, expected).replace(
+                    "replace `raise NotImplementedError`", "replace the `...` (or `raise NotImplementedError`)"))
             verdict = self._compare(got, expected, inputs)
             if verdict is not None:
                 return verdict

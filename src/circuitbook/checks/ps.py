@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, _untouched
 
 # --- problem 1: shapes and ranks (GPT-2 small: d_model 768, 12 heads of 64, vocab 50257) ------
 
@@ -210,15 +210,19 @@ class DesignExercise:
         space = _p3_space()
         if not callable(answer):
             return Result(self.id, False, f"expected your function, got {type(answer).__name__}", None, self.hint)
+        d = space["S_tok"].shape[-1]
+        first_run = Result(self.id, False, f"not attempted yet: replace `raise NotImplementedError` (or `...`) with "
+                           f"your code ({self.title}). Given the row bases S_tok and S_prev "
+                           f"{tuple(space['S_tok'].shape)}, return the pair (W_QK, W_OV), each a tensor of shape "
+                           f"{(d, d)}.", None, self.hint)
         try:
             got = answer(space["S_tok"], space["S_prev"])
         except NotImplementedError:
-            d = space["S_tok"].shape[-1]
-            return Result(self.id, False, f"not attempted yet: replace `raise NotImplementedError` with your code "
-                          f"({self.title}). Given the row bases S_tok and S_prev {tuple(space['S_tok'].shape)}, "
-                          f"return the pair (W_QK, W_OV), each a tensor of shape {(d, d)}.", None, self.hint)
+            return first_run
         except Exception as exc:  # noqa: BLE001
             return Result(self.id, False, f"your function raised {type(exc).__name__}: {exc}"[:300], None, self.hint)
+        if got is None and _untouched(answer):
+            return first_run
         if got is None or got is Ellipsis:
             return Result(self.id, False, f"your function returned {got}: return the pair (W_QK, W_OV)",
                           "returned None" if got is None else "returned Ellipsis", self.hint)
