@@ -60,6 +60,40 @@ class Result:
                 f'<span style="color:{color}">{mark}</span> {body}</div>')
 
 
+class Session:
+    """What the checks have said in this Python session (one notebook's kernel): the latest
+    result of every exercise checked, so that progress counts checks that passed rather than
+    clicks. ``subscribe(fn)`` calls ``fn(result)`` after every check (a progress widget's
+    hook); it returns a function that unsubscribes."""
+
+    def __init__(self):
+        self._latest: dict[str, bool] = {}
+        self._listeners: list[Callable[[Result], None]] = []
+
+    def record(self, result: Result) -> Result:
+        self._latest[result.exercise] = result.passed
+        for listener in list(self._listeners):
+            listener(result)
+        return result
+
+    def passed(self, exercise: str) -> bool:
+        """True when the latest check of ``exercise`` in this session passed."""
+        return self._latest.get(exercise, False)
+
+    def checked(self, exercise: str) -> bool:
+        return exercise in self._latest
+
+    def subscribe(self, listener: Callable[[Result], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def clear(self) -> None:
+        self._latest.clear()
+
+
+SESSION = Session()
+
+
 @dataclass
 class Mistake:
     """A plausible wrong answer, recognised by recomputing it on the same inputs."""
@@ -296,7 +330,7 @@ class FunctionExercise:
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
-        return self.check(answer, seed=seed)
+        return SESSION.record(self.check(answer, seed=seed))
 
     def check(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
         if not callable(answer):
@@ -384,7 +418,7 @@ class ValueExercise:
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
 
     def __call__(self, answer: Any) -> Result:
-        return self.check(answer)
+        return SESSION.record(self.check(answer))
 
     def check(self, answer: Any) -> Result:
         expected = self.expected()

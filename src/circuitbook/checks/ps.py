@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, _untouched
+from circuitbook.checks.core import SESSION, FunctionExercise, Mistake, Result, ValueExercise, _untouched
 
 # --- problem 1: shapes and ranks (GPT-2 small: d_model 768, 12 heads of 64, vocab 50257) ------
 
@@ -204,7 +204,7 @@ class DesignExercise:
     ])
 
     def __call__(self, answer) -> Result:
-        return self.check(answer)
+        return SESSION.record(self.check(answer))
 
     def check(self, answer) -> Result:
         space = _p3_space()
@@ -512,3 +512,42 @@ P6 = FunctionExercise(
 )
 
 EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6)}
+
+# The checks of each problem: a problem is done when every one of them has passed.
+PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4"],
+            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6"]}
+
+
+@dataclass
+class Progress:
+    """The problem set's progress in this notebook, from the checks that have passed (not
+    from clicks): ``done`` lists the problems whose checks all passed, ``open`` maps every
+    other problem to its checks that have not passed yet."""
+
+    done: list[str]
+    open: dict[str, list[str]]
+
+    def __str__(self) -> str:
+        text = f"{len(self.done)} of {len(PROBLEMS)} done"
+        if self.open:
+            text += "; still open: " + "; ".join(f"problem {p} ({', '.join(ids)})" for p, ids in self.open.items())
+        return text
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f'<div class="circuitbook-progress-report">{html.escape(str(self))}</div>'
+
+
+def progress(session=SESSION) -> Progress:
+    """Which problems of the set are done in this notebook, and which checks are still open."""
+    done, still_open = [], {}
+    for problem, ids in PROBLEMS.items():
+        missing = [i for i in ids if not session.passed(i)]
+        if missing:
+            still_open[problem] = missing
+        else:
+            done.append(problem)
+    return Progress(done, still_open)
