@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, allclose
+from circuitbook.checks.core import FunctionExercise, Mistake, allclose, tensor_difference
 
 # --------------------------------------------------------------------------------------
 # Exercise 11.1: LayerNorm from scratch
@@ -134,8 +134,8 @@ class _FoldExercise(FunctionExercise):
                 shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 return self._fail(f"{name} should have shape {tuple(y.shape)}, got {shape}", "wrong shape")
             if not close(x, y):
-                parts.append(name)
-        return self._fail(f"wrong values in {' and '.join(parts)}", "wrong values")
+                parts.append(f"{name}: {tensor_difference(x, y)[0]}")
+        return self._fail("; ".join(parts), "wrong values")
 
 
 def _Wf(gamma, W):

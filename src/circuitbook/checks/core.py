@@ -401,8 +401,7 @@ class PairExercise(FunctionExercise):
             elif a.shape != b.shape:
                 notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
             elif not self.compare(a, b):
-                note = " (it is the transpose of the right answer)" if self.compare(a.T, b) else ""
-                notes.append(f"{name} has the right shape but wrong values{note}")
+                notes.append(f"{name}: {tensor_difference(a, b)[0]}")
         return self._fail("; ".join(notes) or "wrong values", "wrong values")
 
 
