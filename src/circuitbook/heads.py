@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.data import repeated_random_tokens
+from circuitbook.data.repeats import repeated_random_tokens
 from circuitbook.validate import (
     check_heads,
     check_layer_head,
@@ -23,7 +23,11 @@ from circuitbook.validate import (
     model_device,
 )
 
-__all__ = ["induction_scores", "prev_token_scores", "copying_scores", "ablate", "Ablation", "icl_score"]
+__all__ = [
+    "induction_scores",
+    "prev_token_scores",
+    "induction_and_prev_token_scores",
+    "copying_scores", "ablate", "Ablation", "icl_score"]
 
 
 # --- attention-pattern scores ------------------------------------------------------------------
@@ -130,6 +134,22 @@ def prev_token_scores(
         if tokens.shape[1] < 2:
             raise ValueError(f"prev_token_scores needs sequences of at least 2 tokens, got {tokens.shape[1]}")
     return _mean_attention_at_offset(model, tokens, offset=1, first_query=1)
+
+
+def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(induction_scores, prev_token_scores)`` of every head on the same repeated random tokens.
+
+    Both are read from ``repeated_random_tokens(batch, seq_len, d_vocab, seed=seed)`` (see
+    :func:`induction_scores` and :func:`prev_token_scores` for the equations); the training
+    metrics (``circuitbook.train.InductionMetrics``, chapter 19) and the zoo's metrics record
+    the pair. Shapes: returns two [n_layers, n_heads] tensors.
+
+    Taught in chapter 17 (Induction heads).
+    """
+    return (
+        induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+        prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+    )
 
 
 # --- copying ----------------------------------------------------------------------------------

@@ -79,17 +79,6 @@ def model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def check_same_device_dtype(**tensors: torch.Tensor) -> None:
-    """Raise if the named tensors are not all on one device with one floating dtype."""
-    items = list(tensors.items())
-    name0, t0 = items[0]
-    for name, t in items[1:]:
-        if t.device != t0.device:
-            raise ValueError(f"{name} is on {t.device} but {name0} is on {t0.device}; move them to one device")
-        if t.dtype != t0.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but {name0} has {t0.dtype}; cast them to one dtype")
-
-
 def check_model_device_dtype(model, what: str) -> None:
     """Raise if ``model``'s weights are not all on one device with one floating dtype.
 

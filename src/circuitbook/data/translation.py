@@ -35,6 +35,8 @@ from typing import Iterable, Sequence
 
 import torch
 
+from circuitbook.masks import make_std_mask
+
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<s>", "</s>"]
 
@@ -246,13 +248,6 @@ def to_tensors(sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.
         src[i, : len(s)] = torch.tensor(s)
         tgt[i, : len(t)] = torch.tensor(t)
     return src, tgt
-
-
-def make_std_mask(tgt: torch.Tensor, pad: int) -> torch.Tensor:
-    """Target mask [batch, tgt, tgt]: key is not padding AND key position <= query position."""
-    from circuitbook.models.encoder_decoder import subsequent_mask
-
-    return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1)).to(tgt.device)
 
 
 class Batch:

@@ -112,7 +112,7 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
-#: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``models.encoder_decoder``.
+#: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
 NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation")
 
 # Fixed evaluation settings, so a loaded checkpoint's metrics can be recomputed exactly.
@@ -183,26 +183,13 @@ def load(name: str, *, device: str | torch.device = "cpu"):
 
 def _empty_model(name: str, config: dict):
     if name == "toy-translation":
-        return _translation_api()[1](config)
+        from circuitbook.train.translation import model_from_config
+
+        return model_from_config(config)
     from circuitbook.models.attn_only import attn_only
 
     cfg = dict(config, seed=None)  # the weights are loaded next: no need to seed torch's global RNG
     return attn_only(cfg.pop("n_layers"), **cfg)
-
-
-def _translation_api():
-    """``(train_translation_zoo_model, model_from_config)`` from ``models.encoder_decoder``."""
-    try:
-        from circuitbook.models import encoder_decoder as ed
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(
-            "toy-translation needs circuitbook.models.encoder_decoder (the Annotated Transformer), "
-            f"which could not be imported: {e}"
-        ) from e
-    missing = [n for n in ("train_translation_zoo_model", "model_from_config") if not hasattr(ed, n)]
-    if missing:
-        raise ImportError(f"circuitbook.models.encoder_decoder does not define {missing} yet; toy-translation needs them")
-    return ed.train_translation_zoo_model, ed.model_from_config
 
 
 # ----------------------------------------------------------------------------------------
@@ -284,11 +271,12 @@ def evaluate(name: str, model) -> dict:
 def induction_metrics(model) -> dict:
     """Loss on the first / second copy of repeated random tokens, and the best induction and
     previous-token heads with their scores (chapter 17)."""
-    from circuitbook.train import _head_scores, repeat_losses
+    from circuitbook.heads import induction_and_prev_token_scores
+    from circuitbook.train.lm import repeat_losses
 
     n, b, s = EVAL["repeat_seq_len"], EVAL["repeat_batch"], EVAL["repeat_seed"]
     first, second = repeat_losses(model, seq_len=n, batch=b, seed=s)
-    ind, prev = _head_scores(model, seq_len=n, batch=b, seed=s)
+    ind, prev = induction_and_prev_token_scores(model, seq_len=n, batch=b, seed=s)
     best_ind, best_prev = _argmax2d(ind), _argmax2d(prev)
     return {
         "loss_first_copy": first,
@@ -382,7 +370,7 @@ def skip_trigram_metrics(model) -> dict:
 def _translation_metrics(model, config: dict) -> dict:
     """Teacher-forced and greedy held-out metrics of the translation model (no beam search)."""
     from circuitbook.data import translation as T
-    from circuitbook.models.encoder_decoder import translation_metrics
+    from circuitbook.train.translation import translation_metrics
 
     _, test = T.make_split(config["n_train"], config["n_test"], seed=config["seed"])
     m = translation_metrics(model, test, beam_size=config.get("beam_size", 4), n_beam=0)
@@ -445,13 +433,14 @@ def build(name: str, *, threads: int = 1, progress: bool = True) -> tuple[object
 
 
 def _build_translation() -> tuple[object, dict]:
-    train_zoo, _ = _translation_api()
+    from circuitbook.train.translation import train_translation_zoo_model
+
     t0 = time.perf_counter()
-    model, recorded, config = train_zoo(seed=0)
+    model, recorded, config = train_translation_zoo_model(seed=0)
     seconds = time.perf_counter() - t0
     values = _translation_metrics(model, config)
     training = {"seconds": round(seconds, 1), "threads": 1, "recorded_at_training": recorded}
-    record = {"config": config, "recipe": {"source": "circuitbook.models.encoder_decoder.train_translation_zoo_model",
+    record = {"config": config, "recipe": {"source": "circuitbook.train.translation.train_translation_zoo_model",
                                            "seed": 0}, "metrics": values, "training": training}
     return model, record
 
