@@ -552,7 +552,7 @@ def beam_search(
     ]
     out = torch.full((src.shape[0], max_len), end_symbol, dtype=src.dtype, device=src.device)
     for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=src.dtype)
+        out[i, : len(row)] = torch.tensor(row, dtype=src.dtype, device=src.device)
     return out
 
 
@@ -573,7 +573,7 @@ def _beam_one(model, src, src_mask, max_len, start_symbol, end_symbol, k, length
             out = model.decode(memory.expand(n, -1, -1), src_mask.expand(n, -1, -1), ys,
                                subsequent_mask(ys.size(1), device=src.device))
             logp = model.generator(out[:, -1]).double()  # [n, vocab]
-            cand = (torch.tensor(alive_scores, dtype=torch.float64)[:, None] + logp).reshape(-1)
+            cand = (torch.tensor(alive_scores, dtype=torch.float64, device=logp.device)[:, None] + logp).reshape(-1)
             # 2k candidates: even if k of them end here, k live ones remain.
             top_scores, top_idx = cand.topk(min(2 * k, cand.numel()))
             vocab = logp.shape[-1]
@@ -621,12 +621,13 @@ def cross_attention_alignment(model: EncoderDecoder, sentences) -> torch.Tensor:
     adjectives after their noun), so a high score means the head found it. Chapter 12.
     """
     model.eval()
+    device = next(model.parameters()).device
     src, tgt = T.to_tensors(sentences)
-    batch = T.Batch(src, tgt, pad=T.PAD)
-    want = torch.full(batch.tgt.shape, -1, dtype=torch.long)
+    batch = T.Batch(src.to(device), tgt.to(device), pad=T.PAD)
+    want = torch.full(batch.tgt.shape, -1, dtype=torch.long, device=device)
     for i, words in enumerate(sentences):
         al = T.alignment(words)
-        want[i, : len(al)] = torch.tensor(al) + 1
+        want[i, : len(al)] = torch.tensor(al, device=device) + 1
     valid = want >= 0
     with torch.no_grad():
         model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)

@@ -27,12 +27,14 @@ def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
 def per_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """``loss[b, t] = -log softmax(logits[b, t])[tokens[b, t + 1]]``, shape [batch, pos - 1].
 
-    Position ``t`` predicts token ``t + 1``, so the last position has no target.
+    Position ``t`` predicts token ``t + 1``, so the last position has no target. The tokens
+    are moved to the logits' device (a model moves its input tokens there too).
+    Shapes: ``logits`` [batch, pos, d_vocab], ``tokens`` [batch, pos]. Taught in chapter 14.
     """
     if logits.shape[:2] != tokens.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match tokens {tuple(tokens.shape)} in [batch, pos]")
     log_probs = logits[:, :-1].log_softmax(-1)
-    return -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    return -log_probs.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
 
 
 def make_optimizer(model, optimizer="adam", *, lr: float = 1e-2, weight_decay: float = 0.0, betas=(0.9, 0.999)):
@@ -97,6 +99,7 @@ def train_lm(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule is not None else None
     if not callable(batches):
         batches = iter(batches)
+    device = next(model.parameters()).device
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -108,7 +111,7 @@ def train_lm(
         for step in range(1, steps + 1):
             if stop:
                 break
-            tokens = _next_batch(batches, step - 1)
+            tokens = _next_batch(batches, step - 1).to(device)
             loss = lm_loss(model, tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()

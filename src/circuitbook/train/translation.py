@@ -72,6 +72,7 @@ def train_translation(
     steps: int | None = None,
     threads: int = 1,
     evaluate: bool = True,
+    device: str | torch.device = "cpu",
     **overrides,
 ):
     """Train the toy translation model (``circuitbook.data.translation``) from scratch.
@@ -81,6 +82,9 @@ def train_translation(
     from a fixed pool of training sentences disjoint from the held-out set. Deterministic
     given ``seed`` (global RNG forked and restored; ``threads`` torch threads, 1 by default).
     ``overrides`` replace ``ZOO_CONFIG`` entries (e.g. ``steps=300`` for a quick run).
+    ``device`` is where training runs; the default is the CPU, where the zoo's checkpoint was
+    trained, because the same seed gives bitwise the same weights only on the same kernels.
+    The initial weights and the batch order come from CPU generators on every device.
 
     Returns ``(model, metrics, config)``: the model in eval mode; ``metrics`` from
     ``translation_metrics`` plus ``train_seconds``, ``final_loss`` and ``loss_history``;
@@ -96,10 +100,12 @@ def train_translation(
     cfg.update(src_vocab=len(T.SRC_VOCAB), tgt_vocab=len(T.TGT_VOCAB), pad=T.PAD, bos=T.BOS, eos=T.EOS,
                task="circuitbook.data.translation (SVO + adjective-noun -> SOV + noun-adjective)")
     train_sents, test_sents = T.make_split(cfg["n_train"], cfg["n_test"], seed=seed)
+    device = torch.device(device)
     src, tgt = T.to_tensors(train_sents)
+    src, tgt = src.to(device), tgt.to(device)
 
     with _deterministic(seed, threads):
-        model = model_from_config(cfg)
+        model = model_from_config(cfg).to(device)
         criterion = LabelSmoothing(cfg["tgt_vocab"], padding_idx=T.PAD, smoothing=smoothing)
         opt, sched = vaswani_adam(model.parameters(), cfg["d_model"], warmup=cfg["warmup"], factor=cfg["lr_factor"])
         gen = torch.Generator().manual_seed(seed)
@@ -107,7 +113,7 @@ def train_translation(
         t0 = time.perf_counter()
         model.train()
         for step in range(cfg["steps"]):
-            idx = torch.randint(0, src.shape[0], (cfg["batch_size"],), generator=gen)
+            idx = torch.randint(0, src.shape[0], (cfg["batch_size"],), generator=gen, device="cpu").to(device)
             batch = T.Batch(src[idx], tgt[idx], pad=T.PAD)
             loss = loss_compute(model, batch, criterion)
             opt.zero_grad(set_to_none=True)
@@ -143,7 +149,7 @@ def calibration(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 1
     confidence, correct = confidence.double().flatten(), correct.double().flatten()
     if confidence.shape != correct.shape or confidence.numel() == 0:
         raise ValueError(f"confidence and correct must be equal-length, non-empty; got {confidence.shape}, {correct.shape}")
-    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
+    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=confidence.device)
     which = torch.bucketize(confidence, edges[1:-1], right=True)
     ece, bins = 0.0, []
     for b in range(n_bins):
@@ -167,7 +173,9 @@ def translation_metrics(model: EncoderDecoder, sentences, beam_size: int = 4, n_
     Chapter 19.
     """
     model.eval()
+    device = next(model.parameters()).device
     src, tgt = T.to_tensors(sentences)
+    src, tgt = src.to(device), tgt.to(device)
     batch = T.Batch(src, tgt, pad=T.PAD)
     max_len = tgt.shape[1]
     with torch.no_grad():
