@@ -22,13 +22,13 @@ from circuitbook import checks
 from circuitbook.book import claim, glue
 from circuitbook.data import translation as T
 from circuitbook.models.encoder_decoder import (
-    ZOO_CONFIG,
     EncoderLayer,
     MultiHeadedAttention,
     PositionwiseFeedForward,
     SublayerConnection,
     make_model,
 )
+from circuitbook.train import ZOO_CONFIG
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")

@@ -24,11 +24,12 @@ from circuitbook import checks
 from circuitbook.book import claim, glue
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
-from circuitbook.models.encoder_decoder import calibration, loss_compute
 from circuitbook.train import (
     VASWANI_BETAS,
     VASWANI_EPS,
     LabelSmoothing,
+    calibration,
+    loss_compute,
     noam_lr,
     phase_change_step,
     vaswani_adam,

@@ -7,8 +7,11 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.paths``        path expansion and logit attribution (chapter 13)
 - ``circuitbook.heads``        induction / previous-token / copying scores, ablation (chapter 17)
 - ``circuitbook.data``         synthetic tasks and the Shakespeare corpus (chapters 14-17)
-- ``circuitbook.train``        Adam, the Noam schedule, label smoothing (chapter 19)
+- ``circuitbook.masks``        the encoder-decoder's causal and target masks (chapter 6)
+- ``circuitbook.train``        Adam, the Noam schedule, label smoothing, the training loops (chapter 19)
 - ``circuitbook.models``       attention-only builder, encoder-decoder, zoo, pretrained loaders
+- ``circuitbook.devices``      the default device: CUDA when available, as in TransformerLens
+- ``circuitbook.cache``        the user's cache directory (converted SmolLM2 weights, tokenizers)
 - ``circuitbook.checks``       exercise checks with feedback, one module per chapter
 - ``circuitbook.widgets``      chapter explorations, the induction explainers, quiz, progress
 - ``circuitbook.viz``          attention patterns with circuitsvis, served from the site
@@ -25,8 +28,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "circuits", "composition", "paths", "heads", "data", "train", "models",
-    "viz", "widgets", "checks", "validate", "book",
+    "circuits", "composition", "paths", "heads", "data", "masks", "train", "models",
+    "devices", "cache", "viz", "widgets", "checks", "validate", "book",
 }
 
 

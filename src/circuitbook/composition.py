@@ -134,13 +134,14 @@ def composition_scores(model, kind: str) -> torch.Tensor:
 
 
 def _random_factor(shape: tuple[int, ...], init: str, g: torch.Generator, dtype) -> torch.Tensor:
+    """i.i.d. factor of ``shape`` on the generator's device."""
     if init == "gaussian":
-        return torch.randn(shape, generator=g, dtype=dtype)
+        return torch.randn(shape, generator=g, dtype=dtype, device=g.device)
     if init == "uniform":
-        return torch.rand(shape, generator=g, dtype=dtype) * 2 - 1
+        return torch.rand(shape, generator=g, dtype=dtype, device=g.device) * 2 - 1
     # "orthogonal": orthonormal columns along the longer side, as torch.nn.init.orthogonal_ gives.
     tall = shape[-2] >= shape[-1]
-    m = torch.randn(shape if tall else shape[:-2] + (shape[-1], shape[-2]), generator=g, dtype=dtype)
+    m = torch.randn(shape if tall else shape[:-2] + (shape[-1], shape[-2]), generator=g, dtype=dtype, device=g.device)
     q = torch.linalg.qr(m).Q
     return q if tall else q.transpose(-2, -1)
 
@@ -153,6 +154,7 @@ def random_baseline(
     seed: int = 0,
     kind: str = "K",
     init: str = "gaussian",
+    device: str | torch.device = "cpu",
 ) -> float:
     """Measure the mean composition score between independent random heads of these shapes.
 
@@ -172,6 +174,9 @@ def random_baseline(
     d_model 64, d_head 4 (1/sqrt(64) = 0.125). A score well above the baseline is evidence of
     composition.
 
+    The samples are drawn and scored on ``device`` (float64; the CPU by default, where the
+    numbers above were measured: another device's generator draws other samples).
+
     Taught in chapter 18 (Composition scores).
     """
     kind = _check_kind(kind)
@@ -181,7 +186,7 @@ def random_baseline(
         raise ValueError(
             f"d_model, d_head and n_samples must be >= 1, got {d_model}, {d_head}, {n_samples}"
         )
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=torch.device(device)).manual_seed(seed)
     dt = torch.float64  # a measurement, not a model: use the accurate dtype
     W_V, W_Q, W_K, W_V2 = (_random_factor((n_samples, d_model, d_head), init, g, dt) for _ in range(4))
     W_O, W_O2 = (_random_factor((n_samples, d_head, d_model), init, g, dt) for _ in range(2))

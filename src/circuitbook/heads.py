@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.data import repeated_random_tokens
+from circuitbook.data.repeats import repeated_random_tokens
 from circuitbook.validate import (
     check_heads,
     check_layer_head,
@@ -23,7 +23,11 @@ from circuitbook.validate import (
     model_device,
 )
 
-__all__ = ["induction_scores", "prev_token_scores", "copying_scores", "ablate", "Ablation", "icl_score"]
+__all__ = [
+    "induction_scores",
+    "prev_token_scores",
+    "induction_and_prev_token_scores",
+    "copying_scores", "ablate", "Ablation", "icl_score"]
 
 
 # --- attention-pattern scores ------------------------------------------------------------------
@@ -51,17 +55,28 @@ def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_qu
     return scores
 
 
-def _repeated_tokens(model, seq_len: int | None, batch: int, seed: int, tokens: torch.Tensor | None):
-    """Validated [batch, 2 * seq_len] repeated tokens and their ``seq_len``."""
+def _check_prefix(prefix, tokens: torch.Tensor | None) -> int:
+    if not isinstance(prefix, int) or isinstance(prefix, bool) or prefix < 0:
+        raise ValueError(f"prefix must be a non-negative int (the number of leading tokens such as BOS), got {prefix!r}")
+    if prefix and tokens is None:
+        raise ValueError(f"prefix={prefix} describes tokens you pass: give tokens too (e.g. "
+                         "repeated_random_tokens(..., prefix=bos)), or leave prefix at 0")
+    return prefix
+
+
+def _repeated_tokens(model, seq_len: int | None, batch: int, seed: int, tokens: torch.Tensor | None, prefix: int = 0):
+    """Validated [batch, prefix + 2 * seq_len] repeated tokens and their ``seq_len``."""
     if tokens is not None:
         tokens = check_tokens(model, tokens)
-        total = tokens.shape[1]
+        body = tokens[:, prefix:]
+        total = body.shape[1]
         half = total // 2
-        if total % 2 or half < 2 or not torch.equal(tokens[:, :half], tokens[:, half:]):
+        if total % 2 or half < 2 or not torch.equal(body[:, :half], body[:, half:]):
             raise ValueError(
-                "tokens must be a random sequence repeated once, [r_0..r_{n-1}, r_0..r_{n-1}] with "
-                f"n >= 2 (see circuitbook.data.repeated_random_tokens); got shape {tuple(tokens.shape)} "
-                "whose two halves differ or are too short"
+                f"tokens after the first prefix={prefix} must be a random sequence repeated once, "
+                "[r_0..r_{n-1}, r_0..r_{n-1}] with n >= 2 (see circuitbook.data.repeated_random_tokens); "
+                f"got shape {tuple(tokens.shape)} whose repeated part's two halves differ or are too short"
+                + ("" if prefix else "; if the tokens start with BOS, pass prefix=1")
             )
         if seq_len is not None and seq_len != half:
             raise ValueError(f"seq_len={seq_len} disagrees with the tokens given, which repeat {half} tokens")
@@ -86,6 +101,7 @@ def induction_scores(
     batch: int = 8,
     seed: int = 0,
     tokens: torch.Tensor | None = None,
+    prefix: int = 0,
 ) -> torch.Tensor:
     """Induction score of every head: attention from each repeated token to its earlier successor.
 
@@ -95,14 +111,18 @@ def induction_scores(
     that attends uniformly scores about 1/(2n). Tokens come from
     ``circuitbook.data.repeated_random_tokens(batch, seq_len, d_vocab, seed=seed)`` (no BOS), with
     ``seq_len`` defaulting to ``min(n_ctx // 2, 50)``, or pass your own repeated ``tokens``.
+    ``prefix`` counts leading tokens of ``tokens`` outside the repeat, such as a BOS token
+    (``repeated_random_tokens(..., prefix=bos)`` gives ``prefix=1``): positions shift by
+    ``prefix`` and the score reads ``A[b, prefix + n + i, prefix + i + 1]``.
     Patterns are those of the real forward pass, reduced to a diagonal inside a hook.
-    Shapes: ``tokens`` [batch, 2 * seq_len]; returns [n_layers, n_heads].
+    Shapes: ``tokens`` [batch, prefix + 2 * seq_len]; returns [n_layers, n_heads].
 
     Taught in chapter 17 (Induction heads).
     """
     check_model_device_dtype(model, "induction_scores")
-    tokens, n = _repeated_tokens(model, seq_len, batch, seed, tokens)
-    return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=n)
+    prefix = _check_prefix(prefix, tokens)
+    tokens, n = _repeated_tokens(model, seq_len, batch, seed, tokens, prefix)
+    return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=prefix + n)
 
 
 def prev_token_scores(
@@ -112,24 +132,44 @@ def prev_token_scores(
     batch: int = 8,
     seed: int = 0,
     tokens: torch.Tensor | None = None,
+    prefix: int = 0,
 ) -> torch.Tensor:
     """Previous-token score of every head: mean attention from each position to the one before.
 
-    Equation: ``score = mean_{b, p} A[b, p, p - 1]`` over every position ``p >= 1`` of both
-    copies (position 0 has no predecessor and is left out). Same tokens and arguments as
-    :func:`induction_scores`; ``tokens`` may be any [batch, pos] sequence here.
-    Shapes: returns [n_layers, n_heads].
+    Equation: ``score = mean_{b, p} A[b, p, p - 1]`` over every position ``p >= prefix + 1``
+    (the first token has no predecessor, and with ``prefix`` leading tokens such as BOS the
+    first real token's predecessor would be the prefix: both are left out). Same tokens and
+    arguments as :func:`induction_scores`; ``tokens`` may be any [batch, pos] sequence here.
+    Shapes: ``tokens`` [batch, pos]; returns [n_layers, n_heads].
 
     Taught in chapter 17 (Induction heads).
     """
     check_model_device_dtype(model, "prev_token_scores")
+    prefix = _check_prefix(prefix, tokens)
     if tokens is None:
         tokens, _ = _repeated_tokens(model, seq_len, batch, seed, None)
     else:
         tokens = check_tokens(model, tokens)
-        if tokens.shape[1] < 2:
-            raise ValueError(f"prev_token_scores needs sequences of at least 2 tokens, got {tokens.shape[1]}")
-    return _mean_attention_at_offset(model, tokens, offset=1, first_query=1)
+        if tokens.shape[1] < prefix + 2:
+            raise ValueError(f"prev_token_scores needs at least 2 tokens after the prefix of {prefix}, got "
+                             f"{tokens.shape[1] - prefix}")
+    return _mean_attention_at_offset(model, tokens, offset=1, first_query=prefix + 1)
+
+
+def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(induction_scores, prev_token_scores)`` of every head on the same repeated random tokens.
+
+    Both are read from ``repeated_random_tokens(batch, seq_len, d_vocab, seed=seed)`` (see
+    :func:`induction_scores` and :func:`prev_token_scores` for the equations); the training
+    metrics (``circuitbook.train.InductionMetrics``, chapter 19) and the zoo's metrics record
+    the pair. Shapes: returns two [n_layers, n_heads] tensors.
+
+    Taught in chapter 17 (Induction heads).
+    """
+    return (
+        induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+        prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
+    )
 
 
 # --- copying ----------------------------------------------------------------------------------
@@ -199,8 +239,6 @@ class Ablation:
         if how not in ("mean", "zero"):
             raise ValueError(f"unknown ablation how={how!r}: use 'mean' or 'zero'")
         check_model_device_dtype(model, "ablate")
-        if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
-            heads = [heads]  # one (layer, head) pair given bare
         heads = check_heads(model, heads)
         if not heads:
             raise ValueError("ablate needs at least one (layer, head) pair")
@@ -264,7 +302,8 @@ def ablate(model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | 
     inside the same forward pass (so they include the effect of ablations in earlier layers).
     Use as ``with ablate(model, [(0, 1)]): model(tokens)`` or
     ``model.run_with_hooks(tokens, fwd_hooks=ablate(model, [(0, 1)]).fwd_hooks)``.
-    Shapes: ``heads`` is a list of ``(layer, head)`` pairs (or one pair); ``reference_tokens``
+    Shapes: ``heads`` is a list of ``(layer, head)`` pairs (or one pair), a [n, 2] integer tensor,
+    or the ``(layers, heads)`` index tensors of ``torch.unravel_index``; ``reference_tokens``
     [batch, pos].
 
     Taught in chapter 17 (Induction heads).

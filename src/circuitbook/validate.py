@@ -6,7 +6,7 @@ problem and the expected value, so a student who passes the wrong thing learns w
 
 from __future__ import annotations
 
-from typing import Iterable
+import numbers
 
 import torch
 
@@ -25,14 +25,54 @@ def check_layer_head(model, layer: int, head: int | None = None) -> None:
             raise ValueError(f"head {head} is out of range: layer {layer} has {n_heads} heads, 0..{n_heads - 1}")
 
 
-def check_heads(model, heads: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Validate a list of ``(layer, head)`` pairs and return it as a list."""
+def _as_index(x, what: str) -> int:
+    """``x`` as a Python int if it is an integer scalar (int, numpy integer, 0-dim integer tensor)."""
+    if isinstance(x, torch.Tensor) and x.ndim == 0 and not x.dtype.is_floating_point and x.dtype != torch.bool:
+        return int(x)
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return int(x)
+    raise TypeError(f"{what} must be an integer, got {x!r}")
+
+
+def _is_index(x) -> bool:
+    try:
+        _as_index(x, "")
+        return True
+    except TypeError:
+        return False
+
+
+def check_heads(model, heads) -> list[tuple[int, int]]:
+    """Validate ``(layer, head)`` pairs and return them as a list of tuples of Python ints.
+
+    Accepts what TransformerLens users pass: one pair given bare (``(1, 4)``, ``[1, 4]``), a list
+    of pairs (tuples, lists or 2-element tensors), a [n, 2] integer tensor, or the
+    ``(layers, heads)`` pair of index tensors that ``torch.unravel_index(flat, (n_layers,
+    n_heads))`` returns. Entries may be ints, numpy integers or 0-dim integer tensors.
+    """
+    if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(t, torch.Tensor) and t.ndim == 1 for t in heads):
+        if heads[0].shape != heads[1].shape:
+            raise ValueError(f"the (layers, heads) index tensors differ in length: {tuple(heads[0].shape)} vs "
+                             f"{tuple(heads[1].shape)}")
+        heads = list(zip(heads[0], heads[1]))  # torch.unravel_index's output
+    elif isinstance(heads, torch.Tensor):
+        if heads.ndim == 1 and heads.shape[0] == 2:
+            heads = [heads]
+        elif heads.ndim == 2 and heads.shape[1] == 2:
+            heads = list(heads)
+        else:
+            raise ValueError(f"a tensor of heads must have shape [2] or [n, 2] (layer, head), got {tuple(heads.shape)}")
+    elif isinstance(heads, (tuple, list)) and len(heads) == 2 and all(_is_index(x) for x in heads):
+        heads = [heads]  # one (layer, head) pair given bare
     out = []
     for item in heads:
-        if not (isinstance(item, tuple) and len(item) == 2):
+        if isinstance(item, torch.Tensor) and item.ndim == 1:
+            item = tuple(item)
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise TypeError(f"heads must be (layer, head) pairs, got {item!r}")
-        check_layer_head(model, *item)
-        out.append(item)
+        pair = (_as_index(item[0], "a layer"), _as_index(item[1], "a head"))
+        check_layer_head(model, *pair)
+        out.append(pair)
     return out
 
 
@@ -77,17 +117,6 @@ def check_tokens(model, tokens: torch.Tensor) -> torch.Tensor:
 
 def model_device(model) -> torch.device:
     return next(model.parameters()).device
-
-
-def check_same_device_dtype(**tensors: torch.Tensor) -> None:
-    """Raise if the named tensors are not all on one device with one floating dtype."""
-    items = list(tensors.items())
-    name0, t0 = items[0]
-    for name, t in items[1:]:
-        if t.device != t0.device:
-            raise ValueError(f"{name} is on {t.device} but {name0} is on {t0.device}; move them to one device")
-        if t.dtype != t0.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but {name0} has {t0.dtype}; cast them to one dtype")
 
 
 def check_model_device_dtype(model, what: str) -> None:

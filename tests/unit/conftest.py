@@ -1,10 +1,19 @@
 """Small attention-only models shared by the circuit-algebra tests (circuits, composition,
-paths, heads). Every builder is seeded and takes milliseconds."""
+paths, heads). Every builder is seeded and takes milliseconds.
+
+The unit tests run on the CPU on every machine: their references (the zoo's recorded metrics,
+hand-derived values) are CPU results, so ``CIRCUITBOOK_DEVICE=cpu`` keeps ``circuitbook``'s
+CUDA-if-available default (``circuitbook.devices.default_device``) off here. The GPU suite
+(``tests/gpu``) passes its devices explicitly.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
+
+os.environ.setdefault("CIRCUITBOOK_DEVICE", "cpu")
 
 import pytest
 import torch

@@ -31,10 +31,23 @@ def dense_scores(model, kind: str) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("kind", ["Q", "K", "V"])
-@pytest.mark.parametrize("d_model", [12, 70])  # 70 spans two Gram blocks of 64, the last partial
+@pytest.mark.parametrize("d_model", [12, 70])  # one Gram block (composition._BLOCK = 96), full or partial
 def test_matches_transformer_lens_all_composition_scores(kind, d_model):
     model = build_model(3, d_model=d_model, n_heads=2, d_head=5, dtype=torch.float64)
     torch.testing.assert_close(composition_scores(model, kind), model.all_composition_scores(kind), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+@pytest.mark.parametrize("d_model", [200, 768])
+def test_off_diagonal_gram_blocks_match_transformer_lens_and_dense(kind, d_model):
+    # d_model > composition._BLOCK (96): the Gram matrices are split into blocks and each
+    # off-diagonal block (i < j) counts twice (G and H are symmetric). 200 = 96 + 96 + 8 has a
+    # partial last block; 768 (GPT-2 small) has 8 full blocks.
+    assert d_model > composition._BLOCK
+    model = build_model(2, d_model=d_model, n_heads=2, d_head=8, d_vocab=10, dtype=torch.float64)
+    got = composition_scores(model, kind)
+    torch.testing.assert_close(got, model.all_composition_scores(kind), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(got, dense_scores(model, kind), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["Q", "K", "V"])

@@ -17,17 +17,15 @@ from circuitbook.models.encoder_decoder import (
     SublayerConnection,
     attention,
     beam_search,
-    calibration,
     cross_attention_alignment,
     greedy_decode,
     head_outputs,
     make_model,
-    model_from_config,
-    subsequent_mask,
     tl_weights,
-    train_translation,
     truncate_at,
 )
+from circuitbook.masks import subsequent_mask
+from circuitbook.train.translation import calibration, model_from_config, train_translation
 
 
 def small_model(norm_position="pre", seed=0, dropout=0.0):

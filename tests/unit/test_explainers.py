@@ -57,10 +57,27 @@ def test_widgets_carry_their_data_and_code():
     assert set(builder.data["sizes"]) >= {"direct", "h0_ov", "h1_ov", "virtual", "q_comp", "k_comp"}
 
 
-def test_builder_scores_match_the_composition_kernel():
-    from circuitbook.composition import composition_scores
-
+def test_builder_scores_and_sizes_match_dense_float64_products():
+    # Independent reference: every matrix multiplied out densely in float64 from the weights.
     model = _model()
-    data = builder_data(model, prev_head=(0, 0), induction_head=(1, 1))
-    for kind in "QKV":
-        assert abs(data["scores"][kind] - float(composition_scores(model, kind)[0, 0, 1, 1])) < 1e-6
+    (l0, h0), (l1, h1) = (0, 0), (1, 1)
+    data = builder_data(model, prev_head=(l0, h0), induction_head=(l1, h1))
+    W_E, W_U = model.W_E.detach().double(), model.W_U.detach().double()
+    W_Q, W_K, W_V, W_O = (w.detach().double() for w in (model.W_Q, model.W_K, model.W_V, model.W_O))
+    W_A = W_V[l0, h0] @ W_O[l0, h0]  # the writer's OV circuit [d_model, d_model]
+    W_QK = W_Q[l1, h1] @ W_K[l1, h1].T
+    readers = {"Q": W_QK, "K": W_QK.T, "V": W_V[l1, h1] @ W_O[l1, h1]}
+    for kind, W_B in readers.items():
+        want = float((W_A @ W_B).norm() / (W_A.norm() * W_B.norm()))
+        assert abs(data["scores"][kind] - want) < 1e-5, kind  # float32 model: scores to ~1e-6
+    sizes = data["sizes"]
+
+    def shown(label: str) -> float:  # the number a size string ends with, printed to 0.1
+        return float(sizes[label].rsplit("= ", 1)[1])
+
+    # Printed with one decimal: within 0.05 of the float64 value (plus float32 rounding).
+    assert abs(shown("direct") - float((W_E @ W_U).norm())) <= 0.051
+    assert abs(shown("h0_ov") - float((W_E @ W_A @ W_U).norm())) <= 0.051
+    assert abs(shown("h1_ov") - float((W_E @ readers["V"] @ W_U).norm())) <= 0.051
+    assert abs(shown("virtual") - float((W_A @ readers["V"]).norm())) <= 0.051
+    assert data["heads"] == {"H0": "0.0", "H1": "1.1"}

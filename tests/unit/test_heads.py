@@ -272,3 +272,65 @@ def test_half_cast_or_half_moved_model_is_named(name, call):
         model.blocks[0].attn.W_V = torch.nn.Parameter(model.blocks[0].attn.W_V.detach().to("meta"))
     with pytest.raises(ValueError, match=f"{name} needs every weight on one device: blocks.0.attn.W_V is on meta"):
         call(model)
+
+
+# --- what TransformerLens users pass: BOS prefixes, heads as lists or tensors ----------------
+
+
+@pytest.mark.parametrize("prefix_tokens", [[0], [3, 7]])
+def test_prefixed_tokens_score_by_explicit_loops(prefix_tokens):
+    model = build_model(2, n_heads=3, n_ctx=24)
+    p, n = len(prefix_tokens), 9
+    tokens = repeated_random_tokens(4, n, model.cfg.d_vocab, seed=2, prefix=torch.tensor(prefix_tokens))
+    _, cache = model.run_with_cache(tokens)
+    for layer in range(2):
+        A = cache["pattern", layer].double()  # [batch, head, q, k]
+        ind = torch.stack([A[:, :, p + n + i, p + i + 1] for i in range(n)], -1).mean((0, 2))
+        prev = torch.stack([A[:, :, q, q - 1] for q in range(p + 1, p + 2 * n)], -1).mean((0, 2))
+        torch.testing.assert_close(induction_scores(model, tokens=tokens, prefix=p)[layer], ind.to(model.W_E.dtype))
+        torch.testing.assert_close(prev_token_scores(model, tokens=tokens, prefix=p)[layer], prev.to(model.W_E.dtype))
+
+
+def test_prefix_errors_are_named():
+    model = build_model(1, n_ctx=24)
+    bos_tokens = repeated_random_tokens(2, 6, model.cfg.d_vocab, prefix=torch.tensor([0]))
+    with pytest.raises(ValueError, match="pass prefix=1"):
+        induction_scores(model, tokens=bos_tokens)
+    with pytest.raises(ValueError, match="give tokens too"):
+        induction_scores(model, prefix=1)
+    with pytest.raises(ValueError, match="non-negative int"):
+        prev_token_scores(model, tokens=bos_tokens, prefix=-1)
+    with pytest.raises(ValueError, match="at least 2 tokens after the prefix of 12"):
+        prev_token_scores(model, tokens=bos_tokens[:, :13], prefix=12)
+
+
+@pytest.mark.parametrize(
+    "heads",
+    [
+        [(0, 0), (0, 2)],
+        [[0, 0], [0, 2]],
+        torch.tensor([[0, 0], [0, 2]]),
+        [torch.tensor([0, 0]), torch.tensor([0, 2])],
+        torch.unravel_index(torch.tensor([0, 2]), (1, 3)),  # flat indices of heads 0.0 and 0.2
+    ],
+    ids=["tuples", "lists", "tensor", "row tensors", "unravel_index"],
+)
+def test_heads_given_as_lists_or_tensors(heads):
+    # In one layer, zero-ablating heads removes exactly their path terms (the patterns of the
+    # other heads do not change): the reference is the path expansion.
+    model = build_model(1, n_heads=3)
+    tokens = repeated_random_tokens(2, 5, model.cfg.d_vocab)
+    terms = logit_attribution(model, tokens)
+    with ablate(model, heads, how="zero"):
+        ablated = model(tokens)
+    torch.testing.assert_close(ablated, terms.total() - terms.heads[0, 0] - terms.heads[0, 2])
+
+
+def test_one_pair_given_bare_in_any_form():
+    model = build_model(2, n_heads=3)
+    for pair in [(1, 2), [1, 2], torch.tensor([1, 2]), (torch.tensor(1), torch.tensor(2))]:
+        assert ablate(model, pair).by_layer == {1: [2]}
+    with pytest.raises(TypeError, match="a layer must be an integer"):
+        ablate(model, [(0.0, 1)])
+    with pytest.raises(ValueError, match=r"shape \[2\] or \[n, 2\]"):
+        ablate(model, torch.zeros(2, 3, dtype=torch.long))

@@ -1,9 +1,17 @@
 """Pretrained loaders (chapters 11, 17): SmolLM2-135M offline, hub models' offline errors.
 
-SmolLM2 is loaded once for the module (about 30 s) and every check reuses that load.
+SmolLM2 is loaded once for the module (about 30 s) and every check reuses that load. That
+load converts the GGUF file and writes the disk cache into a temporary ``CIRCUITBOOK_CACHE``;
+one test then loads the model from that cache in a fresh process.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,11 +22,25 @@ PROMPTS = ["The capital of France is", "def fib(n):\n    return", "Once upon a t
 
 
 @pytest.fixture(scope="module")
-def smollm2():
+def smollm2_cache(tmp_path_factory):
+    """A fresh CIRCUITBOOK_CACHE for this module (the user's own cache is left alone)."""
+    folder = tmp_path_factory.mktemp("circuitbook-cache")
+    old = os.environ.get("CIRCUITBOOK_CACHE")
+    os.environ["CIRCUITBOOK_CACHE"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("CIRCUITBOOK_CACHE")
+    else:
+        os.environ["CIRCUITBOOK_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_cache):
     # One thread: on a shared 2-core machine, 2 threads run these forwards ~10x slower.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    model, tok, hf = P.load_smollm2(return_hf=True)
+    P._CACHE.clear()  # convert here, writing the disk cache into smollm2_cache
+    model, tok, hf = P.load_smollm2(return_hf=True, progress=False)
     yield model, tok, hf
     torch.set_num_threads(threads)
 
@@ -48,6 +70,37 @@ def test_load_pretrained_smollm2_is_cached(smollm2):
     assert P.load_pretrained("smollm2-135m") is model
     assert P.load_pretrained("SmolLM2-135M") is model
     assert P.load_smollm2()[0] is model
+
+
+FROM_CACHE = r"""
+import json, sys, torch
+from circuitbook.models import pretrained as P
+
+def no_gguf(*args, **kwargs):
+    raise AssertionError("the cached load read the GGUF file")
+
+P.smollm2_hf = no_gguf  # a cached load must not dequantise the GGUF file again
+torch.set_num_threads(1)
+model, tok = P.load_smollm2(progress=False)
+ids = [tok(p, return_tensors="pt").input_ids for p in json.loads(sys.argv[1])]
+with torch.no_grad():
+    torch.save([model(i) for i in ids], sys.argv[2])
+"""
+
+
+def test_smollm2_loads_from_the_disk_cache_in_a_fresh_process(smollm2, smollm2_cache, tmp_path):
+    model, tok, _ = smollm2
+    entries = list((smollm2_cache / "smollm2-135m").iterdir())
+    assert len(entries) == 1 and entries[0].name == P.smollm2_cache_key(P.smollm2_gguf_path())
+    out = tmp_path / "logits.pt"
+    env = dict(os.environ, CIRCUITBOOK_CACHE=str(smollm2_cache), CIRCUITBOOK_DEVICE="cpu",
+               PYTHONPATH=os.pathsep.join([str(Path(P.__file__).parents[2]), os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-c", FROM_CACHE, json.dumps(PROMPTS), str(out)], env=env, check=True,
+                   timeout=300)
+    with torch.no_grad():
+        for got, prompt in zip(torch.load(out), PROMPTS):
+            # The same float32 weights and the same kernels: the same logits, bit for bit.
+            assert torch.equal(got, model(tok(prompt, return_tensors="pt").input_ids)), prompt
 
 
 def test_hub_model_offline_gives_one_clear_error(monkeypatch):

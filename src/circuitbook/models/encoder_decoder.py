@@ -21,20 +21,21 @@ Where each piece is taught:
 - chapter 10: ``PositionwiseFeedForward``; chapter 11: ``LayerNorm``;
 - chapter 12: cross-attention (``cross_attention_alignment``), ``greedy_decode``,
   ``beam_search``, ``truncate_at``;
-- chapter 19: ``train_translation`` / ``train_translation_zoo_model`` (the toy translation
-  model of the zoo) and ``compare_label_smoothing``.
+
+Training and the translation metrics (chapter 19) live in ``circuitbook.train.translation``.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
-from contextlib import contextmanager
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from circuitbook.data import translation as T
+from circuitbook.masks import subsequent_mask
 
 NORM_POSITIONS = ("pre", "post")
 
@@ -248,17 +249,6 @@ class DecoderLayer(nn.Module):
 # --------------------------------------------------------------------------------------
 # Chapter 6: attention and masks
 # --------------------------------------------------------------------------------------
-
-
-def subsequent_mask(size: int) -> torch.Tensor:
-    """Causal mask [1, size, size] (bool): entry (i, j) is True iff j <= i.
-
-    Query position i may attend to key positions 0..i only, so the decoder cannot read the
-    token it is asked to predict. Taught in chapter 6.
-    """
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int, got {size!r}")
-    return torch.tril(torch.ones(1, size, size, dtype=torch.bool))
 
 
 def attention(query, key, value, mask=None, dropout=None):
@@ -524,7 +514,7 @@ def greedy_decode(model: EncoderDecoder, src, src_mask, max_len: int, start_symb
         memory = model.encode(src, src_mask)
         ys = torch.full((src.shape[0], 1), start_symbol, dtype=src.dtype, device=src.device)
         for _ in range(max_len - 1):
-            out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1)).to(src.device))
+            out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=src.device))
             next_word = model.generator(out[:, -1]).argmax(dim=-1)
             ys = torch.cat([ys, next_word[:, None].to(ys.dtype)], dim=1)
     return ys
@@ -562,7 +552,7 @@ def beam_search(
     ]
     out = torch.full((src.shape[0], max_len), end_symbol, dtype=src.dtype, device=src.device)
     for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=src.dtype)
+        out[i, : len(row)] = torch.tensor(row, dtype=src.dtype, device=src.device)
     return out
 
 
@@ -581,9 +571,9 @@ def _beam_one(model, src, src_mask, max_len, start_symbol, end_symbol, k, length
             ys = torch.tensor(alive, dtype=torch.long, device=src.device)
             n = ys.shape[0]
             out = model.decode(memory.expand(n, -1, -1), src_mask.expand(n, -1, -1), ys,
-                               subsequent_mask(ys.size(1)).to(src.device))
+                               subsequent_mask(ys.size(1), device=src.device))
             logp = model.generator(out[:, -1]).double()  # [n, vocab]
-            cand = (torch.tensor(alive_scores, dtype=torch.float64)[:, None] + logp).reshape(-1)
+            cand = (torch.tensor(alive_scores, dtype=torch.float64, device=logp.device)[:, None] + logp).reshape(-1)
             # 2k candidates: even if k of them end here, k live ones remain.
             top_scores, top_idx = cand.topk(min(2 * k, cand.numel()))
             vocab = logp.shape[-1]
@@ -630,15 +620,14 @@ def cross_attention_alignment(model: EncoderDecoder, sentences) -> torch.Tensor:
     source position. The alignment is a non-diagonal permutation (verbs move to the end,
     adjectives after their noun), so a high score means the head found it. Chapter 12.
     """
-    from circuitbook.data import translation as T
-
     model.eval()
+    device = next(model.parameters()).device
     src, tgt = T.to_tensors(sentences)
-    batch = T.Batch(src, tgt, pad=T.PAD)
-    want = torch.full(batch.tgt.shape, -1, dtype=torch.long)
+    batch = T.Batch(src.to(device), tgt.to(device), pad=T.PAD)
+    want = torch.full(batch.tgt.shape, -1, dtype=torch.long, device=device)
     for i, words in enumerate(sentences):
         al = T.alignment(words)
-        want[i, : len(al)] = torch.tensor(al) + 1
+        want[i, : len(al)] = torch.tensor(al, device=device) + 1
     valid = want >= 0
     with torch.no_grad():
         model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
@@ -648,199 +637,3 @@ def cross_attention_alignment(model: EncoderDecoder, sentences) -> torch.Tensor:
         hits = (looked == want[:, None]) & valid[:, None]
         scores.append(hits.sum((0, 2)).double() / valid.sum())
     return torch.stack(scores)
-
-
-# --------------------------------------------------------------------------------------
-# Chapter 19: training the toy translation model of the zoo
-# --------------------------------------------------------------------------------------
-
-ZOO_CONFIG = dict(
-    N=2, d_model=64, d_ff=128, h=4, dropout=0.1, norm_position="pre", max_len=32,
-    steps=1000, batch_size=64, warmup=200, lr_factor=1.0, smoothing=0.1,
-    n_train=20000, n_test=500, n_beam_eval=200, beam_size=4,
-)
-"""Shape and recipe of the zoo's "toy-translation" model (chapter 19 trains it)."""
-
-_ARCH_KEYS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "norm_position", "max_len")
-
-
-def model_from_config(config: dict) -> EncoderDecoder:
-    """An untrained ``EncoderDecoder`` of the shape in ``config`` (as returned by
-    ``train_translation_zoo_model``), ready for ``load_state_dict``. Extra keys (training
-    recipe, task) are ignored. Chapter 19 / the zoo."""
-    missing = [k for k in ("src_vocab", "tgt_vocab") if k not in config]
-    if missing:
-        raise ValueError(f"config is missing {missing}; expected keys among {list(_ARCH_KEYS)}")
-    kwargs = {k: config[k] for k in _ARCH_KEYS if k in config}
-    return make_model(**kwargs)
-
-
-@contextmanager
-def _deterministic(seed: int, threads: int):
-    """Seed torch's global RNG and set the thread count inside, restoring both after."""
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            yield
-    finally:
-        torch.set_num_threads(old_threads)
-
-
-def loss_compute(model: EncoderDecoder, batch, criterion) -> torch.Tensor:
-    """Per-token loss of ``batch`` (a ``circuitbook.data.Batch``): criterion(generator(out), tgt_y) / ntokens."""
-    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-    logp = model.generator(out)
-    return criterion(logp.reshape(-1, logp.size(-1)), batch.tgt_y.reshape(-1)) / batch.ntokens
-
-
-def train_translation(
-    seed: int = 0,
-    *,
-    smoothing: float = 0.1,
-    steps: int | None = None,
-    threads: int = 1,
-    evaluate: bool = True,
-    **overrides,
-):
-    """Train the toy translation model (``circuitbook.data.translation``) from scratch.
-
-    Recipe (chapter 19): ``make_model`` with ``ZOO_CONFIG``'s shape, Adam(0.9, 0.98, 1e-9)
-    with the Noam schedule (``vaswani_adam``), ``LabelSmoothing(smoothing)``, batches drawn
-    from a fixed pool of training sentences disjoint from the held-out set. Deterministic
-    given ``seed`` (global RNG forked and restored; ``threads`` torch threads, 1 by default).
-    ``overrides`` replace ``ZOO_CONFIG`` entries (e.g. ``steps=300`` for a quick run).
-
-    Returns ``(model, metrics, config)``: the model in eval mode; ``metrics`` from
-    ``translation_metrics`` plus ``train_seconds``, ``final_loss`` and ``loss_history``;
-    ``config`` (JSON-serialisable) holds everything ``model_from_config`` needs plus the
-    recipe and task description.
-    """
-    from circuitbook.data import translation as T
-    from circuitbook.train import LabelSmoothing, vaswani_adam
-
-    unknown = set(overrides) - set(ZOO_CONFIG)
-    if unknown:
-        raise ValueError(f"unknown training options {sorted(unknown)}; known: {sorted(ZOO_CONFIG)}")
-    cfg = dict(ZOO_CONFIG, **overrides, smoothing=smoothing, seed=seed)
-    if steps is not None:
-        cfg["steps"] = steps
-    cfg.update(src_vocab=len(T.SRC_VOCAB), tgt_vocab=len(T.TGT_VOCAB), pad=T.PAD, bos=T.BOS, eos=T.EOS,
-               task="circuitbook.data.translation (SVO + adjective-noun -> SOV + noun-adjective)")
-    train_sents, test_sents = T.make_split(cfg["n_train"], cfg["n_test"], seed=seed)
-    src, tgt = T.to_tensors(train_sents)
-
-    with _deterministic(seed, threads):
-        model = model_from_config(cfg)
-        criterion = LabelSmoothing(cfg["tgt_vocab"], padding_idx=T.PAD, smoothing=smoothing)
-        opt, sched = vaswani_adam(model.parameters(), cfg["d_model"], warmup=cfg["warmup"], factor=cfg["lr_factor"])
-        gen = torch.Generator().manual_seed(seed)
-        history = []
-        t0 = time.perf_counter()
-        model.train()
-        for step in range(cfg["steps"]):
-            idx = torch.randint(0, src.shape[0], (cfg["batch_size"],), generator=gen)
-            batch = T.Batch(src[idx], tgt[idx], pad=T.PAD)
-            loss = loss_compute(model, batch, criterion)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            if step % 50 == 0 or step == cfg["steps"] - 1:
-                history.append((step, round(loss.item(), 4)))
-        train_seconds = time.perf_counter() - t0
-        model.eval()
-        metrics = {"train_seconds": round(train_seconds, 2), "final_loss": history[-1][1], "loss_history": history}
-        if evaluate:
-            metrics.update(translation_metrics(model, test_sents, beam_size=cfg["beam_size"], n_beam=cfg["n_beam_eval"]))
-    return model, metrics, cfg
-
-
-def train_translation_zoo_model(seed: int = 0):
-    """The zoo's "toy-translation" model: ``train_translation(seed)`` with ``ZOO_CONFIG``
-    (smoothing 0.1, 1 thread, deterministic). Returns ``(model, metrics, config)``; the
-    state_dict is under 1 MB. Chapter 19 shows the recipe; chapter 12 reads its cross-attention.
-    """
-    return train_translation(seed, smoothing=ZOO_CONFIG["smoothing"], threads=1)
-
-
-def compare_label_smoothing(seed: int = 0, smoothings=(0.0, 0.1), steps: int = 400, **overrides) -> dict:
-    """Train the same model once per smoothing value and collect calibration metrics.
-
-    Returns ``{smoothing: metrics}`` (the metrics of ``translation_metrics``: token accuracy,
-    mean confidence, expected calibration error, NLL, exact match). Same seed, data and
-    recipe for each run, so the only difference is the loss target. The defaults (400
-    steps, no beam evaluation) take about 15-25 s per run on one CPU thread, so the pair
-    fits in under a minute. Seen with seed 0: smoothing 0 gives mean confidence ~0.998 at
-    token accuracy ~0.999 (ECE ~0.002); smoothing 0.1 caps confidence near 0.93 at accuracy
-    ~0.995 (ECE ~0.07): on a task this easy, label smoothing makes the model
-    *under*-confident. Taught in chapter 19.
-    """
-    overrides.setdefault("n_beam_eval", 0)
-    return {s: train_translation(seed, smoothing=s, steps=steps, **overrides)[1] for s in smoothings}
-
-
-def calibration(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 10) -> dict:
-    """Expected calibration error of top-1 predictions.
-
-    ECE = sum_b (|B_b| / n) |acc(B_b) - conf(B_b)| over ``n_bins`` equal-width confidence
-    bins (Guo et al. 2017). ``confidence`` [n] is the probability of the predicted token,
-    ``correct`` [n] whether it was right. Returns ``ece``, ``mean_confidence``, ``accuracy``
-    and per-bin ``bins`` (lower edge, count, accuracy, confidence). Chapter 19.
-    """
-    confidence, correct = confidence.double().flatten(), correct.double().flatten()
-    if confidence.shape != correct.shape or confidence.numel() == 0:
-        raise ValueError(f"confidence and correct must be equal-length, non-empty; got {confidence.shape}, {correct.shape}")
-    edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)
-    which = torch.bucketize(confidence, edges[1:-1], right=True)
-    ece, bins = 0.0, []
-    for b in range(n_bins):
-        sel = which == b
-        cnt = int(sel.sum())
-        if cnt:
-            acc, conf = correct[sel].mean().item(), confidence[sel].mean().item()
-            ece += cnt / confidence.numel() * abs(acc - conf)
-            bins.append((round(edges[b].item(), 2), cnt, round(acc, 4), round(conf, 4)))
-    return {"ece": ece, "mean_confidence": confidence.mean().item(), "accuracy": correct.mean().item(), "bins": bins}
-
-
-def translation_metrics(model: EncoderDecoder, sentences, beam_size: int = 4, n_beam: int | None = 200) -> dict:
-    """Held-out metrics of a translation model on source ``sentences`` (lists of words).
-
-    - ``exact_match_greedy`` / ``exact_match_beam``: fraction of sentences translated exactly
-      (beam search on the first ``n_beam`` sentences, it is slower; ``n_beam=0`` skips it
-      and reports None);
-    - ``token_accuracy``: teacher-forced top-1 accuracy over target tokens (words and EOS);
-    - ``mean_confidence``, ``ece``, ``nll``: teacher-forced calibration (``calibration``).
-    Chapter 19.
-    """
-    from circuitbook.data import translation as T
-
-    model.eval()
-    src, tgt = T.to_tensors(sentences)
-    batch = T.Batch(src, tgt, pad=T.PAD)
-    max_len = tgt.shape[1]
-    with torch.no_grad():
-        logp = model.generator(model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask))
-        keep = batch.tgt_y != T.PAD
-        conf, pred = logp.exp().max(-1)
-        correct = (pred == batch.tgt_y)[keep]
-        cal = calibration(conf[keep], correct)
-        nll = -logp.gather(-1, batch.tgt_y[..., None]).squeeze(-1)[keep].mean().item()
-        want = [T.encode(T.exact_translation(s), T.TGT_VOCAB) for s in sentences]
-        greedy = truncate_at(greedy_decode(model, src, batch.src_mask, max_len, T.BOS), T.EOS)
-        n_b = len(sentences) if n_beam is None else min(n_beam, len(sentences))
-        beam = truncate_at(beam_search(model, src[:n_b], batch.src_mask[:n_b], max_len, T.BOS, T.EOS, beam_size), T.EOS) if n_b else []
-    return {
-        "n_test": len(sentences),
-        "exact_match_greedy": sum(g == w for g, w in zip(greedy, want)) / len(want),
-        "exact_match_beam": sum(b == w for b, w in zip(beam, want[:n_b])) / n_b if n_b else None,
-        "n_beam": n_b,
-        "beam_size": beam_size,
-        "token_accuracy": cal["accuracy"],
-        "mean_confidence": cal["mean_confidence"],
-        "ece": cal["ece"],
-        "nll": nll,
-        "calibration_bins": cal["bins"],
-    }

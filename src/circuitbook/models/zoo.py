@@ -36,6 +36,8 @@ from pathlib import Path
 
 import torch
 
+from circuitbook.devices import resolve_device
+
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 FORMAT_VERSION = 1
 
@@ -112,7 +114,7 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
-#: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``models.encoder_decoder``.
+#: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
 NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation")
 
 # Fixed evaluation settings, so a loaded checkpoint's metrics can be recomputed exactly.
@@ -164,8 +166,11 @@ def history(name: str = "toy-2l") -> dict:
     return record["history"]
 
 
-def load(name: str, *, device: str | torch.device = "cpu"):
-    """A trained zoo model by name, in eval mode (chapters 14-19).
+def load(name: str, *, device: str | torch.device | None = None):
+    """A trained zoo model by name, in eval mode, with every weight on ``device`` (chapters 14-19).
+
+    ``device=None`` picks ``circuitbook.devices.default_device()``: CUDA when available, as
+    TransformerLens does.
 
     Toy models are TransformerLens ``HookedTransformer``s built with ``attn_only`` from the
     saved config; ``"toy-translation"`` is an ``EncoderDecoder``. Unknown names raise a
@@ -174,35 +179,25 @@ def load(name: str, *, device: str | torch.device = "cpu"):
     _check_name(name)
     record = info(name)
     weights, _ = paths(name)
-    model = _empty_model(name, record["config"])
+    device = resolve_device(device)
+    model = _empty_model(name, record["config"], device)
     from safetensors.torch import load_model
 
-    load_model(model, str(weights), strict=True, device=str(device))
-    return model.eval()  # load_model already placed the weights on ``device``
+    # load_model reads the file on the CPU and copies it into the model's existing parameters,
+    # wherever those are: the model was built on ``device``, so that is where the weights land.
+    load_model(model, str(weights), strict=True)
+    return model.eval()
 
 
-def _empty_model(name: str, config: dict):
+def _empty_model(name: str, config: dict, device: torch.device):
     if name == "toy-translation":
-        return _translation_api()[1](config)
+        from circuitbook.train.translation import model_from_config
+
+        return model_from_config(config).to(device)
     from circuitbook.models.attn_only import attn_only
 
     cfg = dict(config, seed=None)  # the weights are loaded next: no need to seed torch's global RNG
-    return attn_only(cfg.pop("n_layers"), **cfg)
-
-
-def _translation_api():
-    """``(train_translation_zoo_model, model_from_config)`` from ``models.encoder_decoder``."""
-    try:
-        from circuitbook.models import encoder_decoder as ed
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(
-            "toy-translation needs circuitbook.models.encoder_decoder (the Annotated Transformer), "
-            f"which could not be imported: {e}"
-        ) from e
-    missing = [n for n in ("train_translation_zoo_model", "model_from_config") if not hasattr(ed, n)]
-    if missing:
-        raise ImportError(f"circuitbook.models.encoder_decoder does not define {missing} yet; toy-translation needs them")
-    return ed.train_translation_zoo_model, ed.model_from_config
+    return attn_only(cfg.pop("n_layers"), device=device, **cfg)
 
 
 # ----------------------------------------------------------------------------------------
@@ -284,11 +279,12 @@ def evaluate(name: str, model) -> dict:
 def induction_metrics(model) -> dict:
     """Loss on the first / second copy of repeated random tokens, and the best induction and
     previous-token heads with their scores (chapter 17)."""
-    from circuitbook.train import _head_scores, repeat_losses
+    from circuitbook.heads import induction_and_prev_token_scores
+    from circuitbook.train.lm import repeat_losses
 
     n, b, s = EVAL["repeat_seq_len"], EVAL["repeat_batch"], EVAL["repeat_seed"]
     first, second = repeat_losses(model, seq_len=n, batch=b, seed=s)
-    ind, prev = _head_scores(model, seq_len=n, batch=b, seed=s)
+    ind, prev = induction_and_prev_token_scores(model, seq_len=n, batch=b, seed=s)
     best_ind, best_prev = _argmax2d(ind), _argmax2d(prev)
     return {
         "loss_first_copy": first,
@@ -316,18 +312,21 @@ def bigram_metrics(model, chain) -> dict:
     """
     from circuitbook.train import lm_loss
 
-    tokens = chain.sample(EVAL["n_rows"], model.cfg.n_ctx, seed=EVAL["eval_seed"])
+    device = next(model.parameters()).device
+    tokens = chain.sample(EVAL["n_rows"], model.cfg.n_ctx, seed=EVAL["eval_seed"]).to(device)
     with torch.no_grad():
         loss = float(lm_loss(model, tokens))
     out = {"loss_bigram": loss, "bigram_entropy": chain.entropy(), "loss_minus_entropy": loss - chain.entropy()}
     if model.cfg.n_layers == 0:
         with torch.no_grad():
             wewu = model.W_E @ model.W_U
-            out["corr_WEWU_logP"] = _row_centred_corr(wewu, chain.log_transition())
-            out["corr_logits_logP"] = _row_centred_corr(wewu + model.b_U, chain.log_transition())
+            log_p = chain.log_transition().to(device)
+            transition = chain.transition.to(device)
+            out["corr_WEWU_logP"] = _row_centred_corr(wewu, log_p)
+            out["corr_logits_logP"] = _row_centred_corr(wewu + model.b_U, log_p)
             log_q = (wewu + model.b_U).log_softmax(-1)
-            kl_rows = (chain.transition * (chain.log_transition() - log_q)).sum(-1)
-            out["kl_chain_model"] = float((chain.stationary() * kl_rows).sum())
+            kl_rows = (transition * (log_p - log_q)).sum(-1)
+            out["kl_chain_model"] = float((chain.stationary().to(device) * kl_rows).sum())
     return out
 
 
@@ -352,23 +351,25 @@ def skip_trigram_metrics(model) -> dict:
     seq_len = min(32, model.cfg.n_ctx)
     tokens, which, b = task.sample(EVAL["n_rows"], seq_len, seed=EVAL["eval_seed"], return_positions=True)
     keep = which >= 0
-    tokens, which, b = tokens[keep], which[keep], b[keep]
-    rows = torch.arange(len(b))
+    device = next(model.parameters()).device
+    tokens, which, b = tokens[keep].to(device), which[keep].to(device), b[keep].to(device)
+    triples = task.triples.to(device)
+    rows = torch.arange(len(b), device=device)
     with torch.no_grad():
         probs = model(tokens).softmax(-1)[rows, b]  # [rows, d_vocab]: the prediction after B
-    target = task.triples[which, 2]
+    target = triples[which, 2]
     out = {
         "triple_accuracy": float((probs.argmax(-1) == target).float().mean()),
         "triple_prob": float(probs[rows, target].mean()),
     }
-    source_pos = (tokens == task.triples[which, 0][:, None]).float().argmax(-1)
+    source_pos = (tokens == triples[which, 0][:, None]).float().argmax(-1)
     bugs = []
     for a, dest, wrong, control in task.bugs.tolist():
-        sel = task.triples[which, 1] == dest
+        sel = triples[which, 1] == dest
         p = {}
         for label, src in (("p_bug", a), ("p_control", control)):
             t = tokens[sel].clone()
-            r = torch.arange(int(sel.sum()))
+            r = torch.arange(int(sel.sum()), device=device)
             t[r, source_pos[sel]] = src
             with torch.no_grad():
                 p[label] = float(model(t).softmax(-1)[r, b[sel], wrong].mean())
@@ -382,7 +383,7 @@ def skip_trigram_metrics(model) -> dict:
 def _translation_metrics(model, config: dict) -> dict:
     """Teacher-forced and greedy held-out metrics of the translation model (no beam search)."""
     from circuitbook.data import translation as T
-    from circuitbook.models.encoder_decoder import translation_metrics
+    from circuitbook.train.translation import translation_metrics
 
     _, test = T.make_split(config["n_train"], config["n_test"], seed=config["seed"])
     m = translation_metrics(model, test, beam_size=config.get("beam_size", 4), n_beam=0)
@@ -445,13 +446,14 @@ def build(name: str, *, threads: int = 1, progress: bool = True) -> tuple[object
 
 
 def _build_translation() -> tuple[object, dict]:
-    train_zoo, _ = _translation_api()
+    from circuitbook.train.translation import train_translation_zoo_model
+
     t0 = time.perf_counter()
-    model, recorded, config = train_zoo(seed=0)
+    model, recorded, config = train_translation_zoo_model(seed=0)
     seconds = time.perf_counter() - t0
     values = _translation_metrics(model, config)
     training = {"seconds": round(seconds, 1), "threads": 1, "recorded_at_training": recorded}
-    record = {"config": config, "recipe": {"source": "circuitbook.models.encoder_decoder.train_translation_zoo_model",
+    record = {"config": config, "recipe": {"source": "circuitbook.train.translation.train_translation_zoo_model",
                                            "seed": 0}, "metrics": values, "training": training}
     return model, record
 

@@ -1,90 +1,18 @@
-"""The training recipe of Vaswani et al. (2017), as chapter 19 teaches it.
+"""Training the attention-only toy models on next-token prediction (chapters 14-17, 19).
 
-- Adam with beta = (0.9, 0.98), eps = 1e-9 (section 5.3 of the paper);
-- the "Noam" schedule lr(step) = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5):
-  linear warm-up for ``warmup`` steps, then decay as 1/sqrt(step);
-- label-smoothed cross-entropy with smoothing eps = 0.1 (section 5.4).
+- ``lm_loss`` / ``per_token_loss``: next-token cross-entropy;
+- ``train_lm``: the zoo's training loop (Adam, constant lr by default);
+- ``repeat_losses``, ``InductionMetrics``, ``phase_change_step``: how induction forms.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
-from torch import nn
 
-VASWANI_BETAS = (0.9, 0.98)
-VASWANI_EPS = 1e-9
-
-
-def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for step >= 1.
-
-    The two branches meet at ``step == warmup``, where lr peaks at
-    factor * (d_model * warmup)^-0.5. Step 0 is treated as step 1 (PyTorch's LambdaLR
-    calls the schedule with step 0 before the first update). Taught in chapter 19.
-    """
-    if d_model < 1 or warmup < 1:
-        raise ValueError(f"d_model and warmup must be >= 1, got d_model={d_model}, warmup={warmup}")
-    step = max(int(step), 1)
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-
-
-def vaswani_adam(params, d_model: int, warmup: int = 4000, factor: float = 1.0):
-    """Adam(betas=(0.9, 0.98), eps=1e-9) with the Noam schedule as a LambdaLR.
-
-    Returns ``(optimizer, scheduler)``; call ``scheduler.step()`` after each
-    ``optimizer.step()``. The optimizer's base lr is 1 so that the scheduler's value
-    *is* the learning rate. Taught in chapter 19.
-    """
-    opt = torch.optim.Adam(params, lr=1.0, betas=VASWANI_BETAS, eps=VASWANI_EPS)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: noam_lr(step, d_model, warmup, factor))
-    return opt, sched
-
-
-class LabelSmoothing(nn.Module):
-    """Label-smoothed cross-entropy: KL(target distribution || model distribution).
-
-    The target puts ``1 - smoothing`` on the true class and spreads ``smoothing`` evenly
-    over the other classes, excluding ``padding_idx`` (which gets 0, as do rows whose
-    target is padding). With ``padding_idx=None`` the mass is spread over all
-    ``size - 1`` wrong classes. Input: log-probabilities [N, size]; target: [N] class ids.
-    ``self.true_dist`` keeps the last target distribution for inspection. The loss is the
-    sum of KL over the batch, as in the Annotated Transformer; divide by the number of
-    tokens for a per-token value. Taught in chapter 19.
-    """
-
-    def __init__(self, size: int, padding_idx: int | None = 0, smoothing: float = 0.1):
-        super().__init__()
-        if not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-        if padding_idx is not None and not 0 <= padding_idx < size:
-            raise ValueError(f"padding_idx {padding_idx} is outside 0..{size - 1}")
-        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
-        self.confidence = 1.0 - smoothing
-        self.criterion = nn.KLDivLoss(reduction="sum")
-        self.true_dist: torch.Tensor | None = None
-
-    def target_distribution(self, target: torch.Tensor) -> torch.Tensor:
-        """The smoothed target distribution [N, size] for class ids ``target`` [N]."""
-        n_other = self.size - (1 if self.padding_idx is None else 2)
-        dist = torch.full((target.shape[0], self.size), self.smoothing / n_other, device=target.device)
-        dist.scatter_(1, target.long().unsqueeze(1), self.confidence)
-        if self.padding_idx is not None:
-            dist[:, self.padding_idx] = 0.0
-            dist[target == self.padding_idx] = 0.0
-        return dist
-
-    def forward(self, log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if log_probs.ndim != 2 or log_probs.shape[1] != self.size:
-            raise ValueError(f"log_probs must be [N, {self.size}], got {tuple(log_probs.shape)}")
-        if target.shape != log_probs.shape[:1]:
-            raise ValueError(f"target must be [N]={log_probs.shape[0]} class ids, got {tuple(target.shape)}")
-        self.true_dist = self.target_distribution(target).to(log_probs.dtype)
-        return self.criterion(log_probs, self.true_dist)
-
-
-# ----------------------------------------------------------------------------------------
-# Training the attention-only toy models (chapters 14-17, 19)
-# ----------------------------------------------------------------------------------------
+from circuitbook.data.repeats import repeated_random_tokens
+from circuitbook.heads import induction_and_prev_token_scores
 
 
 def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
@@ -99,12 +27,14 @@ def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
 def per_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """``loss[b, t] = -log softmax(logits[b, t])[tokens[b, t + 1]]``, shape [batch, pos - 1].
 
-    Position ``t`` predicts token ``t + 1``, so the last position has no target.
+    Position ``t`` predicts token ``t + 1``, so the last position has no target. The tokens
+    are moved to the logits' device (a model moves its input tokens there too).
+    Shapes: ``logits`` [batch, pos, d_vocab], ``tokens`` [batch, pos]. Taught in chapter 14.
     """
     if logits.shape[:2] != tokens.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match tokens {tuple(tokens.shape)} in [batch, pos]")
     log_probs = logits[:, :-1].log_softmax(-1)
-    return -log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    return -log_probs.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
 
 
 def make_optimizer(model, optimizer="adam", *, lr: float = 1e-2, weight_decay: float = 0.0, betas=(0.9, 0.999)):
@@ -169,6 +99,7 @@ def train_lm(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule is not None else None
     if not callable(batches):
         batches = iter(batches)
+    device = next(model.parameters()).device
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -180,7 +111,7 @@ def train_lm(
         for step in range(1, steps + 1):
             if stop:
                 break
-            tokens = _next_batch(batches, step - 1)
+            tokens = _next_batch(batches, step - 1).to(device)
             loss = lm_loss(model, tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -219,8 +150,6 @@ def repeat_losses(model, *, seq_len: int | None = None, batch: int = 8, seed: in
     tokens ``1..n-1`` and ``n+1..2n-1`` (the first token of each copy is left out).
     This gap is the in-context learning that appears at the phase change (chapter 17).
     """
-    from circuitbook.data.repeats import repeated_random_tokens
-
     n = model.cfg.n_ctx // 2 if seq_len is None else seq_len
     if not 2 <= 2 * n <= model.cfg.n_ctx:
         raise ValueError(f"seq_len={n} needs 2 * seq_len <= n_ctx={model.cfg.n_ctx} and seq_len >= 1")
@@ -229,17 +158,6 @@ def repeat_losses(model, *, seq_len: int | None = None, batch: int = 8, seed: in
     with torch.no_grad():
         loss = per_token_loss(model(tokens, return_type="logits"), tokens)
     return float(loss[:, : n - 1].mean()), float(loss[:, n:].mean())
-
-
-def _head_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(induction, previous-token)`` scores [n_layers, n_heads] from ``circuitbook.heads``
-    (chapter 17), both on the same repeated random tokens."""
-    from circuitbook import heads
-
-    return (
-        heads.induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
-        heads.prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
-    )
 
 
 class InductionMetrics:
@@ -278,7 +196,7 @@ class InductionMetrics:
         if model.cfg.n_layers == 0:
             ind = prev = torch.zeros(0, model.cfg.n_heads)
         else:
-            ind, prev = _head_scores(model, seq_len=n, batch=self.batch, seed=self.seed)
+            ind, prev = induction_and_prev_token_scores(model, seq_len=n, batch=self.batch, seed=self.seed)
         record["induction"], record["prev_token"] = ind.tolist(), prev.tolist()
         record["induction_best"] = float(ind.max()) if ind.numel() else 0.0
         record["prev_token_best"] = float(prev.max()) if prev.numel() else 0.0
@@ -320,8 +238,6 @@ def phase_change_step(history: dict, *, chance: float | None = None, d_vocab: in
     ``chance`` defaults to ``ln d_vocab`` if ``d_vocab`` is given, else to the first
     recorded ``loss_first_copy`` (a model at initialisation is at chance on both copies).
     """
-    import math
-
     second, steps = history["loss_second_copy"], history["step"]
     if not second:
         return None

@@ -1,0 +1,53 @@
+"""Training: the Vaswani et al. recipe, the toy language models' loop, the toy translation model.
+
+One file per concept; everything is re-exported here, so chapters write
+``from circuitbook.train import train_lm``.
+
+- ``vaswani``:     Adam(0.9, 0.98, 1e-9), the Noam schedule, label smoothing (chapter 19)
+- ``lm``:          next-token loss, ``train_lm``, ``repeat_losses``, ``InductionMetrics`` (chapters 14-19)
+- ``translation``: training the zoo's toy translation model and its metrics (chapter 19)
+"""
+
+from __future__ import annotations
+
+from circuitbook.train.lm import (
+    InductionMetrics,
+    lm_loss,
+    make_optimizer,
+    per_token_loss,
+    phase_change_step,
+    repeat_losses,
+    train_lm,
+)
+from circuitbook.train.translation import (
+    ZOO_CONFIG,
+    calibration,
+    loss_compute,
+    model_from_config,
+    train_translation,
+    train_translation_zoo_model,
+    translation_metrics,
+)
+from circuitbook.train.vaswani import VASWANI_BETAS, VASWANI_EPS, LabelSmoothing, noam_lr, vaswani_adam
+
+__all__ = [
+    "VASWANI_BETAS",
+    "VASWANI_EPS",
+    "noam_lr",
+    "vaswani_adam",
+    "LabelSmoothing",
+    "lm_loss",
+    "per_token_loss",
+    "make_optimizer",
+    "train_lm",
+    "repeat_losses",
+    "InductionMetrics",
+    "phase_change_step",
+    "ZOO_CONFIG",
+    "model_from_config",
+    "loss_compute",
+    "train_translation",
+    "train_translation_zoo_model",
+    "calibration",
+    "translation_metrics",
+]
