@@ -315,6 +315,10 @@ glue("dense_gb", dense_bytes / GB)
 glue("factor_mb", factor_bytes / MB)
 glue("embed_mb", embed_bytes / MB)
 glue("row_kb", nbytes(row) / KB)
+# timings differ from machine to machine by nature: marked, so the numeric check lists them
+glue("t_factors", t_factors, machine_dependent=True)
+glue("t_row_ms", t_row * 1e3, machine_dependent=True)
+glue("t_score_ms", t_score * 1e3, machine_dependent=True)
 glue("all_heads_tb", 144 * dense_bytes / 1e12)
 glue("random_score", score)
 del big, big_ov, big_qk
@@ -324,10 +328,10 @@ del big, big_ov, big_qk
 # small has 144 heads: {glue:text}`all_heads_tb:.2f` TB for all their full OV circuits,
 # as much again for the full QK circuits. The factors take
 # {glue:text}`factor_mb:.1f` MB, less than a tenth of the embedding and unembedding
-# they are made from ({glue:text}`embed_mb:.0f` MB). After that, a row costs
-# {glue:text}`row_kb:.0f` KB, and the copying score a $64 \times 64$ eigenproblem; the
-# cell above prints how long each step took on the machine that built this page (times
-# differ from machine to machine, so the prose does not quote them). The repository's
+# they are made from ({glue:text}`embed_mb:.0f` MB), and took
+# {glue:text}`t_factors:.2f` s to compute on the machine that built this page. After that, a
+# row costs {glue:text}`row_kb:.0f` KB and {glue:text}`t_row_ms:.1f` ms, and the copying
+# score a $64 \times 64$ eigenproblem ({glue:text}`t_score_ms:.0f` ms). The repository's
 # `benchmarks/bench_kernels.py` times `copying_scores` for all 144 heads of a
 # GPT-2-shaped model against the head-by-head route.
 #
