@@ -81,7 +81,7 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 # the framework studies, nor load the canonical attn-only checkpoints.
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 
-from circuitbook.book import claim  # claim(...) raises if a stated fact is false; see the claims ledger
+from circuitbook.book import claim, claim_close  # raise if a stated fact is false; see the claims ledger
 
 torch.manual_seed(0)
 cfg = HookedTransformerConfig(
@@ -102,9 +102,11 @@ for layer in range(cfg.n_layers):
     parts[f"mlp {layer}"] = cache["mlp_out", layer]
 rebuilt = sum(parts.values())
 
-torch.testing.assert_close(rebuilt, final)
-claim(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
-      (rebuilt - final).abs().max(), True, chapter="1")
+# Both sides add the same len(parts) tensors, each in its own order: at most len(parts) roundings
+# per side, each of the size of the running sum, which is at most the sum of the parts' sizes.
+claim_close(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
+            rebuilt, final, terms=2 * len(parts), scale=float(sum(p.abs() for p in parts.values()).max()),
+            identity=True, chapter="1")
 
 # %% [markdown]
 # The largest difference is at the level of float32 rounding. Notice that this model has
@@ -123,14 +125,25 @@ for layer in range(cfg.n_layers):
     result = cache["result", layer]  # [batch, pos, head, d_model]: each head's write
     for head in range(cfg.n_heads):
         per_head[f"{layer}.{head}"] = result[:, :, head]
-    # the heads' outputs plus the output bias b_O make up the whole attention output
-    torch.testing.assert_close(result.sum(dim=2) + model.b_O[layer], cache["attn_out", layer])
 
 finer = (cache["hook_embed"] + cache["hook_pos_embed"] + sum(per_head.values())
          + sum(model.b_O[layer] + cache["mlp_out", layer] for layer in range(cfg.n_layers)))
-torch.testing.assert_close(finer, cache["resid_post", cfg.n_layers - 1])
-claim(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
-      (finer - cache["resid_post", cfg.n_layers - 1]).abs().max(), True, chapter="1")
+# the heads' outputs plus the output bias b_O make up each whole attention output: a sum of
+# n_heads + 1 terms on each side, of at most the size of the terms' absolute sum
+heads = torch.stack([cache["result", layer].sum(dim=2) + model.b_O[layer] for layer in range(cfg.n_layers)])
+attn_outs = torch.stack([cache["attn_out", layer] for layer in range(cfg.n_layers)])
+head_sizes = torch.stack([cache["result", layer].abs().sum(dim=2) + model.b_O[layer].abs()
+                          for layer in range(cfg.n_layers)])
+claim_close("each attention layer's output is the sum of its heads' outputs plus its output bias b_O",
+            heads, attn_outs, terms=2 * (cfg.n_heads + 1), scale=float(head_sizes.max()), identity=True, chapter="1")
+# The finer sum adds its terms in a different order from the model's, which added each layer's
+# heads first: at most (number of terms) roundings per side, each of the size of the terms' absolute sum.
+fine_terms = ([cache["hook_embed"], cache["hook_pos_embed"]] + list(per_head.values())
+              + [model.b_O[layer] for layer in range(cfg.n_layers)]
+              + [cache["mlp_out", layer] for layer in range(cfg.n_layers)])
+claim_close(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
+            finer, cache["resid_post", cfg.n_layers - 1], terms=2 * len(fine_terms),
+            scale=float(sum(t.abs() for t in fine_terms).max()), identity=True, chapter="1")
 
 # %% [markdown]
 # Because the stream is a sum, so is anything *linear* we compute from it. The picture below
@@ -201,13 +214,21 @@ def run(x):
 with torch.no_grad():
     out_x, pattern_x = run(x)
     out_2x, _ = run(2 * x)
-    torch.testing.assert_close(with_pattern(x, pattern_x), out_x)  # our formula is the layer
     free = out_2x - 2 * out_x
     frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
+# Our formula against the layer: the chain x @ W_V, pattern @ v, z @ W_O sums over d_model,
+# the positions and n_heads * d_head, on each side (the layer also adds its zero biases).
+chain = toy.cfg.d_model + x.shape[1] + toy.cfg.n_heads * toy.cfg.d_head
+claim_close("our three-einsum formula with the layer's own pattern is the attention layer", with_pattern(x, pattern_x),
+            out_x, terms=2 * chain + 2, identity=True, chapter="1")
+# A deviation of 0.1% of the output's size is ~10^4 float32 roundings, so it cannot be rounding.
 claim("with its pattern recomputed, an attention layer is not linear: f(2x) != 2 f(x)",
-      free.abs().max(), free.abs().max() > 1e-3, chapter="1")
-claim("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen.abs().max(),
-      frozen.abs().max() < 1e-5, chapter="1")
+      f"max |f(2x) - 2f(x)| = {free.abs().max():.3g} vs max |f(2x)| = {out_2x.abs().max():.3g}",
+      bool(free.abs().max() > 1e-3 * out_2x.abs().max()), chapter="1")
+# f(2x) - 2 f(x) should be zero; both are the same chain, so the error is that of two chains,
+# at the size of the outputs being subtracted.
+claim_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
+            terms=2 * chain, scale=float(with_pattern(2 * x, pattern_x).abs().max()), identity=True, chapter="1")
 
 # %% [markdown]
 # ## The road ahead

@@ -19,7 +19,7 @@ from matplotlib.patches import FancyBboxPatch
 from torch import nn
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.data import translation as T
 from circuitbook.models.encoder_decoder import (
     EncoderLayer,
@@ -236,9 +236,13 @@ for name, t in [("src", batch.src), ("tgt (decoder input)", batch.tgt),
                 ("generator log-probs", logp)]:
     print(f"{name:>20}: {tuple(t.shape)}")
 total = logp.exp().sum(-1)
-claim("the generator's output is a log-distribution over the target "
-      "vocabulary at every position", (total - 1).abs().max(),
-      bool(torch.allclose(total, torch.ones_like(total))), chapter="2")
+# log_softmax over V: a sum of V exps, a log and a subtraction (V + 4 roundings, each
+# relative to the size of the log-probs); exp turns those into relative errors of each
+# probability, and summing V of them adds V more. Scale: the largest |log-prob| (at least 1).
+V_tgt = logp.shape[-1]
+claim_close("the generator's output is a log-distribution over the target vocabulary at every position",
+            total, torch.ones_like(total), terms=2 * V_tgt + 4, scale=max(1.0, float(logp.abs().max())),
+            identity=True, chapter="2")
 
 # %% [markdown]
 # ### Where the LayerNorm goes: post-norm and pre-norm
@@ -333,9 +337,13 @@ norms_post, streams_post = stream_norms(deep_post, batch.src, batch.src_mask)
 d = deep["d_model"]
 # every position after every sublayer
 after = torch.cat([s[0] for s in streams_post[1:]])
-length_err = (after.norm(dim=-1) - (d - 1) ** 0.5).abs().max()
-claim("post-norm (gain 1, bias 0): after every sublayer each position has "
-      "length sqrt(d_model - 1)", length_err, length_err < 1e-3, chapter="2")
+# LayerNorm: mean over d (d roundings), subtract, std (d squares summed, divide, sqrt),
+# add eps, divide, gain, bias: d + 1 + d + 2 + 4; the length then sums d squares and takes a
+# square root (d + 1). LayerNorm's eps = 1e-6, added to a std of order 1 (the input is a
+# normalised stream plus a write), shortens the length by a relative ~1e-6: 8 more eps.
+lengths = after.norm(dim=-1)
+claim_close("post-norm (gain 1, bias 0): after every sublayer each position has length sqrt(d_model - 1)",
+            lengths, torch.full_like(lengths, (d - 1) ** 0.5), terms=3 * d + 16, identity=True, chapter="2")
 claim("pre-norm: the stream grows as sublayers add to it (last / first "
       "length)", norms_pre[-1] / norms_pre[0],
       norms_pre[-1] > 1.5 * norms_pre[0], chapter="2")
@@ -640,15 +648,18 @@ for stack in ("encoder", "decoder"):
     parts = rec[stack]
     rebuilt = sum(t for _, t in parts)
     x_top, normed = top[stack]
-    torch.testing.assert_close(rebuilt, x_top)
     terms = " + ".join(tag for tag, _ in parts)
     print(textwrap.fill(f"{stack}: {terms}", 79, subsequent_indent="  "))
-    claim(f"the {stack}'s top stream is its embedding plus the "
-          f"{len(parts) - 1} sublayer writes", (rebuilt - x_top).abs().max(),
-          True, chapter="2")
-torch.testing.assert_close(top["encoder"][1], memory)
-claim("the memory the decoder reads is the final LayerNorm of that sum",
-      (top["encoder"][1] - memory).abs().max(), True, chapter="2")
+    # both sides add the same len(parts) tensors (the model one residual add at a time):
+    # len(parts) roundings per side, each at most the size of the parts' absolute sum
+    claim_close(f"the {stack}'s top stream is its embedding plus the {len(parts) - 1} sublayer writes",
+                rebuilt, x_top, terms=2 * len(parts), scale=float(sum(t.abs() for _, t in parts).max()),
+                identity=True, chapter="2")
+# memory came from model.encode, top["encoder"] from a second, hooked forward pass: the same
+# deterministic computation on the same inputs, so held to one LayerNorm's rounding
+# (mean and std sums over d_model, sqrt, eps, divide, gain, bias: 2 d_model + 8)
+claim_close("the memory the decoder reads is the final LayerNorm of that sum", top["encoder"][1], memory,
+            terms=2 * model.encoder.norm.a_2.numel() + 8, identity=True, chapter="2")
 
 # %% [markdown]
 # The final LayerNorm is not a write: it acts on the finished sum, and LayerNorm is not
@@ -671,10 +682,14 @@ sigma = x_top.std(-1, keepdim=True) + norm.eps  # from the full stream
 contribs = [norm.a_2 * (t - t.mean(-1, keepdim=True)) / sigma
             for _, t in rec["encoder"]]
 rebuilt_memory = sum(contribs) + norm.b_2
-torch.testing.assert_close(rebuilt_memory, memory)
-claim("with the LayerNorm's divisor frozen, the memory is a sum of one term "
-      "per sublayer plus the LayerNorm's bias",
-      (rebuilt_memory - memory).abs().max(), True, chapter="2")
+# Ours: each term takes a mean over d (d roundings), subtracts, multiplies, divides (3),
+# then len(parts) terms and the bias are summed. The model: x_top is itself a sum of the
+# len(parts) parts, then LayerNorm (mean and std over d, sqrt, eps, divide, gain, bias:
+# 2 d + 8). Scale: the terms' absolute sum, as the centred terms partly cancel.
+n_parts, d_enc = len(rec["encoder"]), norm.a_2.numel()
+claim_close("with the LayerNorm's divisor frozen, the memory is a sum of one term per sublayer plus the LayerNorm's bias",
+            rebuilt_memory, memory, terms=3 * d_enc + 2 * n_parts + 12,
+            scale=float((sum(c.abs() for c in contribs) + norm.b_2.abs()).max()), identity=True, chapter="2")
 
 # %% [markdown]
 # In the post-norm arrangement no such bookkeeping is exact: every LayerNorm between a

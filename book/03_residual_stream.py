@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue, rounding_bound
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import (
     EncoderLayer,
@@ -111,10 +111,11 @@ def run_stack(layers, x):
 x0 = torch.randn(1, n_pos, d_model)
 stack = [encoder_layer("pre") for _ in range(n_stack)]
 top, writes = run_stack(stack, x0)
-torch.testing.assert_close(top, x0 + sum(writes))
-claim(f"pre-norm: the stream after {len(writes)} sublayers is the input "
-      "plus the sum of their writes", (top - x0 - sum(writes)).abs().max(),
-      True, chapter="3")
+# both sides add the same len(writes) + 1 tensors, the model one residual add at a time:
+# len(writes) + 1 roundings per side, each at most the size of the terms' absolute sum
+claim_close(f"pre-norm: the stream after {len(writes)} sublayers is the input plus the sum of their writes",
+            top, x0 + sum(writes), terms=2 * (len(writes) + 1),
+            scale=float((x0.abs() + sum(w.abs() for w in writes)).max()), identity=True, chapter="3")
 
 # %% [markdown]
 # With the paper's post-norm arrangement, `LayerNorm(x + Sublayer(x))`, the stream itself
@@ -128,8 +129,10 @@ for p_layer, pre_layer in zip(post, stack):
     p_layer.load_state_dict(pre_layer.state_dict())
 top_post, writes_post = run_stack(post, x0)
 gap = (top_post - x0 - sum(writes_post)).abs().max()
+# 0.1 is a tenth of the post-norm stream's unit standard deviation per coordinate, and
+# about 10^5 times the float32 rounding of these sums (~1e-6): not rounding
 claim("post-norm: the top of the stream is NOT the input plus the writes",
-      gap, gap > 0.1, chapter="3")
+      gap, bool(gap > 0.1), chapter="3")
 glue("post_gap", gap.item())
 
 # %% [markdown]
@@ -232,10 +235,12 @@ for layer in range(cfg.n_layers):
     parts += list(per_head.unbind(2)) + [model.b_O[layer].expand_as(parts[0])]
 rebuilt = sum(parts)
 final = cache["resid_post", cfg.n_layers - 1]
-torch.testing.assert_close(rebuilt, final)
-claim(f"the final stream is the sum of {len(parts)} writes: W_E, "
-      "8 heads and 2 output biases", (rebuilt - final).abs().max(), True,
-      chapter="3")
+# Each side mixes positions (n_pos terms), applies W_O (d_head) and sums len(parts) writes,
+# in its own order; each rounding is at most the size of the writes' absolute sum.
+n_pos = tokens.shape[1]
+claim_close(f"the final stream is the sum of {len(parts)} writes: W_E, 8 heads and 2 output biases",
+            rebuilt, final, terms=2 * (n_pos + cfg.d_head + len(parts)),
+            scale=float(sum(p.abs() for p in parts).max()), identity=True, chapter="3")
 
 # %% [markdown]
 # **Bandwidth again.** Each head writes into a subspace of dimension at most
@@ -316,11 +321,17 @@ A = torch.randn(cfg.d_model, cfg.d_model, generator=g)
 Q, tri = torch.linalg.qr(A)
 R = Q * torch.sign(torch.diagonal(tri))
 eye = torch.eye(cfg.d_model)
-torch.testing.assert_close(R @ R.T, eye)
-claim("R R^T = I for the random rotation", (R @ R.T - eye).abs().max(), True,
-      chapter="3")
+# Householder QR applies d reflectors, each a d-term dot product per entry: d * d roundings
+# (Higham, Thm 19.4), plus d for the product R R^T; the entries are at most 1.
+D = cfg.d_model
+QR_TERMS = D * D
+claim_close("R R^T = I for the random rotation", R @ R.T, eye, terms=QR_TERMS + D, scale=1.0,
+            identity=True, chapter="3")
+# A permutation's largest entry is 1; a uniform rotation's entries are about N(0, 1/d), so
+# the largest of d^2 of them is near sqrt(2 ln(2 d^2) / d) = 0.5 for d = 64. 0.75 sits
+# between the two with room on both sides (rounding moves entries by ~1e-7).
 claim("R is far from a coordinate permutation: its largest entry is small",
-      R.abs().max(), R.abs().max() < 0.6, chapter="3")
+      R.abs().max(), bool(R.abs().max() < 0.75), chapter="3")
 
 # %%
 NAMES = ["W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O",
@@ -346,21 +357,30 @@ def with_weights(m, weights):
 
 rotated = with_weights(model, rotate_model_weights(get_weights(model), R))
 rot_logits, rot_cache = rotated.run_with_cache(tokens)
-torch.testing.assert_close(rot_logits, logits, atol=1e-4, rtol=1e-4)
-claim("the rotated model gives the same logits",
-      (rot_logits - logits).abs().max(), True, chapter="3")
+# The rounding of one forward pass, per layer: a read x @ W (d_model) from a weight that was
+# itself rotated (R^T W, d_model more), the scores (d_head), a softmax over the positions
+# (n_pos + 4), the mix (n_pos), W_O (d_head) rotated (d_model) and the sum over heads
+# (n_heads); then the embedding (W_E R: d_model) and the unembedding (R^T W_U, then
+# x @ W_U: 2 d_model). Both models round, so twice that, at the size of the logits.
+LAYER_TERMS = 3 * D + 2 * cfg.d_head + 2 * n_pos + 4 + cfg.n_heads
+MODEL_TERMS = cfg.n_layers * LAYER_TERMS + 3 * D
+claim_close("the rotated model gives the same logits", rot_logits, logits, terms=2 * MODEL_TERMS,
+            identity=True, chapter="3")
+logit_bound = rounding_bound(2 * MODEL_TERMS, float(logits.abs().max()))
 print(f"second-copy loss: original {copy_losses(logits)[1]:.4f}, "
       f"rotated {copy_losses(rot_logits)[1]:.4f}")
-for layer in range(cfg.n_layers):
-    torch.testing.assert_close(rot_cache["pattern", layer],
-                               cache["pattern", layer], atol=1e-4, rtol=1e-4)
-claim("every attention pattern is unchanged", max(
-      (rot_cache["pattern", l] - cache["pattern", l]).abs().max()
-      for l in range(cfg.n_layers)), True, chapter="3")
+# A pattern's error is (pattern <= 1) times its scores' error, and the scores of the last
+# layer come after every earlier layer: MODEL_TERMS per model bounds it, at the size of
+# the largest finite attention score.
+scores = torch.cat([cache["attn_scores", l].flatten() for l in range(cfg.n_layers)])
+claim_close("every attention pattern is unchanged",
+            torch.stack([rot_cache["pattern", l] for l in range(cfg.n_layers)]),
+            torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=2 * MODEL_TERMS,
+            scale=float(scores[scores.isfinite()].abs().max()), identity=True, chapter="3")
 stream, rot_stream = final, rot_cache["resid_post", cfg.n_layers - 1]
-torch.testing.assert_close(rot_stream, stream @ R, atol=1e-4, rtol=1e-4)
-claim("the rotated model's stream is the original stream times R",
-      (rot_stream - stream @ R).abs().max(), True, chapter="3")
+# the forward passes up to the last stream (MODEL_TERMS each bounds them), then @ R (d_model)
+claim_close("the rotated model's stream is the original stream times R", rot_stream, stream @ R,
+            terms=2 * MODEL_TERMS + D, identity=True, chapter="3")
 
 # %% [markdown]
 # The predictions are the same to float32 rounding, and yet the individual coordinates of
@@ -372,11 +392,14 @@ flat = stream.reshape(-1, cfg.d_model).detach()
 rot_flat = rot_stream.reshape(-1, cfg.d_model).detach()
 corr = torch.stack([torch.corrcoef(torch.stack([flat[:, k], rot_flat[:, k]]))
                     [0, 1] for k in range(cfg.d_model)])
+# The same coordinate in both models would correlate near 1; a rotation mixes each
+# coordinate with all 64, leaving |correlation| about sqrt(2 / (pi d)) = 0.1. 0.3 is well
+# clear of both.
 claim("coordinate by coordinate, the two streams are nearly unrelated "
-      "(mean |correlation| < 0.3)", corr.abs().mean(), corr.abs().mean() < 0.3,
+      "(mean |correlation| < 0.3)", corr.abs().mean(), bool(corr.abs().mean() < 0.3),
       chapter="3")
 glue("mean_corr", corr.abs().mean().item())
-glue("max_logit_diff", (rot_logits - logits).abs().max().item())
+glue("logit_bound", logit_bound)  # the bound, not the measured difference (rounding noise)
 
 fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.4))
 axes[0].scatter(flat[:, :8], rot_flat[:, :8], s=4, alpha=0.5)
@@ -393,7 +416,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The logits agree to {glue:text}`max_logit_diff:.1e` while the mean absolute
+# The logits agree to within float32 rounding (the worst-case bound for this computation is
+# {glue:text}`logit_bound:.0e`) while the mean absolute
 # correlation between matching coordinates of the two streams is
 # {glue:text}`mean_corr:.2f`. Both models are equally good descriptions of the same
 # computation, so any story that depends on "what coordinate $k$ of the residual stream
@@ -429,11 +453,13 @@ def run_with(m, fn):
 relu_gap = (run_with(rotated, relu_hook)
             - run_with(model, relu_hook)).abs().max()
 norm_orig, norm_rot = run_with(model, norm_hook), run_with(rotated, norm_hook)
-torch.testing.assert_close(norm_rot, norm_orig, atol=1e-4, rtol=1e-4)
+# half a standard deviation of the logits is ~10^4 times their rounding bound: not rounding
 claim("with a ReLU on the stream, the rotated model's logits differ",
-      relu_gap, relu_gap > 0.5 * logits.std(), chapter="3")
-claim("with a length-only nonlinearity on the stream, they still agree",
-      (norm_rot - norm_orig).abs().max(), True, chapter="3")
+      relu_gap, bool(relu_gap > 0.5 * logits.std()), chapter="3")
+# the rotated model's rounding (as above) plus the hook's norm: d_model squares summed,
+# a sqrt, a divide and a multiply (d_model + 3), in both models
+claim_close("with a length-only nonlinearity on the stream, they still agree", norm_rot, norm_orig,
+            terms=2 * (MODEL_TERMS + D + 3), identity=True, chapter="3")
 glue("relu_gap", relu_gap.item())
 glue("logit_std", logits.std().item())
 
@@ -471,18 +497,23 @@ u = torch.ones(d, 1) / math.sqrt(d)
 B, _ = torch.linalg.qr(torch.cat([u, torch.randn(d, d - 1, generator=g)], 1))
 R0, _ = torch.linalg.qr(torch.randn(d - 1, d - 1, generator=g))
 R_fix = B @ torch.block_diag(torch.ones(1, 1), R0) @ B.T
-torch.testing.assert_close(torch.ones(d) @ R_fix, torch.ones(d))
+# R_fix: two QRs (d^2 roundings each, as above) and two products (2d); its entries are at
+# most 1, and (1, ..., 1) @ R_fix sums d of them (d more), of size at most sqrt(d).
+FIX_TERMS = 2 * QR_TERMS + 2 * d
+claim_close("R_fix fixes the all-ones vector", torch.ones(d) @ R_fix, torch.ones(d), terms=FIX_TERMS + d,
+            scale=math.sqrt(d), identity=True, chapter="3")
 
 ln_gap = (layer_norm(x @ R) - layer_norm(x) @ R).abs().max()
+# the outputs have unit RMS; 0.1 of that is ~10^4 times their rounding
 claim("LayerNorm does not commute with a random rotation", ln_gap,
-      ln_gap > 0.1, chapter="3")
-torch.testing.assert_close(layer_norm(x @ R_fix), layer_norm(x) @ R_fix)
-claim("it does commute with a rotation that fixes (1, ..., 1)",
-      (layer_norm(x @ R_fix) - layer_norm(x) @ R_fix).abs().max(), True,
-      chapter="3")
-torch.testing.assert_close(rms_norm(x @ R), rms_norm(x) @ R)
-claim("RMS normalisation without a gain commutes with every rotation",
-      (rms_norm(x @ R) - rms_norm(x) @ R).abs().max(), True, chapter="3")
+      bool(ln_gap > 0.1), chapter="3")
+# layer_norm: a mean over d, subtract, a mean of d squares, sqrt, divide (2d + 4), and a
+# product with the rotation (d), on each side; plus the rotation's own error (FIX_TERMS or
+# QR_TERMS), at the size of the normalised outputs
+claim_close("it does commute with a rotation that fixes (1, ..., 1)", layer_norm(x @ R_fix),
+            layer_norm(x) @ R_fix, terms=FIX_TERMS + 2 * (3 * d + 4), identity=True, chapter="3")
+claim_close("RMS normalisation without a gain commutes with every rotation", rms_norm(x @ R),
+            rms_norm(x) @ R, terms=QR_TERMS + 2 * (2 * d + 3), identity=True, chapter="3")
 
 # %% [markdown]
 # ### Exercise 3.2: a rotation in one plane

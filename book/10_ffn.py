@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.models.encoder_decoder import (
     MultiHeadedAttention,
     PositionwiseFeedForward,
@@ -74,9 +74,22 @@ x = torch.randn(2, 10, d_model)          # [batch, pos, d_model]
 with torch.no_grad():
     out = ffn_module(x)
 formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2
-torch.testing.assert_close(out, formula)
-claim("the module computes max(0, x W1 + b1) W2 + b2 with W1 = w_1.weight.T",
-      (out - formula).abs().max(), True, chapter="10")
+
+
+def ffn_size(x):
+    """The size of the numbers an FFN output accumulates: its partial sums, which for these
+    sums of many terms of both signs stay at the size of the output. (The absolute values'
+    sums, |x| |W1| |W2|, would be a worst case ~sqrt(d_model d_ff) = 1000 times larger and
+    make the bound vacuous.)"""
+    with torch.no_grad():
+        return float(ffn_module(x).abs().max())
+
+
+# each side: the first layer and bias (d_model + 1), the ReLU (exact), the second layer and
+# bias (d_ff + 1)
+FFN_TERMS = d_model + d_ff + 2
+claim_close("the module computes max(0, x W1 + b1) W2 + b2 with W1 = w_1.weight.T", out, formula,
+            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
 
 # %% [markdown]
 # In training mode, dropout zeroes a random tenth of the hidden units (and rescales the
@@ -97,12 +110,11 @@ with torch.no_grad():
                       ffn_module.w_1.bias).relu()
     conv = F.conv1d(hidden, ffn_module.w_2.weight[:, :, None],
                     ffn_module.w_2.bias).transpose(1, 2)
-torch.testing.assert_close(one_by_one, out)
-claim("FFN(sequence) equals FFN applied to each position separately",
-      (one_by_one - out).abs().max(), True, chapter="10")
-torch.testing.assert_close(conv, out)
-claim("FFN equals two convolutions with kernel size 1",
-      (conv - out).abs().max(), True, chapter="10")
+# the same FFN computation on each side, perhaps summed in another order (FFN_TERMS each)
+claim_close("FFN(sequence) equals FFN applied to each position separately", one_by_one, out,
+            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
+claim_close("FFN equals two convolutions with kernel size 1", conv, out, terms=2 * FFN_TERMS,
+            scale=ffn_size(x), identity=True, chapter="10")
 
 # %% [markdown]
 # ### Exercise 10.1: the feed-forward network
@@ -213,9 +225,8 @@ tl_mlp = MLP(tl_cfg)
 tl_mlp.load_state_dict({"W_in": W1, "b_in": b1, "W_out": W2, "b_out": b2})
 with torch.no_grad():
     tl_out = tl_mlp(x)
-torch.testing.assert_close(tl_out, out)
-claim("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same output",
-      (tl_out - out).abs().max(), True, chapter="10")
+claim_close("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same output", tl_out, out,
+            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
 
 # %% [markdown]
 # ### Neurons read one direction and write one direction
@@ -237,10 +248,9 @@ claim("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same output",
 pos_x = x[0, 0]                                  # one position: [d_model]
 acts = (pos_x @ W1 + b1).relu()                  # [d_ff]: one per neuron
 by_neuron = sum(acts[n] * W2[n] for n in range(d_ff)) + b2
-torch.testing.assert_close(by_neuron, out[0, 0], atol=1e-5, rtol=1e-4)
-claim("FFN(x) is the sum over neurons of relu(x . W_in[:, n] + b_in[n]) "
-      "W_out[n], plus b_out", (by_neuron - out[0, 0]).abs().max(), True,
-      chapter="10")
+# the same terms, added one neuron at a time in Python (FFN_TERMS each side)
+claim_close("FFN(x) is the sum over neurons of relu(x . W_in[:, n] + b_in[n]) W_out[n], plus b_out",
+            by_neuron, out[0, 0], terms=2 * FFN_TERMS, scale=ffn_size(x[0, 0]), identity=True, chapter="10")
 glue("active", 100 * (acts > 0).float().mean().item())
 
 # %% [markdown]
@@ -276,10 +286,13 @@ for name, M, M_inv in [("a permutation", perm, perm.T),
                        ("a positive scaling", torch.diag(scales),
                         torch.diag(1 / scales))]:
     new = change_hidden_basis(M, M_inv)
-    torch.testing.assert_close(new, out, atol=1e-5, rtol=1e-4)
-    claim(f"changing the neuron basis by {name} leaves the FFN unchanged",
-          (new - out).abs().max(), True, chapter="10")
+    # A permutation moves entries exactly (one nonzero per sum); a scaling rounds W1 s, b1 s,
+    # 1/s and W2 / s once each (4), relative errors that the ReLU and the products carry
+    # through unchanged. Then the FFN's own rounding on each side; same size as before.
+    claim_close(f"changing the neuron basis by {name} leaves the FFN unchanged", new, out,
+                terms=2 * FFN_TERMS + 4, scale=ffn_size(x), identity=True, chapter="10")
 rot_gap = (change_hidden_basis(rotation, rotation.T) - out).abs().max()
+# 30% of the output's largest entry is ~500 times the rounding bound of the checks above
 claim("changing it by a rotation changes the output", rot_gap,
       rot_gap > 0.3 * out.abs().max(), chapter="10")
 glue("rot_gap", rot_gap.item())
@@ -345,9 +358,33 @@ def ffn_gates_frozen(x):
     return ((x @ W1 + b1) * frozen_gates) @ W2 + b2
 
 
+d_head = w["W_V"].shape[-1]
+
+
+def attn_size(x):
+    """The size of the numbers a frozen-pattern attention output accumulates (its own size,
+    as for ffn_size)."""
+    with torch.no_grad():
+        return float(attn_frozen(x).abs().max())
+
+
+# the frozen attention's rounding: values (d_model + 1), the mix (n_pos), W_O over all heads
+# (d_model) and b_O (1)
+ATTN_TERMS = 2 * d_model + n_pos + 2
 with torch.no_grad():  # at c itself, the frozen versions are the real layers
-    torch.testing.assert_close(attn_frozen(c), attn_live(c))
-    torch.testing.assert_close(ffn_gates_frozen(c), ffn_module(c))
+    # the live layer also computes the pattern, but it is the same pattern (frozen at c)
+    claim_close("at c, attention with its pattern frozen at c is the real layer", attn_frozen(c), attn_live(c),
+                terms=2 * ATTN_TERMS, scale=attn_size(c), identity=True, chapter="10")
+    # z * 1 and z * 0 are exact, so the gates act exactly as the ReLU; the two sums may differ
+    claim_close("at c, the FFN with its gates frozen at c is the real layer", ffn_gates_frozen(c),
+                ffn_module(c), terms=2 * FFN_TERMS, scale=ffn_size(c), identity=True, chapter="10")
+
+
+def second_delta(f):
+    """f(a + b) - f(a) - f(b) + f(0): exactly zero for an affine f."""
+    with torch.no_grad():
+        zero = torch.zeros_like(a)
+        return f(a + b) - f(a) - f(b) + f(zero)
 
 
 def second_difference(f):
@@ -364,16 +401,24 @@ gaps = {"FFN": second_difference(ffn_module),
         "attention, pattern frozen": second_difference(attn_frozen)}
 for name, v in gaps.items():
     print(f"{name:31s} |Delta| / |f(a+b) - f(0)| = {v:.2e}")
+# a tenth of the output's change; the affine versions' rounding bound below is ~1e-3 of their size
 claim("the FFN is far from additive: relative second difference > 0.1",
       gaps["FFN"], gaps["FFN"] > 0.1, chapter="10")
-claim("without the ReLU the same layers are additive (affine)",
-      gaps["FFN without ReLU"], gaps["FFN without ReLU"] < 1e-5, chapter="10")
-claim("with its gates frozen the FFN is additive (affine)",
-      gaps["FFN, gates frozen"], gaps["FFN, gates frozen"] < 1e-5,
-      chapter="10")
-frozen_gap = gaps["attention, pattern frozen"]
-claim("attention with a frozen pattern is additive (affine)",
-      frozen_gap, frozen_gap < 1e-5, chapter="10")
+# For the affine versions the second difference itself is zero up to rounding: four
+# evaluations (FFN_TERMS or ATTN_TERMS each, plus 1 for a + b) and three subtractions, at
+# the size of the largest of the four evaluations
+with torch.no_grad():
+    sizes_ffn = max(max(ffn_size(t), float(ffn_no_relu(t).abs().max()), float(ffn_gates_frozen(t).abs().max()))
+                    for t in (a + b, a, b))
+sizes_attn = max(attn_size(t) for t in (a + b, a, b))
+for name, f, terms, size in [("without the ReLU the same layers are additive (affine)", ffn_no_relu,
+                              4 * (FFN_TERMS + 1) + 3, sizes_ffn),
+                             ("with its gates frozen the FFN is additive (affine)", ffn_gates_frozen,
+                              4 * (FFN_TERMS + 1) + 3, sizes_ffn),
+                             ("attention with a frozen pattern is additive (affine)", attn_frozen,
+                              4 * (ATTN_TERMS + 1) + 3, sizes_attn)]:
+    delta = second_delta(f)
+    claim_close(name, delta, torch.zeros_like(delta), terms=terms, scale=size, identity=True, chapter="10")
 with torch.no_grad():
     flips = ((a @ W1 + b1 > 0) != (b @ W1 + b1 > 0)).float().mean().item()
 glue("gap_ffn", gaps["FFN"])
