@@ -71,7 +71,7 @@ if "google.colab" in sys.modules:
         if done.returncode:
             raise RuntimeError(
                 f"set-up failed: {' '.join(cmd[1:])}\\n{done.stdout}{done.stderr}\\nColab's torch, numpy, "
-                "ipywidgets and compiled packages are held at their versions (the constraints file above).")
+                f"ipywidgets and compiled packages are held at their installed versions ({constraints}).")
 
     extras = f"[{','.join(EXTRAS)}]" if EXTRAS else ""
     pip_install(f"circuitbook{extras} @ git+{REPO}@{COMMIT}")
