@@ -1,0 +1,99 @@
+"""The simulated Colab runtime: a venv with what Colab preinstalls, built once and cached.
+
+The venv lives under ``_build/colab-venv/<key>``, where the key hashes
+``colab-preinstalls.txt`` and the Python version, so editing the list builds a new one.
+Each notebook then runs in its own *runtime*: a hard-linked copy of that venv (seconds, no
+extra disk), so one notebook's set-up cell cannot help the next one, as on Colab where every
+notebook gets a fresh runtime. ``python -m venv`` records the interpreter path only in
+``pyvenv.cfg`` (relative to the copy) and we call everything through ``bin/python -m``, so
+the copy is a working venv of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PREINSTALLS = HERE / "colab-preinstalls.txt"
+STUB = HERE / "colab_stub"  # the stand-in google.colab package and Colab's kernel launcher
+TORCH = "torch==2.13.0"  # first, so nothing later pulls another torch build
+
+
+def _key() -> str:
+    h = hashlib.sha256(PREINSTALLS.read_bytes())
+    h.update(f"{TORCH} {sys.version_info[:3]}".encode())
+    return h.hexdigest()[:12]
+
+
+def site_packages(venv: Path) -> Path:
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                         check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def base_venv(log=print) -> Path:
+    """The cached venv holding Colab's preinstalls (built on first use, about 5 minutes)."""
+    venv = ROOT / "_build" / "colab-venv" / _key()
+    if (venv / ".complete").exists():
+        return venv
+    tmp = venv.with_name(venv.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    log(f"building the simulated Colab venv in {venv} (once per colab-preinstalls.txt)")
+    python = shutil.which("python3") or sys.executable
+    subprocess.run([python, "-m", "venv", str(tmp)], check=True)
+    pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, TORCH], check=True)
+    subprocess.run([*pip, "-c", _torch_constraint(tmp), "-r", str(PREINSTALLS)], check=True)
+    # the venv's own copies must not be found by the kernel from anywhere but here
+    shutil.rmtree(venv, ignore_errors=True)
+    tmp.rename(venv)
+    _fix_paths(tmp, venv)
+    (venv / ".complete").write_text(_key() + "\n")
+    return venv
+
+
+def _torch_constraint(venv: Path) -> str:
+    path = venv / "torch-constraint.txt"
+    path.write_text(TORCH + "\n")
+    return str(path)
+
+
+def _fix_paths(old: Path, new: Path) -> None:
+    """A renamed venv: rewrite the old prefix where venv and pip wrote it (activate, shebangs)."""
+    for f in (new / "bin").iterdir():
+        if f.is_file() and not f.is_symlink():
+            try:
+                text = f.read_text()
+            except UnicodeDecodeError:
+                continue
+            if str(old) in text:
+                f.write_text(text.replace(str(old), str(new)))
+
+
+def runtime(base: Path, dest: Path) -> Path:
+    """A fresh runtime: ``dest`` becomes a hard-linked copy of ``base`` with the stub added."""
+    subprocess.run(["cp", "-al", str(base), str(dest)], check=True)
+    _fix_paths(base, dest)
+    site = site_packages(dest)
+    # google.colab as Colab has it: a namespace package "google" (protobuf shares it), so no
+    # google/__init__.py; copied, not linked, so the copy is the runtime's own
+    shutil.copytree(STUB / "google", site / "google", dirs_exist_ok=True, copy_function=shutil.copy)
+    for module in ("colab_kernel_launcher.py", "colab_sim_watch.py"):
+        shutil.copy(STUB / module, site / module)
+    return dest
+
+
+def kernel_env(venv: Path, home: Path, **extra: str) -> dict[str, str]:
+    """The kernel's environment: nothing from the test's own Python (no PYTHONPATH, no venv)."""
+    # PIP_* and proxy settings are how this machine reaches the package registry
+    keep = {k: v for k, v in os.environ.items()
+            if k in ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR") or k.startswith("PIP_") or k.lower().endswith("_proxy")}
+    keep["PATH"] = f"{venv / 'bin'}:{keep.get('PATH', '/usr/bin:/bin')}"
+    keep.update(HOME=str(home), VIRTUAL_ENV=str(venv), **extra)
+    return keep
