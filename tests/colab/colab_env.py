@@ -1,7 +1,7 @@
 """The simulated Colab runtime: a venv with what Colab preinstalls, built once and cached.
 
 The venv lives under ``_build/colab-venv/<key>``, where the key hashes
-``colab-preinstalls.txt`` and the Python version, so editing the list builds a new one.
+``colab-preinstalls.txt``'s requirements and the Python version, so changing them builds a new one.
 Each notebook then runs in its own *runtime*: a hard-linked copy of that venv (seconds, no
 extra disk), so one notebook's set-up cell cannot help the next one, as on Colab where every
 notebook gets a fresh runtime. ``python -m venv`` records the interpreter path only in
@@ -26,7 +26,9 @@ TORCH = "torch==2.13.0"  # first, so nothing later pulls another torch build
 
 
 def _key() -> str:
-    h = hashlib.sha256(PREINSTALLS.read_bytes())
+    """Hash of the requirement lines (comments do not change the venv) and the Python version."""
+    lines = [line.strip() for line in PREINSTALLS.read_text().splitlines()]
+    h = hashlib.sha256("\n".join(line for line in lines if line and not line.startswith("#")).encode())
     h.update(f"{TORCH} {sys.version_info[:3]}".encode())
     return h.hexdigest()[:12]
 
@@ -73,7 +75,12 @@ def _fix_paths(old: Path, new: Path) -> None:
             except UnicodeDecodeError:
                 continue
             if str(old) in text:
-                f.write_text(text.replace(str(old), str(new)))
+                # a new file, not an in-place write: in a hard-linked runtime copy the old
+                # inode is shared with the cached venv, which must stay as it is
+                tmp = f.with_name(f.name + ".tmp")
+                tmp.write_text(text.replace(str(old), str(new)))
+                shutil.copymode(f, tmp)
+                os.replace(tmp, f)
 
 
 def runtime(base: Path, dest: Path) -> Path:
