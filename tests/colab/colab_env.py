@@ -25,10 +25,19 @@ STUB = HERE / "colab_stub"  # the stand-in google.colab package and Colab's kern
 TORCH = "torch==2.13.0"  # first, so nothing later pulls another torch build
 
 
-def _key() -> str:
-    """Hash of the requirement lines (comments do not change the venv) and the Python version."""
+def requirements(ipywidgets: str | None = None) -> list[str]:
+    """The requirement lines of colab-preinstalls.txt; ``ipywidgets`` replaces its version (the
+    simulation of a runtime with ipywidgets 8, which Colab users get when they upgrade it)."""
     lines = [line.strip() for line in PREINSTALLS.read_text().splitlines()]
-    h = hashlib.sha256("\n".join(line for line in lines if line and not line.startswith("#")).encode())
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if ipywidgets:
+        lines = [f"ipywidgets=={ipywidgets}" if line.startswith("ipywidgets==") else line for line in lines]
+    return lines
+
+
+def _key(lines: list[str]) -> str:
+    """Hash of the requirement lines (comments do not change the venv) and the Python version."""
+    h = hashlib.sha256("\n".join(lines).encode())
     h.update(f"{TORCH} {sys.version_info[:3]}".encode())
     return h.hexdigest()[:12]
 
@@ -39,24 +48,25 @@ def site_packages(venv: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def base_venv(log=print) -> Path:
-    """The cached venv holding Colab's preinstalls (built on first use, about 5 minutes)."""
-    venv = ROOT / "_build" / "colab-venv" / _key()
+def base_venv(ipywidgets: str | None = None, log=print) -> Path:
+    """The cached venv holding Colab's preinstalls (built on first use, 2-3 minutes)."""
+    lines = requirements(ipywidgets)
+    venv = ROOT / "_build" / "colab-venv" / _key(lines)
     if (venv / ".complete").exists():
         return venv
     tmp = venv.with_name(venv.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    log(f"building the simulated Colab venv in {venv} (once per colab-preinstalls.txt)")
+    log(f"building the simulated Colab venv in {venv} (once per set of requirements)")
     python = shutil.which("python3") or sys.executable
     subprocess.run([python, "-m", "venv", str(tmp)], check=True)
+    (tmp / "preinstalls.txt").write_text("\n".join(lines) + "\n")
     pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, TORCH], check=True)
-    subprocess.run([*pip, "-c", _torch_constraint(tmp), "-r", str(PREINSTALLS)], check=True)
-    # the venv's own copies must not be found by the kernel from anywhere but here
-    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([*pip, "-c", _torch_constraint(tmp), "-r", str(tmp / "preinstalls.txt")], check=True)
+    shutil.rmtree(venv, ignore_errors=True)  # a stale, unfinished one
     tmp.rename(venv)
     _fix_paths(tmp, venv)
-    (venv / ".complete").write_text(_key() + "\n")
+    (venv / ".complete").write_text(_key(lines) + "\n")
     return venv
 
 
