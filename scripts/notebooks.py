@@ -6,6 +6,12 @@ Binder and the build) is generated from it by ``python scripts/notebooks.py sync
 also puts the one Colab set-up cell first, rendered from the repository URL in
 ``_config.yml``. ``python scripts/notebooks.py check`` fails if any .ipynb differs from
 what its source generates, so the two can never drift apart.
+
+The set-up cell installs circuitbook from that URL at a pinned commit (the newest one whose
+``src/`` and ``pyproject.toml`` are HEAD's; ``check`` fails once they are not), with the extras
+and data packages the chapter's code reaches (derived from the code, see :func:`needs`), while
+a pip constraints file holds Colab's torch, numpy, ipywidgets and compiled packages. The
+environment variable ``CIRCUITBOOK_REPO`` replaces the URL (tests/colab uses a local clone).
 """
 
 from __future__ import annotations
