@@ -22,7 +22,6 @@ Run: ``.venv/bin/python -m pytest tests/colab -m colab`` (first run builds the v
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
