@@ -91,8 +91,12 @@ if "google.colab" in sys.modules:
         from google.colab import output
 
         output.enable_custom_widget_manager()
+    # circuitbook's models default to CUDA where there is one, as TransformerLens's do; the
+    # chapters are written and tested on the CPU (their small tensors are made there), so a
+    # GPU runtime runs them on the CPU too unless the reader sets CIRCUITBOOK_DEVICE
+    device = os.environ.setdefault("CIRCUITBOOK_DEVICE", "cpu")
     print(f"circuitbook {COMMIT[:12]} installed with extras {EXTRAS} and data {DATA}; kept torch "
-          f"{held.get('torch')}, numpy {held.get('numpy')}, ipywidgets {widgets}")""")
+          f"{held.get('torch')}, numpy {held.get('numpy')}, ipywidgets {widgets}; models on {device}")""")
 
 # What pins the set-up cell to a commit: the package's tree (what pip builds circuitbook from).
 PACKAGE_TREE = ("src", "pyproject.toml")

