@@ -10,11 +10,12 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env chromium notebooks unit execute site assignments grade clean help
+.PHONY: book test env chromium notebooks unit execute numerics site assignments grade lab clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
 	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
+	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
 	@echo "make assignments          - student notebooks and autograders into _build/assignments"
 	@echo "make grade SUBMISSIONS=d  - grade every notebook in folder d into _build/grades"
 
@@ -40,6 +41,10 @@ notebooks: env
 execute: env
 	$(PY) scripts/execute_notebooks.py
 
+# Execute every chapter again as another CPU would round, and compare (scripts/numerics.py).
+numerics: execute
+	$(PY) scripts/numerics.py
+
 site: env
 	$(PY) scripts/build_site.py
 
@@ -47,6 +52,11 @@ book: notebooks execute site
 	@echo
 	@echo "The book is built. Open: file://$(CURDIR)/_build/html/index.html"
 	@echo "or serve it: $(PY) -m http.server -d _build/html 8000  ->  http://localhost:8000"
+
+# Readers: the chapters as live notebooks, in JupyterLab (pinned in requirements.txt).
+# Jupyter refuses to run as root (as in many containers) unless told --allow-root.
+lab: env
+	$(VENV)/bin/jupyter lab book/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Instructors: student notebooks + autograder bundles, then grade a folder of submissions.
 assignments: env
@@ -64,6 +74,9 @@ test: env chromium
 	$(PY) scripts/notebooks.py check
 	$(PY) -m pytest tests/unit -q
 	$(PY) scripts/execute_notebooks.py
+	# every chapter again under a second numeric configuration (generic kernels, 1 thread):
+	# claims, exercise verdicts and printed numbers must not depend on the CPU
+	$(PY) scripts/numerics.py
 	$(PY) scripts/build_site.py
 	$(PY) -m pytest tests/site tests/grading tests/browser -q
 

@@ -373,8 +373,8 @@ plt.show()
 
 # %% tags=["exercise"]
 def sublayer_connection(x, sublayer, norm, position):
-    """Residual connection with LayerNorm: 'pre' is x + sublayer(norm(x)),
-    'post' is norm(x + sublayer(x))."""
+    """x: [..., d_model]; sublayer, norm: [..., d_model] -> [..., d_model];
+    position: "pre" or "post", where the LayerNorm sits. Returns [..., d_model]."""
     # BEGIN SOLUTION
     if position == "pre":
         return x + sublayer(norm(x))

@@ -288,7 +288,7 @@ claim("tied: logits of an embedded token = sqrt(d_model) S[t] S^T + b_U",
 # %% tags=["exercise"]
 def tied_logits(tokens, lut, b_U):
     """tokens: [batch, pos]; lut: [vocab, d_model]; b_U: [vocab]
-    -> logits [batch, pos, vocab] with W_E = sqrt(d_model) lut, W_U = lut^T."""
+    -> logits [batch, pos, vocab] of the tied model described above."""
     # BEGIN SOLUTION
     W_E = math.sqrt(lut.shape[-1]) * lut
     W_U = lut.T

@@ -111,8 +111,8 @@ claim("with the positional encoding added, shuffling changes the outputs",
 
 # %% tags=["exercise"]
 def sinusoidal(n_pos, d_model):
-    """[n_pos, d_model] table: PE[pos, 2i] = sin(pos * w_i),
-    PE[pos, 2i+1] = cos(pos * w_i), w_i = 10000 ** (-2i / d_model)."""
+    """The paper's sinusoidal encoding for positions 0 .. n_pos - 1:
+    a [n_pos, d_model] float tensor, one row per position."""
     # BEGIN SOLUTION
     pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
     i2 = torch.arange(0, d_model, 2, dtype=torch.float64)   # 2i

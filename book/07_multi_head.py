@@ -375,7 +375,8 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% tags=["exercise"]
 def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
-    """sum_h pattern[h] (x W_V[h] + b_V[h]) W_O[h] + b_O: [pos_q, d_model]."""
+    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens weights
+    -> the attention layer's output [pos_q, d_model], built head by head."""
     # BEGIN SOLUTION
     v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
     z = pattern @ v                                            # [h, q, d_head]

@@ -420,7 +420,7 @@ glue("min_real", nonzero.real.min().item())
 
 # %% tags=["exercise"]
 def copying_score(eigenvalues):
-    """eigenvalues: complex [n] -> Re(sum lambda) / sum |lambda|, a float."""
+    """eigenvalues: complex [n] -> the copying score defined above, a float in [-1, 1]."""
     # BEGIN SOLUTION
     return (eigenvalues.sum().real / eigenvalues.abs().sum()).item()
     # END SOLUTION

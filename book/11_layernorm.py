@@ -210,9 +210,8 @@ claim("post-norm: even a sublayer that outputs 0 changes the stream",
 
 # %% tags=["exercise"]
 def layer_norm(x, gamma, beta, eps=1e-5):
-    """x: [..., d]; gamma, beta: [d]. Returns
-    (x - mean) / sqrt(var + eps) * gamma + beta, with the mean and the
-    (biased) variance taken over the last axis."""
+    """x: [..., d]; gamma, beta: [d] -> [..., d]: each vector normalised over
+    the last axis, in nn.LayerNorm's convention, then given the gain and bias."""
     # BEGIN SOLUTION
     mu = x.mean(-1, keepdim=True)
     var = (x - mu).pow(2).mean(-1, keepdim=True)

@@ -216,7 +216,8 @@ glue("worst", worst)
 
 # %% tags=["exercise"]
 def composition_score(W_A, W_B):
-    """||W_A W_B||_F / (||W_A||_F ||W_B||_F), as a float."""
+    """W_A, W_B: [d_model, d_model], writer then reader -> the composition
+    score defined above, a float."""
     # BEGIN SOLUTION
     norm = torch.linalg.matrix_norm           # Frobenius by default
     return float(norm(W_A @ W_B) / (norm(W_A) * norm(W_B)))

@@ -147,18 +147,18 @@ async def _alive(km) -> bool:
 
 def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] | None = None,
                 force: bool = False, cell_timeout: int = 120, notebook_timeout: int = 200,
-                report_path: Path | None = None) -> list[str]:
+                report_path: Path | None = None, root: Path = ROOT) -> list[str]:
     """Execute each notebook into the jupyter-cache at ``cache_dir`` unless a record with the
-    same code and the same ``inputs_fingerprint(env=env)`` is there. Returns the failures."""
+    same code and the same ``inputs_fingerprint(root, env)`` is there. Returns the failures."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
     cache = get_cache(str(cache_dir))
-    fingerprint = inputs_fingerprint(env=env)
+    fingerprint = inputs_fingerprint(root, env)
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
     failures = []
     for path in notebooks:
-        rel = str(path.relative_to(ROOT))
+        rel = str(path.relative_to(root))
         nb = nbformat.read(path, as_version=4)
         if not force:
             try:

@@ -22,18 +22,28 @@ from __future__ import annotations
 from typing import Any
 
 CLAIM_MIME = "application/vnd.circuitbook.claim+json"
+MACHINE_MIME = "application/vnd.circuitbook.machine-dependent+json"
 
 
-def glue(name: str, value: Any, display: bool = False) -> None:
+def glue(name: str, value: Any, display: bool = False, *, machine_dependent: bool = False) -> None:
     """Make ``value`` available to the page's prose as ``{glue:text}`name```.
 
-    Returns None, so a glue call as a cell's last line prints nothing.
+    ``machine_dependent=True`` marks a number that is meant to differ between machines (a
+    timing, a memory peak): the prose must say it was measured on the machine that built
+    the page, and the second-configuration check (scripts/numerics.py) reports it instead
+    of requiring the two runs to agree. Every other glued number must not depend on the CPU
+    in the digits it is printed with. Returns None, so a glue call as a cell's last line
+    prints nothing.
     """
     try:
         from myst_nb import glue as _glue
     except ImportError:  # Colab: no jupyter-book, and the page's prose is not rendered anyway
         return
     _glue(name, value, display=display)
+    if machine_dependent:
+        from IPython.display import display as _display
+
+        _display({MACHINE_MIME: {"name": name}}, raw=True)
 
 
 def _show(value: Any) -> str:

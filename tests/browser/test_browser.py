@@ -495,14 +495,14 @@ def test_builder_toggles_and_presets(fresh):
     assert not log.console, log.console
 
 
-def test_quiz_needs_every_answer_then_gives_feedback(fresh):
+def test_quiz_needs_every_answer_then_gives_feedback_and_a_retry(fresh):
     page, log = _visit(fresh, QUIZ)
     quiz = page.locator(".cb-quiz").first
     questions = quiz.locator("fieldset.cb-question")
     n = questions.count()
     assert n >= 2
-    submit = quiz.locator(".cb-submit")
-    assert submit.is_disabled()
+    submit, retry = quiz.locator(".cb-submit"), quiz.locator(".cb-retry")
+    assert submit.is_disabled() and not retry.is_visible()
     for i in range(n - 1):
         questions.nth(i).locator("input[type=radio]").first.check()
     assert submit.is_disabled(), "submit is enabled before every question is answered"
@@ -513,8 +513,27 @@ def test_quiz_needs_every_answer_then_gives_feedback(fresh):
     assert quiz.locator(".cb-feedback").count() == n
     for i in range(n):
         assert questions.nth(i).locator(".cb-feedback").count() == 1
-    score = quiz.get_attribute("data-score")
-    assert score is not None and 0 <= int(score) <= n
+    first_score = quiz.get_attribute("data-score")
+    assert first_score is not None and 0 <= int(first_score) < n, "always picking option A must not score full marks"
+    wrong = quiz.locator('.cb-feedback[data-right="false"]')
+    assert wrong.count() >= 1
+    assert "Not quite" in wrong.first.inner_text() and "the answer is" not in wrong.first.inner_text()
+    # Try again: feedback goes, answers stay and can change, and the quiz can be resubmitted
+    assert retry.is_visible()
+    retry.click()
+    assert quiz.locator(".cb-feedback").count() == 0 and not retry.is_visible()
+    assert quiz.get_attribute("data-score") is None
+    assert questions.nth(0).locator("input[type=radio]").first.is_checked()
+    for i in range(n):
+        questions.nth(i).locator("input[type=radio]").nth(1).check()
+    assert submit.is_enabled()
+    submit.click()
+    assert quiz.locator(".cb-feedback").count() == n
+    assert "attempt 2" in quiz.locator(".cb-summary").inner_text()
+    # the math in the questions is typeset (MathJax on the page) or readable HTML, never raw TeX
+    text = quiz.inner_text()
+    assert "$" not in text and "\\top" not in text and "_{" not in text, text[:300]
+    assert quiz.locator("span.cb-math").count() > 0
     assert not log.console, log.console
 
 

@@ -91,9 +91,29 @@ def test_machinery_names_each_mistake():
     assert TOY(_scale).passed
     assert TOY(lambda x, k: x).mistake == "forgot to scale"
     assert TOY(lambda x, k: (x * k).T).mistake == "transposed"
-    assert TOY(lambda x, k: x * k + 1).mistake == "wrong values"
+    assert TOY(lambda x, k: x * k + 1).mistake == "constant offset"
+    assert TOY(lambda x, k: -x * k).mistake == "wrong sign"
+    assert TOY(lambda x, k: x * k * 3).mistake == "wrong scale"
+    assert TOY(lambda x, k: x * k + (torch.arange(4) == 2)).mistake == "wrong values"
+    assert "index 2 of dimension 1" in TOY(lambda x, k: x * k + (torch.arange(4) == 2)).message
     assert TOY(lambda x, k: (x * k)[:2]).mistake == "wrong shape"
     assert TOY(lambda x, k: None).mistake == "returned None"
+    assert TOY(lambda x, k: ...).mistake == "returned Ellipsis"
+    first = TOY(lambda x, k: (_ for _ in ()).throw(NotImplementedError)).message
+    assert "not attempted" in first and "(3, 4)" in first and "scale a tensor" in first
+
+
+def test_an_empty_body_is_not_attempted_but_a_missing_return_is_named():
+    def student_version(x, k):
+        """What otter's student notebook holds: the solution replaced by `...`."""
+        ...
+
+    def forgot_return(x, k):
+        x * k
+
+    first = TOY(student_version)
+    assert "not attempted" in first.message and "(3, 4)" in first.message and first.mistake is None
+    assert TOY(forgot_return).mistake == "returned None"
     r = TOY(lambda x, k: 1 / 0)
     assert not r.passed and "ZeroDivisionError" in r.message
     assert "Hint: Return x times k." in str(TOY(lambda x, k: x))
@@ -112,3 +132,28 @@ def test_unknown_exercise_ids_are_clear():
         checks.get("nonsense")
     with pytest.raises(KeyError, match="no exercises for 'ch99'"):
         checks.get("ch99_ex1")
+
+
+def test_problem_set_progress_counts_passed_checks_not_clicks():
+    from circuitbook.checks import SESSION, ps
+
+    SESSION.clear()
+    seen = []
+    unsubscribe = SESSION.subscribe(seen.append)
+    try:
+        assert str(ps.progress()).startswith("0 of 6 done; still open: problem 1 (ps_p1a, ps_p1b)")
+        checks.ps_p2(ps.path_counts)
+        checks.ps_p1a(ps.p1_reference())
+        report = ps.progress()
+        assert report.done == ["2"] and report.open["1"] == ["ps_p1b"], report
+        assert str(report).startswith("1 of 6 done") and "problem 1 (ps_p1b)" in str(report)
+        checks.ps_p2(lambda n_layers, n_heads: None)  # broken later: the latest check counts
+        assert "2" not in ps.progress().done
+        assert [r.exercise for r in seen] == ["ps_p2", "ps_p1a", "ps_p2"] and seen[0].passed and not seen[2].passed
+        # the graders' direct .check() calls (hidden tests, other seeds) are not the student's progress
+        checks.get("ps_p2").check(ps.path_counts, seed=1)
+        assert len(seen) == 3 and "2" not in ps.progress().done
+    finally:
+        unsubscribe()
+        SESSION.clear()
+    assert 'class="circuitbook-progress-report"' in ps.progress()._repr_html_()

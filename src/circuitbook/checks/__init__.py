@@ -15,9 +15,10 @@ import importlib
 import pkgutil
 import re
 
-from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise, Result, ValueExercise
+from circuitbook.checks.core import SESSION, FunctionExercise, Mistake, PairExercise, Result, ValueExercise
 
-__all__ = ["FunctionExercise", "PairExercise", "ValueExercise", "Mistake", "Result", "get", "all_exercises"]
+__all__ = ["FunctionExercise", "PairExercise", "ValueExercise", "Mistake", "Result", "SESSION", "get",
+           "all_exercises"]
 
 _ID = re.compile(r"^(ch\d\d|ps)_")
 

@@ -107,8 +107,10 @@ EX1 = FunctionExercise(
                 "sublayer), and each has a gain AND a bias: 2 x 2 x d_model.",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 2 * d_model),
     ],
-    hint="attention: 4 d_model^2 (+ 4 d_model biases); FFN: 2 d_model d_ff (+ d_ff + d_model biases); "
-         "two LayerNorms: 4 d_model. The number of heads h does not change the total.",
+    hint="Add up three parts: the attention sublayer's four projections, the feed-forward's two linear "
+         "maps, and the LayerNorms (one per sublayer, each with a gain and a bias). A linear map from a "
+         "inputs to b outputs has a x b weights and, with a bias, b more. Does splitting d_model into h "
+         "heads change the size of W^Q?",
 )
 
 
@@ -157,8 +159,8 @@ EX2 = FunctionExercise(
     reference=sublayer_connection,
     make_inputs=_connection_inputs,
     mistakes=[
-        Mistake("pre and post swapped", "Pre-norm normalises what the sublayer reads: x + sublayer(norm(x)). "
-                "Post-norm normalises the sum: norm(x + sublayer(x)).",
+        Mistake("pre and post swapped", "Pre-norm puts the LayerNorm on the sublayer's input and lets x bypass "
+                "it; post-norm puts it after the residual addition. Yours does the opposite for each setting.",
                 lambda x, sublayer, norm, position: sublayer_connection(
                     x, sublayer, norm, "post" if position == "pre" else "pre")),
         Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
@@ -177,7 +179,9 @@ EX2 = FunctionExercise(
                 "post-norm.",
                 lambda x, sublayer, norm, position: x + sublayer(x)),
     ],
-    hint='if position == "pre": return x + sublayer(norm(x)); else: return norm(x + sublayer(x)).',
+    hint="Both versions add the sublayer's output back onto x; they differ only in where norm goes. "
+         "Pre-norm normalises what the sublayer reads and lets x bypass the norm; post-norm normalises "
+         "after the addition. The answer has x's shape [..., d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

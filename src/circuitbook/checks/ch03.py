@@ -184,8 +184,11 @@ EX1 = RotationExercise(
         Mistake("forgot W_Q and W_K", "Queries and keys read the stream: W_Q -> R^T W_Q, W_K -> R^T W_K.",
                 _skipping("W_Q", "W_K")),
     ],
-    hint="Writes (W_E, W_pos, W_O, b_O) become W @ R; reads (W_Q, W_K, W_V, W_U) become R.T @ W "
-         "(matmul broadcasts over layers and heads); b_Q, b_K, b_V, b_U stay as they are.",
+    hint="Changing the stream's basis (x -> x R) must leave the logits unchanged. So every weight that "
+         "writes into the stream changes on its d_model output side, and every weight that reads from it "
+         "changes on its d_model input side, by the inverse (R is orthogonal: what is its inverse?). "
+         "Weights and biases with no d_model side stay as they are. Return all the entries, shapes "
+         "unchanged.",
 )
 
 
@@ -248,8 +251,9 @@ EX2 = FunctionExercise(
         Mistake("theta read as degrees", "theta is in radians: use math.cos(theta) directly.",
                 lambda d, i, j, theta: plane_rotation(d, i, j, math.radians(theta))),
     ],
-    hint="Start from torch.eye(d); set R[i, i] = R[j, j] = cos(theta), R[i, j] = sin(theta), "
-         "R[j, i] = -sin(theta).",
+    hint="Start from the identity, which fixes every axis outside the plane, and change only the four "
+         "entries where rows and columns i and j cross. With row vectors, row i of R is where e_i goes: "
+         "where should e_i go when the plane turns by theta from e_i towards e_j?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

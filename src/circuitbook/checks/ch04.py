@@ -62,8 +62,9 @@ EX1 = FunctionExercise(
                 lambda tokens, lut: lut[tokens] * math.sqrt(lut.shape[-1])
                 + sinusoidal_table(tokens.shape[-1], lut.shape[-1])),
     ],
-    hint="d_model = lut.shape[-1]; return lut[tokens] * sqrt(d_model) "
-         "(indexing a [vocab, d_model] table by a [batch, pos] tensor gives [batch, pos, d_model]).",
+    hint="Indexing the [vocab, d_model] table with the [batch, pos] ids gives [batch, pos, d_model]. The "
+         "Annotated Transformer then multiplies by a scale that depends only on d_model (the paper's "
+         "section 3.4): which one?",
 )
 
 
@@ -115,7 +116,9 @@ EX2 = FunctionExercise(
         Mistake("returned probabilities", "Return the logits, before any softmax.",
                 lambda tokens, lut, b_U: tied_logits(tokens, lut, b_U).softmax(-1)),
     ],
-    hint="W_E = sqrt(d_model) * lut and W_U = lut.T: return W_E[tokens] @ W_U + b_U.",
+    hint="Tied weights: one table embeds (with the scale of exercise 4.1) and unembeds (unscaled, read the "
+         "other way round, so that vocab is the output side). Embed the tokens, map the [batch, pos, "
+         "d_model] stream to [batch, pos, vocab] with the unembedding, add the bias.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -88,8 +88,9 @@ EX1 = FunctionExercise(
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, first=1))),
     ],
-    hint="w = 1 / 10000 ** (torch.arange(0, d_model, 2) / d_model); angles = pos[:, None] * w; "
-         "pe[:, 0::2] = sin(angles), pe[:, 1::2] = cos(angles).",
+    hint="Build the table from two axes: positions as a column [n_pos, 1] and one frequency per pair of "
+         "dimensions [d_model / 2]; broadcasting their product gives every angle. Even columns hold the "
+         "sines of the angles, odd columns the cosines. Compute in float64 for accuracy.",
 )
 
 
@@ -153,8 +154,10 @@ EX2 = FunctionExercise(
                 "2i and 2i+1 (interleaved), so each block sits on the diagonal at (2i, 2i+1).",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model), halves=True)),
     ],
-    hint="M = zeros(d, d); for each i: t = k * 10000 ** (-2i/d); M[2i, 2i] = M[2i+1, 2i+1] = cos t; "
-         "M[2i, 2i+1] = -sin t; M[2i+1, 2i] = sin t. Check: sinusoidal(n, d)[k:] vs sinusoidal(n, d)[:-k] @ M.",
+    hint="Shifting by k turns each frequency's (sin, cos) pair by its own angle, k times that frequency, "
+         "so M_k is block-diagonal: one 2 x 2 rotation per pair of dimensions (2i, 2i+1), zeros elsewhere. "
+         "Work out one block from the angle-addition formulas, with the row vector on the left, and test "
+         "it on the table of exercise 5.1 shifted by k.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

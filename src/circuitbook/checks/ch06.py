@@ -63,8 +63,9 @@ EX1 = FunctionExercise(
                 lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
                 .masked_fill(~_causal(q.shape[-2]), float("-inf")).exp()),
     ],
-    hint="scores = q @ k.transpose(-1, -2) / sqrt(d_k); set scores[i, j] = -inf where j > i; "
-         "softmax over the last axis.",
+    hint="Score every query against every key (a [batch, n, n] table, rows are queries), scale by the key "
+         "width as the paper does, and before the softmax hide the keys that come after each query (when "
+         "causal), so that they get exactly zero weight. Then normalise each row into a distribution.",
 )
 
 
@@ -107,8 +108,9 @@ EX2 = FunctionExercise(
         Mistake("applied a softmax", "This exercise asks for the scores, before any softmax or mask.",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),
     ],
-    hint="q = x @ W_Q[h] and k = x @ W_K[h] for each head h (einsum 'pd,hde->hpe'); "
-         "scores = q @ k^T / sqrt(d_head).",
+    hint="Project the stream into each head's query space and key space ([n_heads, pos, d_head] each), "
+         "score every query position against every key position, and scale by the head width as the paper "
+         "does. No softmax: these are scores, [n_heads, pos_q, pos_k].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

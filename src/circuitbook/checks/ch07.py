@@ -55,7 +55,10 @@ EX1 = FunctionExercise(
                 "[n_heads, d_model, d_head].",
                 lambda weight, n_heads: weight.T),
     ],
-    hint="W = weight.T is [d_model, n_heads*d_head]; W.reshape(d_model, n_heads, d_head).permute(1, 0, 2).",
+    hint="nn.Linear stores its weight as [out, in] and multiplies the input by its transpose, while the "
+         "per-head tensor is in row-vector form. The out side (n_heads * d_head) is the heads side by "
+         "side: split it into heads, then move the head axis to the front, giving [n_heads, d_model, "
+         "d_head].",
 )
 
 
@@ -120,8 +123,9 @@ EX2 = FunctionExercise(
         Mistake("used the first head only", "Sum the writes of all n_heads heads.",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
     ],
-    hint="v = einsum('kd,hde->hke', x, W_V) + b_V[:, None]; z = pattern @ v; "
-         "out = einsum('hqe,hem->qm', z, W_O) + b_O.",
+    hint="Do one head at a time, then add: its values are the stream read through W_V[h] plus b_V[h] "
+         "([pos, d_head]); its pattern mixes values across positions; W_O[h] writes the mix back into "
+         "d_model. Sum over the heads and add the output bias once: [pos_q, d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

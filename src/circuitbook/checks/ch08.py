@@ -64,8 +64,9 @@ EX1 = FunctionExercise(
                 "softmax; the values are not scaled.",
                 lambda x, pattern, W_V, W_O, b_V: pattern @ (x @ W_V + b_V) @ W_O / W_V.shape[-1] ** 0.5),
     ],
-    hint="values = x @ W_V + b_V   [pos, d_head]; mix them with the pattern, then write with W_O: "
-         "pattern @ values @ W_O.",
+    hint="A head reads a value at every position (the value map and its bias: [pos, d_head]), mixes the "
+         "values across positions with the pattern (rows are queries), and writes the mix into the stream "
+         "with the output map: [pos, d_model].",
 )
 
 
@@ -119,8 +120,10 @@ EX2 = PairExercise(
         Mistake("returned the pair in the wrong order", "Return (W_QK, W_OV).",
                 lambda W_Q, W_K, W_V, W_O: ((W_V @ W_O).T, W_Q @ W_K.T)),
     ],
-    hint="Write the paper's matrices first: W_Q^p = W_Q.T, W_K^p = W_K.T, W_V^p = W_V.T, W_O^p = W_O.T. "
-         "Then W_QK^p = (W_Q^p)^T W_K^p and W_OV^p = W_O^p W_V^p.",
+    hint="The paper's matrices act on column vectors, so each is the transpose of the row-vector matrix "
+         "given here. Write the paper's four matrices first, then form W_QK and W_OV by the paper's "
+         "definitions in chapter 8; with column vectors, maps compose right to left. Both are [d_model, "
+         "d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -58,8 +58,9 @@ EX1 = FunctionExercise(
                 "are tokens rather than residual directions.",
                 lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O),
     ],
-    hint="Follow a token through the head: embed (W_E), read values (W_V), write (W_O), unembed (W_U). "
-         "In row vectors that is W_E @ W_V @ W_O @ W_U.",
+    hint="Follow a token through the head: embedding, value map, output map, unembedding. With row vectors "
+         "the maps apply left to right; check that the shapes chain from [d_vocab, ...] to [..., d_vocab]. "
+         "Multiplying the two small products last avoids a large intermediate.",
 )
 
 
@@ -136,8 +137,9 @@ EX2 = FunctionExercise(
                 "however small, the same vote. Sum first, then divide: Re(sum lambda) / sum |lambda|.",
                 lambda eigenvalues: (eigenvalues.real / eigenvalues.abs()).mean().item()),
     ],
-    hint="score = Re(sum of the eigenvalues) / (sum of their absolute values); "
-         "eigenvalues.sum().real / eigenvalues.abs().sum().",
+    hint="The score compares the real part of the eigenvalues' sum with the sum of their sizes: +1 when "
+         "every eigenvalue is a positive real, -1 when every one is a negative real. Return a Python "
+         "float, not a tensor.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

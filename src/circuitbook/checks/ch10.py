@@ -90,8 +90,9 @@ EX1 = FFNExercise(
         Mistake("ReLU on the input", "The ReLU acts on the hidden layer, x W1^T + b1, not on x.",
                 lambda x, W1, b1, W2, b2: (x.relu() @ W1.T + b1) @ W2.T + b2),
     ],
-    hint="nn.Linear computes x @ weight.T + bias: hidden = (x @ W1.T + b1).relu(); "
-         "return hidden @ W2.T + b2.",
+    hint="nn.Linear stores its weight as [out, in] and computes the input times the transposed weight, "
+         "plus the bias. The FFN is two of them with a ReLU between: d_model -> d_ff (the neurons, [..., "
+         "d_ff]) -> d_model.",
 )
 
 
@@ -132,8 +133,8 @@ EX2 = FunctionExercise(
         Mistake("counted d_model^2 weights", "The matrices are d_model x d_ff, not square.",
                 lambda d_model, d_ff: 2 * d_model ** 2 + d_ff + d_model),
     ],
-    hint="w_1 = nn.Linear(d_model, d_ff) has d_model*d_ff weights and d_ff biases; "
-         "w_2 = nn.Linear(d_ff, d_model) has d_ff*d_model weights and d_model biases.",
+    hint="PositionwiseFeedForward is two nn.Linear layers, d_model -> d_ff and d_ff -> d_model, each with "
+         "a weight matrix and a bias; the ReLU and dropout have no parameters.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, allclose
+from circuitbook.checks.core import FunctionExercise, Mistake, allclose, tensor_difference
 
 # --------------------------------------------------------------------------------------
 # Exercise 11.1: LayerNorm from scratch
@@ -87,8 +87,9 @@ EX1 = FunctionExercise(
         Mistake("added beta before multiplying by gamma", "Scale first, then shift: x_hat * gamma + beta.",
                 lambda x, gamma, beta, eps: (_centre(x) / torch.sqrt(_var(x) + eps) + beta) * gamma),
     ],
-    hint="mu = x.mean(-1, keepdim=True); var = ((x - mu)**2).mean(-1, keepdim=True); "
-         "return (x - mu) / sqrt(var + eps) * gamma + beta.",
+    hint="Per vector (over the last axis): subtract its mean, divide by its standard deviation with eps "
+         "inside the square root (the biased variance: divide by d, not d - 1), then scale by gamma and "
+         "shift by beta. The shape does not change.",
 )
 
 # --------------------------------------------------------------------------------------
@@ -133,8 +134,8 @@ class _FoldExercise(FunctionExercise):
                 shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 return self._fail(f"{name} should have shape {tuple(y.shape)}, got {shape}", "wrong shape")
             if not close(x, y):
-                parts.append(name)
-        return self._fail(f"wrong values in {' and '.join(parts)}", "wrong values")
+                parts.append(f"{name}: {tensor_difference(x, y)[0]}")
+        return self._fail("; ".join(parts), "wrong values")
 
 
 def _Wf(gamma, W):
@@ -149,28 +150,32 @@ EX2 = _FoldExercise(
     compare=_same_pair,
     mistakes=[
         Mistake("scaled the columns instead of the rows", "gamma_i multiplies coordinate i of x_hat, "
-                "which meets row i of W (x W = sum_i x_i W[i, :]): use gamma[:, None] * W.",
+                "which meets row i of W (x W = sum_i x_i W[i, :]): gamma rescales the rows of W, not its "
+                "columns.",
                 lambda gamma, beta, W, b: (W * gamma[None, :], b + beta @ W)),
         Mistake("divided by gamma", "LayerNorm multiplies by gamma, so the folded weight does too.",
                 lambda gamma, beta, W, b: (W / gamma[:, None], b + beta @ W)),
         Mistake("transposed the weight", "Keep TransformerLens's reading shape [d_model, d_out]: "
-                "W_folded = gamma[:, None] * W, not its transpose.",
+                "W_folded has W's shape, not its transpose's.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W).T, b + beta @ W)),
-        Mistake("forgot gamma", "The gain must end up in the weight: W_folded = gamma[:, None] * W.",
+        Mistake("forgot gamma", "The gain must end up in the weight: W_folded is W with gamma folded into it.",
                 lambda gamma, beta, W, b: (W, b + beta @ W)),
-        Mistake("forgot to fold beta", "beta passes through W too: b_folded = b + beta @ W.",
+        Mistake("forgot to fold beta", "beta passes through W too, and what comes out joins b in b_folded.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b)),
         Mistake("sent beta through the folded weight", "beta is added after the gain, so it meets the "
-                "original W: b + beta @ W, not b + beta @ (gamma[:, None] * W).",
+                "original W, not the folded one.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
         Mistake("added beta to the bias directly", "beta lives in d_model space; it reaches the output "
-                "through W: b + beta @ W.",
+                "only through W.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta)),
-        Mistake("multiplied beta on the wrong side", "Row-vector convention: beta @ W (a row vector "
-                "times W), not W @ beta.",
+        Mistake("multiplied beta on the wrong side", "Row-vector convention: beta is a row vector, so W "
+                "acts on it from the right.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + W @ beta)),
     ],
-    hint="(x_hat * gamma + beta) @ W + b = x_hat @ (gamma[:, None] * W) + (beta @ W + b).",
+    hint="Write the LayerNorm's output as x_hat * gamma + beta and expand what the next layer does to it. "
+         "The gamma part can move into the matrix (it rescales one axis of W: which axis has length "
+         "d_model?) and the beta part becomes a constant that joins the bias. W_folded is [d_model, "
+         "d_out], b_folded is [d_out].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -123,9 +123,11 @@ EX1 = FunctionExercise(
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q[:1], W_K[:1], W_V[:1], W_O[:1], _pad(x_dec, src_mask))),
     ],
-    hint="q = x_dec @ W_Q[h], k = memory @ W_K[h], v = memory @ W_V[h]; scores = q k^T / sqrt(d_head), "
-         "-inf where src_mask is False (no causal mask); softmax over source positions; "
-         "sum over h of (pattern @ v) @ W_O[h].",
+    hint="Like self-attention, except that the queries come from the decoder (x_dec) and the keys and "
+         "values from the encoder's memory, so each head's pattern is [tgt, src]. Scale as usual; give the "
+         "source positions that src_mask marks False zero weight (no causal mask: the whole source is "
+         "visible); softmax over the source; each head writes with W_O[h] and the heads add up to [tgt, "
+         "d].",
 )
 
 # --------------------------------------------------------------------------------------
@@ -180,8 +182,9 @@ EX2 = FunctionExercise(
         Mistake("forgot the embedding", "Start from W_E: its rows are the source tokens.",
                 lambda W_E, W_V, W_O, W_U: torch.einsum("hde,hem,mt->dt", W_V, W_O, W_U).argmax(-1)),
     ],
-    hint="scores = sum over h of W_E @ W_V[h] @ W_O[h] @ W_U   # [src_vocab, tgt_vocab]; "
-         "return scores.argmax(-1).",
+    hint="Build each source token's full OV circuit summed over the heads, a [src_vocab, tgt_vocab] table "
+         "(embedding, value map, output map, unembedding), and for each source token pick the target token "
+         "its row raises most. The answer holds integer ids, [src_vocab].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

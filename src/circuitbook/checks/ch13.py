@@ -76,8 +76,9 @@ EX1 = FunctionExercise(
                 "Pick the logit of the correct next token: index the vocabulary axis with tokens[1:].",
                 lambda head_out, W_U, b_U, tokens: head_out[:, :-1] @ W_U),
     ],
-    hint="out = head_out[:, :-1] (positions that have a next token); columns = W_U[:, tokens[1:]] "
-         "[d_model, pos - 1]; return einsum('hpd,dp->hp', out, columns).",
+    hint="A head's output at position p pushes on the logit of the next token, tokens[p + 1]: take its dot "
+         "product with that token's unembedding direction, a column of W_U. The last position has no next "
+         "token, hence pos - 1 entries per head; b_U belongs to no head.",
 )
 
 
@@ -120,16 +121,16 @@ EX2 = FunctionExercise(
                 "of n heads.",
                 lambda n_layers, n_heads: 2 ** n_layers),
         Mistake("swapped layers and heads",
-                "There are 1 + n_heads choices (skip, or one head) in each of n_layers layers: "
-                "(1 + n_heads) ** n_layers.",
+                "Each layer offers its own choices (skip it, or one of its heads), and a path makes one "
+                "such choice per layer: the layers are what you multiply over, not the heads.",
                 lambda n_layers, n_heads: (1 + n_layers) ** n_heads),
         Mistake("let a path use several heads of one layer",
                 "Heads of one layer read the same stream in parallel; none reads another's output, "
                 "so a path passes through at most one head per layer.",
                 lambda n_layers, n_heads: 2 ** (n_layers * n_heads)),
     ],
-    hint="Multiply the choices made independently in each layer: skip it, or go through one of "
-         "its heads.",
+    hint="Multiply the choices made independently in each layer: skip it, or go through one of its heads. "
+         "Check your formula with one layer: the direct path plus one path per head.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

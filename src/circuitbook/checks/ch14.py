@@ -67,7 +67,8 @@ EX1 = FunctionExercise(
                 "W_E[t] @ W_U + b_U.",
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).log_softmax(-1)),
     ],
-    hint="W_E[tokens] is [batch, pos, d_model]; multiply by W_U and add b_U.",
+    hint="With no layers the stream is just each token's embedding, and the logits read it straight "
+         "through the unembedding, plus the bias: [batch, pos, d_model] becomes [batch, pos, d_vocab].",
 )
 
 
@@ -132,7 +133,9 @@ EX2 = FunctionExercise(
                 "Centre both A and B by their own row means.",
                 lambda A, B: _cos(A - A.mean(-1, keepdim=True), B)),
     ],
-    hint="a = A - A.mean(-1, keepdim=True); b likewise; return (a * b).sum() / (a.norm() * b.norm()).",
+    hint="Centre each row of both matrices (subtract the row's own mean over the last axis). Then treat "
+         "each centred matrix as one long vector and take the cosine of the angle between the two: one "
+         "number.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

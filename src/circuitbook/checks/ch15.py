@@ -92,8 +92,10 @@ EX1 = FunctionExercise(
         Mistake("averaged the heads instead of adding them",
                 "The layer's output is the sum of its heads' outputs.", _m(mean_heads=True)),
     ],
-    hint="e = W_E[tokens]; v = einsum('pm,hmd->hpd', e, W_V) + b_V[:, None]; "
-         "heads = einsum('hqk,hkd,hdm->qm', patterns, v, W_O); return (e + heads + b_O) @ W_U + b_U.",
+    hint="The logits are the unembedding of the final stream (plus its bias), and in a one-layer "
+         "attention-only model that stream is the token embedding plus every head's output plus the output "
+         "bias. A head's output: its values (the embedding read through W_V[h], plus b_V[h]) mixed by its "
+         "pattern, written by W_O[h]. Stream [pos, d_model], logits [pos, d_vocab].",
 )
 
 
@@ -152,8 +154,10 @@ EX2 = FunctionExercise(
         Mistake("returned (output, source)", "Return the columns in the order (source A, output C).",
                 lambda full_qk, full_ov, current: top_skip_trigram(full_qk, full_ov, current).flip(-1)),
     ],
-    hint="source = full_qk[current].argmax(-1); output = full_ov[source].argmax(-1); "
-         "return torch.stack([source, output], -1).",
+    hint="Two look-ups in a row: for each current token, the source token its query attends to most (the "
+         "largest entry in its row of full_qk); then the output token that this source raises most (the "
+         "largest entry in the source's row of full_ov). Put the two ids side by side on the last axis: "
+         "integers, [n, 2].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

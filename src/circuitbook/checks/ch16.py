@@ -75,7 +75,9 @@ EX1 = FunctionExercise(
         Mistake("only one head", "The virtual circuit needs both heads' OV matrices, earlier first.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first)),
     ],
-    hint="W_OV of head (l, h) is W_V[l, h] @ W_O[l, h]; the virtual circuit is W_OV(first) @ W_OV(second).",
+    hint="A virtual head applies one head's OV circuit and then the other's. Each head's OV circuit is its "
+         "value map followed by its output map ([d_model, d_head] then [d_head, d_model]); with row "
+         "vectors, what happens first is written on the left.",
 )
 
 
@@ -108,11 +110,11 @@ EX2 = FunctionExercise(
     make_inputs=_pattern_inputs,
     mistakes=[
         Mistake("patterns in the wrong order", "Patterns act on positions from the left: the earlier head mixes "
-                "first (A_first X), then the later head mixes the result (A_second A_first X). The later "
-                "pattern is on the left, the reverse of the OV order.",
+                "the positions first, and the later head mixes the result. So the order of the patterns is the "
+                "reverse of the order of the OV circuits.",
                 lambda A_first, A_second: A_first @ A_second),
-        Mistake("transposed", "Rows are queries: (A_second A_first)^T has keys as rows and columns that do "
-                "not sum to one.",
+        Mistake("transposed", "Rows are queries: yours is the transpose of the virtual pattern, with keys as "
+                "rows and columns that do not sum to one.",
                 lambda A_first, A_second: (A_second @ A_first).transpose(-1, -2)),
         Mistake("multiplied elementwise", "Composing two mixings of positions is a matrix product over the "
                 "intermediate position j, not an elementwise product.",
@@ -125,7 +127,10 @@ EX2 = FunctionExercise(
                 "something else.",
                 lambda A_first, A_second: (A_first * A_second) / (A_first * A_second).sum(-1, keepdim=True)),
     ],
-    hint="virtual_pattern = A_second @ A_first, batched over the first axis.",
+    hint="Follow information back from a query: the second head moves it to the query from some position "
+         "j, where the first head had gathered it from a key k. Summing over the intermediate position j "
+         "is a matrix product for each batch element, [batch, pos, pos]. Which hop is nearer the query, "
+         "and so which pattern goes on the left?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -75,8 +75,10 @@ EX1 = FunctionExercise(
                 lambda pattern, seq_len: pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)[..., 1:]
                 .mean(-1)),
     ],
-    hint="pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1) holds (q, q - seq_len + 1) for "
-         "q = seq_len - 1, ...; drop its first entry and average over batch and queries.",
+    hint="In the second copy, query n + i sees the same token as position i, and an induction head attends "
+         "to the token after it, key i + 1. Those (query, key) pairs lie on one diagonal of each [2n, 2n] "
+         "pattern, a fixed distance below the main one. Keep only the queries in the second copy and "
+         "average over the batch and the queries: one score per head, [head].",
 )
 
 
@@ -133,8 +135,9 @@ EX2 = FunctionExercise(
         Mistake("kept the batch axis", "Average over the batch too: return one number per head, [head].",
                 lambda pattern: _diag(pattern, -1).mean(-1)),
     ],
-    hint="pattern.diagonal(offset=-1, dim1=-2, dim2=-1) holds (p, p - 1) for p = 1 .. pos - 1; average it "
-         "over the batch and positions.",
+    hint="The attention from each position p to p - 1 lies on one diagonal of the [pos, pos] pattern, just "
+         "below the main one. Average those entries over the batch and over p = 1 .. pos - 1: one score "
+         "per head, [head].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

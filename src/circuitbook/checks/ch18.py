@@ -64,8 +64,8 @@ EX1 = FunctionExercise(
         Mistake("multiplied elementwise", "W_A W_B is the matrix product (@), the map x -> x W_A W_B.",
                 lambda W_A, W_B: _ratio(W_A * W_B, W_A, W_B)),
     ],
-    hint="torch.linalg.matrix_norm(M) is the Frobenius norm; return "
-         "matrix_norm(W_A @ W_B) / (matrix_norm(W_A) * matrix_norm(W_B)).",
+    hint="The Frobenius norm of a matrix is the square root of the sum of its squared entries. Compare the "
+         "norm of the product with the product of the two norms; the ratio is a float between 0 and 1.",
 )
 
 
@@ -104,13 +104,16 @@ EX2 = PairExercise(
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
         Mistake("both transposed (the paper's column-vector convention)", "These are the paper's matrices, "
                 "whose product (W_A W_B)^T has the same score but reads right to left. The book uses row "
-                "vectors: (W_V W_O, W_K W_Q^T).",
+                "vectors: each of your two matrices is the transpose of the one it wants.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_Q @ W_K.T)),
         Mistake("read the keys through W_K alone", "The score involves both sides: the key side reads through "
                 "W_K W_Q^T ([d_model, d_model]), not W_K W_K^T.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_K @ W_K.T)),
     ],
-    hint="Return (W_V @ W_O, W_K @ W_Q.T).",
+    hint="K-composition: the writer's OV circuit puts something into the stream and the reader's keys read "
+         "it. W_A is the writer's OV circuit in row-vector form (value map, then output map); W_B is the "
+         "reader's query-key circuit, oriented so that its key side faces W_A in the product W_A W_B. Both "
+         "are [d_model, d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

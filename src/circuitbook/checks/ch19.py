@@ -76,7 +76,10 @@ EX1 = FunctionExercise(
                 "step * warmup^-1.5.",
                 lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[0]),
     ],
-    hint="s = step.clamp(min=1).double(); return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)",
+    hint="The paper's equation 3: a linear warm-up over the first warmup steps, then a decay like one over "
+         "the square root of the step, whichever of the two is smaller, all scaled by d_model to the power "
+         "-1/2. Step 0 would divide by zero: treat it as step 1. Work in floating point; the answer has "
+         "step's shape.",
     # learning rates are ~1e-7..1e-2: compare relatively, not with an absolute tolerance
     compare=allclose(atol=0.0, rtol=1e-5),
 )
@@ -167,8 +170,9 @@ EX2 = FunctionExercise(
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=0.0, conf=1.0)),
     ],
-    hint="Fill an [N, size] tensor with eps / (size - 2), put 1 - eps at each row's target, then zero "
-         "column padding_idx and every row whose target is padding_idx.",
+    hint="Each row is a distribution over the size classes: the true class gets 1 - eps, the padding class "
+         "gets nothing, and eps is shared equally by the remaining classes (how many are there?). A row "
+         "whose target is the padding class is all zeros. Shape [N, size].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

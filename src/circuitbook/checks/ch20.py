@@ -100,8 +100,10 @@ EX1 = FunctionExercise(
                 "of weight.T (the output side): W_Q[h] = weight.T[:, h*d_head:(h+1)*d_head].",
                 _q_like_o),
     ],
-    hint="W = weight.T; for 'o': W.reshape(n_heads, d_head, d_model); otherwise "
-         "W.reshape(d_model, n_heads, d_head).permute(1, 0, 2).",
+    hint="Transpose first: nn.Linear stores [out, in] and multiplies by the transpose, while "
+         "TransformerLens stores row-vector matrices. For W^Q, W^K and W^V the heads are blocks of the "
+         "output side: split it into heads and move the head axis to the front, [n_heads, d_model, "
+         "d_head]. For W^O ('o') the heads are blocks of the input side: [n_heads, d_head, d_model].",
 )
 
 
@@ -150,8 +152,9 @@ EX2 = FunctionExercise(
                 "W_OV = W_V[h] @ W_O[h], [d_model, d_model].",
                 lambda w_v, w_o, n_heads: linear_to_tl(w_o, n_heads, "o") @ linear_to_tl(w_v, n_heads, "v")),
     ],
-    hint="ov = linear_to_tl(w_v, n_heads, 'v') @ linear_to_tl(w_o, n_heads, 'o')  "
-         "([n_heads, d_model, d_head] @ [n_heads, d_head, d_model]).",
+    hint="Put both weights in per-head form with your linear_to_tl; each head's OV circuit is then its "
+         "value map followed by its output map, a product batched over the heads: [n_heads, d_model, "
+         "d_head] times [n_heads, d_head, d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

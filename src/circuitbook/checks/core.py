@@ -60,6 +60,40 @@ class Result:
                 f'<span style="color:{color}">{mark}</span> {body}</div>')
 
 
+class Session:
+    """What the checks have said in this Python session (one notebook's kernel): the latest
+    result of every exercise checked, so that progress counts checks that passed rather than
+    clicks. ``subscribe(fn)`` calls ``fn(result)`` after every check (a progress widget's
+    hook); it returns a function that unsubscribes."""
+
+    def __init__(self):
+        self._latest: dict[str, bool] = {}
+        self._listeners: list[Callable[[Result], None]] = []
+
+    def record(self, result: Result) -> Result:
+        self._latest[result.exercise] = result.passed
+        for listener in list(self._listeners):
+            listener(result)
+        return result
+
+    def passed(self, exercise: str) -> bool:
+        """True when the latest check of ``exercise`` in this session passed."""
+        return self._latest.get(exercise, False)
+
+    def checked(self, exercise: str) -> bool:
+        return exercise in self._latest
+
+    def subscribe(self, listener: Callable[[Result], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def clear(self) -> None:
+        self._latest.clear()
+
+
+SESSION = Session()
+
+
 @dataclass
 class Mistake:
     """A plausible wrong answer, recognised by recomputing it on the same inputs."""
@@ -107,6 +141,181 @@ def _describe(x: Any) -> str:
     return f"{type(x).__name__} {x!r}"[:80]
 
 
+def shape_of(x: Any) -> str:
+    """What kind of answer ``x`` is, without its values: what a first run may tell."""
+    if isinstance(x, torch.Tensor):
+        kind = "" if x.is_floating_point() or x.is_complex() else (
+            " of True/False" if x.dtype == torch.bool else " of integers")
+        return f"a tensor{kind} of shape {tuple(x.shape)}" if x.ndim else f"a one-element tensor{kind} (or a number)"
+    if isinstance(x, bool):
+        return "True or False"
+    if isinstance(x, int):
+        return "an int"
+    if isinstance(x, float):
+        return "a float"
+    if isinstance(x, dict):
+        return "a dict {" + ", ".join(f"{k!r}: {shape_of(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        if x and all(isinstance(v, int) and not isinstance(v, bool) for v in x):
+            return f"a tuple of {len(x)} ints"
+        word = "a pair" if len(x) == 2 else f"a {type(x).__name__} of {len(x)}"
+        return f"{word} ({', '.join(shape_of(v) for v in x)})"
+    return f"a {type(x).__name__}"
+
+
+def describe_inputs(inputs: dict) -> str:
+    """The inputs of one trial, by name: shapes for tensors, values for small settings."""
+    parts = []
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor):
+            parts.append(f"{name} {tuple(value.shape)}")
+        elif isinstance(value, (bool, int, float, str)) or (
+                isinstance(value, tuple) and all(isinstance(v, (int, str)) for v in value)):
+            parts.append(f"{name}={value!r}")
+        elif isinstance(value, dict):
+            parts.append(f"{name} (a dict of {len(value)})")
+        else:
+            parts.append(f"{name} (a {type(value).__name__})")
+    return ", ".join(parts)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(torch.allclose(a, b, atol=1e-4, rtol=1e-3, equal_nan=True))
+
+
+def _indices(idx: list[int]) -> str:
+    if len(idx) > 1 and idx == list(range(idx[0], idx[-1] + 1)):
+        return f"{idx[0]}..{idx[-1]}"
+    return ", ".join(map(str, idx[:6])) + (", ..." if len(idx) > 6 else "")
+
+
+def tensor_difference(got: torch.Tensor, expected: torch.Tensor) -> tuple[str, str]:
+    """How a tensor of the right shape differs from the right one: sign, scale, a constant
+    offset, a transpose, or which entries (and along which dimensions) are off."""
+    g = got.detach().cpu().to(torch.complex128 if expected.is_complex() else torch.float64)
+    e = expected.detach().cpu().to(g.dtype)
+    if torch.isnan(g).any() and not torch.isnan(e).any():
+        return f"your answer contains NaN in {int(torch.isnan(g).sum())} entries: a division by zero, or an " \
+               "inf minus an inf?", "NaN"
+    if e.ne(0).any() and _close(g, -e):
+        return "right shape, but the sign is flipped everywhere", "wrong sign"
+    finite = torch.isfinite(e) & torch.isfinite(g)
+    if finite.all():
+        denom = (e.abs() ** 2).sum()
+        if denom > 0 and not expected.is_complex():
+            c = float((g * e).sum() / denom)
+            if abs(c) > 1e-6 and abs(c - 1) > 1e-3 and _close(g, c * e):
+                return f"right shape, off by a constant factor: yours is about {c:.2g} times the right answer " \
+                       "(a missing or extra scale?)", "wrong scale"
+        d = (g - e).flatten()
+        if d.numel() > 1 and _close(d, d[0].expand_as(d)):
+            return "right shape, off by the same constant in every entry (a missing or extra bias or shift?)", \
+                   "constant offset"
+    if g.ndim >= 2 and g.shape[-1] == g.shape[-2] and _close(g.transpose(-1, -2), e):
+        return "right shape, but transposed: rows and columns swapped", "transposed"
+    bad = ~torch.isclose(g, e, atol=1e-4, rtol=1e-3, equal_nan=True)
+    if not bad.any():
+        bad = ~torch.isclose(g, e, atol=1e-5, rtol=1e-4)
+    n_bad, total = int(bad.sum()), bad.numel()
+    message = f"right shape, wrong values in {n_bad} of {total} entries"
+    if finite.all():
+        message += f" (largest difference {float((g - e).abs().max()):.3g})"
+    if bad.ndim >= 2 and bad.shape[-1] == bad.shape[-2] and n_bad < total:
+        square = bad.reshape(-1, *bad.shape[-2:]).any(0)
+        if not square.tril().any():
+            return message + "; all of them above the diagonal (column after row)", "wrong values"
+        if not square.triu().any():
+            return message + "; all of them below the diagonal (column before row)", "wrong values"
+    where = []
+    for dim in range(bad.ndim):
+        others = tuple(i for i in range(bad.ndim) if i != dim)
+        along = bad.any(dim=others) if others else bad
+        idx = along.nonzero().flatten().tolist()
+        if 0 < len(idx) < bad.shape[dim]:
+            where.append(f"index {_indices(idx)} of dimension {dim}")
+    if where:
+        message += "; only at " + " and ".join(where[:2])
+    return message, "wrong values"
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex():
+        return float(x)
+    if isinstance(x, (int, float)):
+        return float(x)
+    return None
+
+
+def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str]:
+    """How ``got`` differs from ``expected`` without printing ``expected``'s values: the
+    type or shape, the sign, the scale, which entries or which keys. ``ratio=False``
+    (pencil answers) says only "too large" or "too small"."""
+    if isinstance(expected, torch.Tensor) and expected.ndim > 0:
+        if not isinstance(got, torch.Tensor):
+            return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
+        if got.shape != expected.shape:
+            note = ""
+            if got.ndim >= 2 and got.transpose(-1, -2).shape == expected.shape:
+                note = " (the last two dimensions are swapped: transposed?)"
+            elif got.numel() == expected.numel():
+                note = " (the same number of entries: a reshape or permute in the wrong order?)"
+            return f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}{note}", "wrong shape"
+        return tensor_difference(got, expected)
+    e = _number(expected)
+    if e is not None:
+        g = _number(got)
+        if g is None:
+            return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
+        if e != 0 and abs(g + e) <= 1e-6 + 1e-4 * abs(e):
+            return f"your {g:.6g} has the wrong sign", "wrong sign"
+        side = "too large" if g > e else "too small"
+        if ratio and e != 0 and g != 0 and (g > 0) == (e > 0):
+            return f"your {g:.6g} is {side}, by a factor of about {g / e:.2g}", "wrong values"
+        return f"your {g:.6g} is {side}", "wrong values"
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
+        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        if missing or extra:
+            return f"the keys differ: missing {missing}, unexpected {extra}", "wrong keys"
+        wrong = [k for k in expected if not allclose()(got[k], expected[k])]
+        first = difference(got[wrong[0]], expected[wrong[0]], ratio=ratio)[0] if wrong else ""
+        return f"wrong {', '.join(map(str, wrong))}: {wrong[0]}: {first}", "wrong values"
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
+        wrong = [i for i, (a, b) in enumerate(zip(got, expected)) if not allclose()(a, b)]
+        if not wrong:
+            return "the elements are right but not in the expected form", "wrong type"
+        first = difference(got[wrong[0]], expected[wrong[0]], ratio=ratio)[0]
+        return f"element {', '.join(map(str, wrong))} of {len(expected)} is wrong: element {wrong[0]}: {first}", \
+            "wrong values"
+    return f"expected {shape_of(expected)}; yours ({_describe(got)}) is not it", "wrong values"
+
+
+def _untouched(answer: Callable[..., Any]) -> bool:
+    """True for a function whose body is only ``...`` (after an optional docstring): the
+    student version that ``make assignments`` hands out, before anything is written. Read
+    from the source (notebook cells keep theirs), since ``...`` compiles to ``return None``."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(answer)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                       and isinstance(n.value.value, str))]
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and body[0].value.value is Ellipsis
+
+
 @dataclass
 class FunctionExercise:
     """An exercise whose answer is a function, checked on ``n_trials`` fresh random inputs."""
@@ -121,7 +330,7 @@ class FunctionExercise:
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
-        return self.check(answer, seed=seed)
+        return SESSION.record(self.check(answer, seed=seed))
 
     def check(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
         if not callable(answer):
@@ -134,9 +343,12 @@ class FunctionExercise:
             try:
                 got = answer(**copy.deepcopy(inputs))
             except NotImplementedError:
-                return self._fail("not attempted yet: replace `raise NotImplementedError` with your code")
+                return self._fail(self.first_run(inputs, expected))
             except Exception as exc:  # noqa: BLE001 - the reader's bug, reported as feedback
                 return self._fail(f"your function raised {type(exc).__name__}: {exc}"[:300])
+            if got is None and _untouched(answer):
+                return self._fail(self.first_run(inputs, expected).replace(
+                    "replace `raise NotImplementedError`", "replace the `...` (or `raise NotImplementedError`)"))
             verdict = self._compare(got, expected, inputs)
             if verdict is not None:
                 return verdict
@@ -150,25 +362,23 @@ class FunctionExercise:
             if mistake.matches(got, inputs, self.compare):
                 return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
         if got is None:
-            return self._fail("your function returned None: did you forget `return`?", "returned None")
+            return self._fail("your function returned None: did you forget `return`? It should return "
+                              f"{shape_of(expected)} here.", "returned None")
+        if got is Ellipsis:
+            return self._fail("your function returned `...`: replace it with your answer, "
+                              f"{shape_of(expected)} here.", "returned Ellipsis")
         return self._explain(got, expected, inputs)
 
+    def first_run(self, inputs: dict, expected: Any) -> str:
+        """The untouched template's message: what to do, and the shape of the answer."""
+        return (f"not attempted yet: replace `raise NotImplementedError` with your code ({self.title}). "
+                f"On inputs {describe_inputs(inputs)} it should return {shape_of(expected)}.")
+
     def _explain(self, got, expected, inputs) -> Result:
-        """Feedback for a wrong answer that matches no known mistake. Exercises whose answers
-        are not a tensor or a number (a pair, a dict of weights) override this."""
-        if isinstance(expected, torch.Tensor):
-            if not isinstance(got, torch.Tensor):
-                return self._fail(f"expected a tensor of shape {tuple(expected.shape)}, got {_describe(got)}",
-                                  "wrong type")
-            if got.shape != expected.shape:
-                note = ""
-                if got.ndim >= 2 and got.transpose(-1, -2).shape == expected.shape:
-                    note = " (the last two dimensions are swapped: transposed?)"
-                return self._fail(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}{note}",
-                                  "wrong shape")
-            diff = (got.detach().to(expected.dtype).cpu() - expected.detach().cpu()).abs().max().item()
-            return self._fail(f"right shape, wrong values (largest difference {diff:.3g})", "wrong values")
-        return self._fail(f"expected {_describe(expected)}, got {_describe(got)}", "wrong values")
+        """Feedback for a wrong answer that matches no known mistake: how it differs (type,
+        shape, sign, scale, which entries). Exercises whose answers need more (a dict of
+        weights run as a model) override this."""
+        return self._fail(*difference(got, expected))
 
     def _fail(self, message: str, mistake: str | None = None) -> Result:
         return Result(self.id, False, message, mistake, self.hint or None)
@@ -191,8 +401,7 @@ class PairExercise(FunctionExercise):
             elif a.shape != b.shape:
                 notes.append(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
             elif not self.compare(a, b):
-                note = " (it is the transpose of the right answer)" if self.compare(a.T, b) else ""
-                notes.append(f"{name} has the right shape but wrong values{note}")
+                notes.append(f"{name}: {tensor_difference(a, b)[0]}")
         return self._fail("; ".join(notes) or "wrong values", "wrong values")
 
 
@@ -208,16 +417,17 @@ class ValueExercise:
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
 
     def __call__(self, answer: Any) -> Result:
-        return self.check(answer)
+        return SESSION.record(self.check(answer))
 
     def check(self, answer: Any) -> Result:
-        if answer is None or answer is Ellipsis:
-            return Result(self.id, False, "not attempted yet: set the answer variable", None, self.hint or None)
         expected = self.expected()
+        if answer is None or answer is Ellipsis:
+            return Result(self.id, False, f"not attempted yet: set the answer variable ({self.title}) to "
+                          f"{shape_of(expected)}", None, self.hint or None)
         if self.compare(answer, expected):
             return Result(self.id, True, f"correct ({self.title})")
         for wrong, name, explanation in self.mistakes:
             if self.compare(answer, wrong):
                 return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint or None)
-        return Result(self.id, False, f"not quite: {_describe(answer)} is not right", "wrong values",
-                      self.hint or None)
+        message, mistake = difference(answer, expected, ratio=False)
+        return Result(self.id, False, f"not quite: {message}", mistake, self.hint or None)

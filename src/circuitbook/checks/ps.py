@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise
+from circuitbook.checks.core import SESSION, FunctionExercise, Mistake, Result, ValueExercise, _untouched
 
 # --- problem 1: shapes and ranks (GPT-2 small: d_model 768, 12 heads of 64, vocab 50257) ------
 
@@ -42,8 +42,9 @@ P1A = ValueExercise(
         (_p1_with(full_QK_shape=(768, 768), full_OV_shape=(768, 768)), "full circuits in residual space",
          "The full circuits put W_E (and W_U) on both sides: they are vocab x vocab."),
     ],
-    hint="W_QK and W_OV are d_model x d_model of rank <= d_head; the full circuits are d_vocab x d_vocab "
-         "with the same rank bound.",
+    hint="Write each circuit as a product of the weights and read its shape off the outer factors; its "
+         "rank is at most the narrowest dimension the product passes through. Which spaces does W_QK map "
+         "between, and what is the narrowest space inside it?",
 )
 
 
@@ -92,7 +93,9 @@ P1B = _ReparametrizeExercise(
         Mistake("transformed only W_Q", "Compensate in W_K, or the product changes.",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K)),
     ],
-    hint="For any invertible G [d_head, d_head]: (W_Q G)(W_K G^{-T})^T = W_Q G G^{-1} W_K^T = W_Q W_K^T.",
+    hint="The product W_Q W_K^T does not change if something and its inverse are slipped in between the "
+         "two factors. Let W_Q absorb G; W_K must absorb the inverse, in the form that cancels once W_K is "
+         "transposed in the product. Both keep their shapes, [d_model, d_head].",
 )
 
 # --- problem 2: counting paths -----------------------------------------------------------------
@@ -133,7 +136,9 @@ P2 = FunctionExercise(
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
                                            "total": (1 + n_heads) ** n_layers}),
     ],
-    hint="Choose, for each layer independently, one of its n heads or none: (1 + n)^L paths in all.",
+    hint="A path chooses, in each layer independently, one of its heads or none. Count all the paths "
+         "first, then sort them by how many heads they go through: none (the direct path), exactly one, or "
+         "two or more (virtual heads).",
 )
 
 # --- problem 3: design the induction head -------------------------------------------------------
@@ -183,9 +188,10 @@ class DesignExercise:
 
     id: str = "ps_p3"
     title: str = "design the induction head"
-    hint: str = ("Query side: the current token lives in S_tok. Key side: the previous token lives in S_prev. "
-                 "W_QK = a S_tok^T S_prev with a large (about 30); W_OV = b S_tok^T S_tok with b about 10, so the "
-                 "copied token outvotes the direct path.")
+    hint: str = (("Query side: which subspace holds the current token? Key side: which holds the previous token? "
+                  "W_QK should match the query's token against the key's previous token, large enough that the "
+                  "softmax picks the match; W_OV should read the attended token and write it where W_U reads, "
+                  "strongly enough to beat the direct path. Both are [d_model, d_model]."))
     reference: object = design_induction_head
     mistakes: list = field(default_factory=lambda: [
         ("query and key sides swapped", lambda t, p: (p.T @ t, t.T @ t),
@@ -198,22 +204,28 @@ class DesignExercise:
     ])
 
     def __call__(self, answer) -> Result:
-        return self.check(answer)
+        return SESSION.record(self.check(answer))
 
     def check(self, answer) -> Result:
         space = _p3_space()
         if not callable(answer):
             return Result(self.id, False, f"expected your function, got {type(answer).__name__}", None, self.hint)
+        d = space["S_tok"].shape[-1]
+        first_run = Result(self.id, False, f"not attempted yet: replace `raise NotImplementedError` (or `...`) with "
+                           f"your code ({self.title}). Given the row bases S_tok and S_prev "
+                           f"{tuple(space['S_tok'].shape)}, return the pair (W_QK, W_OV), each a tensor of shape "
+                           f"{(d, d)}.", None, self.hint)
         try:
             got = answer(space["S_tok"], space["S_prev"])
         except NotImplementedError:
-            return Result(self.id, False, "not attempted yet: replace `raise NotImplementedError` with your code",
-                          None, self.hint)
+            return first_run
         except Exception as exc:  # noqa: BLE001
             return Result(self.id, False, f"your function raised {type(exc).__name__}: {exc}"[:300], None, self.hint)
-        if got is None:
-            return Result(self.id, False, "your function returned None: did you forget `return`?", "returned None",
-                          self.hint)
+        if got is None and _untouched(answer):
+            return first_run
+        if got is None or got is Ellipsis:
+            return Result(self.id, False, f"your function returned {got}: return the pair (W_QK, W_OV)",
+                          "returned None" if got is None else "returned Ellipsis", self.hint)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             return Result(self.id, False, "return the pair (W_QK, W_OV)", "wrong type", self.hint)
         try:
@@ -264,7 +276,9 @@ def p3b_reference() -> float:
 P3B = ValueExercise(
     id="ps_p3b", title="what breaks when the subspaces collide", expected=p3b_reference,
     mistakes=[(1.0, "the unbroken scaffold's score", "Build the scaffold with prev_into='S_tok' and measure again.")],
-    hint="scaffold_behaviour(W_QK, W_OV, prev_into='S_tok')['induction_score'] with your design.",
+    hint="Measure your design again on the broken scaffold, in which head 0.0 writes the previous token "
+         "into the token subspace: scaffold_behaviour takes that subspace as an argument (see "
+         "help(scaffold_behaviour)). The answer is an induction score, a float.",
     compare=lambda a, b: isinstance(a, (int, float)) and abs(float(a) - b) < 0.02,
 )
 
@@ -328,8 +342,10 @@ P4 = FunctionExercise(
                 "queries n + 1 .. 2n - 1, i.e. skip the first entry of the stripe.",
                 lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
     ],
-    hint="From each layer's pattern [batch, head, q, k]: induction = diagonal(offset=-(n-1))[..., 1:] averaged; "
-         "previous-token = diagonal(offset=-1) averaged.",
+    hint="Each layer's cached pattern is [batch, head, q, k]. The previous-token score averages the "
+         "attention from p to p - 1; the induction score averages the attention from query n + i to key i "
+         "+ 1, over the second copy's queries only. Each lies on one diagonal of the pattern. Stack the "
+         "layers: two [L, H] tensors.",
 )
 
 # --- problem 5: verify K-composition, then break it ---------------------------------------------
@@ -401,8 +417,10 @@ P5 = FunctionExercise(
         Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
                 "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
     ],
-    hint="with ablate(model, [head], how='mean'): run once with the patterns cached; induction score as in "
-         "problem 4 (take the max over heads); loss = -log p of tokens n+1..2n-1.",
+    hint="Run the model once inside the ablation (see help(circuitbook.heads.ablate)), caching the "
+         "patterns. From the patterns take the best induction score over all heads, measured as in problem "
+         "4; from the logits, the mean loss on the second copy's tokens that induction can predict (n + 1 "
+         ".. 2n - 1). Two floats.",
 )
 
 
@@ -444,8 +462,10 @@ P5B = FunctionExercise(
         Mistake("writer and reader swapped", "The writer is the earlier (layer-0) head: its OV circuit comes first.",
                 lambda model, writer, reader: _kc_variant(model, writer, reader, swap=True)),
     ],
-    hint="W_OV = W_V W_O of the writer, W_QK = W_Q W_K^T of the reader; score = ||W_OV W_QK^T||_F / (||W_OV||_F "
-         "||W_QK||_F).",
+    hint="Build the writer's OV circuit and the reader's QK circuit from the model's per-head weights, "
+         "each [d_model, d_model]. K-composition asks how much of what the writer writes the reader's keys "
+         "read: multiply the writer's circuit by the reader's, oriented so that the key side faces the "
+         "writer, and normalise by the product of the two Frobenius norms.",
 )
 
 # --- problem 6: in-context learning, measured directly ------------------------------------------
@@ -486,8 +506,48 @@ P6 = FunctionExercise(
         Mistake("used raw logits", "The loss is minus the log-probability: apply log_softmax first.",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, log=False)),
     ],
-    hint="logp = logits.log_softmax(-1); loss(t) = -logp[:, t - 1, tokens[:, t]].mean(); return loss(late) - "
-         "loss(early).",
+    hint="The loss on token t is minus the log-probability the model gave tokens[:, t], and that "
+         "prediction sits at position t - 1. Turn the logits into log-probabilities first and average over "
+         "the batch; the score is the late loss minus the early loss, a float.",
 )
 
 EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6)}
+
+# The checks of each problem: a problem is done when every one of them has passed.
+PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4"],
+            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6"]}
+
+
+@dataclass
+class Progress:
+    """The problem set's progress in this notebook, from the checks that have passed (not
+    from clicks): ``done`` lists the problems whose checks all passed, ``open`` maps every
+    other problem to its checks that have not passed yet."""
+
+    done: list[str]
+    open: dict[str, list[str]]
+
+    def __str__(self) -> str:
+        text = f"{len(self.done)} of {len(PROBLEMS)} done"
+        if self.open:
+            text += "; still open: " + "; ".join(f"problem {p} ({', '.join(ids)})" for p, ids in self.open.items())
+        return text
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f'<div class="circuitbook-progress-report">{html.escape(str(self))}</div>'
+
+
+def progress(session=SESSION) -> Progress:
+    """Which problems of the set are done in this notebook, and which checks are still open."""
+    done, still_open = [], {}
+    for problem, ids in PROBLEMS.items():
+        missing = [i for i in ids if not session.passed(i)]
+        if missing:
+            still_open[problem] = missing
+        else:
+            done.append(problem)
+    return Progress(done, still_open)

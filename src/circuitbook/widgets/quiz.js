@@ -1,16 +1,44 @@
 // A graded multiple-choice quiz: answer every question to submit, then see per-question
-// feedback explaining why. Questions, answers and explanations arrive in the `questions`
-// trait, so the quiz works on the static site with no kernel (it is for self-checking).
+// feedback, and "Try again" to change answers. Questions, answers and explanations arrive
+// in the `questions` trait (HTML built in Python from trusted, authored text), so the quiz
+// works on the static site with no kernel (it is for self-checking). Math arrives as
+// span.cb-math with readable HTML inside and its TeX in data-tex; where MathJax is on the
+// page we typeset the TeX in place of the HTML.
+
+function typeset(root) {
+  const mj = window.MathJax;
+  if (!mj || !mj.startup || !mj.startup.promise) return;
+  mj.startup.promise.then(() => {
+    if (typeof mj.tex2chtmlPromise !== "function") return;
+    const spans = [...root.querySelectorAll("span.cb-math[data-tex]:not([data-typeset])")];
+    return Promise.all(spans.map((span) =>
+      mj.tex2chtmlPromise(span.dataset.tex, { display: false }).then((node) => {
+        span.replaceChildren(node);
+        span.dataset.typeset = "true";
+      }))).then(() => {
+      if (spans.length && mj.startup.document) {
+        mj.startup.document.clear();
+        mj.startup.document.updateDocument();  // adds the CHTML stylesheet for the new nodes
+      }
+    });
+  }).catch(() => { /* keep the HTML rendering */ });
+}
 
 function render({ model, el }) {
   el.classList.add("cb-quiz");
   const form = document.createElement("div");
+  const actions = document.createElement("div");
   const submit = document.createElement("button");
+  const retry = document.createElement("button");
   const status = document.createElement("div");
+  actions.className = "cb-actions";
   submit.className = "cb-btn cb-submit";
   submit.textContent = "Submit answers";
+  retry.className = "cb-btn cb-retry";
+  retry.textContent = "Try again";
   status.className = "cb-summary";
-  el.append(form, submit, status);
+  actions.append(submit, retry);
+  el.append(form, actions, status);
 
   function draw() {
     const questions = model.get("questions");
@@ -22,7 +50,7 @@ function render({ model, el }) {
       box.className = "cb-question";
       box.dataset.question = String(qi);
       const legend = document.createElement("legend");
-      legend.textContent = `${qi + 1}. ${q.question}`;
+      legend.innerHTML = `${qi + 1}. ${q.question}`;
       box.appendChild(legend);
       q.options.forEach((option, oi) => {
         const label = document.createElement("label");
@@ -40,32 +68,49 @@ function render({ model, el }) {
           model.save_changes();
           draw();
         });
-        label.append(input, document.createTextNode(" " + option));
+        const text = document.createElement("span");
+        text.innerHTML = option;
+        label.append(input, document.createTextNode(" "), text);
         box.appendChild(label);
       });
       if (submitted) {
         const right = answers[qi] === q.correct;
         const fb = document.createElement("div");
         fb.className = "cb-feedback " + (right ? "cb-right" : "cb-wrong");
-        fb.textContent = (right ? "\u2714 Correct. " : `\u2718 Not quite: the answer is "${q.options[q.correct]}". `) + q.explanation;
+        fb.dataset.right = String(right);
+        // A wrong answer is told what is wrong with it, not which option is right: the reader can retry.
+        fb.innerHTML = right ? `\u2714 Correct. ${q.explanation}`
+          : `\u2718 Not quite. ${(q.why_not && q.why_not[answers[qi]]) || ""} Try again to pick another answer.`;
         box.appendChild(fb);
       }
       form.appendChild(box);
     });
     const answered = answers.filter((a) => a !== null && a !== undefined && a >= 0).length;
     submit.disabled = submitted || answered < questions.length;
+    retry.hidden = !submitted;
     if (submitted) {
       const score = questions.filter((q, i) => answers[i] === q.correct).length;
-      status.textContent = `Score: ${score} of ${questions.length}.`;
+      const tries = model.get("attempts");
+      status.textContent = `Score: ${score} of ${questions.length}` +
+        (tries > 1 ? ` (attempt ${tries}).` : ".");
       el.dataset.score = String(score);
       submit.textContent = "Submitted";
     } else {
       status.textContent = `${answered} of ${questions.length} answered` +
         (answered < questions.length ? ": answer all to submit." : ".");
+      delete el.dataset.score;
+      submit.textContent = "Submit answers";
     }
+    typeset(el);
   }
   submit.addEventListener("click", () => {
     model.set("submitted", true);
+    model.set("attempts", (model.get("attempts") || 0) + 1);
+    model.save_changes();
+    draw();
+  });
+  retry.addEventListener("click", () => {
+    model.set("submitted", false);
     model.save_changes();
     draw();
   });

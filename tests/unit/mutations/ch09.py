@@ -83,6 +83,6 @@ MUTATIONS = {
         (real_denominator, "normalised by |Re lambda|"),
         (mean_cosine, "averaged Re(lambda) / |lambda|"),
         (mean_real, "wrong values"),
-        (vector_answer, "wrong values"),
+        (vector_answer, "wrong type"),
     ],
 }

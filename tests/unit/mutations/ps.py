@@ -30,7 +30,7 @@ MUTATIONS = {
         (_p1(full_rank=768), "rank of the full circuits"),
         (_p1(full_QK_shape=(768, 768), full_OV_shape=(768, 768)), "full circuits in residual space"),
         (_p1(full_OV_shape=(50257, 768)), "wrong values"),
-        ({k: v for k, v in P1.items() if k != "full_rank"}, "wrong values"),
+        ({k: v for k, v in P1.items() if k != "full_rank"}, "wrong keys"),
     ],
     "ps_p1b": [
         (lambda W_Q, W_K, G: (W_Q, W_K), "returned the original weights"),
@@ -54,7 +54,7 @@ MUTATIONS = {
                                     "total": (1 + n_heads) ** n_layers}, "one head per layer counted once"),
         (lambda n_layers, n_heads: {"direct": 1, "single": 2 * n_heads, "virtual": n_heads ** 2,
                                     "total": (1 + n_heads) ** 2}, "wrong values"),  # right only for two layers
-        (lambda n_layers, n_heads: (1 + n_heads) ** n_layers, "wrong values"),
+        (lambda n_layers, n_heads: (1 + n_heads) ** n_layers, "wrong type"),
     ],
     "ps_p3": [
         (lambda t, p: (30 * p.T @ t, 10 * t.T @ t), "query and key sides swapped"),
@@ -68,8 +68,8 @@ MUTATIONS = {
         (1.0, "the unbroken scaffold's score"),
         (0.5, "wrong values"),
         (ps.p3b_reference() + 0.5, "wrong values"),
-        (-ps.p3b_reference(), "wrong values"),
-        ("low", "wrong values"),
+        (-ps.p3b_reference(), "wrong sign"),
+        ("low", "wrong type"),
     ],
     "ps_p4": [
         (lambda model, tokens: ps._p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2)),
@@ -92,7 +92,7 @@ MUTATIONS = {
         (_kc(kind="V"), "V-composition instead"),
         (_kc(normalise=False), "unnormalised"),
         (_kc(swap=True), "writer and reader swapped"),
-        (lambda model, writer, reader: -ps.k_composition(model, writer, reader), "wrong values"),
+        (lambda model, writer, reader: -ps.k_composition(model, writer, reader), "wrong sign"),
     ],
     "ps_p6": [
         (_icl(shift=0), "off by one position"),
@@ -100,6 +100,6 @@ MUTATIONS = {
         (_icl(log=False), "used raw logits"),
         (lambda logits, tokens, early, late: ps.icl_from_logits(logits, tokens, 50, 500), "wrong values"),
         (lambda logits, tokens, early, late: torch.tensor([ps.icl_from_logits(logits, tokens, early, late)] * 3),
-         "wrong values"),
+         "wrong type"),
     ],
 }

@@ -1,0 +1,409 @@
+"""The book in a live JupyterLab, as a reader opens it with ``make lab``, offline.
+
+A copy of ``book/`` goes into a temporary folder (running a notebook writes beside it: the
+problem set's progress file, autosaves), and JupyterLab serves that copy on 127.0.0.1 with no
+token, exposing ``window.jupyterapp`` so the test can use the front end's own commands. Its
+kernels import this tree's ``circuitbook`` (``src/`` goes first on ``PYTHONPATH``). Headless
+Chromium (the system's; Playwright never downloads one) opens three notebooks, and for each:
+
+- runs every cell from the front end (``notebook:run-all-cells``), waits until every code cell
+  has an execution count and the kernel is idle, and asserts that no cell raised (no error
+  output in the notebook model, none rendered on the page);
+- then uses the widgets as a reader would: the slider of chapter 6's ``explore`` figure (the
+  figure is redrawn by the kernel, and drawing the old value again gives the old figure back),
+  the stepper's Prev/Next and control toggle, and the composition builder's toggles and presets
+  (the page changes, and the kernel receives the new values).
+
+Every request for a host other than localhost is blocked. Screenshots go to
+``_build/screenshots/lab/`` for humans. Timings are printed, with each notebook's slowest cells
+(``.venv/bin/python -m pytest tests/lab -s`` shows them as they happen). Text on the page is
+read with ``text_content``: JupyterLab skips laying out cells scrolled out of view, so
+``inner_text`` can be empty there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "_build" / "screenshots" / "lab"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# the same flags as tests/browser: no GPU, and nothing of Chromium's own that calls out
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+CHAPTER = "06_attention.ipynb"  # a fast chapter with an explore(...) slider
+EXPLAINERS = "induction/02_explainers.ipynb"
+PROBLEMS = "induction/03_problems.ipynb"  # loads SmolLM2-135M: 40-90 s on 2 busy cores
+
+START_TIMEOUT_S = 90  # JupyterLab's server answering /api/status
+OPEN_TIMEOUT_S = 90  # the page loaded, the notebook open and its kernel idle
+WIDGET_TIMEOUT_S = 30  # a widget redrawn after a click
+
+pytestmark = pytest.mark.lab
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    return "\n".join(lines[-n:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base: str, path: str, method: str = "GET"):
+    with urllib.request.urlopen(urllib.request.Request(base + path, method=method), timeout=10) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+# --------------------------------------------------------------------------- JupyterLab and Chromium
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab serving a copy of book/; yields (base url, log path, the copy). Stopped at the end."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.fail(f"JupyterLab is not installed for {sys.executable}: run `make env` (it is pinned in "
+                    "requirements.txt)")
+    work = tmp_path_factory.mktemp("lab")
+    shutil.copytree(ROOT / "book", work / "book",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", ".circuitbook-progress.json"))
+    home = work / "jupyter"  # settings, workspaces and runtime files: none in the user's home
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+           "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "IPYTHONDIR": str(home / "ipython")}
+    # JupyterLab's own settings: "record timing" puts each cell's execution times in its
+    # metadata, so the slowest cells can be named; no news or update checks (they would ask
+    # the internet, and their prompt would cover part of the screenshots)
+    settings = {"notebook-extension/tracker": {"recordTiming": True},
+                "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+    for name, values in settings.items():
+        file = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(values))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = work / "jupyterlab.log"
+    cmd = [sys.executable, "-m", "jupyterlab", str(work / "book"), "--no-browser", "--ip=127.0.0.1",
+           f"--port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
+           "--ServerApp.password=", "--LabApp.expose_app_in_browser=True"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers run as root; Jupyter refuses that without the flag
+    with open(log_path, "w") as log:
+        # its own process group, so the kernels it starts can be killed with it
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited with code {proc.returncode} before serving; its log:\n"
+                            f"{_tail(log_path)}")
+            with contextlib.suppress(OSError, ValueError):
+                _api(base, "/api/status")
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer {base}/api/status within {START_TIMEOUT_S} s; "
+                            f"its log:\n{_tail(log_path)}")
+            time.sleep(0.5)
+        yield base, log_path, work / "book"
+    finally:
+        proc.terminate()  # the server shuts its kernels down on SIGTERM
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of it, kernels included
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: `make chromium`, or set CHROMIUM")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    """A fresh offline page; afterwards every kernel is shut down, so each test starts alone."""
+    base = lab[0]
+    external: list[str] = []
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+
+    def route(route):
+        if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            external.append(route.request.url)
+            route.abort("internetdisconnected")
+
+    context.route("**/*", route)
+    page = context.new_page()
+    yield page
+    context.close()
+    for session in _api(base, "/api/sessions") or []:
+        with contextlib.suppress(urllib.error.URLError):
+            _api(base, f"/api/sessions/{session['id']}", method="DELETE")
+    # the one request allowed to try the internet: circuitsvis views load their bundle from its
+    # CDN outside the book's site (circuitbook.viz); offline they say so in place of the view
+    from circuitbook.viz import CDN_BUNDLE
+
+    assert set(external) <= {CDN_BUNDLE}, f"requests that left localhost: {sorted(set(external))}"
+    if external:
+        print(f"[lab] blocked (offline): {sorted(set(external))}", flush=True)
+
+
+# --------------------------------------------------------------------------- the front end's state
+
+# The notebook panel JupyterLab shows for `path`, its kernel, and the state of its cells, read
+# from the notebook model (not the DOM, which may not hold cells scrolled out of view).
+_PANEL = """(path) => {
+  const app = window.jupyterapp;
+  if (!app) return null;
+  for (const w of app.shell.widgets('main')) if (w.context && w.context.path === path) return w;
+  return null;
+}"""
+
+_STATE = """(path) => {
+  const panel = (%s)(path);
+  if (!panel || !panel.context.isReady) return {ready: false};
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  const cells = [], model = panel.content.model.cells;
+  for (let i = 0; i < model.length; i++) {
+    const c = model.get(i);
+    if (c.type !== 'code') continue;
+    const errors = c.outputs.toJSON().filter(o => o.output_type === 'error')
+      .map(o => `${o.ename}: ${o.evalue}`);
+    const t = c.getMetadata('execution') || {};
+    const seconds = t['shell.execute_reply'] && t['iopub.execute_input']
+      ? (Date.parse(t['shell.execute_reply']) - Date.parse(t['iopub.execute_input'])) / 1000 : null;
+    cells.push({index: i, count: c.executionCount, errors, seconds,
+                source: c.sharedModel.getSource().slice(0, 80)});
+  }
+  return {ready: true, kernel: kernel ? kernel.status : null, cells};
+}""" % _PANEL
+
+
+def _state(page, path: str) -> dict:
+    return page.evaluate(_STATE, path)
+
+
+def _describe(state: dict) -> str:
+    if not state.get("ready"):
+        return "the notebook never opened"
+    waiting = [c["index"] for c in state["cells"] if not c["count"]]
+    return f"kernel {state['kernel']}; code cells with no execution count: {waiting}"
+
+
+def open_and_run(page, base: str, path: str, run_timeout_s: int, log_path: Path) -> dict:
+    """Open `path` in JupyterLab, run all its cells from the front end; return the final state."""
+    t0 = time.monotonic()
+    page.goto(f"{base}/lab/tree/{path}")
+    try:
+        page.wait_for_function(f"(path) => {{ const s = ({_STATE})(path); return s.ready && s.kernel === 'idle'; }}",
+                               arg=path, timeout=OPEN_TIMEOUT_S * 1000, polling=250)
+    except Exception as e:  # Playwright's TimeoutError
+        pytest.fail(f"{path}: not open with an idle kernel within {OPEN_TIMEOUT_S} s ({e.__class__.__name__}); "
+                    f"JupyterLab's log:\n{_tail(log_path)}")
+    opened = time.monotonic() - t0
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    # Done when the kernel is idle and every code cell ran, or one raised (the front end then
+    # stops the run, and the cells after it never get a count).
+    done = (f"(path) => {{ const s = ({_STATE})(path); return s.kernel === 'idle' && "
+            "(s.cells.every(c => c.count) || s.cells.some(c => c.errors.length)); }")
+    try:
+        page.wait_for_function(done, arg=path, timeout=run_timeout_s * 1000, polling=500)
+    except Exception:
+        pytest.fail(f"{path}: cells still not all run after {run_timeout_s} s: {_describe(_state(page, path))}; "
+                    f"JupyterLab's log:\n{_tail(log_path)}")
+    state = _state(page, path)
+    slowest = sorted((c for c in state["cells"] if c["seconds"] is not None), key=lambda c: -c["seconds"])[:3]
+    print(f"\n[lab] {path}: opened with an idle kernel in {opened:.1f} s, "
+          f"ran {len(state['cells'])} code cells in {time.monotonic() - t0 - opened:.1f} s; slowest: "
+          + ", ".join(f"cell {c['index']} {c['seconds']:.1f} s" for c in slowest), flush=True)
+    return state
+
+
+def assert_no_cell_raised(page, path: str, state: dict):
+    raised = [f"cell {c['index']} ({c['source']!r}...): {'; '.join(c['errors'])}"
+              for c in state["cells"] if c["errors"]]
+    assert not raised, f"{path}: cells raised in JupyterLab:\n" + "\n".join(raised)
+    assert all(c["count"] for c in state["cells"]), f"{path}: {_describe(state)}"
+    assert_no_error_shown(page, path)
+
+
+def assert_no_error_shown(page, path: str):
+    """No error output on the page: neither a cell's nor one inside a widget's output area
+    (where a failing explore callback puts its traceback). They render with this MIME type."""
+    shown = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')
+    assert shown.count() == 0, f"{path}: error outputs on the page: {shown.all_text_contents()}"
+
+
+def kernel_value(page, path: str, expression: str) -> str:
+    """`expression` evaluated in the notebook's kernel (silently: no cell, no history)."""
+    reply = page.evaluate("""async ([path, expression]) => {
+      const kernel = (%s)(path).sessionContext.session.kernel;
+      const reply = await kernel.requestExecute({code: '', silent: true, store_history: false,
+                                                 user_expressions: {value: expression}}).done;
+      return reply.content.user_expressions.value;
+    }""" % _PANEL, [path, expression])
+    assert reply["status"] == "ok", reply
+    return reply["data"]["text/plain"]
+
+
+def assert_kernel_sees(page, path: str, expression: str, expected: str):
+    """The kernel's value of `expression` becomes `expected` within a few seconds. The widget
+    manager holds a change back while an earlier one is unacknowledged, so it may come after
+    a request sent now; wait for it."""
+    deadline = time.monotonic() + WIDGET_TIMEOUT_S
+    while (value := kernel_value(page, path, expression)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert value == expected, f"{path}: the kernel has {expression} = {value}, not {expected}, " \
+                              f"{WIDGET_TIMEOUT_S} s after the click"
+
+
+def wait_for_figure(explore, old_src: str, *, same: bool, what: str):
+    """Wait until the explore widget's figure is (same=True) or is not the image `old_src`.
+    The output area replaces its <img> on every redraw, so look it up afresh each time."""
+    try:
+        explore.page.wait_for_function(
+            """([box, old, same]) => { const img = box.querySelector('.widget-output img');
+                 return !!img && (img.getAttribute('src') === old) === same; }""",
+            arg=[explore.element_handle(), old_src, same], timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
+    except Exception:
+        readout = explore.locator(".widget-readout").text_content()
+        pytest.fail(f"the explore figure {'did not return to' if same else 'did not change from'} its first "
+                    f"drawing within {WIDGET_TIMEOUT_S} s {what}; the slider's readout says {readout!r}")
+
+
+def screenshot(target, name: str):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(SCREENSHOTS / name))
+
+
+# --------------------------------------------------------------------------- the tests
+
+def test_chapter_runs_and_its_explore_slider_redraws_the_figure(page, lab):
+    base, log_path, _ = lab
+    state = open_and_run(page, base, CHAPTER, run_timeout_s=150, log_path=log_path)
+    assert_no_cell_raised(page, CHAPTER, state)
+
+    t0 = time.monotonic()
+    explore = page.locator(".circuitbook-explore").first
+    explore.scroll_into_view_if_needed()
+    handle, readout = explore.locator(".noUi-handle"), explore.locator(".widget-readout")
+    figure = explore.locator(".widget-output img")
+    figure.wait_for(timeout=WIDGET_TIMEOUT_S * 1000)
+    assert readout.text_content() == "64", readout.text_content()  # draw_saturation's default d_k
+    before = figure.get_attribute("src")
+
+    # a reader focuses the slider's handle and presses End: d_k jumps to its maximum, 1024
+    handle.focus()
+    page.keyboard.press("End")
+    wait_for_figure(explore, before, same=False, what="after End on the slider (d_k 1024)")
+    assert readout.text_content() == "1024" and handle.get_attribute("aria-valuenow") == "1024.0"
+    screenshot(explore, "06_attention-explore-d_k-1024.png")
+
+    # typing the old value into the readout brings back exactly the old figure: the kernel
+    # redraws the figure for the slider's value, it does not merely change it
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("64")
+    page.keyboard.press("Enter")
+    wait_for_figure(explore, before, same=True, what="after typing 64 into the readout")
+    assert handle.get_attribute("aria-valuenow") == "64.0"
+    assert_no_error_shown(page, CHAPTER)
+    print(f"[lab] {CHAPTER}: slider moved and figure redrawn twice in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+def test_explainers_run_and_respond_to_clicks(page, lab):
+    base, log_path, _ = lab
+    state = open_and_run(page, base, EXPLAINERS, run_timeout_s=150, log_path=log_path)
+    assert_no_cell_raised(page, EXPLAINERS, state)
+    t0 = time.monotonic()
+
+    # the stepper: Next shows another step, Prev the first one again, the toggle the control
+    stepper = page.locator(".cb-stepper").first
+    stepper.wait_for(timeout=WIDGET_TIMEOUT_S * 1000)
+    stepper.scroll_into_view_if_needed()
+    title, body, counter = stepper.locator(".cb-title"), stepper.locator(".cb-body"), stepper.locator(".cb-counter")
+    first_title, first_body, first_svg = title.text_content(), body.text_content(), stepper.locator("svg").inner_html()
+    assert counter.text_content().startswith("step 1 of ")
+    stepper.locator(".cb-next").click()
+    assert counter.text_content().startswith("step 2 of ") and title.text_content() != first_title
+    assert stepper.locator("svg").inner_html() != first_svg  # other arcs and highlights
+    assert_kernel_sees(page, EXPLAINERS, "stepper.step", "1")  # the click reached Python
+    stepper.locator(".cb-prev").click()
+    assert title.text_content() == first_title and body.text_content() == first_body
+    stepper.locator(".cb-toggle").click()
+    assert stepper.get_attribute("data-mode") == "random" and body.text_content() != first_body
+    assert_kernel_sees(page, EXPLAINERS, "(stepper.step, stepper.mode)", "(0, 'random')")
+    screenshot(stepper, "explainers-stepper-random.png")
+
+    # the builder: toggles and presets change the summary and which terms are listed as present
+    builder = page.locator(".cb-builder").first
+    builder.scroll_into_view_if_needed()
+    summary = builder.locator(".cb-summary")
+    present = builder.locator("tr.cb-present")
+    first_summary, first_present = summary.text_content(), present.count()
+    assert "0 virtual heads" in first_summary  # toy-2l's case: K-composition only
+    builder.locator(".cb-toggle-v").click()
+    assert "1 virtual head;" in summary.text_content() and present.count() == first_present + 1
+    assert builder.locator('tr[data-term="virtual"]').get_attribute("class") == "cb-present"
+    assert_kernel_sees(page, EXPLAINERS, "builder.v", "True")
+    builder.locator('.cb-preset[data-preset="none"]').click()
+    assert "H1's attention score has 1 term." in summary.text_content()
+    builder.locator('.cb-preset[data-preset="all three"]').click()
+    assert "H1's attention score has 4 terms." in summary.text_content() and "1 virtual head;" in summary.text_content()
+    assert_kernel_sees(page, EXPLAINERS, "(builder.q, builder.k, builder.v)", "(True, True, True)")
+    screenshot(builder, "explainers-builder-all-three.png")
+    builder.locator('.cb-preset[data-preset="induction: K-composition only"]').click()
+    assert summary.text_content() == first_summary and present.count() == first_present
+    assert_no_error_shown(page, EXPLAINERS)
+    print(f"[lab] {EXPLAINERS}: stepper and builder clicked through in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+def test_problem_set_runs_and_its_progress_is_saved(page, lab):
+    base, log_path, book = lab
+    state = open_and_run(page, base, PROBLEMS, run_timeout_s=480, log_path=log_path)
+    assert_no_cell_raised(page, PROBLEMS, state)
+    # the six problems' progress trackers rendered (widgets, drawn by the front end)
+    trackers = page.locator(".cb-progress")
+    assert trackers.count() == 6, f"{PROBLEMS}: {trackers.count()} progress trackers rendered, expected 6"
+    assert trackers.locator(".cb-counter").all_text_contents() == ["0 of 6 done"] * 6
+    # "Mark done" under problem 1 updates every counter, reaches the kernel, and the kernel
+    # saves it in the progress file beside the notebook (in the copy, not in the tree)
+    trackers.first.scroll_into_view_if_needed()
+    trackers.first.locator(".cb-mark").click()
+    assert trackers.locator(".cb-counter").all_text_contents() == ["1 of 6 done"] * 6
+    assert_kernel_sees(page, PROBLEMS, "progress.done", "['1']")
+    saved = json.loads((book / "induction" / ".circuitbook-progress.json").read_text())
+    assert saved == {"induction-problems": ["1"]}, saved
+    screenshot(trackers.first, "03_problems-progress.png")

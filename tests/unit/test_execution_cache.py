@@ -1,0 +1,68 @@
+"""The execution cache re-runs a chapter whenever anything its outputs depend on changes:
+its code, the package's source, the zoo's weights or the pinned requirements."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import execute_notebooks  # noqa: E402
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of what the fingerprint reads, plus one tiny notebook."""
+    for name in execute_notebooks.FINGERPRINTED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, tmp_path / name)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "book").mkdir()
+    nbformat.write(nb, tmp_path / "book" / "tiny.ipynb")
+    return tmp_path
+
+
+@pytest.mark.parametrize("changed", ["src/circuitbook/heads.py", "src/circuitbook/zoo/toy-2l.safetensors",
+                                     "requirements.txt", "pyproject.toml"])
+def test_any_input_changes_the_fingerprint(tree, changed):
+    before = execute_notebooks.inputs_fingerprint(tree)
+    path = tree / changed
+    if path.suffix == ".safetensors":
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 1  # one bit of one weight
+        path.write_bytes(bytes(data))
+    else:
+        path.write_text(path.read_text() + "\n# one more line\n")
+    assert execute_notebooks.inputs_fingerprint(tree) != before
+
+
+def test_bytecode_and_configuration(tree):
+    before = execute_notebooks.inputs_fingerprint(tree)
+    cache = tree / "src" / "circuitbook" / "__pycache__"
+    cache.mkdir()
+    (cache / "heads.cpython-311.pyc").write_bytes(b"not source")
+    assert execute_notebooks.inputs_fingerprint(tree) == before  # compiled files are not inputs
+    assert execute_notebooks.inputs_fingerprint(tree, {"OMP_NUM_THREADS": "1"}) != before
+
+
+def test_a_package_change_re_executes(tree, capsys):
+    nb = [tree / "book" / "tiny.ipynb"]
+    cache = tree / "_build" / "cache"
+    assert execute_notebooks.execute_all(nb, cache, root=tree) == []
+    assert "ok in" in capsys.readouterr().out
+    assert execute_notebooks.execute_all(nb, cache, root=tree) == []
+    assert "cached    book/tiny.ipynb" in capsys.readouterr().out
+    heads = tree / "src" / "circuitbook" / "heads.py"
+    heads.write_text(heads.read_text().replace('"""', '""" ', 1))  # one line of the package
+    assert execute_notebooks.execute_all(nb, cache, root=tree) == []
+    out = capsys.readouterr().out
+    assert "stale     book/tiny.ipynb" in out and "ok in" in out
