@@ -676,8 +676,8 @@ claim("V-composition into L1H1 (its 4 virtual terms) is under 5% of its "
 # - Multiplying out the layers writes the logits as a sum over paths: the direct path,
 #   one term per head, and virtual heads (products of patterns and OV circuits, the
 #   patterns later-layer-first and, in our row convention, the OV matrices
-#   earlier-layer-first). On `toy-2l` the parts sum to the logits to
-#   {glue:text}`max_err:.1e`.
+#   earlier-layer-first). On `toy-2l` the parts sum to the logits within the worst-case
+#   float32 rounding bound of the two computations, {glue:text}`path_bound:.0e`.
 # - There are $(1 + n)^L$ paths from the embedding, a count we checked by enumeration.
 # - On a repeated random sequence, only the four first-order paths through layer 1 push
 #   up the next token, by {glue:text}`l1_sum:.1f` logits in total; virtual heads add
