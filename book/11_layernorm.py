@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.models.encoder_decoder import (LayerNorm,
                                                SublayerConnection)
 from circuitbook.widgets import explore
@@ -77,9 +77,10 @@ with torch.no_grad():          # non-trivial gain and bias
     ln_at.b_2.copy_(0.3 * torch.randn(d_model))
 x = 3 * torch.randn(4, 10, d_model) + 1.5     # [batch, pos, d_model]
 ours = annotated_layer_norm(x, ln_at.a_2, ln_at.b_2)
-torch.testing.assert_close(ours, ln_at(x))
-claim("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
-      (ours - ln_at(x)).abs().max(), True, chapter="11")
+# the same formula twice: each is a mean and a std (sums over d_model), a division, the
+# gain and the bias, 2 d_model + 5 roundings
+claim_close("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
+            ours, ln_at(x), terms=2 * (2 * d_model + 5), identity=True, chapter="11")
 
 # %% [markdown]
 # Two details differ from `torch.nn.LayerNorm` (and from TransformerLens, and from the
@@ -97,14 +98,22 @@ for d in (64, 512):
     xd = 3 * torch.randn(1000, d, dtype=torch.float64) + 1.5
     torch_ln = nn.LayerNorm(d, elementwise_affine=False,
                             dtype=torch.float64)
-    ratio = annotated_layer_norm(xd, 1.0, 0.0) / torch_ln(xd)
-    gap[d] = (1 - ratio).abs().max().item()
-    predicted = 1 - math.sqrt((d - 1) / d)
-    print(f"d = {d:3d}: largest relative gap {gap[d]:.3e}, "
-          f"1 - sqrt((d-1)/d) = {predicted:.3e}")
-    claim(f"at d = {d}, Annotated LN = nn.LayerNorm x sqrt((d-1)/d) "
-          "(within 1e-5, relative)", abs(gap[d] - predicted),
-          abs(gap[d] - predicted) < 1e-5, chapter="11")
+    gap[d] = 1 - math.sqrt((d - 1) / d)
+    at_ln, std_ln = annotated_layer_norm(xd, 1.0, 0.0), torch_ln(xd)
+    # Compared as a product, not elementwise ratios (outputs near zero make those noise).
+    # Beyond float64 rounding (2 (2d + 4) + 1 roundings of size |output|) the two differ
+    # only by their epsilons: with std s, 1e-6 added to s and 1e-5 under the square root
+    # change the output by a relative 1e-6 / s + 1e-5 / (2 s^2) at most.
+    s_min = xd.std(-1, unbiased=False).min().item()
+    size = at_ln.abs().max().item()
+    allowed = ((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) * size
+               + 2 * (2 * (2 * d + 4) + 1) * torch.finfo(torch.float64).eps * size)
+    dev = (at_ln - (1 - gap[d]) * std_ln).abs().max().item()
+    print(f"d = {d:3d}: 1 - sqrt((d-1)/d) = {gap[d]:.3e}; largest deviation from "
+          f"Annotated = sqrt((d-1)/d) x torch: {dev:.1e} (epsilons' bound {allowed:.1e})")
+    claim(f"at d = {d}, Annotated LN = nn.LayerNorm x sqrt((d-1)/d), up to the "
+          "epsilons' effect", f"{dev:.2g} <= {allowed:.2g}", dev <= allowed,
+          identity=True, chapter="11")
 glue("gap_512", gap[512])
 glue("gap_64", gap[64])
 
@@ -147,6 +156,8 @@ plt.show()
 i_small = int((sigmas - 1e-3).abs().argmin())
 glue("damped_torch", out_torch[i_small])
 glue("damped_at", out_at[i_small])
+# float64, so rounding plays no part; the formulas predict 1e-3 / sqrt(1e-6 + 1e-5) = 0.30
+# for nn.LayerNorm and sqrt(511/512) / (1 + 1e-3 sqrt(511/512)) = 0.998 for the Annotated one
 claim("at input std 1e-3, nn.LayerNorm's output std is below 0.5 while "
       "the Annotated Transformer's stays above 0.99",
       f"{out_torch[i_small]:.3f} vs {out_at[i_small]:.3f}",
@@ -177,10 +188,14 @@ with torch.no_grad():
     written = pre(x, ffn) - x        # what pre-norm adds to the stream
     expected = ffn(pre.norm(x))
     zero_post = post(x, torch.zeros_like)  # a sublayer that outputs 0
-torch.testing.assert_close(written, expected)
-claim("pre-norm: the stream changes by exactly f(LN(x)), a sum of writes",
-      (written - expected).abs().max(), True, chapter="11")
+# LayerNorm (2 d_model + 4) and the FFN (d_model + 1, then 64 + 1) on each side, and
+# the residual addition and subtraction (2); x + f - x cancels, so the scale is |x| + |f|
+claim_close("pre-norm: the stream changes by exactly f(LN(x)), a sum of writes",
+            written, expected, terms=2 * (2 * d_model + 4 + d_model + 1 + 64 + 1) + 2,
+            scale=x.abs().max().item() + expected.abs().max().item(), identity=True,
+            chapter="11")
 moved = (zero_post - x).abs().max().item()
+# LN(x) has spread 1 while x has spread 3: a change of order 1, nowhere near rounding
 claim("post-norm: even a sublayer that outputs 0 changes the stream",
       moved, moved > 0.1, chapter="11")
 
@@ -232,18 +247,23 @@ gamma, beta = 1 + 0.3 * torch.randn(d_model), 0.3 * torch.randn(d_model)
 x = 3 * torch.randn(4, 10, d_model) + 1.5
 lhs = nn.functional.layer_norm(x, (d_model,), gamma, beta, eps=1e-5)
 rhs = rms_norm(x - x.mean(-1, keepdim=True), gamma) + beta
-torch.testing.assert_close(lhs, rhs)
-claim("LayerNorm(x) = RMSNorm(x - mean(x)) + beta",
-      (lhs - rhs).abs().max(), True, chapter="11")
+# each side: a mean (d_model), the centring, a mean of squares (d_model), + eps, sqrt,
+# division, gain, bias: 2 d_model + 6. Centring cancels x's mean of 1.5, so the numbers
+# rounded are of size |x| / std, times the gain, plus the bias
+std_min = x.std(-1, unbiased=False).min().item()
+claim_close("LayerNorm(x) = RMSNorm(x - mean(x)) + beta", lhs, rhs,
+            terms=2 * (2 * d_model + 6),
+            scale=x.abs().max().item() / std_min * gamma.abs().max().item()
+            + beta.abs().max().item(), identity=True, chapter="11")
 tl_rms = TLRMSNorm({"d_model": d_model, "eps": 1e-5, "d_vocab": 1,
                     "n_layers": 1, "n_ctx": 1, "d_head": 1,
                     "act_fn": "relu"})
 with torch.no_grad():
     tl_rms.w.copy_(gamma)
-    torch.testing.assert_close(rms_norm(x, gamma), tl_rms(x))
-    err = (rms_norm(x, gamma) - tl_rms(x)).abs().max()
-claim("our rms_norm equals TransformerLens's RMSNorm", err, True,
-      chapter="11")
+    ours_rms, theirs_rms = rms_norm(x, gamma), tl_rms(x)
+# the same formula twice: a mean of squares (d_model), + eps, sqrt, division, gain
+claim_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms, theirs_rms,
+            terms=2 * (d_model + 5), identity=True, chapter="11")
 
 # %% [markdown]
 # ## The circuit view
@@ -309,26 +329,56 @@ folded.process_weights_(fold_ln=True, center_writing_weights=True,
 # TransformerLens also centres the reading weights over d_model, which cannot
 # change the output (the normalised vector has mean zero): compare centred
 W_Q_ours = W_Q_fold - W_Q_fold.mean(1, keepdim=True)
-torch.testing.assert_close(W_Q_ours, folded.W_Q[0].detach())
-torch.testing.assert_close(b_Q_fold, folded.b_Q[0].detach())
-claim("our hand-folded W_Q and b_Q (gamma into rows, beta into the "
-      "bias) equal TransformerLens's fold_ln",
-      (W_Q_ours - folded.W_Q[0]).abs().max(), True, chapter="11")
+d_fold = cfg.d_model
+# W_Q: the product with gamma (1), the mean over d_model (d_model) and the subtraction
+# (1), on each side; the mean cancels, so the scale is that of gamma W_Q
+claim_close("our hand-folded W_Q (gamma into rows, centred) equals TransformerLens's fold_ln",
+            W_Q_ours, folded.W_Q[0].detach(), terms=2 * (d_fold + 2),
+            scale=W_Q_fold.abs().max().item(), identity=True, chapter="11")
+# b_Q: beta W_Q is a sum over d_model, plus b_Q: d_model + 1 roundings on each side, of
+# numbers of size |beta| |W_Q| + |b_Q|
+claim_close("our hand-folded b_Q (beta W_Q + b_Q) equals TransformerLens's fold_ln",
+            b_Q_fold, folded.b_Q[0].detach(), terms=2 * (d_fold + 1),
+            scale=(torch.einsum("d,hde->he", beta1.abs(), W_Q.abs()) + b_Q.abs()).max().item(),
+            identity=True, chapter="11")
 
 logits_fold = only_fold(tokens).detach()
-torch.testing.assert_close(logits_fold, logits_before, atol=1e-4,
-                           rtol=1e-4)
-claim("fold_ln alone leaves the logits unchanged",
-      (logits_fold - logits_before).abs().max(), True, chapter="11")
+
+
+def forward_terms(cfg, n):
+    """Roundings along the longest path of a TransformerLens forward pass over n positions:
+    per layer two LayerNorms (2 d_model + 4 each), Q/K/V (d_model + 1), scores (d_head + 1),
+    softmax (n + 3), the weighted values (n), W_O and the sum over heads (d_head + n_heads
+    + 1), the MLP (d_model + 1, ~5 for GELU, d_mlp + 1) and two residual additions; then
+    the final LayerNorm and the unembedding (d_model + 1)."""
+    ln = 2 * cfg.d_model + 4
+    attn = (cfg.d_model + 1) + (cfg.d_head + 1) + (n + 3) + n + (cfg.d_head + cfg.n_heads + 1)
+    mlp = (cfg.d_model + 1) + 5 + (cfg.d_mlp + 1)
+    return cfg.n_layers * (2 * ln + attn + mlp + 2) + ln + cfg.d_model + 1
+
+
+# Folding changes the order of the roundings, not the result: the two forward passes are
+# each within forward_terms roundings (plus 2 per layer for the folded weights' own
+# rounding) of the exact logits, so within twice that of each other. Scale: the largest
+# finite number anywhere in the unfolded forward pass (masked scores are -inf).
+_, cache_before = model.run_with_cache(tokens)
+big = max(t[t.isfinite()].abs().max().item() for t in cache_before.values())
+fold_terms = 2 * (forward_terms(cfg, tokens.shape[1]) + 2 * cfg.n_layers)
+claim_close("fold_ln alone leaves the logits unchanged", logits_fold, logits_before,
+            terms=fold_terms, scale=big, identity=True, chapter="11")
 logits_all = folded(tokens).detach()
 shift = (logits_all - logits_before)
-spread = (shift - shift.mean(-1, keepdim=True)).abs().max()
-lp_gap = (logits_all.log_softmax(-1)
-          - logits_before.log_softmax(-1)).abs().max()
-claim("with centring too, logits move by one constant per position "
-      "and the log-probabilities are unchanged",
-      f"{spread:.1e}, {lp_gap:.1e}",
-      spread < 1e-4 and lp_gap < 1e-4, chapter="11")
+# centring adds the mean over d_model (d_model roundings) to each written weight and
+# the mean over the vocabulary (d_vocab) to the unembedding; the difference of two
+# forward passes cancels, so the scale is the forward pass's
+centre_terms = fold_terms + 2 * (cfg.d_model + cfg.d_vocab)
+claim_close("with centring too, logits move by one constant per position",
+            shift - shift.mean(-1, keepdim=True), torch.zeros_like(shift),
+            terms=centre_terms, scale=big, identity=True, chapter="11")
+claim_close("...and the log-probabilities are unchanged",
+            logits_all.log_softmax(-1), logits_before.log_softmax(-1),
+            terms=centre_terms + 2 * (cfg.d_vocab + 3), scale=big, identity=True,
+            chapter="11")
 print(type(folded.blocks[0].ln1).__name__, "replaces",
       type(model.blocks[0].ln1).__name__)
 
@@ -344,16 +394,26 @@ streams.append(cache["resid_post", cfg.n_layers - 1])
 stream_means = torch.stack([s.mean(-1) for s in streams])
 stream_rms = torch.stack([cache["resid_pre", l].pow(2).mean(-1).sqrt()
                           for l in range(cfg.n_layers)])
-worst = stream_means.abs().max().item()
-relative = worst / stream_rms.min().item()
-claim("after center_writing_weights the residual stream has mean 0 at "
-      "every position and layer (relative to its rms)", relative,
-      relative < 1e-5, chapter="11")
+# Each write is centred only up to rounding: its weights' mean over d_model is a sum of
+# d_model terms, and the write itself a sum over its inner size (at most d_mlp), so with
+# the forward pass's roundings and the mean we take (d_model) the stream's mean is zero
+# to within that many roundings of the stream's size.
+stream_big = max(s.abs().max().item() for s in streams)
+claim_close("after center_writing_weights the residual stream has mean 0 at "
+            "every position and layer", stream_means, torch.zeros_like(stream_means),
+            terms=forward_terms(cfg, tokens.shape[1]) + 2 * cfg.d_model + cfg.d_mlp,
+            scale=stream_big, identity=True, chapter="11")
 normed = cache["blocks.1.ln1.hook_normalized"]
 unit = normed.pow(2).mean(-1).sqrt()
-claim("what is left of LayerNorm maps every vector to rms 1 (up to eps)",
-      (unit - 1).abs().max(), bool(((unit - 1).abs() < 1e-3).all()),
-      chapter="11")
+# x / sqrt(mean(x^2) + eps) has rms exactly sqrt(1 - eps / scale^2), with scale the
+# hooked sqrt(mean(x^2) + eps): compare with that, not with a hand-picked distance from
+# 1. Roundings: the scale (d_model + 3), the division (1), the mean of squares
+# (d_model + 1) and the square root (1), on numbers of size 1.
+hooked_ln_scale = cache["blocks.1.ln1.hook_scale"][..., 0]
+ln_eps = folded.cfg.eps
+claim_close("what is left of LayerNorm maps every vector to rms sqrt(1 - eps / scale^2), "
+            "1 up to its eps", unit, (1 - ln_eps / hooked_ln_scale ** 2).sqrt(),
+            terms=2 * cfg.d_model + 6, scale=1.0, identity=True, chapter="11")
 
 # %% [markdown]
 # So after folding, LayerNorm is the map $x \mapsto x / \operatorname{rms}(x)$ (with
@@ -428,10 +488,11 @@ def rms(v):
 
 hooked_scale = torch.stack([sc[f"blocks.{l}.ln1.hook_scale"][0]
                             for l in range(L)])
-torch.testing.assert_close(rms(resid), hooked_scale)
-claim("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
-      "at all 30 layers", (rms(resid) - hooked_scale).abs().max(), True,
-      chapter="11")
+# the same formula as TransformerLens's: squares, a mean over d_model, + eps, a square
+# root, d_model + 3 roundings on each side, of numbers of size rms(x)
+claim_close("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
+            "at all 30 layers", rms(resid), hooked_scale,
+            terms=2 * (smol.cfg.d_model + 3), identity=True, chapter="11")
 
 # %% [markdown]
 # First, how much does the scale vary? The figure shows, for the input of every layer's
@@ -523,10 +584,15 @@ x20 = resid[ell]
 true_out = x20 / rms(x20) * w20
 # the frozen scale, applied term by term
 summed = sum(p / rms(x20) * w20 for p in parts)
-torch.testing.assert_close(summed, true_out, atol=1e-4, rtol=1e-4)
-claim(f"with the scale frozen, layer {ell}'s normalised input is exactly "
-      f"the sum of {len(parts)} per-component terms",
-      (summed - true_out).abs().max(), True, chapter="11")
+# The model added the same parts one by one into the stream (len(parts) roundings) and we
+# add them after dividing (2 + len(parts)); rms(x20) itself is d_model + 3. The parts
+# cancel (token 0's are huge), so the scale is sum_k |part_k| / rms(x) |w|, the size of
+# the numbers summed.
+abs_sum = sum(p.abs() for p in parts) / rms(x20) * w20.abs()
+claim_close(f"with the scale frozen, layer {ell}'s normalised input is exactly "
+            f"the sum of {len(parts)} per-component terms", summed, true_out,
+            terms=2 * len(parts) + smol.cfg.d_model + 5, scale=abs_sum.max().item(),
+            identity=True, chapter="11")
 
 # %% [markdown]
 # Now the experiment. For every layer $\ell$ and every token we take the input $x$ of

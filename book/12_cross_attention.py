@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks, models
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.data import translation as T
 from circuitbook.models import encoder_decoder as ED
 from circuitbook.models import zoo
@@ -125,11 +125,29 @@ scores = scores.masked_fill(~src_mask[:, None], float("-inf"))  # padding
 pattern = scores.softmax(-1)                    # [b, h, tgt, src]
 out = torch.einsum("bhts,bhse,hem->btm", pattern, v, w["W_O"]) + w["b_O"]
 
-torch.testing.assert_close(pattern, layer1.src_attn.attn)
-torch.testing.assert_close(out, seen["out"])
-claim("hand-written cross-attention (queries from y, keys and values from "
-      "memory) reproduces src_attn's pattern and output",
-      (out - seen["out"]).abs().max(), True, chapter="12")
+# Roundings. Scores: the projections (d_model + 1), q.k (d_head), the scale (1), on
+# summands of size S = (|y| |W_Q| + |b_Q|)(|m| |W_K| + |b_K|) / sqrt(d_head), which
+# cancel. Softmax turns an absolute error in a score into a relative error of the
+# pattern of up to twice that, and adds n_src + 3 roundings of its own; two computations.
+n_src, d_head, d_model_ = memory.shape[1], q.shape[-1], y.shape[-1]
+score_terms = (d_model_ + 1) + d_head + 1
+qa = torch.einsum("btd,hde->bhte", y.abs(), w["W_Q"].abs()) + w["b_Q"].abs()[:, None]
+ka = torch.einsum("bsd,hde->bhse", memory.abs(), w["W_K"].abs()) + w["b_K"].abs()[:, None]
+S = (qa @ ka.transpose(-1, -2)).max().item() / math.sqrt(d_head)
+claim_close("hand-written cross-attention (queries from y, keys and values from "
+            "memory) reproduces src_attn's pattern", pattern, layer1.src_attn.attn,
+            terms=2 * (2 * score_terms * math.ceil(S) + n_src + 3), scale=1.0,
+            identity=True, chapter="12")
+# The output, given the pattern (checked above): the values (d_model + 1), the weighted
+# sum over source positions (n_src), W_O with the sum over heads (d_model + 1), twice, on
+# numbers of size A (|m| |W_V| + |b_V|) |W_O| + |b_O|
+out_given = torch.einsum("bhts,bhse,hem->btm", layer1.src_attn.attn, v, w["W_O"]) + w["b_O"]
+va = torch.einsum("bsd,hde->bhse", memory.abs(), w["W_V"].abs()) + w["b_V"].abs()[:, None]
+O = (torch.einsum("bhts,bhse,hem->btm", pattern, va, w["W_O"].abs())
+     + w["b_O"].abs()).max().item()
+claim_close("...and, given that pattern, src_attn's output", out_given, seen["out"],
+            terms=2 * ((d_model_ + 1) + n_src + (d_model_ + 1)), scale=O, identity=True,
+            chapter="12")
 print("pattern shape [batch, head, tgt, src]:", tuple(pattern.shape))
 
 # %% [markdown]
@@ -143,11 +161,12 @@ print("pattern shape [batch, head, tgt, src]:", tuple(pattern.shape))
 real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
 pad_weight = pattern[~real].abs().max()
 row_sums = pattern.sum(-1)
-claim("padding positions of the source get exactly zero attention, and "
-      "every row sums to 1", pad_weight,
-      pad_weight == 0
-      and torch.allclose(row_sums, torch.ones_like(row_sums)),
-      chapter="12")
+# exp(-inf) is exactly 0, so padding gets exactly zero weight, not a small one
+claim("padding positions of the source get exactly zero attention", pad_weight,
+      pad_weight == 0, identity=True, chapter="12")
+# softmax: the sum of exponentials (n_src) and one division each, then our sum (n_src)
+claim_close("every attention row sums to 1", row_sums, torch.ones_like(row_sums),
+            terms=2 * n_src + 2, scale=1.0, identity=True, chapter="12")
 t_pos = torch.arange(pattern.shape[2])[:, None]
 s_pos = torch.arange(pattern.shape[3])[None, :]
 ahead = pattern.masked_fill(s_pos <= t_pos, 0).sum(-1).max()
@@ -279,8 +298,11 @@ glue("agree_l0_max", agree[0].max().item())
 glue("agree_direct", direct)
 claim("layer 1's four heads summed read >= 90% of the dictionary off the "
       "full OV circuit", agree_sum[1], agree_sum[1] >= 0.9, chapter="12")
-claim("every single cross-attention head scores over 10x chance (1/30)",
-      agree.min(), agree.min() > 10 / 30, chapter="12")
+# a head that reads nothing off the dictionary scores about chance, 1/30 (the direct
+# path below does); 5x chance leaves several words' margin, so that no argmax flipped by
+# a near tie decides the claim
+claim("every single cross-attention head scores over 5x chance (1/30)",
+      agree.min(), agree.min() > 5 / 30, chapter="12")
 claim("summing a layer's heads scores at least as well as its best head",
       f"{(agree_sum - agree.max(1).values).min():.2f}",
       bool((agree_sum >= agree.max(1).values).all()), chapter="12")

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.circuits import direct_path
 from circuitbook.data import bigram_chain
 from circuitbook.models import load
@@ -83,10 +83,15 @@ chain = bigram_chain(d_vocab, seed=recipe["chain_seed"],
 tokens = chain.sample(4, 32, seed=1)                  # [4, 32]
 at_log_probs = generator(embed(tokens))
 tl_log_probs = model(tokens).log_softmax(-1)
-torch.testing.assert_close(at_log_probs, tl_log_probs)
-claim("Generator(Embeddings(t)) with toy-0l's weights gives the model's "
-      "log-probabilities", (at_log_probs - tl_log_probs).abs().max(), True,
-      chapter="14")
+# Roundings: the lookup table stored as W_E / sqrt(d) and scaled back (2), the logits
+# (d_model products + the bias) and the log-softmax's log-sum-exp (d_vocab + 3), on each
+# side; scale: the logits' summands |W_E[t]| |W_U| + |b_U|, or the log-probabilities
+logit_scale = (model.W_E.abs() @ model.W_U.abs() + model.b_U.abs()).max().item()
+claim_close("Generator(Embeddings(t)) with toy-0l's weights gives the model's "
+            "log-probabilities", at_log_probs, tl_log_probs,
+            terms=2 + 2 * (d_model + 1 + d_vocab + 3),
+            scale=max(logit_scale, tl_log_probs.abs().max().item()), identity=True,
+            chapter="14")
 glue("chain_seed", recipe["chain_seed"])
 glue("n_succ", recipe["n_successors"])
 
@@ -113,9 +118,9 @@ glue("n_succ", recipe["n_successors"])
 table = direct_path(model).AB + model.b_U            # [d_vocab, d_vocab]
 every_token = torch.arange(d_vocab)[None]            # [1, 64]
 run = model(every_token)[0]
-torch.testing.assert_close(run, table)
-claim("row a of W_E W_U + b_U is the model's logits after token a",
-      (run - table).abs().max(), True, chapter="14")
+# the same d_model-term products and the bias, twice, on summands of size logit_scale
+claim_close("row a of W_E W_U + b_U is the model's logits after token a", run, table,
+            terms=2 * (d_model + 1), scale=logit_scale, identity=True, chapter="14")
 
 # %% [markdown]
 # ### Exercise 14.1: zero-layer logits
@@ -137,9 +142,8 @@ checks.ch14_ex1(zero_layer_logits)
 
 # %%
 mine = zero_layer_logits(tokens, model.W_E, model.W_U, model.b_U)
-torch.testing.assert_close(mine, model(tokens))
-claim("zero_layer_logits reproduces toy-0l on chain samples",
-      (mine - model(tokens)).abs().max(), True, chapter="14")
+claim_close("zero_layer_logits reproduces toy-0l on chain samples", mine, model(tokens),
+            terms=2 * (d_model + 1), scale=logit_scale, identity=True, chapter="14")
 
 # %% [markdown]
 # ## Learned table against the true one
@@ -206,8 +210,15 @@ corr = row_centred_correlation(W, log_P)
 recorded = metrics("toy-0l")["corr_WEWU_logP"]
 claim("row-centred corr(W_E W_U, log P) is above 0.9", corr, corr > 0.9,
       chapter="14")
-claim("it matches the value recorded when the zoo model was built",
-      f"{corr:.6f} vs {recorded}", abs(corr - recorded) < 1e-5, chapter="14")
+# The same computation on another machine: each of the three sums over N = d_vocab^2
+# entries (after centring, d_vocab + 1) has a relative error of at most N + d_vocab + 1
+# roundings, the two norms' square roots and the division add 3, and Cauchy-Schwarz keeps
+# the result's size below 1; two computations, plus the record's 6 decimals (5e-7,
+# about 5 roundings of 1).
+N = d_vocab * d_vocab
+claim_close("it matches the value recorded when the zoo model was built", corr,
+            torch.tensor(recorded), terms=2 * (3 * (N + d_vocab + 1) + 3) + 5, scale=1.0,
+            chapter="14")
 glue("corr", corr.item())
 
 # %% [markdown]
@@ -229,14 +240,25 @@ def cosine(A, B):
 
 plain, plain_shifted = cosine(W, log_P), cosine(W_shifted, log_P)
 centred_shifted = row_centred_correlation(W_shifted, log_P)
-claim("adding a constant to each row changes no prediction", probs_gap,
-      probs_gap < 1e-6, chapter="14")
+# The shift itself is one rounding of numbers of size |W| + |shift| + |b_U| (L): an
+# absolute error of the logits, which softmax turns into a relative error of the
+# probabilities of up to twice that, plus its own d_vocab + 3 roundings; two softmaxes.
+L_shift = (W_shifted.abs() + model.b_U.abs()).max().item()
+claim_close("adding a constant to each row changes no prediction",
+            (W_shifted + model.b_U).softmax(-1), (W + model.b_U).softmax(-1),
+            terms=2 * (2 * 2 * math.ceil(L_shift) + d_vocab + 3), scale=1.0, identity=True,
+            chapter="14")
 claim("...but moves the uncentred correlation",
       f"{plain:.3f} -> {plain_shifted:.3f}", abs(plain - plain_shifted) > 0.1,
       chapter="14")
-torch.testing.assert_close(centred_shifted, corr)
-claim("...and leaves the row-centred correlation unchanged",
-      (centred_shifted - corr).abs(), True, chapter="14")
+# Centring the shifted rows rounds numbers of size max|W_shifted| (d_vocab + 2 roundings
+# per entry), which moves the correlation by at most 2 sqrt(N) that error / |centre(W)|;
+# each correlation has its own 3 (N + d_vocab + 1) + 3 roundings of numbers of size 1.
+centring_terms = math.ceil((d_vocab + 2) * 2 * math.sqrt(N) * W_shifted.abs().max().item()
+                           / centre(W).norm().item())
+claim_close("...and leaves the row-centred correlation unchanged", centred_shifted, corr,
+            terms=centring_terms + 2 * (3 * (N + d_vocab + 1) + 3), scale=1.0,
+            identity=True, chapter="14")
 glue("plain", plain.item())
 glue("plain_shifted", plain_shifted.item())
 
@@ -319,9 +341,15 @@ glue("mix_tv", tv(mixture, pi).item())
 W_E64, W_U64 = model.W_E.double(), model.W_U.double()
 w = torch.linalg.solve(W_E64, torch.ones(d_vocab, dtype=torch.float64))
 no_bias = W_E64 @ (W_U64 + w[:, None] * model.b_U.double())
-gap_bias = (no_bias - (W + model.b_U).double()).abs().max()
-claim("the same logits with b_U folded into W_U (and no bias)", gap_bias,
-      gap_bias < 1e-4, chapter="14")
+# The table W + b_U is float32: d_model products and the bias (d_model + 1 roundings of
+# size logit_scale). The float64 side is exact to float64 rounding times W_E's
+# condition number (the solve), which we count in float32 units; it is tiny.
+cond = torch.linalg.cond(W_E64).item()
+solve_terms = math.ceil(cond * d_vocab * torch.finfo(torch.float64).eps
+                        / torch.finfo(torch.float32).eps)
+claim_close("the same logits with b_U folded into W_U (and no bias)", no_bias,
+            W + model.b_U, terms=d_model + 1 + solve_terms, scale=logit_scale,
+            identity=True, chapter="14")
 
 # %% [markdown]
 # Finally the loss, on fresh samples of the chain (the held-out rows the zoo uses). The

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.circuits import full_ov_circuit, full_qk_circuit
 from circuitbook.data import (
     SKIP_TRIGRAM_BUGS,
@@ -112,10 +112,27 @@ def one_layer_decoder(tokens):
 tokens = repeated_random_tokens(4, 16, cfg.d_vocab, seed=3)
 at_out = one_layer_decoder(tokens)
 tl_out = model(tokens).log_softmax(-1)
-torch.testing.assert_close(at_out, tl_out)
-claim("the Annotated Transformer's modules with toy-1l's weights reproduce "
-      "its log-probabilities", (at_out - tl_out).abs().max(), True,
-      chapter="15")
+
+
+def forward_terms(n):
+    """Roundings along the longest path of the one-layer attention-only forward pass over
+    n positions (Higham ch. 3): the query/key input (1, + W_pos), the projection
+    (d_model + 1), the score (d_head + 1), the softmax (n + 3), the values (d_model + 1),
+    the weighted sum (n), W_O and the sum over heads (d_head + n_heads + 1), the residual
+    addition (1), the unembedding (d_model + 1) and the log-softmax (d_vocab + 3)."""
+    return (1 + (d_model + 1) + (cfg.d_head + 1) + (n + 3) + (d_model + 1) + n
+            + (cfg.d_head + H + 1) + 1 + (d_model + 1) + (cfg.d_vocab + 3))
+
+
+# Two float32 computations of one function agree to twice one's rounding bound (plus
+# the 2 roundings of the lookup table stored as W_E / sqrt(d) and scaled back), on
+# numbers the size of the largest finite value in the forward pass
+_, cache_all = model.run_with_cache(tokens)
+big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
+claim_close("the Annotated Transformer's modules with toy-1l's weights reproduce "
+            "its log-probabilities", at_out, tl_out,
+            terms=2 * forward_terms(tokens.shape[1]) + 2,
+            scale=max(big, tl_out.abs().max().item()), identity=True, chapter="15")
 
 # %% [markdown]
 # ## The circuit view
@@ -151,15 +168,30 @@ A = cache["pattern", 0][0]                              # [head, q, k]
 X = torch.nn.functional.one_hot(seq, cfg.d_vocab).float()
 W_E, W_U = model.W_E, model.W_U
 full_ov = W_E @ att.W_V @ att.W_O @ W_U                 # [head, vocab, vocab]
-torch.testing.assert_close(full_ov, full_ov_circuit(model, 0).AB)
+# a chain with inner sizes d_model, d_head, d_model, associated differently by
+# FactoredMatrix; scale: the chain of absolute values
+ov_chain = W_E.abs() @ att.W_V.abs() @ att.W_O.abs() @ W_U.abs()
+claim_close("our full OV circuits equal circuitbook's full_ov_circuit", full_ov,
+            full_ov_circuit(model, 0).AB, terms=2 * (2 * d_model + cfg.d_head),
+            scale=ov_chain.max().item(), identity=True, chapter="15")
 bias_row = model.b_U + att.b_O @ W_U + sum(att.b_V[h] @ att.W_O[h] @ W_U
                                            for h in range(H))
 heads = sum(A[h] @ X @ full_ov[h] for h in range(H))
 formula = X @ W_E @ W_U + heads + bias_row
 logits = model(seq)[0]
-torch.testing.assert_close(formula, logits)
-claim("toy-1l: logits = X W_E W_U + sum_h A^h X W_E W_OV^h W_U + biases",
-      (formula - logits).abs().max(), True, chapter="15")
+# The formula: each head's term is A (n) times a row of its full OV circuit
+# (2 d_model + d_head), the bias row a sum of H + 2 chains (d_head + d_model each), and
+# the H + 2 parts are added; the model takes its own path (forward_terms, without the
+# log-softmax). The parts cancel, so the scale is the sum of their sizes.
+parts_abs = ((X @ W_E @ W_U).abs() + sum(A[h] @ (X @ full_ov[h]).abs() for h in range(H))
+             + (model.b_U.abs() + att.b_O.abs() @ W_U.abs()
+                + sum(att.b_V[h].abs() @ att.W_O[h].abs() @ W_U.abs() for h in range(H))))
+formula_terms = (seq.shape[0] + 2 * d_model + cfg.d_head + 2 * (H + 2) + d_model
+                 + forward_terms(seq.shape[0]))
+formula_scale = max(parts_abs.max().item(), big)
+claim_close("toy-1l: logits = X W_E W_U + sum_h A^h X W_E W_OV^h W_U + biases",
+            formula, logits, terms=formula_terms, scale=formula_scale, identity=True,
+            chapter="15")
 
 # %% [markdown]
 # ### Exercise 15.1: one-layer logits from the path formula
@@ -185,9 +217,10 @@ checks.ch15_ex1(one_layer_logits)
 # %%
 mine = one_layer_logits(seq, A, W_E, att.W_V, att.W_O, att.b_V, att.b_O,
                         W_U, model.b_U)
-torch.testing.assert_close(mine, logits)
-claim("one_layer_logits reproduces toy-1l given its patterns",
-      (mine - logits).abs().max(), True, chapter="15")
+# the model's own computation, written out, given its patterns: twice the forward pass
+claim_close("one_layer_logits reproduces toy-1l given its patterns", mine, logits,
+            terms=2 * forward_terms(seq.shape[0]), scale=formula_scale, identity=True,
+            chapter="15")
 
 # %% [markdown]
 # ## Skip-trigrams, read off the weights

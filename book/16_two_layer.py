@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.composition import virtual_ov as library_virtual_ov
 from circuitbook.data import repeated_random_tokens
@@ -118,9 +118,27 @@ def forward(tokens, cut=()):
 seq_len = 32
 tokens = repeated_random_tokens(8, seq_len, cfg.d_vocab, seed=1)  # [8, 64]
 logits, pattern1 = forward(tokens)
-torch.testing.assert_close(logits, model(tokens))
-claim("the written-out two-layer forward pass gives toy-2l's logits",
-      (logits - model(tokens)).abs().max(), True, chapter="16")
+
+
+def forward_terms(n):
+    """Roundings along the longest path of the attention-only forward pass over n
+    positions (Higham ch. 3): per layer the query/key input (1, + W_pos), the projection
+    (d_model + 1), the score (d_head + 1), the softmax (n + 3), the values (d_model + 1),
+    the weighted sum (n), W_O and the sum over heads (d_head + n_heads + 1) and the
+    residual addition (1); then the unembedding (d_model + 1)."""
+    layer = (1 + (cfg.d_model + 1) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
+             + (cfg.d_head + cfg.n_heads + 1) + 1)
+    return cfg.n_layers * layer + cfg.d_model + 1
+
+
+# two float32 computations of one function agree to twice one's rounding bound, on
+# numbers the size of the largest finite value in the forward pass (masked scores: -inf)
+_, cache_all = model.run_with_cache(tokens)
+big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
+n_pos = tokens.shape[1]
+claim_close("the written-out two-layer forward pass gives toy-2l's logits", logits,
+            model(tokens), terms=2 * forward_terms(n_pos), scale=big, identity=True,
+            chapter="16")
 
 # %% [markdown]
 # Each sequence is 32 random tokens followed by the same 32 again. We measure two
@@ -145,9 +163,11 @@ def induction_stripe(pattern):
 
 ours = induction_stripe(pattern1)
 library = induction_scores(model, tokens=tokens)[1]
-torch.testing.assert_close(ours, library)
-claim("induction scores read off our layer-1 patterns equal the library's",
-      (ours - library).abs().max(), True, chapter="16")
+# patterns from two forward passes (2 forward_terms, scale as above), then a mean over
+# the batch and the stripe (batch x (seq_len - 1) terms, twice)
+claim_close("induction scores read off our layer-1 patterns equal the library's", ours,
+            library, terms=2 * forward_terms(n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
+            scale=big, identity=True, chapter="16")
 
 # %% [markdown]
 # Now cut each channel for every pair (all four layer-0 heads removed from the query,
@@ -256,12 +276,20 @@ reading = {"Q": lambda r: qk(1, r), "K": lambda r: qk(1, r).T,
 comp = {kind: torch.tensor([[score_of(ov(0, w), reading[kind](r))
                              for r in range(H)] for w in range(H)])
         for kind in "QKV"}
-for kind in "QKV":
-    lib = composition_scores(model, kind)[0, :, 1, :]   # [writer, reader]
-    torch.testing.assert_close(comp[kind], lib, atol=1e-5, rtol=1e-4)
-claim("the three products give the library's Q-, K- and V-composition "
-      "scores", max((comp[k] - composition_scores(model, k)[0, :, 1, :])
-                    .abs().max() for k in "QKV"), True, chapter="16")
+# Ours: the two factors (d_head each), their product (d_model) and three Frobenius norms
+# (sums of N = d_model^2 squares, a square root, a division): a relative error of at most
+# that many roundings. The library sums N products of Gram matrices (each d_model +
+# 2 d_head), which can cancel: relative to ||W_A W_B||^2 its error is at most
+# terms eps ||W_A||^2 ||W_B||^2 / ||W_A W_B||^2, so the score's is terms eps / (2 score).
+# That bound is per entry and grows as the score shrinks, so we compare
+# (ours - library) x library, which both errors keep below terms eps.
+N = cfg.d_model ** 2
+comp_terms = (2 * cfg.d_head + cfg.d_model + 3 * (N + 2)) + (2 * (cfg.d_model + 2 * cfg.d_head) + N + 2)
+lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :] for k in "QKV"])
+ours_comp = torch.stack([comp[k] for k in "QKV"])
+claim_close("the three products give the library's Q-, K- and V-composition "
+            "scores (compared as (ours - library) x library)", ours_comp * lib_comp,
+            lib_comp ** 2, terms=comp_terms, scale=1.0, identity=True, chapter="16")
 baseline = random_baseline(cfg.d_model, cfg.d_head)
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
@@ -349,9 +377,13 @@ checks.ch16_ex1(virtual_ov)
 # %%
 mine = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
 factored = library_virtual_ov(model, (0, 2), (1, 1))
-torch.testing.assert_close(mine, factored.AB)
-claim("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)",
-      (mine - factored.AB).abs().max(), True, chapter="16")
+# one chain (inner sizes d_head, d_model, d_head) associated two ways; scale: the chain
+# of absolute values
+vo_chain = (model.W_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
+            @ model.W_O[1, 1].abs())
+claim_close("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)", mine,
+            factored.AB, terms=2 * (2 * cfg.d_head + cfg.d_model),
+            scale=vo_chain.max().item(), identity=True, chapter="16")
 W_V64, W_O64 = model.W_V.double(), model.W_O.double()   # exact ranks
 ranks = [torch.linalg.matrix_rank(
     virtual_ov(W_V64, W_O64, (0, w), (1, r))).item() for w, r in all_pairs]
@@ -401,10 +433,16 @@ bias_part = (model.b_V[0, 2] @ model.W_O[0, 2] @ model.W_V[1, 1]
 by_hand = P @ model.W_E[tokens] @ W_virtual @ model.W_U + bias_part
 la = logit_attribution(model, tokens)
 term = la.virtual[(0, 2), (1, 1)]
-torch.testing.assert_close(by_hand, term)
-claim("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
-      "+ value-bias constant", (by_hand - term).abs().max(), True,
-      chapter="16")
+# one chain computed two ways: two patterns (2 n), the embedding through two heads'
+# W_V W_O (2 (d_model + d_head)) and W_U (d_model), + the bias constant; scale: the
+# chain of absolute values
+by_hand_abs = (P @ model.W_E[tokens].abs() @ vo_chain @ model.W_U.abs()
+               + (model.b_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
+                  @ model.W_O[1, 1].abs() @ model.W_U.abs()))
+claim_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
+            "+ value-bias constant", by_hand, term,
+            terms=2 * (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + 1),
+            scale=by_hand_abs.max().item(), identity=True, chapter="16")
 
 # %% [markdown]
 # Where does this virtual head look? Head 0.2 attends from each position to the one
@@ -453,14 +491,12 @@ by_order = {k: sum(len(t) == k for t in terms) for k in range(L + 1)}
 counts = count_paths(L, H)
 print("terms by order:", by_order)
 print("count_paths:", counts)
-assert by_order == {0: 1, 1: 2 * H, 2: H**2}
-assert counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2,
-                  "total": (1 + H) ** 2}
 virtual_names = {t for t in terms if len(t) == 2}
-assert virtual_names == set(la.virtual)
 claim("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
-      "its 16 virtual heads are logit_attribution's", counts, True,
-      chapter="16")
+      "its 16 virtual heads are logit_attribution's", counts,
+      by_order == {0: 1, 1: 2 * H, 2: H**2}
+      and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2, "total": (1 + H) ** 2}
+      and virtual_names == set(la.virtual), identity=True, chapter="16")
 general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
               and all(count_paths(nl, nh)[f"order_{k}"]
                       == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
@@ -494,11 +530,17 @@ parts = {"direct": on_target(la.direct),
 for name, value in parts.items():
     print(f"{name:>22}: {value:+.3f}")
 cut_v, _ = forward(tokens, experiments["cut V"])
-torch.testing.assert_close(la.total() - virtual_sum, cut_v, atol=1e-4,
-                           rtol=1e-4)
-claim("logits minus the 16 virtual terms = logits with layer 0 cut from "
-      "layer 1's values", (la.total() - virtual_sum - cut_v).abs().max(),
-      True, chapter="16")
+# Left: every path is a chain of at most two patterns (2 n), two heads' W_V W_O
+# (2 (d_model + d_head)) and W_U (d_model); the parts are added (one rounding each) and
+# the 16 virtual terms summed and subtracted (17). Right: a forward pass. The parts
+# cancel, so the scale is the sum of their sizes (or the forward pass's, if larger).
+la_parts = la.parts()
+parts_abs = sum(t.abs() for _, t in la_parts)
+cut_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(la_parts)
+             + len(la.virtual) + 1 + forward_terms(n_pos))
+claim_close("logits minus the 16 virtual terms = logits with layer 0 cut from "
+            "layer 1's values", la.total() - virtual_sum, cut_v, terms=cut_terms,
+            scale=max(parts_abs.max().item(), big), identity=True, chapter="16")
 ratio = abs(parts["16 virtual heads"]) / parts["single heads, layer 1"]
 claim("the virtual heads together move the correct logit by under 5% of "
       "what the layer-1 heads alone add", f"{ratio:.3f}", ratio < 0.05,

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.circuits import full_ov_circuit, pos_qk_circuit
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import (ablate, copying_scores, icl_score,
@@ -184,12 +184,20 @@ ind = torch.stack([induction_score(cache["pattern", l], n)
                    for l in range(L)])                  # [layer, head]
 prev = torch.stack([prev_token_score(cache["pattern", l])
                     for l in range(L)])
-torch.testing.assert_close(ind, induction_scores(model, tokens=tokens))
-torch.testing.assert_close(prev, prev_token_scores(model, tokens=tokens))
-claim("our two scores equal circuitbook.heads' on toy-2l",
-      max((ind - induction_scores(model, tokens=tokens)).abs().max(),
-          (prev - prev_token_scores(model, tokens=tokens)).abs().max()),
-      True, chapter="17")
+# The library runs the model again. Each pattern is within the rounding bound of the
+# attention-only forward pass over 2n positions (per layer: the query/key input and
+# projection, d_model + 2; the score, d_head + 1; the softmax, 2n + 3), twice, on numbers
+# the size of the largest finite score or stream value; then each score is a mean over
+# the batch and the diagonal (at most batch x 2n terms), twice.
+pattern_terms = 2 * L * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * n + 3))
+big = max(t[t.isfinite()].abs().max().item() for t in cache.values())
+mean_terms = 2 * tokens.shape[0] * 2 * n
+claim_close("our induction scores equal circuitbook.heads' on toy-2l", ind,
+            induction_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
+            scale=big, identity=True, chapter="17")
+claim_close("our previous-token scores equal circuitbook.heads' on toy-2l", prev,
+            prev_token_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
+            scale=big, identity=True, chapter="17")
 
 fig, axes = plt.subplots(1, 2, figsize=(8, 2.6))
 for ax, scores, title in [(axes[0], prev, "previous-token score"),
@@ -622,6 +630,12 @@ claim("every head with an induction score above 0.4 is in layers 17-23",
       bool(strong[:, 0].min() >= 17 and strong[:, 0].max() <= 23),
       chapter="17")
 prev_layers = (smol_prev > 0.4).nonzero()[:, 0]
+# The counts quoted below are of scores above 0.4: they are only the same on every CPU if
+# no score sits within rounding distance of the cut. A score is a mean of attention
+# weights, which differ between numeric configurations by far less than 1e-3.
+cut_margin = min((smol_ind - 0.4).abs().min().item(), (smol_prev - 0.4).abs().min().item())
+claim("no SmolLM2 head scores within 1e-3 of the 0.4 cut, so the counts below do not "
+      "depend on rounding", cut_margin, cut_margin > 1e-3, chapter="17")
 glue("prev_lo", int(prev_layers.min()))
 glue("prev_hi", int(prev_layers.max()))
 glue("smol_top", top.values[0].item())

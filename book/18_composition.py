@@ -19,7 +19,7 @@ import torch
 from matplotlib.colors import TwoSlopeNorm
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue, rounding_bound
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
@@ -82,11 +82,23 @@ def brute_force_k_scores():
 brute = brute_force_k_scores()
 ours = composition_scores(model, "K")[0, :, 1, :]
 theirs = model.all_composition_scores("K")[0, :, 1, :]
-torch.testing.assert_close(brute, ours)
-torch.testing.assert_close(brute, theirs)
-claim("brute-force K-composition = circuitbook's = TransformerLens's "
-      "(toy-2l)", max((brute - ours).abs().max(),
-                      (brute - theirs).abs().max()), True, chapter="18")
+# Brute force: the two factors (d_head each), their product (d_model) and three
+# Frobenius norms (sums of N = d_model^2 squares, a square root, a division): a relative
+# error of that many roundings. circuitbook sums N products of Gram matrices (each
+# d_model + 2 d_head) that can cancel, so relative to ||W_A W_B||^2 its error is at most
+# terms eps ||W_A||^2 ||W_B||^2 / ||W_A W_B||^2, and the score's terms eps / (2 score).
+# TransformerLens takes singular values, backward stable to p(n) eps ||M||_2 with p a
+# modest polynomial, for which we count another N. The bound is per entry and grows as
+# the score shrinks, so we compare (brute - library) x library, kept below terms eps.
+d_m, d_h = cfg.d_model, cfg.d_head
+N = d_m ** 2
+score_terms = (2 * d_h + d_m + 3 * (N + 2)) + (2 * (d_m + 2 * d_h) + N + 2)
+claim_close("brute-force K-composition = circuitbook's (toy-2l; compared as "
+            "(brute - library) x library)", brute * ours, ours ** 2,
+            terms=score_terms, scale=1.0, identity=True, chapter="18")
+claim_close("brute-force K-composition = TransformerLens's all_composition_scores "
+            "(toy-2l; same comparison)", brute * theirs, theirs ** 2,
+            terms=score_terms + N, scale=1.0, identity=True, chapter="18")
 
 # %% [markdown]
 # Forming $d_\text{model} \times d_\text{model}$ products is wasteful: both matrices
@@ -112,11 +124,17 @@ def frob_sq_factored(V, O, P, Q):
 V, O = model.W_V[0, 2], model.W_O[0, 2]
 P, Q = model.W_K[1, 1], model.W_Q[1, 1]
 dense = fro(V @ O @ P @ Q.T) ** 2
-torch.testing.assert_close(frob_sq_factored(V, O, P, Q), dense, rtol=1e-4,
-                           atol=1e-3)
-claim("||V O P Q^T||_F^2 = tr((V^T V)(O P)(Q^T Q)(O P)^T) for L0H2 -> L1H1",
-      (frob_sq_factored(V, O, P, Q) - dense).abs() / dense, True,
-      chapter="18")
+# Dense: the chain (inner sizes d_head, d_model, d_head) and a sum of N squares. Factored:
+# V^T V and O P (d_model each), then four d_head x d_head products and the trace
+# (5 d_head). The factored products can cancel, so we bound them normwise (Higham ch. 3:
+# ||fl(AB) - AB||_F <= gamma_n ||A||_F ||B||_F, and with spectral norms for the Gram
+# factors): both sides are sums of numbers no larger than ||V||_2^2 ||O P||_F^2 ||Q||_2^2.
+spec = lambda A: torch.linalg.matrix_norm(A, 2).item()  # noqa: E731
+frob_scale = spec(V) ** 2 * fro(O @ P).item() ** 2 * spec(Q) ** 2
+claim_close("||V O P Q^T||_F^2 = tr((V^T V)(O P)(Q^T Q)(O P)^T) for L0H2 -> L1H1",
+            frob_sq_factored(V, O, P, Q), dense,
+            terms=(2 * d_h + d_m + N + 1) + (2 * d_m + 5 * d_h),
+            scale=frob_scale, identity=True, chapter="18")
 
 # %% [markdown]
 # ## The circuit view
@@ -139,6 +157,9 @@ M = model.W_V[0, 2] @ model.W_O[0, 2] @ model.W_K[1, 1] @ model.W_Q[1, 1].T
 samples = torch.randn(20000, cfg.d_model, generator=g)
 mean_gain = (samples @ M).pow(2).sum(-1).mean()
 relative = (mean_gain / fro(M) ** 2 - 1).abs()
+# sampling, not rounding: ||g M||^2 has variance 2 ||M^T M||_F^2 <= 2 ||M||_F^4, so the
+# mean of 20,000 samples has a relative standard deviation of at most sqrt(2 / 20000) =
+# 1%; 3% is three standard deviations
 claim("E ||g M||^2 = ||M||_F^2 for Gaussian g (20,000 samples, within 3%)",
       f"{relative:.4f}", relative < 0.03, chapter="18")
 
@@ -174,12 +195,17 @@ rank_one = score(u @ v.T, v @ w.T)
 basis, _ = torch.linalg.qr(torch.randn(d, d, generator=g))
 E1, E2, E3 = basis[:, :r], basis[:, r:2 * r], basis[:, 2 * r:3 * r]
 flat = score(E1 @ E2.T, E2 @ E3.T)      # 16 directions handed over exactly
-claim("over 600 random and aligned pairs, no score exceeds 1", worst,
-      worst <= 1.0, chapter="18")
-claim("a rank-1 writer feeding exactly a rank-1 reader scores 1", rank_one,
-      abs(rank_one - 1) < 1e-5, chapter="18")
-claim("a perfect hand-off of 16 equally weighted directions scores "
-      "1/sqrt(16) = 0.25", flat, abs(flat - 0.25) < 1e-5, chapter="18")
+# a score is a product (d) and three Frobenius norms (d^2 + 2 each): a relative error of
+# that many roundings of a number at most 1. QR's basis is orthonormal to within a
+# modest polynomial in d times eps (Householder: backward stable); we count another d^2.
+one_score_terms = d + 3 * (d * d + 2)
+claim("over 600 random and aligned pairs, no score exceeds 1 (plus its rounding)", worst,
+      worst <= 1.0 + rounding_bound(one_score_terms, 1.0), identity=True, chapter="18")
+claim_close("a rank-1 writer feeding exactly a rank-1 reader scores 1", rank_one, 1.0,
+            terms=one_score_terms, scale=1.0, identity=True, chapter="18")
+claim_close("a perfect hand-off of 16 equally weighted directions scores "
+            "1/sqrt(16) = 0.25", flat, 0.25, terms=one_score_terms + d * d, scale=1.0,
+            identity=True, chapter="18")
 glue("worst", worst)
 
 # %% [markdown]
@@ -262,6 +288,7 @@ plt.show()
 claim("E[score^2] = 1/d_model for random heads (100 pairs per width, "
       "within 5%)", " ".join(f"{x:.3f}" for x in sq_ratio),
       all(abs(x - 1) < 0.05 for x in sq_ratio), chapter="18")
+# the quoted figure has three decimals, so it stands for anything within 0.0005 of 0.036
 claim("d_model 768, d_head 64: the random baseline is 0.036, as quoted",
       f"{library_768:.5f}", abs(library_768 - 0.036) < 0.0005, chapter="18")
 claim("with d_head = 64 the mean is within 2% of 1/sqrt(d_model) at every "
@@ -271,6 +298,8 @@ claim("with d_head = 64 the mean is within 2% of 1/sqrt(d_model) at every "
           for m, d in zip(mean_64, widths)),
       chapter="18")
 rank1 = [m * math.sqrt(d) for m, d in zip(mean_1, widths)]
+# sampling: 2000 pairs give each mean a relative standard deviation of about 1.3%, so
+# 0.03 is about three standard deviations
 claim("with d_head = 1 it is about sqrt(2/pi) = 0.80 times 1/sqrt(d_model)",
       f"{min(rank1):.3f}..{max(rank1):.3f}",
       all(abs(x - math.sqrt(2 / math.pi)) < 0.03 for x in rank1),
@@ -351,8 +380,10 @@ claim("L0H2's four K-scores are the four largest of all 48 layer-0 -> "
       "layer-1 scores (Q, K and V)",
       f"{k_prev.min():.3f}..{k_prev.max():.3f}",
       top4 == {4 * H + 2 * H + r for r in range(H)}, chapter="18")
-claim("they are at least 1.8 times the random baseline",
-      f"{k_prev.min() / base_toy:.2f}x", k_prev.min() > 1.8 * base_toy,
+# 1.5x: half as much again as random heads average, a margin no rounding can touch
+# (the measured 2.0x had been held to 1.8x, a threshold just under the measurement)
+claim("they are at least 1.5 times the random baseline",
+      f"{k_prev.min() / base_toy:.2f}x", k_prev.min() > 1.5 * base_toy,
       chapter="18")
 claim("L0H2's V-composition scores are below half the baseline",
       f"{comp['V'][2].max() / base_toy:.2f}x",
@@ -396,9 +427,12 @@ checks.ch18_ex2(k_composition_matrices)
 pair = k_composition_matrices(model.W_V[0, 2], model.W_O[0, 2],
                               model.W_Q[1, 1], model.W_K[1, 1])
 yours = composition_score(*pair)
-claim("your two functions give the library's K-composition score for "
-      "L0H2 -> L1H1", f"{yours:.5f}", abs(yours - comp["K"][2, 1]) < 1e-5,
-      chapter="18")
+# the brute-force computation against the library's, as in the first check of the chapter
+lib_21 = comp["K"][2, 1]
+claim_close("your two functions give the library's K-composition score for "
+            "L0H2 -> L1H1 (compared as (yours - library) x library)",
+            torch.tensor(yours) * lib_21, lib_21 ** 2, terms=score_terms, scale=1.0,
+            identity=True, chapter="18")
 
 # %% [markdown]
 # ### A real model: SmolLM2-135M
@@ -439,19 +473,26 @@ claim("SmolLM2: 9 query heads per layer share 3 key/value heads, "
 
 K_raw = composition_scores(smol, "K")
 x = torch.randn(5, smol.cfg.d_model, generator=g)
-gap = 0.0
+before_all, after_all, fold_scale = [], [], 0.0
 for block in smol.blocks:
     attn, gain = block.attn, block.ln1.w.clone()
     before = [block.ln1(x) @ W for W in (attn.W_Q, attn.W_K, attn.W_V)]
+    fold_scale = max([fold_scale] + [(block.ln1(x).abs() @ W.abs()).max().item()
+                                     for W in (attn.W_Q, attn.W_K, attn.W_V)])
     attn.W_Q.mul_(gain[:, None])       # [head, d_model, d_head]: scale rows
     attn._W_K.mul_(gain[:, None])      # the 3 shared key heads
     attn._W_V.mul_(gain[:, None])
     block.ln1.w.fill_(1.0)
     after = [block.ln1(x) @ W for W in (attn.W_Q, attn.W_K, attn.W_V)]
-    gap = max([gap] + [(a - b).abs().max().item()
-                       for a, b in zip(after, before)])
-claim("folding the RMSNorm gains into W_Q, W_K, W_V leaves every layer's "
-      "queries, keys and values unchanged", gap, gap < 1e-4, chapter="18")
+    before_all += before
+    after_all += after
+# each side: RMSNorm (a mean of d_model squares, + eps, sqrt, division: d_model + 3), the
+# gain (1, on the input or on the weight) and the product over d_model; scale: the
+# largest entry of |RMSNorm(x)| |W|
+claim_close("folding the RMSNorm gains into W_Q, W_K, W_V leaves every layer's "
+            "queries, keys and values unchanged", torch.stack(after_all).detach(),
+            torch.stack(before_all).detach(), terms=2 * (2 * smol.cfg.d_model + 4),
+            scale=fold_scale, identity=True, chapter="18")
 K = composition_scores(smol, "K")
 fold_shift = (K - K_raw).abs().max().item()
 claim("folding the gains moves some K-composition scores by more than 0.01",
@@ -515,12 +556,17 @@ for l, h in readers:
     best_writer[l, h] = (divmod(i, S_H), into.max().item() / base_smol,
                          prev[:l].flatten()[i].item(),
                          into.median().item() / base_smol)
+# 2.5x: the median earlier head sits within 15% of the baseline and the other
+# previous-token heads reach at most 2x (both checked below), so 2.5x is far outside the
+# crowd; a previous-token score above 0.25 is far above an ordinary head's (about one
+# over the number of positions attended). The thresholds used to be 2.9x and 0.3, just
+# under the measured 3.0x and 0.36.
 claim("for each of the 5 top induction heads, the strongest K-composition "
-      "writer scores at least 2.9x the baseline and has a previous-token "
-      "score above 0.3", "; ".join(
+      "writer scores at least 2.5x the baseline and has a previous-token "
+      "score above 0.25", "; ".join(
           f"L{w[0]}H{w[1]} {r:.1f}x, prev {p:.2f}"
           for w, r, p, _ in best_writer.values()),
-      all(r >= 2.9 and p > 0.3 for _, r, p, _ in best_writer.values()),
+      all(r >= 2.5 and p > 0.25 for _, r, p, _ in best_writer.values()),
       chapter="18")
 claim("the median earlier head is within 15% of the baseline for each",
       " ".join(f"{m:.2f}" for *_, m in best_writer.values()),

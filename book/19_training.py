@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
 from circuitbook.train import (
@@ -123,10 +123,14 @@ for t, lr in enumerate(lrs, start=1):
     loss_fn(w).backward()
     w_hand, m, v = adam_step(w_hand, w.grad, m, v, t, lr)
 
-torch.testing.assert_close(w_hand, w_torch.detach())
-claim(f"{len(lrs)} hand-written Adam steps (betas 0.9, 0.98, eps 1e-9) "
-      "equal torch.optim.Adam's", (w_hand - w_torch.detach()).abs().max(),
-      True, chapter="19")
+# float64. Per step: the gradient (X w over 6 features, the residual, the mean over 32
+# rows: 32 + 6 + 2), the two moment updates (2 each), the bias corrections (2), the
+# square root, + eps, the division and the learning rate (4); five steps, two
+# implementations. Scale: the parameters or the largest step (the learning rate).
+adam_terms = 2 * len(lrs) * ((X.shape[0] + X.shape[1] + 2) + 4 + 2 + 4)
+claim_close(f"{len(lrs)} hand-written Adam steps (betas 0.9, 0.98, eps 1e-9) "
+            "equal torch.optim.Adam's", w_hand, w_torch.detach(), terms=adam_terms,
+            scale=max(w_hand.abs().max().item(), max(lrs)), identity=True, chapter="19")
 
 # %% [markdown]
 # Two consequences of the formula are worth checking. At $t = 1$ the bias corrections
@@ -145,10 +149,13 @@ opt = torch.optim.Adam([p], lr=0.01, betas=VASWANI_BETAS, eps=VASWANI_EPS)
 (p * scales).sum().backward()        # gradient of p_i is scales_i
 opt.step()
 first_move = p.detach().abs()
-rel = (first_move / 0.01 - 1).abs().max()
-claim("Adam's first step moves every parameter by lr, for gradients "
-      "from 1e-3 to 1e3 (largest relative deviation)", rel, rel < 1e-5,
-      chapter="19")
+# The first step is lr g / (|g| + eps) (m and v bias-corrected to g and g^2): a dozen
+# float64 operations of numbers of size lr. It falls short of lr by a relative
+# eps / (|g| + eps), at most 1e-9 / 1e-3 = 1e-6 here: "by lr" to six digits.
+claim_close("Adam's first step moves every parameter by lr g / (|g| + eps), within "
+            "1e-6 of lr for gradients from 1e-3 to 1e3", first_move,
+            0.01 * scales / (scales + VASWANI_EPS), terms=12, scale=0.01, identity=True,
+            chapter="19")
 
 
 def half_life(beta2):
@@ -231,8 +238,10 @@ peak_step = int(paper[1:].argmax()) + 1
 peak = paper[peak_step].item()
 claim("the schedule (512, 4000) peaks at step = warmup", peak_step,
       peak_step == 4000, chapter="19")
-claim("the peak is (d_model * warmup)^-0.5 = 6.988e-4", peak,
-      math.isclose(peak, (512 * 4000) ** -0.5, rel_tol=1e-12), chapter="19")
+# a power, a product and a minimum: a handful of roundings, in the schedule's own dtype
+claim_close("the peak is (d_model * warmup)^-0.5 = 6.988e-4", paper[peak_step],
+            torch.tensor((512 * 4000) ** -0.5, dtype=torch.float64), terms=8,
+            identity=True, chapter="19")
 # values worked out on paper (4 significant digits)
 by_hand = {1: 1.747e-7, 2000: 3.494e-4, 4000: 6.988e-4, 16000: 3.494e-4,
            100_000: 1.398e-4}
@@ -240,12 +249,13 @@ ours = noam(torch.tensor(list(by_hand)), 512, 4000)
 lib = torch.tensor([noam_lr(s, 512, 4000) for s in by_hand],
                    dtype=torch.float64)
 worst = max(abs(o / h - 1) for o, h in zip(ours.tolist(), by_hand.values()))
-torch.testing.assert_close(ours, lib)
+# four significant digits are exact to half a unit of the fourth: a relative 5e-4 at most
 claim("noam() matches the hand-computed values at steps 1, 2000, 4000, "
       "16000, 100000 (worst relative error)", worst, worst < 5e-4,
       chapter="19")
-claim("noam() equals circuitbook.train.noam_lr at those steps",
-      (ours - lib).abs().max(), True, chapter="19")
+# the same formula twice (two powers, a product, a minimum, the scale: 8 roundings each)
+claim_close("noam() equals circuitbook.train.noam_lr at those steps", ours, lib,
+            terms=16, identity=True, chapter="19")
 
 fig, ax = plt.subplots(figsize=(8, 3.2))
 for (d, w), c in curves.items():
@@ -281,9 +291,10 @@ for n in range(1, 11):
     opt.step()
     sched.step()
 want = [noam_lr(max(n - 1, 1), 512, 4000) for n in range(1, 11)]
-gap = max(abs(a - b) for a, b in zip(seen, want))
-claim("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
-      gap, gap < 1e-15, chapter="19")
+# the same formula (8 roundings), times LambdaLR's base rate 1 (1), in float64
+claim_close("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
+            torch.tensor(seen, dtype=torch.float64), torch.tensor(want, dtype=torch.float64),
+            terms=2 * 8 + 1, identity=True, chapter="19")
 claim("so the first two updates use the same rate", seen[1] - seen[0],
       seen[0] == seen[1], chapter="19")
 
@@ -336,16 +347,16 @@ targets = torch.tensor([2, 1, 0, 3, 3])
 crit(predict.log(), targets)   # the loss value is not the point here
 dist = crit.true_dist
 
-row = torch.tensor([0, 0.1333, 0.6, 0.1333, 0.1333])
-claim("target 2 gives [0, 0.1333, 0.6, 0.1333, 0.1333]",
-      (dist[0] - row).abs().max(), bool(torch.allclose(dist[0], row,
-                                                       atol=1e-4)),
-      chapter="19")
+row = torch.tensor([0, 0.4 / 3, 0.6, 0.4 / 3, 0.4 / 3])   # 0.4 / 3 = 0.1333...
+# 1 - eps and eps / (size - 2) are one or two roundings each
+claim_close("target 2 gives [0, 0.4/3, 0.6, 0.4/3, 0.4/3] = [0, 0.1333, 0.6, 0.1333, "
+            "0.1333]", dist[0], row, terms=4, identity=True, chapter="19")
 claim("the row whose target is padding is all zero", dist[2].abs().max(),
       bool((dist[2] == 0).all()), chapter="19")
 real = targets != 0
-claim("every other row sums to 1", (dist[real].sum(-1) - 1).abs().max(),
-      bool(torch.allclose(dist[real].sum(-1), torch.ones(4))), chapter="19")
+# each entry is 2 roundings from its exact value, and the sum of 5 adds 5
+claim_close("every other row sums to 1", dist[real].sum(-1), torch.ones(4),
+            terms=5 + 2 * 5, scale=1.0, identity=True, chapter="19")
 
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.imshow(dist, cmap="Blues", vmin=0, vmax=1)
@@ -404,13 +415,15 @@ def smoothing_loss(c, size, eps):
 
 cs = torch.linspace(0.5, 0.9999, 5000).tolist()
 best_c = min(cs, key=lambda c: smoothing_loss(c, 33, 0.1))
-claim("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9",
-      best_c, abs(best_c - 0.9) < 2e-4, chapter="19")
+# the grid has spacing 0.4999 / 4999 = 1e-4: the minimiser is within one grid step of 0.9
+spacing = cs[1] - cs[0]
+claim("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9 (to the grid's "
+      "spacing, 1e-4)", best_c, abs(best_c - 0.9) <= spacing, chapter="19")
 
 mine = smoothed_targets(targets, 5, 0, 0.4)
-torch.testing.assert_close(mine, dist)
-claim("smoothed_targets reproduces LabelSmoothing's true_dist",
-      (mine - dist).abs().max(), True, chapter="19")
+# two roundings per entry on each side (1 - eps, eps / (size - 2))
+claim_close("smoothed_targets reproduces LabelSmoothing's true_dist", mine, dist,
+            terms=4, scale=1.0, identity=True, chapter="19")
 
 # %% [markdown]
 # The slider sets $\varepsilon$ for a 10-token vocabulary with padding 0. Left: the
@@ -483,9 +496,27 @@ recorded = info["metrics"]
 print(f"smoothing 0.1, 1000 steps: accuracy {zoo_rep['accuracy']:.4f}, "
       f"mean confidence {zoo_rep['mean_confidence']:.4f}, "
       f"ECE {zoo_rep['ece']:.4f}")
-same = abs(zoo_rep["mean_confidence"] - recorded["mean_confidence"])
-claim("the loaded model reproduces the confidence recorded when it was "
-      "built", same, same < 1e-4, chapter="19")
+# The same computation on another machine. One teacher-forced forward pass of the
+# encoder-decoder: per encoder layer 2 LayerNorms (2 d + 4 each), attention (d + d_head +
+# n + 3 + n + d + 4) and the FFN (d + d_ff + 3); per decoder layer 3 LayerNorms, two
+# attentions and the FFN; the final norms and the generator (d + 1 + vocab + 3). Softmax
+# turns an absolute error of the log-probabilities (size: their largest magnitude) into a
+# relative error of the confidence; then a mean over the M predictions, and the record's
+# 6 decimals (5e-7, about 5 roundings of 1). Twice, for the two machines.
+d, d_ff, n_tok = tcfg["d_model"], tcfg["d_ff"], test_batch.src.shape[1]
+ln_t, att_t = 2 * d + 4, d + d // tcfg["h"] + 2 * n_tok + 2 * d + 7
+ffn_t = d + d_ff + 3
+fwd_t = (tcfg["N"] * (2 * ln_t + att_t + ffn_t) + tcfg["N"] * (3 * ln_t + 2 * att_t + ffn_t)
+         + 2 * ln_t + d + 1 + tcfg["tgt_vocab"] + 3)
+with torch.no_grad():
+    logp_size = trans.generator(trans(test_batch.src, test_batch.tgt, test_batch.src_mask,
+                                      test_batch.tgt_mask)).abs().max().item()
+n_conf = len(zoo_rep["confidences"])
+conf_terms = 2 * (2 * fwd_t * math.ceil(logp_size) + n_conf) + 5
+claim_close("the loaded model reproduces the confidence recorded when it was "
+            "built", torch.tensor(zoo_rep["mean_confidence"]),
+            torch.tensor(recorded["mean_confidence"]), terms=conf_terms, scale=1.0,
+            chapter="19")
 claim("it is right more often than it thinks: accuracy exceeds mean "
       "confidence by more than 0.05",
       zoo_rep["accuracy"] - zoo_rep["mean_confidence"],
@@ -564,7 +595,7 @@ plt.show()
 # {glue:text}`ctl_conf:.3f` at an accuracy of {glue:text}`ctl_acc:.3f`, a calibration
 # error of {glue:text}`ctl_ece:.3f`. Fifty steps without smoothing move the confidence to
 # {glue:text}`off_conf:.3f` at accuracy {glue:text}`off_acc:.3f`, and the error drops to
-# {glue:text}`off_ece:.3f`. Label smoothing is often described as a remedy for
+# {glue:text}`off_ece:.4f`. Label smoothing is often described as a remedy for
 # over-confidence {cite}`muller2019label`, and on hard tasks, where an unsmoothed model
 # tends to be more confident than accurate, it can be. On a task this easy the model is
 # almost always right, and smoothing makes it claim less certainty than it has: the
@@ -757,7 +788,7 @@ explore(draw_training, at_step=(0, 3000, 10))
 #   $1 - \varepsilon$. On the easy toy translation task this makes the model
 #   under-confident (confidence {glue:text}`ctl_conf:.3f`, accuracy
 #   {glue:text}`ctl_acc:.3f`); without smoothing the calibration error falls to
-#   {glue:text}`off_ece:.3f`.
+#   {glue:text}`off_ece:.4f`.
 # - The induction head phase change (Olsson et al. 2022, not Elhage et al. 2022) is visible
 #   in the toy model's training history: at step {glue:text}`pcs` the in-context loss
 #   collapses as the induction score jumps, while the training loss goes from a plateau to

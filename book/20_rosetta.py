@@ -25,7 +25,7 @@ from IPython.display import HTML
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue, rounding_bound
 from circuitbook.data import translation as T
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import head_outputs
@@ -309,14 +309,56 @@ diffs = {
 }
 for name, dv in diffs.items():
     print(f"{name:28s} max |difference| {dv:.1e}")
-scale = memory.abs().max()
-for name, dv in diffs.items():
-    claim(f"TransformerLens reproduces the Annotated Transformer: {name}",
-          dv, dv < 1e-4 * max(scale, 1), chapter="20")
-glue("memory_diff", diffs["encoder output (memory)"].item())
+
+# How far apart may two float32 runs of the same encoder be? Each is within the worst-case
+# rounding bound of its own forward pass (Higham ch. 3), so the two within twice that.
+# Roundings along the longest path, per layer: two LayerNorms (mean and variance sums over
+# d_model, sqrt, division, gain: 2 d_model + 4 each), the Q/K/V projections (d_model), the
+# scores (d_head + 1 for the scale), the softmax over n positions (n + 3), the weighted sum
+# of values (n), W_O over the concatenated heads (d_model), the FFN (d_model + 1 for the
+# ReLU + d_ff) and two residual additions; then the final LayerNorm.
+n_pos = src.shape[1]
+d_ff = enc.layers[0].feed_forward.w_1.out_features
+ln_terms = 2 * d_model + 4
+layer_terms = (2 * ln_terms + d_model + (d_head + 1) + (n_pos + 3) + n_pos + d_model
+               + (d_model + 1 + d_ff) + 2)
+# The two LayerNorms also differ by their epsilons, not only by rounding: the Annotated one
+# adds 1e-6 to the std, the converted one 1e-12 inside the square root, which changes the
+# output by a relative 1e-6 / std at most, i.e. 1e-6 / (std * eps) roundings' worth, for
+# each of the 2 * n_layers + 1 LayerNorms (std: the smallest one any of them sees).
+eps32 = torch.finfo(torch.float32).eps
+ln_inputs = [at_embed] + at_stream
+min_std = min(t.std(-1, unbiased=False).min().item() for t in ln_inputs)
+eps_terms = math.ceil(1e-6 / (min_std * eps32))
+fwd_terms = 2 * (len(enc.layers) * layer_terms + ln_terms + (2 * len(enc.layers) + 1) * eps_terms)
+# the size of the accumulated numbers: the largest value anywhere in the two passes
+# (stream, scores, FFN hidden layer, output); patterns, being at most 1, are smaller
+big = max([t.abs().max().item() for t in ln_inputs + at_ffn + [memory]]
+          + [cache["attn_scores", i].abs().max().item() for i in range(2)]
+          + [cache["mlp_pre", i].abs().max().item() for i in range(2)])
+got_want = {
+    "embedding + positions": (cache["hook_embed"] + cache["hook_pos_embed"], at_embed),
+    "attention patterns": (torch.stack([cache["pattern", i] for i in range(2)]),
+                           torch.stack(at_pattern)),
+    "stream after each sub-layer": (
+        torch.stack([cache[name, i] for i in range(2) for name in ["resid_mid", "resid_post"]]),
+        torch.stack(at_stream)),
+    "feed-forward outputs": (torch.stack([cache["mlp_out", i] for i in range(2)]),
+                             torch.stack(at_ffn)),
+    "encoder output (memory)": (tl_memory, memory),
+}
+for name, (got, want) in got_want.items():
+    claim_close(f"TransformerLens reproduces the Annotated Transformer: {name}",
+                got, want, terms=fwd_terms, scale=big, identity=True, chapter="20")
+glue("fwd_terms", fwd_terms)
+glue("fwd_bound", rounding_bound(fwd_terms, big))
 
 # %% [markdown]
-# Every intermediate agrees to about {glue:text}`memory_diff:.0e`, float32 rounding.
+# Every intermediate agrees within the worst-case float32 rounding bound of the two
+# forward passes ({glue:text}`fwd_terms` roundings of float32's $\epsilon \approx 1.2 \times
+# 10^{-7}$, times the size of the largest number involved: {glue:text}`fwd_bound:.0e`).
+# The measured differences, printed above, are far smaller and change from one CPU to the
+# next; the bound does not.
 # The attention patterns match with TransformerLens's default scale
 # $1/\sqrt{d_\text{head}}$, which is the paper's $1/\sqrt{d_k}$.
 #
@@ -339,19 +381,30 @@ with torch.no_grad():
 naive_memory = naive.ln_final(naive_cache["resid_post", 1])
 naive_gap = (naive_memory - memory).abs().max()
 rel_gap = ((naive_memory - memory).norm() / memory.norm()).item()
-claim("copying a_2, b_2 into w, b unchanged does not reproduce the encoder",
-      naive_gap, naive_gap > 1e-3, chapter="20")
+# a gap beyond the worst-case rounding bound of the forward pass cannot be rounding
+claim("copying a_2, b_2 into w, b unchanged does not reproduce the encoder "
+      "(the gap exceeds the forward pass's rounding bound)",
+      f"{naive_gap:.3g} vs bound {rounding_bound(fwd_terms, big):.2g}",
+      naive_gap > rounding_bound(fwd_terms, big), chapter="20")
 
 x = cache["resid_pre", 1]                   # a real residual stream
 ln_at = enc.layers[1].sublayer[0].norm
 with torch.no_grad():
     at_out = ln_at(x) - ln_at.b_2
     tl_out = naive.blocks[1].ln1(x) - ln_at.b_2
-ratio = at_out / tl_out
-ratio_err = (ratio - ln_fix).abs().max()
-claim("Annotated LayerNorm / TransformerLens LayerNorm = "
-      "sqrt((d-1)/d) = 0.99216 elementwise", ratio_err, ratio_err < 1e-4,
-      chapter="20")
+# Compared as a product, not a ratio: where x is near its mean both outputs are near zero
+# and their ratio is rounding noise. Roundings: each LayerNorm 2 d_model + 4, the bias added
+# and subtracted again (2), the product with ln_fix (1). The epsilons are the one
+# difference beyond rounding: with std s, 1e-6 added to s and 1e-5 inside the square root
+# change the ratio by a relative 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in
+# units of eps. Scale: the LayerNorm outputs before the bias is subtracted.
+s_min = x.std(-1, unbiased=False).min().item()
+ln_eps = math.ceil((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) / eps32)
+claim_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens LayerNorm (gain "
+            "copied), elementwise before the bias",
+            at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
+            scale=max(ln_at(x).abs().max().item(), naive.blocks[1].ln1(x).abs().max().item()),
+            identity=True, chapter="20")
 glue("naive_gap", naive_gap.item())
 glue("rel_gap", 100 * rel_gap)
 glue("ln_fix", ln_fix)
@@ -360,9 +413,9 @@ glue("ln_fix", ln_fix)
 # Copied naively, the encoder's output is off by up to {glue:text}`naive_gap:.2f` (a
 # relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the five
 # LayerNorms shrinks its output by the factor {glue:text}`ln_fix:.5f`, and the errors
-# compound through the layers. Small, but far above rounding, and enough to mislead
-# anyone who checks a port of the Annotated Transformer against a standard
-# implementation. Chapter 11 treats LayerNorm itself.
+# compound through the layers. Small, but above what rounding could explain (the bound
+# above), and enough to mislead anyone who checks a port of the Annotated Transformer
+# against a standard implementation. Chapter 11 treats LayerNorm itself.
 
 # %% [markdown]
 # ## The circuit view: the table, row by row
@@ -388,7 +441,7 @@ for i, layer in enumerate(enc.layers):
             worst = max(worst, (stored - tl_T).abs().max().item())
 claim("every head's nn.Linear slice equals the transpose of its "
       "TransformerLens matrix (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
-      chapter="20")
+      identity=True, chapter="20")  # copies, not computations: exactly equal
 
 # %% [markdown]
 # ### The QK circuit
@@ -416,12 +469,13 @@ qk_tl = tl_model.QK[layer_i, head].AB                    # FactoredMatrix
 W_Q_paper, W_K_paper = tl_model.W_Q[layer_i, head].T, tl_model.W_K[layer_i,
                                                                    head].T
 qk_paper = W_Q_paper.T @ W_K_paper                       # Elhage: W_Q^T W_K
-torch.testing.assert_close(qk_at, qk_tl)
-torch.testing.assert_close(qk_paper, qk_tl)
-claim("W_QK from nn.Linear slices equals TransformerLens's model.QK",
-      (qk_at - qk_tl).abs().max(), True, chapter="20")
-claim("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
-      (qk_paper - qk_tl).abs().max(), True, chapter="20")
+# each side is a sum of d_head products (the same weights, perhaps summed in another
+# order), so two d_head-term sums; scale: the entries of |W_Q| |W_K|^T
+qk_scale = (tl_model.W_Q[layer_i, head].abs() @ tl_model.W_K[layer_i, head].abs().T).max().item()
+claim_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
+            qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, identity=True, chapter="20")
+claim_close("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
+            qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, identity=True, chapter="20")
 
 xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
     * tl_model.blocks[layer_i].ln1.w + tl_model.blocks[layer_i].ln1.b
@@ -430,9 +484,14 @@ WQ, WK = tl_model.W_Q[layer_i, head], tl_model.W_K[layer_i, head]
 scores = (xn @ qk_tl @ xn.T + (xn @ WQ @ bK)[:, None]
           + (bQ @ WK.T @ xn.T)[None, :] + bQ @ bK) / math.sqrt(d_head)
 hooked = cache["attn_scores", layer_i][0, head]
-torch.testing.assert_close(scores, hooked, atol=1e-4, rtol=1e-4)
-claim("bilinear form + three bias terms = TransformerLens's scores",
-      (scores - hooked).abs().max(), True, chapter="20")
+# ours: W_QK (d_head), x W_QK x^T (2 d_model), the bias terms and their sum (d_model + 4),
+# the scale (1); TransformerLens's: the projections (d_model + 1), q.k (d_head), scale (1).
+# The terms cancel (the scores are smaller than the products summed), so the scale is
+# that of the summands: |x| |W_Q| |W_K|^T |x|^T plus the bias products
+score_scale = ((xn.abs() @ WQ.abs() + bQ.abs()) @ (xn.abs() @ WK.abs() + bK.abs()).T).max().item()
+claim_close("bilinear form + three bias terms = TransformerLens's scores",
+            scores, hooked, terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
+            scale=score_scale, identity=True, chapter="20")
 bias_share = ((scores - xn @ qk_tl @ xn.T / math.sqrt(d_head)).abs().mean()
               / hooked.abs().mean()).item()
 glue("bias_share", 100 * bias_share)
@@ -470,13 +529,14 @@ checks.ch20_ex2(ov_from_linears)
 # %%
 ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
 ov_tl = tl_model.OV[layer_i].AB                       # [n_heads, d, d]
-torch.testing.assert_close(ov_at, ov_tl)
-claim("ov_from_linears equals TransformerLens's model.OV for every head",
-      (ov_at - ov_tl).abs().max(), True, chapter="20")
+# two sums of d_head products each; scale: the entries of |W_V| |W_O|
+ov_scale = (tl_model.W_V[layer_i].abs() @ tl_model.W_O[layer_i].abs()).max().item()
+claim_close("ov_from_linears equals TransformerLens's model.OV for every head",
+            ov_at, ov_tl, terms=2 * d_head, scale=ov_scale, identity=True, chapter="20")
 ov_paper = lin[3].weight[:, hs] @ lin[2].weight[hs]   # Elhage: W_O W_V
-torch.testing.assert_close(ov_paper, ov_tl[head].T)
-claim("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
-      (ov_paper - ov_tl[head].T).abs().max(), True, chapter="20")
+claim_close("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
+            ov_paper, ov_tl[head].T, terms=2 * d_head, scale=ov_scale, identity=True,
+            chapter="20")
 
 # the head's write, three ways: Annotated head_outputs, TransformerLens's
 # cached values, and the OV circuit applied to the normalised stream
@@ -492,12 +552,22 @@ via_ov = A @ xn @ ov_tl[head] + tl_model.b_V[layer_i, head] @ tl_model.W_O[
     layer_i, head]
 via_paper = (ov_paper @ (A @ xn).T).T + tl_model.b_V[layer_i, head] \
     @ tl_model.W_O[layer_i, head]
+# Annotated head_outputs: LayerNorm (2 d_model + 4), the projections (d_model + 1), the
+# scores (d_head + 1), the softmax over n positions (n + 3), A v (n), W_O (d_head + 1);
+# the other side at most as many again (the OV chain: d_head + n + d_model + 2). The
+# LayerNorms differ by their epsilons (eps_terms, as above). Scale: the entries of
+# A (|x| |W_V| + |b_V|) |W_O| and of the normalised stream, the largest numbers summed.
+head_terms = 2 * ((2 * d_model + 4) + (d_model + 1) + (d_head + 1) + (n_pos + 3) + n_pos
+                  + (d_head + 1)) + eps_terms
+WV, WO = tl_model.W_V[layer_i, head], tl_model.W_O[layer_i, head]
+head_scale = max((A @ (xn.abs() @ WV.abs() + tl_model.b_V[layer_i, head].abs())
+                  @ WO.abs()).max().item(), xn.abs().max().item())
 for name, out in (("TransformerLens z @ W_O", tl_head),
                   ("A x W_OV + b_V W_O", via_ov),
                   ("column form (W_O W_V)(A x)^T", via_paper)):
-    torch.testing.assert_close(out, at_heads, atol=1e-4, rtol=1e-4)
-    claim(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
-          (out - at_heads).abs().max(), True, chapter="20")
+    claim_close(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
+                out, at_heads, terms=head_terms, scale=head_scale, identity=True,
+                chapter="20")
 
 # %% [markdown]
 # ### Full circuits and the unembedding
@@ -526,15 +596,21 @@ full_ov_tl = (tl_model.W_E @ tl_model.OV[layer_i, head] @ tl_model.W_U).AB
 W_E_paper, W_U_paper = tl_model.W_E.T, tl_model.W_U.T
 full_qk_paper = W_E_paper.T @ qk_paper @ W_E_paper
 full_ov_paper = W_U_paper @ ov_paper @ W_E_paper
-for name, a, b in (
-        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl),
-        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl),
+# each table is a chain of products with inner sizes d_head, d_model, d_model (in some
+# order), computed twice: 2 (2 d_model + d_head) roundings. The chains cancel, so the scale
+# is the largest entry of the same chain of absolute values.
+E_abs = tl_model.W_E.abs()
+qk_chain = (E_abs @ WQ.abs() @ WK.abs().T @ E_abs.T).max().item()
+ov_chain = (E_abs @ WV.abs() @ WO.abs() @ tl_model.W_U.abs()).max().item()
+for name, a, b, sc in (
+        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl, qk_chain),
+        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl, ov_chain),
         ("full QK: Elhage's W_E^T W_QK W_E is the same table",
-         full_qk_paper, full_qk_tl),
+         full_qk_paper, full_qk_tl, qk_chain),
         ("full OV: Elhage's W_U W_OV W_E is the transposed table",
-         full_ov_paper, full_ov_tl.T)):
-    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-    claim(name, (a - b).abs().max(), True, chapter="20")
+         full_ov_paper, full_ov_tl.T, ov_chain)):
+    claim_close(name, a, b, terms=2 * (2 * d_model + d_head), scale=sc, identity=True,
+                chapter="20")
 
 # the unembedding on the decoder's real output
 tgt_in = tgt[:, :-1]
@@ -543,10 +619,17 @@ with torch.no_grad():
     dec = at_model.decode(memory, src_mask, tgt_in, tgt_mask)
     logp_at = at_model.generator(dec)
     logp_tl = tl_model.unembed(dec).log_softmax(-1)
-torch.testing.assert_close(logp_tl, logp_at)
-claim("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
-      "the Generator", (logp_tl - logp_at).abs().max(), True, chapter="20")
+# the same computation twice: logits (d_model products + bias) and log_softmax over the
+# target vocabulary (its log-sum-exp: n_vocab + 3); scale: the logits and log-probs
+logits_tl = tl_model.unembed(dec)
+n_vocab_out = logits_tl.shape[-1]
+claim_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
+            "the Generator", logp_tl, logp_at, terms=2 * (d_model + 1 + n_vocab_out + 3),
+            scale=max(logits_tl.abs().max().item(), logp_at.abs().max().item()),
+            identity=True, chapter="20")
 tied = (at_model.tgt_embed[0].lut.weight - W_U_at).abs().max()
+# tied weights are one tensor, so they would differ by exactly 0; 0.1 is a tenth of a
+# typical weight's size and nowhere near rounding
 claim("unlike the paper, the embedding and unembedding are not tied here",
       tied, tied > 0.1, chapter="20")
 

@@ -14,7 +14,7 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.circuits import full_ov_circuit, ov_circuit, qk_circuit
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.heads import copying_scores, induction_scores, prev_token_scores
@@ -46,9 +46,25 @@ from circuitbook.data import repeated_random_tokens
 tokens = repeated_random_tokens(1, 24, model.cfg.d_vocab, seed=0)
 parts = logit_attribution(model, tokens)
 logits = model(tokens)
-err = (parts.total() - logits).abs().max().item()
-claim("toy-2l's logits equal the sum of its path terms (direct + heads + virtual heads)", err, err < 1e-3,
-      chapter="induction module")
+# Rounding, not a hand-picked tolerance. Each path is a chain of products: at most two
+# patterns (2 n), two heads' W_V W_O (2 (d_model + d_head)) and W_U (d_model); the parts
+# are then added (one rounding each). The model computes the same logits along its own
+# path: per layer Q/K (d_model + 2), scores (d_head + 1), softmax (n + 3), values
+# (d_model + 1), the weighted sum (n), W_O and the heads' sum (d_head + n_heads + 1),
+# the residual (1); then W_U (d_model + 1). The parts cancel, so the scale is the sum of
+# their sizes (or the largest value in the forward pass, if larger).
+cfg = model.cfg
+n = tokens.shape[1]
+fwd_terms = (cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
+                             + (cfg.d_head + cfg.n_heads + 1) + 1) + cfg.d_model + 1)
+all_parts = parts.parts()
+path_terms = 2 * n + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(all_parts) + fwd_terms
+_, run_cache = model.run_with_cache(tokens)
+largest = max(t[t.isfinite()].abs().max().item() for t in run_cache.values())
+claim_close("toy-2l's logits equal the sum of its path terms (direct + heads + virtual heads)",
+            parts.total(), logits, terms=path_terms,
+            scale=max(sum(t.abs() for _, t in all_parts).max().item(), largest),
+            identity=True, chapter="induction module")
 
 # %% [markdown]
 # ## QK and OV: where to look, what to bring
@@ -82,8 +98,33 @@ with torch.no_grad():
     dense_score = (lam.sum().real / lam.abs().sum()).item()
 print(f"induction head {L1}.{H1}: copying score {copy[L1, H1]:.3f} (dense eigendecomposition: {dense_score:.3f})")
 print("copying scores of all heads:\n", copy.numpy().round(2))
-claim("the factored copying score equals the dense eigenvalue computation", abs(copy[L1, H1].item() - dense_score),
-      abs(copy[L1, H1].item() - dense_score) < 1e-3, chapter="induction module")
+# The identity itself, in float64: the score from the d_head x d_head matrix
+# W_O W_U W_E W_V equals the dense one. By Bauer-Fike each eigenvalue moves by at most
+# kappa(V) times the matrix's rounding error, with kappa(V) the condition number of its
+# eigenvectors: the chain (d_model + d_vocab + d_model roundings of its absolute values)
+# and the eigensolver's own backward error (counted as d_head^2, or d_vocab^2 for the
+# dense one); the score by at most
+# 2 d_head kappa that / sum |lambda|.
+W_O1, W_V1 = model.W_O[L1, H1].double(), model.W_V[L1, H1].double()
+W_U64, W_E64 = model.W_U.double(), model.W_E.double()
+small = W_O1 @ W_U64 @ W_E64 @ W_V1
+lam_small, vecs = torch.linalg.eig(small)
+small_score = (lam_small.sum().real / lam_small.abs().sum()).item()
+kappa = torch.linalg.cond(vecs).item()
+chain_norm = torch.linalg.matrix_norm(W_O1.abs() @ W_U64.abs() @ W_E64.abs() @ W_V1.abs()).item()
+d_head = model.cfg.d_head
+eig_terms = 2 * (2 * model.cfg.d_model + model.cfg.d_vocab + d_head ** 2)
+eig_scale = 2 * d_head * kappa * chain_norm / lam_small.abs().sum().item()
+lam_dense = torch.linalg.eigvals(W_E64 @ W_V1 @ W_O1 @ W_U64)    # the dense matrix in float64
+dense64_score = (lam_dense.sum().real / lam_dense.abs().sum()).item()
+claim_close("the factored copying score equals the dense eigenvalue computation (float64)",
+            torch.tensor(small_score, dtype=torch.float64),
+            torch.tensor(dense64_score, dtype=torch.float64), terms=eig_terms + model.cfg.d_vocab ** 2,
+            scale=eig_scale, identity=True, chapter="induction module")
+# circuitbook's copying_scores does the same in float32: the same bound in float32's eps
+claim_close("circuitbook's float32 copying score agrees with it", copy[L1, H1],
+            torch.tensor(small_score), terms=eig_terms, scale=eig_scale, identity=True,
+            chapter="induction module")
 claim("the induction head's OV circuit copies (copying score > 0.7)", copy[L1, H1], copy[L1, H1] > 0.7,
       chapter="induction module")
 

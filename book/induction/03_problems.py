@@ -12,13 +12,14 @@
 # everything runs offline. On Colab you can also point problem 4 at GPT-2 small.
 
 # %%
+import math
 import warnings
 
 import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue
+from circuitbook.book import claim, claim_close, glue
 from circuitbook.models import load
 from circuitbook.widgets.progress import ProblemSet
 
@@ -72,19 +73,50 @@ model = load("toy-2l")
 tokens = torch.randint(0, model.cfg.d_vocab, (2, 40))
 twin = load("toy-2l")
 g = torch.Generator().manual_seed(1)
+kappa_G = 1.0
 with torch.no_grad():
     for layer in range(twin.cfg.n_layers):
         for head in range(twin.cfg.n_heads):
             attn = twin.blocks[layer].attn
             G = torch.randn(16, 16, generator=g) + 4 * torch.eye(16)
+            kappa_G = max(kappa_G, torch.linalg.cond(G.double()).item())
             W_Q, W_K = reparametrize(attn.W_Q[head], attn.W_K[head], G)
             attn.W_Q[head], attn.W_K[head] = W_Q, W_K
             attn.b_Q[head] = attn.b_Q[head] @ G
             attn.b_K[head] = attn.b_K[head] @ torch.linalg.inv(G).T
     moved = (twin.W_Q - model.W_Q).abs().max().item()
-    diff = (twin(tokens) - model(tokens)).abs().max().item()
-claim("reparametrising W_Q, W_K by (G, G^-T) changes W_Q but not the logits",
-      f"W_Q moved {moved:.2f}, logits {diff:.1e}", moved > 0.1 and diff < 1e-3, chapter="induction problems")
+    logits_twin, (logits_orig, run_cache) = twin(tokens), model.run_with_cache(tokens)
+# Rounding, not a hand-picked tolerance. Each model is within the rounding bound of its
+# attention-only forward pass (per layer: Q/K d_model + 2, scores d_head + 1, softmax
+# n + 3, values d_model + 1, the weighted sum n, W_O and the heads' sum d_head + n_heads +
+# 1, the residual 1; then W_U, d_model + 1). The twin's scores also carry the rounding of
+# W_Q G and of W_K G^-T (2 d_head, and inverting G: kappa(G) d_head), on summands up to
+# kappa(G) times larger than the original's. Scale: the largest value of the forward pass
+# times kappa(G). W_Q moving by more than 0.1 (a sizeable fraction of its entries) shows
+# the twin is a different parametrisation.
+cfg, n = model.cfg, tokens.shape[1]
+fwd_terms = (cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
+                             + (cfg.d_head + cfg.n_heads + 1) + 1) + cfg.d_model + 1)
+largest = max(t[t.isfinite()].abs().max().item() for t in run_cache.values())
+claim("reparametrising W_Q, W_K by (G, G^-T) changes W_Q", f"W_Q moved {moved:.2f}", moved > 0.1,
+      chapter="induction problems")
+# The reparametrisation acts on the scores, so check them first, where the bound is
+# tight: each score is q.k of the projections (d_model + 2 roundings each) and d_head
+# products, plus, for the twin, W_Q G and W_K G^-T (2 d_head, inverting G: kappa(G)
+# d_head); the twin's summands are up to kappa(G) times the original's, |q| |k| / sqrt(d_head).
+_, twin_cache = twin.run_with_cache(tokens)
+finite = run_cache["attn_scores", 1].isfinite()
+score_size = max(((run_cache["q", l].abs().transpose(1, 2) @ run_cache["k", l].abs().permute(0, 2, 3, 1))
+                  .max().item()) for l in range(cfg.n_layers)) / math.sqrt(cfg.d_head)
+for l in range(cfg.n_layers):
+    claim_close(f"...it leaves layer {l}'s attention scores unchanged",
+                twin_cache["attn_scores", l][finite], run_cache["attn_scores", l][finite],
+                terms=2 * (cfg.d_model + 2 + cfg.d_head + 1) + 2 * cfg.d_head
+                + math.ceil(kappa_G * cfg.d_head),
+                scale=score_size * kappa_G, identity=True, chapter="induction problems")
+claim_close("...and so not the logits", logits_twin, logits_orig,
+            terms=2 * fwd_terms + cfg.n_layers * (2 * cfg.d_head + math.ceil(kappa_G * cfg.d_head)),
+            scale=largest * kappa_G, identity=True, chapter="induction problems")
 progress.tracker("1")
 
 # %% [markdown]
