@@ -190,7 +190,7 @@ def test_setup_cell_installs_from_the_override_and_skips_empty_parts(monkeypatch
 
 def test_setup_cell_enables_colabs_custom_widget_manager_for_ipywidgets_8(monkeypatch):
     _, printed, enabled = _run_setup_cell(monkeypatch, widgets="8.1.5")
-    assert enabled == [True] and printed.rstrip().endswith("ipywidgets 8.1.5")
+    assert enabled == [True] and printed.rstrip().endswith("ipywidgets 8.1.5; models on cpu")
 
 
 def test_setup_cell_reports_a_failed_install_with_pips_message(monkeypatch):

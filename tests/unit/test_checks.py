@@ -138,8 +138,6 @@ def test_problem_set_progress_counts_passed_checks_not_clicks():
     from circuitbook.checks import SESSION, ps
 
     SESSION.clear()
-    seen = []
-    unsubscribe = SESSION.subscribe(seen.append)
     try:
         assert str(ps.progress()).startswith("0 of 6 done; still open: problem 1 (ps_p1a, ps_p1b)")
         checks.ps_p2(ps.path_counts)
@@ -149,11 +147,9 @@ def test_problem_set_progress_counts_passed_checks_not_clicks():
         assert str(report).startswith("1 of 6 done") and "problem 1 (ps_p1b)" in str(report)
         checks.ps_p2(lambda n_layers, n_heads: None)  # broken later: the latest check counts
         assert "2" not in ps.progress().done
-        assert [r.exercise for r in seen] == ["ps_p2", "ps_p1a", "ps_p2"] and seen[0].passed and not seen[2].passed
         # the graders' direct .check() calls (hidden tests, other seeds) are not the student's progress
         checks.get("ps_p2").check(ps.path_counts, seed=1)
-        assert len(seen) == 3 and "2" not in ps.progress().done
+        assert "2" not in ps.progress().done
     finally:
-        unsubscribe()
         SESSION.clear()
     assert 'class="circuitbook-progress-report"' in ps.progress()._repr_html_()

@@ -12,3 +12,4 @@ _._repr_html_  # IPython's rich display of checks.core.Result
 _.pre_tokenizer  # tokenizers.Tokenizer property, set in data.corpus and read by the tokenizer
 _.layout     # ipywidgets property, set in widgets.explore and read by the front end
 mode         # anywidget trait in widgets.explainers, synced to and read by the JavaScript
+attempts     # anywidget trait in widgets.quiz, counted and read by the JavaScript

@@ -63,29 +63,18 @@ class Result:
 class Session:
     """What the checks have said in this Python session (one notebook's kernel): the latest
     result of every exercise checked, so that progress counts checks that passed rather than
-    clicks. ``subscribe(fn)`` calls ``fn(result)`` after every check (a progress widget's
-    hook); it returns a function that unsubscribes."""
+    clicks."""
 
     def __init__(self):
         self._latest: dict[str, bool] = {}
-        self._listeners: list[Callable[[Result], None]] = []
 
     def record(self, result: Result) -> Result:
         self._latest[result.exercise] = result.passed
-        for listener in list(self._listeners):
-            listener(result)
         return result
 
     def passed(self, exercise: str) -> bool:
         """True when the latest check of ``exercise`` in this session passed."""
         return self._latest.get(exercise, False)
-
-    def checked(self, exercise: str) -> bool:
-        return exercise in self._latest
-
-    def subscribe(self, listener: Callable[[Result], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def clear(self) -> None:
         self._latest.clear()
