@@ -589,7 +589,7 @@ def draw_plane(angle=60):
     plt.show()
 
 
-explore(draw_plane, angle=(0, 360, 5))
+explore(draw_plane, angle=(0, 360, 10))
 
 # %% [markdown]
 # ## Summary

@@ -585,7 +585,8 @@ def draw_head(kind="decoder cross-attention", layer=1, head=best,
     ax.set_ylabel(f"query position ({query_side})", fontsize=8)
     is_cross = kind == "decoder cross-attention"
     dots = " (dots: true alignment)" if is_cross else ""
-    ax.set_title(f"{kind}, layer {layer}, head {head}{dots}", fontsize=9)
+    ax.set_title(f"{kind}, layer {layer}, head {head}, sentence {sentence}{dots}",
+                 fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.04)
     fig.tight_layout()
     plt.show()

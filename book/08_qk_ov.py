@@ -527,7 +527,7 @@ def draw_spectra(layer=L, head=H):
     ax.text(cfg.d_head + 1, 1e-6, f"d_head = {cfg.d_head}", color="gray",
             fontsize=8)
     ax.set(xlabel="index", ylabel="singular value", ylim=(1e-18, 1e3),
-           title=f"head {layer}.{head}: previous-token score "
+           title=f"layer {layer}, head {head}: previous-token score "
                  f"{prev[layer, head]:.2f}, induction score "
                  f"{ind[layer, head]:.2f}")
     ax.legend(loc="upper right")

@@ -778,6 +778,7 @@ def draw_linearity(direction=f"head L{lw}H{top_head}", amount=-1.0):
     norm_ratio = ((xv + amount * delta).norm() / xv.norm()).item()
     a1.set_title(f"|x'| / |x| = {norm_ratio:.2f}", fontsize=10)
     a1.legend(fontsize=8)
+    fig.suptitle(f"{direction}, amount {amount:.1f}", fontsize=10)
     plt.tight_layout()
     plt.show()
 

@@ -484,6 +484,7 @@ def draw_alignment(sentence=next(iter(labels))):
             ax.set_title(f"layer {l} head {h}", fontsize=8)
             ax.set_xticks(range(n_src), src_lab, rotation=90, fontsize=7)
             ax.set_yticks(range(n_tgt), tgt_lab, fontsize=7)
+    fig.suptitle(f"sentence: {sentence}", fontsize=9)
     plt.tight_layout()
     plt.show()
 

@@ -21,6 +21,13 @@ function svg(tag, attrs = {}) {
   return node;
 }
 
+// the width of a token label as the strip draws it (.cb-label: 12px system-ui)
+const measure = document.createElement("canvas").getContext("2d");
+function textWidth(text) {
+  measure.font = "12px system-ui, sans-serif";
+  return measure.measureText(text).width;
+}
+
 function render({ model, el: root }) {
   root.classList.add("cb-stepper");
   const header = el("div", { class: "cb-row" });
@@ -53,14 +60,17 @@ function render({ model, el: root }) {
 
     // the token row, with arcs for this step drawn from the model's real attention
     tokensBox.replaceChildren();
-    const n = seq.tokens.length;
-    const w = 58, h = 150, base = 118;
-    const width = n * w + 10;
+    // each token is as wide as its text (none is cut); the strip scrolls inside its box
+    const widths = seq.tokens.map((tok) => Math.max(34, Math.ceil(textWidth(tok)) + 16));
+    const left = widths.map((_, i) => 5 + widths.slice(0, i).reduce((a, b) => a + b, 0));
+    const centre = (i) => left[i] + widths[i] / 2;
+    const h = 150, base = 118;
+    const width = left[left.length - 1] + widths[widths.length - 1] + 5;
     const pic = svg("svg", { width: String(width), height: String(h), class: "cb-svg" });
     const arcs = s.arcs === "prev" ? seq.prev_arcs : s.arcs === "induction" ? seq.ind_arcs : [];
     for (const [q, k, weight] of arcs) {
       if (weight < 0.05 || q === k) continue;
-      const x1 = q * w + w / 2 + 5, x2 = k * w + w / 2 + 5;
+      const x1 = centre(q), x2 = centre(k);
       const top = base - 18 - Math.min(90, Math.abs(x1 - x2) * 0.45);
       const path = svg("path", {
         d: `M ${x1} ${base - 14} Q ${(x1 + x2) / 2} ${top} ${x2} ${base - 14}`,
@@ -76,10 +86,10 @@ function render({ model, el: root }) {
       if (s.highlight && s.highlight.includes("query") && i === seq.query) cls += " cb-query";
       if (s.highlight && s.highlight.includes("earlier") && i === seq.earlier) cls += " cb-earlier";
       if (s.highlight && s.highlight.includes("target") && i === seq.target) cls += " cb-target";
-      const rect = svg("rect", { x: String(i * w + 7), y: String(base - 12), width: String(w - 4), height: "26", rx: "4", class: cls });
-      const label = svg("text", { x: String(i * w + w / 2 + 5), y: String(base + 6), class: "cb-label" });
-      label.textContent = tok.length > 8 ? tok.slice(0, 7) + "\u2026" : tok;
-      const pos = svg("text", { x: String(i * w + w / 2 + 5), y: String(base + 28), class: "cb-pos" });
+      const rect = svg("rect", { x: String(left[i] + 2), y: String(base - 12), width: String(widths[i] - 4), height: "26", rx: "4", class: cls });
+      const label = svg("text", { x: String(centre(i)), y: String(base + 6), class: "cb-label" });
+      label.textContent = tok;
+      const pos = svg("text", { x: String(centre(i)), y: String(base + 28), class: "cb-pos" });
       pos.textContent = String(i);
       pic.append(rect, label, pos);
     });

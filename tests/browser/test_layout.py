@@ -1,0 +1,86 @@
+"""The widgets fit their boxes on the built site, on a laptop (1280 px) and a phone (390 px).
+
+- The induction stepper draws every token whole (no "Grunnin…"): each label in its strip is
+  the token itself, and a long sentence scrolls inside the strip instead of widening the page.
+- No explore widget and no explainer is wider than its container, and none runs past the
+  viewport's right edge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from test_browser import EXPLAINERS, SITE, Log, browser, offline_context, open_page, server, watch  # noqa: F401
+from test_explore import explore_pages
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not (SITE / "index.html").exists(),
+                       reason=f"site not built at {SITE}: run `make book` (or set SITE_DIR to a built site)"),
+]
+
+WIDTHS = [1280, 390]
+
+FIT_JS = """(selector) => [...document.querySelectorAll(selector)].map((w) => {
+  const r = w.getBoundingClientRect(), p = w.parentElement.getBoundingClientRect();
+  return { cls: String(w.className).slice(0, 40), width: r.width, right: r.right, parentRight: p.right + 1,
+           viewport: document.documentElement.clientWidth + 1, scroll: w.scrollWidth, client: w.clientWidth + 1 };
+})"""
+
+
+def _open(browser, server, path, width):  # noqa: F811
+    log = Log()
+    context = offline_context(browser, log)
+    page = watch(context.new_page(), log)
+    page.set_viewport_size({"width": width, "height": 900})
+    assert open_page(page, server, path), f"{path}: widgets did not render"
+    return context, page, log
+
+
+def _overflows(boxes) -> list[str]:
+    return [f"{b['cls']}: {b['width']:.0f} px wide, right edge {b['right']:.0f} (container {b['parentRight']:.0f}, "
+            f"viewport {b['viewport']:.0f}), content {b['scroll']} in {b['client']:.0f}"
+            for b in boxes if b["right"] > min(b["parentRight"], b["viewport"]) or b["scroll"] > b["client"]]
+
+
+def _stepper_tokens() -> list[str]:
+    html = (SITE / EXPLAINERS).read_text()
+    state = json.loads(re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>',
+                                 html, re.S).group(1))["state"]
+    data = next(s["state"]["data"] for s in state.values() if "sequences" in s["state"].get("data", {}))
+    return data["sequences"]["text"]["tokens"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_stepper_draws_every_token_whole_inside_its_box(browser, server, width):  # noqa: F811
+    context, page, log = _open(browser, server, EXPLAINERS, width)
+    try:
+        stepper = page.locator(".cb-stepper").first
+        labels = stepper.locator("text.cb-label").evaluate_all("(ts) => ts.map((t) => t.textContent)")
+        assert labels == _stepper_tokens(), "the strip's labels are not the sequence's tokens, whole"
+        # each label fits inside its own token box
+        cut = page.evaluate("""() => [...document.querySelectorAll('.cb-stepper text.cb-label')].filter((t) => {
+            const box = t.previousElementSibling.getBBox(), b = t.getBBox();
+            return b.x < box.x - 0.5 || b.x + b.width > box.x + box.width + 0.5; }).map((t) => t.textContent)""")
+        assert not cut, f"labels wider than their token box: {cut}"
+        assert not _overflows(page.evaluate(FIT_JS, ".cb-stepper, .cb-builder"))
+        strip = page.evaluate(FIT_JS, ".cb-stepper .cb-scroll")[0]  # it may scroll, inside the stepper
+        assert strip["right"] <= min(strip["parentRight"], strip["viewport"]), strip
+        assert not log.console, log.console
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("path", explore_pages() + [EXPLAINERS])
+def test_widgets_fit_their_container(browser, server, path, width):  # noqa: F811
+    context, page, _ = _open(browser, server, path, width)
+    try:
+        boxes = page.evaluate(FIT_JS, ".cb-explore, .cb-stepper, .cb-builder, .cb-quiz")
+        assert boxes, f"{path}: no widget found"
+        problems = _overflows(boxes)
+        assert not problems, f"{path} at {width} px:\n" + "\n".join(problems)
+    finally:
+        context.close()
