@@ -13,3 +13,4 @@ _.pre_tokenizer  # tokenizers.Tokenizer property, set in data.corpus and read by
 _.layout     # ipywidgets property, set in widgets.explore and read by the front end
 mode         # anywidget trait in widgets.explainers, synced to and read by the JavaScript
 attempts     # anywidget trait in widgets.quiz, counted and read by the JavaScript
+live         # anywidget trait in widgets.explorer: the figure drawn live, read by the JavaScript
