@@ -76,6 +76,10 @@ import warnings
 import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
+# This chapter only reads models, never trains them: no autograd graph is needed, and without
+# one the numbers taken from the weights for the claims are plain tensors.
+torch.set_grad_enabled(False)
+
 # TransformerLens 3.9 marks HookedTransformer as deprecated in favour of 4.x's TransformerBridge.
 # The book stays on 3.9 on purpose: 4.x cannot build the shortformer attention-only models
 # the framework studies, nor load the canonical attn-only checkpoints.

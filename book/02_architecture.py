@@ -689,7 +689,7 @@ rebuilt_memory = sum(contribs) + norm.b_2
 n_parts, d_enc = len(rec["encoder"]), norm.a_2.numel()
 claim_close("with the LayerNorm's divisor frozen, the memory is a sum of one term per sublayer plus the LayerNorm's bias",
             rebuilt_memory, memory, terms=3 * d_enc + 2 * n_parts + 12,
-            scale=float((sum(c.abs() for c in contribs) + norm.b_2.abs()).max()), identity=True, chapter="2")
+            scale=float((sum(c.abs() for c in contribs) + norm.b_2.abs()).max().detach()), identity=True, chapter="2")
 
 # %% [markdown]
 # In the post-norm arrangement no such bookkeeping is exact: every LayerNorm between a

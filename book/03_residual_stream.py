@@ -22,6 +22,10 @@ import torch
 from circuitbook import checks
 from circuitbook.book import claim, claim_close, glue, rounding_bound
 from circuitbook.models import load
+
+# This chapter only reads models, never trains them: no autograd graph is needed, and without
+# one the numbers taken from the weights for the claims are plain tensors.
+torch.set_grad_enabled(False)
 from circuitbook.models.encoder_decoder import (
     EncoderLayer,
     MultiHeadedAttention,

@@ -418,7 +418,7 @@ _, std_cache = std.run_with_cache(toks)
 expected = std.W_E[toks] + std.W_pos[:12]
 # one addition each side, at the size of |W_E| + |W_pos|
 claim_close("standard: resid_pre[0] = W_E[t_i] + W_pos[i]", std_cache["resid_pre", 0], expected, terms=2,
-            scale=float((std.W_E[toks].abs() + std.W_pos[:12].abs()).max()), identity=True, chapter="5")
+            scale=float((std.W_E[toks].abs() + std.W_pos[:12].abs()).max().detach()), identity=True, chapter="5")
 
 # %% [markdown]
 # ### Shortformer: positions only where queries and keys are read
