@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import attn_only_forward_terms, claim, claim_close, glue, rounding_bound
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
@@ -108,17 +108,6 @@ ours, patterns = run(model.W_E[tokens])
 hooked = model(tokens)[0]
 
 
-def forward_terms(n):
-    """Roundings along the longest path of the attention-only forward pass over n
-    positions (Higham ch. 3): per layer the query/key input (1, + W_pos), the projection
-    (d_model + 1), the score (d_head + 1), the softmax (n + 3), the values (d_model + 1),
-    the weighted sum (n), W_O and the sum over heads (d_head + n_heads + 1) and the
-    residual addition (1); then the unembedding (d_model + 1)."""
-    layer = (1 + (cfg.d_model + 1) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
-             + (cfg.d_head + cfg.n_heads + 1) + 1)
-    return cfg.n_layers * layer + cfg.d_model + 1
-
-
 # Two float32 computations of the same function agree to twice one's rounding bound, on
 # numbers the size of the largest finite value in the forward pass (stream, scores,
 # logits; masked scores are -inf)
@@ -126,7 +115,7 @@ _, cache_run = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_run.values())
 n_pos = tokens.shape[0]
 claim_close("the stack written out by hand gives the model's logits", ours, hooked,
-            terms=2 * forward_terms(n_pos), scale=big, identity=True, chapter="13")
+            terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big, identity=True, chapter="13")
 
 # %% [markdown]
 # Now freeze the patterns at the values of this run. As a function of the starting
@@ -148,11 +137,11 @@ def affine_sides(frozen):
 
 
 lhs, rhs, size = affine_sides(True)
-# four forward passes (with given patterns), each within forward_terms roundings, one
+# four forward passes (with given patterns), each within attn_only_forward_terms roundings, one
 # addition per side; the sides cancel, so the scale is that of the logits (or the
 # stream, if larger)
 claim_close("with the patterns frozen, f(x + y) + f(0) = f(x) + f(y)", lhs, rhs,
-            terms=4 * forward_terms(n_pos) + 2, scale=max(size, big), identity=True,
+            terms=4 * attn_only_forward_terms(cfg, n_pos) + 2, scale=max(size, big), identity=True,
             chapter="13")
 lhs_live, rhs_live, _ = affine_sides(False)
 gap_live = (lhs_live - rhs_live).abs().max()
@@ -200,11 +189,11 @@ total = la.total()[0]
 # Each part is a chain of products: at most two patterns (2n), the value and output
 # weights of two heads (2 (d_model + d_head)) and W_U (d_model); then the parts are
 # added (one rounding per part). The model computed the same logits along its own path
-# (forward_terms). The parts cancel, so the scale is the sum of their sizes.
+# (attn_only_forward_terms). The parts cancel, so the scale is the sum of their sizes.
 n_parts_la = len(la.parts())
 abs_sum = sum(t[0].abs() for _, t in la.parts())
 path_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + n_parts_la
-              + forward_terms(n_pos))
+              + attn_only_forward_terms(cfg, n_pos))
 path_scale = max(abs_sum.max().item(), big)
 claim_close("direct + per-head + virtual + bias paths sum to the logits of toy-2l",
             total, hooked, terms=path_terms, scale=path_scale, identity=True, chapter="13")

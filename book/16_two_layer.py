@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import attn_only_forward_terms, claim, claim_close, glue
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.composition import virtual_ov as library_virtual_ov
 from circuitbook.data import repeated_random_tokens
@@ -120,24 +120,13 @@ tokens = repeated_random_tokens(8, seq_len, cfg.d_vocab, seed=1)  # [8, 64]
 logits, pattern1 = forward(tokens)
 
 
-def forward_terms(n):
-    """Roundings along the longest path of the attention-only forward pass over n
-    positions (Higham ch. 3): per layer the query/key input (1, + W_pos), the projection
-    (d_model + 1), the score (d_head + 1), the softmax (n + 3), the values (d_model + 1),
-    the weighted sum (n), W_O and the sum over heads (d_head + n_heads + 1) and the
-    residual addition (1); then the unembedding (d_model + 1)."""
-    layer = (1 + (cfg.d_model + 1) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
-             + (cfg.d_head + cfg.n_heads + 1) + 1)
-    return cfg.n_layers * layer + cfg.d_model + 1
-
-
 # two float32 computations of one function agree to twice one's rounding bound, on
 # numbers the size of the largest finite value in the forward pass (masked scores: -inf)
 _, cache_all = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
 n_pos = tokens.shape[1]
 claim_close("the written-out two-layer forward pass gives toy-2l's logits", logits,
-            model(tokens), terms=2 * forward_terms(n_pos), scale=big, identity=True,
+            model(tokens), terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big, identity=True,
             chapter="16")
 
 # %% [markdown]
@@ -163,10 +152,10 @@ def induction_stripe(pattern):
 
 ours = induction_stripe(pattern1)
 library = induction_scores(model, tokens=tokens)[1]
-# patterns from two forward passes (2 forward_terms, scale as above), then a mean over
+# patterns from two forward passes (twice attn_only_forward_terms, scale as above), then a mean over
 # the batch and the stripe (batch x (seq_len - 1) terms, twice)
 claim_close("induction scores read off our layer-1 patterns equal the library's", ours,
-            library, terms=2 * forward_terms(n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
+            library, terms=2 * attn_only_forward_terms(cfg, n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
             scale=big, identity=True, chapter="16")
 
 # %% [markdown]
@@ -537,7 +526,7 @@ cut_v, _ = forward(tokens, experiments["cut V"])
 la_parts = la.parts()
 parts_abs = sum(t.abs() for _, t in la_parts)
 cut_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(la_parts)
-             + len(la.virtual) + 1 + forward_terms(n_pos))
+             + len(la.virtual) + 1 + attn_only_forward_terms(cfg, n_pos))
 claim_close("logits minus the 16 virtual terms = logits with layer 0 cut from "
             "layer 1's values", la.total() - virtual_sum, cut_v, terms=cut_terms,
             scale=max(parts_abs.max().item(), big), identity=True, chapter="16")

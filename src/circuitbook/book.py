@@ -73,6 +73,20 @@ def rounding_bound(terms: int, scale: float, dtype=None) -> float:
     return float(terms * torch.finfo(dtype or torch.float32).eps * scale)
 
 
+def attn_only_forward_terms(cfg, n: int) -> int:
+    """``terms`` for ``rounding_bound`` along the longest path of an attention-only forward
+    pass (the zoo's toy models; TransformerLens config ``cfg``) over ``n`` positions.
+
+    Per layer: the query/key input (1, adding W_pos), the projection (d_model + 1), the score
+    (d_head + 1), the softmax (n + 3), the values (d_model + 1), the weighted sum (n), W_O and
+    the sum over heads (d_head + n_heads + 1) and the residual addition (1); then the
+    unembedding (d_model + 1). Taught in chapters 13 (path expansion) and 16 (two layers).
+    """
+    layer = (1 + (cfg.d_model + 1) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
+             + (cfg.d_head + cfg.n_heads + 1) + 1)
+    return cfg.n_layers * layer + cfg.d_model + 1
+
+
 def claim_close(statement: str, got: Any, want: Any, *, terms: int, scale: float | None = None,
                 identity: bool = False, chapter: str | None = None) -> float:
     """Claim ``got == want`` up to rounding: max |got - want| <= rounding_bound(terms, scale).
