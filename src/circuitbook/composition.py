@@ -31,9 +31,18 @@ from __future__ import annotations
 import torch
 from transformer_lens import FactoredMatrix
 
+from circuitbook.devices import resolve_device
 from circuitbook.validate import check_layer_head, check_model_device_dtype
 
-__all__ = ["composition_scores", "random_baseline", "virtual_ov", "KINDS"]
+__all__ = [
+    "composition_scores",
+    "expected_squared_score",
+    "random_baseline",
+    "random_scores",
+    "rotated_baseline",
+    "virtual_ov",
+    "KINDS",
+]
 
 KINDS = ("Q", "K", "V")
 
@@ -92,6 +101,29 @@ def _pairwise_scores(V, O_T, P, Q_T, pairs=None) -> torch.Tensor:
     return torch.where(den > 0, inner.clamp_min(0).sqrt() / den, torch.zeros_like(den))
 
 
+def _scores(W_Q, W_K, W_V, W_O, kind: str) -> torch.Tensor:
+    """Composition scores [L, n, L, n] of the heads with these weights (TransformerLens shapes
+    [L, n, d_model, d_head], ``W_O`` [L, n, d_head, d_model]); zero unless ``l1 < l2``."""
+    L, n, d_model, r = W_V.shape
+    scores = torch.zeros(L, n, L, n, device=W_V.device, dtype=W_V.dtype)
+    if L < 2:
+        return scores  # no head has an earlier layer to read from
+    P, Q_T = _reader_factors(W_Q, W_K, W_V, W_O, kind)
+    tall = lambda w: w.reshape(-1, d_model, r)  # noqa: E731  [layers * heads, d_model, r]
+    # Writers are layers 0..L-2 (row a = layer), readers layers 1..L-1 (column b = layer - 1),
+    # and a writer composes into a reader iff a <= b: compute that upper triangle in
+    # rectangles of a few writer layers each, not the whole square.
+    step = 4
+    pairs = [(slice(a * n, min(a + step, L - 1) * n), slice(a * n, None)) for a in range(0, L - 1, step)]
+    pair = _pairwise_scores(
+        tall(W_V[:-1]), tall(W_O[:-1].transpose(-2, -1)), tall(P[1:]), tall(Q_T[1:]), pairs
+    ).view(L - 1, n, L - 1, n)
+    scores[:-1, :, 1:, :] = pair
+    layer = torch.arange(L, device=scores.device)
+    earlier = layer[:, None, None, None] < layer[None, None, :, None]
+    return scores * earlier
+
+
 def composition_scores(model, kind: str) -> torch.Tensor:
     """Composition scores of every earlier head into every later head, for one kind.
 
@@ -107,30 +139,49 @@ def composition_scores(model, kind: str) -> torch.Tensor:
     """
     kind = _check_kind(kind)
     check_model_device_dtype(model, "composition_scores")
-    cfg = model.cfg
-    L, n = cfg.n_layers, cfg.n_heads
-    scores = torch.zeros(L, n, L, n, device=model.W_E.device, dtype=model.W_E.dtype)
-    if L < 2:
-        return scores  # no head has an earlier layer to read from
     with torch.no_grad():
-        W_Q, W_K, W_V, W_O = model.W_Q, model.W_K, model.W_V, model.W_O
-        P, Q_T = _reader_factors(W_Q, W_K, W_V, W_O, kind)
-        d_model, r = W_V.shape[-2], W_V.shape[-1]
-        tall = lambda w: w.reshape(-1, d_model, r)  # noqa: E731  [layers * heads, d_model, r]
-        # Writers are layers 0..L-2 (row a = layer), readers layers 1..L-1 (column b = layer - 1),
-        # and a writer composes into a reader iff a <= b: compute that upper triangle in
-        # rectangles of a few writer layers each, not the whole square.
-        step = 4
-        pairs = [
-            (slice(a * n, min(a + step, L - 1) * n), slice(a * n, None)) for a in range(0, L - 1, step)
-        ]
-        pair = _pairwise_scores(
-            tall(W_V[:-1]), tall(W_O[:-1].transpose(-2, -1)), tall(P[1:]), tall(Q_T[1:]), pairs
-        ).view(L - 1, n, L - 1, n)
-        scores[:-1, :, 1:, :] = pair
-        layer = torch.arange(L, device=scores.device)
-        earlier = layer[:, None, None, None] < layer[None, None, :, None]
-        return scores * earlier
+        return _scores(model.W_Q, model.W_K, model.W_V, model.W_O, kind)
+
+
+# --- null distributions -----------------------------------------------------------------------
+
+
+def expected_squared_score(d_model: int) -> float:
+    """The exact mean squared composition score of two heads in uniformly random orientation.
+
+    Equation: ``E[score^2] = 1/d_model``, for any two heads ``W_A``, ``W_B`` of which one (or
+    both) is rotated by a Haar-random orthogonal ``U`` of the residual stream:
+    ``E_U ||W_A U W_B||_F^2 = E_U tr(G_A U H_B U^T) = tr G_A tr H_B / d_model`` with
+    ``G_A = W_A^T W_A``, ``H_B = W_B W_B^T``, because ``E_U U X U^T = (tr X / d_model) I``.
+    It holds whatever the heads' ranks and singular values, so it is exact both for
+    :func:`random_baseline` with ``init="gaussian"`` or ``"orthogonal"`` and for
+    :func:`rotated_baseline` (for ``"uniform"`` it is only close). The mean *score* is then at
+    most ``1/sqrt(d_model)`` (Jensen: ``E sqrt(X) <= sqrt(E X)``), and concentrates to that
+    bound as the heads spread over more directions (larger d_head, flatter spectra).
+    Shapes: returns a Python float.
+
+    Taught in chapter 18 (Composition scores).
+    """
+    if d_model < 1:
+        raise ValueError(f"d_model must be >= 1, got {d_model}")
+    return 1.0 / d_model
+
+
+def _factor_scores(V, O, P, Q) -> torch.Tensor:
+    """Scores ``||V O P Q^T||_F / (||V O||_F ||P Q^T||_F)`` of writer ``W_A = V O`` paired with
+    reader ``W_B = P Q^T``, sample by sample, through d_head x d_head Gram matrices only.
+
+    Equation: ``||V O P Q^T||_F^2 = tr(V^T V M Q^T Q M^T)`` with ``M = O P`` (r x r), and
+    ``||V O||_F^2 = <V^T V, O O^T>_F``, ``||P Q^T||_F^2 = <P^T P, Q^T Q>_F``.
+    Shapes: ``V, P, Q`` [n, d_model, r], ``O`` [n, r, d_model]; returns [n]. No d_model x d_model
+    matrix is formed: the largest intermediate is the inputs' own size.
+    """
+    G_v, G_q = V.mT @ V, Q.mT @ Q  # [n, r, r]
+    M = O @ P  # [n, r, r]
+    num = ((G_v @ M) * (M @ G_q)).sum((-2, -1))  # tr(G_v M G_q M^T), G_q symmetric
+    norm_a = (G_v * (O @ O.mT)).sum((-2, -1))
+    norm_b = ((P.mT @ P) * G_q).sum((-2, -1))
+    return (num.clamp_min(0) / (norm_a * norm_b)).sqrt()
 
 
 def _random_factor(shape: tuple[int, ...], init: str, g: torch.Generator, dtype) -> torch.Tensor:
@@ -146,7 +197,25 @@ def _random_factor(shape: tuple[int, ...], init: str, g: torch.Generator, dtype)
     return q if tall else q.transpose(-2, -1)
 
 
-def random_baseline(
+# Samples are drawn and scored in chunks of at most this many factor entries (d_model * d_head
+# per sample per factor): 2**21 float64 = 16 MB a factor, whatever n_samples.
+_CHUNK_ENTRIES = 2**21
+
+
+def _random_heads(d_model: int, d_head: int, n_samples: int, init: str, kind: str, g: torch.Generator):
+    """Chunks ``(V, O, P, Q)`` of independent random writer (``V O``) and reader (``P Q^T``)
+    factors, float64 on the generator's device, in the order :func:`random_scores` scores them."""
+    dt = torch.float64  # a measurement, not a model: use the accurate dtype
+    chunk = max(1, _CHUNK_ENTRIES // (d_model * d_head))
+    for start in range(0, n_samples, chunk):
+        c = min(chunk, n_samples - start)
+        W_V, W_Q, W_K, W_V2 = (_random_factor((c, d_model, d_head), init, g, dt) for _ in range(4))
+        W_O, W_O2 = (_random_factor((c, d_head, d_model), init, g, dt) for _ in range(2))
+        P, Q_T = _reader_factors(W_Q, W_K, W_V2, W_O2, kind)
+        yield W_V, W_O, P, Q_T
+
+
+def random_scores(
     d_model: int,
     d_head: int,
     *,
@@ -154,28 +223,19 @@ def random_baseline(
     seed: int = 0,
     kind: str = "K",
     init: str = "gaussian",
-    device: str | torch.device = "cpu",
-) -> float:
-    """Measure the mean composition score between independent random heads of these shapes.
+    device: str | torch.device | None = None,
+) -> torch.Tensor:
+    """Composition scores of ``n_samples`` independent pairs of random heads of these shapes.
 
-    Equation: the mean over ``n_samples`` independent pairs of
-    ``||W_OV^A W_B||_F / (||W_OV^A||_F ||W_B||_F)``, every factor (``W_V, W_O, W_Q, W_K``) drawn
-    i.i.d. ``init`` = ``"gaussian"`` (normal entries; TransformerLens's default init, since the
-    score ignores scale), ``"uniform"`` (uniform entries, like Xavier/Kaiming-uniform) or
-    ``"orthogonal"`` (orthonormal columns/rows).
-    Shapes: ``d_model``, ``d_head`` as in the model; returns a Python float.
-
-    What to compare it with: for heads whose orientation is uniformly random (gaussian or
-    orthogonal factors), ``E[score^2] = 1/d_model`` exactly, because averaging over rotations
-    gives ``E tr(G H) = tr G tr H / d_model``; so the mean score is at most ``1/sqrt(d_model)``
-    (Jensen) and close to it, since the score concentrates as d_model grows. Measured with this function (seed 0, 512 samples,
-    ``kind="K"``, gaussian): 0.03609 for d_model 768, d_head 64, against 1/sqrt(768) = 0.03608,
-    which agrees with chapter 18's "about 0.036"; 0.1246 for d_model 64, d_head 16 and 0.1226 for
-    d_model 64, d_head 4 (1/sqrt(64) = 0.125). A score well above the baseline is evidence of
-    composition.
-
-    The samples are drawn and scored on ``device`` (float64; the CPU by default, where the
-    numbers above were measured: another device's generator draws other samples).
+    Equation: sample i scores ``||W_OV^A W_B||_F / (||W_OV^A||_F ||W_B||_F)`` for a writer
+    ``W_OV^A = W_V W_O`` and a reader ``W_B`` of ``kind`` (as in :func:`composition_scores`),
+    every factor (``W_V, W_O, W_Q, W_K``) drawn i.i.d. ``init`` = ``"gaussian"`` (normal
+    entries; TransformerLens's default init, since the score ignores scale), ``"uniform"``
+    (uniform entries, like Xavier/Kaiming-uniform) or ``"orthogonal"`` (orthonormal
+    columns/rows). Computed through d_head x d_head Gram matrices (``_factor_scores``), in
+    chunks, so memory stays a few tens of MB whatever ``n_samples`` and d_model.
+    Shapes: returns [n_samples], float64, on ``device`` (None: ``devices.default_device()``;
+    another device's generator draws other samples).
 
     Taught in chapter 18 (Composition scores).
     """
@@ -186,17 +246,83 @@ def random_baseline(
         raise ValueError(
             f"d_model, d_head and n_samples must be >= 1, got {d_model}, {d_head}, {n_samples}"
         )
-    g = torch.Generator(device=torch.device(device)).manual_seed(seed)
-    dt = torch.float64  # a measurement, not a model: use the accurate dtype
-    W_V, W_Q, W_K, W_V2 = (_random_factor((n_samples, d_model, d_head), init, g, dt) for _ in range(4))
-    W_O, W_O2 = (_random_factor((n_samples, d_head, d_model), init, g, dt) for _ in range(2))
-    P, Q_T = _reader_factors(W_Q, W_K, W_V2, W_O2, kind)
-    # Sample i pairs writer i with reader i, so only the diagonal of the pairwise kernel is
-    # needed: compute it directly through the d_head x d_head cross term O_i P_i.
-    M = W_O @ P  # [n, r, r]
-    num = ((W_V @ M) @ Q_T.transpose(-2, -1)).square().sum((-2, -1))
-    den = (W_V @ W_O).square().sum((-2, -1)) * (P @ Q_T.transpose(-2, -1)).square().sum((-2, -1))
-    return float((num / den).sqrt().mean())
+    g = torch.Generator(device=resolve_device(device)).manual_seed(seed)
+    return torch.cat([_factor_scores(*heads) for heads in _random_heads(d_model, d_head, n_samples, init, kind, g)])
+
+
+def random_baseline(
+    d_model: int,
+    d_head: int,
+    *,
+    n_samples: int = 512,
+    seed: int = 0,
+    kind: str = "K",
+    init: str = "gaussian",
+    device: str | torch.device | None = None,
+) -> float:
+    """The mean composition score between independent random heads of these shapes.
+
+    Equation: the mean of :func:`random_scores` (same arguments), a Monte-Carlo estimate of
+    ``E[score]``. What it estimates exactly is known for the squared score: for gaussian or
+    orthogonal factors the heads' orientations are uniformly random, so
+    ``E[score^2] = 1/d_model`` exactly (:func:`expected_squared_score`), and
+    ``1/sqrt(d_model)`` is the Jensen upper bound on the mean score, which the mean concentrates
+    to as d_model and d_head grow. Measured on the CPU (seed 0, 512 samples, ``kind="K"``,
+    gaussian): d_model 768, d_head 64 gives 0.03607 against 1/sqrt(768) = 0.03608 (chapter 18's
+    "about 0.036"); d_model 64 gives 0.1246 for d_head 16 and 0.1226 for d_head 4 (1/sqrt(64) =
+    0.125): the fewer directions a head spans, the further below the bound.
+    A score well above the baseline is evidence of composition; for trained heads, whose
+    spectra are far from random, compare with :func:`rotated_baseline` instead.
+    Shapes: ``d_model``, ``d_head`` as in the model; returns a Python float. Computed in float64 on
+    ``device`` (None: ``devices.default_device()``) through d_head x d_head Gram matrices.
+
+    Taught in chapter 18 (Composition scores).
+    """
+    return float(
+        random_scores(d_model, d_head, n_samples=n_samples, seed=seed, kind=kind, init=init, device=device).mean()
+    )
+
+
+def _haar_orthogonal(d: int, n: int, g: torch.Generator, dtype) -> torch.Tensor:
+    """``n`` Haar-random orthogonal d x d matrices [n, d, d]: the QR factor of a Gaussian
+    matrix with its columns' signs fixed by ``diag(R) > 0`` (Mezzadri 2007)."""
+    q, r = torch.linalg.qr(torch.randn(n, d, d, generator=g, dtype=dtype, device=g.device))
+    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+
+def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> torch.Tensor:
+    """Null composition scores of the model's own heads, with their outputs randomly rotated.
+
+    Equation: sample s draws a Haar-random orthogonal ``U_s`` [d_model, d_model] and replaces
+    every head's ``W_O`` by ``W_O U_s`` (so ``W_OV -> W_OV U_s``), then scores as
+    :func:`composition_scores`: ``null[s, l1, h1, l2, h2] = ||W_OV^A U_s W_B||_F /
+    (||W_OV^A||_F ||W_B||_F)`` (a reader's own ``U_s`` on its output side leaves the Frobenius
+    norms unchanged). Every head keeps its singular values (its rank, its spectrum); only the
+    alignment between what A writes and what B reads is randomised. This is the null for trained
+    heads, whose spectra are far from i.i.d.: a pair is composing when its score stands out
+    from ``null[:, l1, h1, l2, h2]``, e.g. ``(score - null.mean(0)) / null.std(0)``. For every
+    pair ``E[null^2] = 1/d_model`` exactly (:func:`expected_squared_score`); the mean and the
+    spread depend on the two heads' spectra (low-rank heads spread more).
+    Shapes: returns [n_samples, n_layers, n_heads, n_layers, n_heads] on the model's device,
+    in the model's dtype promoted to at least float32; zero unless ``l1 < l2``. One sample
+    costs one d_model x d_model QR and one :func:`composition_scores`.
+
+    Taught in chapter 18 (Composition scores).
+    """
+    kind = _check_kind(kind)
+    check_model_device_dtype(model, "rotated_baseline")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    device, d_model = model.W_E.device, model.cfg.d_model
+    dt = torch.promote_types(model.W_E.dtype, torch.float32)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        W_Q, W_K, W_V, W_O = (w.to(dt) for w in (model.W_Q, model.W_K, model.W_V, model.W_O))
+        null = []
+        for _ in range(n_samples):
+            U = _haar_orthogonal(d_model, 1, g, dt)[0]
+            null.append(_scores(W_Q, W_K, W_V, W_O @ U, kind))
+        return torch.stack(null)
 
 
 def virtual_ov(model, first: tuple[int, int], second: tuple[int, int]) -> FactoredMatrix:

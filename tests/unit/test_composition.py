@@ -118,24 +118,111 @@ def test_hand_built_induction_circuit_is_the_top_k_composition():
 
 # --- random baseline --------------------------------------------------------------------------
 
+EPS64 = torch.finfo(torch.float64).eps
+# A seeded Monte-Carlo mean is compared with its exact value within Z standard errors (the
+# sample standard deviation over sqrt(n)); by the CLT a correct estimator lands outside with
+# probability 2 * Phi(-5) = 6e-7, and the seeds are fixed, so the test is deterministic.
+Z = 5.0
+
+
+def dense_factor_scores(V, O, P, Q) -> torch.Tensor:
+    """The old random_baseline's computation: every pair multiplied out as d_model x d_model."""
+    W_A, W_B = V @ O, P @ Q.mT  # [n, d_model, d_model]
+    return (W_A @ W_B).norm(dim=(-2, -1)) / (W_A.norm(dim=(-2, -1)) * W_B.norm(dim=(-2, -1)))
+
+
+def assert_mean_within_z_standard_errors(samples: torch.Tensor, exact: float):
+    mean, se = float(samples.mean()), float(samples.std()) / math.sqrt(samples.numel())
+    assert abs(mean - exact) <= Z * se, f"mean {mean:.6g} vs exact {exact:.6g}: off by more than {Z} SE ({se:.3g})"
+    return mean, se
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+@pytest.mark.parametrize("init", ["gaussian", "uniform", "orthogonal"])
+def test_random_scores_match_dense_float64_on_the_same_samples(kind, init, monkeypatch):
+    # Force several chunks (4, 4, 2 samples) so the chunking is exercised too.
+    d_model, d_head, n = 24, 3, 10
+    monkeypatch.setattr(composition, "_CHUNK_ENTRIES", 4 * d_model * d_head)
+    got = composition.random_scores(d_model, d_head, n_samples=n, kind=kind, init=init, seed=7, device="cpu")
+    g = torch.Generator().manual_seed(7)
+    chunks = list(composition._random_heads(d_model, d_head, n, init, kind, g))
+    assert [c[0].shape[0] for c in chunks] == [4, 4, 2]
+    want = torch.cat([dense_factor_scores(*c) for c in chunks])
+    # float64 sums over d_model and d_head, chained a few times: (d_model + 2 d_head) * eps per
+    # product, 4 products, halved again by the square root; 4x margin.
+    torch.testing.assert_close(got, want, rtol=16 * (d_model + 2 * d_head) * EPS64, atol=0)
+    assert got.dtype == torch.float64 and got.shape == (n,)
+
+
+def test_random_baseline_is_the_mean_of_random_scores_and_seeded():
+    a = random_baseline(40, 4, n_samples=64, seed=3, device="cpu")
+    assert a == float(composition.random_scores(40, 4, n_samples=64, seed=3, device="cpu").mean())
+    assert a == random_baseline(40, 4, n_samples=64, seed=3, device="cpu")
+    assert a != random_baseline(40, 4, n_samples=64, seed=4, device="cpu")
+
+
+def test_gram_route_matches_the_old_dense_baseline_at_gpt2_width():
+    # d_model 768, where the old code built [n, 768, 768] tensors: at 8 samples it still could.
+    g = torch.Generator().manual_seed(0)
+    ((V, O, P, Q),) = composition._random_heads(768, 64, 8, "gaussian", "K", g)
+    torch.testing.assert_close(composition._factor_scores(V, O, P, Q), dense_factor_scores(V, O, P, Q),
+                               rtol=16 * (768 + 2 * 64) * EPS64, atol=0)
+
+
+@pytest.mark.parametrize("kind, init, d_model, d_head", [
+    ("Q", "gaussian", 32, 4), ("K", "orthogonal", 32, 4), ("V", "gaussian", 8, 1), ("K", "gaussian", 16, 16),
+])
+def test_monte_carlo_mean_square_is_the_exact_one_over_d_model(kind, init, d_model, d_head):
+    s = composition.random_scores(d_model, d_head, n_samples=4000, kind=kind, init=init, seed=11, device="cpu")
+    exact = composition.expected_squared_score(d_model)
+    assert exact == 1 / d_model
+    mean, se = assert_mean_within_z_standard_errors(s.square(), exact)
+    # The test has power: the same bound rejects 1/(d_model + 2), a 6-20% smaller value.
+    assert abs(mean - 1 / (d_model + 2)) > Z * se
+    # Jensen: the mean score is below sqrt(E score^2) = 1/sqrt(d_model), within its own error.
+    assert float(s.mean()) <= 1 / math.sqrt(d_model) + Z * float(s.std()) / math.sqrt(s.numel())
+
 
 @pytest.mark.parametrize("kind, init", [("Q", "gaussian"), ("K", "orthogonal"), ("V", "uniform")])
-def test_random_baseline_is_near_one_over_sqrt_d_model(kind, init):
-    # For rotation-invariant heads E[score^2] = 1/d_model exactly; the mean sits just below.
-    got = random_baseline(256, 16, n_samples=96, kind=kind, init=init)
-    assert got == pytest.approx(1 / math.sqrt(256), rel=0.03)
+def test_random_baseline_is_below_its_jensen_bound_within_its_error(kind, init):
+    s = composition.random_scores(256, 16, n_samples=96, kind=kind, init=init, device="cpu")
+    se = float(s.std()) / math.sqrt(s.numel())
+    assert float(s.mean()) <= 1 / math.sqrt(256) + Z * se
+    assert random_baseline(256, 16, n_samples=96, kind=kind, init=init, device="cpu") == float(s.mean())
 
 
-def test_random_baseline_is_seeded_and_matches_a_dense_measurement():
-    a = random_baseline(40, 4, n_samples=64, seed=3)
-    assert a == random_baseline(40, 4, n_samples=64, seed=3)
-    assert a != random_baseline(40, 4, n_samples=64, seed=4)
-    # The same mean measured through dense random heads of a model of that shape.
-    dense = []
-    for seed in range(40):
-        model = build_model(2, d_model=40, n_heads=1, d_head=4, seed=seed, scale=0.0)
-        dense.append(float(dense_scores(model, "K")[0, 0, 1, 0]))
-    assert a == pytest.approx(sum(dense) / len(dense), rel=0.1)
+def test_rank_one_heads_mean_score_is_the_exact_mean_absolute_cosine():
+    # With d_head 1 the score is |cos| of two independent uniform directions (W_O^A row and
+    # the reader's W_Q column), whose mean is Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)) exactly:
+    # about sqrt(2 / (pi d)), so 20% below the Jensen bound 1/sqrt(d), which it does not reach.
+    d = 64
+    s = composition.random_scores(d, 1, n_samples=4000, kind="Q", seed=5, device="cpu")
+    exact = math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+    mean, se = assert_mean_within_z_standard_errors(s, exact)
+    assert mean < 1 / math.sqrt(d) - Z * se
+
+
+def test_random_baseline_never_forms_a_d_model_squared_tensor():
+    # Record every tensor torch creates while the baseline runs (a dispatch mode sees each op's
+    # output). The old code made [n, d_model, d_model] tensors (16.7 M entries here); the Gram
+    # route's largest is one chunk of one factor.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    Largest.numel = max(Largest.numel, t.numel())
+            return out
+
+    n, d_model, d_head = 256, 256, 16
+    with Largest():
+        composition.random_scores(d_model, d_head, n_samples=n, device="cpu")
+    assert 0 < Largest.numel <= composition._CHUNK_ENTRIES
+    assert Largest.numel <= n * d_model * d_head == n * d_model * d_model // 16
 
 
 def test_random_baseline_bad_arguments():
@@ -145,6 +232,84 @@ def test_random_baseline_bad_arguments():
         random_baseline(64, 8, kind="O")
     with pytest.raises(ValueError, match="must be >= 1"):
         random_baseline(0, 8)
+    with pytest.raises(ValueError, match="d_model must be >= 1"):
+        composition.expected_squared_score(0)
+
+
+# --- rotated baseline -------------------------------------------------------------------------
+
+
+def rotated_copy(model, U):
+    """A float64 copy of ``model`` whose every W_O is replaced by W_O U."""
+    import copy
+
+    rotated = copy.deepcopy(model)
+    with torch.no_grad():
+        for block in rotated.blocks:
+            block.attn.W_O.copy_(block.attn.W_O @ U)
+    return rotated
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+def test_rotated_baseline_is_composition_of_the_rotated_model_and_keeps_singular_values(kind):
+    model = build_model(3, d_model=12, n_heads=2, d_head=4, seed=5)
+    null = composition.rotated_baseline(model, kind, n_samples=3, seed=2)
+    assert null.shape == (3, 3, 2, 3, 2) and null.dtype == torch.float64
+    g = torch.Generator().manual_seed(2)
+    for s in range(3):
+        U = composition._haar_orthogonal(12, 1, g, torch.float64)[0]
+        torch.testing.assert_close(U.T @ U, torch.eye(12, dtype=torch.float64), rtol=0, atol=24 * 12 * EPS64)
+        rotated = rotated_copy(model, U)
+        # Every head keeps its spectrum: the singular values of W_OV and W_QK are unchanged.
+        for attr in ("OV", "QK"):
+            torch.testing.assert_close(torch.linalg.svdvals(getattr(rotated, attr).AB),
+                                       torch.linalg.svdvals(getattr(model, attr).AB), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(null[s], dense_scores(rotated, kind), rtol=1e-9, atol=1e-12)
+    assert not torch.equal(null[0], null[1])  # each sample draws its own rotation
+
+
+def test_rotated_null_mean_square_is_exactly_one_over_d_model_per_pair():
+    # Exact for every pair whatever its spectrum, so pool pairs of one model: the writer-reader
+    # pairs (0, h1) -> (1, h2) of a model with low-rank (d_head 2) heads.
+    model = build_model(2, d_model=16, n_heads=2, d_head=2, seed=1)
+    null = composition.rotated_baseline(model, "K", n_samples=300, seed=0)
+    for h1 in range(2):
+        for h2 in range(2):
+            assert_mean_within_z_standard_errors(null[:, 0, h1, 1, h2].square(), 1 / 16)
+    assert (null[:, 1] == 0).all() and (null[:, :, :, 0] == 0).all()  # zero unless l1 < l2
+
+
+def test_the_null_check_fails_for_a_rotation_that_is_not_haar(monkeypatch):
+    # Power of the check above: rotations that leave half the residual stream fixed (where the
+    # hand-built heads compose) are orthogonal but not Haar, and the check rejects them.
+    haar = composition._haar_orthogonal
+
+    def half_rotation(d, n, g, dt):
+        U = torch.eye(d, dtype=dt).repeat(n, 1, 1)
+        U[:, : d // 2, : d // 2] = haar(d // 2, n, g, dt)
+        return U
+
+    monkeypatch.setattr(composition, "_haar_orthogonal", half_rotation)
+    model = build_induction_model()
+    null = composition.rotated_baseline(model, "K", n_samples=50, seed=0)[:, 0, 0, 1, 0]
+    with pytest.raises(AssertionError, match="SE"):
+        assert_mean_within_z_standard_errors(null.square(), 1 / model.cfg.d_model)
+
+
+def test_trained_heads_stand_out_from_their_rotated_null():
+    # The hand-built previous-token -> induction K-composition is far above its own null.
+    model = build_induction_model()
+    score = composition_scores(model, "K")[0, 0, 1, 0]
+    null = composition.rotated_baseline(model, "K", n_samples=32, seed=0)[:, 0, 0, 1, 0]
+    assert score > null.mean() + 10 * null.std()
+
+
+def test_rotated_baseline_bad_arguments():
+    model = build_model(2)
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        composition.rotated_baseline(model, "K", n_samples=0)
+    with pytest.raises(ValueError, match="unknown composition kind 'O'"):
+        composition.rotated_baseline(model, "O")
 
 
 # --- virtual OV -------------------------------------------------------------------------------

@@ -5,11 +5,7 @@ from __future__ import annotations
 import torch
 
 from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
-
-
-def _randint(lo: int, hi: int, g: torch.Generator) -> int:
-    """A random int in [lo, hi]."""
-    return lo + int(torch.randint(0, hi - lo + 1, (1,), generator=g))
+from circuitbook.checks.core import random_int as _randint
 
 
 # --- Exercise 8.1: a head's output from its pattern and its OV circuit ---------------------

@@ -83,6 +83,11 @@ class Session:
 SESSION = Session()
 
 
+def random_int(lo: int, hi: int, g: torch.Generator) -> int:
+    """A random int in [lo, hi] (both included) from ``g``: the random shapes of an exercise's inputs."""
+    return lo + int(torch.randint(0, hi - lo + 1, (1,), generator=g))
+
+
 @dataclass
 class Mistake:
     """A plausible wrong answer, recognised by recomputing it on the same inputs."""
