@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import (SCREENSHOTS, SITE, Log, browser, notebook_source, offline_context,  # noqa: F401
+from test_browser import (SCREENSHOTS, SITE, Log, notebook_source, offline_context,  # noqa: F401
                           open_page, server, site_pages, watch)
 
 pytestmark = [

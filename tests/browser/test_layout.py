@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from test_browser import EXPLAINERS, SITE, Log, browser, offline_context, open_page, server, watch  # noqa: F401
+from test_browser import EXPLAINERS, SITE, Log, offline_context, open_page, server, watch  # noqa: F401
 from test_explore import explore_pages
 
 pytestmark = [
