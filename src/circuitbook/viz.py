@@ -233,13 +233,19 @@ def heatmap(
     colorscale: str | Sequence = "Blues",
     value_format: str = ".3f",
     outline: Sequence[tuple[int, int]] = (),
+    side: Sequence = (),
+    side_title: str = "",
+    side_width: float = 0.4,
 ) -> Heatmap:
     """A heatmap of ``z`` [row, col], or of ``z`` [panel, row, col] side by side on one colour
     scale, whose hover names the row (``y_labels[i]``), the column (``x_labels[j]``) and the
     value ``z[i, j]`` (formatted with ``value_format``, a d3 format). Row 0 is at the top, as
     in ``plt.imshow``. NaN cells are left blank. ``zmid`` alone centres the scale on it;
     ``colorscale`` is a plotly name (``"RdBu_r"``) or a list of ``[fraction, colour]``.
-    ``outline`` lists cells ``(i, j)`` to draw a black box around, in every panel. For grids indexed by tokens or by (layer,
+    ``outline`` lists cells ``(i, j)`` to draw a black box around, in every panel.
+    ``side`` holds plotly traces (a bar chart, lines) for one more panel on the right, with
+    its own axes (``side_title`` above it, ``side_width`` its width relative to a heatmap
+    panel's); style its axes through ``.figure.update_xaxes(..., col=-1)`` and so on. For grids indexed by tokens or by (layer,
     head) with more rows or columns than fit as tick labels (chapters 8, 9, 12, 16, 17, 18 and
     the induction problems). Returns a :class:`Heatmap`; its ``.figure`` is the plotly figure.
     """
@@ -267,8 +273,11 @@ def heatmap(
         half = max(abs(lo - zmid), abs(hi - zmid))
         lo, hi = zmid - half, zmid + half
 
-    fig = make_subplots(rows=1, cols=n_panels, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=panel_titles if any(panel_titles) else None)
+    titles = panel_titles + ([side_title] if side else [])
+    n_cols_total = n_panels + (1 if side else 0)
+    fig = make_subplots(rows=1, cols=n_cols_total, horizontal_spacing=0.16 if side else 0.04,
+                        column_widths=[1.0] * n_panels + ([side_width] if side else []),
+                        subplot_titles=titles if any(titles) else None)
     hover = (f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
              f"value: %{{z:{value_format}}}<extra></extra>")
     for p in range(n_panels):
@@ -281,11 +290,19 @@ def heatmap(
         for i, j in outline:  # category axes place cell j at j, so its box is j +- 0.5
             fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
                           xref=f"x{axis}", yref=f"y{axis}", line={"color": "black", "width": 1.5})
-    fig.update_yaxes(type="category", autorange="reversed")
+    for p in range(n_panels):  # the heatmap panels share one row axis, row 0 on top
+        fig.update_yaxes(type="category", autorange="reversed", row=1, col=p + 1,
+                         matches="y" if p else None, showticklabels=p == 0)
     fig.update_yaxes(title_text=y_title, row=1, col=1)
+    for trace in side:
+        fig.add_trace(trace, row=1, col=n_cols_total)
+    colorbar = {"thickness": 12}
+    if side:  # the colour bar goes beside the heatmaps, not beyond the side panel
+        last = fig.layout[f"xaxis{n_panels if n_panels > 1 else ''}"]
+        colorbar["x"] = last.domain[1] + 0.01
     fig.update_layout(
         template="none", title={"text": title, "x": 0.5, "xanchor": "center", "font": {"size": 14}},
-        coloraxis={"colorscale": colorscale, "cmin": lo, "cmax": hi, "colorbar": {"thickness": 12}},
+        coloraxis={"colorscale": colorscale, "cmin": lo, "cmax": hi, "colorbar": colorbar},
         height=int(min(720, max(320, 14 * n_rows + 140))), margin={"l": 60, "r": 20, "t": 60, "b": 60},
         paper_bgcolor="white", plot_bgcolor="white", font={"color": "#222", "size": 11},
         hoverlabel={"bgcolor": "white", "font": {"color": "#111"}},

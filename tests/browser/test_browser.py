@@ -125,7 +125,8 @@ READY_JS = """() => {
     return area && area.classList.contains('widget-subarea') && area.querySelector('*');
   });
   const cv = [...document.querySelectorAll('.circuitbook-circuitsvis')].every((d) => d.children.length > 0);
-  return widgets && cv;
+  const plots = [...document.querySelectorAll('.circuitbook-plotly')].every((d) => d.classList.contains('js-plotly-plot'));
+  return widgets && cv && plots;
 }"""
 
 MATHJAX_JS = """() => (window.MathJax && MathJax.startup && MathJax.startup.promise)

@@ -132,3 +132,16 @@ def test_heatmap_displays_as_plotly_json_and_as_html_loading_the_site_or_cdn_bun
 def test_heatmap_rejects_bad_inputs_clearly(z, xs, ys, match):
     with pytest.raises(ValueError, match=match):
         viz.heatmap(z, xs, ys)
+
+
+def test_heatmap_side_panel_has_its_own_axes_and_the_colour_bar_stays_by_the_heatmap():
+    import plotly.graph_objects as go
+
+    fig = viz.heatmap(torch.rand(2, 5, 5), range(5), range(5), side=[go.Bar(x=[0, 1], y=[2.0, 3.0])],
+                      side_title="bars").to_dict()
+    heat, heat2, bar = fig["data"]
+    assert (heat["xaxis"], heat2["xaxis"], bar["xaxis"]) == ("x", "x2", "x3")
+    assert bar["yaxis"] == "y3" and fig["layout"]["yaxis2"]["matches"] == "y"
+    assert "matches" not in fig["layout"]["yaxis3"] and "autorange" not in fig["layout"]["yaxis3"]
+    colorbar_x = fig["layout"]["coloraxis"]["colorbar"]["x"]
+    assert fig["layout"]["xaxis2"]["domain"][1] < colorbar_x < fig["layout"]["xaxis3"]["domain"][0]
