@@ -77,10 +77,13 @@ def test_hovering_a_heatmap_cell_names_its_row_column_and_value(browser, server,
     try:
         assert open_page(page, server, path), f"{path}: the page's figures did not render"
         for n, (fig_id, fig) in enumerate(figures(path).items()):
-            layout, data = fig["layout"], fig["data"]
+            layout = fig["layout"]
+            # the heatmap panels (a side panel, e.g. bars, has traces of its own kind)
+            data = [t for t in fig["data"] if t.get("type") == "heatmap" and t.get("coloraxis") == "coloraxis"]
             row_name = _title(layout["yaxis"], "row")
             for p in sorted({0, len(data) - 1}):
-                trace, axis = data[p], "" if p == 0 else str(p + 1)
+                trace = data[p]
+                axis = trace.get("xaxis", "x").removeprefix("x")
                 col_name = _title(layout[f"xaxis{axis}"], "column")
                 for k, (i, j) in enumerate(_cells(trace["z"])):
                     x, y = page.evaluate(POINT_JS, [fig_id, axis, i, j])
