@@ -214,8 +214,9 @@ class Heatmap:
         body = (f'<div id="{div_id}" class="circuitbook-plotly" role="figure" aria-label="{label}" '
                 f'style="width: 100%; max-width: 100%; min-height: {height}px"></div>\n'
                 f"<script>\n{script}\n</script>")
-        return {"application/vnd.plotly.v1+json": json.loads(fig_json), "text/html": body,
-                "text/plain": f"<heatmap: {title}>"}
+        bundle = {"application/vnd.plotly.v1+json": json.loads(fig_json), "text/html": body,
+                  "text/plain": f"<heatmap: {title}>"}
+        return {k: v for k, v in bundle.items() if (not include or k in include) and k not in (exclude or ())}
 
 
 def heatmap(

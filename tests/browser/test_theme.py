@@ -127,8 +127,13 @@ def test_widget_text_has_readable_contrast(browser, server, kind, theme):  # noq
             page.locator(f"{selector} button", has_text="Submit").first.click()
         found = page.evaluate(CONTRAST_JS, selector)
         assert found, f"{path}: no text in {selector}"
-        bad = [r for r in found if "error" in r or r["ratio"] < (3.0 if r["large"] else 4.5)]
-        assert not bad, f"{kind} in the {theme} theme ({path}): text below the WCAG AA contrast:\n" + \
-            "\n".join(f"  {r}" for r in bad)
+        bad: dict[tuple, list[str]] = {}  # one line per style: (class, colours, ratio) -> texts
+        for r in found:
+            if "error" in r or r["ratio"] < (3.0 if r["large"] else 4.5):
+                key = (r.get("cls"), str(r.get("fg")), str(r.get("bg")), round(r.get("ratio", 0), 2), r.get("error"))
+                bad.setdefault(key, []).append(r["text"])
+        assert not bad, f"{kind} in the {theme} theme ({path}): text below the WCAG AA contrast:\n" + "\n".join(
+            f"  class {c!r}: text {fg} on {bg}, ratio {ratio}{' ' + e if e else ''}: {texts[:5]}"
+            + (f" and {len(texts) - 5} more" if len(texts) > 5 else "") for (c, fg, bg, ratio, e), texts in bad.items())
     finally:
         context.close()

@@ -145,3 +145,9 @@ def test_heatmap_side_panel_has_its_own_axes_and_the_colour_bar_stays_by_the_hea
     assert "matches" not in fig["layout"]["yaxis3"] and "autorange" not in fig["layout"]["yaxis3"]
     colorbar_x = fig["layout"]["coloraxis"]["colorbar"]["x"]
     assert fig["layout"]["xaxis2"]["domain"][1] < colorbar_x < fig["layout"]["xaxis3"]["domain"][0]
+
+
+def test_heatmap_bundle_honours_include_and_exclude():
+    fig = viz.heatmap(torch.rand(3, 3), range(3), range(3))
+    assert set(fig._repr_mimebundle_(include=["text/html"])) == {"text/html"}
+    assert "text/html" not in fig._repr_mimebundle_(exclude=["text/html"])
