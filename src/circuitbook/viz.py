@@ -247,7 +247,7 @@ def heatmap(
     ``side`` holds plotly traces (a bar chart, lines) for one more panel on the right, with
     its own axes (``side_title`` above it, ``side_width`` its width relative to a heatmap
     panel's); style its axes through ``.figure.update_xaxes(..., col=-1)`` and so on. For grids indexed by tokens or by (layer,
-    head) with more rows or columns than fit as tick labels (chapters 8, 9, 12, 16, 17, 18 and
+    head) with more rows or columns than fit as tick labels (chapters 5, 8, 9, 12, 16, 17, 18 and
     the induction problems). Returns a :class:`Heatmap`; its ``.figure`` is the plotly figure.
     """
     import plotly.graph_objects as go
