@@ -550,13 +550,10 @@ claim("toy-2l's W_pos: neighbours are more alike than distant positions",
 glue("near", near.item())
 glue("far", far.item())
 
-fig, ax = plt.subplots(figsize=(4.2, 3.4))
-im = ax.imshow(cos_sim, cmap="RdBu", vmin=-1, vmax=1)
-ax.set(xlabel="position q", ylabel="position p",
-       title="toy-2l: cosine(W_pos[p], W_pos[q])")
-fig.colorbar(im, ax=ax, fraction=0.046)
-fig.tight_layout()
-plt.show()
+from circuitbook.viz import heatmap  # hover a cell for its two positions and their cosine
+
+heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx), title="toy-2l: cosine(W_pos[p], W_pos[q])",
+        x_title="position q", y_title="position p", zmin=-1, zmax=1, colorscale="RdBu", value_format=".2f")
 
 # %% [markdown]
 # Adjacent rows have mean cosine similarity {glue:text}`near:.2f`, rows ten or more apart

@@ -303,17 +303,18 @@ claim(f"in the second copy, head {L}.{H} puts most of each query's weight "
       "on the token after the earlier occurrence (mean weight)", stripe.mean(),
       stripe.mean() > 0.5, chapter="8")
 
-fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.4),
-                       gridspec_kw={"width_ratios": [1.2, 1]})
-im = ax[0].imshow(pattern, cmap="Blues", vmin=0, vmax=1)
-ax[0].set(xlabel="key position j", ylabel="query position i",
-          title=f"QK: pattern of head {L}.{H}")
-fig.colorbar(im, ax=ax[0], fraction=0.046)
-ax[1].bar(range(n_pos), messages.norm(dim=-1), color="tab:orange")
-ax[1].set(xlabel="source position j", ylabel="|x_j W_OV + b_V W_O|",
-          title="OV: the message at each position")
-fig.tight_layout()
-plt.show()
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its query, key and weight
+
+fig = heatmap(pattern, range(n_pos), range(n_pos), panel_titles=[f"QK: pattern of head {L}.{H}"],
+              x_title="key position j", y_title="query position i", zmin=0, zmax=1,
+              side=[go.Bar(x=list(range(n_pos)), y=messages.norm(dim=-1).tolist(),
+                           marker_color="#ff7f0e", name="message size")],
+              side_title="OV: the message at each position", side_width=0.8)
+fig.figure.update_xaxes(title_text="source position j", col=2)
+fig.figure.update_yaxes(title_text="|x_j W_OV + b_V W_O|", col=2)
+fig
 
 # %% [markdown]
 # ### Only the products are facts about the model

@@ -374,25 +374,27 @@ glue("frac_ind", frac[IL, IH].item())
 glue("frac_sum", frac_sum)
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(9, 4.2),
-                       gridspec_kw={"width_ratios": [1, 1.25]})
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its tokens and value
+
 T = tables[IL, IH]
-lim = T.abs().max().item()
-im = ax[0].imshow(T, cmap="RdBu_r", vmin=-lim, vmax=lim)
-ax[0].set(xlabel="logit of token t", ylabel="source token s",
-          title=f"full OV circuit of head {IL}.{IH}")
-fig.colorbar(im, ax=ax[0], fraction=0.046)
 diag = torch.diagonal(tables[1], dim1=-2, dim2=-1)    # [head, 64]
-im2 = ax[1].imshow(diag, cmap="Greens", aspect="auto")
 ys, xs = torch.nonzero(self_top[1], as_tuple=True)
-ax[1].scatter(xs, ys, s=7, color="black", label="top logit is the token")
-ax[1].set(xlabel="token", yticks=range(cfg.n_heads),
-          yticklabels=[f"1.{h}" for h in range(cfg.n_heads)],
-          title="diagonal of each layer-1 head's full OV circuit")
-ax[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8)
-fig.colorbar(im2, ax=ax[1], fraction=0.03)
-fig.tight_layout()
-plt.show()
+n_tok = T.shape[0]
+fig = heatmap(T, range(n_tok), range(n_tok), panel_titles=[f"full OV circuit of head {IL}.{IH}"],
+              x_title="logit of token t", y_title="source token s", zmid=0, colorscale="RdBu_r",
+              value_format=".2f", side_title="diagonal of each layer-1 head's full OV circuit", side_width=1.0,
+              side=[go.Heatmap(z=diag.tolist(), coloraxis="coloraxis2", name="diagonal",
+                               hovertemplate="head 1.%{y}, token %{x}: %{z:.2f}<extra></extra>"),
+                    go.Scatter(x=xs.tolist(), y=ys.tolist(), mode="markers", name="top logit is the token",
+                               marker={"color": "black", "size": 4}, hoverinfo="skip")])
+fig.figure.update_xaxes(title_text="token", col=2)
+fig.figure.update_yaxes(autorange="reversed", tickvals=list(range(cfg.n_heads)),
+                        ticktext=[f"1.{h}" for h in range(cfg.n_heads)], col=2)
+fig.figure.update_layout(coloraxis2={"colorscale": "Greens", "colorbar": {"thickness": 12}},
+                         legend={"orientation": "h", "x": 0.6, "y": -0.15}, showlegend=True)
+fig
 
 # %% [markdown]
 # The diagonal of head {glue:text}`ind_head`'s table stands out for some tokens and
@@ -615,19 +617,22 @@ claim("softmaxed with the head's 1/sqrt(d_head), the positional term alone "
       on_prev[:-1].mean(), on_prev[:-1].mean() > 0.95, chapter="9")
 glue("on_prev", on_prev[:-1].mean().item())
 
-fig, ax = plt.subplots(1, 2, figsize=(8.5, 3.7))
-im = ax[0].imshow(pos_pattern, cmap="Blues", vmin=0, vmax=1)
-ax[0].set(xlabel="key position j", ylabel="query position i",
-          title=f"softmax of the positional QK, head {PL}.{PH}")
-fig.colorbar(im, ax=ax[0], fraction=0.046)
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its query, key and weight
+
+n_q = pos_pattern.shape[0]
+fig = heatmap(pos_pattern, range(n_q), range(n_q), x_title="key position j", y_title="query position i",
+              panel_titles=[f"softmax of the positional QK, head {PL}.{PH}"], zmin=0, zmax=1,
+              side=[go.Scatter(x=list(range(i + 1)), y=pos_table[i, :i + 1].tolist(), mode="lines",
+                               name=f"query {i}") for i in (10, 30, 50)],
+              side_title="raw scores of three rows: peak at j = i - 1", side_width=0.9)
 for i in (10, 30, 50):
-    ax[1].plot(range(i + 1), pos_table[i, :i + 1], label=f"query {i}")
-    ax[1].axvline(i - 1, color="gray", lw=0.5, ls=":")
-ax[1].set(xlabel="key position j", ylabel="score (before 1/sqrt(d_head))",
-          title="raw scores of three rows: peak at j = i - 1")
-ax[1].legend(fontsize=8, loc="lower left")
-fig.tight_layout()
-plt.show()
+    fig.figure.add_vline(x=i - 1, line={"color": "gray", "width": 0.5, "dash": "dot"}, col=2)
+fig.figure.update_xaxes(title_text="key position j", col=2)
+fig.figure.update_yaxes(title_text="score (before 1/sqrt(d_head))", col=2)
+fig.figure.update_layout(legend={"x": 0.62, "y": 0.02, "font": {"size": 10}})
+fig
 
 # %% [markdown]
 # The band below the diagonal carries the head. In the raw scores (right) it beats the

@@ -361,27 +361,23 @@ claim("layer 1's summed agreement stays >= 0.9 with the LayerNorms put "
 order = T.table_ids()[3:]          # target id of each source word
 M = full_ov[1].sum(0)[3:][:, order]  # rows: source words
 M = M - M.mean(1, keepdim=True)
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 4.4),
-                               gridspec_kw={"width_ratios": [3, 1.2]})
-im = ax0.imshow(M, cmap="RdBu_r", vmin=-M.abs().max(), vmax=M.abs().max())
-ax0.set_yticks(range(30), T.SRC_VOCAB[3:], fontsize=6)
-ax0.set_xticks(range(30), [T.TGT_VOCAB[i] for i in order], fontsize=6,
-               rotation=90)
-ax0.set_title("decoder layer 1, heads summed: W_E W_OV W_U", fontsize=9)
-fig.colorbar(im, ax=ax0, shrink=0.7)
-xs = torch.arange(4)
-ax1.bar(xs - 0.2, agree[0], 0.4, label="layer 0")
-ax1.bar(xs + 0.2, agree[1], 0.4, label="layer 1")
-ax1.axhline(agree_sum[1], color="tab:orange", ls="--", lw=1,
-            label="layer 1 summed")
-ax1.axhline(1 / 30, color="gray", ls=":", lw=1, label="chance")
-ax1.set_xticks(xs, [f"H{h}" for h in range(4)])
-ax1.set_ylim(0, 1.4)
-ax1.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
-ax1.set_ylabel("top-1 agreement with TABLE")
-ax1.legend(fontsize=7, loc="upper center", ncol=2)
-plt.tight_layout()
-plt.show()
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its source word, target word and value
+
+heads = [f"H{h}" for h in range(4)]
+fig = heatmap(M, [T.TGT_VOCAB[i] for i in order], T.SRC_VOCAB[3:], zmid=0, colorscale="RdBu_r",
+              panel_titles=["decoder layer 1, heads summed: W_E W_OV W_U"], value_format=".2f",
+              x_title="target word", y_title="source word", side_title="top-1 agreement with TABLE",
+              side=[go.Bar(x=heads, y=agree[0].tolist(), name="layer 0"),
+                    go.Bar(x=heads, y=agree[1].tolist(), name="layer 1")], side_width=0.45)
+fig.figure.add_hline(y=float(agree_sum[1]), line={"color": "#ff7f0e", "dash": "dash", "width": 1}, col=2,
+                     annotation_text="layer 1 summed", annotation_font_size=9)
+fig.figure.add_hline(y=1 / 30, line={"color": "gray", "dash": "dot", "width": 1}, col=2,
+                     annotation_text="chance", annotation_font_size=9)
+fig.figure.update_yaxes(range=[0, 1.4], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0], col=2)
+fig.figure.update_layout(barmode="group", legend={"orientation": "h", "x": 0.7, "y": 1.0})
+fig
 
 # %% [markdown]
 # ### Exercise 12.2: reading the table

@@ -440,16 +440,14 @@ claim_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
 # position $i$: the earlier copy of the *same* token.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.2))
-for ax, mat, title in zip(axes, [A_prev[0], A_ind[0], P[0]],
-                          ["L0H2 (earlier)", "L1H1 (later)",
-                           "virtual: A^{1.1} A^{0.2}"]):
-    ax.imshow(mat, cmap="Blues", vmin=0, vmax=1)
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("key position")
-axes[0].set_ylabel("query position")
-fig.tight_layout()
-plt.show()
+from IPython.display import display
+
+from circuitbook.viz import heatmap  # hover a cell for its query, key and weight
+
+display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]), range(A_prev.shape[-1]),
+                range(A_prev.shape[-2]), title="attention patterns of the first sequence",
+                panel_titles=["L0H2 (earlier)", "L1H1 (later)", "virtual: A<sup>1.1</sup> A<sup>0.2</sup>"],
+                x_title="key position", y_title="query position", zmin=0, zmax=1))
 same_token = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean()
 claim("the virtual head L0H2 -> L1H1 attends from the second copy of a "
       "token to its first copy", same_token, same_token > 0.7, chapter="16")

@@ -596,14 +596,12 @@ smol_nll = per_token_loss(smol_logits, smol_tokens)        # [4, 79]
 smol_first = smol_nll[:, :39].mean().item()
 smol_second = smol_nll[:, 40:].mean().item()
 
-fig, axes = plt.subplots(1, 2, figsize=(8.5, 4.6), sharey=True)
-for ax, scores, title in [(axes[0], smol_prev, "previous-token score"),
-                          (axes[1], smol_ind, "induction score")]:
-    im = ax.imshow(scores, cmap="Blues", vmin=0, vmax=1, aspect="auto")
-    ax.set(xlabel="head", title=title, xticks=range(S_H))
-axes[0].set_ylabel("layer")
-fig.colorbar(im, ax=axes, shrink=0.8)
-plt.show()
+from circuitbook.viz import heatmap  # hover a cell for its layer, head and score
+
+heatmap(torch.stack([smol_prev, smol_ind]), [f"H{h}" for h in range(S_H)],
+        [f"L{l}" for l in range(S_L)], title="SmolLM2-135M, per head",
+        panel_titles=["previous-token score", "induction score"],
+        x_title="head", y_title="layer", zmin=0, zmax=1)
 
 # %%
 top = smol_ind.flatten().topk(5)

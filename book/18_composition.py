@@ -530,23 +530,20 @@ for l, h in readers:
 # %%
 l0, h0 = readers[0]
 rel = K[:l0, :, l0, h0] / base_smol
-fig, axes = plt.subplots(1, 2, figsize=(8.5, 4.8), sharey=True)
-im0 = axes[0].imshow(rel, cmap="RdBu_r", norm=TwoSlopeNorm(1, 0, 4.5),
-                     aspect="auto")           # white = the random baseline
-axes[0].set_title(f"K-composition into L{l0}H{h0} / baseline", fontsize=9)
-im1 = axes[1].imshow(prev[:l0], cmap="Greens", vmin=0, vmax=1,
-                     aspect="auto")
-axes[1].set_title("previous-token score of the writer", fontsize=9)
-for ax, im in zip(axes, (im0, im1)):
-    ax.set(xlabel="writer head", xticks=range(S_H))
-    fig.colorbar(im, ax=ax, shrink=0.7)
-axes[0].set_ylabel("writer layer")
-for (l, h) in (rel > 3).nonzero().tolist():
-    for ax in axes:
-        ax.add_patch(plt.Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False,
-                                   ec="black", lw=1.5))
-fig.tight_layout()
-plt.show()
+from IPython.display import display
+
+from circuitbook.viz import heatmap  # hover a cell for its layer, head and value
+
+# white = the random baseline (1) on a scale from 0 to 4.5; boxed: the writers above 3x
+heads, layers = [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(l0)]
+boxed = [tuple(c) for c in (rel > 3).nonzero().tolist()]
+display(heatmap(rel, heads, layers, title=f"K-composition into L{l0}H{h0} / baseline",
+                x_title="writer head", y_title="writer layer", zmin=0, zmax=4.5,
+                colorscale=[[0, "#2166ac"], [1 / 4.5, "#f7f7f7"], [1, "#b2182b"]],
+                value_format=".2f", outline=boxed))
+display(heatmap(prev[:l0], heads, layers, title="previous-token score of the writer",
+                x_title="writer head", y_title="writer layer", zmin=0, zmax=1,
+                colorscale="Greens", outline=boxed))
 
 # %%
 best_writer = {}

@@ -12,6 +12,8 @@ copies under ``_vendor/`` (git-ignored), which ``_config.yml`` serves as static 
 - ``circuitsvis/iife.js``  CircuitsVis's browser bundle, copied from the installed Python package
   (same version as the kernel side); ``circuitbook.viz`` loads it once per page instead of
   pasting 1.3 MB into every output
+- ``plotly/plotly.min.js``  plotly.js, copied from the installed plotly package (the version its
+  figures are written for); ``circuitbook.viz.heatmap`` loads it once per page
 
 Idempotent: packages already unpacked at the pinned version are not fetched again.
 """
@@ -160,11 +162,27 @@ def circuitsvis_js() -> None:
         print(f"vendored circuitsvis {CIRCUITSVIS_VERSION} bundle from {src}")
 
 
+def plotly_js() -> None:
+    """Copy the plotly.js bundle that the installed plotly package ships to the path
+    ``circuitbook.viz`` loads it from."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("plotly is not installed; run `make env`")
+    src = Path(spec.submodule_search_locations[0]) / "package_data" / "plotly.min.js"
+    site = _constants(ROOT / "src" / "circuitbook" / "viz.py", "PLOTLY_SITE_BUNDLE")["PLOTLY_SITE_BUNDLE"]
+    dst = VENDOR / site
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists() or dst.read_bytes() != src.read_bytes():
+        shutil.copy2(src, dst)
+        print(f"vendored plotly.js from {src}")
+
+
 def main() -> int:
     for spec, parts in PACKAGES.items():
         fetch(spec, parts)
     anywidget_js()
     circuitsvis_js()
+    plotly_js()
     return 0
 
 

@@ -255,14 +255,14 @@ top_heads = [divmod(int(i), smol.cfg.n_heads) for i in top.indices]
 print("SmolLM2's top induction heads:",
       ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
-for ax, scores, name in zip(axes, (smol_ind, smol_prev), ("induction", "previous-token")):
-    im = ax.imshow(scores, aspect="auto", cmap="Blues", vmin=0, vmax=1)
-    ax.set_title(f"SmolLM2 {name} scores")
-    ax.set_xlabel("head")
-axes[0].set_ylabel("layer")
-fig.colorbar(im, ax=axes, shrink=0.8)
-plt.show()
+from IPython.display import display
+
+from circuitbook.viz import heatmap  # hover a cell for its layer, head and score
+
+display(heatmap(torch.stack([smol_ind, smol_prev]), [f"H{h}" for h in range(smol.cfg.n_heads)],
+                [f"L{l}" for l in range(smol.cfg.n_layers)], title="SmolLM2-135M, per head",
+                panel_titles=["SmolLM2 induction scores", "SmolLM2 previous-token scores"],
+                x_title="head", y_title="layer", zmin=0, zmax=1))
 claim("SmolLM2-135M has induction heads: its best induction score exceeds 0.5", float(top.values[0]),
       float(top.values[0]) > 0.5, chapter="induction problems")
 glue("smol_top", f"L{top_heads[0][0]}H{top_heads[0][1]}")

@@ -1,4 +1,5 @@
-"""Attention patterns drawn by CircuitsVis, with its JavaScript bundle served once per site.
+"""Attention patterns drawn by CircuitsVis, and heatmaps with hover labels drawn by plotly, with
+their JavaScript bundles served once per site.
 
 ``circuitsvis.attention.attention_heads(...)`` is convenient but awkward for a static book:
 its ``_repr_html_`` probes the internet on every display and then either pastes the whole
@@ -17,7 +18,14 @@ The bundle is CircuitsVis's IIFE build. It is evaluated inside a function whose 
 is undefined, so on a page with require.js (every page with widgets) none of the UMD
 libraries bundled in it can register an anonymous AMD module, which would break the page's
 widgets. (Where the file cannot be fetched, e.g. a page opened from ``file://``, it falls
-back to a plain script tag; the bundle's UMD parts take their CommonJS branch first there.)
+back to a plain script tag, with ``define`` hidden while it runs.)
+
+:func:`heatmap` does the same for plotly: a heatmap whose hover names the row, the column and
+the value, for the chapters' grids indexed by tokens or by (layer, head) that are too large to
+label cell by cell. Its output carries the figure twice: as plotly's JSON mimetype, which
+JupyterLab draws with its plotly extension (offline), and as HTML whose loader fetches
+plotly.js from the site (``_static/plotly/plotly.min.js``, copied from the installed plotly
+package) or, elsewhere (Colab, classic Jupyter), from plotly's CDN at the installed version.
 """
 
 from __future__ import annotations
@@ -38,41 +46,47 @@ CDN_BUNDLE = f"https://unpkg.com/circuitsvis@{CIRCUITSVIS_VERSION}/dist/cdn/iife
 
 _LOADER = """\
 (function () {
-  var CDN = %(cdn)s, SITE = %(site)s;
+  var CDN = %(cdn)s, SITE = %(site)s, NAME = %(name)s, KEY = "__circuitbook" + NAME;
   function bundleUrl() {
     // on the book's site every page loads _static/documentation_options.js: serve from there
     var s = document.querySelector('script[src*="_static/documentation_options.js"]');
     return s ? s.src.replace(/documentation_options\\.js.*$/, SITE) : CDN;
   }
   function viaTag(url, resolve, reject) {
-    var tag = document.createElement("script");
-    tag.onload = function () { resolve(window.CircuitsVis); };
-    tag.onerror = function () { reject(new Error("circuitsvis: could not load " + url)); };
+    // with require.js on the page, a UMD bundle would register an anonymous AMD module
+    var define = window.define, tag = document.createElement("script");
+    window.define = undefined;
+    tag.onload = function () { window.define = define; resolve(window[NAME]); };
+    tag.onerror = function () {
+      window.define = define;
+      reject(new Error(NAME + ": could not load " + url));
+    };
     tag.src = url;
     document.head.appendChild(tag);
   }
   function load() {
-    if (window.CircuitsVis) return Promise.resolve(window.CircuitsVis);
-    if (!window.__circuitbookCircuitsVis) {
+    if (window[NAME]) return Promise.resolve(window[NAME]);
+    if (!window[KEY]) {
       var url = bundleUrl();
-      window.__circuitbookCircuitsVis = new Promise(function (resolve, reject) {
+      window[KEY] = new Promise(function (resolve, reject) {
         if (!window.fetch || url.indexOf("file:") === 0) return viaTag(url, resolve, reject);
         fetch(url).then(function (r) {
           if (!r.ok) throw new Error("HTTP " + r.status);
           return r.text();
         }).then(function (code) {
-          // evaluated with `define` undefined: nothing in it can talk to require.js
-          var cv = new Function("define", code + "\\n;return CircuitsVis;")(undefined);
-          window.CircuitsVis = cv;
-          resolve(cv);
+          // evaluated with `define` undefined: nothing in it can talk to require.js; a bundle
+          // that declares `var NAME` declares it inside this function, so it is returned
+          var lib = new Function("define", code + "\\n;return typeof " + NAME + " === 'undefined' ? window." +
+                                 NAME + " : " + NAME + ";")(undefined);
+          if (!lib) throw new Error(NAME + " not defined by " + url);
+          window[NAME] = lib;
+          resolve(lib);
         }).catch(function () { viaTag(url, resolve, reject); });
       });
     }
-    return window.__circuitbookCircuitsVis;
+    return window[KEY];
   }
-  load().then(function (cv) {
-    cv.render(%(id)s, cv[%(component)s], %(props)s);
-  }).catch(function (e) {
+  load().then(%(then)s).catch(function (e) {
     var el = document.getElementById(%(id)s);
     if (el) el.textContent = String(e);
     console.error(e);
@@ -134,8 +148,9 @@ def attention_pattern_view(
     _ids[digest] += 1  # the same view shown twice in one run still gets distinct ids
     div_id = f"circuitbook-cv-{digest}-{_ids[digest]}"
     script = _LOADER % {
-        "cdn": _script_json(CDN_BUNDLE), "site": _script_json(SITE_BUNDLE), "id": _script_json(div_id),
-        "component": _script_json("AttentionHeads"), "props": props_json,
+        "cdn": _script_json(CDN_BUNDLE), "site": _script_json(SITE_BUNDLE), "name": _script_json("CircuitsVis"),
+        "id": _script_json(div_id),
+        "then": f'function (cv) {{ cv.render({_script_json(div_id)}, cv["AttentionHeads"], {props_json}); }}',
     }
     label = html.escape(f"attention patterns of {n_heads} head(s) over {len(tokens)} tokens")
     body = (f"<style>{_CSS}</style>\n"
@@ -143,3 +158,154 @@ def attention_pattern_view(
             f'aria-label="{label}" style="margin: 15px 0; min-height: 40px"></div>\n'
             f"<script>\n{script}\n</script>")
     return HTML(body)
+
+
+# --------------------------------------------------------------------------- heatmaps (plotly)
+
+#: where plotly.js lives on the site, relative to its ``_static/`` folder
+PLOTLY_SITE_BUNDLE = "plotly/plotly.min.js"
+
+
+def plotly_cdn_bundle() -> str:
+    """plotly's CDN URL of the plotly.js that the installed plotly package ships (and the site serves)."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
+
+
+def _unique(labels: Sequence, n: int, axis: str) -> list[str]:
+    """Labels as strings, one per row or column; a label that repeats (a token seen twice) gets
+    its index appended, since plotly merges equal category names into one."""
+    labels = [str(x) for x in labels]
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} {axis} labels for {n} {axis}s")
+    seen = Counter(labels)
+    return [f"{x} [{i}]" if seen[x] > 1 else x for i, x in enumerate(labels)]
+
+
+class Heatmap:
+    """A plotly figure (``.figure``, a ``plotly.graph_objects.Figure``) that displays the same
+    everywhere: plotly's JSON for JupyterLab and HTML that loads plotly.js from the book's
+    site (or plotly's CDN off the site). Make it a cell's last expression, or ``display`` it."""
+
+    def __init__(self, figure):
+        self.figure = figure
+
+    def to_dict(self) -> dict:
+        """The figure as plotly.js takes it: ``data``, ``layout`` and ``config``."""
+        fig = self.figure.to_plotly_json()
+        return {"data": fig["data"], "layout": fig["layout"],
+                "config": {"responsive": True, "displaylogo": False}}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        fig = self.to_dict()
+        fig_json = _script_json(fig)
+        digest = hashlib.sha256(fig_json.encode()).hexdigest()[:12]
+        _ids[digest] += 1
+        div_id = f"circuitbook-plotly-{digest}-{_ids[digest]}"
+        script = _LOADER % {
+            "cdn": _script_json(plotly_cdn_bundle()), "site": _script_json(PLOTLY_SITE_BUNDLE),
+            "name": _script_json("Plotly"), "id": _script_json(div_id),
+            "then": f"function (P) {{ var f = {fig_json}; P.newPlot({_script_json(div_id)}, f.data, f.layout, f.config); }}",
+        }
+        title = (fig["layout"].get("title") or {}).get("text", "heatmap")
+        label = html.escape(str(title), quote=True)
+        height = fig["layout"].get("height", 450)
+        body = (f'<div id="{div_id}" class="circuitbook-plotly" role="figure" aria-label="{label}" '
+                f'style="width: 100%; max-width: 100%; min-height: {height}px"></div>\n'
+                f"<script>\n{script}\n</script>")
+        bundle = {"application/vnd.plotly.v1+json": json.loads(fig_json), "text/html": body,
+                  "text/plain": f"<heatmap: {title}>"}
+        return {k: v for k, v in bundle.items() if (not include or k in include) and k not in (exclude or ())}
+
+
+def heatmap(
+    z,
+    x_labels: Sequence,
+    y_labels: Sequence,
+    *,
+    title: str = "",
+    panel_titles: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    zmid: float | None = None,
+    colorscale: str | Sequence = "Blues",
+    value_format: str = ".3f",
+    outline: Sequence[tuple[int, int]] = (),
+    side: Sequence = (),
+    side_title: str = "",
+    side_width: float = 0.4,
+) -> Heatmap:
+    """A heatmap of ``z`` [row, col], or of ``z`` [panel, row, col] side by side on one colour
+    scale, whose hover names the row (``y_labels[i]``), the column (``x_labels[j]``) and the
+    value ``z[i, j]`` (formatted with ``value_format``, a d3 format). Row 0 is at the top, as
+    in ``plt.imshow``. NaN cells are left blank. ``zmid`` alone centres the scale on it;
+    ``colorscale`` is a plotly name (``"RdBu_r"``) or a list of ``[fraction, colour]``.
+    ``outline`` lists cells ``(i, j)`` to draw a black box around, in every panel.
+    ``side`` holds plotly traces (a bar chart, lines) for one more panel on the right, with
+    its own axes (``side_title`` above it, ``side_width`` its width relative to a heatmap
+    panel's); style its axes through ``.figure.update_xaxes(..., col=-1)`` and so on. For grids indexed by tokens or by (layer,
+    head) with more rows or columns than fit as tick labels (chapters 5, 8, 9, 12, 16, 17, 18 and
+    the induction problems). Returns a :class:`Heatmap`; its ``.figure`` is the plotly figure.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    values = torch.as_tensor(z).detach().to("cpu", torch.float64)
+    if values.ndim == 2:
+        values = values[None]
+    if values.ndim != 3:
+        raise ValueError(f"z must be [row, col] or [panel, row, col], got shape {tuple(values.shape)}")
+    n_panels, n_rows, n_cols = values.shape
+    if torch.isinf(values).any():
+        raise ValueError("z has infinite entries")
+    xs, ys = _unique(x_labels, n_cols, "column"), _unique(y_labels, n_rows, "row")
+    panel_titles = list(panel_titles) if panel_titles is not None else [""] * n_panels
+    if len(panel_titles) != n_panels:
+        raise ValueError(f"{len(panel_titles)} panel titles for {n_panels} panels")
+    finite = values[~values.isnan()]
+    if finite.numel() == 0:
+        raise ValueError("z has no finite entries")
+    lo = float(finite.min()) if zmin is None else zmin
+    hi = float(finite.max()) if zmax is None else zmax
+    if zmid is not None and zmin is None and zmax is None:
+        half = max(abs(lo - zmid), abs(hi - zmid))
+        lo, hi = zmid - half, zmid + half
+
+    titles = panel_titles + ([side_title] if side else [])
+    n_cols_total = n_panels + (1 if side else 0)
+    fig = make_subplots(rows=1, cols=n_cols_total, horizontal_spacing=0.16 if side else 0.04,
+                        column_widths=[1.0] * n_panels + ([side_width] if side else []),
+                        subplot_titles=titles if any(titles) else None)
+    hover = (f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
+             f"value: %{{z:{value_format}}}<extra></extra>")
+    for p in range(n_panels):
+        # 4 significant digits: the hover shows 3; NaN (JSON has none) is a blank cell
+        cells = [[None if v != v else float(f"{v:.4g}") for v in row] for row in values[p].tolist()]
+        fig.add_trace(go.Heatmap(z=cells, x=xs, y=ys, coloraxis="coloraxis", hovertemplate=hover,
+                                 name=panel_titles[p] or title, xgap=0, ygap=0), row=1, col=p + 1)
+        fig.update_xaxes(type="category", title_text=x_title, row=1, col=p + 1)
+        axis = "" if p == 0 else str(p + 1)
+        for i, j in outline:  # category axes place cell j at j, so its box is j +- 0.5
+            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
+                          xref=f"x{axis}", yref=f"y{axis}", line={"color": "black", "width": 1.5})
+    for p in range(n_panels):  # the heatmap panels share one row axis, row 0 on top
+        fig.update_yaxes(type="category", autorange="reversed", row=1, col=p + 1,
+                         matches="y" if p else None, showticklabels=p == 0)
+    fig.update_yaxes(title_text=y_title, row=1, col=1)
+    for trace in side:
+        fig.add_trace(trace, row=1, col=n_cols_total)
+    colorbar = {"thickness": 12}
+    if side:  # the colour bar goes beside the heatmaps, not beyond the side panel
+        last = fig.layout[f"xaxis{n_panels if n_panels > 1 else ''}"]
+        colorbar["x"] = last.domain[1] + 0.01
+    fig.update_layout(
+        template="none", title={"text": title, "x": 0.5, "xanchor": "center", "font": {"size": 14}},
+        coloraxis={"colorscale": colorscale, "cmin": lo, "cmax": hi, "colorbar": colorbar},
+        height=int(min(720, max(320, 14 * n_rows + 140))), margin={"l": 60, "r": 20, "t": 60, "b": 60},
+        paper_bgcolor="white", plot_bgcolor="white", font={"color": "#222", "size": 11},
+        hoverlabel={"bgcolor": "white", "font": {"color": "#111"}},
+    )
+    return Heatmap(fig)

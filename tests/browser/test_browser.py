@@ -20,17 +20,14 @@ page once and records what the checks below need:
   (beside the html folder; ``SCREENSHOT_DIR`` overrides).
 
 Chromium comes from the system (``/usr/bin/chromium``; ``CHROMIUM`` overrides): Playwright
-never downloads a browser here.
+never downloads a browser here. The ``browser`` and ``serve`` fixtures are tests/conftest.py's.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import re
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +38,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("SITE_DIR", ROOT / "_build" / "html")).resolve()
 SCREENSHOTS = Path(os.environ.get("SCREENSHOT_DIR", SITE.parent / "screenshots"))
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 EXPLAINERS = "book/induction/02_explainers.html"
 PROBLEMS = "book/induction/03_problems.html"
@@ -78,31 +72,9 @@ def chapter_pages() -> list[str]:
 
 # --------------------------------------------------------------------------- serving and browsing
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep pytest's output clean
-        pass
-
-
 @pytest.fixture(scope="module")
-def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(SITE)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y --no-install-recommends chromium` "
-                    "(make test does this), or set CHROMIUM")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def server(serve):
+    return serve(SITE)
 
 
 @dataclass
@@ -153,7 +125,8 @@ READY_JS = """() => {
     return area && area.classList.contains('widget-subarea') && area.querySelector('*');
   });
   const cv = [...document.querySelectorAll('.circuitbook-circuitsvis')].every((d) => d.children.length > 0);
-  return widgets && cv;
+  const plots = [...document.querySelectorAll('.circuitbook-plotly')].every((d) => d.classList.contains('js-plotly-plot'));
+  return widgets && cv && plots;
 }"""
 
 MATHJAX_JS = """() => (window.MathJax && MathJax.startup && MathJax.startup.promise)

@@ -8,8 +8,8 @@ and its static figures are the ones the render function draws live.
   Python) names the new value of every control, and the image changed. Back at the start,
   the first figure is shown again. Screenshots before and after the first move of each
   figure go to ``_build/screenshots/explore/``.
-- The static figures match live ones: each chapter with ``explore`` runs again in a fresh
-  kernel, up to its last ``explore`` cell, and for two states of every figure (its start and
+- The static figures match live ones: each chapter with ``explore`` runs again in a kernel
+  (one kernel for all chapters, its namespace reset before each), up to its last ``explore`` cell, and for two states of every figure (its start and
   the far corner of its static grid) the live path (``widget.selection = ...``, which calls
   ``render`` in Python, as in Jupyter) must give the same PNG as the page holds.
 """
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import (SCREENSHOTS, SITE, Log, browser, notebook_source, offline_context,  # noqa: F401
+from test_browser import (SCREENSHOTS, SITE, Log, notebook_source, offline_context,  # noqa: F401
                           open_page, server, site_pages, watch)
 
 pytestmark = [
@@ -221,40 +221,72 @@ def same_figure(a: str, b: str) -> str | None:
 LIVE_CELL = """
 import gc as _gc, json as _json
 from circuitbook.widgets.explorer import Explore as _Explore
+_seen = get_ipython().__dict__.setdefault("_circuitbook_seen", set())  # earlier chapters' widgets
 _out = []
-for _w in [o for o in _gc.get_objects() if isinstance(o, _Explore)]:
+for _w in [o for o in _gc.get_objects() if isinstance(o, _Explore) and id(o) not in _seen]:
     _sig = [[c["name"], c["labels"]] for c in _w.controls]
     _res = {}
     for _key in __KEYS__.get(_json.dumps(_sig), []):
         _w.selection = [int(i) for i in _key.split(",")]
         _res[_key] = dict(_w.live)
     _out.append({"sig": _sig, "live": _res})
+    _seen.add(id(_w))
 print("LIVE-RESULT" + _json.dumps(_out))
 """
 
+# Before each chapter: a clean namespace (modules already imported stay: torch, TransformerLens
+# and matplotlib are imported once for all chapters, which is most of a small chapter's time),
+# the chapter's folder as working directory, and this repository's package first on the path.
+SETUP_CELL = """
+get_ipython().run_line_magic("reset", "-f")
+import os, sys
+os.chdir(__DIR__)
+if __SRC__ not in sys.path:
+    sys.path.insert(0, __SRC__)
+import matplotlib.pyplot as _plt
+_plt.close("all")
+import circuitbook.widgets.explorer as _ex
+_ex.MAX_STATES = 1  # draw only the first state ahead
+"""
 
-def _live_renders(notebook: Path, keys: dict[str, list[str]]) -> list[dict]:
-    """Run ``notebook`` in a fresh kernel up to its last explore cell (each widget drawing
-    only its first state), then draw ``keys[signature]`` live in each widget."""
+
+@pytest.fixture(scope="module")
+def live_kernel():
+    """One kernel for the live renders of every chapter (a namespace reset between chapters),
+    instead of one per chapter: the chapters' own set-up still runs once per chapter, the
+    kernel's start and the imports only once."""
     import nbformat
     from nbclient import NotebookClient
+
+    client = NotebookClient(nbformat.v4.new_notebook(), timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}, allow_errors=False)
+    with client.setup_kernel():
+        def run(cells):
+            client.nb.cells = cells
+            for i, cell in enumerate(cells):
+                client.execute_cell(cell, i)
+            return cells
+        yield run
+
+
+def _live_renders(run, notebook: Path, keys: dict[str, list[str]]) -> list[dict]:
+    """Run ``notebook`` in the live kernel up to its last explore cell (each widget drawing
+    only its first state), then draw ``keys[signature]`` live in each widget."""
+    import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     last = max(i for i, c in enumerate(cells) if re.search(r"(^|[=\s])explore\(", c.source, re.M))
     setup = nbformat.v4.new_code_cell(  # this repository's package, as the site was built from it
-        f"import sys\nsys.path.insert(0, {str(ROOT / 'src')!r})\n"
-        "import circuitbook.widgets.explorer as _ex\n_ex.MAX_STATES = 1  # draw only the first state ahead")
+        SETUP_CELL.replace("__DIR__", repr(str(notebook.parent))).replace("__SRC__", repr(str(ROOT / "src"))))
     probe = nbformat.v4.new_code_cell(LIVE_CELL.replace("__KEYS__", repr(keys)))
-    nb.cells = [setup] + cells[: last + 1] + [probe]
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}},
-                   allow_errors=False).execute()
-    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout")
+    out = run([setup] + cells[: last + 1] + [probe])
+    text = "".join(o.get("text", "") for o in out[-1].outputs if o.get("name") == "stdout")
     return json.loads(text.split("LIVE-RESULT", 1)[1])
 
 
 @pytest.mark.parametrize("path", [p for p in explore_pages() if notebook_source(p)])
-def test_static_figures_match_live_renders(path):
+def test_static_figures_match_live_renders(live_kernel, path):
     """Two states of every figure (start and far corner of the grid): live == static."""
     start = time.perf_counter()
     states = widget_state(path)
@@ -268,7 +300,7 @@ def test_static_figures_match_live_renders(path):
         first = ",".join(map(str, state["selection"]))
         wanted[sig] = [far, first]  # in this order each assignment changes the selection
         static[sig] = state
-    results = _live_renders(ROOT / notebook_source(path), wanted)
+    results = _live_renders(live_kernel, ROOT / notebook_source(path), wanted)
     assert sorted(json.dumps(r["sig"]) for r in results) == sorted(wanted), \
         f"{path}: the live run made other explore widgets than the page holds"
     problems = []

@@ -10,17 +10,13 @@ value of the control is reachable and off-grid values are drawn live.
 
 from __future__ import annotations
 
-import http.server
 import json
 import math
-import threading
-from functools import partial
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 WIDGETS = Path(__file__).resolve().parents[2] / "src" / "circuitbook" / "widgets"
 
 PAGE = """<!doctype html><html><body><div id="box" style="width: %dpx"></div><script type="module">
@@ -46,11 +42,6 @@ window.ready = true;
 </script></body></html>"""
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def widget():
     import matplotlib
@@ -70,35 +61,31 @@ def widget():
 
 
 @pytest.fixture
-def page_for(tmp_path, widget):
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
+def page_for(tmp_path, widget, browser, serve):
     (tmp_path / "explore.js").write_text((WIDGETS / "explore.js").read_text())
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(tmp_path)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = serve(tmp_path)
     state = {k: getattr(widget, k) for k in ("controls", "frames", "selection", "live")}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    pages = []
 
-        def make(kernel: bool, width: int = 700):
-            (tmp_path / "index.html").write_text(PAGE % (width, json.dumps(state), json.dumps(kernel)))
-            page = browser.new_page()
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
+    def make(kernel: bool, width: int = 700):
+        (tmp_path / "index.html").write_text(PAGE % (width, json.dumps(state), json.dumps(kernel)))
+        page = browser.new_page()
+        pages.append(page)
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
 
-            def select(indices):
-                widget.selection = json.loads(indices)
-                return dict(widget.live)
+        def select(indices):
+            widget.selection = json.loads(indices)
+            return dict(widget.live)
 
-            page.expose_function("kernelSelect", select)
-            page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/index.html")
-            page.wait_for_function("() => window.ready === true")
-            return page, errors
+        page.expose_function("kernelSelect", select)
+        page.goto(f"{base}/index.html")
+        page.wait_for_function("() => window.ready === true")
+        return page, errors
 
-        yield make
-        browser.close()
-    httpd.shutdown()
+    yield make
+    for page in pages:
+        page.close()
 
 
 def _state(page):

@@ -2,8 +2,8 @@
 
 - The induction stepper draws every token whole (no "Grunnin…"): each label in its strip is
   the token itself, and a long sentence scrolls inside the strip instead of widening the page.
-- No explore widget and no explainer is wider than its container, and none runs past the
-  viewport's right edge.
+- No explore widget, no explainer and no hover figure (``circuitbook.viz.heatmap``) is wider
+  than its container, and none runs past the viewport's right edge.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import json
 import re
 
 import pytest
-from test_browser import EXPLAINERS, SITE, Log, browser, offline_context, open_page, server, watch  # noqa: F401
+from test_browser import EXPLAINERS, SITE, Log, offline_context, open_page, server, watch  # noqa: F401
 from test_explore import explore_pages
+from test_hover import heatmap_pages
 
 pytestmark = [
     pytest.mark.browser,
@@ -74,11 +75,12 @@ def test_stepper_draws_every_token_whole_inside_its_box(browser, server, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("path", explore_pages() + [EXPLAINERS])
+@pytest.mark.parametrize("path", sorted({*explore_pages(), EXPLAINERS, *heatmap_pages()}))
 def test_widgets_fit_their_container(browser, server, path, width):  # noqa: F811
     context, page, _ = _open(browser, server, path, width)
     try:
-        boxes = page.evaluate(FIT_JS, ".cb-explore, .cb-stepper, .cb-builder, .cb-quiz")
+        boxes = page.evaluate(FIT_JS, ".cb-explore, .cb-stepper, .cb-builder, .cb-quiz, "
+                              ".circuitbook-plotly, .circuitbook-plotly svg.main-svg")
         assert boxes, f"{path}: no widget found"
         problems = _overflows(boxes)
         assert not problems, f"{path} at {width} px:\n" + "\n".join(problems)

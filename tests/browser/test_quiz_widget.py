@@ -2,23 +2,19 @@
 from the state Python computes (as on the static site, no kernel), against a stand-in for
 anywidget's model. Checks the flow (answer all, submit, feedback, try again, resubmit) and
 the math: readable HTML with no MathJax on the page, typeset TeX where MathJax is there.
+Chromium and the HTTP server are tests/conftest.py's ``browser`` and ``serve``.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
-import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGETS = ROOT / "src" / "circuitbook" / "widgets"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = pytest.mark.browser
 
@@ -59,13 +55,8 @@ def _questions():
     return ns["QUESTIONS"]
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, serve):
     from circuitbook.widgets.quiz import Quiz
 
     quiz = Quiz(_questions())
@@ -75,23 +66,7 @@ def site(tmp_path_factory):
     for name, mathjax in (("plain.html", ""), ("mathjax.html", FAKE_MATHJAX)):
         (root / name).write_text(PAGE.format(css=Quiz._css, mathjax=mathjax,
                                              state=json.dumps(state).replace("</", "<\\/")))
-    handler = functools.partial(_Quiet, directory=str(root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", state
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
+    return serve(root), state
 
 
 def _open(browser, url):

@@ -42,10 +42,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "_build" / "screenshots" / "lab"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# the same flags as tests/browser: no GPU, and nothing of Chromium's own that calls out
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Chromium is tests/conftest.py's session-wide `browser` fixture (fails when it is missing)
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 CHAPTER = "06_attention.ipynb"  # a fast chapter with an explore(...) slider
@@ -137,17 +134,6 @@ def lab(tmp_path_factory):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of it, kernels included
         proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `make chromium`, or set CHROMIUM")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture

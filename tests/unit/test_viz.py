@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,3 +65,89 @@ def test_tokens_cannot_close_the_script():
 def test_bad_inputs_are_rejected_clearly(tokens, pattern, names, match):
     with pytest.raises(ValueError, match=match):
         viz.attention_pattern_view(tokens, pattern, names)
+
+
+# --------------------------------------------------------------------------- heatmap (plotly)
+
+def _figure_json(html: str) -> dict:
+    return json.loads(re.search(r"var f = (\{.*\}); P\.newPlot", html).group(1))
+
+
+def test_heatmap_holds_the_values_labels_and_a_hover_naming_row_column_value():
+    z = torch.arange(2 * 3 * 4, dtype=torch.float64).reshape(2, 3, 4) / 7
+    z[1, 2, 3] = float("nan")
+    fig = viz.heatmap(z, ["a", "b", "a", "c"], [0, 1, 2], panel_titles=["p", "q"],
+                      x_title="key", y_title="query", zmin=0, zmax=4)
+    data = fig.to_dict()["data"]
+    assert len(data) == 2
+    for p, trace in enumerate(data):
+        assert list(trace["x"]) == ["a [0]", "b", "a [2]", "c"]  # a repeated token keeps its own column
+        assert list(trace["y"]) == ["0", "1", "2"]
+        for i in range(3):
+            for j in range(4):
+                want = (p * 12 + i * 4 + j) / 7
+                got = trace["z"][i][j]
+                if (p, i, j) == (1, 2, 3):
+                    assert got is None
+                else:
+                    assert abs(got - want) <= 5e-4 * abs(want)  # 4 significant digits
+        assert "query: %{y}" in trace["hovertemplate"] and "key: %{x}" in trace["hovertemplate"]
+        assert "%{z:.3f}" in trace["hovertemplate"]
+    layout = fig.to_dict()["layout"]
+    assert layout["coloraxis"]["cmin"] == 0 and layout["coloraxis"]["cmax"] == 4
+    assert layout["yaxis"]["autorange"] == "reversed"  # row 0 on top, as plt.imshow draws it
+
+
+def test_heatmap_zmid_centres_the_scale_and_outline_boxes_cells():
+    z = torch.tensor([[-1.0, 3.0], [0.5, 2.0]])
+    fig = viz.heatmap(z, ["x", "y"], ["r", "s"], zmid=1.0, outline=[(1, 0)]).to_dict()
+    assert fig["layout"]["coloraxis"]["cmin"] == -1.0 and fig["layout"]["coloraxis"]["cmax"] == 3.0
+    (box,) = fig["layout"]["shapes"]
+    assert (box["x0"], box["x1"], box["y0"], box["y1"]) == (-0.5, 0.5, 0.5, 1.5)
+
+
+def test_heatmap_displays_as_plotly_json_and_as_html_loading_the_site_or_cdn_bundle():
+    import plotly
+
+    fig = viz.heatmap(torch.rand(20, 20), range(20), range(20), title="t")
+    bundle = fig._repr_mimebundle_()
+    assert bundle["application/vnd.plotly.v1+json"]["data"][0]["z"] == fig.to_dict()["data"][0]["z"]
+    html = bundle["text/html"]
+    assert len(html) < 30_000 and "newPlot" in html
+    assert _figure_json(html) == bundle["application/vnd.plotly.v1+json"]
+    assert viz.PLOTLY_SITE_BUNDLE in html
+    bundled = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()[:200]
+    version_in_file = re.search(r"plotly\.js v(\d+\.\d+\.\d+)", bundled).group(1)
+    assert viz.plotly_cdn_bundle() == f"https://cdn.plot.ly/plotly-{version_in_file}.min.js"
+    assert viz.plotly_cdn_bundle() in html
+
+
+@pytest.mark.parametrize("z, xs, ys, match", [
+    (torch.rand(4), range(4), range(1), r"\[row, col\]"),
+    (torch.rand(2, 3), range(2), range(2), "2 column labels for 3 columns"),
+    (torch.rand(2, 3), range(3), range(3), "3 row labels for 2 rows"),
+    (torch.full((2, 2), float("inf")), range(2), range(2), "infinite"),
+    (torch.full((2, 2), float("nan")), range(2), range(2), "no finite"),
+])
+def test_heatmap_rejects_bad_inputs_clearly(z, xs, ys, match):
+    with pytest.raises(ValueError, match=match):
+        viz.heatmap(z, xs, ys)
+
+
+def test_heatmap_side_panel_has_its_own_axes_and_the_colour_bar_stays_by_the_heatmap():
+    import plotly.graph_objects as go
+
+    fig = viz.heatmap(torch.rand(2, 5, 5), range(5), range(5), side=[go.Bar(x=[0, 1], y=[2.0, 3.0])],
+                      side_title="bars").to_dict()
+    heat, heat2, bar = fig["data"]
+    assert (heat["xaxis"], heat2["xaxis"], bar["xaxis"]) == ("x", "x2", "x3")
+    assert bar["yaxis"] == "y3" and fig["layout"]["yaxis2"]["matches"] == "y"
+    assert "matches" not in fig["layout"]["yaxis3"] and "autorange" not in fig["layout"]["yaxis3"]
+    colorbar_x = fig["layout"]["coloraxis"]["colorbar"]["x"]
+    assert fig["layout"]["xaxis2"]["domain"][1] < colorbar_x < fig["layout"]["xaxis3"]["domain"][0]
+
+
+def test_heatmap_bundle_honours_include_and_exclude():
+    fig = viz.heatmap(torch.rand(3, 3), range(3), range(3))
+    assert set(fig._repr_mimebundle_(include=["text/html"])) == {"text/html"}
+    assert "text/html" not in fig._repr_mimebundle_(exclude=["text/html"])
