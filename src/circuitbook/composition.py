@@ -1,4 +1,4 @@
-"""Q-, K- and V-composition between heads, virtual weights, and the random baseline (ch. 16, 18).
+"""Q-, K- and V-composition between heads, virtual weights, and their null baselines (ch. 16, 18).
 
 A head B in a later layer *composes* with a head A in an earlier layer when B reads what A
 wrote. Elhage et al. (2021) measure how much with the composition score
@@ -24,6 +24,12 @@ product. Both Grams are symmetric, so only the upper blocks are formed and off-d
 count twice; blocks keep the working set small. (TransformerLens broadcasts every pair to
 [L, H, L, H, d_head, d_model] instead: 8.3 GB peak measured at GPT-2-small shapes on CPU, against
 about 0.2 GB here; see benchmarks/bench_kernels.py.)
+
+Two nulls to compare a score with: :func:`random_baseline` (independent random heads of the
+model's shapes; ``E[score^2] = 1/d_model`` exactly, :func:`expected_squared_score`) and
+:func:`rotated_baseline` (the model's own heads with their outputs Haar-randomly rotated, which
+keeps every head's singular values: the null for trained heads). Both go through d_head x d_head
+Gram matrices, on the model's (or the given) device; see benchmarks/bench_baseline.py.
 """
 
 from __future__ import annotations
