@@ -772,6 +772,11 @@ claim(f"head {layer_i}.{head}'s positional table is not symmetric (so a transpos
       asym > 100 * rounding_bound(pos_terms, pos_scale), chapter="20")
 
 # %% [markdown]
+# Every row holds to rounding. The checks have teeth: for these heads the Q- and
+# K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a composition
+# formula carried across conventions without reversing it gives visibly different
+# scores, and the positional table is far from symmetric, so a transpose would show.
+#
 # ### Exploring the table
 #
 # Pick a quantity, a layer and a head. The left panel is the quantity computed from the
