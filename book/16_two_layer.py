@@ -180,7 +180,8 @@ names = list(experiments)
 colors = ["gray", "tab:blue", "tab:red", "tab:green", "black"]
 axes[0].bar(names, [loss[n] for n in names], color=colors)
 axes[0].axhline(math.log(cfg.d_vocab), color="gray", ls="--", lw=0.8)
-axes[0].text(0, math.log(cfg.d_vocab) + 0.1, "chance, ln 64", fontsize=8)
+axes[0].text(0, math.log(cfg.d_vocab) + 0.1, f"chance, ln {cfg.d_vocab}",
+             fontsize=8)
 axes[0].set_ylim(0, 5)
 axes[0].set_ylabel("second-copy loss (nats)")
 axes[1].bar(names, [score[n] for n in names], color=colors)
@@ -204,6 +205,8 @@ claim("cutting it out of the queries hurts, but far less than the keys",
 claim("cutting it out of the values does not hurt at all",
       f"{loss['intact']:.3f} -> {loss['cut V']:.3f}",
       loss["cut V"] <= loss["intact"], chapter="16")
+glue("chance_nats", chance)
+glue("d_vocab", cfg.d_vocab)
 for name in names:
     glue(f"loss_{name.replace(' ', '_')}", loss[name])
     glue(f"score_{name.replace(' ', '_')}", score[name])
@@ -212,7 +215,8 @@ for name in names:
 # Intact, the model's loss on the second copy is {glue:text}`loss_intact:.3f` nats and
 # its layer-1 heads put {glue:text}`score_intact:.2f` of their attention on the
 # induction target. Cut layer 0 out of the **keys** and the loss jumps to
-# {glue:text}`loss_cut_K:.2f` (chance is $\ln 64 = 4.16$) while the induction score
+# {glue:text}`loss_cut_K:.2f` (chance, the loss of a uniform guess over the
+# {glue:text}`d_vocab` tokens, is {glue:text}`chance_nats:.2f`) while the induction score
 # falls to {glue:text}`score_cut_K:.2f`: the model can no longer find where to look.
 # Cutting the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`), and
 # cutting the **values** costs nothing; the loss even improves slightly, to
@@ -283,6 +287,7 @@ baseline = random_baseline(cfg.d_model, cfg.d_head)
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
 glue("k_prev_max", comp["K"][2].max().item())
+glue("k_prev_ratio", comp["K"][2].min().item() / baseline)
 print(f"random heads of this shape: {baseline:.3f}")
 for kind in "QKV":
     print(f"{kind}-composition, writer L0H2 into L1H0..3:",
@@ -291,8 +296,8 @@ for kind in "QKV":
 # %% [markdown]
 # Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
 # finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
-# {glue:text}`k_prev_max:.2f`, about twice the {glue:text}`baseline:.3f` that two
-# random heads of this shape score. Pick any pair in the explorer below. The left panel
+# {glue:text}`k_prev_max:.2f`, at least {glue:text}`k_prev_ratio:.1f` times the
+# {glue:text}`baseline:.3f` that two random heads of this shape score. Pick any pair in the explorer below. The left panel
 # shows its three composition scores against the random baseline; the right panel, the
 # reader's induction score when only that writer is cut from only one of the reader's
 # inputs. For writer 2 the key cut is the one that hurts; the other writers can be cut

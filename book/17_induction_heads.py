@@ -38,9 +38,11 @@ _ = torch.set_grad_enabled(False)  # we only read models here
 #
 # Suppose a text contains "Mr Dursley" once, and later the word "Mr" appears again. A
 # good guess for the next word is "Dursley": whatever followed this token last time.
-# No statistics about English are needed for that guess, only the context. Olsson et
-# al. {cite}`olsson2022context` call the heads that make it **induction heads** and
-# argue that they are a large part of how transformers learn in context.
+# No statistics about English are needed for that guess, only the context. The heads
+# that make it are called **induction heads**. Elhage et al.
+# {cite}`elhage2021mathematical` introduced them, in two-layer attention-only models;
+# Olsson et al. {cite}`olsson2022context` then studied how they form during training
+# and argued that they are a large part of how transformers learn in context.
 #
 # One attention head cannot do it alone. At the second "Mr" the head must attend to
 # "Dursley", but nothing about the token "Dursley" says "I come after Mr". The
@@ -323,11 +325,12 @@ claim("every layer-1 head copies: copying score > 0.95",
       " ".join(f"{c:.3f}" for c in copying), bool(copying.min() > 0.95),
       chapter="17")
 claim("the four layer-1 OV circuits together make every token its own top "
-      "logit; one head alone, about half", f"{sum_wins:.2f} together, "
+      "logit; one head alone, for under 80% of tokens", f"{sum_wins:.2f} together, "
       f"{min(own_wins):.2f}..{max(own_wins):.2f} alone",
       sum_wins == 1.0 and max(own_wins) < 0.8, chapter="17")
 glue("looks_back", looks_back.item())
 glue("own_wins", sum(own_wins) / len(own_wins))
+glue("other_wins", wins[[0, 1, 3]].max().item())
 glue("copy_min", copying.min().item())
 
 # %% [markdown]
@@ -335,7 +338,8 @@ glue("copy_min", copying.min().item())
 # entry just below the diagonal for {glue:text}`looks_back:.0%` of query positions. The
 # K-composition circuit has a diagonal that wins in every column: whatever the query
 # token, the key it prefers is the one preceded by the same token. For the other
-# layer-0 heads the diagonal almost never wins. And every layer-1 head's OV circuit
+# layer-0 heads the diagonal wins for at most {glue:text}`other_wins:.0%` of query
+# tokens. And every layer-1 head's OV circuit
 # copies (copying scores of at least {glue:text}`copy_min:.3f`, from the eigenvalues of
 # the full OV circuit). One head alone makes the attended token the top logit for only
 # {glue:text}`own_wins:.0%` of tokens on average; the four heads attend to the same
@@ -411,9 +415,12 @@ for name, value in [("clean_second", clean_loss[1]),
 # On repeated random tokens there is nothing to learn about which token follows which:
 # every token is equally likely everywhere. A model that predicts the second copy well
 # must be reading the first. As a control we keep the first half and replace the second
-# half with *fresh* random tokens. We also compute Olsson et al.'s in-context-learning
-# score, the loss at token 50 minus the loss at token 10, averaged over the batch:
-# negative when later tokens, with more context, are predicted better.
+# half with *fresh* random tokens. We also compute an in-context-learning score, the
+# loss at token 50 minus the loss at token 10, averaged over the batch: negative when
+# later tokens, with more context, are predicted better. It is our adaptation of Olsson
+# et al.'s score {cite}`olsson2022context`, which takes the loss at token 500 minus the
+# loss at token 50 of 512-token texts: `toy-2l`'s context is far shorter, so we scale
+# both indices down, and the number is not comparable with theirs.
 
 # %%
 g = torch.Generator().manual_seed(7)
@@ -437,17 +444,21 @@ claim("ICL score: strongly negative on repeats, positive on the control",
       f"{icl_repeat:+.2f} vs {icl_fresh:+.2f}",
       icl_repeat < -3 and icl_fresh > 0, chapter="17")
 glue("first_copy", clean_loss[0])
+glue("n_ctx", cfg.n_ctx)
+glue("chance_nats", chance)
+glue("d_vocab", cfg.d_vocab)
 glue("fresh_second", fresh_loss[1])
 glue("icl_repeat", icl_repeat)
 
 # %% [markdown]
 # On the first copy the model's loss, {glue:text}`first_copy:.2f` nats, is no better than
-# chance ($\ln 64 = 4.16$); it is slightly worse, because the model bets on tokens it has
+# chance ($\ln$ {glue:text}`d_vocab` = {glue:text}`chance_nats:.2f`); it is slightly worse, because the model bets on tokens it has
 # already seen. On the second copy it is nearly certain. Replace the second copy with
 # fresh tokens and the loss there is {glue:text}`fresh_second:.2f`, again worse than
 # chance: the model keeps betting that the past will repeat. The low loss is therefore
 # not knowledge stored in the weights about these tokens; it is in-context learning, and
-# the ICL score of {glue:text}`icl_repeat:.1f` nats measures it.
+# the ICL score, adapted to a {glue:text}`n_ctx`-token context, measures it:
+# {glue:text}`icl_repeat:.1f` nats.
 #
 # ### When the circuit forms: the phase change
 #
@@ -511,7 +522,7 @@ claim("the best induction score is below 0.15 until 40 steps before it and "
       f"{best_ind_curve[steps <= change + 40][-1]:.3f}",
       best_ind_curve[before].max() < 0.15
       and best_ind_curve[steps <= change + 40][-1] > 0.5, chapter="17")
-claim("during the change the first-copy loss rises above chance (the bump)",
+claim("during the change the first-copy loss rises above chance",
       f"{bump:.2f} vs ln 64 = {chance:.2f}", bump > chance + 0.5,
       chapter="17")
 prev_1500 = prev_curve[steps == 1500].item()
@@ -526,12 +537,14 @@ glue("prev_final", prev_curve[-1].item())
 # %% [markdown]
 # For most of the first {glue:text}`change` steps the second-copy loss drifts down
 # slowly and the induction score stays near zero. Then, within a few dozen steps, the
-# second-copy loss collapses and the best induction score shoots up. The same steps
-# show a **bump** in the other curve: the loss on the first copy rises to
-# {glue:text}`bump:.2f`, well above chance. The newly formed circuit bets that tokens
-# seen earlier will come again, also where they do not (the fresh-half control above
-# showed the same overconfidence in the finished model). The previous-token score
-# rises together with the induction score, since neither head is useful without the
+# second-copy loss collapses and the best induction score shoots up. In the same steps
+# the loss on the first copy **rises above chance**, to {glue:text}`bump:.2f`. (This
+# is not the "bump" of Olsson et al., a small bump in the overall training loss of
+# models trained on text, which chapter {doc}`19_training` discusses; ours is the
+# first-copy loss overshooting the loss of a uniform guess.) The newly formed circuit
+# bets that tokens seen earlier will come again, also where they do not (the
+# fresh-half control above showed the same overconfidence in the finished model). The
+# previous-token score rises together with the induction score, since neither head is useful without the
 # other, but it keeps sharpening long after: {glue:text}`prev_1500:.2f` at step 1,500,
 # {glue:text}`prev_final:.2f` at the end of training.
 #
@@ -638,6 +651,8 @@ glue("prev_lo", int(prev_layers.min()))
 glue("prev_hi", int(prev_layers.max()))
 glue("smol_top", top.values[0].item())
 glue("smol_first", smol_first)
+glue("smol_vocab", smol.cfg.d_vocab)
+glue("smol_chance", math.log(smol.cfg.d_vocab))
 glue("smol_second", smol_second)
 glue("smol_n_ind", int((smol_ind > 0.4).sum()))
 glue("smol_n_prev", int((smol_prev > 0.4).sum()))
@@ -649,7 +664,8 @@ glue("smol_n_prev", int((smol_prev > 0.4).sum()))
 # notes when the model was first examined (there on other random tokens): a check that
 # the measurement is stable, not the source of the answer. Its loss falls from
 # {glue:text}`smol_first:.1f` nats on the first copy to {glue:text}`smol_second:.1f` on
-# the second. (The first number is far above $\ln 49152 = 10.8$: random word pieces are
+# the second. (The first number is far above $\ln$ {glue:text}`smol_vocab` =
+# {glue:text}`smol_chance:.1f`, a uniform guess: random word pieces are
 # very unlike text, and the model confidently expects something else.) It also has
 # {glue:text}`smol_n_prev` heads with a previous-token score above 0.4, spread from layer
 # {glue:text}`prev_lo` to layer {glue:text}`prev_hi`; chapter {doc}`18_composition` asks
@@ -704,9 +720,9 @@ else:
 # - Mean-ablating L0H2 sends the second-copy loss from {glue:text}`clean_second:.3f`
 #   to {glue:text}`abl2_loss:.2f` nats; ablating the other layer-0 heads does much less.
 # - On random tokens no statistics can help, and a fresh second half stays above
-#   chance, so the drop on repeats is in-context learning (ICL score
-#   {glue:text}`icl_repeat:.1f`).
-# - The circuit forms abruptly, around step {glue:text}`change` of training, with a
-#   bump in the first-copy loss.
+#   chance, so the drop on repeats is in-context learning (ICL score, adapted to a
+#   {glue:text}`n_ctx`-token context, {glue:text}`icl_repeat:.1f`).
+# - The circuit forms abruptly, around step {glue:text}`change` of training, while the
+#   first-copy loss rises above chance.
 # - SmolLM2-135M has induction heads in layers 17-23 (best L18H6,
 #   {glue:text}`smol_top:.2f`); GPT-2 small can be checked the same way online.

@@ -28,6 +28,7 @@ from circuitbook.widgets import explore
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read models here
+torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
 
 # %% [markdown]
 # ## Plain language
@@ -101,8 +102,68 @@ claim_close("brute-force K-composition = TransformerLens's all_composition_score
             terms=score_terms + N, scale=1.0, identity=True, chapter="18")
 
 # %% [markdown]
+# ### Which product is K-composition? A correction to the syllabus
+#
+# The syllabus this book follows (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the
+# "K-composition circuit", and says that Q-composition uses "the same matrix". In the
+# row-vector convention both statements are wrong, and the reason is one line of
+# algebra. Head $B$'s score for query position $i$ and key position $j$ is
+# $x_i W_{QK}^B x_j^\top$. If $A$'s output $x W_{OV}^A$ is added to the **query** side,
+# the part that involves $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix
+# $W_{OV}^A W_{QK}^B$, which is **Q-composition**. If it is added to the **key** side,
+# it is $x_i\, W_{QK}^B\, (x_j W_{OV}^A)^\top = x_i\, W_{QK}^B (W_{OV}^A)^\top x_j^\top$,
+# and read from the writer's side that is $W_{OV}^A (W_{QK}^B)^\top$: **K-composition**
+# uses the transpose, and the two are different matrices. (In the paper's column-vector
+# convention the transposes move, which is one way such a slip happens; chapter
+# {doc}`20_rosetta` lists the conventions side by side.) We compute the syllabus's
+# product for every pair of `toy-2l` heads and compare it with both of TransformerLens's
+# scores.
+
+# %%
+def brute_force_scores(reader_matrix):
+    """[writer, reader] scores of W_OV^A reader_matrix(B), layer 0 into 1."""
+    out = torch.zeros(H, H)
+    for w in range(H):
+        W_A = model.W_V[0, w] @ model.W_O[0, w]
+        for r in range(H):
+            W_B = reader_matrix(r)
+            out[w, r] = fro(W_A @ W_B) / (fro(W_A) * fro(W_B))
+    return out
+
+
+# the syllabus's "K-composition circuit": W_OV^A W_QK^B, no transpose
+syllabus = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
+tl_q = model.all_composition_scores("Q")[0, :, 1, :]
+tl_k = model.all_composition_scores("K")[0, :, 1, :]
+claim_close("W_OV^A W_QK^B (the syllabus's 'K-composition') gives "
+            "TransformerLens's *Q*-composition scores (toy-2l)",
+            syllabus * tl_q, tl_q ** 2, terms=score_terms + N, scale=1.0,
+            identity=True, chapter="18")
+gap_qk = (syllabus - tl_k).abs().max().item()
+glue("syllabus_gap", gap_qk)
+glue("syllabus_prev", syllabus[2].max().item())
+glue("k_prev", tl_k[2].min().item())
+# a finding: on these weights the two products give visibly different numbers
+claim("...and not its K-composition scores: they differ by more than 0.05, and "
+      "for writer L0H2 every K score exceeds every score of the syllabus's product",
+      f"largest difference {gap_qk:.3f}; L0H2: {syllabus[2].max():.3f} < "
+      f"{tl_k[2].min():.3f}", gap_qk > 0.05 and syllabus[2].max() < tl_k[2].min(),
+      chapter="18")
+print("syllabus's product      :", syllabus[2].numpy().round(3),
+      "(writer L0H2)")
+print("TransformerLens K scores:", tl_k[2].numpy().round(3))
+
+# %% [markdown]
+# The syllabus's product reproduces the Q-composition scores to rounding and misses the
+# K-composition scores by up to {glue:text}`syllabus_gap:.2f`. On the head that matters,
+# the previous-token head L0H2, it would report at most
+# {glue:text}`syllabus_prev:.2f` into the layer-1 heads, where the K-composition score
+# is at least {glue:text}`k_prev:.2f`: with the wrong matrix, the channel chapter
+# {doc}`16_two_layer` found essential would look weaker than it is. The rest of the book
+# uses $W_{QK}^\top$ for keys, as TransformerLens does.
+#
 # Forming $d_\text{model} \times d_\text{model}$ products is wasteful: both matrices
-# have rank $d_\text{head}$. Write $W_A = V O$ and $W_B = P Q^\top$ with thin factors
+# have rank at most $d_\text{head}$. Write $W_A = V O$ and $W_B = P Q^\top$ with thin factors
 # ($V, O^\top, P, Q$ all $d_\text{model} \times d_\text{head}$). Using
 # $\lVert M \rVert_F^2 = \operatorname{tr}(M^\top M)$ and moving factors around the
 # trace,
@@ -388,7 +449,14 @@ claim("they are at least 1.5 times the random baseline",
 claim("L0H2's V-composition scores are below half the baseline",
       f"{comp['V'][2].max() / base_toy:.2f}x",
       comp["V"][2].max() < 0.5 * base_toy, chapter="18")
+hand_off = 1 / math.sqrt(cfg.d_head)   # a perfect hand-off of d_head directions
+claim("they are at least as large as a perfect hand-off of d_head equally "
+      "weighted directions, 1/sqrt(d_head)",
+      f"{k_prev.min():.3f} >= {hand_off:.3f}", k_prev.min() >= hand_off,
+      chapter="18")
 glue("base_toy", base_toy)
+glue("k_ratio_lo", (k_prev.min() / base_toy).item())
+glue("k_ratio_hi", (k_prev.max() / base_toy).item())
 glue("k_prev_min", k_prev.min().item())
 glue("k_prev_max", k_prev.max().item())
 glue("v_prev_max", comp["V"][2].max().item())
@@ -585,6 +653,9 @@ claim("the other previous-token heads before layer 17 (score > 0.4) reach "
       f"{', '.join(f'L{l}H{h}' for l, h in others)}: {others_max:.2f}x",
       others_max < 2.0, chapter="18")
 glue("base_smol", base_smol)
+best_ratios = [r for _, r, _, _ in best_writer.values()]
+glue("ratio_lo", min(best_ratios))
+glue("ratio_hi", max(best_ratios))
 glue("top_prev", f"L{top_prev[0]}H{top_prev[1]}")
 glue("top_prev_score", prev.max().item())
 glue("others", ", ".join(f"L{l}H{h}" for l, h in others))
@@ -599,8 +670,9 @@ for k in (0, 4):
 
 # %% [markdown]
 # Most earlier heads K-compose with SmolLM2's induction heads at about the random level
-# ({glue:text}`base_smol:.3f`). A few stand far out, at three to four times it, and they
-# are previous-token heads: above all {glue:text}`top_prev`, the model's strongest
+# ({glue:text}`base_smol:.3f`). A few stand far out: the strongest writer into each of
+# the five top induction heads scores {glue:text}`ratio_lo:.1f` to
+# {glue:text}`ratio_hi:.1f` times it, and they are previous-token heads: above all {glue:text}`top_prev`, the model's strongest
 # previous-token head (score {glue:text}`top_prev_score:.2f`). The top induction head
 # {glue:text}`reader0` reads {glue:text}`writer0` even a little more, a weaker
 # previous-token head (score {glue:text}`writer0_prev:.2f`), and the induction head
@@ -635,7 +707,9 @@ for k in (0, 4):
 #   ({glue:text}`library_768:.4f`); for very thin heads the mean is lower, down to
 #   $\sqrt{2/\pi}/\sqrt{d_\text{model}}$ at $d_\text{head} = 1$.
 # - In `toy-2l` the previous-token head L0H2 is the top K-writer of every induction head,
-#   at about twice the baseline, and its V-composition is far below the baseline.
+#   at {glue:text}`k_ratio_lo:.1f` to {glue:text}`k_ratio_hi:.1f` times the baseline,
+#   and its V-composition is far below the baseline.
 # - In SmolLM2-135M, after folding the RMSNorm gains and with grouped-query heads
-#   expanded, the induction heads' strongest K-writers are previous-token heads at 3-4
-#   times the baseline; most other heads sit at the baseline.
+#   expanded, the induction heads' strongest K-writers are previous-token heads at
+#   {glue:text}`ratio_lo:.1f` to {glue:text}`ratio_hi:.1f` times the baseline; most
+#   other heads sit at the baseline.

@@ -133,6 +133,35 @@ ROWS = [
      "(no name)",
      m("W_{E}^{T} W_{QK}^{h} W_{E}") + ", " + m("W_{U} W_{OV}^{h} W_{E}"),
      c("W_E @ QK @ W_E.T") + ", " + c("W_E @ OV @ W_U")),
+    ("direct path",
+     "(no name)",
+     c("generator.proj.weight @ lut.weight.T") + " (transposed)",
+     m("W_{U} W_{E}") + " [n_vocab_out, n_vocab] (transposed)",
+     c("W_E @ W_U") + " [d_vocab, d_vocab_out]"),
+    ("positional circuit (QK)",
+     m("PE") + " fixed; no circuit",
+     c("pe[0, :n] @ (linears[0].weight[hs].T @ linears[1].weight[hs]) "
+       "@ pe[0, :n].T"),
+     "not in the paper; " + m("W_{pos}^{T} W_{QK}^{h} W_{pos}")
+     + " (same table)",
+     c("W_pos @ QK[l, h] @ W_pos.T") + " [n_ctx, n_ctx]"),
+    ("Q-composition, A into B",
+     "(no name)", "(no name)",
+     m("W_{QK}^{BT} W_{OV}^{A}") + " (transposed, factors reversed)",
+     c("OV[0, a] @ QK[1, b]") + "; " + c("all_composition_scores('Q')")),
+    ("K-composition, A into B",
+     "(no name)", "(no name)",
+     m("W_{QK}^{B} W_{OV}^{A}") + " (transposed, factors reversed)",
+     c("OV[0, a] @ QK[1, b].T") + "; " + c("all_composition_scores('K')")),
+    ("V-composition, A into B",
+     "(no name)", "(no name)",
+     m("W_{OV}^{B} W_{OV}^{A}") + " (transposed, factors reversed)",
+     c("OV[0, a] @ OV[1, b]") + "; " + c("all_composition_scores('V')")),
+    ("virtual head A then B",
+     "(no name)", "(no name)",
+     m("(A^{B} A^{A}) ⊗ (W_{OV}^{B} W_{OV}^{A})") + " (OV part transposed)",
+     "pattern " + c("A_B @ A_A") + ", OV " + c("OV[0, a] @ OV[1, b]")
+     + "; writes " + c("A_B @ A_A @ x @ OV_a @ OV_b")),
     ("feed-forward network",
      m("max(0, x W_{1} + b_{1}) W_{2} + b_{2}"),
      c("ff.w_1.weight") + " [d_ff, d_model], " + c("ff.w_2.weight"),
@@ -634,6 +663,120 @@ claim("unlike the paper, the embedding and unembedding are not tied here",
       tied, tied > 0.1, chapter="20")
 
 # %% [markdown]
+# ### Direct path, positional circuit, composition and virtual heads
+#
+# The last rows of the table are where the two conventions part most visibly, because
+# they chain several matrices. The rule is the one for $W_{QK}$ and $W_{OV}$, applied
+# to a product: a chain of row-vector maps $x \mapsto x M_1 M_2$ is the chain of
+# column-vector maps $x \mapsto M_2^\top M_1^\top x$, so the order of the factors
+# reverses and each factor that is transposed between the conventions ($W_{OV}$, the
+# embeddings) stays transposed. Bilinear forms ($W_{QK}$ and the tables built from it,
+# like the **positional circuit** $W_\text{pos} W_{QK} W_\text{pos}^\top$) are the same
+# matrix either way. The **direct path** from token to logits, $W_E W_U$, is transposed.
+# The three **composition** matrices (chapter {doc}`18_composition`) are transposed with
+# their factors reversed, and with one consequence that is easy to get wrong: in rows,
+# Q-composition is $W_{OV}^A W_{QK}^B$ and K-composition carries the transpose,
+# $W_{OV}^A (W_{QK}^B)^\top$; in Elhage et al.'s columns it is the other way round,
+# $W_{QK}^{B\top} W_{OV}^A$ for Q and $W_{QK}^B W_{OV}^A$ for K. Copy a formula from
+# one convention into the other without reversing it and Q and K swap places. A
+# **virtual head**, head $A$ in layer 0 followed by head $B$ in layer 1, has pattern
+# $A^B A^A$ and OV matrix $W_{OV}^A W_{OV}^B$ in rows; Elhage et al. write it
+# $(A^B A^A) \otimes (W_{OV}^B W_{OV}^A)$. We check every one of these rows on the
+# encoder's weights, for each writer head of layer 0 into head 1.2, from
+# TransformerLens's matrices on one side and from the Annotated Transformer's
+# `nn.Linear` slices (Elhage et al.'s matrices) on the other.
+
+# %%
+lin0 = enc.layers[0].self_attn.linears
+slices = [slice(a * d_head, (a + 1) * d_head) for a in range(n_heads)]
+ov_A_tl = tl_model.OV[0].AB                               # [head, d, d], rows
+ov_A_paper = torch.stack([lin0[3].weight[:, sl] @ lin0[2].weight[sl]
+                          for sl in slices])              # W_O W_V, columns
+qk_B, ov_B = qk_tl, ov_tl[head]                           # reader: head 1.2
+rows_form = {"Q": ov_A_tl @ qk_B, "K": ov_A_tl @ qk_B.T, "V": ov_A_tl @ ov_B}
+cols_form = {"Q": qk_paper.T @ ov_A_paper, "K": qk_paper @ ov_A_paper,
+             "V": ov_paper @ ov_A_paper}
+# each side: the writer's W_OV (d_head), the reader's matrix (d_head) and their product
+# (d_model), twice; scale: the same chain of absolute values
+WV0, WO0 = tl_model.W_V[0].abs(), tl_model.W_O[0].abs()
+reader_abs = {"Q": WQ.abs() @ WK.abs().T, "K": WK.abs() @ WQ.abs().T,
+              "V": WV.abs() @ WO.abs()}
+for kind in "QKV":
+    chain = (WV0 @ WO0 @ reader_abs[kind]).max().item()
+    claim_close(f"{kind}-composition matrix: Elhage's column form is the transpose "
+                "of TransformerLens's row form, factors reversed (all 4 writers)",
+                cols_form[kind], rows_form[kind].mT,
+                terms=2 * (2 * d_head + d_model), scale=chain, identity=True,
+                chapter="20")
+
+# the scores: Frobenius norms of the column forms against TransformerLens's
+N_fro = d_model ** 2
+fro = torch.linalg.matrix_norm
+col_B = {"Q": qk_paper.T, "K": qk_paper, "V": ov_paper}
+tl_scores = {}
+for kind in "QKV":
+    col_score = fro(cols_form[kind]) / (fro(ov_A_paper) * fro(col_B[kind]))
+    tl_score = tl_model.all_composition_scores(kind)[0, :, layer_i, head].detach()
+    tl_scores[kind] = tl_score
+    # as in chapter 18: the chain (2 d_head + d_model), three Frobenius norms of N
+    # squares each (3 (N + 2)), and TransformerLens's singular values (another N),
+    # compared as (ours - theirs) x theirs, relative to the squared score
+    claim_close(f"{kind}-composition scores from Elhage's column formula equal "
+                f"TransformerLens's all_composition_scores('{kind}') into head "
+                f"{layer_i}.{head}", col_score * tl_score, tl_score ** 2,
+                terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro, scale=1.0,
+                identity=True, chapter="20")
+swap_gap = (tl_scores["K"] - tl_scores["Q"]).abs().max().item()
+glue("swap_gap", swap_gap)
+# a finding about these weights: were the Q and K scores equal here, a swap of the two
+# formulas would go unnoticed; 0.01 is far above the scores' rounding (checked above)
+claim("for these heads the Q- and K-composition scores differ, so swapping the "
+      "two formulas changes the answer", f"largest difference {swap_gap:.3f}",
+      swap_gap > 0.01, chapter="20")
+
+# the virtual head: layer-0 head a, then head 1.2, on sentence 0's real patterns
+ln0 = tl_model.blocks[0].ln1
+xn0 = cache["blocks.0.ln1.hook_normalized"][0] * ln0.w + ln0.b
+A_A, A_B = cache["pattern", 0][0], cache["pattern", layer_i][0, head]
+virtual_rows = (A_B @ A_A) @ xn0 @ ov_A_tl @ ov_B        # [head a, pos, d_model]
+virtual_cols = ((ov_paper @ ov_A_paper) @ ((A_B @ A_A) @ xn0).mT).mT
+# two patterns (n_pos each), x (n_pos), then W_OV^A (d_head) and W_OV^B (d_model,
+# then d_head): 3 n_pos + 2 d_head + 2 d_model, twice; scale: the same chain in |.|
+virt_scale = ((A_B @ A_A) @ xn0.abs() @ WV0 @ WO0 @ WV.abs() @ WO.abs()).max().item()
+claim_close("virtual head a -> 1.2: (A^B A^A) x W_OV^a W_OV^B in rows equals "
+            "Elhage's (W_OV^B W_OV^a)(A^B A^A x)^T in columns, transposed",
+            virtual_cols, virtual_rows,
+            terms=2 * (3 * n_pos + 2 * d_head + 2 * d_model), scale=virt_scale,
+            identity=True, chapter="20")
+
+# the direct path and the positional circuit
+direct_tl = tl_model.W_E @ tl_model.W_U                  # [d_vocab, d_vocab_out]
+direct_paper = W_U_paper @ W_E_paper                     # Elhage: W_U W_E
+direct_scale = (E_abs @ tl_model.W_U.abs()).max().item()
+claim_close("direct path: Elhage's W_U W_E is the transpose of TransformerLens's "
+            "W_E W_U", direct_paper, direct_tl.T, terms=2 * d_model,
+            scale=direct_scale, identity=True, chapter="20")
+W_pos = tl_model.W_pos                                   # [n_ctx, d_model]
+pos_tl = W_pos @ qk_B @ W_pos.T
+W_pos_paper = W_pos.T                                    # [d_model, n_ctx], columns
+pos_paper = W_pos_paper.T @ qk_paper @ W_pos_paper       # W_pos^T W_QK W_pos
+pos_scale = (W_pos.abs() @ WQ.abs() @ WK.abs().T @ W_pos.abs().T).max().item()
+pos_terms = 2 * (2 * d_model + d_head)
+claim_close("positional circuit: Elhage's W_pos^T W_QK W_pos is the same table as "
+            "TransformerLens's W_pos W_QK W_pos^T (not transposed)", pos_paper,
+            pos_tl, terms=pos_terms, scale=pos_scale, identity=True, chapter="20")
+asym = (pos_tl - pos_tl.T).abs().max().item()
+# a finding: the table is far from symmetric, so "same, not transposed" is a real check
+claim(f"head {layer_i}.{head}'s positional table is not symmetric (so a transpose "
+      "would show)", f"max |P - P^T| = {asym:.3g}",
+      asym > 100 * rounding_bound(pos_terms, pos_scale), chapter="20")
+
+# %% [markdown]
+# Every row holds to rounding. The checks have teeth: for these heads the Q- and
+# K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a composition
+# formula carried across conventions without reversing it gives visibly different
+# scores, and the positional table is far from symmetric, so a transpose would show.
+#
 # ### Exploring the table
 #
 # Pick a quantity, a layer and a head. The left panel is the quantity computed from the
@@ -727,6 +870,12 @@ explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
 #   ($W_{OV}^\text{paper} = (W_{OV}^\text{TL})^\top$), and so is the full OV circuit.
 #   Biases add three terms to the attention score that the framework leaves out; in the
 #   head we checked they carry {glue:text}`bias_share:.0f`% of the score's size.
+# - Chains of matrices follow the same rule: in the other convention the factors come in
+#   reverse order, and whatever was transposed stays transposed. The positional circuit
+#   is the same table in both; the direct path, the three composition matrices and a
+#   virtual head's OV matrix are transposed. In rows K-composition carries
+#   $W_{QK}^\top$; in columns Q-composition does. The composition scores, norms of
+#   these matrices, are the same in both conventions.
 # - The Annotated Transformer's LayerNorm uses the unbiased standard deviation with
 #   $\epsilon$ added to it. Copied naively into a standard LayerNorm, the encoder's output
 #   is off by up to {glue:text}`naive_gap:.2f`; folding the factor

@@ -87,9 +87,9 @@ EX1 = FunctionExercise(
         Mistake("added beta before multiplying by gamma", "Scale first, then shift: x_hat * gamma + beta.",
                 lambda x, gamma, beta, eps: (_centre(x) / torch.sqrt(_var(x) + eps) + beta) * gamma),
     ],
-    hint="Per vector (over the last axis): subtract its mean, divide by its standard deviation with eps "
-         "inside the square root (the biased variance: divide by d, not d - 1), then scale by gamma and "
-         "shift by beta. The shape does not change.",
+    hint="Work per vector, over the last axis, following the formula of the chapter's Plain language "
+         "section. The two details in which the Annotated Transformer's version differs (which spread, "
+         "where eps goes) are the ones to get right. The shape does not change.",
 )
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,266 @@
+"""Every kind of finding the chapters claim fails when its measured input is perturbed.
+
+A claim in a chapter is ``claim(statement, measured, holds)`` or ``claim_close(statement,
+got, want, terms=...)`` (``circuitbook.book``). Read by what ``holds`` compares, the
+findings of ``book/*.py`` come in a handful of kinds:
+
+- **agreement up to rounding** (``claim_close``): two computations of one quantity agree
+  within the derived rounding bound (chapter 17: our induction scores equal
+  ``circuitbook.heads``'; chapter 18: a brute-force composition score equals the library's);
+- **a score above chance or a threshold** (chapter 12: every cross-attention head reads
+  more than 5x chance of the dictionary off its full OV circuit);
+- **an identification** by argmax or rank (chapter 17: the previous-token head is L0H2, as
+  the zoo recorded; chapter 18: the strongest K-composition writer of every layer-1 head);
+- **an ordering** of two measured quantities (chapter 18: for writer L0H2 the
+  K-composition scores exceed every score of the syllabus's product);
+- **a count or an all-quantifier** over heads (chapter 17: all four layer-1 heads of
+  toy-2l score above 0.8);
+- **equality with a recorded value** (chapter 17: the phase-change step computed from the
+  training history is the one the zoo recorded).
+
+For each kind, one test recomputes a real chapter's measurement from the zoo's models, the
+way the chapter does, checks that the claim holds as measured, and then perturbs the
+measured input by a realistic amount (a different head, a shuffled pattern, fresh tokens
+instead of a repeat, noise far above the rounding bound, the transpose a convention slip
+introduces) and checks that the same claim then raises ``AssertionError``. A claim that
+passed under both would be a claim that cannot fail. (``tests/unit/mutations`` does the
+same for the exercises' checks.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from circuitbook.book import claim, claim_close, rounding_bound
+from circuitbook.composition import composition_scores
+from circuitbook.data import repeated_random_tokens
+from circuitbook.data import translation as T
+from circuitbook.heads import induction_scores, prev_token_scores
+from circuitbook.models import encoder_decoder as ED
+from circuitbook.models import load, zoo
+from circuitbook.train import phase_change_step
+
+N = 32  # chapter 17: repeated random tokens, two copies of 32
+
+
+@pytest.fixture(scope="module")
+def toy2l():
+    with torch.no_grad():
+        model = load("toy-2l")
+        tokens = repeated_random_tokens(16, N, model.cfg.d_vocab, seed=2)
+        _, cache = model.run_with_cache(tokens)
+    patterns = [cache["pattern", layer] for layer in range(model.cfg.n_layers)]
+    big = max(t[t.isfinite()].abs().max().item() for t in cache.values())
+    return model, tokens, patterns, big
+
+
+def induction_stripe(pattern: torch.Tensor) -> torch.Tensor:
+    """Chapter 17's induction score: attention from query N + i to key i + 1 -> [head]."""
+    return pattern.diagonal(offset=-(N - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
+
+
+def prev_stripe(pattern: torch.Tensor) -> torch.Tensor:
+    """Chapter 17's previous-token score: attention from p to p - 1 -> [head]."""
+    return pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
+
+
+# -- agreement up to rounding ----------------------------------------------------------
+
+
+def claim_scores_agree(ours, model, tokens, big):
+    """Chapter 17's claim_close, with its terms counted as the chapter counts them."""
+    cfg = model.cfg
+    terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
+    terms += 2 * tokens.shape[0] * 2 * N
+    with torch.no_grad():
+        theirs = induction_scores(model, tokens=tokens)
+    claim_close("our induction scores equal circuitbook.heads' on toy-2l", ours, theirs,
+                terms=terms, scale=big, identity=True)
+
+
+def test_agreement_fails_for_a_shuffled_pattern_or_noise(toy2l):
+    model, tokens, patterns, big = toy2l
+    ours = torch.stack([induction_stripe(p) for p in patterns])
+    claim_scores_agree(ours, model, tokens, big)
+    # the pattern of the wrong copy: keys shifted by one position (the off-by-one slip)
+    shifted = torch.stack([p.roll(1, dims=-1) for p in patterns])
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_scores_agree(torch.stack([induction_stripe(p) for p in shifted]), model, tokens, big)
+    # noise 100x the rounding bound of the comparison
+    cfg = model.cfg
+    bound = rounding_bound(2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
+                           + 2 * tokens.shape[0] * 2 * N, big)
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_scores_agree(ours + 100 * bound, model, tokens, big)
+
+
+# -- a score above chance ----------------------------------------------------------------
+
+
+def claim_above_chance(agree: torch.Tensor) -> None:
+    chance = 1 / len(T.TGT_VOCAB)
+    claim(f"every single cross-attention head scores over 5x chance (1/{len(T.TGT_VOCAB)})",
+          agree.min(), bool(agree.min() > 5 * chance))
+
+
+def test_above_chance_fails_when_the_vocabulary_is_misaligned():
+    model = load("toy-translation")
+    d_model = model.src_embed[0].lut.weight.shape[1]
+    with torch.no_grad():
+        W_E = model.src_embed[0].lut.weight * math.sqrt(d_model)
+        W_U = model.generator.proj.weight.T
+        full_ov = torch.stack([
+            torch.einsum("sd,hde,hem,mt->hst", W_E, t["W_V"], t["W_O"], W_U)
+            for t in (ED.tl_weights(layer.src_attn) for layer in model.decoder.layers)])
+    n_layers, n_heads = full_ov.shape[:2]
+
+    def agreement(ov):
+        return torch.tensor([[T.table_agreement(ov[l, h]) for h in range(n_heads)]
+                             for l in range(n_layers)])
+
+    claim_above_chance(agreement(full_ov))
+    # the target vocabulary read in another order (a mismatched vocabulary file)
+    perm = torch.randperm(len(T.TGT_VOCAB), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_above_chance(agreement(full_ov[..., perm]))
+    # the source embedding of another model: rows shuffled
+    rows = torch.randperm(len(T.SRC_VOCAB), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_above_chance(agreement(full_ov[:, :, rows]))
+
+
+# -- an identification (argmax) ----------------------------------------------------------
+
+
+def claim_prev_head(prev: torch.Tensor) -> None:
+    recorded = zoo.metrics("toy-2l")["prev_token_head"]
+    best = divmod(int(prev.argmax()), prev.shape[1])
+    claim("the previous-token head is L0H2, as the zoo's metrics record",
+          f"L{best[0]}H{best[1]}: {prev.max():.3f}",
+          list(best) == recorded and bool(prev.max() > 0.9))
+
+
+def test_identification_fails_for_another_offset(toy2l):
+    _, _, patterns, _ = toy2l
+    claim_prev_head(torch.stack([prev_stripe(p) for p in patterns]))
+    # the stripe two positions back instead of one: L0H1's, not L0H2's
+    two_back = torch.stack([p.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, 2))
+                            for p in patterns])
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_prev_head(two_back)
+
+
+def claim_strongest_writer(k_scores: torch.Tensor) -> None:
+    """k_scores: [writer in layer 0, reader in layer 1]."""
+    writers = k_scores.argmax(0)  # for each layer-1 reader
+    claim("for every layer-1 head, the strongest K-composition writer is L0H2",
+          writers.tolist(), bool((writers == 2).all()))
+
+
+def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
+    model, _, _, _ = toy2l
+    fro = torch.linalg.matrix_norm
+    H = model.cfg.n_heads
+
+    def k_scores(writer_ov):
+        out = torch.zeros(H, H)
+        for w in range(H):
+            W_A = writer_ov(w)
+            for r in range(H):
+                W_B = model.W_K[1, r] @ model.W_Q[1, r].T
+                out[w, r] = fro(W_A @ W_B) / (fro(W_A) * fro(W_B))
+        return out
+
+    with torch.no_grad():
+        claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :])
+        claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]))
+        # the convention slip: Elhage et al.'s column W_OV = (W_V W_O)^T in a row formula
+        with pytest.raises(AssertionError, match="claim failed"):
+            claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T))
+
+
+# -- an ordering -------------------------------------------------------------------------
+
+
+def test_ordering_fails_when_the_two_sides_are_swapped(toy2l):
+    model, _, _, _ = toy2l
+    with torch.no_grad():
+        k = composition_scores(model, "K")[0, 2, 1]
+        q = composition_scores(model, "Q")[0, 2, 1]
+
+    def claim_k_above(k_side, q_side):
+        claim("for writer L0H2 every K score exceeds every score of the syllabus's product",
+              f"{q_side.max():.3f} < {k_side.min():.3f}", bool(q_side.max() < k_side.min()))
+
+    claim_k_above(k, q)
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_k_above(q, k)
+    # another writer (L0H0) has no such margin
+    with torch.no_grad():
+        k0 = composition_scores(model, "K")[0, 0, 1]
+        q0 = composition_scores(model, "Q")[0, 0, 1]
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_k_above(k0, q0)
+
+
+# -- a count / all-quantifier ------------------------------------------------------------
+
+
+def claim_all_induction(ind: torch.Tensor) -> None:
+    claim("all four layer-1 heads score above 0.8", " ".join(f"{s:.3f}" for s in ind[1]),
+          bool((ind[1] > 0.8).sum() == ind.shape[1]))
+
+
+def test_count_fails_without_a_repeat(toy2l):
+    model, tokens, patterns, _ = toy2l
+    claim_all_induction(torch.stack([induction_stripe(p) for p in patterns]))
+    # the control of chapter 17: a fresh second half, nothing to copy
+    g = torch.Generator().manual_seed(7)
+    fresh = torch.cat([tokens[:, :N], torch.randint(0, model.cfg.d_vocab, (16, N), generator=g)], 1)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(fresh)
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_all_induction(torch.stack([induction_stripe(cache["pattern", l])
+                                         for l in range(model.cfg.n_layers)]))
+    # or the scores of the previous-token stripe instead (a different head's job)
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_all_induction(torch.stack([prev_stripe(p) for p in patterns]))
+
+
+# -- equality with a recorded value ------------------------------------------------------
+
+
+def test_recorded_step_fails_for_a_shifted_history():
+    hist = zoo.history("toy-2l")
+    recorded = zoo.info("toy-2l")["training"]["phase_change_step"]
+    d_vocab = load("toy-2l").cfg.d_vocab
+
+    def claim_step(history):
+        change = phase_change_step(history, d_vocab=d_vocab)
+        claim("the phase-change step computed from the history is the recorded one",
+              change, change == recorded)
+
+    claim_step(hist)
+    # the same curve, recorded 10 steps later (an off-by-one in the logging)
+    late = dict(hist, loss_second_copy=[hist["loss_second_copy"][0]] + hist["loss_second_copy"][:-1])
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_step(late)
+    # the first-copy loss (which never collapses) read in place of the second-copy loss
+    with pytest.raises(AssertionError, match="claim failed"):
+        claim_step(dict(hist, loss_second_copy=hist["loss_first_copy"]))
+
+
+def test_prev_token_scores_library_matches_the_stripe(toy2l):
+    """The identification above uses the chapter's stripe; the library agrees (a control,
+    so the perturbation tests do not depend on a private re-implementation)."""
+    model, tokens, patterns, big = toy2l
+    ours = torch.stack([prev_stripe(p) for p in patterns])
+    with torch.no_grad():
+        theirs = prev_token_scores(model, tokens=tokens)
+    cfg = model.cfg
+    terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
+    claim_close("our previous-token scores equal circuitbook.heads'", ours, theirs,
+                terms=terms + 2 * tokens.shape[0] * 2 * N, scale=big, identity=True)
