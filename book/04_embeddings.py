@@ -223,7 +223,10 @@ claim_close("Generator(x) = log_softmax(x W_U + b_U) with W_U = proj.weight.T", 
 # $$W_E^\text{src} = W_E^\text{tgt} = \sqrt{d_\text{model}}\, S, \qquad W_U = S^\top.$$
 #
 # Sharing needs one vocabulary for both languages; the paper gets it from byte-pair
-# encoding.
+# encoding. (The outline this book was written from says the three are "tied and scaled by
+# $\sqrt{d_\text{model}}$". That is not what the paper says: the factor belongs to the two
+# embedding layers only, and the pre-softmax map uses the table itself. The check at the end
+# of this section runs the tied generator and finds the factor exactly once in its logits.)
 #
 # The Annotated Transformer's `make_model` (and the book's copy in
 # `circuitbook.models.encoder_decoder`) ties **nothing**: it builds one `Embeddings` for the

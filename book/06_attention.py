@@ -118,7 +118,25 @@ claim("after scaling, Var(q.k / sqrt(d_k)) is about 1 at every d_k", f"{min(var_
 glue("top_raw_1024", top_raw[-1])
 glue("top_scaled_1024", top_scaled[-1])
 
+# The outline this book was written from says the dot product of two random *unit* vectors
+# has standard deviation sqrt(d_k). It is 1/sqrt(d_k): the sqrt(d_k) belongs to vectors
+# whose entries have variance 1, as above. 20,000 samples: the sample std's relative
+# standard error is ~1/sqrt(2 * 20000) = 0.5%, so 5% is 10 standard errors.
+u1 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
+u2 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
+unit_std = (u1 * u2).sum(-1).std().item()
+claim("for random unit vectors in d_k = 1024 dimensions, std(u . v) is about 1/sqrt(d_k), not sqrt(d_k)",
+      f"{unit_std:.5f} vs 1/sqrt(d_k) = {1 / math.sqrt(1024):.5f}", abs(unit_std * math.sqrt(1024) - 1) < 0.05,
+      chapter="6")
+glue("unit_std", unit_std)
+
 # %% [markdown]
+# The argument is about vectors whose *entries* have variance 1, whose length grows like
+# $\sqrt{d_k}$. The outline this book was written from states it for random *unit* vectors,
+# and that is wrong: two random unit vectors in $d_k = 1024$ dimensions have a dot product
+# with standard deviation {glue:text}`unit_std:.4f`, about $1/\sqrt{d_k}$, not $\sqrt{d_k}$
+# (checked in the cell above).
+#
 # At $d_k = 1024$ an unscaled query puts on average {glue:text}`top_raw_1024:.2f` of its
 # weight on a single key out of 32, while the scaled one puts
 # {glue:text}`top_scaled_1024:.2f`. Move the slider below to watch it happen to one query:
