@@ -289,7 +289,7 @@ claim_close("stream_before(..., 2) is the model's resid_pre of block 2", mine, c
 # ### Exercise 1.2: how many terms?
 #
 # GPT-2 medium has 24 layers, each with 16 attention heads and an MLP, and a bias on each
-# attention layer's output. Split its final residual stream as finely as the second cell of
+# attention layer's output. Split its final residual stream as finely as the per-head cell of
 # this chapter split our small model's. How many terms does the sum have? Set `n_terms`.
 
 # %% tags=["exercise"]

@@ -115,8 +115,8 @@ EX2 = ValueExercise(
          "are terms of the sum as well."),
     ],
     hint="GPT-2 medium has 24 layers of 16 heads, an MLP in every layer, and a bias on every attention "
-         "layer's output. Count what writes into the stream, split as finely as the second cell of this "
-         "chapter splits it. The answer is a whole number.",
+         "layer's output. Count what writes into the stream, split as finely as chapter 1's per-head "
+         "split (the cell that uses hook_result). The answer is a whole number.",
     compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
 )
 
