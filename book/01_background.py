@@ -25,9 +25,11 @@
 # weights as an algorithm: to say which parts of the network do what, and to check the claim
 # by changing the parts. Elhage et al. {cite}`elhage2021mathematical` showed that for
 # attention-only transformers this can be done exactly, by rewriting the model as a sum of
-# simple terms. Olsson et al. {cite}`olsson2022context` then used that view to find the
-# **induction head**, a two-head circuit that lets a model continue patterns it has seen
-# earlier in the same text. We build up to it in chapters 16-18.
+# simple terms. The same paper found, in two-layer models, the **induction head**, a circuit
+# of two heads that lets a model continue patterns it has seen earlier in the same text.
+# Olsson et al. {cite}`olsson2022context` then studied how induction heads form during
+# training and argued that they drive much of in-context learning in large models. We build
+# up to them in chapters 16-18.
 
 # %% [markdown]
 # ## Two traditions, one set of matrices
@@ -50,13 +52,22 @@
 # %% [markdown]
 # ## The key observation: the residual stream is a sum
 #
-# In a transformer every sublayer (an attention layer, or an MLP) **reads** from a shared
-# vector per position, the *residual stream*, computes something, and **adds** its result
-# back:
+# First a caveat, because it decides where the observation applies. The transformer of
+# Vaswani et al. is *post-norm*: after each sublayer it normalises the sum,
+# $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$, and every later LayerNorm
+# rescales what was written before. What follows is not true of that model, and chapters 2
+# and 3 measure how far from it the paper's arrangement is. It is true of *pre-norm*
+# transformers (GPT-2 and almost every language model since, and the Annotated Transformer's
+# own code), and of models with no LayerNorm at all, like the toy models of the circuits
+# papers.
+#
+# In such a transformer every sublayer (an attention layer, or an MLP) **reads** from a
+# shared vector per position, the *residual stream*, computes something, and **adds** its
+# result back:
 #
 # $$x^{(\ell+1)} = x^{(\ell)} + \operatorname{Sublayer}_\ell\big(x^{(\ell)}\big).$$
 #
-# Nothing ever overwrites the stream; contributions only accumulate. Unrolling the recursion,
+# Nothing overwrites the stream; contributions only accumulate. Unrolling the recursion,
 # the final stream is the embedding plus the output of every sublayer:
 #
 # $$x^{\text{final}} = \underbrace{x^{(0)}}_{\text{embedding}} + \sum_{\ell} \operatorname{Sublayer}_\ell\big(x^{(\ell)}\big).$$
@@ -66,9 +77,12 @@
 # input, but the way their results combine is plain addition. That is what lets us ask "how much
 # did head 1.3 contribute to this logit?" and get an exact answer.
 #
-# Let us check it. We build a small GPT-2-style model in TransformerLens
-# {cite}`nanda2022transformerlens`, with attention, MLPs and LayerNorm, and random weights:
-# the identity is structural, so it must hold for any weights, trained or not.
+# This is an identity, true by construction: there is nothing to discover by checking it,
+# but checking it shows that the code computes what the algebra says, and it is the one
+# place the book checks it (later chapters refer back here). We build a small GPT-2-style
+# model in TransformerLens {cite}`nanda2022transformerlens`, with attention, MLPs and
+# LayerNorm, and random weights: the identity is structural, so it must hold for any
+# weights, trained or not.
 
 # %% tags=["ledger"]
 import warnings
@@ -85,9 +99,10 @@ torch.set_grad_enabled(False)
 # the framework studies, nor load the canonical attn-only checkpoints.
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 
+from circuitbook import checks
 from circuitbook.book import claim, claim_close  # raise if a stated fact is false; see the claims ledger
 
-torch.manual_seed(0)
+_ = torch.manual_seed(0)
 cfg = HookedTransformerConfig(
     n_layers=3, d_model=64, n_heads=4, d_head=16, d_mlp=256, d_vocab=100, n_ctx=32,
     act_fn="gelu", normalization_type="LN", positional_embedding_type="standard", seed=0,
@@ -113,9 +128,10 @@ claim_close(f"the final residual stream equals the sum of its {len(parts)} parts
             identity=True, chapter="1")
 
 # %% [markdown]
-# The largest difference is at the level of float32 rounding. Notice that this model has
-# LayerNorm, a nonlinear operation, and the identity still holds exactly: in a pre-norm model
-# like GPT-2, LayerNorm is applied to what a sublayer *reads*, never to the stream itself.
+# The largest difference is within the float32 rounding bound, as it must be. Notice that
+# this model has LayerNorm, a nonlinear operation, and the identity still holds: in a
+# pre-norm model like GPT-2, LayerNorm is applied to what a sublayer *reads*, never to the
+# stream itself.
 #
 # One level down, each attention layer's output is the sum of its heads' outputs plus one
 # bias vector. TransformerLens can record each head's output separately (`hook_result`), so we
@@ -190,9 +206,12 @@ plt.show()
 # 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its scale factor can be
 #    folded into the next weights, leaving a small nonlinearity we can measure.
 #
-# The cell below makes the first point concrete on an attention-only model: doubling the input
-# does not double the output, because the softmax sees the change, but with the pattern frozen
-# the head *is* linear in its input.
+# The cell below makes the first point concrete on an attention-only model. One of its
+# checks is a finding that could have come out otherwise: doubling the input does not double
+# the output, because the softmax sees the change (how far from linear the layer is depends
+# on its weights and input). The other two are identities, true by construction: our
+# three-einsum formula is the layer, and with the pattern frozen the head *is* linear in its
+# input; the cell shows that the code and the algebra agree.
 
 # %% tags=["ledger"]
 from circuitbook.models import attn_only
@@ -235,6 +254,52 @@ claim_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", froz
             terms=2 * chain, scale=float(with_pattern(2 * x, pattern_x).abs().max()), identity=True, chapter="1")
 
 # %% [markdown]
+# ### Exercise 1.1: the stream entering a block
+#
+# TransformerLens calls the stream that enters block $\ell$ `resid_pre`. Write
+# `stream_before(embed, pos_embed, attn_out, mlp_out, layer)` that rebuilds it from the
+# pieces: the token and positional embeddings `[pos, d_model]`, and every block's attention
+# and MLP writes, stacked as `[n_layers, pos, d_model]`. The check uses random pieces, so
+# it tests the bookkeeping, not a particular model.
+
+# %% tags=["exercise"]
+def stream_before(embed, pos_embed, attn_out, mlp_out, layer):
+    """embed, pos_embed: [pos, d_model]; attn_out, mlp_out: [n_layers, pos, d_model];
+    0 <= layer < n_layers -> the stream entering block `layer`, [pos, d_model]."""
+    # BEGIN SOLUTION
+    return embed + pos_embed + attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+    # END SOLUTION
+
+
+checks.ch01_ex1(stream_before)
+
+# %% [markdown]
+# We try it on the model above: block 2's `resid_pre`, rebuilt from the cache.
+
+# %% tags=["ledger"]
+attn_stack = torch.stack([cache["attn_out", layer][0] for layer in range(cfg.n_layers)])
+mlp_stack = torch.stack([cache["mlp_out", layer][0] for layer in range(cfg.n_layers)])
+mine = stream_before(cache["hook_embed"][0], cache["hook_pos_embed"][0], attn_stack, mlp_stack, 2)
+pieces = [cache["hook_embed"][0], cache["hook_pos_embed"][0]] + list(attn_stack[:2]) + list(mlp_stack[:2])
+# as above: len(pieces) roundings per side, at the size of the pieces' absolute sum
+claim_close("stream_before(..., 2) is the model's resid_pre of block 2", mine, cache["resid_pre", 2][0],
+            terms=2 * len(pieces), scale=float(sum(p.abs() for p in pieces).max()), identity=True, chapter="1")
+
+# %% [markdown]
+# ### Exercise 1.2: how many terms?
+#
+# GPT-2 medium has 24 layers, each with 16 attention heads and an MLP, and a bias on each
+# attention layer's output. Split its final residual stream as finely as the per-head cell of
+# this chapter split our small model's. How many terms does the sum have? Set `n_terms`.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+n_terms = 2 + 24 * 16 + 24 + 24   # two embeddings, the heads, the output biases, the MLPs
+# END SOLUTION
+
+checks.ch01_ex2(n_terms)
+
+# %% [markdown]
 # ## The road ahead
 #
 # - Chapters 2-12 take the Annotated Transformer apart, piece by piece, and at each piece show
@@ -253,7 +318,9 @@ claim_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", froz
 #   every position read every other directly.
 # - The circuits tradition reads trained weights as algorithms, and checks its readings by
 #   intervening on the model.
-# - The residual stream is a sum of the embedding and every sublayer's (indeed every head's)
-#   output. We checked it on a model with LayerNorm and MLPs, and it held to float precision.
+# - In a pre-norm transformer (not the paper's post-norm one) the residual stream is a sum
+#   of the embedding and every sublayer's (indeed every head's) output. That is an identity;
+#   we checked on a model with LayerNorm and MLPs that the code agrees with it to float
+#   rounding.
 # - The nonlinear parts are the attention pattern, MLPs and LayerNorm. Freezing the pattern
 #   makes a head linear, which is the foundation of the path expansion.

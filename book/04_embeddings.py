@@ -223,7 +223,10 @@ claim_close("Generator(x) = log_softmax(x W_U + b_U) with W_U = proj.weight.T", 
 # $$W_E^\text{src} = W_E^\text{tgt} = \sqrt{d_\text{model}}\, S, \qquad W_U = S^\top.$$
 #
 # Sharing needs one vocabulary for both languages; the paper gets it from byte-pair
-# encoding.
+# encoding. (The outline this book was written from says the three are "tied and scaled by
+# $\sqrt{d_\text{model}}$". That is not what the paper says: the factor belongs to the two
+# embedding layers only, and the pre-softmax map uses the table itself. The check at the end
+# of this section runs the tied generator and finds the factor exactly once in its logits.)
 #
 # The Annotated Transformer's `make_model` (and the book's copy in
 # `circuitbook.models.encoder_decoder`) ties **nothing**: it builds one `Embeddings` for the
@@ -369,7 +372,7 @@ D64 = m0.W_E.detach().double() @ m0.W_U.detach().double()
 sv = torch.linalg.svdvals(D64)
 rank0 = torch.linalg.matrix_rank(D64).item()
 claim("toy-0l: direct path = W_E W_U, rank <= d_model = 64",
-      f"rank {rank0}", rank0 <= m0.cfg.d_model, chapter="4")
+      f"rank {rank0}", rank0 <= m0.cfg.d_model, identity=True, chapter="4")
 
 wide = attn_only(0, d_vocab=512, d_model=64, seed=1)
 dp_wide = direct_path(wide)
@@ -381,6 +384,10 @@ print(f"random model: {tuple(dp_wide.shape)} direct path, rank {rank_wide}; "
       f"{n_sv} singular values from the factors")
 claim("a 512-token model with d_model = 64 has a direct path of rank 64",
       rank_wide, rank_wide == 64 == n_sv == dp_wide.mdim, chapter="4")
+# a finding about the trained weights: the bound could have been slack. The float64 rank's
+# cut (~d_vocab eps64 of the largest singular value) is far below the measured smallest one.
+claim("toy-0l's direct path has full rank, d_model = 64", f"rank {rank0}, smallest / largest singular "
+      f"value {(sv[-1] / sv[0]).item():.1e}", rank0 == m0.cfg.d_model, chapter="4")
 glue("rank0", rank0)
 glue("sv_ratio", (sv[-1] / sv[0]).item())
 

@@ -204,10 +204,39 @@ plt.show()
 # $$PE(pos + k) = PE(pos)\, M_k \quad \text{for every } pos.$$
 #
 # $M_k$ contains $k$ and the frequencies, and no $pos$. It is orthogonal (each block is a
-# rotation), and in the column-vector convention, $PE(pos+k)^\top = M_k^\top PE(pos)^\top$,
-# the blocks appear transposed, which is the same as rotating by $-\theta$: writing the
-# textbook rotation into a row-vector formula silently shifts the wrong way.
-#
+# rotation). Each block of $M_k$ is the textbook rotation matrix
+# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta\end{pmatrix}$
+# itself, acting on a row from the right. In the column-vector convention the same shift is
+# $PE(pos+k)^\top = M_k^\top PE(pos)^\top$, with blocks $R(\theta)^\top = R(-\theta)$: because
+# each pair is ordered (sin, cos), moving forward turns the point clockwise. So the textbook
+# $R(\theta)$ is right in the row-vector formula, and it is the column-vector formula
+# $R(\theta)\,PE(pos)^\top$, the textbook's way of applying it, that shifts $k$ positions
+# *back*. The cell below checks both directions on one pair.
+
+# %%
+pair_pos, pair_k, pair_w = 7.0, 3.0, 0.3              # one pair: pos, k, frequency
+
+
+def pair(p):
+    """The pair (sin, cos) at position p, in float64."""
+    return torch.tensor([math.sin(p * pair_w), math.cos(p * pair_w)], dtype=torch.float64)
+
+
+th = pair_k * pair_w
+R = torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]],
+                 dtype=torch.float64)
+row_form = pair(pair_pos) @ R      # a row times R(theta), on the right
+col_form = R @ pair(pair_pos)      # R(theta) times a column, on the left
+# float64: two angles (3 roundings each), sin/cos, a 2-term product: 10 roundings at size 1
+claim_close("row form: (sin, cos)(pos) R(theta) = (sin, cos)(pos + k)", row_form,
+            pair(pair_pos + pair_k), terms=10, scale=1.0, identity=True, chapter="5")
+claim_close("column form: R(theta) (sin, cos)(pos)^T = (sin, cos)(pos - k)^T, a shift back",
+            col_form, pair(pair_pos - pair_k), terms=10, scale=1.0, identity=True, chapter="5")
+col_vs_forward = (col_form - pair(pair_pos + pair_k)).abs().max()
+claim("so the column form with R(theta) is not the forward shift", col_vs_forward,
+      bool(col_vs_forward > 0.1), identity=True, chapter="5")
+
+# %% [markdown]
 # ### Exercise 5.2: the offset matrix
 #
 # Write `offset_matrix(k, d_model)` returning $M_k$ as a `[d_model, d_model]` tensor, so
@@ -644,23 +673,26 @@ glue("prev_head", f"0.{from_weights}")
 # previous-token head the zoo's record names. Chapter 17 shows what this head is for: it is
 # the first half of `toy-2l`'s induction circuit.
 #
-# The figure shows one more thing we did not go looking for. Head 0.1 has a stripe too, at
-# offset 2, but only for early query positions (the top of the figure). Its positional scores and its
-# behaviour agree on that as well:
+# The figure shows one more thing we did not go looking for: another head has a stripe
+# too, at offset 2, but only for early query positions (the top of the figure). We find it
+# the same way, as the head whose positional favourite is key $q - 2$ for the most early
+# queries, and check that its positional scores and its behaviour agree:
 
 # %%
 fav = masked.argmax(-1)                          # [head, q]: favourite key
 early = torch.arange(2, 33)
-two_back = bool((fav[1, early] == early - 2).all())
-claim("head 0.1's positional favourite is key q-2 for every q from 2 to 32",
-      two_back, two_back, chapter="5")
-att_2 = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2, dim2=-1)
-claim("on random 30-token sequences head 0.1 puts > 90% of its attention "
+two_frac = (fav[:, early] == early - 2).float().mean(-1)  # [head]
+two_head = int(two_frac.argmax())
+claim(f"head 0.{two_head}'s positional favourite is key q-2 for every q from 2 to 32",
+      f"{two_frac[two_head]:.3f}", bool(two_frac[two_head] == 1), chapter="5")
+att_2 = cache["pattern", 0][:, two_head].diagonal(offset=-2, dim1=-2, dim2=-1)
+claim(f"on random 30-token sequences head 0.{two_head} puts > 90% of its attention "
       "two positions back", att_2.mean(), att_2.mean() > 0.9, chapter="5")
 glue("att_2", att_2.mean().item())
+glue("two_head", f"0.{two_head}")
 
 # %% [markdown]
-# On the random sequences of 30 tokens from earlier, head 0.1 puts
+# On the random sequences of 30 tokens from earlier, head {glue:text}`two_head` puts
 # {glue:text}`att_2:.2f` of its attention on the token two back. Its previous-token score
 # is low only because it looks two back rather than one. We leave it there; the point for
 # this chapter is that a head's positional behaviour can be read from
@@ -674,8 +706,8 @@ glue("att_2", att_2.mean().item())
 #   $2i$ and $2i+1$, with $\omega_i = 10000^{-2i/d_\text{model}}$; our table matches the
 #   Annotated Transformer's.
 # - Shifting by $k$ is a fixed block-diagonal rotation, $PE(pos+k) = PE(pos)\,M_k$ in the
-#   row-vector convention (the column convention transposes the blocks, i.e. rotates the
-#   other way). It holds to float64 rounding at every position, and the block
+#   row-vector convention, each block the textbook $R(\theta)$; the column convention needs
+#   the transposed blocks $R(-\theta)$, and $R(\theta)$ applied to a column shifts back. It holds to float64 rounding at every position, and the block
 #   fitted at each position is the same. Dot products of encodings depend only on $|p-q|$.
 # - TransformerLens uses a learned $W_\text{pos}$. Standard models add it to the stream;
 #   shortformer models such as `toy-2l` add it only to the inputs of queries and keys, so

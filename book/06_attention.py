@@ -43,9 +43,13 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## The Annotated Transformer view
 #
-# Here is the function as the Annotated Transformer {cite}`rush2018annotated` writes it, in
-# our own lines. It returns both the output and the attention pattern `p_attn`, because the
-# pattern is the thing we will want to look at.
+# Here is the function of the Annotated Transformer {cite}`rush2018annotated`, in our own
+# lines. It returns both the output and the attention pattern `p_attn`, because the pattern
+# is the thing we will want to look at. It differs from the Annotated Transformer's code in
+# two places. We fill forbidden scores with $-\infty$ where it uses $-10^9$, and we leave
+# out the dropout it applies to `p_attn` (dropout is off at evaluation, which is all this
+# book does with this function). The cell after the causal mask below shows what the first
+# difference changes.
 
 # %%
 def attention(query, key, value, mask=None):
@@ -114,7 +118,25 @@ claim("after scaling, Var(q.k / sqrt(d_k)) is about 1 at every d_k", f"{min(var_
 glue("top_raw_1024", top_raw[-1])
 glue("top_scaled_1024", top_scaled[-1])
 
+# The outline this book was written from says the dot product of two random *unit* vectors
+# has standard deviation sqrt(d_k). It is 1/sqrt(d_k): the sqrt(d_k) belongs to vectors
+# whose entries have variance 1, as above. 20,000 samples: the sample std's relative
+# standard error is ~1/sqrt(2 * 20000) = 0.5%, so 5% is 10 standard errors.
+u1 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
+u2 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
+unit_std = (u1 * u2).sum(-1).std().item()
+claim("for random unit vectors in d_k = 1024 dimensions, std(u . v) is about 1/sqrt(d_k), not sqrt(d_k)",
+      f"{unit_std:.5f} vs 1/sqrt(d_k) = {1 / math.sqrt(1024):.5f}", abs(unit_std * math.sqrt(1024) - 1) < 0.05,
+      chapter="6")
+glue("unit_std", unit_std)
+
 # %% [markdown]
+# The argument is about vectors whose *entries* have variance 1, whose length grows like
+# $\sqrt{d_k}$. The outline this book was written from states it for random *unit* vectors,
+# and that is wrong: two random unit vectors in $d_k = 1024$ dimensions have a dot product
+# with standard deviation {glue:text}`unit_std:.4f`, about $1/\sqrt{d_k}$, not $\sqrt{d_k}$
+# (checked in the cell above).
+#
 # At $d_k = 1024$ an unscaled query puts on average {glue:text}`top_raw_1024:.2f` of its
 # weight on a single key out of 32, while the scaled one puts
 # {glue:text}`top_scaled_1024:.2f`. Move the slider below to watch it happen to one query:
@@ -154,18 +176,41 @@ causal_mask = torch.tril(torch.ones(n, n))
 _, causal_pattern = attention(torch.randn(n, 8), torch.randn(n, 8), torch.randn(n, 8), mask=causal_mask)
 print(causal_pattern.numpy().round(2))
 claim("the causal pattern is zero above the diagonal",
-      causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), chapter="6")
+      causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), identity=True, chapter="6")
 # masked weights are exactly 0 (exp(-inf)); the rest as above: 2n + 2 roundings of size 1
 claim_close("each masked row still sums to 1", causal_pattern.sum(-1), torch.ones(n), terms=2 * n + 2,
             scale=1.0, identity=True, chapter="6")
 
 # %% [markdown]
+# The Annotated Transformer masks with $-10^9$ instead of $-\infty$. In float32 the two give
+# the same pattern whenever a row keeps at least one allowed key: $e^{-10^9}$ underflows to
+# exactly 0. They differ on a row whose keys are *all* forbidden (a query that may read
+# nothing, as a padding position can be): $-10^9$ makes every score equal, so the row is
+# uniform, while $-\infty$ gives $\infty - \infty$, not a number.
+
+# %%
+def pattern_with_fill(scores, mask, fill):
+    return scores.masked_fill(mask == 0, fill).softmax(-1)
+
+
+raw = torch.randn(n, n)
+same = (pattern_with_fill(raw, causal_mask, -1e9) == pattern_with_fill(raw, causal_mask, float("-inf"))).all()
+claim("in float32, masking with -1e9 (the Annotated Transformer) and with -inf (ours) give the same causal "
+      "pattern, bit for bit", bool(same), bool(same), chapter="6")
+nothing = torch.zeros(1, n)           # a query that may read no key at all
+row_1e9 = pattern_with_fill(raw[:1], nothing, -1e9)
+row_inf = pattern_with_fill(raw[:1], nothing, float("-inf"))
+claim("on a fully masked row, -1e9 gives a uniform row and -inf gives NaN",
+      f"{row_1e9[0, 0]:.4f} (1/n = {1 / n:.4f}), {row_inf[0, 0]}",
+      bool((row_1e9 == row_1e9[0, 0]).all() and torch.isnan(row_inf).all()), chapter="6")
+
+# %% [markdown]
 # ### Exercise 6.1: the causal attention pattern
 #
-# Write `attention_pattern(q, k, causal)` returning $\operatorname{softmax}(qk^\top/\sqrt{d_k})$
-# with the causal mask, for inputs of shape `[batch, n, d_k]`. The check runs your function on
-# fresh random inputs and, if it disagrees, tells you which common mistake your answer looks
-# like.
+# Write `attention_pattern(q, k, causal)` returning the attention pattern of this chapter,
+# scaled and (when `causal` is true) causally masked, for inputs of shape `[batch, n, d_k]`;
+# build the mask yourself. The check runs your function on fresh random inputs and, if it
+# disagrees, tells you which common mistake your answer looks like.
 
 # %% tags=["exercise"]
 def attention_pattern(q, k, causal=True):
@@ -200,8 +245,13 @@ checks.ch06_ex1(attention_pattern)
 # key's. (Biases add terms linear in one side only; the model below has none. Chapter 8
 # treats $W_{QK}$ as an object in its own right.)
 #
-# We check the identity against the scores a real TransformerLens model computes internally
-# (the hook `hook_attn_scores`, taken before the mask).
+# This is an identity, true by construction; we check it against the scores a real
+# TransformerLens model computes internally, to see that the code and the algebra agree.
+# Its hook `hook_attn_scores` is taken *after* the causal mask: in TransformerLens 3.9
+# (`components/abstract_attention.py`) the attention layer scales the scores, calls
+# `apply_causal_mask`, which writes $-\infty$ into every entry above the diagonal, and only
+# then passes them through the hook, just before the softmax. So the hooked scores equal ours
+# on and below the diagonal and are $-\infty$ above it, where ours are ordinary numbers.
 
 # %%
 from transformer_lens import HookedTransformer, HookedTransformerConfig
@@ -213,7 +263,7 @@ model = HookedTransformer(cfg, move_to_device=False)
 tokens = torch.randint(0, cfg.d_vocab, (1, 10))
 _, cache = model.run_with_cache(tokens)
 x = cache["resid_pre", 0][0]              # [pos, d_model]: the stream the layer reads
-hooked = cache["attn_scores", 0][0]       # [head, q, k], scaled, before the mask
+hooked = cache["attn_scores", 0][0]       # [head, q, k], scaled, after the causal mask
 
 W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_model, d_model]
 ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]
@@ -224,9 +274,15 @@ causal = torch.tril(torch.ones(10, 10, dtype=torch.bool))
 with torch.no_grad():
     q_abs = (x.abs() @ model.W_Q[0].abs()).max()
     k_abs = (x.abs() @ model.W_K[0].abs()).max()
-claim_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores",
-            ours[:, causal], hooked[:, causal], terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
+claim_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores on and "
+            "below the diagonal", ours[:, causal], hooked[:, causal], terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
             scale=float(q_abs * k_abs) * math.sqrt(cfg.d_head), identity=True, chapter="6")
+above = hooked[:, ~causal]
+claim("TransformerLens 3.9's hook_attn_scores is taken after the causal mask: every hooked score above the "
+      "diagonal is -inf, where our unmasked scores are finite",
+      f"{int(torch.isneginf(above).sum())} of {above.numel()} are -inf; ours there: "
+      f"{int(ours[:, ~causal].isfinite().sum())} finite",
+      bool(torch.isneginf(above).all() and ours[:, ~causal].isfinite().all()), chapter="6")
 
 # %% [markdown]
 # $W_{QK}^h$ is $d_\text{model} \times d_\text{model}$ but it is the product of a
@@ -273,4 +329,8 @@ checks.ch06_ex2(qk_scores)
 #   each row still sums to one.
 # - In circuit notation the score is $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with
 #   $W_{QK} = W_Q W_K^\top$ of rank at most $d_\text{head}$ (the heads above have ranks
-#   {glue:text}`qk_ranks`), which we matched to the model's own scores.
+#   {glue:text}`qk_ranks`). That is an identity; the model's own scores agree with it on and
+#   below the diagonal, and TransformerLens's `hook_attn_scores` holds $-\infty$ above it,
+#   because the hook comes after the causal mask.
+# - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses $-10^9$: the
+#   same pattern in float32, except on a fully masked row (uniform there, NaN here).

@@ -273,8 +273,10 @@ checks.ch07_ex1(split_heads)
 # the stream and mixed across positions by the pattern. In Elhage et al.'s column-vector
 # convention the same matrix is written $W_O^h W_V^h$, the transpose of ours.
 #
-# We check the block identity and the full identity on every attention module of the
-# trained model (two encoder self-attentions, two decoder self-attentions and two decoder
+# Both are identities, true by construction for any weights: checking them shows that the
+# code and the algebra agree, and that `tl_weights` reads the right slices, not anything
+# about training. We check the block identity and the full identity on every attention
+# module of the trained model (two encoder self-attentions, two decoder self-attentions and two decoder
 # cross-attentions), on a padded batch of held-out sentences, reading each module's inputs
 # and pattern with hooks.
 
@@ -544,11 +546,17 @@ claim("in the last decoder layer, some cross-attention head puts its "
 glue("best_head", best)
 glue("best_hits", hits[-1].max().item())
 glue("worst_hits", hits[-1].min().item())
+n_aligned = int((hits[-1] > 0.5).sum())
+# a finding about training: one aligning head would have been enough for the loss
+claim("more than one head of the last decoder layer finds the aligned word for over half of the target "
+      "words", f"{n_aligned} of {h} heads", n_aligned >= 2, chapter="7")
+glue("n_aligned", n_aligned)
 
 # %% [markdown]
 # Head {glue:text}`best_head` of the last layer finds the aligned word
 # {glue:text}`best_hits:.0%` of the time, and even the weakest head of that layer
-# {glue:text}`worst_hits:.0%`: several heads have learned overlapping versions of the same
+# {glue:text}`worst_hits:.0%`; {glue:text}`n_aligned` of its heads find it for more than
+# half of the target words. So more than one head has learned a version of the same
 # lookup. The explorer shows any head of any attention module on six held-out
 # sentences. The encoder's heads and the decoder's self-attention heads are less tidy
 # than the cross-attention ones, and no single picture says what they compute; reading

@@ -86,6 +86,34 @@ _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 #
 # Now regroup the head's computation around the two products. With biases the query
 # is $x W_Q + b_Q$, and the score of query $x_i$ on key $x_j$ is
+# $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top$. That is not yet a bilinear form in $x_i$ and
+# $x_j$: the biases add terms linear in one side only, and a constant. Appending a 1 to each
+# residual vector makes it one.
+#
+# ### Exercise 8.1: the QK circuit with biases
+#
+# Write `extended_qk(W_Q, b_Q, W_K, b_K)`, returning the $(d_\text{model} + 1) \times
+# (d_\text{model} + 1)$ matrix $M$ with
+# $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top = [x_i, 1]\, M\, [x_j, 1]^\top$ for all $x_i, x_j$, for one
+# head's TransformerLens-shaped weights (`W_Q`, `W_K`: `[d_model, d_head]`; biases
+# `[d_head]`).
+
+# %% tags=["exercise"]
+def extended_qk(W_Q, b_Q, W_K, b_K):
+    """W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head] -> [d_model + 1, d_model + 1],
+    the QK circuit acting on residual rows with a 1 appended (query side on the left)."""
+    # BEGIN SOLUTION
+    Q_ext = torch.cat([W_Q, b_Q[None]], dim=0)   # [d_model + 1, d_head]
+    K_ext = torch.cat([W_K, b_K[None]], dim=0)
+    return Q_ext @ K_ext.T
+    # END SOLUTION
+
+
+checks.ch08_ex1(extended_qk)
+
+# %% [markdown]
+# Written out, the matrix is the product of the two weight matrices, each with its bias as an
+# extra row:
 #
 # $$(x_i W_Q + b_Q)(x_j W_K + b_K)^\top
 # = \begin{bmatrix} x_i & 1 \end{bmatrix}
@@ -99,6 +127,8 @@ _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 # $A\,(X W_V + \mathbf{1} b_V)\,W_O = A X W_{OV} + \mathbf{1}\, b_V W_O$.
 # Below, `head_from_circuits` computes every head of the module from its bias-extended
 # $W_{QK}$ and its $W_{OV}$ only, and we compare with the module's own per-head outputs.
+# These are identities, true by construction for any weights: the checks show that the
+# code and the algebra agree, not something about a trained model.
 
 # %%
 d_model, n_heads = 32, 4
@@ -134,8 +164,7 @@ outs, patterns, ranks = [], [], []
 s_size = o_size = 0.0
 x1_at = torch.cat([x_at, torch.ones(*x_at.shape[:-1], 1)], dim=-1)
 for h in range(n_heads):
-    W_QK_ext = (extended(w["W_Q"][h], w["b_Q"][h])
-                @ extended(w["W_K"][h], w["b_K"][h]).T)   # [33, 33]
+    W_QK_ext = extended_qk(w["W_Q"][h], w["b_Q"][h], w["W_K"][h], w["b_K"][h])  # [33, 33]
     W_OV = w["W_V"][h] @ w["W_O"][h]                        # [32, 32]
     out, pattern = head_from_circuits(x_at, W_QK_ext, W_OV,
                                       w["b_V"][h] @ w["W_O"][h])
@@ -162,7 +191,7 @@ claim_close("each Annotated Transformer head equals pattern(x, W_QK) @ x W_OV + 
             scale=s_size * o_size, identity=True, chapter="8")
 claim(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
       f"rank <= d_head = {d_head}", max(ranks), max(ranks) <= d_head,
-      chapter="8")
+      identity=True, chapter="8")
 
 # %% [markdown]
 # ## The circuit view
@@ -223,31 +252,13 @@ claim(f"head {L}.{H} is toy-2l's strongest induction head, as the zoo "
       chapter="8")
 
 # %% [markdown]
-# ### Exercise 8.1: a head's output
-#
-# Write `head_output(x, pattern, W_V, W_O, b_V)`: one head's write into the stream, for
-# a stream `x` of shape `[pos, d_model]`, a pattern `[pos, pos]` (rows are queries) and
-# one head's TransformerLens-shaped weights. We then feed it the real model's pattern
-# and weights and compare with what TransformerLens computes.
-
-# %% tags=["exercise"]
-def head_output(x, pattern, W_V, W_O, b_V):
-    """x: [pos, d_model]; pattern: [pos, pos]; W_V: [d_model, d_head];
-    W_O: [d_head, d_model]; b_V: [d_head] -> [pos, d_model]."""
-    # BEGIN SOLUTION
-    values = x @ W_V + b_V           # [pos, d_head]
-    return pattern @ values @ W_O    # mix across positions, then write
-    # END SOLUTION
-
-
-checks.ch08_ex1(head_output)
-
 # %% [markdown]
 # TransformerLens can keep each head's write separately (`hook_result`, after
 # `set_use_attn_result(True)`). We run a sequence of 20 random tokens repeated once,
-# recompute head $L.H$'s pattern from its bias-extended QK circuit, and its output with
-# `head_output` from the hooked pattern (so that each check tests one circuit), and compare
-# both with the hooks.
+# recompute head $L.H$'s pattern from its bias-extended QK circuit (exercise 8.1), and its
+# output from the hooked pattern and the OV side (so that each check tests one circuit), as
+# chapter {doc}`07_multi_head` computed a head's output, and compare both with the hooks.
+# Again identities: they hold for any weights.
 
 # %%
 model.set_use_attn_result(True)
@@ -258,8 +269,7 @@ x = cache["resid_pre", L][0]          # [pos, d_model]: what the values read
 n_pos = x.shape[0]
 x_qk = x + model.W_pos[:n_pos]        # queries and keys also see W_pos
 x1 = torch.cat([x_qk, torch.ones(n_pos, 1)], dim=-1)
-W_QK_ext = (extended(attn.W_Q[H], attn.b_Q[H])
-            @ extended(attn.W_K[H], attn.b_K[H]).T)
+W_QK_ext = extended_qk(attn.W_Q[H], attn.b_Q[H], attn.W_K[H], attn.b_K[H])
 scores = x1 @ W_QK_ext @ x1.T / math.sqrt(cfg.d_head)
 future = torch.ones(n_pos, n_pos).triu(1).bool()
 pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
@@ -276,7 +286,7 @@ claim_close(f"head {L}.{H}'s pattern, from its QK circuit alone, matches hook_pa
 
 # The output side is checked with the hooked pattern (the pattern was checked just above):
 # each side's values (d_model + 1), mix (n_pos) and W_O (d_head), at the output's size
-out = head_output(x, hooked_pattern, attn.W_V[H], attn.W_O[H], attn.b_V[H])
+out = hooked_pattern @ (x @ attn.W_V[H] + attn.b_V[H]) @ attn.W_O[H]
 hooked = cache["result", L][0, :, H]           # [pos, d_model]
 OUT_2L = 2 * (n_pos + cfg.d_model + cfg.d_head + 1)
 claim_close(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches hook_result", out, hooked,
@@ -548,7 +558,30 @@ explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
 # \mathbb{R}^{d_\text{model} \times d_\text{head}}$; the superscript p marks the paper's
 # matrices. TransformerLens, Vaswani et al. and this book use **rows**, $q = x W_Q$.
 # The same head is described by $W_Q^\text{p} = W_Q^\top$, and the same for the other
-# three. Now follow each circuit through the change.
+# three.
+#
+# ### Exercise 8.2: into the paper's convention
+#
+# Before reading on, work out what the change does to each circuit. Write
+# `to_paper_convention(W_Q, W_K, W_V, W_O)`, which takes one head's TransformerLens weights
+# and returns the pair `(W_QK, W_OV)` as Elhage et al. define them. The check tries your
+# function on random weights whose $W_{QK}$ is not symmetric, so it can tell which circuit
+# you transposed.
+
+# %% tags=["exercise"]
+def to_paper_convention(W_Q, W_K, W_V, W_O):
+    """W_Q, W_K, W_V: [d_model, d_head]; W_O: [d_head, d_model] (row vectors)
+    -> (W_QK, W_OV) of the paper (column vectors), each [d_model, d_model]."""
+    # BEGIN SOLUTION
+    W_Qp, W_Kp, W_Vp, W_Op = W_Q.T, W_K.T, W_V.T, W_O.T   # paper's matrices
+    return W_Qp.T @ W_Kp, W_Op @ W_Vp
+    # END SOLUTION
+
+
+checks.ch08_ex2(to_paper_convention)
+
+# %% [markdown]
+# Now follow each circuit through the change.
 #
 # **QK is a bilinear form.** The paper's score is $q_i^\top k_j = x_i^\top
 # (W_Q^\text{p})^\top W_K^\text{p}\, x_j$, so $W_{QK}^\text{p} = (W_Q^\text{p})^\top
@@ -578,7 +611,7 @@ W_QK = attn.W_Q[H] @ attn.W_K[H].T
 asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
 claim("W_QK^paper = (W_Q^p)^T W_K^p is exactly TransformerLens's W_QK",
       (W_QK_paper - W_QK).abs().max(),
-      bool((W_QK_paper == W_QK).all()), chapter="8")
+      bool((W_QK_paper == W_QK).all()), identity=True, chapter="8")
 # 0 for a symmetric matrix, about 1.4 for a random one, 2 for an antisymmetric one
 claim("and not its transpose: W_QK is far from symmetric "
       "(|W - W^T| / |W|)", asym, asym > 0.5, chapter="8")
@@ -628,26 +661,6 @@ for h in range(n_heads):
 claim("nn.Linear's stored weights, sliced per head, are the paper's "
       "column-convention W_Q^p, W_K^p, W_V^p, W_O^p", max(stored_err),
       max(stored_err) == 0, chapter="8")
-
-# %% [markdown]
-# ### Exercise 8.2: into the paper's convention
-#
-# Write `to_paper_convention(W_Q, W_K, W_V, W_O)`, which takes one head's
-# TransformerLens weights and returns the pair `(W_QK, W_OV)` as Elhage et al. define
-# them. The check tries your function on random weights whose $W_{QK}$ is not symmetric,
-# so it can tell which circuit you transposed.
-
-# %% tags=["exercise"]
-def to_paper_convention(W_Q, W_K, W_V, W_O):
-    """W_Q, W_K, W_V: [d_model, d_head]; W_O: [d_head, d_model] (row vectors)
-    -> (W_QK, W_OV) of the paper (column vectors), each [d_model, d_model]."""
-    # BEGIN SOLUTION
-    W_Qp, W_Kp, W_Vp, W_Op = W_Q.T, W_K.T, W_V.T, W_O.T   # paper's matrices
-    return W_Qp.T @ W_Kp, W_Op @ W_Vp
-    # END SOLUTION
-
-
-checks.ch08_ex2(to_paper_convention)
 
 # %% [markdown]
 # ## Summary

@@ -83,7 +83,8 @@ _ = torch.set_grad_enabled(False)  # we read weights; one cell turns grad on
 # head attends fully to that token. Running the modules on every token of a small
 # vocabulary and reading head $h$'s share of the output through `proj` gives a
 # vocabulary-by-vocabulary table. The claim is that this table is
-# $W_E W_V^h W_O^h W_U$ with $W_E = \sqrt{d_\text{model}}\,\texttt{lut.weight}$ and
+# $W_E W_{OV}^h W_U$, with $W_{OV}^h = W_V^h W_O^h$ (chapter 8),
+# $W_E = \sqrt{d_\text{model}}\,\texttt{lut.weight}$ and
 # $W_U = \texttt{proj.weight}^\top$, plus one constant row from the biases
 # ($b_V^h W_O^h W_U + b_U$, the same whichever token is attended to). We leave out the
 # positional encoding and the final log-softmax: the first is not a token, and the
@@ -135,11 +136,13 @@ claim("the bias row is not negligible here (so the check above tests it)",
 # In TransformerLens's row-vector convention, with token $s$ embedded as row $s$ of
 # $W_E$ and logits read by $W_U$, head $h$ has
 #
-# $$\text{full OV:}\quad W_E\, W_{OV}^h\, W_U = W_E W_V^h W_O^h W_U
+# $$\text{full OV:}\quad W_E\, W_{OV}^h\, W_U
 # \in \mathbb{R}^{d_\text{vocab} \times d_\text{vocab}},$$
 #
-# $$\text{full QK:}\quad W_E\, W_{QK}^h\, W_E^\top = W_E W_Q^h (W_K^h)^\top W_E^\top
-# \in \mathbb{R}^{d_\text{vocab} \times d_\text{vocab}}.$$
+# $$\text{full QK:}\quad W_E\, W_{QK}^h\, W_E^\top
+# \in \mathbb{R}^{d_\text{vocab} \times d_\text{vocab}},$$
+#
+# with $W_{OV}^h$ and $W_{QK}^h$ the two circuits of chapter {doc}`08_qk_ov`.
 #
 # Entry $[s, t]$ of the full OV circuit is the change in logit $t$ when the head
 # attends fully to source token $s$; entry $[s, t]$ of the full QK circuit is the score
@@ -150,10 +153,10 @@ claim("the bias row is not negligible here (so the check above tests it)",
 # in both, for the reason chapter {doc}`08_qk_ov` gave.
 #
 # `circuitbook.circuits.full_ov_circuit` and `full_qk_circuit` return these as
-# `FactoredMatrix` objects with factors $A = W_E W_V$, $B = W_O W_U$ (and
-# $A = W_E W_Q$, $B = W_K^\top W_E^\top$), each only $d_\text{head}$ wide. We load
-# `toy-2l` (vocabulary 64, so here the tables are small enough to print) and check the
-# factors against the definitions.
+# `FactoredMatrix` objects: each table is kept as a product of two factors only
+# $d_\text{head}$ wide, a token side and a logit (or key) side. We load `toy-2l`
+# (vocabulary 64, so here the tables are small enough to print) and check the factors'
+# product against the definitions.
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -200,6 +203,10 @@ def full_ov(W_E, W_V, W_O, W_U):
 checks.ch09_ex1(full_ov)
 
 # %% [markdown]
+# The package's factors are the two halves of that product: $A = W_E W_V$, from a token to
+# the head's value space, and $B = W_O W_U$, from there to the logits (for the full QK
+# circuit, $A = W_E W_Q$ and $B = W_K^\top W_E^\top$).
+#
 # ### What it costs at GPT-2's size
 #
 # GPT-2 small {cite}`radford2019language` has a vocabulary of 50,257 tokens,
@@ -372,6 +379,8 @@ claim("each token is copied (top-1) by at least 2 of the 4 layer-1 heads",
 glue("ind_head", f"{IL}.{IH}")
 glue("frac_ind", frac[IL, IH].item())
 glue("frac_sum", frac_sum)
+glue("frac_heads", ", ".join(f"{f:.0%}" for f in frac[1].tolist()))
+glue("coverage_min", coverage.min().item())
 
 # %%
 import plotly.graph_objects as go
@@ -402,9 +411,91 @@ fig
 # tokens. The right panel shows why this is not a failure. Each layer-1 head copies its
 # own subset of the vocabulary (dark cells, dots where the token wins its row), the
 # subsets overlap, and the sum of the four heads' tables copies
-# {glue:text}`frac_sum:.0%` of tokens. A single head could not do it alone: its table
-# has rank at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the
-# $64 \times 64$ identity.
+# {glue:text}`frac_sum:.0%` of tokens.
+#
+# Why does one head not copy every token itself? Not because of its rank. Its table has rank
+# at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the $64 \times 64$
+# identity, but top-1 copying does not need a table close to the identity: it only needs each
+# row's diagonal entry to beat the others in that row. A rank-2 table can do that for any
+# number of tokens. Put $n$ unit vectors $u_s = (\cos\phi_s, \sin\phi_s)$ on a circle and take
+# $T = U U^\top$, so $T[s, t] = \cos(\phi_s - \phi_t)$: each row is largest where $t = s$.
+# The cell below builds it.
+
+# %%
+n_circle = 200
+phi = 2 * math.pi * torch.arange(n_circle, dtype=torch.float64) / n_circle
+U_circle = torch.stack([phi.cos(), phi.sin()], dim=-1)   # [n, 2]: unit vectors
+T_circle = U_circle @ U_circle.T                          # [n, n] = cos(phi_s - phi_t)
+circle_rank = torch.linalg.matrix_rank(T_circle).item()
+circle_top = T_circle.argmax(-1) == torch.arange(n_circle)
+# the diagonal's lead over each row's runner-up: 1 - cos(2 pi / n), ~5e-4 here, far above
+# float64 rounding of a 2-term dot product (~1e-16)
+off_diag = T_circle - 2 * torch.eye(n_circle, dtype=torch.float64)
+circle_lead = (T_circle.diagonal() - off_diag.max(-1).values).min().item()
+claim(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has its diagonal win every row "
+      "(top-1 copying of every token)",
+      f"rank {circle_rank}, {int(circle_top.sum())} of {n_circle} rows, smallest lead {circle_lead:.1e}",
+      circle_rank == 2 and bool(circle_top.all()) and circle_lead > 0, identity=True, chapter="9")
+circle_dist = (T_circle - torch.eye(n_circle, dtype=torch.float64)).norm() / n_circle ** 0.5
+glue("n_circle", n_circle)
+glue("circle_dist", circle_dist.item())
+
+# %% [markdown]
+# The table is far from the identity (the distance $\lVert T - I\rVert_F / \lVert I \rVert_F$ is
+# {glue:text}`circle_dist:.2f`), yet all {glue:text}`n_circle` tokens win their own rows. So
+# rank does not forbid one head from copying the whole vocabulary. What the measurement
+# shows is only that in `toy-2l` training did not make one head do so: the layer-1 heads copy
+# {glue:text}`frac_heads` of the tokens each, every token is copied by at least
+# {glue:text}`coverage_min` of them, and the loss only needs the sum to copy.
+#
+# ### Reading the full QK circuit
+#
+# The full QK circuit was computed above and not yet looked at. For an induction head one
+# might expect the token-token table to carry the head's choice, but an induction head finds
+# its key by what the *previous-token head* wrote there, which is not in $W_E$: this table is
+# only the direct route, token embedding to token embedding. The figure shows head
+# {glue:text}`ind_head`'s table and, for comparison, its diagonal against the rest of each row.
+
+# %%
+qk_table = fqk.AB                                   # [vocab, vocab]: query token, key token
+qk_diag_rank = (qk_table > qk_table.diagonal()[:, None]).sum(-1)  # keys scoring above t = s
+qk_self_top = (qk_table.argmax(-1) == tokens_idx).float().mean().item()
+qk_row_spread = (qk_table.max(-1).values - qk_table.min(-1).values).mean().item()
+fig, ax = plt.subplots(1, 2, figsize=(9, 3.8), gridspec_kw={"width_ratios": [1, 1.2]})
+lim = qk_table.abs().max().item()
+im = ax[0].imshow(qk_table, cmap="RdBu_r", vmin=-lim, vmax=lim)
+ax[0].set(xlabel="key token t", ylabel="query token s", title=f"full QK circuit of head {IL}.{IH}")
+fig.colorbar(im, ax=ax[0], fraction=0.046)
+ax[1].hist(qk_diag_rank.numpy(), bins=range(0, cfg.d_vocab + 2, 2), color="tab:blue")
+ax[1].set(xlabel="keys scoring above the query's own token", ylabel="query tokens",
+          title="where t = s ranks in each row")
+fig.tight_layout()
+plt.show()
+# a finding about the trained weights: a token-matching QK table would put t = s on top
+claim(f"head {IL}.{IH}'s full QK circuit does not match tokens to themselves: t = s tops its row for "
+      "less than a quarter of query tokens", f"{qk_self_top:.3f}", qk_self_top < 0.25, chapter="9")
+# the scores the head really computes, on repeated random tokens, before its 1/sqrt(d_head)
+rep_tok = repeated_random_tokens(8, 20, cfg.d_vocab, seed=1)
+_, rep_cache = model.run_with_cache(rep_tok, names_filter=lambda n: n.endswith("attn_scores"))
+live = rep_cache["attn_scores", IL][:, IH]
+live_std = (live[live.isfinite()] * math.sqrt(cfg.d_head)).std().item()
+claim("its rows vary by less than half the spread (standard deviation) of the scores the head computes "
+      "on repeated random tokens", f"{qk_row_spread:.1f} vs {live_std:.1f}", qk_row_spread < 0.5 * live_std,
+      chapter="9")
+glue("qk_self_top", qk_self_top)
+glue("qk_row_spread", qk_row_spread)
+glue("live_std", live_std)
+
+# %% [markdown]
+# Read the table row by row: row $s$ says how much a query whose token is $s$ prefers each key
+# token, from the embeddings alone. The key with the query's own token tops its row for only
+# {glue:text}`qk_self_top:.0%` of tokens, and a row varies by {glue:text}`qk_row_spread:.1f`
+# on average (largest minus smallest entry), while the scores the head actually computes on
+# repeated random tokens have a standard deviation of {glue:text}`live_std:.1f` (both before
+# the $1/\sqrt{d_\text{head}}$). So the
+# direct token-token route does not tell this head where to look: it attends to the token
+# *after* an earlier copy, which it can only find through what layer 0 wrote (K-composition,
+# chapter {doc}`18_composition`).
 #
 # ### Eigenvalues and the copying score
 #
@@ -576,9 +667,12 @@ explore(draw_full_ov, head=head_names)
 # query position $i$ (token $s$) on key position $j$ (token $t$) is
 # $(e_s + p_i) W_{QK} (e_t + p_j)^\top$, which splits into a token-token term (the full
 # QK circuit), a position-position term $W_\text{pos} W_{QK} W_\text{pos}^\top$ (the
-# positional QK circuit, `pos_qk_circuit`), two cross terms, and the bias terms. Head
-# {glue:text}`prev_head` attends to the previous position; its positional QK circuit
-# should say so by itself. We mask the entries a causal head never uses ($j > i$).
+# positional QK circuit, `pos_qk_circuit`), two cross terms, and the bias terms.
+# {doc}`Chapter 5 <05_positional>` read the positional term of every layer-0 head and found
+# the band at $j = i - 1$ that singles out head {glue:text}`prev_head`; we do not repeat
+# that. Two questions are new here: how the positional term compares with the token-token
+# term of the full QK circuit, and why one query position breaks the band. We mask the
+# entries a causal head never uses ($j > i$).
 
 # %%
 pos_table = pos_qk_circuit(model, PL, PH).AB           # [n_ctx, n_ctx]
@@ -595,15 +689,12 @@ gaps = torch.stack([pos_table[i, i - 1] - torch.cat(
     [pos_table[i, :i - 1], pos_table[i, i:i + 1]]).max()
     for i in range(2, n_ctx - 1)])
 tok_spread = (tok_table.max(-1).values - tok_table.min(-1).values).mean()
-claim("in the positional QK circuit of the previous-token head, every "
-      "query position 1..62 scores position i-1 highest",
-      f"{int(hits[:-1].sum())} of {len(queries) - 1}",
-      bool(hits[:-1].all()), chapter="9")
 claim("its margin over the next best key (mean over positions 2..62) is "
       "10x the token-token term's spread across keys",
       f"{gaps.mean():.1f} vs {tok_spread:.1f}",
       gaps.mean() > 10 * tok_spread, chapter="9")
 glue("pos_gap", gaps.mean().item())
+glue("inv_sqrt_dhead", 1 / math.sqrt(cfg.d_head))
 glue("tok_spread", tok_spread.item())
 glue("missed", ", ".join(map(str, missed)))
 
@@ -637,7 +728,7 @@ fig
 # %% [markdown]
 # The band below the diagonal carries the head. In the raw scores (right) it beats the
 # next best position by {glue:text}`pos_gap:.0f` on average (before the
-# $1/\sqrt{d_\text{head}} = 1/4$ scale), while the token-token term varies by only
+# $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), while the token-token term varies by only
 # {glue:text}`tok_spread:.1f` across keys; after the scale and the softmax (left), the
 # positional term alone puts {glue:text}`on_prev:.1%` of each query's weight on the
 # previous position. The head hardly cares which token is where, only where.
@@ -676,7 +767,10 @@ claim(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and nonzero "
 # - `toy-2l`'s induction head {glue:text}`ind_head` has a copying score of
 #   {glue:text}`score_ind:.3f` (every nonzero eigenvalue has a positive real part), but
 #   its own top logit is the attended token for only {glue:text}`frac_ind:.0%` of
-#   tokens; the four layer-1 heads share the vocabulary and together copy all of it.
+#   tokens; the four layer-1 heads share the vocabulary and together copy all of it. Rank
+#   is not the reason: a rank-2 table (unit vectors on a circle) copies every token top-1.
+# - The induction head's full QK circuit does not match a token to itself: the direct
+#   token-token route is not how it finds its key.
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$ that
 #   dwarfs its token-token term, everywhere except the last position, which training
 #   never reached.

@@ -137,27 +137,11 @@ def ffn(x, W1, b1, W2, b2):
 checks.ch10_ex1(ffn)
 
 # %% [markdown]
-# ### Exercise 10.2: how many parameters?
-#
-# Write `ffn_param_count(d_model, d_ff)`, the number of parameters of
-# `PositionwiseFeedForward(d_model, d_ff)`: both weight matrices and both biases (each
-# `nn.Linear` has a bias as long as its output). The check uses ratios
-# $d_\text{ff} / d_\text{model}$ other than the paper's 4.
-
-# %% tags=["exercise"]
-def ffn_param_count(d_model, d_ff):
-    """Number of parameters of PositionwiseFeedForward(d_model, d_ff)."""
-    # BEGIN SOLUTION
-    return 2 * d_model * d_ff + d_ff + d_model
-    # END SOLUTION
-
-
-checks.ch10_ex2(ffn_param_count)
-
-# %% [markdown]
-# Now compare with real modules: the FFN on its own, one encoder layer (self-attention,
-# FFN and two LayerNorms), one decoder layer (which has a second, cross-attention
-# sublayer), and the whole base model built by `make_model` with the paper's sizes.
+# How many parameters does it have, and what share of a layer is that? Chapter
+# {doc}`02_architecture` counted it: two thirds of the weights of an encoder layer of the
+# base model (or of a GPT-2 layer). Here we add what that chapter did not count: the
+# FFN's share of a *decoder* layer, which has a second, cross-attention sublayer, and of the
+# whole base model built by `make_model` with the paper's sizes.
 
 # %%
 def n_params(module):
@@ -165,10 +149,6 @@ def n_params(module):
 
 
 ffn_count = n_params(ffn_module)
-assert ffn_count == 2 * d_model * d_ff + d_ff + d_model
-claim("PositionwiseFeedForward(512, 2048) has 2 d_model d_ff + d_ff + d_model "
-      "parameters", ffn_count, ffn_count == ffn_param_count(512, 2048),
-      chapter="10")
 
 base = make_model(11, 11)        # N=6, d_model=512, d_ff=2048, h=8; tiny vocab
 enc_layer, dec_layer = base.encoder.layers[0], base.decoder.layers[0]
@@ -179,31 +159,24 @@ body = [p for n, p in base.named_parameters()
 ffn_all = sum(p.numel() for n, p in base.named_parameters()
               if ".feed_forward." in n)
 model_share = ffn_all / sum(p.numel() for p in body)
-print(f"FFN share of an encoder layer: {enc_share:.3f}")
+print(f"FFN share of an encoder layer: {enc_share:.3f} (chapter 2)")
 print(f"FFN share of a decoder layer:  {dec_share:.3f}")
 print(f"FFN share of the whole base model (without embeddings): "
       f"{model_share:.3f}")
-claim("with d_ff = 4 d_model the FFN holds about two thirds of an encoder "
-      "layer's parameters", f"{enc_share:.4f}", abs(enc_share - 2 / 3) < 0.01,
-      chapter="10")
+# counting: 8 d^2 + 5 d of 16 d^2 + 11 d (weights, biases, three LayerNorms), by construction
 claim("in a decoder layer (two attention sublayers) it holds about half",
-      f"{dec_share:.4f}", abs(dec_share - 1 / 2) < 0.01, chapter="10")
-glue("enc_share", 100 * enc_share)
+      f"{dec_share:.4f}", abs(dec_share - 1 / 2) < 0.01, identity=True, chapter="10")
 glue("dec_share", 100 * dec_share)
 glue("model_share", 100 * model_share)
 glue("ffn_count", f"{ffn_count:,}")
 
 # %% [markdown]
-# One FFN of the base model has {glue:text}`ffn_count` parameters. Per layer, the
-# self-attention sublayer has four $d_\text{model} \times d_\text{model}$ matrices
-# ($4 d_\text{model}^2$ weights) and the FFN two $d_\text{model} \times 4d_\text{model}$
-# ones ($8 d_\text{model}^2$), so in an encoder layer, or in the layer of a decoder-only
-# language model such as GPT-2, the FFN holds two thirds of the weights
-# ({glue:text}`enc_share:.1f`% here). In the Annotated Transformer's *decoder* layers,
-# which add a cross-attention sublayer, it is {glue:text}`dec_share:.1f`%, and over the
-# whole encoder-decoder it is {glue:text}`model_share:.1f`% of the non-embedding
+# One FFN of the base model has {glue:text}`ffn_count` parameters. In the Annotated
+# Transformer's *decoder* layers, which add a cross-attention sublayer ($4 d_\text{model}^2$
+# more weights) to the FFN's $8 d_\text{model}^2$, it holds {glue:text}`dec_share:.1f`%, and
+# over the whole encoder-decoder {glue:text}`model_share:.1f`% of the non-embedding
 # parameters. "Two thirds" is a statement about the standard decoder-only (or encoder)
-# layer.
+# layer. These are counts, true by construction, not findings.
 
 # %% [markdown]
 # ## The circuit view
@@ -229,11 +202,32 @@ claim_close("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same out
             terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
 
 # %% [markdown]
+# ### Exercise 10.2: what each neuron writes
+#
+# The $d_\text{ff}$ hidden units of the FFN are its *neurons*. Write
+# `neuron_writes(x, W_in, b_in, W_out)` that returns, for a stream `x` of shape
+# `[pos, d_model]` and the weights in TransformerLens's shapes, what every neuron adds to
+# the stream at every position: a tensor `[pos, d_mlp, d_model]` whose sum over neurons,
+# plus `b_out`, is the FFN's output. Do not sum the neurons: keep each one's write.
+
+# %% tags=["exercise"]
+def neuron_writes(x, W_in, b_in, W_out):
+    """x: [pos, d_model]; W_in: [d_model, d_mlp]; b_in: [d_mlp]; W_out: [d_mlp, d_model]
+    -> [pos, d_mlp, d_model], the write of each neuron at each position."""
+    # BEGIN SOLUTION
+    acts = (x @ W_in + b_in).relu()     # [pos, d_mlp]: one number per neuron
+    return acts[..., None] * W_out      # each scales its own output direction
+    # END SOLUTION
+
+
+checks.ch10_ex2(neuron_writes)
+
+# %% [markdown]
 # ### Neurons read one direction and write one direction
 #
 # Write $W_\text{in}[:, n]$ for column $n$ of $W_\text{in}$ and $W_\text{out}[n]$ for row
 # $n$ of $W_\text{out}$. Multiplying out the matrices gives the FFN as a sum over its
-# $d_\text{ff}$ neurons:
+# $d_\text{ff}$ neurons, the writes of exercise 10.2:
 #
 # $$\operatorname{FFN}(x) = \sum_{n=1}^{d_\text{ff}}
 # \max\big(0,\; x \cdot W_\text{in}[:, n] + b_\text{in}[n]\big)\, W_\text{out}[n]
@@ -247,8 +241,8 @@ claim_close("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same out
 # %%
 pos_x = x[0, 0]                                  # one position: [d_model]
 acts = (pos_x @ W1 + b1).relu()                  # [d_ff]: one per neuron
-by_neuron = sum(acts[n] * W2[n] for n in range(d_ff)) + b2
-# the same terms, added one neuron at a time in Python (FFN_TERMS each side)
+by_neuron = neuron_writes(pos_x[None], W1, b1, W2)[0].sum(0) + b2
+# the same terms, summed over the neurons in another order (FFN_TERMS each side)
 claim_close("FFN(x) is the sum over neurons of relu(x . W_in[:, n] + b_in[n]) W_out[n], plus b_out",
             by_neuron, out[0, 0], terms=2 * FFN_TERMS, scale=ffn_size(x[0, 0]), identity=True, chapter="10")
 glue("active", 100 * (acts > 0).float().mean().item())
@@ -432,7 +426,9 @@ glue("flips", 100 * flips)
 # neurons are on for one of $a$, $b$ and off for the other.
 #
 # Attention is just as nonlinear when its pattern is recomputed (here
-# {glue:text}`gap_live:.2f`), and freezing something makes either layer affine. The
+# {glue:text}`gap_live:.2f`), and freezing something makes either layer affine: that
+# is true by construction, and the three checks above only show that the code and the
+# algebra agree. The measured part is how far from affine the live layers are. The
 # difference is in what has to be frozen. For a head it is the pattern: one
 # position-by-position table, computed by the QK circuit from the weights, that we can
 # print and read, and that often stays recognisable across inputs (a head that attends to
@@ -500,12 +496,13 @@ explore(draw_mixing, t=(0.0, 1.0, 0.05))
 # Elhage et al. {cite}`elhage2021mathematical` build their framework for attention-only
 # transformers: no MLP layers at all (and no LayerNorm or biases). Their reason, in our
 # words: with its pattern fixed, an attention head is linear, so an attention-only model
-# expands exactly into a sum of paths whose weights can be multiplied out and read, as the
-# cells above confirm; MLP layers have no such decomposition, because the ReLU's on/off
+# expands exactly into a sum of paths whose weights can be multiplied out and read (the
+# frozen-pattern identity above); MLP layers have no such decomposition, because the ReLU's on/off
 # state changes from input to input across thousands of neurons, and the authors treat
 # understanding them as a harder problem left for later work. They say plainly that this is
 # a real limitation, since MLP layers hold about two thirds of the parameters of a standard
-# transformer, the share we measured above (for the decoder-only layer they had in mind).
+# transformer, the share chapter {doc}`02_architecture` counted (for the decoder-only layer
+# they had in mind).
 # Chapters 13-18 follow them and work with attention-only models; what they find about
 # attention heads holds in models with MLPs too, but it is not the whole story of those
 # models.

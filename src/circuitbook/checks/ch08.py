@@ -8,61 +8,64 @@ from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
 from circuitbook.checks.core import random_int as _randint
 
 
-# --- Exercise 8.1: a head's output from its pattern and its OV circuit ---------------------
+# --- Exercise 8.1: the QK circuit with biases, as one bilinear form -------------------------
 
 
-def head_output(x: torch.Tensor, pattern: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor,
-                b_V: torch.Tensor) -> torch.Tensor:
-    """One head's write into the residual stream (row-vector convention).
+def extended_qk(W_Q: torch.Tensor, b_Q: torch.Tensor, W_K: torch.Tensor, b_K: torch.Tensor) -> torch.Tensor:
+    """One head's QK circuit with its biases folded in (row-vector convention).
 
-    x: [pos, d_model] (the stream the values are read from); pattern: [pos_q, pos_k], rows
-    are queries and sum to 1; W_V: [d_model, d_head]; W_O: [d_head, d_model]; b_V: [d_head].
-    Returns [pos_q, d_model] = pattern (x W_V + b_V) W_O = pattern x W_OV + 1 (b_V W_O).
+    W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head]. Appending a 1 to each residual row,
+    [x, 1], makes the query x W_Q + b_Q = [x, 1] [W_Q; b_Q], and likewise the key, so the score
+    (x_i W_Q + b_Q)(x_j W_K + b_K)^T = [x_i, 1] M [x_j, 1]^T with
+    M = [W_Q; b_Q] [W_K; b_K]^T, of shape [d_model + 1, d_model + 1] (query side on the left).
     """
-    return pattern @ (x @ W_V + b_V) @ W_O
+    return torch.cat([W_Q, b_Q[None]], dim=0) @ torch.cat([W_K, b_K[None]], dim=0).T
 
 
-def _head_inputs(g: torch.Generator) -> dict:
-    pos = _randint(5, 9, g)
-    d_model, d_head = _randint(12, 20, g), _randint(3, 6, g)
-    scores = 2 * torch.randn(pos, pos, generator=g)
-    future = torch.ones(pos, pos).triu(1).bool()
-    pattern = scores.masked_fill(future, float("-inf")).softmax(-1)  # causal, rows sum to 1
-    return {"x": torch.randn(pos, d_model, generator=g),
-            "pattern": pattern,
-            "W_V": torch.randn(d_model, d_head, generator=g),
-            "W_O": torch.randn(d_head, d_model, generator=g),
-            "b_V": 1 + torch.rand(d_head, generator=g)}  # large enough that leaving it out shows
+def _ext_inputs(g: torch.Generator) -> dict:
+    d_model, d_head = 6 + int(torch.randint(0, 5, (1,), generator=g)), 2 + int(torch.randint(0, 3, (1,), generator=g))
+    return {"W_Q": torch.randn(d_model, d_head, generator=g), "b_Q": 1 + torch.rand(d_head, generator=g),
+            "W_K": torch.randn(d_model, d_head, generator=g), "b_K": 1 + torch.rand(d_head, generator=g)}
+
+
+def _blocks(tl, tr, bl, br):
+    return torch.cat([torch.cat([tl, tr], dim=1), torch.cat([bl, br], dim=1)], dim=0)
+
+
+def _zero_bias_like(b):
+    return torch.zeros_like(b)
 
 
 EX1 = FunctionExercise(
     id="ch08_ex1",
-    title="a head's output from its pattern and its OV circuit",
-    reference=head_output,
-    make_inputs=_head_inputs,
+    title="the QK circuit with biases as one bilinear form",
+    reference=extended_qk,
+    make_inputs=_ext_inputs,
     mistakes=[
-        Mistake("pattern transposed", "pattern[i, j] is how much query i reads from key j, so the output at "
-                "position i is sum_j pattern[i, j] v_j: multiply pattern @ values, with the pattern as it is.",
-                lambda x, pattern, W_V, W_O, b_V: pattern.T @ (x @ W_V + b_V) @ W_O),
-        Mistake("forgot b_V", "The values are x W_V + b_V; the bias passes through the pattern (its rows sum to "
-                "1) and adds b_V W_O at every position.",
-                lambda x, pattern, W_V, W_O, b_V: pattern @ x @ W_V @ W_O),
-        Mistake("used the transposed W_OV", "(W_V W_O)^T is the paper's column-vector W_OV. On row vectors, as "
-                "here, the map is x -> x W_V W_O.",
-                lambda x, pattern, W_V, W_O, b_V: pattern @ x @ (W_V @ W_O).T + b_V @ W_O),
-        Mistake("left out the pattern", "Each position reads a weighted average of all the values, not only "
-                "its own: apply the pattern to the values.",
-                lambda x, pattern, W_V, W_O, b_V: (x @ W_V + b_V) @ W_O),
-        Mistake("stopped before W_O", "pattern (x W_V + b_V) is the head's d_head-dimensional result z; W_O "
-                "writes it back into the d_model-dimensional stream.",
-                lambda x, pattern, W_V, W_O, b_V: pattern @ (x @ W_V + b_V)),
-        Mistake("divided by sqrt(d_head)", "The 1/sqrt(d_head) scale belongs to the attention scores, before the "
-                "softmax; the values are not scaled.",
-                lambda x, pattern, W_V, W_O, b_V: pattern @ (x @ W_V + b_V) @ W_O / W_V.shape[-1] ** 0.5),
+        Mistake("key on the left", "The query side multiplies from the left: rows of the matrix belong to the "
+                "query's extended residual vector, columns to the key's. Yours is the transpose.",
+                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T),
+        Mistake("left out the biases", "The biases do not vanish: they become the extra row of each factor, "
+                "the one the appended 1 picks out.",
+                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, _zero_bias_like(b_Q), W_K, _zero_bias_like(b_K))),
+        Mistake("only the query bias", "The key has a bias too; it gives the matrix its last column.",
+                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, _zero_bias_like(b_K))),
+        Mistake("only the key bias", "The query has a bias too; it gives the matrix its last row.",
+                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, _zero_bias_like(b_Q), W_K, b_K)),
+        Mistake("dropped the bias-bias corner", "The product of the two biases is a score every query-key "
+                "pair gets; it sits in the corner, where the two appended 1s meet.",
+                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K)
+                - _blocks(torch.zeros(W_Q.shape[0], W_Q.shape[0]), torch.zeros(W_Q.shape[0], 1),
+                          torch.zeros(1, W_Q.shape[0]), (b_Q @ b_K)[None, None])),
+        Mistake("swapped the cross terms", "The last column pairs the query's weights with the key's bias, the "
+                "last row the query's bias with the key's weights.",
+                lambda W_Q, b_Q, W_K, b_K: _blocks(W_Q @ W_K.T, (b_Q @ W_K.T)[:, None], (W_Q @ b_K)[None],
+                                                   (b_Q @ b_K)[None, None])),
     ],
-    hint="A head reads a value at every position (the value map and its bias: [pos, d_head]), mixes the "
-         "values across positions with the pattern (rows are queries), and writes the mix into the stream "
-         "with the output map: [pos, d_model].",
+    hint="Append a 1 to each residual row, so that the bias becomes part of a single linear map: the query "
+         "is then the [d_model + 1] row times one [d_model + 1, d_head] matrix, and the key likewise. The "
+         "score is one matrix between the query's and the key's extended rows: [d_model + 1, d_model + 1], "
+         "query side on the left.",
 )
 
 

@@ -1,7 +1,8 @@
 """Chapter 10 (position-wise feed-forward networks): exercise checks and reference solutions.
 
 Exercise 10.1 computes FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 from weights stored the way
-``nn.Linear`` stores them (``weight`` is [out, in]); exercise 10.2 counts its parameters.
+``nn.Linear`` stores them (``weight`` is [out, in]); exercise 10.2 splits it into what each
+neuron writes, in TransformerLens's names (``W_in`` [d_model, d_mlp], ``W_out`` [d_mlp, d_model]).
 """
 
 from __future__ import annotations
@@ -96,45 +97,58 @@ EX1 = FFNExercise(
 )
 
 
-def ffn_param_count(d_model: int, d_ff: int) -> int:
-    """Parameters of PositionwiseFeedForward(d_model, d_ff): two weight matrices and two
-    biases, 2 d_model d_ff + d_ff + d_model."""
-    return 2 * d_model * d_ff + d_ff + d_model
+def neuron_writes(x: torch.Tensor, W_in: torch.Tensor, b_in: torch.Tensor, W_out: torch.Tensor) -> torch.Tensor:
+    """What each neuron of an FFN writes into the stream, in TransformerLens's names and shapes.
+
+    x [pos, d_model]; W_in [d_model, d_mlp]; b_in [d_mlp]; W_out [d_mlp, d_model]
+    -> [pos, d_mlp, d_model], entry [p, n] = max(0, x_p . W_in[:, n] + b_in[n]) W_out[n]: neuron n
+    reads one number, applies the ReLU and writes that multiple of one direction. Summed over
+    neurons, plus b_out, it is the FFN's output.
+    """
+    return (x @ W_in + b_in).relu()[..., None] * W_out
 
 
-def _count_inputs(g: torch.Generator) -> dict:
-    d_model = int(torch.randint(8, 400, (1,), generator=g))
-    ratio = [2, 3, 5, 8][int(torch.randint(0, 4, (1,), generator=g))]  # never the usual 4
-    return {"d_model": d_model, "d_ff": ratio * d_model + int(torch.randint(1, 9, (1,), generator=g))}
+def _neuron_inputs(g: torch.Generator) -> dict:
+    d_model = 5 + int(torch.randint(0, 5, (1,), generator=g))
+    d_mlp = 2 * d_model + int(torch.randint(1, 4, (1,), generator=g))  # never square
+    return {"x": torch.randn(4, d_model, generator=g),
+            "W_in": torch.randn(d_model, d_mlp, generator=g) / d_model ** 0.5,
+            "b_in": 0.5 * torch.randn(d_mlp, generator=g),  # as large as a read, so leaving it out shows
+            "W_out": torch.randn(d_mlp, d_model, generator=g)}
+
+
+def _pre_act(x, W_in, b_in):
+    return x @ W_in + b_in
 
 
 EX2 = FunctionExercise(
     id="ch10_ex2",
-    title="parameters of the feed-forward network",
-    reference=ffn_param_count,
-    make_inputs=_count_inputs,
-    compare=lambda a, b: isinstance(a, (int, float, torch.Tensor)) and not isinstance(a, bool)
-    and float(a) == float(b),
+    title="each neuron's write into the stream",
+    reference=neuron_writes,
+    make_inputs=_neuron_inputs,
     mistakes=[
-        Mistake("forgot the biases", "Each nn.Linear has a bias as long as its output: d_ff for w_1 and "
-                "d_model for w_2.", lambda d_model, d_ff: 2 * d_model * d_ff),
-        Mistake("forgot b2", "w_2 has a bias too, of length d_model.",
-                lambda d_model, d_ff: 2 * d_model * d_ff + d_ff),
-        Mistake("forgot b1", "w_1 has a bias too, of length d_ff.",
-                lambda d_model, d_ff: 2 * d_model * d_ff + d_model),
-        Mistake("biases the wrong size", "w_1's bias has d_ff entries (its output) and w_2's has d_model.",
-                lambda d_model, d_ff: 2 * d_model * d_ff + 2 * d_model),
-        Mistake("biases the wrong size", "w_1's bias has d_ff entries (its output) and w_2's has d_model.",
-                lambda d_model, d_ff: 2 * d_model * d_ff + 2 * d_ff),
-        Mistake("counted one matrix", "There are two weight matrices, d_model x d_ff and d_ff x d_model.",
-                lambda d_model, d_ff: d_model * d_ff + d_ff + d_model),
-        Mistake("assumed d_ff = 4 d_model", "Use the d_ff you are given; 4 d_model is only the paper's "
-                "choice.", lambda d_model, d_ff: 8 * d_model ** 2 + 5 * d_model),
-        Mistake("counted d_model^2 weights", "The matrices are d_model x d_ff, not square.",
-                lambda d_model, d_ff: 2 * d_model ** 2 + d_ff + d_model),
+        Mistake("forgot the ReLU", "A neuron's activation goes through max(0, .) before it scales the "
+                "neuron's output direction; without it the neurons are a linear map.",
+                lambda x, W_in, b_in, W_out: _pre_act(x, W_in, b_in)[..., None] * W_out),
+        Mistake("forgot b_in", "Each neuron adds its own bias to what it reads, before the ReLU.",
+                lambda x, W_in, b_in, W_out: (x @ W_in).relu()[..., None] * W_out),
+        Mistake("applied the ReLU to the write", "The ReLU acts on the one number the neuron reads, not on "
+                "the entries of the vector it writes: a neuron can write negative amounts along some "
+                "coordinates.",
+                lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in)[..., None] * W_out).relu()),
+        Mistake("wrote only the on/off gate", "The write is the activation times the direction, not 0 or 1 "
+                "times it: how far above zero the neuron is matters.",
+                lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in) > 0).to(x.dtype)[..., None] * W_out),
+        Mistake("used GELU", "This FFN is the Annotated Transformer's, with a ReLU, max(0, .); GPT-2's uses "
+                "GELU.",
+                lambda x, W_in, b_in, W_out: torch.nn.functional.gelu(_pre_act(x, W_in, b_in))[..., None] * W_out),
+        Mistake("added the bias after the ReLU", "The bias shifts what the neuron reads, before the ReLU.",
+                lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out),
     ],
-    hint="PositionwiseFeedForward is two nn.Linear layers, d_model -> d_ff and d_ff -> d_model, each with "
-         "a weight matrix and a bias; the ReLU and dropout have no parameters.",
+    hint="Neuron n reads one number at each position (its column of W_in, plus its bias), applies the "
+         "ReLU, and writes that amount of one direction (its row of W_out). Keep the neurons apart instead "
+         "of summing them: broadcast the [pos, d_mlp] activations against the [d_mlp, d_model] "
+         "directions to get [pos, d_mlp, d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -3,41 +3,53 @@
 import torch
 
 
-def transposed_pattern(x, pattern, W_V, W_O, b_V):
-    v = x @ W_V + b_V
-    return torch.einsum("qk,qe->ke", pattern, v) @ W_O  # sums over queries, not keys
+def _ext(W, b):
+    return torch.cat([W, b[None]], dim=0)
 
 
-def no_bias(x, pattern, W_V, W_O, b_V):
-    return pattern @ x @ (W_V @ W_O)
+def key_left(W_Q, b_Q, W_K, b_K):
+    return _ext(W_K, b_K) @ _ext(W_Q, b_Q).T
 
 
-def paper_ov(x, pattern, W_V, W_O, b_V):
-    W_OV = W_O.T @ W_V.T  # the column-vector matrix, used on rows
-    return pattern @ x @ W_OV + b_V @ W_O
+def no_biases(W_Q, b_Q, W_K, b_K):
+    return _ext(W_Q, 0 * b_Q) @ _ext(W_K, 0 * b_K).T
 
 
-def no_pattern(x, pattern, W_V, W_O, b_V):
-    return x @ W_V @ W_O + b_V @ W_O
+def query_bias_only(W_Q, b_Q, W_K, b_K):
+    return _ext(W_Q, b_Q) @ _ext(W_K, torch.zeros_like(b_K)).T
 
 
-def only_z(x, pattern, W_V, W_O, b_V):
-    return pattern @ (x @ W_V + b_V)
+def key_bias_only(W_Q, b_Q, W_K, b_K):
+    return _ext(W_Q, torch.zeros_like(b_Q)) @ _ext(W_K, b_K).T
 
 
-def scaled(x, pattern, W_V, W_O, b_V):
-    return pattern @ (x @ W_V + b_V) @ W_O / (W_O.shape[0] ** 0.5)
+def no_corner(W_Q, b_Q, W_K, b_K):
+    M = _ext(W_Q, b_Q) @ _ext(W_K, b_K).T
+    M[-1, -1] = 0
+    return M
 
 
-def bias_outside_w_o(x, pattern, W_V, W_O, b_V):
-    # b_V added after W_O, broadcast into the first d_head coordinates: not a named mistake
-    out = pattern @ x @ W_V @ W_O
-    out[:, : b_V.shape[0]] += b_V
-    return out
+def swapped_cross(W_Q, b_Q, W_K, b_K):
+    M = _ext(W_Q, b_Q) @ _ext(W_K, b_K).T
+    top, left = (b_Q @ W_K.T).clone(), (W_Q @ b_K).clone()
+    M[:-1, -1], M[-1, :-1] = top, left
+    return M
 
 
-def forgot_return(x, pattern, W_V, W_O, b_V):
-    pattern @ (x @ W_V + b_V) @ W_O
+def unextended(W_Q, b_Q, W_K, b_K):  # the plain W_QK: wrong shape
+    return W_Q @ W_K.T
+
+
+def bias_outer_added(W_Q, b_Q, W_K, b_K):  # a bias product spread over every entry: unrecognised
+    return _ext(W_Q, 0 * b_Q) @ _ext(W_K, 0 * b_K).T + b_Q @ b_K
+
+
+
+
+
+
+
+
 
 
 def qk_both_transposed(W_Q, W_K, W_V, W_O):
@@ -75,14 +87,14 @@ def qk_wrong_product(W_Q, W_K, W_V, W_O):  # W_Q W_Q^T: right shape, not a named
 
 MUTATIONS = {
     "ch08_ex1": [
-        (transposed_pattern, "pattern transposed"),
-        (no_bias, "forgot b_V"),
-        (paper_ov, "used the transposed W_OV"),
-        (no_pattern, "left out the pattern"),
-        (only_z, "stopped before W_O"),
-        (scaled, "divided by sqrt(d_head)"),
-        (bias_outside_w_o, "wrong values"),
-        (forgot_return, "returned None"),
+        (key_left, "key on the left"),
+        (no_biases, "left out the biases"),
+        (query_bias_only, "only the query bias"),
+        (key_bias_only, "only the key bias"),
+        (no_corner, "dropped the bias-bias corner"),
+        (swapped_cross, "swapped the cross terms"),
+        (unextended, None),
+        (bias_outer_added, None),
     ],
     "ch08_ex2": [
         (qk_both_transposed, "transposed W_QK too"),

@@ -48,38 +48,6 @@ def leaky(x, W1, b1, W2, b2):  # unrecognised: a leaky ReLU
     return F.leaky_relu(x @ W1.T + b1, 0.1) @ W2.T + b2
 
 
-def count_no_bias(d_model, d_ff):
-    return 2 * d_model * d_ff
-
-
-def count_no_b2(d_model, d_ff):
-    return 2 * d_model * d_ff + d_ff
-
-
-def count_no_b1(d_model, d_ff):
-    return d_model * d_ff * 2 + d_model
-
-
-def count_one_matrix(d_model, d_ff):
-    return d_model * d_ff + d_ff + d_model
-
-
-def count_assumes_4x(d_model, d_ff):
-    return 2 * d_model * (4 * d_model) + 4 * d_model + d_model
-
-
-def count_square(d_model, d_ff):
-    return 2 * d_model * d_model + d_ff + d_model
-
-
-def count_biases_dff(d_model, d_ff):
-    return 2 * d_model * d_ff + 2 * d_ff
-
-
-def count_w1_twice(d_model, d_ff):  # counts nn.Linear(d_model, d_ff) for both layers
-    return sum(p.numel() for p in torch.nn.Linear(d_model, d_ff).parameters()) * 2
-
-
 MUTATIONS = {
     "ch10_ex1": [
         (no_relu, "forgot the ReLU"),
@@ -95,13 +63,14 @@ MUTATIONS = {
         (leaky, "wrong values"),
     ],
     "ch10_ex2": [
-        (count_no_bias, "forgot the biases"),
-        (count_no_b2, "forgot b2"),
-        (count_no_b1, "forgot b1"),
-        (count_one_matrix, "counted one matrix"),
-        (count_assumes_4x, "assumed d_ff = 4 d_model"),
-        (count_square, "counted d_model^2 weights"),
-        (count_biases_dff, "biases the wrong size"),
-        (count_w1_twice, "biases the wrong size"),
-    ],
+        (lambda x, W_in, b_in, W_out: (x @ W_in + b_in)[..., None] * W_out, "forgot the ReLU"),
+        (lambda x, W_in, b_in, W_out: (x @ W_in).clamp(min=0)[..., None] * W_out, "forgot b_in"),
+        (lambda x, W_in, b_in, W_out: ((x @ W_in + b_in)[..., None] * W_out).clamp(min=0),
+         "applied the ReLU to the write"),
+        (lambda x, W_in, b_in, W_out: (x @ W_in + b_in > 0).float()[..., None] * W_out, "wrote only the on/off gate"),
+        (lambda x, W_in, b_in, W_out: F.gelu(x @ W_in + b_in)[..., None] * W_out, "used GELU"),
+        (lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out, "added the bias after the ReLU"),
+        (lambda x, W_in, b_in, W_out: (x @ W_in + b_in).relu() @ W_out, None),  # summed the neurons
+        (lambda x, W_in, b_in, W_out: (x @ W_in + b_in).relu(), None),  # the activations only
+        ],
 }

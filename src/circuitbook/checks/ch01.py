@@ -1,0 +1,123 @@
+"""Chapter 1 (background: the residual stream is a sum): exercise checks and reference solutions.
+
+Exercise 1.1 rebuilds the residual stream that enters a block of a pre-norm transformer from
+the pieces written before it. Exercise 1.2 counts the terms of the finest split of GPT-2
+medium's final residual stream. Row-vector convention throughout: a position's stream is a
+row of ``d_model`` numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, ValueExercise
+
+# --- Exercise 1.1: the stream entering a block ----------------------------------------------
+
+
+def stream_before(embed: torch.Tensor, pos_embed: torch.Tensor, attn_out: torch.Tensor,
+                  mlp_out: torch.Tensor, layer: int) -> torch.Tensor:
+    """The residual stream entering block ``layer`` (TransformerLens's ``resid_pre``).
+
+    embed, pos_embed: [pos, d_model]; attn_out, mlp_out: [n_layers, pos, d_model], each
+    block's attention and MLP writes; 0 <= layer < n_layers. In a pre-norm model every
+    sublayer adds its write to the stream, so the stream entering block ``layer`` is
+    x_0 + sum over blocks l < layer of (attn_l + mlp_l), with x_0 = embed + pos_embed.
+    Returns [pos, d_model].
+    """
+    return embed + pos_embed + attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+
+
+def _stream_inputs(g: torch.Generator) -> dict:
+    n_layers = 4 + int(torch.randint(0, 3, (1,), generator=g))
+    pos, d_model = 3 + int(torch.randint(0, 4, (1,), generator=g)), 6 + int(torch.randint(0, 6, (1,), generator=g))
+    # 2 <= layer <= n_layers - 2: a block before it, one after it, and off-by-one both ways differ
+    layer = 2 + int(torch.randint(0, n_layers - 3, (1,), generator=g))
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    return {"embed": randn(pos, d_model), "pos_embed": randn(pos, d_model),
+            "attn_out": randn(n_layers, pos, d_model), "mlp_out": randn(n_layers, pos, d_model),
+            "layer": layer}
+
+
+EX1 = FunctionExercise(
+    id="ch01_ex1",
+    title="the residual stream entering a block",
+    reference=stream_before,
+    make_inputs=_stream_inputs,
+    mistakes=[
+        Mistake("included block `layer` itself", "Block `layer` reads the stream before it writes: its own "
+                "attention and MLP outputs are not in the stream that enters it.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                stream_before(embed, pos_embed, attn_out, mlp_out, layer + 1)),
+        Mistake("stopped one block early", "Every block before `layer` has written into the stream, "
+                "including block `layer - 1`.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                stream_before(embed, pos_embed, attn_out, mlp_out, layer - 1)),
+        Mistake("added block `layer`'s attention output", "That is the stream halfway through block "
+                "`layer` (TransformerLens's resid_mid), after its attention and before its MLP.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                stream_before(embed, pos_embed, attn_out, mlp_out, layer) + attn_out[layer]),
+        Mistake("forgot the positional embedding", "The stream starts as the token embedding plus the "
+                "positional embedding; both stay in it for good.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                stream_before(embed, pos_embed, attn_out, mlp_out, layer) - pos_embed),
+        Mistake("left out the MLPs", "MLPs are sublayers too: each adds its output to the stream, as "
+                "attention does.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                embed + pos_embed + attn_out[:layer].sum(0)),
+        Mistake("kept only the last write", "Nothing overwrites the stream in a pre-norm model: each "
+                "write is added to everything written before it.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer: mlp_out[layer - 1]),
+        Mistake("averaged the writes", "The stream is the sum of the writes, not their mean: each sublayer "
+                "adds its whole output.",
+                lambda embed, pos_embed, attn_out, mlp_out, layer:
+                embed + pos_embed + attn_out[:layer].mean(0) + mlp_out[:layer].mean(0)),
+    ],
+    hint="In a pre-norm model the stream only accumulates. Which pieces have been written before block "
+         "`layer` reads it? The two embeddings, and every sublayer of every block that comes earlier. "
+         "Index the [n_layers, pos, d_model] tensors by block; the answer is [pos, d_model].",
+)
+
+
+# --- Exercise 1.2: how many terms ----------------------------------------------------------------
+
+GPT2_MEDIUM = {"n_layers": 24, "n_heads": 16}
+
+
+def n_terms_reference() -> int:
+    """Terms of GPT-2 medium's final stream, split as finely as chapter 1 splits its model:
+    token and positional embedding (2), one per head (n_layers n_heads), one output bias
+    per attention layer (n_layers) and one output per MLP (n_layers)."""
+    n_layers, n_heads = GPT2_MEDIUM["n_layers"], GPT2_MEDIUM["n_heads"]
+    return 2 + n_layers * n_heads + 2 * n_layers
+
+
+_L, _H = GPT2_MEDIUM["n_layers"], GPT2_MEDIUM["n_heads"]
+
+EX2 = ValueExercise(
+    id="ch01_ex2",
+    title="the number of terms in GPT-2 medium's final residual stream",
+    expected=n_terms_reference,
+    mistakes=[
+        (2 + _L * _H + _L, "missed one kind of per-layer term",
+         "Each block adds two things besides its heads: the attention layer's output bias and the MLP's output."),
+        (2 + 2 * _L, "counted attention layers, not heads",
+         "Split each attention layer into its heads: every head writes its own term."),
+        (1 + _L * _H + 2 * _L, "forgot one embedding",
+         "The stream starts as two terms: the token embedding and the positional embedding."),
+        (_L * _H + 2 * _L, "forgot the embeddings", "The embeddings are terms of the sum too: the stream starts "
+         "as the token embedding plus the positional embedding."),
+        (2 + _H + 2 * _L, "counted one layer's heads", "Every one of the 24 layers has its own 16 heads."),
+        (_L * _H, "counted only the heads", "The embeddings, the attention output biases and the MLP outputs "
+         "are terms of the sum as well."),
+    ],
+    hint="GPT-2 medium has 24 layers of 16 heads, an MLP in every layer, and a bias on every attention "
+         "layer's output. Count what writes into the stream, split as finely as chapter 1's per-head "
+         "split (the cell that uses hook_result). The answer is a whole number.",
+    compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
