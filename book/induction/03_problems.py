@@ -713,10 +713,10 @@ yours = icl_scores(full_logits, natural[:2], EARLY, LATE)
 # The same float32 numbers on both paths, summed in other orders: the log-softmax over
 # the vocabulary (d_vocab terms), then a mean over 20 tokens per window (2 windows);
 # scale: the largest log-probability magnitude involved.
-claim_close("your icl_scores agrees with the page's windowed computation", yours,
-            results["no ablation"]["icl"][:2], terms=smol.cfg.d_vocab + 2 * len(EARLY),
-            scale=float(full_logits.abs().max()) + math.log(smol.cfg.d_vocab),
-            identity=True, chapter="induction problems")
+_ = claim_close("your icl_scores agrees with the page's windowed computation", yours,
+                results["no ablation"]["icl"][:2], terms=smol.cfg.d_vocab + 2 * len(EARLY),
+                scale=float(full_logits.abs().max()) + math.log(smol.cfg.d_vocab),
+                identity=True, chapter="induction problems")
 
 # %% [markdown]
 # Each score below is a mean over the documents, with a 95% bootstrap interval: resample the
