@@ -13,9 +13,9 @@
 # Problems 1-3 need only this page. Problems 4-6 use the book's two-layer model `toy-2l` and
 # SmolLM2-135M, a real pretrained language model that ships inside a Python package, so
 # everything runs offline. On Colab you can also point problem 4 at GPT-2 small. Once
-# SmolLM2's weights are converted and cached (the first load does it, about 30 s), the whole
-# page is budgeted at about 90 s on 2 CPU cores; problem 6 takes most of it, and its sizes
-# are set in one place so that you can make it larger.
+# SmolLM2's weights are converted and cached (the first load does it, about 30 s), the page
+# is sized for a budget of about 90 s on 2 quiet CPU cores; problem 6 takes most of it, its
+# sizes are set in one place so that you can make it larger, and it reports the time it took.
 
 # %%
 import math
@@ -843,9 +843,10 @@ progress.tracker("6")
 # MLPs can partly do. The repeated passage isolates the one thing induction heads are for, and there the effect is
 # large, grows with the number of heads ablated, and is absent for control heads.
 #
-# **Budget.** The page is budgeted at about 90 s on 2 CPU cores once SmolLM2's weights are
-# cached, and problem 6 is most of it. On the machine that built this page, under whatever
-# load it had, problem 6 took {glue:text}`p6_seconds:.0f` s and the page up to here
-# {glue:text}`page_seconds:.0f` s. The runs share work to fit: the residual stream entering
+# **Budget.** The page is sized for about 90 s on 2 quiet CPU cores once SmolLM2's weights
+# are cached, and problem 6 is most of it. On the machine that built this page, under
+# whatever load it had (other processes slow it several times over), problem 6 took
+# {glue:text}`p6_seconds:.0f` s and the page up to here {glue:text}`page_seconds:.0f` s. The
+# runs share work to fit: the residual stream entering
 # the first ablated layer is computed once, each ablation runs only the layers after it, and
 # only the windows' positions go through the unembedding.
