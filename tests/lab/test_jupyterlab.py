@@ -382,20 +382,28 @@ def test_explainers_run_and_respond_to_clicks(page, lab):
     print(f"[lab] {EXPLAINERS}: stepper and builder clicked through in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def test_problem_set_runs_and_its_progress_is_saved(page, lab):
+def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
     base, log_path, book = lab
     state = open_and_run(page, base, PROBLEMS, run_timeout_s=480, log_path=log_path)
     assert_no_cell_raised(page, PROBLEMS, state)
-    # the six problems' progress trackers rendered (widgets, drawn by the front end)
+    # the six problems' progress trackers rendered (widgets, drawn by the front end), live
     trackers = page.locator(".cb-progress")
     assert trackers.count() == 6, f"{PROBLEMS}: {trackers.count()} progress trackers rendered, expected 6"
-    assert trackers.locator(".cb-counter").all_text_contents() == ["0 of 6 done"] * 6
-    # "Mark done" under problem 1 updates every counter, reaches the kernel, and the kernel
-    # saves it in the progress file beside the notebook (in the copy, not in the tree)
-    trackers.first.scroll_into_view_if_needed()
-    trackers.first.locator(".cb-mark").click()
-    assert trackers.locator(".cb-counter").all_text_contents() == ["1 of 6 done"] * 6
-    assert_kernel_sees(page, PROBLEMS, "progress.done", "['1']")
-    saved = json.loads((book / "induction" / ".circuitbook-progress.json").read_text())
-    assert saved == {"induction-problems": ["1"]}, saved
+    page.wait_for_function("els => els.every(e => e.dataset.live === '1')", arg=trackers.element_handles(),
+                           timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
+    # run-all ran every solution cell after its template, so every check has passed
+    assert trackers.locator(".cb-counter").all_text_contents() == ["6 of 6 done"] * 6
+    assert_kernel_sees(page, PROBLEMS, "progress.done", "['1', '2', '3', '4', '5', '6']")
+    # a failing check re-opens its problem, live, in every tracker, and names the open check
+    kernel_value(page, PROBLEMS, "checks.ps_p2(lambda n_layers, n_heads: None).passed")
+    page.wait_for_function("els => els.every(e => e.dataset.count === '5')", arg=trackers.element_handles(),
+                           timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
+    assert trackers.locator(".cb-counter").all_text_contents() == ["5 of 6 done"] * 6
+    assert all("problem 2 (ps_p2)" in t for t in trackers.locator(".cb-open").all_text_contents())
+    assert "not done yet" in trackers.nth(1).locator(".cb-mine").inner_text()
+    # passing it again closes it
+    kernel_value(page, PROBLEMS, "checks.ps_p2(path_counts).passed")
+    page.wait_for_function("els => els.every(e => e.dataset.count === '6')", arg=trackers.element_handles(),
+                           timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
+    assert trackers.locator(".cb-button, button").count() == 0  # nothing self-reported
     screenshot(trackers.first, "03_problems-progress.png")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import html
 import secrets
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -67,10 +68,22 @@ class Session:
 
     def __init__(self):
         self._latest: dict[str, bool] = {}
+        self._listeners: list[weakref.WeakMethod] = []
 
     def record(self, result: Result) -> Result:
         self._latest[result.exercise] = result.passed
+        self._listeners = [ref for ref in self._listeners if ref() is not None]
+        for ref in list(self._listeners):
+            listener = ref()
+            if listener is not None:
+                listener(result)
         return result
+
+    def subscribe(self, listener) -> None:
+        """Call the bound method ``listener(result)`` after every check recorded from now on
+        (the problem set's progress widget, which updates live). Held weakly: a listener
+        whose object is gone is dropped."""
+        self._listeners.append(weakref.WeakMethod(listener))
 
     def passed(self, exercise: str) -> bool:
         """True when the latest check of ``exercise`` in this session passed."""

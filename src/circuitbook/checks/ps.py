@@ -288,9 +288,12 @@ P3B = ValueExercise(
 def head_scores(model, tokens: torch.Tensor):
     """(induction [L, H], previous-token [L, H]) on repeated tokens [batch, 2 n].
 
-    Induction: mean attention from query n + i to key i + 1, for i = 0 .. n - 2 (the second
-    copy's queries looking at the token after the earlier occurrence). Previous-token: mean
-    attention from query p to key p - 1, over p = 1 .. 2n - 1.
+    Induction: mean attention from query n + i to key i + 1, for i = 0 .. n - 1 (every query
+    of the second copy, queries n .. 2n - 1, looking at the token after the earlier occurrence
+    of its own token; for i = n - 1 that is key n, the first token of the second copy, which
+    followed r_{n-1} last time). These entries lie on the diagonal n - 1 below the main one,
+    which starts at query n - 1 (the first copy's last token): the stripe without its first
+    entry. Previous-token: mean attention from query p to key p - 1, over p = 1 .. 2n - 1.
     """
     n = tokens.shape[1] // 2
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
@@ -337,41 +340,44 @@ P4 = FunctionExercise(
                 lambda model, tokens: _p4_variant(tokens, model, ind_first_half=True)),
         Mistake("previous-token score on the main diagonal", "The previous token is key p - 1: offset -1.",
                 lambda model, tokens: _p4_variant(tokens, model, prev_offset=0)),
-        Mistake("included the first query of the second copy", "Query n (the first token of the second copy) "
-                "has no 'token after an earlier occurrence' inside the window of keys i + 1 for i >= 0 ... use "
-                "queries n + 1 .. 2n - 1, i.e. skip the first entry of the stripe.",
+        Mistake("included a query of the first copy", "The diagonal n - 1 below the main one starts at query "
+                "n - 1, the last token of the first copy, which has no earlier occurrence to look back at. Average "
+                "over the second copy's queries only, n .. 2n - 1.",
                 lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
     ],
     hint="Each layer's cached pattern is [batch, head, q, k]. The previous-token score averages the "
          "attention from p to p - 1; the induction score averages the attention from query n + i to key i "
-         "+ 1, over the second copy's queries only. Each lies on one diagonal of the pattern. Stack the "
-         "layers: two [L, H] tensors.",
+         "+ 1 over every query of the second copy (i = 0 .. n - 1), and over nothing else. Each lies on "
+         "one diagonal of the pattern. Stack the layers: two [L, H] tensors.",
 )
 
 # --- problem 5: verify K-composition, then break it ---------------------------------------------
 
 
-def _score_and_loss(model, tokens: torch.Tensor, context) -> tuple[float, float]:
-    """(best induction score, mean loss on the second copy) of one run inside ``context``
-    (an ablation, or nothing). Loss on the second copy: predictions of tokens n+1 .. 2n-1."""
+def _score_and_loss(model, reader: tuple[int, int], tokens: torch.Tensor, context, *, best=False):
+    """(the reader's induction score, mean loss on the second copy) of one run inside
+    ``context`` (an ablation, or nothing). Loss on the second copy: predictions of tokens
+    n+1 .. 2n-1. ``best=True`` takes the best score over all heads instead (a mistake)."""
     n = tokens.shape[1] // 2
     with torch.no_grad(), context:
         logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
                        for layer in range(model.cfg.n_layers)])
     logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]
-    return float(ind.max()), float(-logp[:, n:].mean())
+    score = ind.max() if best else ind[reader]
+    return float(score), float(-logp[:, n:].mean())
 
 
-def ablation_effect(model, head: tuple[int, int], tokens: torch.Tensor):
-    """(best induction score, mean loss on the second copy) with ``head`` mean-ablated.
+def ablation_effect(model, head: tuple[int, int], reader: tuple[int, int], tokens: torch.Tensor):
+    """(the reader's induction score, mean loss on the second copy) with ``head`` mean-ablated.
 
     Mean-ablation replaces the head's z by its mean over batch and positions of the same run
-    (circuitbook.heads.ablate).
+    (circuitbook.heads.ablate). The induction score is problem 4's, of the one head ``reader``;
+    the loss is over the predictions of tokens n+1 .. 2n-1 of tokens [batch, 2n].
     """
     from circuitbook.heads import ablate
 
-    return _score_and_loss(model, tokens, ablate(model, [head], how="mean"))
+    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="mean"))
 
 
 def _p5_inputs(g: torch.Generator) -> dict:
@@ -380,23 +386,31 @@ def _p5_inputs(g: torch.Generator) -> dict:
 
     seed = int(torch.randint(0, 10_000, (1,), generator=g))
     head = (0, int(torch.randint(0, 4, (1,), generator=g)))
-    return {"model": load("toy-2l"), "head": head, "tokens": repeated_random_tokens(8, 24, 64, seed=seed)}
+    reader = (1, int(torch.randint(0, 4, (1,), generator=g)))
+    return {"model": load("toy-2l"), "head": head, "reader": reader,
+            "tokens": repeated_random_tokens(8, 24, 64, seed=seed)}
 
 
-def _p5_no_ablation(model, head, tokens):
-    return _score_and_loss(model, tokens, contextlib.nullcontext())
+def _p5_no_ablation(model, head, reader, tokens):
+    return _score_and_loss(model, reader, tokens, contextlib.nullcontext())
 
 
-def _p5_zero(model, head, tokens):
+def _p5_zero(model, head, reader, tokens):
     from circuitbook.heads import ablate
 
-    return _score_and_loss(model, tokens, ablate(model, [head], how="zero"))
+    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="zero"))
 
 
-def _p5_all_positions(model, head, tokens):
+def _p5_best_head(model, head, reader, tokens):
     from circuitbook.heads import ablate
 
-    score, _ = ablation_effect(model, head, tokens)
+    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="mean"), best=True)
+
+
+def _p5_all_positions(model, head, reader, tokens):
+    from circuitbook.heads import ablate
+
+    score, _ = ablation_effect(model, head, reader, tokens)
     with torch.no_grad(), ablate(model, [head], how="mean"):
         logits = model(tokens)
     logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
@@ -405,22 +419,25 @@ def _p5_all_positions(model, head, tokens):
 
 P5 = FunctionExercise(
     id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
-    n_trials=2, compare=lambda a, b: (isinstance(a, (tuple, list)) and len(a) == 2
+    n_trials=3, compare=lambda a, b: (isinstance(a, (tuple, list)) and len(a) == 2
                                       and all(isinstance(x, (int, float)) or (isinstance(x, torch.Tensor) and x.numel() == 1)
                                               for x in a)
                                       and abs(float(a[0]) - b[0]) < 1e-4 and abs(float(a[1]) - b[1]) < 1e-4),
     mistakes=[
-        Mistake("ablation not applied", "Run the model *inside* `with ablate(model, [head], how='mean'):`.",
+        Mistake("ablation not applied", "Run the model *inside* the ablation's `with` block.",
                 _p5_no_ablation),
         Mistake("zero- instead of mean-ablation", "Mean-ablation keeps the head's average output; zeroing also "
                 "removes that constant.", _p5_zero),
+        Mistake("best induction score over all heads", "The question is what happens to *this* reader: report "
+                "the induction score of the head `reader`, not the best one in the model (another induction head "
+                "may not depend on the ablated head).", _p5_best_head),
         Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
                 "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
     ],
     hint="Run the model once inside the ablation (see help(circuitbook.heads.ablate)), caching the "
-         "patterns. From the patterns take the best induction score over all heads, measured as in problem "
-         "4; from the logits, the mean loss on the second copy's tokens that induction can predict (n + 1 "
-         ".. 2n - 1). Two floats.",
+         "patterns. From the patterns take the reader's induction score, measured as in problem 4; from "
+         "the logits, the mean loss on the second copy's tokens that induction can predict (n + 1 .. "
+         "2n - 1). Two floats.",
 )
 
 
@@ -471,44 +488,69 @@ P5B = FunctionExercise(
 # --- problem 6: in-context learning, measured directly ------------------------------------------
 
 
-def icl_from_logits(logits: torch.Tensor, tokens: torch.Tensor, early: int = 50, late: int = 500) -> float:
-    """Olsson et al.'s ICL score: loss on token index ``late`` minus loss on token index ``early``.
+def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early: range, late: range) -> torch.Tensor:
+    """Olsson et al.'s ICL score of each document, over windows of token indices.
 
-    The logits at position t - 1 predict token t; averaged over the batch. Negative: the model
-    predicts later tokens better, i.e. it learns from its context.
+    ``score_b = mean_{t in late} loss_b(t) - mean_{t in early} loss_b(t)``, with
+    ``loss_b(t) = -log softmax(logits[b, t - 1])[tokens[b, t]]``: the logits at position t - 1
+    predict token t. Negative: the document's later tokens are predicted better, i.e. the
+    model learns from its context. Windows (rather than Olsson et al.'s single tokens 50 and
+    500) average out the noise of single tokens; one score per document lets a bootstrap over
+    documents put an interval on the mean.
+    Shapes: logits [batch, pos, vocab], tokens [batch, pos], windows ``range``s of indices
+    inside 1 .. pos - 1; returns [batch].
     """
     logp = logits.log_softmax(-1)
-    loss = lambda t: -logp[:, t - 1].gather(-1, tokens[:, t, None]).mean()  # noqa: E731
-    return float(loss(late) - loss(early))
+
+    def loss(window: range) -> torch.Tensor:
+        t = torch.tensor(list(window))
+        return -logp[:, t - 1].gather(-1, tokens[:, t, None])[..., 0].mean(-1)  # [batch]
+
+    return loss(late) - loss(early)
 
 
 def _p6_inputs(g: torch.Generator) -> dict:
-    pos, vocab = 520 + int(torch.randint(0, 40, (1,), generator=g)), 50
-    tokens = torch.randint(0, vocab, (3, pos), generator=g)
-    logits = 2 * torch.randn(3, pos, vocab, generator=g, dtype=torch.float64)
-    early, late = 40 + int(torch.randint(0, 20, (1,), generator=g)), 480 + int(torch.randint(0, 30, (1,), generator=g))
-    return {"logits": logits, "tokens": tokens, "early": early, "late": late}
+    pos, vocab, batch = 160 + int(torch.randint(0, 40, (1,), generator=g)), 50, 3 + int(torch.randint(0, 3, (1,), generator=g))
+    tokens = torch.randint(0, vocab, (batch, pos), generator=g)
+    logits = 2 * torch.randn(batch, pos, vocab, generator=g, dtype=torch.float64)
+    a, w1 = 10 + int(torch.randint(0, 20, (1,), generator=g)), 5 + int(torch.randint(0, 15, (1,), generator=g))
+    w2 = 5 + int(torch.randint(0, 15, (1,), generator=g))
+    b = pos - w2 - int(torch.randint(0, 20, (1,), generator=g))
+    return {"logits": logits, "tokens": tokens, "early": range(a, a + w1), "late": range(b, b + w2)}
 
 
-def _icl_variant(logits, tokens, early, late, *, shift=1, sign=1, log=True):
+def _icl_variant(logits, tokens, early, late, *, shift=1, sign=1, log=True, single=False, docs=False):
     logp = logits.log_softmax(-1) if log else logits
-    loss = lambda t: -logp[:, t - shift].gather(-1, tokens[:, t, None]).mean()  # noqa: E731
-    return float(sign * (loss(late) - loss(early)))
+
+    def loss(window):
+        t = torch.tensor([window.start] if single else list(window))
+        return -logp[:, t - shift].gather(-1, tokens[:, t, None])[..., 0].mean(-1)
+
+    score = sign * (loss(late) - loss(early))
+    return score.mean() if docs else score
 
 
 P6 = FunctionExercise(
-    id="ps_p6", title="the in-context-learning score", reference=icl_from_logits, make_inputs=_p6_inputs,
+    id="ps_p6", title="the in-context-learning score of each document", reference=icl_scores,
+    make_inputs=_p6_inputs,
     mistakes=[
         Mistake("off by one position", "The logits at position t - 1 predict token t; you read position t.",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, shift=0)),
         Mistake("wrong sign", "Late minus early: a model that learns in context has a negative score.",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, sign=-1)),
-        Mistake("used raw logits", "The loss is minus the log-probability: apply log_softmax first.",
+        Mistake("used raw logits", "The loss is minus the log-probability: normalise the logits first.",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, log=False)),
+        Mistake("single tokens instead of windows", "Average the loss over every token of each window, not "
+                "only its first: one token's loss is too noisy to compare.",
+                lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, single=True)),
+        Mistake("averaged over documents", "Return one score per document, [batch]: the bootstrap that puts "
+                "an interval on the mean resamples documents.",
+                lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, docs=True)),
     ],
     hint="The loss on token t is minus the log-probability the model gave tokens[:, t], and that "
-         "prediction sits at position t - 1. Turn the logits into log-probabilities first and average over "
-         "the batch; the score is the late loss minus the early loss, a float.",
+         "prediction sits at position t - 1. Turn the logits into log-probabilities first, average each "
+         "document's losses over the tokens of a window, and subtract: the late window's mean minus the "
+         "early one's, one number per document, a [batch] tensor.",
 )
 
 EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6)}

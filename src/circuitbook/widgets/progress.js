@@ -1,48 +1,62 @@
-// "Mark done" for one problem, and the "n of N done" counter shared by all problems of a set.
-// State lives in three places so it persists wherever the notebook runs: the synced `done`
-// trait (saved with the notebook's widget state and, with a kernel, in a progress file),
-// and the browser's localStorage (the static site and Colab, where there is no saved state).
+// One problem's progress line: whether its checks have passed in this notebook, "n of N
+// done" for the whole set, and the checks still open. The counts come from the kernel (the
+// checks that passed there), never from clicks. With no kernel (the static site, or a saved
+// notebook opened without running it) the counts saved with the page are the build's, not
+// the reader's, so the line says that progress is tracked when the notebook runs instead.
 
 function render({ model, el }) {
   el.classList.add("cb-progress");
-  const key = "circuitbook-progress:" + model.get("set_id");
-  const button = document.createElement("button");
-  const label = document.createElement("span");
-  button.className = "cb-btn cb-mark";
-  label.className = "cb-counter";
-  el.append(button, label);
+  const mine = document.createElement("span");
+  const counter = document.createElement("span");
+  const open = document.createElement("span");
+  mine.className = "cb-mine";
+  counter.className = "cb-counter";
+  open.className = "cb-open";
+  el.append(mine, counter, open);
+  let live = false;
 
-  function stored() {
-    try { return JSON.parse(window.localStorage.getItem(key) || "[]"); } catch (e) { return []; }
-  }
-  function doneSet() {
-    return new Set([...model.get("done"), ...stored()]);
+  function code(id) {
+    const c = document.createElement("code");
+    c.textContent = id;
+    return c;
   }
   function draw() {
-    const done = doneSet();
     const me = model.get("problem");
-    const mine = done.has(me);
-    button.textContent = mine ? "\u2714 Done (click to undo)" : "Mark problem " + me + " done";
-    button.classList.toggle("cb-on", mine);
-    const total = model.get("problems").length;
-    const count = model.get("problems").filter((p) => done.has(p)).length;
-    label.textContent = `${count} of ${total} done`;
-    el.dataset.count = String(count);
+    const problems = model.get("problems");
+    const stillOpen = model.get("still_open") || {};
+    el.dataset.live = live ? "1" : "0";
+    open.replaceChildren();
+    if (!live) {
+      mine.textContent = "Problem " + me + ":";
+      counter.textContent = "progress is tracked when this notebook runs: a problem counts as done " +
+        "once its checks pass in your kernel.";
+      el.classList.remove("cb-all-passed");
+      delete el.dataset.count;
+      return;
+    }
+    const done = problems.filter((p) => !(p in stillOpen));
+    const myOpen = stillOpen[me] || [];
+    mine.textContent = myOpen.length ? "Problem " + me + ": not done yet" : "Problem " + me + ": \u2714 checks passed";
+    counter.textContent = `${done.length} of ${problems.length} done`;
+    el.dataset.count = String(done.length);
+    el.classList.toggle("cb-all-passed", done.length === problems.length);
+    const rest = problems.filter((p) => p in stillOpen);
+    if (rest.length) {
+      open.append("still open:");
+      rest.forEach((p, i) => {
+        open.append((i ? "; " : " ") + "problem " + p + " (");
+        stillOpen[p].forEach((id, j) => { if (j) open.append(", "); open.append(code(id)); });
+        open.append(")");
+      });
+    }
   }
-  button.addEventListener("click", () => {
-    const done = doneSet();
-    const me = model.get("problem");
-    if (done.has(me)) done.delete(me); else done.add(me);
-    const list = [...done].sort();
-    try { window.localStorage.setItem(key, JSON.stringify(list)); } catch (e) { /* private mode */ }
-    model.set("done", list);
-    model.save_changes();
-    window.dispatchEvent(new CustomEvent(key));
-  });
-  // every tracker of the same set on the page redraws when any of them changes
-  window.addEventListener(key, draw);
   model.on("change:done", draw);
+  model.on("change:still_open", draw);
+  model.on("msg:custom", (msg) => {
+    if (msg && msg.type === "live" && !live) { live = true; draw(); }
+  });
   draw();
+  try { model.send({ type: "hello" }); } catch (e) { /* no kernel to greet */ }
 }
 
 export default { render };

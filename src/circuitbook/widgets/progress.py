@@ -1,75 +1,92 @@
-"""Problem-set progress: a "mark done" button per problem and an "n of N done" counter.
+"""Problem-set progress that counts passed checks: "n of N done" and the checks still open.
 
-The state persists in the notebook (the widget's saved state), in a small JSON file next to
-the notebook when a kernel is running (so re-running the notebook restores it), and in the
-browser's localStorage on the static site and on Colab.
+A problem counts as done when every one of its checks has passed in this notebook's kernel
+(``circuitbook.checks.core.Session``, which every check call records into); a check that
+fails later re-opens its problem. Nothing is self-reported and nothing is stored: re-running
+the notebook re-runs the checks. The trackers update live, after each check, because the
+problem set listens to the session.
+
+On the static site there is no kernel, and the checks the page ran at build time (with the
+solutions in place) are not the reader's: the widget then says that progress is tracked when
+the notebook runs, rather than showing a count. It tells the two apart by greeting the kernel
+(``{"type": "hello"}``) and waiting for the answer (``{"type": "live"}``), as the chapters'
+``explore`` widget does.
+
+Used by the induction module's problem set (book/induction/03_problems).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anywidget
 import traitlets
 
+from circuitbook.checks.core import SESSION, Session
+
 HERE = Path(__file__).parent
 
 
 class ProgressTracker(anywidget.AnyWidget):
+    """One problem's line: its own checks (passed or open), the set's "n of N done", and the
+    problems still open. ``done``: problems whose checks all passed; ``still_open``: problem ->
+    the ids of its checks that have not passed."""
+
     _esm = HERE / "progress.js"
-    _css = HERE / "explainers.css"
-    set_id = traitlets.Unicode().tag(sync=True)
+    _css = HERE / "progress.css"
     problem = traitlets.Unicode().tag(sync=True)
     problems = traitlets.List(traitlets.Unicode()).tag(sync=True)
     done = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    still_open = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, *, store: Path | None = None, **kwargs):
+    def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._store = store
-        self.observe(self._save, names="done")
+        self.on_msg(self._on_msg)
 
-    def _save(self, change) -> None:
-        if self._store is not None:
-            data = _read(self._store)
-            data[self.set_id] = sorted(set(change["new"]))
-            self._store.write_text(json.dumps(data, indent=1))
-
-
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    def _on_msg(self, _widget, content, _buffers):
+        if isinstance(content, dict) and content.get("type") == "hello":
+            self.send({"type": "live"})  # a kernel is here: the counts are this notebook's
 
 
 class ProblemSet:
-    """The trackers of one problem set: ``ps = ProblemSet("induction", ["1", ..., "6"])``,
-    then ``ps.tracker("3")`` under problem 3. All trackers share one ``done`` list."""
+    """The trackers of one problem set: ``ps = ProblemSet({"1": ["ps_p1a", "ps_p1b"], ...})``,
+    then ``ps.tracker("1")`` under problem 1. ``checks`` maps each problem to the ids of the
+    checks that must pass; all trackers update whenever ``session`` records a check."""
 
-    def __init__(self, set_id: str, problems: list[str], store: str | Path | None = ".circuitbook-progress.json"):
-        self.set_id, self.problems = set_id, [str(p) for p in problems]
-        self.store = Path(store) if store is not None else None
-        saved = _read(self.store).get(set_id, []) if self.store is not None else []
-        self.done = [p for p in saved if p in self.problems]
+    def __init__(self, checks: dict[str, list[str]], session: Session = SESSION):
+        self.checks = {str(p): list(ids) for p, ids in checks.items()}
+        self.problems = list(self.checks)
+        self.session = session
         self._trackers: list[ProgressTracker] = []
+        session.subscribe(self._on_check)
 
-    def tracker(self, problem: str) -> ProgressTracker:
-        problem = str(problem)
-        if problem not in self.problems:
-            raise ValueError(f"problem {problem!r} is not in this set: {self.problems}")
-        t = ProgressTracker(set_id=self.set_id, problem=problem, problems=self.problems, done=list(self.done),
-                            store=self.store)
-        t.observe(self._sync, names="done")
-        self._trackers.append(t)
-        return t
+    @property
+    def done(self) -> list[str]:
+        """Problems whose checks have all passed, in order."""
+        return [p for p, ids in self.checks.items() if all(self.session.passed(i) for i in ids)]
 
-    def _sync(self, change) -> None:
-        self.done = list(change["new"])
-        for t in self._trackers:
-            if t.done != self.done:
-                t.done = list(self.done)
+    @property
+    def open(self) -> dict[str, list[str]]:
+        """Each problem not done -> its checks that have not passed."""
+        still = {p: [i for i in ids if not self.session.passed(i)] for p, ids in self.checks.items()}
+        return {p: ids for p, ids in still.items() if ids}
 
     @property
     def count(self) -> int:
-        return len(set(self.done) & set(self.problems))
+        return len(self.done)
+
+    def tracker(self, problem: str) -> ProgressTracker:
+        problem = str(problem)
+        if problem not in self.checks:
+            raise ValueError(f"problem {problem!r} is not in this set: {self.problems}")
+        t = ProgressTracker(problem=problem, problems=self.problems, done=self.done, still_open=self.open)
+        self._trackers.append(t)
+        return t
+
+    def _on_check(self, result) -> None:
+        if not any(result.exercise in ids for ids in self.checks.values()):
+            return
+        done, still = self.done, self.open
+        for t in self._trackers:
+            with t.hold_sync():
+                t.done, t.still_open = done, still

@@ -76,16 +76,18 @@ MUTATIONS = {
          "off-by-one diagonal"),
         (_p4(ind_first_half=True), "scores from the first half of the sequence"),
         (_p4(prev_offset=0), "previous-token score on the main diagonal"),
-        (_p4(ind_from=0), "included the first query of the second copy"),
+        (_p4(ind_from=0), "included a query of the first copy"),
         (lambda model, tokens: tuple(t.mT for t in ps.head_scores(model, tokens)), None),  # [H, L]: toy-2l is square
         (lambda model, tokens: ps.head_scores(model, tokens)[::-1], None),  # swapped outputs
     ],
     "ps_p5": [
         (ps._p5_no_ablation, "ablation not applied"),
         (ps._p5_zero, "zero- instead of mean-ablation"),
+        (ps._p5_best_head, "best induction score over all heads"),
         (ps._p5_all_positions, "loss over the whole sequence"),
-        (lambda model, head, tokens: ps.ablation_effect(model, (1, head[1]), tokens), "wrong values"),  # wrong layer
-        (lambda model, head, tokens: ps.ablation_effect(model, head, tokens)[::-1], "wrong values"),
+        # the wrong layer: the reader's own layer ablated instead of the writer's
+        (lambda model, head, reader, tokens: ps.ablation_effect(model, (1, head[1]), reader, tokens), "wrong values"),
+        (lambda model, head, reader, tokens: ps.ablation_effect(model, head, reader, tokens)[::-1], "wrong values"),
     ],
     "ps_p5b": [
         (_kc(kind="Q"), "Q-composition instead"),
@@ -98,8 +100,13 @@ MUTATIONS = {
         (_icl(shift=0), "off by one position"),
         (_icl(sign=-1), "wrong sign"),
         (_icl(log=False), "used raw logits"),
-        (lambda logits, tokens, early, late: ps.icl_from_logits(logits, tokens, 50, 500), "wrong values"),
-        (lambda logits, tokens, early, late: torch.tensor([ps.icl_from_logits(logits, tokens, early, late)] * 3),
-         "wrong type"),
+        (_icl(single=True), "single tokens instead of windows"),
+        (_icl(docs=True), "averaged over documents"),
+        # Olsson et al.'s fixed tokens 50 and 500 whatever the windows: out of range here, it raises
+        (lambda logits, tokens, early, late: ps.icl_scores(logits, tokens, range(50, 51), range(500, 501)), None),
+        (lambda logits, tokens, early, late: ps.icl_scores(logits, tokens, late, early), "wrong sign"),
+        # the windows shifted by one token (the last token of each window left out, one before it added)
+        (lambda logits, tokens, early, late: ps.icl_scores(logits, tokens, range(early.start - 1, early.stop - 1),
+                                                           range(late.start - 1, late.stop - 1)), "wrong values"),
     ],
 }
