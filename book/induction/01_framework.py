@@ -173,8 +173,8 @@ eps32 = torch.finfo(torch.float32).eps
 (P0, Q0), (P1, Q1) = (zoo.metrics("toy-2l")[k] for k in ("prev_token_head", "induction_head"))
 col = {k: getattr(model, k).detach().transpose(-1, -2) for k in ("W_Q", "W_K", "W_V", "W_O")}
 col_E, col_U = model.W_E.detach().T, model.W_U.detach().T     # [d_model, vocab], [vocab, d_model]
-row_QK = model.W_Q[P1, Q1] @ model.W_K[P1, Q1].T
-row_OV = model.W_V[P0, Q0] @ model.W_O[P0, Q0]
+row_QK = (model.W_Q[P1, Q1] @ model.W_K[P1, Q1].T).detach()
+row_OV = (model.W_V[P0, Q0] @ model.W_O[P0, Q0]).detach()
 col_QK = col["W_Q"][P1, Q1].T @ col["W_K"][P1, Q1]
 col_OV = col["W_O"][P0, Q0] @ col["W_V"][P0, Q0]
 # each entry is a dot product over d_head (QK, OV) or a chain over d_model, d_head, d_model
@@ -202,9 +202,10 @@ claim_close("the source's problem-5 score is the row convention's Q-composition 
             identity=True, chapter="induction module")
 glue("conv_src5", source5)
 glue("conv_k", k_comp)
-claim("for toy-2l's induction pair that score differs from the K-composition score",
+claim("for toy-2l's induction pair that score differs from the K-composition score "
+      "by over 100 times the rounding bound of either",
       f"source's formula {source5:.3f}, K-composition {k_comp:.3f}",
-      abs(source5 - k_comp) > score_terms * eps32 * 1.0 * 1000, chapter="induction module")
+      abs(source5 - k_comp) > 100 * score_terms * eps32, chapter="induction module")
 
 # %% [markdown]
 # On `toy-2l`'s induction pair, the source's formula gives {glue:text}`conv_src5:.3f` and
@@ -276,6 +277,7 @@ claim("the induction head's OV circuit copies (copying score > 0.7)", copy[L1, H
       chapter="induction module")
 glue("ind_copy", float(copy[L1, H1]))
 glue("prev_copy", float(copy[L0, H0]))
+glue("layer1_copy_min", float(copy[1].min()))
 claim("the previous-token head's copying score is negative", float(copy[L0, H0]),
       float(copy[L0, H0]) < 0, chapter="induction module")
 
@@ -286,9 +288,13 @@ claim("the previous-token head's copying score is negative", float(copy[L0, H0])
 # logits: it writes "my left neighbour was $A$" into the stream for the induction head's keys
 # to read, and its direct effect on the logits, the only thing $W_E W_{OV} W_U$ measures, is
 # a side effect. A negative score says that side effect mostly pushes down the token it
-# attended to (for a head that looks one position back, that is the token that just
-# occurred, rarely the right next token in `toy-2l`'s data). The copying score describes one
-# path of a head, not its job; chapter 18 measures the path that matters here.
+# attended to; why it learned that direction we have not tested. The copying score describes
+# one path of a head, not its job; chapter 18 measures the path that matters here.
+#
+# The printout has a second lesson: every layer-1 head scores at least
+# {glue:text}`layer1_copy_min:.2f`, not only the induction head. A copying OV circuit says
+# what a head would do with what it attends to; only its attention pattern says whether it
+# does induction.
 
 # %% [markdown]
 # ## Composition and virtual heads

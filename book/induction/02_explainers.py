@@ -16,9 +16,9 @@ import torch
 from circuitbook.book import claim, glue
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
-from circuitbook.widgets.explainers import (DURSLEY, InductionStepper, composition_builder,
-                                            control_tokens, induction_measures, path_counts,
-                                            pick_heads, stepper_data)
+from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
+                                            induction_measures, induction_stepper,
+                                            path_counts, pick_heads)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 model = load("toy-2l")
@@ -45,9 +45,8 @@ smol, tokenizer = load_smollm2(progress=False)
 g = torch.Generator().manual_seed(0)
 half = torch.randint(1000, 40000, (1, 40), generator=g)      # ordinary word pieces
 prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
-smol_data = stepper_data(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
-                         prev_head=prev_head, induction_head=ind_head)
-InductionStepper(data=smol_data)
+induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
+                  prev_head=prev_head, induction_head=ind_head)
 
 # %% [markdown]
 # One random sequence is one draw. To say how the two modes differ, we measure the same
@@ -124,7 +123,7 @@ claim("on the sentence SmolLM2 gives the correct next token far more probability
 # and one induction head.
 
 # %%
-stepper = InductionStepper(data=stepper_data(model))
+stepper = induction_stepper(model)
 stepper
 
 # %%
