@@ -37,7 +37,8 @@ function render({ model, el: root }) {
   const note = el("div", { class: "cb-caption" });
   const scale = el("div", { class: "cb-scale" });
   root.append(el("div", { class: "cb-title", text: "Which of H1's inputs read H0's output?" }), toggles,
-    el("div", { class: "cb-caption", text: "Presets:" }), presets, summary, explain, table, note, scale);
+    el("div", { class: "cb-caption", text: "Presets:" }), presets, summary, explain,
+    el("div", { class: "cb-table-scroll" }, [table]), note, scale);
 
   const labels = { q: "queries (Q)", k: "keys (K)", v: "values (V)" };
   const buttons = {};
