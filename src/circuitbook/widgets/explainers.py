@@ -83,7 +83,8 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
     ``p_first`` is the probability of the target token right after the *first* occurrence of
     the query token, where the context holds nothing to copy: what the weights alone predict.
     ``head_top`` is the induction head's direct effect on the logits at the query, its output
-    ``z W_O`` through the final normalisation's scale and weight (if any) and ``W_U``.
+    ``z W_O`` through the final normalisation's scale and weight (if any) and ``W_U``, and
+    ``head_rank`` the target's rank in it (1: the head's direct effect favours it most).
     """
     (l0, h0), (l1, h1) = prev_head, ind_head
     query = len(tokens) - 1
@@ -121,6 +122,7 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
         "attention_on_target": round(float(ind_pat[earlier + 1]), 3),
         "p_expected": round(float(probs[query, tokens[earlier + 1]]), 3),
         "p_first": round(float(probs[earlier, tokens[earlier + 1]]), 4),
+        "head_rank": int((head_logits > head_logits[tokens[earlier + 1]]).sum()) + 1,
     }
 
 
@@ -235,13 +237,24 @@ def _steps(text_seq: dict, rand_seq: dict, prev_head, induction_head) -> list[di
                    "attention on the token after the earlier occurrence."},
         {"title": "5. The copying OV circuit writes it", "highlight": ["target"], "arcs": "induction",
          "panel": "prediction",
-         "text": f'Head {l1}.{h1}\'s OV circuit copies the token it attends to: read through the unembedding, '
-                 f'its output favours the tokens below. The model now predicts "{nxt}" with probability '
+         "text": f"{_direct(l1, h1, text_seq, nxt)} The model now predicts \"{nxt}\" with probability "
                  f'{text_seq["p_expected"]:.2f}, against {text_seq["p_first"]:.3f} after the first "{last}".',
-         "random": f"The OV circuit copies the attended token here too: the model gives the correct next "
+         "random": f"{_direct(l1, h1, rand_seq, 'the correct next token')} The model gives the correct next "
                    f"token probability {rand_seq['p_expected']:.2f} (after its first occurrence: "
                    f"{rand_seq['p_first']:.4f}), with no statistics to lean on."},
     ]
+
+
+def _direct(l1: int, h1: int, seq: dict, name: str) -> str:
+    """Step 5's first sentence: what the head's own output, read through the unembedding, says
+    about the target, as measured (its rank among all tokens)."""
+    if seq["head_rank"] == 1:
+        return (f"Head {l1}.{h1}'s OV circuit copies the token it attends to: read through the unembedding, "
+                f"its output favours {name} above every other token.")
+    return (f"Read straight through the unembedding, head {l1}.{h1}'s output ranks {name} only "
+            f"{seq['head_rank']:,}th among all tokens (its top tokens are below): this head's direct effect "
+            "alone does not make the prediction; other components (other heads, and in a deep model the "
+            "later layers that read this head's output) carry the rest.")
 
 
 def induction_stepper(model, **kwargs) -> InductionStepper:
