@@ -17,7 +17,12 @@ import itertools
 import re
 
 import pytest
-from test_browser import EXPLAINERS, SITE, Log, browser, offline_context, open_page, server, watch  # noqa: F401
+from test_browser import EXPLAINERS, SITE, Log, offline_context, open_page, server, watch  # noqa: F401
+
+try:  # older trees define the browser fixture in test_browser, newer ones in tests/conftest.py
+    from test_browser import browser  # noqa: F401
+except ImportError:
+    pass
 
 pytestmark = [
     pytest.mark.browser,
