@@ -76,7 +76,7 @@ function render({ model, el: root }) {
     scale.dataset.layers = L;
     scale.dataset.logits = c.logits[0];
     scaleOut.innerHTML = `${n} head${n === "1" ? "" : "s"} per layer, ${L} layer${L === "1" ? "" : "s"}: ` +
-      `<b>${c.logits[1]}</b> logit terms (${c.virtual[1]} virtual heads) and ` +
+      `<b>${c.logits[1]}</b> logit terms (${c.virtual[1]} virtual head${c.virtual[0] === "1" ? "" : "s"}) and ` +
       `<b>${c.scores[1]}</b> attention-score terms.`;
   }
 
