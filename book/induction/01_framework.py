@@ -11,6 +11,8 @@
 # %%
 import warnings
 
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -18,7 +20,8 @@ from circuitbook.book import claim, claim_close, glue
 from circuitbook.circuits import full_ov_circuit, ov_circuit, qk_circuit
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.heads import copying_scores, induction_scores, prev_token_scores
-from circuitbook.models import load
+from circuitbook.models import load, zoo
+from circuitbook.models.pretrained import smollm2_config
 from circuitbook.paths import logit_attribution
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -67,6 +70,70 @@ claim_close("toy-2l's logits equal the sum of its path terms (direct + heads + v
             identity=True, chapter="induction module")
 
 # %% [markdown]
+# Because heads only add to the stream, heads in the same layer cannot see one another:
+# they read the same input and their writes are summed. That is what makes a sentence like
+# "head 1.1 is an induction head" meaningful, and why one head can be removed while the
+# others keep doing their jobs (the problem set does exactly that).
+#
+# ### What the framework leaves out
+#
+# Elhage et al. {cite}`elhage2021mathematical` work out attention-only models with zero, one
+# and two layers, with no MLPs and no layer norm. That is a choice of where the algebra is
+# exact, not a claim that MLPs do not matter: an MLP is a nonlinearity applied to each
+# position, and it breaks the sum of paths into something no longer linear in the tokens.
+# How much of a real model is left out? We count the parameters of GPT-2 small (from its
+# published configuration {cite}`radford2019language`) and of SmolLM2-135M (from the
+# configuration the book loads it with).
+
+# %%
+def param_counts(d_model, n_layers, n_heads, d_head, d_mlp, d_vocab, n_ctx=0,
+                 n_kv_heads=None, gated=False, biases=True, tied=False):
+    """Parameters in the attention layers, the MLPs and the embeddings of a decoder."""
+    kv = n_kv_heads or n_heads
+    attn = (2 * n_heads + 2 * kv) * d_model * d_head    # W_Q, W_O; W_K, W_V
+    mlp = (3 if gated else 2) * d_model * d_mlp
+    if biases:
+        attn += (n_heads + 2 * kv) * d_head + d_model    # b_Q, b_K, b_V, b_O
+        mlp += d_mlp + d_model
+    emb = d_vocab * d_model * (1 if tied else 2) + n_ctx * d_model
+    return {"attention": n_layers * attn, "MLP": n_layers * mlp, "embeddings": emb}
+
+
+# GPT-2 small's configuration (Radford et al. 2019; Hugging Face "gpt2" config.json):
+# untied embeddings in TransformerLens's layout count W_U separately; GPT-2 ties them.
+gpt2 = param_counts(768, 12, 12, 64, 3072, 50257, n_ctx=1024, tied=True)
+sc = smollm2_config(type("HF", (), {"rms_norm_eps": 1e-5})())
+smol = param_counts(sc.d_model, sc.n_layers, sc.n_heads, sc.d_head, sc.d_mlp,
+                    sc.d_vocab, n_kv_heads=sc.n_key_value_heads, gated=True,
+                    biases=False, tied=True)
+for name, c in [("GPT-2 small", gpt2), ("SmolLM2-135M", smol)]:
+    total, body = sum(c.values()), c["attention"] + c["MLP"]
+    print(f"{name:13} {total / 1e6:6.1f}M parameters: MLPs {c['MLP'] / total:.0%} of "
+          f"all, {c['MLP'] / body:.0%} of those outside the embeddings")
+glue("gpt2_mlp_body", gpt2["MLP"] / (gpt2["attention"] + gpt2["MLP"]))
+glue("gpt2_mlp_all", gpt2["MLP"] / sum(gpt2.values()))
+glue("gpt2_total", sum(gpt2.values()) / 1e6)
+glue("smol_mlp_body", smol["MLP"] / (smol["attention"] + smol["MLP"]))
+glue("smol_mlp_all", smol["MLP"] / sum(smol.values()))
+claim("GPT-2 small has about 124M parameters (the published size)", sum(gpt2.values()),
+      abs(sum(gpt2.values()) / 1e6 - 124.4) < 0.1, chapter="induction module")
+claim("MLPs hold about two-thirds of the non-embedding parameters of GPT-2 small and "
+      "more of SmolLM2's", f"{gpt2['MLP'] / (gpt2['attention'] + gpt2['MLP']):.3f}, "
+      f"{smol['MLP'] / (smol['attention'] + smol['MLP']):.3f}",
+      0.6 < gpt2["MLP"] / (gpt2["attention"] + gpt2["MLP"]) < 0.7
+      and smol["MLP"] / (smol["attention"] + smol["MLP"]) > 0.7,
+      chapter="induction module")
+
+# %% [markdown]
+# In GPT-2 small the MLPs hold {glue:text}`gpt2_mlp_body:.0%` of the parameters outside the
+# embeddings ({glue:text}`gpt2_mlp_all:.0%` of all {glue:text}`gpt2_total:.0f`M, because the
+# 50,257-token embedding is large); in SmolLM2, whose gated MLPs have three matrices and
+# whose attention shares keys and values across heads, {glue:text}`smol_mlp_body:.0%`
+# ({glue:text}`smol_mlp_all:.0%` of all). The "two-thirds" often quoted is the first number.
+# Everything on this page is exact for attention-only models and an approximation, often a
+# useful one, for real ones: the MLPs' share is what the approximation leaves out.
+
+# %% [markdown]
 # ## QK and OV: where to look, what to bring
 #
 # Each head is two independent circuits. The **QK circuit** $W_{QK} = W_Q W_K^\top$ decides
@@ -74,6 +141,87 @@ claim_close("toy-2l's logits equal the sum of its path terms (direct + heads + v
 # \sqrt{d_\text{head}}$. The **OV circuit** $W_{OV} = W_V W_O$ decides what the head brings
 # back: attending fully to $x_j$ adds $x_j W_{OV}$ to the query's stream. Both are
 # $d_\text{model} \times d_\text{model}$ matrices of rank at most $d_\text{head}$.
+
+# %% [markdown]
+# ```{admonition} Conventions: the module's column vectors, the book's row vectors
+# :class: note
+# The design notes behind this module, like Elhage et al., write residual vectors as
+# *columns* and weights as maps applied on the left ($q = W_Q x$, with $W_Q$ of shape
+# $d_\text{head} \times d_\text{model}$). The book uses TransformerLens's *rows*
+# ($q = x W_Q$, $W_Q$ of shape $d_\text{model} \times d_\text{head}$), so every weight is
+# the transpose of the paper's and every product reverses its order:
+#
+# | column vectors (paper, source) | row vectors (book, TransformerLens) | relation |
+# |---|---|---|
+# | $W_{QK} = W_Q^\top W_K$ | $W_{QK} = W_Q W_K^\top$ | the same matrix |
+# | $W_{OV} = W_O W_V$ | $W_{OV} = W_V W_O$ | transposes of each other |
+# | $W_U W_{OV} W_E$ (entry $[i, j]$: attend to $j$, logit $i$) | $W_E W_{OV} W_U$ (entry $[j, i]$) | transposes |
+# | $\lVert W_{QK}^{H_1 \top} W_{OV}^{H_0}\rVert_F / (\lVert W_{QK}^{H_1}\rVert_F \lVert W_{OV}^{H_0}\rVert_F)$ | $\lVert W_{OV}^{H_0} W_{QK}^{H_1}\rVert_F / (\dots)$ | **Q-composition** |
+#
+# The last row matters. The module's source gives that formula for its problem 5 as the
+# *K-composition* score, but in its own column convention it is Elhage et al.'s
+# **Q-composition** score; their K-composition is $\lVert W_{QK}^{H_1} W_{OV}^{H_0}\rVert_F /
+# (\dots)$, which in rows is $\lVert W_{OV}^{H_0} (W_{QK}^{H_1})^\top\rVert_F / (\dots)$. The
+# book uses K-composition, the kind an induction head relies on, everywhere (chapter 18,
+# problem 5). The cell below checks every row on `toy-2l`'s weights.
+# ```
+
+# %%
+from circuitbook.composition import composition_scores
+
+eps32 = torch.finfo(torch.float32).eps
+(P0, Q0), (P1, Q1) = (zoo.metrics("toy-2l")[k] for k in ("prev_token_head", "induction_head"))
+col = {k: getattr(model, k).detach().transpose(-1, -2) for k in ("W_Q", "W_K", "W_V", "W_O")}
+col_E, col_U = model.W_E.detach().T, model.W_U.detach().T     # [d_model, vocab], [vocab, d_model]
+row_QK = (model.W_Q[P1, Q1] @ model.W_K[P1, Q1].T).detach()
+row_OV = (model.W_V[P0, Q0] @ model.W_O[P0, Q0]).detach()
+col_QK = col["W_Q"][P1, Q1].T @ col["W_K"][P1, Q1]
+col_OV = col["W_O"][P0, Q0] @ col["W_V"][P0, Q0]
+# each entry is a dot product over d_head (QK, OV) or a chain over d_model, d_head, d_model
+claim_close("column W_Q^T W_K equals row W_Q W_K^T", col_QK, row_QK, terms=cfg.d_head,
+            scale=float(row_QK.abs().max()), identity=True, chapter="induction module")
+claim_close("column W_O W_V is the transpose of row W_V W_O", col_OV, row_OV.T,
+            terms=cfg.d_head, scale=float(row_OV.abs().max()), identity=True,
+            chapter="induction module")
+with torch.no_grad():
+    full_col = col_U @ col_OV @ col_E                          # [vocab, vocab]
+    full_row = model.W_E @ row_OV @ model.W_U
+claim_close("column W_U W_OV W_E is the transpose of row W_E W_OV W_U", full_col, full_row.T,
+            terms=2 * cfg.d_model + cfg.d_head,
+            scale=float((model.W_E.abs() @ row_OV.abs() @ model.W_U.abs()).max()),
+            identity=True, chapter="induction module")
+with torch.no_grad():
+    col_QK_all = col["W_Q"][P1, Q1].T @ col["W_K"][P1, Q1]
+    source5 = ((col_QK_all.T @ col_OV).norm() / (col_QK_all.norm() * col_OV.norm())).item()
+    q_comp = float(composition_scores(model, "Q")[P0, Q0, P1, Q1])
+    k_comp = float(composition_scores(model, "K")[P0, Q0, P1, Q1])
+# a Frobenius norm sums d_model^2 squares of d_model-term products; two norms, one ratio
+score_terms = cfg.d_model ** 2 + 2 * cfg.d_model + cfg.d_head
+claim_close("the source's problem-5 score is the row convention's Q-composition score",
+            torch.tensor(source5), torch.tensor(q_comp), terms=score_terms, scale=1.0,
+            identity=True, chapter="induction module")
+glue("conv_src5", source5)
+glue("conv_k", k_comp)
+claim("for toy-2l's induction pair that score differs from the K-composition score "
+      "by over 100 times the rounding bound of either",
+      f"source's formula {source5:.3f}, K-composition {k_comp:.3f}",
+      abs(source5 - k_comp) > 100 * score_terms * eps32, chapter="induction module")
+
+# %% [markdown]
+# On `toy-2l`'s induction pair, the source's formula gives {glue:text}`conv_src5:.3f` and
+# K-composition gives {glue:text}`conv_k:.3f`: the two kinds are different measurements,
+# and reading one for the other would hide the very circuit the problem is about.
+#
+# ### What the rank bound means in GPT-2
+#
+# In GPT-2 small $d_\text{model} = 768$ and $d_\text{head} = 64$, so each head's $W_{QK}$
+# and $W_{OV}$ are $768 \times 768$ matrices of rank at most 64: a head reads a
+# 64-dimensional slice of the stream and writes into another one, a twelfth of the space.
+# Twelve heads per layer could between them cover the stream once, but each head on its own
+# is forced to choose what to look at and what to move. That bottleneck is a large part of
+# why heads specialise, and why one head's job can often be described in a sentence.
+#
+# ### The copying test
 #
 # Putting the embeddings on both sides turns the OV circuit into a vocabulary-by-vocabulary
 # table, $W_E W_{OV} W_U$: row $a$ says how attending to token $a$ changes each logit. A head
@@ -127,9 +275,38 @@ claim_close("circuitbook's float32 copying score agrees with it", copy[L1, H1],
             chapter="induction module")
 claim("the induction head's OV circuit copies (copying score > 0.7)", copy[L1, H1], copy[L1, H1] > 0.7,
       chapter="induction module")
+glue("ind_copy", float(copy[L1, H1]))
+glue("prev_copy", float(copy[L0, H0]))
+glue("layer1_copy_min", float(copy[1].min()))
+claim("the previous-token head's copying score is negative", float(copy[L0, H0]),
+      float(copy[L0, H0]) < 0, chapter="induction module")
+
+# %% [markdown]
+# The induction head {glue:text}`ind_head` scores {glue:text}`ind_copy:.2f`: what it attends to,
+# it promotes. The previous-token head {glue:text}`prev_head` scores
+# {glue:text}`prev_copy:.2f`, and that is not a failure. Its output is not meant for the
+# logits: it writes "my left neighbour was $A$" into the stream for the induction head's keys
+# to read, and its direct effect on the logits, the only thing $W_E W_{OV} W_U$ measures, is
+# a side effect. A negative score says that side effect mostly pushes down the token it
+# attended to; why it learned that direction we have not tested. The copying score describes
+# one path of a head, not its job; chapter 18 measures the path that matters here.
+#
+# The printout has a second lesson: every layer-1 head scores at least
+# {glue:text}`layer1_copy_min:.2f`, not only the induction head. A copying OV circuit says
+# what a head would do with what it attends to; only its attention pattern says whether it
+# does induction.
 
 # %% [markdown]
 # ## Composition and virtual heads
+#
+# A single layer of attention is limited in a way that shows in its outputs. Its QK circuit
+# compares raw tokens, and its OV circuit writes a raw token's consequences to the logits, so
+# a one-layer model is a table of *skip-trigrams*, "$A \dots B \to C$": having seen $A$
+# somewhere before, at $B$ predict $C$. The QK and OV circuits are separate, so the model
+# cannot make $C$ depend on $A$ and $B$ together. A head that learned both "keep ... in mind"
+# and "keep ... at bay" raises "bay" after "keep ... in" as well: Elhage et al. call these
+# **skip-trigram bugs**, and they are evidence about the algorithm rather than the data.
+# Chapter {doc}`../15_one_layer` measures one in a trained model.
 #
 # A head in layer 1 can read what a head in layer 0 wrote, in three ways, according to which
 # of its inputs carries the earlier head's output:
@@ -191,19 +368,68 @@ from circuitbook.train import repeat_losses
 
 first, second = repeat_losses(model, seq_len=24, batch=16, seed=1)
 glue("loss_first", first)
+glue("chance", math.log(model.cfg.d_vocab))
+glue("d_vocab", model.cfg.d_vocab)
 glue("loss_second", second)
 claim("toy-2l predicts the second copy of a random sequence far better than the first", f"{first:.2f} vs {second:.2f}",
       second < 0.5 * first, chapter="induction module")
 
 # %% [markdown]
-# On the first copy the model's loss is {glue:text}`loss_first:.2f` nats (chance is
-# $\ln 64 \approx 4.16$); on the second it is {glue:text}`loss_second:.2f`.
+# On the first copy the model's loss is {glue:text}`loss_first:.2f` nats (chance, a uniform guess over
+# {glue:text}`d_vocab` tokens, is {glue:text}`chance:.2f`); on the second it is {glue:text}`loss_second:.2f`.
 #
-# ### The induction bump, the evidence and its limits
+# ### The induction bump
 #
-# Olsson et al. {cite}`olsson2022context` argue that induction heads are behind most of the
-# in-context learning of small transformers, and plausibly of large ones. Their case rests on
-# six arguments, which we paraphrase:
+# Induction heads do not grow slowly. `toy-2l` was trained with its scores recorded every 10
+# steps (chapter {doc}`../17_induction_heads` reads the same history in detail). Below, its
+# loss on the second copy of a repeated random sequence, and its best induction score: for a
+# long stretch nothing happens, then within a few hundred steps the induction head forms and
+# the loss falls. Olsson et al. {cite}`olsson2022context` saw the same *phase change* in every
+# model they trained with two or more layers, as a bump in the training loss curve.
+
+# %%
+from circuitbook.train import phase_change_step
+
+hist = zoo.history("toy-2l")
+steps = torch.tensor(hist["step"])
+change = phase_change_step(hist, d_vocab=model.cfg.d_vocab)
+fig, (ax_l, ax_s) = plt.subplots(2, 1, figsize=(8, 3.8), sharex=True)
+ax_l.plot(steps, hist["loss_first_copy"], color="tab:orange", lw=1, label="first copy")
+ax_l.plot(steps, hist["loss_second_copy"], color="tab:blue", lw=1.2, label="second copy")
+ax_l.axhline(math.log(model.cfg.d_vocab), color="gray", ls=":", lw=0.8)
+ax_l.set(ylabel="loss (nats)", xlim=(0, 1500))
+ax_l.legend(fontsize=7, loc="lower left")
+ax_s.plot(steps, hist["induction_best"], color="tab:red", label="best induction score")
+ax_s.set(ylabel="score", xlabel="training step", ylim=(0, 1))
+ax_s.legend(fontsize=7, loc="lower right")
+for ax in (ax_l, ax_s):
+    ax.axvline(change, color="black", ls="--", lw=0.8)
+ax_l.set_title(f"toy-2l in training; dashed: the phase change, step {change}", fontsize=9)
+fig.tight_layout()
+plt.show()
+ind_curve = torch.tensor(hist["induction_best"])
+glue("change_step", change)
+glue("ind_before", float(ind_curve[steps < change - 40].max()))
+glue("ind_after", float(ind_curve[steps <= change + 40][-1]))
+claim("toy-2l's best induction score jumps within 80 steps of its phase change "
+      "(below 0.15 before, above 0.5 after)",
+      f"{ind_curve[steps < change - 40].max():.2f} -> "
+      f"{ind_curve[steps <= change + 40][-1]:.2f}",
+      bool(ind_curve[steps < change - 40].max() < 0.15
+           and ind_curve[steps <= change + 40][-1] > 0.5), chapter="induction module")
+
+# %% [markdown]
+# The best induction score is at most {glue:text}`ind_before:.2f` until 40 steps before step
+# {glue:text}`change_step`, and {glue:text}`ind_after:.2f` 40 steps after it. In a toy trained on
+# repeats the change is a cliff; in language models it is a smaller bump, clearest in the
+# loss on late tokens of a context compared with early ones, the *in-context-learning score*
+# that problem 6 measures.
+#
+# ### The evidence and its limits
+#
+# Olsson et al. argue that induction heads are behind most of the in-context learning of
+# small transformers, and plausibly of large ones. Their case rests on six arguments, which
+# we paraphrase:
 #
 # 1. **Co-occurrence.** Induction heads form during a short window early in training, a *phase
 #    change*, exactly when in-context learning improves abruptly; the loss curve shows it as a
@@ -224,31 +450,73 @@ claim("toy-2l predicts the second copy of a random sequence far better than the 
 # correlational (arguments 1, 4 and 6); the ablation and mechanistic evidence is strongest for
 # small attention-only models. They do not claim that induction heads are the only mechanism of
 # in-context learning, nor that every head with a high induction score does only induction.
-# Chapter 17 plots the phase change from `toy-2l`'s own training history.
+# Their own summary is that the evidence is strong for small models and suggestive, not
+# conclusive, for large ones. Problem 6 puts argument 3 to the test on a real model, and
+# reports what it finds.
+#
+# ### Universality
+#
+# Induction heads are the field's best example of *universality*, the hypothesis that
+# different networks trained on similar data learn the same features and circuits. They have
+# been found in essentially every autoregressive transformer that has been looked at, from
+# two-layer toys to large language models: the book meets them in `toy-2l` and, with the
+# same scores, in SmolLM2 (chapter {doc}`../17_induction_heads`), a model trained by other
+# people on other data with another architecture. That a circuit learned by gradient descent
+# can be recognised across models is what makes studying small ones worth the trouble.
+#
+# ### Fuzzy induction, and what in-context learning is
+#
+# The heads found in large models are not always the crisp circuit above. Olsson et al. show
+# heads that copy *approximately*: they continue a pattern through a paraphrase or a
+# translation, matching a token's meaning rather than its identity. Whether that is the same
+# circuit with fuzzier matching or a family of related mechanisms is not settled.
+#
+# More broadly, "in-context learning" is not one thing. Literal induction is the
+# best-understood floor. Above it sit fuzzy induction, *task vectors* (a few examples of a task
+# compress into a direction in the residual stream that makes the model perform the task
+# {cite}`hendel2023incontext`), and the claim that trained transformers implement gradient
+# descent on the examples in their forward pass {cite}`vonoswald2023transformers`, shown for
+# linear models trained on regression tasks and contested for language models trained on
+# ordinary text {cite}`shen2024pretrained`. Keep the claims apart: each has its own evidence.
 #
 # ## In-context learning as fast weights
 #
-# An induction head turns the context into a lookup table that exists only for this input:
-# "after $A$ comes $B$" is written into the residual streams by the previous-token head and read
-# back by the induction head. In effect the context acts as a set of *fast weights* updated at
-# every token, on top of the slow weights learned in training. That view explains why a model
-# can use a fact it saw once in its prompt, and why its behaviour can change without any change
-# to its parameters.
+# An induction head turns the context into an associative memory that exists only for this
+# input: the previous-token head stores "what came before" as a key at each position, the
+# token itself is the value, and the induction head's query looks the current token up. The
+# memory is built on the fly, used and discarded. That is the idea of *fast weights*, weights
+# written by one network at run time and read by another {cite}`schmidhuber1992learning`, and
+# linear attention can be rewritten exactly as such a fast-weight memory
+# {cite}`schlag2021linear`. Softmax attention keeps the memory as the context itself rather than
+# in a matrix, but the role is the same: a learned mapping that changes with every input, on
+# top of the slow weights learned in training. That view explains why a model can use a fact
+# it saw once in its prompt, and why its behaviour can change without any change to its
+# parameters.
 #
 # ## Why this matters for safety
 #
-# Learning from context is powerful and hard to audit. A model's behaviour depends on what it
-# reads, so instructions or patterns placed in its input (by a user, a document or an attacker)
-# can redirect it. Capabilities can also appear abruptly in training, as the phase change does,
-# so a model can gain a skill between two checkpoints with little warning in the average loss.
-# Understanding the circuits that implement in-context learning is one way to predict such
-# changes rather than discover them.
+# If a model can acquire a behaviour from its context, then what is established about its
+# weights can be undone at run time. *Many-shot jailbreaking* is the blunt demonstration
+# {cite}`anil2024manyshot`: filling a long context with hundreds of made-up dialogues in which
+# an assistant complies with harmful requests makes models comply too, despite their safety
+# training, and the effect grows smoothly (as a power law) with the number of examples. It is
+# in-context learning working as designed, pointed at the model's own training. An audit of
+# the weights does not see it, and monitoring what a model is shown is a different and
+# largely open problem. Capabilities can also appear abruptly in training, as the phase change
+# does, so a model can gain a skill between two checkpoints with little warning in the average
+# loss. Understanding the circuits that implement in-context learning is one way to predict
+# such changes rather than discover them.
 #
 # ## Summary
 #
-# - Attention-only transformers are sums of paths; we checked that the terms add up.
-# - QK decides where a head looks, OV what it brings; eigenvalues of the full OV circuit test
-#   for copying, computed without vocabulary-sized matrices.
+# - Attention-only transformers are sums of paths; we checked that the terms add up. MLPs,
+#   most of a real model's non-embedding parameters, are what this leaves out.
+# - QK decides where a head looks, OV what it brings; both have rank at most $d_\text{head}$.
+#   Eigenvalues of the full OV circuit test for copying, computed without vocabulary-sized
+#   matrices, and say nothing about a head whose output is read by another head.
+# - The source writes column vectors; the book writes rows. Its problem-5 formula is
+#   Q-composition; the book measures K-composition.
 # - Q- and K-composition steer attention; only V-composition creates virtual heads.
-# - An induction head is a K-composition of a previous-token head and a copying head, and
-#   predicts repeated random sequences almost perfectly.
+# - An induction head is a K-composition of a previous-token head and a copying head; it forms
+#   abruptly in training, appears across models, and is the clearest case of a model learning
+#   from its context, with consequences for safety.

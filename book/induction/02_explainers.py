@@ -3,8 +3,10 @@
 #
 # Two interactive explainers. Both run in the page: on this site they respond to clicks with
 # no Python behind them, and in Jupyter or Colab they also report your clicks back to the
-# kernel. Everything they show was computed from a real model, the book's two-layer `toy-2l`:
-# the attention arcs are its actual attention patterns, not drawings.
+# kernel. Everything they show was computed from real models when this page was built: the
+# attention arcs are the models' own attention patterns, not drawings. The stepper runs on
+# SmolLM2-135M, a small language model that has read English, and then on the book's
+# two-layer `toy-2l`, which never has.
 
 # %%
 import warnings
@@ -13,20 +15,112 @@ import torch
 
 from circuitbook.book import claim, glue
 from circuitbook.models import load
-from circuitbook.widgets.explainers import builder_data, composition_builder, induction_stepper, stepper_data
+from circuitbook.models.pretrained import load_smollm2
+from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
+                                            induction_measures, induction_stepper,
+                                            path_counts, pick_heads)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 model = load("toy-2l")
+smol, tokenizer = load_smollm2(progress=False)
 
 # %% [markdown]
 # ## 1. The induction circuit, one step at a time
 #
-# The text below is a sentence in the style of *Harry Potter*, turned into tokens of
-# `toy-2l` by giving each distinct word its own token id (the model never saw English: it was
-# trained on random sequences that repeat). The sentence ends with "Mr", which appeared once
-# before, followed by "Dursley". Use **Next** to walk through the five steps, and the toggle to
-# switch to a **random-token control** with the same structure: the circuit does not care what
-# the tokens are.
+# The text is a sentence in the style of *Harry Potter* that ends with "Mr"; "Mr" appeared
+# once before, followed by "Dursley". SmolLM2 reads it through its own tokenizer. Use
+# **Next** to walk through the five steps, and the toggle to switch to the **random-token
+# control**: the same positions, filled with random token ids, with only the last token
+# repeating an earlier one.
+#
+# The control is what makes the experiment informative. On the sentence, a model could
+# predict "Dursley" for two reasons: because it read "Mr Dursley" a few words back
+# (induction), or because it learned in training what tends to follow "Mr" (memorised
+# statistics). Random tokens remove the second reason, so whatever survives on them is read
+# off the context. The heads are picked by their scores on repeated random tokens, as in
+# chapter 17: the strongest induction head, and the strongest previous-token head in an
+# earlier layer.
+
+# %%
+g = torch.Generator().manual_seed(0)
+half = torch.randint(1000, 40000, (1, 40), generator=g)      # ordinary word pieces
+prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
+induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
+                  prev_head=prev_head, induction_head=ind_head)
+
+# %% [markdown]
+# One random sequence is one draw. To say how the two modes differ, we measure the same
+# three numbers on 20 random controls (seeds 1 to 20), with the sentence's own numbers beside
+# them: the induction head's attention from the last token to the token after the earlier
+# copy, the probability of the correct next token there, and the probability of the same
+# token right after the *first* occurrence, where there is nothing yet to copy.
+
+# %%
+text_ids = tokenizer(" " + DURSLEY)["input_ids"]
+controls = [control_tokens(text_ids, 1000, 40000, seed) for seed in range(1, 21)]
+# [21, 3]: (attention on the target, p(correct) at the end, p(target) after the first copy)
+measured = induction_measures(smol, [text_ids] + controls, ind_head)
+text_m, rand_m = measured[0], measured[1:]
+uniform = 1 / len(text_ids)                    # attention spread evenly over the context
+print(f"heads: previous-token {prev_head}, induction {ind_head}; "
+      f"{len(text_ids)} tokens")
+print(f"{'':26}{'text':>8}{'random: mean':>14}{'min':>8}{'max':>8}")
+for j, name in enumerate(["attention on target", "p(correct), 2nd copy",
+                          "p(target), 1st copy"]):
+    col = rand_m[:, j]
+    print(f"{name:26}{text_m[j]:8.3f}{col.mean():14.3f}{col.min():8.3f}"
+          f"{col.max():8.3f}")
+for j, key in enumerate(["att", "p", "first"]):
+    glue(f"smol_text_{key}", float(text_m[j]))
+    glue(f"smol_rand_{key}", float(rand_m[:, j].mean()))
+    glue(f"smol_rand_{key}_max", float(rand_m[:, j].max()))
+    glue(f"smol_rand_{key}_min", float(rand_m[:, j].min()))
+glue("smol_uniform", uniform)
+glue("smol_ind", f"L{ind_head[0]}H{ind_head[1]}")
+glue("smol_prev", f"L{prev_head[0]}H{prev_head[1]}")
+claim("SmolLM2's induction head attends to the token after the earlier copy, on the "
+      "sentence and on random tokens (mean of 20), over 5x uniform attention",
+      f"{text_m[0]:.2f}, {rand_m[:, 0].mean():.2f} vs {uniform:.3f}",
+      bool(text_m[0] > 5 * uniform and rand_m[:, 0].mean() > 5 * uniform),
+      chapter="induction module")
+claim("after the first 'Mr', with nothing to copy, SmolLM2 gives the next token "
+      "under 1% probability", float(text_m[2]), bool(text_m[2] < 0.01),
+      chapter="induction module")
+claim("on the sentence SmolLM2 gives the correct next token far more probability than on "
+      "any of the 20 random controls", f"{text_m[1]:.2f} vs at most {rand_m[:, 1].max():.2f}",
+      bool(text_m[1] > rand_m[:, 1].max()), chapter="induction module")
+
+# %% [markdown]
+# The measurement splits the circuit in two. The **lookup** works on both: induction head
+# {glue:text}`smol_ind` puts {glue:text}`smol_text_att:.2f` of its attention on the token after
+# the earlier "Mr" in the sentence, and {glue:text}`smol_rand_att:.2f` on average on random
+# tokens, against {glue:text}`smol_uniform:.3f` for attention spread evenly. The random draws
+# vary a lot (from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`), but
+# looking up the context is not something the model needs familiar words for. On the
+# sentence the head gives the target less than it does on an average control: other
+# positions of real text compete for its attention.
+#
+# The **prediction** is another matter. After the first "Mr" the model gave the next token
+# (" D", the start of "Dursley") probability {glue:text}`smol_text_first:.4f`: it has not
+# memorised "Mr Dursley" as a bigram. At the second "Mr" it gives {glue:text}`smol_text_p:.2f`,
+# all of it gained from the context. On random tokens the same lookup raises the correct
+# token only to {glue:text}`smol_rand_p:.3f` on average (at most
+# {glue:text}`smol_rand_p_max:.2f` in 20 draws). So one attention head finding the right
+# position is not the whole story in a 30-layer model: on the sentence other components
+# agree with it (a name is expected after "Mr", and " D" starts a word the context has
+# shown), while among random word pieces a single repeated token is weak evidence and the
+# model hedges. What SmolLM2 predicts on the sentence is context read by induction, made
+# confident by what the model knows about language; what it predicts on random tokens is
+# induction alone. On the toy model below the two cannot be told apart, which is why it is
+# the clean case.
+#
+# ## 2. The same circuit in `toy-2l`, the clean case
+#
+# `toy-2l` never saw English: it was trained on random sequences that repeat. Here the
+# sentence's words are given token ids by a seeded permutation (one id per distinct word),
+# so its "text" is itself a random-token sequence and the toggle compares two draws of the
+# same experiment. The circuit is as clean as it gets: two heads, one previous-token head
+# and one induction head.
 
 # %%
 stepper = induction_stepper(model)
@@ -38,26 +132,35 @@ text, rand = data["sequences"]["text"], data["sequences"]["random"]
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
 glue("step_attn", text["attention_on_target"])
-claim("on the Dursley sentence, toy-2l's induction head attends mostly to the token after the earlier 'Mr'",
-      text["attention_on_target"], text["attention_on_target"] > 0.5, chapter="induction module")
-claim("on the text, the model's top prediction is 'Dursley'", text["model_top"][0][0],
+glue("step_rand_attn", rand["attention_on_target"])
+claim("on the Dursley sentence, toy-2l's induction head attends mostly to the token "
+      "after the earlier 'Mr'", text["attention_on_target"],
+      text["attention_on_target"] > 0.5, chapter="induction module")
+claim("on the text, toy-2l's top prediction is 'Dursley'", text["model_top"][0][0],
       text["model_top"][0][0] == text["expected"], chapter="induction module")
-claim("on the random-token control, the model also predicts the token that followed the earlier occurrence",
-      rand["model_top"][0][0], rand["model_top"][0][0] == rand["expected"], chapter="induction module")
+claim("on the random-token control, toy-2l also predicts the token that followed the "
+      "earlier occurrence", rand["model_top"][0][0],
+      rand["model_top"][0][0] == rand["expected"], chapter="induction module")
 
 # %% [markdown]
-# On the sentence the induction head puts {glue:text}`step_attn:.0%` of its attention on
-# "Dursley" and the model predicts it with probability {glue:text}`step_text_p:.2f`; on the
-# random control the correct token gets {glue:text}`step_rand_p:.2f`.
+# On the sentence `toy-2l`'s induction head puts {glue:text}`step_attn:.0%` of its attention
+# on "Dursley" and the model predicts it with probability {glue:text}`step_text_p:.2f`; on
+# the random control, {glue:text}`step_rand_attn:.0%` and {glue:text}`step_rand_p:.2f`. Unlike
+# SmolLM2, this model has nothing but induction to offer, and it offers it with confidence.
 #
-# ## 2. The composition builder
+# ## 3. The composition builder
 #
-# Head H1 (here the induction head) can read head H0's output (here the previous-token head)
-# through its queries, its keys or its values. Toggle each and watch which terms of the path
-# expansion exist, and how many virtual heads there are. The last column gives each term's
-# size in `toy-2l`: its composition score, or the Frobenius norm of its circuit. The presets
-# show the two cases that matter: "induction: K-composition only" is how `toy-2l` works, and
-# "all three" is the general two-layer case.
+# Head H1 (here `toy-2l`'s induction head) can read head H0's output (here the
+# previous-token head) through its queries, its keys or its values. Toggle each and watch
+# which terms of the path expansion exist, what the configuration can compute, and how many
+# virtual heads there are. The column "size" gives each term's size in `toy-2l`: its
+# composition score, or the Frobenius norm of its circuit. The sliders at the bottom leave
+# the single pair behind and count the terms of a whole attention-only model with $n$ heads
+# per layer and $L$ layers.
+#
+# The toggles are a cartoon: every head reads the whole residual stream, so "does H1 read
+# H0?" is really "how much of H1's query, key or value subspace overlaps what H0 writes", the
+# continuous quantity the composition score measures (chapter 18).
 
 # %%
 builder = composition_builder(model, model_name="toy-2l")
@@ -72,21 +175,51 @@ glue("b_base", builder.data["baseline"])
 claim("in toy-2l, K-composition between the two heads is stronger than Q- or V-composition",
       f"K {scores['K']:.2f}, Q {scores['Q']:.2f}, V {scores['V']:.2f}",
       scores["K"] > max(scores["Q"], scores["V"]), chapter="induction module")
+gpt2_like = path_counts(12, 12)
+glue("n12_logits", f"{gpt2_like['logits']:,}")
+mantissa, exponent = f"{float(gpt2_like['scores']):.1e}".split("e")
+glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
+    str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")))
+glue("pair_all", path_counts(1, 2)["logits"])
 
 # %% [markdown]
 # For `toy-2l`'s pair the K-composition score is {glue:text}`b_k:.2f`, against
 # {glue:text}`b_q:.2f` for Q and {glue:text}`b_v:.2f` for V (random heads of this shape average
 # about {glue:text}`b_base:.2f`): the circuit is K-composition, as the induction story says.
+#
+# ## Things to try
+#
+# Each of these takes a few clicks in the widgets above.
+#
+# 1. **Switch the stepper to random tokens and step through again.** In `toy-2l` the arcs and
+#    the prediction hardly change (the correct token's probability is
+#    {glue:text}`step_text_p:.2f` on the sentence, {glue:text}`step_rand_p:.2f` on the
+#    control): the mechanism reads the context, not a memorised bigram.
+#    In SmolLM2 step 4 still lands the induction head's attention on the token after the
+#    earlier occurrence, but step 5's prediction collapses (from
+#    {glue:text}`smol_text_p:.2f` to about {glue:text}`smol_rand_p:.3f`): the lookup is the
+#    same, the confidence came from the language around it. Compare step 1's number too: the
+#    probability after the *first* "Mr" is what the weights alone predict.
+# 2. **In the builder, press "induction: K-composition only".** No virtual head appears, and
+#    yet this is the configuration of the field's best-understood circuit. Virtual heads are
+#    not where all the action is: Q- and K-composition act inside attention patterns, which
+#    the term list of the logits does not show.
+# 3. **Press "all three" and count the terms**: {glue:text}`pair_all` in the logits and four
+#    in H1's attention score, for one pair of heads. Then set the sliders to 12 heads per
+#    layer and 12 layers, GPT-2 small's shape: {glue:text}`n12_logits` logit terms and about
+#    {glue:text}`n12_scores` attention-score terms. Nobody reads that many terms one by one;
+#    finding the few that carry weight is a search problem, which is why circuit discovery
+#    is being automated.
 
 # %% [markdown]
-# The same two heads on a random sequence repeated twice, drawn with CircuitsVis (pick a head
-# and hover over a token to see where it attends): on the second copy the previous-token head
-# looks one token back and the induction head looks at the token after the earlier occurrence.
+# The same two heads of `toy-2l` on a random sequence repeated twice, drawn with CircuitsVis
+# (pick a head and hover over a token to see where it attends): on the second copy the
+# previous-token head looks one token back and the induction head looks at the token after
+# the earlier occurrence.
 
 # %%
 from circuitbook.data import repeated_random_tokens
 from circuitbook.viz import attention_pattern_view
-from circuitbook.widgets.explainers import pick_heads
 
 (l0, h0), (l1, h1) = pick_heads(model)
 n = 12

@@ -1,53 +1,44 @@
 // The composition builder (anywidget front end): toggle whether head H1's queries, keys and
-// values read head H0's output, and see which path-expansion terms exist. The term list is
-// derived here from the three toggles (the logic is the point of the explainer); the sizes of
-// the terms for a real model come precomputed from Python in the `data` trait.
+// values read head H0's output, and see which path-expansion terms exist, what the
+// configuration can compute, and how the number of terms grows with heads and layers.
+// The terms, their typeset formulas (HTML made in Python by circuitbook.widgets.quiz.rich),
+// the per-configuration sentences, the sizes for a real model and the term counts all come
+// precomputed in the `data` trait; the page decides from the three toggles which apply.
 
 function el(tag, attrs = {}, children = []) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") node.className = v;
     else if (k === "text") node.textContent = v;
+    else if (k === "html") node.innerHTML = v; // trusted: typeset by the book's own Python
     else node.setAttribute(k, v);
   }
   for (const c of children) node.appendChild(c);
   return node;
 }
 
-// Every term that can appear, with the toggles it needs, in the row-vector convention of
-// TransformerLens (the paper writes the same products right to left: W_U W_OV^{H1} W_OV^{H0} W_E).
-// "E" is the token embedding path; A^{H} \u00b7 M means "mix positions by A^H, map each by M".
-const TERMS = [
-  { id: "direct", kind: "logits", needs: [], name: "direct path", formula: "W_E W_U",
-    what: "bigram statistics: the embedding read straight out" },
-  { id: "h0_ov", kind: "logits", needs: [], name: "H0's OV path", formula: "A^{H0} \u00b7 W_E W_OV^{H0} W_U",
-    what: "H0 moves token information between positions" },
-  { id: "h1_ov", kind: "logits", needs: [], name: "H1's OV path", formula: "A^{H1} \u00b7 W_E W_OV^{H1} W_U",
-    what: "H1 moves token information between positions" },
-  { id: "virtual", kind: "logits", needs: ["v"], name: "virtual head H1\u2218H0",
-    formula: "A^{H1} A^{H0} \u00b7 W_E W_OV^{H0} W_OV^{H1} W_U",
-    what: "V-composition: H1 moves what H0 already moved; a new head with its own OV and pattern" },
-  { id: "qk_direct", kind: "score", needs: [], name: "H1 score: tokens \u00b7 tokens", formula: "E W_QK^{H1} E^T",
-    what: "H1 attends by comparing raw tokens" },
-  { id: "q_comp", kind: "score", needs: ["q"], name: "H1 score: Q-composition",
-    formula: "(A^{H0} E W_OV^{H0}) W_QK^{H1} E^T", what: "H1's query carries what H0 found" },
-  { id: "k_comp", kind: "score", needs: ["k"], name: "H1 score: K-composition",
-    formula: "E W_QK^{H1} (A^{H0} E W_OV^{H0})^T", what: "H1's keys carry what H0 found (induction: 'my left neighbour was X')" },
-  { id: "qk_comp", kind: "score", needs: ["q", "k"], name: "H1 score: Q- and K-composition",
-    formula: "(A^{H0} E W_OV^{H0}) W_QK^{H1} (A^{H0} E W_OV^{H0})^T", what: "both sides carry H0's output" },
-];
-
 const PRESETS = { none: [], "induction: K-composition only": ["k"], "all three": ["q", "k", "v"] };
+
+function slider(cls, label, max, value, onInput) {
+  const input = el("input", { type: "range", min: "1", max: String(max), step: "1", value: String(value),
+    class: cls, "aria-label": label });
+  const readout = el("span", { class: "cb-counter" });
+  input.addEventListener("input", onInput);
+  return [el("label", { class: "cb-slider" }, [el("span", { text: label + " " }), input, readout]), input, readout];
+}
 
 function render({ model, el: root }) {
   root.classList.add("cb-builder");
   const toggles = el("div", { class: "cb-row" });
   const presets = el("div", { class: "cb-row" });
   const summary = el("div", { class: "cb-summary" });
+  const explain = el("div", { class: "cb-config" });
   const table = el("table", { class: "cb-terms" });
   const note = el("div", { class: "cb-caption" });
+  const scale = el("div", { class: "cb-scale" });
   root.append(el("div", { class: "cb-title", text: "Which of H1's inputs read H0's output?" }), toggles,
-    el("div", { class: "cb-caption", text: "Presets:" }), presets, summary, table, note);
+    el("div", { class: "cb-caption", text: "Presets:" }), presets, summary, explain,
+    el("div", { class: "cb-table-scroll" }, [table]), note, scale);
 
   const labels = { q: "queries (Q)", k: "keys (K)", v: "values (V)" };
   const buttons = {};
@@ -68,6 +59,27 @@ function render({ model, el: root }) {
     presets.appendChild(b);
   }
 
+  // how the count scales: n heads per layer, L layers (counts precomputed exactly in Python)
+  const sc = model.get("data").scaling;
+  const [nLabel, nInput, nOut] = slider("cb-heads", "heads per layer n", sc.max_heads, 1, drawScale);
+  const [lLabel, lInput, lOut] = slider("cb-layers", "layers L", sc.max_layers, 2, drawScale);
+  const scaleOut = el("div", { class: "cb-scale-out" });
+  scale.append(el("div", { class: "cb-title", text: "Beyond one pair: how many terms?" }),
+    el("div", { class: "cb-caption", html: sc.formula }), el("div", { class: "cb-row" }, [nLabel, lLabel]), scaleOut);
+
+  function drawScale() {
+    const n = nInput.value, L = lInput.value;
+    nOut.textContent = n;
+    lOut.textContent = L;
+    const c = model.get("data").scaling.counts[`${n},${L}`];
+    scale.dataset.n = n;
+    scale.dataset.layers = L;
+    scale.dataset.logits = c.logits[0];
+    scaleOut.innerHTML = `${n} head${n === "1" ? "" : "s"} per layer, ${L} layer${L === "1" ? "" : "s"}: ` +
+      `<b>${c.logits[1]}</b> logit terms (${c.virtual[1]} virtual head${c.virtual[0] === "1" ? "" : "s"}) and ` +
+      `<b>${c.scores[1]}</b> attention-score terms.`;
+  }
+
   function draw() {
     const data = model.get("data");
     const on = { q: model.get("q"), k: model.get("k"), v: model.get("v") };
@@ -76,31 +88,35 @@ function render({ model, el: root }) {
       buttons[key].classList.toggle("cb-on", on[key]);
     }
     const exists = (t) => t.needs.every((n) => on[n]);
-    const present = TERMS.filter(exists);
+    const present = data.terms.filter(exists);
     const virtual = present.filter((t) => t.id === "virtual").length;
     const logitTerms = present.filter((t) => t.kind === "logits").length;
     const scoreTerms = present.filter((t) => t.kind === "score").length;
+    const config = ["q", "k", "v"].filter((k) => on[k]).join("");
     root.dataset.virtual = String(virtual);
     root.dataset.terms = present.map((t) => t.id).join(",");
+    root.dataset.config = config;
     summary.textContent = `${logitTerms} terms in the logits, ${virtual} virtual head${virtual === 1 ? "" : "s"}; ` +
       `H1's attention score has ${scoreTerms} term${scoreTerms === 1 ? "" : "s"}.`;
+    explain.innerHTML = data.configurations[config];
 
     table.replaceChildren();
     const head = el("tr", {}, ["term", "formula (row vectors)", "what it means",
       `size in ${data.model_name}`].map((t) => el("th", { text: t })));
     table.appendChild(head);
-    for (const t of TERMS) {
+    for (const t of data.terms) {
       const row = el("tr", { class: exists(t) ? "cb-present" : "cb-absent" });
       row.dataset.term = t.id;
       const size = data.sizes[t.id];
-      row.append(el("td", { text: t.name }), el("td", { class: "cb-formula", text: t.formula }),
-        el("td", { text: t.what }), el("td", { text: size === undefined ? "" : size }));
+      row.append(el("td", { text: t.name }), el("td", { class: "cb-formula", html: t.formula }),
+        el("td", { html: t.what }), el("td", { html: size === undefined ? "" : size }));
       table.appendChild(row);
     }
-    note.textContent = data.note;
+    note.innerHTML = data.note;
   }
   for (const key of ["q", "k", "v", "data"]) model.on("change:" + key, draw);
   draw();
+  drawScale();
 }
 
 export default { render };

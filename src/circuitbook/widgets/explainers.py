@@ -5,10 +5,14 @@ show as precomputed data in a synced trait, so they respond to clicks in Jupyter
 and on the static site with no kernel. The data come from a real model: the attention arcs
 of the stepper are the model's own attention patterns, not drawn by hand.
 
-- :func:`induction_stepper` - the induction circuit in five steps, on a text-like sequence and
-  on a random-token control.
+- :func:`induction_stepper` - the induction circuit in five steps, on a sequence and on a
+  random-token control with the same repeat. On a toy model the "text" is the sentence's
+  words mapped to token ids; on a language model (give its ``tokenizer``) it is the real
+  sentence, so the control separates memorised statistics from reading the context.
 - :func:`composition_builder` - toggle Q-, K- and V-composition between two heads and see
-  which path-expansion terms and virtual heads exist, with their sizes in a real model.
+  which path-expansion terms and virtual heads exist, what each configuration can compute,
+  their sizes in a real model, and how the number of terms grows with heads and layers.
+  Its mathematics is typeset by :func:`circuitbook.widgets.quiz.rich` (HTML, no CDN).
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import anywidget
 import torch
 import traitlets
 
+from circuitbook.widgets.quiz import rich
+
 HERE = Path(__file__).parent
 
-DURSLEY = ("Mr Dursley was the director of a firm called Grunnings , which made drills . "
-           "He was a big , beefy man with hardly any neck . One morning his wife said Mr")
+DURSLEY = ("One morning Mr Dursley was the director of a firm called Grunnings , which made drills . "
+           "He was a big , beefy man with hardly any neck . His wife said to Mr")
+"""A sentence in the style of *Harry Potter*: "Mr" occurs once before the end (not first, since a
+language model treats its first position specially), followed by "Dursley"."""
 
 
 class InductionStepper(anywidget.AnyWidget):
@@ -55,34 +63,46 @@ def _word_ids(words: list[str], d_vocab: int, seed: int) -> dict[str, int]:
     return {w: perm[i] for i, w in enumerate(distinct)}
 
 
-def pick_heads(model) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The best previous-token head and the best induction head in a later layer, by score."""
+def pick_heads(model, tokens: torch.Tensor | None = None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The best induction head outside layer 0 and the best previous-token head before it, by
+    the scores of :mod:`circuitbook.heads` on repeated random ``tokens`` (their default if None;
+    pass a few short sequences to keep a large model fast)."""
     from circuitbook.heads import induction_scores, prev_token_scores
 
-    ind = induction_scores(model)
+    ind = induction_scores(model, tokens=tokens)
     ind[0] = -1  # an induction head needs a previous-token head before it
     l1, h1 = divmod(int(ind.argmax()), model.cfg.n_heads)
-    prev = prev_token_scores(model)[:l1]
+    prev = prev_token_scores(model, tokens=tokens)[:l1]
     l0, h0 = divmod(int(prev.argmax()), model.cfg.n_heads)
     return (l0, h0), (l1, h1)
 
 
-def _sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_head, label_of) -> dict:
-    """Everything the stepper shows for one sequence, read off one forward pass."""
+def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_head, label_of) -> dict:
+    """Everything the stepper shows for one sequence, read off one forward pass.
+
+    ``p_first`` is the probability of the target token right after the *first* occurrence of
+    the query token, where the context holds nothing to copy: what the weights alone predict.
+    ``head_top`` is the induction head's direct effect on the logits at the query, its output
+    ``z W_O`` through the final normalisation's scale and weight (if any) and ``W_U``, and
+    ``head_rank`` the target's rank in it (1: the head's direct effect favours it most).
+    """
     (l0, h0), (l1, h1) = prev_head, ind_head
     query = len(tokens) - 1
     earlier = max(i for i in range(query) if tokens[i] == tokens[query])
-    t = torch.tensor([tokens])
+    t = torch.tensor([tokens], device=model.W_U.device)
     names = {f"blocks.{l0}.attn.hook_pattern", f"blocks.{l1}.attn.hook_pattern",
-             f"blocks.{l1}.attn.hook_attn_scores", f"blocks.{l1}.attn.hook_z"}
+             f"blocks.{l1}.attn.hook_attn_scores", f"blocks.{l1}.attn.hook_z", "ln_final.hook_scale"}
     with torch.no_grad():
         logits, cache = model.run_with_cache(t, names_filter=lambda n: n in names)
         prev_pat = cache[f"blocks.{l0}.attn.hook_pattern"][0, h0]      # [q, k]
         ind_pat = cache[f"blocks.{l1}.attn.hook_pattern"][0, h1, query]  # [k]
         ind_scores = cache[f"blocks.{l1}.attn.hook_attn_scores"][0, h1, query, : query + 1]
         z = cache[f"blocks.{l1}.attn.hook_z"][0, query, h1]             # [d_head]
-        head_logits = z @ model.W_O[l1, h1] @ model.W_U                 # the head's direct effect
-        probs = logits[0, query].softmax(-1)
+        out = z @ model.W_O[l1, h1]                                      # [d_model]
+        if "ln_final.hook_scale" in cache.cache_dict:                   # normalised models
+            out = out / cache["ln_final.hook_scale"][0, query] * model.ln_final.w
+        head_logits = out @ model.W_U                                   # the head's direct effect
+        probs = logits[0].softmax(-1)
 
     prev_arcs = [[q, int(prev_pat[q].argmax()), round(float(prev_pat[q].max()), 3)] for q in range(1, query + 1)]
     top = ind_pat.topk(min(3, query + 1))
@@ -98,69 +118,143 @@ def _sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_h
         "matching": [k for k in range(1, query + 1) if tokens[k - 1] == tokens[query]],
         "prev_arcs": prev_arcs, "ind_arcs": ind_arcs,
         "ind_scores": [round(float(s), 2) for s in ind_scores],
-        "head_top": top5(head_logits), "model_top": top5(probs),
+        "head_top": top5(head_logits), "model_top": top5(probs[query]),
         "attention_on_target": round(float(ind_pat[earlier + 1]), 3),
-        "p_expected": round(float(probs[tokens[earlier + 1]]), 3),
+        "p_expected": round(float(probs[query, tokens[earlier + 1]]), 3),
+        "p_first": round(float(probs[earlier, tokens[earlier + 1]]), 4),
+        "head_rank": int((head_logits > head_logits[tokens[earlier + 1]]).sum()) + 1,
     }
 
 
-def stepper_data(model, *, text: str = DURSLEY, seed: int = 0, prev_head=None, induction_head=None) -> dict:
-    """The stepper's data for ``model`` (a toy HookedTransformer): the text, mapped word by word
-    to token ids, and a random-token control with the same repeat structure."""
+def control_tokens(tokens: list[int], low: int, high: int, seed: int) -> list[int]:
+    """A random-token control for ``tokens``: ids drawn uniformly from ``[low, high)``, with the
+    last token a repeat of the one at its last earlier occurrence in ``tokens``, and no other
+    copy of it (so the token to predict is unambiguous)."""
+    earlier = max(i for i in range(len(tokens) - 1) if tokens[i] == tokens[-1])
+    g = torch.Generator().manual_seed(seed)
+    rand = torch.randint(low, high, (len(tokens),), generator=g).tolist()
+    rand[-1] = rand[earlier]
+    for i in range(len(rand) - 1):
+        if i != earlier and rand[i] == rand[-1]:
+            rand[i] = low + (rand[i] + 1 - low) % (high - low)
+    return rand
+
+
+def induction_measures(model, sequences: list[list[int]], induction_head: tuple[int, int]) -> torch.Tensor:
+    """Three numbers per sequence, from one batched forward pass (sequences of equal length,
+    each ending with a token that occurred earlier): the induction head's attention from the
+    last position to the token after the last earlier occurrence, the model's probability of
+    that token at the last position, and its probability right after the earlier occurrence
+    (where there is nothing yet to copy). The same numbers as :func:`sequence_data`'s
+    ``attention_on_target``, ``p_expected`` and ``p_first``. Shapes: returns [batch, 3]."""
+    l1, h1 = induction_head
+    tokens = torch.tensor(sequences, device=model.W_U.device)
+    query = tokens.shape[1] - 1
+    earlier = [max(i for i in range(query) if row[i] == row[query]) for row in sequences]
+    name = f"blocks.{l1}.attn.hook_pattern"
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n == name)
+        probs = logits.softmax(-1)                                       # [batch, pos, d_vocab]
+    rows = []
+    for b, e in enumerate(earlier):
+        target = sequences[b][e + 1]
+        rows.append([float(cache[name][b, h1, query, e + 1]), float(probs[b, query, target]),
+                     float(probs[b, e, target])])
+    return torch.tensor(rows)
+
+
+def stepper_data(model, *, tokenizer=None, text: str = DURSLEY, seed: int = 0, random_ids: tuple[int, int] | None = None,
+                 prev_head=None, induction_head=None) -> dict:
+    """The stepper's data for ``model``: ``text`` as tokens, and a random-token control with the
+    same repeat structure (:func:`control_tokens`, ids from ``random_ids``, default the whole
+    vocabulary).
+
+    Without a ``tokenizer`` (a toy model that never saw language) the words of ``text`` are
+    mapped to token ids by a seeded permutation, so text and control are the same kind of
+    experiment. With one, ``text`` (a space is put in front, so that its first word is the
+    same token as its last) is tokenised for real, and the control separates what the model
+    memorised about the words from what it reads off the context.
+    """
     if prev_head is None or induction_head is None:
         prev_head, induction_head = pick_heads(model)
-    words = text.split()
-    if len(words) > model.cfg.n_ctx:
-        raise ValueError(f"the text has {len(words)} words but the model's context is {model.cfg.n_ctx}")
-    ids = _word_ids(words, model.cfg.d_vocab, seed)
-    word_of = {i: w for w, i in ids.items()}
-    text_tokens = [ids[w] for w in words]
-    g = torch.Generator().manual_seed(seed + 1)
-    rand = torch.randint(0, model.cfg.d_vocab, (len(words),), generator=g).tolist()
-    earlier = max(i for i in range(len(words) - 1) if words[i] == words[-1])
-    rand[-1] = rand[earlier]  # the control keeps one repeat: the last token occurred before
-    for i in range(len(rand) - 1):  # ... and only one, so the answer is unambiguous
-        if i != earlier and rand[i] == rand[-1]:
-            rand[i] = (rand[i] + 1) % model.cfg.d_vocab
-    text_seq = _sequence_data(model, text_tokens, words, prev_head, induction_head,
-                              lambda i: word_of.get(i, f"t{i}"))
-    rand_seq = _sequence_data(model, rand, [f"t{i}" for i in rand], prev_head, induction_head, lambda i: f"t{i}")
+    if tokenizer is None:
+        words = text.split()
+        ids = _word_ids(words, model.cfg.d_vocab, seed)
+        word_of = {i: w for w, i in ids.items()}
+        text_tokens, labels = [ids[w] for w in words], words
+
+        def label_of(i):
+            return word_of.get(i, f"t{i}")
+    else:
+        text_tokens = tokenizer(" " + text)["input_ids"]
+        labels = [tokenizer.decode([i]) for i in text_tokens]
+
+        def label_of(i):
+            return tokenizer.decode([i])
+    if len(text_tokens) > model.cfg.n_ctx:
+        raise ValueError(f"the text has {len(text_tokens)} tokens but the model's context is {model.cfg.n_ctx}")
+    low, high = random_ids or (0, model.cfg.d_vocab)
+    rand = control_tokens(text_tokens, low, high, seed + 1)
+    text_seq = sequence_data(model, text_tokens, labels, prev_head, induction_head, label_of)
+    rand_labels = [label_of(i) for i in rand] if tokenizer is not None else [f"t{i}" for i in rand]
+    rand_seq = sequence_data(model, rand, rand_labels, prev_head, induction_head,
+                              label_of if tokenizer is not None else (lambda i: f"t{i}"))
+    return {"sequences": {"text": text_seq, "random": rand_seq},
+            "steps": _steps(text_seq, rand_seq, prev_head, induction_head),
+            "prev_head": f"{prev_head[0]}.{prev_head[1]}", "induction_head": f"{induction_head[0]}.{induction_head[1]}"}
+
+
+def _steps(text_seq: dict, rand_seq: dict, prev_head, induction_head) -> list[dict]:
+    """The five steps' titles and texts, with the measured numbers of both sequences."""
     (l0, h0), (l1, h1) = prev_head, induction_head
-    last, nxt = words[-1], words[earlier + 1]
-    steps = [
+    last, nxt = text_seq["tokens"][-1].strip(), text_seq["expected"].strip()
+    return [
         {"title": "1. The task", "highlight": ["query", "earlier", "target"], "arcs": None, "panel": None,
          "text": f'The sequence ends with "{last}". Earlier, "{last}" was followed by "{nxt}". A model '
-                 f'that has seen this pattern once in its context can predict "{nxt}" next: that is induction.',
-         "random": "The same structure with random tokens: the last token occurred once before. No bigram "
-                   "statistics can help here; only the context can."},
+                 f'that reads its context can predict "{nxt}" next: that is induction. Right after the first '
+                 f'"{last}", with nothing to copy yet, the model gave "{nxt}" probability '
+                 f'{text_seq["p_first"]:.3f}: that much it knows from its weights alone.',
+         "random": "The same structure with random tokens: the last token occurred once before. After its "
+                   "first occurrence the model gave the token that followed probability "
+                   f"{rand_seq['p_first']:.4f}: nothing memorised helps here; only the context can."},
         {"title": f"2. The previous-token head {l0}.{h0}", "highlight": [], "arcs": "prev", "panel": None,
          "text": f"Head {l0}.{h0} attends from each position to the one before it (arcs: the model's real "
-                 "attention). Its OV circuit copies that token's identity into the stream, so every position "
-                 'now also says "my left neighbour was X".'},
+                 "attention, each position's strongest key). Its OV circuit copies that token's identity into "
+                 'the stream, so every position now also says "my left neighbour was X".'},
         {"title": f"3. K-composition: the induction head {l1}.{h1} matches", "highlight": ["query", "target"],
          "arcs": None, "panel": "scores",
          "text": f'Head {l1}.{h1}\'s query at the last position asks for "a key whose left neighbour was '
                  f'{last}". Its keys read the previous-token head\'s output (K-composition), so the key '
-                 f'right after the earlier "{last}" scores highest.',
+                 f'right after the earlier "{last}" should score highest.',
          "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. The "
                    "keys read the previous-token head's output, so the key right after the earlier "
-                   "occurrence scores highest, for random tokens just as for words."},
+                   "occurrence should score highest, for random tokens just as for words."},
         {"title": "4. Attention lands on the token after the earlier occurrence", "highlight": ["query", "target"],
          "arcs": "induction", "panel": None,
          "text": f'After the softmax, head {l1}.{h1} puts {text_seq["attention_on_target"]:.0%} of its '
-                 f'attention on "{nxt}" (arcs: its real pattern from the last position).',
+                 f'attention on "{nxt}" (arcs: its three strongest keys from the last position).',
          "random": f'After the softmax, head {l1}.{h1} puts {rand_seq["attention_on_target"]:.0%} of its '
                    "attention on the token after the earlier occurrence."},
         {"title": "5. The copying OV circuit writes it", "highlight": ["target"], "arcs": "induction",
          "panel": "prediction",
-         "text": f'Head {l1}.{h1}\'s OV circuit copies the token it attends to: read through the unembedding, '
-                 f'its output favours "{nxt}". The model predicts "{nxt}" with probability '
-                 f'{text_seq["p_expected"]:.2f}.',
-         "random": f"The OV circuit copies the attended token here too: the model gives the correct next "
-                   f"token probability {rand_seq['p_expected']:.2f}, with no statistics to lean on."},
+         "text": f"{_direct(l1, h1, text_seq, nxt)} The model now predicts \"{nxt}\" with probability "
+                 f'{text_seq["p_expected"]:.2f}, against {text_seq["p_first"]:.3f} after the first "{last}".',
+         "random": f"{_direct(l1, h1, rand_seq, 'the correct next token')} The model gives the correct next "
+                   f"token probability {rand_seq['p_expected']:.2f} (after its first occurrence: "
+                   f"{rand_seq['p_first']:.4f}), with no statistics to lean on."},
     ]
-    return {"sequences": {"text": text_seq, "random": rand_seq}, "steps": steps,
-            "prev_head": f"{l0}.{h0}", "induction_head": f"{l1}.{h1}"}
+
+
+def _direct(l1: int, h1: int, seq: dict, name: str) -> str:
+    """Step 5's first sentence: what the head's own output, read through the unembedding, says
+    about the target, as measured (its rank among all tokens)."""
+    if seq["head_rank"] == 1:
+        return (f"Head {l1}.{h1}'s OV circuit copies the token it attends to: read through the unembedding, "
+                f"its output favours {name} above every other token.")
+    return (f"Read straight through the unembedding, head {l1}.{h1}'s output ranks {name} only "
+            f"{seq['head_rank']:,}th among all tokens (its top tokens are below): this head's direct effect "
+            "alone does not make the prediction; other components (other heads, and in a deep model the "
+            "later layers that read this head's output) carry the rest.")
 
 
 def induction_stepper(model, **kwargs) -> InductionStepper:
@@ -168,8 +262,83 @@ def induction_stepper(model, **kwargs) -> InductionStepper:
     return InductionStepper(data=stepper_data(model, **kwargs))
 
 
-def builder_data(model, *, prev_head=None, induction_head=None, model_name: str = "the model") -> dict:
-    """Sizes of each path-expansion term for the head pair (H0, H1) of ``model``."""
+# ----------------------------------------------------------------------------- the builder
+
+TERMS = [
+    # id, kind ("logits": a term of the logits; "score": a term of H1's attention score),
+    # the toggles it needs, name, formula (TeX, row vectors) and what it does
+    ("direct", "logits", "", "direct path", r"W_E W_U",
+     "bigram statistics: each token's embedding read straight out"),
+    ("h0_ov", "logits", "", "H0's OV path", r"A^{H0} \cdot W_E W_{OV}^{H0} W_U",
+     "H0 moves token information between positions: a skip-trigram"),
+    ("h1_ov", "logits", "", "H1's OV path", r"A^{H1} \cdot W_E W_{OV}^{H1} W_U",
+     "H1 moves token information; it reads the embeddings, not H0's output"),
+    ("virtual", "logits", "v", "virtual head H1∘H0", r"A^{H1} A^{H0} \cdot W_E W_{OV}^{H0} W_{OV}^{H1} W_U",
+     "V-composition: H1 moves what H0 already moved; a head with its own OV circuit and pattern"),
+    ("qk_direct", "score", "", "H1 score: tokens · tokens", r"E W_{QK}^{H1} E^\top",
+     "H1 attends by comparing raw tokens"),
+    ("q_comp", "score", "q", "H1 score: Q-composition", r"(A^{H0} E W_{OV}^{H0}) W_{QK}^{H1} E^\top",
+     "H1's query carries what H0 found"),
+    ("k_comp", "score", "k", "H1 score: K-composition", r"E W_{QK}^{H1} (A^{H0} E W_{OV}^{H0})^\top",
+     "H1's keys carry what H0 found (induction: 'my left neighbour was X')"),
+    ("qk_comp", "score", "qk", "H1 score: Q- and K-composition",
+     r"(A^{H0} E W_{OV}^{H0}) W_{QK}^{H1} (A^{H0} E W_{OV}^{H0})^\top", "both sides carry H0's output"),
+]
+
+CONFIGURATIONS = {
+    "": "No composition: two independent one-layer models added together. Every term is a bigram or a "
+        "skip-trigram; nothing here can look up a pattern in the context.",
+    "q": "Q-composition only: where H1 looks from depends on what H0 found at the query's position (for "
+         "example, its previous token). H1 can attend to tokens that relate to the query's neighbour, "
+         "but its keys still only say what each token is.",
+    "k": "K-composition only: each key advertises what H0 found about its position ('my left neighbour "
+         "was X'), so H1 can find the token after an earlier copy of the current one. This is the "
+         "induction circuit, and it has no virtual head.",
+    "v": "V-composition only: H1 moves what H0 had already moved, a virtual head with pattern "
+         "$A^{H1} A^{H0}$ (for example, two steps back). H1 still chooses where to look from raw tokens.",
+    "qk": "Q- and K-composition: both sides of H1's score carry H0's output, so H1 can match a feature of "
+          "the query's neighbourhood against a feature of each key's: four score terms, no virtual head.",
+    "qv": "Q- and V-composition: H1's query is steered by H0, and what it moves is H0's output, a virtual "
+          "head whose pattern H1 chooses with help from H0.",
+    "kv": "K- and V-composition: H1 finds keys by what H0 wrote there and moves H0's output from them, a "
+          "virtual head on top of the induction-style match.",
+    "qkv": "All three: the general two-layer case. Every term of the expansion exists; in a trained model "
+           "most are small, and the work is to find the few that are not.",
+}
+
+
+def path_counts(n_heads: int, n_layers: int) -> dict[str, int]:
+    """How many terms the path expansion of an attention-only model has (patterns frozen).
+
+    A logit term is a chain of heads in strictly increasing layers (the empty chain is the
+    direct path): each layer contributes one of its ``n`` heads or none, so there are
+    ``(1 + n)^L`` of them. The attention score of a head in layer ``l`` (0-based) is a
+    bilinear form between its query input and its key input, each a sum of the
+    ``(1 + n)^l`` chains that end before layer ``l``: ``(1 + n)^(2 l)`` terms, and
+    ``n * sum_l (1 + n)^(2 l)`` over all heads. Virtual heads are the chains of two or more
+    heads: ``(1 + n)^L - 1 - n L``.
+    """
+    n, big_l = n_heads, n_layers
+    logits = (1 + n) ** big_l
+    return {"logits": logits, "virtual": logits - 1 - n * big_l,
+            "scores": n * sum((1 + n) ** (2 * layer) for layer in range(big_l))}
+
+
+def _readable(count: int) -> str:
+    """``count`` as a reader takes it in: with thousands separators below 10^15, else as
+    m × 10^e (HTML)."""
+    if count < 10**15:
+        return f"{count:,}"
+    exponent = len(str(count)) - 1
+    return f"{count / 10**exponent:.1f} × 10<sup>{exponent}</sup>"
+
+
+def builder_data(model, *, prev_head=None, induction_head=None, model_name: str = "the model",
+                 max_heads: int = 16, max_layers: int = 12) -> dict:
+    """Sizes of each path-expansion term for the head pair (H0, H1) of ``model``, the terms and
+    configurations as typeset HTML, and :func:`path_counts` for 1..max_heads heads per layer and
+    1..max_layers layers (each as ``[exact digits, readable HTML]``: the counts outgrow
+    JavaScript's exact integers)."""
     from circuitbook.circuits import direct_path, full_ov_circuit
     from circuitbook.composition import composition_scores, random_baseline, virtual_ov
 
@@ -179,23 +348,33 @@ def builder_data(model, *, prev_head=None, induction_head=None, model_name: str 
     with torch.no_grad():
         comp = {kind: float(composition_scores(model, kind)[l0, h0, l1, h1]) for kind in "QKV"}  # [writer, reader]
         base = float(random_baseline(model.cfg.d_model, model.cfg.d_head, kind="K", seed=0))
-        virt = virtual_ov(model, prev_head, induction_head)
-        sizes = {
-            "direct": f"||W_E W_U||_F = {float(direct_path(model).norm()):.1f}",
-            "h0_ov": f"||full OV||_F = {float(full_ov_circuit(model, l0, h0).norm()):.1f}",
-            "h1_ov": f"||full OV||_F = {float(full_ov_circuit(model, l1, h1).norm()):.1f}",
-            "virtual": f"V-comp {comp['V']:.2f}; ||W_OV^H0 W_OV^H1||_F = {float(virt.norm()):.1f}",
-            "qk_direct": "",
-            "q_comp": f"Q-comp {comp['Q']:.2f}",
-            "k_comp": f"K-comp {comp['K']:.2f}",
-            "qk_comp": f"Q {comp['Q']:.2f}, K {comp['K']:.2f}",
-        }
-    note = (f"H0 = head {l0}.{h0} (previous-token head), H1 = head {l1}.{h1} (induction head) of {model_name}. "
-            f"Composition scores are ||W_A W_B||_F / (||W_A||_F ||W_B||_F); between random heads of this shape "
-            f"they average {base:.2f}. Only V-composition creates a virtual head; Q- and K-composition change "
-            "where H1 attends, not what it moves.")
-    return {"sizes": sizes, "note": note, "model_name": model_name, "scores": comp, "baseline": base,
-            "heads": {"H0": f"{l0}.{h0}", "H1": f"{l1}.{h1}"}}
+        norms = {"direct": float(direct_path(model).norm()), "h0_ov": float(full_ov_circuit(model, l0, h0).norm()),
+                 "h1_ov": float(full_ov_circuit(model, l1, h1).norm()),
+                 "virtual": float(virtual_ov(model, prev_head, induction_head).norm())}
+    sizes = {
+        "direct": rich(rf"$\|W_E W_U\|_F$ = {norms['direct']:.1f}"),
+        "h0_ov": rich(rf"$\|W_E W_{{OV}} W_U\|_F$ = {norms['h0_ov']:.1f}"),
+        "h1_ov": rich(rf"$\|W_E W_{{OV}} W_U\|_F$ = {norms['h1_ov']:.1f}"),
+        "virtual": rich(rf"V-comp {comp['V']:.2f}; $\|W_{{OV}}^{{H0}} W_{{OV}}^{{H1}}\|_F$ = {norms['virtual']:.1f}"),
+        "qk_direct": "",
+        "q_comp": f"Q-comp {comp['Q']:.2f}",
+        "k_comp": f"K-comp {comp['K']:.2f}",
+        "qk_comp": f"Q {comp['Q']:.2f}, K {comp['K']:.2f}",
+    }
+    note = rich(f"H0 = head {l0}.{h0} (previous-token head), H1 = head {l1}.{h1} (induction head) of {model_name}. "
+                r"Composition scores are $\|W_A W_B\|_F / (\|W_A\|_F \|W_B\|_F)$; between random heads of this "
+                f"shape they average {base:.2f}. Only V-composition creates a virtual head; Q- and K-composition "
+                "change where H1 attends, not what it moves.")
+    terms = [{"id": i, "kind": kind, "needs": list(needs), "name": name, "formula": rich(f"${tex}$"),
+              "what": rich(what)} for i, kind, needs, name, tex, what in TERMS]
+    counts = {f"{n},{big_l}": {k: [str(v), _readable(v)] for k, v in path_counts(n, big_l).items()}
+              for n in range(1, max_heads + 1) for big_l in range(1, max_layers + 1)}
+    scaling = {"counts": counts, "max_heads": max_heads, "max_layers": max_layers,
+               "formula": rich(r"logit terms $(1 + n)^L$, of which $(1 + n)^L - 1 - nL$ virtual heads; "
+                               r"attention-score terms $n \sum_{l=0}^{L-1} (1 + n)^{2l}$")}
+    return {"sizes": sizes, "norms": norms, "note": note, "model_name": model_name, "scores": comp, "baseline": base,
+            "heads": {"H0": f"{l0}.{h0}", "H1": f"{l1}.{h1}"}, "terms": terms,
+            "configurations": {key: rich(text) for key, text in CONFIGURATIONS.items()}, "scaling": scaling}
 
 
 def composition_builder(model, **kwargs) -> CompositionBuilder:
