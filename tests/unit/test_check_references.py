@@ -27,7 +27,7 @@ import torch
 
 from circuitbook import checks, circuits, composition, heads, paths
 from circuitbook.book import rounding_bound
-from circuitbook.checks import ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
+from circuitbook.checks import ch01, ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
 from circuitbook.checks import ch16, ch17, ch18, ch19, ch20, ps
 from circuitbook.data import repeated_random_tokens
 from circuitbook.masks import subsequent_mask
@@ -106,6 +106,19 @@ def pair(*refs):
         PAIRS[fn.__name__] = (fn, refs)
         return fn
     return register
+
+
+@pair((ch01, "stream_before"))
+def stream_before(seed):
+    # A model that adds its positions to the stream (standard positional embeddings), so that
+    # TransformerLens's resid_pre is the whole sum the reference rebuilds.
+    model, tokens = model_and_tokens(seed, 3, d_model=8, n_heads=2, d_head=3, positional="standard")
+    _, cache = model.run_with_cache(tokens[0])
+    writes = torch.stack([cache["attn_out", l][0] for l in range(3)])
+    no_mlp = torch.zeros_like(writes)  # an attention-only model: its MLPs write nothing
+    scale = float(cache["resid_post", 2].abs().max())
+    return [(f"resid_pre {l}", ch01.stream_before(cache["embed"][0], cache["pos_embed"][0], writes, no_mlp, l),
+             cache["resid_pre", l][0], bound(2 * 3 + 2, scale)) for l in range(3)]
 
 
 @pair((ch02, "encoder_layer_params"))
@@ -202,7 +215,7 @@ def ov_from_linears(seed):
              w["W_V"] @ w["W_O"], tol)]
 
 
-@pair((ch07, "mha_as_sum"), (ch08, "head_output"))
+@pair((ch07, "mha_as_sum"))
 def multi_head_attention(seed):
     g = torch.Generator().manual_seed(seed)
     d_model, h, pos = 12, 3, 5
@@ -217,10 +230,26 @@ def multi_head_attention(seed):
     scale = 1 + max(abs_chain(x[0], w["W_V"][i], w["W_O"][i]) + abs_chain(w["b_V"][i][None], w["W_O"][i])
                     for i in range(h)) + float(w["b_O"].abs().max())
     tol = bound(d_model + pos + d_model // h + h + 4, scale)
-    out = [("mha_as_sum", ch07.mha_as_sum(x[0], pattern, w["W_V"], w["W_O"], w["b_V"], w["b_O"]), y[0], tol)]
-    for i in range(h):
-        out.append((f"head_output[{i}]", ch08.head_output(x[0], pattern[i], w["W_V"][i], w["W_O"][i], w["b_V"][i]),
-                    per_head[0, i], tol))
+    # the module's own per-head outputs (ed.head_outputs) sum, with b_O, to its output
+    return [("mha_as_sum", ch07.mha_as_sum(x[0], pattern, w["W_V"], w["W_O"], w["b_V"], w["b_O"]), y[0], tol),
+            ("heads sum", per_head[0].sum(0) + w["b_O"], y[0], tol)]
+
+
+@pair((ch08, "extended_qk"))
+def extended_qk(seed):
+    # TransformerLens's attention scores, biases included: [x_i, 1] M [x_j, 1]^T for i >= j
+    # must equal hook_attn_scores times the attention scale, x the stream the layer reads.
+    model, tokens = model_and_tokens(seed, 2, d_model=8, n_heads=2, d_head=3, positional="standard")
+    _, cache = model.run_with_cache(tokens[0])
+    out = []
+    for l, h in ((0, 1), (1, 0)):
+        attn = model.blocks[l].attn
+        M = ch08.extended_qk(attn.W_Q[h], attn.b_Q[h], attn.W_K[h], attn.b_K[h])
+        x1 = torch.cat([cache["resid_pre", l][0], torch.ones(tokens.shape[1], 1, dtype=F64)], dim=1)
+        lower = torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool).tril()
+        want = cache["attn_scores", l][0, h] * attn.attn_scale
+        tol = bound(2 * (8 + 1) + 3, abs_chain(x1, M, x1.T))
+        out.append((f"extended_qk L{l}H{h}", (x1 @ M @ x1.T)[lower], want[lower], tol))
     return out
 
 
@@ -272,7 +301,7 @@ def copying_score(seed):
     return out
 
 
-@pair((ch10, "ffn"), (ch10, "ffn_param_count"))
+@pair((ch10, "ffn"), (ch10, "neuron_writes"))
 def ffn(seed):
     g = torch.Generator().manual_seed(seed)
     d_model, d_ff = 6 + seed, 11 + seed
@@ -285,7 +314,8 @@ def ffn(seed):
     hidden = abs_chain(x.reshape(-1, d_model), W1.T) + float(b1.abs().max())
     tol = bound(d_model + d_ff + 2, hidden * float(W2.abs().sum(1).max()) + float(b2.abs().max()))
     return [("ffn", ch10.ffn(x, W1, b1, W2, b2), module(x), tol),
-            ("params", ch10.ffn_param_count(d_model, d_ff), sum(p.numel() for p in module.parameters()), 0)]
+            # each neuron's write, summed over neurons, plus the output bias, is the module's output
+            ("neuron writes", ch10.neuron_writes(x, W1.T, b1, W2.T).sum(-2) + b2, module(x), tol)]
 
 
 @pair((ch11, "layer_norm"))
@@ -447,16 +477,18 @@ def smoothed_targets(seed):
     return [("smoothed", ch19.smoothed_targets(target, size, pad, eps), kernel, rounding_bound(2, 1.0, torch.float32))]
 
 
-@pair((ps, "icl_from_logits"))
-def icl_from_logits(seed):
+@pair((ps, "icl_scores"))
+def icl_scores(seed):
     model, _ = model_and_tokens(seed, 2, d_model=12, n_heads=2, d_head=4, n_ctx=24)
     tokens = repeated_random_tokens(4, 12, model.cfg.d_vocab, seed=seed)
     with torch.no_grad():
         logits = model(tokens)
     early, late = 3, 20
+    # One-token windows, averaged over the documents, are heads.icl_score's single tokens.
     # Two log-softmaxes over d_vocab, averaged over the batch; logits of size up to max |logit|.
     tol = bound(2 * (model.cfg.d_vocab + 4) + 4, 1 + float(logits.abs().max()))
-    return [("icl", ps.icl_from_logits(logits, tokens, early, late), heads.icl_score(model, tokens, early=early, late=late), tol)]
+    per_doc = ps.icl_scores(logits, tokens, range(early, early + 1), range(late, late + 1))
+    return [("icl", float(per_doc.mean()), heads.icl_score(model, tokens, early=early, late=late), tol)]
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
