@@ -5,7 +5,9 @@ Also reports the peak resident memory of grading one problem-set submission: the
 process tree of the job (grade.py, otter, the notebook's kernel), summed and sampled every 0.1 s
 (psutil), which is what a Gradescope container must hold for one submission.
 
-Usage: python benchmarks/bench_grading.py [--copies 8]   (builds the problem set's assignment first)
+Usage: python benchmarks/bench_grading.py [--copies 8] [--reuse]
+(builds the problem set's assignment first; --reuse grades with the one already in _build/assignments,
+copied, so that a rebuild meanwhile does not disturb the run)
 
 The machine is shared: on a loaded 2-core machine, JOBS=2 cannot reach 2x, and the figure is a
 lower bound of what an idle machine gives.
@@ -14,6 +16,7 @@ lower bound of what an idle machine gives.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,11 +34,11 @@ import assignments  # noqa: E402
 from submissions import PROBLEMS, reference  # noqa: E402
 
 
-def grade(folder: Path, jobs: int, out: Path) -> tuple[float, float]:
+def grade(folder: Path, jobs: int, out: Path, built: Path) -> tuple[float, float]:
     """(wall-clock seconds, peak summed RSS of the process tree in MiB) of grading ``folder``."""
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "grade.py"), str(folder), "--out", str(out),
-                             "--jobs", str(jobs), "--timeout", "900"], stdout=subprocess.PIPE,
+                             "--jobs", str(jobs), "--timeout", "1800", "--assignments", str(built)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     root, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
@@ -58,16 +61,21 @@ def grade(folder: Path, jobs: int, out: Path) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--copies", type=int, default=8)
+    ap.add_argument("--reuse", action="store_true", help="grade with the assignment `make assignments` built")
     args = ap.parse_args(argv)
-    folder = assignments.assign(PROBLEMS)
+    folder = assignments.OUT / assignments.assignment_name(PROBLEMS)
+    if not (args.reuse and (folder / "autograder" / "autograder.zip").exists()):
+        folder = assignments.assign(PROBLEMS)
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        built = Path(tmp) / "assignments"
+        shutil.copytree(folder, built / folder.name)
         subs = Path(tmp) / "subs"
         subs.mkdir()
         nb = reference(PROBLEMS, folder)
         for i in range(args.copies):
             nbformat.write(nb, subs / f"student{i:02d}.ipynb")
-        one, peak_one = grade(subs, 1, Path(tmp) / "out1")
-        two, peak_two = grade(subs, 2, Path(tmp) / "out2")
+        one, peak_one = grade(subs, 1, Path(tmp) / "out1", built)
+        two, peak_two = grade(subs, 2, Path(tmp) / "out2", built)
     print(f"{args.copies} problem-set submissions: JOBS=1 {one:.1f} s ({one / args.copies:.1f} s each), "
           f"JOBS=2 {two:.1f} s; speed-up {one / two:.2f}x")
     print(f"peak RSS of the grading process tree: JOBS=1 {peak_one:.0f} MiB (one submission at a time), "

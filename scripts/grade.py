@@ -23,6 +23,7 @@ The assignment of a submission is read from its notebook metadata (``circuitbook
 set in the student version), or given with ``--assignment``. The student is the file's stem.
 
 Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--jobs N] [--timeout 300] [--assignment NAME]
+                              [--assignments DIR]
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ JOB = Path(__file__).with_name("grade_job.py")
 SANDBOX = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
 
 
-def problems_of(assignment: str) -> list[str]:
+def problems_of(assignment: str, assignments: Path = ASSIGNMENTS) -> list[str]:
     """The problem names of an assignment, from its autograder's tests."""
-    with zipfile.ZipFile(ASSIGNMENTS / assignment / "autograder" / "autograder.zip") as z:
+    with zipfile.ZipFile(assignments / assignment / "autograder" / "autograder.zip") as z:
         return sorted(Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py"))
 
 
@@ -71,15 +72,16 @@ def can_sandbox() -> bool:
     return subprocess.run([*SANDBOX, "true"], capture_output=True).returncode == 0
 
 
-def grade_one(path: Path, assignment: str, timeout: int, sandbox: bool) -> dict[str, tuple[float, float, str]]:
-    """{problem: (score, max, feedback)} for one submission; never raises."""
-    problems = problems_of(assignment)
+def grade_one(path: Path, bundle: Path, timeout: int, sandbox: bool) -> dict[str, tuple[float, float, str]]:
+    """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip);
+    never raises."""
+    problems = problems_of(bundle.parents[1].name, bundle.parents[2])
     zero = lambda reason: {p: (0.0, 1.0, reason) for p in problems}  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         work = Path(tmp)
         os.chmod(work, 0o700)
         shutil.copy(path, work / "submission.ipynb")
-        shutil.copy(ASSIGNMENTS / assignment / "autograder" / "autograder.zip", work / "autograder.zip")
+        shutil.copy(bundle, work / "autograder.zip")
         cmd = [sys.executable, str(JOB), str(work)] + (["--sandbox"] if sandbox else [])
         proc = subprocess.Popen((SANDBOX if sandbox else []) + cmd, cwd=work, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=0, help="submissions graded at once (default: the number of cores)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per submission")
     ap.add_argument("--assignment", help="grade every submission against this assignment")
+    ap.add_argument("--assignments", type=Path, default=ASSIGNMENTS,
+                    help="the folder `make assignments` wrote (default: _build/assignments)")
     args = ap.parse_args(argv)
     jobs = args.jobs or os.cpu_count() or 1
 
@@ -153,15 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     todo = []
     for path in subs:
         assignment = args.assignment or assignment_of(path)
-        if assignment is None or not (ASSIGNMENTS / assignment / "autograder" / "autograder.zip").exists():
+        if assignment is None or not (args.assignments / assignment / "autograder" / "autograder.zip").exists():
             unknown[path.stem] = assignment or "?"
         else:
             todo.append((path, assignment))
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool, \
             tqdm(total=len(todo), unit="submission", desc=f"grading (JOBS={jobs})", file=sys.stderr) as bar:
-        futures = {pool.submit(grade_one, path, assignment, args.timeout, sandbox): (path.stem, assignment)
-                   for path, assignment in todo}
+        futures = {pool.submit(grade_one, path, args.assignments / assignment / "autograder" / "autograder.zip",
+                               args.timeout, sandbox): (path.stem, assignment) for path, assignment in todo}
         for future in as_completed(futures):
             graded[futures[future]] = future.result()
             bar.update()

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -124,7 +123,7 @@ def wheel_cache(commands: list[list[str]], root: Path) -> Path:
 def fresh_venv(root: Path) -> Path:
     commands = declared_installs(root)
     cache = wheel_cache(commands, root)
-    venv = root / "venv"
+    venv = root.parent / "venv"
     base = Path(sys.base_prefix) / "bin" / f"python{bundle.PYTHON}"
     subprocess.run([str(base), "-m", "venv", str(venv)], check=True, cwd=root, env=clean_env(root))
     for args in commands:
@@ -135,20 +134,21 @@ def fresh_venv(root: Path) -> Path:
     return venv
 
 
-def run_otter(root: Path, venv: Path, notebook: nbformat.NotebookNode) -> dict:
-    """Grade ``notebook`` as Gradescope would: run_autograder's python on source/run_otter.py."""
-    for sub in ("submission", "results"):
-        shutil.rmtree(root / sub)
-        (root / sub).mkdir()
+def run_otter(root: Path, venv: Path, notebook: nbformat.NotebookNode) -> subprocess.Popen:
+    """Start grading ``notebook`` as Gradescope would: run_autograder's python on source/run_otter.py."""
     nbformat.write(notebook, root / "submission" / "submission.ipynb")
     runner = (root / "source" / "run_autograder").read_text()
     assert f"python {AG}/source/run_otter.py" in runner, runner
     script = root / "source" / "run_otter.py"
     script.write_text(script.read_text().replace(f'"{AG}"', f'"{root}"'))
-    done = subprocess.run([str(venv / "bin" / "python"), str(script)], cwd=root, env=clean_env(root, venv),
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.Popen([str(venv / "bin" / "python"), str(script)], cwd=root, env=clean_env(root, venv),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def results_of(root: Path, run: subprocess.Popen) -> dict:
+    output, _ = run.communicate(timeout=1200)
     results = root / "results" / "results.json"
-    assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert results.exists(), output[-3000:]
     return json.loads(results.read_text())
 
 
@@ -160,7 +160,9 @@ def scores(results: dict) -> dict[str, tuple[float, float]]:
 @pytest.mark.parametrize("src", [CH06, PROBLEMS], ids=["chapter-06", "problem-set"])
 def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path):
     folder = built[src]
-    root = unpack(folder / "autograder" / "autograder.zip", tmp_path / "autograder")
+    bundle_zip = folder / "autograder" / "autograder.zip"
+    # two /autograder layouts, graded side by side from one fresh venv: the reference and the template
+    root, other = unpack(bundle_zip, tmp_path / "reference"), unpack(bundle_zip, tmp_path / "template")
     venv = fresh_venv(root)
     probe = subprocess.run([str(venv / "bin" / "python"), "-c",
                             "import circuitbook, torch, otter; print(circuitbook.__file__); print(torch.__version__)"],
@@ -173,10 +175,10 @@ def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path):
         questions = {Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py")}
     assert questions
 
-    full = scores(run_otter(root, venv, reference(src, folder)))
+    runs = [run_otter(root, venv, reference(src, folder)),
+            run_otter(other, venv, submission(folder, assignments.assignment_name(src)))]
+    full, empty = scores(results_of(root, runs[0])), scores(results_of(other, runs[1]))
     assert set(full) == questions, full
     assert all(score == top > 0 for score, top in full.values()), full
-
-    empty = scores(run_otter(root, venv, submission(folder, assignments.assignment_name(src))))
     assert set(empty) == questions, empty
     assert all(score == 0 for score, _ in empty.values()), empty
