@@ -4,8 +4,8 @@ For one chapter assignment and for the induction problem set: unpack ``autograde
 ``/autograder``-like folder (``source/``, ``submission/``, ``results/``) in a temporary directory,
 create a fresh environment and install into it what the bundle declares (the pip part of
 ``environment.yml``, then the ``pip install`` lines of ``setup.sh``), then run the bundle's
-``run_otter.py`` on the reference solution (full marks) and on the untouched student notebook
-(zero). Nothing comes from the project's .venv or checkout: no PYTHONPATH, the working directory
+``run_otter.py``, in two such folders side by side, on the reference solution (full marks) and on
+the untouched student notebook (zero). Nothing comes from the project's .venv or checkout: no PYTHONPATH, the working directory
 is the temporary one, and the test checks that ``circuitbook`` is imported from the fresh venv.
 
 Substitutions, because this machine reaches neither conda nor PyTorch's index:
@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -163,7 +164,13 @@ def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path):
     bundle_zip = folder / "autograder" / "autograder.zip"
     # two /autograder layouts, graded side by side from one fresh venv: the reference and the template
     root, other = unpack(bundle_zip, tmp_path / "reference"), unpack(bundle_zip, tmp_path / "template")
-    venv = fresh_venv(root)
+    try:
+        check_bundle(src, folder, root, other, fresh_venv(root))
+    finally:  # 2 GB: not kept in pytest's temporary folders
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+
+
+def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -> None:
     probe = subprocess.run([str(venv / "bin" / "python"), "-c",
                             "import circuitbook, torch, otter; print(circuitbook.__file__); print(torch.__version__)"],
                            cwd=root, env=clean_env(root, venv), capture_output=True, text=True, timeout=300)
