@@ -64,9 +64,10 @@ assignments: env
 	$(PY) scripts/assignments.py
 
 grade: env
-	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=<folder of .ipynb>"; exit 2)
+	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=<folder of .ipynb> [JOBS=n]"; exit 2)
 	@test -d _build/assignments || $(MAKE) assignments
-	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out _build/grades
+	# JOBS submissions at once (default: one per core), each with one torch thread
+	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out _build/grades $(if $(JOBS),--jobs $(JOBS))
 
 unit: env
 	$(PY) -m pytest tests/unit -q

@@ -9,8 +9,13 @@ check on other random inputs, plus a guard against submitting the book's referen
 
 Output, per assignment, under ``_build/assignments/<name>/``:
   student/<name>.ipynb        the notebook to hand out (no solutions, no hidden tests)
-  autograder/autograder.zip   what `make grade` uses (hidden tests included)
+  autograder/autograder.zip   what `make grade` uses, and what Gradescope runs (hidden tests included)
   autograder/<name>.ipynb     the solution notebook
+
+Each ``autograder.zip`` is self-contained (see :mod:`bundle`): otter's Gradescope files
+(``run_autograder``, ``run_otter.py``, ``setup.sh``, ``environment.yml``, ``otter_config.json``,
+``tests/``) plus the book's package as a wheel built from the commit checked out, the pinned
+requirements that the notebook needs (torch as a CPU build) and the data packages it reads.
 
 Usage: python scripts/assignments.py [names...]   (default: every source with exercises)
 """
@@ -27,6 +32,7 @@ import jupytext
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bundle  # noqa: E402
 import notebooks  # noqa: E402
 
 ROOT = notebooks.ROOT
@@ -64,6 +70,7 @@ def master(source: Path):
                   "export_cell: false\n"
                   "run_tests: false\n"
                   "solutions_pdf: false\n"
+                  f"python_version: '{bundle.PYTHON}'\n"
                   "generate:\n"
                   "  seed: 0\n"
                   "  pdf: false\n"
@@ -116,8 +123,10 @@ def hidden_test(ex_id: str, answer: str) -> str:
             "assert _result.passed, str(_result)")
 
 
-def assign(source: Path) -> Path:
-    """Run otter assign for one source; returns the assignment's output folder."""
+def assign(source: Path, wheel: Path | None = None) -> Path:
+    """Run otter assign for one source; returns the assignment's output folder.
+
+    ``wheel``: the book's package, built once for all assignments (default: build it now)."""
     name = assignment_name(source)
     folder = OUT / name
     if folder.exists():
@@ -133,6 +142,10 @@ def assign(source: Path) -> Path:
     # one stable name for the bundle (otter stamps it with the time)
     zips = sorted((folder / "autograder").glob("*.zip"))
     zips[-1].rename(folder / "autograder" / "autograder.zip")
+    # make the bundle self-contained: the package, its pinned requirements, the data
+    extras, data = notebooks.needs(notebooks._cell_code(jupytext.read(source, fmt="py:percent")))
+    bundle.complete(folder / "autograder" / "autograder.zip", wheel or bundle.build_wheel(OUT / "wheel"),
+                    extras=extras, data=data)
     # tell `make grade` which assignment a submitted notebook belongs to
     student = folder / "student" / f"{name}.ipynb"
     nb = nbformat.read(student, as_version=4)
@@ -143,8 +156,9 @@ def assign(source: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     sources = [s for s in exercise_sources() if not argv or any(a in str(s) for a in argv)]
+    wheel = bundle.build_wheel(OUT / "wheel")
     for src in sources:
-        folder = assign(src)
+        folder = assign(src, wheel)
         print(f"{assignment_name(src):28s} -> {folder.relative_to(ROOT)}")
     return 0
 

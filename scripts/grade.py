@@ -1,19 +1,29 @@
 """Grade a folder of submitted notebooks with the autograder bundles from scripts/assignments.py.
 
-Each submission is graded by ``otter run`` in its own process, in a scratch folder holding only
-a copy of the submission, under a time limit. Whatever a submission does (loop forever, kill its
-kernel, delete or reorder cells, import the reference solutions, read files it should not), the
-run ends, the affected problems score zero with the reason written down, and the next submission
-is graded.
+Submissions are graded in parallel, ``--jobs`` at a time (default: one per core), each by
+``otter run`` in its own process (scripts/grade_job.py), its own scratch folder and under its own
+time limit, with one torch thread. Whatever a submission does (crash, loop forever, kill its
+kernel, call sys.exit, delete or reorder cells, import the reference solutions, read files it
+should not, delete files, write to other submissions' results), the job ends, the affected problems
+score zero with the reason written down, and the other submissions are graded as if it were not
+there. Run as root (as in a container) with util-linux's ``unshare`` and ``setpriv``, each job is
+also sandboxed: a private /tmp, every other file system read-only, no capabilities, its own PID
+namespace (see scripts/grade_job.py). Otherwise the jobs are isolated from each other only by
+process and folder, which a hostile submission can get past: grade in otter's Docker-based
+``otter grade`` or on Gradescope then.
 
-Writes, into the output folder (default ``_build/grades``):
+A progress bar (tqdm) shows submissions done and the time left; at the end the run prints its
+throughput in submissions per minute.
+
+Writes, into the output folder (default ``_build/grades``), only after every job has ended:
   grades.csv              student, assignment, problem, score, max, feedback
   feedback/<student>.txt  one readable report per student
 
 The assignment of a submission is read from its notebook metadata (``circuitbook.assignment``,
 set in the student version), or given with ``--assignment``. The student is the file's stem.
 
-Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--timeout 300] [--assignment NAME]
+Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--jobs N] [--timeout 300] [--assignment NAME]
+                              [--assignments DIR]
 """
 
 from __future__ import annotations
@@ -21,23 +31,29 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
+from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ROOT / "_build" / "assignments"
+JOB = Path(__file__).with_name("grade_job.py")
+SANDBOX = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
 
 
-def problems_of(assignment: str) -> list[str]:
+def problems_of(assignment: str, assignments: Path = ASSIGNMENTS) -> list[str]:
     """The problem names of an assignment, from its autograder's tests."""
-    import zipfile
-
-    with zipfile.ZipFile(ASSIGNMENTS / assignment / "autograder" / "autograder.zip") as z:
+    with zipfile.ZipFile(assignments / assignment / "autograder" / "autograder.zip") as z:
         return sorted(Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py"))
 
 
@@ -49,37 +65,59 @@ def assignment_of(path: Path) -> str | None:
     return nb.metadata.get("circuitbook", {}).get("assignment")
 
 
-def grade_one(path: Path, assignment: str, timeout: int) -> dict[str, tuple[float, float, str]]:
-    """{problem: (score, max, feedback)} for one submission; never raises."""
-    problems = problems_of(assignment)
+def can_sandbox() -> bool:
+    """Root (a container's root will do) with unshare and setpriv: grade_job.py's sandbox works."""
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+        return False
+    return subprocess.run([*SANDBOX, "true"], capture_output=True).returncode == 0
+
+
+def grade_one(path: Path, bundle: Path, timeout: int, sandbox: bool) -> dict[str, tuple[float, float, str]]:
+    """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip);
+    never raises."""
+    problems = problems_of(bundle.parents[1].name, bundle.parents[2])
     zero = lambda reason: {p: (0.0, 1.0, reason) for p in problems}  # noqa: E731
-    otter = Path(sys.executable).parent / "otter"
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         work = Path(tmp)
-        sub = work / "submission.ipynb"
-        shutil.copy(path, sub)
+        os.chmod(work, 0o700)
+        shutil.copy(path, work / "submission.ipynb")
+        shutil.copy(bundle, work / "autograder.zip")
+        cmd = [sys.executable, str(JOB), str(work)] + (["--sandbox"] if sandbox else [])
+        proc = subprocess.Popen((SANDBOX if sandbox else []) + cmd, cwd=work, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            proc = subprocess.run(
-                [str(otter), "run", "-a", str(ASSIGNMENTS / assignment / "autograder" / "autograder.zip"),
-                 "-o", str(work), str(sub)],
-                cwd=work, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             return zero(f"grading stopped after {timeout} s (an endless loop, or far too slow)")
-        results = work / "results.json"
-        if not results.exists():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            return zero("the notebook could not be run to the end: " + " | ".join(tail)[-400:])
-        data = json.loads(results.read_text())
-    out = {}
+        finally:
+            _kill_group(proc)
+    try:
+        report = json.loads(out.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return zero("the grader itself failed: " + err.decode(errors="replace").strip()[-400:])
+    data = report["results"]
+    if data is None:
+        tail = report["log"].strip().splitlines()[-3:]
+        return zero("the notebook could not be run to the end: " + " | ".join(tail)[-400:])
+    results = {}
     for test in data.get("tests", []):
         name = test.get("name")
         if name not in problems:
             continue
         score, top = float(test.get("score") or 0.0), float(test.get("max_score") or 1.0)
-        out[name] = (score, top, _feedback(test.get("output", ""), score >= top))
+        results[name] = (score, top, _feedback(test.get("output", ""), score >= top))
     for p in problems:
-        out.setdefault(p, (0.0, 1.0, "no result for this problem (the notebook did not reach it)"))
-    return out
+        results.setdefault(p, (0.0, 1.0, "no result for this problem (the notebook did not reach it)"))
+    return results
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End the job and whatever it started (in the sandbox, its PID namespace goes with it)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _feedback(output: str, passed: bool) -> str:
@@ -98,27 +136,51 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("submissions", type=Path)
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "grades")
+    ap.add_argument("--jobs", type=int, default=0, help="submissions graded at once (default: the number of cores)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per submission")
     ap.add_argument("--assignment", help="grade every submission against this assignment")
+    ap.add_argument("--assignments", type=Path, default=ASSIGNMENTS,
+                    help="the folder `make assignments` wrote (default: _build/assignments)")
     args = ap.parse_args(argv)
+    jobs = args.jobs or os.cpu_count() or 1
 
     subs = sorted(args.submissions.glob("*.ipynb"))
     if not subs:
         print(f"no .ipynb files in {args.submissions}", file=sys.stderr)
         return 1
+    sandbox = can_sandbox()
+    if not sandbox:
+        print("note: not sandboxed (needs root, unshare and setpriv): each submission has its own process, "
+              "folder and time limit, but hostile code could reach the files of this user; see grade_job.py",
+              file=sys.stderr)
+    graded, unknown = {}, {}
+    todo = []
+    for path in subs:
+        assignment = args.assignment or assignment_of(path)
+        if assignment is None or not (args.assignments / assignment / "autograder" / "autograder.zip").exists():
+            unknown[path.stem] = assignment or "?"
+        else:
+            todo.append((path, assignment))
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=jobs) as pool, \
+            tqdm(total=len(todo), unit="submission", desc=f"grading (JOBS={jobs})", file=sys.stderr) as bar:
+        futures = {pool.submit(grade_one, path, args.assignments / assignment / "autograder" / "autograder.zip",
+                               args.timeout, sandbox): (path.stem, assignment) for path, assignment in todo}
+        for future in as_completed(futures):
+            graded[futures[future]] = future.result()
+            bar.update()
+            bar.set_postfix_str(f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}/min")
+    elapsed = time.monotonic() - start
+
     (args.out / "feedback").mkdir(parents=True, exist_ok=True)
     rows = []
-    for path in subs:
-        student = path.stem
-        assignment = args.assignment or assignment_of(path)
-        if assignment is None or not (ASSIGNMENTS / assignment / "autograder" / "autograder.zip").exists():
-            reason = ("not a notebook of a known assignment (unreadable, or its metadata names no assignment "
-                      "that `make assignments` built)")
-            rows.append([student, assignment or "?", "*", 0.0, 0.0, reason])
-            (args.out / "feedback" / f"{student}.txt").write_text(f"{student}: {reason}\n")
-            print(f"{student:20s} ? {reason}")
-            continue
-        results = grade_one(path, assignment, args.timeout)
+    reason = ("not a notebook of a known assignment (unreadable, or its metadata names no assignment "
+              "that `make assignments` built)")
+    for student, assignment in sorted(unknown.items()):
+        rows.append([student, assignment, "*", 0.0, 0.0, reason])
+        (args.out / "feedback" / f"{student}.txt").write_text(f"{student}: {reason}\n")
+        print(f"{student:20s} ? {reason}")
+    for (student, assignment), results in sorted(graded.items()):
         total = sum(s for s, _, _ in results.values())
         top = sum(m for _, m, _ in results.values())
         lines = [f"{student}: {assignment}: {total:g} / {top:g}", ""]
@@ -131,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "problem", "score", "max", "feedback"])
         writer.writerows(rows)
+    rate = len(todo) / elapsed * 60 if todo and elapsed > 0 else 0.0
+    print(f"graded {len(todo)} submission(s) in {elapsed:.1f} s with JOBS={jobs}: {rate:.2f} submissions/minute"
+          f"{' (sandboxed)' if sandbox else ''}")
     print(f"wrote {args.out / 'grades.csv'} and {len(subs)} feedback file(s) in {args.out / 'feedback'}")
     return 0
 

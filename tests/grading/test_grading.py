@@ -1,47 +1,28 @@
 """The instructor workflow end to end: make student versions and autograders, then grade a
-class of planted submissions (right, partly wrong, hostile and broken) and check the CSV."""
+class of planted submissions (right, partly wrong, hostile and broken) two at a time, and check
+the CSV. Hostile submissions that reach for other submissions (deleting files, overwriting
+results, killing processes) are planted only where grade.py can sandbox its jobs; elsewhere
+they would do what they say to this machine."""
 
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+from submissions import CH06, PROBLEMS, ROOT, answer_cells, assignments, solutions, submission
 
-import assignments  # noqa: E402
+import grade
 
-CH06 = ROOT / "book" / "06_attention.py"
-PROBLEMS = ROOT / "book" / "induction" / "03_problems.py"
-
-
-@pytest.fixture(scope="module")
-def built():
-    folders = {src: assignments.assign(src) for src in (CH06, PROBLEMS)}
-    return folders
-
-
-def _answer_cells(nb):
-    return [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
-
-
-def _solutions(src: Path) -> list[str]:
-    master = assignments.master(src)
-    out, inside = [], False
-    for cell in master.cells:
-        if cell.cell_type == "raw" and cell.source.startswith("# BEGIN SOLUTION"):
-            inside = True
-        elif cell.cell_type == "raw" and cell.source.startswith("# END SOLUTION"):
-            inside = False
-        elif inside:
-            out.append("\n".join(l for l in cell.source.splitlines() if "SOLUTION" not in l))
-    return out
+SANDBOX = grade.can_sandbox()
+QUESTIONS = ("ch06_ex1", "ch06_ex2")
+# per submission: a chapter-6 notebook took 84 s to grade on the shared machine under load
+TIMEOUT = 300
 
 
 def test_student_versions_leak_no_solution_or_hidden_test(built):
@@ -53,11 +34,9 @@ def test_student_versions_leak_no_solution_or_hidden_test(built):
         assert "BEGIN SOLUTION" not in text and "# HIDDEN" not in text
         assert str(assignments.HIDDEN_SEED) not in text
         nb = nbformat.reads(text, as_version=4)
-        import jupytext
-
         public = [c for c in jupytext.read(src, fmt="py:percent").cells if "exercise" not in c.metadata.get("tags", [])]
-        template_lines = {l.strip() for c in _answer_cells(nb) + public for l in c.source.splitlines()}
-        for solution in _solutions(src):
+        template_lines = {l.strip() for c in answer_cells(nb) + public for l in c.source.splitlines()}
+        for solution in solutions(src):
             # the lines only a solution has: every one must be absent from the student notebook
             secret = [l.strip() for l in solution.splitlines()
                       if len(l.strip()) >= 12 and l.strip() not in template_lines]
@@ -65,25 +44,15 @@ def test_student_versions_leak_no_solution_or_hidden_test(built):
             for line in secret:
                 assert line not in text, f"{name}: solution line leaked into the student notebook: {line}"
         assert nb.metadata["circuitbook"]["assignment"] == name
-        assert len(_answer_cells(nb)) == len(_solutions(src))
+        assert len(answer_cells(nb)) == len(solutions(src))
         assert (folder / "autograder" / "autograder.zip").exists()
-
-
-def _submission(folder: Path, name: str, answers: list[str] | None = None, edit=None) -> nbformat.NotebookNode:
-    nb = nbformat.read(folder / "student" / f"{name}.ipynb", as_version=4)
-    if answers is not None:
-        for cell, code in zip(_answer_cells(nb), answers):
-            cell.source = code
-    if edit is not None:
-        edit(nb)
-    return nb
 
 
 @pytest.fixture(scope="module")
 def graded(built, tmp_path_factory):
     folder = built[CH06]
     name = assignments.assignment_name(CH06)
-    right = _solutions(CH06)
+    right = solutions(CH06)
     no_scale = right[1].replace("/ W_Q.shape[-1] ** 0.5", "")
     assert no_scale != right[1]
     subs = tmp_path_factory.mktemp("submissions")
@@ -91,52 +60,87 @@ def graded(built, tmp_path_factory):
     def write(student, nb):
         nbformat.write(nb, subs / f"{student}.ipynb")
 
-    write("ada_full", _submission(folder, name, right))
-    write("ben_partial", _submission(folder, name, [right[0], no_scale]))
-    write("cal_template", _submission(folder, name))
-    write("dan_loop", _submission(folder, name, ["while True:\n    pass", right[1]]))
-    write("eve_kills_kernel", _submission(folder, name, ["import os\nos._exit(1)", right[1]]))
+    write("ada_full", submission(folder, name, right))
+    write("ben_partial", submission(folder, name, [right[0], no_scale]))
+    write("cal_template", submission(folder, name))
+    write("dan_loop", submission(folder, name, ["while True:\n    pass", right[1]]))
+    write("eve_kills_kernel", submission(folder, name, ["import os\nos._exit(1)", right[1]]))
 
     def delete_second(nb):
-        nb.cells.remove(_answer_cells(nb)[1])
+        nb.cells.remove(answer_cells(nb)[1])
 
-    write("fay_deleted_cell", _submission(folder, name, right, edit=delete_second))
+    write("fay_deleted_cell", submission(folder, name, right, edit=delete_second))
 
     def move_answers_first(nb):
-        answers = _answer_cells(nb)
+        answers = answer_cells(nb)
         for cell in answers:
             nb.cells.remove(cell)
         nb.cells[1:1] = answers  # before the imports: torch and checks are not defined yet
 
-    write("gus_reordered", _submission(folder, name, right, edit=move_answers_first))
+    write("gus_reordered", submission(folder, name, right, edit=move_answers_first))
     cheat = ("from circuitbook.checks.ch06 import attention_pattern\n\n"
              "checks.ch06_ex1(attention_pattern)")
-    write("hal_imports_reference", _submission(folder, name, [cheat, right[1]]))
+    write("hal_imports_reference", submission(folder, name, [cheat, right[1]]))
     snoop = ("import glob, pathlib\n_found = [pathlib.Path(p).read_text() for p in "
              "glob.glob('/**/tests/ch06_ex1.py', recursive=True)[:3]]\n"
              "def attention_pattern(q, k, causal=True):\n    return q @ k.transpose(-1, -2)\n")
-    write("ivy_reads_tests", _submission(folder, name, [snoop, right[1]]))
+    write("ivy_reads_tests", submission(folder, name, [snoop, right[1]]))
     (subs / "jon_not_a_notebook.ipynb").write_text("this is not json")
+    write("kim_sys_exit", submission(folder, name, ["import sys\nsys.exit(0)", right[1]]))
 
     out = tmp_path_factory.mktemp("grades")
+    canary = tmp_path_factory.mktemp("canary")
+    (canary / "keep.txt").write_text("an instructor's file")
+    if SANDBOX:
+        # sorted first, so they run beside the others (two jobs at a time)
+        zeros = [{"name": q, "score": 0.0, "max_score": 1.0, "output": "overwritten"} for q in QUESTIONS]
+        overwrite = ("import glob, json, pathlib, time\n"
+                     f"_fake = json.dumps({{'tests': {zeros!r}}})\n"
+                     "_end = time.time() + 40\n"
+                     "while time.time() < _end:\n"
+                     "    for _p in glob.glob('/tmp/grade-*/**/results.json', recursive=True):\n"
+                     "        try:\n            pathlib.Path(_p).write_text(_fake)\n"
+                     "        except OSError:\n            pass\n"
+                     f"    for _p in [{str(out / 'grades.csv')!r}, {str(out / 'feedback' / 'ada_full.txt')!r}]:\n"
+                     "        try:\n            pathlib.Path(_p).write_text('ada_full,06_attention,*,0,2,overwritten')\n"
+                     "        except OSError:\n            pass\n"
+                     "    time.sleep(0.2)\n")
+        write("aba_overwrites_results", submission(folder, name, [overwrite, "pass"]))
+        delete = ("import glob, os, shutil\n"
+                  f"for _p in [{str(canary)!r}, {str(out)!r}, {str(folder)!r}, *glob.glob('/tmp/grade-*')]:\n"
+                  "    shutil.rmtree(_p, ignore_errors=True)\n"
+                  f"for _p in glob.glob({str(canary)!r} + '/*'):\n"
+                  "    try:\n        os.remove(_p)\n    except OSError:\n        pass\n")
+        write("abe_deletes_files", submission(folder, name, [delete, "pass"]))
+        kill = ("import os, signal\n"
+                "for _pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+                "    try:\n"
+                "        _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
+                "        if _pid != os.getpid() and (b'ipykernel' in _cmd or b'otter' in _cmd):\n"
+                "            os.kill(_pid, signal.SIGKILL)\n"
+                "    except OSError:\n"
+                "        pass\n")
+        write("abi_kills_others", submission(folder, name, [kill, "pass"]))
+
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(out),
-                           "--timeout", "90"], capture_output=True, text=True, timeout=1800)
+                           "--jobs", "2", "--timeout", str(TIMEOUT)], capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
     scores = {}
     for row in rows:
         scores.setdefault(row["student"], {})[row["problem"]] = (float(row["score"]), row["feedback"])
-    return scores, out
+    assert (canary / "keep.txt").read_text() == "an instructor's file"
+    return scores, out, proc.stdout + proc.stderr
 
 
 def test_reference_solution_scores_full_marks(graded):
-    scores, _ = graded
+    scores, *_ = graded
     assert scores["ada_full"] == {"ch06_ex1": (1.0, "passed"), "ch06_ex2": (1.0, "passed")}
 
 
 def test_partly_wrong_submission_gets_partial_credit_with_the_diagnosis(graded):
-    scores, _ = graded
+    scores, *_ = graded
     assert scores["ben_partial"]["ch06_ex1"][0] == 1.0
     assert scores["ben_partial"]["ch06_ex2"][0] == 0.0
     assert "forgot the scale" in scores["ben_partial"]["ch06_ex2"][1]
@@ -145,14 +149,14 @@ def test_partly_wrong_submission_gets_partial_credit_with_the_diagnosis(graded):
 @pytest.mark.parametrize("student", ["cal_template", "dan_loop", "eve_kills_kernel", "hal_imports_reference",
                                      "ivy_reads_tests"])
 def test_hostile_or_empty_submissions_lose_the_affected_points_with_a_reason(graded, student):
-    scores, _ = graded
+    scores, *_ = graded
     assert scores[student]["ch06_ex1"][0] == 0.0
     assert scores[student]["ch06_ex1"][1], "a zero must come with a reason"
 
 
 def test_each_failure_says_why(graded):
-    scores, _ = graded
-    assert "stopped after 90 s" in scores["dan_loop"]["ch06_ex1"][1]
+    scores, *_ = graded
+    assert f"stopped after {TIMEOUT} s" in scores["dan_loop"]["ch06_ex1"][1]
     assert "reference solution" in scores["hal_imports_reference"]["ch06_ex1"][1]
     assert scores["fay_deleted_cell"]["ch06_ex1"][0] == 1.0 and scores["fay_deleted_cell"]["ch06_ex2"][0] == 0.0
     assert scores["gus_reordered"]["ch06_ex1"][0] == 0.0
@@ -160,10 +164,13 @@ def test_each_failure_says_why(graded):
 
 
 def test_every_student_gets_a_feedback_file(graded):
-    _, out = graded
+    _, out, _ = graded
     names = {p.stem for p in (out / "feedback").glob("*.txt")}
-    assert names == {"ada_full", "ben_partial", "cal_template", "dan_loop", "eve_kills_kernel", "fay_deleted_cell",
-                     "gus_reordered", "hal_imports_reference", "ivy_reads_tests", "jon_not_a_notebook"}
+    expected = {"ada_full", "ben_partial", "cal_template", "dan_loop", "eve_kills_kernel", "fay_deleted_cell",
+                "gus_reordered", "hal_imports_reference", "ivy_reads_tests", "jon_not_a_notebook", "kim_sys_exit"}
+    if SANDBOX:
+        expected |= {"aba_overwrites_results", "abe_deletes_files", "abi_kills_others"}
+    assert names == expected
     assert "2 / 2" in (out / "feedback" / "ada_full.txt").read_text()
 
 
@@ -172,11 +179,35 @@ def test_problem_set_reference_scores_full_marks(built, tmp_path):
     name = assignments.assignment_name(PROBLEMS)
     sub = tmp_path / "subs"
     sub.mkdir()
-    nbformat.write(_submission(folder, name, _solutions(PROBLEMS)), sub / "ref.ipynb")
+    nbformat.write(submission(folder, name, solutions(PROBLEMS)), sub / "ref.ipynb")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(sub), "--out", str(out),
                            "--timeout", "600"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 9 and all(float(r["score"]) == 1.0 for r in rows), rows
+    assert {r["problem"] for r in rows} == set(grade.problems_of(name)), rows
+    assert all(float(r["score"]) == float(r["max"]) > 0 for r in rows), rows
+
+
+def test_sys_exit_costs_only_the_cell_that_calls_it(graded):
+    scores, *_ = graded
+    assert scores["kim_sys_exit"]["ch06_ex1"][0] == 0.0 and scores["kim_sys_exit"]["ch06_ex1"][1]
+    assert scores["kim_sys_exit"]["ch06_ex2"][0] == 1.0
+
+
+@pytest.mark.skipif(not SANDBOX, reason="grade.py cannot sandbox here (needs root, unshare, setpriv)")
+@pytest.mark.parametrize("student", ["aba_overwrites_results", "abe_deletes_files", "abi_kills_others"])
+def test_a_submission_that_attacks_the_others_harms_only_itself(graded, student):
+    scores, out, _ = graded
+    assert set(scores[student]) == set(QUESTIONS) and all(s == 0.0 for s, _ in scores[student].values())
+    # the others, graded beside it, are untouched: the files they were graded from, their results
+    assert scores["ada_full"] == {q: (1.0, "passed") for q in QUESTIONS}
+    assert scores["ben_partial"]["ch06_ex1"][0] == 1.0 and "forgot the scale" in scores["ben_partial"]["ch06_ex2"][1]
+    assert "2 / 2" in (out / "feedback" / "ada_full.txt").read_text()
+
+
+def test_grading_reports_progress_and_throughput(graded):
+    *_, log = graded
+    assert "JOBS=2" in log and "submissions/minute" in log
+    assert "100%" in log  # tqdm's bar reached the end

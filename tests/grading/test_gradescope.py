@@ -1,0 +1,191 @@
+"""The autograder bundles run the way Gradescope runs them, with nothing but what they declare.
+
+For one chapter assignment and for the induction problem set: unpack ``autograder.zip`` into an
+``/autograder``-like folder (``source/``, ``submission/``, ``results/``) in a temporary directory,
+create a fresh environment and install into it what the bundle declares (the pip part of
+``environment.yml``, then the ``pip install`` lines of ``setup.sh``), then run the bundle's
+``run_otter.py``, in two such folders side by side, on the reference solution (full marks) and on
+the untouched student notebook (zero). Nothing comes from the project's .venv or checkout: no PYTHONPATH, the working directory
+is the temporary one, and the test checks that ``circuitbook`` is imported from the fresh venv.
+
+Substitutions, because this machine reaches neither conda nor PyTorch's index:
+  - a venv of this Python 3.11 instead of ``mamba env create`` (the bundle asks for python=3.11);
+  - torch==2.13.0+cpu from this machine's local wheel instead of PyTorch's CPU index (the bundle's
+    ``--extra-index-url`` line is dropped from a copy of its requirements.txt);
+  - the folder is a temporary one, so ``/autograder`` in ``run_otter.py`` and ``setup.sh`` is
+    replaced by its path;
+  - otter's PDF tooling (apt packages, playwright's Chromium) is not installed: the bundles set
+    ``pdf: false``.
+The wheels those installs need are cached under ``_build/grading-wheels/<hash of what the bundle
+declares>`` (downloaded once with the same pip commands); each run still creates the venv afresh
+and installs every package into it, with ``--no-index`` so that nothing else can enter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from submissions import CH06, PROBLEMS, ROOT, assignments, reference, submission
+
+import bundle
+
+AG = bundle.AUTOGRADER_DIR
+CACHE = ROOT / "_build" / "grading-wheels"
+PIP_LINE = re.compile(rf"^mamba run -n otter-env pip install (.*)$", re.M)
+
+
+def unpack(zip_path: Path, root: Path) -> Path:
+    for sub in ("source", "submission", "results"):
+        (root / sub).mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(root / "source")
+    return root
+
+
+def declared_installs(root: Path) -> list[list[str]]:
+    """The pip commands the bundle's set-up runs, as arguments to ``pip install``, with the
+    substitutions of this module's docstring."""
+    src = root / "source"
+    env = yaml.safe_load((src / "environment.yml").read_text())
+    assert f"python={bundle.PYTHON}" in env["dependencies"], env["dependencies"]
+    (pip_section,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    (root / "local").mkdir()
+    env_reqs = root / "local" / "environment-pip.txt"
+    env_reqs.write_text("\n".join(pip_section) + "\n")
+    setup = (src / "setup.sh").read_text()
+    assert f"mamba env create -f {AG}/source/environment.yml" in setup
+    commands = [["-r", str(env_reqs)]]
+    for line in PIP_LINE.findall(setup):
+        args = [a.replace(f"{AG}/", f"{root}/") for a in shlex.split(line)]
+        if "-r" in args:
+            i = args.index("-r") + 1
+            reqs = Path(args[i])
+            local = root / "local" / reqs.name
+            kept = [ln for ln in reqs.read_text().splitlines()
+                    if ln.strip() != f"--extra-index-url {bundle.TORCH_CPU_INDEX}"]
+            local.write_text("\n".join(kept) + "\n")
+            args[i] = str(local)
+        commands.append(args)
+    assert len(commands) >= 3, setup  # otter, the requirements, the wheel
+    return commands
+
+
+def clean_env(root: Path, venv: Path | None = None) -> dict[str, str]:
+    """No PYTHONPATH, no project paths: PATH, HOME in the temp folder, this machine's pip settings."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in ("LANG", "LC_ALL", "TERM")}
+    env["PATH"] = (f"{venv / 'bin'}:" if venv else "") + "/usr/local/bin:/usr/bin:/bin"
+    env["HOME"] = str(root / "home")
+    (root / "home").mkdir(exist_ok=True)
+    return env
+
+
+def wheel_cache(commands: list[list[str]], root: Path) -> Path:
+    """The wheels the commands need, downloaded (or built, for an sdist) once per distinct set of requirements."""
+    key = hashlib.sha256()
+    for args in commands:
+        key.update(" ".join(a for a in args if not a.startswith(str(root))).encode())
+        for a in args:
+            path = Path(a.split("[")[0])
+            if path.is_file():
+                if path.suffix == ".whl":
+                    key.update(path.name.encode())
+                else:  # the requirements themselves, not their comments (which name the commit)
+                    key.update(b"".join(ln for ln in path.read_bytes().splitlines(True) if not ln.startswith(b"#")))
+    with zipfile.ZipFile(next(root.glob("source/circuitbook-*.whl"))) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        key.update(b"".join(ln for ln in z.read(meta).splitlines(True) if ln.startswith(b"Requires-Dist")))
+    folder = CACHE / key.hexdigest()[:16]
+    if not (folder / ".complete").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for args in commands:
+            # the book's wheel is in the bundle; its dependencies must come from the pinned
+            # requirements installed before it (the --no-index install below fails otherwise)
+            wheel = any(".whl" in a for a in args)
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(folder),
+                            *(["--no-deps"] if wheel else []), *args],
+                           check=True, cwd=root, env=clean_env(root), timeout=1200)
+        (folder / ".complete").touch()
+    return folder
+
+
+def fresh_venv(root: Path) -> Path:
+    commands = declared_installs(root)
+    cache = wheel_cache(commands, root)
+    venv = root.parent / "venv"
+    base = Path(sys.base_prefix) / "bin" / f"python{bundle.PYTHON}"
+    subprocess.run([str(base), "-m", "venv", str(venv)], check=True, cwd=root, env=clean_env(root))
+    for args in commands:
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
+                               "--find-links", str(cache), *args], cwd=root, env=clean_env(root, venv),
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, f"pip install {' '.join(args)}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return venv
+
+
+def run_otter(root: Path, venv: Path, notebook: nbformat.NotebookNode) -> subprocess.Popen:
+    """Start grading ``notebook`` as Gradescope would: run_autograder's python on source/run_otter.py."""
+    nbformat.write(notebook, root / "submission" / "submission.ipynb")
+    runner = (root / "source" / "run_autograder").read_text()
+    assert f"python {AG}/source/run_otter.py" in runner, runner
+    script = root / "source" / "run_otter.py"
+    script.write_text(script.read_text().replace(f'"{AG}"', f'"{root}"'))
+    return subprocess.Popen([str(venv / "bin" / "python"), str(script)], cwd=root, env=clean_env(root, venv),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def results_of(root: Path, run: subprocess.Popen) -> dict:
+    output, _ = run.communicate(timeout=1200)
+    results = root / "results" / "results.json"
+    assert results.exists(), output[-3000:]
+    return json.loads(results.read_text())
+
+
+def scores(results: dict) -> dict[str, tuple[float, float]]:
+    return {t["name"]: (float(t.get("score") or 0), float(t["max_score"])) for t in results["tests"]
+            if "max_score" in t}
+
+
+@pytest.mark.parametrize("src", [CH06, PROBLEMS], ids=["chapter-06", "problem-set"])
+def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path):
+    folder = built[src]
+    bundle_zip = folder / "autograder" / "autograder.zip"
+    # two /autograder layouts, graded side by side from one fresh venv: the reference and the template
+    root, other = unpack(bundle_zip, tmp_path / "reference"), unpack(bundle_zip, tmp_path / "template")
+    try:
+        check_bundle(src, folder, root, other, fresh_venv(root))
+    finally:  # 2 GB: not kept in pytest's temporary folders
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+
+
+def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -> None:
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import circuitbook, torch, otter; print(circuitbook.__file__); print(torch.__version__)"],
+                           cwd=root, env=clean_env(root, venv), capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr
+    where, torch_version = probe.stdout.split()
+    assert Path(where).is_relative_to(venv), where  # the bundle's wheel, not the checkout
+    assert torch_version.endswith("+cpu"), torch_version
+    with zipfile.ZipFile(folder / "autograder" / "autograder.zip") as z:
+        questions = {Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py")}
+    assert questions
+
+    runs = [run_otter(root, venv, reference(src, folder)),
+            run_otter(other, venv, submission(folder, assignments.assignment_name(src)))]
+    full, empty = scores(results_of(root, runs[0])), scores(results_of(other, runs[1]))
+    assert set(full) == questions, full
+    assert all(score == top > 0 for score, top in full.values()), full
+    assert set(empty) == questions, empty
+    assert all(score == 0 for score, _ in empty.values()), empty
