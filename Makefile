@@ -17,7 +17,7 @@ help:
 	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
 	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
 	@echo "make assignments          - student notebooks and autograders into _build/assignments"
-	@echo "make grade SUBMISSIONS=d  - grade every notebook in folder d into _build/grades"
+	@echo "make grade SUBMISSIONS=d [JOBS=n] - grade every notebook in folder d into _build/grades, n at once (default: one per core)"
 
 env: $(STAMP)
 
