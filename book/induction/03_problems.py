@@ -585,6 +585,9 @@ checks.ps_p6(icl_scores)
 # head it stands for, among the heads whose induction score is below `INDUCTION_THRESHOLD`.
 # A random head of the same layer could otherwise be an induction head itself: layers 17 and
 # 18 hold several.
+# The control heads are one random draw (seeded). The intervals below are over documents
+# only: they say how much the result would move with other scenes, not with another draw of
+# control heads. Change the seed of `g` to see how much the control rows move.
 #
 # Next to the natural-text score, the page measures the in-context learning that induction
 # heads are built for: the loss on a passage of real text (`PASSAGE` tokens of each scene,
