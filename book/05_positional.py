@@ -163,20 +163,23 @@ claim("wavelengths run from 2 pi up to just under 2 pi * 10000",
       chapter="5")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.4),
-                         gridspec_kw={"width_ratios": [1.3, 1]})
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its position, column and value
+
 table = sinusoidal(100, 128)
-im = axes[0].imshow(table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-axes[0].set(xlabel="column (2i: sine, 2i+1: cosine)", ylabel="position",
-            title="PE table, d_model = 128")
-fig.colorbar(im, ax=axes[0], fraction=0.05)
+lines = []
 for col in (10, 30, 31, 50):
     kind = "sin" if col % 2 == 0 else "cos"
-    axes[1].plot(table[:, col], label=f"column {col} ({kind}, i={col // 2})")
-axes[1].set(xlabel="position", ylabel="value", title="a few columns")
-axes[1].legend(fontsize=7, loc="lower left", framealpha=0.9)
-fig.tight_layout()
-plt.show()
+    lines.append(go.Scatter(x=list(range(100)), y=[round(v, 4) for v in table[:, col].tolist()],
+                            mode="lines", name=f"column {col} ({kind}, i={col // 2})"))
+fig = heatmap(table, range(128), range(100), panel_titles=["PE table, d_model = 128"],
+              x_title="column (2i: sine, 2i+1: cosine)", y_title="position", zmin=-1, zmax=1,
+              colorscale="RdBu", side=lines, side_title="a few columns", side_width=0.8)
+fig.figure.update_xaxes(title_text="position", col=2)
+fig.figure.update_yaxes(title_text="value", col=2)
+fig.figure.update_layout(showlegend=True, legend={"orientation": "h", "x": 0.5, "y": -0.18})
+fig
 
 # %% [markdown]
 # The left columns oscillate quickly and the right ones barely move across 100 positions:
@@ -416,17 +419,22 @@ toeplitz = torch.cat([(G[1:, 1:] - G[:-1, :-1]).flatten(), (G - G.T).flatten()])
 claim_close("the Gram matrix is constant along diagonals and symmetric: it depends on |p - q| only", toeplitz,
             torch.zeros_like(toeplitz), terms=2 * GRAM_TERMS, scale=199.0, identity=True, chapter="5")
 
-fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.2))
-im = axes[0].imshow(G, cmap="viridis")
-axes[0].set(xlabel="position q", ylabel="position p",
-            title="PE(p) . PE(q), d_model = 32")
-fig.colorbar(im, ax=axes[0], fraction=0.046)
-axes[1].plot(G[100, 60:141].numpy(), color="tab:blue")
-axes[1].set_xticks([0, 40, 80], ["-40", "0", "+40"])
-axes[1].set(xlabel="offset q - p", ylabel="dot product",
-            title="one row (p = 100)")
-fig.tight_layout()
-plt.show()
+import plotly.graph_objects as go
+
+from circuitbook.viz import heatmap  # hover a cell for its two positions and their dot product
+
+# every second position, to 3 significant digits (the hover shows 2 decimals): the full
+# 200 x 200 grid would add about 440 KB to the page; the claims above check all of it
+shown = list(range(0, 200, 2))
+G_shown = [[float(f"{v:.3g}") for v in row] for row in G[shown][:, shown].tolist()]
+fig = heatmap(G_shown, shown, shown, panel_titles=["PE(p) . PE(q), d_model = 32, every 2nd position"],
+              x_title="position q", y_title="position p", colorscale="Viridis", value_format=".2f",
+              side=[go.Scatter(x=list(range(-40, 41)), y=[round(v, 4) for v in G[100, 60:141].tolist()],
+                               mode="lines", line={"color": "#1f77b4"}, name="p = 100")],
+              side_title="one row (p = 100)", side_width=0.8)
+fig.figure.update_xaxes(title_text="offset q - p", tickvals=[-40, 0, 40], col=2)
+fig.figure.update_yaxes(title_text="dot product", col=2)
+fig
 
 # %% [markdown]
 # ## The circuit view
@@ -616,17 +624,14 @@ key = q_idx - torch.arange(max_off)[None, :]         # [q, offset]: key q - off
 pos_pattern = pqk.masked_fill(~allowed, float("-inf")).softmax(-1)
 by_offset = pos_pattern[:, q_idx, key.clamp(min=0)]  # [head, q, offset]
 by_offset = by_offset.masked_fill(key < 0, float("nan"))
-cmap = plt.get_cmap("Blues").copy()
-cmap.set_bad("0.85")
-fig, axes = plt.subplots(1, 4, figsize=(9, 3.2), sharey=True)
-for h, ax in enumerate(axes):
-    im = ax.imshow(by_offset[h], cmap=cmap, vmin=0, vmax=1, aspect="auto")
-    ax.set_title(f"head 0.{h}", fontsize=9)
-    ax.set_xlabel("offset q - j", fontsize=8)
-    ax.tick_params(labelsize=7)
-axes[0].set_ylabel("query position q", fontsize=8)
-fig.colorbar(im, ax=axes, fraction=0.02, label="softmax weight")
-plt.show()
+from circuitbook.viz import heatmap  # hover a cell for its query position, offset and weight
+
+fig = heatmap(by_offset, range(max_off), range(cfg.n_ctx),
+              panel_titles=[f"L0H{h}" for h in range(by_offset.shape[0])],
+              x_title="offset q - j", y_title="query position q", zmin=0, zmax=1)
+# NaN cells (keys before position 0) are left blank: the grey background shows through them
+fig.figure.update_layout(plot_bgcolor="#d9d9d9", coloraxis_colorbar_title_text="softmax weight")
+fig
 
 # %% [markdown]
 # One head stands out. To find it without eyeballing, we ask of each head: for how many

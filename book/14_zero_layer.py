@@ -170,16 +170,15 @@ while len(order) < d_vocab:
 order = torch.tensor(order)
 assert sorted(order.tolist()) == list(range(d_vocab))   # a single cycle
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.3))
-for ax, M, title in [(axes[0], log_P, "true log P(b | a), row-centred"),
-                     (axes[1], W, "learned W_E W_U, row-centred")]:
-    im = ax.imshow(centre(M)[order][:, order], cmap="viridis", vmin=-4,
-                   vmax=7)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel("next token b (chain order)")
-axes[0].set_ylabel("current token a (chain order)")
-fig.colorbar(im, ax=axes, shrink=0.8, label="logit minus row mean")
-plt.show()
+from circuitbook.viz import heatmap  # hover a cell for its two tokens and value
+
+chain_order = order.tolist()
+fig = heatmap(torch.stack([centre(M)[order][:, order] for M in (log_P, W)]), chain_order, chain_order,
+              panel_titles=["true log P(b | a), row-centred", "learned W_E W_U, row-centred"],
+              x_title="next token b (chain order)", y_title="current token a (chain order)",
+              zmin=-4, zmax=7, colorscale="Viridis", value_format=".2f")
+fig.figure.update_layout(coloraxis_colorbar_title_text="logit minus row mean")
+fig
 
 # %% [markdown]
 # To put a number on the agreement we use a *row-centred correlation*: subtract each

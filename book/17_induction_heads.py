@@ -292,24 +292,22 @@ copying = copying_scores(model)[1]
 own_wins = [diagonal_wins(F.T) for F in full_ov]
 sum_wins = diagonal_wins(full_ov.sum(0).T)
 
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.3))
-axes[0].imshow(pos_qk_masked, cmap="RdBu_r")
-axes[0].set(xlabel="key position", ylabel="query position",
-            title="L0H2: positional QK")
+from IPython.display import display
+
+from circuitbook.viz import heatmap  # hover a cell for its positions or tokens and value
+
+pos_ids, token_ids = range(pos_qk_masked.shape[0]), range(W_E.shape[0])
+display(heatmap(pos_qk_masked, pos_ids, pos_ids, title="L0H2: positional QK", x_title="key position",
+                y_title="query position", colorscale="RdBu_r", value_format=".2f"))
 M = k_circuit(2, 1)
-lim = M.abs().max()
-axes[1].imshow(M, cmap="RdBu_r", vmin=-lim, vmax=lim)
-axes[1].set(xlabel="query token", ylabel="key's previous token",
-            title="K-composition L0H2 -> L1H1")
+lim = M.abs().max().item()
+display(heatmap(M, token_ids, token_ids, title="K-composition L0H2 -> L1H1", x_title="query token",
+                y_title="key's previous token", zmin=-lim, zmax=lim, colorscale="RdBu_r",
+                value_format=".2f"))
 F = full_ov.sum(0)
-lim = F.abs().max()
-axes[2].imshow(F, cmap="RdBu_r", vmin=-lim, vmax=lim)
-axes[2].set(xlabel="output logit", ylabel="attended token",
-            title="full OV, layer-1 heads summed")
-for ax in axes:
-    ax.title.set_fontsize(9)
-fig.tight_layout()
-plt.show()
+lim = F.abs().max().item()
+display(heatmap(F, token_ids, token_ids, title="full OV, layer-1 heads summed", x_title="output logit",
+                y_title="attended token", zmin=-lim, zmax=lim, colorscale="RdBu_r", value_format=".2f"))
 
 # %%
 claim("L0H2's positional QK circuit: each query position scores key p - 1 "
