@@ -9,9 +9,8 @@
 # its training).
 
 # %%
-import warnings
-
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -26,6 +25,7 @@ from circuitbook.paths import logit_attribution
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
+torch.set_grad_enabled(False)  # the page only reads models: no autograd graph, no warnings
 model = load("toy-2l")
 
 # %% [markdown]
