@@ -247,6 +247,13 @@ import matplotlib.pyplot as _plt
 _plt.close("all")
 import circuitbook.widgets.explorer as _ex
 _ex.MAX_STATES = 1  # draw only the first state ahead
+# process-wide torch state a chapter sets for itself (chapters that only read models turn
+# autograd off, some run on one thread) goes back to a fresh kernel's, as each chapter expects
+import torch as _torch
+_torch.set_grad_enabled(True)
+if not hasattr(sys, "_fresh_kernel_threads"):  # the first set-up runs before any chapter
+    sys._fresh_kernel_threads = _torch.get_num_threads()
+_torch.set_num_threads(sys._fresh_kernel_threads)
 """
 
 
