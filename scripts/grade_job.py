@@ -11,6 +11,7 @@ With ``--sandbox`` (scripts/grade.py passes it when it runs as root and ``unshar
 exist; it starts this script in new mount and PID namespaces), before any submitted code runs:
   - a fresh tmpfs is mounted on /tmp: the job's files are copied into it, and the other jobs'
     scratch folders (all under the host's /tmp) are out of sight;
+    the book and its environment, when they live under /tmp themselves, are bound back in;
   - every other file system is remounted read-only, so a submission can delete or rewrite nothing
     outside its own /tmp (not the grades, not the autograders, not the book);
   - otter runs with every capability dropped (``setpriv``), so the submission cannot undo the
@@ -29,6 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]  # the book
 INPUTS = ("submission.ipynb", "autograder.zip")
 LOG_TAIL = 4000
 KEEP_WRITABLE = ("/proc", "/sys", "/dev/pts")  # virtual: not files a submission could damage
@@ -38,7 +40,18 @@ DROP_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-priv
 def seal(inputs: Path) -> Path:
     """Inside fresh namespaces: private /tmp holding the inputs, everything else read-only."""
     folder = os.open(inputs, os.O_RDONLY | os.O_DIRECTORY)  # still readable once /tmp is covered
+    # The book and its Python environment may themselves live under /tmp (a CI clone does): the
+    # tmpfs would hide them, so they are bound back at the same paths (read-only, like the rest).
+    keep = [p for p in dict.fromkeys((ROOT, Path(sys.prefix).resolve())) if p.is_relative_to("/tmp")]
+    keep = [p for p in keep if not any(p != q and p.is_relative_to(q) for q in keep)]
+    held = [os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in keep]
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g,mode=1777", "tmpfs", "/tmp"], check=True)
+    for path, fd in zip(keep, held):
+        path.mkdir(parents=True)
+        # --no-canonicalize: mount(8) would otherwise resolve the fd back to the covered path
+        subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/self/fd/{fd}", str(path)], check=True,
+                       pass_fds=(fd,))
+        os.close(fd)
     work = Path("/tmp/job")
     work.mkdir()
     for name in INPUTS:
