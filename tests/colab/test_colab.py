@@ -49,10 +49,10 @@ pytestmark = pytest.mark.colab
 # keeps this list complete as chapters change their imports. The problem set is the notebook
 # students run on Colab most, so it stands for its set.
 NOTEBOOKS = [
-    "book/induction/02_explainers.ipynb",
-    "book/15_one_layer.ipynb",
-    "book/17_induction_heads.ipynb",
-    "book/induction/03_problems.ipynb",
+    "book/06_attention.ipynb",                # no extras
+    "book/15_one_layer.ipynb",                # the corpus
+    "book/induction/02_explainers.ipynb",     # SmolLM2 (its stepper)
+    "book/induction/03_problems.ipynb",       # the corpus and SmolLM2
 ]
 CELL_TIMEOUT = 600  # seconds for any one cell (the set-up cell installs from PyPI)
 NOTEBOOK_LIMIT = 900  # seconds for a whole notebook, set-up included
