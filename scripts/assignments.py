@@ -143,7 +143,7 @@ def assign(source: Path, wheel: Path | None = None) -> Path:
     zips = sorted((folder / "autograder").glob("*.zip"))
     zips[-1].rename(folder / "autograder" / "autograder.zip")
     # make the bundle self-contained: the package, its pinned requirements, the data
-    extras, data = notebooks.needs(notebooks._cell_code(jupytext.read(source, fmt="py:percent")))
+    extras, data = notebooks.source_needs(source)
     bundle.complete(folder / "autograder" / "autograder.zip", wheel or bundle.build_wheel(OUT / "wheel"),
                     extras=extras, data=data)
     # tell `make grade` which assignment a submitted notebook belongs to

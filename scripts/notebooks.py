@@ -249,6 +249,11 @@ def _cell_code(nb) -> str:
     return "\n".join(lines)
 
 
+def source_needs(source: Path, root: Path = ROOT) -> tuple[list[str], list[str]]:
+    """:func:`needs` of the chapter whose percent script is ``source``: what its set-up cell installs."""
+    return needs(_cell_code(jupytext.read(source, fmt="py:percent")), root)
+
+
 def setup_cell(root: Path = ROOT, *, commit: str | None = None, extras=(), data=()):
     url, _ = repository(root)
     commit = commit or package_commit(root)

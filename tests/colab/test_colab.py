@@ -153,7 +153,7 @@ def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path):
     source = ROOT / notebook
     pin = notebooks.existing_pin(source)
     assert pin, f"{notebook} has no pinned set-up cell: run `make notebooks`"
-    extras, data = notebooks.needs(notebooks._cell_code(notebooks.jupytext.read(source.with_suffix(".py"), fmt="py:percent")))
+    extras, data = notebooks.source_needs(source.with_suffix(".py"))
 
     content = tmp_path / "content"  # Colab's working folder: the notebook alone
     content.mkdir()
@@ -226,8 +226,7 @@ def _for_custom_manager(output: dict) -> bool:
 
 
 def _needs(notebook: str) -> tuple:
-    extras, data = notebooks.needs(notebooks._cell_code(
-        notebooks.jupytext.read((ROOT / notebook).with_suffix(".py"), fmt="py:percent")))
+    extras, data = notebooks.source_needs((ROOT / notebook).with_suffix(".py"))
     return tuple(extras), tuple(data)
 
 
