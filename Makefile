@@ -86,9 +86,9 @@ test: env chromium
 	@mkdir -p _build; $(PY) scripts/numerics.py > _build/numerics.log 2>&1 & n=$$!; \
 	$(PY) scripts/build_site.py; s=$$?; wait $$n; r=$$?; grep -v IPKernelApp _build/numerics.log; \
 	echo "site build exit $$s, second numeric configuration exit $$r"; test $$s -eq 0 -a $$r -eq 0
-	$(PY) -m pytest tests/site tests/grading tests/browser -q
+	$(PY) -m pytest tests/site tests/grading tests/browser -q --durations=12
 	# the reader paths: a live JupyterLab in headless Chromium, and a simulated Colab runtime
-	$(PY) -m pytest tests/lab tests/colab -q
+	$(PY) -m pytest tests/lab tests/colab -q --durations=8
 
 # The browser tests (tests/browser) drive the system's Chromium; Playwright never downloads one.
 chromium:
