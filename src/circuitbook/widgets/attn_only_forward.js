@@ -1,6 +1,6 @@
 // The forward pass of the book's attention-only toy models, in the page (no kernel).
-// One module, shared by the induction lab and the stepper's live mode (see lab.py, which
-// puts it in front of each widget's code). Row vectors and TransformerLens's names and
+// One module for every widget that runs the model (lab.py's esm() puts it in front of the
+// widget's own code; the induction lab is the first). Row vectors and TransformerLens's names and
 // shapes; weights arrive as float32 (exported by circuitbook.widgets.lab_export) and every
 // product is accumulated in float64. Chapter 13 teaches the path expansion at the end.
 

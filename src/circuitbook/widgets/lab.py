@@ -9,8 +9,8 @@ zero, then by mean, then not): the same substitution as :func:`circuitbook.heads
 with its means exported from a clean reference run (:mod:`circuitbook.widgets.lab_export`).
 
 **Where the model runs.** The forward pass is ``attn_only_forward.js``: a few matrix products
-in plain JavaScript, float64 accumulation, about 150 lines, shared by this widget and the
-stepper's live mode. We chose it over ONNX Runtime Web for three measured reasons:
+in plain JavaScript, float64 accumulation, about 170 lines; :func:`esm` puts it in front of
+any widget's front end that runs the model, so it exists once. We chose it over ONNX Runtime Web for three measured reasons:
 
 - *size*: onnxruntime-web 1.30.0's smallest WebAssembly runtime,
   ``dist/ort-wasm-simd-threaded.wasm``, is 14.2 MB (measured from its npm package; the package
