@@ -14,6 +14,8 @@ copies under ``_vendor/`` (git-ignored), which ``_config.yml`` serves as static 
   pasting 1.3 MB into every output
 - ``plotly/plotly.min.js``  plotly.js, copied from the installed plotly package (the version its
   figures are written for); ``circuitbook.viz.heatmap`` loads it once per page
+- ``lab/<model>.js``  the toy models' weights and ablation means, as the induction lab's
+  in-page forward pass reads them (``circuitbook.widgets.lab_export``)
 
 Idempotent: packages already unpacked at the pinned version are not fetched again.
 """
@@ -21,6 +23,7 @@ Idempotent: packages already unpacked at the pinned version are not fetched agai
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -177,12 +180,20 @@ def plotly_js() -> None:
         print(f"vendored plotly.js from {src}")
 
 
+def lab_models() -> None:
+    """Export the zoo models the induction lab runs in the page (a subprocess: it imports
+    torch, which this script otherwise never does)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, "-m", "circuitbook.widgets.lab_export", str(VENDOR / "lab")], check=True, env=env)
+
+
 def main() -> int:
     for spec, parts in PACKAGES.items():
         fetch(spec, parts)
     anywidget_js()
     circuitsvis_js()
     plotly_js()
+    lab_models()
     return 0
 
 

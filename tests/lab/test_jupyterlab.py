@@ -4,7 +4,7 @@ A copy of ``book/`` goes into a temporary folder (running a notebook writes besi
 problem set's progress file, autosaves), and JupyterLab serves that copy on 127.0.0.1 with no
 token, exposing ``window.jupyterapp`` so the test can use the front end's own commands. Its
 kernels import this tree's ``circuitbook`` (``src/`` goes first on ``PYTHONPATH``). Headless
-Chromium (the system's; Playwright never downloads one) opens three notebooks, and for each:
+Chromium (the system's; Playwright never downloads one) opens four notebooks, and for each:
 
 - runs every cell from the front end (``notebook:run-all-cells``), waits until every code cell
   has an execution count and the kernel is idle, and asserts that no cell raised (no error
@@ -12,7 +12,9 @@ Chromium (the system's; Playwright never downloads one) opens three notebooks, a
 - then uses the widgets as a reader would: the slider of chapter 6's ``explore`` figure (the
   figure is redrawn by the kernel, and drawing the old value again gives the old figure back),
   the stepper's Prev/Next and control toggle, and the composition builder's toggles and presets
-  (the page changes, and the kernel receives the new values).
+  (the page changes, and the kernel receives the new values); the induction lab, whose model
+  runs in the page with weights the kernel sends when asked: its ablations and sequence
+  reach Python, and a value set in Python redraws it.
 
 Every request for a host other than localhost is blocked. Screenshots go to
 ``_build/screenshots/lab/`` for humans. Timings are printed, with each notebook's slowest cells
@@ -47,6 +49,7 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 CHAPTER = "06_attention.ipynb"  # a fast chapter with an explore(...) slider
 EXPLAINERS = "induction/02_explainers.ipynb"
+LAB = "induction/02_lab.ipynb"  # the induction lab: toy-2l runs in the page, state syncs back
 PROBLEMS = "induction/03_problems.ipynb"  # loads SmolLM2-135M: 40-90 s on 2 busy cores
 
 START_TIMEOUT_S = 90  # JupyterLab's server answering /api/status
@@ -382,6 +385,41 @@ def test_explainers_run_and_respond_to_clicks(page, lab):
     assert summary.text_content() == first_summary and present.count() == first_present
     assert_no_error_shown(page, EXPLAINERS)
     print(f"[lab] {EXPLAINERS}: stepper and builder clicked through in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+def test_induction_lab_runs_live_and_syncs_back(page, lab):
+    base, log_path, _ = lab
+    state = open_and_run(page, base, LAB, run_timeout_s=150, log_path=log_path)
+    assert_no_cell_raised(page, LAB, state)
+    t0 = time.monotonic()
+    # no site here: the front end asks the kernel for the weights, then draws every head
+    box = page.locator(".cb-lab").first
+    box.scroll_into_view_if_needed()
+    box.locator(".cb-lab-head").nth(7).wait_for(timeout=WIDGET_TIMEOUT_S * 1000)
+    assert box.locator(".cb-lab-head").count() == 8  # toy-2l: 2 layers of 4 heads
+    assert kernel_value(page, LAB, "len(lab.weights) > 100_000") == "True"
+    # ablating the previous-token head: zero, then mean; the kernel reads it back
+    head = box.locator('.cb-lab-head[data-head="0.2"]')
+    head.click()
+    assert_kernel_sees(page, LAB, "lab.ablated", "{'0.2': 'zero'}")
+    head.click()
+    assert box.get_attribute("data-ablated") == "0.2:mean"
+    assert_kernel_sees(page, LAB, "lab.ablated", "{'0.2': 'mean'}")
+    # a new sequence drawn in the page reaches Python, repeated
+    before = kernel_value(page, LAB, "lab.tokens")
+    box.locator(".cb-lab-random").click()
+    deadline = time.monotonic() + WIDGET_TIMEOUT_S
+    while kernel_value(page, LAB, "lab.tokens") == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kernel_value(page, LAB, "(lambda t: t[:len(t) // 2] == t[len(t) // 2:] and len(t) >= 32)(lab.tokens)") == "True"
+    shown = box.locator(".cb-lab-input").input_value().split()
+    assert kernel_value(page, LAB, "' '.join(f't{i}' for i in lab.tokens)") == repr(" ".join(shown))
+    # and a value set in Python redraws the page
+    kernel_value(page, LAB, "setattr(lab, 'ablated', {})")
+    page.wait_for_function("b => b.dataset.ablated === ''", arg=box.element_handle(), timeout=WIDGET_TIMEOUT_S * 1000)
+    screenshot(box, "02_lab.png")
+    assert_no_error_shown(page, LAB)
+    print(f"[lab] {LAB}: lab clicked through, live, in {time.monotonic() - t0:.1f} s", flush=True)
 
 
 def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
