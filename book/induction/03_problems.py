@@ -47,9 +47,9 @@ P3_CTX = 40  # problem 3's context length: the scaffold's n_ctx
 # %% [markdown]
 # ## Problem 1: shapes and ranks (pencil)
 #
-# Problem 1's model is `P1_MODEL` from the cell above (GPT-2 small, unless your copy of the page
-# names another); the next cell prints its dimensions. For one head, give the shapes and the
-# largest possible ranks of
+# Problem 1's model is `P1_MODEL` from the parameter cell at the top of the page (GPT-2 small,
+# unless your copy of the page names another); the next cell prints its dimensions. For one
+# head, give the shapes and the largest possible ranks of
 # $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$, and of the two vocabulary-level matrices
 # $W_E W_{QK} W_E^\top$ (full QK: which token attends to which) and $W_E W_{OV} W_U$ (full OV:
 # what attending to a token does to each logit). Shapes are tuples, ranks integers.
