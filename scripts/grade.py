@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     graded, unknown, flags = {}, {}, {}
     todo = []
     rosters, key = {}, None
-    scratch = Path(tempfile.mkdtemp(prefix="grade-variants-"))  # the variants' bundles
+    scratch = Path(tempfile.mkdtemp(prefix="variant-bundles-"))  # the variants' bundles
     for path in subs:
         assignment = args.assignment or assignment_of(path)
         base = args.assignments / (assignment or "?") / "autograder" / "autograder.zip"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 import re
 import subprocess
 import sys
@@ -198,7 +199,7 @@ def test_copied_values_fail_and_a_copied_notebook_is_flagged(roster_notebooks, t
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(grades),
                            "--jobs", "2", "--timeout", "600", "--roster", str(roster)],
                           capture_output=True, text=True, timeout=1500,
-                          env={**__import__("os").environ, "INSTRUCTOR_SECRET": KEY.decode()})
+                          env={**os.environ, "INSTRUCTOR_SECRET": KEY.decode()})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(grades / "grades.csv") as f:
         rows = list(csv.DictReader(f))
