@@ -16,7 +16,8 @@ help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
 	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
 	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
-	@echo "make assignments          - student notebooks and autograders into _build/assignments"
+	@echo "make assignments [STUDENTS=roster.csv] - student notebooks and autograders into _build/assignments;"
+	@echo "                             with a roster (CSV, column id), one notebook per student, each its own variant"
 	@echo "make grade SUBMISSIONS=d [JOBS=n] - grade every notebook in folder d into _build/grades, n at once (default: one per core)"
 
 env: $(STAMP)
@@ -61,7 +62,7 @@ lab: env
 
 # Instructors: student notebooks + autograder bundles, then grade a folder of submissions.
 assignments: env
-	$(PY) scripts/assignments.py
+	$(PY) scripts/assignments.py $(if $(STUDENTS),--students "$(STUDENTS)")
 
 grade: env
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=<folder of .ipynb> [JOBS=n]"; exit 2)

@@ -11,17 +11,28 @@ Output, per assignment, under ``_build/assignments/<name>/``:
   student/<name>.ipynb        the notebook to hand out (no solutions, no hidden tests)
   autograder/autograder.zip   what `make grade` uses, and what Gradescope runs (hidden tests included)
   autograder/<name>.ipynb     the solution notebook
+  students/<id>.ipynb         with a roster (``--students roster.csv``): one notebook per student, whose
+                              parameter cell holds that student's variant (see :mod:`variants`)
 
 Each ``autograder.zip`` is self-contained (see :mod:`bundle`): otter's Gradescope files
 (``run_autograder``, ``run_otter.py``, ``setup.sh``, ``environment.yml``, ``otter_config.json``,
 ``tests/``) plus the book's package as a wheel built from the commit checked out, the pinned
 requirements that the notebook needs (torch as a CPU build) and the data packages it reads.
 
-Usage: python scripts/assignments.py [names...]   (default: every source with exercises)
+A source may have a code cell tagged ``parameters`` (the problem set does): the inputs of its
+value problems, which the checks take as keyword arguments (``checks.ps_p1a(answers, model=P1_MODEL)``).
+The public test uses the notebook's values; the hidden test uses the values written on its
+``_variant = {...}`` line: the book's own in the bundle built here, each student's own
+in the copy of the bundle that scripts/grade.py makes per submission from the roster and the
+instructor's secret. Without a roster, the student notebook is the book's page as it is.
+
+Usage: python scripts/assignments.py [--students roster.csv] [names...]   (default: every source with exercises)
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
 import re
 import shutil
 import subprocess
@@ -34,6 +45,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bundle  # noqa: E402
 import notebooks  # noqa: E402
+import variants  # noqa: E402
 
 ROOT = notebooks.ROOT
 OUT = ROOT / "_build" / "assignments"
@@ -82,45 +94,78 @@ def master(source: Path):
             call = CHECK_CALL.search(cell.source)
             if call is None:
                 raise ValueError(f"{source.name}: exercise cell without a `checks.<id>(answer)` line")
-            ex_id, answer = call.group(1), call.group(2)
+            ex_id, args = call.group(1), call.group(2)
+            answer, inputs = split_call(args)
             body = CHECK_CALL.sub("", cell.source).rstrip()
             cells += [
                 _raw(f"# BEGIN QUESTION\nname: {ex_id}\npoints: 1\ncheck_cell: false\nall_or_nothing: true"),
                 _raw("# BEGIN SOLUTION"),
-                nbformat.v4.new_code_cell(body + f"\n\nchecks.{ex_id}({answer})"),
+                nbformat.v4.new_code_cell(body + f"\n\nchecks.{ex_id}({args})"),
                 _raw("# END SOLUTION"),
                 _raw("# BEGIN TESTS"),
-                nbformat.v4.new_code_cell(public_test(ex_id, answer)),
-                nbformat.v4.new_code_cell(hidden_test(ex_id, answer)),
+                nbformat.v4.new_code_cell(public_test(ex_id, args)),
+                nbformat.v4.new_code_cell(hidden_test(ex_id, answer, inputs, variants.default(name))),
                 _raw("# END TESTS"),
                 _raw("# END QUESTION"),
             ]
+        elif cell.cell_type == "code":
+            keep = {"tags": ["parameters"]} if "parameters" in tags else {}
+            cells.append(nbformat.v4.new_code_cell(cell.source, metadata=keep))
         else:
-            cells.append(nbformat.v4.new_code_cell(cell.source) if cell.cell_type == "code"
-                         else nbformat.v4.new_markdown_cell(cell.source))
+            cells.append(nbformat.v4.new_markdown_cell(cell.source))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = {"kernelspec": notebooks.KERNELSPEC, "language_info": {"name": "python"}}
     return out
 
 
-def public_test(ex_id: str, answer: str) -> str:
+def split_call(args: str) -> tuple[str, dict[str, str]]:
+    """``"answer, model=P1_MODEL"`` -> ("answer", {"model": "P1_MODEL"}): the answer and the inputs."""
+    call = ast.parse(f"f({args})", mode="eval").body
+    if len(call.args) != 1:
+        raise ValueError(f"a check takes one answer, then keyword inputs: checks.<id>({args})")
+    return ast.unparse(call.args[0]), {kw.arg: ast.unparse(kw.value) for kw in call.keywords}
+
+
+def public_test(ex_id: str, args: str) -> str:
+    # the check as the student runs it, with the notebook's own inputs (its parameter cell)
     return (f"from circuitbook import checks\n"
-            f"_result = checks.get({ex_id!r})({answer})\n"
+            f"_result = checks.get({ex_id!r})({args})\n"
             f"assert _result.passed, str(_result)")
 
 
-def hidden_test(ex_id: str, answer: str) -> str:
+def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -> str:
     # Hidden: other random inputs, and the submission must not simply import the book's
     # reference solution from circuitbook.checks (the package every student has installed).
+    # A value problem's inputs come from the `_variant` line (the grader writes the student's
+    # variant there), never from the notebook's parameter cell, which the student can edit.
+    kwargs = ", ".join(f"{k}=_variant[{v!r}]" if v in values else f"{k}={v}" for k, v in inputs.items())
     return ("# HIDDEN\n"
             "from circuitbook import checks\n"
-            f"_answer = {answer}\n"
+            + (variants.variant_line(values) + "\n" if values else "")
+            + f"_answer = {answer}\n"
             "assert not getattr(_answer, '__module__', '').startswith('circuitbook'), "
             "'submission uses the reference solution from circuitbook.checks'\n"
             f"_exercise = checks.get({ex_id!r})\n"
             f"_result = _exercise.check(_answer, seed={HIDDEN_SEED}) if hasattr(_exercise, 'make_inputs') "
-            "else _exercise(_answer)\n"
+            f"else _exercise(_answer{', ' + kwargs if kwargs else ''})\n"
             "assert _result.passed, str(_result)")
+
+
+def student_notebooks(folder: Path, roster: list[str], key: bytes, out: Path | None = None) -> Path:
+    """One notebook per student in ``out`` (default ``folder/students``, where scripts/grade.py finds
+    the roster): the student version with that student's variant in its parameter cell (the same
+    notebook for all, for an assignment without one)."""
+    name = folder.name
+    nb = nbformat.read(folder / "student" / f"{name}.ipynb", as_version=4)
+    out = out or folder / "students"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    for student in roster:
+        if variants.parameter_cell(nb) is not None:
+            variants.set_parameters(nb, variants.variant(name, student, key))
+        nbformat.write(nb, out / f"{student}.ipynb")
+    return out
 
 
 def assign(source: Path, wheel: Path | None = None) -> Path:
@@ -155,11 +200,22 @@ def assign(source: Path, wheel: Path | None = None) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    sources = [s for s in exercise_sources() if not argv or any(a in str(s) for a in argv)]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="only the sources whose path contains one of these")
+    ap.add_argument("--students", type=Path, help="roster CSV (column 'id'): one notebook per student")
+    args = ap.parse_args(argv)
+    roster = variants.read_roster(args.students) if args.students else None
+    key = variants.secret() if roster else None
+    sources = [s for s in exercise_sources() if not args.names or any(a in str(s) for a in args.names)]
     wheel = bundle.build_wheel(OUT / "wheel")
     for src in sources:
         folder = assign(src, wheel)
         print(f"{assignment_name(src):28s} -> {folder.relative_to(ROOT)}")
+        if roster:
+            out = student_notebooks(folder, roster, key)
+            n = len({repr(variants.variant(folder.name, s, key)) for s in roster})
+            print(f"{'':28s} -> {out.relative_to(ROOT)}: {len(roster)} students, {n} distinct variant(s) "
+                  f"of {len(variants.all_variants(folder.name))}")
     return 0
 
 

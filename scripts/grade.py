@@ -22,8 +22,17 @@ Writes, into the output folder (default ``_build/grades``), only after every job
 The assignment of a submission is read from its notebook metadata (``circuitbook.assignment``,
 set in the student version), or given with ``--assignment``. The student is the file's stem.
 
+Per-student variants (see scripts/variants.py): when the assignment has a parameter cell and a
+roster is known (``--roster roster.csv``, or else the ids of the notebooks that
+``make assignments STUDENTS=roster.csv`` wrote into ``<assignment>/students/``), each submission is
+graded with its student's variant, recomputed from the file's stem and the instructor's secret
+(never read from the notebook): the hidden tests of a copy of the bundle hold that variant's
+inputs. A file whose stem is not on the roster scores zero ("not on the roster"). A notebook
+whose parameter cell does not hold its student's values (a classmate's notebook handed in under
+another name) is graded all the same and flagged: a row ``variant`` (0 of 0 points) says so.
+
 Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--jobs N] [--timeout 300] [--assignment NAME]
-                              [--assignments DIR]
+                              [--assignments DIR] [--roster CSV]
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ from pathlib import Path
 import nbformat
 from tqdm import tqdm
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import variants  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ROOT / "_build" / "assignments"
 JOB = Path(__file__).with_name("grade_job.py")
@@ -53,8 +65,35 @@ SANDBOX = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-pro
 
 def problems_of(assignment: str, assignments: Path = ASSIGNMENTS) -> list[str]:
     """The problem names of an assignment, from its autograder's tests."""
-    with zipfile.ZipFile(assignments / assignment / "autograder" / "autograder.zip") as z:
+    return problems_in(assignments / assignment / "autograder" / "autograder.zip")
+
+
+def problems_in(bundle: Path) -> list[str]:
+    with zipfile.ZipFile(bundle) as z:
         return sorted(Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py"))
+
+
+def roster_of(assignment: str, assignments: Path, roster: Path | None) -> set[str] | None:
+    """The student ids whose variants grade ``assignment``: the roster given, else the notebooks
+    `make assignments STUDENTS=...` wrote; None when the assignment has no variants or no roster."""
+    if not variants.CHOICES.get(assignment):
+        return None
+    if roster is not None:
+        return set(variants.read_roster(roster))
+    folder = assignments / assignment / "students"
+    return {p.stem for p in folder.glob("*.ipynb")} if folder.is_dir() else None
+
+
+def variant_flag(path: Path, values: dict) -> str | None:
+    """Why the submission's parameter cell is not its student's (None when it is)."""
+    try:
+        found = variants.parameters_of(nbformat.read(path, as_version=4))
+    except Exception:  # noqa: BLE001 - a broken file is graded (and fails) elsewhere
+        found = None
+    if found == values:
+        return None
+    return (f"FLAG: the notebook's parameter cell holds {found} instead of this student's {values}: "
+            "graded with this student's; was it another student's notebook?")
 
 
 def assignment_of(path: Path) -> str | None:
@@ -75,7 +114,7 @@ def can_sandbox() -> bool:
 def grade_one(path: Path, bundle: Path, timeout: int, sandbox: bool) -> dict[str, tuple[float, float, str]]:
     """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip);
     never raises."""
-    problems = problems_of(bundle.parents[1].name, bundle.parents[2])
+    problems = problems_in(bundle)
     zero = lambda reason: {p: (0.0, 1.0, reason) for p in problems}  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         work = Path(tmp)
@@ -141,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--assignment", help="grade every submission against this assignment")
     ap.add_argument("--assignments", type=Path, default=ASSIGNMENTS,
                     help="the folder `make assignments` wrote (default: _build/assignments)")
+    ap.add_argument("--roster", type=Path, help="roster CSV (column 'id'): grade each student's variant "
+                    "(default: the students `make assignments STUDENTS=...` wrote notebooks for)")
     args = ap.parse_args(argv)
     jobs = args.jobs or os.cpu_count() or 1
 
@@ -153,33 +194,54 @@ def main(argv: list[str] | None = None) -> int:
         print("note: not sandboxed (needs root, unshare and setpriv): each submission has its own process, "
               "folder and time limit, but hostile code could reach the files of this user; see grade_job.py",
               file=sys.stderr)
-    graded, unknown = {}, {}
+    graded, unknown, flags = {}, {}, {}
     todo = []
+    rosters, key = {}, None
+    scratch = Path(tempfile.mkdtemp(prefix="variant-bundles-"))  # the variants' bundles
     for path in subs:
         assignment = args.assignment or assignment_of(path)
-        if assignment is None or not (args.assignments / assignment / "autograder" / "autograder.zip").exists():
-            unknown[path.stem] = assignment or "?"
-        else:
-            todo.append((path, assignment))
+        base = args.assignments / (assignment or "?") / "autograder" / "autograder.zip"
+        if assignment is None or not base.exists():
+            unknown[path.stem] = (assignment or "?", None)
+            continue
+        if assignment not in rosters:
+            rosters[assignment] = roster_of(assignment, args.assignments, args.roster)
+        roster = rosters[assignment]
+        if roster is None:
+            todo.append((path, assignment, base))
+            continue
+        if path.stem not in roster:
+            unknown[path.stem] = (assignment, "not on the roster: its file name must be a student id of the "
+                                              "roster, whose variant it is graded with")
+            continue
+        key = key or variants.secret()
+        values = variants.variant(assignment, path.stem, key)
+        flags[(path.stem, assignment)] = variant_flag(path, values)
+        index = variants.all_variants(assignment).index(values)
+        own = scratch / f"{assignment}-{index}.zip"
+        if not own.exists():
+            variants.variant_bundle(base, values, own)
+        todo.append((path, assignment, own))
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool, \
             tqdm(total=len(todo), unit="submission", desc=f"grading (JOBS={jobs})", file=sys.stderr) as bar:
-        futures = {pool.submit(grade_one, path, args.assignments / assignment / "autograder" / "autograder.zip",
-                               args.timeout, sandbox): (path.stem, assignment) for path, assignment in todo}
+        futures = {pool.submit(grade_one, path, own, args.timeout, sandbox): (path.stem, assignment)
+                   for path, assignment, own in todo}
         for future in as_completed(futures):
             graded[futures[future]] = future.result()
             bar.update()
             bar.set_postfix_str(f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}/min")
     elapsed = time.monotonic() - start
+    shutil.rmtree(scratch)
 
     (args.out / "feedback").mkdir(parents=True, exist_ok=True)
     rows = []
     reason = ("not a notebook of a known assignment (unreadable, or its metadata names no assignment "
               "that `make assignments` built)")
-    for student, assignment in sorted(unknown.items()):
-        rows.append([student, assignment, "*", 0.0, 0.0, reason])
-        (args.out / "feedback" / f"{student}.txt").write_text(f"{student}: {reason}\n")
-        print(f"{student:20s} ? {reason}")
+    for student, (assignment, why) in sorted(unknown.items()):
+        rows.append([student, assignment, "*", 0.0, 0.0, why or reason])
+        (args.out / "feedback" / f"{student}.txt").write_text(f"{student}: {why or reason}\n")
+        print(f"{student:20s} ? {why or reason}")
     for (student, assignment), results in sorted(graded.items()):
         total = sum(s for s, _, _ in results.values())
         top = sum(m for _, m, _ in results.values())
@@ -187,8 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         for problem, (score, mx, feedback) in sorted(results.items()):
             rows.append([student, assignment, problem, score, mx, feedback])
             lines.append(f"{problem}: {score:g} / {mx:g}  {feedback}")
+        flag = flags.get((student, assignment))
+        if flag:
+            rows.append([student, assignment, "variant", 0.0, 0.0, flag])
+            lines.append(f"variant: {flag}")
         (args.out / "feedback" / f"{student}.txt").write_text("\n".join(lines) + "\n")
-        print(f"{student:20s} {assignment}: {total:g} / {top:g}")
+        print(f"{student:20s} {assignment}: {total:g} / {top:g}{'  FLAGGED' if flag else ''}")
     with open(args.out / "grades.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "problem", "score", "max", "feedback"])

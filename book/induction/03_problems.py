@@ -37,24 +37,41 @@ progress = ProblemSet(PROBLEMS)  # problem -> the checks that must pass
 page_start = time.perf_counter()
 
 # %% [markdown]
+# The inputs of problems 1 and 3. A course may hand out this page with other values in the next
+# cell, one set per student; the checks take them from there, so work with the values you find.
+
+# %% tags=["parameters"]
+P1_MODEL = "gpt2-small"  # problem 1's model
+P3_CTX = 40  # problem 3's context length: the scaffold's n_ctx
+
+# %% [markdown]
 # ## Problem 1: shapes and ranks (pencil)
 #
-# GPT-2 small has $d_\text{model} = 768$, 12 heads per layer with $d_\text{head} = 64$, and a
-# vocabulary of 50,257 tokens. For one head, give the shapes and the largest possible ranks of
+# Problem 1's model is `P1_MODEL` from the parameter cell at the top of the page (GPT-2 small,
+# unless your copy of the page names another); the next cell prints its dimensions. For one
+# head, give the shapes and the largest possible ranks of
 # $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$, and of the two vocabulary-level matrices
 # $W_E W_{QK} W_E^\top$ (full QK: which token attends to which) and $W_E W_{OV} W_U$ (full OV:
 # what attending to a token does to each logit). Shapes are tuples, ranks integers.
 
+# %%
+from circuitbook.checks.ps import P1_MODELS
+
+dims = P1_MODELS[P1_MODEL]
+d_model, n_heads, d_head, d_vocab = dims["d_model"], dims["n_heads"], dims["d_head"], dims["d_vocab"]
+print(f"{P1_MODEL}: d_model = {d_model}, {n_heads} heads per layer with d_head = {d_head}, "
+      f"a vocabulary of {d_vocab:,} tokens")
+
 # %% tags=["exercise"]
 # BEGIN SOLUTION
 p1_answers = {
-    "W_QK_shape": (768, 768), "W_QK_rank": 64,
-    "W_OV_shape": (768, 768), "W_OV_rank": 64,
-    "full_QK_shape": (50257, 50257), "full_OV_shape": (50257, 50257), "full_rank": 64,
+    "W_QK_shape": (d_model, d_model), "W_QK_rank": d_head,
+    "W_OV_shape": (d_model, d_model), "W_OV_rank": d_head,
+    "full_QK_shape": (d_vocab, d_vocab), "full_OV_shape": (d_vocab, d_vocab), "full_rank": d_head,
 }
 # END SOLUTION
 
-checks.ps_p1a(p1_answers)
+checks.ps_p1a(p1_answers, model=P1_MODEL)
 
 # %% [markdown]
 # **In words.** What does one entry of the full QK matrix mean, and what does one entry of the
@@ -72,8 +89,9 @@ checks.ps_p1a(p1_answers)
 # token <i>b</i>: what looking at <i>b</i> makes the model predict. The first says where the
 # head looks, the second what it does with what it finds; in the book's row-vector
 # convention the row is the token read, the column the token it acts on. Both are products
-# through the head's 64 dimensions, so each is a 50,257 x 50,257 table of rank at most 64: the
-# head stores far fewer numbers than the table has entries.</p>
+# through the head's d_head dimensions, so each is a d_vocab x d_vocab table of rank at most
+# d_head (for GPT-2 small, 50,257 x 50,257 of rank at most 64): the head stores far fewer
+# numbers than the table has entries.</p>
 # </details>
 
 # %% [markdown]
@@ -248,23 +266,24 @@ checks.ps_p3(design_induction_head)
 # </details>
 #
 # Now break it. Measure the induction score of your head in that broken model
-# (`prev_into="S_tok"`), and look at what its attention does.
+# (`prev_into="S_tok"`), with the context length `P3_CTX` of the parameter cell (the scaffold's
+# `n_ctx`), and look at what its attention does.
 
 # %%
 from circuitbook.checks.ps import scaffold_behaviour
 from circuitbook.models.handbuilt import subspaces
 
-space = subspaces(32, 40)
+space = subspaces(32, P3_CTX)
 W_QK, W_OV = design_induction_head(space["S_tok"], space["S_prev"])
-working = scaffold_behaviour(W_QK, W_OV)
+working = scaffold_behaviour(W_QK, W_OV, n_ctx=P3_CTX)
 print("separate subspaces:", working)
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
-broken_score = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok")["induction_score"]
+broken_score = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok", n_ctx=P3_CTX)["induction_score"]
 # END SOLUTION
 
-checks.ps_p3b(broken_score)
+checks.ps_p3b(broken_score, n_ctx=P3_CTX)
 
 # %%
 glue("p3_working", working["induction_score"])

@@ -414,26 +414,32 @@ class PairExercise(FunctionExercise):
 
 @dataclass
 class ValueExercise:
-    """An exercise whose answer is a value (a number, a shape, a formula as a function of n)."""
+    """An exercise whose answer is a value (a number, a shape, a formula as a function of n).
+
+    Keyword arguments of a call (``checks.ps_p1a(answer, model="toy-2l")``) are the exercise's
+    inputs: they go to ``expected`` and, when ``mistakes`` is a function, to it (per-student
+    variants of a problem set pass them from the notebook's parameter cell)."""
 
     id: str
     title: str
-    expected: Callable[[], Any]
-    mistakes: list[tuple[Any, str, str]] = field(default_factory=list)  # (wrong value, name, explanation)
+    expected: Callable[..., Any]
+    # (wrong value, name, explanation), or a function of the inputs returning that list
+    mistakes: list[tuple[Any, str, str]] | Callable[..., list] = field(default_factory=list)
     hint: str = ""
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
 
-    def __call__(self, answer: Any) -> Result:
-        return SESSION.record(self.check(answer))
+    def __call__(self, answer: Any, **inputs: Any) -> Result:
+        return SESSION.record(self.check(answer, **inputs))
 
-    def check(self, answer: Any) -> Result:
-        expected = self.expected()
+    def check(self, answer: Any, **inputs: Any) -> Result:
+        expected = self.expected(**inputs)
         if answer is None or answer is Ellipsis:
             return Result(self.id, False, f"not attempted yet: set the answer variable ({self.title}) to "
                           f"{shape_of(expected)}", None, self.hint or None)
         if self.compare(answer, expected):
             return Result(self.id, True, f"correct ({self.title})")
-        for wrong, name, explanation in self.mistakes:
+        mistakes = self.mistakes(**inputs) if callable(self.mistakes) else self.mistakes
+        for wrong, name, explanation in mistakes:
             if self.compare(answer, wrong):
                 return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint or None)
         message, mistake = difference(answer, expected, ratio=False)
