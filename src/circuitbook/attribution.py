@@ -39,7 +39,9 @@ class DirectLogitAttribution:
     Shapes (``batch`` as in the cache): ``heads`` [n_layers, n_heads, batch]; ``mlps``
     [n_layers, batch]; ``embed``, ``pos_embed`` (zeros for a rotary model, whose stream holds no
     positional embedding), ``bias`` (the attention output biases ``b_O``) and ``unembed_bias``
-    (``b_U``, plus a LayerNorm's own bias read by ``W_U``: constants) [batch].
+    (``b_U``, plus a LayerNorm's own bias read by ``W_U``: constants) [batch]. ``abs_size``
+    [batch] is ``sum_parts (|part| / s) . |d|``, the size of the numbers the sum accumulates
+    (the ``scale`` of a rounding bound, chapter 13).
 
     Taught in chapter 13 (Path expansion).
     """
@@ -50,6 +52,8 @@ class DirectLogitAttribution:
     pos_embed: torch.Tensor
     bias: torch.Tensor
     unembed_bias: torch.Tensor
+    abs_size: torch.Tensor
+
 
     def total(self) -> torch.Tensor:
         """The sum of every part [batch]: the logit (difference) of the run."""
@@ -97,6 +101,7 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
             expand_neurons=False, apply_ln=True, pos_slice=pos, return_labels=True)
         # stack [parts, batch, d_model] (the position sliced away); one number per part and row
         parts = torch.einsum("pbm,mb->pb", stack, direction)
+        abs_size = torch.einsum("pbm,mb->b", stack.abs(), direction.abs())
     index = {label: i for i, label in enumerate(labels)}
     L, H = cfg.n_layers, cfg.n_heads
     heads = torch.stack([torch.stack([parts[index[f"L{l}H{h}"]] for h in range(H)]) for l in range(L)])
@@ -110,4 +115,5 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
         pos_embed=parts[index["pos_embed"]] if "pos_embed" in index else zero,
         bias=parts[index["bias"]] if "bias" in index else zero,
         unembed_bias=unembed_bias.to(parts.dtype),
+        abs_size=abs_size,
     )

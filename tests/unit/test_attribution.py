@@ -72,6 +72,20 @@ def test_parts_match_a_float64_reference_and_sum_to_the_logit_difference(norm, p
         assert float((got.double() - want).abs().max()) < 1e-4 * max(1.0, float(want.abs().max()))
     diff = logits[torch.arange(3), pos, answer] - logits[torch.arange(3), pos, wrong]
     assert float((dla.total() - diff).abs().max()) < 1e-4 * max(1.0, float(diff.abs().max()))
+    # abs_size: every part's products in absolute value, by hand
+    d = ((model.W_U[:, answer] - model.W_U[:, wrong]).double() * model.ln_final.w.double()[:, None]).abs()
+    s = cache["ln_final.hook_scale"][:, pos].double()
+    raw = [cache["z", l][:, pos, h].double() @ model.blocks[l].attn.W_O[h].double()
+           for l in range(2) for h in range(3)]
+    raw += [cache["mlp_out", l][:, pos].double() for l in range(2)] + [cache["hook_embed"][:, pos].double()]
+    if positional == "standard":
+        raw.append(cache["hook_pos_embed"][:, pos].double())
+    raw.append(sum(model.blocks[l].attn.b_O.double() for l in range(2)).expand(3, -1))
+    if norm == "LN":
+        raw = [x - x.mean(-1, keepdim=True) for x in raw]
+    want_size = sum(((x.abs() / s) * d.T).sum(-1) for x in raw)
+    assert torch.allclose(dla.abs_size.double(), want_size, rtol=1e-5)
+    assert bool((dla.abs_size >= dla.total().abs() - dla.unembed_bias.abs()).all())
 
 
 def test_a_single_logit_without_wrong_token():
