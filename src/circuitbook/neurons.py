@@ -32,39 +32,43 @@ __all__ = [
 ]
 
 
-def mlp_activations(model, tokens: torch.Tensor, layer: int) -> dict[str, torch.Tensor]:
-    """The gated MLP of ``layer`` on ``tokens`` [batch, pos]: its input and hooks, one pass.
+def mlp_activations(model, tokens: torch.Tensor, layers) -> dict:
+    """The gated MLP of each of ``layers`` on ``tokens`` [batch, pos]: its input and hooks.
 
-    Runs the model only up to ``layer`` (``stop_at_layer=layer + 1``), so later layers and the
-    unembedding cost nothing. Returns ``{"x": the MLP's input, ln2's output ``hook_normalized *
-    w`` (TransformerLens hooks the norm before its gain) [batch, pos, d_model], "gate":
-    hook_pre, "up": hook_pre_linear, "post": hook_post [batch, pos, d_mlp], "out":
-    hook_mlp_out [batch, pos, d_model]}``, with ``post = silu(gate) * up + b_in`` and
-    ``out = post W_out + b_out`` (module docstring). Chapter 10.
+    One forward pass, run only up to the last layer asked for (``stop_at_layer``), so later
+    layers and the unembedding cost nothing. For each layer: ``{"x": the MLP's input, ln2's
+    output ``hook_normalized * w`` (TransformerLens hooks the norm before its gain)
+    [batch, pos, d_model], "gate": hook_pre, "up": hook_pre_linear, "post": hook_post
+    [batch, pos, d_mlp], "out": hook_mlp_out [batch, pos, d_model]}``, with
+    ``post = silu(gate) * up + b_in`` and ``out = post W_out + b_out`` (module docstring).
+    ``layers``: an int (returns that layer's dict) or a sequence of ints (returns
+    ``{layer: dict}``). Chapter 10.
     """
     if not model.cfg.gated_mlp:
         raise ValueError("mlp_activations reads a gated (SwiGLU) MLP; this model's MLP is not gated")
-    if not 0 <= layer < model.cfg.n_layers:
-        raise ValueError(f"layer must be in [0, {model.cfg.n_layers}), got {layer}")
-    names = {
-        "x": f"blocks.{layer}.ln2.hook_normalized",
-        "gate": f"blocks.{layer}.mlp.hook_pre",
-        "up": f"blocks.{layer}.mlp.hook_pre_linear",
-        "post": f"blocks.{layer}.mlp.hook_post",
-        "out": f"blocks.{layer}.hook_mlp_out",
-    }
+    single = isinstance(layers, int)
+    wanted = [layers] if single else list(layers)
+    for layer in wanted:
+        if not 0 <= layer < model.cfg.n_layers:
+            raise ValueError(f"layer must be in [0, {model.cfg.n_layers}), got {layer}")
+    hooks = {"x": "ln2.hook_normalized", "gate": "mlp.hook_pre", "up": "mlp.hook_pre_linear",
+             "post": "mlp.hook_post", "out": "hook_mlp_out"}
     kept: dict[str, torch.Tensor] = {}
 
     def keep(value: torch.Tensor, hook) -> None:
         kept[hook.name] = value.detach()
 
-    with torch.no_grad(), model.hooks(fwd_hooks=[(name, keep) for name in names.values()]):
-        model(tokens, stop_at_layer=layer + 1)
-    out = {key: kept[name] for key, name in names.items()}
-    norm = model.blocks[layer].ln2
-    if hasattr(norm, "w"):
-        out["x"] = out["x"] * norm.w.detach()
-    return out
+    names = [f"blocks.{layer}.{hook}" for layer in wanted for hook in hooks.values()]
+    with torch.no_grad(), model.hooks(fwd_hooks=[(name, keep) for name in names]):
+        model(tokens, stop_at_layer=max(wanted) + 1)
+    out = {}
+    for layer in wanted:
+        acts = {key: kept[f"blocks.{layer}.{hook}"] for key, hook in hooks.items()}
+        norm = model.blocks[layer].ln2
+        if hasattr(norm, "w"):
+            acts["x"] = acts["x"] * norm.w.detach()
+        out[layer] = acts
+    return out[wanted[0]] if single else out
 
 
 def haar_rotation(n: int, generator: torch.Generator | None = None, dtype=torch.float32) -> torch.Tensor:

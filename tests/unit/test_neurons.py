@@ -33,8 +33,12 @@ def tiny_swiglu(n_layers=2, seed=0):
 def test_mlp_activations_match_a_float64_swiglu_by_hand():
     model = tiny_swiglu()
     tokens = torch.randint(0, 17, (3, 9), generator=torch.Generator().manual_seed(1))
+    both = mlp_activations(model, tokens, [0, 1])
+    assert sorted(both) == [0, 1]
     for layer in range(2):
         got = mlp_activations(model, tokens, layer)
+        for key in got:
+            assert torch.equal(got[key], both[layer][key])
         mlp = model.blocks[layer].mlp
         # the MLP's input by hand from the residual stream: x / rms(x) * w
         _, cache = model.run_with_cache(tokens)
