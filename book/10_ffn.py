@@ -639,7 +639,7 @@ for values, label in [(acts13, "neuron basis"), (acts13 @ Q, "rotated basis")]:
     z = (values / values.std(0)).flatten()       # each coordinate in its own units
     ax[0].hist(z.clamp(-20, 20), bins=160, histtype="step", label=label, lw=1.2)
 ax[0].set_yscale("log")
-ax[0].set_xlabel("activation / its coordinate's std")
+ax[0].set_xlabel("activation / its coordinate's std (clipped at 20)")
 ax[0].set_ylabel("count")
 ax[0].set_title(f"layer {LAYER}: activations, all coordinates", fontsize=10)
 ax[0].legend(fontsize=8)
