@@ -512,8 +512,8 @@ explore(draw_mixing, t=(0.0, 1.0, 0.05))
 # this model). TransformerLens hooks $x W_\text{gate}$ as `hook_pre`, $x W_\text{in}$ as
 # `hook_pre_linear` and $a$ as `hook_post`. Neuron $n$ still reads the stream and writes
 # $a_n W_\text{out}[n]$, but it reads two directions, a gate and a linear one, and $a_n$
-# can be negative: the gate is near zero for negative inputs, while $x W_\text{in}$ has
-# either sign. The elementwise product is what makes the neuron basis privileged here,
+# can be negative: the gate is small for negative inputs ($\operatorname{silu}$ never
+# goes below $-0.28$), while $x W_\text{in}$ has either sign. The elementwise product is what makes the neuron basis privileged here,
 # as the ReLU did above.
 #
 # We run the model on 8 scenes of the Shakespeare corpus that ships with the book
@@ -678,8 +678,8 @@ plt.show()
 # advance; the per-token share was fixed in advance and needs no repair.) For a typical
 # layer, layer {glue:text}`smol_layer`, the raw median kurtosis is
 # {glue:text}`kurt13:.1f` against {glue:text}`kurt13_rot:.1f`. So in the trained model
-# each token is written mostly by a few neurons, and which few changes from token to
-# token: the basis is privileged in fact, not only in principle.
+# a large part of each token's activation sits on a few neurons, and which few changes
+# from token to token: the basis is privileged in fact, not only in principle.
 #
 # The activations are not sparse in the ReLU sense, though. SwiGLU gives no exact zeros,
 # and {glue:text}`neg_frac:.0f`% of the activations in this layer are negative, holding
@@ -781,8 +781,8 @@ del smol_mlp, m13
 # %% [markdown]
 # Both tests pass. The median rank fractions at the top activations against the
 # baselines are {glue:text}`kv_pairs` for the three neurons: at its top activations
-# the next token sits in the top {glue:text}`kv_top_max:.0%` or better of the
-# neuron's value vector, several times higher than at an average position. So the key-value reading explains something real: when
+# the next token sits (in the median) in the top {glue:text}`kv_top_max:.0%` or better
+# of the neuron's value vector, several times higher than at an average position. So the key-value reading explains something real: when
 # these neurons fire hardest, what they write directly to the logits favours the token
 # that follows.
 #
@@ -790,7 +790,7 @@ del smol_mlp, m13
 #
 # - **The top of the value vector is mostly noise to the eye.** Next to plausible tokens
 #   (" you", "!" for the first neuron, punctuation for the second) stand word pieces
-#   from code and other languages that never occur in Shakespeare. The vocabulary has
+#   with no visible relation to the contexts ("withstanding", "时", "iagnosed"). The vocabulary has
 #   49,152 entries, and a direction in a 576-dimensional space cannot favour only a
 #   handful of them; the rank test works because it asks about the tokens that occur.
 # - **The sign.** A SwiGLU neuron's activation is negative about as often as positive

@@ -715,6 +715,9 @@ for answer_name, sentence in sentences.items():
     diffs[answer_name] = (smol_logits[0, -1, answer]
                           - smol_logits[0, -1, wrong])[0]
     del smol_cache
+claim("SmolLM2 ranks the right name above the other in both sentences",
+      ", ".join(f"{k}: {v:.2f}" for k, v in diffs.items()),
+      all(v > 0 for v in diffs.values()), chapter="13")
 n_dla_parts = S_L * S_H + S_L + 2          # heads, MLPs, embedding, b_O
 for answer_name, d in dlas.items():
     # Each side rounds: a part's own computation (a head's z W_O: d_head; an MLP's output
