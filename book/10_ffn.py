@@ -534,7 +534,7 @@ smol, smol_tok = load_smollm2()
 N_SEQ, N_POS, LAYER = 8, 256, 13
 scene_ids = [smol_tok(text, return_tensors="pt").input_ids[0]
              for _, text in shakespeare_scenes()[:12]]
-# N_POS + 1 tokens: the last one is only there as the next token of the last position
+# N_POS + 1 tokens: the last is only the next token of the last position
 corpus_ids = torch.stack([ids[:N_POS + 1] for ids in scene_ids
                           if len(ids) > N_POS][:N_SEQ])          # [8, 257]
 start = time.perf_counter()
@@ -543,15 +543,18 @@ forward_s = time.perf_counter() - start
 m13 = smol_mlp[LAYER]
 block = smol.blocks[LAYER].mlp
 silu_up = F.silu(m13["gate"]) * m13["up"]
-# silu (an exp, a division, a product) and the product with up: about 4 roundings each side
-claim_close("hook_post is silu(hook_pre) * hook_pre_linear + b_in", m13["post"],
-            silu_up + block.b_in, terms=8, scale=float(silu_up.abs().max()),
+# silu (an exp, a division, a product), the product with up: about 4
+# roundings each side
+claim_close("hook_post is silu(hook_pre) * hook_pre_linear + b_in",
+            m13["post"], silu_up + block.b_in, terms=8,
+            scale=float(silu_up.abs().max()),
             identity=True, chapter="10")
 by_neurons = m13["post"] @ block.W_out + block.b_out
 # a sum over d_mlp neurons (+ b_out) on each side; scale: the products' sizes
 write_size = float((m13["post"].abs() @ block.W_out.abs()).max())
-claim_close("the MLP's output is the sum over its 1536 neurons of a_n W_out[n] "
-            "(+ b_out)", by_neurons, m13["out"], terms=2 * (smol.cfg.d_mlp + 1),
+claim_close("the MLP's output is the sum over its 1536 neurons of "
+            "a_n W_out[n] (+ b_out)", by_neurons, m13["out"],
+            terms=2 * (smol.cfg.d_mlp + 1),
             scale=write_size, identity=True, chapter="10")
 bias_max = max(float(b.abs().max()) for b in (block.b_in, block.b_out))
 claim("SmolLM2's MLP biases b_in and b_out are zero", bias_max, bias_max == 0,
@@ -588,15 +591,17 @@ glue("smol_layer", LAYER)
 # %%
 Q = haar_rotation(smol.cfg.d_mlp, torch.Generator().manual_seed(10))
 TOP_K = smol.cfg.d_mlp // 100                                      # 15
-basis_stats = []  # per layer: share, share rotated, kurtosis, kurtosis rotated,
-#                   the same two kurtoses of a / |a|, largest / median |a|
+# per layer: share, share rotated, kurtosis, kurtosis rotated, the same two
+# kurtoses of a / |a|, largest / median |a|
+basis_stats = []
 for layer in range(LAYER + 1):
     acts = smol_mlp[layer]["post"][:, 1:].reshape(-1, smol.cfg.d_mlp)
     rotated = acts @ Q
     norms = acts.norm(dim=1, keepdim=True)
     basis_stats.append([top_k_mass(acts, TOP_K).mean(),
                         top_k_mass(rotated, TOP_K).mean(),
-                        kurtosis(acts, 0).median(), kurtosis(rotated, 0).median(),
+                        kurtosis(acts, 0).median(),
+                        kurtosis(rotated, 0).median(),
                         kurtosis(acts / norms, 0).median(),
                         kurtosis(rotated / norms, 0).median(),
                         norms.max() / norms.median()])
@@ -636,8 +641,9 @@ glue("neg_share", 100 * negative_share)
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
 for values, label in [(acts13, "neuron basis"), (acts13 @ Q, "rotated basis")]:
-    z = (values / values.std(0)).flatten()       # each coordinate in its own units
-    ax[0].hist(z.clamp(-20, 20), bins=160, histtype="step", label=label, lw=1.2)
+    z = (values / values.std(0)).flatten()   # each coordinate in its own units
+    ax[0].hist(z.clamp(-20, 20), bins=160, histtype="step", label=label,
+               lw=1.2)
 ax[0].set_yscale("log")
 ax[0].set_xlabel("activation / its coordinate's std (clipped at 20)")
 ax[0].set_ylabel("count")
@@ -694,7 +700,8 @@ plt.show()
 # %%
 post13 = m13["post"][:, 1:]                     # [8, 255]: positions 1..255
 next_ids = corpus_ids[:, 2:]                    # the token after each of them
-chosen = post13.reshape(-1, smol.cfg.d_mlp).max(0).values.topk(3).indices.tolist()
+largest = post13.reshape(-1, smol.cfg.d_mlp).max(0).values   # per neuron
+chosen = largest.topk(3).indices.tolist()
 
 
 def show(ids):
@@ -703,7 +710,8 @@ def show(ids):
 
 for n in chosen:
     values, where = top_activations(post13[..., n], 8)
-    print(f"L{LAYER}N{n}: largest activations {values[0]:.1f} .. {values[-1]:.1f}")
+    print(f"L{LAYER}N{n}: largest activations {values[0]:.1f} .. "
+          f"{values[-1]:.1f}")
     for s, p in where.tolist():
         q = p + 1                               # its position in corpus_ids
         context = show(corpus_ids[s, max(q - 5, 0):q])[-30:]
@@ -743,7 +751,7 @@ V = value_logits(block.W_out[chosen], smol.ln_final.w, smol.W_U)  # [3, vocab]
 
 
 def rank_fraction(scores, ids):
-    """Share of the vocabulary that `scores` [vocab] ranks above each of ids."""
+    """Share of the vocabulary that `scores` [vocab] ranks above each id."""
     return (scores[None, :] > scores[ids][:, None]).float().mean(1)
 
 
@@ -763,8 +771,8 @@ for i, n in enumerate(chosen):
     print(f"   next-token rank fraction: top 20 {at_top:.3f}, "
           f"baseline {baseline:.3f}")
 kv_rows = torch.tensor(kv_rows)
-claim("for each chosen neuron the next token after its 20 top activations has a "
-      "median rank fraction under V_n below half the baseline's",
+claim("for each chosen neuron the next token after its 20 top activations "
+      "has a median rank fraction under V_n below half the baseline's",
       ", ".join(f"{a:.3f} vs {b:.3f}" for a, b in kv_rows[:, :2].tolist()),
       bool((kv_rows[:, 0] < 0.5 * kv_rows[:, 1]).all()), chapter="10")
 claim("at each chosen neuron's 20 most negative activations, -V_n does not "

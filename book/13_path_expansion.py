@@ -695,7 +695,7 @@ claim("V-composition into L1H1 (its 4 virtual terms) is under 5% of its "
 # %%
 from circuitbook import attribution
 from circuitbook.models.pretrained import load_smollm2
-from circuitbook.viz import heatmap  # hover a cell for its layer, head and value
+from circuitbook.viz import heatmap  # hover a cell: layer, head and value
 
 smol, smol_tok = load_smollm2()
 S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
@@ -720,17 +720,19 @@ claim("SmolLM2 ranks the right name above the other in both sentences",
       all(v > 0 for v in diffs.values()), chapter="13")
 n_dla_parts = S_L * S_H + S_L + 2          # heads, MLPs, embedding, b_O
 for answer_name, d in dlas.items():
-    # Each side rounds: a part's own computation (a head's z W_O: d_head; an MLP's output
-    # is the model's own), the division by s and the gain (2), the dot product with the
-    # direction (d_model, and 2 to form it), and the sum of the parts (n_dla_parts); the
-    # model adds its heads (n_heads d_head), 2 residual additions per layer, the norm (2),
-    # the unembedding (d_model) and one subtraction. Scale: the terms in absolute value.
+    # Each side rounds: a part's own computation (a head's z W_O: d_head; an
+    # MLP's output is the model's own), the division by s and the gain (2),
+    # the dot product with the direction (d_model, and 2 to form it), and the
+    # sum of the parts (n_dla_parts); the model adds its heads (n_heads
+    # d_head), 2 residual additions per layer, the norm (2), the unembedding
+    # (d_model) and one subtraction. Scale: the terms in absolute value.
     dla_terms = (smol.cfg.d_head + 4 + smol.cfg.d_model + n_dla_parts
                  + smol.cfg.n_heads * smol.cfg.d_head + 2 * S_L + 3
                  + smol.cfg.d_model)
     claim_close(f"SmolLM2, answer {answer_name}: the {n_dla_parts} direct "
                 "attributions (final RMSNorm scale frozen) sum to the logit "
-                "difference", d.total()[0], diffs[answer_name], terms=dla_terms,
+                "difference", d.total()[0], diffs[answer_name],
+                terms=dla_terms,
                 scale=float(d.abs_size[0]), identity=True, chapter="13")
 glue("dla_bound", rounding_bound(
     dla_terms, max(float(d.abs_size[0]) for d in dlas.values())))
@@ -773,13 +775,14 @@ attn_layers = {k: d.heads[..., 0].sum(1) for k, d in dlas.items()}
 best_layers = {k: int(v.argmax()) for k, v in attn_layers.items()}
 claim(f"the head with the largest direct effect on the Mary sentence, "
       f"L{top_l}H{top_h}, is also the largest on the swapped sentence",
-      f"L{top_john[0]}H{top_john[1]}", top_john == (top_l, top_h), chapter="13")
+      f"L{top_john[0]}H{top_john[1]}", top_john == (top_l, top_h),
+      chapter="13")
 claim(f"on the swapped sentence (not used to choose it) L{top_l}H{top_h} "
       "carries over a quarter of the logit difference, more than 20 times "
       "the median head's |part|",
       f"{heads_john[top_l, top_h]:.2f} of {diffs['John']:.2f}; median "
-      f"{median_head:.3f}", bool(top_share > 0.25
-                                 and heads_john[top_l, top_h] > 20 * median_head),
+      f"{median_head:.3f}",
+      bool(top_share > 0.25 and heads_john[top_l, top_h] > 20 * median_head),
       chapter="13")
 claim(f"in both sentences the attention layer with the largest summed direct "
       f"effect is layer {top_l}", f"{best_layers}",
