@@ -5,6 +5,8 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.circuits``     QK/OV, full and positional circuits (chapters 8-9)
 - ``circuitbook.composition``  Q/K/V composition scores, virtual weights (chapters 16, 18)
 - ``circuitbook.paths``        path expansion and logit attribution (chapter 13)
+- ``circuitbook.attribution``  direct logit attribution through a final norm, SmolLM2 (chapter 13)
+- ``circuitbook.neurons``      a trained MLP's neurons: basis statistics, key-value reading (chapter 10)
 - ``circuitbook.heads``        induction / previous-token / copying scores, ablation (chapter 17)
 - ``circuitbook.data``         synthetic tasks and the Shakespeare corpus (chapters 14-17)
 - ``circuitbook.masks``        the encoder-decoder's causal and target masks (chapter 6)
@@ -28,7 +30,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "circuits", "composition", "paths", "heads", "data", "masks", "train", "models",
+    "circuits", "composition", "paths", "attribution", "neurons", "heads", "data", "masks", "train", "models",
     "devices", "cache", "viz", "widgets", "checks", "validate", "book",
 }
 

@@ -1,0 +1,139 @@
+"""Neurons of a trained MLP: activations, basis statistics, key-value reading (chapter 10).
+
+A gated MLP (SwiGLU, as in Llama and SmolLM2) computes, for the normalised stream ``x``
+[.., d_model] of one position (TransformerLens row vectors and hook names),
+
+    gate = x W_gate                     hook_pre         [.., d_mlp]
+    up   = x W_in                       hook_pre_linear  [.., d_mlp]
+    a    = silu(gate) * up + b_in       hook_post        [.., d_mlp]   (the neurons)
+    out  = a W_out + b_out              hook_mlp_out     [.., d_model]
+
+so neuron ``n`` adds ``a[n] W_out[n]`` to the stream. Geva et al. (2021) read ``x W_in[:, n]``
+as a *key* matched against the input and ``W_out[n]`` as a *value*; pushed through the final
+norm's gain ``w`` and the unembedding, ``(W_out[n] * w) W_U`` is a score over the vocabulary
+(:func:`value_logits`). The rest measures whether the neuron basis is *privileged*: whether
+activations are heavy-tailed coordinate by coordinate, compared with the same vectors in a
+random (Haar) rotated basis (:func:`haar_rotation`, :func:`kurtosis`, :func:`top_k_mass`).
+
+Taught in chapter 10 (Position-wise feed-forward networks).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "mlp_activations",
+    "haar_rotation",
+    "kurtosis",
+    "top_k_mass",
+    "top_activations",
+    "value_logits",
+]
+
+
+def mlp_activations(model, tokens: torch.Tensor, layers) -> dict:
+    """The gated MLP of each of ``layers`` on ``tokens`` [batch, pos]: its input and hooks.
+
+    One forward pass, run only up to the last layer asked for (``stop_at_layer``), so later
+    layers and the unembedding cost nothing. For each layer: ``{"x": the MLP's input, ln2's
+    output ``hook_normalized * w`` (TransformerLens hooks the norm before its gain)
+    [batch, pos, d_model], "gate": hook_pre, "up": hook_pre_linear, "post": hook_post
+    [batch, pos, d_mlp], "out": hook_mlp_out [batch, pos, d_model]}``, with
+    ``post = silu(gate) * up + b_in`` and ``out = post W_out + b_out`` (module docstring).
+    ``layers``: an int (returns that layer's dict) or a sequence of ints (returns
+    ``{layer: dict}``). Chapter 10.
+    """
+    if not model.cfg.gated_mlp:
+        raise ValueError("mlp_activations reads a gated (SwiGLU) MLP; this model's MLP is not gated")
+    single = isinstance(layers, int)
+    wanted = [layers] if single else list(layers)
+    for layer in wanted:
+        if not 0 <= layer < model.cfg.n_layers:
+            raise ValueError(f"layer must be in [0, {model.cfg.n_layers}), got {layer}")
+    hooks = {"x": "ln2.hook_normalized", "gate": "mlp.hook_pre", "up": "mlp.hook_pre_linear",
+             "post": "mlp.hook_post", "out": "hook_mlp_out"}
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(value: torch.Tensor, hook) -> None:
+        kept[hook.name] = value.detach()
+
+    names = [f"blocks.{layer}.{hook}" for layer in wanted for hook in hooks.values()]
+    with torch.no_grad(), model.hooks(fwd_hooks=[(name, keep) for name in names]):
+        model(tokens, stop_at_layer=max(wanted) + 1)
+    out = {}
+    for layer in wanted:
+        acts = {key: kept[f"blocks.{layer}.{hook}"] for key, hook in hooks.items()}
+        norm = model.blocks[layer].ln2
+        if hasattr(norm, "w"):
+            acts["x"] = acts["x"] * norm.w.detach()
+        out[layer] = acts
+    return out[wanted[0]] if single else out
+
+
+def haar_rotation(n: int, generator: torch.Generator | None = None, dtype=torch.float32) -> torch.Tensor:
+    """A random orthogonal matrix [n, n], uniform (Haar) over the orthogonal group.
+
+    Equation: ``G`` with i.i.d. standard normal entries, ``G = Q R`` (QR), then
+    ``Q diag(sign(diag R))``; without the sign fix the distribution of ``Q`` is not uniform
+    (Mezzadri 2007). Computed in float64, returned in ``dtype``. Chapter 10.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    g = torch.randn(n, n, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(g)
+    signs = torch.sign(torch.diagonal(r))
+    signs[signs == 0] = 1.0
+    return (q * signs).to(dtype)
+
+
+def kurtosis(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """Kurtosis ``E[(x - mean)^4] / E[(x - mean)^2]^2`` along ``dim`` (3 for a Gaussian, 1 for
+    a fair +-1 coin; large for a heavy-tailed, mostly-quiet coordinate). Population moments,
+    computed in float64. Shapes: ``x`` [..], returns ``x`` without ``dim``. Chapter 10.
+    """
+    x = x.to(torch.float64)
+    centred = x - x.mean(dim=dim, keepdim=True)
+    var = centred.pow(2).mean(dim=dim)
+    return centred.pow(4).mean(dim=dim) / var.pow(2)
+
+
+def top_k_mass(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Share of each row's squared norm held by its ``k`` largest coordinates (in absolute value).
+
+    Equation: ``sum_{i in top_k |x|} x_i^2 / sum_i x_i^2``; ``k / n`` for a vector spread evenly,
+    1 for a vector with at most ``k`` nonzero coordinates. Shapes: ``x`` [.., n] -> [..],
+    float64. Chapter 10.
+    """
+    n = x.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be in [1, {n}], got {k}")
+    sq = x.to(torch.float64).pow(2)
+    return sq.topk(k, dim=-1).values.sum(-1) / sq.sum(-1)
+
+
+def top_activations(acts: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest entries of ``acts`` [batch, pos] and where they are.
+
+    Returns ``(values [k], where [k, 2])``, largest first, ``where[i] = (sequence, position)``.
+    For "which corpus tokens make this neuron fire most" (chapter 10).
+    """
+    if acts.ndim != 2:
+        raise ValueError(f"acts must be [batch, pos], got shape {tuple(acts.shape)}")
+    values, flat = acts.flatten().topk(k)
+    pos = acts.shape[1]
+    return values, torch.stack([flat // pos, flat % pos], dim=1)
+
+
+def value_logits(W_out: torch.Tensor, final_norm_w: torch.Tensor | None, W_U: torch.Tensor) -> torch.Tensor:
+    """Each neuron's *value* vector read as a score over the vocabulary (Geva et al. 2021).
+
+    Equation: ``V[n] = (W_out[n] * w) W_U``, with ``w`` the final RMSNorm's gain (``None``: no
+    gain, as for a model whose norm weights are folded into ``W_U``). The final norm's division
+    by ``rms(x)`` is positive and shared by every vocabulary entry at a position, so it changes
+    the size of ``V[n]`` but not its ranking; the neuron's activation ``a[n]`` multiplies it, so a
+    negative activation writes ``-V[n]``. Shapes: ``W_out`` [n_neurons, d_model], ``w`` [d_model],
+    ``W_U`` [d_model, d_vocab] -> [n_neurons, d_vocab]. Chapter 10.
+    """
+    rows = W_out if final_norm_w is None else W_out * final_norm_w
+    return rows @ W_U

@@ -1,0 +1,118 @@
+"""circuitbook.neurons against dense float64 hand computations on a tiny hand-built SwiGLU
+model (TransformerLens, gated MLP, RMSNorm) and against hand-derived statistics."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from circuitbook.neurons import (haar_rotation, kurtosis, mlp_activations, top_activations,
+                                 top_k_mass, value_logits)
+
+
+def tiny_swiglu(n_layers=2, seed=0):
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    cfg = HookedTransformerConfig(n_layers=n_layers, d_model=12, n_heads=3, d_head=4, d_mlp=20,
+                                  d_vocab=17, n_ctx=9, act_fn="silu", gated_mlp=True,
+                                  normalization_type="RMS", positional_embedding_type="rotary",
+                                  final_rms=True, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = HookedTransformer(cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():  # nonzero biases and gains, so that each one is tested
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if p.ndim == 1 else 0.0))
+    return model.eval()
+
+
+def test_mlp_activations_match_a_float64_swiglu_by_hand():
+    model = tiny_swiglu()
+    tokens = torch.randint(0, 17, (3, 9), generator=torch.Generator().manual_seed(1))
+    both = mlp_activations(model, tokens, [0, 1])
+    assert sorted(both) == [0, 1]
+    for layer in range(2):
+        got = mlp_activations(model, tokens, layer)
+        for key in got:
+            assert torch.equal(got[key], both[layer][key])
+        mlp = model.blocks[layer].mlp
+        # the MLP's input by hand from the residual stream: x / rms(x) * w
+        _, cache = model.run_with_cache(tokens)
+        r = cache[f"blocks.{layer}.hook_resid_mid"].double()
+        w = model.blocks[layer].ln2.w.double()
+        x = r / torch.sqrt(r.pow(2).mean(-1, keepdim=True) + model.cfg.eps) * w
+        gate = x @ mlp.W_gate.double()
+        up = x @ mlp.W_in.double()
+        post = gate / (1 + torch.exp(-gate)) * up + mlp.b_in.double()
+        out = post @ mlp.W_out.double() + mlp.b_out.double()
+        for key, want in [("x", x), ("gate", gate), ("up", up), ("post", post), ("out", out)]:
+            assert got[key].shape == want.shape
+            scale = float(want.detach().abs().max())
+            assert float((got[key].double() - want).abs().max()) < 1e-5 * max(scale, 1.0), key
+
+
+def test_mlp_activations_refuse_a_wrong_layer_and_an_ungated_mlp():
+    model = tiny_swiglu(n_layers=1)
+    with pytest.raises(ValueError, match="layer"):
+        mlp_activations(model, torch.zeros(1, 3, dtype=torch.long), 1)
+    model.cfg.gated_mlp = False
+    with pytest.raises(ValueError, match="gated"):
+        mlp_activations(model, torch.zeros(1, 3, dtype=torch.long), 0)
+
+
+def test_haar_rotation_is_orthogonal_and_uniform_on_average():
+    g = torch.Generator().manual_seed(0)
+    q = haar_rotation(30, g, dtype=torch.float64)
+    assert float((q @ q.T - torch.eye(30, dtype=torch.float64)).abs().max()) < 1e-12
+    # Haar: each entry has mean 0 and variance 1/n; without the sign fix of R's diagonal,
+    # QR of a Gaussian (LAPACK) gives a biased diagonal. Over 400 draws of n = 4 the mean
+    # diagonal entry has standard error about 0.5 / sqrt(1600) = 0.0125.
+    diags = torch.stack([torch.diagonal(haar_rotation(4, g, dtype=torch.float64)) for _ in range(400)])
+    assert abs(float(diags.mean())) < 5 * 0.0125
+    assert abs(float(diags.pow(2).mean()) - 0.25) < 0.03
+
+
+def test_kurtosis_by_hand():
+    coin = torch.tensor([1.0, -1.0] * 50)
+    assert float(kurtosis(coin)) == pytest.approx(1.0)
+    # one spike among n - 1 zeros: mean 1/n, fourth and second central moments by hand
+    n = 10
+    spike = torch.zeros(n)
+    spike[3] = 1.0
+    m2 = ((1 - 1 / n) ** 2 + (n - 1) / n**2) / n
+    m4 = ((1 - 1 / n) ** 4 + (n - 1) / n**4) / n
+    assert float(kurtosis(spike)) == pytest.approx(m4 / m2**2)
+    gauss = torch.randn(200_000, 2, generator=torch.Generator().manual_seed(0))
+    k = kurtosis(gauss, dim=0)
+    assert k.shape == (2,) and torch.allclose(k, torch.full((2,), 3.0, dtype=torch.float64), atol=0.05)
+
+
+def test_top_k_mass_by_hand():
+    x = torch.tensor([[3.0, -4.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    assert top_k_mass(x, 1).tolist() == pytest.approx([16 / 26, 0.25])
+    assert top_k_mass(x, 2).tolist() == pytest.approx([25 / 26, 0.5])
+    assert top_k_mass(x, 4).tolist() == pytest.approx([1.0, 1.0])
+    with pytest.raises(ValueError):
+        top_k_mass(x, 5)
+
+
+def test_top_activations_against_a_sorted_list():
+    acts = torch.randn(4, 7, generator=torch.Generator().manual_seed(2))
+    values, where = top_activations(acts, 5)
+    listed = sorted(((float(acts[b, p]), b, p) for b in range(4) for p in range(7)), reverse=True)[:5]
+    assert values.tolist() == pytest.approx([v for v, _, _ in listed])
+    assert where.tolist() == [[b, p] for _, b, p in listed]
+
+
+def test_value_logits_dense_float64():
+    g = torch.Generator().manual_seed(3)
+    W_out, w, W_U = torch.randn(5, 6, generator=g), torch.randn(6, generator=g), torch.randn(6, 11, generator=g)
+    got = value_logits(W_out, w, W_U)
+    want = torch.tensor([[math.fsum(float(W_out[n, m]) * float(w[m]) * float(W_U[m, t]) for m in range(6))
+                          for t in range(11)] for n in range(5)])
+    assert float((got.double() - want.double()).abs().max()) < 1e-5
+    assert torch.allclose(value_logits(W_out, None, W_U), W_out @ W_U)
