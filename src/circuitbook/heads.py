@@ -4,6 +4,10 @@
   pattern on repeated random tokens. They hook ``hook_pattern``, reduce the pattern to one
   number per head at once and skip the unembedding, so they cost less than a plain forward
   pass and keep nothing of size [batch, pos, pos] alive.
+- :func:`duplicate_token_scores` reads, on any text, the attention from a repeated token to its
+  earlier occurrences (chapter 7). :func:`prev_token_pattern_score`,
+  :func:`duplicate_token_pattern_score` and :func:`uniform_causal_pattern` compute the same
+  scores from a pattern you hold, e.g. the uniform causal pattern that serves as their baseline.
 - :func:`copying_scores` reads the eigenvalues of the full OV circuit through a d_head x d_head
   matrix, never vocab x vocab.
 - :func:`ablate` zero- or mean-ablates heads, as a context manager or as hooks.
@@ -27,32 +31,46 @@ __all__ = [
     "induction_scores",
     "prev_token_scores",
     "induction_and_prev_token_scores",
+    "duplicate_token_scores", "duplicate_token_pattern_score", "prev_token_pattern_score",
+    "uniform_causal_pattern",
     "copying_scores", "ablate", "Ablation", "icl_score"]
 
 
 # --- attention-pattern scores ------------------------------------------------------------------
 
 
-def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_query: int) -> torch.Tensor:
-    """Mean attention from query ``q`` to key ``q - offset``, over the batch and ``q >= first_query``.
+def _reduce_patterns(model, tokens: torch.Tensor, reduce) -> torch.Tensor:
+    """``reduce(pattern [batch, head, q, k]) -> [head]`` applied to every layer's pattern.
 
-    Returns [n_layers, n_heads]. Each layer's ``hook_pattern`` [batch, head, q, k] is reduced
-    to [head] inside the hook, so no pattern outlives its layer.
+    Returns [n_layers, n_heads]. Each layer's ``hook_pattern`` is reduced inside the hook, so
+    no pattern outlives its layer.
     """
     L, n = model.cfg.n_layers, model.cfg.n_heads
     scores = torch.zeros(L, n, device=tokens.device, dtype=model.W_E.dtype)
 
-    def reduce_pattern(pattern: torch.Tensor, hook) -> None:
-        # diagonal(offset=-offset) holds the entries (q, q - offset) for q = offset, offset+1, ...
-        stripe = pattern.diagonal(offset=-offset, dim1=-2, dim2=-1)[..., first_query - offset :]
-        scores[hook.layer()] = stripe.mean(dim=(0, 2)).to(scores.dtype)
+    def hook_fn(pattern: torch.Tensor, hook) -> None:
+        scores[hook.layer()] = reduce(pattern).to(scores.dtype)
 
-    hooks = [(f"blocks.{layer}.attn.hook_pattern", reduce_pattern) for layer in range(L)]
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", hook_fn) for layer in range(L)]
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         # return_type=None runs every block but skips the unembedding, the costliest part of
         # a large-vocabulary forward pass; the patterns are all we need.
         model(tokens, return_type=None)
     return scores
+
+
+def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_query: int) -> torch.Tensor:
+    """Mean attention from query ``q`` to key ``q - offset``, over the batch and ``q >= first_query``.
+
+    Returns [n_layers, n_heads].
+    """
+
+    def reduce(pattern: torch.Tensor) -> torch.Tensor:
+        # diagonal(offset=-offset) holds the entries (q, q - offset) for q = offset, offset+1, ...
+        stripe = pattern.diagonal(offset=-offset, dim1=-2, dim2=-1)[..., first_query - offset :]
+        return stripe.mean(dim=(0, 2))
+
+    return _reduce_patterns(model, tokens, reduce)
 
 
 def _check_prefix(prefix, tokens: torch.Tensor | None) -> int:
@@ -170,6 +188,109 @@ def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: in
         induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
         prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
     )
+
+
+# --- scores on real text --------------------------------------------------------------------
+
+
+def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The pattern of a head that spreads its attention evenly over the past: the baseline.
+
+    Equation: ``A[q, k] = 1 / (q + 1)`` for ``k <= q`` and 0 above the diagonal. A score computed
+    on this pattern is what a head that ignores content and position (but obeys the causal mask)
+    would get, so a head's score means something only well above it.
+    Shapes: returns [n_pos, n_pos].
+
+    Taught in chapter 6 (Scaled dot-product attention).
+    """
+    if n_pos < 1:
+        raise ValueError(f"n_pos must be at least 1, got {n_pos}")
+    allowed = torch.ones(n_pos, n_pos, dtype=dtype).tril()
+    return allowed / allowed.sum(-1, keepdim=True)
+
+
+def prev_token_pattern_score(pattern: torch.Tensor) -> torch.Tensor:
+    """Previous-token score of a pattern you hold: mean attention from each position to the one before.
+
+    Equation: ``score = mean_{..., p >= 1} A[..., p, p - 1]``, the same number
+    :func:`prev_token_scores` reads inside a forward pass (the first position has no
+    predecessor and is left out). On :func:`uniform_causal_pattern` ``(n)`` it is
+    ``mean_{p=1}^{n-1} 1 / (p + 1)``, the baseline.
+    Shapes: ``pattern`` [batch, head, q, k] -> [head], or one pattern [q, k] -> a 0-dim tensor.
+
+    Taught in chapter 6 (Scaled dot-product attention).
+    """
+    if pattern.ndim not in (2, 4) or pattern.shape[-1] != pattern.shape[-2] or pattern.shape[-1] < 2:
+        raise ValueError(f"pattern must be [batch, head, pos, pos] or [pos, pos] with pos >= 2, "
+                         f"got {tuple(pattern.shape)}")
+    stripe = pattern.diagonal(offset=-1, dim1=-2, dim2=-1)  # [..., pos - 1]
+    return stripe.mean() if pattern.ndim == 2 else stripe.mean(dim=(0, 2))
+
+
+def _earlier_same_token(tokens: torch.Tensor) -> torch.Tensor:
+    """[batch, q, k] bool: key ``k`` lies before query ``q`` and holds the same token."""
+    pos = tokens.shape[-1]
+    before = torch.ones(pos, pos, dtype=torch.bool, device=tokens.device).tril(-1)
+    return (tokens[:, :, None] == tokens[:, None, :]) & before
+
+
+def _duplicate_queries(tokens: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor:
+    """[batch, q] bool: queries whose token occurred earlier (and that ``queries`` admits)."""
+    has_earlier = _earlier_same_token(tokens).any(-1)
+    if queries is not None:
+        if queries.shape != tokens.shape or queries.dtype != torch.bool:
+            raise ValueError(f"queries must be a bool tensor shaped like tokens {tuple(tokens.shape)}, "
+                             f"got {queries.dtype} {tuple(queries.shape)}")
+        has_earlier = has_earlier & queries.to(tokens.device)
+    if not has_earlier.any():
+        raise ValueError("no query token occurs earlier in its sequence: the duplicate-token score "
+                         "is undefined on these tokens (use longer text, or admit more queries)")
+    return has_earlier
+
+
+def duplicate_token_pattern_score(
+    pattern: torch.Tensor, tokens: torch.Tensor, *, queries: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Duplicate-token score of patterns you hold: attention from a repeated token to its earlier copies.
+
+    Equation: with ``D_b`` the query positions ``q`` of sequence ``b`` whose token ``t_q`` occurred
+    at some ``k < q`` (and, if given, with ``queries[b, q]`` true),
+    ``score_h = sum_b sum_{q in D_b} sum_{k < q, t_k = t_q} A[b, h, q, k] / sum_b |D_b|``: the share
+    of its attention that a repeated token puts on the earlier occurrences of itself, averaged over
+    the repeated tokens. 1 is a perfect duplicate-token head; :func:`uniform_causal_pattern` gives
+    the mean of (number of earlier copies) / (q + 1), the baseline. Unlike an induction head (which
+    attends to the token *after* the earlier copy, chapter 17), this head looks at the copy itself.
+    Shapes: ``pattern`` [batch, head, q, k] (a [q, k] pattern broadcasts over batch and head when
+    given as ``pattern[None, None]``), ``tokens`` [batch, pos], ``queries`` [batch, pos] bool;
+    returns [head].
+
+    Taught in chapter 7 (Multi-head attention).
+    """
+    if pattern.ndim != 4 or pattern.shape[-1] != pattern.shape[-2]:
+        raise ValueError(f"pattern must be [batch, head, q, k], got {tuple(pattern.shape)}")
+    if tokens.ndim != 2 or tokens.shape[-1] != pattern.shape[-1]:
+        raise ValueError(f"tokens {tuple(tokens.shape)} do not match pattern {tuple(pattern.shape)}")
+    counted = _duplicate_queries(tokens, queries)  # [batch, q]
+    same = _earlier_same_token(tokens)  # [batch, q, k]
+    mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # [batch, head, q]
+    return (mass * counted[:, None].to(mass.dtype)).sum(dim=(0, 2)) / counted.sum()
+
+
+def duplicate_token_scores(model, tokens: torch.Tensor, *, queries: torch.Tensor | None = None) -> torch.Tensor:
+    """Duplicate-token score of every head of ``model`` on ``tokens`` (real text, say).
+
+    Equation: :func:`duplicate_token_pattern_score` of each layer's pattern in one forward pass
+    (reduced inside a hook, so no [batch, head, pos, pos] pattern is kept). ``queries`` (bool,
+    like ``tokens``) restricts which repeated tokens count, e.g. only word tokens.
+    Shapes: ``tokens`` [batch, pos]; returns [n_layers, n_heads].
+
+    Taught in chapter 7 (Multi-head attention).
+    """
+    check_model_device_dtype(model, "duplicate_token_scores")
+    tokens = check_tokens(model, tokens)
+    _duplicate_queries(tokens, queries)  # fail before the forward pass, not inside a hook
+    return _reduce_patterns(
+        model, tokens, lambda pattern: duplicate_token_pattern_score(pattern, tokens, queries=queries))
 
 
 # --- copying ----------------------------------------------------------------------------------
