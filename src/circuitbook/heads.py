@@ -4,10 +4,10 @@
   pattern on repeated random tokens. They hook ``hook_pattern``, reduce the pattern to one
   number per head at once and skip the unembedding, so they cost less than a plain forward
   pass and keep nothing of size [batch, pos, pos] alive.
-- :func:`duplicate_token_scores` reads, on any text, the attention from a repeated token to its
-  earlier occurrences (chapter 7). :func:`prev_token_pattern_score`,
-  :func:`duplicate_token_pattern_score` and :func:`uniform_causal_pattern` compute the same
-  scores from a pattern you hold, e.g. the uniform causal pattern that serves as their baseline.
+- :func:`duplicate_token_pattern_score` reads, on any text, the attention from a repeated token
+  to its earlier occurrences (chapter 7), and :func:`prev_token_pattern_score` the attention to
+  the previous token (chapter 6), from patterns you hold (``run_with_cache``), including
+  :func:`uniform_causal_pattern`, the baseline a head without preferences would score.
 - :func:`copying_scores` reads the eigenvalues of the full OV circuit through a d_head x d_head
   matrix, never vocab x vocab.
 - :func:`ablate` zero- or mean-ablates heads, as a context manager or as hooks.
@@ -31,7 +31,7 @@ __all__ = [
     "induction_scores",
     "prev_token_scores",
     "induction_and_prev_token_scores",
-    "duplicate_token_scores", "duplicate_token_pattern_score", "prev_token_pattern_score",
+    "duplicate_token_pattern_score", "prev_token_pattern_score",
     "uniform_causal_pattern",
     "copying_scores", "ablate", "Ablation", "icl_score"]
 
@@ -39,38 +39,26 @@ __all__ = [
 # --- attention-pattern scores ------------------------------------------------------------------
 
 
-def _reduce_patterns(model, tokens: torch.Tensor, reduce) -> torch.Tensor:
-    """``reduce(pattern [batch, head, q, k]) -> [head]`` applied to every layer's pattern.
+def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_query: int) -> torch.Tensor:
+    """Mean attention from query ``q`` to key ``q - offset``, over the batch and ``q >= first_query``.
 
-    Returns [n_layers, n_heads]. Each layer's ``hook_pattern`` is reduced inside the hook, so
-    no pattern outlives its layer.
+    Returns [n_layers, n_heads]. Each layer's ``hook_pattern`` [batch, head, q, k] is reduced
+    to [head] inside the hook, so no pattern outlives its layer.
     """
     L, n = model.cfg.n_layers, model.cfg.n_heads
     scores = torch.zeros(L, n, device=tokens.device, dtype=model.W_E.dtype)
 
-    def hook_fn(pattern: torch.Tensor, hook) -> None:
-        scores[hook.layer()] = reduce(pattern).to(scores.dtype)
+    def reduce_pattern(pattern: torch.Tensor, hook) -> None:
+        # diagonal(offset=-offset) holds the entries (q, q - offset) for q = offset, offset+1, ...
+        stripe = pattern.diagonal(offset=-offset, dim1=-2, dim2=-1)[..., first_query - offset :]
+        scores[hook.layer()] = stripe.mean(dim=(0, 2)).to(scores.dtype)
 
-    hooks = [(f"blocks.{layer}.attn.hook_pattern", hook_fn) for layer in range(L)]
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", reduce_pattern) for layer in range(L)]
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         # return_type=None runs every block but skips the unembedding, the costliest part of
         # a large-vocabulary forward pass; the patterns are all we need.
         model(tokens, return_type=None)
     return scores
-
-
-def _mean_attention_at_offset(model, tokens: torch.Tensor, offset: int, first_query: int) -> torch.Tensor:
-    """Mean attention from query ``q`` to key ``q - offset``, over the batch and ``q >= first_query``.
-
-    Returns [n_layers, n_heads].
-    """
-
-    def reduce(pattern: torch.Tensor) -> torch.Tensor:
-        # diagonal(offset=-offset) holds the entries (q, q - offset) for q = offset, offset+1, ...
-        stripe = pattern.diagonal(offset=-offset, dim1=-2, dim2=-1)[..., first_query - offset :]
-        return stripe.mean(dim=(0, 2))
-
-    return _reduce_patterns(model, tokens, reduce)
 
 
 def _check_prefix(prefix, tokens: torch.Tensor | None) -> int:
@@ -274,23 +262,6 @@ def duplicate_token_pattern_score(
     same = _earlier_same_token(tokens)  # [batch, q, k]
     mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # [batch, head, q]
     return (mass * counted[:, None].to(mass.dtype)).sum(dim=(0, 2)) / counted.sum()
-
-
-def duplicate_token_scores(model, tokens: torch.Tensor, *, queries: torch.Tensor | None = None) -> torch.Tensor:
-    """Duplicate-token score of every head of ``model`` on ``tokens`` (real text, say).
-
-    Equation: :func:`duplicate_token_pattern_score` of each layer's pattern in one forward pass
-    (reduced inside a hook, so no [batch, head, pos, pos] pattern is kept). ``queries`` (bool,
-    like ``tokens``) restricts which repeated tokens count, e.g. only word tokens.
-    Shapes: ``tokens`` [batch, pos]; returns [n_layers, n_heads].
-
-    Taught in chapter 7 (Multi-head attention).
-    """
-    check_model_device_dtype(model, "duplicate_token_scores")
-    tokens = check_tokens(model, tokens)
-    _duplicate_queries(tokens, queries)  # fail before the forward pass, not inside a hook
-    return _reduce_patterns(
-        model, tokens, lambda pattern: duplicate_token_pattern_score(pattern, tokens, queries=queries))
 
 
 # --- copying ----------------------------------------------------------------------------------
