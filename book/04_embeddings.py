@@ -485,7 +485,7 @@ glue("chain_antisym", chain_antisym)
 #
 # **A real tied model.** SmolLM2-135M-Instruct {cite}`allal2025smollm2` (the 4-bit copy of
 # chapter {doc}`11_layernorm`; 49,152 tokens, $d_\text{model} = 576$, 30 layers) ties its
-# ends the way Press and Wolf proposed, without the $\sqrt{d_\text{model}}$. We check that
+# ends as Press and Wolf {cite}`press2017using` proposed, one matrix for both. We check that
 # from the weights rather than from its configuration: the file it is read from, and the
 # matrices TransformerLens ends up with.
 
@@ -571,9 +571,9 @@ glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 # negative, which gives $M$ exactly {glue:text}`s_neg_w` negative eigenvalues, the larger
 # of them {glue:text}`s_neg_share:.1e` of its largest eigenvalue in size.
 #
-# What does the symmetric direct path predict? The Cauchy-Schwarz argument above says a
-# token scores itself highest when its row is at least as long as the others; it says
-# nothing for shorter rows. We measure, for 2048 random tokens $a$, how often the largest
+# What does the symmetric direct path predict? The Cauchy-Schwarz argument above (made for
+# a positive semidefinite matrix, which $M$ nearly is) says a token scores itself highest
+# when its row is at least as long as the others; it says nothing for shorter rows. We measure, for 2048 random tokens $a$, how often the largest
 # entry of row $a$ of $M$ is $a$ itself, and compare it with what the whole model predicts
 # after reading that single token.
 
@@ -597,6 +597,12 @@ one = sample[:256, None]                               # 256 one-token inputs
 full_logits = smol(one)[:, -1]                         # [256, vocab]
 self_full = (full_logits.argmax(-1) == one[:, 0]).float().mean().item()
 full_antisym = antisym_share(full_logits[:, one[:, 0]])   # 256 x 256 table
+of_the = smol_tok(" of the").input_ids                 # two tokens: " of", " the"
+pair = smol(torch.tensor(of_the)[:, None])[:, -1].log_softmax(-1)  # after " of", " the"
+lp_the_after_of, lp_of_after_the = pair[0, of_the[1]].item(), pair[1, of_the[0]].item()
+claim("' of the' is two tokens in SmolLM2's vocabulary", len(of_the), len(of_the) == 2, chapter="4")
+print(f"whole model: log p(' the' | ' of') = {lp_the_after_of:.1f}, "
+      f"log p(' of' | ' the') = {lp_of_after_the:.1f}")
 print(f"whole model after one token: top prediction is the token itself for "
       f"{self_full:.1%} of 256 tokens; antisymmetric share of its 256 x 256 "
       f"logit table {full_antisym:.2f}")
@@ -610,13 +616,15 @@ claim("the whole model, reading one token, almost never predicts that token next
       f"{self_full:.3f}", self_full < 0.02, chapter="4")
 glue("s_self_direct", 100 * self_direct)
 glue("s_self_se", 100 * se_direct)
-glue("s_self_rank", int(self_rank.median()))
+glue("s_self_rank", float(self_rank.median()))
 glue("s_winner", repr(smol_tok.decode([winner])))
 glue("s_wins", 100 * wins.item())
 glue("s_winner_place", winner_place)
 glue("s_winner_len", (lengths[winner] / lengths.median()).item())
 glue("s_self_full", 100 * self_full)
 glue("s_full_antisym", full_antisym)
+glue("s_lp_the", lp_the_after_of)
+glue("s_lp_of", lp_of_after_the)
 
 # %% [markdown]
 # The symmetric direct path does *not* make most tokens their own favourite successor:
@@ -624,16 +632,19 @@ glue("s_full_antisym", full_antisym)
 # SmolLM2's tokens are, against every token of the random tied model above and none of
 # `toy-0l`'s. The rows are far from equally long, and a few long rows win many others: the
 # single most common top successor, the token {glue:text}`s_winner`, tops
-# {glue:text}`s_wins:.1f`% of the rows (its embedding is number
+# {glue:text}`s_wins:.0f`% of the rows (its embedding is number
 # {glue:text}`s_winner_place` by length, {glue:text}`s_winner_len:.1f` times the median
 # length). The tie still shows: the token itself is
-# typically near the top of its own row (median rank {glue:text}`s_self_rank` of 49,152).
+# typically near the top of its own row (median rank {glue:text}`s_self_rank:.0f` of 49,152).
 # The whole model, which reads the same token through 30 layers before the same tied
 # unembedding, predicts the token itself first for only {glue:text}`s_self_full:.1f`% of
 # them, and its table of next-token logits (on 256 of the sampled tokens, centred as
 # above) has an antisymmetric share of {glue:text}`s_full_antisym:.2f`. Real bigrams are
-# asymmetric ("of the" is common, "the of" is not), and a tied model cannot represent
-# that on its direct path; the layers have to supply it.
+# asymmetric: after " of" the model gives " the" a log-probability of
+# {glue:text}`s_lp_the:.1f`, after " the" it gives " of" {glue:text}`s_lp_of:.1f`, while
+# the direct path scores the two pairs with the same entry of $M$ (up to each row's
+# $1/\operatorname{rms}$). A tied model cannot represent that asymmetry on its direct
+# path; its layers have to supply it.
 #
 # ### What the direct path learned
 #

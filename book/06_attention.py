@@ -406,10 +406,11 @@ glue("prev_second", top.values[1].item())
 # the average head puts {glue:text}`prev_mean:.3f`; the next best head scores
 # {glue:text}`prev_second:.2f`. Nothing told it to: the job was learned.
 #
-# Now the formula of this chapter, on this head. SmolLM2 uses rotary position embeddings
-# (chapter {doc}`05_positional`): the position enters by rotating each query and key before
-# the dot product, so the hooks `hook_rot_q` and `hook_rot_k` hold the vectors the score is
-# made from. It also uses grouped-query attention: its 9 query heads share 3 key-value
+# Now the formula of this chapter, on this head. SmolLM2 uses rotary position embeddings:
+# instead of adding a position vector to the stream (chapter {doc}`05_positional`), it
+# rotates each query and key by angles that depend on its position, just before the dot
+# product, so the hooks `hook_rot_q` and `hook_rot_k` hold the vectors the score is made
+# from. It also uses grouped-query attention: its 9 query heads share 3 key-value
 # heads, query head $h$ reading key and value head $\lfloor h/3 \rfloor$
 # (TransformerLens's `repeat_interleave`). So this head's keys are shared with two other
 # heads of its layer; its queries are its own. Our `attention()` from the top of the
@@ -450,8 +451,9 @@ glue("prev_unscaled", prev_unscaled)
 # %% [markdown]
 # The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1, as
 # at initialisation. A trained head is under no such constraint: this head's *scaled*
-# scores have a standard deviation of {glue:text}`score_std:.1f` over the allowed pairs, so
-# its weights have grown to make the scores as large as the job needs. The scale is still
+# scores have a standard deviation of {glue:text}`score_std:.1f` over the allowed pairs,
+# far from the unit variance the argument assumed; nothing in training holds them there.
+# The scale is still
 # part of the function the weights were trained with: take it out and the same head puts on
 # average {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
 # {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the previous

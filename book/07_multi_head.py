@@ -701,7 +701,8 @@ glue("dup_hi", best.max().item())
 glue("dup_uniform", uniform_dup)
 glue("dup_mean", dup.mean().item())
 glue("dup_n", int(n_rep.sum()))
-glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]} ({top.values[1]:.2f})")
+glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]}")
+glue("dup_runner_up_score", top.values[1].item())
 
 # %% [markdown]
 # Over the {glue:text}`dup_n` repeated word tokens, head {glue:text}`dup_head` puts
@@ -710,8 +711,9 @@ glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]} ({top.values[1]:.2f
 # {glue:text}`dup_mean:.3f`. The score moves a lot from passage to passage (from
 # {glue:text}`dup_lo:.2f` to {glue:text}`dup_hi:.2f`: each passage has only a few repeated
 # words), and the job is not this head's alone: the runner-up, {glue:text}`dup_runner_up`,
-# comes close. This is not an induction head (chapter {doc}`17_induction_heads`): that one
-# looks at the token *after* the earlier copy, this one at the copy itself.
+# scores {glue:text}`dup_runner_up_score:.2f`. This is not an induction head (chapter
+# {doc}`17_induction_heads`): that one looks at the token *after* the earlier copy, this
+# one at the copy itself.
 #
 # **Grouped-query attention.** SmolLM2's 9 query heads per layer share 3 key-value heads:
 # query heads 0-2 read key and value head 0, heads 3-5 head 1, heads 6-8 head 2. So the
@@ -732,11 +734,14 @@ low = sib_scores.min().item()
 # a finding: sharing keys could have meant sharing the pattern
 claim(f"a head sharing L{DL}H{DH}'s keys and values has under half its duplicate-token score",
       f"{low:.3f} vs {best_dup:.3f}", low < best_dup / 2, chapter="7")
-glue("sib_scores", ", ".join(f"{v:.2f}" for v in sib_scores.tolist()))
+for i, v in enumerate(sib_scores.tolist()):
+    glue(f"sib_{i}", v)
+glue("sib_low", low)
 glue("siblings", ", ".join(f"L{DL}H{s}" for s in siblings))
 
 # %% [markdown]
-# Heads {glue:text}`siblings` score {glue:text}`sib_scores`: the same keys, read with
+# Heads {glue:text}`siblings` score {glue:text}`sib_0:.2f`, {glue:text}`sib_1:.2f` and
+# {glue:text}`sib_2:.2f`: the same keys, read with
 # different queries, give different patterns. Grouped-query attention shares the "what I
 # offer" side of the lookup between heads, not the "what I look for" side.
 #
@@ -764,6 +769,10 @@ claim("on this passage over a quarter of SmolLM2's heads give more than half of 
       "(averaged over queries after the first) to the first token", f"{resting:.0%} of 270 heads",
       resting > 0.25, chapter="7")
 glue("resting", resting)
+firsts = {row[0] for row in pieces}
+claim("all eight passages start with the same token, the opening of a scene heading",
+      firsts, len(firsts) == 1, chapter="7")
+glue("first_tokens", repr(firsts.pop()))
 glue("uniform_first", uniform_first)
 n_show = 48
 glue("n_show_tok", n_show)
@@ -777,9 +786,10 @@ attention_pattern_view(pieces[show][:n_show],
 # token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
 # head is the most extreme case of something common: {glue:text}`resting:.0%` of all
 # heads put more than half their attention on the first token, where the uniform causal
-# pattern would put {glue:text}`uniform_first:.3f`. The first token is usually nothing
-# worth reading; attention must sum to one, and a head with nothing to do seems to park
-# its weight there. (Such "attention sinks" are reported in many trained models
+# pattern would put {glue:text}`uniform_first:.3f`. Here the first token is
+# {glue:text}`first_tokens` in all eight passages, the mark that opens a scene heading,
+# with nothing to say about the text; attention must sum to one, and a head with nothing to do
+# seems to park its weight there. (Such "attention sinks" are reported in many trained models
 # {cite}`xiao2023efficient`.) Reading what any of these heads *writes*, rather than where
 # it looks, needs the OV circuit of chapter {doc}`08_qk_ov`.
 
@@ -802,6 +812,6 @@ attention_pattern_view(pieces[show][:n_show],
 #   {glue:text}`best_hits:.0%` of the time.
 # - In SmolLM2-135M on Shakespeare, head {glue:text}`dup_head` attends from a repeated
 #   word to its earlier copies ({glue:text}`dup_best:.2f` of its attention; a uniform
-#   causal pattern: {glue:text}`dup_uniform:.3f`), while heads sharing its keys and values
-#   (grouped-query attention) do not; other heads attend to the previous, the current or
-#   the first token.
+#   causal pattern: {glue:text}`dup_uniform:.3f`), while a head sharing its keys and values
+#   (grouped-query attention) scores {glue:text}`sib_low:.2f`; other heads attend to the
+#   previous, the current or the first token.
