@@ -597,12 +597,6 @@ one = sample[:256, None]                               # 256 one-token inputs
 full_logits = smol(one)[:, -1]                         # [256, vocab]
 self_full = (full_logits.argmax(-1) == one[:, 0]).float().mean().item()
 full_antisym = antisym_share(full_logits[:, one[:, 0]])   # 256 x 256 table
-of_the = smol_tok(" of the").input_ids                 # two tokens: " of", " the"
-pair = smol(torch.tensor(of_the)[:, None])[:, -1].log_softmax(-1)  # after " of", " the"
-lp_the_after_of, lp_of_after_the = pair[0, of_the[1]].item(), pair[1, of_the[0]].item()
-claim("' of the' is two tokens in SmolLM2's vocabulary", len(of_the), len(of_the) == 2, chapter="4")
-print(f"whole model: log p(' the' | ' of') = {lp_the_after_of:.1f}, "
-      f"log p(' of' | ' the') = {lp_of_after_the:.1f}")
 print(f"whole model after one token: top prediction is the token itself for "
       f"{self_full:.1%} of 256 tokens; antisymmetric share of its 256 x 256 "
       f"logit table {full_antisym:.2f}")
@@ -623,8 +617,6 @@ glue("s_winner_place", winner_place)
 glue("s_winner_len", (lengths[winner] / lengths.median()).item())
 glue("s_self_full", 100 * self_full)
 glue("s_full_antisym", full_antisym)
-glue("s_lp_the", lp_the_after_of)
-glue("s_lp_of", lp_of_after_the)
 
 # %% [markdown]
 # The symmetric direct path does *not* make most tokens their own favourite successor:
@@ -639,12 +631,11 @@ glue("s_lp_of", lp_of_after_the)
 # The whole model, which reads the same token through 30 layers before the same tied
 # unembedding, predicts the token itself first for only {glue:text}`s_self_full:.1f`% of
 # them, and its table of next-token logits (on 256 of the sampled tokens, centred as
-# above) has an antisymmetric share of {glue:text}`s_full_antisym:.2f`. Real bigrams are
-# asymmetric: after " of" the model gives " the" a log-probability of
-# {glue:text}`s_lp_the:.1f`, after " the" it gives " of" {glue:text}`s_lp_of:.1f`, while
-# the direct path scores the two pairs with the same entry of $M$ (up to each row's
-# $1/\operatorname{rms}$). A tied model cannot represent that asymmetry on its direct
-# path; its layers have to supply it.
+# above) has an antisymmetric share of {glue:text}`s_full_antisym:.2f`, where the direct
+# path scores "$a$ then $b$" and "$b$ then $a$" with the same entry of $M$ (up to each
+# row's $1/\operatorname{rms}$). Bigrams of real text are not symmetric, and a tied model
+# cannot represent their asymmetry on its direct path; its layers have to supply it, as
+# this model's do.
 #
 # ### What the direct path learned
 #
