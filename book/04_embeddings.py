@@ -483,6 +483,160 @@ glue("chain_antisym", chain_antisym)
 # first. A tied zero-layer model could not have learned this chain; a tied model with
 # layers has to build the asymmetry in its layers.
 #
+# **A real tied model.** SmolLM2-135M-Instruct {cite}`allal2025smollm2` (the 4-bit copy of
+# chapter {doc}`11_layernorm`; 49,152 tokens, $d_\text{model} = 576$, 30 layers) ties its
+# ends as Press and Wolf {cite}`press2017using` proposed, one matrix for both. We check that
+# from the weights rather than from its configuration: the file it is read from, and the
+# matrices TransformerLens ends up with.
+
+# %%
+import gguf
+
+from circuitbook.models.pretrained import load_smollm2, smollm2_gguf_path
+
+torch.set_grad_enabled(False)  # from here on we only read trained weights
+smol, smol_tok = load_smollm2()
+stored = {t.name for t in gguf.GGUFReader(str(smollm2_gguf_path())).tensors}
+W_E_s, W_U_s, w_fin = smol.W_E, smol.W_U, smol.ln_final.w
+V_s, d_s = W_E_s.shape
+claim("SmolLM2's GGUF file stores one token matrix (token_embd.weight) and no separate "
+      "output matrix", f"token_embd.weight: {'token_embd.weight' in stored}, "
+      f"output.weight: {'output.weight' in stored}",
+      "token_embd.weight" in stored and "output.weight" not in stored, chapter="4")
+tie_gap = (W_U_s - W_E_s.T).abs().max().item()
+claim("the loaded SmolLM2 has W_U = W_E^T exactly", f"max |W_U - W_E^T| = {tie_gap}",
+      tie_gap == 0, chapter="4")
+claim("SmolLM2 has no unembedding bias (b_U = 0)", smol.b_U.abs().max().item(),
+      bool((smol.b_U == 0).all()), chapter="4")
+
+# %% [markdown]
+# Between the two ends sits the final RMSNorm (chapter {doc}`11_layernorm`): the direct
+# path of token $a$ is $\operatorname{RMSNorm}(W_E[a])\, W_U =
+# \frac{1}{\operatorname{rms}(W_E[a])}\, W_E[a] \operatorname{diag}(w)\, W_E^\top$, with the
+# norm's learned per-dimension weight $w$. We fold $w$ into the unembedding, $W_U' =
+# \operatorname{diag}(w)\, W_U$; what is left is the scale $1/\operatorname{rms}(x)$, which
+# depends on the input. For the direct path it is one positive number per row, so it
+# changes no row's ranking, but it is not a constant of the model: in a real forward pass
+# the norm reads the whole residual stream, not the embedding alone. So the honest
+# statement is about the matrix
+#
+# $$M = W_E \operatorname{diag}(w)\, W_E^\top,$$
+#
+# which is symmetric by construction, and positive semidefinite only if every $w_i \ge 0$.
+# By Sylvester's law of inertia, when $W_E$ has full column rank, $M$ has exactly as many
+# negative eigenvalues as $w$ has negative entries. We compute those eigenvalues from the
+# $576 \times 576$ matrix $R \operatorname{diag}(w) R$, $R = (W_E^\top W_E)^{1/2}$, which
+# has the same nonzero eigenvalues as $M$ ($49152 \times 49152$, never built).
+
+# %%
+g = torch.Generator().manual_seed(0)
+sample = torch.randperm(V_s, generator=g)[:2048]       # 2048 random token ids
+x = W_E_s[sample]                                      # [2048, d_model]
+rows = (x * w_fin) @ W_E_s.T                           # rows of M: [2048, vocab]
+direct = smol.ln_final(x[:256]) @ W_U_s                # what the model computes
+rms_x = (x[:256].pow(2).mean(-1, keepdim=True) + smol.cfg.eps).sqrt()
+# the norm (d_model + 3 roundings), the weight (1), the product (d_model), and on our side
+# the division (1): at the size of |x / rms| |w| |W_E| products, summed
+dp_scale = float((((x[:256] / rms_x).abs() * w_fin.abs()) @ W_E_s.abs().T).max())
+claim_close("SmolLM2's direct path RMSNorm(W_E[a]) W_U is M[a] / rms(W_E[a])", direct, rows[:256] / rms_x,
+            terms=2 * (2 * d_s + 5), scale=dp_scale, identity=True, chapter="4")
+block = rows[:, sample]                                # M restricted to the sample, square
+# entries (a, b) and (b, a): the same d_model products, possibly summed in another order
+claim_close("M = W_E diag(w) W_E^T is symmetric", block, block.T, terms=2 * (d_s + 1),
+            scale=float(((x.abs() * w_fin.abs()) @ x.abs().T).max()), identity=True, chapter="4")
+G = W_E_s.double().T @ W_E_s.double()                  # [d_model, d_model]
+g_eig, g_vec = torch.linalg.eigh(G)
+R = g_vec @ torch.diag(g_eig.sqrt()) @ g_vec.T
+m_eig = torch.linalg.eigvalsh(R @ torch.diag(w_fin.double()) @ R)
+n_neg_w, n_neg_eig = int((w_fin < 0).sum()), int((m_eig < 0).sum())
+# W_E has full column rank exactly when W_E^T W_E has no zero eigenvalue; computed in
+# float64 (a sum over the vocabulary, then the eigensolver over d_model), its eigenvalues
+# are accurate to about (vocab + d_model) eps64 times the largest
+g_floor = rounding_bound(V_s + d_s, g_eig.max().item(), torch.float64)
+claim("W_E has full column rank 576 (so Sylvester's law applies): the smallest eigenvalue of W_E^T W_E "
+      "is far above its rounding", f"{g_eig.min().item():.1f} vs rounding {g_floor:.1e}",
+      g_eig.min().item() > g_floor, chapter="4")
+claim("the final RMSNorm's weight w has negative entries, so M is not positive semidefinite",
+      f"{n_neg_w} of {d_s} entries of w are negative (smallest {w_fin.min().item():.2f})",
+      n_neg_w > 0, chapter="4")
+claim("M has exactly as many negative eigenvalues as w has negative entries (Sylvester's law of inertia)",
+      f"{n_neg_eig} negative eigenvalues, {n_neg_w} negative entries", n_neg_eig == n_neg_w,
+      identity=True, chapter="4")
+glue("s_neg_w", n_neg_w)
+glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
+
+# %% [markdown]
+# So with the norm's weight folded in, SmolLM2's direct path is symmetric but only *nearly*
+# positive semidefinite: {glue:text}`s_neg_w` of the 576 weights of its final norm are
+# negative, which gives $M$ exactly {glue:text}`s_neg_w` negative eigenvalues, the larger
+# of them {glue:text}`s_neg_share:.1e` of its largest eigenvalue in size.
+#
+# What does the symmetric direct path predict? The Cauchy-Schwarz argument above (made for
+# a positive semidefinite matrix, which $M$ nearly is) says a token scores itself highest
+# when its row is at least as long as the others; it says nothing for shorter rows. We measure, for 2048 random tokens $a$, how often the largest
+# entry of row $a$ of $M$ is $a$ itself, and compare it with what the whole model predicts
+# after reading that single token.
+
+# %%
+top_direct = rows.argmax(-1)
+self_direct = (top_direct == sample).float().mean().item()
+se_direct = math.sqrt(self_direct * (1 - self_direct) / len(sample))
+own = rows[torch.arange(len(sample)), sample]           # M[a, a]
+self_rank = (rows > own[:, None]).sum(-1)              # 0: the token is its own top
+winner = int(torch.mode(top_direct).values)
+wins = (top_direct == winner).float().mean()
+lengths = W_E_s.norm(dim=-1)
+winner_place = int((lengths > lengths[winner]).sum()) + 1   # 1: the longest row
+print(f"direct path: top successor is the token itself for {self_direct:.1%} "
+      f"(+- {se_direct:.1%}) of 2048 tokens; median rank of itself "
+      f"{int(self_rank.median())} of {V_s}")
+print(f"the most common top successor, {smol_tok.convert_ids_to_tokens([winner])[0]!r}, "
+      f"tops {wins:.1%} of the rows; its embedding is number {winner_place} by length, "
+      f"{lengths[winner] / lengths.median():.1f} times the median length")
+one = sample[:256, None]                               # 256 one-token inputs
+full_logits = smol(one)[:, -1]                         # [256, vocab]
+self_full = (full_logits.argmax(-1) == one[:, 0]).float().mean().item()
+full_antisym = antisym_share(full_logits[:, one[:, 0]])   # 256 x 256 table
+print(f"whole model after one token: top prediction is the token itself for "
+      f"{self_full:.1%} of 256 tokens; antisymmetric share of its 256 x 256 "
+      f"logit table {full_antisym:.2f}")
+# Findings. The binomial standard error of the first share is se_direct (< 1%), so a cut at
+# one half is dozens of standard errors away; 2% of 256 is 5 tokens.
+claim("fewer than half of SmolLM2's tokens have themselves as their top direct-path successor",
+      f"{self_direct:.3f} +- {se_direct:.3f}", self_direct < 0.5, chapter="4")
+claim("yet a token's own entry ranks high in its direct-path row: the median rank is in the top 1%",
+      f"median rank {int(self_rank.median())} of {V_s}", int(self_rank.median()) < V_s / 100, chapter="4")
+claim("the whole model, reading one token, almost never predicts that token next (under 2%)",
+      f"{self_full:.3f}", self_full < 0.02, chapter="4")
+glue("s_self_direct", 100 * self_direct)
+glue("s_self_se", 100 * se_direct)
+glue("s_self_rank", float(self_rank.median()))
+glue("s_winner", repr(smol_tok.decode([winner])))
+glue("s_wins", 100 * wins.item())
+glue("s_winner_place", winner_place)
+glue("s_winner_len", (lengths[winner] / lengths.median()).item())
+glue("s_self_full", 100 * self_full)
+glue("s_full_antisym", full_antisym)
+
+# %% [markdown]
+# The symmetric direct path does *not* make most tokens their own favourite successor:
+# only {glue:text}`s_self_direct:.1f`% (standard error {glue:text}`s_self_se:.1f`%) of
+# SmolLM2's tokens are, against every token of the random tied model above and none of
+# `toy-0l`'s. The rows are far from equally long, and a few long rows win many others: the
+# single most common top successor, the token {glue:text}`s_winner`, tops
+# {glue:text}`s_wins:.0f`% of the rows (its embedding is number
+# {glue:text}`s_winner_place` by length, {glue:text}`s_winner_len:.1f` times the median
+# length). The tie still shows: the token itself is
+# typically near the top of its own row (median rank {glue:text}`s_self_rank:.0f` of 49,152).
+# The whole model, which reads the same token through 30 layers before the same tied
+# unembedding, predicts the token itself first for only {glue:text}`s_self_full:.1f`% of
+# them, and its table of next-token logits (on 256 of the sampled tokens, centred as
+# above) has an antisymmetric share of {glue:text}`s_full_antisym:.2f`, where the direct
+# path scores "$a$ then $b$" and "$b$ then $a$" with the same entry of $M$ (up to each
+# row's $1/\operatorname{rms}$). Bigrams of real text are not symmetric, and a tied model
+# cannot represent their asymmetry on its direct path; its layers have to supply it, as
+# this model's do.
+#
 # ### What the direct path learned
 #
 # The chain behind `toy-0l` is known exactly (`circuitbook.data.bigram_chain` rebuilds it
@@ -569,3 +723,8 @@ explore(draw_row, token=(0, 63, 1))
 #   most $d_\text{model}$. Tied, it is symmetric; `toy-0l`'s untied one is as asymmetric
 #   as the chain it was trained on and recovers the chain's four successors for
 #   {glue:text}`set_match:.1f`% of tokens (chapter 14 takes it further).
+# - SmolLM2-135M is tied ($W_U = W_E^\top$, checked in its file and its weights). With
+#   its final norm's weight folded in, its direct path is symmetric but not positive
+#   semidefinite ({glue:text}`s_neg_w` negative weights), and it makes only
+#   {glue:text}`s_self_direct:.1f`% of tokens their own top successor; the whole model,
+#   for {glue:text}`s_self_full:.1f`%.

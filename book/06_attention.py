@@ -319,6 +319,155 @@ def qk_scores(x, W_Q, W_K):
 checks.ch06_ex2(qk_scores)
 
 # %% [markdown]
+# ### A trained head on real text
+#
+# Everything so far ran on random vectors and an untrained model. Here is the same
+# computation inside a real language model, SmolLM2-135M-Instruct {cite}`allal2025smollm2`
+# (30 layers of 9 heads, $d_\text{head} = 64$; chapter {doc}`11_layernorm` says which copy of
+# it the book reads: a 4-bit one), on real text: the first 80 tokens of six scenes from six
+# Shakespeare plays, cut into tokens by SmolLM2's own tokenizer (no start-of-text token is
+# added). Loading the model takes a few seconds once its converted weights are cached, about
+# half a minute the first time.
+#
+# What is one head doing? A question we can put to all 270 heads at once is how much of
+# its attention a position gives to the position just before it, its **previous-token
+# score**, $\operatorname{mean}_{b,\, p \ge 1} A^h[b, p, p-1]$ (the first position has no
+# predecessor). A score only means something next to what a head with no preference would
+# get. We use two baselines: the score of the uniform causal pattern, which spreads each
+# query's attention evenly over itself and the past ($A[p, k] = 1/(p+1)$,
+# `circuitbook.heads.uniform_causal_pattern`), and the mean score over all heads.
+
+# %%
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.heads import (
+    prev_token_pattern_score,
+    uniform_causal_pattern,
+)
+from circuitbook.models.pretrained import load_smollm2
+from circuitbook.viz import attention_pattern_view, heatmap
+
+torch.set_grad_enabled(False)  # from here on we only read a trained model
+smol, tok = load_smollm2()
+scenes = shakespeare_scenes()
+PASSAGES = [0, 130, 260, 390, 520, 650]   # six scenes, each from another play
+N_TOK = 80
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt").input_ids[0, :N_TOK]
+                        for i in PASSAGES])                      # [6, 80]
+print("plays:", ", ".join(scenes[i][0] for i in PASSAGES))
+print("passage 0 begins:", repr(tok.decode(text_ids[0, :24])))
+
+# one forward pass, keeping every layer's pattern and rotated queries and keys (about 100 MB)
+keep = ("hook_pattern", "hook_rot_q", "hook_rot_k", "hook_v")
+_, text_cache = smol.run_with_cache(text_ids, names_filter=lambda name: name.endswith(keep))
+S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
+prev = torch.stack([prev_token_pattern_score(text_cache["pattern", l])
+                    for l in range(S_L)])                        # [30 layers, 9 heads]
+uniform_prev = prev_token_pattern_score(uniform_causal_pattern(N_TOK)).item()
+top = prev.flatten().topk(5)
+top_heads = [divmod(int(i), S_H) for i in top.indices]
+print("top previous-token heads:",
+      ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
+print(f"baselines: uniform causal pattern {uniform_prev:.3f}, "
+      f"mean over all heads {prev.mean():.3f}")
+PL, PH = top_heads[0]
+best_prev = top.values[0].item()
+heatmap(prev, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
+        title="SmolLM2-135M: previous-token score of every head, 6 passages",
+        x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(PL, PH)])
+
+# %% [markdown]
+# The best head scores far above both baselines. Is it the same on each passage, or the
+# average of a few lucky ones? We score each passage alone.
+
+# %%
+A_best = text_cache["pattern", PL][:, PH]                        # [6, q, k]
+per_passage = torch.stack([prev_token_pattern_score(a) for a in A_best])
+print(f"L{PL}H{PH} per passage:", " ".join(f"{v:.2f}" for v in per_passage.tolist()))
+# Findings, which could have failed: 0.5 means that most of the attention goes to one
+# position; a score 10 times the uniform baseline is not a head with no preference.
+claim(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, puts over half of its "
+      "attention on the previous token, over 10 times the uniform causal pattern's score",
+      f"{best_prev:.3f} vs uniform {uniform_prev:.3f}, mean over heads {prev.mean():.3f}",
+      best_prev > 0.5 and best_prev > 10 * uniform_prev, chapter="6")
+claim(f"L{PL}H{PH} scores above 0.5 on each of the six passages alone",
+      f"{per_passage.min():.3f}..{per_passage.max():.3f}", bool((per_passage > 0.5).all()), chapter="6")
+glue("prev_head", f"L{PL}H{PH}")
+glue("prev_best", best_prev)
+glue("prev_lo", per_passage.min().item())
+glue("prev_hi", per_passage.max().item())
+glue("prev_uniform", uniform_prev)
+glue("prev_mean", prev.mean().item())
+glue("prev_second", top.values[1].item())
+
+# %% [markdown]
+# Head {glue:text}`prev_head` puts {glue:text}`prev_best:.2f` of its attention on the
+# previous token (between {glue:text}`prev_lo:.2f` and {glue:text}`prev_hi:.2f` on single
+# passages), where the uniform causal pattern would put {glue:text}`prev_uniform:.3f` and
+# the average head puts {glue:text}`prev_mean:.3f`; the next best head scores
+# {glue:text}`prev_second:.2f`. Nothing told it to: the job was learned.
+#
+# Now the formula of this chapter, on this head. SmolLM2 uses rotary position embeddings:
+# instead of adding a position vector to the stream (chapter {doc}`05_positional`), it
+# rotates each query and key by angles that depend on its position, just before the dot
+# product, so the hooks `hook_rot_q` and `hook_rot_k` hold the vectors the score is made
+# from. It also uses grouped-query attention: its 9 query heads share 3 key-value
+# heads, query head $h$ reading key and value head $\lfloor h/3 \rfloor$
+# (TransformerLens's `repeat_interleave`). So this head's keys are shared with two other
+# heads of its layer; its queries are its own. Our `attention()` from the top of the
+# chapter, given these queries and keys, must give the model's pattern.
+
+# %%
+kv = PH // (S_H // smol.cfg.n_key_value_heads)                   # its key-value head
+q_h = text_cache["rot_q", PL][:, :, PH]                          # [6, pos, d_head]
+k_h = text_cache["rot_k", PL][:, :, kv]
+v_h = text_cache["v", PL][:, :, kv]
+del text_cache
+mask = torch.tril(torch.ones(N_TOK, N_TOK))
+_, ours_best = attention(q_h, k_h, v_h, mask=mask)
+d_h = q_h.shape[-1]
+# as in the first cell: the scores (d_head + 1 roundings at the size of d_head |q| |k| /
+# sqrt(d_head)), which the softmax turns into relative errors of the weights, and the
+# softmax itself (n + 4), on each side; the weights are at most 1
+rope_size = float(q_h.abs().max() * k_h.abs().max()) * math.sqrt(d_h)
+claim_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the rotated queries and keys, is "
+            f"L{PL}H{PH}'s pattern in SmolLM2", ours_best, A_best, terms=2 * (d_h + N_TOK + 6),
+            scale=rope_size, identity=True, chapter="6")
+
+# What the scale does to this head: the same scores without the 1/sqrt(d_head)
+scores = (q_h @ k_h.transpose(-1, -2) / math.sqrt(d_h)).masked_fill(mask == 0, float("-inf"))
+unscaled = (scores * math.sqrt(d_h)).softmax(-1)
+allowed = scores[:, mask.bool()]                                # every (q, k <= q) pair
+score_std = allowed.std().item()
+peak, peak_unscaled = A_best.max(-1).values[:, 1:].mean().item(), unscaled.max(-1).values[:, 1:].mean().item()
+prev_unscaled = prev_token_pattern_score(unscaled[:, None]).item()
+print(f"scaled scores: std {score_std:.2f} over all {allowed.numel()} allowed pairs")
+print(f"mean largest weight per query: {peak:.2f} scaled, {peak_unscaled:.2f} unscaled")
+print(f"weight on the previous token: {best_prev:.2f} scaled, {prev_unscaled:.2f} unscaled")
+glue("score_std", score_std)
+glue("peak", peak)
+glue("peak_unscaled", peak_unscaled)
+glue("prev_unscaled", prev_unscaled)
+
+# %% [markdown]
+# The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1, as
+# at initialisation. A trained head is under no such constraint: this head's *scaled*
+# scores have a standard deviation of {glue:text}`score_std:.1f` over the allowed pairs,
+# far from the unit variance the argument assumed; nothing in training holds them there.
+# The scale is still
+# part of the function the weights were trained with: take it out and the same head puts on
+# average {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
+# {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the previous
+# token. Below, the head's pattern on the start of the first passage, with and without the
+# scale (CircuitsVis: pick a head on the left, hover a token to see where it looks).
+# Chapter {doc}`07_multi_head` looks at the other heads of this model, which do other jobs.
+
+# %%
+n_show = 40
+shown = torch.stack([A_best[0, :n_show, :n_show], unscaled[0, :n_show, :n_show]])
+attention_pattern_view(tok.convert_ids_to_tokens(text_ids[0, :n_show].tolist()), shown,
+                       head_names=[f"L{PL}H{PH}", f"L{PL}H{PH} without 1/sqrt(d_head)"])
+
+# %% [markdown]
 # ## Summary
 #
 # - Attention is $\operatorname{softmax}(QK^\top/\sqrt{d_k})V$: queries are compared with keys,
@@ -332,5 +481,9 @@ checks.ch06_ex2(qk_scores)
 #   {glue:text}`qk_ranks`). That is an identity; the model's own scores agree with it on and
 #   below the diagonal, and TransformerLens's `hook_attn_scores` holds $-\infty$ above it,
 #   because the hook comes after the causal mask.
+# - In SmolLM2-135M, on Shakespeare, head {glue:text}`prev_head` puts
+#   {glue:text}`prev_best:.2f` of its attention on the previous token (a uniform causal
+#   pattern: {glue:text}`prev_uniform:.3f`); its pattern is this chapter's formula applied
+#   to its rotated queries and keys, and its trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses $-10^9$: the
 #   same pattern in float32, except on a fully masked row (uniform there, NaN here).

@@ -604,6 +604,196 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
         sentence=(0, 5, 1))
 
 # %% [markdown]
+# ### Many heads, many jobs: a real model on real text
+#
+# The toy model has 24 heads and a task with a known answer. A real language model has no
+# answer key, but the same reading applies: every head computes its own pattern and writes
+# its own term. SmolLM2-135M-Instruct {cite}`allal2025smollm2` (the 4-bit copy described in
+# chapter {doc}`11_layernorm`) has 30 layers of 9 heads. Chapter {doc}`06_attention` found
+# one of them attending to the previous token. Here we look for a second job, and then at
+# several heads side by side on the same text.
+#
+# A **duplicate-token head** attends from a token to the earlier occurrences of the same
+# token, so that the position learns "I have been seen before" (Wang et al.
+# {cite}`wang2023interpretability` found such heads in GPT-2). Its score,
+# `circuitbook.heads.duplicate_token_pattern_score`, is the share of attention that a repeated
+# token puts on its earlier copies, averaged over the repeated tokens. We count only tokens
+# that begin a word or continue one (a letter, possibly after a space), since repeated
+# commas and line breaks are everywhere and would reward a head that just likes
+# punctuation. The text is the first 96 tokens of eight scenes from eight plays, other
+# scenes than chapter 6 read, tokenised by SmolLM2's tokenizer. The baseline is again the
+# uniform causal pattern: a head that spreads its attention evenly over the past gives
+# each earlier copy $1/(q+1)$.
+
+# %%
+import re
+
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.heads import (
+    duplicate_token_pattern_score,
+    prev_token_pattern_score,
+    uniform_causal_pattern,
+)
+from circuitbook.models.pretrained import load_smollm2
+from circuitbook.viz import attention_pattern_view, heatmap
+
+torch.set_grad_enabled(False)  # from here on we only read a trained model
+smol, tok = load_smollm2()
+S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
+scenes = shakespeare_scenes()
+PASSAGES = [40 + 90 * i for i in range(8)]  # eight scenes, each from another play
+N_TOK = 96
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt").input_ids[0, :N_TOK]
+                        for i in PASSAGES])                      # [8, 96]
+pieces = [tok.convert_ids_to_tokens(row.tolist()) for row in text_ids]
+is_word = torch.tensor([[re.match(r"^Ġ?[A-Za-z]", t) is not None for t in row]
+                        for row in pieces])                      # "Ġ" marks a space
+earlier = (text_ids[:, :, None] == text_ids[:, None, :]).tril(-1).any(-1)
+n_rep = (earlier & is_word).sum(-1)                              # repeated words per passage
+print("plays:", ", ".join(scenes[i][0] for i in PASSAGES))
+print("repeated word tokens per passage:", n_rep.tolist())
+
+# one forward pass; every layer's pattern [8, 9, 96, 96] is kept (80 MB in all)
+_, cache = smol.run_with_cache(text_ids, names_filter=lambda name: name.endswith("hook_pattern"))
+A_all = torch.stack([cache["pattern", l] for l in range(S_L)], 1)  # [8, 30, 9, q, k]
+del cache
+# scored one passage at a time, so that we also see how much the score varies
+def dup_scores(b):
+    """[30, 9]: every head's duplicate-token score on passage b alone."""
+    return torch.stack([duplicate_token_pattern_score(A_all[b, l][None], text_ids[b:b + 1],
+                                                      queries=is_word[b:b + 1]) for l in range(S_L)])
+
+
+per_passage = torch.stack([dup_scores(b) for b in range(len(PASSAGES))])  # [8, 30, 9]
+weights = n_rep / n_rep.sum()
+dup = (weights[:, None, None] * per_passage).sum(0)   # the score over all repeated tokens
+uniform = uniform_causal_pattern(N_TOK)[None, None].expand(len(PASSAGES), 1, N_TOK, N_TOK)
+uniform_dup = duplicate_token_pattern_score(uniform, text_ids, queries=is_word).item()
+top = dup.flatten().topk(5)
+top_heads = [divmod(int(i), S_H) for i in top.indices]
+DL, DH = top_heads[0]
+print("top duplicate-token heads:",
+      ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
+print(f"baselines: uniform causal pattern {uniform_dup:.3f}, "
+      f"mean over all heads {dup.mean():.3f}")
+heatmap(dup, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
+        title="SmolLM2-135M: duplicate-token score of every head, 8 passages",
+        x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(DL, DH)])
+
+# %%
+best = per_passage[:, DL, DH]
+ranks = (per_passage.flatten(1) > best[:, None]).sum(-1)         # 0: the best head there
+print(f"L{DL}H{DH} per passage:", " ".join(f"{v:.2f}" for v in best.tolist()))
+print("its rank among the 270 heads, per passage (0 = first):", ranks.tolist())
+best_dup = top.values[0].item()
+# Findings, which could have failed: a score 10 times the uniform pattern's is a head with
+# a preference; a head in the top 5 of 270 on every passage is not one passage's accident.
+claim(f"SmolLM2's best duplicate-token head on Shakespeare, L{DL}H{DH}, gives repeated words over 10 "
+      "times the attention to their earlier copies that the uniform causal pattern gives",
+      f"{best_dup:.3f} vs uniform {uniform_dup:.3f}, mean over heads {dup.mean():.3f}",
+      best_dup > 10 * uniform_dup, chapter="7")
+claim(f"L{DL}H{DH} is among the top 5 of the 270 heads on each of the eight passages",
+      f"ranks {ranks.tolist()}", bool((ranks < 5).all()), chapter="7")
+glue("dup_head", f"L{DL}H{DH}")
+glue("dup_best", best_dup)
+glue("dup_lo", best.min().item())
+glue("dup_hi", best.max().item())
+glue("dup_uniform", uniform_dup)
+glue("dup_mean", dup.mean().item())
+glue("dup_n", int(n_rep.sum()))
+glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]}")
+glue("dup_runner_up_score", top.values[1].item())
+
+# %% [markdown]
+# Over the {glue:text}`dup_n` repeated word tokens, head {glue:text}`dup_head` puts
+# {glue:text}`dup_best:.2f` of a repeated word's attention on its earlier copies, where the
+# uniform causal pattern puts {glue:text}`dup_uniform:.3f` and the average head
+# {glue:text}`dup_mean:.3f`. The score moves a lot from passage to passage (from
+# {glue:text}`dup_lo:.2f` to {glue:text}`dup_hi:.2f`: each passage has only a few repeated
+# words), and the job is not this head's alone: the runner-up, {glue:text}`dup_runner_up`,
+# scores {glue:text}`dup_runner_up_score:.2f`. This is not an induction head (chapter
+# {doc}`17_induction_heads`): that one looks at the token *after* the earlier copy, this
+# one at the copy itself.
+#
+# **Grouped-query attention.** SmolLM2's 9 query heads per layer share 3 key-value heads:
+# query heads 0-2 read key and value head 0, heads 3-5 head 1, heads 6-8 head 2. So the
+# best duplicate-token head shares its keys and its values with two other heads, and only
+# its queries are its own. Does it share its job?
+
+# %%
+group = S_H // smol.cfg.n_key_value_heads
+siblings = list(range(DH // group * group, DH // group * group + group))
+same_kv = all(torch.equal(smol.W_K[DL, s], smol.W_K[DL, DH])
+              and torch.equal(smol.W_V[DL, s], smol.W_V[DL, DH]) for s in siblings)
+claim(f"in TransformerLens, heads {siblings} of layer {DL} have the same W_K and W_V (one key-value head)",
+      same_kv, same_kv, identity=True, chapter="7")
+sib_scores = dup[DL, siblings]
+print(f"duplicate-token scores of layer {DL}'s heads {siblings}:",
+      " ".join(f"{v:.2f}" for v in sib_scores.tolist()))
+low = sib_scores.min().item()
+# a finding: sharing keys could have meant sharing the pattern
+claim(f"a head sharing L{DL}H{DH}'s keys and values has under half its duplicate-token score",
+      f"{low:.3f} vs {best_dup:.3f}", low < best_dup / 2, chapter="7")
+for i, v in enumerate(sib_scores.tolist()):
+    glue(f"sib_{i}", v)
+glue("sib_low", low)
+glue("siblings", ", ".join(f"L{DL}H{s}" for s in siblings))
+
+# %% [markdown]
+# Heads {glue:text}`siblings` score {glue:text}`sib_0:.2f`, {glue:text}`sib_1:.2f` and
+# {glue:text}`sib_2:.2f`: the same keys, read with
+# different queries, give different patterns. Grouped-query attention shares the "what I
+# offer" side of the lookup between heads, not the "what I look for" side.
+#
+# Finally, several jobs side by side. On the passage with the most repeated words we pick
+# out, besides the two heads found so far, the heads that are most extreme at two more
+# simple things: attending to the *first* token, and attending to the *current* token.
+
+# %%
+show = int(n_rep.argmax())                 # the passage with the most repeated words
+A_all = A_all[show]                        # [30, 9, q, k]
+first_share = A_all[:, :, 1:, 0].mean(-1)                        # [30, 9]
+self_share = A_all.diagonal(dim1=-2, dim2=-1)[..., 1:].mean(-1)
+prev_here = torch.stack([prev_token_pattern_score(A_all[l][None]) for l in range(S_L)])
+jobs = {"duplicate token": (DL, DH),
+        "previous token": divmod(int(prev_here.argmax()), S_H),
+        "first token": divmod(int(first_share.argmax()), S_H),
+        "current token": divmod(int(self_share.argmax()), S_H)}
+for job, (l, hd) in jobs.items():
+    print(f"{job:>16}: L{l}H{hd}  first {first_share[l, hd]:.2f}, current "
+          f"{self_share[l, hd]:.2f}, previous {prev_here[l, hd]:.2f}")
+resting = (first_share > 0.5).float().mean().item()
+uniform_first = uniform_causal_pattern(N_TOK)[1:, 0].mean().item()
+# a finding: the uniform pattern gives the first token only uniform_first on average
+claim("on this passage over a quarter of SmolLM2's heads give more than half of their attention "
+      "(averaged over queries after the first) to the first token", f"{resting:.0%} of 270 heads",
+      resting > 0.25, chapter="7")
+glue("resting", resting)
+firsts = {row[0] for row in pieces}
+claim("all eight passages start with the same token, the opening of a scene heading",
+      firsts, len(firsts) == 1, chapter="7")
+glue("first_tokens", repr(firsts.pop()))
+glue("uniform_first", uniform_first)
+n_show = 48
+glue("n_show_tok", n_show)
+names = [f"L{l}H{hd} ({job})" for job, (l, hd) in jobs.items()]
+attention_pattern_view(pieces[show][:n_show],
+                       torch.stack([A_all[l, hd, :n_show, :n_show] for l, hd in jobs.values()]),
+                       head_names=names)
+
+# %% [markdown]
+# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (pick a head, hover a
+# token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
+# head is the most extreme case of something common: {glue:text}`resting:.0%` of all
+# heads put more than half their attention on the first token, where the uniform causal
+# pattern would put {glue:text}`uniform_first:.3f`. Here the first token is
+# {glue:text}`first_tokens` in all eight passages, the mark that opens a scene heading,
+# with nothing to say about the text; attention must sum to one, and a head with nothing to do
+# seems to park its weight there. (Such "attention sinks" are reported in many trained models
+# {cite}`xiao2023efficient`.) Reading what any of these heads *writes*, rather than where
+# it looks, needs the OV circuit of chapter {doc}`08_qk_ov`.
+
+# %% [markdown]
 # ## Summary
 #
 # - `MultiHeadedAttention` stores all heads in four `nn.Linear(d_model, d_model)` maps; the
@@ -620,3 +810,8 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 # - The heads of the trained model attend to different things; in the last decoder layer's
 #   cross-attention the best head looks at the source word being translated
 #   {glue:text}`best_hits:.0%` of the time.
+# - In SmolLM2-135M on Shakespeare, head {glue:text}`dup_head` attends from a repeated
+#   word to its earlier copies ({glue:text}`dup_best:.2f` of its attention; a uniform
+#   causal pattern: {glue:text}`dup_uniform:.3f`), while a head sharing its keys and values
+#   (grouped-query attention) scores {glue:text}`sib_low:.2f`; other heads attend to the
+#   previous, the current or the first token.

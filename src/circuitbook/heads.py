@@ -4,6 +4,10 @@
   pattern on repeated random tokens. They hook ``hook_pattern``, reduce the pattern to one
   number per head at once and skip the unembedding, so they cost less than a plain forward
   pass and keep nothing of size [batch, pos, pos] alive.
+- :func:`duplicate_token_pattern_score` reads, on any text, the attention from a repeated token
+  to its earlier occurrences (chapter 7), and :func:`prev_token_pattern_score` the attention to
+  the previous token (chapter 6), from patterns you hold (``run_with_cache``), including
+  :func:`uniform_causal_pattern`, the baseline a head without preferences would score.
 - :func:`copying_scores` reads the eigenvalues of the full OV circuit through a d_head x d_head
   matrix, never vocab x vocab.
 - :func:`ablate` zero- or mean-ablates heads, as a context manager or as hooks.
@@ -27,6 +31,8 @@ __all__ = [
     "induction_scores",
     "prev_token_scores",
     "induction_and_prev_token_scores",
+    "duplicate_token_pattern_score", "prev_token_pattern_score",
+    "uniform_causal_pattern",
     "copying_scores", "ablate", "Ablation", "icl_score"]
 
 
@@ -170,6 +176,92 @@ def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: in
         induction_scores(model, seq_len=seq_len, batch=batch, seed=seed),
         prev_token_scores(model, seq_len=seq_len, batch=batch, seed=seed),
     )
+
+
+# --- scores on real text --------------------------------------------------------------------
+
+
+def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The pattern of a head that spreads its attention evenly over the past: the baseline.
+
+    Equation: ``A[q, k] = 1 / (q + 1)`` for ``k <= q`` and 0 above the diagonal. A score computed
+    on this pattern is what a head that ignores content and position (but obeys the causal mask)
+    would get, so a head's score means something only well above it.
+    Shapes: returns [n_pos, n_pos].
+
+    Taught in chapter 6 (Scaled dot-product attention).
+    """
+    if n_pos < 1:
+        raise ValueError(f"n_pos must be at least 1, got {n_pos}")
+    allowed = torch.ones(n_pos, n_pos, dtype=dtype).tril()
+    return allowed / allowed.sum(-1, keepdim=True)
+
+
+def prev_token_pattern_score(pattern: torch.Tensor) -> torch.Tensor:
+    """Previous-token score of a pattern you hold: mean attention from each position to the one before.
+
+    Equation: ``score = mean_{..., p >= 1} A[..., p, p - 1]``, the same number
+    :func:`prev_token_scores` reads inside a forward pass (the first position has no
+    predecessor and is left out). On :func:`uniform_causal_pattern` ``(n)`` it is
+    ``mean_{p=1}^{n-1} 1 / (p + 1)``, the baseline.
+    Shapes: ``pattern`` [batch, head, q, k] -> [head], or one pattern [q, k] -> a 0-dim tensor.
+
+    Taught in chapter 6 (Scaled dot-product attention).
+    """
+    if pattern.ndim not in (2, 4) or pattern.shape[-1] != pattern.shape[-2] or pattern.shape[-1] < 2:
+        raise ValueError(f"pattern must be [batch, head, pos, pos] or [pos, pos] with pos >= 2, "
+                         f"got {tuple(pattern.shape)}")
+    stripe = pattern.diagonal(offset=-1, dim1=-2, dim2=-1)  # [..., pos - 1]
+    return stripe.mean() if pattern.ndim == 2 else stripe.mean(dim=(0, 2))
+
+
+def _earlier_same_token(tokens: torch.Tensor) -> torch.Tensor:
+    """[batch, q, k] bool: key ``k`` lies before query ``q`` and holds the same token."""
+    pos = tokens.shape[-1]
+    before = torch.ones(pos, pos, dtype=torch.bool, device=tokens.device).tril(-1)
+    return (tokens[:, :, None] == tokens[:, None, :]) & before
+
+
+def _duplicate_queries(tokens: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor:
+    """[batch, q] bool: queries whose token occurred earlier (and that ``queries`` admits)."""
+    has_earlier = _earlier_same_token(tokens).any(-1)
+    if queries is not None:
+        if queries.shape != tokens.shape or queries.dtype != torch.bool:
+            raise ValueError(f"queries must be a bool tensor shaped like tokens {tuple(tokens.shape)}, "
+                             f"got {queries.dtype} {tuple(queries.shape)}")
+        has_earlier = has_earlier & queries.to(tokens.device)
+    if not has_earlier.any():
+        raise ValueError("no query token occurs earlier in its sequence: the duplicate-token score "
+                         "is undefined on these tokens (use longer text, or admit more queries)")
+    return has_earlier
+
+
+def duplicate_token_pattern_score(
+    pattern: torch.Tensor, tokens: torch.Tensor, *, queries: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Duplicate-token score of patterns you hold: attention from a repeated token to its earlier copies.
+
+    Equation: with ``D_b`` the query positions ``q`` of sequence ``b`` whose token ``t_q`` occurred
+    at some ``k < q`` (and, if given, with ``queries[b, q]`` true),
+    ``score_h = sum_b sum_{q in D_b} sum_{k < q, t_k = t_q} A[b, h, q, k] / sum_b |D_b|``: the share
+    of its attention that a repeated token puts on the earlier occurrences of itself, averaged over
+    the repeated tokens. 1 is a perfect duplicate-token head; :func:`uniform_causal_pattern` gives
+    the mean of (number of earlier copies) / (q + 1), the baseline. Unlike an induction head (which
+    attends to the token *after* the earlier copy, chapter 17), this head looks at the copy itself.
+    Shapes: ``pattern`` [batch, head, q, k] (a [q, k] pattern broadcasts over batch and head when
+    given as ``pattern[None, None]``), ``tokens`` [batch, pos], ``queries`` [batch, pos] bool;
+    returns [head].
+
+    Taught in chapter 7 (Multi-head attention).
+    """
+    if pattern.ndim != 4 or pattern.shape[-1] != pattern.shape[-2]:
+        raise ValueError(f"pattern must be [batch, head, q, k], got {tuple(pattern.shape)}")
+    if tokens.ndim != 2 or tokens.shape[-1] != pattern.shape[-1]:
+        raise ValueError(f"tokens {tuple(tokens.shape)} do not match pattern {tuple(pattern.shape)}")
+    counted = _duplicate_queries(tokens, queries)  # [batch, q]
+    same = _earlier_same_token(tokens)  # [batch, q, k]
+    mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # [batch, head, q]
+    return (mass * counted[:, None].to(mass.dtype)).sum(dim=(0, 2)) / counted.sum()
 
 
 # --- copying ----------------------------------------------------------------------------------

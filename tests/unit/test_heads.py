@@ -9,7 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuitbook.data import repeated_random_tokens
-from circuitbook.heads import Ablation, ablate, copying_scores, icl_score, induction_scores, prev_token_scores
+from circuitbook.heads import (
+    Ablation,
+    ablate,
+    copying_scores,
+    duplicate_token_pattern_score,
+    icl_score,
+    induction_scores,
+    prev_token_pattern_score,
+    prev_token_scores,
+    uniform_causal_pattern,
+)
 from circuitbook.paths import logit_attribution
 from conftest import build_copying_model, build_model
 
@@ -334,3 +344,91 @@ def test_one_pair_given_bare_in_any_form():
         ablate(model, [(0.0, 1)])
     with pytest.raises(ValueError, match=r"shape \[2\] or \[n, 2\]"):
         ablate(model, torch.zeros(2, 3, dtype=torch.long))
+
+
+# --- scores on real text: hand-built patterns with known answers ------------------------------
+
+def test_uniform_causal_pattern_by_hand():
+    want = torch.tensor([[1, 0, 0], [1 / 2, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3]])
+    torch.testing.assert_close(uniform_causal_pattern(3), want)
+    with pytest.raises(ValueError):
+        uniform_causal_pattern(0)
+
+
+def test_prev_token_pattern_score_by_hand():
+    n = 6
+    shift = torch.zeros(n, n)
+    shift[0, 0] = 1.0
+    shift[torch.arange(1, n), torch.arange(n - 1)] = 1.0  # every row on the position before
+    assert prev_token_pattern_score(shift) == 1.0
+    assert prev_token_pattern_score(torch.eye(n)) == 0.0  # attends to itself
+    # uniform: mean over p = 1..n-1 of 1 / (p + 1)
+    want = sum(1 / (p + 1) for p in range(1, n)) / (n - 1)
+    assert abs(float(prev_token_pattern_score(uniform_causal_pattern(n, dtype=torch.float64))) - want) < 1e-12
+    # [batch, head, q, k] -> [head], batch averaged
+    stacked = torch.stack([torch.stack([shift, torch.eye(n)]), torch.stack([shift, shift])])  # [2, 2, n, n]
+    torch.testing.assert_close(prev_token_pattern_score(stacked), torch.tensor([1.0, 0.5]))
+    with pytest.raises(ValueError):
+        prev_token_pattern_score(torch.ones(2, n, n))
+
+
+TOKENS = torch.tensor([[5, 6, 5, 7, 6, 5]])
+# repeated queries: q = 2 (5 seen at 0), q = 4 (6 seen at 1), q = 5 (5 seen at 0 and 2)
+
+
+def test_duplicate_token_pattern_score_by_hand():
+    n = TOKENS.shape[1]
+    to_copy = torch.zeros(n, n)  # each repeated token on its latest earlier copy, others on 0
+    to_copy[:, 0] = 1.0
+    for q, k in [(2, 0), (4, 1), (5, 2)]:
+        to_copy[q] = 0.0
+        to_copy[q, k] = 1.0
+    pattern = torch.stack([to_copy, torch.eye(n)])[None]  # [1, 2 heads, q, k]
+    torch.testing.assert_close(duplicate_token_pattern_score(pattern, TOKENS), torch.tensor([1.0, 0.0]))
+    # the uniform baseline: copies / (q + 1) averaged over the three repeated queries
+    want = (1 / 3 + 1 / 5 + 2 / 6) / 3
+    got = duplicate_token_pattern_score(uniform_causal_pattern(n, dtype=torch.float64)[None, None], TOKENS)
+    assert abs(float(got) - want) < 1e-12
+    # a head splitting q = 5's attention between both copies of 5 still scores 1 there
+    split = to_copy.clone()
+    split[5] = 0.0
+    split[5, 0] = split[5, 2] = 0.5
+    assert float(duplicate_token_pattern_score(split[None, None], TOKENS)) == 1.0
+    # queries restricts the average: only q = 4 (token 6), where the uniform head puts 1/5
+    only_6 = TOKENS == 6
+    got6 = duplicate_token_pattern_score(uniform_causal_pattern(n, dtype=torch.float64)[None, None], TOKENS,
+                                         queries=only_6)
+    assert abs(float(got6) - 1 / 5) < 1e-12
+
+
+def test_duplicate_token_score_rejects_text_without_repeats():
+    tokens = torch.tensor([[1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="no query token occurs earlier"):
+        duplicate_token_pattern_score(uniform_causal_pattern(4)[None, None], tokens)
+    with pytest.raises(ValueError, match="shaped like tokens"):
+        duplicate_token_pattern_score(uniform_causal_pattern(6)[None, None], TOKENS, queries=torch.ones(6).bool())
+
+
+def test_duplicate_token_score_matches_explicit_loops_over_cached_patterns():
+    model = build_model(2, n_heads=3, n_ctx=20)
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 6, (3, 16), generator=g)  # 6 token ids in 16 places: many repeats
+    queries = torch.rand(3, 16, generator=g) < 0.7
+    _, cache = model.run_with_cache(tokens)
+    want = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, dtype=torch.float64)
+    count = 0
+    for b in range(3):
+        for q in range(16):
+            copies = [k for k in range(q) if tokens[b, k] == tokens[b, q]]
+            if not copies or not queries[b, q]:
+                continue
+            count += 1
+            for layer in range(model.cfg.n_layers):
+                want[layer] += cache["pattern", layer][b, :, q, copies].double().sum(-1)
+    want /= count
+    got = torch.stack([duplicate_token_pattern_score(cache["pattern", layer], tokens, queries=queries)
+                       for layer in range(model.cfg.n_layers)])
+    torch.testing.assert_close(got, want.to(got.dtype))
+    # the prev-token score of the same patterns agrees with the model-level function
+    prev = torch.stack([prev_token_pattern_score(cache["pattern", layer]) for layer in range(2)])
+    torch.testing.assert_close(prev, prev_token_scores(model, tokens=tokens))
