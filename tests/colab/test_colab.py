@@ -49,7 +49,7 @@ pytestmark = pytest.mark.colab
 # keeps this list complete as chapters change their imports. The problem set is the notebook
 # students run on Colab most, so it stands for its set.
 NOTEBOOKS = [
-    "book/06_attention.ipynb",                # no extras
+    "book/induction/02_lab.ipynb",            # no extras (the live induction lab widget)
     "book/15_one_layer.ipynb",                # the corpus
     "book/induction/02_explainers.ipynb",     # SmolLM2 (its stepper)
     "book/induction/03_problems.ipynb",       # the corpus and SmolLM2
@@ -249,9 +249,9 @@ def test_notebook_runs_on_simulated_colab(notebook, base_venv, new_runtime, clon
 
 # A runtime where the reader upgraded ipywidgets to 8 (or a Colab image that ships it): the
 # set-up cell must keep it, and the widgets must still reach Colab's custom widget manager.
-# 06_attention's explore panel is an anywidget, like every widget of the book, so one chapter
-# shows the switch; the ipywidgets 7.7 runs above cover the other set-up cells.
-@pytest.mark.parametrize("notebook", ["book/06_attention.ipynb"], ids=lambda p: Path(p).stem)
+# The induction lab is an anywidget, like every widget of the book, so one page shows the
+# switch; the ipywidgets 7.7 runs above cover the other set-up cells.
+@pytest.mark.parametrize("notebook", ["book/induction/02_lab.ipynb"], ids=lambda p: Path(p).stem)
 def test_ipywidgets_8_runtime(notebook, new_runtime, clone, tmp_path):
     base = colab_env.base_venv(ipywidgets=IPYWIDGETS_8)
     nb, probe = run_on_colab(notebook, new_runtime(base), clone, tmp_path)
