@@ -6,6 +6,7 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.composition``  Q/K/V composition scores, virtual weights (chapters 16, 18)
 - ``circuitbook.paths``        path expansion and logit attribution (chapter 13)
 - ``circuitbook.heads``        induction / previous-token / copying scores, ablation (chapter 17)
+- ``circuitbook.patching``     activation patching and path patching (chapter 17)
 - ``circuitbook.data``         synthetic tasks and the Shakespeare corpus (chapters 14-17)
 - ``circuitbook.masks``        the encoder-decoder's causal and target masks (chapter 6)
 - ``circuitbook.train``        Adam, the Noam schedule, label smoothing, the training loops (chapter 19)
@@ -28,7 +29,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "circuits", "composition", "paths", "heads", "data", "masks", "train", "models",
+    "circuits", "composition", "paths", "heads", "patching", "data", "masks", "train", "models",
     "devices", "cache", "viz", "widgets", "checks", "validate", "book",
 }
 
