@@ -76,7 +76,8 @@ class PatchingRun:
 
     ``clean_value`` and ``corrupted_value`` are the metric on the two unpatched runs;
     :meth:`normalise` maps a metric value to (m - corrupted) / (clean - corrupted).
-    Clean activations are cached on first use, one hook name at a time.
+    Every head's ``hook_z`` is cached by :func:`patching_run`; other activations are cached
+    on first use.
     """
 
     model: object
@@ -93,13 +94,19 @@ class PatchingRun:
 
     def activation(self, name: str, clean: bool = True) -> torch.Tensor:
         """The activation at hook ``name`` on the clean (or corrupted) tokens."""
-        _check_hook(self.model, name)
+        return self.activations([name], clean)[0]
+
+    def activations(self, names: Sequence[str], clean: bool = True) -> list[torch.Tensor]:
+        """The activations at hooks ``names``, all missing ones cached in one forward pass."""
+        for name in names:
+            _check_hook(self.model, name)
         store, tokens = (self._clean, self.clean_tokens) if clean else (self._corrupted, self.corrupted_tokens)
-        if name not in store:
+        missing = [name for name in names if name not in store]
+        if missing:
             with torch.no_grad():
-                _, cache = self.model.run_with_cache(tokens, names_filter=[name], return_type=None)
-                store[name] = cache[name]
-        return store[name]
+                _, cache = self.model.run_with_cache(tokens, names_filter=missing, return_type=None)
+            store.update({name: cache[name] for name in missing})
+        return [store[name] for name in names]
 
     def measure(self, fwd_hooks) -> float:
         """The normalised metric of the corrupted run with ``fwd_hooks`` [(name, fn)]."""
@@ -117,12 +124,14 @@ def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tens
     if clean.shape != corrupted.shape:
         raise ValueError(f"clean tokens {tuple(clean.shape)} and corrupted tokens {tuple(corrupted.shape)} "
                          "must have the same shape, so that positions correspond")
-    with torch.no_grad():
-        clean_value = float(metric(model(clean)))
-        corrupted_value = float(metric(model(corrupted)))
+    with torch.no_grad():   # every head's z is cached now, for patch_heads and path_patch
+        clean_logits, clean_cache = model.run_with_cache(clean, names_filter=_is_head_output)
+        corrupted_logits, corrupted_cache = model.run_with_cache(corrupted, names_filter=_is_head_output)
+        clean_value, corrupted_value = float(metric(clean_logits)), float(metric(corrupted_logits))
     if clean_value == corrupted_value:
         raise ValueError(f"the metric is {clean_value} on both runs: nothing to patch back")
-    return PatchingRun(model, clean, corrupted, metric, clean_value, corrupted_value)
+    return PatchingRun(model, clean, corrupted, metric, clean_value, corrupted_value,
+                       dict(clean_cache.items()), dict(corrupted_cache.items()))
 
 
 def patch(run: PatchingRun, name: str, layer: int | None = None, *, positions: Sequence[int] | None = None,
@@ -203,11 +212,12 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     if (into == "logits") != (not receivers):
         raise ValueError("into='logits' takes no receivers; 'q', 'k' and 'v' need at least one")
     pos = _positions(positions, run.clean_tokens.shape[1], "positions")
+    names = [utils.get_act_name("z", l) for l, _ in senders]
     deltas = {}
-    for l, h in senders:
-        z_clean, z_corr = run.activation(utils.get_act_name("z", l)), run.activation(utils.get_act_name("z", l), False)
-        deltas[(l, h)] = torch.zeros_like(run.activation(utils.get_act_name("resid_pre", 0)))
-        deltas[(l, h)][:, pos] = (z_clean - z_corr)[:, pos, h] @ model.W_O[l, h]
+    for (l, h), z_clean, z_corr in zip(senders, run.activations(names), run.activations(names, False)):
+        out = (z_clean - z_corr)[:, :, h] @ model.W_O[l, h]          # [batch, pos, d_model]
+        deltas[(l, h)] = torch.zeros_like(out)
+        deltas[(l, h)][:, pos] = out[:, pos]
     if into == "logits":
         total = sum(deltas.values())
         return run.measure([(utils.get_act_name("resid_post", cfg.n_layers - 1),
@@ -233,6 +243,10 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     finally:
         model.set_use_split_qkv_input(saved[0])
         cfg.ungroup_grouped_query_attention = saved[1]
+
+
+def _is_head_output(name: str) -> bool:
+    return name.endswith("attn.hook_z")
 
 
 def _pairs(model, heads) -> list[tuple[int, int]]:
