@@ -76,8 +76,8 @@ class PatchingRun:
 
     ``clean_value`` and ``corrupted_value`` are the metric on the two unpatched runs;
     :meth:`normalise` maps a metric value to (m - corrupted) / (clean - corrupted).
-    Every head's ``hook_z`` is cached by :func:`patching_run`; other activations are cached
-    on first use.
+    Every head's ``hook_z`` and the residual stream are cached by :func:`patching_run`;
+    other activations are cached on first use.
     """
 
     model: object
@@ -108,10 +108,26 @@ class PatchingRun:
             store.update({name: cache[name] for name in missing})
         return [store[name] for name in names]
 
-    def measure(self, fwd_hooks) -> float:
-        """The normalised metric of the corrupted run with ``fwd_hooks`` [(name, fn)]."""
+    def measure(self, fwd_hooks, start_at_layer: int | None = None, residual: torch.Tensor | None = None) -> float:
+        """The normalised metric of the corrupted run with ``fwd_hooks`` [(name, fn)].
+
+        ``start_at_layer=l`` starts the run at block ``l`` from the corrupted residual stream
+        cached there (or from ``residual`` [batch, pos, d_model]; ``l = n_layers`` runs only
+        the final norm and the unembedding): hooks in earlier layers would see the unpatched
+        corrupted run anyway, so this saves their cost and changes nothing."""
+        kwargs = {}
+        if start_at_layer is not None:
+            n_layers = self.model.cfg.n_layers
+            if residual is None:
+                name = f"blocks.{start_at_layer}.hook_resid_pre" if start_at_layer < n_layers \
+                    else f"blocks.{n_layers - 1}.hook_resid_post"
+                residual = self.activation(name, clean=False)
+            kwargs = {"start_at_layer": start_at_layer}
+            if self.model.cfg.positional_embedding_type == "shortformer":
+                kwargs["shortformer_pos_embed"] = self.activation("hook_pos_embed", clean=False)
         with torch.no_grad():
-            logits = self.model.run_with_hooks(self.corrupted_tokens, fwd_hooks=fwd_hooks)
+            logits = self.model.run_with_hooks(self.corrupted_tokens if residual is None else residual,
+                                               fwd_hooks=fwd_hooks, **kwargs)
             return self.normalise(self.metric(logits))
 
 
@@ -124,9 +140,9 @@ def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tens
     if clean.shape != corrupted.shape:
         raise ValueError(f"clean tokens {tuple(clean.shape)} and corrupted tokens {tuple(corrupted.shape)} "
                          "must have the same shape, so that positions correspond")
-    with torch.no_grad():   # every head's z is cached now, for patch_heads and path_patch
-        clean_logits, clean_cache = model.run_with_cache(clean, names_filter=_is_head_output)
-        corrupted_logits, corrupted_cache = model.run_with_cache(corrupted, names_filter=_is_head_output)
+    with torch.no_grad():   # cached now for patch_heads and path_patch
+        clean_logits, clean_cache = model.run_with_cache(clean, names_filter=_is_cached)
+        corrupted_logits, corrupted_cache = model.run_with_cache(corrupted, names_filter=_is_cached)
         clean_value, corrupted_value = float(metric(clean_logits)), float(metric(corrupted_logits))
     if clean_value == corrupted_value:
         raise ValueError(f"the metric is {clean_value} on both runs: nothing to patch back")
@@ -218,10 +234,9 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
         out = (z_clean - z_corr)[:, :, h] @ model.W_O[l, h]          # [batch, pos, d_model]
         deltas[(l, h)] = torch.zeros_like(out)
         deltas[(l, h)][:, pos] = out[:, pos]
-    if into == "logits":
-        total = sum(deltas.values())
-        return run.measure([(utils.get_act_name("resid_post", cfg.n_layers - 1),
-                             lambda resid, hook: resid + total)])
+    if into == "logits":   # only the final norm and the unembedding see the difference
+        final = run.activation(utils.get_act_name("resid_post", cfg.n_layers - 1), clean=False)
+        return run.measure([], start_at_layer=cfg.n_layers, residual=final + sum(deltas.values()))
     hooks = []
     for r in sorted({l for l, _ in receivers}):
         below = [d for (l, _), d in deltas.items() if l < r]
@@ -239,14 +254,16 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     try:
         model.set_use_split_qkv_input(True)
         cfg.ungroup_grouped_query_attention = cfg.n_key_value_heads is not None
-        return run.measure(hooks)
+        return run.measure(hooks, start_at_layer=min(l for l, _ in receivers))
     finally:
         model.set_use_split_qkv_input(saved[0])
         cfg.ungroup_grouped_query_attention = saved[1]
 
 
-def _is_head_output(name: str) -> bool:
-    return name.endswith("attn.hook_z")
+def _is_cached(name: str) -> bool:
+    """What the unpatched runs keep: each head's z, the residual stream before each block and
+    after the last, and the positional embedding (for runs that start at a later block)."""
+    return name.endswith(("attn.hook_z", "hook_resid_pre", "hook_resid_post", "hook_pos_embed"))
 
 
 def _pairs(model, heads) -> list[tuple[int, int]]:
