@@ -196,3 +196,26 @@ def test_errors(model, tokens):
         patch(run, "pattern", 0)
     with pytest.raises(ValueError, match="out of range"):
         mean_loss(model(clean), clean, [N_POS - 1])
+
+
+def test_path_patch_with_grouped_query_attention_reaches_one_query_head_only(tokens):
+    """Heads 0 and 1 share a key head; patching head 0's key input must leave head 1 alone."""
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    cfg = HookedTransformerConfig(n_layers=2, d_model=8, n_heads=4, n_key_value_heads=2, d_head=2,
+                                  d_vocab=11, n_ctx=N_POS, attn_only=True, normalization_type=None,
+                                  act_fn=None, seed=4, dtype=torch.float64, device="cpu",
+                                  default_prepend_bos=False)
+    gqa = HookedTransformer(cfg)
+    gqa.requires_grad_(False)
+    run = patching_run(gqa, *tokens, metric)
+    seen = []
+    gqa.add_hook("blocks.1.attn.hook_z", lambda z, hook: seen.append(z.clone()), is_permanent=True)
+    try:
+        path_patch(run, (0, 0), [(1, 0)], into="k")
+    finally:
+        gqa.reset_hooks(including_permanent=True)
+    z_corr = run.activation("blocks.1.attn.hook_z", clean=False)
+    torch.testing.assert_close(seen[-1][:, :, 1:], z_corr[:, :, 1:], rtol=0, atol=1e-12)
+    assert (seen[-1][:, :, 0] - z_corr[:, :, 0]).abs().max() > 1e-6
+    assert not gqa.cfg.use_split_qkv_input and not gqa.cfg.ungroup_grouped_query_attention
