@@ -8,6 +8,7 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.attribution``  direct logit attribution through a final norm, SmolLM2 (chapter 13)
 - ``circuitbook.neurons``      a trained MLP's neurons: basis statistics, key-value reading (chapter 10)
 - ``circuitbook.heads``        induction / previous-token / copying scores, ablation (chapter 17)
+- ``circuitbook.patching``     activation patching and path patching (chapter 17)
 - ``circuitbook.data``         synthetic tasks and the Shakespeare corpus (chapters 14-17)
 - ``circuitbook.masks``        the encoder-decoder's causal and target masks (chapter 6)
 - ``circuitbook.train``        Adam, the Noam schedule, label smoothing, the training loops (chapter 19)
@@ -30,7 +31,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "circuits", "composition", "paths", "attribution", "neurons", "heads", "data", "masks", "train", "models",
+    "circuits", "composition", "paths", "attribution", "neurons", "heads", "patching", "data", "masks", "train",
+    "models",
     "devices", "cache", "viz", "widgets", "checks", "validate", "book",
 }
 
