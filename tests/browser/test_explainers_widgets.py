@@ -150,6 +150,8 @@ def test_toy_stepper_runs_the_model_on_the_readers_sequence(page):
     got_att, got_p = float(s.get_attribute("data-attention")), float(s.get_attribute("data-p-expected"))
     assert abs(got_att - want_att) <= bound_att, (got_att, want_att, bound_att)
     assert abs(got_p - want_p) <= bound_p, (got_p, want_p, bound_p)
+    print(f"\n[stepper] attention {got_att} vs {want_att:.6f} (bound {bound_att:.2g}), "
+          f"p {got_p} vs {want_p:.6f} (bound {bound_p:.2g}); before the retyping {before}")
     assert s.get_attribute("data-attention") != before, "the sequence changed but the attention did not"
     assert f"{round(100 * got_att)}%" in s.locator(".cb-body").inner_text()
     labels = s.locator("text.cb-label").evaluate_all("(ts) => ts.map((t) => t.textContent)")
