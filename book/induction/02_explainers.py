@@ -18,7 +18,7 @@ from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
 from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
                                             induction_measures, induction_stepper,
-                                            path_counts, pick_heads)
+                                            path_counts, pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 model = load("toy-2l")
@@ -120,14 +120,16 @@ claim("on the sentence SmolLM2 gives the correct next token far more probability
 # sentence's words are given token ids by a seeded permutation (one id per distinct word),
 # so its "text" is itself a random-token sequence and the toggle compares two draws of the
 # same experiment. The circuit is as clean as it gets: two heads, one previous-token head
-# and one induction head.
+# and one induction head. This stepper runs `toy-2l` itself, in the page, with the forward
+# pass of the {doc}`induction lab <02_lab>`: retype the sequence (its words, or token ids `t0`,
+# `t1`, ...) and every arc, score and probability is recomputed for yours.
 
 # %%
-stepper = induction_stepper(model)
+stepper = induction_stepper(model, live="toy-2l")
 stepper
 
 # %%
-data = stepper.data
+data = stepper_data(model)  # the same two sequences, in Python: the numbers quoted below
 text, rand = data["sequences"]["text"], data["sequences"]["random"]
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])

@@ -112,3 +112,47 @@ def test_both_steppers_switch_to_their_random_control(page):
     # the SmolLM2 stepper shows the sentence in its own tokenizer's pieces: " Mr" ... " Mr"
     first = steppers.nth(0).locator("text.cb-label").evaluate_all(labels)
     assert first[-1].strip() == "Mr" and "Dursley" not in first and "D" in [t.strip() for t in first]
+
+
+def test_toy_stepper_runs_the_model_on_the_readers_sequence(page):
+    """The toy stepper's numbers come from the forward pass in the page: retype its sequence and
+    step 4's attention and step 5's probability are TransformerLens's for the new sequence
+    (to the three decimals shown, plus the derived float32 bound of the forward pass)."""
+    import torch
+
+    from circuitbook.book import attn_only_forward_terms, rounding_bound
+    from circuitbook.models import load
+    from circuitbook.widgets.explainers import pick_heads
+
+    model = load("toy-2l")
+    s = page.locator(".cb-stepper").nth(1)
+    for _ in range(3):
+        s.locator(".cb-next").click()
+    assert s.get_attribute("data-step") == "3"
+    before = s.get_attribute("data-attention")
+    g = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, model.cfg.d_vocab, (20,), generator=g).tolist()
+    tokens = [t for t in tokens if t != tokens[9]] + [tokens[9]]   # the last token ...
+    tokens.insert(4, tokens[-1])                                   # ... occurs once before, at 4
+    s.locator(".cb-stepper-input").fill(" ".join(f"t{t}" for t in tokens))
+    s.locator(".cb-stepper-input").dispatch_event("change")
+    _, (l1, h1) = pick_heads(model)  # the heads the chapter's stepper shows
+    assert f"head {l1}.{h1} puts" in s.locator(".cb-body").inner_text()
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(torch.tensor([tokens]))
+    query, earlier = len(tokens) - 1, 4
+    want_att = float(cache["pattern", l1][0, h1, query, earlier + 1])
+    want_p = float(logits[0, query].double().softmax(-1)[tokens[earlier + 1]])
+    terms = attn_only_forward_terms(model.cfg, len(tokens))
+    shown = 0.5e-3  # both are shown to three decimals
+    bound_att = shown + rounding_bound(terms, 1.0)  # a pattern entry is at most 1
+    bound_p = shown + 2 * rounding_bound(terms, logits.abs().max().item())  # softmax: |dp| <= 2 max|dlogit|
+    got_att, got_p = float(s.get_attribute("data-attention")), float(s.get_attribute("data-p-expected"))
+    assert abs(got_att - want_att) <= bound_att, (got_att, want_att, bound_att)
+    assert abs(got_p - want_p) <= bound_p, (got_p, want_p, bound_p)
+    print(f"\n[stepper] attention {got_att} vs {want_att:.6f} (bound {bound_att:.2g}), "
+          f"p {got_p} vs {want_p:.6f} (bound {bound_p:.2g}); before the retyping {before}")
+    assert s.get_attribute("data-attention") != before, "the sequence changed but the attention did not"
+    assert f"{round(100 * got_att)}%" in s.locator(".cb-body").inner_text()
+    labels = s.locator("text.cb-label").evaluate_all("(ts) => ts.map((t) => t.textContent)")
+    assert len(labels) == len(tokens)

@@ -362,6 +362,9 @@ def test_explainers_run_and_respond_to_clicks(page, lab):
     stepper.locator(".cb-toggle").click()
     assert stepper.get_attribute("data-mode") == "random" and body.text_content() != first_body
     assert_kernel_sees(page, EXPLAINERS, "(stepper.step, stepper.mode)", "(0, 'random')")
+    # it runs toy-2l in the page: with no site here, it asked the kernel for the weights
+    assert_kernel_sees(page, EXPLAINERS, "bool(stepper.weights)", "True")
+    assert stepper.get_attribute("data-attention"), "the live stepper computed no attention"
     screenshot(stepper, "explainers-stepper-random.png")
 
     # the builder: toggles and presets change the summary and which terms are listed as present

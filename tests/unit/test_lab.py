@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from circuitbook.models import load
-from circuitbook.widgets.lab import induction_lab
+from circuitbook.widgets.explainers import induction_stepper, stepper_data
+from circuitbook.widgets.lab import answer_weights, induction_lab
 from circuitbook.widgets.lab_export import export, reference_tokens, site_script
 
 
@@ -79,9 +80,23 @@ def test_site_script_registers_the_record(record):
 def test_widget_sends_the_record_when_asked(record):
     lab = induction_lab("toy-2l")
     assert lab.weights == "" and len(lab.tokens) == 48 and lab.tokens[:24] == lab.tokens[24:]
-    lab._answer(lab, {"ask": "something else"}, [])
+    answer_weights(lab, {"ask": "something else"}, [])
     assert lab.weights == ""
-    lab._answer(lab, {"ask": "weights"}, [])
+    answer_weights(lab, {"ask": "weights"}, [])
     assert json.loads(lab.weights) == record
     with pytest.raises(ValueError, match="toy-1l, toy-2l"):
         induction_lab("toy-0l")
+
+
+def test_live_stepper_carries_sequences_not_numbers(record):
+    model = load("toy-2l")
+    stepper = induction_stepper(model, live="toy-2l")
+    data = stepper_data(model)
+    assert set(stepper.data) == {"steps", "prev_head", "induction_head"}  # the page computes the rest
+    assert stepper.tokens == {mode: seq["ids"] for mode, seq in data["sequences"].items()}
+    text = data["sequences"]["text"]
+    assert [stepper.words[str(i)] for i in text["ids"]] == text["tokens"]
+    answer_weights(stepper, {"ask": "weights"}, [])
+    assert json.loads(stepper.weights) == record
+    with pytest.raises(ValueError, match="toy-1l, toy-2l"):
+        induction_stepper(model, live="smollm2")

@@ -1,6 +1,6 @@
 // The forward pass of the book's attention-only toy models, in the page (no kernel).
 // One module for every widget that runs the model (lab.py's esm() puts it in front of the
-// widget's own code; the induction lab is the first). Row vectors and TransformerLens's names and
+// widget's own code: the induction lab, and the toy model's induction stepper). Row vectors and TransformerLens's names and
 // shapes; weights arrive as float32 (exported by circuitbook.widgets.lab_export) and every
 // product is accumulated in float64. Chapter 13 teaches the path expansion at the end.
 
@@ -16,6 +16,25 @@ export function loadModel(spec) {
   const w = {};
   for (const [name, [, b64]] of Object.entries(spec.tensors)) w[name] = decode(b64);
   return { name: spec.name, cfg: spec.config, w };
+}
+
+// The record of the widget's model (its trait model_name): from the widget's trait weights
+// (live), from the site (_static/lab/, by a script tag, which works from file:// too), or
+// asked of the kernel (lab.py's answer_weights puts it in weights).
+export function loadRecord(model) {
+  const name = model.get("model_name");
+  const have = () => (window.cbLabModels || {})[name] || (model.get("weights") && JSON.parse(model.get("weights")));
+  if (have()) return Promise.resolve(have());
+  return new Promise((resolve, reject) => {
+    model.on("change:weights", () => have() && resolve(have()));
+    const root = document.documentElement.dataset.content_root;
+    if (root === undefined) { model.send({ ask: "weights" }); return; }
+    const script = document.createElement("script");
+    script.src = `${root}_static/lab/${name}.js`;
+    script.onload = () => (have() ? resolve(have()) : reject(new Error(`no ${name} in ${script.src}`)));
+    script.onerror = () => model.send({ ask: "weights" });
+    document.head.append(script);
+  });
 }
 
 // x [P, n] times the slice of `mat` at `offset`, [n, m] -> [P, m] (plus bias[m] at bOff)

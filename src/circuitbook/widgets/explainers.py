@@ -1,9 +1,11 @@
 """The induction module's two explainers, as anywidget widgets (the induction module).
 
-Both keep their logic in the page (``*.js`` beside this file) and receive everything they
-show as precomputed data in a synced trait, so they respond to clicks in Jupyter, in Colab
-and on the static site with no kernel. The data come from a real model: the attention arcs
-of the stepper are the model's own attention patterns, not drawn by hand.
+Both keep their logic in the page (``*.js`` beside this file), so they respond to clicks in
+Jupyter, in Colab and on the static site with no kernel. The builder and the language-model
+stepper receive what they show as precomputed data in a synced trait; the toy model's stepper
+runs the model in the page (``live``, the induction lab's forward pass) on the reader's own
+sequence. Either way the attention arcs of the stepper are the model's own attention
+patterns, not drawn by hand.
 
 - :func:`induction_stepper` - the induction circuit in five steps, on a sequence and on a
   random-token control with the same repeat. On a toy model the "text" is the sentence's
@@ -23,6 +25,7 @@ import anywidget
 import torch
 import traitlets
 
+from circuitbook.widgets.lab import answer_weights, esm
 from circuitbook.widgets.quiz import rich
 
 HERE = Path(__file__).parent
@@ -34,13 +37,25 @@ language model treats its first position specially), followed by "Dursley"."""
 
 
 class InductionStepper(anywidget.AnyWidget):
-    """Prev / Next through the five steps of the induction circuit; a toggle for the control."""
+    """Prev / Next through the five steps of the induction circuit; a toggle for the control.
 
-    _esm = HERE / "induction_stepper.js"
+    Precomputed (``data`` holds both sequences' numbers), or live: with ``model_name`` set, the
+    page runs that toy model (:func:`circuitbook.widgets.lab.esm`'s forward pass) on
+    ``tokens[mode]``, which the reader can retype; ``words`` names the text's token ids."""
+
+    _esm = esm("induction_stepper.js")
     _css = HERE / "explainers.css"
     data = traitlets.Dict().tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
     mode = traitlets.Unicode("text").tag(sync=True)
+    model_name = traitlets.Unicode("").tag(sync=True)  # live: the zoo model the page runs
+    weights = traitlets.Unicode("").tag(sync=True)  # live in Jupyter: the lab_export record, when asked
+    tokens = traitlets.Dict().tag(sync=True)  # live: {"text": [ids], "random": [ids]}
+    words = traitlets.Dict().tag(sync=True)  # live: {"id": word} for the text's tokens
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.on_msg(answer_weights)
 
 
 class CompositionBuilder(anywidget.AnyWidget):
@@ -113,7 +128,7 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
         return [[label_of(int(i)), round(float(v), 3)] for v, i in zip(best.values, best.indices)]
 
     return {
-        "tokens": labels, "query": query, "earlier": earlier, "target": earlier + 1,
+        "tokens": labels, "ids": list(tokens), "query": query, "earlier": earlier, "target": earlier + 1,
         "expected": labels[earlier + 1],
         "matching": [k for k in range(1, query + 1) if tokens[k - 1] == tokens[query]],
         "prev_arcs": prev_arcs, "ind_arcs": ind_arcs,
@@ -200,23 +215,27 @@ def stepper_data(model, *, tokenizer=None, text: str = DURSLEY, seed: int = 0, r
     rand_seq = sequence_data(model, rand, rand_labels, prev_head, induction_head,
                               label_of if tokenizer is not None else (lambda i: f"t{i}"))
     return {"sequences": {"text": text_seq, "random": rand_seq},
-            "steps": _steps(text_seq, rand_seq, prev_head, induction_head),
+            "steps": _steps(prev_head, induction_head),
             "prev_head": f"{prev_head[0]}.{prev_head[1]}", "induction_head": f"{induction_head[0]}.{induction_head[1]}"}
 
 
-def _steps(text_seq: dict, rand_seq: dict, prev_head, induction_head) -> list[dict]:
-    """The five steps' titles and texts, with the measured numbers of both sequences."""
+def _steps(prev_head, induction_head) -> list[dict]:
+    """The five steps' titles and texts. The texts are templates the page fills from the sequence
+    it shows (``induction_stepper.js``, ``fill``): ``{key:3}`` is ``key`` of that sequence with 3
+    decimals, ``{key:%}`` a percentage, ``{last}`` the last token and ``{expected}`` the one to
+    predict; ``direct`` holds step 5's first sentence for a head whose direct effect ranks the
+    target first (``top``) or lower (``low``). So the numbers are those of the sequence on the
+    screen, precomputed or computed in the page."""
     (l0, h0), (l1, h1) = prev_head, induction_head
-    last, nxt = text_seq["tokens"][-1].strip(), text_seq["expected"].strip()
     return [
         {"title": "1. The task", "highlight": ["query", "earlier", "target"], "arcs": None, "panel": None,
-         "text": f'The sequence ends with "{last}". Earlier, "{last}" was followed by "{nxt}". A model '
-                 f'that reads its context can predict "{nxt}" next: that is induction. Right after the first '
-                 f'"{last}", with nothing to copy yet, the model gave "{nxt}" probability '
-                 f'{text_seq["p_first"]:.3f}: that much it knows from its weights alone.',
+         "text": 'The sequence ends with "{last}". Earlier, "{last}" was followed by "{expected}". A model '
+                 'that reads its context can predict "{expected}" next: that is induction. Right after the first '
+                 '"{last}", with nothing to copy yet, the model gave "{expected}" probability '
+                 "{p_first:3}: that much it knows from its weights alone.",
          "random": "The same structure with random tokens: the last token occurred once before. After its "
                    "first occurrence the model gave the token that followed probability "
-                   f"{rand_seq['p_first']:.4f}: nothing memorised helps here; only the context can."},
+                   "{p_first:4}: nothing memorised helps here; only the context can."},
         {"title": f"2. The previous-token head {l0}.{h0}", "highlight": [], "arcs": "prev", "panel": None,
          "text": f"Head {l0}.{h0} attends from each position to the one before it (arcs: the model's real "
                  "attention, each position's strongest key). Its OV circuit copies that token's identity into "
@@ -224,42 +243,58 @@ def _steps(text_seq: dict, rand_seq: dict, prev_head, induction_head) -> list[di
         {"title": f"3. K-composition: the induction head {l1}.{h1} matches", "highlight": ["query", "target"],
          "arcs": None, "panel": "scores",
          "text": f'Head {l1}.{h1}\'s query at the last position asks for "a key whose left neighbour was '
-                 f'{last}". Its keys read the previous-token head\'s output (K-composition), so the key '
-                 f'right after the earlier "{last}" should score highest.',
+                 '{last}". Its keys read the previous-token head\'s output (K-composition), so the key '
+                 'right after the earlier "{last}" should score highest.',
          "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. The "
                    "keys read the previous-token head's output, so the key right after the earlier "
                    "occurrence should score highest, for random tokens just as for words."},
         {"title": "4. Attention lands on the token after the earlier occurrence", "highlight": ["query", "target"],
          "arcs": "induction", "panel": None,
-         "text": f'After the softmax, head {l1}.{h1} puts {text_seq["attention_on_target"]:.0%} of its '
-                 f'attention on "{nxt}" (arcs: its three strongest keys from the last position).',
-         "random": f'After the softmax, head {l1}.{h1} puts {rand_seq["attention_on_target"]:.0%} of its '
+         "text": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
+                 'attention on "{expected}" (arcs: its three strongest keys from the last position).',
+         "random": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
                    "attention on the token after the earlier occurrence."},
         {"title": "5. The copying OV circuit writes it", "highlight": ["target"], "arcs": "induction",
-         "panel": "prediction",
-         "text": f"{_direct(l1, h1, text_seq, nxt)} The model now predicts \"{nxt}\" with probability "
-                 f'{text_seq["p_expected"]:.2f}, against {text_seq["p_first"]:.3f} after the first "{last}".',
-         "random": f"{_direct(l1, h1, rand_seq, 'the correct next token')} The model gives the correct next "
-                   f"token probability {rand_seq['p_expected']:.2f} (after its first occurrence: "
-                   f"{rand_seq['p_first']:.4f}), with no statistics to lean on."},
+         "panel": "prediction", "direct": {"text": _direct(l1, h1, '"{expected}"'),
+                                           "random": _direct(l1, h1, "the correct next token")},
+         "text": '{direct} The model now predicts "{expected}" with probability '
+                 '{p_expected:2}, against {p_first:3} after the first "{last}".',
+         "random": "{direct} The model gives the correct next token probability {p_expected:2} (after its "
+                   "first occurrence: {p_first:4}), with no statistics to lean on."},
     ]
 
 
-def _direct(l1: int, h1: int, seq: dict, name: str) -> str:
+def _direct(l1: int, h1: int, name: str) -> dict[str, str]:
     """Step 5's first sentence: what the head's own output, read through the unembedding, says
-    about the target, as measured (its rank among all tokens)."""
-    if seq["head_rank"] == 1:
-        return (f"Head {l1}.{h1}'s OV circuit copies the token it attends to: read through the unembedding, "
-                f"its output favours {name} above every other token.")
-    return (f"Read straight through the unembedding, head {l1}.{h1}'s output ranks {name} only "
-            f"{seq['head_rank']:,}th among all tokens (its top tokens are below): this head's direct effect "
-            "alone does not make the prediction; other components (other heads, and in a deep model the "
-            "later layers that read this head's output) carry the rest.")
+    about the target, as measured (its rank among all tokens): for rank 1 (``top``) or lower."""
+    return {
+        "top": (f"Head {l1}.{h1}'s OV circuit copies the token it attends to: read through the unembedding, "
+                f"its output favours {name} above every other token."),
+        "low": (f"Read straight through the unembedding, head {l1}.{h1}'s output ranks {name} only "
+                "{head_rank}th among all tokens (its top tokens are below): this head's direct effect "
+                "alone does not make the prediction; other components (other heads, and in a deep model the "
+                "later layers that read this head's output) carry the rest."),
+    }
 
 
-def induction_stepper(model, **kwargs) -> InductionStepper:
-    """The induction-circuit stepper for ``model``; see :func:`stepper_data` for the options."""
-    return InductionStepper(data=stepper_data(model, **kwargs))
+def induction_stepper(model, *, live: str | None = None, **kwargs) -> InductionStepper:
+    """The induction-circuit stepper for ``model``; see :func:`stepper_data` for the options.
+
+    With ``live`` (a zoo name the lab exports, ``toy-1l`` or ``toy-2l``: ``model`` must be that
+    model) the page runs the model itself (``attn_only_forward.js``, as the induction lab does)
+    on the sequence the reader types; the widget carries only the two starting sequences, the
+    words of the text and the step texts, and no precomputed numbers."""
+    data = stepper_data(model, **kwargs)
+    if live is None:
+        return InductionStepper(data=data)
+    from circuitbook.widgets.lab_export import MODELS
+
+    if live not in MODELS or kwargs.get("tokenizer") is not None:
+        raise ValueError(f"a live stepper runs one of {', '.join(MODELS)} on toy tokens, not {live!r}")
+    text = data["sequences"]["text"]
+    words = {str(i): w for i, w in zip(text["ids"], text["tokens"])}
+    return InductionStepper(data={k: data[k] for k in ("steps", "prev_head", "induction_head")}, model_name=live,
+                            tokens={mode: seq["ids"] for mode, seq in data["sequences"].items()}, words=words)
 
 
 # ----------------------------------------------------------------------------- the builder

@@ -1,7 +1,10 @@
 // The induction circuit, one step at a time (anywidget front end).
-// All data (tokens, the model's real attention patterns, predictions) is computed in Python
-// and synced in the `data` trait, so the widget also works on the static site with no kernel.
-// `step` and `mode` are synced back to Python when a kernel is present.
+// Precomputed: everything (tokens, the model's real attention patterns, predictions) is
+// computed in Python and synced in the `data` trait. Live (`model_name` set): the forward pass
+// above this code (attn_only_forward.js) runs the toy model in the page on `tokens[mode]`,
+// which the reader can retype, and `sequenceData` reads off the same numbers Python's
+// explainers.sequence_data does. Either way it works on the static site with no kernel;
+// `step`, `mode` and `tokens` are synced back to Python when a kernel is present.
 
 function el(tag, attrs = {}, children = []) {
   const node = document.createElement(tag);
@@ -28,8 +31,69 @@ function textWidth(text) {
   return measure.measureText(text).width;
 }
 
+// a step text's template filled from the sequence shown (explainers._steps says the syntax)
+function fill(template, seq, direct) {
+  const values = { ...seq, last: seq.tokens[seq.query].trim(), expected: seq.expected.trim(),
+    direct: direct ? fill(seq.head_rank === 1 ? direct.top : direct.low, seq) : "" };
+  return template.replace(/\{(\w+)(?::(%|\d))?\}/g, (whole, key, fmt) => {
+    const v = values[key];
+    if (v === undefined) return whole;
+    if (fmt === "%") return `${Math.round(100 * v)}%`;
+    if (fmt) return v.toFixed(Number(fmt));
+    return typeof v === "number" ? v.toLocaleString("en-US") : String(v);
+  });
+}
+
+const r = (x, digits) => Number(x.toFixed(digits));
+
+// What the stepper shows for `ids`, from one forward pass in the page: the same fields as
+// explainers.sequence_data (toy models: no final normalisation, so a head's direct effect is
+// its output z W_O times W_U). null when the last token has no earlier occurrence.
+function sequenceData(net, ids, labelOf, prevHead, indHead) {
+  const [l0, h0] = prevHead.split(".").map(Number), [l1, h1] = indHead.split(".").map(Number);
+  const query = ids.length - 1;
+  let earlier = -1;
+  for (let i = 0; i < query; i++) if (ids[i] === ids[query]) earlier = i;
+  if (query < 1 || earlier < 0) return null;
+  const { d_model: D, d_vocab: V } = net.cfg, run = forward(net, ids), P = run.P;
+  const prevPat = run.layers[l0][h0].pattern, ind = run.layers[l1][h1];
+  const prev_arcs = [];
+  for (let q = 1; q <= query; q++) {
+    let k = 0;
+    for (let j = 1; j <= q; j++) if (prevPat[q * P + j] > prevPat[q * P + k]) k = j;
+    prev_arcs.push([q, k, r(prevPat[q * P + k], 3)]);
+  }
+  const row = Array.from({ length: query + 1 }, (_, k) => ind.pattern[query * P + k]);
+  const ind_arcs = row.map((w, k) => [k, w]).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, w]) => [query, k, r(w, 3)]);
+  const headLogits = new Float64Array(V);
+  for (let i = 0; i < D; i++) {
+    const x = ind.out[query * D + i];
+    for (let t = 0; t < V; t++) headLogits[t] += x * net.w.W_U[i * V + t];
+  }
+  const target = ids[earlier + 1], probs = logProbs(run, query).map(Math.exp);
+  const top5 = (values) => Array.from(values, (v, t) => [t, v]).sort((a, b) => b[1] - a[1]).slice(0, 5)
+    .map(([t, v]) => [labelOf(t), r(v, 3)]);
+  return {
+    tokens: ids.map(labelOf), ids, query, earlier, target: earlier + 1, expected: labelOf(target),
+    matching: ids.map((_, k) => k).filter((k) => k >= 1 && ids[k - 1] === ids[query]),
+    prev_arcs, ind_arcs, ind_scores: row.map((_, k) => r(ind.scores[query * P + k], 2)),
+    head_top: top5(headLogits), model_top: top5(probs),
+    attention_on_target: r(row[earlier + 1], 3), p_expected: r(probs[target], 3),
+    p_first: r(Math.exp(logProbs(run, earlier)[target]), 4),
+    head_rank: headLogits.filter((v) => v > headLogits[target]).length + 1,
+  };
+}
+
 function render({ model, el: root }) {
   root.classList.add("cb-stepper");
+  if (!model.get("model_name")) { build(model, root, null); return; }
+  root.textContent = "loading the model\u2026";
+  loadRecord(model).then((record) => { root.replaceChildren(); build(model, root, loadModel(record)); },
+    (err) => { root.textContent = `could not load the model: ${err.message}`; });
+}
+
+// net: the toy model the page runs (live), or null (precomputed)
+function build(model, root, net) {
   const header = el("div", { class: "cb-row" });
   const prev = el("button", { class: "cb-btn cb-prev", text: "\u2190 Prev" });
   const next = el("button", { class: "cb-btn cb-next", text: "Next \u2192" });
@@ -40,13 +104,33 @@ function render({ model, el: root }) {
   const body = el("div", { class: "cb-body" });
   const tokensBox = el("div", { class: "cb-tokens" });
   const extra = el("div", { class: "cb-extra" });
-  root.append(header, title, body, tokensBox, extra);
+  root.append(header);
+  const input = el("input", { class: "cb-stepper-input", type: "text", "aria-label": "the sequence: words of the text or token ids t0, t1, ..." });
+  if (net) {
+    root.append(el("div", { class: "cb-caption", text: `${net.name} runs in this page on the sequence below: retype it (words of the text, or token ids t0 to t${net.cfg.d_vocab - 1}); the last token must occur earlier.` }), input);
+    input.addEventListener("change", () => {
+      const ids = Object.fromEntries(Object.entries(model.get("words")).map(([i, w]) => [w, Number(i)]));
+      const parsed = input.value.split(/\s+/).filter(Boolean).map((w) => (w in ids ? ids[w] : /^t\d+$/.test(w) ? Number(w.slice(1)) : NaN))
+        .filter((t) => Number.isInteger(t) && t < net.cfg.d_vocab).slice(0, net.cfg.n_ctx);
+      set("tokens", { ...model.get("tokens"), [model.get("mode")]: parsed });
+    });
+  }
+  root.append(title, body, tokensBox, extra);
+
+  function current(data, mode) {
+    if (!net) return data.sequences[mode];
+    const words = model.get("words");
+    const labelOf = (t) => (mode === "text" && words[t] !== undefined ? words[t] : `t${t}`);
+    const ids = model.get("tokens")[mode];
+    input.value = ids.map(labelOf).join(" ");
+    return sequenceData(net, ids, labelOf, data.prev_head, data.induction_head);
+  }
 
   function draw() {
     const data = model.get("data");
     const mode = model.get("mode");
     const step = model.get("step");
-    const seq = data.sequences[mode];
+    const seq = current(data, mode);
     const steps = data.steps;
     const s = steps[step];
     root.dataset.step = String(step);
@@ -56,7 +140,15 @@ function render({ model, el: root }) {
     next.disabled = step === steps.length - 1;
     toggle.textContent = mode === "text" ? "Show the random-token control" : "Show the text";
     title.textContent = s.title;
-    body.textContent = s[mode] || s.text;
+    if (!seq) {
+      body.textContent = "The last token of this sequence does not occur earlier: there is nothing for induction to copy. Retype it.";
+      tokensBox.replaceChildren();
+      extra.replaceChildren();
+      return;
+    }
+    root.dataset.attention = String(seq.attention_on_target);
+    root.dataset.pExpected = String(seq.p_expected);
+    body.textContent = fill(s[mode] || s.text, seq, s.direct && s.direct[mode]);
 
     // the token row, with arcs for this step drawn from the model's real attention
     tokensBox.replaceChildren();
@@ -134,6 +226,7 @@ function render({ model, el: root }) {
   model.on("change:step", draw);
   model.on("change:mode", draw);
   model.on("change:data", draw);
+  model.on("change:tokens", draw);
   draw();
 }
 

@@ -13,23 +13,6 @@ function el(tag, attrs = {}, children = []) {
   return node;
 }
 
-// The model's record: from the widget's trait (live), from the site (_static/lab/, by a
-// script tag, which works from file:// too), or asked of the kernel.
-function loadRecord(model) {
-  const name = model.get("model_name");
-  const have = () => (window.cbLabModels || {})[name] || (model.get("weights") && JSON.parse(model.get("weights")));
-  if (have()) return Promise.resolve(have());
-  return new Promise((resolve, reject) => {
-    model.on("change:weights", () => have() && resolve(have()));
-    const root = document.documentElement.dataset.content_root;
-    if (root === undefined) { model.send({ ask: "weights" }); return; }
-    const script = el("script", { src: `${root}_static/lab/${name}.js` });
-    script.onload = () => (have() ? resolve(have()) : reject(new Error(`no ${name} in ${script.src}`)));
-    script.onerror = () => model.send({ ask: "weights" });
-    document.head.append(script);
-  });
-}
-
 // A seeded generator (mulberry32), so "random tokens" is the same draw for the same seed
 function rng(seed) {
   let a = seed >>> 0;

@@ -51,6 +51,16 @@ def esm(front_end: str) -> str:
     return FORWARD_JS.read_text() + "\n" + (HERE / front_end).read_text()
 
 
+def answer_weights(widget, content, _buffers) -> None:
+    """A widget's front end found no site to load its model's weights from (live in Jupyter or
+    Colab): put the :mod:`~circuitbook.widgets.lab_export` record of ``widget.model_name`` in
+    its ``weights`` trait. Any widget with those two traits can register it with ``on_msg``."""
+    if content.get("ask") == "weights" and not widget.weights:
+        from circuitbook.widgets.lab_export import export
+
+        widget.weights = json.dumps(export(widget.model_name), separators=(",", ":"))
+
+
 class InductionLab(anywidget.AnyWidget):
     """A live toy model in the page: type, click or draw tokens; click heads to ablate them."""
 
@@ -65,14 +75,7 @@ class InductionLab(anywidget.AnyWidget):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.on_msg(self._answer)
-
-    def _answer(self, _widget, content, _buffers) -> None:
-        """The front end found no site to load weights from: send the record."""
-        if content.get("ask") == "weights" and not self.weights:
-            from circuitbook.widgets.lab_export import export
-
-            self.weights = json.dumps(export(self.model_name), separators=(",", ":"))
+        self.on_msg(answer_weights)
 
 
 def induction_lab(model_name: str = "toy-2l", tokens: list[int] | None = None, **kwargs) -> InductionLab:
