@@ -15,19 +15,20 @@ def test_plain_windows_are_consecutive_tokens():
     assert torch.equal(rows - rows[:, :1], torch.arange(32).expand(8, 32))
 
 
-def test_copies_come_from_the_first_half_and_land_in_the_second():
+def test_copies_come_from_earlier_in_the_same_row():
     ids = torch.arange(10_000)  # every token unique: a copy is visible as a jump
-    seq_len, half = 64, 32
-    rows = passage_windows(ids, 16, seq_len, seed=0, n_repeats=2, min_len=4, max_len=12)
+    seq_len = 64
+    rows = passage_windows(ids, 32, seq_len, seed=0, n_repeats=2, min_len=4, max_len=12)
     start = rows[:, :1]
-    assert torch.equal(rows[:, :half] - start, torch.arange(half).expand(16, half)), "first half is plain text"
-    for r in range(16):
-        moved = [t for t in range(half, seq_len) if rows[r, t] != start[r, 0] + t]
+    assert torch.equal(rows[:, :4] - start, torch.arange(4).expand(32, 4)), "no copy lands before min_len"
+    for r in range(32):
+        offset = (rows[r] - start[r, 0]).tolist()  # the corpus position each token came from
+        moved = [t for t in range(seq_len) if offset[t] != t]
         assert len(moved) >= 4, "at least one passage of min_len tokens was copied"
-        for t in moved:  # every copied token is one of the first half's tokens
-            assert 0 <= int(rows[r, t] - start[r, 0]) < half
-    assert torch.equal(rows, passage_windows(ids, 16, seq_len, seed=0, n_repeats=2, min_len=4, max_len=12))
-    assert not torch.equal(rows, passage_windows(ids, 16, seq_len, seed=1, n_repeats=2, min_len=4, max_len=12))
+        for t in moved:  # every copied token comes from earlier in the row
+            assert 0 <= offset[t] < t
+    assert torch.equal(rows, passage_windows(ids, 32, seq_len, seed=0, n_repeats=2, min_len=4, max_len=12))
+    assert not torch.equal(rows, passage_windows(ids, 32, seq_len, seed=1, n_repeats=2, min_len=4, max_len=12))
 
 
 def test_passage_windows_rejects_bad_lengths():

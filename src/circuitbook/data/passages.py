@@ -4,8 +4,8 @@ Real documents repeat themselves: a name, a refrain, a line quoted back. Shakesp
 do so at every speech (the speaker's name), but a tiny model on two CPU cores sees too
 few of those repeats in a few minutes to form induction heads. ``passage_windows`` makes
 them more frequent while keeping the text: every row is a window of consecutive corpus
-tokens, and ``n_repeats`` times a passage from the first half of the row is copied over
-a later stretch of the same row, as if the document quoted itself.
+tokens, and ``n_repeats`` times a passage of the row is copied over a later stretch of the
+same row, as if the document quoted itself.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ def passage_windows(
     """``[batch, seq_len]`` windows of ``ids`` (a 1-D token stream), each with repeated passages.
 
     Row ``r`` starts as ``ids[o_r : o_r + seq_len]`` at a random offset ``o_r``. Then, ``n_repeats``
-    times: a length ``L`` is drawn uniformly from ``[min_len, max_len]``, a source start ``a``
-    from ``[0, seq_len // 2 - L]`` and a destination start ``c`` from
-    ``[seq_len // 2, seq_len - L]``, and ``row[c : c + L] = row[a : a + L]``. Copies always land
-    in the second half, so the first half is plain text. ``n_repeats=0`` gives plain windows.
-    Deterministic in ``seed`` (a ``torch.Generator``).
+    times: a length ``L`` is drawn uniformly from ``[min_len, max_len]``, a destination start
+    ``c`` from ``[L, seq_len - L]`` and a source start ``a`` from ``[0, c - L]``, and
+    ``row[c : c + L] = row[a : a + L]``: a passage is copied over a later, non-overlapping
+    stretch of the same row. ``n_repeats=0`` gives plain windows. Deterministic in ``seed``
+    (a ``torch.Generator``).
     """
     if ids.dim() != 1 or len(ids) <= seq_len:
         raise ValueError(f"ids must be a 1-D stream longer than seq_len={seq_len}, got shape {tuple(ids.shape)}")
@@ -39,15 +39,14 @@ def passage_windows(
     g = torch.Generator().manual_seed(seed)
     offsets = torch.randint(0, len(ids) - seq_len, (batch,), generator=g)
     rows = ids[offsets[:, None] + torch.arange(seq_len)].clone()
-    half = seq_len // 2
     for _ in range(n_repeats):
         length = torch.randint(min_len, max_len + 1, (batch,), generator=g)
         u = torch.rand(batch, 2, generator=g)
-        src = (u[:, 0] * (half - length + 1)).long()
-        dst = half + (u[:, 1] * (seq_len - half - length + 1)).long()
+        dst = length + (u[:, 0] * (seq_len - 2 * length + 1)).long()
+        src = (u[:, 1] * (dst - length + 1)).long()
         for r in range(batch):
             n, a, c = int(length[r]), int(src[r]), int(dst[r])
-            rows[r, c : c + n] = rows[r, a : a + n]
+            rows[r, c : c + n] = rows[r, a : a + n].clone()
     return rows
 
 

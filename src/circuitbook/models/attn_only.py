@@ -82,7 +82,7 @@ def attn_only(
         model = HookedTransformer(cfg, move_to_device=False)
     if smeared_keys:
         for block in model.blocks:
-            block.attn.hook_k = SmearedKeys(n_heads, dtype=dtype)
+            block.attn.add_module("hook_k", SmearedKeys(n_heads, dtype=dtype))  # replaces the plain hook point
         model.setup()  # re-index the hook points, so run_with_cache and hooks see the new ones
     return model.to(device, print_details=False)
 

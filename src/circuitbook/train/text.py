@@ -4,10 +4,10 @@
 variants). Every ``every`` steps it measures, on a fixed held-out set of plain text windows,
 the mean loss at every context position; from those the held-out loss and Olsson et al.'s
 in-context-learning score (:func:`circuitbook.train.phases.icl_score_from_positions`); and
-every head's induction and previous-token score (``circuitbook.heads``), on held-out text
-repeated once (:func:`repeated_text`) and on repeated random tokens. With a 512-token
-vocabulary, random tokens include byte tokens the model has hardly seen, so the scores on
-repeated text are the ones chapter 19 reads. At the steps listed in
+every head's induction and previous-token score (``circuitbook.heads``), on repeated random
+tokens (as for the toy models) and on held-out text repeated once (:func:`repeated_text`).
+Text repeats common tokens within one copy, so an induction head's attention splits between
+several earlier matches and its text score is lower than its random-token score. At the steps listed in
 ``checkpoints`` it keeps a float16 copy of the weights.
 """
 
@@ -55,16 +55,16 @@ class TextMetrics:
     Per record: ``step``; ``loss`` (mean training loss since the last record);
     ``heldout_loss`` (mean over every position of ``heldout``); ``icl`` (the ICL score with
     bands ``early`` and ``late``); ``position_loss`` (the [pos - 1] curve); ``induction`` and
-    ``prev_token`` ([n_layers, n_heads] on ``repeated_text(heldout, repeat_len, repeat_batch)``)
-    and their maxima ``induction_best`` / ``prev_token_best``; ``induction_random_best`` and
-    ``prev_token_random_best``, the same maxima on ``repeat_batch`` rows of ``repeat_len``
-    random tokens repeated once (seed ``repeat_seed``).
+    ``prev_token`` ([n_layers, n_heads] on ``repeat_batch`` rows of ``repeat_len`` random tokens
+    repeated once, seed ``repeat_seed``) and their maxima ``induction_best`` /
+    ``prev_token_best``; ``induction_text`` / ``prev_token_text`` and ``induction_text_best`` /
+    ``prev_token_text_best``, the same on ``repeated_text(heldout, repeat_len, repeat_batch)``.
     ``self.checkpoints`` maps each step in ``checkpoints`` to a float16 state dict.
     """
 
     KEYS = ("step", "loss", "heldout_loss", "icl", "induction_best", "prev_token_best",
             "induction", "prev_token", "position_loss",
-            "induction_random_best", "prev_token_random_best")
+            "induction_text_best", "prev_token_text_best", "induction_text", "prev_token_text")
 
     def __init__(self, heldout: torch.Tensor, *, every: int, early: tuple[int, int], late: tuple[int, int],
                  repeat_len: int = 32, repeat_batch: int = 16, repeat_seed: int = 0, checkpoints=()):
@@ -79,11 +79,12 @@ class TextMetrics:
     def evaluate(self, model) -> dict:
         """One record (without ``step`` and ``loss``) for ``model`` as it is now."""
         curve = position_loss(model, self.heldout)
-        rand_ind, rand_prev = induction_and_prev_token_scores(model, **self.repeat)
+        ind, prev = induction_and_prev_token_scores(model, **self.repeat)
         tokens = self.repeated.to(next(model.parameters()).device)
-        ind, prev = induction_scores(model, tokens=tokens), prev_token_scores(model, tokens=tokens)
+        text_ind, text_prev = induction_scores(model, tokens=tokens), prev_token_scores(model, tokens=tokens)
         return {
-            "induction_random_best": float(rand_ind.max()), "prev_token_random_best": float(rand_prev.max()),
+            "induction_text": text_ind.tolist(), "prev_token_text": text_prev.tolist(),
+            "induction_text_best": float(text_ind.max()), "prev_token_text_best": float(text_prev.max()),
             "heldout_loss": float(curve.mean()),
             "icl": icl_score_from_positions(curve.tolist(), early=self.early, late=self.late),
             "position_loss": curve.tolist(),
