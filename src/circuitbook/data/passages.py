@@ -37,11 +37,11 @@ def passage_windows(
     if n_repeats and not 1 <= min_len <= max_len <= seq_len // 2:
         raise ValueError(f"need 1 <= min_len <= max_len <= seq_len // 2, got {min_len}, {max_len}, {seq_len}")
     g = torch.Generator().manual_seed(seed)
-    offsets = torch.randint(0, len(ids) - seq_len, (batch,), generator=g)
-    rows = ids[offsets[:, None] + torch.arange(seq_len)].clone()
+    offsets = torch.randint(0, len(ids) - seq_len, (batch,), generator=g, device="cpu")
+    rows = ids.cpu()[offsets[:, None] + torch.arange(seq_len, device="cpu")].clone()
     for _ in range(n_repeats):
-        length = torch.randint(min_len, max_len + 1, (batch,), generator=g)
-        u = torch.rand(batch, 2, generator=g)
+        length = torch.randint(min_len, max_len + 1, (batch,), generator=g, device="cpu")
+        u = torch.rand(batch, 2, generator=g, device="cpu")
         dst = length + (u[:, 0] * (seq_len - 2 * length + 1)).long()
         src = (u[:, 1] * (dst - length + 1)).long()
         for r in range(batch):
@@ -69,4 +69,4 @@ def play_streams(tokenizer, heldout_play: str) -> tuple[torch.Tensor, torch.Tens
         train.extend(enc.ids)
         train.append(eot)
     heldout = tokenizer.encode(plays[heldout_play]).ids
-    return torch.tensor(train, dtype=torch.long), torch.tensor(heldout, dtype=torch.long)
+    return torch.tensor(train, dtype=torch.long, device="cpu"), torch.tensor(heldout, dtype=torch.long, device="cpu")

@@ -41,7 +41,7 @@ def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tens
     rows are run ``chunk`` at a time.
     """
     device = next(model.parameters()).device
-    total = torch.zeros(tokens.shape[1] - 1, dtype=torch.float64)
+    total = torch.zeros(tokens.shape[1] - 1, dtype=torch.float64, device="cpu")
     with torch.no_grad():
         for part in tokens.split(chunk):
             part = part.to(device)
