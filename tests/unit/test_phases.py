@@ -28,6 +28,8 @@ def test_half_rise_step_of_a_logistic_is_its_midpoint():
     assert half_rise_step(steps, values, fraction=0.8) == 45
     assert rise_steps(steps, values) == 45 - 36
     assert half_rise_step(steps, [0.0] * 101) is None
+    # a score that peaks and falls back: half of the peak (1.0 at step 3), not of the end
+    assert half_rise_step([0, 1, 2, 3, 4, 5], [0.0, 0.2, 0.6, 1.0, 0.4, 0.1]) == 2
 
 
 def test_window_slope_matches_numpy_polyfit():

@@ -5,8 +5,8 @@ falls faster than the trend around it, the window in which induction heads form.
 functions turn that description into numbers read from a recorded history (``steps`` and
 one value per recorded step), so the coincidence can be measured and fail:
 
-- :func:`half_rise_step`: when a score first reaches half its final value;
-- :func:`rise_steps`: the steps it takes to go from one fraction of its final value to another;
+- :func:`half_rise_step`: when a score first reaches half its highest value;
+- :func:`rise_steps`: the steps it takes to go from one fraction of that value to another;
 - :func:`window_slope` / :func:`bump_rates`: the least-squares slope of the loss (nats
   per step) in a window centred on that step and in the windows of equal length just
   before and just after;
@@ -29,23 +29,25 @@ def _pairs(steps: Sequence[float], values: Sequence[float]) -> list[tuple[float,
 
 
 def half_rise_step(steps: Sequence[float], values: Sequence[float], *, fraction: float = 0.5) -> float | None:
-    """The first recorded step at which ``values`` reaches ``fraction`` of its final value.
+    """The first recorded step at which ``values`` reaches ``fraction`` of its highest value.
 
-    ``final = values[-1]``; returns the first ``steps[i]`` with ``values[i] >= fraction * final``
-    (``None`` if ``final <= 0``). For the best induction score of a training run,
-    ``fraction=0.5`` is the step at which induction heads are half formed.
+    ``top = max(values)``; returns the first ``steps[i]`` with ``values[i] >= fraction * top``
+    (``None`` if ``top <= 0``). For a score that rises to a plateau, ``top`` is its final
+    value; for one that rises and falls back, its peak. For the best induction score of a
+    training run, ``fraction=0.5`` is the step at which induction heads are half formed.
     """
     pts = _pairs(steps, values)
-    if not pts or pts[-1][1] <= 0:
+    top = max((v for _, v in pts), default=0.0)
+    if top <= 0:
         return None
-    level = fraction * pts[-1][1]
+    level = fraction * top
     return next(s for s, v in pts if v >= level)
 
 
 def rise_steps(steps: Sequence[float], values: Sequence[float], low: float = 0.2, high: float = 0.8) -> float | None:
     """``half_rise_step(.., fraction=high) - half_rise_step(.., fraction=low)``: how long the
-    score takes to climb from ``low`` to ``high`` of its final value (``None`` if it never
-    has a positive final value)."""
+    score takes to climb from ``low`` to ``high`` of its highest value (``None`` if that is
+    not positive)."""
     a = half_rise_step(steps, values, fraction=low)
     b = half_rise_step(steps, values, fraction=high)
     return None if a is None or b is None else b - a
@@ -121,7 +123,7 @@ def bump_window(steps: Sequence[float], score: Sequence[float], *, min_width: fl
     """``(centre, width)`` of the window in which a head score forms (chapter 19).
 
     ``centre = half_rise_step(steps, score)``; ``width = max(rise_steps(steps, score, 0.2, 0.8),
-    min_width)``, the time the score takes from 20 % to 80 % of its final value, but never less
+    min_width)``, the time the score takes from 20 % to 80 % of its highest value, but never less
     than ``min_width`` (a slope needs a few records). ``None`` if the score never rises.
     """
     centre, rise = half_rise_step(steps, score), rise_steps(steps, score)
