@@ -761,7 +761,7 @@ plt.show()
 # %%
 before = steps < change - 40
 around = (steps >= change - 40) & (steps <= change + 40)
-bump = first_curve[around].max()
+first_peak = first_curve[around].max()
 claim("the phase-change step computed from the history is the recorded one",
       change, change == recorded, chapter="17")
 claim("the best induction score is below 0.15 until 40 steps before it and "
@@ -771,14 +771,14 @@ claim("the best induction score is below 0.15 until 40 steps before it and "
       best_ind_curve[before].max() < 0.15
       and best_ind_curve[steps <= change + 40][-1] > 0.5, chapter="17")
 claim("during the change the first-copy loss rises above chance",
-      f"{bump:.2f} vs ln 64 = {chance:.2f}", bump > chance + 0.5,
+      f"{first_peak:.2f} vs ln 64 = {chance:.2f}", first_peak > chance + 0.5,
       chapter="17")
 prev_1500 = prev_curve[steps == 1500].item()
 claim("the previous-token score is below 0.7 at step 1,500 and above 0.95 "
       "at the end", f"{prev_1500:.2f} -> {prev_curve[-1]:.2f}",
       prev_1500 < 0.7 and prev_curve[-1] > 0.95, chapter="17")
 glue("change", change)
-glue("bump", bump.item())
+glue("first_peak", first_peak.item())
 glue("prev_1500", prev_1500)
 glue("prev_final", prev_curve[-1].item())
 
@@ -786,10 +786,12 @@ glue("prev_final", prev_curve[-1].item())
 # For most of the first {glue:text}`change` steps the second-copy loss drifts down
 # slowly and the induction score stays near zero. Then, within a few dozen steps, the
 # second-copy loss collapses and the best induction score shoots up. In the same steps
-# the loss on the first copy **rises above chance**, to {glue:text}`bump:.2f`. (This
-# is not the "bump" of Olsson et al., a small bump in the overall training loss of
-# models trained on text, which chapter {doc}`19_training` discusses; ours is the
-# first-copy loss overshooting the loss of a uniform guess.) The newly formed circuit
+# the loss on the first copy **rises above chance**, to {glue:text}`first_peak:.2f`.
+# That overshoot is particular to this toy data, and it is not what Olsson et al. call
+# the induction bump: `toy-2l` sees nothing but repeated segments, so its loss falls off a
+# cliff. The bump of a model trained on text, a short window in which the training loss
+# falls faster than before and after, is built and measured in chapter
+# {doc}`19_training`. Here the newly formed circuit
 # bets that tokens seen earlier will come again, also where they do not (the
 # fresh-half control above showed the same overconfidence in the finished model). The
 # previous-token score rises together with the induction score, since neither head is useful without the

@@ -181,3 +181,56 @@ def test_translation_checkpoint():
     recomputed = zoo.evaluate("toy-translation", model)
     _close(recomputed, record["metrics"])
     assert recomputed["token_accuracy"] > 0.9
+
+
+# ----------------------------------------------------------------------------------------
+# The text models of chapter 19 (float16 on disk, loaded into float32 models)
+# ----------------------------------------------------------------------------------------
+
+
+def _independent_position_loss(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Mean loss at each position from TransformerLens's own per-token loss, in float64."""
+    with torch.no_grad():
+        return model(tokens, return_type="loss", loss_per_token=True).double().mean(0)
+
+
+@pytest.mark.parametrize("name", zoo.TEXT_MODELS)
+def test_text_model_metrics_are_true_of_the_shipped_weights(name):
+    record = zoo.info(name)
+    weights, _ = zoo.paths(name)
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == record["weights"]["sha256"]
+    model = zoo.load(name)
+    assert next(model.parameters()).dtype == torch.float32
+    assert any("hook_k.alpha" in n for n, _ in model.named_parameters()) == record["config"].get("smeared_keys", False)
+    recipe = zoo.RECIPES[name]
+    heldout = zoo.text_heldout(recipe)
+    curve = _independent_position_loss(model, heldout)
+    lo, hi = recipe.data["icl_late"]
+    elo, ehi = recipe.data["icl_early"]
+    icl = float(curve[lo - 1 : hi - 1].mean() - curve[elo - 1 : ehi - 1].mean())
+    # the metrics were measured on the float32 weights, which ship rounded to float16
+    # (relative 2^-11 per weight); measured effect on these losses: well under 0.01 nats
+    assert abs(float(curve.mean()) - record["metrics"]["heldout_loss"]) < 0.01
+    assert abs(icl - record["metrics"]["icl"]) < 0.01
+    h = zoo.history(name)
+    assert h["step"][-1] == recipe.train["steps"] and len(h["position_loss"][0]) == recipe.train["seq_len"] - 1
+    assert abs(h["heldout_loss"][-1] - float(curve.mean())) < 0.01
+
+
+def test_text_checkpoints_reproduce_the_recorded_history():
+    record = zoo.info("text-2l")
+    ckpt = zoo.checkpoint_path("text-2l")
+    assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == record["checkpoints_file"]["sha256"]
+    steps = zoo.checkpoint_steps("text-2l")
+    assert steps == sorted(zoo.RECIPES["text-2l"].train["checkpoints"]) + [zoo.RECIPES["text-2l"].train["steps"]]
+    h = zoo.history("text-2l")
+    heldout = zoo.text_heldout(zoo.RECIPES["text-2l"])
+    losses = []
+    for step in steps[:2] + steps[-2:]:
+        model = zoo.load_checkpoint("text-2l", step)
+        loss = float(_independent_position_loss(model, heldout).mean())
+        assert abs(loss - h["heldout_loss"][h["step"].index(step)]) < 0.01, step
+        losses.append(loss)
+    assert losses[0] > losses[-1], "training lowered the held-out loss"
+    with pytest.raises(ValueError, match="has checkpoints at steps"):
+        zoo.load_checkpoint("text-2l", 7)

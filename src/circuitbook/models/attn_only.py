@@ -5,6 +5,11 @@ embedding is added only where queries and keys are read ("shortformer", Press et
 so the residual stream carries token information alone and every path through the model
 is a product of fixed matrices. We build them as TransformerLens ``HookedTransformer``s so
 that hooks, caches and ``FactoredMatrix`` come for free.
+
+``smeared_keys=True`` adds Olsson et al.'s (2022) architecture perturbation (chapter 19):
+each head's key at position j becomes a learned mixture of the keys at j and j - 1, so a
+single layer can match on the previous token, and induction no longer needs a
+previous-token head in an earlier layer.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from transformer_lens.hook_points import HookPoint
 
 from circuitbook.devices import resolve_device
 
@@ -28,6 +34,7 @@ def attn_only(
     seed: int | None = 0,
     device: str | torch.device | None = None,
     dtype: torch.dtype = torch.float32,
+    smeared_keys: bool = False,
 ):
     """Build an attention-only ``HookedTransformer`` with no LayerNorm.
 
@@ -38,6 +45,10 @@ def attn_only(
 
     Weights follow TransformerLens's names and shapes: ``W_Q, W_K, W_V`` are
     [n_layers, n_heads, d_model, d_head], ``W_O`` is [n_layers, n_heads, d_head, d_model].
+
+    ``smeared_keys=True`` replaces every layer's ``attn.hook_k`` by a :class:`SmearedKeys`
+    hook point with one learned parameter per head (``blocks.{l}.attn.hook_k.alpha``); the
+    default (``False``) is the plain TransformerLens model, unchanged.
     """
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
@@ -69,4 +80,28 @@ def attn_only(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         model = HookedTransformer(cfg, move_to_device=False)
+    if smeared_keys:
+        for block in model.blocks:
+            block.attn.add_module("hook_k", SmearedKeys(n_heads, dtype=dtype))  # replaces the plain hook point
+        model.setup()  # re-index the hook points, so run_with_cache and hooks see the new ones
     return model.to(device, print_details=False)
+
+
+class SmearedKeys(HookPoint):
+    """Olsson et al.'s smeared keys, as the hook point ``attn.hook_k`` (chapter 19).
+
+    For keys ``k`` [batch, pos, n_heads, d_head] and a learned ``alpha`` [n_heads],
+    ``k'[b, j, h] = s_h k[b, j, h] + (1 - s_h) k[b, j - 1, h]`` with ``s_h = sigmoid(alpha_h)``;
+    the first position has no predecessor and keeps its own key, ``k'[b, 0] = k[b, 0]``.
+    ``alpha`` starts at 0 (an even mixture). Hooks added to this point see ``k'``, and so does
+    the attention score ``q . k'``. Values are not smeared.
+    """
+
+    def __init__(self, n_heads: int, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.alpha = torch.nn.Parameter(torch.zeros(n_heads, dtype=dtype))
+
+    def forward(self, k: torch.Tensor) -> torch.Tensor:
+        s = torch.sigmoid(self.alpha)[:, None]  # [n_heads, 1], broadcast over d_head
+        previous = torch.cat([k[:, :1], k[:, :-1]], dim=1)
+        return s * k + (1 - s) * previous

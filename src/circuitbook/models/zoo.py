@@ -20,12 +20,21 @@ name                    chapter  what it is
                                  an induction head; its history shows the phase change
 ``toy-translation``     12, 19   the Annotated Transformer's encoder-decoder on the
                                  toy translation task (``models.encoder_decoder``)
+``text-2l``             19       two-layer attn-only on Shakespeare (512-token BPE) with
+                                 passages repeated; its history shows the induction
+                                 bump, and it ships float16 checkpoints
+``text-2l-seed1``       19       the same recipe, model and data seed 1
+``text-2l-smeared``     19       the same recipe with Olsson et al.'s smeared keys
 ======================  =======  ===================================================
+
+The text models are stored in float16 (and loaded into float32 models);
+``load_checkpoint(name, step)`` returns ``text-2l`` as it was at an intermediate step.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -114,8 +123,42 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
+# The text models of chapter 19: Shakespeare in a 512-token BPE, context 128.
+_TEXT = dict(d_model=64, n_heads=4, d_head=16, d_vocab=512, n_ctx=128, positional="shortformer", seed=0)
+_TEXT_DATA = dict(kind="passages", vocab_size=512, heldout_play="timon-of-athens", n_repeats=2,
+                  min_len=16, max_len=40, heldout_rows=128, icl_early=[8, 16], icl_late=[96, 128])
+_TEXT_TRAIN = dict(steps=3500, lr=1e-2, batch=16, seq_len=128, data_seed=50_000, history_every=25,
+                   checkpoints=[500, 1000, 1500, 2000, 2500, 3000])
+_TEXT_DESCRIPTION = (
+    "Two-layer attention-only transformer on Shakespeare (the book's BPE, 512 tokens), trained on "
+    "128-token windows of 37 plays in each of which two passages of 16-40 tokens are copied over "
+    "a later stretch of the same window; Timon of Athens is held out. "
+)
+RECIPES.update({
+    "text-2l": Recipe(
+        name="text-2l", chapter="19", description=_TEXT_DESCRIPTION + "Seed 0; ships checkpoints.",
+        model=dict(_TEXT, n_layers=2), data=_TEXT_DATA, train=_TEXT_TRAIN,
+        targets=dict(induction_best=[">", 0.3]),
+    ),
+    "text-2l-seed1": Recipe(
+        name="text-2l-seed1", chapter="19", description=_TEXT_DESCRIPTION + "Model and data seed 1.",
+        model=dict(_TEXT, n_layers=2, seed=1), data=_TEXT_DATA,
+        train=dict(_TEXT_TRAIN, data_seed=60_000, checkpoints=[]),
+        targets=dict(induction_best=[">", 0.3]),
+    ),
+    "text-2l-smeared": Recipe(
+        name="text-2l-smeared", chapter="19",
+        description=_TEXT_DESCRIPTION + ("Seed 0, with Olsson et al.'s smeared keys in both layers; "
+                                         "1,000 steps, since its induction heads form in the first few hundred."),
+        model=dict(_TEXT, n_layers=2, smeared_keys=True), data=_TEXT_DATA,
+        train=dict(_TEXT_TRAIN, steps=1000, checkpoints=[]),
+        targets=dict(induction_best=[">", 0.3]),
+    ),
+})
+TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared")
+
 #: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
-NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation")
+NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation") + TEXT_MODELS
 
 # Fixed evaluation settings, so a loaded checkpoint's metrics can be recomputed exactly.
 EVAL = dict(repeat_seq_len=32, repeat_batch=16, repeat_seed=0, n_rows=512, eval_seed=999_983)
@@ -136,6 +179,40 @@ def paths(name: str, directory: Path | str | None = None) -> tuple[Path, Path]:
     _check_name(name)
     d = ZOO_DIR if directory is None else Path(directory)
     return d / f"{name}.safetensors", d / f"{name}.json"
+
+
+def checkpoint_path(name: str, directory: Path | str | None = None) -> Path:
+    """The ``<name>.checkpoints.safetensors`` file of a text model's intermediate weights."""
+    _check_name(name)
+    return (ZOO_DIR if directory is None else Path(directory)) / f"{name}.checkpoints.safetensors"
+
+
+def checkpoint_steps(name: str = "text-2l") -> list[int]:
+    """The training steps at which ``name`` shipped a checkpoint (its final step included)."""
+    record = info(name)
+    return sorted(record["training"].get("checkpoint_steps", [])) + [record["recipe"]["train"]["steps"]]
+
+
+def load_checkpoint(name: str = "text-2l", step: int | None = None, *, device: str | torch.device | None = None):
+    """``name`` as it was after ``step`` training steps, in eval mode (chapter 19).
+
+    ``step`` must be one of :func:`checkpoint_steps`; the last one (or ``None``) is the final
+    model, the same as ``load(name)``. Checkpoints are stored in float16 and loaded into the
+    float32 model; a ``ValueError`` lists the steps that exist.
+    """
+    steps = checkpoint_steps(name)
+    if step is None or step == steps[-1]:
+        return load(name, device=device)
+    if step not in steps:
+        raise ValueError(f"{name!r} has checkpoints at steps {steps}, not at {step}")
+    from safetensors.torch import load_file
+
+    record = info(name)
+    model = _empty_model(name, record["config"], resolve_device(device))
+    prefix = f"step{step}/"
+    state = {k[len(prefix):]: v for k, v in load_file(str(checkpoint_path(name))).items() if k.startswith(prefix)}
+    model.load_state_dict(state, strict=True)
+    return model.eval()
 
 
 def info(name: str, directory: Path | str | None = None) -> dict:
@@ -225,7 +302,42 @@ def batch_fn(recipe: Recipe):
         )
     if d["kind"] == "mixture":
         return lambda step: _mixture(recipe, batch, seq_len, base + step)
+    if d["kind"] == "passages":
+        passage_windows = _text_data_module("passages").passage_windows
+        train_ids, _ = text_streams(recipe)
+        return lambda step: passage_windows(train_ids, batch, seq_len, seed=base + step, n_repeats=d["n_repeats"],
+                                            min_len=d["min_len"], max_len=d["max_len"])
     raise ValueError(f"unknown data kind {d['kind']!r} in recipe {recipe.name!r}")
+
+
+def text_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(train, heldout)`` token streams of a text recipe (``circuitbook.data.passages.play_streams``
+    with the Shakespeare tokenizer of the recipe's vocabulary size); encoded once per process."""
+    return _streams(recipe.data["vocab_size"], recipe.data["heldout_play"])
+
+
+@functools.lru_cache(maxsize=2)
+def _streams(vocab_size: int, heldout_play: str) -> tuple[torch.Tensor, torch.Tensor]:
+    tokenizer = _text_data_module("corpus").shakespeare_tokenizer(vocab_size)
+    return _text_data_module("passages").play_streams(tokenizer, heldout_play)
+
+
+def _text_data_module(name: str):
+    """``circuitbook.data.<name>``, imported by name: the text models need the ``corpus`` extra
+    (``tokenizers`` and the plays), and ``scripts/notebooks.py`` gives a chapter's set-up cell
+    every extra its import statements reach. Chapters that only load toy models stay light;
+    chapter 19 imports ``circuitbook.data.passages`` itself."""
+    import importlib
+
+    return importlib.import_module(f"circuitbook.data.{name}")
+
+
+def text_heldout(recipe: Recipe) -> torch.Tensor:
+    """The fixed held-out windows of a text recipe: [heldout_rows, seq_len] of plain text."""
+    from circuitbook.train.text import heldout_windows
+
+    _, heldout = text_streams(recipe)
+    return heldout_windows(heldout, recipe.train["seq_len"], recipe.data["heldout_rows"])
 
 
 def _chain(recipe: Recipe):
@@ -266,6 +378,8 @@ def evaluate(name: str, model) -> dict:
         return _translation_metrics(model, info(name)["config"])
     recipe = RECIPES[name]
     out = {}
+    if name in TEXT_MODELS:
+        out.update(text_metrics(recipe, model))
     if recipe.model["n_layers"] >= 1 and 2 * EVAL["repeat_seq_len"] <= recipe.model["n_ctx"]:
         out.update(induction_metrics(model))
     kind = recipe.data["kind"]
@@ -295,6 +409,19 @@ def induction_metrics(model) -> dict:
         "prev_token_best": float(prev.max()),
         "prev_token_head": best_prev,
     }
+
+
+def text_metrics(recipe: Recipe, model) -> dict:
+    """Held-out loss and in-context-learning score of a text model (chapter 19): the mean loss
+    over every position of ``text_heldout(recipe)`` and ``icl_score_from_positions`` with the
+    recipe's bands."""
+    from circuitbook.train.phases import icl_score_from_positions
+    from circuitbook.train.text import position_loss
+
+    curve = position_loss(model, text_heldout(recipe))
+    d = recipe.data
+    return {"heldout_loss": float(curve.mean()),
+            "icl": icl_score_from_positions(curve.tolist(), early=tuple(d["icl_early"]), late=tuple(d["icl_late"]))}
 
 
 def _argmax2d(scores: torch.Tensor) -> list[int]:
@@ -415,6 +542,8 @@ def build(name: str, *, threads: int = 1, progress: bool = True) -> tuple[object
     _check_name(name)
     if name == "toy-translation":
         return _build_translation()
+    if name in TEXT_MODELS:
+        return _build_text(name, threads=threads, progress=progress)
     from circuitbook.models.attn_only import attn_only
     from circuitbook.train import InductionMetrics, train_lm
 
@@ -442,6 +571,49 @@ def build(name: str, *, threads: int = 1, progress: bool = True) -> tuple[object
     if tracker is not None:
         record["history"] = _round(tracker.history)
         training["phase_change_step"] = tracker.phase_change_step(chance=math.log(recipe.model["d_vocab"]))
+    return model, record
+
+
+def _build_text(name: str, *, threads: int, progress: bool) -> tuple[object, dict]:
+    """Train a text model, recording ``TextMetrics`` and keeping its float16 checkpoints
+    (returned in ``record["checkpoints"]``, which ``save`` writes to their own file)."""
+    import os
+
+    from circuitbook.models.attn_only import attn_only
+    from circuitbook.train import train_lm
+    from circuitbook.train.text import TextMetrics
+
+    recipe = RECIPES[name]
+    cfg, d, t = dict(recipe.model), recipe.data, recipe.train
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        batches = batch_fn(recipe)
+        tracker = TextMetrics(text_heldout(recipe), every=t["history_every"], early=tuple(d["icl_early"]),
+                              late=tuple(d["icl_late"]), repeat_len=EVAL["repeat_seq_len"],
+                              repeat_batch=EVAL["repeat_batch"], repeat_seed=EVAL["repeat_seed"],
+                              checkpoints=t["checkpoints"])
+        with torch.random.fork_rng(devices=[]):
+            model = attn_only(cfg.pop("n_layers"), **cfg)
+        load_before = os.getloadavg()
+        t0 = time.perf_counter()
+        losses = train_lm(model, batches, steps=t["steps"], lr=t["lr"], threads=threads, callback=tracker,
+                          progress=progress, desc=name)
+        seconds = time.perf_counter() - t0
+        load_after = os.getloadavg()
+        model.eval()
+        with torch.no_grad():  # the metrics are those of the weights as shipped, in float16
+            for p in model.parameters():
+                p.copy_(p.half().float())
+        values = evaluate(name, model)
+    finally:
+        torch.set_num_threads(old_threads)
+    training = {"seconds": round(seconds, 1), "threads": threads, "final_loss": _mean(losses[-50:]),
+                "loadavg_1min_at_start": round(load_before[0], 2), "loadavg_1min_at_end": round(load_after[0], 2),
+                "loadavg_15min_at_end": round(load_after[2], 2), "nproc": os.cpu_count(),
+                "checkpoint_steps": sorted(tracker.checkpoints), "stored_dtype": "float16"}
+    record = {"config": recipe.model, "recipe": asdict(recipe), "metrics": values, "training": training,
+              "history": _round(tracker.history, 4), "checkpoints": tracker.checkpoints}
     return model, record
 
 
@@ -487,7 +659,23 @@ def save(name: str, model, record: dict, directory: Path | str | None = None) ->
     weights.parent.mkdir(parents=True, exist_ok=True)
     # one metadata entry only: safetensors writes a dict's entries in arbitrary order, and the
     # file should be byte-identical when the weights are
-    save_model(model, str(weights), metadata={"circuitbook.zoo": f"{name} (format {FORMAT_VERSION})"})
+    tag = {"circuitbook.zoo": f"{name} (format {FORMAT_VERSION})"}
+    extra = {}
+    if name in TEXT_MODELS:  # float16 on disk, to keep the package small
+        from safetensors.torch import save_file
+
+        record = dict(record)
+        checkpoints = record.pop("checkpoints")
+        save_file({k: v.detach().cpu().half().contiguous() for k, v in model.state_dict().items()}, str(weights),
+                  metadata=tag)
+        if checkpoints:
+            ckpt = checkpoint_path(name, directory)
+            save_file({f"step{s}/{k}": v.contiguous() for s, sd in checkpoints.items() for k, v in sd.items()},
+                      str(ckpt), metadata=tag)
+            extra["checkpoints_file"] = {"file": ckpt.name, "sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest(),
+                                         "bytes": ckpt.stat().st_size}
+    else:
+        save_model(model, str(weights), metadata=tag)
     record = {
         "name": name,
         "format": FORMAT_VERSION,
@@ -496,6 +684,7 @@ def save(name: str, model, record: dict, directory: Path | str | None = None) ->
         "The Annotated Transformer's encoder-decoder trained on the toy translation task.",
         "weights": {"file": weights.name, "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
                     "bytes": weights.stat().st_size},
+        **extra,
         "built_with": {"torch": torch.__version__, "python": sys.version.split()[0],
                        "command": f"python -m circuitbook.models.zoo {name}"},
         **_round(record, 6),

@@ -6,6 +6,8 @@ One file per concept; everything is re-exported here, so chapters write
 - ``vaswani``:     Adam(0.9, 0.98, 1e-9), the Noam schedule, label smoothing (chapter 19)
 - ``lm``:          next-token loss, ``train_lm``, ``repeat_losses``, ``InductionMetrics`` (chapters 14-19)
 - ``translation``: training the zoo's toy translation model and its metrics (chapter 19)
+- ``text``:        ``TextMetrics``, the training record of the zoo's text models (chapter 19)
+- ``phases``:      half-rise step, windowed loss slopes, ICL score: the induction bump (chapter 19)
 """
 
 from __future__ import annotations

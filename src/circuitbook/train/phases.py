@@ -1,0 +1,132 @@
+"""Measuring the induction bump in a training history (chapter 19).
+
+Olsson et al. (2022) saw, in models trained on text, a short window in which the loss
+falls faster than the trend around it, the window in which induction heads form. These
+functions turn that description into numbers read from a recorded history (``steps`` and
+one value per recorded step), so the coincidence can be measured and fail:
+
+- :func:`half_rise_step`: when a score first reaches half its highest value;
+- :func:`rise_steps`: the steps it takes to go from one fraction of that value to another;
+- :func:`window_slope` / :func:`bump_rates`: the least-squares slope of the loss (nats
+  per step) in a window centred on that step and in the windows of equal length just
+  before and just after;
+- :func:`sliding_slope`: the same slope in a window sliding along the whole history, the
+  smoothed derivative of the loss that chapter 19 plots;
+- :func:`icl_score_from_positions`: Olsson et al.'s in-context-learning score read from
+  the mean loss at each context position.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def _pairs(steps: Sequence[float], values: Sequence[float]) -> list[tuple[float, float]]:
+    if len(steps) != len(values):
+        raise ValueError(f"steps ({len(steps)}) and values ({len(values)}) differ in length")
+    return [(float(s), float(v)) for s, v in zip(steps, values) if v is not None and math.isfinite(v)]
+
+
+def half_rise_step(steps: Sequence[float], values: Sequence[float], *, fraction: float = 0.5) -> float | None:
+    """The first recorded step at which ``values`` reaches ``fraction`` of its highest value.
+
+    ``top = max(values)``; returns the first ``steps[i]`` with ``values[i] >= fraction * top``
+    (``None`` if ``top <= 0``). For a score that rises to a plateau, ``top`` is its final
+    value; for one that rises and falls back, its peak. For the best induction score of a
+    training run, ``fraction=0.5`` is the step at which induction heads are half formed.
+    """
+    pts = _pairs(steps, values)
+    top = max((v for _, v in pts), default=0.0)
+    if top <= 0:
+        return None
+    level = fraction * top
+    return next(s for s, v in pts if v >= level)
+
+
+def rise_steps(steps: Sequence[float], values: Sequence[float], low: float = 0.2, high: float = 0.8) -> float | None:
+    """``half_rise_step(.., fraction=high) - half_rise_step(.., fraction=low)``: how long the
+    score takes to climb from ``low`` to ``high`` of its highest value (``None`` if that is
+    not positive)."""
+    a = half_rise_step(steps, values, fraction=low)
+    b = half_rise_step(steps, values, fraction=high)
+    return None if a is None or b is None else b - a
+
+
+def window_slope(steps: Sequence[float], values: Sequence[float], start: float, end: float) -> float:
+    """Least-squares slope of ``values`` against ``steps`` over records with ``start <= step <= end``.
+
+    ``slope = sum (s - s_mean)(v - v_mean) / sum (s - s_mean)^2``, in units of value per step
+    (nats per step for a loss). Needs at least two records in the window.
+    """
+    pts = [(s, v) for s, v in _pairs(steps, values) if start <= s <= end]
+    if len(pts) < 2:
+        raise ValueError(f"the window [{start}, {end}] holds {len(pts)} records; a slope needs 2")
+    ms = sum(s for s, _ in pts) / len(pts)
+    mv = sum(v for _, v in pts) / len(pts)
+    den = sum((s - ms) ** 2 for s, _ in pts)
+    return sum((s - ms) * (v - mv) for s, v in pts) / den
+
+
+def bump_rates(steps: Sequence[float], loss: Sequence[float], centre: float, width: float) -> dict[str, float]:
+    """The loss's slope in three adjacent windows of length ``width``.
+
+    ``during`` is centred on ``centre`` (``[centre - width/2, centre + width/2]``), ``before``
+    and ``after`` are the windows of the same length that end where it starts and start where
+    it ends. A bump in Olsson et al.'s sense is ``during < before`` and ``during < after``: the
+    loss falls faster (a more negative slope) in the window than on either side of it.
+    """
+    half = width / 2
+    return {
+        "before": window_slope(steps, loss, centre - 3 * half, centre - half),
+        "during": window_slope(steps, loss, centre - half, centre + half),
+        "after": window_slope(steps, loss, centre + half, centre + 3 * half),
+    }
+
+
+def sliding_slope(steps: Sequence[float], values: Sequence[float], width: float) -> tuple[list[float], list[float]]:
+    """The smoothed derivative: :func:`window_slope` over ``[s - width/2, s + width/2]`` at each
+    recorded step ``s`` whose window lies inside the history. Returns ``(centres, slopes)``."""
+    pts = _pairs(steps, values)
+    if not pts:
+        return [], []
+    first, last = pts[0][0], pts[-1][0]
+    xs = [s for s, _ in pts if s - width / 2 >= first and s + width / 2 <= last]
+    ss, vs = [s for s, _ in pts], [v for _, v in pts]
+    return xs, [window_slope(ss, vs, x - width / 2, x + width / 2) for x in xs]
+
+
+def icl_score_from_positions(
+    position_loss: Sequence[float], *, early: tuple[int, int], late: tuple[int, int]
+) -> float:
+    """Olsson et al.'s in-context-learning score from the mean loss at each position.
+
+    ``position_loss[t - 1]`` is the mean loss of predicting token ``t`` from tokens ``0..t-1``
+    (as :func:`circuitbook.train.per_token_loss` lays it out). Olsson et al. take the loss on
+    token 500 minus the loss on token 50; for a short context we average over bands of tokens:
+    ``mean_{t in [late)} position_loss[t - 1] - mean_{t in [early)} position_loss[t - 1]``, where
+    ``early = (lo, hi)`` means tokens ``lo..hi-1``. Negative: later tokens are predicted better,
+    the model uses its context. Needs ``1 <= lo < hi <= len(position_loss) + 1`` for both bands.
+    """
+    n = len(position_loss)
+
+    def band(lohi: tuple[int, int]) -> float:
+        lo, hi = lohi
+        if not 1 <= lo < hi <= n + 1:
+            raise ValueError(f"a band (lo, hi) needs 1 <= lo < hi <= {n + 1}, got {lohi}")
+        return sum(float(position_loss[t - 1]) for t in range(lo, hi)) / (hi - lo)
+
+    return band(late) - band(early)
+
+
+def bump_window(steps: Sequence[float], score: Sequence[float], *, min_width: float) -> tuple[float, float] | None:
+    """``(centre, width)`` of the window in which a head score forms (chapter 19).
+
+    ``centre = half_rise_step(steps, score)``; ``width = max(rise_steps(steps, score, 0.2, 0.8),
+    min_width)``, the time the score takes from 20 % to 80 % of its highest value, but never less
+    than ``min_width`` (a slope needs a few records). ``None`` if the score never rises.
+    """
+    centre, rise = half_rise_step(steps, score), rise_steps(steps, score)
+    if centre is None or rise is None:
+        return None
+    return centre, max(rise, min_width)

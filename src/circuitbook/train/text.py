@@ -1,0 +1,111 @@
+"""Recording a text model's training: loss by context position, ICL score, head scores (chapter 19).
+
+``TextMetrics`` is a ``train_lm`` callback for the zoo's text models (``text-2l`` and its
+variants). Every ``every`` steps it measures, on a fixed held-out set of plain text windows,
+the mean loss at every context position; from those the held-out loss and Olsson et al.'s
+in-context-learning score (:func:`circuitbook.train.phases.icl_score_from_positions`); and
+every head's induction and previous-token score (``circuitbook.heads``), on repeated random
+tokens (as for the toy models) and on held-out text repeated once (:func:`repeated_text`).
+Text repeats common tokens within one copy, so an induction head's attention splits between
+several earlier matches and its text score is lower than its random-token score. At the steps listed in
+``checkpoints`` it keeps a float16 copy of the weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.heads import induction_and_prev_token_scores, induction_scores, prev_token_scores
+from circuitbook.train.lm import per_token_loss
+from circuitbook.train.phases import icl_score_from_positions
+
+
+def heldout_windows(ids: torch.Tensor, seq_len: int, rows: int) -> torch.Tensor:
+    """The first ``rows`` non-overlapping ``seq_len``-token windows of ``ids``: [rows, seq_len]."""
+    if rows * seq_len > len(ids):
+        raise ValueError(f"{rows} windows of {seq_len} tokens need {rows * seq_len} ids, got {len(ids)}")
+    return ids[: rows * seq_len].reshape(rows, seq_len).clone()
+
+
+def repeated_text(heldout: torch.Tensor, length: int, rows: int) -> torch.Tensor:
+    """``[w, w]`` for the first ``length`` tokens ``w`` of each of the first ``rows`` windows:
+    [rows, 2 * length], the input of the text-based induction and previous-token scores."""
+    w = heldout[:rows, :length]
+    return torch.cat([w, w], dim=1)
+
+
+def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
+    """Mean next-token loss at each position, averaged over rows: [pos - 1].
+
+    Entry ``t`` is ``mean_b -log p(tokens[b, t + 1] | tokens[b, :t + 1])`` (see ``per_token_loss``);
+    rows are run ``chunk`` at a time.
+    """
+    device = next(model.parameters()).device
+    total = torch.zeros(tokens.shape[1] - 1, dtype=torch.float64, device="cpu")
+    with torch.no_grad():
+        for part in tokens.split(chunk):
+            part = part.to(device)
+            total += per_token_loss(model(part, return_type="logits"), part).double().sum(0).cpu()
+    return total / len(tokens)
+
+
+class TextMetrics:
+    """A ``train_lm`` callback recording the history chapter 19 plots (a dict of lists).
+
+    Per record: ``step``; ``loss`` (mean training loss since the last record);
+    ``heldout_loss`` (mean over every position of ``heldout``); ``icl`` (the ICL score with
+    bands ``early`` and ``late``); ``position_loss`` (the [pos - 1] curve); ``induction`` and
+    ``prev_token`` ([n_layers, n_heads] on ``repeat_batch`` rows of ``repeat_len`` random tokens
+    repeated once, seed ``repeat_seed``) and their maxima ``induction_best`` /
+    ``prev_token_best``; ``induction_text`` / ``prev_token_text`` and ``induction_text_best`` /
+    ``prev_token_text_best``, the same on ``repeated_text(heldout, repeat_len, repeat_batch)``.
+    ``self.checkpoints`` maps each step in ``checkpoints`` to a float16 state dict.
+    """
+
+    KEYS = ("step", "loss", "heldout_loss", "icl", "induction_best", "prev_token_best",
+            "induction", "prev_token", "position_loss",
+            "induction_text_best", "prev_token_text_best", "induction_text", "prev_token_text")
+
+    def __init__(self, heldout: torch.Tensor, *, every: int, early: tuple[int, int], late: tuple[int, int],
+                 repeat_len: int = 32, repeat_batch: int = 16, repeat_seed: int = 0, checkpoints=()):
+        self.heldout, self.every, self.early, self.late = heldout, every, early, late
+        self.repeat = dict(seq_len=repeat_len, batch=repeat_batch, seed=repeat_seed)
+        self.repeated = repeated_text(heldout, repeat_len, repeat_batch)
+        self.checkpoint_steps = set(checkpoints)
+        self.checkpoints: dict[int, dict[str, torch.Tensor]] = {}
+        self.history: dict[str, list] = {k: [] for k in self.KEYS}
+        self._pending: list[float] = []
+
+    def evaluate(self, model) -> dict:
+        """One record (without ``step`` and ``loss``) for ``model`` as it is now."""
+        curve = position_loss(model, self.heldout)
+        ind, prev = induction_and_prev_token_scores(model, **self.repeat)
+        tokens = self.repeated.to(next(model.parameters()).device)
+        text_ind, text_prev = induction_scores(model, tokens=tokens), prev_token_scores(model, tokens=tokens)
+        return {
+            "induction_text": text_ind.tolist(), "prev_token_text": text_prev.tolist(),
+            "induction_text_best": float(text_ind.max()), "prev_token_text_best": float(text_prev.max()),
+            "heldout_loss": float(curve.mean()),
+            "icl": icl_score_from_positions(curve.tolist(), early=self.early, late=self.late),
+            "position_loss": curve.tolist(),
+            "induction": ind.tolist(), "prev_token": prev.tolist(),
+            "induction_best": float(ind.max()), "prev_token_best": float(prev.max()),
+        }
+
+    def __call__(self, step: int, model, loss: float | None) -> bool:
+        if loss is not None:
+            self._pending.append(loss)
+        if step in self.checkpoint_steps:
+            self.checkpoints[step] = {k: v.detach().to("cpu", torch.float16).clone()
+                                      for k, v in model.state_dict().items()}
+        if step % self.every:
+            return False
+        was_training = model.training
+        model.eval()
+        record = {"step": step, "loss": sum(self._pending) / len(self._pending) if self._pending else None}
+        record.update(self.evaluate(model))
+        model.train(was_training)
+        self._pending = []
+        for k in self.KEYS:
+            self.history[k].append(record[k])
+        return False
