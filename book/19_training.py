@@ -832,7 +832,7 @@ glue("icl_after", icl_after)
 glue("ind_final", hist["induction_best"][-1])
 
 # %% [markdown]
-# Before the window the training loss falls at {glue:text}`rate_before:.3f} millinats per
+# Before the window the training loss falls at {glue:text}`rate_before:.3f` millinats per
 # step; inside it, while the best induction score climbs through half its highest value
 # around step {glue:text}`bump_centre`, at {glue:text}`rate_during:.3f`; after it, at
 # {glue:text}`rate_after:.3f`. That is the bump: a loss curve that was flattening speeds
@@ -1087,7 +1087,7 @@ Heatmap(fig)
 #   {glue:text}`ctl_acc:.3f`); without smoothing the calibration error falls to
 #   {glue:text}`off_ece:.4f`.
 # - The induction head phase change (Olsson et al. 2022, not Elhage et al. 2022): in the
-#   two-layer text model `text-2l` the training loss falls at {glue:text}`rate_during:.3f}
+#   two-layer text model `text-2l` the training loss falls at {glue:text}`rate_during:.3f`
 #   millinats per step in the window where induction heads form (around step
 #   {glue:text}`bump_centre`), against {glue:text}`rate_before:.3f` before and
 #   {glue:text}`rate_after:.3f` after; for a second seed the same criterion

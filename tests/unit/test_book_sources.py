@@ -83,6 +83,19 @@ def test_no_placeholder_text_in_the_book():
     assert not hits, "\n".join(hits)
 
 
+
+def test_glue_roles_are_well_formed():
+    """A ``{glue:text}`name:fmt``` role whose closing backtick is mistyped (``name:.3f}``)
+    swallows the prose up to the next backtick, and the page shows markup instead of a number."""
+    role = re.compile(r"\{glue(?::text|:md|:any)?\}`([^`]*)`")
+    well_formed = re.compile(r"[A-Za-z0-9_]+(:[^`\s{}]+)?")
+    bad = []
+    for path in (ROOT / "book").rglob("*.py"):
+        for match in role.finditer(path.read_text()):
+            if not well_formed.fullmatch(match.group(1)):
+                bad.append(f"{path.relative_to(ROOT)}: `{match.group(1)[:50]}`")
+    assert not bad, "malformed glue roles:\n" + "\n".join(bad)
+
 def test_config_names_the_cache_the_executor_fills():
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert cfg["execute"]["execute_notebooks"] == "cache"
