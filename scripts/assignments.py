@@ -24,7 +24,9 @@ value problems, which the checks take as keyword arguments (``checks.ps_p1a(answ
 The public test uses the notebook's values; the hidden test uses the values written on its
 ``_variant = {...}`` line: the book's own in the bundle built here, each student's own
 in the copy of the bundle that scripts/grade.py makes per submission from the roster and the
-instructor's secret. Without a roster, the student notebook is the book's page as it is.
+instructor's secret. Built with a roster, the bundle also carries the roster's variants (hashed
+ids -> variant, not the secret) and rewrites its hidden tests for each Gradescope submission's
+student (:func:`bundle.add_variants`). Without a roster, the student notebook is the book's page as it is.
 
 Usage: python scripts/assignments.py [--students roster.csv] [names...]   (default: every source with exercises)
 """
@@ -213,6 +215,8 @@ def main(argv: list[str]) -> int:
         print(f"{assignment_name(src):28s} -> {folder.relative_to(ROOT)}")
         if roster:
             out = student_notebooks(folder, roster, key)
+            if variants.CHOICES.get(folder.name):  # Gradescope: the roster's variants in the bundle
+                bundle.add_variants(folder / "autograder" / "autograder.zip", variants.table(folder.name, roster, key))
             n = len({repr(variants.variant(folder.name, s, key)) for s in roster})
             print(f"{'':28s} -> {out.relative_to(ROOT)}: {len(roster)} students, {n} distinct variant(s) "
                   f"of {len(variants.all_variants(folder.name))}")

@@ -12,11 +12,17 @@ environment from ``environment.yml`` holding only otter itself. The book's tests
 and appends to ``setup.sh`` the three ``pip install`` lines that install them, after otter's own
 environment is created. Gradescope unpacks the zip into ``/autograder/source`` and runs ``setup.sh``
 once per assignment, when the image is built; each submission is then graded by ``run_autograder``.
+
+Built with a roster (``make assignments STUDENTS=roster.csv``), an assignment with variants also
+gets (:func:`add_variants`) ``variants.py`` (scripts/variants.py itself), ``variants.json`` (its
+variants and the roster's hashed ids -> variant, never the instructor's secret) and a
+``run_otter.py`` that writes the student's variant into the hidden tests before otter runs.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import shutil
 import subprocess
@@ -25,6 +31,8 @@ import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
+
+import variants
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = "3.11"  # the Python the bundle asks conda for: the one the book is tested with
@@ -126,6 +134,38 @@ def setup_lines(wheel_name: str, extras: list[str], data: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rewrite(zip_path: Path, entries: dict[str, bytes]) -> None:
+    """Write ``entries`` as the zip ``zip_path`` (fixed dates, the scripts executable)."""
+    tmp = zip_path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, payload in entries.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if name in ("setup.sh", "run_autograder") else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, payload)
+    tmp.replace(zip_path)
+
+
+OTTER_MAIN = f'    run_autograder("{AUTOGRADER_DIR}")'
+VARIANT_MAIN = ("    import os\n    import sys\n\n"
+                "    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # variants.py, in this bundle\n"
+                "    import variants\n\n"
+                f'    variants.gradescope("{AUTOGRADER_DIR}", run_autograder)  # this student\'s variant, then otter')
+
+
+def add_variants(zip_path: Path, table: dict) -> None:
+    """Let the bundle grade each roster student's variant on Gradescope (see :func:`variants.gradescope`)."""
+    with zipfile.ZipFile(zip_path) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    runner = entries["run_otter.py"].decode()
+    if OTTER_MAIN not in runner:
+        raise RuntimeError("otter's run_otter.py has changed: no line " + OTTER_MAIN.strip())
+    entries["run_otter.py"] = runner.replace(OTTER_MAIN, VARIANT_MAIN).encode()
+    entries["variants.py"] = Path(variants.__file__).read_bytes()
+    entries[variants.TABLE] = json.dumps(table).encode()
+    _rewrite(zip_path, entries)
+
+
 def complete(zip_path: Path, wheel: Path, extras: list[str], data: list[str]) -> None:
     """Rewrite ``zip_path`` (otter's bundle) with the package, requirements and set-up lines added."""
     built_from = (wheel.parent / "COMMIT").read_text().strip() if (wheel.parent / "COMMIT").exists() else None
@@ -136,11 +176,4 @@ def complete(zip_path: Path, wheel: Path, extras: list[str], data: list[str]) ->
     if data:
         entries["requirements-data.txt"] = data_requirements(data).encode()
     entries[wheel.name] = wheel.read_bytes()
-    tmp = zip_path.with_suffix(".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        for name, payload in entries.items():
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if name in ("setup.sh", "run_autograder") else 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, payload)
-    tmp.replace(zip_path)
+    _rewrite(zip_path, entries)

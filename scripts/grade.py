@@ -84,18 +84,6 @@ def roster_of(assignment: str, assignments: Path, roster: Path | None) -> set[st
     return {p.stem for p in folder.glob("*.ipynb")} if folder.is_dir() else None
 
 
-def variant_flag(path: Path, values: dict) -> str | None:
-    """Why the submission's parameter cell is not its student's (None when it is)."""
-    try:
-        found = variants.parameters_of(nbformat.read(path, as_version=4))
-    except Exception:  # noqa: BLE001 - a broken file is graded (and fails) elsewhere
-        found = None
-    if found == values:
-        return None
-    return (f"FLAG: the notebook's parameter cell holds {found} instead of this student's {values}: "
-            "graded with this student's; was it another student's notebook?")
-
-
 def assignment_of(path: Path) -> str | None:
     try:
         nb = nbformat.read(path, as_version=4)
@@ -216,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         key = key or variants.secret()
         values = variants.variant(assignment, path.stem, key)
-        flags[(path.stem, assignment)] = variant_flag(path, values)
+        flags[(path.stem, assignment)] = variants.flag(path, values)
         index = variants.all_variants(assignment).index(values)
         own = scratch / f"{assignment}-{index}.zip"
         if not own.exists():

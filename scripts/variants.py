@@ -19,6 +19,13 @@ Keep it for the whole course: another secret gives every student another variant
 
 A roster is a CSV file with a header row and a column ``id`` (or ``student_id``); other columns
 are ignored. Ids may hold letters, digits and ``. _ @ + -``: each becomes a file name.
+
+On Gradescope (:func:`gradescope`): a bundle built with a roster holds this module, the variants
+of the assignment and a table ``{SHA-256("<assignment>\\0<id>"): variant index}`` for the roster's
+ids only (``variants.json``, :func:`table`), never the secret. Its ``run_otter.py`` reads the
+student's id from ``/autograder/submission_metadata.json`` (:func:`metadata_id`: the user's
+``sid`` where Gradescope gives one, else the ``email``), writes that student's variant on the
+``_variant`` lines of the hidden tests, then runs otter.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import csv
 import hashlib
 import hmac
 import itertools
+import json
 import os
 import pprint
 import re
@@ -35,6 +43,8 @@ import secrets
 import sys
 import zipfile
 from pathlib import Path
+
+import nbformat
 
 from circuitbook.checks.ps import P1_MODELS, P3_CONTEXTS, P3_CTX
 
@@ -51,6 +61,7 @@ CHOICES = {
 }
 SECRET_FILE = Path.home() / ".config" / "circuitbook" / "instructor_secret"
 ID = re.compile(r"^[A-Za-z0-9._@+-]+$")
+TABLE = "variants.json"  # in a bundle built with a roster (bundle.add_variants)
 VARIANT_LINE = re.compile(r"^(>>> )?_variant = \{[^}\n]*\}$", re.M)
 
 
@@ -146,6 +157,80 @@ def variant_line(values: dict) -> str:
     """The line of a hidden test that holds the grader's values (assignments.hidden_test writes it;
     otter keeps no comments, so the line is found by its form: ``_variant = {...}``)."""
     return f"_variant = {values!r}"
+
+
+def flag(path: Path, values: dict) -> str | None:
+    """Why the submitted notebook's parameter cell is not its student's ``values`` (None when it is)."""
+    try:
+        found = parameters_of(nbformat.read(path, as_version=4))
+    except Exception:  # noqa: BLE001 - a broken file is graded (and fails) elsewhere
+        found = None
+    if found == values:
+        return None
+    return (f"FLAG: the notebook's parameter cell holds {found} instead of this student's {values}: "
+            "graded with this student's; was it another student's notebook?")
+
+
+def id_digest(assignment: str, student: str) -> str:
+    """The table's key for ``student``: SHA-256 of ``"<assignment>\\0<id>"`` (no secret, so the
+    autograder can compute it; the table then does not list the ids in clear)."""
+    return hashlib.sha256(f"{assignment}\0{student}".encode()).hexdigest()
+
+
+def table(assignment: str, roster: list[str], key: bytes) -> dict:
+    """What a Gradescope bundle needs to find each roster student's variant without the key."""
+    options = all_variants(assignment)
+    return {"assignment": assignment, "variants": options,
+            "students": {id_digest(assignment, s): options.index(variant(assignment, s, key)) for s in roster}}
+
+
+def metadata_id(user: dict) -> str:
+    """A Gradescope user's id as the roster must hold it: ``sid`` if given, else ``email``."""
+    return str(user.get("sid") or user.get("email") or "").strip()
+
+
+def gradescope(autograder_dir: str, run) -> None:
+    """The bundle's run_otter.py: grade ``<autograder_dir>/submission`` with its student's variant.
+
+    The student (the first user of a group submission whose id is in the table) comes from
+    ``submission_metadata.json``; ``run`` is otter's ``run_autograder``. A submission of no roster
+    student scores zero with the reason; a parameter cell that is not the student's (see
+    :func:`flag`), or a group whose members have different variants, adds a test ``variant``
+    (0 of 0 points) saying so, shown to the student once grades are published."""
+    root = Path(autograder_dir)
+    spec = json.loads((root / "source" / TABLE).read_text())
+    meta_path = root / "submission_metadata.json"
+    users = json.loads(meta_path.read_text()).get("users", []) if meta_path.exists() else []
+    ids = [metadata_id(u) for u in users]
+    known = [(i, spec["students"][id_digest(spec["assignment"], i)]) for i in ids
+             if id_digest(spec["assignment"], i) in spec["students"]]
+    results = root / "results" / "results.json"
+    if not known:
+        why = (f"not on the roster: no variant for {ids or 'this submission (no users in submission_metadata.json)'}; "
+               "the roster's ids must be the students' Gradescope 'sid' (Student ID), or their email where the "
+               "course has none")
+        problems = sorted(p.stem for p in (root / "source" / "tests").glob("*.py"))
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(json.dumps({"score": 0, "output": why, "tests": [
+            {"name": p, "score": 0.0, "max_score": 1.0, "output": why} for p in problems]}, indent=4))
+        print(why, file=sys.stderr)
+        return
+    values = spec["variants"][known[0][1]]
+    for path in sorted((root / "source" / "tests").glob("*.py")):
+        if "_variant = {" in path.read_text():
+            path.write_text(_with_variant(path.read_text(), values))
+    run(autograder_dir)
+    notes = []
+    if len({n for _, n in known}) > 1:
+        notes.append(f"FLAG: the group's members have different variants; graded with {known[0][0]}'s {values}")
+    notebook = next(iter(sorted((root / "submission").glob("*.ipynb"))), None)
+    if notebook is not None and (why := flag(notebook, values)):
+        notes.append(why)
+    if notes and results.exists():
+        out = json.loads(results.read_text())
+        out.setdefault("tests", []).append({"name": "variant", "score": 0.0, "max_score": 0.0,
+                                            "output": " ".join(notes), "visibility": "after_published"})
+        results.write_text(json.dumps(out, indent=4))
 
 
 def variant_bundle(bundle: Path, values: dict, out: Path) -> Path:

@@ -16,6 +16,10 @@ Substitutions, because this machine reaches neither conda nor PyTorch's index:
     replaced by its path;
   - otter's PDF tooling (apt packages, playwright's Chromium) is not installed: the bundles set
     ``pdf: false``.
+With per-student variants (a bundle built with a roster, scripts/bundle.py's add_variants), a
+``submission_metadata.json`` names the student, as Gradescope's does, and the problem set's cut
+notebooks (problems 1-3) are graded with the variant the bundle's table gives that student.
+
 The wheels those installs need are cached under ``_build/grading-wheels/<hash of what the bundle
 declares>`` (downloaded once with the same pip commands); each run still creates the venv afresh
 and installs every package into it, with ``--no-index`` so that nothing else can enter.
@@ -38,9 +42,12 @@ import nbformat
 import pytest
 import yaml
 
-from submissions import CH06, PROBLEMS, ROOT, assignments, reference, submission
+from submissions import (CH06, PROBLEMS, ROOT, answer_cells, assignments, cut_after_problem_3, reference, solutions,
+                         submission, variant_ids, with_answers)
 
 import bundle
+import variants
+from circuitbook.checks import ps
 
 AG = bundle.AUTOGRADER_DIR
 CACHE = ROOT / "_build" / "grading-wheels"
@@ -158,12 +165,23 @@ def scores(results: dict) -> dict[str, tuple[float, float]]:
             if "max_score" in t}
 
 
+@pytest.fixture(scope="module")
+def problem_set_venv(built, tmp_path_factory):
+    """One fresh venv from what the problem set's bundle declares, for the tests of this module that grade it."""
+    root = unpack(built[PROBLEMS] / "autograder" / "autograder.zip", tmp_path_factory.mktemp("ps-venv") / "layout")
+    yield fresh_venv(root)
+    shutil.rmtree(root.parent / "venv", ignore_errors=True)  # 2 GB: not kept in pytest's temporary folders
+
+
 @pytest.mark.parametrize("src", [CH06, PROBLEMS], ids=["chapter-06", "problem-set"])
-def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path):
+def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path, request):
     folder = built[src]
     bundle_zip = folder / "autograder" / "autograder.zip"
     # two /autograder layouts, graded side by side from one fresh venv: the reference and the template
     root, other = unpack(bundle_zip, tmp_path / "reference"), unpack(bundle_zip, tmp_path / "template")
+    if src == PROBLEMS:
+        check_bundle(src, folder, root, other, request.getfixturevalue("problem_set_venv"))
+        return
     try:
         check_bundle(src, folder, root, other, fresh_venv(root))
     finally:  # 2 GB: not kept in pytest's temporary folders
@@ -189,3 +207,54 @@ def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -
     assert all(score == top > 0 for score, top in full.values()), full
     assert set(empty) == questions, empty
     assert all(score == 0 for score, _ in empty.values()), empty
+
+
+KEY = b"a test secret, not an instructor's"
+VALUE_PROBLEMS = ("ps_p1a", "ps_p3b")
+GRADED = ("ps_p1a", "ps_p1b", "ps_p2", "ps_p3", "ps_p3b")  # problems 1-3: what the cut notebooks reach
+
+
+def test_a_roster_bundle_grades_each_gradescope_student_with_their_variant(built, problem_set_venv, tmp_path):
+    folder, name = built[PROBLEMS], assignments.assignment_name(PROBLEMS)
+    ada, ben = variant_ids(2, KEY)
+    roster_zip = tmp_path / "autograder.zip"
+    shutil.copy(folder / "autograder" / "autograder.zip", roster_zip)
+    bundle.add_variants(roster_zip, variants.table(name, [ada, ben], KEY))
+    with zipfile.ZipFile(roster_zip) as z:
+        shipped = z.read("variants.py").decode() + z.read(variants.TABLE).decode()
+    assert KEY.decode() not in shipped and ada not in shipped and ben not in shipped
+    notebooks = assignments.student_notebooks(folder, [ada, ben], KEY, out=tmp_path / "students")
+    right = dict(zip([c.metadata["otter"]["tests"][0] for c in answer_cells(
+        nbformat.read(notebooks / f"{ada}.ipynb", as_version=4))], solutions(PROBLEMS)))
+    vb = variants.variant(name, ben, KEY)
+    ben_values = {"ps_p1a": f"p1_answers = {ps.p1_reference(vb['P1_MODEL'])!r}",
+                  "ps_p3b": f"broken_score = {ps.p3b_reference(vb['P3_CTX'])!r}"}
+
+    def ada_notebook(answers):
+        nb = with_answers(nbformat.read(notebooks / f"{ada}.ipynb", as_version=4), answers)
+        cut_after_problem_3(nb)
+        return nb
+
+    def layout(case, user):
+        root = unpack(roster_zip, tmp_path / case)
+        (root / "submission_metadata.json").write_text(json.dumps(
+            {"id": 1, "assignment": {"title": name}, "users": [{"id": 7, "name": "A Student", **user}]}))
+        return root
+
+    own = layout("own", {"sid": ada, "email": "ada@example.edu"})
+    copied = layout("copied", {"email": ada})  # no sid: the email is the id
+    stranger = layout("stranger", {"sid": "not-enrolled", "email": "zed@example.edu"})
+    runs = [run_otter(own, problem_set_venv, ada_notebook(right)),
+            run_otter(copied, problem_set_venv, ada_notebook({**right, **ben_values})),
+            run_otter(stranger, problem_set_venv, ada_notebook(right))]
+    mine, pasted, unknown = (results_of(r, run) for r, run in zip((own, copied, stranger), runs))
+    print({k: scores(v) for k, v in (("own", mine), ("copied", pasted))})
+    # ada's reference solution with her variant: full marks on every problem it reaches, no flag
+    assert all(scores(mine)[p] == (1.0, 1.0) for p in GRADED), mine
+    assert "variant" not in scores(mine)
+    # ben's values pasted into ada's notebook: the value problems fail, the functions pass
+    assert all(scores(pasted)[p][0] == 0.0 for p in VALUE_PROBLEMS), pasted
+    assert all(scores(pasted)[p][0] == 1.0 for p in set(GRADED) - set(VALUE_PROBLEMS)), pasted
+    # not on the roster: zero on every problem, with the reason
+    assert unknown["score"] == 0 and "not on the roster" in unknown["output"]
+    assert set(scores(unknown)) == set(scores(mine)) - {"variant"} and not any(s for s, _ in scores(unknown).values())

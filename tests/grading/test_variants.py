@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
 import torch
 
-from submissions import PROBLEMS, ROOT, answer_cells, assignments, solutions
+from submissions import (PROBLEMS, ROOT, answer_cells, assignments, cut_after_problem_3, solutions, variant_ids,
+                         with_answers)
 
 import grade
 import variants
@@ -129,33 +134,9 @@ def test_a_roster_needs_an_id_column_and_ids_that_are_file_names(tmp_path):
             variants.read_roster(tmp_path / "bad.csv")
 
 
-def _ids(wanted: int) -> list[str]:
-    """Ids whose variants differ from each other in both parameters, and none the book's."""
-    out = []
-    for i in itertools.count():
-        v = variants.variant(NAME, f"st{i:03d}", KEY)
-        if v != variants.default(NAME) and all(v[p] != variants.variant(NAME, o, KEY)[p] for o in out for p in v):
-            out.append(f"st{i:03d}")
-            if len(out) == wanted:
-                return out
-
-
-def _cut_after_problem_3(nb) -> None:
-    start = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "## Problem 4" in c.source)
-    del nb.cells[start:]
-
-
-def _with_answers(nb, answers: dict[str, str]):
-    for cell in answer_cells(nb):
-        question = cell.metadata["otter"]["tests"][0]
-        if question in answers:
-            cell.source = answers[question]
-    return nb
-
-
 @pytest.fixture(scope="module")
 def roster_notebooks(built, tmp_path_factory):
-    ids = _ids(3)
+    ids = variant_ids(3, KEY)
     folder = built[PROBLEMS]
     out = assignments.student_notebooks(folder, ids, KEY, out=tmp_path_factory.mktemp("students"))
     return ids, folder, out
@@ -185,8 +166,8 @@ def test_copied_values_fail_and_a_copied_notebook_is_flagged(roster_notebooks, t
     subs.mkdir()
 
     def write(student, source, answers):
-        nb = _with_answers(nbformat.read(out / f"{source}.ipynb", as_version=4), answers)
-        _cut_after_problem_3(nb)
+        nb = with_answers(nbformat.read(out / f"{source}.ipynb", as_version=4), answers)
+        cut_after_problem_3(nb)
         nbformat.write(nb, subs / f"{student}.ipynb")
 
     write(ada, ada, right)                          # ada's own work
@@ -216,3 +197,64 @@ def test_copied_values_fail_and_a_copied_notebook_is_flagged(roster_notebooks, t
     assert score[cal, "variant"][0] == 0.0 and "FLAG" in score[cal, "variant"][1]
     assert "not on the roster" in score["zed_not_enrolled", "*"][1]
     assert set(grade.problems_of(NAME)) >= set(GRADED)
+
+
+def test_the_gradescope_runner_picks_the_students_variant_and_flags_a_classmates_notebook(roster_notebooks,
+                                                                                          tmp_path):
+    # variants.gradescope in this process, with a stand-in for otter that records the hidden tests it
+    # would run (the otter runs themselves: tests/grading/test_gradescope.py)
+    (ada, ben, cal), folder, out = roster_notebooks
+    spec = variants.table(NAME, [ada, ben, cal], KEY)
+    seen = {}
+
+    def otter(autograder_dir):
+        root = Path(autograder_dir)
+        seen["tests"] = {p.stem: p.read_text() for p in (root / "source" / "tests").glob("*.py")}
+        (root / "results" / "results.json").write_text(json.dumps({"tests": [{"name": "ps_p1a", "score": 1.0,
+                                                                              "max_score": 1.0}]}))
+
+    def grade_as(users, notebook):
+        seen.clear()
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        for sub in ("source/tests", "submission", "results"):
+            (root / sub).mkdir(parents=True)
+        with zipfile.ZipFile(folder / "autograder" / "autograder.zip") as z:
+            for n in z.namelist():
+                if n.startswith("tests/"):
+                    (root / "source" / n).write_bytes(z.read(n))
+        (root / "source" / variants.TABLE).write_text(json.dumps(spec))
+        (root / "submission_metadata.json").write_text(json.dumps({"users": users}))
+        shutil.copy(out / f"{notebook}.ipynb", root / "submission" / "submission.ipynb")
+        variants.gradescope(str(root), otter)
+        return json.loads((root / "results" / "results.json").read_text())
+
+    def graded_with():
+        found = set()
+        for text in seen["tests"].values():
+            scope = {}
+            exec(text, scope)  # noqa: S102 - our own bundle's test file
+            found |= {m.group(0).removeprefix(">>> ") for suite in scope["test"]["suites"] for case in suite["cases"]
+                      for m in variants.VARIANT_LINE.finditer(case["code"])}
+        assert len(found) == 1, found
+        return found.pop()
+
+    def rows(results):
+        return {t["name"]: t for t in results["tests"]}
+
+    va, vb = variants.variant(NAME, ada, KEY), variants.variant(NAME, ben, KEY)
+    # the sid names the student; her own notebook: her variant, no flag
+    done = grade_as([{"sid": ada, "email": "someone@example.edu"}], ada)
+    assert graded_with() == variants.variant_line(va) and "variant" not in rows(done)
+    # no sid: the email; ada's notebook handed in by ben: graded with ben's variant, flagged
+    done = grade_as([{"email": ben, "sid": ""}], ada)
+    assert graded_with() == variants.variant_line(vb)
+    assert rows(done)["variant"]["max_score"] == 0.0 and "FLAG" in rows(done)["variant"]["output"]
+    # a group: the first member on the roster; members with different variants are flagged
+    done = grade_as([{"sid": "not-enrolled"}, {"sid": cal}, {"sid": ada}], cal)
+    assert graded_with() == variants.variant_line(variants.variant(NAME, cal, KEY))
+    assert "different variants" in rows(done)["variant"]["output"]
+    # no one on the roster: otter does not run, every problem scores zero with the reason
+    done = grade_as([{"sid": "not-enrolled", "email": "zed@example.edu"}], ada)
+    assert not seen and done["score"] == 0 and "not on the roster" in done["output"]
+    assert {t["name"] for t in done["tests"]} == set(grade.problems_of(NAME, folder.parent))
+    assert all(t["score"] == 0 for t in done["tests"])
