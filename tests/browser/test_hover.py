@@ -28,13 +28,25 @@ SHOTS = SCREENSHOTS / "hover"
 FIGURE = re.compile(r'<div id="(circuitbook-plotly-[0-9a-f]+-\d+)".*?var f = (\{.*?\}); P\.newPlot', re.S)
 
 
-def heatmap_pages() -> list[str]:
-    return [p for p in site_pages() if 'class="circuitbook-plotly"' in (SITE / p).read_text(errors="replace")]
-
-
 def figures(path: str) -> dict[str, dict]:
     """The plotly figures of a page, by element id, as its HTML holds them."""
     return {m.group(1): json.loads(m.group(2)) for m in FIGURE.finditer((SITE / path).read_text())}
+
+
+def _heatmap_traces(fig: dict) -> list[dict]:
+    """The heatmap panels of a figure (a side panel, e.g. bars, has traces of its own kind;
+    a figure of curves, e.g. chapter 19's training history, has none)."""
+    return [t for t in fig["data"] if t.get("type") == "heatmap" and t.get("coloraxis") == "coloraxis"]
+
+
+def plotly_pages() -> list[str]:
+    """The pages with a plotly figure shown by ``circuitbook.viz`` (heatmaps, or curves)."""
+    return [p for p in site_pages() if 'class="circuitbook-plotly"' in (SITE / p).read_text(errors="replace")]
+
+
+def heatmap_pages() -> list[str]:
+    """The pages with at least one ``circuitbook.viz.heatmap``."""
+    return [p for p in plotly_pages() if any(_heatmap_traces(fig) for fig in figures(p).values())]
 
 
 def _cells(z: list[list]) -> list[tuple[int, int]]:
@@ -78,8 +90,9 @@ def test_hovering_a_heatmap_cell_names_its_row_column_and_value(browser, server,
         assert open_page(page, server, path), f"{path}: the page's figures did not render"
         for n, (fig_id, fig) in enumerate(figures(path).items()):
             layout = fig["layout"]
-            # the heatmap panels (a side panel, e.g. bars, has traces of its own kind)
-            data = [t for t in fig["data"] if t.get("type") == "heatmap" and t.get("coloraxis") == "coloraxis"]
+            data = _heatmap_traces(fig)
+            if not data:
+                continue
             row_name = _title(layout["yaxis"], "row")
             for p in sorted({0, len(data) - 1}):
                 trace = data[p]

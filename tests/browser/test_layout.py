@@ -14,7 +14,7 @@ import re
 import pytest
 from test_browser import EXPLAINERS, SITE, Log, offline_context, open_page, server, watch  # noqa: F401
 from test_explore import explore_pages
-from test_hover import heatmap_pages
+from test_hover import plotly_pages
 
 pytestmark = [
     pytest.mark.browser,
@@ -47,12 +47,19 @@ def _overflows(boxes) -> list[str]:
 
 
 def _stepper_tokens() -> list[list[str]]:
-    """The text tokens of every stepper saved with the page (the page has more than one)."""
+    """The text tokens of every stepper saved with the page (the page has more than one: the
+    SmolLM2 stepper saves its tokens, the live toy stepper its token ids and their words)."""
     html = (SITE / EXPLAINERS).read_text()
     state = json.loads(re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>',
                                  html, re.S).group(1))["state"]
-    return [s["state"]["data"]["sequences"]["text"]["tokens"] for s in state.values()
-            if "sequences" in s["state"].get("data", {})]
+    tokens = []
+    for widget in state.values():
+        s = widget["state"]
+        if "sequences" in s.get("data", {}):    # precomputed (SmolLM2): the tokens themselves
+            tokens.append(s["data"]["sequences"]["text"]["tokens"])
+        elif s.get("model_name") and s.get("words"):  # live (toy-2l): ids, named by `words`
+            tokens.append([s["words"][str(i)] for i in s["tokens"]["text"]])
+    return tokens
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -78,7 +85,7 @@ def test_stepper_draws_every_token_whole_inside_its_box(browser, server, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("path", sorted({*explore_pages(), EXPLAINERS, *heatmap_pages()}))
+@pytest.mark.parametrize("path", sorted({*explore_pages(), EXPLAINERS, *plotly_pages()}))
 def test_widgets_fit_their_container(browser, server, path, width):  # noqa: F811
     context, page, _ = _open(browser, server, path, width)
     try:
