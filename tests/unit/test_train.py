@@ -150,3 +150,26 @@ def test_phase_change_step():
     flat = dict(history, loss_second_copy=[4.2, 4.1, 4.0, 3.9, 3.9])
     assert phase_change_step(flat) is None, "no collapse, no phase change"
     assert InductionMetrics().phase_change_step() is None
+
+
+def test_text_metrics_records_every_few_steps_and_keeps_float16_checkpoints():
+    from circuitbook.models import attn_only
+    from circuitbook.train.text import TextMetrics
+
+    model = attn_only(2, d_model=16, n_heads=2, d_head=8, d_vocab=32, n_ctx=32, seed=0)
+    heldout = torch.randint(0, 32, (4, 32), generator=torch.Generator().manual_seed(0))
+    rec = TextMetrics(heldout, every=2, early=(1, 4), late=(20, 32), repeat_len=8, repeat_batch=2, checkpoints=(1,))
+    for step in range(5):
+        rec(step, model, float(step))
+    assert rec.history["step"] == [0, 2, 4]
+    # the mean training loss since the previous record: [0], then [1, 2], then [3, 4]
+    assert rec.history["loss"] == [0.0, 1.5, 3.5]
+    assert set(rec.checkpoints) == {1}
+    assert all(v.dtype == torch.float16 for v in rec.checkpoints[1].values())
+    assert rec.checkpoints[1].keys() == model.state_dict().keys()
+    # the held-out loss is the mean of the per-position curve, and the ICL score its two bands
+    curve = rec.history["position_loss"][0]
+    assert len(curve) == 31
+    assert rec.history["heldout_loss"][0] == pytest.approx(sum(curve) / 31, rel=1e-9)
+    assert rec.history["icl"][0] == pytest.approx(sum(curve[19:31]) / 12 - sum(curve[0:3]) / 3, rel=1e-9)
+    assert rec.last["step"] == 4 and model.training

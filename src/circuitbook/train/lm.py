@@ -160,47 +160,27 @@ def repeat_losses(model, *, seq_len: int | None = None, batch: int = 8, seed: in
     return float(loss[:, : n - 1].mean()), float(loss[:, n:].mean())
 
 
-class InductionMetrics:
-    """A ``train_lm`` callback that records how induction forms (chapters 17 and 19).
+class HistoryRecorder:
+    """The part every training-record callback of ``train_lm`` shares (chapter 19).
 
-    Every ``every`` steps (and at step 0) it appends to ``self.history`` (a dict of lists):
-
-    - ``step``; ``loss``: the mean training loss since the previous record;
-    - ``loss_first_copy`` / ``loss_second_copy``: :func:`repeat_losses` on a fixed batch of
-      repeated random tokens (the in-context loss is the second);
-    - ``induction`` / ``prev_token``: the full [n_layers, n_heads] scores of
-      ``circuitbook.heads`` as nested lists, and ``induction_best`` / ``prev_token_best``.
-
-    ``stop_when(record) -> bool`` ends training early (e.g. at the first sign of induction).
-    :meth:`phase_change_step` finds the step where the in-context loss collapses.
+    Every ``every`` steps (and at step 0) it appends one record to ``self.history`` (a dict of
+    lists, one per name in ``KEYS``): ``step``, ``loss`` (the mean training loss since the
+    previous record) and what the subclass's ``evaluate(model)`` measures. ``stop_when(record)
+    -> bool`` ends training early.
     """
 
-    KEYS = (
-        "step", "loss", "loss_first_copy", "loss_second_copy",
-        "induction_best", "prev_token_best", "induction", "prev_token",
-    )
+    KEYS: tuple[str, ...] = ("step", "loss")
 
-    def __init__(self, every: int = 25, *, seq_len: int | None = None, batch: int = 8, seed: int = 0, stop_when=None):
+    def __init__(self, every: int, *, stop_when=None):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        self.every, self.seq_len, self.batch, self.seed = every, seq_len, batch, seed
-        self.stop_when = stop_when
+        self.every, self.stop_when = every, stop_when
         self.history: dict[str, list] = {k: [] for k in self.KEYS}
         self._pending: list[float] = []
 
     def evaluate(self, model) -> dict:
         """One record (without ``step``/``loss``) for ``model`` as it is now."""
-        n = model.cfg.n_ctx // 2 if self.seq_len is None else self.seq_len
-        first, second = repeat_losses(model, seq_len=n, batch=self.batch, seed=self.seed)
-        record = {"loss_first_copy": first, "loss_second_copy": second}
-        if model.cfg.n_layers == 0:
-            ind = prev = torch.zeros(0, model.cfg.n_heads)
-        else:
-            ind, prev = induction_and_prev_token_scores(model, seq_len=n, batch=self.batch, seed=self.seed)
-        record["induction"], record["prev_token"] = ind.tolist(), prev.tolist()
-        record["induction_best"] = float(ind.max()) if ind.numel() else 0.0
-        record["prev_token_best"] = float(prev.max()) if prev.numel() else 0.0
-        return record
+        raise NotImplementedError
 
     def __call__(self, step: int, model, loss: float | None) -> bool:
         if loss is not None:
@@ -221,6 +201,45 @@ class InductionMetrics:
     def last(self) -> dict:
         """The latest record as a dict (empty before the first)."""
         return {k: v[-1] for k, v in self.history.items() if v}
+
+
+class InductionMetrics(HistoryRecorder):
+    """A ``train_lm`` callback that records how induction forms (chapters 17 and 19).
+
+    Every ``every`` steps (and at step 0) it appends to ``self.history`` (a dict of lists):
+
+    - ``step``; ``loss``: the mean training loss since the previous record;
+    - ``loss_first_copy`` / ``loss_second_copy``: :func:`repeat_losses` on a fixed batch of
+      repeated random tokens (the in-context loss is the second);
+    - ``induction`` / ``prev_token``: the full [n_layers, n_heads] scores of
+      ``circuitbook.heads`` as nested lists, and ``induction_best`` / ``prev_token_best``.
+
+    ``stop_when(record) -> bool`` ends training early (e.g. at the first sign of induction).
+    :meth:`phase_change_step` finds the step where the in-context loss collapses.
+    """
+
+    KEYS = (
+        "step", "loss", "loss_first_copy", "loss_second_copy",
+        "induction_best", "prev_token_best", "induction", "prev_token",
+    )
+
+    def __init__(self, every: int = 25, *, seq_len: int | None = None, batch: int = 8, seed: int = 0, stop_when=None):
+        super().__init__(every, stop_when=stop_when)
+        self.seq_len, self.batch, self.seed = seq_len, batch, seed
+
+    def evaluate(self, model) -> dict:
+        """One record (without ``step``/``loss``) for ``model`` as it is now."""
+        n = model.cfg.n_ctx // 2 if self.seq_len is None else self.seq_len
+        first, second = repeat_losses(model, seq_len=n, batch=self.batch, seed=self.seed)
+        record = {"loss_first_copy": first, "loss_second_copy": second}
+        if model.cfg.n_layers == 0:
+            ind = prev = torch.zeros(0, model.cfg.n_heads)
+        else:
+            ind, prev = induction_and_prev_token_scores(model, seq_len=n, batch=self.batch, seed=self.seed)
+        record["induction"], record["prev_token"] = ind.tolist(), prev.tolist()
+        record["induction_best"] = float(ind.max()) if ind.numel() else 0.0
+        record["prev_token_best"] = float(prev.max()) if prev.numel() else 0.0
+        return record
 
     def phase_change_step(self, chance: float | None = None) -> int | None:
         """The step where the in-context loss collapses, or ``None`` if it never does.

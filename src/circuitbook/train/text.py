@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from circuitbook.heads import induction_and_prev_token_scores, induction_scores, prev_token_scores
-from circuitbook.train.lm import per_token_loss
+from circuitbook.train.lm import HistoryRecorder, per_token_loss
 from circuitbook.train.phases import icl_score_from_positions
 
 
@@ -49,7 +49,7 @@ def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tens
     return total / len(tokens)
 
 
-class TextMetrics:
+class TextMetrics(HistoryRecorder):
     """A ``train_lm`` callback recording the history chapter 19 plots (a dict of lists).
 
     Per record: ``step``; ``loss`` (mean training loss since the last record);
@@ -68,13 +68,12 @@ class TextMetrics:
 
     def __init__(self, heldout: torch.Tensor, *, every: int, early: tuple[int, int], late: tuple[int, int],
                  repeat_len: int = 32, repeat_batch: int = 16, repeat_seed: int = 0, checkpoints=()):
-        self.heldout, self.every, self.early, self.late = heldout, every, early, late
+        super().__init__(every)
+        self.heldout, self.early, self.late = heldout, early, late
         self.repeat = dict(seq_len=repeat_len, batch=repeat_batch, seed=repeat_seed)
         self.repeated = repeated_text(heldout, repeat_len, repeat_batch)
         self.checkpoint_steps = set(checkpoints)
         self.checkpoints: dict[int, dict[str, torch.Tensor]] = {}
-        self.history: dict[str, list] = {k: [] for k in self.KEYS}
-        self._pending: list[float] = []
 
     def evaluate(self, model) -> dict:
         """One record (without ``step`` and ``loss``) for ``model`` as it is now."""
@@ -93,19 +92,7 @@ class TextMetrics:
         }
 
     def __call__(self, step: int, model, loss: float | None) -> bool:
-        if loss is not None:
-            self._pending.append(loss)
         if step in self.checkpoint_steps:
             self.checkpoints[step] = {k: v.detach().to("cpu", torch.float16).clone()
                                       for k, v in model.state_dict().items()}
-        if step % self.every:
-            return False
-        was_training = model.training
-        model.eval()
-        record = {"step": step, "loss": sum(self._pending) / len(self._pending) if self._pending else None}
-        record.update(self.evaluate(model))
-        model.train(was_training)
-        self._pending = []
-        for k in self.KEYS:
-            self.history[k].append(record[k])
-        return False
+        return super().__call__(step, model, loss)
