@@ -107,17 +107,21 @@ def test_path_patch_direct_equals_hand(model, tokens):
     assert path_patch(run, [(0, 0), (0, 1)], into="logits") == pytest.approx(float(want), abs=1e-10)
 
 
-def test_path_patch_into_keys_leaves_other_heads_alone(model, tokens):
-    clean, corrupted = tokens
-    run = patching_run(model, clean, corrupted, metric)
+def layer1_z_after_key_patch(model, run, receiver):
+    """(layer 1's z in the path-patched run, layer 1's z in the corrupted run), when head 0.0
+    is patched into ``receiver``'s key input: [batch, pos, head, d_head] each."""
     seen = []
     model.add_hook("blocks.1.attn.hook_z", lambda z, hook: seen.append(z.clone()), is_permanent=True)
     try:
-        path_patch(run, (0, 0), [(1, 1)], into="k")
+        path_patch(run, (0, 0), [receiver], into="k")
     finally:
         model.reset_hooks(including_permanent=True)
-    z_patched = seen[-1]
-    z_corr = run.activation("blocks.1.attn.hook_z", clean=False)
+    return seen[-1], run.activation("blocks.1.attn.hook_z", clean=False)
+
+
+def test_path_patch_into_keys_leaves_other_heads_alone(model, tokens):
+    run = patching_run(model, *tokens, metric)
+    z_patched, z_corr = layer1_z_after_key_patch(model, run, (1, 1))
     # the split-input forward rounds differently: equal up to float64 rounding, far below the change
     torch.testing.assert_close(z_patched[:, :, 0], z_corr[:, :, 0], rtol=0, atol=1e-12)
     assert (z_patched[:, :, 1] - z_corr[:, :, 1]).abs().max() > 1e-3
@@ -209,13 +213,7 @@ def test_path_patch_with_grouped_query_attention_reaches_one_query_head_only(tok
     gqa = HookedTransformer(cfg)
     gqa.requires_grad_(False)
     run = patching_run(gqa, *tokens, metric)
-    seen = []
-    gqa.add_hook("blocks.1.attn.hook_z", lambda z, hook: seen.append(z.clone()), is_permanent=True)
-    try:
-        path_patch(run, (0, 0), [(1, 0)], into="k")
-    finally:
-        gqa.reset_hooks(including_permanent=True)
-    z_corr = run.activation("blocks.1.attn.hook_z", clean=False)
-    torch.testing.assert_close(seen[-1][:, :, 1:], z_corr[:, :, 1:], rtol=0, atol=1e-12)
-    assert (seen[-1][:, :, 0] - z_corr[:, :, 0]).abs().max() > 1e-6
+    z_patched, z_corr = layer1_z_after_key_patch(gqa, run, (1, 0))
+    torch.testing.assert_close(z_patched[:, :, 1:], z_corr[:, :, 1:], rtol=0, atol=1e-12)
+    assert (z_patched[:, :, 0] - z_corr[:, :, 0]).abs().max() > 1e-6
     assert not gqa.cfg.use_split_qkv_input and not gqa.cfg.ungroup_grouped_query_attention
