@@ -100,7 +100,7 @@ torch.set_grad_enabled(False)
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close  # raise if a stated fact is false; see the claims ledger
+from circuitbook.book import claim, identity_close  # raise if a stated fact is false; see the claims ledger
 
 _ = torch.manual_seed(0)
 cfg = HookedTransformerConfig(
@@ -123,9 +123,9 @@ rebuilt = sum(parts.values())
 
 # Both sides add the same len(parts) tensors, each in its own order: at most len(parts) roundings
 # per side, each of the size of the running sum, which is at most the sum of the parts' sizes.
-claim_close(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
-            rebuilt, final, terms=2 * len(parts), scale=float(sum(p.abs() for p in parts.values()).max()),
-            identity=True, chapter="1")
+identity_close(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
+               rebuilt, final, terms=2 * len(parts), scale=float(sum(p.abs() for p in parts.values()).max()),
+               chapter="1")
 
 # %% [markdown]
 # The largest difference is within the float32 rounding bound, as it must be. Notice that
@@ -154,16 +154,16 @@ heads = torch.stack([cache["result", layer].sum(dim=2) + model.b_O[layer] for la
 attn_outs = torch.stack([cache["attn_out", layer] for layer in range(cfg.n_layers)])
 head_sizes = torch.stack([cache["result", layer].abs().sum(dim=2) + model.b_O[layer].abs()
                           for layer in range(cfg.n_layers)])
-claim_close("each attention layer's output is the sum of its heads' outputs plus its output bias b_O",
-            heads, attn_outs, terms=2 * (cfg.n_heads + 1), scale=float(head_sizes.max()), identity=True, chapter="1")
+identity_close("each attention layer's output is the sum of its heads' outputs plus its output bias b_O",
+               heads, attn_outs, terms=2 * (cfg.n_heads + 1), scale=float(head_sizes.max()), chapter="1")
 # The finer sum adds its terms in a different order from the model's, which added each layer's
 # heads first: at most (number of terms) roundings per side, each of the size of the terms' absolute sum.
 fine_terms = ([cache["hook_embed"], cache["hook_pos_embed"]] + list(per_head.values())
               + [model.b_O[layer] for layer in range(cfg.n_layers)]
               + [cache["mlp_out", layer] for layer in range(cfg.n_layers)])
-claim_close(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
-            finer, cache["resid_post", cfg.n_layers - 1], terms=2 * len(fine_terms),
-            scale=float(sum(t.abs() for t in fine_terms).max()), identity=True, chapter="1")
+identity_close(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
+               finer, cache["resid_post", cfg.n_layers - 1], terms=2 * len(fine_terms),
+               scale=float(sum(t.abs() for t in fine_terms).max()), chapter="1")
 
 # %% [markdown]
 # Because the stream is a sum, so is anything *linear* we compute from it. The picture below
@@ -242,16 +242,16 @@ with torch.no_grad():
 # Our formula against the layer: the chain x @ W_V, pattern @ v, z @ W_O sums over d_model,
 # the positions and n_heads * d_head, on each side (the layer also adds its zero biases).
 chain = toy.cfg.d_model + x.shape[1] + toy.cfg.n_heads * toy.cfg.d_head
-claim_close("our three-einsum formula with the layer's own pattern is the attention layer", with_pattern(x, pattern_x),
-            out_x, terms=2 * chain + 2, identity=True, chapter="1")
+identity_close("our three-einsum formula with the layer's own pattern is the attention layer", with_pattern(x, pattern_x),
+               out_x, terms=2 * chain + 2, chapter="1")
 # A deviation of 0.1% of the output's size is ~10^4 float32 roundings, so it cannot be rounding.
 claim("with its pattern recomputed, an attention layer is not linear: f(2x) != 2 f(x)",
       f"max |f(2x) - 2f(x)| = {free.abs().max():.3g} vs max |f(2x)| = {out_2x.abs().max():.3g}",
       bool(free.abs().max() > 1e-3 * out_2x.abs().max()), chapter="1")
 # f(2x) - 2 f(x) should be zero; both are the same chain, so the error is that of two chains,
 # at the size of the outputs being subtracted.
-claim_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
-            terms=2 * chain, scale=float(with_pattern(2 * x, pattern_x).abs().max()), identity=True, chapter="1")
+identity_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
+               terms=2 * chain, scale=float(with_pattern(2 * x, pattern_x).abs().max()), chapter="1")
 
 # %% [markdown]
 # ### Exercise 1.1: the stream entering a block
@@ -282,8 +282,8 @@ mlp_stack = torch.stack([cache["mlp_out", layer][0] for layer in range(cfg.n_lay
 mine = stream_before(cache["hook_embed"][0], cache["hook_pos_embed"][0], attn_stack, mlp_stack, 2)
 pieces = [cache["hook_embed"][0], cache["hook_pos_embed"][0]] + list(attn_stack[:2]) + list(mlp_stack[:2])
 # as above: len(pieces) roundings per side, at the size of the pieces' absolute sum
-claim_close("stream_before(..., 2) is the model's resid_pre of block 2", mine, cache["resid_pre", 2][0],
-            terms=2 * len(pieces), scale=float(sum(p.abs() for p in pieces).max()), identity=True, chapter="1")
+identity_close("stream_before(..., 2) is the model's resid_pre of block 2", mine, cache["resid_pre", 2][0],
+               terms=2 * len(pieces), scale=float(sum(p.abs() for p in pieces).max()), chapter="1")
 
 # %% [markdown]
 # ### Exercise 1.2: how many terms?

@@ -19,7 +19,7 @@ from matplotlib.patches import FancyBboxPatch
 from torch import nn
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity, identity_close
 from circuitbook.data import translation as T
 from circuitbook.models.encoder_decoder import (
     EncoderLayer,
@@ -240,9 +240,9 @@ total = logp.exp().sum(-1)
 # relative to the size of the log-probs); exp turns those into relative errors of each
 # probability, and summing V of them adds V more. Scale: the largest |log-prob| (at least 1).
 V_tgt = logp.shape[-1]
-claim_close("the generator's output is a log-distribution over the target vocabulary at every position",
-            total, torch.ones_like(total), terms=2 * V_tgt + 4, scale=max(1.0, float(logp.abs().max())),
-            identity=True, chapter="2")
+identity_close("the generator's output is a log-distribution over the target vocabulary at every position",
+               total, torch.ones_like(total), terms=2 * V_tgt + 4, scale=max(1.0, float(logp.abs().max())),
+               chapter="2")
 
 # %% [markdown]
 # ### Where the LayerNorm goes: post-norm and pre-norm
@@ -334,8 +334,8 @@ after = torch.cat([s[0] for s in streams_post[1:]])
 # square root (d + 1). LayerNorm's eps = 1e-6, added to a std of order 1 (the input is a
 # normalised stream plus a write), shortens the length by a relative ~1e-6: 8 more eps.
 lengths = after.norm(dim=-1)
-claim_close("post-norm (gain 1, bias 0): after every sublayer each position has length sqrt(d_model - 1)",
-            lengths, torch.full_like(lengths, (d - 1) ** 0.5), terms=3 * d + 16, identity=True, chapter="2")
+identity_close("post-norm (gain 1, bias 0): after every sublayer each position has length sqrt(d_model - 1)",
+               lengths, torch.full_like(lengths, (d - 1) ** 0.5), terms=3 * d + 16, chapter="2")
 claim("pre-norm: the stream grows as sublayers add to it (last / first "
       "length)", norms_pre[-1] / norms_pre[0],
       norms_pre[-1] > 1.5 * norms_pre[0], chapter="2")
@@ -449,10 +449,10 @@ claim("attention: 4 d_model^2 weights + 4 d_model biases; FFN: 2 d_model d_ff "
       chapter="2")
 ffn_share = n_params(ffn) / layer_total
 ffn_share_w = ffn_w / (attn_w + ffn_w)
-claim("the FFN holds two thirds of an encoder layer's weights "
-      "(and of its parameters, to 3 digits)",
-      f"{ffn_share_w:.4f}, {ffn_share:.4f}",
-      ffn_share_w == 2 / 3 and abs(ffn_share - 2 / 3) < 1e-3, identity=True, chapter="2")
+identity("the FFN holds two thirds of an encoder layer's weights "
+         "(and of its parameters, to 3 digits)",
+         f"{ffn_share_w:.4f}, {ffn_share:.4f}",
+         ffn_share_w == 2 / 3 and abs(ffn_share - 2 / 3) < 1e-3, chapter="2")
 glue("base_head", per_head[0])
 glue("base_layer", layer_total)
 glue("ffn_share", ffn_share)
@@ -644,8 +644,8 @@ for stack in ("encoder", "decoder"):
 # memory came from model.encode, top["encoder"] from a second, hooked forward pass: the same
 # deterministic computation on the same inputs, so held to one LayerNorm's rounding
 # (mean and std sums over d_model, sqrt, eps, divide, gain, bias: 2 d_model + 8)
-claim_close("the memory the decoder reads is the final LayerNorm of that sum", top["encoder"][1], memory,
-            terms=2 * model.encoder.norm.a_2.numel() + 8, identity=True, chapter="2")
+identity_close("the memory the decoder reads is the final LayerNorm of that sum", top["encoder"][1], memory,
+               terms=2 * model.encoder.norm.a_2.numel() + 8, chapter="2")
 
 # %% [markdown]
 # The final LayerNorm is not a write: it acts on the finished sum, and LayerNorm is not
@@ -673,9 +673,9 @@ rebuilt_memory = sum(contribs) + norm.b_2
 # len(parts) parts, then LayerNorm (mean and std over d, sqrt, eps, divide, gain, bias:
 # 2 d + 8). Scale: the terms' absolute sum, as the centred terms partly cancel.
 n_parts, d_enc = len(rec["encoder"]), norm.a_2.numel()
-claim_close("with the LayerNorm's divisor frozen, the memory is a sum of one term per sublayer plus the LayerNorm's bias",
-            rebuilt_memory, memory, terms=3 * d_enc + 2 * n_parts + 12,
-            scale=float((sum(c.abs() for c in contribs) + norm.b_2.abs()).max().detach()), identity=True, chapter="2")
+identity_close("with the LayerNorm's divisor frozen, the memory is a sum of one term per sublayer plus the LayerNorm's bias",
+               rebuilt_memory, memory, terms=3 * d_enc + 2 * n_parts + 12,
+               scale=float((sum(c.abs() for c in contribs) + norm.b_2.abs()).max().detach()), chapter="2")
 
 # %% [markdown]
 # In the post-norm arrangement no such bookkeeping is exact: every LayerNorm between a

@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.models import load
 
 # This chapter only reads models, never trains them: no autograd graph is needed, and without
@@ -233,9 +234,9 @@ print(f"loss on the first copy {first:.2f} (chance: ln 64 = "
 # shortformer: the hook that would hold W_pos is absent from the stream; resid_pre 0 is W_E[t]
 n_pos = tokens.shape[1]
 final = cache["resid_post", cfg.n_layers - 1]   # [batch, pos, d_model], used below
-claim("toy-2l (shortformer): the stream entering layer 0 is exactly W_E[t], with no positional term",
-      (cache["resid_pre", 0] - model.W_E[tokens]).abs().max(),
-      bool((cache["resid_pre", 0] == model.W_E[tokens]).all()), identity=True, chapter="3")
+identity("toy-2l (shortformer): the stream entering layer 0 is exactly W_E[t], with no positional term",
+         (cache["resid_pre", 0] - model.W_E[tokens]).abs().max(),
+         bool((cache["resid_pre", 0] == model.W_E[tokens]).all()), chapter="3")
 
 # %% [markdown]
 # **Bandwidth again.** Each head writes into a subspace of dimension at most
@@ -320,8 +321,8 @@ eye = torch.eye(cfg.d_model)
 # (Higham, Thm 19.4), plus d for the product R R^T; the entries are at most 1.
 D = cfg.d_model
 QR_TERMS = D * D
-claim_close("R R^T = I for the random rotation", R @ R.T, eye, terms=QR_TERMS + D, scale=1.0,
-            identity=True, chapter="3")
+identity_close("R R^T = I for the random rotation", R @ R.T, eye, terms=QR_TERMS + D, scale=1.0,
+               chapter="3")
 # A permutation's largest entry is 1; a uniform rotation's entries are about N(0, 1/d), so
 # the largest of d^2 of them is near sqrt(2 ln(2 d^2) / d) = 0.5 for d = 64. 0.75 sits
 # between the two with room on both sides (rounding moves entries by ~1e-7).
@@ -359,8 +360,8 @@ rot_logits, rot_cache = rotated.run_with_cache(tokens)
 # x @ W_U: 2 d_model). Both models round, so twice that, at the size of the logits.
 LAYER_TERMS = 3 * D + 2 * cfg.d_head + 2 * n_pos + 4 + cfg.n_heads
 MODEL_TERMS = cfg.n_layers * LAYER_TERMS + 3 * D
-claim_close("the rotated model gives the same logits", rot_logits, logits, terms=2 * MODEL_TERMS,
-            identity=True, chapter="3")
+identity_close("the rotated model gives the same logits", rot_logits, logits, terms=2 * MODEL_TERMS,
+               chapter="3")
 logit_bound = rounding_bound(2 * MODEL_TERMS, float(logits.abs().max()))
 print(f"second-copy loss: original {copy_losses(logits)[1]:.4f}, "
       f"rotated {copy_losses(rot_logits)[1]:.4f}")
@@ -368,14 +369,14 @@ print(f"second-copy loss: original {copy_losses(logits)[1]:.4f}, "
 # layer come after every earlier layer: MODEL_TERMS per model bounds it, at the size of
 # the largest finite attention score.
 scores = torch.cat([cache["attn_scores", l].flatten() for l in range(cfg.n_layers)])
-claim_close("every attention pattern is unchanged",
-            torch.stack([rot_cache["pattern", l] for l in range(cfg.n_layers)]),
-            torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=2 * MODEL_TERMS,
-            scale=float(scores[scores.isfinite()].abs().max()), identity=True, chapter="3")
+identity_close("every attention pattern is unchanged",
+               torch.stack([rot_cache["pattern", l] for l in range(cfg.n_layers)]),
+               torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=2 * MODEL_TERMS,
+               scale=float(scores[scores.isfinite()].abs().max()), chapter="3")
 stream, rot_stream = final, rot_cache["resid_post", cfg.n_layers - 1]
 # the forward passes up to the last stream (MODEL_TERMS each bounds them), then @ R (d_model)
-claim_close("the rotated model's stream is the original stream times R", rot_stream, stream @ R,
-            terms=2 * MODEL_TERMS + D, identity=True, chapter="3")
+identity_close("the rotated model's stream is the original stream times R", rot_stream, stream @ R,
+               terms=2 * MODEL_TERMS + D, chapter="3")
 
 # %% [markdown]
 # The predictions are the same to float32 rounding, and yet the individual coordinates of
@@ -453,8 +454,8 @@ claim("with a ReLU on the stream, the rotated model's logits differ",
       relu_gap, bool(relu_gap > 0.5 * logits.std()), chapter="3")
 # the rotated model's rounding (as above) plus the hook's norm: d_model squares summed,
 # a sqrt, a divide and a multiply (d_model + 3), in both models
-claim_close("with a length-only nonlinearity on the stream, they still agree", norm_rot, norm_orig,
-            terms=2 * (MODEL_TERMS + D + 3), identity=True, chapter="3")
+identity_close("with a length-only nonlinearity on the stream, they still agree", norm_rot, norm_orig,
+               terms=2 * (MODEL_TERMS + D + 3), chapter="3")
 glue("relu_gap", relu_gap.item())
 glue("logit_std", logits.std().item())
 
@@ -495,8 +496,8 @@ R_fix = B @ torch.block_diag(torch.ones(1, 1), R0) @ B.T
 # R_fix: two QRs (d^2 roundings each, as above) and two products (2d); its entries are at
 # most 1, and (1, ..., 1) @ R_fix sums d of them (d more), of size at most sqrt(d).
 FIX_TERMS = 2 * QR_TERMS + 2 * d
-claim_close("R_fix fixes the all-ones vector", torch.ones(d) @ R_fix, torch.ones(d), terms=FIX_TERMS + d,
-            scale=math.sqrt(d), identity=True, chapter="3")
+identity_close("R_fix fixes the all-ones vector", torch.ones(d) @ R_fix, torch.ones(d), terms=FIX_TERMS + d,
+               scale=math.sqrt(d), chapter="3")
 
 ln_gap = (layer_norm(x @ R) - layer_norm(x) @ R).abs().max()
 # the outputs have unit RMS; 0.1 of that is ~10^4 times their rounding
@@ -505,10 +506,10 @@ claim("LayerNorm does not commute with a random rotation", ln_gap,
 # layer_norm: a mean over d, subtract, a mean of d squares, sqrt, divide (2d + 4), and a
 # product with the rotation (d), on each side; plus the rotation's own error (FIX_TERMS or
 # QR_TERMS), at the size of the normalised outputs
-claim_close("it does commute with a rotation that fixes (1, ..., 1)", layer_norm(x @ R_fix),
-            layer_norm(x) @ R_fix, terms=FIX_TERMS + 2 * (3 * d + 4), identity=True, chapter="3")
-claim_close("RMS normalisation without a gain commutes with every rotation", rms_norm(x @ R),
-            rms_norm(x) @ R, terms=QR_TERMS + 2 * (2 * d + 3), identity=True, chapter="3")
+identity_close("it does commute with a rotation that fixes (1, ..., 1)", layer_norm(x @ R_fix),
+               layer_norm(x) @ R_fix, terms=FIX_TERMS + 2 * (3 * d + 4), chapter="3")
+identity_close("RMS normalisation without a gain commutes with every rotation", rms_norm(x @ R),
+               rms_norm(x) @ R, terms=QR_TERMS + 2 * (2 * d + 3), chapter="3")
 
 # %% [markdown]
 # ### Exercise 3.2: a rotation in one plane

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.circuits import direct_path
 from circuitbook.data import bigram_chain
 from circuitbook.models import attn_only, load
@@ -78,12 +79,12 @@ out = emb(tokens).detach()                              # [1, 6, d_model]
 one_hot = nn.functional.one_hot(tokens, vocab).float()  # [1, 6, vocab]
 # both multiply the same float32 entries by the same float sqrt(d_model), one correctly
 # rounded multiplication each, so the two are bit for bit equal
-claim("Embeddings(t) = sqrt(d_model) * lut.weight[t]",
-      (out - W_E[tokens]).abs().max(), bool(torch.equal(out, W_E[tokens])), identity=True, chapter="4")
+identity("Embeddings(t) = sqrt(d_model) * lut.weight[t]",
+         (out - W_E[tokens]).abs().max(), bool(torch.equal(out, W_E[tokens])), chapter="4")
 # each entry is one weight times 1 plus zeros: exact in any summation order
-claim("one_hot(t) @ W_E equals the lookup W_E[t] exactly",
-      (one_hot @ W_E - W_E[tokens]).abs().max(),
-      bool(torch.equal(one_hot @ W_E, W_E[tokens])), identity=True, chapter="4")
+identity("one_hot(t) @ W_E equals the lookup W_E[t] exactly",
+         (one_hot @ W_E - W_E[tokens]).abs().max(),
+         bool(torch.equal(one_hot @ W_E, W_E[tokens])), chapter="4")
 
 # %% [markdown]
 # The product is exact, not merely close: each output entry is one weight times 1 plus
@@ -130,8 +131,8 @@ pe_norm = sinusoidal_table(100, d_base).norm(dim=-1)
 # sin^2 + cos^2 = 1 holds for whatever angle was computed, so the angles' rounding does
 # not enter: sin and cos round once each, squaring once, the sum of d squares d times,
 # the square root once: d + 4 roundings relative to the length
-claim_close("every sinusoidal row has length sqrt(d_model / 2)", pe_norm,
-            torch.full((100,), math.sqrt(d_base / 2)), terms=d_base + 4, identity=True, chapter="4")
+identity_close("every sinusoidal row has length sqrt(d_model / 2)", pe_norm,
+               torch.full((100,), math.sqrt(d_base / 2)), terms=d_base + 4, chapter="4")
 
 small = make_model(11, 11, N=1, d_model=d_base, d_ff=64, h=8)  # Xavier init
 tables = {
@@ -208,8 +209,8 @@ W_U, b_U = gen.proj.weight.detach().T, gen.proj.bias.detach()  # [d, V], [V]
 x = torch.randn(3, d_model)
 # each side: a d_model-term dot product and the bias (d_model + 1), then a log-softmax over
 # the vocabulary (a sum of V exps, a log, two subtractions: V + 4), at the log-probs' size
-claim_close("Generator(x) = log_softmax(x W_U + b_U) with W_U = proj.weight.T", gen(x).detach(),
-            (x @ W_U + b_U).log_softmax(-1), terms=2 * (d_model + vocab + 5), identity=True, chapter="4")
+identity_close("Generator(x) = log_softmax(x W_U + b_U) with W_U = proj.weight.T", gen(x).detach(),
+               (x @ W_U + b_U).log_softmax(-1), terms=2 * (d_model + vocab + 5), chapter="4")
 
 # %% [markdown]
 # ### Weight tying: what the paper does, and what the code does
@@ -286,8 +287,8 @@ ref = math.sqrt(d_model) * S[tokens] @ S.T + at.generator.proj.bias.detach()
 # each side: the scale (1 rounding), a d_model-term dot product, the bias (1); the products
 # partly cancel, so the scale is that of their absolute values
 tied_scale = float((math.sqrt(d_model) * S[tokens].abs() @ S.abs().T + at.generator.proj.bias.detach().abs()).max())
-claim_close("tied: logits of an embedded token = sqrt(d_model) S[t] S^T + b_U", logits_tied, ref,
-            terms=2 * (d_model + 2), scale=tied_scale, identity=True, chapter="4")
+identity_close("tied: logits of an embedded token = sqrt(d_model) S[t] S^T + b_U", logits_tied, ref,
+               terms=2 * (d_model + 2), scale=tied_scale, chapter="4")
 
 # %% [markdown]
 # ### Exercise 4.2: a tied zero-layer model
@@ -335,8 +336,8 @@ with torch.no_grad():
 # each side: a d_model-term dot product plus the bias, at the size of |W_E[t]| |W_U| + |b_U|
 with torch.no_grad():
     abs_formula = m0.W_E[seq].abs() @ m0.W_U.abs() + m0.b_U.abs()
-claim_close("toy-0l's logits are W_E[t] W_U + b_U", model_logits, formula, terms=2 * (m0.cfg.d_model + 1),
-            scale=float(abs_formula.max()), identity=True, chapter="4")
+identity_close("toy-0l's logits are W_E[t] W_U + b_U", model_logits, formula, terms=2 * (m0.cfg.d_model + 1),
+               scale=float(abs_formula.max()), chapter="4")
 
 # %% [markdown]
 # ### The direct path $W_E W_U$
@@ -362,17 +363,17 @@ print(f"toy-0l direct path: {tuple(dp.shape)}, factors {tuple(dp.A.shape)} "
       f"x {tuple(dp.B.shape)}, inner dimension {dp.mdim}")
 D = dp.AB.detach()
 # two d_model-term products of the same factors, at the size of |W_E| |W_U|
-claim_close("the factored direct path's product is W_E W_U", D, m0.W_E.detach() @ m0.W_U.detach(),
-            terms=2 * m0.cfg.d_model, scale=float((m0.W_E.detach().abs() @ m0.W_U.detach().abs()).max()),
-            identity=True, chapter="4")
+identity_close("the factored direct path's product is W_E W_U", D, m0.W_E.detach() @ m0.W_U.detach(),
+               terms=2 * m0.cfg.d_model, scale=float((m0.W_E.detach().abs() @ m0.W_U.detach().abs()).max()),
+               chapter="4")
 # singular values of the product taken in float64 from the float32 factors: float32 rounding
 # of the product would move the smallest one by ~d_model * eps of the largest, a visible
 # share of the ratio quoted below
 D64 = m0.W_E.detach().double() @ m0.W_U.detach().double()
 sv = torch.linalg.svdvals(D64)
 rank0 = torch.linalg.matrix_rank(D64).item()
-claim("toy-0l: direct path = W_E W_U, rank <= d_model = 64",
-      f"rank {rank0}", rank0 <= m0.cfg.d_model, identity=True, chapter="4")
+identity("toy-0l: direct path = W_E W_U, rank <= d_model = 64",
+         f"rank {rank0}", rank0 <= m0.cfg.d_model, chapter="4")
 
 wide = attn_only(0, d_vocab=512, d_model=64, seed=1)
 dp_wide = direct_path(wide)
@@ -423,15 +424,15 @@ D_tied = math.sqrt(d_model) * S @ S.T
 # entries (i, j) and (j, i) are the same d_model products, possibly summed in different
 # orders, and scaled once: 2 (d_model + 1) roundings at the size of sqrt(d) |S| |S|^T
 tied_abs = float((math.sqrt(d_model) * S.abs() @ S.abs().T).max())
-claim_close("tied direct path sqrt(d) S S^T is symmetric", D_tied, D_tied.T, terms=2 * (d_model + 1),
-            scale=tied_abs, identity=True, chapter="4")
+identity_close("tied direct path sqrt(d) S S^T is symmetric", D_tied, D_tied.T, terms=2 * (d_model + 1),
+               scale=tied_abs, chapter="4")
 # An exactly PSD matrix, rounded entrywise by at most b, has eigenvalues >= -(spectral norm
 # of the rounding) >= -vocab * b.
 eig = torch.linalg.eigvalsh(D_tied.double())
 psd_slack = vocab * rounding_bound(d_model + 1, tied_abs)
-claim("tied direct path sqrt(d) S S^T has eigenvalues >= 0 (up to its rounding)",
-      f"min eigenvalue {eig.min().item():.1e} >= -{psd_slack:.1e}",
-      eig.min().item() >= -psd_slack, identity=True, chapter="4")
+identity("tied direct path sqrt(d) S S^T has eigenvalues >= 0 (up to its rounding)",
+         f"min eigenvalue {eig.min().item():.1e} >= -{psd_slack:.1e}",
+         eig.min().item() >= -psd_slack, chapter="4")
 tied_self = (D_tied.argmax(-1) == torch.arange(vocab)).float().mean()
 claim("in the (random) tied model every token's top direct score is itself",
       tied_self, tied_self == 1, chapter="4")
@@ -467,9 +468,9 @@ claim("toy-0l's logit table is as asymmetric as the chain's log P "
 # mean is the same number on both sides and cancels. At the size of the table's entries.
 M_tied = D_tied + at.generator.proj.bias.detach()
 Mc_tied = centred(M_tied)
-claim_close("the tied model's logit table has antisymmetric share 0 (its centred table is symmetric)",
-            (Mc_tied - Mc_tied.T) / 2, torch.zeros_like(Mc_tied), terms=2 * (d_model + 2 * vocab + 6),
-            scale=float(tied_abs + at.generator.proj.bias.detach().abs().max()), identity=True, chapter="4")
+identity_close("the tied model's logit table has antisymmetric share 0 (its centred table is symmetric)",
+               (Mc_tied - Mc_tied.T) / 2, torch.zeros_like(Mc_tied), terms=2 * (d_model + 2 * vocab + 6),
+               scale=float(tied_abs + at.generator.proj.bias.detach().abs().max()), chapter="4")
 self_top = (L.argmax(-1) == torch.arange(64)).float().mean()
 claim("toy-0l never predicts the current token as its own successor",
       self_top, self_top == 0, chapter="4")
@@ -538,12 +539,12 @@ rms_x = (x[:256].pow(2).mean(-1, keepdim=True) + smol.cfg.eps).sqrt()
 # the norm (d_model + 3 roundings), the weight (1), the product (d_model), and on our side
 # the division (1): at the size of |x / rms| |w| |W_E| products, summed
 dp_scale = float((((x[:256] / rms_x).abs() * w_fin.abs()) @ W_E_s.abs().T).max())
-claim_close("SmolLM2's direct path RMSNorm(W_E[a]) W_U is M[a] / rms(W_E[a])", direct, rows[:256] / rms_x,
-            terms=2 * (2 * d_s + 5), scale=dp_scale, identity=True, chapter="4")
+identity_close("SmolLM2's direct path RMSNorm(W_E[a]) W_U is M[a] / rms(W_E[a])", direct, rows[:256] / rms_x,
+               terms=2 * (2 * d_s + 5), scale=dp_scale, chapter="4")
 block = rows[:, sample]                                # M restricted to the sample, square
 # entries (a, b) and (b, a): the same d_model products, possibly summed in another order
-claim_close("M = W_E diag(w) W_E^T is symmetric", block, block.T, terms=2 * (d_s + 1),
-            scale=float(((x.abs() * w_fin.abs()) @ x.abs().T).max()), identity=True, chapter="4")
+identity_close("M = W_E diag(w) W_E^T is symmetric", block, block.T, terms=2 * (d_s + 1),
+               scale=float(((x.abs() * w_fin.abs()) @ x.abs().T).max()), chapter="4")
 G = W_E_s.double().T @ W_E_s.double()                  # [d_model, d_model]
 g_eig, g_vec = torch.linalg.eigh(G)
 R = g_vec @ torch.diag(g_eig.sqrt()) @ g_vec.T
@@ -559,9 +560,9 @@ claim("W_E has full column rank 576 (so Sylvester's law applies): the smallest e
 claim("the final RMSNorm's weight w has negative entries, so M is not positive semidefinite",
       f"{n_neg_w} of {d_s} entries of w are negative (smallest {w_fin.min().item():.2f})",
       n_neg_w > 0, chapter="4")
-claim("M has exactly as many negative eigenvalues as w has negative entries (Sylvester's law of inertia)",
-      f"{n_neg_eig} negative eigenvalues, {n_neg_w} negative entries", n_neg_eig == n_neg_w,
-      identity=True, chapter="4")
+identity("M has exactly as many negative eigenvalues as w has negative entries (Sylvester's law of inertia)",
+         f"{n_neg_eig} negative eigenvalues, {n_neg_w} negative entries", n_neg_eig == n_neg_w,
+         chapter="4")
 glue("s_neg_w", n_neg_w)
 glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 

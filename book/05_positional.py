@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.circuits import pos_qk_circuit
 from circuitbook.heads import prev_token_scores
 from circuitbook.models import attn_only, load
@@ -81,8 +82,8 @@ with torch.no_grad():
 # softmax over the n keys (n + 4), the mix (n) and the output projection (d_model + 1); the
 # shuffled run may add keys in another order. At the outputs' size.
 d_k = d_model // mha.h
-claim_close("without positions, attention(shuffled input) = shuffled attention(input)", shuffled_out, out_shuffled,
-            terms=2 * (2 * d_model + d_k + 2 * n + 7), identity=True, chapter="5")
+identity_close("without positions, attention(shuffled input) = shuffled attention(input)", shuffled_out, out_shuffled,
+               terms=2 * (2 * d_model + d_k + 2 * n + 7), chapter="5")
 
 pe = sinusoidal_table(n, d_model)[None]
 with torch.no_grad():
@@ -142,16 +143,16 @@ theirs = sinusoidal_table(200, 512)
 # = 9.2) makes exp's result off by a relative 2 * 9.2 + 1 eps, the product with pos 1 more:
 # the angle, up to 199 radians, is off by a relative 21 eps; sin/cos add 1 and our float64
 # table's rounding to float32 1 more. At the scale of the largest angle.
-claim_close("our table equals encoder_decoder.sinusoidal_table (d_model 512, 200 positions)", ours, theirs,
-            terms=2 * math.ceil(math.log(10000)) + 3, scale=199.0, identity=True, chapter="5")
+identity_close("our table equals encoder_decoder.sinusoidal_table (d_model 512, 200 positions)", ours, theirs,
+               terms=2 * math.ceil(math.log(10000)) + 3, scale=199.0, chapter="5")
 pos_enc = PositionalEncoding(512, dropout=0.1).eval()
 emb = torch.randn(2, 200, 512)
 with torch.no_grad():
     added = pos_enc(emb)
 # against its own table (the difference between the tables is the claim above): one
 # addition on each side, at the size of |x| + 1
-claim_close("PositionalEncoding (eval mode) returns x + PE[:n]", added, emb + theirs, terms=2,
-            scale=float(emb.abs().max()) + 1, identity=True, chapter="5")
+identity_close("PositionalEncoding (eval mode) returns x + PE[:n]", added, emb + theirs, terms=2,
+               scale=float(emb.abs().max()) + 1, chapter="5")
 claim("every entry lies in [-1, 1]", f"{ours.min():.3f}..{ours.max():.3f}",
       bool(ours.abs().max() <= 1), chapter="5")
 freqs = 10000.0 ** (-torch.arange(0, 512, 2, dtype=torch.float64) / 512)
@@ -231,13 +232,13 @@ R = torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]],
 row_form = pair(pair_pos) @ R      # a row times R(theta), on the right
 col_form = R @ pair(pair_pos)      # R(theta) times a column, on the left
 # float64: two angles (3 roundings each), sin/cos, a 2-term product: 10 roundings at size 1
-claim_close("row form: (sin, cos)(pos) R(theta) = (sin, cos)(pos + k)", row_form,
-            pair(pair_pos + pair_k), terms=10, scale=1.0, identity=True, chapter="5")
-claim_close("column form: R(theta) (sin, cos)(pos)^T = (sin, cos)(pos - k)^T, a shift back",
-            col_form, pair(pair_pos - pair_k), terms=10, scale=1.0, identity=True, chapter="5")
+identity_close("row form: (sin, cos)(pos) R(theta) = (sin, cos)(pos + k)", row_form,
+               pair(pair_pos + pair_k), terms=10, scale=1.0, chapter="5")
+identity_close("column form: R(theta) (sin, cos)(pos)^T = (sin, cos)(pos - k)^T, a shift back",
+               col_form, pair(pair_pos - pair_k), terms=10, scale=1.0, chapter="5")
 col_vs_forward = (col_form - pair(pair_pos + pair_k)).abs().max()
-claim("so the column form with R(theta) is not the forward shift", col_vs_forward,
-      bool(col_vs_forward > 0.1), identity=True, chapter="5")
+identity("so the column form with R(theta) is not the forward shift", col_vs_forward,
+         bool(col_vs_forward > 0.1), chapter="5")
 
 # %% [markdown]
 # ### Exercise 5.2: the offset matrix
@@ -290,8 +291,8 @@ def M64(k, d):
 
 
 # the exercise's M_k is built in float64 and rounded once to float32 (entries at most 1)
-claim_close("offset_matrix(5, 512) is M_5", offset_matrix(5, 512), M64(5, 512), terms=2, scale=1.0,
-            identity=True, chapter="5")
+identity_close("offset_matrix(5, 512) is M_5", offset_matrix(5, 512), M64(5, 512), terms=2, scale=1.0,
+               chapter="5")
 P = pe64(5000, 512)
 # float64. An angle pos * 10000^(-2i/d): the exponent's rounding, amplified by ln 10000 = 9.2
 # in the power, and the product: a relative 13 eps, on angles up to 5000 radians; sin or cos
@@ -300,9 +301,9 @@ P = pe64(5000, 512)
 ANGLE_TERMS = 13
 SHIFT_TERMS = 2 * (ANGLE_TERMS + 1) + 2
 shift_diffs = torch.cat([(P[:-k] @ M64(k, 512) - P[k:]).flatten() for k in (1, 3, 17, 100, 1000)])
-shift_err = claim_close("PE(pos + k) = PE(pos) M_k for every pos < 5000 - k (k = 1, 3, 17, 100, 1000)",
-                        shift_diffs, torch.zeros_like(shift_diffs), terms=SHIFT_TERMS, scale=5000.0,
-                        identity=True, chapter="5")
+identity_close("PE(pos + k) = PE(pos) M_k for every pos < 5000 - k (k = 1, 3, 17, 100, 1000)",
+               shift_diffs, torch.zeros_like(shift_diffs), terms=SHIFT_TERMS, scale=5000.0,
+               chapter="5")
 shift_bound = rounding_bound(SHIFT_TERMS, 5000.0, torch.float64)
 
 k = 17
@@ -319,9 +320,9 @@ true_blocks = torch.stack([M64(k, 512)[2 * i:2 * i + 2, 2 * i:2 * i + 2]
 # adds a few eps times cond(A) = 2 / w. So 6 (ANGLE_TERMS + 1) + 8 roundings at 5000 / w.
 w_slow = float(10000.0 ** (-(512 - 2) / 512))
 BLOCK_TERMS = 6 * (ANGLE_TERMS + 1) + 8
-block_err = claim_close("the block fitted from positions (pos, pos+1) is the same for all 4999 values of pos, "
-                        "and equals M_k's", fitted, true_blocks.expand_as(fitted), terms=BLOCK_TERMS,
-                        scale=5000.0 / w_slow, identity=True, chapter="5")
+identity_close("the block fitted from positions (pos, pos+1) is the same for all 4999 values of pos, "
+               "and equals M_k's", fitted, true_blocks.expand_as(fitted), terms=BLOCK_TERMS,
+               scale=5000.0 / w_slow, chapter="5")
 block_bound = rounding_bound(BLOCK_TERMS, 5000.0 / w_slow, torch.float64)
 
 Ms = {j: M64(j, 512) for j in (-9, 5, 9, 14)}
@@ -329,8 +330,8 @@ eye = torch.eye(512, dtype=torch.float64)
 group_diffs = torch.cat([(Ms[5] @ Ms[9] - Ms[14]).flatten(), (Ms[9].T - Ms[-9]).flatten(),
                          (Ms[9] @ Ms[9].T - eye).flatten()])
 # float64: three angles (up to 14 radians, ANGLE_TERMS each), sin/cos, and 2-term products
-claim_close("M_5 M_9 = M_14, and M_9^T = M_-9 = M_9^-1", group_diffs, torch.zeros_like(group_diffs),
-            terms=3 * (ANGLE_TERMS + 1) + 3, scale=14.0, identity=True, chapter="5")
+identity_close("M_5 M_9 = M_14, and M_9^T = M_-9 = M_9^-1", group_diffs, torch.zeros_like(group_diffs),
+               terms=3 * (ANGLE_TERMS + 1) + 3, scale=14.0, chapter="5")
 # the bounds, not the measured errors: those are rounding noise and differ between CPUs
 glue("shift_bound", shift_bound)
 glue("block_bound", block_bound)
@@ -413,11 +414,11 @@ formula = torch.cos((idx[:, None, None] - idx[None, :, None]) * w).sum(-1)
 # each, on angles up to 199 radians); the formula's D_DEMO / 2 cosines carry one angle error
 # each: 3 D_DEMO (ANGLE_TERMS + 1) roundings at the largest angle covers both.
 GRAM_TERMS = 3 * D_DEMO * (ANGLE_TERMS + 1)
-claim_close("PE(p) . PE(q) = sum_i cos((p - q) w_i)", G, formula, terms=GRAM_TERMS, scale=199.0,
-            identity=True, chapter="5")
+identity_close("PE(p) . PE(q) = sum_i cos((p - q) w_i)", G, formula, terms=GRAM_TERMS, scale=199.0,
+               chapter="5")
 toeplitz = torch.cat([(G[1:, 1:] - G[:-1, :-1]).flatten(), (G - G.T).flatten()])
-claim_close("the Gram matrix is constant along diagonals and symmetric: it depends on |p - q| only", toeplitz,
-            torch.zeros_like(toeplitz), terms=2 * GRAM_TERMS, scale=199.0, identity=True, chapter="5")
+identity_close("the Gram matrix is constant along diagonals and symmetric: it depends on |p - q| only", toeplitz,
+               torch.zeros_like(toeplitz), terms=2 * GRAM_TERMS, scale=199.0, chapter="5")
 
 import plotly.graph_objects as go
 
@@ -454,8 +455,8 @@ toks = torch.randint(0, 20, (2, 12))
 _, std_cache = std.run_with_cache(toks)
 expected = std.W_E[toks] + std.W_pos[:12]
 # one addition each side, at the size of |W_E| + |W_pos|
-claim_close("standard: resid_pre[0] = W_E[t_i] + W_pos[i]", std_cache["resid_pre", 0], expected, terms=2,
-            scale=float((std.W_E[toks].abs() + std.W_pos[:12].abs()).max().detach()), identity=True, chapter="5")
+identity_close("standard: resid_pre[0] = W_E[t_i] + W_pos[i]", std_cache["resid_pre", 0], expected, terms=2,
+               scale=float((std.W_E[toks].abs() + std.W_pos[:12].abs()).max().detach()), chapter="5")
 
 # %% [markdown]
 # ### Shortformer: positions only where queries and keys are read
@@ -485,9 +486,9 @@ tokens = torch.randint(0, cfg.d_vocab, (4, 30), generator=g)
 _, cache = model.run_with_cache(tokens)
 x0 = cache["resid_pre", 0]
 # a lookup, copied through hooks with no arithmetic: bit for bit equal
-claim("shortformer: resid_pre[0] = W_E[t_i], with no W_pos term",
-      (x0 - model.W_E[tokens]).abs().max(), bool(torch.equal(x0, model.W_E[tokens])), identity=True,
-      chapter="5")
+identity("shortformer: resid_pre[0] = W_E[t_i], with no W_pos term",
+         (x0 - model.W_E[tokens]).abs().max(), bool(torch.equal(x0, model.W_E[tokens])),
+         chapter="5")
 
 pos_rows = model.W_pos[:30]
 causal = torch.tril(torch.ones(30, 30, dtype=torch.bool))
@@ -523,9 +524,9 @@ with torch.no_grad():
 # Each side: x + W_pos (1), the projection and bias (d_model + 1) for q and for k, their
 # d_head-term dot product and the scale (d_head + 1), at the size of d_head |q| |k| / sqrt(d_head)
 SCORE_TERMS = 2 * (cfg.d_model + 2) + cfg.d_head + 1
-claim_close("scores = ((x + W_pos) W_Q + b_Q)((x + W_pos) W_K + b_K)^T / sqrt(d_head) in both layers",
-            torch.cat(ours_s), torch.cat(hooked_s), terms=2 * SCORE_TERMS, scale=score_scale, identity=True,
-            chapter="5")
+identity_close("scores = ((x + W_pos) W_Q + b_Q)((x + W_pos) W_K + b_K)^T / sqrt(d_head) in both layers",
+               torch.cat(ours_s), torch.cat(hooked_s), terms=2 * SCORE_TERMS, scale=score_scale,
+               chapter="5")
 # 1.0 in score units is 25 times that worst-case rounding bound and changes an attention
 # weight e-fold
 claim("leaving W_pos out of that formula misses the scores by a lot",
@@ -540,9 +541,9 @@ streams_same = torch.stack([c_same["resid_post", l][0] for l in range(cfg.n_laye
 # layer 0 carry into layer 1, so the layers' counts add.
 n_same = same.shape[1]
 SAME_TERMS = cfg.n_layers * (2 * n_same + 4 + cfg.d_head + cfg.n_heads + 1)
-spread = claim_close("one token repeated: every position's stream is the same, in every layer", streams_same,
-                     streams_same[:, :1].expand_as(streams_same), terms=2 * SAME_TERMS, identity=True,
-                     chapter="5")
+identity_close("one token repeated: every position's stream is the same, in every layer", streams_same,
+               streams_same[:, :1].expand_as(streams_same), terms=2 * SAME_TERMS,
+               chapter="5")
 spread_bound = rounding_bound(2 * SAME_TERMS, float(streams_same.abs().max()))
 pat = c_same["pattern", 0][0, 2]              # head 0.2, [q, k]
 pat_gap = (pat[10, :11] - pat[20, :11]).abs().max().item()

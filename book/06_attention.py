@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity, identity_close
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -72,12 +72,12 @@ out, pattern = attention(q, k, v)
 # (n) round relative to |v|. So 2 (d_k + 2n + 6) roundings at |v| times the scores' size.
 n_keys = k.shape[-2]
 score_size = max(1.0, float(q.abs().max() * k.abs().max()) * math.sqrt(q.shape[-1]))
-claim_close("our attention() equals torch's scaled_dot_product_attention", out,
-            torch.nn.functional.scaled_dot_product_attention(q, k, v), terms=2 * (q.shape[-1] + 2 * n_keys + 6),
-            scale=float(v.abs().max()) * score_size, identity=True, chapter="6")
+identity_close("our attention() equals torch's scaled_dot_product_attention", out,
+               torch.nn.functional.scaled_dot_product_attention(q, k, v), terms=2 * (q.shape[-1] + 2 * n_keys + 6),
+               scale=float(v.abs().max()) * score_size, chapter="6")
 # the softmax's sum of n exps and its division (n + 1), then our sum of n weights (n)
-claim_close("each query's attention weights sum to 1", pattern.sum(-1), torch.ones(2, 5), terms=2 * n_keys + 2,
-            scale=1.0, identity=True, chapter="6")
+identity_close("each query's attention weights sum to 1", pattern.sum(-1), torch.ones(2, 5), terms=2 * n_keys + 2,
+               scale=1.0, chapter="6")
 
 # %% [markdown]
 # ### Why divide by $\sqrt{d_k}$?
@@ -175,11 +175,11 @@ n = 6
 causal_mask = torch.tril(torch.ones(n, n))
 _, causal_pattern = attention(torch.randn(n, 8), torch.randn(n, 8), torch.randn(n, 8), mask=causal_mask)
 print(causal_pattern.numpy().round(2))
-claim("the causal pattern is zero above the diagonal",
-      causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), identity=True, chapter="6")
+identity("the causal pattern is zero above the diagonal",
+         causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), chapter="6")
 # masked weights are exactly 0 (exp(-inf)); the rest as above: 2n + 2 roundings of size 1
-claim_close("each masked row still sums to 1", causal_pattern.sum(-1), torch.ones(n), terms=2 * n + 2,
-            scale=1.0, identity=True, chapter="6")
+identity_close("each masked row still sums to 1", causal_pattern.sum(-1), torch.ones(n), terms=2 * n + 2,
+               scale=1.0, chapter="6")
 
 # %% [markdown]
 # The Annotated Transformer masks with $-10^9$ instead of $-\infty$. In float32 the two give
@@ -274,9 +274,9 @@ causal = torch.tril(torch.ones(10, 10, dtype=torch.bool))
 with torch.no_grad():
     q_abs = (x.abs() @ model.W_Q[0].abs()).max()
     k_abs = (x.abs() @ model.W_K[0].abs()).max()
-claim_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores on and "
-            "below the diagonal", ours[:, causal], hooked[:, causal], terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
-            scale=float(q_abs * k_abs) * math.sqrt(cfg.d_head), identity=True, chapter="6")
+identity_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores on and "
+               "below the diagonal", ours[:, causal], hooked[:, causal], terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
+               scale=float(q_abs * k_abs) * math.sqrt(cfg.d_head), chapter="6")
 above = hooked[:, ~causal]
 claim("TransformerLens 3.9's hook_attn_scores is taken after the causal mask: every hooked score above the "
       "diagonal is -inf, where our unmasked scores are finite",
@@ -429,9 +429,9 @@ d_h = q_h.shape[-1]
 # sqrt(d_head)), which the softmax turns into relative errors of the weights, and the
 # softmax itself (n + 4), on each side; the weights are at most 1
 rope_size = float(q_h.abs().max() * k_h.abs().max()) * math.sqrt(d_h)
-claim_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the rotated queries and keys, is "
-            f"L{PL}H{PH}'s pattern in SmolLM2", ours_best, A_best, terms=2 * (d_h + N_TOK + 6),
-            scale=rope_size, identity=True, chapter="6")
+identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the rotated queries and keys, is "
+               f"L{PL}H{PH}'s pattern in SmolLM2", ours_best, A_best, terms=2 * (d_h + N_TOK + 6),
+               scale=rope_size, chapter="6")
 
 # What the scale does to this head: the same scores without the 1/sqrt(d_head)
 scores = (q_h @ k_h.transpose(-1, -2) / math.sqrt(d_h)).masked_fill(mask == 0, float("-inf"))

@@ -19,7 +19,7 @@ import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity, identity_close
 from circuitbook.data import translation as T
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import (
@@ -140,8 +140,8 @@ for name, t in [("q (per head)", q), ("pattern", pattern),
 # (d_model + 1), at the outputs' size.
 n = x.shape[1]
 MHA_TERMS = 2 * d_model + d_k + 2 * n + 7
-claim_close("the written-out forward pass reproduces MultiHeadedAttention", out, out_module,
-            terms=2 * MHA_TERMS, identity=True, chapter="7")
+identity_close("the written-out forward pass reproduces MultiHeadedAttention", out, out_module,
+               terms=2 * MHA_TERMS, chapter="7")
 
 # %% [markdown]
 # Which numbers does head $i$ get? `.view` splits the last axis in order, so head $i$'s
@@ -159,9 +159,9 @@ with torch.no_grad():
         by_hand.append(x @ A.T[:, cols] + bias[cols])  # [batch, pos, d_k]
     q_abs = x.abs() @ A.T.abs() + bias.abs()
 # each side: a d_model-term dot product and the bias, at the size of |x| |A^T| + |b|
-claim_close("head i's queries are x A^T[:, i d_k:(i+1) d_k] + b[i d_k:(i+1) d_k]",
-            torch.stack(by_hand, 1), q, terms=2 * (d_model + 1), scale=float(q_abs.max()), identity=True,
-            chapter="7")
+identity_close("head i's queries are x A^T[:, i d_k:(i+1) d_k] + b[i d_k:(i+1) d_k]",
+               torch.stack(by_hand, 1), q, terms=2 * (d_model + 1), scale=float(q_abs.max()),
+               chapter="7")
 
 # %% [markdown]
 # ## The circuit view
@@ -221,8 +221,8 @@ with torch.no_grad():
     out_tl = tl_attn(x, x, x)
 assert bool(src_mask.all())
 # the same layer computed by two libraries: one attention layer's rounding on each side
-claim_close("TransformerLens's attention, loaded with tl_weights(mha), computes the Annotated Transformer's layer",
-            out_tl, out_module, terms=2 * MHA_TERMS, identity=True, chapter="7")
+identity_close("TransformerLens's attention, loaded with tl_weights(mha), computes the Annotated Transformer's layer",
+               out_tl, out_module, terms=2 * MHA_TERMS, chapter="7")
 
 # %% [markdown]
 # ### Exercise 7.1: split a linear map into heads
@@ -344,16 +344,16 @@ for name, m in modules.items():
           f"sum over heads {(rebuilt - outputs[name]).abs().max():.1e}")
 # Blocks: the same d_model-term product (z W_O, by blocks or concatenated) and the bias, on
 # each side.
-claim_close("Concat(z^1..z^h) W^O + b_O = sum_h z^h W_O^h + b_O, in all 6 attention modules",
-            torch.cat(got_blocks), torch.cat(want), terms=2 * (d_model + 1), scale=block_scale, identity=True,
-            chapter="7")
+identity_close("Concat(z^1..z^h) W^O + b_O = sum_h z^h W_O^h + b_O, in all 6 attention modules",
+               torch.cat(got_blocks), torch.cat(want), terms=2 * (d_model + 1), scale=block_scale,
+               chapter="7")
 # Sum over heads, a reassociation. Ours: W_V W_O (d_k), X @ (d_model), A @ (n_k), the folded
 # bias (d_k + h + 1) and the sum over heads (h). The module's: X W_V + b_V (d_model + 1), A @ (n_k),
 # the output projection and b_O (d_model + 1). Both use the module's own pattern A.
 SUM_TERMS = 3 * d_model + 2 * d_k + 2 * n_k_max + 2 * h + 3
-claim_close("MultiHead(X) = sum_h A^h X W_V^h W_O^h + (b_O + sum_h b_V^h W_O^h), "
-            "in all 6 attention modules of the trained model", torch.cat(got_sum), torch.cat(want),
-            terms=SUM_TERMS, scale=sum_scale, identity=True, chapter="7")
+identity_close("MultiHead(X) = sum_h A^h X W_V^h W_O^h + (b_O + sum_h b_V^h W_O^h), "
+               "in all 6 attention modules of the trained model", torch.cat(got_sum), torch.cat(want),
+               terms=SUM_TERMS, scale=sum_scale, chapter="7")
 
 # %% [markdown]
 # How big is the folded bias $b_\text{eff}$, next to what the heads write?
@@ -377,9 +377,9 @@ ones_b_V = w["b_V"][None, :, None, :].expand(A.shape[0], h, A.shape[-1], d_k)
 mixed = A @ ones_b_V  # every key position holds the same vector b_V^h
 # a weighted sum of n_k copies of b_V (n_k roundings) with weights that sum to 1 only to the
 # softmax's rounding (n_k + 1), at the size of b_V
-claim_close("A^h (1 b_V^h) = 1 b_V^h: the value bias passes through the pattern unchanged", mixed,
-            w["b_V"][None, :, None, :].expand_as(mixed), terms=2 * A.shape[-1] + 1,
-            scale=float(w["b_V"].abs().max()), identity=True, chapter="7")
+identity_close("A^h (1 b_V^h) = 1 b_V^h: the value bias passes through the pattern unchanged", mixed,
+               w["b_V"][None, :, None, :].expand_as(mixed), terms=2 * A.shape[-1] + 1,
+               scale=float(w["b_V"].abs().max()), chapter="7")
 glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% [markdown]
@@ -445,12 +445,12 @@ with torch.no_grad():
                         + m.linears[3].bias.abs()).max())
 # full - ablated: two output projections (d_model + 1 each) and their difference (1); the
 # head's term, reassociated as above (SUM_TERMS covers its path and the module's)
-claim_close("zeroing head h's block of W^O removes exactly head h's term A^h (X W_V^h + 1 b_V^h) W_O^h, "
-            "for every head", torch.stack(removed, 1), per_head, terms=SUM_TERMS + 2 * d_model + 3,
-            scale=head_scale, identity=True, chapter="7")
+identity_close("zeroing head h's block of W^O removes exactly head h's term A^h (X W_V^h + 1 b_V^h) W_O^h, "
+               "for every head", torch.stack(removed, 1), per_head, terms=SUM_TERMS + 2 * d_model + 3,
+               scale=head_scale, chapter="7")
 # the same forward pass with the same weights again (BLAS may still sum in another order)
-claim_close("restoring the block restores the layer", restored, full,
-            terms=2 * (2 * d_model + d_k + 2 * kv_in.shape[1] + 7), identity=True, chapter="7")
+identity_close("restoring the block restores the layer", restored, full,
+               terms=2 * (2 * d_model + d_k + 2 * kv_in.shape[1] + 7), chapter="7")
 
 # %% [markdown]
 # The figure shows both readings of the same weights. On the left is the paper's $W^O$
@@ -725,8 +725,8 @@ group = S_H // smol.cfg.n_key_value_heads
 siblings = list(range(DH // group * group, DH // group * group + group))
 same_kv = all(torch.equal(smol.W_K[DL, s], smol.W_K[DL, DH])
               and torch.equal(smol.W_V[DL, s], smol.W_V[DL, DH]) for s in siblings)
-claim(f"in TransformerLens, heads {siblings} of layer {DL} have the same W_K and W_V (one key-value head)",
-      same_kv, same_kv, identity=True, chapter="7")
+identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same W_K and W_V (one key-value head)",
+         same_kv, same_kv, chapter="7")
 sib_scores = dup[DL, siblings]
 print(f"duplicate-token scores of layer {DL}'s heads {siblings}:",
       " ".join(f"{v:.2f}" for v in sib_scores.tolist()))

@@ -24,7 +24,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.circuits import ov_circuit, qk_circuit
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores, prev_token_scores
@@ -182,16 +183,16 @@ for h in range(n_heads):
 # on each side turns a score error s into weight errors of at most 2 s. At the score size.
 n_at = x_at.shape[1]
 PAT_TERMS = 2 * (3 * (d_model + 1) + 2 * d_head + 2 * (n_at + 4) + 2)
-claim_close("the pattern computed from the bias-extended W_QK is the module's own", torch.stack(patterns, 1),
-            mha.attn, terms=PAT_TERMS, scale=s_size, identity=True, chapter="8")
+identity_close("the pattern computed from the bias-extended W_QK is the module's own", torch.stack(patterns, 1),
+               mha.attn, terms=PAT_TERMS, scale=s_size, chapter="8")
 # Outputs: the weights' errors times the messages (2 PAT_TERMS at score size x message size),
 # plus each side's own mix, W_V, W_O and bias (n + d_model + 2 d_head + 2)
-claim_close("each Annotated Transformer head equals pattern(x, W_QK) @ x W_OV + b_V W_O, from the two circuits alone",
-            torch.stack(outs, 1), module_heads, terms=2 * PAT_TERMS + 2 * (n_at + d_model + 2 * d_head + 2),
-            scale=s_size * o_size, identity=True, chapter="8")
-claim(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
-      f"rank <= d_head = {d_head}", max(ranks), max(ranks) <= d_head,
-      identity=True, chapter="8")
+identity_close("each Annotated Transformer head equals pattern(x, W_QK) @ x W_OV + b_V W_O, from the two circuits alone",
+               torch.stack(outs, 1), module_heads, terms=2 * PAT_TERMS + 2 * (n_at + d_model + 2 * d_head + 2),
+               scale=s_size * o_size, chapter="8")
+identity(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
+         f"rank <= d_head = {d_head}", max(ranks), max(ranks) <= d_head,
+         chapter="8")
 
 # %% [markdown]
 # ## The circuit view
@@ -281,22 +282,22 @@ with torch.no_grad():
     # the output's size, mixed by the hooked pattern
     o_2l = float((hooked_pattern @ (x.abs() @ attn.W_V[H].abs() + attn.b_V[H].abs()) @ attn.W_O[H].abs()).max())
 PAT_2L = 2 * (3 * (cfg.d_model + 1) + 2 * cfg.d_head + 2 * (n_pos + 4) + 4)
-claim_close(f"head {L}.{H}'s pattern, from its QK circuit alone, matches hook_pattern", pattern, hooked_pattern,
-            terms=PAT_2L, scale=s_2l, identity=True, chapter="8")
+identity_close(f"head {L}.{H}'s pattern, from its QK circuit alone, matches hook_pattern", pattern, hooked_pattern,
+               terms=PAT_2L, scale=s_2l, chapter="8")
 
 # The output side is checked with the hooked pattern (the pattern was checked just above):
 # each side's values (d_model + 1), mix (n_pos) and W_O (d_head), at the output's size
 out = hooked_pattern @ (x @ attn.W_V[H] + attn.b_V[H]) @ attn.W_O[H]
 hooked = cache["result", L][0, :, H]           # [pos, d_model]
 OUT_2L = 2 * (n_pos + cfg.d_model + cfg.d_head + 1)
-claim_close(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches hook_result", out, hooked,
-            terms=OUT_2L, scale=o_2l, identity=True, chapter="8")
+identity_close(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches hook_result", out, hooked,
+               terms=OUT_2L, scale=o_2l, chapter="8")
 W_OV = attn.W_V[H] @ attn.W_O[H]
 messages = x @ W_OV + attn.b_V[H] @ attn.W_O[H]   # what each position sends
 # reassociated: W_OV and b_V W_O add d_head + 1 more
-claim_close("the same output is the pattern applied to the OV messages x W_OV + b_V W_O",
-            hooked_pattern @ messages, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, identity=True,
-            chapter="8")
+identity_close("the same output is the pattern applied to the OV messages x W_OV + b_V W_O",
+               hooked_pattern @ messages, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l,
+               chapter="8")
 
 # %% [markdown]
 # The figure shows the split on this sequence. Left, the pattern: in the second copy
@@ -385,24 +386,24 @@ v_change = ((shuffled.W_V - model.W_V).norm() / model.W_V.norm()).item()
 COND = math.e ** 2
 REPARAM_TERMS = 2 * cfg.d_head + math.ceil(cfg.d_head * COND)
 FWD_TERMS = cfg.n_layers * (cfg.d_model + 2 * cfg.d_head + 2 * n_pos + cfg.n_heads + 6 + REPARAM_TERMS) + cfg.d_model
-claim_close("with W_Q G, W_K G^-T, W_V M, M^-1 W_O in every head, the logits are unchanged", new_logits, logits,
-            terms=2 * FWD_TERMS, scale=COND * float(logits.abs().max()), identity=True, chapter="8")
+identity_close("with W_Q G, W_K G^-T, W_V M, M^-1 W_O in every head, the logits are unchanged", new_logits, logits,
+               terms=2 * FWD_TERMS, scale=COND * float(logits.abs().max()), chapter="8")
 logit_bound = rounding_bound(2 * FWD_TERMS, COND * float(logits.abs().max()))
 finite_scores = torch.cat([cache["attn_scores", l].flatten() for l in range(cfg.n_layers)])
 finite_scores = finite_scores[finite_scores.isfinite()]
 # a weight's error is at most twice its scores' error: the same count at COND times the scores' size
-claim_close("and so is every attention pattern",
-            torch.stack([new_cache["pattern", l] for l in range(cfg.n_layers)]),
-            torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=4 * FWD_TERMS,
-            scale=COND * float(finite_scores.abs().max()), identity=True, chapter="8")
+identity_close("and so is every attention pattern",
+               torch.stack([new_cache["pattern", l] for l in range(cfg.n_layers)]),
+               torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=4 * FWD_TERMS,
+               scale=COND * float(finite_scores.abs().max()), chapter="8")
 # W_Q G (G^-1)^T^T W_K^T vs W_Q W_K^T: three d_head products and the inverse, each side's
 # rounding at COND times the size of |W_Q| |W_K|^T (and |W_V| |W_O| for OV)
 circuit_diffs = torch.cat([(shuffled.W_Q @ shuffled.W_K.mT - model.W_Q @ model.W_K.mT).flatten(),
                            (shuffled.W_V @ shuffled.W_O - model.W_V @ model.W_O).flatten()])
 circuit_size = max(float((model.W_Q.abs() @ model.W_K.abs().mT).max()),
                    float((model.W_V.abs() @ model.W_O.abs()).max()))
-claim_close("W_QK and W_OV of every head are unchanged", circuit_diffs, torch.zeros_like(circuit_diffs),
-            terms=4 * cfg.d_head + REPARAM_TERMS, scale=COND * circuit_size, identity=True, chapter="8")
+identity_close("W_QK and W_OV of every head are unchanged", circuit_diffs, torch.zeros_like(circuit_diffs),
+               terms=4 * cfg.d_head + REPARAM_TERMS, scale=COND * circuit_size, chapter="8")
 # G and M are far from the identity (random rotations around a rescaling), so the factors
 # move by about their own size; 50% is far from rounding and from no change
 claim("while W_Q and W_V themselves changed by more than 50% (relative "
@@ -450,30 +451,30 @@ print(ov)
 dense = ov.A.double() @ ov.B.double()   # float64 product: exact zeros stay
 ab_size = float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max())
 # two d_head-term products of the same factors
-claim_close("ov.AB is W_V W_O", ov.AB, attn.W_V[H] @ attn.W_O[H], terms=2 * cfg.d_head, scale=ab_size,
-            identity=True, chapter="8")
+identity_close("ov.AB is W_V W_O", ov.AB, attn.W_V[H] @ attn.W_O[H], terms=2 * cfg.d_head, scale=ab_size,
+               chapter="8")
 U, S, V = ov.svd()
 # float32: QR and SVD of the two factors (Householder: about d_model * d_head roundings,
 # backward stable, so relative to the largest singular value), then the reconstruction's
 # d_head-term products and AB's own (2 d_head)
 SVD_TERMS = cfg.d_model * cfg.d_head + 2 * cfg.d_head
-claim_close("FactoredMatrix.svd() returns U, S, V with U diag(S) V^T = AB", U @ torch.diag(S) @ V.T, ov.AB,
-            terms=SVD_TERMS, scale=float(S.max()), identity=True, chapter="8")
+identity_close("FactoredMatrix.svd() returns U, S, V with U diag(S) V^T = AB", U @ torch.diag(S) @ V.T, ov.AB,
+               terms=SVD_TERMS, scale=float(S.max()), chapter="8")
 sv = torch.linalg.svdvals(dense)
 # Weyl: a backward error E moves each singular value by at most ||E||_2
-claim_close(f"its {cfg.d_head} singular values are the top {cfg.d_head} of the dense W_OV", S,
-            sv[:cfg.d_head], terms=SVD_TERMS, scale=float(sv[0]), identity=True, chapter="8")
+identity_close(f"its {cfg.d_head} singular values are the top {cfg.d_head} of the dense W_OV", S,
+               sv[:cfg.d_head], terms=SVD_TERMS, scale=float(sv[0]), chapter="8")
 tail = (sv[cfg.d_head:].max() / sv[0])
 # float64: the exact-rank-d_head product rounds each entry (d_head terms) and the float64 SVD
 # is backward stable (d_model^2 roundings, Householder), relative to the largest singular value
-claim_close(f"the other {cfg.d_model - cfg.d_head} singular values of W_OV are zero to rounding: "
-            "rank W_OV = d_head", tail, torch.zeros_like(tail), terms=cfg.d_model ** 2 + cfg.d_head, scale=1.0,
-            identity=True, chapter="8")
+identity_close(f"the other {cfg.d_model - cfg.d_head} singular values of W_OV are zero to rounding: "
+               "rank W_OV = d_head", tail, torch.zeros_like(tail), terms=cfg.d_model ** 2 + cfg.d_head, scale=1.0,
+               chapter="8")
 dense_norm = torch.linalg.matrix_norm(dense).item()
 # from the float32 singular values (SVD_TERMS each, relative to the largest), squared, summed
 # over d_head and rooted (d_head + 2)
-claim_close("FactoredMatrix.norm() is the Frobenius norm of AB", ov.norm(), torch.tensor(dense_norm),
-            terms=SVD_TERMS + cfg.d_head + 2, scale=dense_norm, identity=True, chapter="8")
+identity_close("FactoredMatrix.norm() is the Frobenius norm of AB", ov.norm(), torch.tensor(dense_norm),
+               terms=SVD_TERMS + cfg.d_head + 2, scale=dense_norm, chapter="8")
 eig_small = ov.eigenvalues.to(torch.complex128)          # [d_head]
 eig_dense = torch.linalg.eigvals(dense)                  # [d_model]
 nearest = (eig_small[:, None] - eig_dense[None]).abs().min(-1).values
@@ -484,10 +485,10 @@ n_nonzero = (eig_dense.abs() > 1e-8 * eig_dense.abs().max()).sum().item()
 BA64 = ov.B.double() @ ov.A.double()
 eig_cond = torch.linalg.cond(torch.linalg.eig(BA64).eigenvectors).item()
 eig_bound = rounding_bound(cfg.d_model + cfg.d_head ** 2, eig_cond * torch.linalg.matrix_norm(BA64, 2).item())
-claim(f"FactoredMatrix.eigenvalues (eig of the {cfg.d_head} x {cfg.d_head} "
-      "BA) are the nonzero eigenvalues of the dense AB",
-      f"{nearest.max():.1e} <= {eig_bound:.1e}, {n_nonzero} nonzero",
-      bool(nearest.max() <= eig_bound) and n_nonzero == cfg.d_head, identity=True, chapter="8")
+identity(f"FactoredMatrix.eigenvalues (eig of the {cfg.d_head} x {cfg.d_head} "
+         "BA) are the nonzero eigenvalues of the dense AB",
+         f"{nearest.max():.1e} <= {eig_bound:.1e}, {n_nonzero} nonzero",
+         bool(nearest.max() <= eig_bound) and n_nonzero == cfg.d_head, chapter="8")
 full = model.W_E @ ov @ model.W_U
 print("W_E @ ov @ W_U ->", full)
 claim("multiplying a FactoredMatrix keeps it factored (inner dimension "
@@ -609,31 +610,31 @@ W_QK_paper = W_Qp.T @ W_Kp
 W_OV_paper = W_Op @ W_Vp
 W_QK = attn.W_Q[H] @ attn.W_K[H].T
 asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
-claim("W_QK^paper = (W_Q^p)^T W_K^p is exactly TransformerLens's W_QK",
-      (W_QK_paper - W_QK).abs().max(),
-      bool((W_QK_paper == W_QK).all()), identity=True, chapter="8")
+identity("W_QK^paper = (W_Q^p)^T W_K^p is exactly TransformerLens's W_QK",
+         (W_QK_paper - W_QK).abs().max(),
+         bool((W_QK_paper == W_QK).all()), chapter="8")
 # 0 for a symmetric matrix, about 1.4 for a random one, 2 for an antisymmetric one
 claim("and not its transpose: W_QK is far from symmetric "
       "(|W - W^T| / |W|)", asym, asym > 0.5, chapter="8")
 # W_QK^paper above is the very same product of the very same tensors (exact); this one
 # multiplies the transposes, the same d_head products summed perhaps in another order
-claim_close("W_OV^paper = W_O^p W_V^p is the transpose of TransformerLens's W_OV", W_OV_paper, W_OV.T,
-            terms=2 * cfg.d_head, scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()), identity=True,
-            chapter="8")
+identity_close("W_OV^paper = W_O^p W_V^p is the transpose of TransformerLens's W_OV", W_OV_paper, W_OV.T,
+               terms=2 * cfg.d_head, scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
+               chapter="8")
 
 X_cols = x.T                            # paper: one column per position
 bias_part = attn.b_V[H] @ attn.W_O[H]
 h_paper = W_OV_paper @ X_cols @ hooked_pattern.T  # [d_model, pos]
 # as for the OV messages above
-claim_close("the paper's column form W_OV^p X A^T, transposed, is the hooked head output (less b_V W_O)",
-            h_paper.T + bias_part, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, identity=True,
-            chapter="8")
+identity_close("the paper's column form W_OV^p X A^T, transposed, is the hooked head output (less b_V W_O)",
+               h_paper.T + bias_part, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l,
+               chapter="8")
 kron = torch.kron(hooked_pattern, W_OV_paper)    # [pos*d_model, pos*d_model]
 h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
 # the same, except that one product sums over pos * d_model terms
-claim_close("(A kron W_OV^p) applied to the stacked residual vectors gives the same output", h_kron + bias_part,
-            hooked, terms=OUT_2L + cfg.d_head + 1 + n_pos * cfg.d_model, scale=o_2l, identity=True,
-            chapter="8")
+identity_close("(A kron W_OV^p) applied to the stacked residual vectors gives the same output", h_kron + bias_part,
+               hooked, terms=OUT_2L + cfg.d_head + 1 + n_pos * cfg.d_model, scale=o_2l,
+               chapter="8")
 glue("qk_asym", asym)
 
 # %% [markdown]

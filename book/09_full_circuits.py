@@ -25,7 +25,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.circuits import (
     full_ov_circuit,
     full_qk_circuit,
@@ -122,10 +123,10 @@ with torch.no_grad():
 # embedding's scale (1), values (d_model + 1), W_O (d_head), the generator (d_model + 1); the
 # circuit: the chain W_E W_V W_O W_U (d_model + d_head + d_model) and the constant row (d_head
 # + d_model + 2). Both sides, at the size of the products' absolute values.
-claim_close("running Embeddings -> one head -> Generator.proj on every token gives "
-            "W_E W_V W_O W_U plus the constant row b_V W_O W_U + b_U", torch.stack(got), torch.stack(want),
-            terms=2 * (2 * d_model + d_k_at + 3) + 2 * (d_model + d_k_at + 1), scale=table_size,
-            identity=True, chapter="9")
+identity_close("running Embeddings -> one head -> Generator.proj on every token gives "
+               "W_E W_V W_O W_U plus the constant row b_V W_O W_U + b_U", torch.stack(got), torch.stack(want),
+               terms=2 * (2 * d_model + d_k_at + 3) + 2 * (d_model + d_k_at + 1), scale=table_size,
+               chapter="9")
 # 0.05 is ~10^3 times the rounding bound of that check, so a missing bias row would fail it
 claim("the bias row is not negligible here (so the check above tests it)",
       min(consts), min(consts) > 0.05, chapter="9")
@@ -179,9 +180,9 @@ qk_ref = W_E @ (attn.W_Q[IH] @ (attn.W_K[IH].T @ W_E.T))
 with torch.no_grad():
     chain_size = max(float((W_E.abs() @ attn.W_V[IH].abs() @ attn.W_O[IH].abs() @ W_U.abs()).max()),
                      float((W_E.abs() @ attn.W_Q[IH].abs() @ attn.W_K[IH].abs().T @ W_E.abs().T).max()))
-claim_close("full_ov_circuit(...).AB = W_E W_V W_O W_U and full_qk_circuit(...).AB = W_E W_Q W_K^T W_E^T",
-            torch.stack([fov.AB, fqk.AB]), torch.stack([ov_ref, qk_ref]),
-            terms=2 * (2 * cfg.d_model + cfg.d_head), scale=chain_size, identity=True, chapter="9")
+identity_close("full_ov_circuit(...).AB = W_E W_V W_O W_U and full_qk_circuit(...).AB = W_E W_Q W_K^T W_E^T",
+               torch.stack([fov.AB, fqk.AB]), torch.stack([ov_ref, qk_ref]),
+               terms=2 * (2 * cfg.d_model + cfg.d_head), scale=chain_size, chapter="9")
 
 # %% [markdown]
 # ### Exercise 9.1: the full OV circuit
@@ -281,8 +282,8 @@ row_ref = ((big.W_E[s] @ big.W_V[0, 0]) @ big.W_O[0, 0]) @ big.W_U
 # of its absolute values
 with torch.no_grad():
     row_size = float(((big.W_E[s].abs() @ big.W_V[0, 0].abs()) @ big.W_O[0, 0].abs() @ big.W_U.abs()).max())
-claim_close("row s of the full OV circuit from the factors, A[s] B, equals ((W_E[s] W_V) W_O) W_U", row, row_ref,
-            terms=2 * (2 * gpt2["d_model"] + gpt2["d_head"]), scale=row_size, identity=True, chapter="9")
+identity_close("row s of the full OV circuit from the factors, A[s] B, equals ((W_E[s] W_V) W_O) W_U", row, row_ref,
+               terms=2 * (2 * gpt2["d_model"] + gpt2["d_head"]), scale=row_size, chapter="9")
 
 t0 = time.perf_counter()
 small = big_ov.B @ big_ov.A                           # [64, 64]
@@ -308,9 +309,9 @@ d_h = gpt2["d_head"]
 lam_err = torch.linalg.cond(eig64.eigenvectors).item() * d_h * rounding_bound(
     n_vocab + 2 * gpt2["d_model"] + d_h ** 2, float(small_abs.max()), torch.float64)
 score_tol = 2 * 2 * d_h * lam_err / eig64.eigenvalues.abs().sum().item()
-claim("the copying score through the 64 x 64 matrix BA matches circuitbook.heads.copying_scores",
-      f"{abs(score64 - package):.1e} <= {score_tol:.1e}", abs(score64 - package) <= score_tol, identity=True,
-      chapter="9")
+identity("the copying score through the 64 x 64 matrix BA matches circuitbook.heads.copying_scores",
+         f"{abs(score64 - package):.1e} <= {score_tol:.1e}", abs(score64 - package) <= score_tol,
+         chapter="9")
 # a random 64 x 64 matrix's eigenvalues are spread evenly around 0: its score is of order
 # 1/sqrt(64) * (a ratio of sums) ~ 0.02, and a copying head scores near 1
 claim("a random head at GPT-2's shape neither copies nor anti-copies "
@@ -432,10 +433,10 @@ circle_top = T_circle.argmax(-1) == torch.arange(n_circle)
 # float64 rounding of a 2-term dot product (~1e-16)
 off_diag = T_circle - 2 * torch.eye(n_circle, dtype=torch.float64)
 circle_lead = (T_circle.diagonal() - off_diag.max(-1).values).min().item()
-claim(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has its diagonal win every row "
-      "(top-1 copying of every token)",
-      f"rank {circle_rank}, {int(circle_top.sum())} of {n_circle} rows, smallest lead {circle_lead:.1e}",
-      circle_rank == 2 and bool(circle_top.all()) and circle_lead > 0, identity=True, chapter="9")
+identity(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has its diagonal win every row "
+         "(top-1 copying of every token)",
+         f"rank {circle_rank}, {int(circle_top.sum())} of {n_circle} rows, smallest lead {circle_lead:.1e}",
+         circle_rank == 2 and bool(circle_top.all()) and circle_lead > 0, chapter="9")
 circle_dist = (T_circle - torch.eye(n_circle, dtype=torch.float64)).norm() / n_circle ** 0.5
 glue("n_circle", n_circle)
 glue("circle_dist", circle_dist.item())
@@ -527,11 +528,11 @@ with torch.no_grad():
 fov_cond = torch.linalg.cond(torch.linalg.eig(fov.B.double() @ fov.A.double()).eigenvectors).item()
 fov_bound = rounding_bound(2 * cfg.d_model + cfg.d_head + cfg.d_head ** 2,
                            fov_cond * torch.linalg.matrix_norm(BA_abs, 2).item())
-claim(f"the 64 x 64 full OV circuit of head {IL}.{IH} has exactly "
-      f"{cfg.d_head} nonzero eigenvalues, and they are those of the "
-      f"{cfg.d_head} x {cfg.d_head} BA",
-      f"{len(nonzero)}, {nearest.max():.1e} <= {fov_bound:.1e}",
-      len(nonzero) == cfg.d_head and bool(nearest.max() <= fov_bound), identity=True, chapter="9")
+identity(f"the 64 x 64 full OV circuit of head {IL}.{IH} has exactly "
+         f"{cfg.d_head} nonzero eigenvalues, and they are those of the "
+         f"{cfg.d_head} x {cfg.d_head} BA",
+         f"{len(nonzero)}, {nearest.max():.1e} <= {fov_bound:.1e}",
+         len(nonzero) == cfg.d_head and bool(nearest.max() <= fov_bound), chapter="9")
 n_pos_real = (nonzero.real > 0).sum().item()
 claim("all of them have a positive real part", f"{n_pos_real} of "
       f"{len(nonzero)}", n_pos_real == len(nonzero), chapter="9")
@@ -595,10 +596,10 @@ with torch.no_grad():
             score_tols.append(2 * cfg.d_head * lam / ev.eigenvalues.abs().sum().item())
 score_tols = torch.tensor(score_tols, dtype=torch.float64).reshape(cfg.n_layers, cfg.n_heads)
 score_errs = (dense_scores - package64).abs()
-claim("copying_score of the dense 64 x 64 eigenvalues matches "
-      "copying_scores (d_head x d_head route) for all 8 heads",
-      f"{score_errs.max():.1e}, each within its bound (largest {score_tols.max():.1e})",
-      bool((score_errs <= score_tols).all()), identity=True, chapter="9")
+identity("copying_score of the dense 64 x 64 eigenvalues matches "
+         "copying_scores (d_head x d_head route) for all 8 heads",
+         f"{score_errs.max():.1e}, each within its bound (largest {score_tols.max():.1e})",
+         bool((score_errs <= score_tols).all()), chapter="9")
 # findings about training; 0.99 is 1% below a perfect copier, ~10^3 times the scores' bounds
 claim("every layer-1 head scores above 0.99; the previous-token head "
       f"{PL}.{PH} scores below 0", f"{package_scores[1].min():.3f}, "

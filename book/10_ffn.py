@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity, identity_close
 from circuitbook.models.encoder_decoder import (
     MultiHeadedAttention,
     PositionwiseFeedForward,
@@ -92,8 +92,8 @@ def ffn_size(x):
 # each side: the first layer and bias (d_model + 1), the ReLU (exact), the second layer and
 # bias (d_ff + 1)
 FFN_TERMS = d_model + d_ff + 2
-claim_close("the module computes max(0, x W1 + b1) W2 + b2 with W1 = w_1.weight.T", out, formula,
-            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
+identity_close("the module computes max(0, x W1 + b1) W2 + b2 with W1 = w_1.weight.T", out, formula,
+               terms=2 * FFN_TERMS, scale=ffn_size(x), chapter="10")
 
 # %% [markdown]
 # In training mode, dropout zeroes a random tenth of the hidden units (and rescales the
@@ -115,10 +115,10 @@ with torch.no_grad():
     conv = F.conv1d(hidden, ffn_module.w_2.weight[:, :, None],
                     ffn_module.w_2.bias).transpose(1, 2)
 # the same FFN computation on each side, perhaps summed in another order (FFN_TERMS each)
-claim_close("FFN(sequence) equals FFN applied to each position separately", one_by_one, out,
-            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
-claim_close("FFN equals two convolutions with kernel size 1", conv, out, terms=2 * FFN_TERMS,
-            scale=ffn_size(x), identity=True, chapter="10")
+identity_close("FFN(sequence) equals FFN applied to each position separately", one_by_one, out,
+               terms=2 * FFN_TERMS, scale=ffn_size(x), chapter="10")
+identity_close("FFN equals two convolutions with kernel size 1", conv, out, terms=2 * FFN_TERMS,
+               scale=ffn_size(x), chapter="10")
 
 # %% [markdown]
 # ### Exercise 10.1: the feed-forward network
@@ -168,8 +168,8 @@ print(f"FFN share of a decoder layer:  {dec_share:.3f}")
 print(f"FFN share of the whole base model (without embeddings): "
       f"{model_share:.3f}")
 # counting: 8 d^2 + 5 d of 16 d^2 + 11 d (weights, biases, three LayerNorms), by construction
-claim("in a decoder layer (two attention sublayers) it holds about half",
-      f"{dec_share:.4f}", abs(dec_share - 1 / 2) < 0.01, identity=True, chapter="10")
+identity("in a decoder layer (two attention sublayers) it holds about half",
+         f"{dec_share:.4f}", abs(dec_share - 1 / 2) < 0.01, chapter="10")
 glue("dec_share", 100 * dec_share)
 glue("model_share", 100 * model_share)
 glue("ffn_count", f"{ffn_count:,}")
@@ -202,8 +202,8 @@ tl_mlp = MLP(tl_cfg)
 tl_mlp.load_state_dict({"W_in": W1, "b_in": b1, "W_out": W2, "b_out": b2})
 with torch.no_grad():
     tl_out = tl_mlp(x)
-claim_close("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same output", tl_out, out,
-            terms=2 * FFN_TERMS, scale=ffn_size(x), identity=True, chapter="10")
+identity_close("TransformerLens's MLP with W_in = W1, W_out = W2 gives the same output", tl_out, out,
+               terms=2 * FFN_TERMS, scale=ffn_size(x), chapter="10")
 
 # %% [markdown]
 # ### Exercise 10.2: what each neuron writes
@@ -247,8 +247,8 @@ pos_x = x[0, 0]                                  # one position: [d_model]
 acts = (pos_x @ W1 + b1).relu()                  # [d_ff]: one per neuron
 by_neuron = neuron_writes(pos_x[None], W1, b1, W2)[0].sum(0) + b2
 # the same terms, summed over the neurons in another order (FFN_TERMS each side)
-claim_close("FFN(x) is the sum over neurons of relu(x . W_in[:, n] + b_in[n]) W_out[n], plus b_out",
-            by_neuron, out[0, 0], terms=2 * FFN_TERMS, scale=ffn_size(x[0, 0]), identity=True, chapter="10")
+identity_close("FFN(x) is the sum over neurons of relu(x . W_in[:, n] + b_in[n]) W_out[n], plus b_out",
+               by_neuron, out[0, 0], terms=2 * FFN_TERMS, scale=ffn_size(x[0, 0]), chapter="10")
 glue("active", 100 * (acts > 0).float().mean().item())
 
 # %% [markdown]
@@ -287,8 +287,8 @@ for name, M, M_inv in [("a permutation", perm, perm.T),
     # A permutation moves entries exactly (one nonzero per sum); a scaling rounds W1 s, b1 s,
     # 1/s and W2 / s once each (4), relative errors that the ReLU and the products carry
     # through unchanged. Then the FFN's own rounding on each side; same size as before.
-    claim_close(f"changing the neuron basis by {name} leaves the FFN unchanged", new, out,
-                terms=2 * FFN_TERMS + 4, scale=ffn_size(x), identity=True, chapter="10")
+    identity_close(f"changing the neuron basis by {name} leaves the FFN unchanged", new, out,
+                   terms=2 * FFN_TERMS + 4, scale=ffn_size(x), chapter="10")
 rot_gap = (change_hidden_basis(rotation, rotation.T) - out).abs().max()
 # 30% of the output's largest entry is ~500 times the rounding bound of the checks above
 claim("changing it by a rotation changes the output", rot_gap,
@@ -371,11 +371,11 @@ def attn_size(x):
 ATTN_TERMS = 2 * d_model + n_pos + 2
 with torch.no_grad():  # at c itself, the frozen versions are the real layers
     # the live layer also computes the pattern, but it is the same pattern (frozen at c)
-    claim_close("at c, attention with its pattern frozen at c is the real layer", attn_frozen(c), attn_live(c),
-                terms=2 * ATTN_TERMS, scale=attn_size(c), identity=True, chapter="10")
+    identity_close("at c, attention with its pattern frozen at c is the real layer", attn_frozen(c), attn_live(c),
+                   terms=2 * ATTN_TERMS, scale=attn_size(c), chapter="10")
     # z * 1 and z * 0 are exact, so the gates act exactly as the ReLU; the two sums may differ
-    claim_close("at c, the FFN with its gates frozen at c is the real layer", ffn_gates_frozen(c),
-                ffn_module(c), terms=2 * FFN_TERMS, scale=ffn_size(c), identity=True, chapter="10")
+    identity_close("at c, the FFN with its gates frozen at c is the real layer", ffn_gates_frozen(c),
+                   ffn_module(c), terms=2 * FFN_TERMS, scale=ffn_size(c), chapter="10")
 
 
 def second_delta(f):
@@ -416,7 +416,7 @@ for name, f, terms, size in [("without the ReLU the same layers are additive (af
                              ("attention with a frozen pattern is additive (affine)", attn_frozen,
                               4 * (ATTN_TERMS + 1) + 3, sizes_attn)]:
     delta = second_delta(f)
-    claim_close(name, delta, torch.zeros_like(delta), terms=terms, scale=size, identity=True, chapter="10")
+    identity_close(name, delta, torch.zeros_like(delta), terms=terms, scale=size, chapter="10")
 with torch.no_grad():
     flips = ((a @ W1 + b1 > 0) != (b @ W1 + b1 > 0)).float().mean().item()
 glue("gap_ffn", gaps["FFN"])
@@ -545,17 +545,17 @@ block = smol.blocks[LAYER].mlp
 silu_up = F.silu(m13["gate"]) * m13["up"]
 # silu (an exp, a division, a product), the product with up: about 4
 # roundings each side
-claim_close("hook_post is silu(hook_pre) * hook_pre_linear + b_in",
-            m13["post"], silu_up + block.b_in, terms=8,
-            scale=float(silu_up.abs().max()),
-            identity=True, chapter="10")
+identity_close("hook_post is silu(hook_pre) * hook_pre_linear + b_in",
+               m13["post"], silu_up + block.b_in, terms=8,
+               scale=float(silu_up.abs().max()),
+               chapter="10")
 by_neurons = m13["post"] @ block.W_out + block.b_out
 # a sum over d_mlp neurons (+ b_out) on each side; scale: the products' sizes
 write_size = float((m13["post"].abs() @ block.W_out.abs()).max())
-claim_close("the MLP's output is the sum over its 1536 neurons of "
-            "a_n W_out[n] (+ b_out)", by_neurons, m13["out"],
-            terms=2 * (smol.cfg.d_mlp + 1),
-            scale=write_size, identity=True, chapter="10")
+identity_close("the MLP's output is the sum over its 1536 neurons of "
+               "a_n W_out[n] (+ b_out)", by_neurons, m13["out"],
+               terms=2 * (smol.cfg.d_mlp + 1),
+               scale=write_size, chapter="10")
 bias_max = max(float(b.abs().max()) for b in (block.b_in, block.b_out))
 claim("SmolLM2's MLP biases b_in and b_out are zero", bias_max, bias_max == 0,
       chapter="10")

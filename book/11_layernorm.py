@@ -20,7 +20,8 @@ from torch import nn
 from transformer_lens import HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.models.encoder_decoder import (LayerNorm,
                                                SublayerConnection)
 from circuitbook.widgets import explore
@@ -81,8 +82,8 @@ x = 3 * torch.randn(4, 10, d_model) + 1.5     # [batch, pos, d_model]
 ours = annotated_layer_norm(x, ln_at.a_2, ln_at.b_2)
 # the same formula twice: each is a mean and a std (sums over d_model), a division, the
 # gain and the bias, 2 d_model + 5 roundings
-claim_close("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
-            ours, ln_at(x), terms=2 * (2 * d_model + 5), identity=True, chapter="11")
+identity_close("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
+               ours, ln_at(x), terms=2 * (2 * d_model + 5), chapter="11")
 
 # %% [markdown]
 # Two details differ from `torch.nn.LayerNorm` (and from TransformerLens, and from the
@@ -113,9 +114,9 @@ for d in (64, 512):
     dev = (at_ln - (1 - gap[d]) * std_ln).abs().max().item()
     print(f"d = {d:3d}: 1 - sqrt((d-1)/d) = {gap[d]:.3e}; largest deviation from "
           f"Annotated = sqrt((d-1)/d) x torch: {dev:.1e} (epsilons' bound {allowed:.1e})")
-    claim(f"at d = {d}, Annotated LN = nn.LayerNorm x sqrt((d-1)/d), up to the "
-          "epsilons' effect", f"{dev:.2g} <= {allowed:.2g}", dev <= allowed,
-          identity=True, chapter="11")
+    identity(f"at d = {d}, Annotated LN = nn.LayerNorm x sqrt((d-1)/d), up to the "
+             "epsilons' effect", f"{dev:.2g} <= {allowed:.2g}", dev <= allowed,
+             chapter="11")
 glue("gap_512", gap[512])
 glue("gap_64", gap[64])
 
@@ -194,10 +195,10 @@ with torch.no_grad():
     zero_post = post(x, torch.zeros_like)  # a sublayer that outputs 0
 # LayerNorm (2 d_model + 4) and the FFN (d_model + 1, then 64 + 1) on each side, and
 # the residual addition and subtraction (2); x + f - x cancels, so the scale is |x| + |f|
-claim_close("pre-norm: the stream changes by exactly f(LN(x)), a sum of writes",
-            written, expected, terms=2 * (2 * d_model + 4 + d_model + 1 + 64 + 1) + 2,
-            scale=x.abs().max().item() + expected.abs().max().item(), identity=True,
-            chapter="11")
+identity_close("pre-norm: the stream changes by exactly f(LN(x)), a sum of writes",
+               written, expected, terms=2 * (2 * d_model + 4 + d_model + 1 + 64 + 1) + 2,
+               scale=x.abs().max().item() + expected.abs().max().item(),
+               chapter="11")
 moved = (zero_post - x).abs().max().item()
 # LN(x) has spread 1 while x has spread 3: a change of order 1, nowhere near rounding
 claim("post-norm: even a sublayer that outputs 0 changes the stream",
@@ -272,10 +273,10 @@ rhs = rms_norm(x - x.mean(-1, keepdim=True), gamma) + beta
 # division, gain, bias: 2 d_model + 6. Centring cancels x's mean of 1.5, so the numbers
 # rounded are of size |x| / std, times the gain, plus the bias
 std_min = x.std(-1, unbiased=False).min().item()
-claim_close("LayerNorm(x) = RMSNorm(x - mean(x)) + beta", lhs, rhs,
-            terms=2 * (2 * d_model + 6),
-            scale=x.abs().max().item() / std_min * gamma.abs().max().item()
-            + beta.abs().max().item(), identity=True, chapter="11")
+identity_close("LayerNorm(x) = RMSNorm(x - mean(x)) + beta", lhs, rhs,
+               terms=2 * (2 * d_model + 6),
+               scale=x.abs().max().item() / std_min * gamma.abs().max().item()
+               + beta.abs().max().item(), chapter="11")
 tl_rms = TLRMSNorm({"d_model": d_model, "eps": 1e-5, "d_vocab": 1,
                     "n_layers": 1, "n_ctx": 1, "d_head": 1,
                     "act_fn": "relu"})
@@ -283,8 +284,8 @@ with torch.no_grad():
     tl_rms.w.copy_(gamma)
     ours_rms, theirs_rms = rms_norm(x, gamma), tl_rms(x)
 # the same formula twice: a mean of squares (d_model), + eps, sqrt, division, gain
-claim_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms, theirs_rms,
-            terms=2 * (d_model + 5), identity=True, chapter="11")
+identity_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms, theirs_rms,
+               terms=2 * (d_model + 5), chapter="11")
 
 # %% [markdown]
 # ## The circuit view
@@ -353,15 +354,15 @@ W_Q_ours = W_Q_fold - W_Q_fold.mean(1, keepdim=True)
 d_fold = cfg.d_model
 # W_Q: the product with gamma (1), the mean over d_model (d_model) and the subtraction
 # (1), on each side; the mean cancels, so the scale is that of gamma W_Q
-claim_close("our hand-folded W_Q (gamma into rows, centred) equals TransformerLens's fold_ln",
-            W_Q_ours, folded.W_Q[0].detach(), terms=2 * (d_fold + 2),
-            scale=W_Q_fold.abs().max().item(), identity=True, chapter="11")
+identity_close("our hand-folded W_Q (gamma into rows, centred) equals TransformerLens's fold_ln",
+               W_Q_ours, folded.W_Q[0].detach(), terms=2 * (d_fold + 2),
+               scale=W_Q_fold.abs().max().item(), chapter="11")
 # b_Q: beta W_Q is a sum over d_model, plus b_Q: d_model + 1 roundings on each side, of
 # numbers of size |beta| |W_Q| + |b_Q|
-claim_close("our hand-folded b_Q (beta W_Q + b_Q) equals TransformerLens's fold_ln",
-            b_Q_fold, folded.b_Q[0].detach(), terms=2 * (d_fold + 1),
-            scale=(torch.einsum("d,hde->he", beta1.abs(), W_Q.abs()) + b_Q.abs()).max().item(),
-            identity=True, chapter="11")
+identity_close("our hand-folded b_Q (beta W_Q + b_Q) equals TransformerLens's fold_ln",
+               b_Q_fold, folded.b_Q[0].detach(), terms=2 * (d_fold + 1),
+               scale=(torch.einsum("d,hde->he", beta1.abs(), W_Q.abs()) + b_Q.abs()).max().item(),
+               chapter="11")
 
 logits_fold = only_fold(tokens).detach()
 
@@ -385,21 +386,21 @@ def forward_terms(cfg, n):
 _, cache_before = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_before.values())
 fold_terms = 2 * (forward_terms(cfg, tokens.shape[1]) + 2 * cfg.n_layers)
-claim_close("fold_ln alone leaves the logits unchanged", logits_fold, logits_before,
-            terms=fold_terms, scale=big, identity=True, chapter="11")
+identity_close("fold_ln alone leaves the logits unchanged", logits_fold, logits_before,
+               terms=fold_terms, scale=big, chapter="11")
 logits_all = folded(tokens).detach()
 shift = (logits_all - logits_before)
 # centring adds the mean over d_model (d_model roundings) to each written weight and
 # the mean over the vocabulary (d_vocab) to the unembedding; the difference of two
 # forward passes cancels, so the scale is the forward pass's
 centre_terms = fold_terms + 2 * (cfg.d_model + cfg.d_vocab)
-claim_close("with centring too, logits move by one constant per position",
-            shift - shift.mean(-1, keepdim=True), torch.zeros_like(shift),
-            terms=centre_terms, scale=big, identity=True, chapter="11")
-claim_close("...and the log-probabilities are unchanged",
-            logits_all.log_softmax(-1), logits_before.log_softmax(-1),
-            terms=centre_terms + 2 * (cfg.d_vocab + 3), scale=big, identity=True,
-            chapter="11")
+identity_close("with centring too, logits move by one constant per position",
+               shift - shift.mean(-1, keepdim=True), torch.zeros_like(shift),
+               terms=centre_terms, scale=big, chapter="11")
+identity_close("...and the log-probabilities are unchanged",
+               logits_all.log_softmax(-1), logits_before.log_softmax(-1),
+               terms=centre_terms + 2 * (cfg.d_vocab + 3), scale=big,
+               chapter="11")
 print(type(folded.blocks[0].ln1).__name__, "replaces",
       type(model.blocks[0].ln1).__name__)
 
@@ -420,10 +421,10 @@ stream_rms = torch.stack([cache["resid_pre", l].pow(2).mean(-1).sqrt()
 # the forward pass's roundings and the mean we take (d_model) the stream's mean is zero
 # to within that many roundings of the stream's size.
 stream_big = max(s.abs().max().item() for s in streams)
-claim_close("after center_writing_weights the residual stream has mean 0 at "
-            "every position and layer", stream_means, torch.zeros_like(stream_means),
-            terms=forward_terms(cfg, tokens.shape[1]) + 2 * cfg.d_model + cfg.d_mlp,
-            scale=stream_big, identity=True, chapter="11")
+identity_close("after center_writing_weights the residual stream has mean 0 at "
+               "every position and layer", stream_means, torch.zeros_like(stream_means),
+               terms=forward_terms(cfg, tokens.shape[1]) + 2 * cfg.d_model + cfg.d_mlp,
+               scale=stream_big, chapter="11")
 normed = cache["blocks.1.ln1.hook_normalized"]
 unit = normed.pow(2).mean(-1).sqrt()
 # x / sqrt(mean(x^2) + eps) has rms exactly sqrt(1 - eps / scale^2), with scale the
@@ -432,9 +433,9 @@ unit = normed.pow(2).mean(-1).sqrt()
 # (d_model + 1) and the square root (1), on numbers of size 1.
 hooked_ln_scale = cache["blocks.1.ln1.hook_scale"][..., 0]
 ln_eps = folded.cfg.eps
-claim_close("what is left of LayerNorm maps every vector to rms sqrt(1 - eps / scale^2), "
-            "1 up to its eps", unit, (1 - ln_eps / hooked_ln_scale ** 2).sqrt(),
-            terms=2 * cfg.d_model + 6, scale=1.0, identity=True, chapter="11")
+identity_close("what is left of LayerNorm maps every vector to rms sqrt(1 - eps / scale^2), "
+               "1 up to its eps", unit, (1 - ln_eps / hooked_ln_scale ** 2).sqrt(),
+               terms=2 * cfg.d_model + 6, scale=1.0, chapter="11")
 
 # %% [markdown]
 # So after folding, LayerNorm is the map $x \mapsto x / \operatorname{rms}(x)$ (with
@@ -532,11 +533,11 @@ glue("q4_noise", (noise2 / signal2) ** 0.5)
 # w = m + q d was rounded to float32 (2 roundings) and we compute (w - m) / d (2 more),
 # on numbers of size |w| / d
 q_tol = rounding_bound(4, q_scale)
-claim("every Q4_1 weight is m + q d with q an integer from 0 to 15 (16 levels: "
-      "4 bits)", f"q in [{q_range[0]:.0f}, {q_range[1]:.0f}], largest distance "
-      f"from an integer {worst_q:.1e} <= {q_tol:.1e}",
-      worst_q <= q_tol and q_range[0] > -q_tol and q_range[1] < 15 + q_tol,
-      identity=True, chapter="11")
+identity("every Q4_1 weight is m + q d with q an integer from 0 to 15 (16 levels: "
+         "4 bits)", f"q in [{q_range[0]:.0f}, {q_range[1]:.0f}], largest distance "
+         f"from an integer {worst_q:.1e} <= {q_tol:.1e}",
+         worst_q <= q_tol and q_range[0] > -q_tol and q_range[1] < 15 + q_tol,
+         chapter="11")
 print({k: f"{v / n_params:.1%}" for k, v in n_by_type.items()})
 
 # %% [markdown]
@@ -576,9 +577,9 @@ hooked_scale = torch.stack([sc[f"blocks.{l}.ln1.hook_scale"][0]
                             for l in range(L)])
 # the same formula as TransformerLens's: squares, a mean over d_model, + eps, a square
 # root, d_model + 3 roundings on each side, of numbers of size rms(x)
-claim_close("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
-            "at all 30 layers", rms(resid), hooked_scale,
-            terms=2 * (smol.cfg.d_model + 3), identity=True, chapter="11")
+identity_close("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
+               "at all 30 layers", rms(resid), hooked_scale,
+               terms=2 * (smol.cfg.d_model + 3), chapter="11")
 
 # %% [markdown]
 # First, how much does the scale vary? The figure shows, for the input of every layer's
@@ -675,10 +676,10 @@ summed = sum(p / rms(x20) * w20 for p in parts)
 # cancel (token 0's are huge), so the scale is sum_k |part_k| / rms(x) |w|, the size of
 # the numbers summed.
 abs_sum = sum(p.abs() for p in parts) / rms(x20) * w20.abs()
-claim_close(f"with the scale frozen, layer {ell}'s normalised input is exactly "
-            f"the sum of {len(parts)} per-component terms", summed, true_out,
-            terms=2 * len(parts) + smol.cfg.d_model + 5, scale=abs_sum.max().item(),
-            identity=True, chapter="11")
+identity_close(f"with the scale frozen, layer {ell}'s normalised input is exactly "
+               f"the sum of {len(parts)} per-component terms", summed, true_out,
+               terms=2 * len(parts) + smol.cfg.d_model + 5, scale=abs_sum.max().item(),
+               chapter="11")
 
 # %% [markdown]
 # Now the experiment. For every layer $\ell$ and every token we take the input $x$ of

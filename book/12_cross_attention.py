@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks, models
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity, identity_close
 from circuitbook.data import translation as T
 from circuitbook.models import encoder_decoder as ED
 from circuitbook.models import zoo
@@ -62,11 +62,11 @@ print("alignment:  ", T.alignment(words))
 # target word j translates source word alignment[j]
 # true by construction of the task (both come from the same dictionary and rules):
 # this checks that the two helpers agree, not something about any model
-claim("the helpers agree: target word j is TABLE[source word alignment[j]], for "
-      "every j", f"{len(words)} words",
-      all(T.TABLE[words[a]] == t for a, t in
-          zip(T.alignment(words), T.exact_translation(words))),
-      identity=True, chapter="12")
+identity("the helpers agree: target word j is TABLE[source word alignment[j]], for "
+         "every j", f"{len(words)} words",
+         all(T.TABLE[words[a]] == t for a, t in
+             zip(T.alignment(words), T.exact_translation(words))),
+         chapter="12")
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -138,10 +138,10 @@ score_terms = (d_model_ + 1) + d_head + 1
 qa = torch.einsum("btd,hde->bhte", y.abs(), w["W_Q"].abs()) + w["b_Q"].abs()[:, None]
 ka = torch.einsum("bsd,hde->bhse", memory.abs(), w["W_K"].abs()) + w["b_K"].abs()[:, None]
 S = (qa @ ka.transpose(-1, -2)).max().item() / math.sqrt(d_head)
-claim_close("hand-written cross-attention (queries from y, keys and values from "
-            "memory) reproduces src_attn's pattern", pattern, layer1.src_attn.attn,
-            terms=2 * (2 * score_terms * math.ceil(S) + n_src + 3), scale=1.0,
-            identity=True, chapter="12")
+identity_close("hand-written cross-attention (queries from y, keys and values from "
+               "memory) reproduces src_attn's pattern", pattern, layer1.src_attn.attn,
+               terms=2 * (2 * score_terms * math.ceil(S) + n_src + 3), scale=1.0,
+               chapter="12")
 # The output, given the pattern (checked above): the values (d_model + 1), the weighted
 # sum over source positions (n_src), W_O with the sum over heads (d_model + 1), twice, on
 # numbers of size A (|m| |W_V| + |b_V|) |W_O| + |b_O|
@@ -149,9 +149,9 @@ out_given = torch.einsum("bhts,bhse,hem->btm", layer1.src_attn.attn, v, w["W_O"]
 va = torch.einsum("bsd,hde->bhse", memory.abs(), w["W_V"].abs()) + w["b_V"].abs()[:, None]
 O = (torch.einsum("bhts,bhse,hem->btm", pattern, va, w["W_O"].abs())
      + w["b_O"].abs()).max().item()
-claim_close("...and, given that pattern, src_attn's output", out_given, seen["out"],
-            terms=2 * ((d_model_ + 1) + n_src + (d_model_ + 1)), scale=O, identity=True,
-            chapter="12")
+identity_close("...and, given that pattern, src_attn's output", out_given, seen["out"],
+               terms=2 * ((d_model_ + 1) + n_src + (d_model_ + 1)), scale=O,
+               chapter="12")
 print("pattern shape [batch, head, tgt, src]:", tuple(pattern.shape))
 
 # %% [markdown]
@@ -166,11 +166,11 @@ real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
 pad_weight = pattern[~real].abs().max()
 row_sums = pattern.sum(-1)
 # exp(-inf) is exactly 0, so padding gets exactly zero weight, not a small one
-claim("padding positions of the source get exactly zero attention", pad_weight,
-      pad_weight == 0, identity=True, chapter="12")
+identity("padding positions of the source get exactly zero attention", pad_weight,
+         pad_weight == 0, chapter="12")
 # softmax: the sum of exponentials (n_src) and one division each, then our sum (n_src)
-claim_close("every attention row sums to 1", row_sums, torch.ones_like(row_sums),
-            terms=2 * n_src + 2, scale=1.0, identity=True, chapter="12")
+identity_close("every attention row sums to 1", row_sums, torch.ones_like(row_sums),
+               terms=2 * n_src + 2, scale=1.0, chapter="12")
 t_pos = torch.arange(pattern.shape[2])[:, None]
 s_pos = torch.arange(pattern.shape[3])[None, :]
 ahead = pattern.masked_fill(s_pos <= t_pos, 0).sum(-1).max()
@@ -294,10 +294,10 @@ glue("random_agree_se", random_agree.std().item() / 2000 ** 0.5)
 # checks the formula and the code, not a model): its mean agreement over 2000 matrices
 # has standard error sqrt(chance (1 - chance) / n_src_words / 2000)
 se = (chance * (1 - chance) / n_src_words / 2000) ** 0.5
-claim("random score matrices agree with the table at chance, 1 / |V_tgt| "
-      "(within 4 standard errors)",
-      f"{random_agree.mean():.4f} vs {chance:.4f}",
-      abs(random_agree.mean() - chance) < 4 * se, identity=True, chapter="12")
+identity("random score matrices agree with the table at chance, 1 / |V_tgt| "
+         "(within 4 standard errors)",
+         f"{random_agree.mean():.4f} vs {chance:.4f}",
+         abs(random_agree.mean() - chance) < 4 * se, chapter="12")
 
 # %% [markdown]
 # The argmax runs over {glue:text}`n_tgt` target tokens, so chance is

@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import attn_only_forward_terms, claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound, attn_only_forward_terms)
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
@@ -114,8 +115,8 @@ hooked = model(tokens)[0]
 _, cache_run = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_run.values())
 n_pos = tokens.shape[0]
-claim_close("the stack written out by hand gives the model's logits", ours, hooked,
-            terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big, identity=True, chapter="13")
+identity_close("the stack written out by hand gives the model's logits", ours, hooked,
+               terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big, chapter="13")
 
 # %% [markdown]
 # Now freeze the patterns at the values of this run. As a function of the starting
@@ -140,9 +141,9 @@ lhs, rhs, size = affine_sides(True)
 # four forward passes (with given patterns), each within attn_only_forward_terms roundings, one
 # addition per side; the sides cancel, so the scale is that of the logits (or the
 # stream, if larger)
-claim_close("with the patterns frozen, f(x + y) + f(0) = f(x) + f(y)", lhs, rhs,
-            terms=4 * attn_only_forward_terms(cfg, n_pos) + 2, scale=max(size, big), identity=True,
-            chapter="13")
+identity_close("with the patterns frozen, f(x + y) + f(0) = f(x) + f(y)", lhs, rhs,
+               terms=4 * attn_only_forward_terms(cfg, n_pos) + 2, scale=max(size, big),
+               chapter="13")
 lhs_live, rhs_live, _ = affine_sides(False)
 gap_live = (lhs_live - rhs_live).abs().max()
 # "badly": a tenth of the largest logit, thousands of times the rounding bound above
@@ -195,8 +196,8 @@ abs_sum = sum(t[0].abs() for _, t in la.parts())
 path_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + n_parts_la
               + attn_only_forward_terms(cfg, n_pos))
 path_scale = max(abs_sum.max().item(), big)
-claim_close("direct + per-head + virtual + bias paths sum to the logits of toy-2l",
-            total, hooked, terms=path_terms, scale=path_scale, identity=True, chapter="13")
+identity_close("direct + per-head + virtual + bias paths sum to the logits of toy-2l",
+               total, hooked, terms=path_terms, scale=path_scale, chapter="13")
 glue("path_bound", rounding_bound(path_terms, path_scale))
 glue("path_terms", path_terms)
 glue("logit_scale", hooked.abs().max().item())
@@ -222,10 +223,10 @@ virtual = A1 @ (first @ a1.W_V[1]) @ a1.W_O[1] @ model.W_U
 # (+ 1 for the value bias); scale: the same chain of absolute values
 chain = (A1 @ (A0 @ (e.abs() @ a0.W_V[2].abs() + a0.b_V[2].abs()) @ a0.W_O[2].abs())
          @ a1.W_V[1].abs() @ a1.W_O[1].abs() @ model.W_U.abs())
-claim_close("the virtual term L0H2 -> L1H1 is A1 A0 X W_E W_OV^0 W_OV^1 W_U "
-            "(+ L0H2's value bias)", virtual, la.virtual[((0, 2), (1, 1))][0],
-            terms=2 * (2 * n_pos + 3 * cfg.d_model + 2 * cfg.d_head + 1),
-            scale=chain.max().item(), identity=True, chapter="13")
+identity_close("the virtual term L0H2 -> L1H1 is A1 A0 X W_E W_OV^0 W_OV^1 W_U "
+               "(+ L0H2's value bias)", virtual, la.virtual[((0, 2), (1, 1))][0],
+               terms=2 * (2 * n_pos + 3 * cfg.d_model + 2 * cfg.d_head + 1),
+               scale=chain.max().item(), chapter="13")
 
 # %% [markdown]
 # ### How many paths?
@@ -256,10 +257,10 @@ for n_layers, n_heads in itertools.product(range(1, 5), range(1, 6)):
         disagree.append((n_layers, n_heads))
 counts = count_paths(L, H)
 n_parts = 1 + la.heads.shape[0] * la.heads.shape[1] + len(la.virtual)
-claim("count_paths agrees with brute-force enumeration "
-      "(1-4 layers, 1-5 heads)",
-      f"toy-2l: {counts}; {len(disagree)} of 20 shapes disagree", not disagree,
-      identity=True, chapter="13")
+identity("count_paths agrees with brute-force enumeration "
+         "(1-4 layers, 1-5 heads)",
+         f"toy-2l: {counts}; {len(disagree)} of 20 shapes disagree", not disagree,
+         chapter="13")
 claim("logit_attribution returns one part per embedding path of toy-2l",
       f"{n_parts} parts vs total {counts['total']}",
       n_parts == counts["total"], chapter="13")
@@ -431,9 +432,9 @@ mine0 = direct_logit_attribution(head_outputs(0), model.W_U, model.b_U, tokens)
 # roundings, on numbers of size |head output| |W_U| (the chain of absolute values)
 dla_terms = 2 * (2 * cfg.d_model + 2 * cfg.d_head + n_pos + 2)
 write_scale0 = (head_outputs(0).abs() @ model.W_U.abs()).max().item()
-claim_close("for layer-0 heads, direct_logit_attribution equals the first-order "
-            "terms", mine0, picked(la.heads[0, :, 0]), terms=dla_terms,
-            scale=write_scale0, identity=True, chapter="13")
+identity_close("for layer-0 heads, direct_logit_attribution equals the first-order "
+               "terms", mine0, picked(la.heads[0, :, 0]), terms=dla_terms,
+               scale=write_scale0, chapter="13")
 
 mine1 = direct_logit_attribution(head_outputs(1), model.W_U, model.b_U, tokens)
 ending = torch.stack([
@@ -449,12 +450,12 @@ ending_abs = torch.stack([
     + sum(v[0].abs() for path, v in la.virtual.items() if path[-1] == (1, h))
     + (model.b_O[0] @ model.W_V[1, h] @ model.W_O[1, h] @ model.W_U).abs()
     for h in range(H)])
-claim_close("for a layer-1 head it equals the sum of all paths ending at that head",
-            mine1, picked(ending),
-            terms=dla_terms + 2 * (2 * n_pos + 3 * cfg.d_model + 2 * cfg.d_head + H + 3),
-            scale=max(picked(ending_abs).max().item(),
-                      (head_outputs(1).abs() @ model.W_U.abs()).max().item()),
-            identity=True, chapter="13")
+identity_close("for a layer-1 head it equals the sum of all paths ending at that head",
+               mine1, picked(ending),
+               terms=dla_terms + 2 * (2 * n_pos + 3 * cfg.d_model + 2 * cfg.d_head + H + 3),
+               scale=max(picked(ending_abs).max().item(),
+                         (head_outputs(1).abs() @ model.W_U.abs()).max().item()),
+               chapter="13")
 
 # %% [markdown]
 # Pick a position of the sequence to see every path's contribution there. On the first
@@ -527,11 +528,11 @@ pieces["b_O"] = model.b_O[0].expand(n, -1)
 # the query and key inputs of layer 1 are the stream plus W_pos: the parts added in
 # another order than the model's (len(pieces) roundings each way), on numbers of size
 # sum |part|
-claim_close("the query/key input of layer 1 is the sum of its parts",
-            sum(pieces.values()), cache["resid_pre", 1][0] + pieces["pos"],
-            terms=2 * len(pieces) + 2,
-            scale=sum(p.abs() for p in pieces.values()).max().item(), identity=True,
-            chapter="13")
+identity_close("the query/key input of layer 1 is the sum of its parts",
+               sum(pieces.values()), cache["resid_pre", 1][0] + pieces["pos"],
+               terms=2 * len(pieces) + 2,
+               scale=sum(p.abs() for p in pieces.values()).max().item(),
+               chapter="13")
 
 Y = torch.stack(list(pieces.values()))               # [part, pos, d_model]
 q_parts = torch.cat([Y @ att1.W_Q[h1], att1.b_Q[h1].expand(1, n, -1)])
@@ -549,11 +550,11 @@ causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
 q_abs = torch.cat([Y.abs() @ att1.W_Q[h1].abs(), att1.b_Q[h1].abs().expand(1, n, -1)])
 k_abs = torch.cat([Y.abs() @ att1.W_K[h1].abs(), att1.b_K[h1].abs().expand(1, n, -1)])
 term_scale = (q_abs.sum(0) @ k_abs.sum(0).T).max().item() / math.sqrt(cfg.d_head)
-claim_close(f"the {terms.shape[0] * terms.shape[1]} query-part x key-part terms sum "
-            "to L1H1's hooked attention scores", terms.sum((0, 1))[causal], scores[causal],
-            terms=(cfg.d_model + cfg.d_head + 1 + terms.shape[0] * terms.shape[1])
-            + (len(pieces) + cfg.d_model + cfg.d_head + 2),
-            scale=term_scale, identity=True, chapter="13")
+identity_close(f"the {terms.shape[0] * terms.shape[1]} query-part x key-part terms sum "
+               "to L1H1's hooked attention scores", terms.sum((0, 1))[causal], scores[causal],
+               terms=(cfg.d_model + cfg.d_head + 1 + terms.shape[0] * terms.shape[1])
+               + (len(pieces) + cfg.d_model + cfg.d_head + 2),
+               scale=term_scale, chapter="13")
 
 # %% [markdown]
 # Which terms make the head attend to the right key? The softmax ignores anything added
@@ -729,11 +730,11 @@ for answer_name, d in dlas.items():
     dla_terms = (smol.cfg.d_head + 4 + smol.cfg.d_model + n_dla_parts
                  + smol.cfg.n_heads * smol.cfg.d_head + 2 * S_L + 3
                  + smol.cfg.d_model)
-    claim_close(f"SmolLM2, answer {answer_name}: the {n_dla_parts} direct "
-                "attributions (final RMSNorm scale frozen) sum to the logit "
-                "difference", d.total()[0], diffs[answer_name],
-                terms=dla_terms,
-                scale=float(d.abs_size[0]), identity=True, chapter="13")
+    identity_close(f"SmolLM2, answer {answer_name}: the {n_dla_parts} direct "
+                   "attributions (final RMSNorm scale frozen) sum to the logit "
+                   "difference", d.total()[0], diffs[answer_name],
+                   terms=dla_terms,
+                   scale=float(d.abs_size[0]), chapter="13")
 glue("dla_bound", rounding_bound(
     dla_terms, max(float(d.abs_size[0]) for d in dlas.values())))
 glue("dla_diff_mary", diffs["Mary"].item())

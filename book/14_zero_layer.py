@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.circuits import direct_path
 from circuitbook.data import bigram_chain
 from circuitbook.models import load
@@ -87,11 +87,11 @@ tl_log_probs = model(tokens).log_softmax(-1)
 # (d_model products + the bias) and the log-softmax's log-sum-exp (d_vocab + 3), on each
 # side; scale: the logits' summands |W_E[t]| |W_U| + |b_U|, or the log-probabilities
 logit_scale = (model.W_E.abs() @ model.W_U.abs() + model.b_U.abs()).max().item()
-claim_close("Generator(Embeddings(t)) with toy-0l's weights gives the model's "
-            "log-probabilities", at_log_probs, tl_log_probs,
-            terms=2 + 2 * (d_model + 1 + d_vocab + 3),
-            scale=max(logit_scale, tl_log_probs.abs().max().item()), identity=True,
-            chapter="14")
+identity_close("Generator(Embeddings(t)) with toy-0l's weights gives the model's "
+               "log-probabilities", at_log_probs, tl_log_probs,
+               terms=2 + 2 * (d_model + 1 + d_vocab + 3),
+               scale=max(logit_scale, tl_log_probs.abs().max().item()),
+               chapter="14")
 glue("chain_seed", recipe["chain_seed"])
 glue("n_succ", recipe["n_successors"])
 
@@ -119,8 +119,8 @@ table = direct_path(model).AB + model.b_U            # [d_vocab, d_vocab]
 every_token = torch.arange(d_vocab)[None]            # [1, 64]
 run = model(every_token)[0]
 # the same d_model-term products and the bias, twice, on summands of size logit_scale
-claim_close("row a of W_E W_U + b_U is the model's logits after token a", run, table,
-            terms=2 * (d_model + 1), scale=logit_scale, identity=True, chapter="14")
+identity_close("row a of W_E W_U + b_U is the model's logits after token a", run, table,
+               terms=2 * (d_model + 1), scale=logit_scale, chapter="14")
 
 # %% [markdown]
 # ### Exercise 14.1: zero-layer logits
@@ -142,8 +142,8 @@ checks.ch14_ex1(zero_layer_logits)
 
 # %%
 mine = zero_layer_logits(tokens, model.W_E, model.W_U, model.b_U)
-claim_close("zero_layer_logits reproduces toy-0l on chain samples", mine, model(tokens),
-            terms=2 * (d_model + 1), scale=logit_scale, identity=True, chapter="14")
+identity_close("zero_layer_logits reproduces toy-0l on chain samples", mine, model(tokens),
+               terms=2 * (d_model + 1), scale=logit_scale, chapter="14")
 
 # %% [markdown]
 # ## Learned table against the true one
@@ -215,9 +215,9 @@ claim("row-centred corr(W_E W_U, log P) is above 0.9", corr, corr > 0.9,
 # the result's size below 1; two computations, plus the record's 6 decimals (5e-7,
 # about 5 roundings of 1).
 N = d_vocab * d_vocab
-claim_close("it matches the value recorded when the zoo model was built", corr,
-            torch.tensor(recorded), terms=2 * (3 * (N + d_vocab + 1) + 3) + 5, scale=1.0,
-            chapter="14")
+identity_close("it matches the value recorded when the zoo model was built", corr,
+               torch.tensor(recorded), terms=2 * (3 * (N + d_vocab + 1) + 3) + 5, scale=1.0,
+               chapter="14")
 glue("corr", corr.item())
 
 # %% [markdown]
@@ -243,10 +243,10 @@ centred_shifted = row_centred_correlation(W_shifted, log_P)
 # absolute error of the logits, which softmax turns into a relative error of the
 # probabilities of up to twice that, plus its own d_vocab + 3 roundings; two softmaxes.
 L_shift = (W_shifted.abs() + model.b_U.abs()).max().item()
-claim_close("adding a constant to each row changes no prediction",
-            (W_shifted + model.b_U).softmax(-1), (W + model.b_U).softmax(-1),
-            terms=2 * (2 * 2 * math.ceil(L_shift) + d_vocab + 3), scale=1.0, identity=True,
-            chapter="14")
+identity_close("adding a constant to each row changes no prediction",
+               (W_shifted + model.b_U).softmax(-1), (W + model.b_U).softmax(-1),
+               terms=2 * (2 * 2 * math.ceil(L_shift) + d_vocab + 3), scale=1.0,
+               chapter="14")
 claim("...but moves the uncentred correlation",
       f"{plain:.3f} -> {plain_shifted:.3f}", abs(plain - plain_shifted) > 0.1,
       chapter="14")
@@ -255,9 +255,9 @@ claim("...but moves the uncentred correlation",
 # each correlation has its own 3 (N + d_vocab + 1) + 3 roundings of numbers of size 1.
 centring_terms = math.ceil((d_vocab + 2) * 2 * math.sqrt(N) * W_shifted.abs().max().item()
                            / centre(W).norm().item())
-claim_close("...and leaves the row-centred correlation unchanged", centred_shifted, corr,
-            terms=centring_terms + 2 * (3 * (N + d_vocab + 1) + 3), scale=1.0,
-            identity=True, chapter="14")
+identity_close("...and leaves the row-centred correlation unchanged", centred_shifted, corr,
+               terms=centring_terms + 2 * (3 * (N + d_vocab + 1) + 3), scale=1.0,
+               chapter="14")
 glue("plain", plain.item())
 glue("plain_shifted", plain_shifted.item())
 
@@ -346,9 +346,9 @@ no_bias = W_E64 @ (W_U64 + w[:, None] * model.b_U.double())
 cond = torch.linalg.cond(W_E64).item()
 solve_terms = math.ceil(cond * d_vocab * torch.finfo(torch.float64).eps
                         / torch.finfo(torch.float32).eps)
-claim_close("the same logits with b_U folded into W_U (and no bias)", no_bias,
-            W + model.b_U, terms=d_model + 1 + solve_terms, scale=logit_scale,
-            identity=True, chapter="14")
+identity_close("the same logits with b_U folded into W_U (and no bias)", no_bias,
+               W + model.b_U, terms=d_model + 1 + solve_terms, scale=logit_scale,
+               chapter="14")
 
 # %% [markdown]
 # Finally the loss, on fresh samples of the chain (the held-out rows the zoo uses). The

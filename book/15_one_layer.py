@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.circuits import full_ov_circuit, full_qk_circuit
 from circuitbook.data import (
     SKIP_TRIGRAM_BUGS,
@@ -129,10 +129,10 @@ def forward_terms(n):
 # numbers the size of the largest finite value in the forward pass
 _, cache_all = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
-claim_close("the Annotated Transformer's modules with toy-1l's weights reproduce "
-            "its log-probabilities", at_out, tl_out,
-            terms=2 * forward_terms(tokens.shape[1]) + 2,
-            scale=max(big, tl_out.abs().max().item()), identity=True, chapter="15")
+identity_close("the Annotated Transformer's modules with toy-1l's weights reproduce "
+               "its log-probabilities", at_out, tl_out,
+               terms=2 * forward_terms(tokens.shape[1]) + 2,
+               scale=max(big, tl_out.abs().max().item()), chapter="15")
 
 # %% [markdown]
 # ## The circuit view
@@ -171,9 +171,9 @@ full_ov = W_E @ att.W_V @ att.W_O @ W_U                 # [head, vocab, vocab]
 # a chain with inner sizes d_model, d_head, d_model, associated differently by
 # FactoredMatrix; scale: the chain of absolute values
 ov_chain = W_E.abs() @ att.W_V.abs() @ att.W_O.abs() @ W_U.abs()
-claim_close("our full OV circuits equal circuitbook's full_ov_circuit", full_ov,
-            full_ov_circuit(model, 0).AB, terms=2 * (2 * d_model + cfg.d_head),
-            scale=ov_chain.max().item(), identity=True, chapter="15")
+identity_close("our full OV circuits equal circuitbook's full_ov_circuit", full_ov,
+               full_ov_circuit(model, 0).AB, terms=2 * (2 * d_model + cfg.d_head),
+               scale=ov_chain.max().item(), chapter="15")
 bias_row = model.b_U + att.b_O @ W_U + sum(att.b_V[h] @ att.W_O[h] @ W_U
                                            for h in range(H))
 heads = sum(A[h] @ X @ full_ov[h] for h in range(H))
@@ -189,9 +189,9 @@ parts_abs = ((X @ W_E @ W_U).abs() + sum(A[h] @ (X @ full_ov[h]).abs() for h in 
 formula_terms = (seq.shape[0] + 2 * d_model + cfg.d_head + 2 * (H + 2) + d_model
                  + forward_terms(seq.shape[0]))
 formula_scale = max(parts_abs.max().item(), big)
-claim_close("toy-1l: logits = X W_E W_U + sum_h A^h X W_E W_OV^h W_U + biases",
-            formula, logits, terms=formula_terms, scale=formula_scale, identity=True,
-            chapter="15")
+identity_close("toy-1l: logits = X W_E W_U + sum_h A^h X W_E W_OV^h W_U + biases",
+               formula, logits, terms=formula_terms, scale=formula_scale,
+               chapter="15")
 
 # %% [markdown]
 # ### Exercise 15.1: one-layer logits from the path formula
@@ -218,9 +218,9 @@ checks.ch15_ex1(one_layer_logits)
 mine = one_layer_logits(seq, A, W_E, att.W_V, att.W_O, att.b_V, att.b_O,
                         W_U, model.b_U)
 # the model's own computation, written out, given its patterns: twice the forward pass
-claim_close("one_layer_logits reproduces toy-1l given its patterns", mine, logits,
-            terms=2 * forward_terms(seq.shape[0]), scale=formula_scale, identity=True,
-            chapter="15")
+identity_close("one_layer_logits reproduces toy-1l given its patterns", mine, logits,
+               terms=2 * forward_terms(seq.shape[0]), scale=formula_scale,
+               chapter="15")
 
 # %% [markdown]
 # ## Skip-trigrams, read off the weights

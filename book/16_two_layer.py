@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import attn_only_forward_terms, claim, claim_close, glue
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              attn_only_forward_terms)
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.composition import virtual_ov as library_virtual_ov
 from circuitbook.data import repeated_random_tokens
@@ -125,9 +126,9 @@ logits, pattern1 = forward(tokens)
 _, cache_all = model.run_with_cache(tokens)
 big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
 n_pos = tokens.shape[1]
-claim_close("the written-out two-layer forward pass gives toy-2l's logits", logits,
-            model(tokens), terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big, identity=True,
-            chapter="16")
+identity_close("the written-out two-layer forward pass gives toy-2l's logits", logits,
+               model(tokens), terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big,
+               chapter="16")
 
 # %% [markdown]
 # Each sequence is 32 random tokens followed by the same 32 again. We measure two
@@ -154,9 +155,9 @@ ours = induction_stripe(pattern1)
 library = induction_scores(model, tokens=tokens)[1]
 # patterns from two forward passes (twice attn_only_forward_terms, scale as above), then a mean over
 # the batch and the stripe (batch x (seq_len - 1) terms, twice)
-claim_close("induction scores read off our layer-1 patterns equal the library's", ours,
-            library, terms=2 * attn_only_forward_terms(cfg, n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
-            scale=big, identity=True, chapter="16")
+identity_close("induction scores read off our layer-1 patterns equal the library's", ours,
+               library, terms=2 * attn_only_forward_terms(cfg, n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
+               scale=big, chapter="16")
 
 # %% [markdown]
 # Now cut each channel for every pair (all four layer-0 heads removed from the query,
@@ -280,9 +281,9 @@ N = cfg.d_model ** 2
 comp_terms = (2 * cfg.d_head + cfg.d_model + 3 * (N + 2)) + (2 * (cfg.d_model + 2 * cfg.d_head) + N + 2)
 lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :] for k in "QKV"])
 ours_comp = torch.stack([comp[k] for k in "QKV"])
-claim_close("the three products give the library's Q-, K- and V-composition "
-            "scores (compared as (ours - library) x library)", ours_comp * lib_comp,
-            lib_comp ** 2, terms=comp_terms, scale=1.0, identity=True, chapter="16")
+identity_close("the three products give the library's Q-, K- and V-composition "
+               "scores (compared as (ours - library) x library)", ours_comp * lib_comp,
+               lib_comp ** 2, terms=comp_terms, scale=1.0, chapter="16")
 baseline = random_baseline(cfg.d_model, cfg.d_head)
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
@@ -375,9 +376,9 @@ factored = library_virtual_ov(model, (0, 2), (1, 1))
 # of absolute values
 vo_chain = (model.W_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
             @ model.W_O[1, 1].abs())
-claim_close("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)", mine,
-            factored.AB, terms=2 * (2 * cfg.d_head + cfg.d_model),
-            scale=vo_chain.max().item(), identity=True, chapter="16")
+identity_close("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)", mine,
+               factored.AB, terms=2 * (2 * cfg.d_head + cfg.d_model),
+               scale=vo_chain.max().item(), chapter="16")
 W_V64, W_O64 = model.W_V.double(), model.W_O.double()   # exact ranks
 ranks = [torch.linalg.matrix_rank(
     virtual_ov(W_V64, W_O64, (0, w), (1, r))).item() for w, r in all_pairs]
@@ -433,10 +434,10 @@ term = la.virtual[(0, 2), (1, 1)]
 by_hand_abs = (P @ model.W_E[tokens].abs() @ vo_chain @ model.W_U.abs()
                + (model.b_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
                   @ model.W_O[1, 1].abs() @ model.W_U.abs()))
-claim_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
-            "+ value-bias constant", by_hand, term,
-            terms=2 * (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + 1),
-            scale=by_hand_abs.max().item(), identity=True, chapter="16")
+identity_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
+               "+ value-bias constant", by_hand, term,
+               terms=2 * (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + 1),
+               scale=by_hand_abs.max().item(), chapter="16")
 
 # %% [markdown]
 # Where does this virtual head look? Head 0.2 attends from each position to the one
@@ -484,11 +485,11 @@ counts = count_paths(L, H)
 print("terms by order:", by_order)
 print("count_paths:", counts)
 virtual_names = {t for t in terms if len(t) == 2}
-claim("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
-      "its 16 virtual heads are logit_attribution's", counts,
-      by_order == {0: 1, 1: 2 * H, 2: H**2}
-      and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2, "total": (1 + H) ** 2}
-      and virtual_names == set(la.virtual), identity=True, chapter="16")
+identity("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
+         "its 16 virtual heads are logit_attribution's", counts,
+         by_order == {0: 1, 1: 2 * H, 2: H**2}
+         and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2, "total": (1 + H) ** 2}
+         and virtual_names == set(la.virtual), chapter="16")
 general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
               and all(count_paths(nl, nh)[f"order_{k}"]
                       == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
@@ -530,9 +531,9 @@ la_parts = la.parts()
 parts_abs = sum(t.abs() for _, t in la_parts)
 cut_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(la_parts)
              + len(la.virtual) + 1 + attn_only_forward_terms(cfg, n_pos))
-claim_close("logits minus the 16 virtual terms = logits with layer 0 cut from "
-            "layer 1's values", la.total() - virtual_sum, cut_v, terms=cut_terms,
-            scale=max(parts_abs.max().item(), big), identity=True, chapter="16")
+identity_close("logits minus the 16 virtual terms = logits with layer 0 cut from "
+               "layer 1's values", la.total() - virtual_sum, cut_v, terms=cut_terms,
+               scale=max(parts_abs.max().item(), big), chapter="16")
 ratio = abs(parts["16 virtual heads"]) / parts["single heads, layer 1"]
 claim("the virtual heads together move the correct logit by under 5% of "
       "what the layer-1 heads alone add", f"{ratio:.3f}", ratio < 0.05,

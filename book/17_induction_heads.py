@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.circuits import full_ov_circuit, pos_qk_circuit
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import (ablate, copying_scores, icl_score,
@@ -194,12 +194,12 @@ prev = torch.stack([prev_token_score(cache["pattern", l])
 pattern_terms = 2 * L * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * n + 3))
 big = max(t[t.isfinite()].abs().max().item() for t in cache.values())
 mean_terms = 2 * tokens.shape[0] * 2 * n
-claim_close("our induction scores equal circuitbook.heads' on toy-2l", ind,
-            induction_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
-            scale=big, identity=True, chapter="17")
-claim_close("our previous-token scores equal circuitbook.heads' on toy-2l", prev,
-            prev_token_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
-            scale=big, identity=True, chapter="17")
+identity_close("our induction scores equal circuitbook.heads' on toy-2l", ind,
+               induction_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
+               scale=big, chapter="17")
+identity_close("our previous-token scores equal circuitbook.heads' on toy-2l", prev,
+               prev_token_scores(model, tokens=tokens), terms=pattern_terms + mean_terms,
+               scale=big, chapter="17")
 
 fig, axes = plt.subplots(1, 2, figsize=(8, 2.6))
 for ax, scores, title in [(axes[0], prev, "previous-token score"),
@@ -399,9 +399,9 @@ abs_q, abs_k = q_parts.abs().sum(0), k_parts.abs().sum(0)
 score_scale = (abs_q @ abs_k.transpose(-1, -2)).max().item() / math.sqrt(cfg.d_head)
 score_rounding = ((cfg.d_head * H + H + 1) + 5 + (cfg.d_model + 1) + (cfg.d_head + 1)
                   + len(part_names) ** 2)
-claim_close("the 36 (query part, key part) terms add up to L1H1's attention score",
-            score_terms.sum((0, 1))[:, causal], model_scores[:, causal],
-            terms=score_rounding, scale=score_scale, identity=True, chapter="17")
+identity_close("the 36 (query part, key part) terms add up to L1H1's attention score",
+               score_terms.sum((0, 1))[:, causal], model_scores[:, causal],
+               terms=score_rounding, scale=score_scale, chapter="17")
 
 # each term at the induction target minus its mean over the query's other keys
 queries = torch.arange(n, 2 * n)

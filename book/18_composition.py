@@ -19,7 +19,8 @@ import torch
 from matplotlib.colors import TwoSlopeNorm
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
@@ -94,12 +95,12 @@ theirs = model.all_composition_scores("K")[0, :, 1, :]
 d_m, d_h = cfg.d_model, cfg.d_head
 N = d_m ** 2
 score_terms = (2 * d_h + d_m + 3 * (N + 2)) + (2 * (d_m + 2 * d_h) + N + 2)
-claim_close("brute-force K-composition = circuitbook's (toy-2l; compared as "
-            "(brute - library) x library)", brute * ours, ours ** 2,
-            terms=score_terms, scale=1.0, identity=True, chapter="18")
-claim_close("brute-force K-composition = TransformerLens's all_composition_scores "
-            "(toy-2l; same comparison)", brute * theirs, theirs ** 2,
-            terms=score_terms + N, scale=1.0, identity=True, chapter="18")
+identity_close("brute-force K-composition = circuitbook's (toy-2l; compared as "
+               "(brute - library) x library)", brute * ours, ours ** 2,
+               terms=score_terms, scale=1.0, chapter="18")
+identity_close("brute-force K-composition = TransformerLens's all_composition_scores "
+               "(toy-2l; same comparison)", brute * theirs, theirs ** 2,
+               terms=score_terms + N, scale=1.0, chapter="18")
 
 # %% [markdown]
 # ### Which product is K-composition? A correction to the syllabus
@@ -135,10 +136,10 @@ def brute_force_scores(reader_matrix):
 syllabus = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = model.all_composition_scores("K")[0, :, 1, :]
-claim_close("W_OV^A W_QK^B (the syllabus's 'K-composition') gives "
-            "TransformerLens's *Q*-composition scores (toy-2l)",
-            syllabus * tl_q, tl_q ** 2, terms=score_terms + N, scale=1.0,
-            identity=True, chapter="18")
+identity_close("W_OV^A W_QK^B (the syllabus's 'K-composition') gives "
+               "TransformerLens's *Q*-composition scores (toy-2l)",
+               syllabus * tl_q, tl_q ** 2, terms=score_terms + N, scale=1.0,
+               chapter="18")
 gap_qk = (syllabus - tl_k).abs().max().item()
 glue("syllabus_gap", gap_qk)
 glue("syllabus_prev", syllabus[2].max().item())
@@ -192,10 +193,10 @@ dense = fro(V @ O @ P @ Q.T) ** 2
 # factors): both sides are sums of numbers no larger than ||V||_2^2 ||O P||_F^2 ||Q||_2^2.
 spec = lambda A: torch.linalg.matrix_norm(A, 2).item()  # noqa: E731
 frob_scale = spec(V) ** 2 * fro(O @ P).item() ** 2 * spec(Q) ** 2
-claim_close("||V O P Q^T||_F^2 = tr((V^T V)(O P)(Q^T Q)(O P)^T) for L0H2 -> L1H1",
-            frob_sq_factored(V, O, P, Q), dense,
-            terms=(2 * d_h + d_m + N + 1) + (2 * d_m + 5 * d_h),
-            scale=frob_scale, identity=True, chapter="18")
+identity_close("||V O P Q^T||_F^2 = tr((V^T V)(O P)(Q^T Q)(O P)^T) for L0H2 -> L1H1",
+               frob_sq_factored(V, O, P, Q), dense,
+               terms=(2 * d_h + d_m + N + 1) + (2 * d_m + 5 * d_h),
+               scale=frob_scale, chapter="18")
 
 # %% [markdown]
 # ## The circuit view
@@ -260,13 +261,13 @@ flat = score(E1 @ E2.T, E2 @ E3.T)      # 16 directions handed over exactly
 # that many roundings of a number at most 1. QR's basis is orthonormal to within a
 # modest polynomial in d times eps (Householder: backward stable); we count another d^2.
 one_score_terms = d + 3 * (d * d + 2)
-claim("over 600 random and aligned pairs, no score exceeds 1 (plus its rounding)", worst,
-      worst <= 1.0 + rounding_bound(one_score_terms, 1.0), identity=True, chapter="18")
-claim_close("a rank-1 writer feeding exactly a rank-1 reader scores 1", rank_one, 1.0,
-            terms=one_score_terms, scale=1.0, identity=True, chapter="18")
-claim_close("a perfect hand-off of 16 equally weighted directions scores "
-            "1/sqrt(16) = 0.25", flat, 0.25, terms=one_score_terms + d * d, scale=1.0,
-            identity=True, chapter="18")
+identity("over 600 random and aligned pairs, no score exceeds 1 (plus its rounding)", worst,
+         worst <= 1.0 + rounding_bound(one_score_terms, 1.0), chapter="18")
+identity_close("a rank-1 writer feeding exactly a rank-1 reader scores 1", rank_one, 1.0,
+               terms=one_score_terms, scale=1.0, chapter="18")
+identity_close("a perfect hand-off of 16 equally weighted directions scores "
+               "1/sqrt(16) = 0.25", flat, 0.25, terms=one_score_terms + d * d, scale=1.0,
+               chapter="18")
 glue("worst", worst)
 
 # %% [markdown]
@@ -497,10 +498,10 @@ pair = k_composition_matrices(model.W_V[0, 2], model.W_O[0, 2],
 yours = composition_score(*pair)
 # the brute-force computation against the library's, as in the first check of the chapter
 lib_21 = comp["K"][2, 1]
-claim_close("your two functions give the library's K-composition score for "
-            "L0H2 -> L1H1 (compared as (yours - library) x library)",
-            torch.tensor(yours) * lib_21, lib_21 ** 2, terms=score_terms, scale=1.0,
-            identity=True, chapter="18")
+identity_close("your two functions give the library's K-composition score for "
+               "L0H2 -> L1H1 (compared as (yours - library) x library)",
+               torch.tensor(yours) * lib_21, lib_21 ** 2, terms=score_terms, scale=1.0,
+               chapter="18")
 
 # %% [markdown]
 # ### A real model: SmolLM2-135M
@@ -557,10 +558,10 @@ for block in smol.blocks:
 # each side: RMSNorm (a mean of d_model squares, + eps, sqrt, division: d_model + 3), the
 # gain (1, on the input or on the weight) and the product over d_model; scale: the
 # largest entry of |RMSNorm(x)| |W|
-claim_close("folding the RMSNorm gains into W_Q, W_K, W_V leaves every layer's "
-            "queries, keys and values unchanged", torch.stack(after_all).detach(),
-            torch.stack(before_all).detach(), terms=2 * (2 * smol.cfg.d_model + 4),
-            scale=fold_scale, identity=True, chapter="18")
+identity_close("folding the RMSNorm gains into W_Q, W_K, W_V leaves every layer's "
+               "queries, keys and values unchanged", torch.stack(after_all).detach(),
+               torch.stack(before_all).detach(), terms=2 * (2 * smol.cfg.d_model + 4),
+               scale=fold_scale, chapter="18")
 K = composition_scores(smol, "K")
 fold_shift = (K - K_raw).abs().max().item()
 claim("folding the gains moves some K-composition scores by more than 0.01",

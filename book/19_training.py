@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
 from circuitbook.train import (
@@ -129,9 +129,9 @@ for t, lr in enumerate(lrs, start=1):
 # square root, + eps, the division and the learning rate (4); five steps, two
 # implementations. Scale: the parameters or the largest step (the learning rate).
 adam_terms = 2 * len(lrs) * ((X.shape[0] + X.shape[1] + 2) + 4 + 2 + 4)
-claim_close(f"{len(lrs)} hand-written Adam steps (betas 0.9, 0.98, eps 1e-9) "
-            "equal torch.optim.Adam's", w_hand, w_torch.detach(), terms=adam_terms,
-            scale=max(w_hand.abs().max().item(), max(lrs)), identity=True, chapter="19")
+identity_close(f"{len(lrs)} hand-written Adam steps (betas 0.9, 0.98, eps 1e-9) "
+               "equal torch.optim.Adam's", w_hand, w_torch.detach(), terms=adam_terms,
+               scale=max(w_hand.abs().max().item(), max(lrs)), chapter="19")
 
 # %% [markdown]
 # Two consequences of the formula are worth checking. At $t = 1$ the bias corrections
@@ -153,10 +153,10 @@ first_move = p.detach().abs()
 # The first step is lr g / (|g| + eps) (m and v bias-corrected to g and g^2): a dozen
 # float64 operations of numbers of size lr. It falls short of lr by a relative
 # eps / (|g| + eps), at most 1e-9 / 1e-3 = 1e-6 here: "by lr" to six digits.
-claim_close("Adam's first step moves every parameter by lr g / (|g| + eps), within "
-            "1e-6 of lr for gradients from 1e-3 to 1e3", first_move,
-            0.01 * scales / (scales + VASWANI_EPS), terms=12, scale=0.01, identity=True,
-            chapter="19")
+identity_close("Adam's first step moves every parameter by lr g / (|g| + eps), within "
+               "1e-6 of lr for gradients from 1e-3 to 1e3", first_move,
+               0.01 * scales / (scales + VASWANI_EPS), terms=12, scale=0.01,
+               chapter="19")
 
 
 def half_life(beta2):
@@ -240,9 +240,9 @@ peak = paper[peak_step].item()
 claim("the schedule (512, 4000) peaks at step = warmup", peak_step,
       peak_step == 4000, chapter="19")
 # a power, a product and a minimum: a handful of roundings, in the schedule's own dtype
-claim_close("the peak is (d_model * warmup)^-0.5 = 6.988e-4", paper[peak_step],
-            torch.tensor((512 * 4000) ** -0.5, dtype=torch.float64), terms=8,
-            identity=True, chapter="19")
+identity_close("the peak is (d_model * warmup)^-0.5 = 6.988e-4", paper[peak_step],
+               torch.tensor((512 * 4000) ** -0.5, dtype=torch.float64), terms=8,
+               chapter="19")
 # values worked out on paper (4 significant digits)
 by_hand = {1: 1.747e-7, 2000: 3.494e-4, 4000: 6.988e-4, 16000: 3.494e-4,
            100_000: 1.398e-4}
@@ -255,8 +255,8 @@ claim("noam() matches the hand-computed values at steps 1, 2000, 4000, "
       "16000, 100000 (worst relative error)", worst, worst < 5e-4,
       chapter="19")
 # the same formula twice (two powers, a product, a minimum, the scale: 8 roundings each)
-claim_close("noam() equals circuitbook.train.noam_lr at those steps", ours, lib,
-            terms=16, identity=True, chapter="19")
+identity_close("noam() equals circuitbook.train.noam_lr at those steps", ours, lib,
+               terms=16, chapter="19")
 
 fig, ax = plt.subplots(figsize=(8, 3.2))
 for (d, w), c in curves.items():
@@ -293,9 +293,9 @@ for n in range(1, 11):
     sched.step()
 want = [noam_lr(max(n - 1, 1), 512, 4000) for n in range(1, 11)]
 # the same formula (8 roundings), times LambdaLR's base rate 1 (1), in float64
-claim_close("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
-            torch.tensor(seen, dtype=torch.float64), torch.tensor(want, dtype=torch.float64),
-            terms=2 * 8 + 1, identity=True, chapter="19")
+identity_close("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
+               torch.tensor(seen, dtype=torch.float64), torch.tensor(want, dtype=torch.float64),
+               terms=2 * 8 + 1, chapter="19")
 claim("so the first two updates use the same rate", seen[1] - seen[0],
       seen[0] == seen[1], chapter="19")
 
@@ -351,14 +351,14 @@ dist = crit.true_dist
 
 row = torch.tensor([0, 0.4 / 3, 0.6, 0.4 / 3, 0.4 / 3])   # 0.4 / 3 = 0.1333...
 # 1 - eps and eps / (size - 2) are one or two roundings each
-claim_close("target 2 gives [0, 0.4/3, 0.6, 0.4/3, 0.4/3] = [0, 0.1333, 0.6, 0.1333, "
-            "0.1333]", dist[0], row, terms=4, identity=True, chapter="19")
+identity_close("target 2 gives [0, 0.4/3, 0.6, 0.4/3, 0.4/3] = [0, 0.1333, 0.6, 0.1333, "
+               "0.1333]", dist[0], row, terms=4, chapter="19")
 claim("the row whose target is padding is all zero", dist[2].abs().max(),
       bool((dist[2] == 0).all()), chapter="19")
 real = targets != 0
 # each entry is 2 roundings from its exact value, and the sum of 5 adds 5
-claim_close("every other row sums to 1", dist[real].sum(-1), torch.ones(4),
-            terms=5 + 2 * 5, scale=1.0, identity=True, chapter="19")
+identity_close("every other row sums to 1", dist[real].sum(-1), torch.ones(4),
+               terms=5 + 2 * 5, scale=1.0, chapter="19")
 
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.imshow(dist, cmap="Blues", vmin=0, vmax=1)
@@ -424,8 +424,8 @@ claim("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9 (to the 
 
 mine = smoothed_targets(targets, 5, 0, 0.4)
 # two roundings per entry on each side (1 - eps, eps / (size - 2))
-claim_close("smoothed_targets reproduces LabelSmoothing's true_dist", mine, dist,
-            terms=4, scale=1.0, identity=True, chapter="19")
+identity_close("smoothed_targets reproduces LabelSmoothing's true_dist", mine, dist,
+               terms=4, scale=1.0, chapter="19")
 
 # %% [markdown]
 # The slider sets $\varepsilon$ for a 10-token vocabulary with padding 0. Left: the
@@ -515,10 +515,10 @@ with torch.no_grad():
                                       test_batch.tgt_mask)).abs().max().item()
 n_conf = len(zoo_rep["confidences"])
 conf_terms = 2 * (2 * fwd_t * math.ceil(logp_size) + n_conf) + 5
-claim_close("the loaded model reproduces the confidence recorded when it was "
-            "built", torch.tensor(zoo_rep["mean_confidence"]),
-            torch.tensor(recorded["mean_confidence"]), terms=conf_terms, scale=1.0,
-            chapter="19")
+identity_close("the loaded model reproduces the confidence recorded when it was "
+               "built", torch.tensor(zoo_rep["mean_confidence"]),
+               torch.tensor(recorded["mean_confidence"]), terms=conf_terms, scale=1.0,
+               chapter="19")
 claim("it is right more often than it thinks: accuracy exceeds mean "
       "confidence by more than 0.05",
       zoo_rep["accuracy"] - zoo_rep["mean_confidence"],

@@ -25,7 +25,8 @@ from IPython.display import HTML
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue, rounding_bound
+from circuitbook.book import (claim, glue, identity, identity_close,
+                              rounding_bound)
 from circuitbook.data import translation as T
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import head_outputs
@@ -377,8 +378,8 @@ got_want = {
     "encoder output (memory)": (tl_memory, memory),
 }
 for name, (got, want) in got_want.items():
-    claim_close(f"TransformerLens reproduces the Annotated Transformer: {name}",
-                got, want, terms=fwd_terms, scale=big, identity=True, chapter="20")
+    identity_close(f"TransformerLens reproduces the Annotated Transformer: {name}",
+                   got, want, terms=fwd_terms, scale=big, chapter="20")
 glue("fwd_terms", fwd_terms)
 glue("fwd_bound", rounding_bound(fwd_terms, big))
 
@@ -429,11 +430,11 @@ with torch.no_grad():
 # units of eps. Scale: the LayerNorm outputs before the bias is subtracted.
 s_min = x.std(-1, unbiased=False).min().item()
 ln_eps = math.ceil((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) / eps32)
-claim_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens LayerNorm (gain "
-            "copied), elementwise before the bias",
-            at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
-            scale=max(ln_at(x).abs().max().item(), naive.blocks[1].ln1(x).abs().max().item()),
-            identity=True, chapter="20")
+identity_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens LayerNorm (gain "
+               "copied), elementwise before the bias",
+               at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
+               scale=max(ln_at(x).abs().max().item(), naive.blocks[1].ln1(x).abs().max().item()),
+               chapter="20")
 glue("naive_gap", naive_gap.item())
 glue("rel_gap", 100 * rel_gap)
 glue("ln_fix", ln_fix)
@@ -468,9 +469,9 @@ for i, layer in enumerate(enc.layers):
                  (lin[3].weight[:, hs], tl_model.W_O[i, h].T)]  # W_O^h
         for stored, tl_T in pairs:
             worst = max(worst, (stored - tl_T).abs().max().item())
-claim("every head's nn.Linear slice equals the transpose of its "
-      "TransformerLens matrix (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
-      identity=True, chapter="20")  # copies, not computations: exactly equal
+identity("every head's nn.Linear slice equals the transpose of its "
+         "TransformerLens matrix (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
+         chapter="20")  # copies, not computations: exactly equal
 
 # %% [markdown]
 # ### The QK circuit
@@ -501,10 +502,10 @@ qk_paper = W_Q_paper.T @ W_K_paper                       # Elhage: W_Q^T W_K
 # each side is a sum of d_head products (the same weights, perhaps summed in another
 # order), so two d_head-term sums; scale: the entries of |W_Q| |W_K|^T
 qk_scale = (tl_model.W_Q[layer_i, head].abs() @ tl_model.W_K[layer_i, head].abs().T).max().item()
-claim_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
-            qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, identity=True, chapter="20")
-claim_close("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
-            qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, identity=True, chapter="20")
+identity_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
+               qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
+identity_close("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
+               qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
 
 xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
     * tl_model.blocks[layer_i].ln1.w + tl_model.blocks[layer_i].ln1.b
@@ -518,9 +519,9 @@ hooked = cache["attn_scores", layer_i][0, head]
 # The terms cancel (the scores are smaller than the products summed), so the scale is
 # that of the summands: |x| |W_Q| |W_K|^T |x|^T plus the bias products
 score_scale = ((xn.abs() @ WQ.abs() + bQ.abs()) @ (xn.abs() @ WK.abs() + bK.abs()).T).max().item()
-claim_close("bilinear form + three bias terms = TransformerLens's scores",
-            scores, hooked, terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
-            scale=score_scale, identity=True, chapter="20")
+identity_close("bilinear form + three bias terms = TransformerLens's scores",
+               scores, hooked, terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
+               scale=score_scale, chapter="20")
 bias_share = ((scores - xn @ qk_tl @ xn.T / math.sqrt(d_head)).abs().mean()
               / hooked.abs().mean()).item()
 glue("bias_share", 100 * bias_share)
@@ -560,12 +561,12 @@ ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
 ov_tl = tl_model.OV[layer_i].AB                       # [n_heads, d, d]
 # two sums of d_head products each; scale: the entries of |W_V| |W_O|
 ov_scale = (tl_model.W_V[layer_i].abs() @ tl_model.W_O[layer_i].abs()).max().item()
-claim_close("ov_from_linears equals TransformerLens's model.OV for every head",
-            ov_at, ov_tl, terms=2 * d_head, scale=ov_scale, identity=True, chapter="20")
+identity_close("ov_from_linears equals TransformerLens's model.OV for every head",
+               ov_at, ov_tl, terms=2 * d_head, scale=ov_scale, chapter="20")
 ov_paper = lin[3].weight[:, hs] @ lin[2].weight[hs]   # Elhage: W_O W_V
-claim_close("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
-            ov_paper, ov_tl[head].T, terms=2 * d_head, scale=ov_scale, identity=True,
-            chapter="20")
+identity_close("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
+               ov_paper, ov_tl[head].T, terms=2 * d_head, scale=ov_scale,
+               chapter="20")
 
 # the head's write, three ways: Annotated head_outputs, TransformerLens's
 # cached values, and the OV circuit applied to the normalised stream
@@ -594,9 +595,9 @@ head_scale = max((A @ (xn.abs() @ WV.abs() + tl_model.b_V[layer_i, head].abs())
 for name, out in (("TransformerLens z @ W_O", tl_head),
                   ("A x W_OV + b_V W_O", via_ov),
                   ("column form (W_O W_V)(A x)^T", via_paper)):
-    claim_close(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
-                out, at_heads, terms=head_terms, scale=head_scale, identity=True,
-                chapter="20")
+    identity_close(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
+                   out, at_heads, terms=head_terms, scale=head_scale,
+                   chapter="20")
 
 # %% [markdown]
 # ### Full circuits and the unembedding
@@ -638,8 +639,8 @@ for name, a, b, sc in (
          full_qk_paper, full_qk_tl, qk_chain),
         ("full OV: Elhage's W_U W_OV W_E is the transposed table",
          full_ov_paper, full_ov_tl.T, ov_chain)):
-    claim_close(name, a, b, terms=2 * (2 * d_model + d_head), scale=sc, identity=True,
-                chapter="20")
+    identity_close(name, a, b, terms=2 * (2 * d_model + d_head), scale=sc,
+                   chapter="20")
 
 # the unembedding on the decoder's real output
 tgt_in = tgt[:, :-1]
@@ -652,10 +653,10 @@ with torch.no_grad():
 # target vocabulary (its log-sum-exp: n_vocab + 3); scale: the logits and log-probs
 logits_tl = tl_model.unembed(dec)
 n_vocab_out = logits_tl.shape[-1]
-claim_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
-            "the Generator", logp_tl, logp_at, terms=2 * (d_model + 1 + n_vocab_out + 3),
-            scale=max(logits_tl.abs().max().item(), logp_at.abs().max().item()),
-            identity=True, chapter="20")
+identity_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
+               "the Generator", logp_tl, logp_at, terms=2 * (d_model + 1 + n_vocab_out + 3),
+               scale=max(logits_tl.abs().max().item(), logp_at.abs().max().item()),
+               chapter="20")
 tied = (at_model.tgt_embed[0].lut.weight - W_U_at).abs().max()
 # tied weights are one tensor, so they would differ by exactly 0; 0.1 is a tenth of a
 # typical weight's size and nowhere near rounding
@@ -703,11 +704,11 @@ reader_abs = {"Q": WQ.abs() @ WK.abs().T, "K": WK.abs() @ WQ.abs().T,
               "V": WV.abs() @ WO.abs()}
 for kind in "QKV":
     chain = (WV0 @ WO0 @ reader_abs[kind]).max().item()
-    claim_close(f"{kind}-composition matrix: Elhage's column form is the transpose "
-                "of TransformerLens's row form, factors reversed (all 4 writers)",
-                cols_form[kind], rows_form[kind].mT,
-                terms=2 * (2 * d_head + d_model), scale=chain, identity=True,
-                chapter="20")
+    identity_close(f"{kind}-composition matrix: Elhage's column form is the transpose "
+                   "of TransformerLens's row form, factors reversed (all 4 writers)",
+                   cols_form[kind], rows_form[kind].mT,
+                   terms=2 * (2 * d_head + d_model), scale=chain,
+                   chapter="20")
 
 # the scores: Frobenius norms of the column forms against TransformerLens's
 N_fro = d_model ** 2
@@ -721,11 +722,11 @@ for kind in "QKV":
     # as in chapter 18: the chain (2 d_head + d_model), three Frobenius norms of N
     # squares each (3 (N + 2)), and TransformerLens's singular values (another N),
     # compared as (ours - theirs) x theirs, relative to the squared score
-    claim_close(f"{kind}-composition scores from Elhage's column formula equal "
-                f"TransformerLens's all_composition_scores('{kind}') into head "
-                f"{layer_i}.{head}", col_score * tl_score, tl_score ** 2,
-                terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro, scale=1.0,
-                identity=True, chapter="20")
+    identity_close(f"{kind}-composition scores from Elhage's column formula equal "
+                   f"TransformerLens's all_composition_scores('{kind}') into head "
+                   f"{layer_i}.{head}", col_score * tl_score, tl_score ** 2,
+                   terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro, scale=1.0,
+                   chapter="20")
 swap_gap = (tl_scores["K"] - tl_scores["Q"]).abs().max().item()
 glue("swap_gap", swap_gap)
 # a finding about these weights: were the Q and K scores equal here, a swap of the two
@@ -743,28 +744,28 @@ virtual_cols = ((ov_paper @ ov_A_paper) @ ((A_B @ A_A) @ xn0).mT).mT
 # two patterns (n_pos each), x (n_pos), then W_OV^A (d_head) and W_OV^B (d_model,
 # then d_head): 3 n_pos + 2 d_head + 2 d_model, twice; scale: the same chain in |.|
 virt_scale = ((A_B @ A_A) @ xn0.abs() @ WV0 @ WO0 @ WV.abs() @ WO.abs()).max().item()
-claim_close("virtual head a -> 1.2: (A^B A^A) x W_OV^a W_OV^B in rows equals "
-            "Elhage's (W_OV^B W_OV^a)(A^B A^A x)^T in columns, transposed",
-            virtual_cols, virtual_rows,
-            terms=2 * (3 * n_pos + 2 * d_head + 2 * d_model), scale=virt_scale,
-            identity=True, chapter="20")
+identity_close("virtual head a -> 1.2: (A^B A^A) x W_OV^a W_OV^B in rows equals "
+               "Elhage's (W_OV^B W_OV^a)(A^B A^A x)^T in columns, transposed",
+               virtual_cols, virtual_rows,
+               terms=2 * (3 * n_pos + 2 * d_head + 2 * d_model), scale=virt_scale,
+               chapter="20")
 
 # the direct path and the positional circuit
 direct_tl = tl_model.W_E @ tl_model.W_U                  # [d_vocab, d_vocab_out]
 direct_paper = W_U_paper @ W_E_paper                     # Elhage: W_U W_E
 direct_scale = (E_abs @ tl_model.W_U.abs()).max().item()
-claim_close("direct path: Elhage's W_U W_E is the transpose of TransformerLens's "
-            "W_E W_U", direct_paper, direct_tl.T, terms=2 * d_model,
-            scale=direct_scale, identity=True, chapter="20")
+identity_close("direct path: Elhage's W_U W_E is the transpose of TransformerLens's "
+               "W_E W_U", direct_paper, direct_tl.T, terms=2 * d_model,
+               scale=direct_scale, chapter="20")
 W_pos = tl_model.W_pos                                   # [n_ctx, d_model]
 pos_tl = W_pos @ qk_B @ W_pos.T
 W_pos_paper = W_pos.T                                    # [d_model, n_ctx], columns
 pos_paper = W_pos_paper.T @ qk_paper @ W_pos_paper       # W_pos^T W_QK W_pos
 pos_scale = (W_pos.abs() @ WQ.abs() @ WK.abs().T @ W_pos.abs().T).max().item()
 pos_terms = 2 * (2 * d_model + d_head)
-claim_close("positional circuit: Elhage's W_pos^T W_QK W_pos is the same table as "
-            "TransformerLens's W_pos W_QK W_pos^T (not transposed)", pos_paper,
-            pos_tl, terms=pos_terms, scale=pos_scale, identity=True, chapter="20")
+identity_close("positional circuit: Elhage's W_pos^T W_QK W_pos is the same table as "
+               "TransformerLens's W_pos W_QK W_pos^T (not transposed)", pos_paper,
+               pos_tl, terms=pos_terms, scale=pos_scale, chapter="20")
 asym = (pos_tl - pos_tl.T).abs().max().item()
 # a finding: the table is far from symmetric, so "same, not transposed" is a real check
 claim(f"head {layer_i}.{head}'s positional table is not symmetric (so a transpose "

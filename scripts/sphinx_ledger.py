@@ -82,6 +82,48 @@ def rebuild_always(marker: str):
     return handler
 
 
+def _cell(text) -> str:
+    return f"`{_escape(str(text))}`"
+
+
+def _statistic(claim: dict) -> str:
+    """The finding's test in a few words: rank and p, z and p, or the bootstrap interval."""
+    p = claim["p"]
+    p_text = f"p = {p:.2g}" if p >= 1e-4 else "p < 0.0001"
+    if claim["null_kind"] == "draws":
+        return f"rank {claim['rank']} of {claim['n'] + 1}, {p_text}"
+    if claim["null_kind"] == "normal":
+        return f"z = {claim['z']:.1f}, {p_text}"
+    return f"interval [{claim['lo']:.3g}, {claim['hi']:.3g}], {p_text}"
+
+
+def _null(claim: dict) -> str:
+    if claim["null_kind"] == "point":
+        return f"{claim['null']}: {claim['null_mean']:.3g}"
+    return f"{claim['null']}: {claim['null_mean']:.3g} \u00b1 {claim['null_sd']:.2g}"
+
+
+# One table a kind: (heading, sentence, columns, row maker)
+KINDS = {
+    "finding": ("Findings", "a measured effect set beside the null that could have produced it, with "
+                "the statistic that weighs them; each was stated before its cell measured it, and the "
+                "cell raises if the test does not say what the statement says",
+                ["chapter", "cell", "finding", "effect", "null", "test"],
+                lambda c: [f"{c['effect']:.4g}", _escape(_null(c)), _escape(_statistic(c))]),
+    "identity": ("Identities", "true by construction (algebra, a theorem, a count), checked only to show "
+                 "that the code matches the algebra; agreement to rounding is held to the computation's "
+                 "worst-case rounding bound, not a tuned tolerance",
+                 ["chapter", "cell", "identity", "checked"],
+                 lambda c: [_cell(c["measured"])]),
+    "observation": ("Observations", "numbers the pages report with no test: not evidence on their own",
+                    ["chapter", "cell", "observation", "value"],
+                    lambda c: [_cell(c["measured"])]),
+    "unfiled": ("Not yet filed", "checks not yet filed as an identity, a finding or an observation",
+                ["chapter", "cell", "check", "measured"],
+                lambda c: [_cell(c["measured"])]),
+}
+
+
 class ClaimsLedger(Directive):
     has_content = False
 
@@ -89,20 +131,24 @@ class ClaimsLedger(Directive):
         rows = [(docname, title, cell_no, claim)
                 for docname, title, nb in executed_chapters(self)
                 for cell_no, claim in claims_of(nb)]
-        lines = ["| chapter | code cell | kind | claim checked in code | measured in this build |",
-                 "|---|---|---|---|---|"]
-        for docname, title, cell_no, claim in rows:
-            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | {cell_no} | {claim.get('kind', 'finding')} "
-                         f"| {_escape(claim['statement'])} | `{_escape(str(claim['measured']))}` |")
-        n_identities = sum(claim.get("kind") == "identity" for *_, claim in rows)
-        intro = (f"{len(rows)} claims in {len({r[0] for r in rows})} chapters, each checked by an executed cell "
-                 f"of this build: {len(rows) - n_identities} findings, which could have come out otherwise, and "
-                 f"{n_identities} identities, true by construction and checked to show that the code matches "
-                 "the algebra (their tolerance is the computation's rounding bound, not a tuned number).")
+        counts = {kind: sum(c.get("kind") == kind for *_, c in rows) for kind in KINDS}
+        lines = [f"{len(rows)} statements in {len({r[0] for r in rows})} pages, each checked or recorded by "
+                 f"an executed cell of this build: {counts['finding']} findings, {counts['identity']} "
+                 f"identities and {counts['observation']} observations."
+                 + (f" {counts['unfiled']} checks are not yet filed." if counts["unfiled"] else ""), ""]
+        for kind, (heading, sentence, columns, cells) in KINDS.items():
+            mine = [r for r in rows if r[3].get("kind") == kind]
+            if not mine:
+                continue
+            lines += [f"**{heading}.** {len(mine)} {heading.lower()}: {sentence}.", "",
+                      "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            for docname, title, cell_no, claim in mine:
+                lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | {cell_no} | "
+                             f"{_escape(claim['statement'])} | " + " | ".join(cells(claim)) + " |")
+            lines.append("")
         container = nodes.container(classes=["claims-ledger"])
         # inside a MyST page, nested_parse reads MyST markdown, so the table and {doc} roles work
-        self.state.nested_parse(StringList([intro, ""] + lines, source="claims-ledger"), self.content_offset,
-                                container)
+        self.state.nested_parse(StringList(lines, source="claims-ledger"), self.content_offset, container)
         return [container]
 
 

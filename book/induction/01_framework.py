@@ -15,7 +15,7 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.circuits import full_ov_circuit, ov_circuit, qk_circuit
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.heads import copying_scores, induction_scores, prev_token_scores
@@ -64,10 +64,10 @@ all_parts = parts.parts()
 path_terms = 2 * n + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(all_parts) + fwd_terms
 _, run_cache = model.run_with_cache(tokens)
 largest = max(t[t.isfinite()].abs().max().item() for t in run_cache.values())
-claim_close("toy-2l's logits equal the sum of its path terms (direct + heads + virtual heads)",
-            parts.total(), logits, terms=path_terms,
-            scale=max(sum(t.abs() for _, t in all_parts).max().item(), largest),
-            identity=True, chapter="induction module")
+identity_close("toy-2l's logits equal the sum of its path terms (direct + heads + virtual heads)",
+               parts.total(), logits, terms=path_terms,
+               scale=max(sum(t.abs() for _, t in all_parts).max().item(), largest),
+               chapter="induction module")
 
 # %% [markdown]
 # Because heads only add to the stream, heads in the same layer cannot see one another:
@@ -178,18 +178,18 @@ row_OV = (model.W_V[P0, Q0] @ model.W_O[P0, Q0]).detach()
 col_QK = col["W_Q"][P1, Q1].T @ col["W_K"][P1, Q1]
 col_OV = col["W_O"][P0, Q0] @ col["W_V"][P0, Q0]
 # each entry is a dot product over d_head (QK, OV) or a chain over d_model, d_head, d_model
-claim_close("column W_Q^T W_K equals row W_Q W_K^T", col_QK, row_QK, terms=cfg.d_head,
-            scale=float(row_QK.abs().max()), identity=True, chapter="induction module")
-claim_close("column W_O W_V is the transpose of row W_V W_O", col_OV, row_OV.T,
-            terms=cfg.d_head, scale=float(row_OV.abs().max()), identity=True,
-            chapter="induction module")
+identity_close("column W_Q^T W_K equals row W_Q W_K^T", col_QK, row_QK, terms=cfg.d_head,
+               scale=float(row_QK.abs().max()), chapter="induction module")
+identity_close("column W_O W_V is the transpose of row W_V W_O", col_OV, row_OV.T,
+               terms=cfg.d_head, scale=float(row_OV.abs().max()),
+               chapter="induction module")
 with torch.no_grad():
     full_col = col_U @ col_OV @ col_E                          # [vocab, vocab]
     full_row = model.W_E @ row_OV @ model.W_U
-claim_close("column W_U W_OV W_E is the transpose of row W_E W_OV W_U", full_col, full_row.T,
-            terms=2 * cfg.d_model + cfg.d_head,
-            scale=float((model.W_E.abs() @ row_OV.abs() @ model.W_U.abs()).max()),
-            identity=True, chapter="induction module")
+identity_close("column W_U W_OV W_E is the transpose of row W_E W_OV W_U", full_col, full_row.T,
+               terms=2 * cfg.d_model + cfg.d_head,
+               scale=float((model.W_E.abs() @ row_OV.abs() @ model.W_U.abs()).max()),
+               chapter="induction module")
 with torch.no_grad():
     col_QK_all = col["W_Q"][P1, Q1].T @ col["W_K"][P1, Q1]
     source5 = ((col_QK_all.T @ col_OV).norm() / (col_QK_all.norm() * col_OV.norm())).item()
@@ -197,9 +197,9 @@ with torch.no_grad():
     k_comp = float(composition_scores(model, "K")[P0, Q0, P1, Q1])
 # a Frobenius norm sums d_model^2 squares of d_model-term products; two norms, one ratio
 score_terms = cfg.d_model ** 2 + 2 * cfg.d_model + cfg.d_head
-claim_close("the source's problem-5 score is the row convention's Q-composition score",
-            torch.tensor(source5), torch.tensor(q_comp), terms=score_terms, scale=1.0,
-            identity=True, chapter="induction module")
+identity_close("the source's problem-5 score is the row convention's Q-composition score",
+               torch.tensor(source5), torch.tensor(q_comp), terms=score_terms, scale=1.0,
+               chapter="induction module")
 glue("conv_src5", source5)
 glue("conv_k", k_comp)
 claim("for toy-2l's induction pair that score differs from the K-composition score "
@@ -265,14 +265,14 @@ eig_terms = 2 * (2 * model.cfg.d_model + model.cfg.d_vocab + d_head ** 2)
 eig_scale = 2 * d_head * kappa * chain_norm / lam_small.abs().sum().item()
 lam_dense = torch.linalg.eigvals(W_E64 @ W_V1 @ W_O1 @ W_U64)    # the dense matrix in float64
 dense64_score = (lam_dense.sum().real / lam_dense.abs().sum()).item()
-claim_close("the factored copying score equals the dense eigenvalue computation (float64)",
-            torch.tensor(small_score, dtype=torch.float64),
-            torch.tensor(dense64_score, dtype=torch.float64), terms=eig_terms + model.cfg.d_vocab ** 2,
-            scale=eig_scale, identity=True, chapter="induction module")
+identity_close("the factored copying score equals the dense eigenvalue computation (float64)",
+               torch.tensor(small_score, dtype=torch.float64),
+               torch.tensor(dense64_score, dtype=torch.float64), terms=eig_terms + model.cfg.d_vocab ** 2,
+               scale=eig_scale, chapter="induction module")
 # circuitbook's copying_scores does the same in float32: the same bound in float32's eps
-claim_close("circuitbook's float32 copying score agrees with it", copy[L1, H1],
-            torch.tensor(small_score), terms=eig_terms, scale=eig_scale, identity=True,
-            chapter="induction module")
+identity_close("circuitbook's float32 copying score agrees with it", copy[L1, H1],
+               torch.tensor(small_score), terms=eig_terms, scale=eig_scale,
+               chapter="induction module")
 claim("the induction head's OV circuit copies (copying score > 0.7)", copy[L1, H1], copy[L1, H1] > 0.7,
       chapter="induction module")
 glue("ind_copy", float(copy[L1, H1]))

@@ -13,7 +13,8 @@ import warnings
 
 import torch
 
-from circuitbook.book import attn_only_forward_terms, claim, claim_close, glue
+from circuitbook.book import (claim, glue, identity_close, attn_only_forward_terms,
+                              )
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import ablate
 from circuitbook.models import load
@@ -170,9 +171,9 @@ abs_sum = sum(t.abs() for _, t in parts.parts())
 terms = (attn_only_forward_terms(model.cfg, start.shape[1])
          + 2 * (model.cfg.d_model + model.cfg.d_head + start.shape[1])
          + model.cfg.d_model + n_parts)
-claim_close("the lab's path terms (direct, 8 heads, 16 virtual heads, 2 biases) sum to "
-            "toy-2l's logits", parts.total(), logits, terms=terms,
-            scale=float(abs_sum.max()), identity=True, chapter="induction module")
+identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, 2 biases) sum to "
+               "toy-2l's logits", parts.total(), logits, terms=terms,
+               scale=float(abs_sum.max()), chapter="induction module")
 glue("lab_parts", n_parts)
 
 # %% [markdown]

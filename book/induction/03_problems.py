@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, claim_close, glue
+from circuitbook.book import claim, glue, identity_close
 from circuitbook.checks.ps import PROBLEMS
 from circuitbook.models import load
 from circuitbook.widgets.progress import ProblemSet
@@ -156,14 +156,14 @@ finite = run_cache["attn_scores", 1].isfinite()
 score_size = max(((run_cache["q", l].abs().transpose(1, 2) @ run_cache["k", l].abs().permute(0, 2, 3, 1))
                   .max().item()) for l in range(cfg.n_layers)) / math.sqrt(cfg.d_head)
 for l in range(cfg.n_layers):
-    claim_close(f"...it leaves layer {l}'s attention scores unchanged",
-                twin_cache["attn_scores", l][finite], run_cache["attn_scores", l][finite],
-                terms=2 * (cfg.d_model + 2 + cfg.d_head + 1) + 2 * cfg.d_head
-                + math.ceil(kappa_G * cfg.d_head),
-                scale=score_size * kappa_G, identity=True, chapter="induction problems")
-claim_close("...and so not the logits", logits_twin, logits_orig,
-            terms=2 * fwd_terms + cfg.n_layers * (2 * cfg.d_head + math.ceil(kappa_G * cfg.d_head)),
-            scale=largest * kappa_G, identity=True, chapter="induction problems")
+    identity_close(f"...it leaves layer {l}'s attention scores unchanged",
+                   twin_cache["attn_scores", l][finite], run_cache["attn_scores", l][finite],
+                   terms=2 * (cfg.d_model + 2 + cfg.d_head + 1) + 2 * cfg.d_head
+                   + math.ceil(kappa_G * cfg.d_head),
+                   scale=score_size * kappa_G, chapter="induction problems")
+identity_close("...and so not the logits", logits_twin, logits_orig,
+               terms=2 * fwd_terms + cfg.n_layers * (2 * cfg.d_head + math.ceil(kappa_G * cfg.d_head)),
+               scale=largest * kappa_G, chapter="induction problems")
 progress.tracker("1")
 
 # %% [markdown]
@@ -735,10 +735,10 @@ yours = icl_scores(full_logits, natural[:2], EARLY, LATE)
 # The same float32 numbers on both paths, summed in other orders: the log-softmax over
 # the vocabulary (d_vocab terms), then a mean over 20 tokens per window (2 windows);
 # scale: the largest log-probability magnitude involved.
-_ = claim_close("your icl_scores agrees with the page's windowed computation", yours,
-                results["no ablation"]["icl"][:2], terms=smol.cfg.d_vocab + 2 * len(EARLY),
-                scale=float(full_logits.abs().max()) + math.log(smol.cfg.d_vocab),
-                identity=True, chapter="induction problems")
+identity_close("your icl_scores agrees with the page's windowed computation", yours,
+               results["no ablation"]["icl"][:2], terms=smol.cfg.d_vocab + 2 * len(EARLY),
+               scale=float(full_logits.abs().max()) + math.log(smol.cfg.d_vocab),
+               chapter="induction problems")
 
 # %% [markdown]
 # Each score below is a mean over the documents, with a 95% bootstrap interval: resample the

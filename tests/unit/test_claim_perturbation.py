@@ -1,10 +1,10 @@
 """Every kind of finding the chapters claim fails when its measured input is perturbed.
 
-A claim in a chapter is ``claim(statement, measured, holds)`` or ``claim_close(statement,
+A claim in a chapter is ``claim(statement, measured, holds)`` or ``identity_close(statement,
 got, want, terms=...)`` (``circuitbook.book``). Read by what ``holds`` compares, the
 findings of ``book/*.py`` come in a handful of kinds:
 
-- **agreement up to rounding** (``claim_close``): two computations of one quantity agree
+- **agreement up to rounding** (``identity_close``): two computations of one quantity agree
   within the derived rounding bound (chapter 17: our induction scores equal
   ``circuitbook.heads``'; chapter 18: a brute-force composition score equals the library's);
 - **a score above chance or a threshold** (chapter 12: every cross-attention head reads
@@ -34,7 +34,7 @@ import math
 import pytest
 import torch
 
-from circuitbook.book import claim, claim_close, rounding_bound
+from circuitbook.book import claim, identity_close, rounding_bound
 from circuitbook.composition import composition_scores
 from circuitbook.data import repeated_random_tokens
 from circuitbook.data import translation as T
@@ -71,14 +71,14 @@ def prev_stripe(pattern: torch.Tensor) -> torch.Tensor:
 
 
 def claim_scores_agree(ours, model, tokens, big):
-    """Chapter 17's claim_close, with its terms counted as the chapter counts them."""
+    """Chapter 17's identity_close, with its terms counted as the chapter counts them."""
     cfg = model.cfg
     terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
     terms += 2 * tokens.shape[0] * 2 * N
     with torch.no_grad():
         theirs = induction_scores(model, tokens=tokens)
-    claim_close("our induction scores equal circuitbook.heads' on toy-2l", ours, theirs,
-                terms=terms, scale=big, identity=True)
+    identity_close("our induction scores equal circuitbook.heads' on toy-2l", ours, theirs,
+                terms=terms, scale=big)
 
 
 def test_agreement_fails_for_a_shuffled_pattern_or_noise(toy2l):
@@ -87,13 +87,13 @@ def test_agreement_fails_for_a_shuffled_pattern_or_noise(toy2l):
     claim_scores_agree(ours, model, tokens, big)
     # the pattern of the wrong copy: keys shifted by one position (the off-by-one slip)
     shifted = torch.stack([p.roll(1, dims=-1) for p in patterns])
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_scores_agree(torch.stack([induction_stripe(p) for p in shifted]), model, tokens, big)
     # noise 100x the rounding bound of the comparison
     cfg = model.cfg
     bound = rounding_bound(2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
                            + 2 * tokens.shape[0] * 2 * N, big)
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_scores_agree(ours + 100 * bound, model, tokens, big)
 
 
@@ -124,11 +124,11 @@ def test_above_chance_fails_when_the_vocabulary_is_misaligned():
     claim_above_chance(agreement(full_ov))
     # the target vocabulary read in another order (a mismatched vocabulary file)
     perm = torch.randperm(len(T.TGT_VOCAB), generator=torch.Generator().manual_seed(0))
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_above_chance(agreement(full_ov[..., perm]))
     # the source embedding of another model: rows shuffled
     rows = torch.randperm(len(T.SRC_VOCAB), generator=torch.Generator().manual_seed(1))
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_above_chance(agreement(full_ov[:, :, rows]))
 
 
@@ -149,7 +149,7 @@ def test_identification_fails_for_another_offset(toy2l):
     # the stripe two positions back instead of one: L0H1's, not L0H2's
     two_back = torch.stack([p.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, 2))
                             for p in patterns])
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_prev_head(two_back)
 
 
@@ -178,7 +178,7 @@ def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
         claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :])
         claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]))
         # the convention slip: Elhage et al.'s column W_OV = (W_V W_O)^T in a row formula
-        with pytest.raises(AssertionError, match="claim failed"):
+        with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
             claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T))
 
 
@@ -196,13 +196,13 @@ def test_ordering_fails_when_the_two_sides_are_swapped(toy2l):
               f"{q_side.max():.3f} < {k_side.min():.3f}", bool(q_side.max() < k_side.min()))
 
     claim_k_above(k, q)
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_k_above(q, k)
     # another writer (L0H0) has no such margin
     with torch.no_grad():
         k0 = composition_scores(model, "K")[0, 0, 1]
         q0 = composition_scores(model, "Q")[0, 0, 1]
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_k_above(k0, q0)
 
 
@@ -222,11 +222,11 @@ def test_count_fails_without_a_repeat(toy2l):
     fresh = torch.cat([tokens[:, :N], torch.randint(0, model.cfg.d_vocab, (16, N), generator=g)], 1)
     with torch.no_grad():
         _, cache = model.run_with_cache(fresh)
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_all_induction(torch.stack([induction_stripe(cache["pattern", l])
                                          for l in range(model.cfg.n_layers)]))
     # or the scores of the previous-token stripe instead (a different head's job)
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_all_induction(torch.stack([prev_stripe(p) for p in patterns]))
 
 
@@ -246,10 +246,10 @@ def test_recorded_step_fails_for_a_shifted_history():
     claim_step(hist)
     # the same curve, recorded 10 steps later (an off-by-one in the logging)
     late = dict(hist, loss_second_copy=[hist["loss_second_copy"][0]] + hist["loss_second_copy"][:-1])
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_step(late)
     # the first-copy loss (which never collapses) read in place of the second-copy loss
-    with pytest.raises(AssertionError, match="claim failed"):
+    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
         claim_step(dict(hist, loss_second_copy=hist["loss_first_copy"]))
 
 
@@ -262,5 +262,5 @@ def test_prev_token_scores_library_matches_the_stripe(toy2l):
         theirs = prev_token_scores(model, tokens=tokens)
     cfg = model.cfg
     terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
-    claim_close("our previous-token scores equal circuitbook.heads'", ours, theirs,
-                terms=terms + 2 * tokens.shape[0] * 2 * N, scale=big, identity=True)
+    identity_close("our previous-token scores equal circuitbook.heads'", ours, theirs,
+                terms=terms + 2 * tokens.shape[0] * 2 * N, scale=big)

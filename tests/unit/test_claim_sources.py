@@ -1,6 +1,6 @@
 """Every claim in the chapters can fail: its verdict is a computed comparison, never a literal.
 
-Agreement up to rounding goes through ``claim_close`` (a bound derived from the computation);
+Agreement up to rounding goes through ``identity_close`` (a bound derived from the computation);
 see docs/authoring.md. The second numeric configuration in ``make test`` (scripts/numerics.py)
 is what catches a bound that holds on this CPU only.
 """
@@ -28,7 +28,7 @@ def _calls(tree, name):
 def test_no_claim_has_a_literal_verdict(source):
     tree = ast.parse(source.read_text())
     literal = []
-    for call in _calls(tree, "claim"):
+    for call in [*_calls(tree, "claim"), *_calls(tree, "identity")]:
         verdict = call.args[2] if len(call.args) > 2 else next(
             (k.value for k in call.keywords if k.arg == "holds"), None)
         assert verdict is not None, f"{source.name}:{call.lineno}: claim without a verdict"
@@ -41,9 +41,9 @@ def test_no_claim_has_a_literal_verdict(source):
 def test_rounding_claims_count_their_roundings(source):
     """``terms`` is derived from the computation, so it is never a bare float tolerance."""
     tree = ast.parse(source.read_text())
-    for call in _calls(tree, "claim_close"):
+    for call in _calls(tree, "identity_close"):
         terms = next((k.value for k in call.keywords if k.arg == "terms"), None)
-        assert terms is not None, f"{source.name}:{call.lineno}: claim_close without terms="
+        assert terms is not None, f"{source.name}:{call.lineno}: identity_close without terms="
         assert not (isinstance(terms, ast.Constant) and isinstance(terms.value, float)), \
             f"{source.name}:{call.lineno}: terms is a count of roundings, not a tolerance"
 

@@ -1,12 +1,19 @@
-"""circuitbook.book.claim_close: a rounding bound derived from the computation, tested against
-float64 references under more than one thread count, so that it is not tuned to this CPU."""
+"""circuitbook.book's three kinds of statement.
+
+identity_close: a rounding bound derived from the computation, tested against float64
+references under more than one thread count, so that it is not tuned to this CPU. finding:
+the statistic against hand-computed permutation, normal and bootstrap p-values, and the
+refusals (no null, a null too small to reach the level, a null that contradicts the
+statement)."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from circuitbook.book import claim, claim_close, rounding_bound
+from circuitbook.book import Null, finding, identity, identity_close, null_test, observation, rounding_bound
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -23,7 +30,8 @@ def test_float32_products_stay_inside_the_bound(n, threads):
         # inputs rounded to float32 (1 rounding each) and n products summed: n + 2 roundings,
         # each of size at most max|a| max|b| per term
         scale = float(a.abs().max() * b.abs().max())
-        err = claim_close("float32 matmul equals the float64 one", got, exact, terms=n + 2, scale=scale)
+        identity_close("float32 matmul equals the float64 one", got, exact, terms=n + 2, scale=scale)
+        err = float((got.double() - exact).abs().max())
         assert 0 < err <= rounding_bound(n + 2, scale)
     finally:
         torch.set_num_threads(old)
@@ -32,9 +40,9 @@ def test_float32_products_stay_inside_the_bound(n, threads):
 def test_an_error_above_the_bound_fails():
     want = torch.linspace(-1, 1, 101)
     bound = rounding_bound(8, 1.0)
-    with pytest.raises(AssertionError, match="claim failed: off by 3 bounds"):
-        claim_close("off by 3 bounds", want + 3 * bound, want, terms=8)
-    claim_close("off by half a bound", want + 0.5 * bound, want, terms=8)
+    with pytest.raises(AssertionError, match="identity failed: off by 3 bounds"):
+        identity_close("off by 3 bounds", want + 3 * bound, want, terms=8)
+    identity_close("off by half a bound", want + 0.5 * bound, want, terms=8)
 
 
 def test_a_cancelling_difference_needs_the_inputs_scale():
@@ -44,30 +52,104 @@ def test_a_cancelling_difference_needs_the_inputs_scale():
     y = torch.full((10,), 1e3)
     got = (x + y) - y
     with pytest.raises(AssertionError):
-        claim_close("x + y - y = x, result scale", got, x, terms=2)
-    claim_close("x + y - y = x, inputs' scale", got, x, terms=2, scale=1e3)
+        identity_close("x + y - y = x, result scale", got, x, terms=2)
+    identity_close("x + y - y = x, inputs' scale", got, x, terms=2, scale=1e3)
 
 
 def test_float64_is_held_to_float64_precision():
     want = torch.ones(4, dtype=torch.float64)
     with pytest.raises(AssertionError):
-        claim_close("1e-10 is far above float64 rounding", want + 1e-10, want, terms=100)
+        identity_close("1e-10 is far above float64 rounding", want + 1e-10, want, terms=100)
     # one float32 operand lowers the precision the claim is held to
-    claim_close("same error, float32 operand", (want + 1e-10).float(), want, terms=100)
+    identity_close("same error, float32 operand", (want + 1e-10).float(), want, terms=100)
 
 
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"shapes differ, \(3,\) vs \(4,\)"):
-        claim_close("mismatch", torch.zeros(3), torch.zeros(4), terms=1)
+        identity_close("mismatch", torch.zeros(3), torch.zeros(4), terms=1)
     with pytest.raises(ValueError, match="terms must be a positive count"):
         rounding_bound(0, 1.0)
 
 
-def test_claims_record_their_kind(capsys):
-    claim("two is more than one", 2, 2 > 1)
-    claim("a + b = b + a", 0.0, 0.0 == 0.0, identity=True)
+def test_each_kind_prints_its_name(capsys):
+    identity("a + b = b + a", 0.0, 0.0 == 0.0)
+    observation("a loss", 3.25)
+    finding("two is more than the draws", 2.0, null=Null.draws("draws near zero", [0.1 * i for i in range(20)]))
     out = capsys.readouterr().out
-    assert "checked finding: two is more than one" in out
-    assert "checked identity: a + b = b + a" in out
-    with pytest.raises(AssertionError, match="claim failed: one is more than two"):
-        claim("one is more than two", 1, 1 > 2)
+    assert "identity: a + b = b + a  [0]" in out
+    assert "observation: a loss  [3.25]" in out
+    assert "finding: two is more than the draws" in out and "rank 1 of 21" in out
+    with pytest.raises(AssertionError, match="identity failed: one is more than two"):
+        identity("one is more than two", 1, 1 > 2)
+
+
+def test_a_finding_without_a_null_is_refused():
+    with pytest.raises(ValueError, match="has no null"):
+        finding("the score is high", 0.9)
+
+
+def test_a_null_too_small_to_reach_the_level_is_refused():
+    # 19 draws: the smallest permutation p is 1/20 = 0.05, which is not below 0.05
+    with pytest.raises(ValueError, match="cannot show p < 0.05.*draw at least 20"):
+        finding("above 19 draws", 100.0, null=Null.draws("19 draws", list(range(19))))
+    finding("above 20 draws", 100.0, null=Null.draws("20 draws", list(range(20))))
+    finding("above 19 draws at a stated 0.1", 100.0, null=Null.draws("19 draws", list(range(19))), alpha=0.1)
+
+
+def test_permutation_p_counts_the_draws_at_least_as_extreme():
+    draws = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    # by hand: 7.5 is beaten or tied by 8 and 9, so p = (1 + 2) / 11, rank 3
+    t = null_test(7.5, Null.draws("ten", draws))
+    assert (t.rank, t.n) == (3, 10) and t.p == pytest.approx(3 / 11)
+    # a tie counts against the effect: 9 ties the largest draw, p = (1 + 1) / 11
+    assert null_test(9.0, Null.draws("ten", draws)).p == pytest.approx(2 / 11)
+    # the other tail, and both: 1.5 is at or above 0 and 1 only
+    assert null_test(1.5, Null.draws("ten", draws), alternative="less").p == pytest.approx(3 / 11)
+    assert null_test(1.5, Null.draws("ten", draws), alternative="two-sided").p == pytest.approx(6 / 11)
+    # z against the draws' mean 4.5 and sample sd sqrt(110 / 12) = 3.0277
+    assert t.z == pytest.approx((7.5 - 4.5) / math.sqrt(82.5 / 9))
+
+
+def test_normal_p_is_the_gaussian_tail():
+    null = Null.normal("unit normal", 0.0, 1.0)
+    assert null_test(1.6448536, null).p == pytest.approx(0.05, abs=1e-7)
+    assert null_test(-1.959964, null, alternative="two-sided").p == pytest.approx(0.05, abs=1e-6)
+    assert null_test(3.0, Null.normal("shifted", 1.0, 2.0)).z == pytest.approx(1.0)
+
+
+def test_bootstrap_interval_and_p():
+    reps = [i / 1000 - 0.2 for i in range(1001)]  # uniform on [-0.2, 0.8]
+    t = null_test(0.3, Null.point("no change", 0.0), boot=reps)
+    assert (t.lo, t.hi) == (pytest.approx(-0.175), pytest.approx(0.775))
+    # 201 replicates at or below 0 of 1001: p = 202 / 1002
+    assert t.p == pytest.approx(202 / 1002)
+    with pytest.raises(ValueError, match="needs the effect's bootstrap replicates"):
+        null_test(0.3, Null.point("no change", 0.0))
+
+
+def test_a_finding_raises_when_the_data_contradict_it():
+    draws = Null.draws("fifty draws", [float(i) for i in range(50)])
+    with pytest.raises(AssertionError, match="finding failed: in the middle.*expected 'effect'"):
+        finding("in the middle", 25.0, null=draws)
+    finding("in the middle, as stated", 25.0, null=draws, expect="no effect")
+    with pytest.raises(AssertionError, match="expected 'no effect'"):
+        finding("no effect, said wrongly", 80.0, null=draws, expect="no effect")
+    # the direction matters: far below the draws is not "greater"
+    with pytest.raises(AssertionError):
+        finding("far below, called greater", -10.0, null=draws)
+    finding("far below", -10.0, null=draws, alternative="less")
+
+
+def test_bad_null_input_is_named():
+    with pytest.raises(ValueError, match="at least 2 draws"):
+        Null.draws("one", [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        Null.draws("nan", [1.0, float("nan")])
+    with pytest.raises(ValueError, match="positive sd"):
+        Null.normal("zero sd", 0.0, 0.0)
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        null_test(1.0, Null.normal("n", 0, 1), alternative="bigger")
+    with pytest.raises(TypeError, match="must be a circuitbook.book.Null"):
+        null_test(1.0, [0.0, 1.0])
+    with pytest.raises(ValueError, match="one number"):
+        finding("a vector", torch.ones(3), null=Null.normal("n", 0, 1))
