@@ -13,6 +13,11 @@ Both have rank <= d_head, so we return them as TransformerLens ``FactoredMatrix`
 they are vocab x vocab (2.5e9 entries for GPT-2) and stay factored here: ask for ``.AB`` or a
 row slice (``circuit.A[tokens] @ circuit.B``) only for what you need.
 
+For a model with rotary position embeddings (RoPE; SmolLM2 and every Llama-style model), the
+score is not one bilinear form but one per offset: ``x_i W_Q R_{i-j} W_K^T x_j^T``, where
+``R_Delta`` rotates each of the head's rotary planes by ``Delta`` times its frequency
+(:func:`rotary_rotation`, :func:`rotary_qk`). ``qk_circuit`` is then the offset-0 slice only.
+
 Every function takes a ``HookedTransformer`` on any device and returns factors on that device,
 in the model's dtype, still attached to autograd (so an exercise may train through them).
 Biases (``b_Q, b_K, b_V, b_O, b_U``) are not part of these bilinear forms and are left out.
@@ -32,6 +37,8 @@ __all__ = [
     "full_ov_circuit",
     "pos_qk_circuit",
     "direct_path",
+    "rotary_rotation",
+    "rotary_qk",
 ]
 
 
@@ -148,3 +155,80 @@ def direct_path(model) -> FactoredMatrix:
     """
     check_model_device_dtype(model, "direct_path")
     return FactoredMatrix(model.W_E, model.W_U)
+
+
+def rotary_rotation(model, offsets) -> torch.Tensor:
+    """``R_Delta``: the rotation RoPE puts between a query and a key ``Delta`` positions apart.
+
+    RoPE (Su et al. 2021) rotates the query and key of every head by their position before the
+    dot product: ``q~_i = q_i R(i)``, ``k~_j = k_j R(j)`` (row vectors), where ``R(p)`` is
+    block-diagonal over ``rotary_dim / 2`` planes. Plane ``m`` turns by the angle ``p theta_m``,
+    ``theta_m = base^(-2m / rotary_dim)``, as ``[[cos, sin], [-sin, cos]]`` acting on the pair of
+    coordinates (m, m + rotary_dim/2) (split halves, GPT-NeoX and Llama) or (2m, 2m + 1)
+    (adjacent pairs, GPT-J), as ``cfg.rotary_adjacent_pairs`` says; coordinates past
+    ``rotary_dim`` are not rotated. Rotations of one plane commute and ``R(j)^T = R(-j)``, so
+    ``q~_i k~_j^T = q_i R(i - j) k_j^T``: the score depends on the positions only through the
+    offset ``Delta = i - j``.
+
+    ``offsets``: an int or a sequence of ints. Returns ``[n_offsets, d_head, d_head]`` (or
+    ``[d_head, d_head]`` for one int) on the model's device, in its dtype. The angles are
+    computed in float64, so this is the exact rotation; TransformerLens computes its angles
+    ``p theta_m`` in float32, which differs from this by about ``p * eps32`` radians at
+    position ``p``.
+
+    Taught in chapter 5 (Positional encoding), used in chapters 6-8 and 18.
+    """
+    cfg = model.cfg
+    _require_plain_rotary(cfg, "rotary_rotation")
+    one = isinstance(offsets, int)
+    delta = torch.as_tensor([offsets] if one else list(offsets), dtype=torch.float64)
+    if delta.ndim != 1 or delta.numel() == 0:
+        raise ValueError(f"rotary_rotation: offsets must be an int or a non-empty sequence of ints, got {offsets!r}")
+    r, half = cfg.rotary_dim, cfg.rotary_dim // 2
+    theta = cfg.rotary_base ** (-torch.arange(half, dtype=torch.float64) * 2 / r)  # [half]
+    angle = delta[:, None] * theta[None, :]  # [n_offsets, half]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    first = torch.arange(half) * 2 if cfg.rotary_adjacent_pairs else torch.arange(half)
+    second = first + 1 if cfg.rotary_adjacent_pairs else first + half
+    R = torch.eye(cfg.d_head, dtype=torch.float64).repeat(len(delta), 1, 1)
+    R[:, first, first], R[:, second, second] = cos, cos
+    R[:, first, second], R[:, second, first] = sin, -sin
+    R = R.to(device=model.W_Q.device, dtype=model.W_Q.dtype)
+    return R[0] if one else R
+
+
+def rotary_qk(model, layer: int, head: int, offsets) -> FactoredMatrix:
+    """The QK circuit of a rotary head at each offset: ``W_QK(Delta) = W_Q R_Delta W_K^T``.
+
+    Equation (row vectors): a query residual ``x_i`` scores a key residual ``x_j`` at
+    ``x_i W_Q R_{i-j} W_K^T x_j^T / sqrt(d_head)`` (biases left out, as everywhere in this
+    module; Llama-style models have none). One bilinear form per offset, each of rank <=
+    d_head; offset 0 is :func:`qk_circuit`. Under grouped-query attention ``W_K`` is the key
+    head the query head shares with its group (``head // (n_heads / n_key_value_heads)``).
+    Shapes: ``offsets`` an int or a sequence of n ints; returns a ``FactoredMatrix``
+    ``[n, d_model, d_model]`` (``[d_model, d_model]`` for one int) with factors
+    ``A = W_Q R_Delta`` [n, d_model, d_head] and ``B = W_K^T`` [n, d_head, d_model].
+
+    Taught in chapter 5 (Positional encoding) and chapter 6 (Attention).
+    """
+    _require_plain_rotary(model.cfg, "rotary_qk")
+    if head is None:
+        raise ValueError("rotary_qk: give one head (an int); the circuit differs for every offset")
+    W_Q, W_K = _head_weights(model, "rotary_qk", layer, head, "W_Q", "W_K")
+    R = rotary_rotation(model, offsets)
+    if R.ndim == 2:
+        return FactoredMatrix(W_Q @ R, _T(W_K))
+    return FactoredMatrix(W_Q @ R, _T(W_K).expand(R.shape[0], -1, -1))
+
+
+def _require_plain_rotary(cfg, what: str) -> None:
+    if cfg.positional_embedding_type != "rotary":
+        raise ValueError(f"{what} needs a rotary model; this one has positional_embedding_type="
+                         f"{cfg.positional_embedding_type!r}")
+    variants = [name for name in ("use_NTK_by_parts_rope", "use_yarn_rope", "use_dynamic_ntk_rope")
+                if getattr(cfg, name, False)]
+    if variants or getattr(cfg, "rotary_scaling_factor", 1.0) != 1.0:
+        raise NotImplementedError(f"{what}: rescaled RoPE ({variants or 'rotary_scaling_factor'}) "
+                                  "changes the angles; only plain RoPE (SmolLM2, Llama 2) is supported")
+    if cfg.rotary_dim is None or cfg.rotary_dim % 2 or cfg.rotary_dim > cfg.d_head:
+        raise ValueError(f"{what}: rotary_dim must be even and at most d_head, got {cfg.rotary_dim}")

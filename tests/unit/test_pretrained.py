@@ -65,6 +65,36 @@ def test_smollm2_knows_paris(smollm2):
     assert tok.decode(logits[0, -1].argmax()) == " Paris"
 
 
+def test_rotary_qk_gives_smollm2_scores(smollm2):
+    """circuits.rotary_qk on the book's real model: x_i W_Q R_{i-j} W_K^T x_j^T / sqrt(d_head)
+    is TransformerLens's attention score, for the previous-token head L16H0 and a head of
+    another key-value group (no biases in this model)."""
+    from circuitbook.book import rounding_bound
+    from circuitbook.circuits import rotary_qk
+
+    model, tok, _ = smollm2
+    tokens = tok("The cat sat on the mat because the mat was warm.", return_tensors="pt").input_ids
+    n = tokens.shape[1]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.startswith("blocks.16.")
+                                        and ("ln1.hook_normalized" in name or "attn_scores" in name
+                                             or name.endswith("hook_q") or name.endswith("hook_k")))
+        # RMSNorm's output, x / rms(x) times its gain: the attention layer's input
+        x = cache["blocks.16.ln1.hook_normalized"][0] * model.blocks[16].ln1.w  # [n, d_model]
+        for head in (0, 5):
+            W = rotary_qk(model, 16, head, range(n)).AB
+            got = torch.stack([torch.stack([x[i] @ W[i - j] @ x[j] if j <= i else x.new_tensor(0.0)
+                                            for j in range(n)]) for i in range(n)])
+            got = got / model.cfg.d_head ** 0.5
+            want = cache["blocks.16.attn.hook_attn_scores"][0, head]
+            causal = torch.ones(n, n, dtype=torch.bool).tril()
+            size = float(cache["blocks.16.attn.hook_q"].abs().max() * cache["blocks.16.attn.hook_k"].abs().max()
+                         * model.cfg.d_head)
+            # products (d_model + d_head a side) and TL's float32 angles (eps32 * p at position p < n)
+            bound = rounding_bound(2 * (2 * model.cfg.d_model + model.cfg.d_head) + 2 * n, size)
+            assert (got[causal] - want[causal]).abs().max() <= bound
+
+
 def test_load_pretrained_smollm2_is_cached(smollm2):
     model, _, _ = smollm2
     assert P.load_pretrained("smollm2-135m") is model
