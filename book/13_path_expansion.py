@@ -289,9 +289,10 @@ print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
 # as {glue:text}`logit_scale:.1f`) to within the worst-case float32 rounding of the two
 # computations, {glue:text}`path_bound:.0e` ({glue:text}`path_terms` roundings): the
 # expansion is exact, and only rounding separates the two. To see that a virtual term
-# really is the product in the formula, we compute one by hand from the patterns of the run: the previous-token head in layer 0
-# (head 2) followed by head 1 of layer 1, the zoo's strongest induction head (the model
-# was introduced in chapter {doc}`03_residual_stream`).
+# really is the product in the formula, we compute one by hand from the patterns of the
+# run: the previous-token head in layer 0 (head 2) followed by head 1 of layer 1, the
+# zoo's strongest induction head (the model was introduced in chapter
+# {doc}`03_residual_stream`).
 
 # %%
 A0, A1 = patterns[0][2], patterns[1][1]
@@ -362,7 +363,7 @@ checks.ch13_ex1(n_paths)
 
 # %%
 gpt2_shape = n_paths(12, 12)
-identity("an attention-only model of GPT-2 small's shape has 13^12 paths",
+identity("an attention-only model of GPT-2 small's shape has 13¹² paths",
          f"{gpt2_shape:.3e}", gpt2_shape == count_paths(12, 12)["total"],
          chapter="13")
 glue("gpt2_paths", f"{gpt2_shape:.1e}")
@@ -458,8 +459,8 @@ glue("first_max", mean1.abs().max().item())
 # logit by {glue:text}`l1_sum:.2f` together (on the controls, by
 # {glue:text}`l1_control:.2f`), and the model gives the right token probability
 # {glue:text}`p_second:.2f` on average. On the first copy no path moves it by more than
-# {glue:text}`first_max:.2f`. The direct path, the layer-0 heads
-# on their own and the sixteen virtual heads do almost nothing (the virtual heads sum to
+# {glue:text}`first_max:.2f`. The direct path, the layer-0 heads on their own and the
+# sixteen virtual heads do almost nothing (the virtual heads sum to
 # {glue:text}`virt_sum:.2f`). So the heads that predict the repeat write their answer
 # *directly* to the logits; layer 0 matters only through the patterns of layer 1, which
 # the expansion treats as given. We open that up below.

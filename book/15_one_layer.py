@@ -712,8 +712,8 @@ explore(draw_skip_trigram, current=choices)
 #   five planted triples can be read off the two matrices and are confirmed on built
 #   sequences (each with probability at least {glue:text}`p_triple_min:.2f`).
 # - Because QK and OV factor, the head pushes a source's completions whatever the
-#   destination: it raises *bay* after "keep ... in" nearly as much as after "keep ... at", and
-#   the direct path has to correct it. The wrong completions end up
+#   destination: it raises *bay* after "keep ... in" nearly as much as after
+#   "keep ... at", and the direct path has to correct it. The wrong completions end up
 #   {glue:text}`bug_min:.0f`-{glue:text}`bug_max:.0f` times likelier than in controls.
 # - One layer cannot do induction: `toy-1l`'s loss on the second copy of a repeated
 #   random sequence stays near $\ln 64$ (a gain of {glue:text}`gain_1:.2f` nats, most of

@@ -550,7 +550,7 @@ counts = count_paths(L, H)
 print("terms by order:", by_order)
 print("count_paths:", counts)
 virtual_names = {t for t in terms if len(t) == 2}
-identity("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
+identity("toy-2l: 1 + 2n + n² = 25 terms (n = 4), as count_paths says, and "
          "its 16 virtual heads are logit_attribution's", counts,
          by_order == {0: 1, 1: 2 * H, 2: H**2}
          and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2,
@@ -560,8 +560,8 @@ general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
               and all(count_paths(nl, nh)[f"order_{k}"]
                       == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
               for nl in range(1, 7) for nh in range(1, 13))
-identity("for L <= 6 layers of n <= 12 heads, C(L, k) n^k terms have order "
-         "k, (1 + n)^L in all", "72 shapes", general, chapter="16")
+identity("for L <= 6 layers of n <= 12 heads, C(L, k) nᵏ terms have order "
+         "k, (1 + n)ᴸ in all", "72 shapes", general, chapter="16")
 
 # %% [markdown]
 # How much does each kind of term contribute? For every prediction on the second copy

@@ -180,7 +180,8 @@ identity_close("brute-force K-composition = TransformerLens's "
 syllabus = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = theirs
-identity_close("W_OV^A W_QK^B (the syllabus's 'K-composition') gives "
+identity_close("the writer's OV circuit times the reader's QK circuit (the "
+               "syllabus's 'K-composition') gives "
                "TransformerLens's *Q*-composition scores (toy-2l)",
                syllabus * tl_q, tl_q ** 2, terms=tl_score_terms(d_m, d_h),
                scale=1.0, chapter="18")
@@ -227,9 +228,10 @@ V, O = model.W_V[0, 2], model.W_O[0, 2]
 P, Q = model.W_K[1, 1], model.W_Q[1, 1]
 dense = fro(V @ O @ P @ Q.T) ** 2
 terms, scale = factored_bound(V, O, P, Q)
-identity_close("||V O P Q^T||_F^2 = tr((V^T V)(O P)(Q^T Q)(O P)^T) for "
-               "L0H2 -> L1H1", frob_sq_factored(V, O, P, Q), dense,
-               terms=terms, scale=scale, chapter="18")
+identity_close("the squared Frobenius norm of V O P Qᵀ is "
+               "tr((VᵀV)(OP)(QᵀQ)(OP)ᵀ), for L0H2 -> L1H1",
+               frob_sq_factored(V, O, P, Q), dense, terms=terms, scale=scale,
+               chapter="18")
 
 # %% [markdown]
 # ## The circuit view
@@ -256,7 +258,8 @@ samples = torch.randn(n_g, d_m, generator=g)
 mean_gain = (samples @ M).pow(2).sum(-1).mean()
 relative = (mean_gain / fro(M) ** 2 - 1).abs().item()
 sd_bound = math.sqrt(2 / n_g)           # relative sd of the mean, at most
-identity("E ||g M||^2 = ||M||_F^2 for Gaussian g (20,000 samples, within "
+identity("E ‖gM‖² is the squared Frobenius norm of M for Gaussian g "
+         "(20,000 samples, within "
          "3 standard deviations of the mean)", f"{relative:.4f}",
          relative < 3 * sd_bound, chapter="18")
 
@@ -299,7 +302,7 @@ identity_close("a rank-1 writer feeding exactly a rank-1 reader scores 1",
                rank_one, 1.0, terms=one_score_terms(d), scale=1.0,
                chapter="18")
 identity_close("a perfect hand-off of 16 equally weighted directions "
-               "scores 1/sqrt(16) = 0.25", flat, 0.25,
+               "scores 1/√16 = 0.25", flat, 0.25,
                terms=one_score_terms(d), scale=1.0, chapter="18")
 glue("worst", worst)
 
@@ -377,7 +380,7 @@ sampled = {d: random_scores(d, 64, n=100) for d in widths}
 thin = {d: random_scores(d, 1, n=2000) for d in widths}
 sq = [within(sampled[d].pow(2) * d, 1.0) for d in widths]
 cos = [within(thin[d], abs_cos_mean(d)) for d in widths]
-identity("E[score^2] = 1/d_model for random heads (d_head 64, 100 pairs per "
+identity("E[score²] = 1/d_model for random heads (d_head 64, 100 pairs per "
          "width, within 4 standard errors)",
          f"largest deviation {max(z for z, _ in sq):.1f} s.e.",
          all(ok for _, ok in sq), chapter="18")

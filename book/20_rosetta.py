@@ -535,7 +535,7 @@ qk_scale = (tl_model.W_Q[layer_i, head].abs()
             @ tl_model.W_K[layer_i, head].abs().T).max().item()
 identity_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
                qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
-identity_close("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
+identity_close("Elhage et al.'s W_Qᵀ W_K is the same matrix (not transposed)",
                qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
 
 xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
@@ -820,13 +820,13 @@ W_pos_paper = W_pos.T                          # [d_model, n_ctx], columns
 pos_paper = W_pos_paper.T @ qk_paper @ W_pos_paper       # W_pos^T W_QK W_pos
 pos_scale = (W_pos.abs() @ WQ.abs() @ WK.abs().T @ W_pos.abs().T).max().item()
 pos_terms = 2 * (2 * d_model + d_head)
-identity_close("positional circuit: Elhage's W_pos^T W_QK W_pos is the same "
-               "table as TransformerLens's W_pos W_QK W_pos^T (not "
+identity_close("positional circuit: Elhage's W_posᵀ W_QK W_pos is the same "
+               "table as TransformerLens's W_pos W_QK W_posᵀ (not "
                "transposed)", pos_paper, pos_tl, terms=pos_terms,
                scale=pos_scale, chapter="20")
 asym = (pos_tl - pos_tl.T).abs().max().item()
 # were the table symmetric, "same, not transposed" would check nothing
-observation(f"head {layer_i}.{head}'s positional table: max |P - P^T|, in "
+observation(f"head {layer_i}.{head}'s positional table: max |P - Pᵀ|, in "
             "units of the comparison's rounding bound",
             f"{asym / rounding_bound(pos_terms, pos_scale):.0f}",
             chapter="20")
