@@ -42,9 +42,6 @@ from circuitbook.train import per_token_loss
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-# a finding's record holds NaN for fields its kind of null leaves empty, and
-# the kernel warns about NaN in a message; the record itself arrives intact
-warnings.filterwarnings("ignore", message="Message serialization failed")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read the models here
 torch.set_num_threads(1)  # tiny models: one thread is fastest on 2 cores

@@ -35,9 +35,6 @@ from circuitbook.viz import heatmap  # hover a cell: its layer, head, value
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-# a finding's record holds NaN for fields its kind of null leaves empty, and
-# the kernel warns about NaN in a message; the record itself arrives intact
-warnings.filterwarnings("ignore", message="Message serialization failed")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read models here
 torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
