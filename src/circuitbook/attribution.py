@@ -113,7 +113,9 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
     with torch.no_grad():
         stack, labels = cache.get_full_resid_decomposition(
             expand_neurons=False, apply_ln=True, pos_slice=pos, return_labels=True)
-        # stack [parts, batch, d_model] (the position sliced away); one number per part and row
+        # stack [parts, batch, d_model] (the position sliced away); one number per part and row.
+        # TransformerLens makes some parts in the default dtype: read them in the model's.
+        stack = stack.to(direction.dtype)
         parts = torch.einsum("pbm,mb->pb", stack, direction)
         abs_size = torch.einsum("pbm,mb->b", stack.abs(), direction.abs())
     index = {label: i for i, label in enumerate(labels)}
@@ -135,7 +137,7 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
 
 def _token_ids(ids, name: str, batch: int, d_vocab: int, device: torch.device) -> torch.Tensor:
     """``ids`` (a token id, a list or a tensor) as a [batch] long tensor on ``device``, or raise."""
-    ids = torch.as_tensor(ids)
+    ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids, device="cpu")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
     ids = ids.reshape(-1)

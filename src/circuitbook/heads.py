@@ -253,9 +253,9 @@ def duplicate_token_pattern_score(
         raise ValueError(f"pattern must be [batch, head, q, k], got {tuple(pattern.shape)}")
     if tokens.ndim != 2 or tokens.shape[-1] != pattern.shape[-1]:
         raise ValueError(f"tokens {tuple(tokens.shape)} do not match pattern {tuple(pattern.shape)}")
-    tokens = tokens.to(pattern.device)  # the patterns' device: the scores are computed there
     counted = _duplicate_queries(tokens, queries)  # [batch, q]
-    same = _earlier_same_token(tokens)  # [batch, q, k]
+    # the masks are read on the tokens' device, the score computed on the patterns'
+    counted, same = counted.to(pattern.device), _earlier_same_token(tokens).to(pattern.device)  # [batch, q, k]
     mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # [batch, head, q]
     return (mass * counted[:, None].to(mass.dtype)).sum(dim=(0, 2)) / counted.sum()
 
@@ -428,6 +428,10 @@ def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) 
         return float(icl_scores(model(tokens), tokens, early, late).mean())
 
 
+# icl_scores takes the log-softmax over at most this many logits at a time (16 MB in float32).
+_LOG_SOFTMAX_ENTRIES = 2**22
+
+
 def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch.Tensor:
     """Olsson et al.'s in-context-learning score of each sequence, over windows of tokens.
 
@@ -456,7 +460,7 @@ def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch
     targets = tokens.to(logits.device)
     wide = torch.promote_types(logits.dtype, torch.float32)  # a log-softmax over a vocabulary needs the range
     losses = torch.empty(batch, pos - 1, device=logits.device, dtype=wide)
-    step = max(1, 2**22 // max(1, batch * vocab))
+    step = max(1, _LOG_SOFTMAX_ENTRIES // max(1, batch * vocab))
     for a in range(0, pos - 1, step):
         b = min(a + step, pos - 1)
         logp = logits[:, a:b].to(wide).log_softmax(-1)
@@ -479,7 +483,8 @@ def icl_score_from_losses(losses, early, late) -> torch.Tensor:
 
     Taught in chapter 17 (Induction heads).
     """
-    losses = torch.as_tensor(losses, dtype=None if isinstance(losses, torch.Tensor) else torch.float64)
+    if not isinstance(losses, torch.Tensor):
+        losses = torch.as_tensor(losses, dtype=torch.float64, device="cpu")
     if losses.ndim < 1 or not losses.is_floating_point():
         raise ValueError(f"losses must be a floating [..., n] curve, got {losses.dtype} {tuple(losses.shape)}")
     n = losses.shape[-1]

@@ -144,7 +144,7 @@ def hooked_from_hf_llama(hf, tokenizer, cfg):
     from transformer_lens import HookedTransformer
     from transformer_lens.pretrained.weight_conversions import convert_llama_weights
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.device("cpu"):  # cfg.device, whatever the ambient default
         warnings.simplefilter("ignore")
         model = HookedTransformer(cfg, tokenizer=tokenizer)
         state = convert_llama_weights(hf, cfg)
@@ -198,7 +198,7 @@ def _smollm2_from_cache(progress: bool, loaded: tuple | None = None):
         fresh["bar"].update(1)
         fresh["bar"].close()
         return fresh["model"], fresh["tokenizer"]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.device("cpu"):  # cfg.device, whatever the ambient default
         warnings.simplefilter("ignore")
         tok = AutoTokenizer.from_pretrained(str(folder))
         cfg = smollm2_config(SimpleNamespace(rms_norm_eps=meta["rms_norm_eps"]))

@@ -114,7 +114,10 @@ def icl_score_from_positions(
     for name, band in (("early", early), ("late", late)):
         if not (isinstance(band, (tuple, list)) and len(band) == 2):
             raise ValueError(f"{name} must be a band (lo, hi), got {band!r}")
-    return float(icl_score_from_losses([float(v) for v in position_loss], tuple(early), tuple(late)))
+    try:
+        return float(icl_score_from_losses([float(v) for v in position_loss], tuple(early), tuple(late)))
+    except ValueError as err:
+        raise ValueError(f"a band (lo, hi) needs 1 <= lo < hi <= {len(position_loss) + 1}: {err}") from None
 
 
 def bump_window(steps: Sequence[float], score: Sequence[float], *, min_width: float) -> tuple[float, float] | None:
