@@ -446,7 +446,7 @@ def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch
     Shapes: ``logits`` [batch, pos, d_vocab], ``tokens`` [batch, pos] (moved to the logits'
     device); returns [batch] on the logits' device.
 
-    Taught in chapter 17 (Induction heads).
+    Taught in chapter 17 (Induction heads) and the induction module's problem 6.
     """
     if not isinstance(logits, torch.Tensor) or logits.ndim != 3 or not logits.is_floating_point():
         raise ValueError(f"logits must be a floating [batch, pos, d_vocab] tensor, got "
@@ -481,7 +481,7 @@ def icl_score_from_losses(losses, early, late) -> torch.Tensor:
     Shapes: ``losses`` [..., n] (a tensor or a sequence of floats); returns [...] (0-dim for
     one curve), in the losses' dtype (float64 for a sequence) on their device.
 
-    Taught in chapter 17 (Induction heads).
+    Taught in chapters 17 (Induction heads) and 19 (the score over training).
     """
     if not isinstance(losses, torch.Tensor):
         losses = torch.as_tensor(losses, dtype=torch.float64, device="cpu")

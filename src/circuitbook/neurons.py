@@ -68,7 +68,9 @@ def mlp_activations(model, tokens: torch.Tensor, layers) -> dict:
         acts = {key: kept[f"blocks.{layer}.{hook}"] for key, hook in hooks.items()}
         norm = model.blocks[layer].ln2
         if hasattr(norm, "w"):
-            acts["x"] = acts["x"] * norm.w.detach()
+            # TransformerLens normalises half-precision streams in float32 and hooks that, then
+            # casts to the model's dtype before the gain: so does the MLP's input here
+            acts["x"] = acts["x"].to(norm.w.dtype) * norm.w.detach()
         out[layer] = acts
     return out[wanted[0]] if single else out
 

@@ -198,10 +198,10 @@ def count_score_terms(n_layers: int, n_heads: int) -> int:
     each the sum of the ``(1 + n)^l`` paths that end before layer ``l``
     (:func:`count_paths` of ``l`` layers), so its score splits into ``(1 + n)^(2 l)``
     (query path, key path) terms, and all heads together into ``n sum_{l<L} (1 + n)^(2 l)``.
-    Shapes: returns an int. The composition builder's scaling table shows it beside
-    :func:`count_paths` (the induction module).
+    Shapes: returns an int.
 
-    Taught in chapter 16 (Two-layer models).
+    Taught in the induction module (the composition builder's scaling table, beside
+    :func:`count_paths`).
     """
     _check_shape(n_layers, n_heads)
     return n_heads * sum(count_paths(layer, n_heads)["total"] ** 2 for layer in range(n_layers))
