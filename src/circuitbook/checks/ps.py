@@ -121,9 +121,11 @@ def path_counts(n_layers: int, n_heads: int) -> dict:
     ``direct``: 1 (no head); ``single``: L n (one head); ``virtual``: the rest (two or more heads,
     n^2 for two layers).
     """
-    total = (1 + n_heads) ** n_layers
-    return {"direct": 1, "single": n_layers * n_heads, "virtual": total - 1 - n_layers * n_heads,
-            "total": total}
+    from circuitbook.paths import count_paths
+
+    paths = count_paths(n_layers, n_heads)
+    return {"direct": paths["direct"], "single": paths.get("order_1", 0),
+            "virtual": paths["total"] - paths["direct"] - paths.get("order_1", 0), "total": paths["total"]}
 
 
 def _p2_inputs(g: torch.Generator) -> dict:
@@ -519,13 +521,9 @@ def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early: range, late: r
     Shapes: logits [batch, pos, vocab], tokens [batch, pos], windows ``range``s of indices
     inside 1 .. pos - 1; returns [batch].
     """
-    logp = logits.log_softmax(-1)
+    from circuitbook.heads import icl_scores as icl_scores_kernel
 
-    def loss(window: range) -> torch.Tensor:
-        t = torch.tensor(list(window))
-        return -logp[:, t - 1].gather(-1, tokens[:, t, None])[..., 0].mean(-1)  # [batch]
-
-    return loss(late) - loss(early)
+    return icl_scores_kernel(logits, tokens, early, late)
 
 
 def _p6_inputs(g: torch.Generator) -> dict:

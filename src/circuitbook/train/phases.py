@@ -107,16 +107,17 @@ def icl_score_from_positions(
     ``mean_{t in [late)} position_loss[t - 1] - mean_{t in [early)} position_loss[t - 1]``, where
     ``early = (lo, hi)`` means tokens ``lo..hi-1``. Negative: later tokens are predicted better,
     the model uses its context. Needs ``1 <= lo < hi <= len(position_loss) + 1`` for both bands.
+    Computed by the book's one ICL kernel, :func:`circuitbook.heads.icl_score_from_losses`.
     """
-    n = len(position_loss)
+    from circuitbook.heads import icl_score_from_losses
 
-    def band(lohi: tuple[int, int]) -> float:
-        lo, hi = lohi
-        if not 1 <= lo < hi <= n + 1:
-            raise ValueError(f"a band (lo, hi) needs 1 <= lo < hi <= {n + 1}, got {lohi}")
-        return sum(float(position_loss[t - 1]) for t in range(lo, hi)) / (hi - lo)
-
-    return band(late) - band(early)
+    for name, band in (("early", early), ("late", late)):
+        if not (isinstance(band, (tuple, list)) and len(band) == 2):
+            raise ValueError(f"{name} must be a band (lo, hi), got {band!r}")
+    try:
+        return float(icl_score_from_losses([float(v) for v in position_loss], tuple(early), tuple(late)))
+    except ValueError as err:
+        raise ValueError(f"a band (lo, hi) needs 1 <= lo < hi <= {len(position_loss) + 1}: {err}") from None
 
 
 def bump_window(steps: Sequence[float], score: Sequence[float], *, min_width: float) -> tuple[float, float] | None:
