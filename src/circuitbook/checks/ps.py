@@ -10,6 +10,7 @@ wherever the model does (tests/unit/test_check_devices.py, tests/gpu/test_checks
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -354,17 +355,27 @@ def _same_direction(a, b) -> bool:
 P3 = DesignExercise()
 
 
-def p3b_reference(n_ctx: int = P3_CTX) -> float:
-    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
+def _designed(n_ctx: int, prev_into: str) -> float:
+    """The page's design's induction score in the scaffold (built on the default device)."""
+    from circuitbook.devices import default_device
+
+    return _designed_on(n_ctx, prev_into, str(default_device()))
+
+
+@functools.lru_cache(maxsize=None)  # deterministic (float64, fixed tokens): measured once per length and device
+def _designed_on(n_ctx: int, prev_into: str, device: str) -> float:
     space = _p3_space(n_ctx)
-    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into="S_tok",
+    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into=prev_into,
                               n_ctx=n_ctx)["induction_score"]
 
 
+def p3b_reference(n_ctx: int = P3_CTX) -> float:
+    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
+    return _designed(n_ctx, "S_tok")
+
+
 def _p3b_mistakes(n_ctx: int = P3_CTX) -> list:
-    space = _p3_space(n_ctx)
-    working = scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), n_ctx=n_ctx)
-    out = [(working["induction_score"], "the unbroken scaffold's score",
+    out = [(_designed(n_ctx, "S_prev"), "the unbroken scaffold's score",
             "Build the scaffold with prev_into='S_tok' and measure again.")]
     if n_ctx != P3_CTX:
         out.append((p3b_reference(P3_CTX), "the book's context length",
