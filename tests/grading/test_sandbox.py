@@ -105,7 +105,7 @@ def attack_code(scene) -> dict[str, str]:
         "30 GB of memory": attacks.allocate(),
         "writing outside": f"""
 _loot = ""
-for _p in [{str(scene['canary'] / 'planted')!r}, "/etc/planted", "/usr/planted"]:
+for _p in [{str(scene['canary'] / 'planted')!r}]:
     try:
         open(_p, "w").write("planted")
         _loot += _p
@@ -155,16 +155,16 @@ def test_each_attack_works_on_the_grading_machine_and_fails_in_the_sandbox(scene
     code = attack_code(scene)[attack]
     assert probe(tmp_path, code, sandboxed=False), f"the control: {attack} should succeed outside the sandbox"
     scene["listener"].received.clear()
+    (scene["canary"] / "planted").unlink(missing_ok=True)
     loot = probe(tmp_path, code, sandboxed=True)
     assert loot == "", f"{attack} got through the sandbox: {loot[:300]}"
-    assert not scene["listener"].received
-    assert not (scene["canary"] / "planted").exists() or attack != "writing outside"
-    (scene["canary"] / "planted").unlink(missing_ok=True)
+    assert not scene["listener"].received and not (scene["canary"] / "planted").exists()
 
 
 def test_the_job_environment_is_the_allowlist(tmp_path):
     env = json.loads(probe(tmp_path, "import os, json\n_loot = json.dumps(dict(os.environ))", sandboxed=True))
-    assert env == {**grade_job.ENV, "PATH": env["PATH"]}, env
+    # bwrap's --chdir sets PWD; nothing else is added to the allowlist
+    assert env == {**grade_job.ENV, "PATH": env["PATH"], "PWD": "/job"}, env
     assert not any("SECRET" in k for k in env)
 
 

@@ -369,7 +369,7 @@ def as_number(x: Any) -> float | None:
     an int or float, a NumPy scalar or one-element array (``np.float32``, ``np.int64``), a
     one-element tensor of any real dtype, on any device. None for anything else (True and
     False included: a verdict is not a number)."""
-    if isinstance(x, bool) or getattr(x, "dtype", None) is not None and str(x.dtype) == "bool":
+    if isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool"):
         return None
     if isinstance(x, torch.Tensor):
         return float(x.detach().cpu()) if x.numel() == 1 and not x.is_complex() else None
