@@ -45,6 +45,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from circuitbook.checks.core import guarded
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bundle  # noqa: E402
 import notebooks  # noqa: E402
@@ -149,8 +151,8 @@ def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -
             + (variants.variant_line(values) + "\n" if values else "")
             + f"_answer = {answer}\n"
             f"_exercise = checks.get({ex_id!r})\n"
-            f"_result = checks.core.guarded(_exercise.check, _answer, seed={HIDDEN_SEED}) "
-            f"if hasattr(_exercise, 'make_inputs') else checks.core.guarded(_exercise.check, _answer"
+            f"_result = checks.core.{guarded.__name__}(_exercise.check, _answer, seed={HIDDEN_SEED}) "
+            f"if hasattr(_exercise, 'make_inputs') else checks.core.{guarded.__name__}(_exercise.check, _answer"
             f"{', ' + kwargs if kwargs else ''})\n"
             "assert _result.passed, _result.graded()")
 

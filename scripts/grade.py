@@ -13,7 +13,8 @@ bubblewrap is missing or cannot create its namespaces. Each job:
   - gets an environment of its own (an allowlist: never ``INSTRUCTOR_SECRET``) and no network;
   - is limited to 256 processes and threads, 12 GiB of address space per process, files of at
     most 1 GiB, 2 GiB in each of its private ``/tmp`` and ``/job``, and, kept by this script over
-    all its processes, ``--memory`` GiB of resident memory (default 6) and ``--timeout`` seconds.
+    all its processes, ``--memory`` GiB of memory (default 6; the sum of their proportional set
+    sizes, so pages that forks share count once) and ``--timeout`` seconds.
 Whatever a submission does (crash, loop forever, fork without end, allocate 30 GB, kill its
 kernel, call sys.exit, delete or reorder cells, call the reference solutions, try to read the
 secret, a classmate's notebook or the solutions, reach the network, delete files, write to other
@@ -177,7 +178,7 @@ def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: gra
 
 def _watch(proc: subprocess.Popen, timeout: float, memory: int) -> str | None:
     """Wait for the job; None when it ended by itself, else why it was stopped: past the time
-    limit, or past ``memory`` bytes resident over all its processes (sampled every POLL s)."""
+    limit, or past ``memory`` bytes over all its processes (:func:`_resident`, sampled every POLL s)."""
     end = time.monotonic() + timeout
     while True:
         try:
@@ -193,8 +194,9 @@ def _watch(proc: subprocess.Popen, timeout: float, memory: int) -> str | None:
 
 
 def _resident(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (from /proc: the job's PID namespace is
-    inside this one)."""
+    """Memory held by ``pid`` and all its descendants (from /proc: the job's PID namespace is
+    inside this one): the sum of their proportional set sizes, which counts a page shared by k
+    processes (a forked kernel's torch) once in all, not k times."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -209,9 +211,10 @@ def _resident(pid: int) -> int:
         p = todo.pop()
         todo += children.get(p, [])
         try:
-            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
-        except (OSError, ValueError, IndexError):
-            pass
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+            total += int(re.search(r"^Pss:\s+(\d+) kB", rollup, re.M).group(1)) * 1024
+        except (OSError, AttributeError, ValueError):
+            pass  # ended meanwhile
     return total
 
 
@@ -250,7 +253,6 @@ def feedback(output: str, passed: bool, problem: str) -> str:
 
 BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
 EXPLAIN = {"NameError": "a name the test needs is not defined (did the cell that defines it run?)"}
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=0, help="submissions graded at once (default: the number of cores)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per submission")
     ap.add_argument("--memory", type=float, default=grade_job.Limits().memory / 2**30,
-                    help="GiB of resident memory per submission, all its processes together (default: 6)")
+                    help="GiB of memory per submission, all its processes together (default: 6)")
     ap.add_argument("--assignment", help="grade every submission against this assignment")
     ap.add_argument("--assignments", type=Path, default=ASSIGNMENTS,
                     help="the folder `make assignments` wrote (default: _build/assignments)")

@@ -1,21 +1,25 @@
 """The sandbox one submission is graded in, and the job that runs inside it.
 
-scripts/grade.py starts one job per submission with :func:`command`, which wraps this script in
-bubblewrap (``bwrap``, the sandbox Flatpak runs its apps in: a small, audited setuid-free tool
-that builds Linux namespaces from a command line). We use it rather than nsjail because it is
-packaged by every major distribution (``apt-get install bubblewrap``, ``dnf install bubblewrap``),
-needs no configuration file, and does all we need without cgroups, which an unprivileged
-grader (or a container's root) often cannot create; the memory limit over the whole job is
-kept by grade.py instead (below).
+scripts/grade.py starts one job per submission with :func:`sandbox`, which wraps this script in
+bubblewrap (``bwrap``, the sandbox Flatpak runs its apps in: a small tool that builds Linux
+namespaces from a command line). We use it rather than nsjail because it is packaged by every
+major distribution (``apt-get install bubblewrap``, ``dnf install bubblewrap``), needs no
+configuration file, and does all we need without cgroups, which an unprivileged grader (or a
+container's root) often cannot create: the memory limit over the whole job is kept by
+grade.py instead (below). Measured on the machine this was written on (a container's root,
+kernel 6.18, bubblewrap 0.8.0): bwrap as root with ``--unshare-user --uid`` keeps the kernel's
+uid 0, which still reads root's mode-600 files; bwrap run unprivileged (after ``setpriv``)
+cannot open a venv under ``/root`` to bind it. Hence the two modes below.
 
 What a job gets, before any submitted code runs:
 
-- **its own unprivileged uid**: run as root, grade.py first drops to uid ``UID_BASE + slot``
-  (one uid per concurrent job, no account, no groups, no capabilities, ``no_new_privs``) with
-  util-linux's ``setpriv``; run as another user, the job keeps that user's uid. bwrap then maps
-  it into a new user namespace, so the submission has no capability anywhere outside it. (bwrap
-  run as root with ``--uid`` would keep the kernel's uid 0, which still reads root's mode-600
-  files: the drop comes first.)
+- **its own unprivileged uid**: grading as root, bwrap runs privileged (it sets up the mounts
+  and reads what it binds) and the job drops, before anything else runs, to uid ``UID_BASE +
+  slot`` (one uid per concurrent job, no account, no groups, no capabilities, ``no_new_privs``)
+  with util-linux's ``setpriv``. Grading as another user, bwrap runs unprivileged in a new user
+  namespace, so the job keeps that user's uid, has no capability outside its namespaces and may
+  not make new user namespaces (``--disable-userns``). (As root, a job could still make user
+  namespaces of its own; they give it nothing outside its sandbox.)
 - **a new root file system that holds only**: ``/usr`` and the system's library folders
   (read-only), the Python installation and the grading environment's venv (read-only, at
   their own paths), the book's package ``circuitbook`` (read-only, ``/job/lib``), the
@@ -32,13 +36,15 @@ What a job gets, before any submitted code runs:
 - **its own PID, IPC, UTS and cgroup namespaces**: it sees and signals only its own processes; they
   all die with the job (``--die-with-parent``, and the namespace's init).
 - **limits** (:class:`Limits`), set by this script inside the sandbox before otter starts, on
-  every process of the job: at most ``processes`` processes and threads (counted in the job's
-  own user namespace, so a fork bomb stops there and other jobs are not counted), at most
+  every process of the job: at most ``processes`` processes and threads (counted for the job's
+  own uid, or in its own user namespace, so a fork bomb stops there and other jobs are not
+  counted), at most
   ``address_space`` of virtual memory per process (a 30 GB allocation fails at once), files of
   at most ``file_size``, ``cpu_seconds`` of CPU per process, no core dumps. grade.py adds the
-  two limits that span processes: the time limit (wall clock) and ``memory``, the resident
-  memory of all the job's processes together, sampled every :data:`POLL` s; past either, the
-  job is killed and the submission scores zero with the reason.
+  two limits that span processes: the time limit (wall clock) and ``memory``, the memory of
+  all the job's processes together (the sum of their proportional set sizes), sampled every
+  :data:`POLL` s (its two tmpfs come on top); past either, the job is killed and the
+  submission scores zero with the reason.
 
 What the sandbox does not do: otter runs the submission's notebook and then its tests in the same
 Python kernel, so the submission can change its own results (as on Gradescope). The sandbox keeps
@@ -69,7 +75,7 @@ INSTALL = ("bubblewrap (bwrap) is needed to sandbox the grading jobs: install it
 UID_BASE = 62000  # root mode: job slot k runs as uid UID_BASE + k (no account has these uids)
 JOB = Path("/job")
 LIB = JOB / "lib"  # where the book's package is bound (PYTHONPATH)
-POLL = 0.25  # seconds between grade.py's samples of the job's resident memory
+POLL = 0.25  # seconds between grade.py's samples of the job's memory
 ENV = {  # the whole environment of a job
     "HOME": str(JOB / "home"), "TMPDIR": "/tmp", "USER": "student", "LOGNAME": "student",
     "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
@@ -97,7 +103,7 @@ class Limits:
     """What one job may use. ``memory`` and the time limit are kept by grade.py over all the
     job's processes; the rest are rlimits on each process, set inside the sandbox."""
 
-    memory: int = 6 * GiB  # resident, all processes together (a problem-set job peaks near 2.5 GiB)
+    memory: int = 6 * GiB  # proportional set sizes, all processes together (a problem-set job: about 2.5 GiB)
     address_space: int = 12 * GiB  # virtual, per process (torch and SmolLM2 map about 4 GiB)
     processes: int = 256  # processes and threads of the job's uid in its user namespace
     file_size: int = 1 * GiB  # largest file written (the converted SmolLM2 is 0.55 GiB)

@@ -186,6 +186,15 @@ def test_a_job_past_its_memory_or_time_is_stopped():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     assert grade._watch(proc, timeout=60, memory=2**40) is None
     grade._kill_group(proc)
+    # 20 forks of a process that holds 200 MiB share its pages: 200 MiB in all, not 4 GiB
+    forks = ("import os, time\nheld = bytearray(200 * 2**20)\nkids = []\nfor _ in range(20):\n"
+             "    pid = os.fork()\n    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n"
+             "    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", forks], start_new_session=True)
+    try:
+        assert grade._watch(proc, timeout=60, memory=2**30) is None
+    finally:
+        grade._kill_group(proc)
 
 
 def test_feedback_keeps_only_the_checks_own_line():
