@@ -4,8 +4,8 @@ nothing when run in a job's sandbox. Then the same attacks, planted in submissio
 are otherwise right, are graded by scripts/grade.py: each earns what its honest answers earn,
 and the secret appears in no output.
 
-The probes take about a second each. The graded class (a tiny assignment of two problem-set
-checks, built here) takes about 30 s a submission on a loaded 2-core machine.
+The probes take about a second each. The graded class (six submissions of a tiny assignment of
+two problem-set checks, built here) took 130-200 s, two at a time, on a loaded 2-core machine.
 """
 
 from __future__ import annotations
