@@ -544,7 +544,7 @@ class PairExercise(FunctionExercise):
 class ValueExercise:
     """An exercise whose answer is a value (a number, a shape, a formula as a function of n).
 
-    Keyword arguments of a call (``checks.ps_p1a(answer, model="toy-2l")``) are the exercise's
+    Keyword arguments of a call (``checks.ps_p1a(answer, model="text-2l")``) are the exercise's
     inputs: they go to ``expected`` and, when ``mistakes`` is a function, to it (per-student
     variants of a problem set pass them from the notebook's parameter cell)."""
 
