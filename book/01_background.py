@@ -221,6 +221,10 @@ plt.show()
 #    paths.
 # 2. **MLPs.** Their elementwise nonlinearity breaks additivity inside the layer (chapter 10).
 #    Elhage et al. set them aside and study attention-only models first; so do chapters 13-18.
+#    (The outline this book was written from calls attention-only decoders "precisely the
+#    architecture used in modern language models". They are not: GPT-2, Pythia, Llama and
+#    SmolLM2 all have an MLP in every layer. Attention-only models are the framework's
+#    simplification, not the real thing.)
 # 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its scale factor can be
 #    folded into the next weights, leaving a small nonlinearity we can measure.
 #

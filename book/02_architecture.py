@@ -507,7 +507,9 @@ explore(draw_breakdown, d_model=[64, 128, 256, 512, 768, 1024],
 # This is called **post-norm**. The Annotated Transformer's text repeats that formula, but its
 # `SublayerConnection` computes something else, $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$:
 # normalise what the sublayer *reads*, and add its output to the un-normalised stream. This
-# is **pre-norm**; a comment in the Annotated Transformer's code says the norm was put
+# is **pre-norm** (the outline this book was written from quotes the post-norm formula and
+# then says the output is "literally a sum" of the sublayers' contributions; only pre-norm
+# gives that, as chapter 3 measures); a comment in the Annotated Transformer's code says the norm was put
 # first for simplicity of code. Pre-norm is also what GPT-2 uses
 # {cite}`radford2019language`, and what almost every language model since does. Because
 # pre-norm never normalises the stream

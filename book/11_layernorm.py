@@ -923,7 +923,11 @@ explore(draw_linearity, direction=list(directions),
 # linearisation is accurate to a few percent. For questions about large changes
 # (ablating a layer, or comparing inputs whose norms differ a lot, like the first token
 # and the rest) the division by the norm is a real nonlinearity, of the same order as
-# the effect being measured, and must be run rather than approximated. The toy models
+# the effect being measured, and must be run rather than approximated. (The outline this
+# book was written from calls LayerNorm "approximately linear" for inputs of roughly
+# constant norm and its effect on circuit conclusions qualitatively negligible. In
+# SmolLM2 the norm is not roughly constant, within a layer or across depth, as measured
+# above, and whether the approximation is negligible depends on the size of the change.) The toy models
 # later in the book have no LayerNorm at all, which removes the question.
 
 # %% [markdown]

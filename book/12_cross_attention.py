@@ -481,8 +481,10 @@ checks.ch12_ex2(ov_readout)
 # it has one, otherwise the next noun phrase or the verb. So the full QK circuit on token
 # embeddings, $W_E^\text{tgt} W_Q^h (W_K^h)^\top (W_E^\text{src})^\top$, cannot be the
 # whole story: the positional encodings and the context the encoder and the decoder's
-# self-attention build into the two streams carry the grammar. We therefore read the QK
-# side from the patterns the model actually produces.
+# self-attention build into the two streams carry the grammar. (The outline this book was
+# written from offers the token-level QK circuit as "a direct view into the model's
+# learned alignment"; for this task it cannot be one.) We therefore read the QK side from
+# the patterns the model actually produces.
 #
 # Decoder position $j$ reads the start symbol and target words $0..j-1$ and predicts
 # target word $j$, which translates source word `alignment(words)[j]` (source position
