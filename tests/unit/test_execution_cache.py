@@ -66,3 +66,28 @@ def test_a_package_change_re_executes(tree, capsys):
     assert execute_notebooks.execute_all(nb, cache, root=tree) == []
     out = capsys.readouterr().out
     assert "stale     book/tiny.ipynb" in out and "ok in" in out
+
+
+def _notebook(tree: Path, name: str, code: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tree / "book" / f"{name}.ipynb")
+    return tree / "book" / f"{name}.ipynb"
+
+
+def test_a_chapter_over_its_budget_is_reported_not_failed(tree, capsys):
+    # every execution takes over a second (a kernel starts), so a 1 s budget is always exceeded
+    slow = _notebook(tree, "slow", "import time; time.sleep(1.2)")
+    report = tree / "_build" / "report.json"
+    assert execute_notebooks.execute_all([slow], tree / "_build" / "cache", root=tree, budget=1,
+                                         report_path=report) == []
+    out = capsys.readouterr().out
+    assert "ok in" in out and "slow (over the 1 s budget; not a failure): book/slow.ipynb" in out
+    assert "executed" in report.read_text()
+
+
+def test_the_tight_cell_limit_of_make_test_full_fails_a_slow_cell(tree, capsys):
+    stuck = _notebook(tree, "stuck", "import time; time.sleep(120)")
+    failures = execute_notebooks.execute_all([stuck], tree / "_build" / "cache", root=tree, cell_timeout=2)
+    assert failures == ["book/stuck.ipynb"]
+    assert "FAILED after" in capsys.readouterr().out
