@@ -21,8 +21,15 @@ fingerprint differs is executed again. A second `make book` therefore re-execute
 the notebooks whose code changed, or all of them when the package, the zoo or the
 requirements changed.
 
-Usage: python scripts/execute_notebooks.py [--cell-timeout S] [--notebook-timeout S] [--budget S] [--force] [names...]
-Exit status 1 if any notebook failed or ran past its limit (never for a chapter over budget).
+``--require-passing`` also reads each executed notebook's exercises: every reference solution
+must print ``[PASSED]`` for each check it calls, and every untouched student template
+``[NOT YET]`` (a check that passes a template could never fail). `make test` runs it on a few
+canary chapters, `make test-full` on all.
+
+Usage: python scripts/execute_notebooks.py [--cell-timeout S] [--notebook-timeout S] [--budget S]
+       [--require-passing] [--force] [names...]
+Exit status 1 if any notebook failed or ran past its limit (never for a chapter over budget),
+or, with --require-passing, if an exercise's verdicts are wrong.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -153,9 +161,53 @@ def execute(path: Path, cell_timeout: int | None = None, notebook_timeout: float
     return nb, time.perf_counter() - start, err
 
 
+def _exercises_pass(rel: str, nb) -> bool:
+    problems = exercise_problems(nb)
+    for problem in problems:
+        print(f"EXERCISE  {rel}: {problem}", flush=True)
+    n = sum("solution" in c.metadata.get("tags", []) for c in nb.cells)
+    if not problems and n:
+        print(f"          {rel}: its {n} reference solution(s) pass and its template(s) do not", flush=True)
+    return not problems
+
+
 def _load() -> str:
     """The 1-minute load average, as text."""
     return f"{os.getloadavg()[0]:.1f}"
+
+
+CHECK_LINE = re.compile(r"^\[(PASSED|NOT YET)\] (\S+?):", re.M)
+
+
+def _verdicts(cell) -> list[tuple[str, str]]:
+    """(PASSED | NOT YET, exercise id) of every check result a code cell printed or displayed."""
+    found = []
+    for output in cell.get("outputs", []):
+        text = output.get("data", {}).get("text/plain", "") if "data" in output else output.get("text", "")
+        found += CHECK_LINE.findall(text if isinstance(text, str) else "".join(text))
+    return found
+
+
+def exercise_problems(nb) -> list[str]:
+    """What is wrong with the exercises of an executed notebook (empty: nothing).
+
+    A generated notebook has, for each exercise, the student's template (tag ``exercise``)
+    and the reference solution (tag ``solution``), both calling the exercise's check. The
+    solution must pass every check it calls; the template must pass none.
+    """
+    problems = []
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        tags = cell.metadata.get("tags", [])
+        verdicts = _verdicts(cell)
+        if "solution" in tags:
+            if not verdicts:
+                problems.append(f"code cell {i}: a reference solution printed no check result")
+            problems += [f"code cell {i}: the reference solution of {ex} is [NOT YET]"
+                         for mark, ex in verdicts if mark != "PASSED"]
+        elif "exercise" in tags:
+            problems += [f"code cell {i}: the untouched template of {ex} is [PASSED]"
+                         for mark, ex in verdicts if mark == "PASSED"]
+    return problems
 
 
 async def _alive(km) -> bool:
@@ -168,12 +220,14 @@ async def _alive(km) -> bool:
 
 def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] | None = None,
                 force: bool = False, cell_timeout: int | None = None, notebook_timeout: float = RUNAWAY_S,
-                budget: float = BUDGET_S, report_path: Path | None = None, root: Path = ROOT) -> list[str]:
+                budget: float = BUDGET_S, require_passing: bool = False, report_path: Path | None = None,
+                root: Path = ROOT) -> list[str]:
     """Execute each notebook into the jupyter-cache at ``cache_dir`` unless a record with the
     same code and the same ``inputs_fingerprint(root, env)`` is there. Returns the failures.
 
     A notebook that executes but takes longer than ``budget`` seconds is listed as slow at the
-    end (with the load average it ran under), and is not a failure."""
+    end (with the load average it ran under), and is not a failure. With ``require_passing``
+    a notebook whose exercises have ``exercise_problems`` (executed now or cached) fails."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
@@ -194,6 +248,8 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
                 secs = record.data.get("execution_seconds")
                 print(f"cached    {rel}  ({secs:.1f} s when executed)", flush=True)
                 report[rel] = {"seconds": secs, "status": "cached"}
+                if require_passing and not _exercises_pass(rel, cache.merge_match_into_notebook(nb)[1]):
+                    failures.append(rel)
                 continue
             if record is not None:
                 print(f"stale     {rel}: the package, zoo or requirements changed since it ran", flush=True)
@@ -212,6 +268,8 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
         )
         print(f"ok in {seconds:.1f} s", flush=True)
         report[rel] = {"seconds": seconds, "status": "executed", "budget": budget}
+        if require_passing and not _exercises_pass(rel, executed):
+            failures.append(rel)
         if seconds > budget:
             slow.append(f"{rel} {seconds:.0f} s")
     if slow:
@@ -233,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"seconds one notebook may run (default {RUNAWAY_S}, a runaway guard; make test-full: 200)")
     ap.add_argument("--budget", type=float, default=BUDGET_S,
                     help=f"a chapter slower than this is reported, not failed (default {BUDGET_S})")
+    ap.add_argument("--require-passing", action="store_true",
+                    help="fail a notebook whose reference solutions do not pass or whose templates do")
     ap.add_argument("--force", action="store_true", help="execute even when the cache holds a match")
     ap.add_argument("--report", default=str(ROOT / "_build" / "execution_report.json"))
     args = ap.parse_args(argv)
@@ -242,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     failures = execute_all(notebooks, cache_path(), force=args.force, cell_timeout=args.cell_timeout or None,
                            notebook_timeout=args.notebook_timeout, budget=args.budget,
-                           report_path=Path(args.report))
+                           require_passing=args.require_passing, report_path=Path(args.report))
     print(f"executing took {time.perf_counter() - start:.0f} s in all", flush=True)
     if failures:
         print(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)

@@ -91,3 +91,26 @@ def test_the_tight_cell_limit_of_make_test_full_fails_a_slow_cell(tree, capsys):
     failures = execute_notebooks.execute_all([stuck], tree / "_build" / "cache", root=tree, cell_timeout=2)
     assert failures == ["book/stuck.ipynb"]
     assert "FAILED after" in capsys.readouterr().out
+
+
+def _executed(*cells: tuple[str, str]):
+    """A notebook whose code cells (tag, printed text) are as if executed."""
+    nb = nbformat.v4.new_notebook()
+    for tag, text in cells:
+        cell = nbformat.v4.new_code_cell("checks.chNN_ex1(answer)", metadata={"tags": [tag]})
+        cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": text}, execution_count=1)]
+        nb.cells.append(cell)
+    return nb
+
+
+def test_exercise_problems_need_passing_references_and_failing_templates():
+    good = _executed(("exercise", "[NOT YET] ch06_ex1: your function raised NotImplementedError"),
+                     ("solution", "[PASSED] ch06_ex1: matches the reference on 3 random inputs"))
+    assert execute_notebooks.exercise_problems(good) == []
+    wrong_reference = _executed(("exercise", "[NOT YET] ch06_ex1: ..."), ("solution", "[NOT YET] ch06_ex1: off"))
+    assert execute_notebooks.exercise_problems(wrong_reference) == [
+        "code cell 1: the reference solution of ch06_ex1 is [NOT YET]"]
+    lenient = _executed(("exercise", "[PASSED] ch06_ex1: ..."), ("solution", "[PASSED] ch06_ex1: ..."))
+    assert execute_notebooks.exercise_problems(lenient) == ["code cell 0: the untouched template of ch06_ex1 is [PASSED]"]
+    silent = _executed(("exercise", "[NOT YET] ch06_ex1: ..."), ("solution", "42"))
+    assert execute_notebooks.exercise_problems(silent) == ["code cell 1: a reference solution printed no check result"]
