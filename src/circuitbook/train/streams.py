@@ -16,12 +16,11 @@ Every draw is seeded, so the same recipe gives the same tokens on every machine.
 from __future__ import annotations
 
 import functools
+import importlib
 
 import torch
 
 from circuitbook.data import synthetic as S
-from circuitbook.data.corpus import shakespeare_tokenizer
-from circuitbook.data.passages import passage_windows, play_streams
 from circuitbook.models.zoo import Recipe
 from circuitbook.train.text import heldout_windows
 
@@ -46,6 +45,7 @@ def batch_fn(recipe: Recipe):
     if d["kind"] == "mixture":
         return lambda step: _mixture(recipe, batch, seq_len, base + step)
     if d["kind"] == "passages":
+        passage_windows = _text_data_module("passages").passage_windows
         train_ids, _ = text_streams(recipe)
         return lambda step: passage_windows(train_ids, batch, seq_len, seed=base + step, n_repeats=d["n_repeats"],
                                             min_len=d["min_len"], max_len=d["max_len"])
@@ -60,7 +60,17 @@ def text_streams(recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
 
 @functools.lru_cache(maxsize=2)
 def _streams(vocab_size: int, heldout_play: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return play_streams(shakespeare_tokenizer(vocab_size), heldout_play)
+    tokenizer = _text_data_module("corpus").shakespeare_tokenizer(vocab_size)
+    return _text_data_module("passages").play_streams(tokenizer, heldout_play)
+
+
+def _text_data_module(name: str):
+    """``circuitbook.data.<name>``, imported by name: the text models need the ``corpus`` extra
+    (``tokenizers`` and the plays), and ``scripts/notebooks.py`` gives a chapter's set-up cell
+    every extra its import statements reach, which for a constant of ``circuitbook.train``
+    (chapter 2 reads ``ZOO_CONFIG``) is every module of the package. Chapters that only train
+    or load toy models stay light; chapter 19 imports ``circuitbook.data.passages`` itself."""
+    return importlib.import_module(f"circuitbook.data.{name}")
 
 
 def text_heldout(recipe: Recipe) -> torch.Tensor:
