@@ -22,21 +22,24 @@ TIMES  := _build/test-times.tsv
 # thread, the rounding another CPU would give.
 ALT_NUMERICS := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # The unit tests whose verdicts rest on float32 rounding, which is what the second configuration
-# changes: the kernels and their rounding bounds (circuits to neurons, rotary, smeared keys), the
-# reference solutions against the kernels, the checks' comparisons with readers' answers and the
-# feedback they print, the claims' perturbations, the zoo's recorded metrics and the short
-# retraining that must follow its recorded history, the encoder-decoder and translation
-# decoding. Left out: tests of text, files, structure and integers (sources, imports, dead code,
-# cache, widgets, quiz, progress, data generators, the API reference), which round nothing.
+# changes: the kernels against dense float64 references within derived rounding bounds (circuits
+# to neurons, rotary, smeared keys), the reference solutions against the kernels, the checks'
+# comparisons of readers' answers (which mistake an answer matches), the claims' perturbations,
+# the zoo's recorded metrics and the short retraining that must follow its recorded history, the
+# encoder-decoder's decoding, the widgets' numbers (explainers, the lab's ablation means) and
+# SmolLM2 against transformers. Left out: tests of text, files, structure, integers and exact
+# same-configuration equality (sources, imports, dead code, the cache, feedback texts, quiz,
+# progress, data generators, devices, the API reference), whose verdicts round nothing.
 NUMERIC_TESTS := $(addprefix tests/unit/test_,$(addsuffix .py,circuits composition paths heads patching \
-	attribution neurons rotary smeared_keys check_references checks feedback claim_perturbation \
-	zoo train encoder_decoder translation))
+	attribution neurons rotary smeared_keys check_references checks claim_perturbation zoo train \
+	encoder_decoder explainers lab pretrained))
 # Canary chapters of `make test`: executed whole, every reference solution must pass its check
-# and every untouched template fail it. Chapter 1 has a value exercise and a function
-# exercise, chapter 8 a function exercise and a pair exercise on a zoo model (toy-2l's QK and OV
-# circuits), chapter 6 a function exercise whose check names the reader's mistake: together
-# every kind of check in checks/core.py. All three execute in well under the 60 s budget.
-CANARIES := 01_background 06_attention 08_qk_ov
+# and every untouched template fail it. Chapter 1 has a value exercise and a function exercise on
+# random inputs, chapter 8 a function exercise and a pair exercise on a zoo model (toy-2l's QK and
+# OV circuits): together every kind of check in checks/core.py (FunctionExercise, PairExercise,
+# ValueExercise), each with its mistakes. Both are among the fastest chapters (21 s and 55 s at
+# load average 9-12 on 2 cores, the first measurement of benchmarks/bench_chapters.py).
+CANARIES := 01_background 08_qk_ov
 
 .PHONY: book test test-full test-js env chromium bwrap notebooks unit execute numerics site assignments grade lab clean help
 
