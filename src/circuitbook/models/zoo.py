@@ -160,7 +160,8 @@ TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared")
 #: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
 NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation") + TEXT_MODELS
 
-# Fixed evaluation settings, so a loaded checkpoint's metrics can be recomputed exactly.
+# Fixed evaluation settings, so a loaded checkpoint's metrics can be recomputed exactly
+# (``circuitbook.train.metrics.evaluate``).
 EVAL = dict(repeat_seq_len=32, repeat_batch=16, repeat_seed=0, n_rows=512, eval_seed=999_983)
 
 
