@@ -116,7 +116,8 @@ test-js: env
 	CIRCUITBOOK_JS_FIXTURES=$$tmp/fixtures.json node --test tests/js/; r=$$?; rm -rf $$tmp; exit $$r
 
 # The contributor's tier: what catches real bugs, in about 10 minutes on 2 cores, without root
-# or network. Each stage prints its wall and CPU time, and the table of stages ends the log.
+# or network. Each stage prints its wall and CPU time, and the table of stages ends the log; a
+# failed stage does not stop the others, and the run fails at the end, naming it.
 test: env
 	@$(TIMED) start $(TIMES) make test
 	@$(TIMED) run $(TIMES) sources -- $(PY) scripts/notebooks.py check

@@ -6,8 +6,9 @@
 
 Each stage prints one line when it ends: its wall time and the CPU time of everything it ran
 (user + system of its finished child processes, from ``getrusage``), and the load average,
-so a slow stage on a busy machine can be told from a slow stage. When a stage fails, the
-table so far is printed before the run stops. LOG is a small tab-separated file.
+so a slow stage on a busy machine can be told from a slow stage. A failed stage does not stop
+the run: every stage runs, so one log shows every failure, and ``summary`` exits 1 if any
+stage failed, naming them. LOG is a small tab-separated file.
 """
 
 from __future__ import annotations
@@ -43,12 +44,10 @@ def run(log: Path, name: str, command: str) -> int:
         f.write(f"stage\t{name}\t{wall:.1f}\t{cpu:.1f}\t{_load():.1f}\t{status}\n")
     print(f"== stage {name}: {status}, {wall:.0f} s wall, {cpu:.0f} s CPU, load average {_load():.1f}",
           flush=True)
-    if code != 0:
-        summary(log)
-    return code
+    return 0  # the run goes on; summary() reports the failure
 
 
-def summary(log: Path) -> None:
+def summary(log: Path) -> int:
     rows = [line.split("\t") for line in log.read_text().splitlines()]
     head = next(r for r in rows if r[0] == "start")
     stages = [r for r in rows if r[0] == "stage"]
@@ -61,6 +60,10 @@ def summary(log: Path) -> None:
     print(f"   {'stages':<16} {walls:8.0f} {cpus:8.0f}")
     print(f"== {head[2]}: {total:.0f} s wall in all ({total / 60:.1f} min), {cpus:.0f} s CPU in its stages",
           flush=True)
+    failed = [r[1] for r in stages if r[5] != "ok"]
+    if failed:
+        print(f"== {head[2]} FAILED in stage(s): {', '.join(failed)} (their output is above)", flush=True)
+    return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:
@@ -70,8 +73,7 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 4 and argv[0] == "run" and argv[3] == "--":
         return run(Path(argv[1]), argv[2], " ".join(argv[4:]))
     if len(argv) == 2 and argv[0] == "summary":
-        summary(Path(argv[1]))
-        return 0
+        return summary(Path(argv[1]))
     print(__doc__, file=sys.stderr)
     return 2
 
