@@ -24,6 +24,7 @@ from circuitbook import checks
 from circuitbook.book import claim, glue, identity_close
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
+from circuitbook.train import streams
 from circuitbook.train import (
     VASWANI_BETAS,
     VASWANI_EPS,
@@ -642,7 +643,7 @@ plt.show()
 #
 # The recipe: Adam at a constant learning rate of {glue:text}`tx_lr`, batches of
 # {glue:text}`tx_batch` rows, {glue:text}`tx_steps` steps; every {glue:text}`tx_every`
-# steps the training script (`python -m circuitbook.models.zoo text-2l`) records the mean
+# steps the training script (`python -m circuitbook.train.build text-2l`) records the mean
 # training loss, the loss at every context position on {glue:text}`tx_rows` held-out
 # windows, and the induction and previous-token scores of all eight heads
 # (`circuitbook.heads`) on repeated random tokens, as for `toy-2l`, and on held-out text
@@ -715,7 +716,7 @@ from circuitbook.data.corpus import shakespeare_tokenizer
 from circuitbook.data.passages import passage_windows
 
 tok = shakespeare_tokenizer(data["vocab_size"])
-train_ids, _ = zoo.text_streams(zoo.RECIPES["text-2l"])
+train_ids, _ = streams.text_streams(zoo.RECIPES["text-2l"])
 opts = dict(seed=train["data_seed"], min_len=data["min_len"],
             max_len=data["max_len"])
 row = passage_windows(train_ids, 1, train["seq_len"], n_repeats=data["n_repeats"],
@@ -888,13 +889,13 @@ Heatmap(fig)
 # %%
 probe_step = ckpt_steps[len(ckpt_steps) // 2]
 probe = zoo.load_checkpoint("text-2l", probe_step)
-heldout = zoo.text_heldout(zoo.RECIPES["text-2l"])
+heldout = streams.text_heldout(zoo.RECIPES["text-2l"])
 recomputed = position_loss(probe, heldout)
 recorded = torch.tensor(hist["position_loss"][hist["step"].index(probe_step)],
                         dtype=torch.float64)
 gap = (recomputed - recorded).abs().max().item()
 # the history was measured in float32 and rounded to 4 digits; the checkpoint is float16
-rep_rows = passage_windows(zoo.text_streams(zoo.RECIPES["text-2l"])[1],
+rep_rows = passage_windows(streams.text_streams(zoo.RECIPES["text-2l"])[1],
                            data["heldout_rows"], train["seq_len"], seed=0,
                            n_repeats=data["n_repeats"], min_len=data["min_len"],
                            max_len=data["max_len"])
@@ -1028,7 +1029,7 @@ live = InductionMetrics(every=25, seq_len=ev["repeat_seq_len"],
                         batch=ev["repeat_batch"], seed=ev["repeat_seed"],
                         stop_when=lambda r: r["induction_best"] > 0.6)
 t0 = time.perf_counter()
-live_losses = train_lm(live_model, zoo.batch_fn(toy), steps=1500,
+live_losses = train_lm(live_model, streams.batch_fn(toy), steps=1500,
                        lr=toy.train["lr"], threads=1, callback=live,
                        progress=False)
 live_seconds = time.perf_counter() - t0

@@ -113,7 +113,8 @@ def test_train_lm_callbacks_and_errors():
 def test_induction_metrics_history_shape_and_trend():
     """A short seeded run of the toy-2l recipe: the loss falls and the history is complete."""
     from circuitbook.models import attn_only
-    from circuitbook.models.zoo import RECIPES, batch_fn
+    from circuitbook.models.zoo import RECIPES
+    from circuitbook.train.streams import batch_fn
 
     recipe = RECIPES["toy-2l"]
     cfg = dict(recipe.model)
