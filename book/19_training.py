@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue, identity_close
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              null_test, observation)
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
 from circuitbook.train import (
@@ -175,9 +176,9 @@ def half_life(beta2):
 
 hl_paper, hl_default = half_life(0.98), half_life(0.999)
 expected = [math.ceil(math.log(2) / -math.log(b)) for b in (0.98, 0.999)]
-claim("the squared-gradient memory halves after ceil(ln 2 / ln(1/beta2)) "
-      "steps", f"{hl_paper} (beta2=0.98), {hl_default} (beta2=0.999)",
-      [hl_paper, hl_default] == expected, chapter="19")
+identity("the squared-gradient memory halves after ceil(ln 2 / ln(1/beta2)) "
+         "steps", f"{hl_paper} (beta2=0.98), {hl_default} (beta2=0.999)",
+         [hl_paper, hl_default] == expected, chapter="19")
 glue("hl_paper", hl_paper)
 glue("hl_default", hl_default)
 
@@ -237,8 +238,8 @@ paper = curves[(512, 4000)]
 
 peak_step = int(paper[1:].argmax()) + 1
 peak = paper[peak_step].item()
-claim("the schedule (512, 4000) peaks at step = warmup", peak_step,
-      peak_step == 4000, chapter="19")
+identity("the schedule (512, 4000) peaks at step = warmup", peak_step,
+         peak_step == 4000, chapter="19")
 # a power, a product and a minimum: a handful of roundings, in the schedule's own dtype
 identity_close("the peak is (d_model * warmup)^-0.5 = 6.988e-4", paper[peak_step],
                torch.tensor((512 * 4000) ** -0.5, dtype=torch.float64), terms=8,
@@ -250,10 +251,11 @@ ours = noam(torch.tensor(list(by_hand)), 512, 4000)
 lib = torch.tensor([noam_lr(s, 512, 4000) for s in by_hand],
                    dtype=torch.float64)
 worst = max(abs(o / h - 1) for o, h in zip(ours.tolist(), by_hand.values()))
-# four significant digits are exact to half a unit of the fourth: a relative 5e-4 at most
-claim("noam() matches the hand-computed values at steps 1, 2000, 4000, "
-      "16000, 100000 (worst relative error)", worst, worst < 5e-4,
-      chapter="19")
+# four significant digits are exact to half a unit of the fourth: a relative
+# 5e-4 at most
+identity("noam() matches the hand-computed values at steps 1, 2000, 4000, "
+         "16000, 100000 (worst relative error)", worst, worst < 5e-4,
+         chapter="19")
 # the same formula twice (two powers, a product, a minimum, the scale: 8 roundings each)
 identity_close("noam() equals circuitbook.train.noam_lr at those steps", ours, lib,
                terms=16, chapter="19")
@@ -296,8 +298,8 @@ want = [noam_lr(max(n - 1, 1), 512, 4000) for n in range(1, 11)]
 identity_close("with LambdaLR, update n runs at noam(n - 1), step 0 read as 1",
                torch.tensor(seen, dtype=torch.float64), torch.tensor(want, dtype=torch.float64),
                terms=2 * 8 + 1, chapter="19")
-claim("so the first two updates use the same rate", seen[1] - seen[0],
-      seen[0] == seen[1], chapter="19")
+identity("so the first two updates use the same rate", seen[1] - seen[0],
+         seen[0] == seen[1], chapter="19")
 
 # %% [markdown]
 # Compared with the paper's formula read literally (update $n$ at $\alpha(n)$), the code
@@ -353,8 +355,8 @@ row = torch.tensor([0, 0.4 / 3, 0.6, 0.4 / 3, 0.4 / 3])   # 0.4 / 3 = 0.1333...
 # 1 - eps and eps / (size - 2) are one or two roundings each
 identity_close("target 2 gives [0, 0.4/3, 0.6, 0.4/3, 0.4/3] = [0, 0.1333, 0.6, 0.1333, "
                "0.1333]", dist[0], row, terms=4, chapter="19")
-claim("the row whose target is padding is all zero", dist[2].abs().max(),
-      bool((dist[2] == 0).all()), chapter="19")
+identity("the row whose target is padding is all zero", dist[2].abs().max(),
+         bool((dist[2] == 0).all()), chapter="19")
 real = targets != 0
 # each entry is 2 roundings from its exact value, and the sum of 5 adds 5
 identity_close("every other row sums to 1", dist[real].sum(-1), torch.ones(4),
@@ -417,10 +419,12 @@ def smoothing_loss(c, size, eps):
 
 cs = torch.linspace(0.5, 0.9999, 5000).tolist()
 best_c = min(cs, key=lambda c: smoothing_loss(c, 33, 0.1))
-# the grid has spacing 0.4999 / 4999 = 1e-4: the minimiser is within one grid step of 0.9
+# the grid has spacing 0.4999 / 4999 = 1e-4: the minimiser is within one grid
+# step of 0.9
 spacing = cs[1] - cs[0]
-claim("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9 (to the grid's "
-      "spacing, 1e-4)", best_c, abs(best_c - 0.9) <= spacing, chapter="19")
+identity("with eps = 0.1 the loss is minimised at confidence 1 - eps = 0.9 "
+         "(to the grid's spacing, 1e-4)", best_c, abs(best_c - 0.9) <= spacing,
+         chapter="19")
 
 mine = smoothed_targets(targets, 5, 0, 0.4)
 # two roundings per entry on each side (1 - eps, eps / (size - 2))
@@ -489,7 +493,8 @@ def confidence_report(model):
     keep = b.tgt_y != T.PAD
     conf, pred = logp.exp().max(-1)
     report = calibration(conf[keep], (pred == b.tgt_y)[keep])
-    report["confidences"] = conf[keep]
+    report["confidences"] = conf[keep].double()
+    report["correct"] = (pred == b.tgt_y)[keep].double()
     return report
 
 
@@ -498,6 +503,12 @@ recorded = info["metrics"]
 print(f"smoothing 0.1, 1000 steps: accuracy {zoo_rep['accuracy']:.4f}, "
       f"mean confidence {zoo_rep['mean_confidence']:.4f}, "
       f"ECE {zoo_rep['ece']:.4f}")
+
+# %% [markdown]
+# The collapsed cell checks that the loaded model gives back the confidence recorded when it
+# was built, to within the rounding of another machine's forward pass.
+
+# %% tags=["hide-input"]
 # The same computation on another machine. One teacher-forced forward pass of the
 # encoder-decoder: per encoder layer 2 LayerNorms (2 d + 4 each), attention (d + d_head +
 # n + 3 + n + d + 4) and the FFN (d + d_ff + 3); per decoder layer 3 LayerNorms, two
@@ -515,14 +526,53 @@ with torch.no_grad():
                                       test_batch.tgt_mask)).abs().max().item()
 n_conf = len(zoo_rep["confidences"])
 conf_terms = 2 * (2 * fwd_t * math.ceil(logp_size) + n_conf) + 5
-identity_close("the loaded model reproduces the confidence recorded when it was "
-               "built", torch.tensor(zoo_rep["mean_confidence"]),
-               torch.tensor(recorded["mean_confidence"]), terms=conf_terms, scale=1.0,
-               chapter="19")
-claim("it is right more often than it thinks: accuracy exceeds mean "
-      "confidence by more than 0.05",
-      zoo_rep["accuracy"] - zoo_rep["mean_confidence"],
-      zoo_rep["accuracy"] - zoo_rep["mean_confidence"] > 0.05, chapter="19")
+identity_close("the loaded model reproduces the confidence recorded when it "
+               "was built", torch.tensor(zoo_rep["mean_confidence"]),
+               torch.tensor(recorded["mean_confidence"]), terms=conf_terms,
+               scale=1.0, chapter="19")
+
+# %% [markdown]
+# Is the model under-confident, or is the gap between its accuracy and its confidence what
+# 500 test sentences would give a calibrated model by chance? A bootstrap over the test
+# sentences (resampling whole sentences, whose tokens are not independent) puts an interval
+# on every difference below. It measures the test set's sampling noise only: each model was
+# trained once.
+
+# %%
+row_of = torch.arange(test_batch.tgt_y.shape[0])[:, None].expand_as(
+    test_batch.tgt_y)[test_batch.tgt_y != T.PAD]      # the sentence of each token
+
+
+def weighted_ece(conf, correct, w, n_bins=10):
+    """ECE with token weights w (calibration()'s bins; w = 1 gives its ECE)."""
+    which = torch.bucketize(conf, torch.linspace(0, 1, n_bins + 1,
+                                                 dtype=conf.dtype)[1:-1],
+                            right=True)
+    gap = torch.zeros(n_bins, dtype=conf.dtype).index_add_(
+        0, which, w * (correct - conf))
+    return (gap.abs().sum() / w.sum()).item()
+
+
+def sentence_bootstrap(stat, n_boot=2000, seed=0):
+    """stat(token weights) over n_boot resamplings of the test sentences."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(row_of.max()) + 1
+    draws = (torch.randint(0, n, (n,), generator=g) for _ in range(n_boot))
+    return [stat(torch.bincount(d, minlength=n)[row_of].double())
+            for d in draws]
+
+
+def under(r):
+    """accuracy - mean confidence, with token weights"""
+    return lambda w: ((w * (r["correct"] - r["confidences"])).sum()
+                      / w.sum()).item()
+
+
+finding("the zoo model is under-confident: its accuracy exceeds its mean "
+        "confidence", zoo_rep["accuracy"] - zoo_rep["mean_confidence"],
+        null=Null.point("a calibrated model: accuracy = confidence", 0.0),
+        boot=sentence_bootstrap(under(zoo_rep)), alternative="greater",
+        chapter="19")
 
 # %% [markdown]
 # To see that the smoothing is the cause, we continue training two copies of this model
@@ -563,15 +613,33 @@ for name, r in reports.items():
     print(f"{name:20s} accuracy {r['accuracy']:.4f}  confidence "
           f"{r['mean_confidence']:.4f}  ECE {r['ece']:.4f}")
 ctl, off = reports["+50 steps, eps 0.1"], reports["+50 steps, eps 0"]
-claim("the control (eps 0.1) stays under-confident: ECE > 0.05",
-      ctl["ece"], ctl["ece"] > 0.05, chapter="19")
-claim("without smoothing, mean confidence rises above 0.98",
-      off["mean_confidence"], off["mean_confidence"] > 0.98, chapter="19")
-claim("and the calibration error falls below 0.02", off["ece"],
-      off["ece"] < 0.02, chapter="19")
-claim("accuracy stays above 0.99 in both copies",
-      min(ctl["accuracy"], off["accuracy"]),
-      min(ctl["accuracy"], off["accuracy"]) > 0.99, chapter="19")
+
+
+def paired(key):
+    """the eps-0 copy minus the control, with token weights"""
+    if key == "ece":
+        return lambda w: (weighted_ece(off["confidences"], off["correct"], w)
+                          - weighted_ece(ctl["confidences"], ctl["correct"], w))
+    return lambda w: ((w * (off[key] - ctl[key])).sum() / w.sum()).item()
+
+
+no_change = Null.point("no change: the two copies alike", 0.0)
+finding("switching smoothing off raises the mean confidence (eps-0 copy minus "
+        "control)", off["mean_confidence"] - ctl["mean_confidence"],
+        null=no_change, boot=sentence_bootstrap(paired("confidences")),
+        alternative="greater", chapter="19")
+finding("and lowers the calibration error (eps-0 copy minus control)",
+        off["ece"] - ctl["ece"], null=no_change,
+        boot=sentence_bootstrap(paired("ece")), alternative="less",
+        chapter="19")
+acc_test = null_test(off["accuracy"] - ctl["accuracy"], no_change,
+                     boot=sentence_bootstrap(paired("correct")),
+                     alternative="two-sided")
+observation("accuracy, eps-0 copy minus control (95% bootstrap interval)",
+            f"{acc_test.value:.4f} [{acc_test.lo:.4f}, {acc_test.hi:.4f}]",
+            chapter="19")
+glue("acc_diff_lo", acc_test.lo)
+glue("acc_diff_hi", acc_test.hi)
 for key, r in (("ctl", ctl), ("off", off), ("zoo", zoo_rep)):
     glue(f"{key}_conf", r["mean_confidence"])
     glue(f"{key}_acc", r["accuracy"])
@@ -597,7 +665,12 @@ plt.show()
 # {glue:text}`ctl_conf:.3f` at an accuracy of {glue:text}`ctl_acc:.3f`, a calibration
 # error of {glue:text}`ctl_ece:.3f`. Fifty steps without smoothing move the confidence to
 # {glue:text}`off_conf:.3f` at accuracy {glue:text}`off_acc:.3f`, and the error drops to
-# {glue:text}`off_ece:.4f`. Label smoothing is often described as a remedy for
+# {glue:text}`off_ece:.4f`; both changes lie far outside their bootstrap intervals' reach
+# of zero, while the accuracy difference (eps-0 copy minus control) lies between
+# {glue:text}`acc_diff_lo:.4f` and {glue:text}`acc_diff_hi:.4f` (95% interval over test
+# sentences): it may be a slight loss, too small to matter here. One continuation of each
+# copy was run, so the intervals say nothing about training noise. Label smoothing is often
+# described as a remedy for
 # over-confidence {cite}`muller2019label`, and on hard tasks, where an unsmoothed model
 # tends to be more confident than accurate, it can be. On a task this easy the model is
 # almost always right, and smoothing makes it claim less certainty than it has: the
