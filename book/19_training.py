@@ -2,8 +2,8 @@
 # # 19. Training
 #
 # Section 5 of Vaswani et al. {cite}`vaswani2017attention` gives the training recipe in
-# three short paragraphs: Adam with unusual settings, a learning rate that climbs for
-# 4000 steps and then decays, and label smoothing. This chapter writes out each piece,
+# about a page: Adam with unusual settings, a learning rate that climbs for 4000 steps and
+# then decays, and regularisation by dropout and label smoothing. This chapter writes out each piece,
 # checks the Annotated Transformer's {cite}`rush2018annotated` code for it against the
 # formula, and measures what label smoothing does to the confidence of the book's toy
 # translation model. The circuit view then looks at training from the other side: in the
@@ -470,7 +470,7 @@ explore(draw_smoothing, eps=(0.0, 0.6, 0.05))
 # sorts the predictions into bins of confidence and averages
 # $|\text{accuracy} - \text{confidence}|$ over the bins, weighted by their size. We
 # measure it on the zoo's `toy-translation` model (chapter 12's encoder-decoder, trained
-# with the paper's recipe and $\varepsilon = 0.1$), teacher-forced on its 500 held-out
+# with the paper's recipe and $\varepsilon = 0.1$), teacher-forced on its {glue:text}`n_test` held-out
 # sentences: for every target token, the confidence is the probability of the model's
 # top choice.
 
@@ -479,6 +479,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     trans = load("toy-translation")
 info = zoo.info("toy-translation")
 tcfg = info["config"]
+glue("n_test", tcfg["n_test"])
 train_sents, test_sents = T.make_split(tcfg["n_train"], tcfg["n_test"],
                                        seed=tcfg["seed"])
 test_batch = T.Batch(*T.to_tensors(test_sents), pad=T.PAD)
@@ -533,7 +534,7 @@ identity_close("the loaded model reproduces the confidence recorded when it "
 
 # %% [markdown]
 # Is the model under-confident, or is the gap between its accuracy and its confidence what
-# 500 test sentences would give a calibrated model by chance? A bootstrap over the test
+# {glue:text}`n_test` test sentences would give a calibrated model by chance? A bootstrap over the test
 # sentences (resampling whole sentences, whose tokens are not independent) puts an interval
 # on every difference below. It measures the test set's sampling noise only: each model was
 # trained once.
@@ -665,8 +666,7 @@ plt.show()
 # {glue:text}`ctl_conf:.3f` at an accuracy of {glue:text}`ctl_acc:.3f`, a calibration
 # error of {glue:text}`ctl_ece:.3f`. Fifty steps without smoothing move the confidence to
 # {glue:text}`off_conf:.3f` at accuracy {glue:text}`off_acc:.3f`, and the error drops to
-# {glue:text}`off_ece:.4f`; both changes lie far outside their bootstrap intervals' reach
-# of zero, while the accuracy difference (eps-0 copy minus control) lies between
+# {glue:text}`off_ece:.4f`; both changes' bootstrap intervals lie far from zero, while the accuracy difference (eps-0 copy minus control) lies between
 # {glue:text}`acc_diff_lo:.4f` and {glue:text}`acc_diff_hi:.4f` (95% interval over test
 # sentences): it may be a slight loss, too small to matter here. One continuation of each
 # copy was run, so the intervals say nothing about training noise. Label smoothing is often

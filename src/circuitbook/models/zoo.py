@@ -25,10 +25,13 @@ name                    chapter  what it is
                                  bump, and it ships float16 checkpoints
 ``text-2l-seed1``       19       the same recipe, model and data seed 1
 ``text-2l-smeared``     19       the same recipe with Olsson et al.'s smeared keys
+``text-2l-plain``       19       two-layer attn-only on plain Shakespeare, 256-token
+                                 context, nothing copied; ships float16 checkpoints
 ======================  =======  ===================================================
 
 The text models are stored in float16 (and loaded into float32 models);
-``load_checkpoint(name, step)`` returns ``text-2l`` as it was at an intermediate step.
+``load_checkpoint(name, step)`` returns ``text-2l`` or ``text-2l-plain`` as it was at an
+intermediate step.
 """
 
 from __future__ import annotations
