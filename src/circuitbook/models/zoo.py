@@ -27,6 +27,8 @@ name                    chapter  what it is
 ``text-2l-smeared``     19       the same recipe with Olsson et al.'s smeared keys
 ``text-2l-plain``       19       two-layer attn-only on plain Shakespeare, 256-token
                                  context, nothing copied; ships float16 checkpoints
+                                 (``text-2l-plain-smeared``: the same with smeared
+                                 keys, 6,000 steps)
 ======================  =======  ===================================================
 
 The text models are stored in float16 (and loaded into float32 models);
@@ -172,7 +174,19 @@ RECIPES["text-2l-plain"] = Recipe(
     train=dict(_TEXT_TRAIN, steps=10_000, seq_len=256, data_seed=70_000, history_every=50,
                checkpoints=[1000, 2000, 3000, 4000, 5000, 6000, 8000]),
 )
-TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared", "text-2l-plain")
+# The same plain text with smeared keys: a one-layer route to induction (chapter 19's
+# second try on plain text, after text-2l-plain formed none in 10,000 steps).
+RECIPES["text-2l-plain-smeared"] = Recipe(
+    name="text-2l-plain-smeared", chapter="19",
+    description=RECIPES["text-2l-plain"].description.replace(
+        "Seed 0; ships checkpoints.", "Seed 0, with Olsson et al.'s smeared keys in both layers; 6,000 steps; "
+        "ships checkpoints."),
+    model=dict(RECIPES["text-2l-plain"].model, smeared_keys=True),
+    data=RECIPES["text-2l-plain"].data,
+    train=dict(RECIPES["text-2l-plain"].train, steps=6000, checkpoints=[1000, 2000, 3000, 4000]),
+)
+TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared", "text-2l-plain",
+                                "text-2l-plain-smeared")
 
 #: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
 NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation") + TEXT_MODELS
