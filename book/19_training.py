@@ -530,10 +530,10 @@ print(f"smoothing 0.1, 1000 steps: accuracy {zoo_rep['accuracy']:.4f}, "
 # the encoder-decoder: per encoder layer 2 LayerNorms (2 d + 4 each), attention
 # (d + d_head + n + 3 + n + d + 4) and the FFN (d + d_ff + 3); per decoder
 # layer 3 LayerNorms, two attentions and the FFN; the final norms and the
-# generator (d + 1 + vocab + 3). Softmax turns an absolute error of the log-probabilities
-# (size: their largest magnitude) into a relative error of the confidence; then
-# a mean over the M predictions, and the record's 6 decimals (5e-7, about 5
-# roundings of 1). Twice, for the two machines.
+# generator (d + 1 + vocab + 3). Softmax turns an absolute error of the
+# log-probabilities (size: their largest magnitude) into a relative error of
+# the confidence; then a mean over the M predictions, and the record's 6
+# decimals (5e-7, about 5 roundings of 1). Twice, for the two machines.
 d, d_ff, n_tok = tcfg["d_model"], tcfg["d_ff"], test_batch.src.shape[1]
 ln_t, att_t = 2 * d + 4, d + d // tcfg["h"] + 2 * n_tok + 2 * d + 7
 ffn_t = d + d_ff + 3
