@@ -10,8 +10,10 @@
 # for the short event that Olsson et al. found in the training of small text models, the
 # formation of induction heads, in two-layer models trained on Shakespeare, once on the
 # plain text and once on text with copied passages.
+#
+# The set-up cell imports what the chapter uses and runs it on one thread.
 
-# %%
+# %% tags=["hide-input"]
 import contextlib
 import copy
 import io
@@ -907,7 +909,7 @@ def ckpt_around(name, m):
 # 50 to about 245 tokens of context, half of the stretch Olsson et al. measure.
 
 # %% tags=["hide-input"]
-PLAIN = ("text-2l-plain",)
+PLAIN = ("text-2l-plain", "text-2l-plain-smeared")
 p_rec = zoo.info("text-2l-plain")
 p_data, p_train = p_rec["recipe"]["data"], p_rec["recipe"]["train"]
 p_tr = p_rec["training"]
@@ -935,9 +937,10 @@ glue("p_load_end", p_tr["loadavg_1min_at_end"], machine_dependent=True)
 #
 # The figure shows the run's history: the losses; the best induction score on repeated
 # random tokens and on held-out text repeated once, beside the best previous-token score;
-# and the ICL score on held-out plain text. The gray band spans the best induction scores
-# of 99 models of the same shape at initialisation (seeds 1 to 99), the null for "a head
-# attends to the token after an earlier copy of the current one".
+# and the ICL score on held-out plain text. The dashed gray line is the highest induction
+# score of 99 models of the same shape at initialisation (seeds 1 to 99), the null for "a
+# head attends to the token after an earlier copy of the current one". Solid lines are
+# `text-2l-plain`, dotted ones the second configuration described below.
 
 # %%
 p_init_rand, p_init_text = init_scores("text-2l-plain")
@@ -962,8 +965,10 @@ for name in PLAIN:
                                  line=line(color, dash=dash)), row=2, col=1)
     fig.add_trace(go.Scatter(x=s, y=h["icl"], name="ICL" + tag,
                              line=line("#8c564b", dash=dash)), row=3, col=1)
-fig.add_hrect(y0=min(p_init_rand + p_init_text), y1=init_top,
-              fillcolor="gray", opacity=0.3, line_width=0, row=2, col=1)
+last_step = zoo.history("text-2l-plain")["step"][-1]
+fig.add_trace(go.Scatter(x=[0, last_step], y=[init_top, init_top],
+                         name="best at initialisation",
+                         line=line("gray", 2, "dash")), row=2, col=1)
 fig.update_yaxes(title_text="loss (nats)", range=[2.8, 4], row=1, col=1)
 fig.update_yaxes(title_text="best score", type="log", row=2, col=1)
 fig.update_yaxes(title_text="ICL (nats)", row=3, col=1)
@@ -1020,17 +1025,41 @@ glue("p_icl_lo", p_icl_test.lo)
 glue("p_icl_hi", p_icl_test.hi)
 glue("p_icl_half", (p_icl_test.hi - p_icl_test.lo) / 2)
 glue("c_prev_final", zoo.history("text-2l")["prev_token_best"][-1])
+# The second configuration: the same plain text with smeared keys.
+ps = zoo.history("text-2l-plain-smeared")
+ps_rec = zoo.info("text-2l-plain-smeared")
+ps_init_rand, ps_init_text = init_scores("text-2l-plain-smeared")
+finding("text-2l-plain-smeared: with smeared keys, its best induction score "
+        "on repeated random tokens is not above those of models at "
+        "initialisation either", ps["induction_best"][-1],
+        null=Null.draws("the best head of 99 models of its shape (smeared "
+                        "keys) at initialisation", ps_init_rand),
+        expect="no effect", chapter="19")
+finding("nor on held-out text repeated once", ps["induction_text_best"][-1],
+        null=Null.draws("the same, on the same text, at initialisation",
+                        ps_init_text), expect="no effect", chapter="19")
+glue("ps_steps", f"{ps['step'][-1]:,}")
+glue("ps_cpu", round(ps_rec["training"]["cpu_seconds"]),
+     machine_dependent=True)
+glue("ps_seconds", round(ps_rec["training"]["seconds"]),
+     machine_dependent=True)
+glue("ps_ind_final", ps["induction_best"][-1])
+glue("ps_ind_text_final", ps["induction_text_best"][-1])
+glue("ps_init_max", max(ps_init_rand + ps_init_text))
+glue("ps_prev_final", ps["prev_token_best"][-1])
 glue("p_short", short_test.value)
 glue("p_short_lo", short_test.lo)
 glue("p_short_hi", short_test.hi)
+glue("p_short_p", short_test.p)
 
 # %% [markdown]
 # They do not. After {glue:text}`p_steps` steps the best induction score is
 # {glue:text}`p_ind_final:.4f` on repeated random tokens and {glue:text}`p_ind_text_final:.3f`
 # on repeated held-out text; the 99 models at initialisation score between
 # {glue:text}`p_init_min:.4f` and {glue:text}`p_init_max:.4f`. The score never rose above
-# {glue:text}`p_ind_max:.3f` (at step {glue:text}`p_ind_max_step`): training taught the heads
-# to look *away* from the token an induction head would pick. The best previous-token
+# {glue:text}`p_ind_max:.3f` (at step {glue:text}`p_ind_max_step`), and it ends below where
+# it started: the heads learned to attend to other positions than an induction head
+# would. The best previous-token
 # score, the first half of the circuit, stops near {glue:text}`p_prev_final:.2f`, where
 # `text-2l`'s reaches {glue:text}`c_prev_final:.2f`. With no heads forming there is no induction window,
 # so the bump criterion has nothing to be tested at.
@@ -1038,7 +1067,8 @@ glue("p_short_hi", short_test.hi)
 # The model does use its context, but over a short range. On all
 # {glue:text}`p_windows` held-out windows it predicts tokens 40-59 better than tokens 8-15
 # by {glue:text}`p_short:.3f` nats (95% bootstrap interval over the windows
-# {glue:text}`p_short_lo:.3f` to {glue:text}`p_short_hi:.3f`). Its ICL score, tokens
+# {glue:text}`p_short_lo:.3f` to {glue:text}`p_short_hi:.3f`; one-sided p =
+# {glue:text}`p_short_p:.3f`): modest evidence, its interval reaching zero. Its ICL score, tokens
 # {glue:text}`p_late` against {glue:text}`p_early`, is {glue:text}`p_icl:+.3f` nats
 # (interval {glue:text}`p_icl_lo:+.3f` to {glue:text}`p_icl_hi:+.3f`): no gain from the
 # second hundred tokens of context that these windows can resolve. The interval's
@@ -1046,6 +1076,21 @@ glue("p_short_hi", short_test.hi)
 # have shown. A two-layer attention-only model has
 # skip-trigrams to read its context with (chapter {doc}`15_one_layer`), and the short-range
 # gain is what they buy here; induction is what it did not learn.
+#
+# **A second configuration.** Smeared keys (the intervention of experiment 2, below) give
+# induction a one-layer route: each key can carry the previous token's, so no
+# previous-token head in an earlier layer is needed. On copied passages they bring the
+# heads forward from step {glue:text}`c_centre` to step {glue:text}`sm_centre`. On the same
+# plain text, `text-2l-plain-smeared` ({glue:text}`ps_steps` steps, {glue:text}`ps_cpu` s of
+# CPU, {glue:text}`ps_seconds` s of wall time on the shared machine; dotted lines in the
+# figure) forms none either: its best induction score ends at
+# {glue:text}`ps_ind_final:.3f` on repeated random tokens and
+# {glue:text}`ps_ind_text_final:.3f` on repeated text, where models of its shape at
+# initialisation reach up to {glue:text}`ps_init_max:.3f`. We tried nothing else. More heads
+# or a longer context cost more per step on this CPU, so within the same budget they would
+# have seen fewer tokens than the runs that formed nothing. Within the budget of a book
+# built on CPUs, then, plain text gives no phase change to look at, and experiment 2 is
+# the page's demonstration.
 
 # %% [markdown]
 # ## Experiment 2: text with copied passages (`text-2l`)
@@ -1215,7 +1260,8 @@ for key in ("before", "during", "after"):
 # {glue:text}`c_held_before:.3f`, {glue:text}`c_held_during:.3f` and
 # {glue:text}`c_held_after:.3f` millinats per step (before, during, after): the held-out
 # loss *rises* while the heads form, faster than in all but {glue:text}`c_held_rank` of the
-# windows. A model that has just learned to copy copies where plain text does not repeat.
+# windows. One reading, consistent with the loss-by-position curves below: a model that
+# has just learned to copy also copies where plain text does not repeat.
 # The ICL score on plain text (last panel) shows no jump in the window. The checkpoints
 # measure both effects with intervals.
 
@@ -1323,8 +1369,7 @@ observation("slope of the held-out loss against ln(position), tokens 8 to the "
 # %% [markdown]
 # For `text-2l-plain` the curve falls over the first few dozen tokens and then flattens;
 # over tokens 8 to 255 its slope against the log of the position is
-# {glue:text}`p_slope_final:+.3f` nats per e-fold at the end of training, all of it from the
-# short range. For `text-2l`, before its heads form (step {glue:text}`c_ck_before`), the
+# {glue:text}`p_slope_final:+.3f` nats per e-fold at the end of training. For `text-2l`, before its heads form (step {glue:text}`c_ck_before`), the
 # curve already slopes down a little ({glue:text}`c_slope_before:+.3f`): the skip-trigrams at
 # work. After they form it slopes *up* on plain text, by {glue:text}`c_slope_after_lo:+.3f`
 # to {glue:text}`c_slope_after_hi:+.3f` at the later checkpoints: later tokens are predicted
@@ -1446,7 +1491,8 @@ glue("sm_diff_p", diff_test.p)
 #
 # On plain Shakespeare, within the budget of a book built on CPUs
 # ({glue:text}`p_steps` steps, {glue:text}`p_cpu_min` minutes of one core), the two-layer
-# model forms no induction heads, so it has no phase change to show. On text in which
+# model forms no induction heads, nor does it with smeared keys, so there is no phase
+# change to show. On text in which
 # {glue:text}`c_copied:.0%` of the tokens are copies, it forms them, and
 # the training loss bends where they form: by the rank criterion that bend is among the
 # few steepest of the run for both seeds, though not by a wide margin. Its in-context
@@ -1578,7 +1624,8 @@ finding("and predicts the second copy of a repeated sequence better than the "
 #   two-layer model formed no induction heads: its best induction score ended at
 #   {glue:text}`p_ind_final:.4f`, below the lowest of 99 models at initialisation, and its ICL
 #   score is {glue:text}`p_icl:+.3f` nats (interval {glue:text}`p_icl_lo:+.3f` to
-#   {glue:text}`p_icl_hi:+.3f`); it uses only a short context.
+#   {glue:text}`p_icl_hi:+.3f`); it uses only a short context. With smeared keys it forms
+#   none either.
 # - On text with copied passages (`text-2l`) the heads form around step
 #   {glue:text}`c_centre`, and the training loss falls faster there
 #   ({glue:text}`c_rate_during:.3f` millinats per step against
