@@ -765,6 +765,10 @@ from circuitbook.train.text import (heldout_windows, repeated_text,
 from circuitbook.viz import Heatmap
 
 
+N_INIT = 49      # models at initialisation per null: p can reach 1/50
+glue("n_init", N_INIT)
+
+
 def measure(name):
     """A text model's history, its induction window and the bump statistics."""
     record, h = zoo.info(name), zoo.history(name)
@@ -860,9 +864,10 @@ def boot_mean(x, n_boot=2000, seed=0):
     return x[torch.randint(0, len(x), (n_boot, len(x)), generator=g)].mean(1)
 
 
-def init_scores(name, n=99):
+def init_scores(name, n=None):
     """Best induction score, on repeated random tokens and on repeated held-out
     text, of n models of name's shape at initialisation (seeds 1..n)."""
+    n = N_INIT if n is None else n
     shape = dict(zoo.RECIPES[name].model)
     n_layers = shape.pop("n_layers")
     ev = zoo.EVAL
@@ -938,7 +943,8 @@ glue("p_load_end", p_tr["loadavg_1min_at_end"], machine_dependent=True)
 # The figure shows the run's history: the losses; the best induction score on repeated
 # random tokens and on held-out text repeated once, beside the best previous-token score;
 # and the ICL score on held-out plain text. The dashed gray line is the highest induction
-# score of 99 models of the same shape at initialisation (seeds 1 to 99), the null for "a
+# score of {glue:text}`n_init` models of the same shape at initialisation (seeds 1 to
+# {glue:text}`n_init`), the null for "a
 # head attends to the token after an earlier copy of the current one". Solid lines are
 # `text-2l-plain`, dotted ones the second configuration described below.
 
@@ -986,7 +992,7 @@ ph = zoo.history("text-2l-plain")
 finding("text-2l-plain: its best induction score on repeated random tokens, "
         "at the end of training, is not above those of models at "
         "initialisation", ph["induction_best"][-1],
-        null=Null.draws("the best head of 99 models of its shape at "
+        null=Null.draws(f"the best head of {N_INIT} models of its shape at "
                         "initialisation", p_init_rand), expect="no effect",
         chapter="19")
 finding("nor is its best induction score on held-out text repeated once",
@@ -1032,8 +1038,8 @@ ps_init_rand, ps_init_text = init_scores("text-2l-plain-smeared")
 finding("text-2l-plain-smeared: with smeared keys, its best induction score "
         "on repeated random tokens is not above those of models at "
         "initialisation either", ps["induction_best"][-1],
-        null=Null.draws("the best head of 99 models of its shape (smeared "
-                        "keys) at initialisation", ps_init_rand),
+        null=Null.draws(f"the best head of {N_INIT} models of its shape "
+                        "(smeared keys) at initialisation", ps_init_rand),
         expect="no effect", chapter="19")
 finding("on held-out text repeated once it lies slightly above them: a "
         "trained head departs from the near-uniform attention at "
@@ -1060,7 +1066,7 @@ glue("p_short_p", short_test.p)
 # %% [markdown]
 # They do not. After {glue:text}`p_steps` steps the best induction score is
 # {glue:text}`p_ind_final:.4f` on repeated random tokens and {glue:text}`p_ind_text_final:.3f`
-# on repeated held-out text; the 99 models at initialisation score between
+# on repeated held-out text; the {glue:text}`n_init` models at initialisation score between
 # {glue:text}`p_init_min:.4f` and {glue:text}`p_init_max:.4f`. The score never rose above
 # {glue:text}`p_ind_max:.3f` (at step {glue:text}`p_ind_max_step`), and it ends below where
 # it started: the heads learned to attend to other positions than an induction head
@@ -1200,8 +1206,8 @@ ch = cm["h"]
 finding("text-2l forms induction heads: its best induction score on repeated "
         "random tokens lies above those of models at initialisation",
         ch["induction_best"][-1],
-        null=Null.draws("the best head of 99 models of text-2l's shape at "
-                        "initialisation", c_init_rand), chapter="19")
+        null=Null.draws(f"the best head of {N_INIT} models of text-2l's "
+                        "shape at initialisation", c_init_rand), chapter="19")
 finding("and so does its best induction score on held-out text repeated once",
         ch["induction_text_best"][-1],
         null=Null.draws("the same, on the same text, at initialisation",
@@ -1245,7 +1251,8 @@ for key in ("before", "during", "after"):
 # %% [markdown]
 # The heads form. The best induction score ends at {glue:text}`c_ind_final:.2f` on repeated
 # random tokens and {glue:text}`c_ind_text_final:.2f` on repeated held-out text, against at
-# most {glue:text}`c_init_max:.3f` for any of 99 models of the same shape at initialisation.
+# most {glue:text}`c_init_max:.3f` for any of {glue:text}`n_init` models of the same shape
+# at initialisation.
 # The best score reaches half its highest value at step {glue:text}`c_centre`, after
 # {glue:text}`c_tokens` training tokens, and climbs from 20 % to 80 % of it within about
 # {glue:text}`c_width` steps.
@@ -1582,9 +1589,9 @@ fig.update_layout(template="none", height=500,
 Heatmap(fig)
 
 # %% tags=["hide-input"]
-# The null: 99 models of toy-2l's shape at initialisation (seeds 1..99).
+# The null: N_INIT models of toy-2l's shape at initialisation.
 toy_inits = [attn_only(toy_layers, **dict(toy_cfg, seed=s))
-             for s in range(1, 100)]
+             for s in range(1, N_INIT + 1)]
 toy_ind = [float(induction_scores(m, seq_len=ev["repeat_seq_len"],
                                   batch=ev["repeat_batch"],
                                   seed=ev["repeat_seed"]).max())
@@ -1595,13 +1602,13 @@ toy_gap = [a - b for a, b in (repeat_losses(m, seq_len=ev["repeat_seq_len"],
                               for m in toy_inits)]
 finding("the live run forms an induction head: its best induction score lies "
         "above those of models at initialisation", lh["induction_best"][-1],
-        null=Null.draws("the best head of 99 models of toy-2l's shape at "
-                        "initialisation", toy_ind), chapter="19")
+        null=Null.draws(f"the best head of {N_INIT} models of toy-2l's "
+                        "shape at initialisation", toy_ind), chapter="19")
 finding("and predicts the second copy of a repeated sequence better than the "
         "first (first-copy minus second-copy loss)",
         lh["loss_first_copy"][-1] - lh["loss_second_copy"][-1],
-        null=Null.draws("the same gap for the 99 models at initialisation",
-                        toy_gap), chapter="19")
+        null=Null.draws(f"the same gap for the {N_INIT} models at "
+                        "initialisation", toy_gap), chapter="19")
 
 # %% [markdown]
 # The run stopped at step {glue:text}`live_steps`, after {glue:text}`live_seconds` s on one
@@ -1631,7 +1638,8 @@ finding("and predicts the second copy of a repeated sequence better than the "
 # - The induction head phase change (Olsson et al. 2022, not Elhage et al. 2022). On plain
 #   Shakespeare (`text-2l-plain`, a 256-token context, {glue:text}`p_steps` steps) the
 #   two-layer model formed no induction heads: its best induction score ended at
-#   {glue:text}`p_ind_final:.4f`, below the lowest of 99 models at initialisation, and its ICL
+#   {glue:text}`p_ind_final:.4f`, below the lowest of {glue:text}`n_init` models at
+#   initialisation, and its ICL
 #   score is {glue:text}`p_icl:+.3f` nats (interval {glue:text}`p_icl_lo:+.3f` to
 #   {glue:text}`p_icl_hi:+.3f`); it uses only a short context. With smeared keys it forms
 #   none either.
