@@ -30,10 +30,15 @@ name                    chapter  what it is
                                  bump, and it ships float16 checkpoints
 ``text-2l-seed1``       19       the same recipe, model and data seed 1
 ``text-2l-smeared``     19       the same recipe with Olsson et al.'s smeared keys
+``text-2l-plain``       19       two-layer attn-only on plain Shakespeare, 256-token
+                                 context, nothing copied; ships float16 checkpoints
+                                 (``text-2l-plain-smeared``: the same with smeared
+                                 keys, 6,000 steps)
 ======================  =======  ===================================================
 
 The text models are stored in float16 (and loaded into float32 models);
-``load_checkpoint(name, step)`` returns ``text-2l`` as it was at an intermediate step.
+``load_checkpoint(name, step)`` returns ``text-2l`` or ``text-2l-plain`` as it was at an
+intermediate step.
 """
 
 from __future__ import annotations
@@ -155,7 +160,33 @@ RECIPES.update({
         targets=dict(induction_best=[">", 0.3]),
     ),
 })
-TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared")
+# Plain text, no copied passages: 256-token windows, long enough for speaker names and
+# phrases of one scene to recur. ICL bands: tokens 40-59 (Olsson et al.'s early token 50 at
+# the same absolute place) against the last 20 tokens, 236-255 (Olsson et al.'s late token is
+# 500, which this context does not reach).
+RECIPES["text-2l-plain"] = Recipe(
+    name="text-2l-plain", chapter="19",
+    description=("Two-layer attention-only transformer on plain Shakespeare (the book's BPE, 512 tokens): "
+                 "256-token windows of 37 plays, nothing copied or injected; Timon of Athens is held out. "
+                 "Seed 0; ships checkpoints."),
+    model=dict(_TEXT, n_layers=2, n_ctx=256),
+    data=dict(_TEXT_DATA, n_repeats=0, icl_early=[40, 60], icl_late=[236, 256]),
+    train=dict(_TEXT_TRAIN, steps=10_000, seq_len=256, data_seed=70_000, history_every=50,
+               checkpoints=[1000, 2000, 3000, 4000, 5000, 6000, 8000]),
+)
+# The same plain text with smeared keys: a one-layer route to induction (chapter 19's
+# second try on plain text, after text-2l-plain formed none in 10,000 steps).
+RECIPES["text-2l-plain-smeared"] = Recipe(
+    name="text-2l-plain-smeared", chapter="19",
+    description=RECIPES["text-2l-plain"].description.replace(
+        "Seed 0; ships checkpoints.", "Seed 0, with Olsson et al.'s smeared keys in both layers; 6,000 steps; "
+        "ships checkpoints."),
+    model=dict(RECIPES["text-2l-plain"].model, smeared_keys=True),
+    data=RECIPES["text-2l-plain"].data,
+    train=dict(RECIPES["text-2l-plain"].train, steps=6000, checkpoints=[1000, 2000, 3000, 4000]),
+)
+TEXT_MODELS: tuple[str, ...] = ("text-2l", "text-2l-seed1", "text-2l-smeared", "text-2l-plain",
+                                "text-2l-plain-smeared")
 
 #: Every model ``load`` knows; ``toy-translation``'s recipe lives in ``train.translation``.
 NAMES: tuple[str, ...] = ("toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram", "toy-translation") + TEXT_MODELS
