@@ -132,8 +132,10 @@ PLANTS = {
     "data imports the algebra": ({"data/synthetic.py": "from circuitbook import heads"},
                                  "circuitbook.data.synthetic -> circuitbook.heads"),
     "the plumbing imports data": ({"devices.py": "import circuitbook.masks"}, "circuitbook.devices -> circuitbook.masks"),
-    "two independent siblings import each other": ({"viz.py": "import circuitbook.book"},
-                                                   "circuitbook.viz -> circuitbook.book"),
+    "two independent siblings import each other": ({"viz.py": "import circuitbook.checks"},
+                                                   "circuitbook.viz -> circuitbook.checks"),
+    "the book's records import a check": ({"book.py": "from circuitbook import checks"},
+                                          "circuitbook.book -> circuitbook.checks"),
     "a new module no layer names": ({"orphan.py": '"""A module added without a place in the map."""'}, "- circuitbook.orphan"),
 }
 
