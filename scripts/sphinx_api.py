@@ -248,11 +248,11 @@ def entries_by_chapter(chapter_docs: dict[int, str]) -> dict[str, list[tuple[str
 
 # --- Sphinx ---------------------------------------------------------------------------------
 
-_LITERAL = re.compile(r"``.*?``|`[^`]*`_?|:\w+:`[^`]*`")
+_LITERAL = re.compile(r"``.+?``|:\w+:`[^`]+`|(?<!`)`[^`]+`_?(?!`)", re.S)
 
 
 def link_chapters(text: str, chapter_docs: dict[int, str]) -> str:
-    """One line of reST with each chapter mention outside inline literals and roles made a ``:doc:``
+    """reST text with each chapter mention outside inline literals and roles made a ``:doc:``
     role (``Taught in chapter 18`` -> ``Taught in :doc:`chapter 18 </book/18_composition>```).
 
     Two habits of the package's docstrings that plain reST misreads are mended on the way: a
@@ -275,18 +275,13 @@ _BULLET = re.compile(r"^(\s*)[-*+] ")
 
 
 def _process_docstring(app, what, name, obj, options, lines):
-    chapter_docs = app.env.circuitbook_chapters
+    """Mend the docstring (see :func:`link_chapters`) and link its chapter mentions. Literal
+    blocks (after ``::``) are left as written; the rest is handled a paragraph run at a time,
+    so an inline literal may span lines."""
     out: list[str] = []
-    in_block = None  # indentation of the paragraph that opened a literal block (``::``)
-    bullet = None    # indentation of the bullet list being read
+    bullet = None  # indentation of the bullet list being read
     for line in lines:
         indent = len(line) - len(line.lstrip())
-        if in_block is not None:
-            if line.strip() and indent <= in_block:
-                in_block = None
-            else:
-                out.append(line)
-                continue
         if not line.strip():
             bullet = None
         elif (m := _BULLET.match(line)) is not None:
@@ -294,10 +289,22 @@ def _process_docstring(app, what, name, obj, options, lines):
         elif bullet is not None and indent <= bullet:
             out.append("")  # a paragraph right after a list: reST wants a blank line between
             bullet = None
-        if line.rstrip().endswith("::"):
+        out.append(line)
+    chapter_docs = app.env.circuitbook_chapters
+    runs: list[tuple[bool, list[str]]] = []  # (is literal block, lines)
+    in_block = None  # indentation of the paragraph that opened a literal block
+    for line in out:
+        indent = len(line) - len(line.lstrip())
+        if in_block is not None and line.strip() and indent <= in_block:
+            in_block = None
+        literal = in_block is not None
+        if not runs or runs[-1][0] != literal:
+            runs.append((literal, []))
+        runs[-1][1].append(line)
+        if not literal and line.rstrip().endswith("::"):
             in_block = indent
-        out.append(link_chapters(line, chapter_docs))
-    lines[:] = out
+    lines[:] = [line for literal, run in runs
+                for line in (run if literal else link_chapters("\n".join(run), chapter_docs).split("\n"))]
 
 
 def _chapters_for(app) -> dict[int, str]:
