@@ -236,8 +236,9 @@ def _unique(labels: Sequence, n: int, axis: str) -> list[str]:
 
 
 # The figure follows the page: dark colours where the book's site (pydata-sphinx-theme's
-# data-theme) or JupyterLab (data-jp-theme-light) is dark, and a legend below the plot and a
-# wrapped title where the figure is narrower than 640 px (a phone), redrawn when either changes.
+# data-theme) or JupyterLab (data-jp-theme-light) is dark; where it is narrower than 640 px (a
+# phone), a wrapped title, and the legend and colour bar laid out under the plot instead of
+# beside it; redrawn when either changes.
 # The figure's own JSON is left as written (JupyterLab's plotly renderer draws that one).
 _PLOTLY_THEME = """(function () {
   var NARROW = 640, INK = "#d8dce0", GRID = "#3a3f44";
@@ -257,7 +258,7 @@ _PLOTLY_THEME = """(function () {
     });
     return lines;
   }
-  function layout(base, el) {
+  function layout(base, el, data) {
     var L = copy(base), width = (el && el.clientWidth) || 800;
     if (dark()) {
       L.paper_bgcolor = "rgba(0,0,0,0)";
@@ -287,11 +288,29 @@ _PLOTLY_THEME = """(function () {
         L.title.font = Object.assign({}, L.title.font, { size: 12 });
         m.t = Math.max(m.t, 30 + 16 * lines.length);
       }
+      // under the plot, from the bottom up: the colour bar laid flat, then the legend with one
+      // entry a row (a vertical one at the right would take half a phone's width)
+      var height = L.height || 450, below = 0;
+      var entries = (data || []).filter(function (t) {
+        return t.showlegend !== false && (t.type || "scatter") !== "heatmap";
+      }).length;
+      if (L.showlegend === false || (entries < 2 && L.showlegend !== true)) entries = 0;
+      if (L.coloraxis && L.coloraxis.colorbar) {
+        L.coloraxis.colorbar = Object.assign({}, L.coloraxis.colorbar, {
+          orientation: "h", thickness: 10, len: 0.9, x: 0.5, xanchor: "center", xref: "container",
+          y: 4, yanchor: "bottom", yref: "container", ypad: 0, title: { side: "top" } });
+        L.coloraxis.colorbar.y = 4 / (height + 56 + 20 * entries);
+        below += 56;
+      }
+      if (entries) {
+        L.legend = Object.assign({}, L.legend, { orientation: "h", x: 0, xanchor: "left", xref: "container",
+                                                 y: below / (height + below + 20 * entries), yanchor: "bottom",
+                                                 yref: "container", entrywidth: 1, entrywidthmode: "fraction" });
+        below += 20 * entries;
+      }
+      m.b += below;
+      L.height = height + below;
       L.margin = m;
-      // a vertical legend at the right would take half a phone's width: lay it out in rows
-      // under the plot (plotly grows the bottom margin to fit it)
-      L.legend = Object.assign({}, L.legend, { orientation: "h", x: 0, xanchor: "left", xref: "container",
-                                               y: 0, yanchor: "bottom", yref: "container" });
     }
     return L;
   }
@@ -301,7 +320,7 @@ _PLOTLY_THEME = """(function () {
     function redo() {
       if (key() === last) return;
       last = key();
-      P.react(el, f.data, layout(f.layout, el), f.config);
+      P.react(el, f.data, layout(f.layout, el, f.data), f.config);
     }
     function soon() { clearTimeout(pending); pending = setTimeout(redo, 150); }
     new MutationObserver(soon).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
@@ -338,7 +357,7 @@ class Heatmap:
             "cdn": _script_json(plotly_cdn_bundle()), "site": _script_json(PLOTLY_SITE_BUNDLE),
             "name": _script_json("Plotly"), "id": _script_json(div_id),
             "then": (f"function (P) {{\n  var el = document.getElementById({_script_json(div_id)}), T = {_PLOTLY_THEME};\n"
-                     f"  var f = {fig_json}; P.newPlot(el, f.data, T.layout(f.layout, el), f.config)"
+                     f"  var f = {fig_json}; P.newPlot(el, f.data, T.layout(f.layout, el, f.data), f.config)"
                      ".then(function () { T.follow(P, el, f); });\n}"),
         }
         title = (fig["layout"].get("title") or {}).get("text", "heatmap")
