@@ -118,7 +118,10 @@ def lazy_widgets_and_local_thebe(app, pagename, templatename, context, doctree) 
 
 # --------------------------------------------------------------------------- Font Awesome
 
-_ICON = re.compile(r'"([a-z0-9-]+)":\[(\d+),(\d+),\[[^\]]*\],"([0-9a-f]+)",("(?:[^"\\]|\\.)*"|\[[^\]]*\])\]')
+# an icon: "name":[width,height,[aliases],"unicode","path" or ["path",...]]; minified, a name
+# that is a valid identifier has no quotes
+_ICON = re.compile(r'(?:"([a-z0-9-]+)"|\b([a-z][a-z0-9]*)):\[(\d+),(\d+),\[[^\]]*\],"([0-9a-f]+)",'
+                   r'("(?:[^"\\]|\\.)*"|\[[^\]]*\])\]')
 _FA_STYLES = {"fa-solid": "solid", "fas": "solid", "fa-regular": "regular", "far": "regular",
               "fa-brands": "brands", "fab": "brands"}
 _FA_HELPERS = {"fa-lg", "fa-fw", "fa-xs", "fa-sm", "fa-2x", "fa-spin", "fa-w-14"}
@@ -134,8 +137,9 @@ def fontawesome_packs(js: str) -> dict[str, dict[str, tuple[int, int, str]]]:
     for m in _ICON.finditer(js):
         if last_end is None or m.start() != last_end + 1:  # entries of one pack are comma-separated
             runs.append({})
-        path = json.loads(m.group(5))
-        runs[-1][m.group(1)] = (int(m.group(2)), int(m.group(3)), " ".join(path) if isinstance(path, list) else path)
+        path = json.loads(m.group(6))
+        runs[-1][m.group(1) or m.group(2)] = (int(m.group(3)), int(m.group(4)),
+                                               " ".join(path) if isinstance(path, list) else path)
         last_end = m.end()
     runs = [r for r in runs if len(r) > 20]
     brands = next(r for r in runs if "github" in r)
@@ -152,7 +156,7 @@ def icons_used(texts: list[str]) -> set[tuple[str, str]]:
             words = classes.split()
             style = next((_FA_STYLES[w] for w in words if w in _FA_STYLES), "solid")
             for w in words:
-                if w.startswith("fa-") and w not in _FA_STYLES and w not in _FA_HELPERS:
+                if w.startswith("fa-") and len(w) > 3 and w not in _FA_STYLES and w not in _FA_HELPERS:
                     out.add((style, w[3:]))
     return out
 
@@ -212,6 +216,9 @@ def replace_fontawesome(app, exception) -> None:
         new = new.replace("</head>", f'  <link rel="stylesheet" href="{rel}" />\n</head>', 1)
         new = re.sub(r'(<span class="btn__text-container">)Live Code(</span>)', rf"\g<1>{LIVE_CODE_LABEL}\g<2>", new)
         new = new.replace('title="Launch Thebe"', f'title="{LIVE_CODE_TITLE}"')
+        # thebe would fetch MathJax 2 from cdnjs to typeset live LaTeX outputs: off (the
+        # chapters' outputs are HTML and figures; the page's own math is typeset already)
+        new = new.replace("predefinedOutput: true\n", 'predefinedOutput: true,\n        mathjaxUrl: ""\n')
         if new != text:
             page.write_text(new)
     fa.unlink()  # nothing loads it any more

@@ -210,7 +210,7 @@ def open_page(page, base: str, path: str) -> bool:
     page.evaluate(SCROLL_TO_LAZY_JS)
     ready = True
     try:
-        page.wait_for_function(READY_JS, timeout=30_000, polling=100)
+        page.wait_for_function(READY_JS, timeout=60_000, polling=100)
     except Exception:  # noqa: BLE001 - playwright's TimeoutError; reported by the checks
         ready = False
     page.evaluate(MATHJAX_JS)
