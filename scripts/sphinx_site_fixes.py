@@ -16,10 +16,12 @@ found by the browser tests (tests/browser), and the site's own stylesheet.
   once when it arrives after the page's load event).
 - **Font Awesome as the few icons the site shows.** pydata-sphinx-theme loads
   ``fontawesome.js`` (1.49 MB: every icon of three styles, as JavaScript that swaps ``<i>``
-  for ``<svg>``) on every page. After the build we list the icon classes that the pages and
-  the theme's scripts use, and write ``_static/circuitbook-icons.css``: each of those icons as
-  a CSS mask of its own SVG path, taken from that same ``fontawesome.js`` (a few KB). The
-  script and its preload go from every page.
+  for ``<svg>``) on every page, though its stylesheet already draws the same icons from Font
+  Awesome's web fonts (``.fa-bars:before{content:"\\f0c9"}``), which then cost 300 KB more.
+  After the build we drop the script (and its preload) from every page, list the icons the
+  pages, the themes' scripts and the themes' stylesheets use, cut the three fonts down to
+  them with fontTools, and point the font faces at the cut fonts
+  (``_static/circuitbook-icons.css``): a few KB in all.
 - **Live Code says what it needs, and loads thebe from the site.** sphinx-thebe loads thebe
   from unpkg when the button is pressed ("Loading thebe from CDN..." hangs offline). We serve
   thebe from ``_static/thebe/`` (vendored, pinned, by scripts/vendor_assets.py), and the button
@@ -118,75 +120,61 @@ def lazy_widgets_and_local_thebe(app, pagename, templatename, context, doctree) 
 
 # --------------------------------------------------------------------------- Font Awesome
 
-# an icon: "name":[width,height,[aliases],"unicode","path" or ["path",...]]; minified, a name
-# that is a valid identifier has no quotes
-_ICON = re.compile(r'(?:"([a-z0-9-]+)"|\b([a-z][a-z0-9]*)):\[(\d+),(\d+),\[[^\]]*\],"([0-9a-f]+)",'
-                   r'("(?:[^"\\]|\\.)*"|\[[^\]]*\])\]')
-_FA_STYLES = {"fa-solid": "solid", "fas": "solid", "fa-regular": "regular", "far": "regular",
-              "fa-brands": "brands", "fab": "brands"}
+_FA_STYLES = {"fa-solid", "fas", "fa-regular", "far", "fa-brands", "fab", "fa-classic"}
 _FA_HELPERS = {"fa-lg", "fa-fw", "fa-xs", "fa-sm", "fa-2x", "fa-spin", "fa-w-14"}
+_FA_RULE = re.compile(r'([^{}]+)\{content:"\\([0-9a-f]{4})"\}')
+_FONTS = (("Font Awesome 6 Free", 900, "fa-solid-900"), ("Font Awesome 6 Free", 400, "fa-regular-400"),
+          ("Font Awesome 6 Brands", 400, "fa-brands-400"))
 
 
-def fontawesome_packs(js: str) -> dict[str, dict[str, tuple[int, int, str]]]:
-    """The icon packs of pydata-sphinx-theme's ``fontawesome.js``: style -> {name: (width,
-    height, SVG path)}. The file defines each pack as one run of ``"name":[w,h,[aliases],
-    "unicode","path"]`` entries; the brands pack holds ``github``, and of the other two the
-    regular pack is the smaller."""
-    runs: list[dict] = []
-    last_end = None
-    for m in _ICON.finditer(js):
-        if last_end is None or m.start() != last_end + 1:  # entries of one pack are comma-separated
-            runs.append({})
-        path = json.loads(m.group(6))
-        runs[-1][m.group(1) or m.group(2)] = (int(m.group(3)), int(m.group(4)),
-                                               " ".join(path) if isinstance(path, list) else path)
-        last_end = m.end()
-    runs = [r for r in runs if len(r) > 20]
-    brands = next(r for r in runs if "github" in r)
-    others = sorted((r for r in runs if r is not brands), key=len)
-    return {"brands": brands, "regular": others[0], "solid": others[-1]}
-
-
-def icons_used(texts: list[str]) -> set[tuple[str, str]]:
-    """(style, name) of every Font Awesome icon named in the class lists of ``texts`` (HTML and
-    the theme's scripts); an icon with no style class is solid, Font Awesome's default."""
-    out = set()
-    for text in texts:
-        for classes in re.findall(r'class(?:Name)?\s*[=:]\s*["\']([^"\']*\bfa-[^"\']*)["\']', text):
-            words = classes.split()
-            style = next((_FA_STYLES[w] for w in words if w in _FA_STYLES), "solid")
-            for w in words:
-                if w.startswith("fa-") and len(w) > 3 and w not in _FA_STYLES and w not in _FA_HELPERS:
-                    out.add((style, w[3:]))
+def fontawesome_codepoints(css: str) -> dict[str, int]:
+    """Icon name -> code point, from the ``.fa-NAME:before{content:"\\fXXX"}`` rules that
+    pydata-sphinx-theme's stylesheet carries for every Font Awesome icon."""
+    out = {}
+    for selectors, code in _FA_RULE.findall(css):
+        for name in re.findall(r"\.fa-([a-z0-9-]+):{1,2}before", selectors):
+            out[name] = int(code, 16)
     return out
 
 
-def icon_css(packs, used: set[tuple[str, str]]) -> str:
-    from urllib.parse import quote
+def icons_used(texts: list[str]) -> set[str]:
+    """Every Font Awesome icon named in the class lists of ``texts`` (the pages and the
+    themes' scripts)."""
+    out = set()
+    for text in texts:
+        for classes in re.findall(r'class(?:Name)?\s*[=:]\s*["\']([^"\']*\bfa-[^"\']*)["\']', text):
+            out |= {w[3:] for w in classes.split()
+                    if w.startswith("fa-") and len(w) > 3 and w not in _FA_STYLES | _FA_HELPERS}
+    return out
 
-    rules = [
-        "/* The Font Awesome icons this site shows, each as a mask of its SVG path (taken from the\n"
-        "   fontawesome.js of pydata-sphinx-theme, Font Awesome Free: icons CC BY 4.0). Written by\n"
-        "   scripts/sphinx_site_fixes.py. */",
-        ".fa-solid::before,.fas::before,.fa-regular::before,.far::before,.fa-brands::before,.fab::before"
-        "{content:\"\";display:inline-block;width:1em;height:1em;background-color:currentColor;"
-        "-webkit-mask:var(--cb-icon) no-repeat center/contain;mask:var(--cb-icon) no-repeat center/contain;"
-        "vertical-align:-0.125em}",
-        ".fa-lg{font-size:1.25em;line-height:.05em;vertical-align:-.075em}",
-        ".fa-fw{text-align:center;width:1.25em}",
-    ]
-    selectors = {"solid": (".fa-solid", ".fas"), "regular": (".fa-regular", ".far"), "brands": (".fa-brands", ".fab")}
-    missing = []
-    for style, name in sorted(used):
-        icon = packs[style].get(name) or (packs["solid"].get(name) if style != "solid" else None)
-        if icon is None:
-            missing.append(f"{style} {name}")
-            continue
-        w, h, path = icon
-        svg = f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}"><path d="{path}"/></svg>'
-        sel = ",".join(f"{s}.fa-{name}::before" for s in selectors[style])
-        rules.append(f'{sel}{{--cb-icon:url("data:image/svg+xml,{quote(svg)}");width:{w / h:.4g}em}}')
-    return "\n".join(rules) + "\n", missing
+
+def css_glyphs(css: str) -> set[int]:
+    """The icons the themes' stylesheets draw themselves (admonition titles, external links,
+    breadcrumbs): the characters of their ``--pst-icon-*`` variables and their ``content``
+    escapes, leaving out the class rules of the whole icon set."""
+    found = {ord(c) for c in re.findall(r'--pst-icon-[a-z-]+:\s*"(.)"', css)}
+    rest = _FA_RULE.sub("", css)
+    found |= {int(h, 16) for h in re.findall(r'content:\s*"\\(f[0-9a-f]{3}|e[0-9a-f]{3})"', rest)}
+    return found
+
+
+def subset_fonts(static: Path, codepoints: set[int]) -> str:
+    """Font Awesome's three fonts cut down to ``codepoints`` (fontTools, WOFF), and the
+    ``@font-face`` rules that make the browser fetch them instead of the full fonts."""
+    from fontTools import subset
+
+    rules = []
+    for family, weight, name in _FONTS:
+        options = subset.Options()
+        options.flavor = "woff"  # WOFF2 would need the brotli module
+        font = subset.load_font(str(static / "vendor" / "fontawesome" / "webfonts" / f"{name}.ttf"), options)
+        cutter = subset.Subsetter(options)
+        cutter.populate(unicodes=sorted(codepoints))
+        cutter.subset(font)
+        subset.save_font(font, str(static / f"{name}-subset.woff"), options)
+        rules.append(f'@font-face{{font-display:block;font-family:"{family}";font-style:normal;'
+                     f'font-weight:{weight};src:url({name}-subset.woff) format("woff")}}')
+    return "\n".join(rules) + "\n"
 
 
 _FA_TAGS = re.compile(r'\s*<script src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>'
@@ -203,13 +191,20 @@ def replace_fontawesome(app, exception) -> None:
     if not fa.exists():
         return
     pages = sorted(out.rglob("*.html"))
-    scripts = [p.read_text(errors="replace") for p in (out / "_static").rglob("*.js")
+    static = out / "_static"
+    scripts = [p.read_text(errors="replace") for p in static.rglob("*.js")
                if "fontawesome" not in p.name and p.stat().st_size < 2_000_000]
+    styles = "\n".join(p.read_text(errors="replace") for p in (static / "styles").glob("*.css"))
     texts = [p.read_text() for p in pages]
-    css, missing = icon_css(fontawesome_packs(fa.read_text()), icons_used(texts + scripts))
+    names = fontawesome_codepoints(styles)
+    used = icons_used(texts + scripts)
+    missing = sorted(used - set(names))
     if missing:
-        logging.getLogger(__name__).warning(f"site icons: no Font Awesome icon for {missing}")
-    (out / "_static" / "circuitbook-icons.css").write_text(css)
+        logging.getLogger(__name__).warning(f"site icons: no Font Awesome icon named {missing}")
+    css = ("/* Font Awesome (Free: fonts SIL OFL 1.1) cut down to the icons this site shows; written by\n"
+           "   scripts/sphinx_site_fixes.py. These rules come after the theme's and so replace its fonts. */\n"
+           + subset_fonts(static, {names[n] for n in used if n in names} | css_glyphs(styles)))
+    (static / "circuitbook-icons.css").write_text(css)
     for page, text in zip(pages, texts):
         rel = Path(*[".."] * (len(page.relative_to(out).parts) - 1), "_static", "circuitbook-icons.css").as_posix()
         new = _FA_TAGS.sub("", text)

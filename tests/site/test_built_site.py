@@ -118,13 +118,26 @@ def test_every_public_function_and_class_has_an_entry_on_its_module_page():
         assert "register_forward_hook" not in html, modname
 
 
-def test_the_pages_load_icons_as_css_not_fontawesome_js():
-    css = HTML / "_static" / "circuitbook-icons.css"
-    assert css.is_file() and css.stat().st_size < 40_000
-    assert not (HTML / "_static" / "scripts" / "fontawesome.js").exists()
+def test_the_pages_draw_their_icons_from_cut_down_fonts_not_fontawesome_js():
+    from fontTools.ttLib import TTFont
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import sphinx_site_fixes
+
+    static = HTML / "_static"
+    css = (static / "circuitbook-icons.css").read_text()
+    assert not (static / "scripts" / "fontawesome.js").exists()
     for page in [HTML / "index.html", HTML / "book" / "06_attention.html"]:
         html = page.read_text()
         assert "fontawesome.js" not in html and "circuitbook-icons.css" in html
-    text = css.read_text()
-    for icon in ("bars", "list", "github", "rocket", "download", "sun", "moon"):
-        assert f".fa-{icon}::before" in text, icon
+    # every icon a page names is in the cut fonts, and they are small
+    names = sphinx_site_fixes.fontawesome_codepoints(
+        "\n".join(p.read_text() for p in (static / "styles").glob("*.css")))
+    used = sphinx_site_fixes.icons_used([p.read_text() for p in HTML.rglob("*.html")])
+    assert {"bars", "list", "github", "rocket", "download", "sun", "moon"} <= used
+    covered = set()
+    for name in ("fa-solid-900", "fa-regular-400", "fa-brands-400"):
+        font = static / f"{name}-subset.woff"
+        assert f"url({font.name})" in css and font.stat().st_size < 20_000
+        covered |= set(TTFont(font).getBestCmap())
+    assert {names[n] for n in used} <= covered
