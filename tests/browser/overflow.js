@@ -22,13 +22,13 @@
     const r = el.getBoundingClientRect();
     if (!r.width || r.right <= vw + 1) continue;
     const cs = getComputedStyle(el);
-    if (cs.visibility === 'hidden' || cs.position === 'fixed') continue;
+    if (cs.position === 'fixed') continue;  // hidden elements still widen the page: not skipped
     let ok = false;
     for (let a = el.parentElement; a && a !== document.documentElement; a = a.parentElement) {
       if (reported.has(a)) { ok = true; break; }
       const acs = getComputedStyle(a);
       if (a.tagName === 'DIALOG' && !a.open) { ok = true; break; }
-      if (acs.position === 'fixed' || acs.visibility === 'hidden') { ok = true; break; }
+      if (acs.position === 'fixed') { ok = true; break; }
       if (/(auto|scroll|hidden|clip)/.test(acs.overflowX) && a.getBoundingClientRect().right <= vw + 1) { ok = true; break; }
     }
     if (ok) continue;
