@@ -41,6 +41,18 @@ LIVE_CODE_LABEL = "Live code (mybinder.org)"
 LIVE_CODE_TITLE = ("Run this page's code on mybinder.org, a free online service: it needs the internet "
                    "and can take a minute to start")
 THEBE_LOADING = "Starting live code: connecting to mybinder.org (needs the internet)..."
+# appended to sphinx-thebe.js: thebe 0.9 reports an unreachable mybinder.org only as an
+# unhandled rejection, and the button would say "launching" for ever
+THEBE_OFFLINE = """
+window.addEventListener("unhandledrejection", function (event) {
+  if (String(event.reason).indexOf("mybinder.org") < 0) return;
+  event.preventDefault();
+  var text = document.querySelector(".thebe-launch-button .loading-text") ||
+             document.querySelector(".thebe-launch-button");
+  if (text) text.textContent = "Could not reach mybinder.org: live code needs the internet. " +
+                               "The page's outputs are the ones computed when the book was built.";
+});
+"""
 
 
 def _key(js) -> tuple:
@@ -222,8 +234,10 @@ def replace_fontawesome(app, exception) -> None:
     thebe = out / "_static" / "sphinx-thebe.js"
     if thebe.exists():
         text = thebe.read_text()
-        thebe.write_text(text.replace("Loading thebe from CDN...", THEBE_LOADING)
-                         .replace("Launching from mybinder.org: ", "mybinder.org (needs the internet): "))
+        if THEBE_OFFLINE not in text:
+            thebe.write_text(text.replace("Loading thebe from CDN...", THEBE_LOADING)
+                             .replace("Launching from mybinder.org: ", "mybinder.org (needs the internet): ")
+                             + THEBE_OFFLINE)
 
 
 def add_static(app, config) -> None:

@@ -52,6 +52,11 @@ def _pages_with(marker: str) -> list[str]:
     return [p for p in site_pages() if marker in (SITE / p).read_text(errors="replace")]
 
 
+def reader_pages() -> list[str]:
+    """The site's pages, less those that only redirect (the root index.html)."""
+    return [p for p in site_pages() if 'http-equiv="Refresh"' not in (SITE / p).read_text(errors="replace")[:2000]]
+
+
 # --------------------------------------------------------------------------- navigation
 
 @pytest.mark.parametrize("width", [390, 1280])
@@ -119,7 +124,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, server):  # noqa: F811
     context, page, _ = _page(browser, 390)
     problems = []
     try:
-        for path in site_pages():
+        for path in reader_pages():
             open_page(page, server, path)
             page.wait_for_timeout(200)
             found = page.evaluate(OVERFLOW_JS)
@@ -184,7 +189,7 @@ def test_set_up_cells_are_collapsed_under_their_caption(browser, server):  # noq
               .filter((c) => !c.classList.contains('cb-solution')).map((c) => {
                 const d = c.querySelector('details.hide');
                 const pre = c.querySelector('.cell_input pre');
-                return { folded: !!d && !d.open, visible: !!pre && pre.getBoundingClientRect().height > 0,
+                return { folded: !!d && !d.open, visible: !!pre && pre.checkVisibility(),
                          caption: !!c.previousElementSibling };
               })""")
             for cell in hidden:
@@ -284,7 +289,7 @@ def test_no_stray_values_and_no_tex_like_text_on_the_pages(browser, server):  # 
     context, page, _ = _page(browser, 1280)
     stray, tex = [], []
     try:
-        for path in site_pages():
+        for path in reader_pages():
             page.goto(f"{server}/{path}", wait_until="load")
             found = page.evaluate(TEXTS_JS)
             for cell in found["outs"]:
@@ -450,6 +455,10 @@ def test_live_code_loads_thebe_from_the_site_and_names_mybinder(browser, server)
         assert not [u for u in log.external if "unpkg" in u or "jsdelivr" in u or "cdnjs" in u], log.external
         text = page.locator(".thebe-launch-button").first.inner_text()
         assert "mybinder.org" in text and "CDN" not in text, text
+        # offline, mybinder.org cannot be reached: the button says so, plainly
+        page.wait_for_function("() => /Could not reach mybinder.org/.test("
+                               "document.querySelector('.thebe-launch-button').textContent)", timeout=30_000)
+        assert not [e for e in log.console if "uncaught" in e], log.console
     finally:
         context.close()
 
@@ -474,7 +483,7 @@ def test_every_page_is_light(browser, server):  # noqa: F811
     """Each page's first load (1280 x 900, no scrolling) with an empty cache: every file it
     fetched, as gzip would send it. Printed as a table; fails past the budgets."""
     rows = []
-    for path in site_pages():
+    for path in reader_pages():
         log = Log()
         context = offline_context(browser, log)
         page = context.new_page()
