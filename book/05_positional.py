@@ -42,9 +42,6 @@ from circuitbook.viz import heatmap  # hover a cell for its row, column, value
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-# a finding's record holds NaN for fields its kind of test does not use, which
-# jupyter-client sends after a warning; the warning is not for the reader
-warnings.filterwarnings("ignore", message="Message serialization failed")
 _ = torch.manual_seed(0)
 
 
@@ -356,7 +353,7 @@ identity("so the column form with R(theta) is not the forward shift",
 # ### Exercise 5.2: the offset matrix
 #
 # Write `offset_matrix(k, d_model)` returning $M_k$ as a `[d_model, d_model]` tensor, so
-# that `sinusoidal(n, d)[k:]` equals `sinusoidal(n, d)[:-k] @ offset_matrix(k, d)`.
+# that `sinusoidal(n, d)[k:]` equals `sinusoidal(n, d)[:-k]` times `offset_matrix(k, d)` (on the right).
 
 # %% tags=["exercise"]
 def offset_matrix(k, d_model):
@@ -456,8 +453,8 @@ glue("slowest", freqs[-1].item())
 # stream holds token plus position, and $M_k$ would rotate the token part too. And
 # nothing forces a trained model to use the rotation; it is an option the encoding
 # offers. The paper reports that learned positional embeddings did about as well (its
-# Table 3, row E). RoPE, at the end of this chapter, removes the first caution: it
-# applies the rotation to queries and keys directly, where nothing else is mixed in.
+# Table 3, row E). RoPE, at the end of this chapter, does not leave the rotation to the
+# model: it applies it to every query and key.
 #
 # The explorer moves a position forward by $k$. Left: the first three frequency pairs as
 # points on the unit circle, before (hollow) and after (filled) the shift; each turns by
@@ -554,7 +551,7 @@ fig
 #
 # TransformerLens {cite}`nanda2022transformerlens` stores positions as a learned matrix
 # `W_pos` of shape `[n_ctx, d_model]`, one row per position, used like `W_E`: row $i$ for
-# position $i$. With `positional_embedding_type="standard"` it is added to the stream, as
+# position $i$. With `positional_embedding_type` set to `"standard"` it is added to the stream, as
 # in the paper: $x^{(0)}_i = W_E[t_i] + W_\text{pos}[i]$. We check that on a small
 # standard model through its hooks.
 
@@ -742,7 +739,7 @@ heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx),
 # with $e_i = W_E[t_i]$ and $p_i = W_\text{pos}[i]$. The last term depends on the two
 # positions only. Over all pairs it is the matrix $W_\text{pos} W_{QK} W_\text{pos}^\top$
 # (`[n_ctx, n_ctx]`, rows: query position, columns: key position), which
-# `circuitbook.circuits.pos_qk_circuit` returns factored. A head that always looks one
+# `pos_qk_circuit` (in `circuitbook.circuits`) returns factored. A head that always looks one
 # position back should score key $q - 1$ highest in every row $q$. To see it, we divide
 # by $\sqrt{d_\text{head}}$ and take each row's softmax over the keys the query may see
 # ($j \le q$): the pattern the head would have if the token terms were zero. That band
@@ -776,7 +773,7 @@ fig
 # shuffles the positions, as above (the rows and columns of
 # $W_\text{pos} W_{QK} W_\text{pos}^\top$ permuted together, 199 draws), and takes the
 # best head of each draw, as we take the best head here. Then we check the answer
-# against behaviour: `circuitbook.heads.prev_token_scores` measures how much attention
+# against behaviour: `prev_token_scores` (in `circuitbook.heads`) measures how much attention
 # each head actually puts on the previous position when the model runs on random
 # repeated tokens, and the zoo's record names the head it found when the model was
 # built.
@@ -933,7 +930,8 @@ tok = smol.tokenizer
 scenes = shakespeare_scenes()
 PASSAGES = [0, 130, 260, 390, 520, 650]   # six scenes, each from another play
 N_TOK = 80
-text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt")
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
+                            add_special_tokens=False)
                         .input_ids[0, :N_TOK] for i in PASSAGES])  # [6, 80]
 
 # %%
@@ -1020,7 +1018,7 @@ identity("in transformers, LLaMA has no parameter indexed by position and "
 # $M_k$: the same rotation, applied to each pair read as $(\cos, \sin)$, the complex
 # number $e^{i\,pos\,\omega_i}$, rather than as $(\sin, \cos)$. Multiplying by
 # $e^{ik\omega_i}$ moves that number from position $pos$ to $pos + k$. We check it with
-# `circuitbook.circuits.rotary_rotation`, which builds $R(\Delta)$ in float64 for any
+# `rotary_rotation` (in `circuitbook.circuits`), which builds $R(\Delta)$ in float64 for any
 # rotary configuration. SmolLM2 uses the same function with its own settings.
 
 # %%
@@ -1040,7 +1038,7 @@ identity_close("RoPE's R(k) with adjacent pairs, base 10000, 512 coordinates "
 # TransformerLens runs the rotation in `apply_rotary`. Each attention layer keeps two
 # tables, `rotary_cos` and `rotary_sin`, of shape `[n_ctx, d_head]`: row $p$ holds
 # $\cos p\theta_m$ and $\sin p\theta_m$ for each coordinate's plane. The layer
-# computes `x * cos + rotate_every_two(x) * sin`, where `rotate_every_two` (a name from
+# computes `x * cos` plus `rotate_every_two(x) * sin`, where `rotate_every_two` (a name from
 # GPT-J's convention; with `rotary_adjacent_pairs=False` it swaps the two halves) maps
 # each plane $(a, b)$ to $(-b, a)$: that is the equation above, coordinate by
 # coordinate. Its hooks `hook_q` and `hook_rot_q` hold a head's queries before and after.
@@ -1131,7 +1129,7 @@ identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
 #
 # not one bilinear form $W_{QK}$ on the residual stream, as in a model with additive
 # positions, but one for every offset $\Delta = i - j$, each of rank at most
-# $d_\text{head}$ (`circuitbook.circuits.rotary_qk` returns them factored). Where the
+# $d_\text{head}$ (`rotary_qk` in `circuitbook.circuits` returns them factored). Where the
 # tokens stand enters only through how far apart they are. Chapter {doc}`06_attention`
 # reads these matrices for a previous-token head.
 #
@@ -1178,9 +1176,9 @@ glue("rope_score", float(want[1][0]))
 # $79\,\theta_m$ radians between the first token and the last. In the
 # {glue:text}`n_fast` fastest planes that is more than a radian, so what a head puts
 # there makes its score rise and fall with the offset. In the other
-# {glue:text}`n_slow` the rotation is nearly the identity over the window: what a head
-# puts there is compared as if there were no rotation at all, by what the tokens are,
-# not by how far apart they stand. So a head can be mostly positional or mostly
+# {glue:text}`n_slow` it is less than a radian across the whole window, and for most of
+# them far less: what a head puts there is compared almost as if there were no rotation,
+# by what the tokens are, not by how far apart they stand. So a head can be mostly positional or mostly
 # token-driven, depending on where its queries and keys put their size. Two numbers per
 # head, on the six passages:
 #
@@ -1396,8 +1394,8 @@ plt.show()
 # - SmolLM2's heads put on average {glue:text}`slow_mean:.2f` of their amplitude in the
 #   slow planes, against {glue:text}`slow_null_mean:.2f` when the same amplitudes are
 #   dealt to the planes at random (the slow planes' share of the planes is
-#   {glue:text}`slow_uniform:.2f`). Most of what a head compares, it compares where the
-#   rotation does not reach over this window.
+#   {glue:text}`slow_uniform:.2f`). Most of a head's query-key amplitude sits where the
+#   rotation barely reaches over this window.
 # - Across heads, the offset share rises with the fast share (rank correlation
 #   {glue:text}`corr:.2f`). Some of that is mechanical: among random heads it is at most
 #   {glue:text}`corr_null_max:.2f`, since any head's fast planes turn with the offset.

@@ -26,9 +26,6 @@ from circuitbook.book import (Null, finding, glue, identity, identity_close,
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-# a finding's record holds NaN for fields its kind of test does not use, which
-# jupyter-client sends after a warning; the warning is not for the reader
-warnings.filterwarnings("ignore", message="Message serialization failed")
 _ = torch.manual_seed(0)
 
 
@@ -430,10 +427,12 @@ checks.ch06_ex2(qk_scores)
 # no predecessor). A score only means something next to what a head with no such job
 # would get. The uniform causal pattern, which spreads each query's attention evenly over
 # itself and the past ($A[p, k] = 1/(p+1)$,
-# `circuitbook.heads.uniform_causal_pattern`), gives one reference number. A fairer null
+# `uniform_causal_pattern` in `circuitbook.heads`), gives one reference number. A fairer null
 # for the *best* of 270 heads is the best of 270 heads that were never trained: random
 # $W_Q$ and $W_K$ (keys shared in groups of three, as in SmolLM2) reading the same
-# streams through the same rotation, 20 sets of 270.
+# streams through the same rotation, 20 sets of 270. A softmax's sharpness depends on
+# the size of the scores, so each random layer's queries and keys are scaled to the
+# root-mean-square size of the trained layer's.
 
 # %% tags=["hide-input"]
 import textwrap
@@ -453,7 +452,8 @@ tok = smol.tokenizer
 scenes = shakespeare_scenes()
 PASSAGES = [0, 130, 260, 390, 520, 650]   # six scenes, each from another play
 N_TOK = 80
-text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt")
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
+                            add_special_tokens=False)
                         .input_ids[0, :N_TOK] for i in PASSAGES])  # [6, 80]
 print(textwrap.fill("plays: " + ", ".join(scenes[i][0] for i in PASSAGES),
                     79))
@@ -489,6 +489,15 @@ rotate = smol.blocks[0].attn.apply_rotary     # the tables of every layer
 future = torch.ones(N_TOK, N_TOK, dtype=torch.bool).triu(1)
 g_heads = torch.Generator().manual_seed(61)
 best_random = []
+
+
+def rms(t):
+    """Root-mean-square size per layer of a [layer, ...] tensor."""
+    return t.flatten(1).pow(2).mean(-1).sqrt()
+
+
+trained_rms = {n: rms(torch.stack([text_cache[f"rot_{n}", l]
+                                   for l in range(S_L)])) for n in "qk"}
 for draw in range(20):
     q_r, k_r = (rotate(
         (streams @ torch.randn(S_L, smol.cfg.d_model, n * D_HEAD,
@@ -496,6 +505,9 @@ for draw in range(20):
         .view(S_L * len(PASSAGES), N_TOK, n, D_HEAD)) for n in (S_H, KV))
     q_r = q_r.view(S_L, len(PASSAGES), N_TOK, S_H, D_HEAD).transpose(2, 3)
     k_r = k_r.view(S_L, len(PASSAGES), N_TOK, KV, D_HEAD).transpose(2, 3)
+    # the trained layers' sizes, so the softmax is as sharp as theirs can be
+    q_r = q_r * (trained_rms["q"] / rms(q_r)).view(-1, 1, 1, 1, 1)
+    k_r = k_r * (trained_rms["k"] / rms(k_r)).view(-1, 1, 1, 1, 1)
     s_r = q_r @ k_r.repeat_interleave(GROUP, 2).transpose(-1, -2)
     A_r = (s_r / math.sqrt(D_HEAD)).masked_fill(future, float("-inf"))
     stripe = A_r.softmax(-1).diagonal(offset=-1, dim1=-2, dim2=-1)
@@ -503,7 +515,8 @@ for draw in range(20):
 finding(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, "
         "attends to the previous token far more than the best of 270 random "
         "heads on the same streams", best_prev,
-        null=Null.draws("the best of 270 random heads, 20 sets", best_random),
+        null=Null.draws("the best of 270 random heads at the trained sizes, 20 "
+                        "sets", best_random),
         chapter="6")
 
 A_best = text_cache["pattern", PL][:, PH]                        # [6, q, k]
@@ -559,7 +572,7 @@ identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the "
                scale=score_size(q_h, k_h), chapter="6")
 
 # %% [markdown]
-# Second, the circuit form. `circuitbook.circuits.rotary_qk` returns
+# Second, the circuit form. `rotary_qk` (in `circuitbook.circuits`) returns
 # $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$ for any offsets, factored as
 # $(W_Q R_\Delta)(W_K^\top)$. Read on the layer's input (the RMSNorm's output, with its
 # weight), $x_i W_{QK}(i - j)\, x_j^\top / \sqrt{d_\text{head}}$ must be the model's own
@@ -632,8 +645,8 @@ plt.show()
 # against {glue:text}`slice_0:.1f` for slice 0 and {glue:text}`slice_2:.1f` for slice
 # 2, and at most {glue:text}`slice_rest:.1f` beyond; right: the head's actual attention
 # by offset. The head does not need to recognise any token as "the previous one": one
-# bilinear form, the one it uses for pairs one apart, scores almost any pair of tokens
-# higher than the others do. That is the rotary version of chapter
+# bilinear form, the one it uses for pairs one apart, scores the text's token pairs
+# higher on average than the others do. That is the rotary version of chapter
 # {doc}`05_positional`'s positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$,
 # with the offset built into the matrix instead of into the stream. (The slices are
 # compared on one head and one text.)
