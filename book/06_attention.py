@@ -515,8 +515,8 @@ for draw in range(20):
 finding(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, "
         "attends to the previous token far more than the best of 270 random "
         "heads on the same streams", best_prev,
-        null=Null.draws("the best of 270 random heads at the trained sizes, 20 "
-                        "sets", best_random),
+        null=Null.draws("the best of 270 random heads at the trained sizes, "
+                        "20 sets", best_random),
         chapter="6")
 
 A_best = text_cache["pattern", PL][:, PH]                        # [6, q, k]
