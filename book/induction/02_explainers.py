@@ -16,9 +16,10 @@ import torch
 from circuitbook.book import claim, glue
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
+from circuitbook.paths import count_paths, count_score_terms
 from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
                                             induction_measures, induction_stepper,
-                                            path_counts, pick_heads, stepper_data)
+                                            pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 model = load("toy-2l")
@@ -177,12 +178,11 @@ glue("b_base", builder.data["baseline"])
 claim("in toy-2l, K-composition between the two heads is stronger than Q- or V-composition",
       f"K {scores['K']:.2f}, Q {scores['Q']:.2f}, V {scores['V']:.2f}",
       scores["K"] > max(scores["Q"], scores["V"]), chapter="induction module")
-gpt2_like = path_counts(12, 12)
-glue("n12_logits", f"{gpt2_like['logits']:,}")
-mantissa, exponent = f"{float(gpt2_like['scores']):.1e}".split("e")
+glue("n12_logits", f"{count_paths(12, 12)['total']:,}")
+mantissa, exponent = f"{float(count_score_terms(12, 12)):.1e}".split("e")
 glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
     str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")))
-glue("pair_all", path_counts(1, 2)["logits"])
+glue("pair_all", count_paths(2, 1)["total"])
 
 # %% [markdown]
 # For `toy-2l`'s pair the K-composition score is {glue:text}`b_k:.2f`, against

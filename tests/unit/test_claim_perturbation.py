@@ -10,7 +10,8 @@ findings of ``book/*.py`` come in a handful of kinds:
 - **a score above chance or a threshold** (chapter 12: every cross-attention head reads
   more than 5x chance of the dictionary off its full OV circuit);
 - **an identification** by argmax or rank (chapter 17: the previous-token head is L0H2, as
-  the zoo recorded; chapter 18: the strongest K-composition writer of every layer-1 head);
+  the zoo recorded), or against a null (chapter 18: L0H2's K-composition into every layer-1
+  head exceeds the largest score any layer-0 head reaches under random rotations);
 - **an ordering** of two measured quantities (chapter 18: for writer L0H2 the
   K-composition scores exceed every score of the syllabus's product);
 - **a count or an all-quantifier** over heads (chapter 17: all four layer-1 heads of
@@ -34,8 +35,8 @@ import math
 import pytest
 import torch
 
-from circuitbook.book import claim, identity_close, rounding_bound
-from circuitbook.composition import composition_scores
+from circuitbook.book import Null, claim, finding, identity_close, rounding_bound
+from circuitbook.composition import composition_scores, rotated_baseline
 from circuitbook.data import repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.heads import induction_scores, prev_token_scores
@@ -153,11 +154,14 @@ def test_identification_fails_for_another_offset(toy2l):
         claim_prev_head(two_back)
 
 
-def claim_strongest_writer(k_scores: torch.Tensor) -> None:
-    """k_scores: [writer in layer 0, reader in layer 1]."""
-    writers = k_scores.argmax(0)  # for each layer-1 reader
-    claim("for every layer-1 head, the strongest K-composition writer is L0H2",
-          writers.tolist(), bool((writers == 2).all()))
+def claim_strongest_writer(k_scores: torch.Tensor, null_max: torch.Tensor) -> None:
+    """Chapter 18's finding: L0H2's K-composition into each layer-1 head exceeds the largest
+    score of any layer-0 head under random rotations. k_scores: [writer in layer 0, reader
+    in layer 1]; null_max: [rotation, reader]."""
+    for r in range(k_scores.shape[1]):
+        finding(f"L0H2's K-composition into L1H{r} exceeds the largest score of any layer-0 "
+                "head under random rotations", k_scores[2, r],
+                null=Null.draws("largest layer-0 score, outputs rotated", null_max[:, r]))
 
 
 def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
@@ -175,11 +179,13 @@ def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
         return out
 
     with torch.no_grad():
-        claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :])
-        claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]))
+        null_max = rotated_baseline(model, "K", n_samples=100)[:, 0, :, 1, :].max(1).values
+        claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :], null_max)
+        claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]), null_max)
         # the convention slip: Elhage et al.'s column W_OV = (W_V W_O)^T in a row formula
-        with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
-            claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T))
+        with pytest.raises(AssertionError, match="finding failed"):
+            claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T),
+                                   null_max)
 
 
 # -- an ordering -------------------------------------------------------------------------
