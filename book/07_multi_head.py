@@ -5,15 +5,17 @@
 # transformer layer runs several attention *heads* side by side, each with its own
 # pattern. This chapter follows the Annotated Transformer's `MultiHeadedAttention` line by
 # line, through the reshaping that cuts four big matrices into heads, and maps its weights
-# exactly onto TransformerLens's per-head shapes. Then it proves, on the trained toy
-# translation model, the identity at the heart of the circuits framework: the paper's
-# "concatenate the heads, then project" is the same computation as "every head writes its
-# own term into the residual stream, and the terms add up", with the two bias vectors
-# accounted for exactly. Last, it reads several heads of SmolLM2 (chapter
+# exactly onto TransformerLens's per-head shapes. Then it derives the identity at the
+# heart of the circuits framework, and checks it on the trained toy translation model:
+# the paper's "concatenate the heads, then project" is the same computation as "every
+# head writes its own term into the residual stream, and the terms add up", with the two
+# bias vectors accounted for exactly. Last, it reads several heads of SmolLM2 (chapter
 # {doc}`04_embeddings`), whose heads share keys and values in groups
-# (grouped-query attention), and shows that the sum over heads survives the sharing.
+# (grouped-query attention), shows that the sum over heads survives the sharing, and
+# asks whether heads that share keys and values share a job.
 #
-# The first cell imports what the chapter uses.
+# The first cell imports what the chapter uses; the collapsed cell after it counts the
+# roundings behind the chapter's checks.
 
 # %% tags=["hide-input"]
 import warnings
@@ -674,7 +676,8 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 # would get for where it looks anyway, at the first token, the previous one, or
 # anywhere, with the repeats in the wrong places. The collapsed cell loads the model
 # and the text, and runs the model once, keeping every layer's patterns and, for the
-# grouped-query check below, its values and output.
+# grouped-query checks below, its scores, inputs, rotated keys and outputs; it also
+# defines the sizes the rounding bounds of those checks are relative to.
 
 # %% tags=["hide-input"]
 import math

@@ -6,10 +6,10 @@
 # {cite}`elhage2021mathematical`: the **QK circuit** $W_{QK} = W_Q W_K^\top$, which
 # decides where the head looks, and the **OV circuit** $W_{OV} = W_V W_O$, which
 # decides what it moves. We recompute a trained head's pattern and output from these
-# two matrices alone and match the model's own activations; show how far the four
-# factors can be recovered from a trained model (not at all in a model with additive
-# positions, only a little better in a rotary model with grouped queries such as
-# SmolLM2); translate carefully between the paper's column vectors and
+# two matrices alone and match the model's own activations; find which changes of the
+# four factors leave a model's outputs exactly as they were (any change of basis inside
+# a head in a model with additive positions; far fewer in a rotary model with grouped
+# queries such as SmolLM2); translate carefully between the paper's column vectors and
 # TransformerLens's row vectors, where one circuit is transposed and the other is not;
 # and meet `FactoredMatrix`, the object that keeps a low-rank product in factored form.
 #
@@ -83,6 +83,19 @@ def forward_terms(cfg, n, per_layer_extra=0):
     return cfg.n_layers * layer + cfg.d_model
 
 
+def smol_forward_terms(cfg, n):
+    """Two float64 forward passes of SmolLM2, one reparametrised. Per layer:
+    RMSNorm (d_model + 2), the projections (d_model), the rotation (4; both
+    runs use the same tables), scores (d_head), softmax (n + 4), mix (n),
+    W_O and the heads' sum (d_head + n_heads), the MLP (d_model + d_mlp + 3);
+    the new factors and inverses, as for toy-2l at d_head = 64, with the
+    condition number e^2 of G and M; the unembedding (d_model)."""
+    reparam = 2 * cfg.d_head + math.ceil(cfg.d_head * math.e ** 2)
+    layer = (3 * cfg.d_model + cfg.d_mlp + 2 * cfg.d_head + 2 * n
+             + cfg.n_heads + 13 + reparam)
+    return 2 * (cfg.n_layers * layer + cfg.d_model)
+
+
 def svd_terms(d_model, d_head):
     """QR and SVD of a FactoredMatrix's two factors (Householder: about
     d_model d_head roundings, backward stable, relative to the largest
@@ -120,15 +133,17 @@ def svd_terms(d_model, d_head):
 # spaces in which queries, keys and values live are private to the head: nothing else
 # in the model reads them, so the head may as well use other coordinates for them. How
 # much freedom that leaves depends on the architecture. In a model whose positions are
-# added to the stream, or absent, a trained model is just as good with $W_Q G$ and
-# $W_K G^{-\top}$ in place of $W_Q$ and $W_K$ for **any** invertible $G$, and with
-# $W_V M$ and $M^{-1} W_O$ for any invertible $M$. A rotary model turns the query and
+# added to the stream (or absent) and whose heads each have their own keys and values,
+# the model computes exactly the same function with $W_Q G$ and $W_K G^{-\top}$ in place
+# of $W_Q$ and $W_K$ for **any** invertible $G$, and with $W_V M$ and $M^{-1} W_O$ for
+# any invertible $M$. A rotary model turns the query and
 # key spaces by position, and only the $G$ that commute with every one of those turns
 # leave its scores alone: within each rotary plane, a rotation and a scaling, nothing
 # that mixes planes. And where query heads share a key-value head (grouped-query
 # attention), they must share its $G$ and $M$. Within those limits the individual
-# matrices are an accident of training; what the freedom cannot move (the products, and
-# in a rotary model how each plane is used) is a fact about the model.
+# matrices are not pinned down by what the model computes; what the freedom cannot move
+# (the products, and in a rotary model how each plane is used) is a fact about the
+# model.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -399,8 +414,10 @@ fig
 #
 # ### Only the products are facts about the model
 #
-# Take any invertible $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and
-# change a head's weights to
+# Start with a model like `toy-2l`, whose positions are added to the stream and whose
+# heads each have their own keys and values. Take any invertible
+# $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and change a head's weights
+# to
 #
 # $$W_Q \to W_Q G,\quad b_Q \to b_Q G,\quad W_K \to W_K G^{-\top},\quad
 # b_K \to b_K G^{-\top},$$
@@ -502,12 +519,14 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # worst-case bound for this computation is {glue:text}`shuffle_logit_bound:.0e`), and
 # so do the attention weights (their bound, {glue:text}`pattern_bound:.0e`, is loose
 # because it allows every rounding of both forward passes to pile up on one score).
-# Training could have ended at either set of weights. A statement such as "dimension 3
-# of head 1.1's queries detects punctuation" is therefore not a fact about this model,
-# while anything said about $W_{QK}$ or $W_{OV}$ is. Chapter {doc}`03_residual_stream`
-# made the same argument for the residual stream with rotations; here any invertible
-# matrix will do, because nothing applies a nonlinearity to queries, keys or values
-# coordinate by coordinate, and nothing else touches them.
+# No input and no loss can tell the two sets of weights apart. A statement such as
+# "dimension 3 of head 1.1's queries detects punctuation" is therefore not a fact about
+# this model, while anything said about $W_{QK}$ or $W_{OV}$ is. Chapter
+# {doc}`03_residual_stream` made the same argument for the residual stream with
+# rotations; in `toy-2l` any invertible matrix will do, because its positions are added
+# to the stream before $W_Q$ and $W_K$ read it, and nothing touches queries, keys or
+# values between their weights and their products: no rotation, no normalisation, no
+# nonlinearity applied coordinate by coordinate.
 
 # %% [markdown]
 # ### With rotary positions and shared keys
@@ -520,13 +539,23 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # $$x_i\, W_Q G\, R_{i-j}\, G^{-1} W_K^\top\, x_j^\top,$$
 #
 # the same for every input and every offset exactly when $G R_\Delta G^{-1} = R_\Delta$
-# for every $\Delta$: when $G$ **commutes with every rotation**. $R_\Delta$ turns plane
-# $m$ by $\Delta\theta_m$, and SmolLM2's 32 frequencies are all different, so a $G$ that
-# commutes with all of them cannot mix planes (it must keep each rotation's eigenspaces),
-# and within a plane it must commute with the plane's rotations, which leaves the
-# rotations times a scale: $s\,R(\varphi)$, the complex number $s\,e^{i\varphi}$ acting
-# on the plane's $a + ib$. So $G$ is one nonzero complex number per plane, 64 real
-# numbers, where a model with additive positions allows any of the $64^2 = 4096$. On the
+# for every $\Delta$ (exactly, because $W_Q$ and $W_K$ have full column rank, which we
+# check below): when $G$ **commutes with every rotation**. $R_\Delta$ turns plane $m$
+# (coordinates $m$ and $m + 32$ in SmolLM2's split-halves layout) by $\Delta\theta_m$,
+# multiplying it, read as a complex number, by $e^{i\Delta\theta_m}$. SmolLM2's 32
+# frequencies $\theta_m$ are all different and lie in $(0, \pi)$, so the 64 numbers
+# $e^{\pm i\theta_m}$ are all different: $R_1$ has 64 distinct eigenvalues, and a $G$
+# that commutes with it must keep each of its eigenvectors. That rules out mixing planes,
+# and within plane $m$ leaves
+#
+# $$G_m = a_m I + b_m J = s_m R(\varphi_m), \qquad
+# J = \begin{bmatrix} 0 & 1 \\ -1 & 0 \end{bmatrix},\quad
+# a_m = s_m\cos\varphi_m,\; b_m = s_m\sin\varphi_m ,$$
+#
+# a scaled rotation: the complex number $s_m e^{i\varphi_m}$. Conversely, every such
+# block-diagonal $G$ commutes with every $R_\Delta$, since complex numbers commute. So
+# $G$ is one nonzero complex number per plane, 64 real numbers, where a model with
+# additive positions allows any of the $64^2 = 4096$. On the
 # key side $G^{-\top} = s^{-1} R(\varphi)$: query and key turn by the same angle, one
 # grows as the other shrinks. The values are not rotated, so $M$ stays free.
 #
@@ -539,15 +568,17 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # relative angle, which is what chapter {doc}`05_positional` measured when it asked
 # where a head keeps its amplitude.
 #
-# We check both halves on SmolLM2 with a short passage (16 tokens): first the algebra (a complex
-# scalar per plane commutes with every $R_\Delta$, a generic $G$ does not), then the
-# model, in float64 so that rounding cannot hide a real change (about a thousandth of
-# a unit in float32 over 30 layers), reparametrised in every layer in three ways. One $G$ of the allowed kind per
-# key-value group, with a generic $M$; a generic $G$ per group, conditioned like it; and
-# allowed $G$ that differ between the heads of a group, the key taking the first head's.
-# The first must leave the logits unchanged to rounding. The other two are not
-# symmetries, and we show that by the size of what they change. The collapsed cell loads
-# the model and the text.
+# We check both halves on SmolLM2 with a short passage (16 tokens). First the algebra:
+# the frequencies are distinct, the weights have full column rank, a complex scalar per
+# plane commutes with every $R_\Delta$, and a generic $G$ does not. Then the model, in
+# float64 so that rounding cannot hide a real change (float32 rounding over 30 layers
+# would allow about a thousandth of a unit), reparametrised in every layer in three
+# ways: one $G$ of the allowed kind per key-value group, applied to the group's $W_K$
+# and to all three of its $W_Q^h$, with a generic $M$; a generic $G$ per group,
+# conditioned like it; and allowed $G$ that differ between the heads of a group, the
+# key taking the first head's. The first must leave the logits unchanged to rounding.
+# The other two are not symmetries, and we show it by how much they change the logits
+# next to the rounding bound. The collapsed cell loads the model and the text.
 
 # %% tags=["hide-input"]
 from circuitbook.data.corpus import shakespeare_scenes
@@ -577,6 +608,21 @@ def plane_scalars():
     return G
 
 
+theta = smol.cfg.rotary_base ** (-torch.arange(HALF, dtype=torch.float64)
+                                 * 2 / D)                   # [32]
+identity("SmolLM2's 32 rotary frequencies theta_m are distinct and lie in "
+         "(0, pi)", f"{theta.min():.1e} to {theta.max():.0f}",
+         bool((theta.diff() < 0).all() and (theta > 0).all()
+              and (theta < math.pi).all()), chapter="8")
+# the smallest singular value of every W_Q^h and W_K against the float64
+# rounding of an SVD of a d_model x d_head matrix at the largest one
+sv_ratio = min((torch.linalg.svdvals(W)[-1] / torch.linalg.svdvals(W)[0])
+               .item() for b in smol.blocks
+               for W in (*b.attn.W_Q, *b.attn._W_K))
+identity("every W_Q^h and W_K of SmolLM2 has full column rank d_head (the "
+         "smallest singular value over the largest, above float64 rounding)",
+         f"{sv_ratio:.1e}", sv_ratio > rounding_bound(
+             smol.cfg.d_model * D, 1.0, torch.float64), chapter="8")
 R_all = rotary_rotation(smol, range(smol_ids.shape[1]), dtype=torch.float64)
 G_plane = plane_scalars().double()
 G_any = random_invertible(D).double()
@@ -629,18 +675,7 @@ def reparametrised_logits(kind):
 smol_logits = smol(smol_ids)
 changed = {kind: reparametrised_logits(kind)
            for kind in ("plane", "generic", "per head")}
-n_smol = smol_ids.shape[1]
-cfg_s = smol.cfg
-# One float64 forward pass, per layer: RMSNorm (d_model + 2), the
-# projections (d_model), the rotation (4; both runs use the same tables),
-# scores (d_head), softmax (n + 4), mix (n), W_O and heads' sum (d_head +
-# n_heads), the MLP (d_model + d_mlp + 3); the new factors and inverses, as
-# for toy-2l at d_head = 64, at COND times the sizes; the unembedding. Both
-# runs, at COND times the logits' size.
-SMOL_REPARAM = 2 * D + math.ceil(D * COND)
-SMOL_LAYER = (3 * cfg_s.d_model + cfg_s.d_mlp + 2 * D + 2 * n_smol
-              + cfg_s.n_heads + 13 + SMOL_REPARAM)
-SMOL_TERMS = 2 * (cfg_s.n_layers * SMOL_LAYER + cfg_s.d_model)
+SMOL_TERMS = smol_forward_terms(smol.cfg, smol_ids.shape[1])
 smol_bound = rounding_bound(SMOL_TERMS, COND * float(smol_logits.abs().max()),
                             torch.float64)
 identity_close("SmolLM2 (float64) with one allowed G (a complex scalar per "
@@ -671,12 +706,13 @@ glue("perhead_top", top_same["per head"])
 # {glue:text}`generic_change:.1f`, and allowed $G$ that differ between sibling heads
 # by up to {glue:text}`perhead_change:.1f`; the top prediction survives at
 # {glue:text}`generic_top:.0%` and {glue:text}`perhead_top:.0%` of the positions. These
-# are not findings about training, and no null is needed: any weights would show the
-# same, since the algebra above says these changes are not symmetries; the numbers only
-# show that the violation is large, not a matter of rounding. So, for the book's real
-# model: "only the products are facts" becomes "the products $W_Q R_\Delta W_K^\top$ at
-# every offset, and $W_V^{\mathrm{kv}} W_O^h$, are facts", and the freedom left in the
-# factors is a complex number per plane, shared by the heads of a group.
+# are not findings about training, and no null is needed: for weights of full rank the
+# algebra above says these changes are not symmetries, and the numbers only show how
+# large the violation is next to rounding. So, for the book's real model, "only the
+# products are facts" becomes: the products $W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top$
+# at every offset, and $W_V^{\mathrm{kv}(h)} W_O^h$, are facts; the freedom left in the
+# factors is a complex number per rotary plane on the query-key side and an invertible
+# $M$ on the value-output side, each shared by the heads of a group.
 
 # %% [markdown]
 # ### `FactoredMatrix`
@@ -946,12 +982,12 @@ identity("nn.Linear's stored weights, sliced per head, are the paper's "
 #   {glue:text}`q_change:.0%` and left the logits equal to within float32 rounding.
 #   Only the products describe the model.
 # - In a rotary model with grouped queries, such as SmolLM2, the freedom is smaller:
-#   $G$ must commute with every rotation $R_\Delta$, which leaves a rotation and a
-#   scaling within each plane (64 numbers instead of 4096), and the query heads sharing
-#   a key-value head share one $G$ and one $M$. Such a $G$ left SmolLM2's logits
-#   unchanged to rounding; a generic $G$, or one that differs between sibling heads,
-#   moved them by up to {glue:text}`generic_change:.1f` and
-#   {glue:text}`perhead_change:.1f`. How a head uses each plane is then a fact about
+#   $G$ must commute with every rotation $R_\Delta$, which leaves a scaled rotation
+#   $aI + bJ$ within each rotary plane (64 numbers instead of 4096; $M$ stays any
+#   invertible matrix), and the query heads sharing a key-value head share one $G$ and
+#   one $M$. Such a $G$ left SmolLM2's logits unchanged to float64 rounding; a generic
+#   $G$, or allowed ones that differ between sibling heads, moved them by up to
+#   {glue:text}`generic_change:.1f` and {glue:text}`perhead_change:.1f`. How a head uses each plane is then a fact about
 #   the model, not a choice of coordinates.
 # - In the paper's column convention $W_{QK}^\text{p} = (W_Q^\text{p})^\top W_K^\text{p}$
 #   is the *same* matrix as TransformerLens's $W_{QK}$, while
