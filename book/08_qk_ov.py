@@ -538,9 +538,10 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 #
 # $$x_i\, W_Q G\, R_{i-j}\, G^{-1} W_K^\top\, x_j^\top,$$
 #
-# the same for every input and every offset exactly when $G R_\Delta G^{-1} = R_\Delta$
-# for every $\Delta$ (exactly, because $W_Q$ and $W_K$ have full column rank, which we
-# check below): when $G$ **commutes with every rotation**. $R_\Delta$ turns plane $m$
+# the same for every input and every offset if and only if
+# $G R_\Delta G^{-1} = R_\Delta$ for every $\Delta$ (the "only if" needs $W_Q$ and
+# $W_K$ of full column rank, which we check below): when $G$ **commutes with every
+# rotation**. $R_\Delta$ turns plane $m$
 # (coordinates $m$ and $m + 32$ in SmolLM2's split-halves layout) by $\Delta\theta_m$,
 # multiplying it, read as a complex number, by $e^{i\Delta\theta_m}$. SmolLM2's 32
 # frequencies $\theta_m$ are all different and lie in $(0, \pi)$, so the 64 numbers
@@ -555,18 +556,19 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # a scaled rotation: the complex number $s_m e^{i\varphi_m}$. Conversely, every such
 # block-diagonal $G$ commutes with every $R_\Delta$, since complex numbers commute. So
 # $G$ is one nonzero complex number per plane, 64 real numbers, where a model with
-# additive positions allows any of the $64^2 = 4096$. On the
-# key side $G^{-\top} = s^{-1} R(\varphi)$: query and key turn by the same angle, one
-# grows as the other shrinks. The values are not rotated, so $M$ stays free.
+# additive positions allows any of the $64^2 = 4096$. On the key side
+# $G_m^{-\top} = s_m^{-1} R(\varphi_m)$: query and key turn by the same angle, one grows
+# as the other shrinks. The values are not rotated, so $M$ stays free.
 #
 # Grouped-query attention adds one more constraint. The three query heads of a group
 # read one key head and one value head (chapter {doc}`07_multi_head`), so the one
 # $W_K^{\mathrm{kv}} G^{-\top}$ must serve all three: they must share $G$, and for the
 # same reason $M$. SmolLM2's freedom is then, per layer, three $G$ of 64 numbers and
 # three $M$ of 4096, not nine of each. What it cannot move is a fact about the model: in
-# each plane the product of the query's and the key's size (the scale cancels) and their
-# relative angle, which is what chapter {doc}`05_positional` measured when it asked
-# where a head keeps its amplitude.
+# each plane, the product of the query's and the key's size (the scale cancels) and the
+# angle between them. So the plane amplitudes of chapter {doc}`05_positional` (the
+# query's plane size times the key's) are facts about SmolLM2, not a choice of
+# coordinates.
 #
 # We check both halves on SmolLM2 with a short passage (16 tokens). First the algebra:
 # the frequencies are distinct, the weights have full column rank, a complex scalar per
