@@ -682,6 +682,7 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 # %% tags=["hide-input"]
 import math
 import re
+import textwrap
 
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import (
@@ -705,7 +706,8 @@ text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
 pieces = [tok.convert_ids_to_tokens(row.tolist()) for row in text_ids]
 is_word = torch.tensor([[re.match(r"^Ġ?[A-Za-z]", t) is not None for t in row]
                         for row in pieces])              # "Ġ" marks a space
-print("plays:", ", ".join(scenes[i][0] for i in PASSAGES))
+print(textwrap.fill("plays: " + ", ".join(scenes[i][0] for i in PASSAGES),
+                    79))
 # every layer's pattern and scores [8, 9, 96, 96] (80 MB each), the
 # attention's input (RMSNorm before its weight), rotated keys and output
 keep = ("hook_pattern", "hook_attn_scores", "ln1.hook_normalized",
@@ -781,10 +783,10 @@ for draw in range(99):
                                    is_word.gather(1, order)),
                             A_all).max().item())  # float32 is enough here
 print("repeated word tokens per passage:", n_rep.tolist())
-print("top duplicate-token heads:", ", ".join(
+print("top five heads:", ", ".join(
     f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
 print(f"uniform causal pattern {uniform_dup:.3f}, mean over all heads "
-      f"{dup.mean():.3f}, best head on shuffled text {max(dup_null):.3f}")
+      f"{dup.mean():.3f},\nbest head on shuffled text {max(dup_null):.3f}")
 finding(f"SmolLM2's best duplicate-token head on Shakespeare, L{DL}H{DH}, "
         "attends to earlier copies of a repeated word far more than the best "
         "head does on the same text shuffled", best_dup,
@@ -994,15 +996,14 @@ glue("rand_q_below", sum(v_ < min(dup[DL, s_].item() for s_ in others_sib)
 # keys score {glue:text}`rand_q_mean:.2f` on average and at most
 # {glue:text}`rand_q_max:.2f`; even the weaker sibling scores above
 # {glue:text}`rand_q_below` of the 99 (p = {glue:text}`rand_q_p:.2f`). The shared keys
-# do not produce the job by themselves: it takes the right queries. The other six
-# heads of
-# {glue:text}`dup_head`'s layer score {glue:text}`rest_lo:.2f` to
+# do not produce the job by themselves: it takes the right queries. The other six heads
+# of {glue:text}`dup_head`'s layer score {glue:text}`rest_lo:.2f` to
 # {glue:text}`rest_hi:.2f`, all below both siblings: among the 28 pairs of the layer's
-# other heads, the siblings' pair ranks {glue:text}`layer_rank` by its weaker score
-# (p = {glue:text}`layer_p:.3f`). That is the smallest p the test can give and not far
-# below the level, so it is weak evidence by construction; only more groups could
-# make it stronger. In this layer the job sits in one key-value group: one
-# head does most of it, a second a good part, the third a little. That is one group of
+# other heads, the siblings' pair ranks {glue:text}`layer_rank` of 28 by its weaker
+# score (p = {glue:text}`layer_p:.3f`). That is the smallest p the test can give and not
+# far below the level, so it is weak evidence by construction; only more groups could
+# make it stronger. In this layer the job sits in one key-value group: one head does
+# most of it, a second a good part, the third a little. That is one group of
 # one model on one text; whether grouped heads share jobs more often than chance
 # would need the same test on many groups and many jobs. The same keys, read with
 # different queries, give different patterns, and the same values, written out
