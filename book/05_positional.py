@@ -1,27 +1,35 @@
 # %% [markdown]
 # # 5. Positional encoding
 #
-# Attention compares every position with every other, but nothing in it knows which position
-# is which. This chapter shows that gap, fills it with Vaswani et al.'s sinusoidal encoding,
-# and checks the property the paper chose it for: moving $k$ positions is one fixed linear
-# map, a rotation, whatever the starting position. Then we turn to the circuit view's
-# models, whose positions are a learned table $W_\text{pos}$ that enters only the queries
-# and keys (*shortformer* positions), and read a previous-token head straight off the
-# positional part of its QK circuit, $W_\text{pos} W_{QK} W_\text{pos}^\top$.
+# Attention compares every position with every other, but nothing in it knows which
+# position is which. This chapter shows that gap and the three ways transformers fill it.
+# Vaswani et al. add a table of sinusoids to the stream; we check the property they chose
+# it for, that moving $k$ positions is one fixed rotation whatever the starting position.
+# The circuit view's toy models learn a table $W_\text{pos}$ that enters only the queries
+# and keys, and we read a previous-token head straight off the positional part of its QK
+# circuit, $W_\text{pos} W_{QK} W_\text{pos}^\top$. The book's real model, SmolLM2
+# (chapter {doc}`04_embeddings`), has no position table at all: it *rotates* every query
+# and key by its position (RoPE), the sinusoids' rotation moved inside the dot product.
+# We build that rotation, check it against the model's own, write its score as one
+# bilinear form per offset, and measure what SmolLM2's heads do with its 32 frequencies.
+#
+# The first cell imports what the chapter uses; the collapsed cell after it counts the
+# roundings behind the chapter's checks.
 
-# %%
+# %% tags=["hide-input"]
 import contextlib
 import io
 import math
 import warnings
 
 import matplotlib.pyplot as plt
+import plotly.graph_objects as go
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (claim, glue, identity, identity_close,
-                              rounding_bound)
-from circuitbook.circuits import pos_qk_circuit
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              null_test, observation, rounding_bound)
+from circuitbook.circuits import pos_qk_circuit, rotary_rotation
 from circuitbook.heads import prev_token_scores
 from circuitbook.models import attn_only, load
 from circuitbook.models.encoder_decoder import (
@@ -30,36 +38,127 @@ from circuitbook.models.encoder_decoder import (
     sinusoidal_table,
 )
 from circuitbook.models.zoo import metrics
+from circuitbook.viz import heatmap  # hover a cell for its row, column, value
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 
+
+# %% tags=["hide-input"]
+# Rounding bookkeeping. A check "equal to rounding" passes when the largest
+# difference is at most terms * eps * scale, where terms counts the roundings
+# the longer of the two computations makes (see the introduction). Each
+# function below counts them for one computation of this chapter.
+def attention_terms(d_model, d_k, n):
+    """One attention layer, each side: the Q, K, V projections (d_model + 1),
+    the scores (d_k + 1), a softmax over n keys (n + 4), the mix (n) and the
+    output projection (d_model + 1); the two sides may add in other orders."""
+    return 2 * (2 * d_model + d_k + 2 * n + 7)
+
+
+# The Annotated Transformer's float32 table: the exponent -2i ln(10000)/d (2
+# roundings on a number up to ln 10000 = 9.2) makes exp off by a relative
+# 2 * 9.2 + 1 eps, the product with pos one more, sin or cos one, and our
+# float64 table's rounding to float32 one: at the size of the largest angle.
+TABLE_TERMS = 2 * math.ceil(math.log(10000)) + 3
+
+# A float64 angle pos * 10000^(-2i/d): the exponent's rounding, amplified by
+# ln 10000 = 9.2 in the power, and the product: a relative 13 eps. sin or cos
+# add 1. A shifted row and the rotation each carry one angle error, and the
+# product with M_k adds 2 (two nonzero terms per column; zeros add exactly).
+ANGLE_TERMS = 13
+SHIFT_TERMS = 2 * (ANGLE_TERMS + 1) + 2
+# The fitted 2x2 blocks: A and B have entry errors d <= (ANGLE_TERMS + 1) eps
+# N_PE. A's rows are unit vectors an angle w apart, so ||A^-1|| = sqrt(2)/w
+# for the slowest w; the block X (entries <= 1) moves by ||A^-1|| (|dB| +
+# |dA| |X|) <= 6 d / w, and the 2x2 solve adds a few eps cond(A) = 2 / w.
+BLOCK_TERMS = 6 * (ANGLE_TERMS + 1) + 8
+# M_j M_k = M_{j+k}: three angles, sin/cos, 2-term products.
+GROUP_TERMS = 3 * (ANGLE_TERMS + 1) + 3
+
+
+def gram_terms(d):
+    """A Gram entry sums d products of entries with angle errors, and the
+    formula's d/2 cosines one angle error each: 3 d (ANGLE_TERMS + 1)."""
+    return 3 * d * (ANGLE_TERMS + 1)
+
+
+def shortformer_score_terms(d_model, d_head):
+    """A shortformer score, each side: x + W_pos (1), the projections and
+    biases (d_model + 1) for q and for k, their d_head-term dot product and
+    the scale (d_head + 1)."""
+    return 2 * (2 * (d_model + 2) + d_head + 1)
+
+
+def same_stream_terms(n_layers, n, d_head, n_heads):
+    """The streams of one repeated token: per layer a softmax (n + 4) whose
+    weights sum to 1 only to rounding, the mix of n equal values (n), W_O
+    (d_head) and the heads' sum (n_heads); layer 0's errors carry on."""
+    return 2 * n_layers * (2 * n + 4 + d_head + n_heads + 1)
+
+
+def rope_entry_terms(n_pos):
+    """A rotated coordinate at positions below n_pos, TransformerLens against
+    float64. TransformerLens's float32 angle p theta_m is two roundings (the
+    power base^(m/half), the division) off, at most 2 eps p radians; cos and
+    sin add one each; the rotation's two products and sum two; our float64
+    result's rounding to float32 one. At the plane's |a| + |b|."""
+    return 2 * (n_pos - 1) + 5
+
+
+def rope_score_terms(n_pos, d_head):
+    """q~_i . k~_j, TransformerLens's float32 rotations against q R_{i-j} k^T
+    in float64, for i, j < n_pos: the two angles' errors (2 eps p each), cos
+    and sin, the rotations' products and sums, and the d_head-term dot
+    product. At the scale sum_m 2 (|a_q| + |b_q|)(|a_k| + |b_k|) (planes)."""
+    return 4 * (n_pos - 1) + d_head + 6
+
+
+def plane_scale(q, k, half):
+    """sum over planes of 2 (|a_q| + |b_q|)(|a_k| + |b_k|): the size the
+    rotated dot product's roundings are relative to."""
+    A = q[..., :half].abs() + q[..., half:].abs()
+    B = k[..., :half].abs() + k[..., half:].abs()
+    return float(2 * (A * B).sum(-1).max())
+
+
 # %% [markdown]
 # ## Plain language
 #
-# Self-attention treats its input as a bag. Each position's output is a weighted average of
-# values, with weights computed from query-key dot products; shuffle the input positions and
-# every output is shuffled the same way, unchanged otherwise. "Dog bites man" and "man bites
-# dog" would look alike. (A causal mask, which lets each position see only the ones before
-# it, breaks the symmetry in part; the paper's encoder has no such mask.)
+# Self-attention treats its input as a bag. Each position's output is a weighted average
+# of values, with weights computed from query-key dot products; shuffle the input
+# positions and every output is shuffled the same way, unchanged otherwise. "Dog bites
+# man" and "man bites dog" would look alike. (A causal mask, which lets each position see
+# only the ones before it, breaks the symmetry in part; the paper's encoder has no such
+# mask.)
 #
-# The fix is to give every position a vector of its own and mix it into what attention
-# reads. There are two ways to get the vectors. Vaswani et al. {cite}`vaswani2017attention`
-# compute them from a formula: a set of sines and cosines, one pair per frequency. Think of
-# $d_\text{model}/2$ clock hands, each turning at its own speed as the position advances. The
-# fast hands tell neighbours apart, the slow ones tell distant stretches apart, and moving
-# $k$ steps forward turns every hand by an angle that depends on $k$ and on its speed, never
-# on where it started. That last fact makes "$k$ positions later" a single linear map.
-# The other way is to *learn* a table $W_\text{pos}$ with one row per position, as the toy
-# models of the circuits framework do.
+# Transformers fill the gap in three ways. The first two give every position a vector of
+# its own and mix it into what attention reads. Vaswani et al.
+# {cite}`vaswani2017attention` compute the vectors from a formula: a set of sines and
+# cosines, one pair per frequency. Think of $d_\text{model}/2$ clock hands, each turning
+# at its own speed as the position advances. The fast hands tell neighbours apart, the
+# slow ones tell distant stretches apart, and moving $k$ steps forward turns every hand by
+# an angle that depends on $k$ and on its speed, never on where it started. That last
+# fact makes "$k$ positions later" a single linear map. The second way is to *learn* a
+# table $W_\text{pos}$ with one row per position, as BERT, GPT-2 and the toy models of the
+# circuits framework do.
 #
-# There is also a choice of *where* the vector goes. Vaswani et al. add it to the token's
-# embedding, so it becomes part of the residual stream and every later layer carries it. The
-# *shortformer* arrangement of Press et al. {cite}`press2021shortformer` adds it only where
-# queries and keys are computed. Then the stream carries token information alone, and
-# position can influence the output only through where attention looks. That is the
-# arrangement of this book's toy models, and we will see why it makes them easier to read.
+# For these two there is also a choice of *where* the vector goes. Vaswani et al. add it
+# to the token's embedding, so it becomes part of the residual stream and every later
+# layer carries it. The *shortformer* arrangement of Press et al.
+# {cite}`press2021shortformer` adds it only where queries and keys are computed. Then the
+# stream carries token information alone, and position can influence the output only
+# through where attention looks. That is the arrangement of this book's toy models, and we
+# will see why it makes them easier to read.
+#
+# The third way adds nothing at all. Rotary position embeddings (RoPE, Su et al.
+# {cite}`su2021roformer`) take the clock hands into the dot product itself: just before a
+# head compares a query with a key, it turns each of them by the angles of its own
+# position. Two hands turned by their own positions and then compared see only the
+# difference of the angles, so the score depends on how far apart the two tokens are and
+# not on where they stand. LLaMA {cite}`touvron2023llama` and the models built like it,
+# SmolLM2 among them, use this, and have no position vectors anywhere.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -78,20 +177,24 @@ perm = torch.randperm(n)
 with torch.no_grad():
     shuffled_out = mha(x[:, perm], x[:, perm], x[:, perm])
     out_shuffled = mha(x, x, x)[:, perm]
-# Each side: the Q, K, V projections (d_model + 1), the scores (d_k + 1 with the scale), a
-# softmax over the n keys (n + 4), the mix (n) and the output projection (d_model + 1); the
-# shuffled run may add keys in another order. At the outputs' size.
-d_k = d_model // mha.h
-identity_close("without positions, attention(shuffled input) = shuffled attention(input)", shuffled_out, out_shuffled,
-               terms=2 * (2 * d_model + d_k + 2 * n + 7), chapter="5")
+shuffle_terms = attention_terms(d_model, d_model // mha.h, n)
+identity_close("without positions, attention(shuffled input) = shuffled "
+               "attention(input)", shuffled_out, out_shuffled,
+               terms=shuffle_terms, chapter="5")
 
 pe = sinusoidal_table(n, d_model)[None]
 with torch.no_grad():
     y = x[:, perm] + pe                       # positions follow the new order
-    gap = (mha(y, y, y) - mha(x + pe, x + pe, x + pe)[:, perm]).abs().max()
-# 0.05 is ~10^4 times the rounding bound of the same computation above (~1e-5)
-claim("with the positional encoding added, shuffling changes the outputs",
-      gap, bool(gap > 0.05), chapter="5")
+    with_pe = mha(y, y, y)
+    moved = with_pe - mha(x + pe, x + pe, x + pe)[:, perm]
+gap = moved.abs().max()
+# a counterexample is a proof: a gap above the rounding bound of the same
+# computation, at the outputs' size, means the exact outputs differ
+gap_bound = rounding_bound(shuffle_terms, float(with_pe.abs().max()))
+identity("with the positional encoding added, attention is not "
+         "permutation-equivariant: shuffling moves the outputs by more than "
+         "rounding", f"{gap:.2f} > {gap_bound:.1e}", bool(gap > gap_bound),
+         chapter="5")
 
 # %% [markdown]
 # ### The formula
@@ -102,11 +205,11 @@ claim("with the positional encoding added, shuffling changes the outputs",
 # $$PE(pos, 2i) = \sin\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right), \qquad
 # PE(pos, 2i+1) = \cos\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right).$$
 #
-# Write $\omega_i = 10000^{-2i/d_\text{model}}$ for the frequency of pair $i$: columns $2i$
-# and $2i+1$ are the sine and cosine of the same angle $pos \cdot \omega_i$. The frequencies
-# fall geometrically from $\omega_0 = 1$ (a wavelength of $2\pi \approx 6.3$ positions) to
-# $\omega_{d/2-1} = 10000^{-(1 - 2/d_\text{model})}$, just above $1/10000$. Positions count
-# from 0.
+# Write $\omega_i = 10000^{-2i/d_\text{model}}$ for the frequency of pair $i$: columns
+# $2i$ and $2i+1$ are the sine and cosine of the same angle $pos \cdot \omega_i$. The
+# frequencies fall geometrically from $\omega_0 = 1$ (a wavelength of $2\pi \approx 6.3$
+# positions) to $\omega_{d/2-1} = 10000^{-(1 - 2/d_\text{model})}$, just above $1/10000$.
+# Positions count from 0.
 #
 # ### Exercise 5.1: the sinusoidal table
 #
@@ -132,60 +235,59 @@ checks.ch05_ex1(sinusoidal)
 
 # %% [markdown]
 # The Annotated Transformer computes the same table differently, as
-# $\exp(-2i \ln 10000 / d_\text{model})$ in float32, and its `PositionalEncoding` module adds
-# it to the embedded tokens (then applies dropout, which is off in evaluation mode). We check
-# our table against both, at the paper's $d_\text{model} = 512$ over 200 positions.
+# $\exp(-2i \ln 10000 / d_\text{model})$ in float32, and its `PositionalEncoding` module
+# adds it to the embedded tokens (then applies dropout, which is off in evaluation mode).
+# We check our table against both, at the paper's $d_\text{model} = 512$ over 200
+# positions. Two more facts are theorems, checked here only to see the code agree: every
+# entry is a sine or a cosine, so it lies in $[-1, 1]$, and the wavelengths $2\pi /
+# \omega_i$ run from $2\pi$ (since $10000^0 = 1$) to just under $2\pi \cdot 10000$.
 
 # %%
 ours = sinusoidal(200, 512)
 theirs = sinusoidal_table(200, 512)
-# Theirs is float32: the exponent -2i ln(10000)/d (2 roundings on a number up to ln 10000
-# = 9.2) makes exp's result off by a relative 2 * 9.2 + 1 eps, the product with pos 1 more:
-# the angle, up to 199 radians, is off by a relative 21 eps; sin/cos add 1 and our float64
-# table's rounding to float32 1 more. At the scale of the largest angle.
-identity_close("our table equals encoder_decoder.sinusoidal_table (d_model 512, 200 positions)", ours, theirs,
-               terms=2 * math.ceil(math.log(10000)) + 3, scale=199.0, chapter="5")
+identity_close("our table equals encoder_decoder.sinusoidal_table "
+               "(d_model 512, 200 positions)", ours, theirs,
+               terms=TABLE_TERMS, scale=199.0, chapter="5")
 pos_enc = PositionalEncoding(512, dropout=0.1).eval()
 emb = torch.randn(2, 200, 512)
 with torch.no_grad():
     added = pos_enc(emb)
-# against its own table (the difference between the tables is the claim above): one
-# addition on each side, at the size of |x| + 1
-identity_close("PositionalEncoding (eval mode) returns x + PE[:n]", added, emb + theirs, terms=2,
-               scale=float(emb.abs().max()) + 1, chapter="5")
-claim("every entry lies in [-1, 1]", f"{ours.min():.3f}..{ours.max():.3f}",
-      bool(ours.abs().max() <= 1), chapter="5")
+# against its own table: one addition on each side, at |x| + 1
+identity_close("PositionalEncoding (eval mode) returns x + PE[:n]", added,
+               emb + theirs, terms=2, scale=float(emb.abs().max()) + 1,
+               chapter="5")
+identity("every entry lies in [-1, 1]", f"{ours.min():.3f}..{ours.max():.3f}",
+         bool(ours.abs().max() <= 1), chapter="5")
 freqs = 10000.0 ** (-torch.arange(0, 512, 2, dtype=torch.float64) / 512)
 waves = 2 * math.pi / freqs
-claim("wavelengths run from 2 pi up to just under 2 pi * 10000",
-      f"{waves[0]:.2f}..{waves[-1]:.0f}",
-      # 10000 ** 0 is exactly 1, so the first wavelength is 2 pi exactly
-      bool(waves[0] == 2 * math.pi) and bool(waves[-1] < 2 * math.pi * 1e4),
-      chapter="5")
+identity("wavelengths run from 2 pi up to just under 2 pi * 10000",
+         f"{waves[0]:.2f}..{waves[-1]:.0f}",
+         bool(waves[0] == 2 * math.pi) and bool(waves[-1] < 2 * math.pi * 1e4),
+         chapter="5")
 
 # %%
-import plotly.graph_objects as go
-
-from circuitbook.viz import heatmap  # hover a cell for its position, column and value
-
 table = sinusoidal(100, 128)
 lines = []
 for col in (10, 30, 31, 50):
     kind = "sin" if col % 2 == 0 else "cos"
-    lines.append(go.Scatter(x=list(range(100)), y=[round(v, 4) for v in table[:, col].tolist()],
-                            mode="lines", name=f"column {col} ({kind}, i={col // 2})"))
-fig = heatmap(table, range(128), range(100), panel_titles=["PE table, d_model = 128"],
-              x_title="column (2i: sine, 2i+1: cosine)", y_title="position", zmin=-1, zmax=1,
-              colorscale="RdBu", side=lines, side_title="a few columns", side_width=0.8)
+    values = [round(v, 4) for v in table[:, col].tolist()]
+    lines.append(go.Scatter(x=list(range(100)), y=values, mode="lines",
+                            name=f"column {col} ({kind}, i={col // 2})"))
+fig = heatmap(table, range(128), range(100),
+              panel_titles=["PE table, d_model = 128"],
+              x_title="column (2i: sine, 2i+1: cosine)", y_title="position",
+              zmin=-1, zmax=1, colorscale="RdBu", side=lines,
+              side_title="a few columns", side_width=0.8)
 fig.figure.update_xaxes(title_text="position", col=2)
 fig.figure.update_yaxes(title_text="value", col=2)
-fig.figure.update_layout(showlegend=True, legend={"orientation": "h", "x": 0.5, "y": -0.18})
+fig.figure.update_layout(showlegend=True,
+                         legend={"orientation": "h", "x": 0.5, "y": -0.18})
 fig
 
 # %% [markdown]
 # The left columns oscillate quickly and the right ones barely move across 100 positions:
-# each row is a different reading of the same set of clocks. Columns 30 and 31 are the sine
-# and cosine of one frequency, a quarter period apart.
+# each row is a different reading of the same set of clocks. Columns 30 and 31 are the
+# sine and cosine of one frequency, a quarter period apart.
 #
 # ### A shift by $k$ positions is a rotation
 #
@@ -197,7 +299,8 @@ fig
 # $$\sin((pos + k)\omega_i) = s\cos\theta + c\sin\theta, \qquad
 # \cos((pos + k)\omega_i) = -s\sin\theta + c\cos\theta.$$
 #
-# In the book's **row-vector convention** the pair is a row $(s, c)$ multiplied on the right:
+# In the book's **row-vector convention** the pair is a row $(s, c)$ multiplied on the
+# right:
 #
 # $$(s,\ c)\begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta\end{pmatrix}
 # = \big(\sin((pos+k)\omega_i),\ \cos((pos+k)\omega_i)\big).$$
@@ -209,21 +312,23 @@ fig
 #
 # $M_k$ contains $k$ and the frequencies, and no $pos$. It is orthogonal (each block is a
 # rotation). Each block of $M_k$ is the textbook rotation matrix
-# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta\end{pmatrix}$
-# itself, acting on a row from the right. In the column-vector convention the same shift is
-# $PE(pos+k)^\top = M_k^\top PE(pos)^\top$, with blocks $R(\theta)^\top = R(-\theta)$: because
-# each pair is ordered (sin, cos), moving forward turns the point clockwise. So the textbook
-# $R(\theta)$ is right in the row-vector formula, and it is the column-vector formula
-# $R(\theta)\,PE(pos)^\top$, the textbook's way of applying it, that shifts $k$ positions
-# *back*. The cell below checks both directions on one pair.
+# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta
+# \end{pmatrix}$ itself, acting on a row from the right. In the column-vector convention
+# the same shift is $PE(pos+k)^\top = M_k^\top PE(pos)^\top$, with blocks
+# $R(\theta)^\top = R(-\theta)$: because each pair is ordered (sin, cos), moving forward
+# turns the point clockwise. So the textbook $R(\theta)$ is right in the row-vector
+# formula, and it is the column-vector formula $R(\theta)\,PE(pos)^\top$, the textbook's
+# way of applying it, that shifts $k$ positions *back*. The cell below checks both
+# directions on one pair.
 
 # %%
-pair_pos, pair_k, pair_w = 7.0, 3.0, 0.3              # one pair: pos, k, frequency
+pair_pos, pair_k, pair_w = 7.0, 3.0, 0.3     # one pair: pos, k, frequency
 
 
 def pair(p):
     """The pair (sin, cos) at position p, in float64."""
-    return torch.tensor([math.sin(p * pair_w), math.cos(p * pair_w)], dtype=torch.float64)
+    return torch.tensor([math.sin(p * pair_w), math.cos(p * pair_w)],
+                        dtype=torch.float64)
 
 
 th = pair_k * pair_w
@@ -231,20 +336,24 @@ R = torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]],
                  dtype=torch.float64)
 row_form = pair(pair_pos) @ R      # a row times R(theta), on the right
 col_form = R @ pair(pair_pos)      # R(theta) times a column, on the left
-# float64: two angles (3 roundings each), sin/cos, a 2-term product: 10 roundings at size 1
-identity_close("row form: (sin, cos)(pos) R(theta) = (sin, cos)(pos + k)", row_form,
-               pair(pair_pos + pair_k), terms=10, scale=1.0, chapter="5")
-identity_close("column form: R(theta) (sin, cos)(pos)^T = (sin, cos)(pos - k)^T, a shift back",
-               col_form, pair(pair_pos - pair_k), terms=10, scale=1.0, chapter="5")
+# float64: two angles (3 roundings each), sin/cos, a 2-term product
+identity_close("row form: (sin, cos)(pos) R(theta) = (sin, cos)(pos + k)",
+               row_form, pair(pair_pos + pair_k), terms=10, scale=1.0,
+               chapter="5")
+identity_close("column form: R(theta) (sin, cos)(pos)^T = "
+               "(sin, cos)(pos - k)^T, a shift back", col_form,
+               pair(pair_pos - pair_k), terms=10, scale=1.0, chapter="5")
 col_vs_forward = (col_form - pair(pair_pos + pair_k)).abs().max()
-identity("so the column form with R(theta) is not the forward shift", col_vs_forward,
-         bool(col_vs_forward > 0.1), chapter="5")
+pair_bound = rounding_bound(10, 1.0, torch.float64)
+identity("so the column form with R(theta) is not the forward shift",
+         f"{col_vs_forward:.2f} > {pair_bound:.0e}",
+         bool(col_vs_forward > pair_bound), chapter="5")
 
 # %% [markdown]
 # ### Exercise 5.2: the offset matrix
 #
 # Write `offset_matrix(k, d_model)` returning $M_k$ as a `[d_model, d_model]` tensor, so
-# that `sinusoidal(n, d)[k:]` equals `sinusoidal(n, d)[:-k] @ offset_matrix(k, d)`.
+# that `sinusoidal(n, d)[k:]` equals `sinusoidal(n, d)[:-k]` times `offset_matrix(k, d)` (on the right).
 
 # %% tags=["exercise"]
 def offset_matrix(k, d_model):
@@ -264,13 +373,13 @@ def offset_matrix(k, d_model):
 checks.ch05_ex2(offset_matrix)
 
 # %% [markdown]
-# Now the claim itself, in float64 so that rounding does not blur it: the same $M_k$ moves
-# every one of the first 5000 positions $k$ steps forward, for several $k$ at the paper's
-# width. Then the other half of "does not depend on $pos$": for each frequency, a
-# $2 \times 2$ map is pinned down by where it sends two positions, so we recover the block
-# from each pair of neighbouring positions $(pos, pos+1)$ separately and compare all 4999
-# of them with the block of $M_k$. Finally the group structure: $M_j M_k = M_{j+k}$ and
-# $M_k^\top = M_k^{-1} = M_{-k}$.
+# Now the claim itself, in float64 so that rounding does not blur it: the same $M_k$
+# moves every one of the first 2000 positions $k$ steps forward, for several $k$ at the
+# paper's width. Then the other half of "does not depend on $pos$": for each frequency, a
+# $2 \times 2$ map is pinned down by where it sends two positions, so we recover the
+# block from each pair of neighbouring positions $(pos, pos+1)$ separately and compare
+# all of them with the block of $M_k$. Finally the group structure:
+# $M_j M_k = M_{j+k}$ and $M_k^\top = M_k^{-1} = M_{-k}$.
 
 # %%
 def pe64(n_pos, d):
@@ -290,69 +399,66 @@ def M64(k, d):
     return torch.block_diag(*blocks)
 
 
-# the exercise's M_k is built in float64 and rounded once to float32 (entries at most 1)
-identity_close("offset_matrix(5, 512) is M_5", offset_matrix(5, 512), M64(5, 512), terms=2, scale=1.0,
-               chapter="5")
-P = pe64(5000, 512)
-# float64. An angle pos * 10000^(-2i/d): the exponent's rounding, amplified by ln 10000 = 9.2
-# in the power, and the product: a relative 13 eps, on angles up to 5000 radians; sin or cos
-# add 1. The shifted row and the rotation each carry one such angle error, and the product
-# with M_k adds 2 (two nonzero terms per column; the zeros add exactly).
-ANGLE_TERMS = 13
-SHIFT_TERMS = 2 * (ANGLE_TERMS + 1) + 2
-shift_diffs = torch.cat([(P[:-k] @ M64(k, 512) - P[k:]).flatten() for k in (1, 3, 17, 100, 1000)])
-identity_close("PE(pos + k) = PE(pos) M_k for every pos < 5000 - k (k = 1, 3, 17, 100, 1000)",
-               shift_diffs, torch.zeros_like(shift_diffs), terms=SHIFT_TERMS, scale=5000.0,
-               chapter="5")
-shift_bound = rounding_bound(SHIFT_TERMS, 5000.0, torch.float64)
+# the exercise's M_k: float64, rounded once to float32 (entries at most 1)
+identity_close("offset_matrix(5, 512) is M_5", offset_matrix(5, 512),
+               M64(5, 512), terms=2, scale=1.0, chapter="5")
+N_PE = 2000
+P = pe64(N_PE, 512)
+shift_diffs = torch.cat([(P[:-k] @ M64(k, 512) - P[k:]).flatten()
+                         for k in (1, 3, 17, 100, 1000)])
+identity_close("PE(pos + k) = PE(pos) M_k for every pos < 2000 - k "
+               "(k = 1, 3, 17, 100, 1000)", shift_diffs,
+               torch.zeros_like(shift_diffs), terms=SHIFT_TERMS,
+               scale=float(N_PE), chapter="5")
 
 k = 17
-U = P[:-k].reshape(5000 - k, 256, 2)     # [pos, pair, (sin, cos)]
-V = P[k:].reshape(5000 - k, 256, 2)
+U = P[:-k].reshape(N_PE - k, 256, 2)     # [pos, pair, (sin, cos)]
+V = P[k:].reshape(N_PE - k, 256, 2)
 A = torch.stack([U[:-1], U[1:]], dim=2)  # rows: positions pos, pos + 1
 B = torch.stack([V[:-1], V[1:]], dim=2)
 fitted = torch.linalg.solve(A, B)        # [pos, pair, 2, 2]: one block each
 true_blocks = torch.stack([M64(k, 512)[2 * i:2 * i + 2, 2 * i:2 * i + 2]
                            for i in range(256)])
-# A and B have entry errors d <= (ANGLE_TERMS + 1) eps * 5000 (above). A's rows are unit
-# vectors an angle w apart, so ||A^-1|| = sqrt(2) / w for the slowest w; the fitted block X
-# (entries <= 1) moves by ||A^-1|| (|dB| + |dA| |X|) <= 6 d / w, and the 2x2 solve itself
-# adds a few eps times cond(A) = 2 / w. So 6 (ANGLE_TERMS + 1) + 8 roundings at 5000 / w.
 w_slow = float(10000.0 ** (-(512 - 2) / 512))
-BLOCK_TERMS = 6 * (ANGLE_TERMS + 1) + 8
-identity_close("the block fitted from positions (pos, pos+1) is the same for all 4999 values of pos, "
-               "and equals M_k's", fitted, true_blocks.expand_as(fitted), terms=BLOCK_TERMS,
-               scale=5000.0 / w_slow, chapter="5")
-block_bound = rounding_bound(BLOCK_TERMS, 5000.0 / w_slow, torch.float64)
+identity_close("the block fitted from positions (pos, pos+1) is the same for "
+               f"all {fitted.shape[0]} values of pos, and equals M_k's",
+               fitted,
+               true_blocks.expand_as(fitted), terms=BLOCK_TERMS,
+               scale=N_PE / w_slow, chapter="5")
 
 Ms = {j: M64(j, 512) for j in (-9, 5, 9, 14)}
 eye = torch.eye(512, dtype=torch.float64)
-group_diffs = torch.cat([(Ms[5] @ Ms[9] - Ms[14]).flatten(), (Ms[9].T - Ms[-9]).flatten(),
+group_diffs = torch.cat([(Ms[5] @ Ms[9] - Ms[14]).flatten(),
+                         (Ms[9].T - Ms[-9]).flatten(),
                          (Ms[9] @ Ms[9].T - eye).flatten()])
-# float64: three angles (up to 14 radians, ANGLE_TERMS each), sin/cos, and 2-term products
-identity_close("M_5 M_9 = M_14, and M_9^T = M_-9 = M_9^-1", group_diffs, torch.zeros_like(group_diffs),
-               terms=3 * (ANGLE_TERMS + 1) + 3, scale=14.0, chapter="5")
-# the bounds, not the measured errors: those are rounding noise and differ between CPUs
-glue("shift_bound", shift_bound)
-glue("block_bound", block_bound)
+identity_close("M_5 M_9 = M_14, and M_9^T = M_-9 = M_9^-1", group_diffs,
+               torch.zeros_like(group_diffs), terms=GROUP_TERMS, scale=14.0,
+               chapter="5")
+# the bounds, not the measured errors: those are rounding noise
+glue("shift_bound", rounding_bound(SHIFT_TERMS, float(N_PE), torch.float64))
+glue("block_bound",
+     rounding_bound(BLOCK_TERMS, N_PE / w_slow, torch.float64))
+glue("n_blocks", fitted.shape[0])
 glue("slowest", freqs[-1].item())
 
 # %% [markdown]
 # The shift identity holds to float64 rounding (the worst-case bound for these angles is
-# {glue:text}`shift_bound:.0e`) and the 4999 separately fitted blocks agree to within
+# {glue:text}`shift_bound:.0e`) and the {glue:text}`n_blocks` separately fitted blocks agree to within
 # their bound, {glue:text}`block_bound:.0e`. (That is less exact than the shift itself
-# because the slowest pair turns by only {glue:text}`slowest:.1e` radians per position, so
-# two neighbouring positions nearly coincide in its plane and the fit loses digits: its
-# bound divides by that angle.)
+# because the slowest pair turns by only {glue:text}`slowest:.1e` radians per position,
+# so two neighbouring positions nearly coincide in its plane and the fit loses digits:
+# its bound divides by that angle.)
 #
 # Two cautions about what this buys. $M_k$ acts on the encoding alone; in the model the
-# stream holds token plus position, and $M_k$ would rotate the token part too. And nothing
-# forces a trained model to use the rotation; it is an option the encoding offers. The
-# paper reports that learned positional embeddings did about as well (its Table 3, row E).
+# stream holds token plus position, and $M_k$ would rotate the token part too. And
+# nothing forces a trained model to use the rotation; it is an option the encoding
+# offers. The paper reports that learned positional embeddings did about as well (its
+# Table 3, row E). RoPE, at the end of this chapter, does not leave the rotation to the
+# model: it applies it to every query and key.
 #
 # The explorer moves a position forward by $k$. Left: the first three frequency pairs as
-# points on the unit circle, before (hollow) and after (filled) the shift; each turns by its
-# own angle $k\omega_i$. Right: the whole vector $PE(pos)M_k$ next to $PE(pos+k)$,
+# points on the unit circle, before (hollow) and after (filled) the shift; each turns by
+# its own angle $k\omega_i$. Right: the whole vector $PE(pos)M_k$ next to $PE(pos+k)$,
 # coordinate by coordinate.
 
 # %%
@@ -394,48 +500,49 @@ explore(draw_shift, pos=(0, 150, 1), k=(0, 40, 1))
 # %% [markdown]
 # ### Dot products see only the distance
 #
-# Because every $M_k$ is orthogonal, the similarity of two positions depends only on how far
-# apart they are. Pair by pair,
+# Because every $M_k$ is orthogonal, the similarity of two positions depends only on how
+# far apart they are. Pair by pair,
 # $\sin(p\omega)\sin(q\omega) + \cos(p\omega)\cos(q\omega) = \cos((p - q)\omega)$, so
 #
 # $$PE(p) \cdot PE(q) = \sum_{i} \cos\big((p - q)\,\omega_i\big),$$
 #
 # a function of $p - q$ that is even in it: the dot product cannot tell "three before"
 # from "three after". (An attention head can, because it compares positions through
-# $W_{QK}$, which need not be symmetric.) We check both statements on the Gram matrix of 200
-# positions.
+# $W_{QK}$, which need not be symmetric.) We check both statements on the Gram matrix of
+# 200 positions.
 
 # %%
 G = demo_table @ demo_table.T                       # [200, 200], d = 32
 idx = torch.arange(200, dtype=torch.float64)
 w = 10000.0 ** (-torch.arange(0, D_DEMO, 2, dtype=torch.float64) / D_DEMO)
 formula = torch.cos((idx[:, None, None] - idx[None, :, None]) * w).sum(-1)
-# float64. Each G entry sums D_DEMO products of entries with angle errors (ANGLE_TERMS + 1
-# each, on angles up to 199 radians); the formula's D_DEMO / 2 cosines carry one angle error
-# each: 3 D_DEMO (ANGLE_TERMS + 1) roundings at the largest angle covers both.
-GRAM_TERMS = 3 * D_DEMO * (ANGLE_TERMS + 1)
-identity_close("PE(p) . PE(q) = sum_i cos((p - q) w_i)", G, formula, terms=GRAM_TERMS, scale=199.0,
-               chapter="5")
-toeplitz = torch.cat([(G[1:, 1:] - G[:-1, :-1]).flatten(), (G - G.T).flatten()])
-identity_close("the Gram matrix is constant along diagonals and symmetric: it depends on |p - q| only", toeplitz,
-               torch.zeros_like(toeplitz), terms=2 * GRAM_TERMS, scale=199.0, chapter="5")
+identity_close("PE(p) . PE(q) = sum_i cos((p - q) w_i)", G, formula,
+               terms=gram_terms(D_DEMO), scale=199.0, chapter="5")
+toeplitz = torch.cat([(G[1:, 1:] - G[:-1, :-1]).flatten(),
+                      (G - G.T).flatten()])
+identity_close("the Gram matrix is constant along diagonals and symmetric: "
+               "it depends on |p - q| only", toeplitz,
+               torch.zeros_like(toeplitz), terms=2 * gram_terms(D_DEMO),
+               scale=199.0, chapter="5")
 
-import plotly.graph_objects as go
-
-from circuitbook.viz import heatmap  # hover a cell for its two positions and their dot product
-
-# every second position, to 3 significant digits (the hover shows 2 decimals): the full
-# 200 x 200 grid would add about 440 KB to the page; the claims above check all of it
+# every second position, to 3 significant digits (the hover shows 2
+# decimals): the full grid would add about 440 KB to the page
 shown = list(range(0, 200, 2))
-G_shown = [[float(f"{v:.3g}") for v in row] for row in G[shown][:, shown].tolist()]
-fig = heatmap(G_shown, shown, shown, panel_titles=["PE(p) . PE(q), d_model = 32, every 2nd position"],
-              x_title="position q", y_title="position p", colorscale="Viridis", value_format=".2f",
-              side=[go.Scatter(x=list(range(-40, 41)), y=[round(v, 4) for v in G[100, 60:141].tolist()],
-                               mode="lines", line={"color": "#1f77b4"}, name="p = 100")],
+G_shown = [[float(f"{v:.3g}") for v in row]
+           for row in G[shown][:, shown].tolist()]
+row_100 = go.Scatter(x=list(range(-40, 41)),
+                     y=[round(v, 4) for v in G[100, 60:141].tolist()],
+                     mode="lines", line={"color": "#1f77b4"}, name="p = 100")
+fig = heatmap(G_shown, shown, shown,
+              panel_titles=["PE(p) . PE(q), d_model = 32, every 2nd position"],
+              x_title="position q", y_title="position p",
+              colorscale="Viridis", value_format=".2f", side=[row_100],
               side_title="one row (p = 100)", side_width=0.8)
-fig.figure.update_xaxes(title_text="offset q - p", tickvals=[-40, 0, 40], col=2)
+fig.figure.update_xaxes(title_text="offset q - p", tickvals=[-40, 0, 40],
+                        col=2)
 fig.figure.update_yaxes(title_text="dot product", col=2)
 fig
+
 
 # %% [markdown]
 # ## The circuit view
@@ -444,9 +551,9 @@ fig
 #
 # TransformerLens {cite}`nanda2022transformerlens` stores positions as a learned matrix
 # `W_pos` of shape `[n_ctx, d_model]`, one row per position, used like `W_E`: row $i$ for
-# position $i$. With `positional_embedding_type="standard"` it is added to the stream, as in
-# the paper: $x^{(0)}_i = W_E[t_i] + W_\text{pos}[i]$. We check that on a small standard
-# model through its hooks.
+# position $i$. With `positional_embedding_type` set to `"standard"` it is added to the stream, as
+# in the paper: $x^{(0)}_i = W_E[t_i] + W_\text{pos}[i]$. We check that on a small
+# standard model through its hooks.
 
 # %%
 std = attn_only(1, d_model=32, n_heads=2, d_vocab=20, n_ctx=12,
@@ -455,27 +562,29 @@ toks = torch.randint(0, 20, (2, 12))
 _, std_cache = std.run_with_cache(toks)
 expected = std.W_E[toks] + std.W_pos[:12]
 # one addition each side, at the size of |W_E| + |W_pos|
-identity_close("standard: resid_pre[0] = W_E[t_i] + W_pos[i]", std_cache["resid_pre", 0], expected, terms=2,
-               scale=float((std.W_E[toks].abs() + std.W_pos[:12].abs()).max().detach()), chapter="5")
+sizes = (std.W_E[toks].abs() + std.W_pos[:12].abs()).max().detach()
+identity_close("standard: resid_pre[0] = W_E[t_i] + W_pos[i]",
+               std_cache["resid_pre", 0], expected, terms=2,
+               scale=float(sizes), chapter="5")
 
 # %% [markdown]
 # ### Shortformer: positions only where queries and keys are read
 #
-# The zoo's `toy-2l` (two attention-only layers, chapters 16-17) uses shortformer positions.
-# In each layer, head $h$ computes
+# The zoo's `toy-2l` (two attention-only layers, chapters 16-17) uses shortformer
+# positions. In each layer, head $h$ computes
 #
 # $$q_i = (x_i + W_\text{pos}[i])\,W_Q^h + b_Q^h, \qquad
 # k_j = (x_j + W_\text{pos}[j])\,W_K^h + b_K^h,$$
 #
 # $$v_j = x_j W_V^h + b_V^h,$$
 #
-# so $W_\text{pos}$ reaches the queries and keys but is never written into the stream and
-# never read by the values. We check three consequences with the model's hooks: the stream
-# entering layer 0 is the token embedding alone; the attention scores are the formula above
-# *with* $W_\text{pos}$ and not without it; and, on a sequence that repeats one token 30
-# times, the stream is identical at every position in every layer (every value vector is
-# the same, so any average of them is too), even though the attention patterns differ from
-# position to position.
+# so $W_\text{pos}$ reaches the queries and keys but is never written into the stream
+# and never read by the values. We check three consequences with the model's hooks: the
+# stream entering layer 0 is the token embedding alone; the attention scores are the
+# formula above *with* $W_\text{pos}$ and not without it; and, on a sequence that repeats
+# one token 30 times, the stream is identical at every position in every layer (every
+# value vector is the same, so any average of them is too), even though the attention
+# patterns differ from position to position.
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -487,8 +596,8 @@ _, cache = model.run_with_cache(tokens)
 x0 = cache["resid_pre", 0]
 # a lookup, copied through hooks with no arithmetic: bit for bit equal
 identity("shortformer: resid_pre[0] = W_E[t_i], with no W_pos term",
-         (x0 - model.W_E[tokens]).abs().max(), bool(torch.equal(x0, model.W_E[tokens])),
-         chapter="5")
+         (x0 - model.W_E[tokens]).abs().max(),
+         bool(torch.equal(x0, model.W_E[tokens])), chapter="5")
 
 pos_rows = model.W_pos[:30]
 causal = torch.tril(torch.ones(30, 30, dtype=torch.bool))
@@ -503,77 +612,81 @@ def scores_from(stream, layer, with_pos):
     return q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head)
 
 
-def qk_sizes(stream, layer):
-    """Largest |q| and |k| entries a rounding could be relative to: |x + W_pos| |W| + |b|."""
+def score_size(stream, layer):
+    """The size a score's roundings are relative to: d_head |q| |k| /
+    sqrt(d_head), from |x + W_pos| |W| + |b| (the products' sizes)."""
     inp = (stream + pos_rows).abs()
-    q = torch.einsum("bpd,hde->bhpe", inp, model.W_Q[layer].abs()) + model.b_Q[layer].abs()[:, None]
-    k = torch.einsum("bpd,hde->bhpe", inp, model.W_K[layer].abs()) + model.b_K[layer].abs()[:, None]
-    return float(q.max()), float(k.max())
+    q = (torch.einsum("bpd,hde->bhpe", inp, model.W_Q[layer].abs())
+         + model.b_Q[layer].abs()[:, None])
+    k = (torch.einsum("bpd,hde->bhpe", inp, model.W_K[layer].abs())
+         + model.b_K[layer].abs()[:, None])
+    return float(q.max() * k.max()) * math.sqrt(cfg.d_head)
 
 
-ours_s, hooked_s, gaps, score_scale = [], [], [], 0.0
+ours_s, hooked_s, gaps, s_size = [], [], [], 0.0
 with torch.no_grad():
     for layer in range(cfg.n_layers):
         hooked = cache["attn_scores", layer][..., causal]
         stream = cache["resid_pre", layer]
         ours_s.append(scores_from(stream, layer, True)[..., causal].flatten())
         hooked_s.append(hooked.flatten())
-        gaps.append((scores_from(stream, layer, False)[..., causal] - hooked).abs().max().item())
-        q_max, k_max = qk_sizes(stream, layer)
-        score_scale = max(score_scale, q_max * k_max * math.sqrt(cfg.d_head))  # d_head terms / sqrt(d_head)
-# Each side: x + W_pos (1), the projection and bias (d_model + 1) for q and for k, their
-# d_head-term dot product and the scale (d_head + 1), at the size of d_head |q| |k| / sqrt(d_head)
-SCORE_TERMS = 2 * (cfg.d_model + 2) + cfg.d_head + 1
-identity_close("scores = ((x + W_pos) W_Q + b_Q)((x + W_pos) W_K + b_K)^T / sqrt(d_head) in both layers",
-               torch.cat(ours_s), torch.cat(hooked_s), terms=2 * SCORE_TERMS, scale=score_scale,
-               chapter="5")
-# 1.0 in score units is 25 times that worst-case rounding bound and changes an attention
-# weight e-fold
-claim("leaving W_pos out of that formula misses the scores by a lot",
-      min(gaps), min(gaps) > 1.0, chapter="5")
+        no_pos = scores_from(stream, layer, False)[..., causal]
+        gaps.append((no_pos - hooked).abs().max().item())
+        s_size = max(s_size, score_size(stream, layer))
+S_TERMS = shortformer_score_terms(cfg.d_model, cfg.d_head)
+identity_close("scores = ((x + W_pos) W_Q + b_Q)((x + W_pos) W_K + b_K)^T "
+               "/ sqrt(d_head) in both layers", torch.cat(ours_s),
+               torch.cat(hooked_s), terms=S_TERMS, scale=s_size, chapter="5")
+no_pos_bound = rounding_bound(S_TERMS, s_size)
+identity("leaving W_pos out of that formula misses the scores by more than "
+         "rounding, in both layers", f"{min(gaps):.1f} > {no_pos_bound:.1e}",
+         min(gaps) > no_pos_bound, chapter="5")
 
 same = torch.full((1, 30), 7)
 _, c_same = model.run_with_cache(same)
-streams_same = torch.stack([c_same["resid_post", l][0] for l in range(cfg.n_layers)])
-# Mathematically equal, but a position's value mix sums up to 30 equal vectors weighted by a
-# softmax whose weights sum to 1 only to rounding: per layer a softmax (n_pos + 4) and a mix
-# (n_pos), W_O (d_head) and the heads' sum (n_heads), at the stream's size; errors from
-# layer 0 carry into layer 1, so the layers' counts add.
-n_same = same.shape[1]
-SAME_TERMS = cfg.n_layers * (2 * n_same + 4 + cfg.d_head + cfg.n_heads + 1)
-identity_close("one token repeated: every position's stream is the same, in every layer", streams_same,
-               streams_same[:, :1].expand_as(streams_same), terms=2 * SAME_TERMS,
+streams_same = torch.stack([c_same["resid_post", l][0]
+                            for l in range(cfg.n_layers)])
+SAME_TERMS = same_stream_terms(cfg.n_layers, same.shape[1], cfg.d_head,
+                               cfg.n_heads)
+identity_close("one token repeated: every position's stream is the same, in "
+               "every layer", streams_same,
+               streams_same[:, :1].expand_as(streams_same), terms=SAME_TERMS,
                chapter="5")
-spread_bound = rounding_bound(2 * SAME_TERMS, float(streams_same.abs().max()))
+spread_bound = rounding_bound(SAME_TERMS, float(streams_same.abs().max()))
 pat = c_same["pattern", 0][0, 2]              # head 0.2, [q, k]
 pat_gap = (pat[10, :11] - pat[20, :11]).abs().max().item()
-# weights lie in [0, 1]; 0.5 is half the range, ~10^6 times rounding
-claim("...although the attention patterns differ between positions",
-      pat_gap, pat_gap > 0.5, chapter="5")
+observation("...although head 0.2's attention rows at queries 10 and 20 "
+            "differ (largest weight difference)", pat_gap, chapter="5")
 
 standard = attn_only(2, positional="standard", seed=None)
 standard.load_state_dict(model.state_dict())  # same weights, positions added
 _, c_std = standard.run_with_cache(same)
-std_spread = (c_std["resid_post", 1][0] - c_std["resid_post", 1][0, :1]) \
-    .abs().max().item()
-# 0.5 is ~5000 times the rounding bound of the shortformer streams' agreement
-claim("the same weights with standard positions: the streams differ by "
-      "position", std_spread, std_spread > 0.5, chapter="5")
-glue("spread_bound", spread_bound)  # the bound: the measured spread is rounding noise
+last = c_std["resid_post", 1][0]
+std_spread = (last - last[:1]).abs().max().item()
+identity("the same weights with standard positions: the streams differ by "
+         "position by more than rounding", f"{std_spread:.2f}",
+         std_spread > spread_bound, chapter="5")
+glue("spread_bound", spread_bound)  # the bound: the spread is rounding noise
 glue("std_spread", std_spread)
+glue("pat_gap", pat_gap)
 
 # %% [markdown]
-# In the shortformer model the 30 positions' streams agree to within float32 rounding (the
-# worst-case bound is {glue:text}`spread_bound:.0e`);
-# with the same weights and positions added to the stream they differ by up to
+# In the shortformer model the 30 positions' streams agree to within float32 rounding
+# (the worst-case bound is {glue:text}`spread_bound:.0e`), while head 0.2's attention
+# rows at two of those positions differ by up to {glue:text}`pat_gap:.2f` in a weight;
+# with the same weights and positions added to the stream, the streams differ by up to
 # {glue:text}`std_spread:.1f`. This is why the circuits framework's toy models use
 # shortformer positions: every vector in the residual stream is built from token
-# embeddings, so every path through the model starts at a token, and position acts in one
-# place only, the attention scores.
+# embeddings, so every path through the model starts at a token, and position acts in
+# one place only, the attention scores.
 #
-# What has the model learned in $W_\text{pos}$? Its rows are not sinusoids, but their cosine
-# similarities have the same broad shape as the sinusoidal Gram matrix: nearby positions
-# point in similar directions.
+# What has the model learned in $W_\text{pos}$? Its rows are not sinusoids. Do their
+# cosine similarities have the sinusoidal Gram matrix's broad shape, nearby positions
+# pointing in similar directions? That is a finding about training, so we set it beside
+# the null it could have come from: the same 64 rows in a random order (shuffled
+# positions, 999 draws), which keeps every row and every cosine but no notion of
+# distance. The statistic is the mean cosine of neighbours minus that of rows ten or more
+# apart.
 
 # %%
 Wp = model.W_pos.detach()
@@ -581,21 +694,38 @@ Wn = Wp / Wp.norm(dim=-1, keepdim=True)
 cos_sim = Wn @ Wn.T
 pos_idx = torch.arange(cfg.n_ctx)
 dist = (pos_idx[:, None] - pos_idx[None, :]).abs()
-near, far = cos_sim[dist == 1].mean(), cos_sim[dist >= 10].mean()
-# cosine similarities lie in [-1, 1]; a gap of 0.3 is a sixth of that range
-claim("toy-2l's W_pos: neighbours are more alike than distant positions",
-      f"{near:.2f} vs {far:.2f}", bool(near > far + 0.3), chapter="5")
-glue("near", near.item())
-glue("far", far.item())
 
-from circuitbook.viz import heatmap  # hover a cell for its two positions and their cosine
 
-heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx), title="toy-2l: cosine(W_pos[p], W_pos[q])",
-        x_title="position q", y_title="position p", zmin=-1, zmax=1, colorscale="RdBu", value_format=".2f")
+near_w = (dist == 1).float() / (dist == 1).sum()     # averaging weights
+far_w = (dist >= 10).float() / (dist >= 10).sum()
+
+
+def near_minus_far(c):
+    """Mean cosine of neighbouring rows minus that of rows >= 10 apart, for
+    cosine matrices c [..., n_ctx, n_ctx]."""
+    return (c * (near_w - far_w)).sum((-1, -2))
+
+
+g_shuffle = torch.Generator().manual_seed(5)
+order = torch.rand(999, cfg.n_ctx, generator=g_shuffle).argsort(-1)
+shuffled = Wn[order]                                  # [999, n_ctx, d_model]
+near_null = near_minus_far(shuffled @ shuffled.transpose(-1, -2))
+finding("toy-2l's W_pos: neighbouring positions are more alike than distant "
+        "ones (mean cosine, adjacent minus >= 10 apart)",
+        near_minus_far(cos_sim),
+        null=Null.draws("the same rows in a shuffled order, 999 draws",
+                        near_null), chapter="5")
+glue("near", cos_sim[dist == 1].mean().item())
+glue("far", cos_sim[dist >= 10].mean().item())
+
+heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx),
+        title="toy-2l: cosine(W_pos[p], W_pos[q])", x_title="position q",
+        y_title="position p", zmin=-1, zmax=1, colorscale="RdBu",
+        value_format=".2f")
 
 # %% [markdown]
 # Adjacent rows have mean cosine similarity {glue:text}`near:.2f`, rows ten or more apart
-# {glue:text}`far:.2f`.
+# {glue:text}`far:.2f`; no shuffled order of the same rows comes close.
 #
 # ### The positional QK circuit
 #
@@ -603,18 +733,19 @@ heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx), title="toy-2l: cosine(W_pos
 # (row-vector convention, leaving out the biases and the $1/\sqrt{d_\text{head}}$):
 #
 # $$(e_i + p_i)\,W_{QK}\,(e_j + p_j)^\top
-# = e_i W_{QK} e_j^\top + e_i W_{QK} p_j^\top + p_i W_{QK} e_j^\top + p_i W_{QK} p_j^\top,$$
+# = e_i W_{QK} e_j^\top + e_i W_{QK} p_j^\top + p_i W_{QK} e_j^\top
+# + p_i W_{QK} p_j^\top,$$
 #
 # with $e_i = W_E[t_i]$ and $p_i = W_\text{pos}[i]$. The last term depends on the two
 # positions only. Over all pairs it is the matrix $W_\text{pos} W_{QK} W_\text{pos}^\top$
 # (`[n_ctx, n_ctx]`, rows: query position, columns: key position), which
-# `circuitbook.circuits.pos_qk_circuit` returns factored. A head that always looks one
-# position back should score key $q - 1$ highest in every row $q$. To see it, we divide by
-# $\sqrt{d_\text{head}}$ and take each row's softmax over the keys the query may see
-# ($j \le q$): the pattern the head would have if the token terms were zero. That band sits
-# right next to the diagonal, so we also re-index each row by the offset $q - j$, how far
-# back the key is; a previous-token head then shows a vertical stripe at offset 1. The four
-# layer-0 heads of `toy-2l` (grey: keys before position 0):
+# `pos_qk_circuit` (in `circuitbook.circuits`) returns factored. A head that always looks one
+# position back should score key $q - 1$ highest in every row $q$. To see it, we divide
+# by $\sqrt{d_\text{head}}$ and take each row's softmax over the keys the query may see
+# ($j \le q$): the pattern the head would have if the token terms were zero. That band
+# sits right next to the diagonal, so we also re-index each row by the offset $q - j$,
+# how far back the key is; a previous-token head then shows a vertical stripe at offset
+# 1. The four layer-0 heads of `toy-2l` (grey: keys before position 0):
 
 # %%
 pqk = pos_qk_circuit(model, 0).AB.detach() / math.sqrt(cfg.d_head)
@@ -625,27 +756,41 @@ key = q_idx - torch.arange(max_off)[None, :]         # [q, offset]: key q - off
 pos_pattern = pqk.masked_fill(~allowed, float("-inf")).softmax(-1)
 by_offset = pos_pattern[:, q_idx, key.clamp(min=0)]  # [head, q, offset]
 by_offset = by_offset.masked_fill(key < 0, float("nan"))
-from circuitbook.viz import heatmap  # hover a cell for its query position, offset and weight
-
 fig = heatmap(by_offset, range(max_off), range(cfg.n_ctx),
               panel_titles=[f"L0H{h}" for h in range(by_offset.shape[0])],
-              x_title="offset q - j", y_title="query position q", zmin=0, zmax=1)
-# NaN cells (keys before position 0) are left blank: the grey background shows through them
-fig.figure.update_layout(plot_bgcolor="#d9d9d9", coloraxis_colorbar_title_text="softmax weight")
+              x_title="offset q - j", y_title="query position q",
+              zmin=0, zmax=1)
+# NaN cells (keys before position 0) are blank: the grey background shows
+fig.figure.update_layout(plot_bgcolor="#d9d9d9",
+                         coloraxis_colorbar_title_text="softmax weight")
 fig
 
 # %% [markdown]
 # One head stands out. To find it without eyeballing, we ask of each head: for how many
 # query positions $q \ge 1$ is the largest positional score among the keys it may see
-# ($j \le q$) at $j = q - 1$? Then we check the answer against behaviour:
-# `circuitbook.heads.prev_token_scores` measures how much attention each head actually puts
-# on the previous position when the model runs on random repeated tokens, and the zoo's
-# record names the head it found when the model was built.
+# ($j \le q$) at $j = q - 1$? A head with no positional preference would pick key $q-1$
+# for a query at $q$ one time in $q + 1$; the null keeps the heads' own scores and
+# shuffles the positions, as above (the rows and columns of
+# $W_\text{pos} W_{QK} W_\text{pos}^\top$ permuted together, 199 draws), and takes the
+# best head of each draw, as we take the best head here. Then we check the answer
+# against behaviour: `prev_token_scores` (in `circuitbook.heads`) measures how much attention
+# each head actually puts on the previous position when the model runs on random
+# repeated tokens, and the zoo's record names the head it found when the model was
+# built.
 
 # %%
 qs = torch.arange(1, cfg.n_ctx)
 masked = pqk.masked_fill(~allowed, float("-inf"))
-band = (masked[:, 1:].argmax(-1) == (qs - 1)).float().mean(-1)  # [head]
+
+
+def favourite_share(s, back, queries):
+    """[...]: the share of `queries` whose favourite key (largest positional
+    score among keys <= q) is q - back, for scores s [..., q, k]."""
+    fav = s.masked_fill(~allowed, float("-inf"))[..., queries, :].argmax(-1)
+    return (fav == queries - back).float().mean(-1)
+
+
+band = favourite_share(pqk, 1, qs)                     # [head]
 runner_up = masked[:, qs, :].clone()
 runner_up[:, torch.arange(len(qs)), qs - 1] = float("-inf")
 margin = (pqk[:, qs, qs - 1] - runner_up.max(-1).values).mean(-1)  # [head]
@@ -653,72 +798,642 @@ for h in range(cfg.n_heads):
     print(f"head 0.{h}: q-1 is the favourite for {band[h]:6.1%} of "
           f"queries, mean margin {margin[h]:+6.1f}")
 from_weights = int(band.argmax())
+g_pos = torch.Generator().manual_seed(6)
+perms = torch.rand(199, cfg.n_ctx, generator=g_pos).argsort(-1)
+shuffled_pqk = pqk[:, perms[:, :, None], perms[:, None, :]]  # [4, 199, q, k]
+band_null = favourite_share(shuffled_pqk, 1, qs).max(0).values
+finding("the weights alone single out a layer-0 head whose positional "
+        "favourite is key q-1 (share of queries, best head)",
+        band[from_weights],
+        null=Null.draws("the same scores with positions shuffled, best head, "
+                        "199 draws", band_null), chapter="5")
 
 prev = prev_token_scores(model)                # [layer, head]
 from_behaviour = [int(i) for i in divmod(int(prev.argmax()), cfg.n_heads)]
 recorded = metrics("toy-2l")["prev_token_head"]
 print(f"prev_token_scores, layer 0: {prev[0].numpy().round(3)}; "
       f"zoo record: head {recorded}")
-claim("the weights alone single out one layer-0 head whose positional "
-      "favourite is key q-1 for > 90% of queries",
-      f"head 0.{from_weights}: {band[from_weights]:.3f}",
-      band[from_weights] > 0.9 and sorted(band)[-2] < 0.1, chapter="5")
-claim("it is the head with the highest prev-token score, and the one the "
-      "zoo records", f"{from_behaviour} vs {recorded}",
-      from_behaviour == [0, from_weights] == recorded, chapter="5")
+observation("the weights' choice, the highest prev-token score and the zoo's "
+            "record name the same head",
+            f"0.{from_weights}, {from_behaviour}, {recorded}", chapter="5")
 glue("band", 100 * band[from_weights].item())
+glue("band_null", 100 * band_null.max().item())
 glue("margin", margin[from_weights].item())
 glue("prev_score", prev[0, from_weights].item())
 glue("prev_head", f"0.{from_weights}")
+glue("same_head", "the same head" if from_behaviour == [0, from_weights]
+     == recorded else "a different head")
 
 # %% [markdown]
 # Head {glue:text}`prev_head` prefers key $q - 1$ on positional grounds alone for
-# {glue:text}`band:.1f`% of query positions, by {glue:text}`margin:.1f` in score units on
-# average over the next-best key. Run on repeated random tokens, it puts
-# {glue:text}`prev_score:.3f` of its attention on the previous position, and it is the
-# previous-token head the zoo's record names. Chapter 17 shows what this head is for: it is
-# the first half of `toy-2l`'s induction circuit.
+# {glue:text}`band:.1f`% of query positions (the best head of any shuffled draw:
+# {glue:text}`band_null:.0f`%), by {glue:text}`margin:.1f` in score units on average over
+# the next-best key. Run on repeated random tokens, it puts {glue:text}`prev_score:.3f` of
+# its attention on the previous position, and the highest previous-token score and the
+# zoo's record name {glue:text}`same_head`. Chapter 17 shows what this head is for: it
+# is the first half of `toy-2l`'s induction circuit.
 #
 # The figure shows one more thing we did not go looking for: another head has a stripe
-# too, at offset 2, but only for early query positions (the top of the figure). We find it
-# the same way, as the head whose positional favourite is key $q - 2$ for the most early
-# queries, and check that its positional scores and its behaviour agree:
+# too, at offset 2, but only for early query positions (the top of the figure). Because
+# we found it by looking, its test must look the same way: the statistic is the best
+# head's share of early queries ($2 \le q \le 32$) whose positional favourite is $q - 2$,
+# and the null takes the best head under shuffled positions. Then its behaviour, on the
+# random sequences of 30 tokens from earlier: the weight it puts two positions back,
+# against the same model run with its position rows shuffled (39 draws).
 
 # %%
-fav = masked.argmax(-1)                          # [head, q]: favourite key
 early = torch.arange(2, 33)
-two_frac = (fav[:, early] == early - 2).float().mean(-1)  # [head]
+two_frac = favourite_share(pqk, 2, early)            # [head]
 two_head = int(two_frac.argmax())
-claim(f"head 0.{two_head}'s positional favourite is key q-2 for every q from 2 to 32",
-      f"{two_frac[two_head]:.3f}", bool(two_frac[two_head] == 1), chapter="5")
-att_2 = cache["pattern", 0][:, two_head].diagonal(offset=-2, dim1=-2, dim2=-1)
-claim(f"on random 30-token sequences head 0.{two_head} puts > 90% of its attention "
-      "two positions back", att_2.mean(), att_2.mean() > 0.9, chapter="5")
-glue("att_2", att_2.mean().item())
+two_null = favourite_share(shuffled_pqk, 2, early).max(0).values
+finding("a layer-0 head's positional favourite is key q-2 for the early "
+        "queries (2 <= q <= 32; share, best head)", two_frac[two_head],
+        null=Null.draws("the same scores with positions shuffled, best head, "
+                        "199 draws", two_null), chapter="5")
+
+
+def two_back(pattern):
+    """Mean weight on the key two positions back, [batch, q, k] -> scalar."""
+    return pattern.diagonal(offset=-2, dim1=-2, dim2=-1).mean().item()
+
+
+att_2 = two_back(cache["pattern", 0][:, two_head])
+W_pos_saved = model.W_pos.detach().clone()
+att_2_null = []
+with torch.no_grad():
+    for p in perms[:39]:
+        model.W_pos.copy_(W_pos_saved[p])
+        _, c_p = model.run_with_cache(tokens, names_filter="blocks.0.attn."
+                                      "hook_pattern")
+        att_2_null.append(two_back(c_p["pattern", 0][:, two_head]))
+    model.W_pos.copy_(W_pos_saved)
+finding(f"on random 30-token sequences head 0.{two_head} attends two "
+        "positions back", att_2,
+        null=Null.draws("the same model with its position rows shuffled, "
+                        "39 draws", att_2_null), chapter="5")
+glue("att_2", att_2)
+glue("att_2_null", max(att_2_null))
 glue("two_head", f"0.{two_head}")
 
 # %% [markdown]
-# On the random sequences of 30 tokens from earlier, head {glue:text}`two_head` puts
-# {glue:text}`att_2:.2f` of its attention on the token two back. Its previous-token score
-# is low only because it looks two back rather than one. We leave it there; the point for
-# this chapter is that a head's positional behaviour can be read from
-# $W_\text{pos} W_{QK} W_\text{pos}^\top$ before running the model at all.
+# On those sequences head {glue:text}`two_head` puts {glue:text}`att_2:.2f` of its
+# attention on the token two back (at most {glue:text}`att_2_null:.2f` with its position
+# rows shuffled). Its previous-token score is low only because it looks two back rather
+# than one. We leave it there; the point for this chapter is that a head's positional
+# behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before running the
+# model at all.
+
+
+# %% [markdown]
+# ## Rotary positions: SmolLM2
+#
+# Everything so far adds a position vector somewhere. SmolLM2, the book's real model
+# from chapter {doc}`04_embeddings` on, does not. It is built like LLaMA
+# {cite}`touvron2023llama`, and LLaMA-style models encode position the third way, with
+# rotary position embeddings {cite}`su2021roformer`: inside every head, just before the
+# dot product, the query at position $i$ and the key at position $j$ are each turned by
+# their own position's angles. This section takes the idea through the book's three
+# lenses: what the model stores (no table), the rotation in code (TransformerLens's and
+# yours), and the score as a circuit (one bilinear form per offset). Then we measure what
+# SmolLM2's heads do with it.
+#
+# ### No position table
+#
+# The outline this book was written from says that "later models (BERT, GPT-2, LLaMA)
+# use learned positional embeddings", a table $W_\text{pos}$ trained with everything
+# else. For BERT and GPT-2 that is right; for LLaMA it is wrong. The LLaMA paper removes
+# the absolute positional embeddings and rotates queries and keys instead (its section
+# 2.2). The evidence is in the files. SmolLM2's checkpoint is a GGUF file whose header
+# names its architecture; the `gguf` library calls a position table `position_embd`. And
+# Hugging Face's `transformers`, the reference implementation of both architectures, can
+# build a tiny untrained copy of each, whose parameters we can list. We give both the
+# same sizes and 64 positions, a number no other dimension uses, so a position table
+# shows up as the parameter with a dimension of 64. The collapsed cell loads SmolLM2
+# from its disk cache (a few seconds) and reads six Shakespeare passages of 80 tokens,
+# the text chapter {doc}`06_attention` reads too.
+
+# %% tags=["hide-input"]
+import re
+import textwrap
+
+import gguf
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM)
+
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.models import load_pretrained
+from circuitbook.models.pretrained import smollm2_gguf_path
+
+torch.set_grad_enabled(False)  # from here on we only read weights
+smol = load_pretrained("smollm2-135m")
+tok = smol.tokenizer
+scenes = shakespeare_scenes()
+PASSAGES = [0, 130, 260, 390, 520, 650]   # six scenes, each from another play
+N_TOK = 80
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
+                            add_special_tokens=False)
+                        .input_ids[0, :N_TOK] for i in PASSAGES])  # [6, 80]
+
+# %%
+reader = gguf.GGUFReader(str(smollm2_gguf_path()))
+
+
+def gguf_field(name):
+    """One value of the GGUF file's header."""
+    field = reader.fields[name]
+    value = field.parts[field.data[0]]
+    if field.types[0] == gguf.GGUFValueType.STRING:
+        return bytes(value).decode()
+    return value.item()
+
+
+architecture = gguf_field("general.architecture")
+stored = sorted({re.sub(r"^blk\.\d+\.", "blk.N.", t.name)
+                 for t in reader.tensors})
+print(f"architecture: {architecture}; rope base "
+      f"{gguf_field('llama.rope.freq_base'):g}, rotated dimensions "
+      f"{gguf_field('llama.rope.dimension_count')}")
+print("tensors:", textwrap.fill(", ".join(stored), 72,
+                                 subsequent_indent="    "))
+pos_name = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.POS_EMBD]
+identity(f"SmolLM2's file ({architecture}) stores no {pos_name} tensor: "
+         f"none of its {len(stored)} kinds of tensor is a position table",
+         f"{pos_name} stored: {any(s.startswith(pos_name) for s in stored)}",
+         architecture == "llama"
+         and not any(s.startswith(pos_name) for s in stored), chapter="5")
+
+N_POS_TINY = 64          # no other dimension of the tiny models is 64
+tiny_llama = LlamaForCausalLM(LlamaConfig(
+    vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+    num_attention_heads=2, num_key_value_heads=1,
+    max_position_embeddings=N_POS_TINY))
+tiny_gpt2 = GPT2LMHeadModel(GPT2Config(
+    vocab_size=16, n_embd=8, n_layer=1, n_head=2, n_positions=N_POS_TINY))
+
+
+def position_parameters(net):
+    """Names of the parameters with a dimension of N_POS_TINY."""
+    return [name for name, p in net.named_parameters()
+            if N_POS_TINY in p.shape]
+
+
+by_position = {"LLaMA": position_parameters(tiny_llama),
+               "GPT-2": position_parameters(tiny_gpt2)}
+print(by_position)
+identity("in transformers, LLaMA has no parameter indexed by position and "
+         "GPT-2 has one, its learned table wpe", by_position,
+         by_position == {"LLaMA": [], "GPT-2": ["transformer.wpe.weight"]},
+         chapter="5")
+
+# %% [markdown]
+# SmolLM2's file holds token embeddings, norms and the attention and MLP matrices of
+# each layer, and nothing indexed by position; what it does record about position is a
+# *rotation* setting, the base of the angles. The reference LLaMA has no position
+# parameter, while GPT-2 has its learned table `wpe`. So the outline's sentence is
+# corrected here: LLaMA, and SmolLM2 with it, has no $W_\text{pos}$.
+#
+# ### The rotation
+#
+# A head's query or key is a row $x \in \mathbb{R}^{d_\text{head}}$. RoPE splits its
+# coordinates into $d_\text{head}/2$ **planes**. In SmolLM2 (and Llama, and GPT-NeoX)
+# plane $m$ is the pair $(a, b) = (x_m, x_{m + d_\text{head}/2})$, one coordinate from
+# each half of the row; GPT-J pairs neighbours $(x_{2m}, x_{2m+1})$ instead, as the
+# sinusoidal table does. Read the plane as the complex number $a + ib$. At position $p$,
+# RoPE multiplies it by $e^{ip\theta_m}$, with frequencies
+# $\theta_m = \text{base}^{-2m/d_\text{head}}$:
+#
+# $$(a,\ b) \;\mapsto\; (a\cos p\theta_m - b\sin p\theta_m,\;\;
+# a\sin p\theta_m + b\cos p\theta_m).$$
+#
+# In the row-vector convention that is $x\,R(p)$, where $R(p)$ is block-diagonal: plane
+# $m$'s block $\begin{pmatrix}\cos p\theta_m & \sin p\theta_m \\ -\sin p\theta_m &
+# \cos p\theta_m\end{pmatrix}$ sits on rows and columns $m$ and $m + d_\text{head}/2$.
+# SmolLM2 has $d_\text{head} = 64$, so 32 planes, and base 100000: plane 0 turns by one
+# radian per position (a wavelength of $2\pi$ positions) and plane 31 by
+# $100000^{-31/32} \approx 1.4 \times 10^{-5}$ (a wavelength of about 440,000
+# positions).
+#
+# These are this chapter's clocks again. Written with adjacent pairs, base 10000 and
+# $d_\text{model}$ coordinates, $R(k)$ is exactly the transpose of the sinusoidal shift
+# $M_k$: the same rotation, applied to each pair read as $(\cos, \sin)$, the complex
+# number $e^{i\,pos\,\omega_i}$, rather than as $(\sin, \cos)$. Multiplying by
+# $e^{ik\omega_i}$ moves that number from position $pos$ to $pos + k$. We check it with
+# `rotary_rotation` (in `circuitbook.circuits`), which builds $R(\Delta)$ in float64 for any
+# rotary configuration. SmolLM2 uses the same function with its own settings.
+
+# %%
+sinusoid_like = smol.cfg.__class__(
+    n_layers=1, d_model=512, n_heads=1, d_head=512, n_ctx=8, d_vocab=2,
+    attn_only=True, positional_embedding_type="rotary", rotary_dim=512,
+    rotary_base=10000, rotary_adjacent_pairs=True)
+bridge = torch.stack([rotary_rotation(sinusoid_like, k, dtype=torch.float64)
+                      - M64(k, 512).T for k in (1, 17, 1000)])
+# two float64 angles (ANGLE_TERMS each) and their cos/sin, at the angle k
+identity_close("RoPE's R(k) with adjacent pairs, base 10000, 512 coordinates "
+               "is the sinusoidal shift M_k, transposed (k = 1, 17, 1000)",
+               bridge, torch.zeros_like(bridge),
+               terms=2 * (ANGLE_TERMS + 1), scale=1000.0, chapter="5")
+
+# %% [markdown]
+# TransformerLens runs the rotation in `apply_rotary`. Each attention layer keeps two
+# tables, `rotary_cos` and `rotary_sin`, of shape `[n_ctx, d_head]`: row $p$ holds
+# $\cos p\theta_m$ and $\sin p\theta_m$ for each coordinate's plane. The layer
+# computes `x * cos` plus `rotate_every_two(x) * sin`, where `rotate_every_two` (a name from
+# GPT-J's convention; with `rotary_adjacent_pairs=False` it swaps the two halves) maps
+# each plane $(a, b)$ to $(-b, a)$: that is the equation above, coordinate by
+# coordinate. Its hooks `hook_q` and `hook_rot_q` hold a head's queries before and after.
+# The tables are computed in float32: the angle $p\theta_m$ comes from a power and a
+# division, each rounded, so at position $p$ it can be off by about $2\epsilon p$
+# radians ($\epsilon = 2^{-23}$, float32's precision). At the end of SmolLM2's 2048
+# positions that is {glue:text}`angle_err:.0e` radians, far more than the rounding of
+# anything else here. Every check below carries it in its bound. First the tables, against
+# float64:
+
+# %%
+attn16 = smol.blocks[16].attn
+n_ctx, half = smol.cfg.n_ctx, smol.cfg.d_head // 2
+theta64 = smol.cfg.rotary_base ** (
+    -torch.arange(half, dtype=torch.float64) * 2 / smol.cfg.d_head)
+angles64 = torch.arange(n_ctx, dtype=torch.float64)[:, None] * theta64
+tables64 = torch.stack([angles64.cos(), angles64.sin()]).repeat(1, 1, 2)
+tables32 = torch.stack([attn16.rotary_cos, attn16.rotary_sin])
+print("rotary_cos, rotary_sin:", tuple(attn16.rotary_cos.shape))
+# the angle (2 roundings of p theta_m <= p) and cos or sin (1), at size 1
+identity_close("TransformerLens's rotary tables are cos and sin of "
+               "p base^(-2m/d_head), to float32 angle rounding (p < 2048)",
+               tables32, tables64, terms=2 * (n_ctx - 1) + 1, scale=1.0,
+               chapter="5")
+glue("angle_err", 2 * torch.finfo(torch.float32).eps * (n_ctx - 1))
+
+# %% [markdown]
+# ### Exercise 5.3: the rotation
+#
+# Write `rope(x, base)` that rotates rows `x` of shape `[..., n_pos, d_head]` (row $p$ at
+# position $p$, counting from 0) as SmolLM2 does: plane $m$ is coordinates $m$ and
+# $m + d_\text{head}/2$, turned by $p\,\text{base}^{-2m/d_\text{head}}$ as in the
+# equation above. Return the same shape and dtype. The check runs it on random rows,
+# bases and widths; afterwards we run it on SmolLM2's queries.
+
+# %% tags=["exercise"]
+def rope(x, base):
+    """x: [..., n_pos, d_head], row p at position p; returns the rows rotated
+    as RoPE does, the same shape: plane m (coordinates m and m + d_head / 2)
+    turned by the angle p * base^(-2m / d_head)."""
+    # BEGIN SOLUTION
+    n_pos, d = x.shape[-2:]
+    half = d // 2
+    theta = base ** (-2 * torch.arange(half, dtype=torch.float64) / d)
+    angle = torch.arange(n_pos, dtype=torch.float64)[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()                   # [n_pos, half]
+    a, b = x[..., :half].double(), x[..., half:].double()
+    turned = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return turned.to(x.dtype)
+    # END SOLUTION
+
+
+checks.ch05_ex3(rope)
+
+# %% [markdown]
+# Now your function on the real thing: layer 16's queries on the first passage, before
+# rotation (`hook_q`), rotated by `rope`, against what TransformerLens rotated
+# (`hook_rot_q`).
+
+# %%
+keep = ("hook_rot_q", "hook_rot_k", "ln1.hook_normalized")
+_, text_cache = smol.run_with_cache(
+    text_ids, names_filter=lambda name: name.endswith(keep)
+    or name in ("blocks.16.attn.hook_q", "blocks.16.attn.hook_k"))
+q16 = text_cache["q", 16][0].transpose(0, 1)              # [head, pos, 64]
+mine = rope(q16, smol.cfg.rotary_base)
+theirs_q = text_cache["rot_q", 16][0].transpose(0, 1)
+plane_size = float((q16[..., :half].abs() + q16[..., half:].abs()).max())
+identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
+               "positions)", mine, theirs_q, terms=rope_entry_terms(N_TOK),
+               scale=plane_size, chapter="5")
+
+# %% [markdown]
+# ### The circuit view: one bilinear form per offset
+#
+# Why rotate? Because a rotation by $i$ followed by the inverse of a rotation by $j$ is a
+# rotation by $i - j$. The rotations of one plane commute, and $R(j)^\top = R(-j)$, so
+# in the row-vector convention
+#
+# $$\tilde q_i \tilde k_j^\top = q_i R(i)\,\big(k_j R(j)\big)^\top
+# = q_i\, R(i) R(j)^\top\, k_j^\top = q_i\, R(i - j)\, k_j^\top .$$
+#
+# With $q_i = x_i W_Q$ and $k_j = x_j W_K$ (SmolLM2 has no biases), the score of chapter
+# {doc}`06_attention` becomes
+#
+# $$\frac{x_i\, W_Q R_{i-j} W_K^\top\, x_j^\top}{\sqrt{d_\text{head}}}, \qquad
+# W_{QK}(\Delta) = W_Q R_\Delta W_K^\top:$$
+#
+# not one bilinear form $W_{QK}$ on the residual stream, as in a model with additive
+# positions, but one for every offset $\Delta = i - j$, each of rank at most
+# $d_\text{head}$ (`rotary_qk` in `circuitbook.circuits` returns them factored). Where the
+# tokens stand enters only through how far apart they are. Chapter {doc}`06_attention`
+# reads these matrices for a previous-token head.
+#
+# This is an identity, but TransformerLens computes it with its float32 tables, so we
+# check it there, where the rounding is largest. We take one real query and one real key
+# of head L16H0, give TransformerLens's `apply_rotary` the same query at every one of the
+# 2048 positions and the same key at every position, and compare each score
+# $\tilde q_i \cdot \tilde k_{i - \Delta}$ with $q R(\Delta) k^\top$ computed in float64,
+# for six offsets and every position the offset allows.
+
+# %%
+q_raw = text_cache["q", 16][0, 5, 0][None]       # L16H0's query at 5, [1, 64]
+k_raw = text_cache["k", 16][0, 4, 0][None]       # its key head's key at 4
+rq = attn16.apply_rotary(q_raw.expand(n_ctx, -1)[None, :, None])[0, :, 0]
+rk = attn16.apply_rotary(k_raw.expand(n_ctx, -1)[None, :, None])[0, :, 0]
+got, want = [], []
+for delta in (0, 1, 2, 7, 100, 1000):
+    got.append((rq[delta:] * rk[:n_ctx - delta]).sum(-1))       # [n - delta]
+    R64 = rotary_rotation(smol, delta, dtype=torch.float64)
+    exact = (q_raw.double() @ R64 @ k_raw.double().T).squeeze()
+    want.append(exact.expand(n_ctx - delta))
+identity_close("SmolLM2's rotated query-key product depends only on the "
+               "offset: at 2048 positions it is q R(delta) k^T (delta = 0, "
+               "1, 2, 7, 100, 1000)", torch.cat(got), torch.cat(want),
+               terms=rope_score_terms(n_ctx, smol.cfg.d_head),
+               scale=plane_scale(q_raw, k_raw, half), chapter="5")
+
+glue("rope_bound", rounding_bound(rope_score_terms(n_ctx, smol.cfg.d_head),
+                                  plane_scale(q_raw, k_raw, half)))
+glue("rope_score", float(want[1][0]))
+
+# %% [markdown]
+# At offset 1 this query and key score {glue:text}`rope_score:.2f` (before the
+# $1/\sqrt{d_\text{head}}$) wherever in the 2048 positions they stand, to within
+# {glue:text}`rope_bound:.1e`, the bound that TransformerLens's float32 angles allow. The
+# position of a token never enters a rotary head's score, only the offset does. (It
+# enters elsewhere: a head can read position from what earlier layers wrote into the
+# stream, and the causal mask tells the first token apart. The measurements below see
+# both.)
+#
+# ### What SmolLM2's heads do with 32 frequencies
+#
+# The planes do not all do the same job. Across our 80-token window plane $m$ turns by
+# $79\,\theta_m$ radians between the first token and the last. In the
+# {glue:text}`n_fast` fastest planes that is more than a radian, so what a head puts
+# there makes its score rise and fall with the offset. In the other
+# {glue:text}`n_slow` it is less than a radian across the whole window, and for most of
+# them far less: what a head puts there is compared almost as if there were no rotation,
+# by what the tokens are, not by how far apart they stand. So a head can be mostly positional or mostly
+# token-driven, depending on where its queries and keys put their size. Two numbers per
+# head, on the six passages:
+#
+# - its **offset share** $\pi_h$: of the variance of its scores $\tilde q_i \cdot
+#   \tilde k_j$ over the pairs $1 \le j \le i$, the share that the offset $i - j$ alone
+#   explains (the variance of the mean score at each offset, over the variance of all
+#   scores). Key 0 is left out: it is the same heading mark in every passage, a fixed
+#   token at a fixed position, and many heads park their attention there (chapter
+#   {doc}`07_multi_head`). We call a head *mostly positional* when $\pi_h > 1/2$;
+# - its **fast share**: the share of its query-key amplitude in the fast planes, where a
+#   plane's amplitude is the root-mean-square size of the query's plane times the
+#   key's, the typical size of that plane's term in the score.
+#
+# Either could come out some way by accident of the architecture, so each is set beside
+# a null. For the offset share: random heads, Gaussian $W_Q$ and $W_K$ with keys shared
+# in groups of three as in SmolLM2, reading the same streams (the outputs of each layer's
+# RMSNorm, what the real heads read) through the same rotation; 20 sets of 270 heads.
+# For where the amplitude sits: the same heads with their 32 frequencies dealt out to
+# the planes in a random order, which keeps each head's amplitudes and asks only whether
+# the large ones are the slow ones (999 draws).
+
+# %%
+L, H = smol.cfg.n_layers, smol.cfg.n_heads
+KV, d_head = smol.cfg.n_key_value_heads, smol.cfg.d_head
+GROUP = H // KV
+FAST = theta64 * (N_TOK - 1) > 1                  # [32]: turns > 1 radian
+i_pos = torch.arange(N_TOK)
+offsets = i_pos[:, None] - i_pos[None, :]
+PAIRS = (offsets >= 0) & (i_pos[None, :] >= 1)    # 1 <= key j <= query i
+OFF = offsets[PAIRS].repeat(len(PASSAGES))        # every pair's offset
+OFF_COUNT = torch.bincount(OFF, minlength=N_TOK)
+
+
+def mean_by_offset(s):
+    """Scores s [..., passage, i, j] -> their mean at each offset [...,
+    N_TOK] over the pairs 1 <= j <= i of every passage, and the pairs."""
+    flat = s[..., PAIRS].flatten(-2).double()
+    sums = torch.zeros(*flat.shape[:-1], N_TOK, dtype=flat.dtype)
+    # offset 79 has no pair (its key would be 0): a mean of nothing is 0
+    return sums.index_add_(-1, OFF, flat) / OFF_COUNT.clamp(min=1), flat
+
+
+def offset_share(s):
+    """The share of the scores' variance over the pairs that the offset
+    alone explains: Var(mean score at the pair's offset) / Var(score)."""
+    means, flat = mean_by_offset(s)
+    centre = flat.mean(-1, keepdim=True)
+    explained = ((means - centre).pow(2) * OFF_COUNT).sum(-1) / len(OFF)
+    return explained / (flat - centre).pow(2).mean(-1)
+
+
+def plane_rms(x):
+    """Rotated queries or keys [..., passage, pos, d_head] -> each plane's
+    root-mean-square size, [..., d_head / 2]."""
+    return (x[..., :half].pow(2) + x[..., half:].pow(2)).mean((-2, -3)).sqrt()
+
+
+def head_stats(q, k):
+    """Rotated q, k [layer, head, passage, pos, d_head] -> (offset share,
+    plane amplitudes [layer, head, 32])."""
+    return offset_share(q @ k.transpose(-1, -2)), plane_rms(q) * plane_rms(k)
+
+
+def rank_corr(a, b):
+    """Spearman's rank correlation of two tensors of numbers."""
+    ra, rb = (t.flatten().argsort().argsort().double() for t in (a, b))
+    return torch.corrcoef(torch.stack([ra, rb]))[0, 1].item()
+
+
+def stacked(name, heads):
+    """One hook of every layer, [layer, head, passage, pos, d_head]."""
+    out = torch.stack([text_cache[name, l] for l in range(L)])
+    return out.permute(0, 3, 1, 2, 4).repeat_interleave(H // heads, 1)
+
+
+pi, amp = head_stats(stacked("rot_q", H), stacked("rot_k", KV))
+fast_share = amp[..., FAST].sum(-1) / amp.sum(-1)          # [30, 9]
+slow_share = 1 - fast_share
+
+streams = torch.stack([text_cache[f"blocks.{l}.ln1.hook_normalized"]
+                       * smol.blocks[l].ln1.w for l in range(L)])
+streams = streams.flatten(1, 2)                            # [30, 480, 576]
+
+
+def tl_rotate(x):
+    """Queries or keys [layer, passage * pos, heads * d_head] -> rotated by
+    TransformerLens's own apply_rotary, as [layer, head, passage, pos, d]."""
+    x = x.view(L * len(PASSAGES), N_TOK, -1, d_head)
+    x = attn16.apply_rotary(x)           # every layer's tables are the same
+    return x.view(L, len(PASSAGES), N_TOK, -1, d_head).permute(0, 3, 1, 2, 4)
+
+
+g_heads = torch.Generator().manual_seed(27)
+pos_null, token_null, corr_null = [], [], []
+for draw in range(20):
+    W_Q = torch.randn(L, smol.cfg.d_model, H * d_head, generator=g_heads)
+    W_K = torch.randn(L, smol.cfg.d_model, KV * d_head, generator=g_heads)
+    q_r, k_r = (tl_rotate(streams @ W) for W in (W_Q, W_K))
+    pi_r, amp_r = head_stats(q_r, k_r.repeat_interleave(GROUP, 1))
+    pos_null.append(int((pi_r > 0.5).sum()))
+    token_null.append(int((pi_r < 0.1).sum()))
+    corr_null.append(rank_corr(pi_r, amp_r[..., FAST].sum(-1) / amp_r.sum(-1)))
+random_fast = amp_r[..., FAST].sum(-1) / amp_r.sum(-1)     # the last set
+
+g_perm = torch.Generator().manual_seed(28)
+flat_amp = amp.reshape(L * H, half)
+order = torch.rand(999, L * H, half, generator=g_perm).argsort(-1)
+dealt = flat_amp.expand(999, -1, -1).gather(-1, order)
+slow_null = (dealt[..., ~FAST].sum(-1) / dealt.sum(-1)).mean(-1)   # [999]
+
+n_positional = int((pi > 0.5).sum())
+n_token = int((pi < 0.1).sum())
+corr = rank_corr(pi, fast_share)
+finding("SmolLM2 has more mostly positional heads (offset share above 1/2) "
+        "than random heads reading the same streams through the same "
+        "rotation", n_positional,
+        null=Null.draws("random heads on the same RMSNorm outputs, 20 sets "
+                        "of 270", pos_null), chapter="5")
+observation("heads with offset share below 0.1: SmolLM2's, and random heads' "
+            "(mean of 20 sets of 270)",
+            f"{n_token} vs {sum(token_null) / len(token_null):.0f}",
+            chapter="5")
+finding("SmolLM2's heads keep most of their query-key amplitude in the slow "
+        "planes (mean share over 270 heads)", slow_share.mean(),
+        null=Null.draws("the same heads, their planes' frequencies dealt in "
+                        "a random order, 999 draws", slow_null), chapter="5")
+finding("the heads whose scores follow the offset are the heads with "
+        "amplitude in fast planes (rank correlation of offset share and fast "
+        "share over 270 heads)", corr,
+        null=Null.draws("random heads on the same streams, 20 sets of 270",
+                        corr_null), chapter="5")
+
+top, bottom = divmod(int(pi.argmax()), H), divmod(int(pi.argmin()), H)
+glue("n_fast", int(FAST.sum()))
+glue("n_slow", int((~FAST).sum()))
+glue("n_positional", n_positional)
+glue("pos_null_max", max(pos_null))
+glue("n_token", n_token)
+glue("token_null", sum(token_null) / len(token_null))
+glue("slow_mean", slow_share.mean().item())
+glue("slow_uniform", float((~FAST).sum()) / half)
+glue("slow_null_mean", slow_null.mean().item())
+glue("corr", corr)
+glue("corr_null_max", max(corr_null))
+glue("corr_z", null_test(corr, Null.draws("", corr_null)).z)
+glue("pos_z", null_test(n_positional, Null.draws("", pos_null)).z)
+glue("top_head", f"L{top[0]}H{top[1]}")
+glue("top_pi", pi[top].item())
+glue("top_fast", fast_share[top].item())
+glue("bottom_head", f"L{bottom[0]}H{bottom[1]}")
+glue("bottom_pi", pi[bottom].item())
+glue("bottom_fast", fast_share[bottom].item())
+
+# %%
+def profile(layer, head):
+    """A head's mean score at each offset, [N_TOK], from all its planes and
+    from its fast and its slow planes alone."""
+    q = text_cache["rot_q", layer][:, :, head].double()
+    k = text_cache["rot_k", layer][:, :, head // GROUP].double()
+    fast = torch.cat([FAST, FAST])
+    s = q @ k.transpose(-1, -2) / math.sqrt(d_head)
+    s_fast = (q * fast) @ k.transpose(-1, -2) / math.sqrt(d_head)
+    return [mean_by_offset(t)[0] for t in (s, s_fast, s - s_fast)]
+
+
+fig, ax = plt.subplots(1, 3, figsize=(9, 3.3),
+                       gridspec_kw={"width_ratios": [1, 1, 1.1]})
+shown_off = torch.arange(41)
+for a, (layer, head) in zip(ax[:2], (top, bottom)):
+    whole, fast, slow = (t[:41] for t in profile(layer, head))
+    a.plot(shown_off, whole, color="k", label="all planes")
+    a.plot(shown_off, fast, color="tab:red", ls="--", label="fast planes")
+    a.plot(shown_off, slow, color="tab:blue", ls=":", label="slow planes")
+    a.set(title=f"L{layer}H{head}: offset share {pi[layer, head]:.2f}",
+          xlabel="offset i - j")
+    a.title.set_fontsize(9)
+ax[0].set_ylabel("mean score")
+ax[0].legend(fontsize=7)
+ax[2].scatter(random_fast.flatten(), pi_r.flatten(), s=6, color="0.75",
+              label="random heads")
+ax[2].scatter(fast_share.flatten(), pi.flatten(), s=8, color="tab:purple",
+              label="SmolLM2's heads")
+ax[2].axhline(0.5, color="0.5", lw=0.6, ls="--")
+ax[2].set(xlabel="fast share of amplitude", ylabel="offset share",
+          title="all 270 heads")
+ax[2].title.set_fontsize(9)
+ax[2].legend(fontsize=7, loc="upper left")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Left, the most positional head, {glue:text}`top_head` (offset share
+# {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). Its mean score is
+# highest at offset 1. The fastest plane, with its period of $2\pi$ positions, brings it
+# back up every six offsets or so, never as high; the whole shape comes from the fast
+# planes, and the slow planes add a constant. It is the previous-token head that chapter
+# {doc}`06_attention` finds by its behaviour. Middle, the least positional head,
+# {glue:text}`bottom_head` (offset share {glue:text}`bottom_pi:.3f`, fast share
+# {glue:text}`bottom_fast:.2f`): flat at every offset, its score set by the tokens. Right,
+# every head.
+#
+# - {glue:text}`n_positional` of SmolLM2's 270 heads are mostly positional; no set of 270
+#   random heads reading the same streams through the same rotation has more than
+#   {glue:text}`pos_null_max`. The positional heads are made by training, not by the
+#   rotation alone. (With 20 random sets the smallest permutation p-value is
+#   $1/21 \approx 0.048$, just under the 0.05 level; the distance from the null, about
+#   {glue:text}`pos_z:.0f` of its standard deviations, is what makes the case, and more
+#   sets could only lower p.)
+# - The other end needs no training to explain: {glue:text}`n_token` of SmolLM2's heads
+#   have an offset share below 0.1, and random heads have that many or more
+#   ({glue:text}`token_null:.0f` on average). A head that reads the stream without
+#   arranging its planes is token-driven already.
+# - SmolLM2's heads put on average {glue:text}`slow_mean:.2f` of their amplitude in the
+#   slow planes, against {glue:text}`slow_null_mean:.2f` when the same amplitudes are
+#   dealt to the planes at random (the slow planes' share of the planes is
+#   {glue:text}`slow_uniform:.2f`). Most of a head's query-key amplitude sits where the
+#   rotation barely reaches over this window.
+# - Across heads, the offset share rises with the fast share (rank correlation
+#   {glue:text}`corr:.2f`). Some of that is mechanical: among random heads it is at most
+#   {glue:text}`corr_null_max:.2f`, since any head's fast planes turn with the offset.
+#   SmolLM2's is higher than every random set's, by {glue:text}`corr_z:.0f` of their
+#   standard deviations (the same 20 sets, so the same floor on p).
+#
+# The scope is one model, six passages of 80 tokens, and "fast" and "slow" defined by
+# that window: over SmolLM2's 2048 positions more planes turn. Barbero et al.
+# {cite}`barbero2025round` report the same division of labour in Gemma 7B, the highest
+# frequencies building positional heads and the lowest, which Gemma prefers overall,
+# carrying what they take to be semantic information.
 #
 # ## Summary
 #
 # - Attention without positional information is permutation-equivariant: shuffling the
 #   input shuffles the output, as we checked.
-# - The sinusoidal encoding puts $\sin(pos\,\omega_i)$ and $\cos(pos\,\omega_i)$ in columns
-#   $2i$ and $2i+1$, with $\omega_i = 10000^{-2i/d_\text{model}}$; our table matches the
-#   Annotated Transformer's.
-# - Shifting by $k$ is a fixed block-diagonal rotation, $PE(pos+k) = PE(pos)\,M_k$ in the
-#   row-vector convention, each block the textbook $R(\theta)$; the column convention needs
-#   the transposed blocks $R(-\theta)$, and $R(\theta)$ applied to a column shifts back. It holds to float64 rounding at every position, and the block
-#   fitted at each position is the same. Dot products of encodings depend only on $|p-q|$.
-# - TransformerLens uses a learned $W_\text{pos}$. Standard models add it to the stream;
-#   shortformer models such as `toy-2l` add it only to the inputs of queries and keys, so
-#   the stream carries tokens alone and position acts only on attention scores.
-# - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s layer 0
-#   shows a band at key $=$ query $- 1$ in exactly one head, {glue:text}`prev_head`, which
-#   `prev_token_scores` and the zoo's record confirm as the previous-token head; it also
-#   reveals a head that looks two positions back over the first half of the context.
+# - The sinusoidal encoding puts $\sin(pos\,\omega_i)$ and $\cos(pos\,\omega_i)$ in
+#   columns $2i$ and $2i+1$, with $\omega_i = 10000^{-2i/d_\text{model}}$; our table
+#   matches the Annotated Transformer's.
+# - Shifting by $k$ is a fixed block-diagonal rotation, $PE(pos+k) = PE(pos)\,M_k$ in
+#   the row-vector convention, each block the textbook $R(\theta)$; the column convention
+#   needs the transposed blocks $R(-\theta)$, and $R(\theta)$ applied to a column shifts
+#   back. It holds to float64 rounding at every position, and the block fitted at each
+#   position is the same. Dot products of encodings depend only on $|p-q|$.
+# - TransformerLens's learned $W_\text{pos}$ is added to the stream in standard models;
+#   shortformer models such as `toy-2l` add it only to the inputs of queries and keys,
+#   so the stream carries tokens alone and position acts only on attention scores.
+# - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s
+#   layer 0 singles out the previous-token head, {glue:text}`prev_head`, far beyond
+#   shuffled positions; it also reveals a head that looks two positions back over the
+#   first half of the context.
+# - SmolLM2, like LLaMA, has no position table (the outline's "LLaMA uses learned
+#   positional embeddings" is wrong): it rotates each head's queries and keys, plane $m$
+#   by $p\,\theta_m$. Its rotation is the sinusoidal $M_k$ transposed, moved into the dot
+#   product, and the score becomes $x_i W_Q R_{i-j} W_K^\top x_j^\top$: one bilinear form
+#   per offset, $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$. We checked it with
+#   TransformerLens's float32 angles, whose error grows like $\epsilon\,p$.
+# - In SmolLM2, {glue:text}`n_positional` heads are mostly positional (random heads on
+#   the same streams: at most {glue:text}`pos_null_max`), and they are the heads that use
+#   the fast planes; most of every head's amplitude sits in planes that barely turn over
+#   the window.

@@ -1,13 +1,19 @@
 # %% [markdown]
 # # 6. Scaled dot-product attention
 #
-# Attention is how one position of a transformer reads from the others. This chapter builds
-# it from one equation, explains the $1/\sqrt{d_k}$ that the paper puts in front of the
-# scores (and shows what goes wrong without it), adds the causal mask that makes a language
-# model predict only from the past, and then rewrites the score in the circuit notation as
-# $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, a bilinear form on the residual stream.
+# Attention is how one position of a transformer reads from the others. This chapter
+# builds it from one equation, explains the $1/\sqrt{d_k}$ that the paper puts in front
+# of the scores (and shows what goes wrong without it), adds the causal mask that makes a
+# language model predict only from the past, and then rewrites the score in the circuit
+# notation: $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, one bilinear form on the
+# residual stream, in a model whose positions are added to the stream; and
+# $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
+# offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We read both
+# on a previous-token head of SmolLM2.
+#
+# The first cell imports what the chapter uses.
 
-# %%
+# %% tags=["hide-input"]
 import math
 import warnings
 
@@ -15,27 +21,75 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import claim, glue, identity, identity_close
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              observation, rounding_bound)
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 
+
+# %% tags=["hide-input"]
+# Rounding bookkeeping. A check "equal to rounding" passes when the largest
+# difference is at most terms * eps * scale, terms counting the roundings of
+# the longer computation (see the introduction). These functions count them.
+def score_size(q, k):
+    """The size a score's roundings are relative to, at least 1: the largest
+    sum_e |q_e| |k_e| / sqrt(d) over every query-key pair."""
+    sizes = q.abs() @ k.abs().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return max(1.0, float(sizes.max()))
+
+
+def attention_terms(d_k, n):
+    """softmax(q k^T / sqrt(d_k)) v, each side: the scores (d_k + 1, at the
+    score size), which move a softmax weight by at most twice their error;
+    the softmax itself (n + 4) and the mix (n), relative to |v|."""
+    return 2 * (d_k + 2 * n + 6)
+
+
+def pattern_terms(d_head, n):
+    """One pattern from the same q and k computed two ways: each side's dot
+    product and scale (d_head + 1) at the score size, doubled by the
+    softmax, and each side's softmax (n + 4) at size 1."""
+    return 2 * 2 * (d_head + 1) + 2 * (n + 4)
+
+
+def rotary_score_terms(d_model, d_head, n):
+    """x_i W_Q R_{i-j} W_K^T x_j^T / sqrt(d_head) two ways, for i, j < n.
+    Ours: W_Q R (d_head roundings of |W_Q|), x times it and x W_K (d_model
+    each), the dot product and scale (d_head + 1). TransformerLens's: the
+    projections (d_model each), its float32 rotation (the angle p theta_m off
+    by up to 2 eps p, cos and sin one each, the products and sum two) on both
+    sides, the same dot product. At the size of the planes' sums."""
+    return 2 * d_model + 3 * d_head + 4 * (n - 1) + 12
+
+
+def rotary_score_size(q_abs, k_abs):
+    """For |x| |W_Q| and |x| |W_K| [..., pos, d_head]: the largest
+    sum_m 2 (|q_a| + |q_b|)(|k_a| + |k_b|) / sqrt(d_head) over the planes
+    m = (a, b), over every query-key pair (a rotation mixes a plane)."""
+    half = q_abs.shape[-1] // 2
+    A = q_abs[..., :half] + q_abs[..., half:]
+    B = k_abs[..., :half] + k_abs[..., half:]
+    sizes = 2 * A @ B.transpose(-1, -2) / math.sqrt(q_abs.shape[-1])
+    return float(sizes.max())
+
 # %% [markdown]
 # ## Plain language
 #
-# Think of attention as a soft dictionary lookup. Every position publishes a **key** (what it
-# has to offer) and a **value** (what it will hand over), and asks a **query** (what it is
-# looking for). A query is compared with every key by a dot product. The comparisons are
-# turned into weights that are positive and sum to one (a softmax), and the position
-# receives the weighted average of the values. A query that matches one key much better than
-# the others gets, in effect, that key's value; a query that matches nothing in particular
-# gets a blur of all of them.
+# Think of attention as a soft dictionary lookup. Every position publishes a **key** (what
+# it has to offer) and a **value** (what it will hand over), and asks a **query** (what it
+# is looking for). A query is compared with every key by a dot product. The comparisons
+# are turned into weights that are positive and sum to one (a softmax), and the position
+# receives the weighted average of the values. A query that matches one key much better
+# than the others gets, in effect, that key's value; a query that matches nothing in
+# particular gets a blur of all of them.
 #
-# Vaswani et al. {cite}`vaswani2017attention` write the whole operation for a batch of queries
-# $Q$, keys $K$ and values $V$ (one row per position) as
+# Vaswani et al. {cite}`vaswani2017attention` write the whole operation for a batch of
+# queries $Q$, keys $K$ and values $V$ (one row per position) as
 #
-# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V,$$
+# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}
+# {\sqrt{d_k}}\right) V,$$
 #
 # where $d_k$ is the length of each query and key vector, and the softmax runs along each
 # row, over the keys.
@@ -44,18 +98,19 @@ _ = torch.manual_seed(0)
 # ## The Annotated Transformer view
 #
 # Here is the function of the Annotated Transformer {cite}`rush2018annotated`, in our own
-# lines. It returns both the output and the attention pattern `p_attn`, because the pattern
-# is the thing we will want to look at. It differs from the Annotated Transformer's code in
-# two places. We fill forbidden scores with $-\infty$ where it uses $-10^9$, and we leave
-# out the dropout it applies to `p_attn` (dropout is off at evaluation, which is all this
-# book does with this function). The cell after the causal mask below shows what the first
-# difference changes.
+# lines. It returns both the output and the attention pattern `p_attn`, because the
+# pattern is the thing we will want to look at. It differs from the Annotated
+# Transformer's code in two places. We fill forbidden scores with $-\infty$ where it uses
+# $-10^9$, and we leave out the dropout it applies to `p_attn` (dropout is off at
+# evaluation, which is all this book does with this function). The cell after the causal
+# mask below shows what the first difference changes.
 
 # %%
 def attention(query, key, value, mask=None):
-    """Scaled dot-product attention. query: [..., n_q, d_k], key: [..., n_k, d_k],
-    value: [..., n_k, d_v]; mask broadcasts to [..., n_q, n_k], 0 where attention is forbidden.
-    Returns (output [..., n_q, d_v], pattern [..., n_q, n_k])."""
+    """Scaled dot-product attention. query: [..., n_q, d_k], key: [..., n_k,
+    d_k], value: [..., n_k, d_v]; mask broadcasts to [..., n_q, n_k], 0 where
+    attention is forbidden. Returns (output [..., n_q, d_v], pattern
+    [..., n_q, n_k])."""
     d_k = query.size(-1)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
@@ -64,83 +119,83 @@ def attention(query, key, value, mask=None):
     return p_attn @ value, p_attn
 
 
-q, k, v = torch.randn(3, 2, 5, 8).unbind(0)  # batch 2, 5 positions, d_k = d_v = 8
+q, k, v = torch.randn(3, 2, 5, 8).unbind(0)  # batch 2, 5 positions, d = 8
 out, pattern = attention(q, k, v)
-# PyTorch's fused kernel computes the same thing: an independent reference. Each side: the
-# scores (d_k products and the scale: d_k + 1, relative to d_k |q| |k| / sqrt(d_k)), which a
-# softmax turns into relative errors of the weights; the softmax itself (n + 4) and the mix
-# (n) round relative to |v|. So 2 (d_k + 2n + 6) roundings at |v| times the scores' size.
-n_keys = k.shape[-2]
-score_size = max(1.0, float(q.abs().max() * k.abs().max()) * math.sqrt(q.shape[-1]))
-identity_close("our attention() equals torch's scaled_dot_product_attention", out,
-               torch.nn.functional.scaled_dot_product_attention(q, k, v), terms=2 * (q.shape[-1] + 2 * n_keys + 6),
-               scale=float(v.abs().max()) * score_size, chapter="6")
-# the softmax's sum of n exps and its division (n + 1), then our sum of n weights (n)
-identity_close("each query's attention weights sum to 1", pattern.sum(-1), torch.ones(2, 5), terms=2 * n_keys + 2,
-               scale=1.0, chapter="6")
+reference = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+identity_close("our attention() equals torch's scaled_dot_product_attention",
+               out, reference, terms=attention_terms(q.shape[-1], 5),
+               scale=float(v.abs().max()) * score_size(q, k), chapter="6")
+# the softmax's sum of n exps and its division (n + 1), then our sum (n)
+identity_close("each query's attention weights sum to 1", pattern.sum(-1),
+               torch.ones(2, 5), terms=2 * 5 + 2, scale=1.0, chapter="6")
 
 # %% [markdown]
 # ### Why divide by $\sqrt{d_k}$?
 #
-# The paper's argument (section 3.2.1): if the entries of $q$ and $k$ are independent with
-# mean 0 and variance 1, then $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of $d_k$ terms
-# of variance 1, so its variance is $d_k$. Large scores push the softmax into saturation:
-# almost all the weight goes to one key, and the gradient through the others vanishes.
-# Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the width. We check
-# both halves of the argument by sampling.
+# The paper's argument (section 3.2.1): if the entries of $q$ and $k$ are independent
+# with mean 0 and variance 1, then $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of
+# $d_k$ terms of variance 1, so its variance is $d_k$. Large scores push the softmax into
+# saturation: almost all the weight goes to one key, and the gradient through the others
+# vanishes. Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever the width.
+# The variance is a theorem; we check it by sampling, with a tolerance from the sampling
+# error: a sample variance of $n$ draws has a relative standard error of
+# $\sqrt{(\kappa - 1)/n}$, with $\kappa$ the kurtosis, which we estimate from the same
+# draws, and we accept five standard errors.
 
 # %%
 dims = [4, 16, 64, 256, 1024]
 n_samples = 20_000
-var_raw, var_scaled, top_raw, top_scaled = [], [], [], []
+var_raw, var_scaled, rel_se, top_raw, top_scaled = [], [], [], [], []
 for d_k in dims:
     qs, ks = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
-    dots = (qs * ks).sum(-1)
+    dots = (qs * ks).sum(-1).double()
     var_raw.append(dots.var().item())
     var_scaled.append((dots / math.sqrt(d_k)).var().item())
-    # saturation: the largest softmax weight of one query over 32 random keys, averaged
+    kurtosis = ((dots - dots.mean()) ** 4).mean() / dots.var() ** 2
+    rel_se.append(math.sqrt((kurtosis.item() - 1) / n_samples))
+    # saturation: the largest softmax weight of one query over 32 keys
     qq, kk = torch.randn(200, 1, d_k), torch.randn(200, 32, d_k)
     s = (qq @ kk.transpose(-1, -2)).squeeze(1)
     top_raw.append(s.softmax(-1).max(-1).values.mean().item())
-    top_scaled.append((s / math.sqrt(d_k)).softmax(-1).max(-1).values.mean().item())
+    top_scaled.append((s / math.sqrt(d_k)).softmax(-1).max(-1).values.mean()
+                      .item())
 
 for d_k, vr, vs, tr, ts in zip(dims, var_raw, var_scaled, top_raw, top_scaled):
-    print(f"d_k={d_k:5d}  var(q.k)={vr:8.1f}  var(q.k/sqrt(d_k))={vs:5.2f}  "
+    print(f"d_k={d_k:5d}  var(q.k)={vr:6.0f}  scaled {vs:4.2f}  "
           f"max weight: unscaled {tr:.2f}, scaled {ts:.2f}")
-ratio = max(vr / d for vr, d in zip(var_raw, dims)), min(vr / d for vr, d in zip(var_raw, dims))
-# Sampling statements: a sample variance of 20,000 draws has a relative standard error of
-# sqrt((kurtosis - 1) / 20000), under 1.5% for every d_k here (kurtosis at most 3 + 6/d_k),
-# so 10% is about 7 standard errors; rounding is ~1e-6 of these sums.
-claim("Var(q.k) is about d_k for unit-variance q, k (ratio within 10%)", f"{ratio[1]:.3f}..{ratio[0]:.3f}",
-      0.9 < ratio[1] and ratio[0] < 1.1, chapter="6")
-claim("after scaling, Var(q.k / sqrt(d_k)) is about 1 at every d_k", f"{min(var_scaled):.3f}..{max(var_scaled):.3f}",
-      all(0.9 < v < 1.1 for v in var_scaled), chapter="6")
+worst = max(abs(vr / d - 1) / se for vr, d, se in zip(var_raw, dims, rel_se))
+identity("Var(q.k) = d_k for unit-variance q, k: the sample variance is d_k "
+         "within 5 standard errors at every d_k", f"{worst:.1f} SE",
+         worst <= 5, chapter="6")
 glue("top_raw_1024", top_raw[-1])
 glue("top_scaled_1024", top_scaled[-1])
 
-# The outline this book was written from says the dot product of two random *unit* vectors
-# has standard deviation sqrt(d_k). It is 1/sqrt(d_k): the sqrt(d_k) belongs to vectors
-# whose entries have variance 1, as above. 20,000 samples: the sample std's relative
-# standard error is ~1/sqrt(2 * 20000) = 0.5%, so 5% is 10 standard errors.
+# The outline this book was written from says that the dot product of two
+# random unit vectors has standard deviation sqrt(d_k). It is 1/sqrt(d_k):
+# E[(u . v)^2] = 1/d exactly for independent uniform unit vectors.
 u1 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
 u2 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
-unit_std = (u1 * u2).sum(-1).std().item()
-claim("for random unit vectors in d_k = 1024 dimensions, std(u . v) is about 1/sqrt(d_k), not sqrt(d_k)",
-      f"{unit_std:.5f} vs 1/sqrt(d_k) = {1 / math.sqrt(1024):.5f}", abs(unit_std * math.sqrt(1024) - 1) < 0.05,
-      chapter="6")
+unit_dots = (u1 * u2).sum(-1).double()
+unit_std = unit_dots.std().item()
+unit_kurt = (unit_dots ** 4).mean() / unit_dots.var() ** 2
+unit_se = math.sqrt((unit_kurt.item() - 1) / n_samples) / 2  # std: half
+identity("for random unit vectors in d_k = 1024 dimensions, std(u . v) = "
+         "1/sqrt(d_k), not sqrt(d_k): within 5 standard errors",
+         f"{unit_std:.5f} vs 1/sqrt(d_k) = {1 / math.sqrt(1024):.5f}",
+         abs(unit_std * math.sqrt(1024) - 1) <= 5 * unit_se, chapter="6")
 glue("unit_std", unit_std)
 
 # %% [markdown]
 # The argument is about vectors whose *entries* have variance 1, whose length grows like
-# $\sqrt{d_k}$. The outline this book was written from states it for random *unit* vectors,
-# and that is wrong: two random unit vectors in $d_k = 1024$ dimensions have a dot product
-# with standard deviation {glue:text}`unit_std:.4f`, about $1/\sqrt{d_k}$, not $\sqrt{d_k}$
-# (checked in the cell above).
+# $\sqrt{d_k}$. The outline this book was written from states it for random *unit*
+# vectors, and that is wrong: two random unit vectors in $d_k = 1024$ dimensions have a
+# dot product with standard deviation {glue:text}`unit_std:.4f`, which is $1/\sqrt{d_k}$,
+# not $\sqrt{d_k}$ (checked in the cell above).
 #
 # At $d_k = 1024$ an unscaled query puts on average {glue:text}`top_raw_1024:.2f` of its
 # weight on a single key out of 32, while the scaled one puts
-# {glue:text}`top_scaled_1024:.2f`. Move the slider below to watch it happen to one query:
-# the blue bars are the weights with the scale, the orange ones without.
+# {glue:text}`top_scaled_1024:.2f`. Move the slider below to watch it happen to one
+# query: the blue bars are the weights with the scale, the orange ones without.
 
 # %%
 probe_q, probe_k = torch.randn(1, 1024), torch.randn(12, 1024)
@@ -150,7 +205,8 @@ def draw_saturation(d_k=64):
     s = (probe_q[:, :d_k] @ probe_k[:, :d_k].T).squeeze(0)
     fig, ax = plt.subplots(figsize=(7, 2.6))
     idx = torch.arange(12)
-    ax.bar(idx - 0.2, (s / math.sqrt(d_k)).softmax(-1), width=0.4, label="softmax(q.k / sqrt(d_k))")
+    ax.bar(idx - 0.2, (s / math.sqrt(d_k)).softmax(-1), width=0.4,
+           label="softmax(q.k / sqrt(d_k))")
     ax.bar(idx + 0.2, s.softmax(-1), width=0.4, label="softmax(q.k)")
     ax.set_ylim(0, 1)
     ax.set_xlabel("key")
@@ -166,27 +222,29 @@ explore(draw_saturation, d_k=(1, 1024, 1))
 # ### The causal mask
 #
 # A language model predicts token $i+1$ from tokens $0..i$, so position $i$ must not read
-# later positions. The mask sets the scores of keys $j > i$ to $-\infty$ before the softmax;
-# their weights become exactly zero, and the remaining weights still sum to one. The pattern
-# is lower triangular.
+# later positions. The mask sets the scores of keys $j > i$ to $-\infty$ before the
+# softmax; their weights become exactly zero, and the remaining weights still sum to
+# one. The pattern is lower triangular.
 
 # %%
 n = 6
 causal_mask = torch.tril(torch.ones(n, n))
-_, causal_pattern = attention(torch.randn(n, 8), torch.randn(n, 8), torch.randn(n, 8), mask=causal_mask)
+_, causal_pattern = attention(torch.randn(n, 8), torch.randn(n, 8),
+                              torch.randn(n, 8), mask=causal_mask)
 print(causal_pattern.numpy().round(2))
 identity("the causal pattern is zero above the diagonal",
-         causal_pattern.triu(1).abs().max(), bool((causal_pattern.triu(1) == 0).all()), chapter="6")
-# masked weights are exactly 0 (exp(-inf)); the rest as above: 2n + 2 roundings of size 1
-identity_close("each masked row still sums to 1", causal_pattern.sum(-1), torch.ones(n), terms=2 * n + 2,
-               scale=1.0, chapter="6")
+         causal_pattern.triu(1).abs().max(),
+         bool((causal_pattern.triu(1) == 0).all()), chapter="6")
+# masked weights are exactly 0 (exp(-inf)); the rest as above
+identity_close("each masked row still sums to 1", causal_pattern.sum(-1),
+               torch.ones(n), terms=2 * n + 2, scale=1.0, chapter="6")
 
 # %% [markdown]
-# The Annotated Transformer masks with $-10^9$ instead of $-\infty$. In float32 the two give
-# the same pattern whenever a row keeps at least one allowed key: $e^{-10^9}$ underflows to
-# exactly 0. They differ on a row whose keys are *all* forbidden (a query that may read
-# nothing, as a padding position can be): $-10^9$ makes every score equal, so the row is
-# uniform, while $-\infty$ gives $\infty - \infty$, not a number.
+# The Annotated Transformer masks with $-10^9$ instead of $-\infty$. In float32 the two
+# give the same pattern whenever a row keeps at least one allowed key: $e^{-10^9}$
+# underflows to exactly 0. They differ on a row whose keys are *all* forbidden (a query
+# that may read nothing, as a padding position can be): $-10^9$ makes every score equal,
+# so the row is uniform, while $-\infty$ gives $\infty - \infty$, not a number.
 
 # %%
 def pattern_with_fill(scores, mask, fill):
@@ -194,32 +252,38 @@ def pattern_with_fill(scores, mask, fill):
 
 
 raw = torch.randn(n, n)
-same = (pattern_with_fill(raw, causal_mask, -1e9) == pattern_with_fill(raw, causal_mask, float("-inf"))).all()
-claim("in float32, masking with -1e9 (the Annotated Transformer) and with -inf (ours) give the same causal "
-      "pattern, bit for bit", bool(same), bool(same), chapter="6")
+same = (pattern_with_fill(raw, causal_mask, -1e9)
+        == pattern_with_fill(raw, causal_mask, float("-inf"))).all()
+identity("in float32, masking with -1e9 (the Annotated Transformer) and with "
+         "-inf (ours) give the same causal pattern, bit for bit", bool(same),
+         bool(same), chapter="6")
 nothing = torch.zeros(1, n)           # a query that may read no key at all
 row_1e9 = pattern_with_fill(raw[:1], nothing, -1e9)
 row_inf = pattern_with_fill(raw[:1], nothing, float("-inf"))
-claim("on a fully masked row, -1e9 gives a uniform row and -inf gives NaN",
-      f"{row_1e9[0, 0]:.4f} (1/n = {1 / n:.4f}), {row_inf[0, 0]}",
-      bool((row_1e9 == row_1e9[0, 0]).all() and torch.isnan(row_inf).all()), chapter="6")
+identity("on a fully masked row, -1e9 gives a uniform row and -inf gives NaN",
+         f"{row_1e9[0, 0]:.4f} (1/n = {1 / n:.4f}), {row_inf[0, 0]}",
+         bool((row_1e9 == row_1e9[0, 0]).all() and torch.isnan(row_inf).all()),
+         chapter="6")
 
 # %% [markdown]
-# ### Exercise 6.1: the causal attention pattern
+# ### Exercise 6.1: the attention pattern, causal or not
 #
-# Write `attention_pattern(q, k, causal)` returning the attention pattern of this chapter,
-# scaled and (when `causal` is true) causally masked, for inputs of shape `[batch, n, d_k]`;
-# build the mask yourself. The check runs your function on fresh random inputs and, if it
-# disagrees, tells you which common mistake your answer looks like.
+# Write `attention_pattern(q, k, causal)` returning the attention pattern of this
+# chapter for inputs of shape `[batch, n, d_k]`: scaled, and causally masked when
+# `causal` is true (an encoder's self-attention has no mask); build the mask yourself.
+# The check runs your function on fresh random inputs with both values of `causal` and,
+# if it disagrees, tells you which common mistake your answer looks like.
 
 # %% tags=["exercise"]
 def attention_pattern(q, k, causal=True):
-    """q, k: [batch, n, d_k] -> causal attention pattern [batch, n, n] (rows: queries)."""
+    """q, k: [batch, n, d_k] -> attention pattern [batch, n, n] (rows:
+    queries), causally masked when causal is true."""
     # BEGIN SOLUTION
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
     if causal:
         n = q.shape[-2]
-        scores = scores.masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
+        future = torch.ones(n, n).triu(1).bool()
+        scores = scores.masked_fill(future, float("-inf"))
     return scores.softmax(dim=-1)
     # END SOLUTION
 
@@ -233,82 +297,109 @@ checks.ch06_ex1(attention_pattern)
 # residual stream $x$ (one row per position) with its own matrices. In TransformerLens's
 # row-vector convention, for head $h$,
 #
-# $$q_i = x_i W_Q^h, \qquad k_j = x_j W_K^h, \qquad W_Q^h, W_K^h \in \mathbb{R}^{d_\text{model} \times d_\text{head}},$$
+# $$q_i = x_i W_Q^h, \qquad k_j = x_j W_K^h, \qquad
+# W_Q^h, W_K^h \in \mathbb{R}^{d_\text{model} \times d_\text{head}},$$
 #
 # so the score of query position $i$ on key position $j$ is
 #
-# $$\frac{q_i k_j^\top}{\sqrt{d_\text{head}}} = \frac{x_i W_Q^h (W_K^h)^\top x_j^\top}{\sqrt{d_\text{head}}}
-# = \frac{x_i\, W_{QK}^h\, x_j^\top}{\sqrt{d_\text{head}}}, \qquad W_{QK}^h = W_Q^h (W_K^h)^\top.$$
+# $$\frac{q_i k_j^\top}{\sqrt{d_\text{head}}}
+# = \frac{x_i W_Q^h (W_K^h)^\top x_j^\top}{\sqrt{d_\text{head}}}
+# = \frac{x_i\, W_{QK}^h\, x_j^\top}{\sqrt{d_\text{head}}}, \qquad
+# W_{QK}^h = W_Q^h (W_K^h)^\top.$$
 #
-# The head's "where to look" is a single $d_\text{model} \times d_\text{model}$ matrix, and
-# the score is a bilinear form: it is linear in the query's residual vector and linear in the
-# key's. (Biases add terms linear in one side only; the model below has none. Chapter 8
-# treats $W_{QK}$ as an object in its own right.)
+# The head's "where to look" is a single $d_\text{model} \times d_\text{model}$ matrix,
+# and the score is a bilinear form: it is linear in the query's residual vector and
+# linear in the key's. (Biases add terms linear in one side only; the model below has
+# none. Chapter 8 treats $W_{QK}$ as an object in its own right.)
 #
-# This is an identity, true by construction; we check it against the scores a real
-# TransformerLens model computes internally, to see that the code and the algebra agree.
+# That formula is for a model whose positions are added to the stream (Vaswani et al.'s
+# sinusoids, GPT-2's learned table, the toy models' shortformer table), or which has
+# none. A **rotary** model, SmolLM2 and every LLaMA-style model, rotates the query and
+# the key by their positions before the dot product (chapter {doc}`05_positional`), so
+# its score is
+#
+# $$\frac{(x_i W_Q^h R_i)(x_j W_K^h R_j)^\top}{\sqrt{d_\text{head}}}
+# = \frac{x_i\, W_Q^h R_{i-j} (W_K^h)^\top\, x_j^\top}{\sqrt{d_\text{head}}}
+# = \frac{x_i\, W_{QK}^h(i - j)\, x_j^\top}{\sqrt{d_\text{head}}},$$
+#
+# one bilinear form $W_{QK}^h(\Delta) = W_Q^h R_\Delta (W_K^h)^\top$ for each offset
+# $\Delta$; $W_{QK}^h$ is only its offset-0 slice. We check the first formula on a small
+# model here and the second on SmolLM2 below.
+#
+# Both are identities, true by construction; checking them against the scores a real
+# TransformerLens model computes internally shows that the code and the algebra agree.
 # Its hook `hook_attn_scores` is taken *after* the causal mask: in TransformerLens 3.9
 # (`components/abstract_attention.py`) the attention layer scales the scores, calls
-# `apply_causal_mask`, which writes $-\infty$ into every entry above the diagonal, and only
-# then passes them through the hook, just before the softmax. So the hooked scores equal ours
-# on and below the diagonal and are $-\infty$ above it, where ours are ordinary numbers.
+# `apply_causal_mask`, which writes $-\infty$ into every entry above the diagonal, and
+# only then passes them through the hook, just before the softmax. So the hooked scores
+# equal ours on and below the diagonal and are $-\infty$ above it, where ours are
+# ordinary numbers.
 
 # %%
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-cfg = HookedTransformerConfig(n_layers=1, d_model=32, n_heads=4, d_head=8, d_vocab=50, n_ctx=16,
-                              attn_only=True, normalization_type=None, positional_embedding_type="standard",
-                              seed=1)
+cfg = HookedTransformerConfig(n_layers=1, d_model=32, n_heads=4, d_head=8,
+                              d_vocab=50, n_ctx=16, attn_only=True,
+                              normalization_type=None,
+                              positional_embedding_type="standard", seed=1)
 model = HookedTransformer(cfg, move_to_device=False)
 tokens = torch.randint(0, cfg.d_vocab, (1, 10))
 _, cache = model.run_with_cache(tokens)
-x = cache["resid_pre", 0][0]              # [pos, d_model]: the stream the layer reads
-hooked = cache["attn_scores", 0][0]       # [head, q, k], scaled, after the causal mask
+x = cache["resid_pre", 0][0]              # [pos, d_model]: the stream it reads
+hooked = cache["attn_scores", 0][0]       # [head, q, k], after the causal mask
 
-W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_model, d_model]
+W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_m, d_m]
 ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]
 causal = torch.tril(torch.ones(10, 10, dtype=torch.bool))
-# Reassociation. Ours: W_Q W_K^T (d_head), x @ (d_model), @ x^T (d_model), the scale (1); the
-# model's: q = x W_Q + b_Q and k alike (d_model + 1), q . k (d_head), the scale (1). At the
-# size of d_head |x W_Q| |x W_K| / sqrt(d_head), the products' absolute values.
 with torch.no_grad():
-    q_abs = (x.abs() @ model.W_Q[0].abs()).max()
-    k_abs = (x.abs() @ model.W_K[0].abs()).max()
-identity_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the model's own attention scores on and "
-               "below the diagonal", ours[:, causal], hooked[:, causal], terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
-               scale=float(q_abs * k_abs) * math.sqrt(cfg.d_head), chapter="6")
+    q_abs = x.abs() @ model.W_Q[0].abs()               # |x| |W_Q| per head
+    k_abs = x.abs() @ model.W_K[0].abs()
+# Reassociated. Ours: W_Q W_K^T (d_head), x @ and @ x^T (d_model each), the
+# scale; the model's: q, k (d_model + 1 each), q . k (d_head), the scale.
+identity_close("score(i, j) = x_i W_QK x_j^T / sqrt(d_head) matches the "
+               "model's own attention scores on and below the diagonal",
+               ours[:, causal], hooked[:, causal],
+               terms=3 * cfg.d_model + 2 * cfg.d_head + 4,
+               scale=score_size(q_abs, k_abs), chapter="6")
 above = hooked[:, ~causal]
-claim("TransformerLens 3.9's hook_attn_scores is taken after the causal mask: every hooked score above the "
-      "diagonal is -inf, where our unmasked scores are finite",
-      f"{int(torch.isneginf(above).sum())} of {above.numel()} are -inf; ours there: "
-      f"{int(ours[:, ~causal].isfinite().sum())} finite",
-      bool(torch.isneginf(above).all() and ours[:, ~causal].isfinite().all()), chapter="6")
+identity("TransformerLens 3.9's hook_attn_scores is taken after the causal "
+         "mask: every hooked score above the diagonal is -inf, where our "
+         "unmasked scores are finite",
+         f"{int(torch.isneginf(above).sum())} of {above.numel()} are -inf; "
+         f"ours there: {int(ours[:, ~causal].isfinite().sum())} finite",
+         bool(torch.isneginf(above).all()
+              and ours[:, ~causal].isfinite().all()), chapter="6")
 
 # %% [markdown]
 # $W_{QK}^h$ is $d_\text{model} \times d_\text{model}$ but it is the product of a
-# $d_\text{model} \times d_\text{head}$ and a $d_\text{head} \times d_\text{model}$ matrix, so
-# its rank is at most $d_\text{head}$: the head can only compare $d_\text{head}$ directions of
-# the query side with $d_\text{head}$ directions of the key side. Here $d_\text{model} = 32$
-# and $d_\text{head} = 8$.
+# $d_\text{model} \times d_\text{head}$ and a $d_\text{head} \times d_\text{model}$
+# matrix, so its rank is at most $d_\text{head}$ (a theorem: the rank of a product is at
+# most the rank of either factor): the head can only compare $d_\text{head}$ directions
+# of the query side with $d_\text{head}$ directions of the key side. Here
+# $d_\text{model} = 32$ and $d_\text{head} = 8$. The same holds for every slice
+# $W_{QK}(\Delta)$ of a rotary head.
 
 # %%
-# multiply in float64: rounding in a float32 product would look like tiny extra singular values
+# multiplied in float64: float32 rounding would look like tiny extra ranks
 W_QK64 = model.W_Q[0].double() @ model.W_K[0].double().transpose(-1, -2)
 ranks = torch.linalg.matrix_rank(W_QK64).tolist()
-print(f"rank of W_QK per head: {ranks}   (d_model = {cfg.d_model}, d_head = {cfg.d_head})")
-claim("rank(W_QK) <= d_head for every head", max(ranks), max(ranks) <= cfg.d_head, chapter="6")
+print(f"rank of W_QK per head: {ranks}   (d_model = {cfg.d_model}, "
+      f"d_head = {cfg.d_head})")
+identity("rank(W_QK) <= d_head for every head", max(ranks),
+         max(ranks) <= cfg.d_head, chapter="6")
 glue("qk_ranks", ", ".join(map(str, ranks)))
 
 # %% [markdown]
 # ### Exercise 6.2: scores from the residual stream
 #
-# Write `qk_scores(x, W_Q, W_K)` that returns every head's scores `[n_heads, pos, pos]` (no mask,
-# no softmax) from a residual stream `x` of shape `[pos, d_model]` and TransformerLens-shaped
-# weights `[n_heads, d_model, d_head]`.
+# Write `qk_scores(x, W_Q, W_K)` that returns every head's scores
+# `[n_heads, pos, pos]` (no mask, no softmax) from a residual stream `x` of shape
+# `[pos, d_model]` and TransformerLens-shaped weights `[n_heads, d_model, d_head]`.
 
 # %% tags=["exercise"]
 def qk_scores(x, W_Q, W_K):
-    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head] -> scores [n_heads, pos_q, pos_k]."""
+    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head]
+    -> scores [n_heads, pos_q, pos_k]."""
     # BEGIN SOLUTION
     q = torch.einsum("pd,hde->hpe", x, W_Q)
     k = torch.einsum("pd,hde->hpe", x, W_K)
@@ -322,75 +413,119 @@ checks.ch06_ex2(qk_scores)
 # ### A trained head on real text
 #
 # Everything so far ran on random vectors and an untrained model. Here is the same
-# computation inside a real language model, SmolLM2-135M-Instruct {cite}`allal2025smollm2`
-# (30 layers of 9 heads, $d_\text{head} = 64$; chapter {doc}`11_layernorm` says which copy of
-# it the book reads: a 4-bit one), on real text: the first 80 tokens of six scenes from six
-# Shakespeare plays, cut into tokens by SmolLM2's own tokenizer (no start-of-text token is
-# added). Loading the model takes a few seconds once its converted weights are cached, about
-# half a minute the first time.
+# computation inside a real language model, SmolLM2 (chapter {doc}`04_embeddings`; 30
+# layers of 9 heads, $d_\text{head} = 64$), on real text: the first 80 tokens of six
+# scenes from six Shakespeare plays, cut into tokens by SmolLM2's own tokenizer (no
+# start-of-text token is added), the text chapter {doc}`05_positional` read. The
+# collapsed cell loads the model (a few seconds once its converted weights are cached,
+# about half a minute the first time) and runs it once, keeping each layer's input,
+# patterns, scores, and rotated queries and keys.
 #
 # What is one head doing? A question we can put to all 270 heads at once is how much of
 # its attention a position gives to the position just before it, its **previous-token
-# score**, $\operatorname{mean}_{b,\, p \ge 1} A^h[b, p, p-1]$ (the first position has no
-# predecessor). A score only means something next to what a head with no preference would
-# get. We use two baselines: the score of the uniform causal pattern, which spreads each
-# query's attention evenly over itself and the past ($A[p, k] = 1/(p+1)$,
-# `circuitbook.heads.uniform_causal_pattern`), and the mean score over all heads.
+# score**, $\operatorname{mean}_{b,\, p \ge 1} A^h[b, p, p-1]$ (the first position has
+# no predecessor). A score only means something next to what a head with no such job
+# would get. The uniform causal pattern, which spreads each query's attention evenly over
+# itself and the past ($A[p, k] = 1/(p+1)$,
+# `uniform_causal_pattern` in `circuitbook.heads`), gives one reference number. A fairer null
+# for the *best* of 270 heads is the best of 270 heads that were never trained: random
+# $W_Q$ and $W_K$ (keys shared in groups of three, as in SmolLM2) reading the same
+# streams through the same rotation, 20 sets of 270. A softmax's sharpness depends on
+# the size of the scores, so each random layer's queries and keys are scaled to the
+# root-mean-square size of the trained layer's.
 
-# %%
+# %% tags=["hide-input"]
+import textwrap
+
+from circuitbook.circuits import rotary_qk
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import (
     prev_token_pattern_score,
     uniform_causal_pattern,
 )
-from circuitbook.models.pretrained import load_smollm2
+from circuitbook.models import load_pretrained
 from circuitbook.viz import attention_pattern_view, heatmap
 
 torch.set_grad_enabled(False)  # from here on we only read a trained model
-smol, tok = load_smollm2()
+smol = load_pretrained("smollm2-135m")
+tok = smol.tokenizer
 scenes = shakespeare_scenes()
 PASSAGES = [0, 130, 260, 390, 520, 650]   # six scenes, each from another play
 N_TOK = 80
-text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt").input_ids[0, :N_TOK]
-                        for i in PASSAGES])                      # [6, 80]
-print("plays:", ", ".join(scenes[i][0] for i in PASSAGES))
-print("passage 0 begins:", repr(tok.decode(text_ids[0, :24])))
-
-# one forward pass, keeping every layer's pattern and rotated queries and keys (about 100 MB)
-keep = ("hook_pattern", "hook_rot_q", "hook_rot_k", "hook_v")
-_, text_cache = smol.run_with_cache(text_ids, names_filter=lambda name: name.endswith(keep))
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
+                            add_special_tokens=False)
+                        .input_ids[0, :N_TOK] for i in PASSAGES])  # [6, 80]
+print(textwrap.fill("plays: " + ", ".join(scenes[i][0] for i in PASSAGES),
+                    79))
+print("passage 0 begins:", repr(tok.decode(text_ids[0, :16])))
+# one forward pass, keeping every layer's input (after its RMSNorm), pattern,
+# scores and rotated queries and keys (about 200 MB)
+keep = ("hook_pattern", "hook_attn_scores", "hook_rot_q", "hook_rot_k",
+        "ln1.hook_normalized")
+_, text_cache = smol.run_with_cache(
+    text_ids, names_filter=lambda name: name.endswith(keep))
 S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
+KV, D_HEAD = smol.cfg.n_key_value_heads, smol.cfg.d_head
+GROUP = S_H // KV                          # query heads per key-value head
+
+# %%
 prev = torch.stack([prev_token_pattern_score(text_cache["pattern", l])
-                    for l in range(S_L)])                        # [30 layers, 9 heads]
+                    for l in range(S_L)])                        # [30, 9]
 uniform_prev = prev_token_pattern_score(uniform_causal_pattern(N_TOK)).item()
 top = prev.flatten().topk(5)
 top_heads = [divmod(int(i), S_H) for i in top.indices]
-print("top previous-token heads:",
-      ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
-print(f"baselines: uniform causal pattern {uniform_prev:.3f}, "
+print("top previous-token heads:\n  " + ", ".join(
+    f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
+print(f"uniform causal pattern {uniform_prev:.3f}, "
       f"mean over all heads {prev.mean():.3f}")
 PL, PH = top_heads[0]
 best_prev = top.values[0].item()
-heatmap(prev, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
-        title="SmolLM2-135M: previous-token score of every head, 6 passages",
-        x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(PL, PH)])
 
-# %% [markdown]
-# The best head scores far above both baselines. Is it the same on each passage, or the
-# average of a few lucky ones? We score each passage alone.
+# the null: the best of 270 random heads on the same streams and rotation
+streams = torch.stack([text_cache[f"blocks.{l}.ln1.hook_normalized"]
+                       * smol.blocks[l].ln1.w for l in range(S_L)])
+streams = streams.flatten(1, 2)                        # [30, 480, 576]
+rotate = smol.blocks[0].attn.apply_rotary     # the tables of every layer
+future = torch.ones(N_TOK, N_TOK, dtype=torch.bool).triu(1)
+g_heads = torch.Generator().manual_seed(61)
+best_random = []
 
-# %%
+
+def rms(t):
+    """Root-mean-square size per layer of a [layer, ...] tensor."""
+    return t.flatten(1).pow(2).mean(-1).sqrt()
+
+
+trained_rms = {n: rms(torch.stack([text_cache[f"rot_{n}", l]
+                                   for l in range(S_L)])) for n in "qk"}
+for draw in range(20):
+    q_r, k_r = (rotate(
+        (streams @ torch.randn(S_L, smol.cfg.d_model, n * D_HEAD,
+                               generator=g_heads))
+        .view(S_L * len(PASSAGES), N_TOK, n, D_HEAD)) for n in (S_H, KV))
+    q_r = q_r.view(S_L, len(PASSAGES), N_TOK, S_H, D_HEAD).transpose(2, 3)
+    k_r = k_r.view(S_L, len(PASSAGES), N_TOK, KV, D_HEAD).transpose(2, 3)
+    # the trained layers' sizes, so the softmax is as sharp as theirs can be
+    q_r = q_r * (trained_rms["q"] / rms(q_r)).view(-1, 1, 1, 1, 1)
+    k_r = k_r * (trained_rms["k"] / rms(k_r)).view(-1, 1, 1, 1, 1)
+    s_r = q_r @ k_r.repeat_interleave(GROUP, 2).transpose(-1, -2)
+    A_r = (s_r / math.sqrt(D_HEAD)).masked_fill(future, float("-inf"))
+    stripe = A_r.softmax(-1).diagonal(offset=-1, dim1=-2, dim2=-1)
+    best_random.append(stripe.mean((1, 3)).max().item())  # best of 270
+finding(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, "
+        "attends to the previous token far more than the best of 270 random "
+        "heads on the same streams", best_prev,
+        null=Null.draws("the best of 270 random heads at the trained sizes, "
+                        "20 sets", best_random),
+        chapter="6")
+
 A_best = text_cache["pattern", PL][:, PH]                        # [6, q, k]
 per_passage = torch.stack([prev_token_pattern_score(a) for a in A_best])
-print(f"L{PL}H{PH} per passage:", " ".join(f"{v:.2f}" for v in per_passage.tolist()))
-# Findings, which could have failed: 0.5 means that most of the attention goes to one
-# position; a score 10 times the uniform baseline is not a head with no preference.
-claim(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, puts over half of its "
-      "attention on the previous token, over 10 times the uniform causal pattern's score",
-      f"{best_prev:.3f} vs uniform {uniform_prev:.3f}, mean over heads {prev.mean():.3f}",
-      best_prev > 0.5 and best_prev > 10 * uniform_prev, chapter="6")
-claim(f"L{PL}H{PH} scores above 0.5 on each of the six passages alone",
-      f"{per_passage.min():.3f}..{per_passage.max():.3f}", bool((per_passage > 0.5).all()), chapter="6")
+print(f"L{PL}H{PH} per passage:",
+      " ".join(f"{v:.2f}" for v in per_passage.tolist()))
+observation(f"L{PL}H{PH}'s previous-token score on each passage alone "
+            "(lowest, highest)",
+            f"{per_passage.min():.3f}..{per_passage.max():.3f}", chapter="6")
 glue("prev_head", f"L{PL}H{PH}")
 glue("prev_best", best_prev)
 glue("prev_lo", per_passage.min().item())
@@ -398,92 +533,188 @@ glue("prev_hi", per_passage.max().item())
 glue("prev_uniform", uniform_prev)
 glue("prev_mean", prev.mean().item())
 glue("prev_second", top.values[1].item())
+glue("prev_random", max(best_random))
+heatmap(prev, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
+        title="SmolLM2: previous-token score of every head, 6 passages",
+        x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(PL, PH)])
 
 # %% [markdown]
 # Head {glue:text}`prev_head` puts {glue:text}`prev_best:.2f` of its attention on the
 # previous token (between {glue:text}`prev_lo:.2f` and {glue:text}`prev_hi:.2f` on single
-# passages), where the uniform causal pattern would put {glue:text}`prev_uniform:.3f` and
-# the average head puts {glue:text}`prev_mean:.3f`; the next best head scores
-# {glue:text}`prev_second:.2f`. Nothing told it to: the job was learned.
+# passages), where the uniform causal pattern would put {glue:text}`prev_uniform:.3f`,
+# the average head puts {glue:text}`prev_mean:.3f`, and the best of 270 random heads
+# reading the same streams at most {glue:text}`prev_random:.2f`; the next best trained
+# head scores {glue:text}`prev_second:.2f`. Nothing in the architecture made it do this:
+# the job was learned. Chapter {doc}`05_positional` found the same head as SmolLM2's most
+# positional one, its score set by the offset rather than the tokens.
 #
-# Now the formula of this chapter, on this head. SmolLM2 uses rotary position embeddings:
-# instead of adding a position vector to the stream (chapter {doc}`05_positional`), it
-# rotates each query and key by angles that depend on its position, just before the dot
-# product, so the hooks `hook_rot_q` and `hook_rot_k` hold the vectors the score is made
-# from. It also uses grouped-query attention: its 9 query heads share 3 key-value
-# heads, query head $h$ reading key and value head $\lfloor h/3 \rfloor$
-# (TransformerLens's `repeat_interleave`). So this head's keys are shared with two other
-# heads of its layer; its queries are its own. Our `attention()` from the top of the
-# chapter, given these queries and keys, must give the model's pattern.
+# ### The formula on a rotary head
+#
+# Now the formula of this chapter, on this head. SmolLM2 has no position vectors; it
+# rotates each query and key by its position just before the dot product (chapter
+# {doc}`05_positional`), and the hooks `hook_rot_q` and `hook_rot_k` hold the rotated
+# vectors the score is made from. It also uses grouped-query attention: its 9 query
+# heads share 3 key-value heads, query head $h$ reading key and value head
+# $\lfloor h/3 \rfloor$ (TransformerLens's `repeat_interleave`). So this head's keys are
+# shared with two other heads of its layer; its queries are its own. First, our
+# `attention()` from the top of the chapter, given the rotated queries and keys, must
+# give the model's pattern.
 
 # %%
-kv = PH // (S_H // smol.cfg.n_key_value_heads)                   # its key-value head
-q_h = text_cache["rot_q", PL][:, :, PH]                          # [6, pos, d_head]
+kv = PH // GROUP                                                 # its KV head
+q_h = text_cache["rot_q", PL][:, :, PH]                          # [6, pos, 64]
 k_h = text_cache["rot_k", PL][:, :, kv]
-v_h = text_cache["v", PL][:, :, kv]
-del text_cache
 mask = torch.tril(torch.ones(N_TOK, N_TOK))
-_, ours_best = attention(q_h, k_h, v_h, mask=mask)
-d_h = q_h.shape[-1]
-# as in the first cell: the scores (d_head + 1 roundings at the size of d_head |q| |k| /
-# sqrt(d_head)), which the softmax turns into relative errors of the weights, and the
-# softmax itself (n + 4), on each side; the weights are at most 1
-rope_size = float(q_h.abs().max() * k_h.abs().max()) * math.sqrt(d_h)
-identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the rotated queries and keys, is "
-               f"L{PL}H{PH}'s pattern in SmolLM2", ours_best, A_best, terms=2 * (d_h + N_TOK + 6),
-               scale=rope_size, chapter="6")
+_, ours_best = attention(q_h, k_h, k_h, mask=mask)
+identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the "
+               f"rotated queries and keys, is L{PL}H{PH}'s pattern",
+               ours_best, A_best, terms=pattern_terms(D_HEAD, N_TOK),
+               scale=score_size(q_h, k_h), chapter="6")
 
-# What the scale does to this head: the same scores without the 1/sqrt(d_head)
-scores = (q_h @ k_h.transpose(-1, -2) / math.sqrt(d_h)).masked_fill(mask == 0, float("-inf"))
-unscaled = (scores * math.sqrt(d_h)).softmax(-1)
-allowed = scores[:, mask.bool()]                                # every (q, k <= q) pair
+# %% [markdown]
+# Second, the circuit form. `rotary_qk` (in `circuitbook.circuits`) returns
+# $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$ for any offsets, factored as
+# $(W_Q R_\Delta)(W_K^\top)$. Read on the layer's input (the RMSNorm's output, with its
+# weight), $x_i W_{QK}(i - j)\, x_j^\top / \sqrt{d_\text{head}}$ must be the model's own
+# `hook_attn_scores` on and below the diagonal. The bound counts TransformerLens's
+# float32 angles, off by up to $2\epsilon p$ radians at position $p$.
+
+# %%
+x_in = text_cache[f"blocks.{PL}.ln1.hook_normalized"] * smol.blocks[PL].ln1.w
+W_delta = rotary_qk(smol, PL, PH, range(N_TOK))    # 80 slices, factored
+q_slices = torch.einsum("bpd,nde->nbpe", x_in, W_delta.A)  # x W_Q R_Delta
+k_proj = x_in @ W_delta.B[0].T                              # x W_K: [6, p, 64]
+by_slice = q_slices @ k_proj.transpose(-1, -2) / math.sqrt(D_HEAD)
+i_pos = torch.arange(N_TOK)
+offset = (i_pos[:, None] - i_pos[None, :]).clamp(min=0)     # [q, k]
+circuit_scores = by_slice.gather(
+    0, offset.expand(len(PASSAGES), -1, -1)[None]).squeeze(0)  # [6, q, k]
+causal_80 = torch.tril(torch.ones(N_TOK, N_TOK, dtype=torch.bool))
+hooked_scores = text_cache["attn_scores", PL][:, PH]
+W_Q_abs = smol.blocks[PL].attn.W_Q[PH].abs()
+W_K_abs = smol.blocks[PL].attn.W_K[PH].abs()
+identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
+               "hook_attn_scores on and below the diagonal",
+               circuit_scores[:, causal_80], hooked_scores[:, causal_80],
+               terms=rotary_score_terms(smol.cfg.d_model, D_HEAD, N_TOK),
+               scale=rotary_score_size(x_in.abs() @ W_Q_abs,
+                                       x_in.abs() @ W_K_abs), chapter="6")
+
+# %% [markdown]
+# So the head is 80 bilinear forms, one per offset, and the score of a pair uses the
+# one for its own offset. Which slice carries the previous-token job? Ask each slice
+# $W_{QK}(\Delta)$ how it scores the text's token pairs: its mean score over all pairs
+# $(i, j)$ with $1 \le j \le i$ of the six passages, *whatever their actual offset*
+# (key 0, the same heading mark in every passage, is left out as in chapter
+# {doc}`05_positional`). That separates what the slice prefers from which tokens happen
+# to stand $\Delta$ apart. If the offset-1 slice carries the job, it should score the
+# text higher than the head's other 79 slices, which are the null: a slice chosen at
+# random from the head.
+
+# %%
+pairs = causal_80 & (i_pos[None, :] >= 1)            # 1 <= j <= i
+slice_mean = by_slice[:, :, pairs].mean((1, 2))       # [80]: per Delta
+others = torch.cat([slice_mean[:1], slice_mean[2:]])
+finding(f"L{PL}H{PH}'s offset-1 slice W_QK(1) scores the text's token pairs "
+        "higher than its other slices (mean score over all pairs)",
+        slice_mean[1],
+        null=Null.draws("the head's other 79 slices", others), chapter="6")
+attn_by_offset = torch.stack([A_best.diagonal(-d, dim1=-2, dim2=-1).mean()
+                              for d in range(N_TOK)])   # actual attention
+glue("slice_1", slice_mean[1].item())
+glue("slice_0", slice_mean[0].item())
+glue("slice_2", slice_mean[2].item())
+glue("slice_rest", slice_mean[3:].max().item())
+
+fig, ax = plt.subplots(1, 2, figsize=(9, 3), sharex=True)
+shown = torch.arange(21)
+colors = ["tab:red" if d == 1 else "tab:blue" for d in shown.tolist()]
+ax[0].bar(shown, slice_mean[:21], color=colors)
+ax[0].set(xlabel="slice offset Delta", ylabel="mean score",
+          title=f"L{PL}H{PH}: W_QK(Delta) on the text's pairs")
+ax[1].bar(shown, attn_by_offset[:21], color=colors)
+ax[1].set(xlabel="offset i - j", ylabel="mean attention weight",
+          title=f"L{PL}H{PH}: where its attention goes")
+for a in ax:
+    a.title.set_fontsize(9)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Left: slice 1 gives the text's token pairs a mean score of {glue:text}`slice_1:.1f`,
+# against {glue:text}`slice_0:.1f` for slice 0 and {glue:text}`slice_2:.1f` for slice
+# 2, and at most {glue:text}`slice_rest:.1f` beyond; right: the head's actual attention
+# by offset. The head does not need to recognise any token as "the previous one": one
+# bilinear form, the one it uses for pairs one apart, scores the text's token pairs
+# higher on average than the others do. That is the rotary version of chapter
+# {doc}`05_positional`'s positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$,
+# with the offset built into the matrix instead of into the stream. (The slices are
+# compared on one head and one text.)
+#
+# What the scale does to this head: the same scores without the $1/\sqrt{d_\text{head}}$.
+
+# %%
+scores = hooked_scores.masked_fill(mask == 0, float("-inf"))
+unscaled = (scores * math.sqrt(D_HEAD)).softmax(-1)
+allowed = scores[:, mask.bool()]                       # every (q, k <= q)
 score_std = allowed.std().item()
-peak, peak_unscaled = A_best.max(-1).values[:, 1:].mean().item(), unscaled.max(-1).values[:, 1:].mean().item()
+peak = A_best.max(-1).values[:, 1:].mean().item()
+peak_unscaled = unscaled.max(-1).values[:, 1:].mean().item()
 prev_unscaled = prev_token_pattern_score(unscaled[:, None]).item()
-print(f"scaled scores: std {score_std:.2f} over all {allowed.numel()} allowed pairs")
-print(f"mean largest weight per query: {peak:.2f} scaled, {peak_unscaled:.2f} unscaled")
-print(f"weight on the previous token: {best_prev:.2f} scaled, {prev_unscaled:.2f} unscaled")
+print(f"scaled scores: std {score_std:.2f} over all {allowed.numel()} "
+      "allowed pairs")
+print(f"mean largest weight per query: {peak:.2f} scaled, "
+      f"{peak_unscaled:.2f} unscaled")
+print(f"weight on the previous token: {best_prev:.2f} scaled, "
+      f"{prev_unscaled:.2f} unscaled")
 glue("score_std", score_std)
 glue("peak", peak)
 glue("peak_unscaled", peak_unscaled)
 glue("prev_unscaled", prev_unscaled)
 
 # %% [markdown]
-# The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1, as
-# at initialisation. A trained head is under no such constraint: this head's *scaled*
+# The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1,
+# as at initialisation. A trained head is under no such constraint: this head's *scaled*
 # scores have a standard deviation of {glue:text}`score_std:.1f` over the allowed pairs,
-# far from the unit variance the argument assumed; nothing in training holds them there.
-# The scale is still
-# part of the function the weights were trained with: take it out and the same head puts on
-# average {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
-# {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the previous
-# token. Below, the head's pattern on the start of the first passage, with and without the
-# scale (CircuitsVis: pick a head on the left, hover a token to see where it looks).
-# Chapter {doc}`07_multi_head` looks at the other heads of this model, which do other jobs.
+# far from the unit variance the argument assumed. The scale is still part of the
+# function the weights were trained with: take it out and the same head puts on average
+# {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
+# {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the
+# previous token. Below, the head's pattern on the start of the first passage, with and
+# without the scale (CircuitsVis: pick a head on the left, hover a token to see where it
+# looks). Chapter {doc}`07_multi_head` looks at the other heads of this model, which do
+# other jobs.
 
 # %%
 n_show = 40
-shown = torch.stack([A_best[0, :n_show, :n_show], unscaled[0, :n_show, :n_show]])
-attention_pattern_view(tok.convert_ids_to_tokens(text_ids[0, :n_show].tolist()), shown,
-                       head_names=[f"L{PL}H{PH}", f"L{PL}H{PH} without 1/sqrt(d_head)"])
+shown = torch.stack([A_best[0, :n_show, :n_show],
+                     unscaled[0, :n_show, :n_show]])
+attention_pattern_view(
+    tok.convert_ids_to_tokens(text_ids[0, :n_show].tolist()), shown,
+    head_names=[f"L{PL}H{PH}", f"L{PL}H{PH} without 1/sqrt(d_head)"])
 
 # %% [markdown]
 # ## Summary
 #
-# - Attention is $\operatorname{softmax}(QK^\top/\sqrt{d_k})V$: queries are compared with keys,
-#   the comparisons become weights, and the output is a weighted average of values.
-# - Without the scale, the variance of a score grows like $d_k$ and the softmax saturates; we
-#   measured both.
-# - The causal mask sets future scores to $-\infty$, making the pattern lower triangular while
-#   each row still sums to one.
-# - In circuit notation the score is $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with
-#   $W_{QK} = W_Q W_K^\top$ of rank at most $d_\text{head}$ (the heads above have ranks
-#   {glue:text}`qk_ranks`). That is an identity; the model's own scores agree with it on and
-#   below the diagonal, and TransformerLens's `hook_attn_scores` holds $-\infty$ above it,
-#   because the hook comes after the causal mask.
-# - In SmolLM2-135M, on Shakespeare, head {glue:text}`prev_head` puts
-#   {glue:text}`prev_best:.2f` of its attention on the previous token (a uniform causal
-#   pattern: {glue:text}`prev_uniform:.3f`); its pattern is this chapter's formula applied
-#   to its rotated queries and keys, and its trained scores are far from unit variance.
-# - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses $-10^9$: the
-#   same pattern in float32, except on a fully masked row (uniform there, NaN here).
+# - Attention is $\operatorname{softmax}(QK^\top/\sqrt{d_k})V$: queries are compared
+#   with keys, the comparisons become weights, and the output is a weighted average of
+#   values.
+# - Without the scale, the variance of a score grows like $d_k$ and the softmax
+#   saturates; we measured both.
+# - The causal mask sets future scores to $-\infty$, making the pattern lower triangular
+#   while each row still sums to one.
+# - In a model with additive (or no) positions the score is
+#   $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with $W_{QK} = W_Q W_K^\top$ of rank at
+#   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`); in a rotary
+#   model it is $x_i W_Q R_{i-j} W_K^\top x_j^\top/\sqrt{d_\text{head}}$, one bilinear
+#   form $W_{QK}(\Delta)$ per offset. Both are identities; the models' own scores agree
+#   with them on and below the diagonal, and TransformerLens's `hook_attn_scores` holds
+#   $-\infty$ above it, because the hook comes after the causal mask.
+# - In SmolLM2, on Shakespeare, head {glue:text}`prev_head` puts
+#   {glue:text}`prev_best:.2f` of its attention on the previous token (the best of 270
+#   random heads: at most {glue:text}`prev_random:.2f`); its offset-1 slice
+#   $W_{QK}(1)$ scores the text's token pairs above every other slice, and its trained
+#   scores are far from unit variance.
+# - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
+#   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,
+#   NaN here).

@@ -5,13 +5,19 @@
 # transformer layer runs several attention *heads* side by side, each with its own
 # pattern. This chapter follows the Annotated Transformer's `MultiHeadedAttention` line by
 # line, through the reshaping that cuts four big matrices into heads, and maps its weights
-# exactly onto TransformerLens's per-head shapes. Then it proves, on the trained toy
-# translation model, the identity at the heart of the circuits framework: the paper's
-# "concatenate the heads, then project" is the same computation as "every head writes its
-# own term into the residual stream, and the terms add up", with the two bias vectors
-# accounted for exactly.
+# exactly onto TransformerLens's per-head shapes. Then it derives the identity at the
+# heart of the circuits framework, and checks it on the trained toy translation model:
+# the paper's "concatenate the heads, then project" is the same computation as "every
+# head writes its own term into the residual stream, and the terms add up", with the two
+# bias vectors accounted for exactly. Last, it reads several heads of SmolLM2 (chapter
+# {doc}`04_embeddings`), whose heads share keys and values in groups
+# (grouped-query attention), shows that the sum over heads survives the sharing, and
+# asks whether heads that share keys and values share a job.
+#
+# The first cell imports what the chapter uses; the collapsed cell after it counts the
+# roundings behind the chapter's checks.
 
-# %%
+# %% tags=["hide-input"]
 import warnings
 
 import matplotlib.pyplot as plt
@@ -19,7 +25,8 @@ import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import claim, glue, identity, identity_close
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              null_test, observation)
 from circuitbook.data import translation as T
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import (
@@ -32,6 +39,41 @@ from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
+
+
+# %% tags=["hide-input"]
+# Rounding bookkeeping. A check "equal to rounding" passes when the largest
+# difference is at most terms * eps * scale, terms counting the roundings of
+# the longer computation (see the introduction). These functions count them
+# and find the sizes the roundings are relative to.
+def attention_terms(d_model, d_k, n):
+    """One attention layer, each side: the Q, K, V projections (d_model + 1),
+    the scores (d_k + 1), a softmax over n keys (n + 4), the mix (n) and the
+    output projection (d_model + 1); at the outputs' size."""
+    return 2 * (2 * d_model + d_k + 2 * n + 7)
+
+
+def head_sum_terms(d_model, d_k, n_k, h):
+    """sum_h A^h X W_V^h W_O^h + b_eff, reassociated. Ours: W_V W_O (d_k),
+    X @ (d_model), A @ (n_k), the folded bias (d_k + h + 1), the sum over
+    heads (h). The module's: X W_V + b_V (d_model + 1), A @ (n_k), the output
+    projection and b_O (d_model + 1)."""
+    return 3 * d_model + 2 * d_k + 2 * n_k + 2 * h + 3
+
+
+def block_size(z, W_O, b_O):
+    """|z| |W_O| + |b_O| at its largest: z [b, q, h, d_k], W_O [h, d_k, m]."""
+    return float((torch.einsum("bqhe,hem->bqm", z.abs(), W_O.abs())
+                  + b_O.abs()).max())
+
+
+def head_sum_size(A, X, w):
+    """The products' sizes in sum_h A^h (X W_V^h + b_V^h) W_O^h + b_O, for a
+    pattern A [b, h, q, k], values' input X [b, k, d] and tl_weights w."""
+    abs_OV = w["W_V"].abs() @ w["W_O"].abs()
+    return float((torch.einsum("bhqk,bkd,hdm->bqm", A, X.abs(), abs_OV)
+                  + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())
+                  + w["b_O"].abs()).max())
 
 # %% [markdown]
 # ## Plain language
@@ -135,13 +177,9 @@ with torch.no_grad():
 for name, t in [("q (per head)", q), ("pattern", pattern),
                 ("concat", concat), ("output", out)]:
     print(f"{name:>13}: {tuple(t.shape)}")
-# One attention layer's rounding, on each side: the Q, K, V projections (d_model + 1), the
-# scores (d_k + 1), a softmax over n keys (n + 4), the mix (n) and the output projection
-# (d_model + 1), at the outputs' size.
-n = x.shape[1]
-MHA_TERMS = 2 * d_model + d_k + 2 * n + 7
-identity_close("the written-out forward pass reproduces MultiHeadedAttention", out, out_module,
-               terms=2 * MHA_TERMS, chapter="7")
+MHA_TERMS = attention_terms(d_model, d_k, x.shape[1])
+identity_close("the written-out forward pass reproduces MultiHeadedAttention",
+               out, out_module, terms=MHA_TERMS, chapter="7")
 
 # %% [markdown]
 # Which numbers does head $i$ get? `.view` splits the last axis in order, so head $i$'s
@@ -158,10 +196,10 @@ with torch.no_grad():
         cols = slice(i * d_k, (i + 1) * d_k)
         by_hand.append(x @ A.T[:, cols] + bias[cols])  # [batch, pos, d_k]
     q_abs = x.abs() @ A.T.abs() + bias.abs()
-# each side: a d_model-term dot product and the bias, at the size of |x| |A^T| + |b|
-identity_close("head i's queries are x A^T[:, i d_k:(i+1) d_k] + b[i d_k:(i+1) d_k]",
-               torch.stack(by_hand, 1), q, terms=2 * (d_model + 1), scale=float(q_abs.max()),
-               chapter="7")
+# each side: a d_model-term dot product and the bias, at |x| |A^T| + |b|
+identity_close("head i's queries are x A^T[:, i d_k:(i+1) d_k] "
+               "+ b[i d_k:(i+1) d_k]", torch.stack(by_hand, 1), q,
+               terms=2 * (d_model + 1), scale=float(q_abs.max()), chapter="7")
 
 # %% [markdown]
 # ## The circuit view
@@ -197,9 +235,9 @@ for i in range(h):
     W_O_slice = mha.linears[3].weight.T[blk, :]
     errors.append((w["W_O"][i] - W_O_slice).abs().max())
 errors.append((w["b_O"] - mha.linears[3].bias).abs().max())
-claim("tl_weights gives W_Q^h = linears[0].weight.T[:, h d_k:(h+1) d_k] (K, V "
-      "alike) and W_O^h = linears[3].weight.T[h d_k:(h+1) d_k, :]",
-      max(errors), max(errors) == 0, chapter="7")
+identity("tl_weights gives W_Q^h = linears[0].weight.T[:, h d_k:(h+1) d_k] "
+         "(K, V alike) and W_O^h = linears[3].weight.T[h d_k:(h+1) d_k, :]",
+         max(errors), bool(max(errors) == 0), chapter="7")
 
 # %% [markdown]
 # The slices match exactly, but that only shows that `tl_weights` does what its docstring
@@ -220,9 +258,10 @@ with torch.no_grad():
         getattr(tl_attn, name).copy_(value)
     out_tl = tl_attn(x, x, x)
 assert bool(src_mask.all())
-# the same layer computed by two libraries: one attention layer's rounding on each side
-identity_close("TransformerLens's attention, loaded with tl_weights(mha), computes the Annotated Transformer's layer",
-               out_tl, out_module, terms=2 * MHA_TERMS, chapter="7")
+# the same layer computed by two libraries
+identity_close("TransformerLens's attention, loaded with tl_weights(mha), "
+               "computes the Annotated Transformer's layer", out_tl,
+               out_module, terms=MHA_TERMS, chapter="7")
 
 # %% [markdown]
 # ### Exercise 7.1: split a linear map into heads
@@ -329,31 +368,22 @@ for name, m in modules.items():
         folded = torch.einsum("he,hem->m", w["b_V"], w["W_O"])
         b_eff[name] = w["b_O"] + folded
         rebuilt = per_head.sum(1) + b_eff[name]
-        # the sizes the roundings are relative to: the products' absolute values
-        block_scale = max(block_scale, float((torch.einsum("bqhe,hem->bqm", z.abs(), w["W_O"].abs())
-                                              + w["b_O"].abs()).max()))
-        abs_OV = w["W_V"].abs() @ w["W_O"].abs()
-        sum_scale = max(sum_scale, float((torch.einsum("bhqk,bkd,hdm->bqm", A, value_in.abs(), abs_OV)
-                                          + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())
-                                          + w["b_O"].abs()).max()))
+        block_scale = max(block_scale, block_size(z, w["W_O"], w["b_O"]))
+        sum_scale = max(sum_scale, head_sum_size(A, value_in, w))
     n_k_max = max(n_k_max, value_in.shape[1])
     got_blocks.append(blocks.flatten())
     got_sum.append(rebuilt.flatten())
     want.append(outputs[name].flatten())
-    print(f"{name:>16}: max error, blocks {(blocks - outputs[name]).abs().max():.1e}, "
-          f"sum over heads {(rebuilt - outputs[name]).abs().max():.1e}")
-# Blocks: the same d_model-term product (z W_O, by blocks or concatenated) and the bias, on
-# each side.
-identity_close("Concat(z^1..z^h) W^O + b_O = sum_h z^h W_O^h + b_O, in all 6 attention modules",
-               torch.cat(got_blocks), torch.cat(want), terms=2 * (d_model + 1), scale=block_scale,
-               chapter="7")
-# Sum over heads, a reassociation. Ours: W_V W_O (d_k), X @ (d_model), A @ (n_k), the folded
-# bias (d_k + h + 1) and the sum over heads (h). The module's: X W_V + b_V (d_model + 1), A @ (n_k),
-# the output projection and b_O (d_model + 1). Both use the module's own pattern A.
-SUM_TERMS = 3 * d_model + 2 * d_k + 2 * n_k_max + 2 * h + 3
-identity_close("MultiHead(X) = sum_h A^h X W_V^h W_O^h + (b_O + sum_h b_V^h W_O^h), "
-               "in all 6 attention modules of the trained model", torch.cat(got_sum), torch.cat(want),
-               terms=SUM_TERMS, scale=sum_scale, chapter="7")
+# Blocks: the same d_model-term product (z W_O, by blocks or concatenated)
+# and the bias, on each side.
+identity_close("Concat(z^1..z^h) W^O + b_O = sum_h z^h W_O^h + b_O, in all 6 "
+               "attention modules", torch.cat(got_blocks), torch.cat(want),
+               terms=2 * (d_model + 1), scale=block_scale, chapter="7")
+SUM_TERMS = head_sum_terms(d_model, d_k, n_k_max, h)
+identity_close("MultiHead(X) = sum_h A^h X W_V^h W_O^h + (b_O + sum_h b_V^h "
+               "W_O^h), in all 6 attention modules of the trained model",
+               torch.cat(got_sum), torch.cat(want), terms=SUM_TERMS,
+               scale=sum_scale, chapter="7")
 
 # %% [markdown]
 # How big is the folded bias $b_\text{eff}$, next to what the heads write?
@@ -375,11 +405,13 @@ A = patterns["decoder 1 cross"]
 w = tl_weights(modules["decoder 1 cross"])
 ones_b_V = w["b_V"][None, :, None, :].expand(A.shape[0], h, A.shape[-1], d_k)
 mixed = A @ ones_b_V  # every key position holds the same vector b_V^h
-# a weighted sum of n_k copies of b_V (n_k roundings) with weights that sum to 1 only to the
-# softmax's rounding (n_k + 1), at the size of b_V
-identity_close("A^h (1 b_V^h) = 1 b_V^h: the value bias passes through the pattern unchanged", mixed,
-               w["b_V"][None, :, None, :].expand_as(mixed), terms=2 * A.shape[-1] + 1,
-               scale=float(w["b_V"].abs().max()), chapter="7")
+# n_k copies of b_V summed (n_k roundings) with weights that sum to 1 only
+# to the softmax's rounding (n_k + 1), at the size of b_V
+identity_close("A^h (1 b_V^h) = 1 b_V^h: the value bias passes through the "
+               "pattern unchanged", mixed,
+               w["b_V"][None, :, None, :].expand_as(mixed),
+               terms=2 * A.shape[-1] + 1, scale=float(w["b_V"].abs().max()),
+               chapter="7")
 glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% [markdown]
@@ -391,7 +423,7 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 #
 # ### Exercise 7.2: the layer as a sum over heads
 #
-# Write `mha_as_sum(x, pattern, W_V, W_O, b_V, b_O)` returning the attention layer's
+# Write `mha_as_sum` (arguments `x, pattern, W_V, W_O, b_V, b_O`) returning the attention layer's
 # output `[pos, d_model]` from a given pattern, as a sum of per-head terms. Shapes are
 # TransformerLens's: `x [pos, d_model]`, `pattern [n_heads, pos_q, pos_k]`,
 # `W_V [n_heads, d_model, d_head]`, `W_O [n_heads, d_head, d_model]`,
@@ -399,8 +431,8 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% tags=["exercise"]
 def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
-    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens weights
-    -> the attention layer's output [pos_q, d_model], built head by head."""
+    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens
+    weights -> the attention layer's output [pos_q, d_model], head by head."""
     # BEGIN SOLUTION
     v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
     z = pattern @ v                                            # [h, q, d_head]
@@ -439,18 +471,18 @@ with torch.no_grad():
         m.linears[3].weight[:, i * d_k:(i + 1) * d_k] = saved
         removed.append(full - ablated)
     restored = m(query_in, kv_in, kv_in, mask_in)
-    abs_OV = w["W_V"].abs() @ w["W_O"].abs()
-    head_scale = float((torch.einsum("bhqk,bkd,hdm->bqm", A, kv_in.abs(), abs_OV)
-                        + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())
-                        + m.linears[3].bias.abs()).max())
-# full - ablated: two output projections (d_model + 1 each) and their difference (1); the
-# head's term, reassociated as above (SUM_TERMS covers its path and the module's)
-identity_close("zeroing head h's block of W^O removes exactly head h's term A^h (X W_V^h + 1 b_V^h) W_O^h, "
-               "for every head", torch.stack(removed, 1), per_head, terms=SUM_TERMS + 2 * d_model + 3,
-               scale=head_scale, chapter="7")
-# the same forward pass with the same weights again (BLAS may still sum in another order)
+# full - ablated: two output projections (d_model + 1 each) and their
+# difference; the head's term, reassociated as above
+identity_close("zeroing head h's block of W^O removes exactly head h's term "
+               "A^h (X W_V^h + 1 b_V^h) W_O^h, for every head",
+               torch.stack(removed, 1), per_head,
+               terms=SUM_TERMS + 2 * d_model + 3,
+               scale=head_sum_size(A, kv_in, w), chapter="7")
+# the same forward pass with the same weights again (BLAS may add in
+# another order)
 identity_close("restoring the block restores the layer", restored, full,
-               terms=2 * (2 * d_model + d_k + 2 * kv_in.shape[1] + 7), chapter="7")
+               terms=attention_terms(d_model, d_k, kv_in.shape[1]),
+               chapter="7")
 
 # %% [markdown]
 # The figure shows both readings of the same weights. On the left is the paper's $W^O$
@@ -531,33 +563,48 @@ plt.show()
 # %% [markdown]
 # Over 200 held-out sentences we count, for every head, how often its strongest weight
 # falls on the aligned source word (the package function `cross_attention_alignment`;
-# chapter 12 studies these heads in depth).
+# chapter 12 studies these heads in depth). A head that looked at a source position
+# chosen at random would score about one over the sentence's length; the null is the
+# best of four such heads, simulated on the same sentences (199 draws), since we report
+# the best of four.
 
 # %%
-hits = cross_attention_alignment(model, held_out[:200])  # [layer, head]
+eval_sentences = held_out[:200]
+hits = cross_attention_alignment(model, eval_sentences)  # [layer, head]
 for layer in range(hits.shape[0]):
     print(f"decoder {layer} cross-attention, fraction aligned per head: "
           + ", ".join(f"{v:.2f}" for v in hits[layer].tolist()))
 best = int(hits[-1].argmax())
-claim("in the last decoder layer, some cross-attention head puts its "
-      "largest weight on the aligned source word for over 90% of held-out "
-      "target words",
-      hits[-1].max(), hits[-1].max() > 0.9, chapter="7")
+src_eval, _ = T.to_tensors(eval_sentences)
+n_src = (src_eval != T.PAD).sum(-1)                     # positions to pick
+n_targets = torch.tensor([len(T.alignment(s)) for s in eval_sentences])
+chance = n_src.repeat_interleave(n_targets).double().reciprocal()  # per word
+g_chance = torch.Generator().manual_seed(70)
+picks = torch.rand(199, h, len(chance), generator=g_chance,
+                   dtype=torch.float64)
+best_of_random = (picks < chance).double().mean(-1).max(-1).values  # [199]
+finding("in the last decoder layer, the best cross-attention head puts its "
+        "largest weight on the aligned source word far more often than a "
+        "head looking at random", hits[-1].max(),
+        null=Null.draws("the best of 4 heads picking a source position at "
+                        "random, 199 draws", best_of_random), chapter="7")
 glue("best_head", best)
 glue("best_hits", hits[-1].max().item())
 glue("worst_hits", hits[-1].min().item())
+glue("chance_hits", chance.mean().item())
 n_aligned = int((hits[-1] > 0.5).sum())
-# a finding about training: one aligning head would have been enough for the loss
-claim("more than one head of the last decoder layer finds the aligned word for over half of the target "
-      "words", f"{n_aligned} of {h} heads", n_aligned >= 2, chapter="7")
+observation("heads of the last decoder layer that find the aligned word for "
+            "over half of the target words", f"{n_aligned} of {h}",
+            chapter="7")
 glue("n_aligned", n_aligned)
 
 # %% [markdown]
 # Head {glue:text}`best_head` of the last layer finds the aligned word
-# {glue:text}`best_hits:.0%` of the time, and even the weakest head of that layer
-# {glue:text}`worst_hits:.0%`; {glue:text}`n_aligned` of its heads find it for more than
-# half of the target words. So more than one head has learned a version of the same
-# lookup. The explorer shows any head of any attention module on six held-out
+# {glue:text}`best_hits:.0%` of the time, where a head looking at random would find it
+# {glue:text}`chance_hits:.0%` of the time, and even the weakest head of that layer
+# finds it {glue:text}`worst_hits:.0%` of the time; {glue:text}`n_aligned` of its heads
+# find it for more than half of the target words. So more than one head has learned a
+# version of the same lookup (one model, one seed). The explorer shows any head of any attention module on six held-out
 # sentences. The encoder's heads and the decoder's self-attention heads are less tidy
 # than the cross-attention ones, and no single picture says what they compute; reading
 # them needs the QK and OV circuits of chapter 8.
@@ -593,8 +640,8 @@ def draw_head(kind="decoder cross-attention", layer=1, head=best,
     ax.set_ylabel(f"query position ({query_side})", fontsize=8)
     is_cross = kind == "decoder cross-attention"
     dots = " (dots: true alignment)" if is_cross else ""
-    ax.set_title(f"{kind}, layer {layer}, head {head}, sentence {sentence}{dots}",
-                 fontsize=9)
+    ax.set_title(f"{kind}, layer {layer}, head {head}, "
+                 f"sentence {sentence}{dots}", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.04)
     fig.tight_layout()
     plt.show()
@@ -606,27 +653,36 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 # %% [markdown]
 # ### Many heads, many jobs: a real model on real text
 #
-# The toy model has 24 heads and a task with a known answer. A real language model has no
-# answer key, but the same reading applies: every head computes its own pattern and writes
-# its own term. SmolLM2-135M-Instruct {cite}`allal2025smollm2` (the 4-bit copy described in
-# chapter {doc}`11_layernorm`) has 30 layers of 9 heads. Chapter {doc}`06_attention` found
-# one of them attending to the previous token. Here we look for a second job, and then at
-# several heads side by side on the same text.
+# The toy model has 24 heads and a task with a known answer. A real language model has
+# no answer key, but the same reading applies: every head computes its own pattern and
+# writes its own term. SmolLM2 (chapter {doc}`04_embeddings`) has 30 layers of 9 heads.
+# Chapter {doc}`06_attention` found one of them attending to the previous token. Here we
+# look for a second job, and then at several heads side by side on the same text.
 #
 # A **duplicate-token head** attends from a token to the earlier occurrences of the same
 # token, so that the position learns "I have been seen before" (Wang et al.
-# {cite}`wang2023interpretability` found such heads in GPT-2). Its score,
-# `circuitbook.heads.duplicate_token_pattern_score`, is the share of attention that a repeated
-# token puts on its earlier copies, averaged over the repeated tokens. We count only tokens
-# that begin a word or continue one (a letter, possibly after a space), since repeated
-# commas and line breaks are everywhere and would reward a head that just likes
-# punctuation. The text is the first 96 tokens of eight scenes from eight plays, other
-# scenes than chapter 6 read, tokenised by SmolLM2's tokenizer. The baseline is again the
-# uniform causal pattern: a head that spreads its attention evenly over the past gives
-# each earlier copy $1/(q+1)$.
+# {cite}`wang2023interpretability` found such heads in GPT-2). Its score
+# (`duplicate_token_pattern_score`, in `circuitbook.heads`) is the share of attention
+# that a repeated token puts on its earlier copies, averaged over the repeated tokens.
+# We count only tokens that begin a word or continue one (a letter, possibly after a
+# space), since repeated commas and line breaks are everywhere and would reward a head
+# that just likes punctuation. The text is the first 96 tokens of eight scenes from
+# eight plays, other scenes than chapter 6 read, tokenised by SmolLM2's tokenizer.
+#
+# Two references. The uniform causal pattern, which gives each earlier copy
+# $1/(q+1)$. And a null for the *best* of 270 heads: the same 270 patterns scored
+# against the same text with its tokens shuffled within each passage (99 draws). A
+# shuffled copy is a random earlier position, so the null is the best score a head
+# would get for where it looks anyway, at the first token, the previous one, or
+# anywhere, with the repeats in the wrong places. The collapsed cell loads the model
+# and the text, and runs the model once, keeping every layer's patterns and, for the
+# grouped-query checks below, its scores, inputs, rotated keys and outputs; it also
+# defines the sizes the rounding bounds of those checks are relative to.
 
-# %%
+# %% tags=["hide-input"]
+import math
 import re
+import textwrap
 
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import (
@@ -634,127 +690,338 @@ from circuitbook.heads import (
     prev_token_pattern_score,
     uniform_causal_pattern,
 )
-from circuitbook.models.pretrained import load_smollm2
+from circuitbook.models import load_pretrained
 from circuitbook.viz import attention_pattern_view, heatmap
 
 torch.set_grad_enabled(False)  # from here on we only read a trained model
-smol, tok = load_smollm2()
+smol = load_pretrained("smollm2-135m")
+tok = smol.tokenizer
 S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
 scenes = shakespeare_scenes()
-PASSAGES = [40 + 90 * i for i in range(8)]  # eight scenes, each from another play
+PASSAGES = [40 + 90 * i for i in range(8)]  # eight scenes, eight plays
 N_TOK = 96
-text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt").input_ids[0, :N_TOK]
-                        for i in PASSAGES])                      # [8, 96]
+text_ids = torch.stack([tok(scenes[i][1], return_tensors="pt",
+                            add_special_tokens=False)
+                        .input_ids[0, :N_TOK] for i in PASSAGES])  # [8, 96]
 pieces = [tok.convert_ids_to_tokens(row.tolist()) for row in text_ids]
 is_word = torch.tensor([[re.match(r"^Ġ?[A-Za-z]", t) is not None for t in row]
-                        for row in pieces])                      # "Ġ" marks a space
-earlier = (text_ids[:, :, None] == text_ids[:, None, :]).tril(-1).any(-1)
-n_rep = (earlier & is_word).sum(-1)                              # repeated words per passage
-print("plays:", ", ".join(scenes[i][0] for i in PASSAGES))
-print("repeated word tokens per passage:", n_rep.tolist())
-
-# one forward pass; every layer's pattern [8, 9, 96, 96] is kept (80 MB in all)
-_, cache = smol.run_with_cache(text_ids, names_filter=lambda name: name.endswith("hook_pattern"))
-A_all = torch.stack([cache["pattern", l] for l in range(S_L)], 1)  # [8, 30, 9, q, k]
-del cache
-# scored one passage at a time, so that we also see how much the score varies
-def dup_scores(b):
-    """[30, 9]: every head's duplicate-token score on passage b alone."""
-    return torch.stack([duplicate_token_pattern_score(A_all[b, l][None], text_ids[b:b + 1],
-                                                      queries=is_word[b:b + 1]) for l in range(S_L)])
+                        for row in pieces])              # "Ġ" marks a space
+print(textwrap.fill("plays: " + ", ".join(scenes[i][0] for i in PASSAGES),
+                    79))
+# every layer's pattern and scores [8, 9, 96, 96] (80 MB each), the
+# attention's input (RMSNorm before its weight), rotated keys and output
+keep = ("hook_pattern", "hook_attn_scores", "ln1.hook_normalized",
+        "hook_rot_k", "hook_attn_out")
+_, cache = smol.run_with_cache(text_ids,
+                               names_filter=lambda n: n.endswith(keep))
+A_all = torch.stack([cache["pattern", l] for l in range(S_L)], 1)
+# [8 passages, 30 layers, 9 heads, q, k]
 
 
-per_passage = torch.stack([dup_scores(b) for b in range(len(PASSAGES))])  # [8, 30, 9]
-weights = n_rep / n_rep.sum()
-dup = (weights[:, None, None] * per_passage).sum(0)   # the score over all repeated tokens
-uniform = uniform_causal_pattern(N_TOK)[None, None].expand(len(PASSAGES), 1, N_TOK, N_TOK)
-uniform_dup = duplicate_token_pattern_score(uniform, text_ids, queries=is_word).item()
+# Rounding, entry by entry: a product's error is at most terms * eps times
+# the same product of absolute values (Higham, ch. 3). The two checks below
+# divide each entry's error by that size, so one large entry (SmolLM2's
+# first token is far larger than the rest) does not loosen the others.
+def gqa_sum_sizes(A, X, W_V_per_head, W_O):
+    """[b, q, d_model]: the products' sizes in sum_h A^h X W_V^kv(h) W_O^h,
+    for A [b, h, q, k], X [b, k, d_model], W_V_per_head [h, d_model,
+    d_head], W_O [h, d_head, d_model]."""
+    return (A @ (X.abs()[:, None] @ W_V_per_head.abs())
+            @ W_O.abs()).sum(1)
+
+
+def rotary_score_sizes(X, W_Q, k_rot, d_head):
+    """[b, q, k]: the size each rotary score's rounding is relative to,
+    |X| |W_Q| with each plane's two coordinates added (the rotation mixes
+    them), dotted with |k_rot| [b, k, d_head], over sqrt(d_head)."""
+    q_abs = X.abs() @ W_Q.abs()
+    q_abs = q_abs + q_abs.roll(d_head // 2, -1)   # plane (m, m + d_head/2)
+    return q_abs @ k_rot.abs().mT / math.sqrt(d_head)
+
+# %%
+def copies(ids, words):
+    """[passage, q, k] weights: 1 / (number of repeated word tokens) where key
+    k holds an earlier copy of query q's token and q is a word token."""
+    same = (ids[:, :, None] == ids[:, None, :]).tril(-1)   # earlier copies
+    repeated = same.any(-1) & words                        # scored queries
+    return (same & repeated[:, :, None]).double() / repeated.sum()
+
+
+A_64 = A_all.double()
+
+
+def dup_all(weights, patterns=A_64):
+    """Every head's duplicate-token score over all repeated word tokens."""
+    return torch.einsum("blhqk,bqk->lh", patterns, weights.to(patterns.dtype))
+
+
+n_rep = ((text_ids[:, :, None] == text_ids[:, None, :]).tril(-1).any(-1)
+         & is_word).sum(-1)                            # repeated words
+dup = dup_all(copies(text_ids, is_word))               # [30, 9]
+per_passage = torch.stack([
+    torch.stack([duplicate_token_pattern_score(
+        A_all[b, l][None], text_ids[b:b + 1], queries=is_word[b:b + 1])
+        for l in range(S_L)]) for b in range(len(PASSAGES))])  # [8, 30, 9]
+# the same score, passage by passage with the package, then pooled
+pooled = (n_rep[:, None, None] / n_rep.sum() * per_passage).sum(0)
+identity_close("the pooled score is the package's per-passage score, "
+               "weighted by each passage's repeated words", dup, pooled,
+               terms=2 * N_TOK + 2 * len(PASSAGES), scale=1.0, chapter="7")
+uniform = uniform_causal_pattern(N_TOK)[None, None].expand(
+    len(PASSAGES), 1, N_TOK, N_TOK)
+uniform_dup = duplicate_token_pattern_score(uniform, text_ids,
+                                            queries=is_word).item()
 top = dup.flatten().topk(5)
 top_heads = [divmod(int(i), S_H) for i in top.indices]
 DL, DH = top_heads[0]
-print("top duplicate-token heads:",
-      ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
-print(f"baselines: uniform causal pattern {uniform_dup:.3f}, "
-      f"mean over all heads {dup.mean():.3f}")
+best_dup = top.values[0].item()
+g_tokens = torch.Generator().manual_seed(71)
+dup_null = []
+for draw in range(99):
+    order = torch.rand(text_ids.shape, generator=g_tokens).argsort(-1)
+    dup_null.append(dup_all(copies(text_ids.gather(1, order),
+                                   is_word.gather(1, order)),
+                            A_all).max().item())  # float32 is enough here
+print("repeated word tokens per passage:", n_rep.tolist())
+print("top five heads:", ", ".join(
+    f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
+print(f"uniform causal pattern {uniform_dup:.3f}, mean over all heads "
+      f"{dup.mean():.3f},\nbest head on shuffled text {max(dup_null):.3f}")
+finding(f"SmolLM2's best duplicate-token head on Shakespeare, L{DL}H{DH}, "
+        "attends to earlier copies of a repeated word far more than the best "
+        "head does on the same text shuffled", best_dup,
+        null=Null.draws("the best of the 270 heads' patterns, text shuffled "
+                        "within passages, 99 draws", dup_null), chapter="7")
 heatmap(dup, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
-        title="SmolLM2-135M: duplicate-token score of every head, 8 passages",
+        title="SmolLM2: duplicate-token score of every head, 8 passages",
         x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(DL, DH)])
 
 # %%
 best = per_passage[:, DL, DH]
-ranks = (per_passage.flatten(1) > best[:, None]).sum(-1)         # 0: the best head there
+ranks = (per_passage.flatten(1) > best[:, None]).sum(-1) + 1  # 1 = first
 print(f"L{DL}H{DH} per passage:", " ".join(f"{v:.2f}" for v in best.tolist()))
-print("its rank among the 270 heads, per passage (0 = first):", ranks.tolist())
-best_dup = top.values[0].item()
-# Findings, which could have failed: a score 10 times the uniform pattern's is a head with
-# a preference; a head in the top 5 of 270 on every passage is not one passage's accident.
-claim(f"SmolLM2's best duplicate-token head on Shakespeare, L{DL}H{DH}, gives repeated words over 10 "
-      "times the attention to their earlier copies that the uniform causal pattern gives",
-      f"{best_dup:.3f} vs uniform {uniform_dup:.3f}, mean over heads {dup.mean():.3f}",
-      best_dup > 10 * uniform_dup, chapter="7")
-claim(f"L{DL}H{DH} is among the top 5 of the 270 heads on each of the eight passages",
-      f"ranks {ranks.tolist()}", bool((ranks < 5).all()), chapter="7")
+print("its rank among the 270 heads, per passage (1 = first):",
+      ranks.tolist())
+observation(f"L{DL}H{DH}'s rank among the 270 heads on each passage alone",
+            ranks.tolist(), chapter="7")
 glue("dup_head", f"L{DL}H{DH}")
 glue("dup_best", best_dup)
 glue("dup_lo", best.min().item())
 glue("dup_hi", best.max().item())
 glue("dup_uniform", uniform_dup)
 glue("dup_mean", dup.mean().item())
+glue("dup_null", max(dup_null))
 glue("dup_n", int(n_rep.sum()))
+glue("dup_worst_rank", int(ranks.max()))
 glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]}")
 glue("dup_runner_up_score", top.values[1].item())
 
 # %% [markdown]
 # Over the {glue:text}`dup_n` repeated word tokens, head {glue:text}`dup_head` puts
-# {glue:text}`dup_best:.2f` of a repeated word's attention on its earlier copies, where the
-# uniform causal pattern puts {glue:text}`dup_uniform:.3f` and the average head
-# {glue:text}`dup_mean:.3f`. The score moves a lot from passage to passage (from
-# {glue:text}`dup_lo:.2f` to {glue:text}`dup_hi:.2f`: each passage has only a few repeated
-# words), and the job is not this head's alone: the runner-up, {glue:text}`dup_runner_up`,
-# scores {glue:text}`dup_runner_up_score:.2f`. This is not an induction head (chapter
-# {doc}`17_induction_heads`): that one looks at the token *after* the earlier copy, this
-# one at the copy itself.
+# {glue:text}`dup_best:.2f` of a repeated word's attention on its earlier copies, where
+# the uniform causal pattern puts {glue:text}`dup_uniform:.3f`, the average head
+# {glue:text}`dup_mean:.3f`, and the best head on shuffled text at most
+# {glue:text}`dup_null:.2f`. The score moves a lot from passage to passage (from
+# {glue:text}`dup_lo:.2f` to {glue:text}`dup_hi:.2f`: each passage has only a few
+# repeated words; the head ranks no lower than {glue:text}`dup_worst_rank` of 270 on any
+# one of them), and the job is not this head's alone: the runner-up,
+# {glue:text}`dup_runner_up`, scores {glue:text}`dup_runner_up_score:.2f`. This is not
+# an induction head (chapter {doc}`17_induction_heads`): that one looks at the token
+# *after* the earlier copy, this one at the copy itself.
 #
-# **Grouped-query attention.** SmolLM2's 9 query heads per layer share 3 key-value heads:
-# query heads 0-2 read key and value head 0, heads 3-5 head 1, heads 6-8 head 2. So the
-# best duplicate-token head shares its keys and its values with two other heads, and only
-# its queries are its own. Does it share its job?
+# ### Grouped-query attention keeps the sum
+#
+# SmolLM2's 9 query heads per layer share 3 key-value heads
+# {cite}`ainslie2023gqa`: query heads 0-2 read key and value head 0, heads 3-5 head 1,
+# heads 6-8 head 2. Write $\mathrm{kv}(h) = \lfloor h/3 \rfloor$ for the key-value head
+# of query head $h$. Sharing changes which weights are distinct, not the algebra of this
+# chapter: every query head still has its own pattern $A^h$ (its queries are its own)
+# and its own block $W_O^h$ of the output matrix, and the layer is still a sum of one
+# term per query head,
+#
+# $$\operatorname{Attn}(X) = \sum_{h} A^h X\, W_V^{\mathrm{kv}(h)} W_O^h,
+# \qquad W_{OV}^h = W_V^{\mathrm{kv}(h)}\, W_O^h .$$
+#
+# (SmolLM2 has no biases.) The three heads of a group share $W_V$, so their OV circuits
+# differ only through $W_O^h$; they share $W_K$, so their QK circuits differ only
+# through $W_Q^h$. TransformerLens stores the shared matrices once (`_W_K`, `_W_V`,
+# one per key-value head) and repeats them for each query head. We check the sum on
+# the duplicate-token head's layer: each head's term built from $W_{OV}^h$, with
+# $W_V$ taken from the stored key-value head $\mathrm{kv}(h)$, the model's own
+# patterns and the layer's input $X$ (the RMS-normalised stream), against the
+# layer's hooked output.
 
 # %%
-group = S_H // smol.cfg.n_key_value_heads
+group = S_H // smol.cfg.n_key_value_heads          # 3 query heads per kv head
+attn_DL = smol.blocks[DL].attn
+X = cache["normalized", DL, "ln1"] * smol.blocks[DL].ln1.w   # [8, pos, d_m]
+kv = torch.arange(S_H) // group                    # kv(h) for h = 0..8
+W_V_kv = attn_DL._W_V[kv]                          # [9, d_model, d_head]
+W_OV = W_V_kv @ attn_DL.W_O                        # [9, d_model, d_model]
+A_DL = cache["pattern", DL]                        # [8, 9, q, k]
+terms_per_head = A_DL @ (X[:, None] @ W_OV)        # [8, 9, q, d_model]
+identity(f"SmolLM2 has no attention biases (b_V, b_O of layer {DL} are 0)",
+         f"{attn_DL.b_V.abs().max():.0f}, {attn_DL.b_O.abs().max():.0f}",
+         bool((attn_DL.b_V == 0).all() and (attn_DL.b_O == 0).all()),
+         chapter="7")
+# ours: W_V W_O (d_head), X W_OV (d_model), the mix (n), the heads' sum
+# (n_heads); the model's: RMSNorm's weight (1), X W_V (d_model), the mix
+# (n), W_O summed over heads and d_head (n_heads d_head); the division by
+# each entry's size (1 per side)
+size = gqa_sum_sizes(A_DL, X, W_V_kv, attn_DL.W_O)
+identity_close(f"layer {DL}'s output is sum_h A^h X W_OV^h with W_OV^h = "
+               "W_V^kv(h) W_O^h, every query head reading its group's value "
+               "head (each entry's error over its size)",
+               terms_per_head.sum(1) / size, cache["attn_out", DL] / size,
+               terms=(2 * smol.cfg.d_model + 2 * N_TOK + 3
+                      + (S_H + 1) * smol.cfg.d_head + S_H),
+               scale=1.0, chapter="7")
 siblings = list(range(DH // group * group, DH // group * group + group))
 same_kv = all(torch.equal(smol.W_K[DL, s], smol.W_K[DL, DH])
-              and torch.equal(smol.W_V[DL, s], smol.W_V[DL, DH]) for s in siblings)
-identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same W_K and W_V (one key-value head)",
-         same_kv, same_kv, chapter="7")
-sib_scores = dup[DL, siblings]
-print(f"duplicate-token scores of layer {DL}'s heads {siblings}:",
-      " ".join(f"{v:.2f}" for v in sib_scores.tolist()))
-low = sib_scores.min().item()
-# a finding: sharing keys could have meant sharing the pattern
-claim(f"a head sharing L{DL}H{DH}'s keys and values has under half its duplicate-token score",
-      f"{low:.3f} vs {best_dup:.3f}", low < best_dup / 2, chapter="7")
-for i, v in enumerate(sib_scores.tolist()):
-    glue(f"sib_{i}", v)
-glue("sib_low", low)
-glue("siblings", ", ".join(f"L{DL}H{s}" for s in siblings))
+              and torch.equal(smol.W_V[DL, s], smol.W_V[DL, DH])
+              for s in siblings)
+identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same "
+         "W_K and W_V (one key-value head)", same_kv, same_kv, chapter="7")
 
 # %% [markdown]
-# Heads {glue:text}`siblings` score {glue:text}`sib_0:.2f`, {glue:text}`sib_1:.2f` and
-# {glue:text}`sib_2:.2f`: the same keys, read with
-# different queries, give different patterns. Grouped-query attention shares the "what I
-# offer" side of the lookup between heads, not the "what I look for" side.
-#
-# Finally, several jobs side by side. On the passage with the most repeated words we pick
-# out, besides the two heads found so far, the heads that are most extreme at two more
-# simple things: attending to the *first* token, and attending to the *current* token.
+# The three heads of {glue:text}`dup_head`'s group share what they offer and what they
+# return, and differ in what they look for. Do its two siblings do its job? We read
+# their duplicate-token scores three ways, with the level 0.05 throughout: their ranks
+# among all 270 heads; against **random query heads reading the same keys** (99 random
+# $W_Q$ of the same shape, each scaled so that its queries on these passages are as
+# long on average as the group's real ones, scored on the same streams against the
+# group's real rotated keys), which is what sharing the key head gives by itself; and
+# against the **other heads of the same layer**, in case the whole layer leans to the
+# job: if group membership meant nothing, the two siblings would be any two of the
+# layer's eight heads other than {glue:text}`dup_head`, so we rank the weaker
+# sibling's score among the weaker scores of all 28 such pairs (an exact permutation
+# test, whose smallest possible p is 1/28). The first lines check that the code that
+# scores a random head gives back the model's own scores when handed a real $W_Q$;
+# the same causal softmax then makes them a pattern.
 
 # %%
-show = int(n_rep.argmax())                 # the passage with the most repeated words
-A_all = A_all[show]                        # [30, 9, q, k]
-first_share = A_all[:, :, 1:, 0].mean(-1)                        # [30, 9]
-self_share = A_all.diagonal(dim1=-2, dim2=-1)[..., 1:].mean(-1)
-prev_here = torch.stack([prev_token_pattern_score(A_all[l][None]) for l in range(S_L)])
+others_sib = [s_ for s_ in siblings if s_ != DH]
+k_rot = cache["rot_k", DL][:, :, kv[DH]]           # [8, pos, d_head]
+causal = torch.ones(N_TOK, N_TOK, dtype=torch.bool).tril()
+dup_weights = copies(text_ids, is_word)
+
+
+def scores_from_queries(W_Q):
+    """The scores [8, q, k] of a query head W_Q [d_model, d_head] of layer
+    DL reading the shared key head: rotated queries dotted with the rotated
+    keys, -inf above the diagonal."""
+    q = attn_DL.apply_rotary((X @ W_Q)[:, :, None])[:, :, 0]
+    scores = q @ k_rot.mT / math.sqrt(smol.cfg.d_head)
+    return scores.masked_fill(~causal, float("-inf"))
+
+
+def dup_score(scores):
+    """Duplicate-token score of one head, from its [8, q, k] scores."""
+    pattern = scores.softmax(-1).double()
+    return torch.einsum("bqk,bqk->", pattern, dup_weights).item()
+
+
+s1 = others_sib[0]
+size = rotary_score_sizes(X, attn_DL.W_Q[s1], k_rot, smol.cfg.d_head)
+# each side: the queries (d_model), the rotation (2), the score (d_head),
+# the scale (1), the division by each entry's size (1)
+identity_close(f"scoring a query head against the shared keys gives back "
+               f"L{DL}H{s1}'s own scores from its W_Q (each entry's error "
+               "over its size)",
+               (scores_from_queries(attn_DL.W_Q[s1]) / size)[:, causal],
+               (cache["attn_scores", DL][:, s1] / size)[:, causal],
+               terms=2 * (smol.cfg.d_model + smol.cfg.d_head + 4),
+               scale=1.0, chapter="7")
+q_length = (X[:, None] @ attn_DL.W_Q[siblings]).norm(dim=-1).mean()
+g_queries = torch.Generator().manual_seed(73)
+random_q = []
+for draw in range(99):
+    W_rand = torch.randn(smol.cfg.d_model, smol.cfg.d_head,
+                         generator=g_queries)
+    W_rand *= q_length / (X @ W_rand).norm(dim=-1).mean()
+    random_q.append(dup_score(scores_from_queries(W_rand)))
+all_ranks = (dup.flatten().argsort(descending=True).argsort() + 1
+             ).view(S_L, S_H)                      # 1 = the highest score
+for s_ in siblings:
+    print(f"L{DL}H{s_}: duplicate-token score {dup[DL, s_]:.2f}, rank "
+          f"{all_ranks[DL, s_]} of 270")
+rest = [h_ for h_ in range(S_H) if h_ not in siblings]
+print(f"the other heads of layer {DL}: "
+      + ", ".join(f"{dup[DL, h_]:.2f}" for h_ in rest))
+print(f"random queries on the same keys: mean {sum(random_q) / 99:.2f}, "
+      f"highest {max(random_q):.2f} (99 draws)")
+observation(f"ranks among the 270 heads of the two heads sharing L{DL}H{DH}'s"
+            " key-value head", ", ".join(f"L{DL}H{s_} {all_ranks[DL, s_]}"
+                                         for s_ in others_sib), chapter="7")
+q_null = Null.draws("random W_Q of the same shape and query length, reading "
+                    "the same rotated keys on the same streams, 99 draws",
+                    random_q)
+for s_ in others_sib:
+    finding(f"L{DL}H{s_}, reading the key head it shares with L{DL}H{DH}, "
+            "attends to earlier copies more than random query heads "
+            "reading the same keys", dup[DL, s_].item(), null=q_null,
+            chapter="7")
+pairs = [(a, b) for a in range(S_H) for b in range(a + 1, S_H)
+         if DH not in (a, b)]                      # 28 pairs of layer DL
+pair_min = {p: min(dup[DL, p[0]], dup[DL, p[1]]).item() for p in pairs}
+sib_pair = tuple(others_sib)
+layer_test = null_test(
+    pair_min[sib_pair],
+    Null.draws(f"the weaker score of the other 27 pairs of layer {DL}'s "
+               f"heads besides L{DL}H{DH}",
+               [v_ for p, v_ in pair_min.items() if p != sib_pair]))
+finding(f"the weaker of L{DL}H{DH}'s two siblings scores higher than the "
+        f"weaker head of any other pair in layer {DL}", layer_test,
+        chapter="7")
+for i, s_ in enumerate(others_sib):
+    glue(f"sib_{i}_name", f"L{DL}H{s_}")
+    glue(f"sib_{i}", dup[DL, s_].item())
+    glue(f"sib_{i}_rank", int(all_ranks[DL, s_]))
+glue("rest_lo", min(dup[DL, h_].item() for h_ in rest))
+glue("rest_hi", max(dup[DL, h_].item() for h_ in rest))
+glue("rand_q_mean", sum(random_q) / len(random_q))
+glue("rand_q_max", max(random_q))
+glue("rand_q_p", null_test(min(dup[DL, s_].item() for s_ in others_sib),
+                           q_null).p)
+glue("layer_p", layer_test.p)
+glue("layer_rank", layer_test.rank)
+glue("rand_q_below", sum(v_ < min(dup[DL, s_].item() for s_ in others_sib)
+                         for v_ in random_q))
+
+# %% [markdown]
+# Both siblings do the job, at very different strengths: {glue:text}`sib_0_name` scores
+# {glue:text}`sib_0:.2f` (rank {glue:text}`sib_0_rank` of 270) and
+# {glue:text}`sib_1_name` {glue:text}`sib_1:.2f` (rank {glue:text}`sib_1_rank`), where
+# the average head scores {glue:text}`dup_mean:.3f`. Random queries reading the same
+# keys score {glue:text}`rand_q_mean:.2f` on average and at most
+# {glue:text}`rand_q_max:.2f`; even the weaker sibling scores above
+# {glue:text}`rand_q_below` of the 99 (p = {glue:text}`rand_q_p:.2f`). The shared keys
+# do not produce the job by themselves: it takes the right queries. The other six heads
+# of {glue:text}`dup_head`'s layer score {glue:text}`rest_lo:.2f` to
+# {glue:text}`rest_hi:.2f`, all below both siblings: among the 28 pairs of the layer's
+# other heads, the siblings' pair ranks {glue:text}`layer_rank` of 28 by its weaker
+# score (p = {glue:text}`layer_p:.3f`). That is the smallest p the test can give and not
+# far below the level, so it is weak evidence by construction; only more groups could
+# make it stronger. In this layer the job sits in one key-value group: one head does
+# most of it, a second a good part, the third a little. That is one group of
+# one model on one text; whether grouped heads share jobs more often than chance
+# would need the same test on many groups and many jobs. The same keys, read with
+# different queries, give different patterns, and the same values, written out
+# through different blocks $W_O^h$, different messages: grouped-query attention shares
+# the "what I offer" side of the lookup between heads, not the "what I look for" side.
+#
+# Finally, several jobs side by side. On the passage with the most repeated words we
+# pick out, besides the two heads found so far, the heads that are most extreme at two
+# more simple things: attending to the *first* token, and attending to the *current*
+# token.
+
+# %%
+show = int(n_rep.argmax())          # the passage with most repeated words
+A_show = A_all[show]                       # [30, 9, q, k]
+first_share = A_show[:, :, 1:, 0].mean(-1)                       # [30, 9]
+self_share = A_show.diagonal(dim1=-2, dim2=-1)[..., 1:].mean(-1)
+prev_here = torch.stack([prev_token_pattern_score(A_show[l][None])
+                         for l in range(S_L)])
 jobs = {"duplicate token": (DL, DH),
         "previous token": divmod(int(prev_here.argmax()), S_H),
         "first token": divmod(int(first_share.argmax()), S_H),
@@ -764,54 +1031,66 @@ for job, (l, hd) in jobs.items():
           f"{self_share[l, hd]:.2f}, previous {prev_here[l, hd]:.2f}")
 resting = (first_share > 0.5).float().mean().item()
 uniform_first = uniform_causal_pattern(N_TOK)[1:, 0].mean().item()
-# a finding: the uniform pattern gives the first token only uniform_first on average
-claim("on this passage over a quarter of SmolLM2's heads give more than half of their attention "
-      "(averaged over queries after the first) to the first token", f"{resting:.0%} of 270 heads",
-      resting > 0.25, chapter="7")
+observation("on this passage, the share of SmolLM2's heads that give more "
+            "than half of their attention (averaged over queries after the "
+            "first) to the first token", f"{resting:.0%} of 270 heads",
+            chapter="7")
 glue("resting", resting)
 firsts = {row[0] for row in pieces}
-claim("all eight passages start with the same token, the opening of a scene heading",
-      firsts, len(firsts) == 1, chapter="7")
+identity("all eight passages start with the same token, the opening of a "
+         "scene heading", firsts, len(firsts) == 1, chapter="7")
 glue("first_tokens", repr(firsts.pop()))
 glue("uniform_first", uniform_first)
 n_show = 48
 glue("n_show_tok", n_show)
 names = [f"L{l}H{hd} ({job})" for job, (l, hd) in jobs.items()]
-attention_pattern_view(pieces[show][:n_show],
-                       torch.stack([A_all[l, hd, :n_show, :n_show] for l, hd in jobs.values()]),
-                       head_names=names)
+attention_pattern_view(
+    pieces[show][:n_show],
+    torch.stack([A_show[l, hd, :n_show, :n_show] for l, hd in jobs.values()]),
+    head_names=names)
 
 # %% [markdown]
-# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (pick a head, hover a
-# token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
+# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (pick a head, hover
+# a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
 # head is the most extreme case of something common: {glue:text}`resting:.0%` of all
 # heads put more than half their attention on the first token, where the uniform causal
 # pattern would put {glue:text}`uniform_first:.3f`. Here the first token is
 # {glue:text}`first_tokens` in all eight passages, the mark that opens a scene heading,
-# with nothing to say about the text; attention must sum to one, and a head with nothing to do
-# seems to park its weight there. (Such "attention sinks" are reported in many trained models
-# {cite}`xiao2023efficient`.) Reading what any of these heads *writes*, rather than where
+# with nothing to say about the text; attention must sum to one, and a head with
+# nothing to do seems to park its weight there. (Such "attention sinks" are reported in
+# many trained models {cite}`xiao2023efficient`; we have not tested here that these
+# heads have nothing to do.) Reading what any of these heads *writes*, rather than where
 # it looks, needs the OV circuit of chapter {doc}`08_qk_ov`.
 
 # %% [markdown]
 # ## Summary
 #
-# - `MultiHeadedAttention` stores all heads in four `nn.Linear(d_model, d_model)` maps; the
-#   `.view(batch, pos, h, d_k).transpose(1, 2)` reshaping gives head $i$ the $i$-th block
-#   of $d_k$ output features, i.e. a block of columns of $W = $ `weight.T`.
-# - In TransformerLens's shapes, $W_Q^h$ = `linears[0].weight.T[:, h d_k:(h+1) d_k]` (and
-#   $W_K$, $W_V$ alike) and $W_O^h$ = `linears[3].weight.T[h d_k:(h+1) d_k, :]`; a
-#   TransformerLens attention layer loaded this way computes the same outputs.
+# - `MultiHeadedAttention` stores all heads in four `nn.Linear(d_model, d_model)` maps;
+#   the `.view(batch, pos, h, d_k)` and `.transpose(1, 2)` reshaping gives head $i$ the $i$-th
+#   block of $d_k$ output features, i.e. a block of columns of $W = $ `weight.T`.
+# - In TransformerLens's shapes, $W_Q^h$ is the block of columns $h d_k$ to
+#   $(h+1) d_k$ of `linears[0].weight.T` ($W_K$, $W_V$ alike) and $W_O^h$ the same
+#   block of rows of `linears[3].weight.T`; a TransformerLens attention layer loaded this
+#   way computes the same outputs.
 # - $\operatorname{Concat}(\text{heads})\,W^O = \sum_h z^h W_O^h$, so the layer is
-#   $\sum_h A^h X W_V^h W_O^h$ plus one constant vector $b_O + \sum_h b_V^h W_O^h$: the value
-#   bias passes through the pattern unchanged. We checked this on all six attention modules
-#   of the trained model, and that zeroing one head's block of $W^O$ removes exactly that
-#   head's term.
-# - The heads of the trained model attend to different things; in the last decoder layer's
-#   cross-attention the best head looks at the source word being translated
-#   {glue:text}`best_hits:.0%` of the time.
-# - In SmolLM2-135M on Shakespeare, head {glue:text}`dup_head` attends from a repeated
-#   word to its earlier copies ({glue:text}`dup_best:.2f` of its attention; a uniform
-#   causal pattern: {glue:text}`dup_uniform:.3f`), while a head sharing its keys and values
-#   (grouped-query attention) scores {glue:text}`sib_low:.2f`; other heads attend to the
-#   previous, the current or the first token.
+#   $\sum_h A^h X W_V^h W_O^h$ plus one constant vector $b_O + \sum_h b_V^h W_O^h$: the
+#   value bias passes through the pattern unchanged. We checked this on all six
+#   attention modules of the trained model, and that zeroing one head's block of $W^O$
+#   removes exactly that head's term.
+# - The heads of the trained model attend to different things; in the last decoder
+#   layer's cross-attention the best head looks at the source word being translated
+#   {glue:text}`best_hits:.0%` of the time (a head looking at random:
+#   {glue:text}`chance_hits:.0%`).
+# - Grouped-query attention keeps the sum over query heads, with
+#   $W_{OV}^h = W_V^{\mathrm{kv}(h)} W_O^h$; we checked it on one layer of SmolLM2
+#   against the layer's hooked output.
+# - In SmolLM2 on Shakespeare, head {glue:text}`dup_head` attends from a repeated word to
+#   its earlier copies ({glue:text}`dup_best:.2f` of its attention; the best head on
+#   shuffled text: {glue:text}`dup_null:.2f`). Both heads that share its key-value head
+#   do so too, less: {glue:text}`sib_0_name` scores {glue:text}`sib_0:.2f` (rank
+#   {glue:text}`sib_0_rank` of 270) and {glue:text}`sib_1_name` {glue:text}`sib_1:.2f`
+#   (rank {glue:text}`sib_1_rank`), both above random queries reading the same keys (at
+#   most {glue:text}`rand_q_max:.2f`) and above the layer's six other heads: the shared
+#   keys do not produce the job by themselves, and in this layer it sits in one group
+#   (one group of one model, one text). Other heads attend to the previous, the current
+#   or the first token.

@@ -4,16 +4,19 @@
 # An attention head has four weight matrices, but it only ever uses them in two
 # products. This chapter splits a head into the two circuits of Elhage et al.
 # {cite}`elhage2021mathematical`: the **QK circuit** $W_{QK} = W_Q W_K^\top$, which
-# decides where the head looks, and the **OV circuit** $W_{OV} = W_V W_O$, which decides
-# what it moves. We recompute a trained head's pattern and output from these two
-# matrices alone and match the model's own activations; show that the four factors
-# cannot be recovered from a trained model (a whole family of different $W_Q, W_K, W_V,
-# W_O$ gives the same logits); translate carefully between the paper's column vectors
-# and TransformerLens's row vectors, where one circuit is transposed and the other is
-# not; and meet `FactoredMatrix`, the object that keeps a low-rank product in factored
-# form.
+# decides where the head looks, and the **OV circuit** $W_{OV} = W_V W_O$, which
+# decides what it moves. We recompute a trained head's pattern and output from these
+# two matrices alone and match the model's own activations; find which changes of the
+# four factors leave a model's outputs exactly as they were (any change of basis inside
+# a head in a model with additive positions; far fewer in a rotary model with grouped
+# queries such as SmolLM2); translate carefully between the paper's column vectors and
+# TransformerLens's row vectors, where one circuit is transposed and the other is not;
+# and meet `FactoredMatrix`, the object that keeps a low-rank product in factored form.
+#
+# The first cell imports what the chapter uses; the collapsed cell after it counts the
+# roundings behind the chapter's checks.
 
-# %%
+# %% tags=["hide-input"]
 import contextlib
 import copy
 import io
@@ -24,9 +27,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (claim, glue, identity, identity_close,
-                              rounding_bound)
-from circuitbook.circuits import ov_circuit, qk_circuit
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              observation, rounding_bound)
+from circuitbook.circuits import ov_circuit, qk_circuit, rotary_rotation
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
@@ -42,6 +45,64 @@ warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 
+
+# %% tags=["hide-input"]
+# Rounding bookkeeping. A check "equal to rounding" passes when the largest
+# difference is at most terms * eps * scale, terms counting the roundings of
+# the longer computation (see the introduction). These functions count them
+# and find the sizes they are relative to.
+def score_size(x1, W_Q_ext, W_K_ext, d_head):
+    """The size a score's rounding is relative to: |x1| |W_Q| . |x1| |W_K| /
+    sqrt(d_head), the products' absolute values (at least 1)."""
+    q = x1.abs() @ W_Q_ext.abs()
+    k = x1.abs() @ W_K_ext.abs()
+    return max(1.0, float((q @ k.transpose(-1, -2)).max()) / math.sqrt(d_head))
+
+
+def pattern_terms(d_model, d_head, n, extra=0):
+    """A pattern from a bias-extended W_QK against the module's own. Scores,
+    ours: W_QK_ext (d_head), x1 @ and @ x1^T (d_model + 1 each), the scale;
+    the module's: q and k (d_model + 1 each), q . k (d_head), the scale
+    (`extra` more per side, e.g. x + W_pos). A softmax over n keys (n + 4)
+    on each side turns a score error s into weight errors of at most 2 s."""
+    return 2 * (3 * (d_model + 1) + 2 * d_head + 2 * (n + 4) + 2 + extra)
+
+
+def output_terms(d_model, d_head, n, bias=0):
+    """A head's output from a pattern, each side: the values (d_model + 1),
+    the mix (n), W_O (d_head) and `bias` more additions."""
+    return 2 * (n + d_model + d_head + 1 + bias)
+
+
+def forward_terms(cfg, n, per_layer_extra=0):
+    """One attention-only forward pass, along its longest path: per layer the
+    reads (d_model + 1), scores (d_head + 1), softmax (n + 4), mix (n), W_O
+    (d_head), heads' sum (n_heads), plus per_layer_extra; the unembedding."""
+    layer = (cfg.d_model + 2 * cfg.d_head + 2 * n + cfg.n_heads + 6
+             + per_layer_extra)
+    return cfg.n_layers * layer + cfg.d_model
+
+
+def smol_forward_terms(cfg, n):
+    """Two float64 forward passes of SmolLM2, one reparametrised. Per layer:
+    RMSNorm (d_model + 2), the projections (d_model), the rotation (4; both
+    runs use the same tables), scores (d_head), softmax (n + 4), mix (n),
+    W_O and the heads' sum (d_head + n_heads), the MLP (d_model + d_mlp + 3);
+    the new factors and inverses, as for toy-2l at d_head = 64, with the
+    condition number e^2 of G and M; the unembedding (d_model)."""
+    reparam = 2 * cfg.d_head + math.ceil(cfg.d_head * math.e ** 2)
+    layer = (3 * cfg.d_model + cfg.d_mlp + 2 * cfg.d_head + 2 * n
+             + cfg.n_heads + 13 + reparam)
+    return 2 * (cfg.n_layers * layer + cfg.d_model)
+
+
+def svd_terms(d_model, d_head):
+    """QR and SVD of a FactoredMatrix's two factors (Householder: about
+    d_model d_head roundings, backward stable, relative to the largest
+    singular value), then the reconstruction's products and AB's own."""
+    return d_model * d_head + 2 * d_head
+
+
 # %% [markdown]
 # ## Plain language
 #
@@ -50,17 +111,18 @@ _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 # **Where to look.** For every pair of positions, the head computes a score from the
 # query position's residual vector and the key position's residual vector, and turns
 # each query's scores into weights with a softmax (chapter {doc}`06_attention`). The
-# score only ever involves $W_Q$ and $W_K$ through their product: query and key
-# vectors are compared, never used for anything else. So "where to look" is one
+# score only ever involves $W_Q$ and $W_K$ through their product: query and key vectors
+# are compared, never used for anything else. So "where to look" is one
 # $d_\text{model} \times d_\text{model}$ matrix, $W_{QK}$, a *bilinear form*: it takes
-# two residual vectors and returns a number.
+# two residual vectors and returns a number. (In a rotary model it is one such form per
+# offset, $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$, chapter {doc}`05_positional`.)
 #
 # **What to move.** Once the weights are fixed, the head reads each key position's
-# residual vector through $W_V$, and writes the weighted average into the stream through
-# $W_O$. Nothing happens between the two (attention mixes positions, but it does not
-# touch the $d_\text{head}$ coordinates), so "what to move" is one linear map, $W_{OV}$:
-# it takes the residual vector at the source position to the vector added at the
-# destination.
+# residual vector through $W_V$, and writes the weighted average into the stream
+# through $W_O$. Nothing happens between the two (attention mixes positions, but it does
+# not touch the $d_\text{head}$ coordinates), so "what to move" is one linear map,
+# $W_{OV}$: it takes the residual vector at the source position to the vector added at
+# the destination.
 #
 # The head is then *the pattern computed by one circuit, applied to the output of the
 # other*. Each circuit is a $d_\text{model} \times d_\text{model}$ matrix squeezed
@@ -69,10 +131,19 @@ _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 #
 # One more consequence is worth saying before any code. The $d_\text{head}$-dimensional
 # spaces in which queries, keys and values live are private to the head: nothing else
-# in the model reads them. The head may as well have used any other coordinates for
-# them, and a trained model is just as good with $W_Q G$ and $W_K G^{-\top}$ in place of
-# $W_Q$ and $W_K$, for any invertible $G$. The individual matrices are an accident of
-# training; only the two products are facts about the model.
+# in the model reads them, so the head may as well use other coordinates for them. How
+# much freedom that leaves depends on the architecture. In a model whose positions are
+# added to the stream (or absent) and whose heads each have their own keys and values,
+# the model computes exactly the same function with $W_Q G$ and $W_K G^{-\top}$ in place
+# of $W_Q$ and $W_K$ for **any** invertible $G$, and with $W_V M$ and $M^{-1} W_O$ for
+# any invertible $M$. A rotary model turns the query and
+# key spaces by position, and only the $G$ that commute with every one of those turns
+# leave its scores alone: within each rotary plane, a rotation and a scaling, nothing
+# that mixes planes. And where query heads share a key-value head (grouped-query
+# attention), they must share its $G$ and $M$. Within those limits the individual
+# matrices are not pinned down by what the model computes; what the freedom cannot move
+# (the products, and in a rotary model how each plane is used) is a fact about the
+# model.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -88,21 +159,22 @@ _ = torch.set_grad_enabled(False)  # we only read weights: no autograd needed
 # Now regroup the head's computation around the two products. With biases the query
 # is $x W_Q + b_Q$, and the score of query $x_i$ on key $x_j$ is
 # $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top$. That is not yet a bilinear form in $x_i$ and
-# $x_j$: the biases add terms linear in one side only, and a constant. Appending a 1 to each
-# residual vector makes it one.
+# $x_j$: the biases add terms linear in one side only, and a constant. Appending a 1 to
+# each residual vector makes it one.
 #
 # ### Exercise 8.1: the QK circuit with biases
 #
 # Write `extended_qk(W_Q, b_Q, W_K, b_K)`, returning the $(d_\text{model} + 1) \times
 # (d_\text{model} + 1)$ matrix $M$ with
-# $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top = [x_i, 1]\, M\, [x_j, 1]^\top$ for all $x_i, x_j$, for one
-# head's TransformerLens-shaped weights (`W_Q`, `W_K`: `[d_model, d_head]`; biases
-# `[d_head]`).
+# $(x_i W_Q + b_Q)(x_j W_K + b_K)^\top = [x_i, 1]\, M\, [x_j, 1]^\top$ for all $x_i,
+# x_j$, for one head's TransformerLens-shaped weights (`W_Q`, `W_K`:
+# `[d_model, d_head]`; biases `[d_head]`).
 
 # %% tags=["exercise"]
 def extended_qk(W_Q, b_Q, W_K, b_K):
-    """W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head] -> [d_model + 1, d_model + 1],
-    the QK circuit acting on residual rows with a 1 appended (query side on the left)."""
+    """W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head] -> [d_model + 1,
+    d_model + 1], the QK circuit acting on residual rows with a 1 appended
+    (query side on the left)."""
     # BEGIN SOLUTION
     Q_ext = torch.cat([W_Q, b_Q[None]], dim=0)   # [d_model + 1, d_head]
     K_ext = torch.cat([W_K, b_K[None]], dim=0)
@@ -113,8 +185,8 @@ def extended_qk(W_Q, b_Q, W_K, b_K):
 checks.ch08_ex1(extended_qk)
 
 # %% [markdown]
-# Written out, the matrix is the product of the two weight matrices, each with its bias as an
-# extra row:
+# Written out, the matrix is the product of the two weight matrices, each with its bias
+# as an extra row:
 #
 # $$(x_i W_Q + b_Q)(x_j W_K + b_K)^\top
 # = \begin{bmatrix} x_i & 1 \end{bmatrix}
@@ -144,14 +216,6 @@ def extended(W, b):
     return torch.cat([W, b[None]], dim=0)
 
 
-def score_size(x1, W_Q_ext, W_K_ext, d_head):
-    """The size a score's rounding is relative to: |x1| |W_Q| . |x1| |W_K| / sqrt(d_head), the
-    products' absolute values (at least 1, the softmax's own scale)."""
-    q = x1.abs() @ W_Q_ext.abs()
-    k = x1.abs() @ W_K_ext.abs()
-    return max(1.0, float((q @ k.transpose(-1, -2)).max()) / math.sqrt(d_head))
-
-
 def head_from_circuits(x, W_QK_ext, W_OV, bias_out):
     """One head from its two circuits. x: [batch, pos, d_model]."""
     x1 = torch.cat([x, torch.ones(*x.shape[:-1], 1)], dim=-1)
@@ -160,35 +224,38 @@ def head_from_circuits(x, W_QK_ext, W_OV, bias_out):
     return pattern @ x @ W_OV + bias_out, pattern
 
 
-module_heads = head_outputs(mha, x_at, x_at, x_at)  # [batch, head, q, d_model]
+module_heads = head_outputs(mha, x_at, x_at, x_at)  # [batch, head, q, d_m]
 outs, patterns, ranks = [], [], []
 s_size = o_size = 0.0
 x1_at = torch.cat([x_at, torch.ones(*x_at.shape[:-1], 1)], dim=-1)
 for h in range(n_heads):
-    W_QK_ext = extended_qk(w["W_Q"][h], w["b_Q"][h], w["W_K"][h], w["b_K"][h])  # [33, 33]
+    Q_ext, K_ext = (extended(w["W_Q"][h], w["b_Q"][h]),
+                    extended(w["W_K"][h], w["b_K"][h]))
+    W_QK_ext = extended_qk(w["W_Q"][h], w["b_Q"][h], w["W_K"][h],
+                           w["b_K"][h])                     # [33, 33]
     W_OV = w["W_V"][h] @ w["W_O"][h]                        # [32, 32]
     out, pattern = head_from_circuits(x_at, W_QK_ext, W_OV,
                                       w["b_V"][h] @ w["W_O"][h])
     outs.append(out)
     patterns.append(pattern)
-    s_size = max(s_size, score_size(x1_at, extended(w["W_Q"][h], w["b_Q"][h]),
-                                    extended(w["W_K"][h], w["b_K"][h]), d_head))
-    o_size = max(o_size, float(((x_at.abs() @ w["W_V"][h].abs() + w["b_V"][h].abs()) @ w["W_O"][h].abs()).max()))
+    s_size = max(s_size, score_size(x1_at, Q_ext, K_ext, d_head))
+    values = x_at.abs() @ w["W_V"][h].abs() + w["b_V"][h].abs()
+    o_size = max(o_size, float((values @ w["W_O"][h].abs()).max()))
     # the rank, from a float64 product (float32 rounding would add rank)
-    ext64 = (extended(w["W_Q"][h], w["b_Q"][h]).double()
-             @ extended(w["W_K"][h], w["b_K"][h]).double().T)
-    ranks.append(torch.linalg.matrix_rank(ext64).item())
-# Scores, ours: W_QK_ext (d_head), x1 @ and @ x1^T (d_model + 1 each), the scale; the
-# module's: q and k (d_model + 1 each), q . k (d_head), the scale. A softmax over n keys (n + 4)
-# on each side turns a score error s into weight errors of at most 2 s. At the score size.
+    ranks.append(torch.linalg.matrix_rank(Q_ext.double()
+                                          @ K_ext.double().T).item())
 n_at = x_at.shape[1]
-PAT_TERMS = 2 * (3 * (d_model + 1) + 2 * d_head + 2 * (n_at + 4) + 2)
-identity_close("the pattern computed from the bias-extended W_QK is the module's own", torch.stack(patterns, 1),
-               mha.attn, terms=PAT_TERMS, scale=s_size, chapter="8")
-# Outputs: the weights' errors times the messages (2 PAT_TERMS at score size x message size),
-# plus each side's own mix, W_V, W_O and bias (n + d_model + 2 d_head + 2)
-identity_close("each Annotated Transformer head equals pattern(x, W_QK) @ x W_OV + b_V W_O, from the two circuits alone",
-               torch.stack(outs, 1), module_heads, terms=2 * PAT_TERMS + 2 * (n_at + d_model + 2 * d_head + 2),
+PAT_TERMS = pattern_terms(d_model, d_head, n_at)
+identity_close("the pattern computed from the bias-extended W_QK is the "
+               "module's own", torch.stack(patterns, 1), mha.attn,
+               terms=PAT_TERMS, scale=s_size, chapter="8")
+# the weights' errors times the messages, plus each side's own mix, W_V, W_O
+# and bias
+identity_close("each Annotated Transformer head equals pattern(x, W_QK) @ "
+               "x W_OV + b_V W_O, from the two circuits alone",
+               torch.stack(outs, 1), module_heads,
+               terms=2 * PAT_TERMS + output_terms(d_model, 2 * d_head, n_at,
+                                                  bias=1),
                scale=s_size * o_size, chapter="8")
 identity(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
          f"rank <= d_head = {d_head}", max(ranks), max(ranks) <= d_head,
@@ -214,12 +281,14 @@ identity(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
 # formula right to left: $X W_{OV}^h$ is the *message* each position would send if it
 # were attended to, and $A^h$ decides how much of each message reaches each
 # destination. The pattern depends only on $W_{QK}$, the messages only on $W_{OV}$.
+# (In a rotary model the score's $W_{QK}^h$ becomes $W_{QK}^h(i - j)$; the OV side is
+# the same, since values are not rotated.)
 #
 # We test this on the book's trained two-layer attention-only model `toy-2l` (chapter
 # {doc}`03_residual_stream` introduced it). Its queries and keys read the stream plus
-# the positional embedding (*shortformer* positions {cite}`press2021shortformer`),
-# its values read the stream alone. The zoo records which head is its strongest
-# induction head; we recompute that score rather than trust the record.
+# the positional embedding (*shortformer* positions {cite}`press2021shortformer`), its
+# values read the stream alone. The zoo records which head is its strongest induction
+# head; we recompute that score rather than trust the record.
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -233,33 +302,35 @@ ind = induction_scores(model, seq_len=EVAL["repeat_seq_len"],  # the zoo's
 print(f"zoo record: induction head {L}.{H}, score "
       f"{record['induction_best']:.4f}; recomputed: {ind[L, H]:.4f}")
 print("induction scores per head [layer, head]:\n", ind.numpy().round(3))
-# The record was computed by the same code on the same tokens, perhaps on another CPU, and
-# stored to 6 significant digits. A weight's rounding through both layers: per layer the
-# reads (d_model + 1), scores (d_head + 1), softmax (n + 4), mix (n), W_O (d_head) and heads'
-# sum (n_heads), twice over (two CPUs), at the size of the largest score on those tokens,
-# plus half a unit of the record's 6th digit.
-rep_tokens = repeated_random_tokens(EVAL["repeat_batch"], EVAL["repeat_seq_len"], cfg.d_vocab,
+# The record: the same code on the same tokens, perhaps on another CPU,
+# stored to 6 significant digits. A weight's rounding through both layers,
+# on two CPUs, at the largest score on those tokens, plus half a unit of the
+# record's 6th digit.
+rep_tokens = repeated_random_tokens(EVAL["repeat_batch"],
+                                    EVAL["repeat_seq_len"], cfg.d_vocab,
                                     seed=EVAL["repeat_seed"])
-_, rep_cache = model.run_with_cache(rep_tokens, names_filter=lambda n: n.endswith("attn_scores"))
-rep_scores = torch.cat([rep_cache["attn_scores", l].flatten() for l in range(cfg.n_layers)])
-n_rep = rep_tokens.shape[1]
-IND_TERMS = 2 * cfg.n_layers * (cfg.d_model + 2 * cfg.d_head + 2 * n_rep + cfg.n_heads + 6)
-ind_tol = (rounding_bound(IND_TERMS, float(rep_scores[rep_scores.isfinite()].abs().max()))
-           + 5e-6 * abs(record["induction_best"]))
-claim(f"head {L}.{H} is toy-2l's strongest induction head, as the zoo "
-      "records", f"{ind[L, H].item():.6g} vs {record['induction_best']} (tolerance {ind_tol:.1e})",
-      ind.argmax().item() == L * cfg.n_heads + H
-      and abs(ind[L, H].item() - record["induction_best"]) <= ind_tol,
-      chapter="8")
+_, rep_cache = model.run_with_cache(
+    rep_tokens, names_filter=lambda n: n.endswith("attn_scores"))
+rep_scores = torch.cat([rep_cache["attn_scores", l].flatten()
+                        for l in range(cfg.n_layers)])
+rep_size = float(rep_scores[rep_scores.isfinite()].abs().max())
+ind_tol = (rounding_bound(2 * forward_terms(cfg, rep_tokens.shape[1]),
+                          rep_size) + 5e-6 * abs(record["induction_best"]))
+identity(f"head {L}.{H} is toy-2l's strongest induction head, and its score "
+         "is the zoo's record to rounding and the record's digits",
+         f"{ind[L, H].item():.6g} vs {record['induction_best']} "
+         f"(tolerance {ind_tol:.1e})",
+         ind.argmax().item() == L * cfg.n_heads + H
+         and abs(ind[L, H].item() - record["induction_best"]) <= ind_tol,
+         chapter="8")
 
-# %% [markdown]
 # %% [markdown]
 # TransformerLens can keep each head's write separately (`hook_result`, after
 # `set_use_attn_result(True)`). We run a sequence of 20 random tokens repeated once,
-# recompute head $L.H$'s pattern from its bias-extended QK circuit (exercise 8.1), and its
-# output from the hooked pattern and the OV side (so that each check tests one circuit), as
-# chapter {doc}`07_multi_head` computed a head's output, and compare both with the hooks.
-# Again identities: they hold for any weights.
+# recompute head $L.H$'s pattern from its bias-extended QK circuit (exercise 8.1), and
+# its output from the hooked pattern and the OV side (so that each check tests one
+# circuit), as chapter {doc}`07_multi_head` computed a head's output, and compare both
+# with the hooks. Again identities: they hold for any weights.
 
 # %%
 model.set_use_attn_result(True)
@@ -275,73 +346,89 @@ scores = x1 @ W_QK_ext @ x1.T / math.sqrt(cfg.d_head)
 future = torch.ones(n_pos, n_pos).triu(1).bool()
 pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
 hooked_pattern = cache["pattern", L][0, H]
-# as for the Annotated Transformer's heads above (PAT_TERMS, with this model's sizes and one
-# more rounding for x + W_pos on each side)
-with torch.no_grad():
-    s_2l = score_size(x1, extended(attn.W_Q[H], attn.b_Q[H]), extended(attn.W_K[H], attn.b_K[H]), cfg.d_head)
-    # the output's size, mixed by the hooked pattern
-    o_2l = float((hooked_pattern @ (x.abs() @ attn.W_V[H].abs() + attn.b_V[H].abs()) @ attn.W_O[H].abs()).max())
-PAT_2L = 2 * (3 * (cfg.d_model + 1) + 2 * cfg.d_head + 2 * (n_pos + 4) + 4)
-identity_close(f"head {L}.{H}'s pattern, from its QK circuit alone, matches hook_pattern", pattern, hooked_pattern,
-               terms=PAT_2L, scale=s_2l, chapter="8")
+s_2l = score_size(x1, extended(attn.W_Q[H], attn.b_Q[H]),
+                  extended(attn.W_K[H], attn.b_K[H]), cfg.d_head)
+messages_size = x.abs() @ attn.W_V[H].abs() + attn.b_V[H].abs()
+o_2l = float((hooked_pattern @ messages_size @ attn.W_O[H].abs()).max())
+# as for the Annotated Transformer's heads, with x + W_pos on each side
+identity_close(f"head {L}.{H}'s pattern, from its QK circuit alone, matches "
+               "hook_pattern", pattern, hooked_pattern,
+               terms=pattern_terms(cfg.d_model, cfg.d_head, n_pos, extra=1),
+               scale=s_2l, chapter="8")
 
-# The output side is checked with the hooked pattern (the pattern was checked just above):
-# each side's values (d_model + 1), mix (n_pos) and W_O (d_head), at the output's size
+# the output side, from the hooked pattern (checked just above)
 out = hooked_pattern @ (x @ attn.W_V[H] + attn.b_V[H]) @ attn.W_O[H]
 hooked = cache["result", L][0, :, H]           # [pos, d_model]
-OUT_2L = 2 * (n_pos + cfg.d_model + cfg.d_head + 1)
-identity_close(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches hook_result", out, hooked,
-               terms=OUT_2L, scale=o_2l, chapter="8")
+OUT_2L = output_terms(cfg.d_model, cfg.d_head, n_pos)
+identity_close(f"head {L}.{H}'s output = pattern (x W_V + b_V) W_O matches "
+               "hook_result", out, hooked, terms=OUT_2L, scale=o_2l,
+               chapter="8")
 W_OV = attn.W_V[H] @ attn.W_O[H]
 messages = x @ W_OV + attn.b_V[H] @ attn.W_O[H]   # what each position sends
 # reassociated: W_OV and b_V W_O add d_head + 1 more
-identity_close("the same output is the pattern applied to the OV messages x W_OV + b_V W_O",
-               hooked_pattern @ messages, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l,
-               chapter="8")
+identity_close("the same output is the pattern applied to the OV messages "
+               "x W_OV + b_V W_O", hooked_pattern @ messages, hooked,
+               terms=OUT_2L + cfg.d_head + 1, scale=o_2l, chapter="8")
 
 # %% [markdown]
 # The figure shows the split on this sequence. Left, the pattern: in the second copy
-# each position attends to the position just after the earlier occurrence of its
-# token (the stripe below the diagonal), which is what an induction head does.
-# Right, how large each position's message $x_j W_{OV}$ is; the pattern picks which
-# of them arrive where.
+# each position attends to the position just after the earlier occurrence of its token
+# (the stripe below the diagonal), which is what an induction head does. Right, how
+# large each position's message $x_j W_{OV}$ is; the pattern picks which of them arrive
+# where. The stripe is a finding about training, so we set it beside a null: in the
+# second copy, the head's mean weight on every other offset (the stripe's offset is 19:
+# query $20 + k$, key $k + 1$).
 
 # %%
-# query 20 + k (second copy of token k) -> key k + 1: offset -19
-stripe = pattern.diagonal(-19)[1:]
-# "most" means more than half; weights' rounding is ~1e-6
-claim(f"in the second copy, head {L}.{H} puts most of each query's weight "
-      "on the token after the earlier occurrence (mean weight)", stripe.mean(),
-      stripe.mean() > 0.5, chapter="8")
+second = torch.arange(21, n_pos)                 # queries of the second copy
+by_offset = torch.stack([pattern[second, second - off].mean()
+                         for off in range(21)])  # mean weight at each offset
+finding(f"in the second copy, head {L}.{H} puts more weight on the token after"
+        " the earlier occurrence (offset 19) than on any other offset",
+        by_offset[19],
+        null=Null.draws("the same queries' mean weight at offsets 0-20 "
+                        "other than 19", torch.cat([by_offset[:19],
+                                                    by_offset[20:]])),
+        chapter="8")
+glue("stripe", by_offset[19].item())
 
 import plotly.graph_objects as go
 
-from circuitbook.viz import heatmap  # hover a cell for its query, key and weight
+from circuitbook.viz import heatmap  # hover a cell for its query, key, weight
 
-fig = heatmap(pattern, range(n_pos), range(n_pos), panel_titles=[f"QK: pattern of head {L}.{H}"],
-              x_title="key position j", y_title="query position i", zmin=0, zmax=1,
-              side=[go.Bar(x=list(range(n_pos)), y=messages.norm(dim=-1).tolist(),
+fig = heatmap(pattern, range(n_pos), range(n_pos),
+              panel_titles=[f"QK: pattern of head {L}.{H}"],
+              x_title="key position j", y_title="query position i",
+              zmin=0, zmax=1,
+              side=[go.Bar(x=list(range(n_pos)),
+                           y=messages.norm(dim=-1).tolist(),
                            marker_color="#ff7f0e", name="message size")],
               side_title="OV: the message at each position", side_width=0.8)
 fig.figure.update_xaxes(title_text="source position j", col=2)
-fig.figure.update_yaxes(title_text="|x_j W_OV + b_V W_O|", col=2)
+fig.figure.update_yaxes(title_text="message length", col=2)
 fig
 
 # %% [markdown]
+# In the second copy the head puts {glue:text}`stripe:.2f` of each query's weight, on
+# average, on the token after the earlier occurrence of its own.
+#
 # ### Only the products are facts about the model
 #
-# Take any invertible $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and
-# change a head's weights to
+# Start with a model like `toy-2l`, whose positions are added to the stream and whose
+# heads each have their own keys and values. Take any invertible
+# $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and change a head's weights
+# to
 #
-# $$W_Q \to W_Q G,\quad b_Q \to b_Q G,\quad W_K \to W_K G^{-\top},\quad b_K \to b_K G^{-\top},$$
+# $$W_Q \to W_Q G,\quad b_Q \to b_Q G,\quad W_K \to W_K G^{-\top},\quad
+# b_K \to b_K G^{-\top},$$
 #
 # $$W_V \to W_V M,\quad b_V \to b_V M,\quad W_O \to M^{-1} W_O .$$
 #
 # Every query changes to $qG$ and every key to $kG^{-\top}$, and
 # $qG\,(kG^{-\top})^\top = q G G^{-1} k^\top = q k^\top$: the scores do not move. The
 # values become $vM$ and $vM M^{-1} W_O = v W_O$: the output does not move either. We
-# apply a different random pair $(G, M)$ to every head of `toy-2l` (well-conditioned
-# but far from orthogonal: singular values between $e^{-1}$ and $e$) and run the model.
+# apply a different random pair $(G, M)$ to every head of `toy-2l` (well-conditioned but
+# far from orthogonal: singular values between $e^{-1}$ and $e$) and run the model.
 
 # %%
 g = torch.Generator().manual_seed(8)
@@ -378,51 +465,258 @@ for block in shuffled.blocks:
 new_logits, new_cache = shuffled.run_with_cache(tokens)
 q_change = ((shuffled.W_Q - model.W_Q).norm() / model.W_Q.norm()).item()
 v_change = ((shuffled.W_V - model.W_V).norm() / model.W_V.norm()).item()
-# G and M have singular values in [1/e, e], so condition numbers up to COND = e^2: the new
-# factors (|W_Q G| <= e |W_Q|, ...) and their products' roundings grow by up to COND, and
-# inverting G or M adds about d_head * COND roundings. One forward pass, per layer: reads
-# (d_model + 1), scores (d_head + 1), softmax (n + 4), mix (n), W_O (d_head), heads' sum
-# (n_heads); the unembedding (d_model); both models; at COND times the logits' size.
+# G and M have condition numbers up to COND = e^2: the new factors and their
+# products' roundings grow by up to COND, and inverting G or M adds about
+# d_head COND roundings, per layer, on top of one forward pass, both models
 COND = math.e ** 2
 REPARAM_TERMS = 2 * cfg.d_head + math.ceil(cfg.d_head * COND)
-FWD_TERMS = cfg.n_layers * (cfg.d_model + 2 * cfg.d_head + 2 * n_pos + cfg.n_heads + 6 + REPARAM_TERMS) + cfg.d_model
-identity_close("with W_Q G, W_K G^-T, W_V M, M^-1 W_O in every head, the logits are unchanged", new_logits, logits,
-               terms=2 * FWD_TERMS, scale=COND * float(logits.abs().max()), chapter="8")
+FWD_TERMS = forward_terms(cfg, n_pos, per_layer_extra=REPARAM_TERMS)
+identity_close("with W_Q G, W_K G^-T, W_V M, M^-1 W_O in every head, the "
+               "logits are unchanged", new_logits, logits,
+               terms=2 * FWD_TERMS, scale=COND * float(logits.abs().max()),
+               chapter="8")
 logit_bound = rounding_bound(2 * FWD_TERMS, COND * float(logits.abs().max()))
-finite_scores = torch.cat([cache["attn_scores", l].flatten() for l in range(cfg.n_layers)])
-finite_scores = finite_scores[finite_scores.isfinite()]
-# a weight's error is at most twice its scores' error: the same count at COND times the scores' size
-identity_close("and so is every attention pattern",
-               torch.stack([new_cache["pattern", l] for l in range(cfg.n_layers)]),
-               torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]), terms=4 * FWD_TERMS,
-               scale=COND * float(finite_scores.abs().max()), chapter="8")
-# W_Q G (G^-1)^T^T W_K^T vs W_Q W_K^T: three d_head products and the inverse, each side's
-# rounding at COND times the size of |W_Q| |W_K|^T (and |W_V| |W_O| for OV)
-circuit_diffs = torch.cat([(shuffled.W_Q @ shuffled.W_K.mT - model.W_Q @ model.W_K.mT).flatten(),
-                           (shuffled.W_V @ shuffled.W_O - model.W_V @ model.W_O).flatten()])
+# the scores' size: sum_e |q_e| |k_e| / sqrt(d_head), in either model
+pair_size = max(float(torch.einsum("bphe,bqhe->bhpq", c["q", l].abs(),
+                                   c["k", l].abs()).max())
+                for c in (cache, new_cache) for l in range(cfg.n_layers))
+pair_size /= math.sqrt(cfg.d_head)
+new_scores, old_scores = (
+    torch.cat([c["attn_scores", l][..., ~future].flatten()
+               for l in range(cfg.n_layers)]) for c in (new_cache, cache))
+# each score: both models' forward passes up to it, at the scores' size
+identity_close("and so is every attention score", new_scores, old_scores,
+               terms=2 * FWD_TERMS, scale=pair_size, chapter="8")
+# a pattern moves by at most twice its scores' error, plus the softmaxes
+identity_close("and so every attention pattern",
+               torch.stack([new_cache["pattern", l]
+                            for l in range(cfg.n_layers)]),
+               torch.stack([cache["pattern", l] for l in range(cfg.n_layers)]),
+               terms=4 * FWD_TERMS + 2 * (n_pos + 4), scale=pair_size,
+               chapter="8")
+# W_Q G (G^-1)^T^T W_K^T vs W_Q W_K^T: three d_head products and the inverse,
+# each side's rounding at COND times |W_Q| |W_K|^T (|W_V| |W_O| for OV)
+circuit_diffs = torch.cat([
+    (shuffled.W_Q @ shuffled.W_K.mT - model.W_Q @ model.W_K.mT).flatten(),
+    (shuffled.W_V @ shuffled.W_O - model.W_V @ model.W_O).flatten()])
 circuit_size = max(float((model.W_Q.abs() @ model.W_K.abs().mT).max()),
                    float((model.W_V.abs() @ model.W_O.abs()).max()))
-identity_close("W_QK and W_OV of every head are unchanged", circuit_diffs, torch.zeros_like(circuit_diffs),
-               terms=4 * cfg.d_head + REPARAM_TERMS, scale=COND * circuit_size, chapter="8")
-# G and M are far from the identity (random rotations around a rescaling), so the factors
-# move by about their own size; 50% is far from rounding and from no change
-claim("while W_Q and W_V themselves changed by more than 50% (relative "
-      "Frobenius norm)", f"{q_change:.2f}, {v_change:.2f}",
-      min(q_change, v_change) > 0.5, chapter="8")
+identity_close("W_QK and W_OV of every head are unchanged", circuit_diffs,
+               torch.zeros_like(circuit_diffs),
+               terms=4 * cfg.d_head + REPARAM_TERMS,
+               scale=COND * circuit_size, chapter="8")
+observation("while W_Q and W_V themselves changed (relative Frobenius norm "
+            "of the change)", f"{q_change:.2f}, {v_change:.2f}", chapter="8")
 glue("q_change", q_change)
 glue("v_change", v_change)
-glue("shuffle_logit_bound", logit_bound)  # the bound: the measured difference is rounding noise
+glue("shuffle_logit_bound", logit_bound)  # the bound, not the rounding noise
+glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
+                                     pair_size))
 
 # %% [markdown]
 # $W_Q$ moved by {glue:text}`q_change:.0%` of its norm and $W_V$ by
 # {glue:text}`v_change:.0%`, yet the logits agree to within float32 rounding (the
-# worst-case bound for this computation is {glue:text}`shuffle_logit_bound:.0e`). Training could have ended at either set of
-# weights. A statement such as "dimension 3 of head 1.1's queries detects
-# punctuation" is therefore not a fact about the model, while anything said about
-# $W_{QK}$ or $W_{OV}$ is. Chapter {doc}`03_residual_stream` made the same argument for
-# the residual stream with rotations; here any invertible matrix will do, because
-# nothing applies a nonlinearity to queries, keys or values coordinate by coordinate.
+# worst-case bound for this computation is {glue:text}`shuffle_logit_bound:.0e`), and
+# so do the attention weights (their bound, {glue:text}`pattern_bound:.0e`, is loose
+# because it allows every rounding of both forward passes to pile up on one score).
+# No input and no loss can tell the two sets of weights apart. A statement such as
+# "dimension 3 of head 1.1's queries detects punctuation" is therefore not a fact about
+# this model, while anything said about $W_{QK}$ or $W_{OV}$ is. Chapter
+# {doc}`03_residual_stream` made the same argument for the residual stream with
+# rotations; in `toy-2l` any invertible matrix will do, because its positions are added
+# to the stream before $W_Q$ and $W_K$ read it, and nothing touches queries, keys or
+# values between their weights and their products: no rotation, no normalisation, no
+# nonlinearity applied coordinate by coordinate.
+
+# %% [markdown]
+# ### With rotary positions and shared keys
 #
+# That argument needs nothing to touch queries and keys between $W_Q$, $W_K$ and their
+# dot product. In a rotary model something does: the rotations (chapter
+# {doc}`05_positional`). With $W_Q \to W_Q G$ and $W_K \to W_K G^{-\top}$ the score of
+# a query at $i$ on a key at $j$ becomes
+#
+# $$x_i\, W_Q G\, R_{i-j}\, G^{-1} W_K^\top\, x_j^\top,$$
+#
+# the same for every input and every offset if and only if
+# $G R_\Delta G^{-1} = R_\Delta$ for every $\Delta$ (the "only if" needs $W_Q$ and
+# $W_K$ of full column rank, which we check below): when $G$ **commutes with every
+# rotation**. $R_\Delta$ turns plane $m$
+# (coordinates $m$ and $m + 32$ in SmolLM2's split-halves layout) by $\Delta\theta_m$,
+# multiplying it, read as a complex number, by $e^{i\Delta\theta_m}$. SmolLM2's 32
+# frequencies $\theta_m$ are all different and lie in $(0, \pi)$, so the 64 numbers
+# $e^{\pm i\theta_m}$ are all different: $R_1$ has 64 distinct eigenvalues, and a $G$
+# that commutes with it must keep each of its eigenvectors. That rules out mixing planes,
+# and within plane $m$ leaves
+#
+# $$G_m = a_m I + b_m J = s_m R(\varphi_m), \qquad
+# J = \begin{bmatrix} 0 & 1 \\ -1 & 0 \end{bmatrix},\quad
+# a_m = s_m\cos\varphi_m,\; b_m = s_m\sin\varphi_m ,$$
+#
+# a scaled rotation: the complex number $s_m e^{i\varphi_m}$. Conversely, every such
+# block-diagonal $G$ commutes with every $R_\Delta$, since complex numbers commute. So
+# $G$ is one nonzero complex number per plane, 64 real numbers, where a model with
+# additive positions allows any of the $64^2 = 4096$. On the key side
+# $G_m^{-\top} = s_m^{-1} R(\varphi_m)$: query and key turn by the same angle, one grows
+# as the other shrinks. The values are not rotated, so $M$ stays free.
+#
+# Grouped-query attention adds one more constraint. The three query heads of a group
+# read one key head and one value head (chapter {doc}`07_multi_head`), so the one
+# $W_K^{\mathrm{kv}} G^{-\top}$ must serve all three: they must share $G$, and for the
+# same reason $M$. SmolLM2's freedom is then, per layer, three $G$ of 64 numbers and
+# three $M$ of 4096, not nine of each. What it cannot move is a fact about the model: in
+# each plane, the product of the query's and the key's size (the scale cancels) and the
+# angle between them. So the plane amplitudes of chapter {doc}`05_positional` (the
+# query's plane size times the key's) are facts about SmolLM2, not a choice of
+# coordinates.
+#
+# We check both halves on SmolLM2 with a short passage (16 tokens). First the algebra:
+# the frequencies are distinct, the weights have full column rank, a complex scalar per
+# plane commutes with every $R_\Delta$, and a generic $G$ does not. Then the model, in
+# float64 so that rounding cannot hide a real change (float32 rounding over 30 layers
+# would allow about a thousandth of a unit), reparametrised in every layer in three
+# ways: one $G$ of the allowed kind per key-value group, applied to the group's $W_K$
+# and to all three of its $W_Q^h$, with a generic $M$; a generic $G$ per group,
+# conditioned like it; and allowed $G$ that differ between the heads of a group, the
+# key taking the first head's. The first must leave the logits unchanged to rounding.
+# The other two are not symmetries, and we show it by how much they change the logits
+# next to the rounding bound. The collapsed cell loads the model and the text.
+
+# %% tags=["hide-input"]
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.models import load_pretrained
+
+smol = load_pretrained("smollm2-135m", dtype=torch.float64)
+tok = smol.tokenizer
+scenes = shakespeare_scenes()
+smol_ids = tok(scenes[390][1], return_tensors="pt",
+               add_special_tokens=False).input_ids[:, :16]
+
+# %%
+S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
+KV, D = smol.cfg.n_key_value_heads, smol.cfg.d_head
+HALF, GROUP = D // 2, S_H // KV
+
+
+def plane_scalars():
+    """A G that commutes with every rotation: in each plane (m, m + D/2) a
+    random rotation times a random scale in [1/e, e], i.e. s e^{i phi}."""
+    s = torch.exp(2 * torch.rand(HALF, generator=g) - 1)
+    phi = 2 * math.pi * torch.rand(HALF, generator=g)
+    a, b = torch.arange(HALF), torch.arange(HALF) + HALF
+    G = torch.zeros(D, D)
+    G[a, a], G[b, b] = s * phi.cos(), s * phi.cos()
+    G[a, b], G[b, a] = s * phi.sin(), -s * phi.sin()
+    return G
+
+
+theta = smol.cfg.rotary_base ** (-torch.arange(HALF, dtype=torch.float64)
+                                 * 2 / D)                   # [32]
+identity("SmolLM2's 32 rotary frequencies theta_m are distinct and lie in "
+         "(0, pi)", f"{theta.min():.1e} to {theta.max():.0f}",
+         bool((theta.diff() < 0).all() and (theta > 0).all()
+              and (theta < math.pi).all()), chapter="8")
+# the smallest singular value of every W_Q^h and W_K against the float64
+# rounding of an SVD of a d_model x d_head matrix at the largest one
+sv_ratio = min((torch.linalg.svdvals(W)[-1] / torch.linalg.svdvals(W)[0])
+               .item() for b in smol.blocks
+               for W in (*b.attn.W_Q, *b.attn._W_K))
+identity("every W_Q^h and W_K of SmolLM2 has full column rank d_head (the "
+         "smallest singular value over the largest, above float64 rounding)",
+         f"{sv_ratio:.1e}", sv_ratio > rounding_bound(
+             smol.cfg.d_model * D, 1.0, torch.float64), chapter="8")
+R_all = rotary_rotation(smol, range(smol_ids.shape[1]), dtype=torch.float64)
+G_plane = plane_scalars().double()
+G_any = random_invertible(D).double()
+# float64: each entry of G R and R G sums two products (planes do not mix)
+identity_close("a complex scalar per plane commutes with every R_Delta "
+               "(offsets 0-15)", G_plane @ R_all, R_all @ G_plane, terms=4,
+               scale=math.e, chapter="8")
+any_gap = (G_any @ R_all - R_all @ G_any).abs().max()
+identity("a generic G does not commute with them: G R - R G exceeds its "
+         "float64 rounding", f"{any_gap:.2f}",
+         bool(any_gap > rounding_bound(2 * D, math.e, torch.float64)),
+         chapter="8")
+
+# %%
+attn_weights = [(b.attn.W_Q.clone(), b.attn._W_K.clone(),
+                 b.attn._W_V.clone(), b.attn.W_O.clone())
+                for b in smol.blocks]    # stored once per key-value head
+
+
+def reparametrised_logits(kind):
+    """SmolLM2's logits on smol_ids with every layer's weights changed: per
+    key-value group a G (kind "plane": one allowed G for the group;
+    "generic": one generic G; "per head": a different allowed G per query
+    head, the key taking the first head's) and a generic M. The weights are
+    put back afterwards."""
+    for block, (W_Q, W_K, W_V, W_O) in zip(smol.blocks, attn_weights):
+        for kv in range(KV):
+            heads = range(kv * GROUP, (kv + 1) * GROUP)
+            if kind == "plane":
+                Gs = [plane_scalars().double()] * GROUP
+            elif kind == "generic":
+                Gs = [random_invertible(D).double()] * GROUP
+            else:
+                Gs = [plane_scalars().double() for _ in heads]
+            M = random_invertible(D).double()
+            for h, G in zip(heads, Gs):
+                block.attn.W_Q[h] = W_Q[h] @ G
+                block.attn.W_O[h] = torch.linalg.inv(M) @ W_O[h]
+            block.attn._W_K[kv] = W_K[kv] @ torch.linalg.inv(Gs[0]).T
+            block.attn._W_V[kv] = W_V[kv] @ M
+    logits = smol(smol_ids)
+    for block, (W_Q, W_K, W_V, W_O) in zip(smol.blocks, attn_weights):
+        block.attn.W_Q.copy_(W_Q)
+        block.attn._W_K.copy_(W_K)
+        block.attn._W_V.copy_(W_V)
+        block.attn.W_O.copy_(W_O)
+    return logits
+
+
+smol_logits = smol(smol_ids)
+changed = {kind: reparametrised_logits(kind)
+           for kind in ("plane", "generic", "per head")}
+SMOL_TERMS = smol_forward_terms(smol.cfg, smol_ids.shape[1])
+smol_bound = rounding_bound(SMOL_TERMS, COND * float(smol_logits.abs().max()),
+                            torch.float64)
+identity_close("SmolLM2 (float64) with one allowed G (a complex scalar per "
+               "plane) and one M per key-value group in every layer: the "
+               "logits are unchanged", changed["plane"], smol_logits,
+               terms=SMOL_TERMS, scale=COND * float(smol_logits.abs().max()),
+               chapter="8")
+moved = {kind: (changed[kind] - smol_logits).abs().max().item()
+         for kind in ("generic", "per head")}
+identity("a generic G per group is not a symmetry: it moves the logits by far"
+         " more than rounding", f"{moved['generic']:.2f} > {smol_bound:.1e}",
+         moved["generic"] > smol_bound, chapter="8")
+identity("nor are allowed G that differ between the heads sharing a key "
+         "head", f"{moved['per head']:.2f} > {smol_bound:.1e}",
+         moved["per head"] > smol_bound, chapter="8")
+top_same = {kind: (changed[kind].argmax(-1) == smol_logits.argmax(-1))
+            .float().mean().item() for kind in changed}
+glue("smol_bound", smol_bound)
+glue("generic_change", moved["generic"])
+glue("perhead_change", moved["per head"])
+glue("generic_top", top_same["generic"])
+glue("perhead_top", top_same["per head"])
+
+# %% [markdown]
+# With one allowed $G$ and one $M$ per key-value group in all 30 layers, SmolLM2's
+# logits agree with the original ones to within the float64 rounding bound,
+# {glue:text}`smol_bound:.0e`. A generic $G$ per group moves them by up to
+# {glue:text}`generic_change:.1f`, and allowed $G$ that differ between sibling heads
+# by up to {glue:text}`perhead_change:.1f`; the top prediction survives at
+# {glue:text}`generic_top:.0%` and {glue:text}`perhead_top:.0%` of the positions. These
+# are not findings about training, and no null is needed: for weights of full rank the
+# algebra above says these changes are not symmetries, and the numbers only show how
+# large the violation is next to rounding. So, for the book's real model, "only the
+# products are facts" becomes: the products $W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top$
+# at every offset, and $W_V^{\mathrm{kv}(h)} W_O^h$, are facts; the freedom left in the
+# factors is a complex number per rotary plane on the query-key side and an invertible
+# $M$ on the value-output side, each shared by the heads of a group.
+
+# %% [markdown]
 # ### `FactoredMatrix`
 #
 # $W_{QK}$ and $W_{OV}$ are $d_\text{model} \times d_\text{model}$ but carry only
@@ -451,48 +745,52 @@ print(ov)
 dense = ov.A.double() @ ov.B.double()   # float64 product: exact zeros stay
 ab_size = float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max())
 # two d_head-term products of the same factors
-identity_close("ov.AB is W_V W_O", ov.AB, attn.W_V[H] @ attn.W_O[H], terms=2 * cfg.d_head, scale=ab_size,
-               chapter="8")
+identity_close("ov.AB is W_V W_O", ov.AB, attn.W_V[H] @ attn.W_O[H],
+               terms=2 * cfg.d_head, scale=ab_size, chapter="8")
 U, S, V = ov.svd()
-# float32: QR and SVD of the two factors (Householder: about d_model * d_head roundings,
-# backward stable, so relative to the largest singular value), then the reconstruction's
-# d_head-term products and AB's own (2 d_head)
-SVD_TERMS = cfg.d_model * cfg.d_head + 2 * cfg.d_head
-identity_close("FactoredMatrix.svd() returns U, S, V with U diag(S) V^T = AB", U @ torch.diag(S) @ V.T, ov.AB,
-               terms=SVD_TERMS, scale=float(S.max()), chapter="8")
+SVD_TERMS = svd_terms(cfg.d_model, cfg.d_head)
+identity_close("FactoredMatrix.svd() returns U, S, V with U diag(S) V^T = AB",
+               U @ torch.diag(S) @ V.T, ov.AB, terms=SVD_TERMS,
+               scale=float(S.max()), chapter="8")
 sv = torch.linalg.svdvals(dense)
 # Weyl: a backward error E moves each singular value by at most ||E||_2
-identity_close(f"its {cfg.d_head} singular values are the top {cfg.d_head} of the dense W_OV", S,
-               sv[:cfg.d_head], terms=SVD_TERMS, scale=float(sv[0]), chapter="8")
+identity_close(f"its {cfg.d_head} singular values are the top {cfg.d_head} "
+               "of the dense W_OV", S, sv[:cfg.d_head], terms=SVD_TERMS,
+               scale=float(sv[0]), chapter="8")
 tail = (sv[cfg.d_head:].max() / sv[0])
-# float64: the exact-rank-d_head product rounds each entry (d_head terms) and the float64 SVD
-# is backward stable (d_model^2 roundings, Householder), relative to the largest singular value
-identity_close(f"the other {cfg.d_model - cfg.d_head} singular values of W_OV are zero to rounding: "
-               "rank W_OV = d_head", tail, torch.zeros_like(tail), terms=cfg.d_model ** 2 + cfg.d_head, scale=1.0,
-               chapter="8")
+# float64: the exact-rank product rounds each entry (d_head terms) and the
+# SVD is backward stable (d_model^2 roundings), relative to the largest
+identity_close(f"the other {cfg.d_model - cfg.d_head} singular values of W_OV "
+               "are zero to rounding: rank W_OV = d_head", tail,
+               torch.zeros_like(tail), terms=cfg.d_model ** 2 + cfg.d_head,
+               scale=1.0, chapter="8")
 dense_norm = torch.linalg.matrix_norm(dense).item()
-# from the float32 singular values (SVD_TERMS each, relative to the largest), squared, summed
-# over d_head and rooted (d_head + 2)
-identity_close("FactoredMatrix.norm() is the Frobenius norm of AB", ov.norm(), torch.tensor(dense_norm),
-               terms=SVD_TERMS + cfg.d_head + 2, scale=dense_norm, chapter="8")
+# from the float32 singular values, squared, summed and rooted (d_head + 2)
+identity_close("FactoredMatrix.norm() is the Frobenius norm of AB", ov.norm(),
+               torch.tensor(dense_norm), terms=SVD_TERMS + cfg.d_head + 2,
+               scale=dense_norm, chapter="8")
 eig_small = ov.eigenvalues.to(torch.complex128)          # [d_head]
 eig_dense = torch.linalg.eigvals(dense)                  # [d_model]
 nearest = (eig_small[:, None] - eig_dense[None]).abs().min(-1).values
-# the float64 zero eigenvalues are ~d_model eps64 |AB|, far below 1e-8 of the largest
+# the float64 zero eigenvalues are ~d_model eps64 |AB|, far below 1e-8 of
+# the largest
 n_nonzero = (eig_dense.abs() > 1e-8 * eig_dense.abs().max()).sum().item()
-# Bauer-Fike: float32 BA (d_model roundings) and its eig (backward error ~d_head^2 roundings)
-# move each eigenvalue by at most cond(eigenvectors) times that error, in ||BA||_2
+# Bauer-Fike: float32 BA (d_model roundings) and its eig (backward error
+# ~d_head^2 roundings) move each eigenvalue by at most cond(eigenvectors)
+# times that error, in ||BA||_2
 BA64 = ov.B.double() @ ov.A.double()
 eig_cond = torch.linalg.cond(torch.linalg.eig(BA64).eigenvectors).item()
-eig_bound = rounding_bound(cfg.d_model + cfg.d_head ** 2, eig_cond * torch.linalg.matrix_norm(BA64, 2).item())
-identity(f"FactoredMatrix.eigenvalues (eig of the {cfg.d_head} x {cfg.d_head} "
-         "BA) are the nonzero eigenvalues of the dense AB",
+eig_bound = rounding_bound(cfg.d_model + cfg.d_head ** 2,
+                           eig_cond * torch.linalg.matrix_norm(BA64, 2).item())
+identity(f"FactoredMatrix.eigenvalues (eig of the {cfg.d_head} x "
+         f"{cfg.d_head} BA) are the nonzero eigenvalues of the dense AB",
          f"{nearest.max():.1e} <= {eig_bound:.1e}, {n_nonzero} nonzero",
-         bool(nearest.max() <= eig_bound) and n_nonzero == cfg.d_head, chapter="8")
+         bool(nearest.max() <= eig_bound) and n_nonzero == cfg.d_head,
+         chapter="8")
 full = model.W_E @ ov @ model.W_U
 print("W_E @ ov @ W_U ->", full)
-claim("multiplying a FactoredMatrix keeps it factored (inner dimension "
-      "d_head)", full.mdim, full.mdim == cfg.d_head, chapter="8")
+identity("multiplying a FactoredMatrix keeps it factored (inner dimension "
+         "d_head)", full.mdim, full.mdim == cfg.d_head, chapter="8")
 
 # %% [markdown]
 # The last line is a preview: $W_E W_{OV} W_U$ is the *full* OV circuit of chapter
@@ -521,9 +819,9 @@ all_ranks = [torch.linalg.matrix_rank(M).item()
              for circuit in (qk_circuit, ov_circuit)
              for layer in range(cfg.n_layers)
              for M in dense64(circuit(model, layer))]  # per head
-claim(f"all {len(all_ranks)} circuits of toy-2l (QK and OV, 8 heads) have "
-      f"rank exactly d_head = {cfg.d_head}", sorted(set(all_ranks)),
-      set(all_ranks) == {cfg.d_head}, chapter="8")
+identity(f"all {len(all_ranks)} circuits of toy-2l (QK and OV, 8 heads) "
+         f"have rank exactly d_head = {cfg.d_head}", sorted(set(all_ranks)),
+         set(all_ranks) == {cfg.d_head}, chapter="8")
 
 
 def draw_spectra(layer=L, head=H):
@@ -554,7 +852,8 @@ explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
 # ### The paper's convention and ours
 #
 # Elhage et al. write residual vectors as **columns**. Their weights act on the left:
-# $q = W_Q^\text{p} x$ with $W_Q^\text{p} \in \mathbb{R}^{d_\text{head} \times d_\text{model}}$
+# $q = W_Q^\text{p} x$ with
+# $W_Q^\text{p} \in \mathbb{R}^{d_\text{head} \times d_\text{model}}$
 # (likewise $W_K^\text{p}, W_V^\text{p}$), and $W_O^\text{p} \in
 # \mathbb{R}^{d_\text{model} \times d_\text{head}}$; the superscript p marks the paper's
 # matrices. TransformerLens, Vaswani et al. and this book use **rows**, $q = x W_Q$.
@@ -564,7 +863,7 @@ explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
 # ### Exercise 8.2: into the paper's convention
 #
 # Before reading on, work out what the change does to each circuit. Write
-# `to_paper_convention(W_Q, W_K, W_V, W_O)`, which takes one head's TransformerLens weights
+# `to_paper_convention` (arguments `W_Q, W_K, W_V, W_O`), which takes one head's TransformerLens weights
 # and returns the pair `(W_QK, W_OV)` as Elhage et al. define them. The check tries your
 # function on random weights whose $W_{QK}$ is not symmetric, so it can tell which circuit
 # you transposed.
@@ -613,35 +912,41 @@ asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
 identity("W_QK^paper = (W_Q^p)^T W_K^p is exactly TransformerLens's W_QK",
          (W_QK_paper - W_QK).abs().max(),
          bool((W_QK_paper == W_QK).all()), chapter="8")
-# 0 for a symmetric matrix, about 1.4 for a random one, 2 for an antisymmetric one
-claim("and not its transpose: W_QK is far from symmetric "
-      "(|W - W^T| / |W|)", asym, asym > 0.5, chapter="8")
-# W_QK^paper above is the very same product of the very same tensors (exact); this one
-# multiplies the transposes, the same d_head products summed perhaps in another order
-identity_close("W_OV^paper = W_O^p W_V^p is the transpose of TransformerLens's W_OV", W_OV_paper, W_OV.T,
-               terms=2 * cfg.d_head, scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
+# a counterexample to symmetry: W - W^T above the rounding of two products
+qk_size = float((attn.W_Q[H].abs() @ attn.W_K[H].abs().T).max())
+asym_bound = rounding_bound(2 * cfg.d_head, qk_size)
+identity("and not its transpose: W_QK differs from W_QK^T by more than "
+         "rounding", f"|W - W^T| / |W| = {asym:.2f}",
+         bool((W_QK - W_QK.T).abs().max() > asym_bound), chapter="8")
+# this one multiplies the transposes: the same d_head products, perhaps
+# added in another order
+identity_close("W_OV^paper = W_O^p W_V^p is the transpose of TransformerLens's"
+               " W_OV", W_OV_paper, W_OV.T, terms=2 * cfg.d_head,
+               scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
                chapter="8")
 
 X_cols = x.T                            # paper: one column per position
 bias_part = attn.b_V[H] @ attn.W_O[H]
 h_paper = W_OV_paper @ X_cols @ hooked_pattern.T  # [d_model, pos]
 # as for the OV messages above
-identity_close("the paper's column form W_OV^p X A^T, transposed, is the hooked head output (less b_V W_O)",
-               h_paper.T + bias_part, hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l,
-               chapter="8")
-kron = torch.kron(hooked_pattern, W_OV_paper)    # [pos*d_model, pos*d_model]
+identity_close("the paper's column form W_OV^p X A^T, transposed, is the "
+               "hooked head output (less b_V W_O)", h_paper.T + bias_part,
+               hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, chapter="8")
+kron = torch.kron(hooked_pattern, W_OV_paper)   # [pos*d_model, pos*d_model]
 h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
 # the same, except that one product sums over pos * d_model terms
-identity_close("(A kron W_OV^p) applied to the stacked residual vectors gives the same output", h_kron + bias_part,
-               hooked, terms=OUT_2L + cfg.d_head + 1 + n_pos * cfg.d_model, scale=o_2l,
-               chapter="8")
+identity_close("(A kron W_OV^p) applied to the stacked residual vectors gives "
+               "the same output", h_kron + bias_part, hooked,
+               terms=OUT_2L + cfg.d_head + 1 + n_pos * cfg.d_model,
+               scale=o_2l, chapter="8")
 glue("qk_asym", asym)
 
 # %% [markdown]
 # $W_{QK}$ is far from symmetric: $\lVert W_{QK} - W_{QK}^\top\rVert$ is
 # {glue:text}`qk_asym:.2f` times $\lVert W_{QK}\rVert$ (0 for a symmetric matrix, 2
-# for an antisymmetric one). So the difference is real:
-# transposing $W_{QK}$ would swap the roles of query and key.
+# for an antisymmetric one, about $\sqrt 2$ for a random one: nothing about training is
+# claimed here). So the difference is real: transposing $W_{QK}$ would swap the roles of
+# query and key.
 #
 # One more place the paper's orientation turns up: PyTorch's `nn.Linear` stores its
 # weight as `[out, in]` and computes $x A^\top + b$. The Annotated Transformer's code
@@ -656,12 +961,13 @@ stored_err = []
 for h in range(n_heads):
     rows = slice(h * d_k, (h + 1) * d_k)
     for lin, name in zip(mha.linears[:3], "QKV"):     # W_Q^p, W_K^p, W_V^p
-        stored_err.append((lin.weight[rows] - w[f"W_{name}"][h].T).abs().max())
+        stored_err.append((lin.weight[rows] - w[f"W_{name}"][h].T)
+                          .abs().max())
     stored_err.append(                                # W_O^p: columns of W^O
         (mha.linears[3].weight[:, rows] - w["W_O"][h].T).abs().max())
-claim("nn.Linear's stored weights, sliced per head, are the paper's "
-      "column-convention W_Q^p, W_K^p, W_V^p, W_O^p", max(stored_err),
-      max(stored_err) == 0, chapter="8")
+identity("nn.Linear's stored weights, sliced per head, are the paper's "
+         "column-convention W_Q^p, W_K^p, W_V^p, W_O^p", max(stored_err),
+         bool(max(stored_err) == 0), chapter="8")
 
 # %% [markdown]
 # ## Summary
@@ -673,9 +979,18 @@ claim("nn.Linear's stored weights, sliced per head, are the paper's "
 #   hooks; biases extend $W_{QK}$ by one row and column and add $b_V W_O$ to the output.
 # - Both circuits have rank at most $d_\text{head}$: every head of `toy-2l` has
 #   exactly 16 nonzero singular values in each.
-# - The factors are not identifiable: $W_Q G, W_K G^{-\top}, W_V M, M^{-1} W_O$ changed
-#   $W_Q$ by {glue:text}`q_change:.0%` and left the logits equal to within float32
-#   rounding. Only the products describe the model.
+# - In a model with additive positions the factors are not identifiable:
+#   $W_Q G, W_K G^{-\top}, W_V M, M^{-1} W_O$ changed `toy-2l`'s $W_Q$ by
+#   {glue:text}`q_change:.0%` and left the logits equal to within float32 rounding.
+#   Only the products describe the model.
+# - In a rotary model with grouped queries, such as SmolLM2, the freedom is smaller:
+#   $G$ must commute with every rotation $R_\Delta$, which leaves a scaled rotation
+#   $aI + bJ$ within each rotary plane (64 numbers instead of 4096; $M$ stays any
+#   invertible matrix), and the query heads sharing a key-value head share one $G$ and
+#   one $M$. Such a $G$ left SmolLM2's logits unchanged to float64 rounding; a generic
+#   $G$, or allowed ones that differ between sibling heads, moved them by up to
+#   {glue:text}`generic_change:.1f` and {glue:text}`perhead_change:.1f`. How a head uses each plane is then a fact about
+#   the model, not a choice of coordinates.
 # - In the paper's column convention $W_{QK}^\text{p} = (W_Q^\text{p})^\top W_K^\text{p}$
 #   is the *same* matrix as TransformerLens's $W_{QK}$, while
 #   $W_{OV}^\text{p} = W_O^\text{p} W_V^\text{p}$ is the *transpose* of $W_{OV}$: a

@@ -157,7 +157,7 @@ def direct_path(model) -> FactoredMatrix:
     return FactoredMatrix(model.W_E, model.W_U)
 
 
-def rotary_rotation(model, offsets) -> torch.Tensor:
+def rotary_rotation(model, offsets, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``R_Delta``: the rotation RoPE puts between a query and a key ``Delta`` positions apart.
 
     RoPE (Su et al. 2021) rotates the query and key of every head by their position before the
@@ -166,24 +166,37 @@ def rotary_rotation(model, offsets) -> torch.Tensor:
     ``theta_m = base^(-2m / rotary_dim)``, as ``[[cos, sin], [-sin, cos]]`` acting on the pair of
     coordinates (m, m + rotary_dim/2) (split halves, GPT-NeoX and Llama) or (2m, 2m + 1)
     (adjacent pairs, GPT-J), as ``cfg.rotary_adjacent_pairs`` says; coordinates past
-    ``rotary_dim`` are not rotated. Rotations of one plane commute and ``R(j)^T = R(-j)``, so
-    ``q~_i k~_j^T = q_i R(i - j) k_j^T``: the score depends on the positions only through the
-    offset ``Delta = i - j``.
+    ``rotary_dim`` are not rotated. Written as complex numbers, plane m of a row is
+    ``a + ib`` and the rotation multiplies it by ``e^{i p theta_m}``. Rotations of one plane
+    commute and ``R(j)^T = R(-j)``, so ``q~_i k~_j^T = q_i R(i - j) k_j^T``: the score depends
+    on the positions only through the offset ``Delta = i - j``.
 
+    ``model``: a rotary ``HookedTransformer``, or its ``HookedTransformerConfig`` (for a
+    rotation with no model, as chapter 5 compares it with the sinusoidal shift).
     ``offsets``: an int or a sequence of ints. Returns ``[n_offsets, d_head, d_head]`` (or
-    ``[d_head, d_head]`` for one int) on the model's device, in its dtype. The angles are
-    computed in float64, so this is the exact rotation; TransformerLens computes its angles
-    ``p theta_m`` in float32, which differs from this by about ``p * eps32`` radians at
-    position ``p``.
+    ``[d_head, d_head]`` for one int) on the model's device (the CPU for a config), in
+    ``dtype`` (default: the model's, or the config's). The angles are computed in float64,
+    so in float64 this is the exact rotation to float64 rounding; TransformerLens computes
+    its angles ``p theta_m`` in float32, which differ from these by up to about ``p * eps32``
+    radians at position ``p`` (its relative error is one float32 rounding or two).
 
     Taught in chapter 5 (Positional encoding), used in chapters 6-8 and 18.
     """
-    cfg = model.cfg
+    cfg = getattr(model, "cfg", model)
     _require_plain_rotary(cfg, "rotary_rotation")
-    one = isinstance(offsets, int)
-    delta = torch.as_tensor([offsets] if one else list(offsets), dtype=torch.float64)
-    if delta.ndim != 1 or delta.numel() == 0:
-        raise ValueError(f"rotary_rotation: offsets must be an int or a non-empty sequence of ints, got {offsets!r}")
+    if hasattr(model, "cfg"):
+        weight = model.embed.W_E  # one tensor, for the model's device and dtype
+        device, default = weight.device, weight.dtype
+    else:
+        device, default = torch.device("cpu"), cfg.dtype
+    one = isinstance(offsets, int) and not isinstance(offsets, bool)
+    try:
+        delta = torch.as_tensor([offsets] if one else list(offsets), dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        delta = None
+    if delta is None or delta.ndim != 1 or delta.numel() == 0 or (delta != delta.round()).any():
+        raise ValueError("rotary_rotation: offsets must be an int or a non-empty sequence of "
+                         f"ints, got {offsets!r}")
     r, half = cfg.rotary_dim, cfg.rotary_dim // 2
     theta = cfg.rotary_base ** (-torch.arange(half, dtype=torch.float64) * 2 / r)  # [half]
     angle = delta[:, None] * theta[None, :]  # [n_offsets, half]
@@ -193,7 +206,7 @@ def rotary_rotation(model, offsets) -> torch.Tensor:
     R = torch.eye(cfg.d_head, dtype=torch.float64).repeat(len(delta), 1, 1)
     R[:, first, first], R[:, second, second] = cos, cos
     R[:, first, second], R[:, second, first] = sin, -sin
-    R = R.to(device=model.W_Q.device, dtype=model.W_Q.dtype)
+    R = R.to(device=device, dtype=dtype or default)
     return R[0] if one else R
 
 

@@ -268,9 +268,7 @@ def _flags(ex) -> list[str]:
 FLAGGED = sorted(k for k, v in EXERCISES.items() if isinstance(v, FunctionExercise) and _flags(v))
 
 
-@pytest.mark.parametrize("ex_id", [pytest.param(i, marks=pytest.mark.xfail(
-    strict=True, reason="chapter 6's `causal` flag: another helper's item of issue 29")) if i == "ch06_ex1" else i
-    for i in FLAGGED])
+@pytest.mark.parametrize("ex_id", FLAGGED)
 def test_every_flag_of_a_function_is_exercised(ex_id):
     """A function that ignores a flag must fail: each flag takes both values across the trials
     of a few seeds (what a student's check sees)."""

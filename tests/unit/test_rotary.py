@@ -97,6 +97,22 @@ def test_grouped_query_heads_share_their_key_head():
     assert torch.allclose(rotary_qk(model, 0, 3, 0).AB, qk_circuit(model, 0, 3).AB, atol=1e-6)
 
 
+def test_a_config_gives_the_models_rotation_in_the_asked_dtype():
+    model = rotary_model(adjacent=True)
+    from_cfg = rotary_rotation(model.cfg, [0, 5, -2], dtype=torch.float64)
+    assert from_cfg.dtype == torch.float64 and from_cfg.device.type == "cpu"
+    assert rotary_rotation(model.cfg, 5).dtype == model.cfg.dtype
+    from_model = rotary_rotation(model, [0, 5, -2])
+    assert from_model.dtype == model.W_E.dtype
+    # the same float64 angles, rounded once to float32 on the model's side
+    assert (from_cfg - from_model.double()).abs().max() <= rounding_bound(1, 1.0)
+    x = torch.randn(3, model.cfg.d_head, dtype=torch.float64)
+    want = complex_rotation(x, -2, model.cfg)
+    # float64 on both sides: the angle, cos/sin, and d_head products, at |x|
+    bound = rounding_bound(model.cfg.d_head + 4, float(x.abs().max()), torch.float64)
+    assert (x @ from_cfg[2] - want).abs().max() <= bound
+
+
 def test_bad_input_is_named():
     shortformer = HookedTransformer(HookedTransformerConfig(
         n_layers=1, d_model=16, n_heads=2, d_head=8, n_ctx=8, d_vocab=10, attn_only=True,
@@ -108,5 +124,7 @@ def test_bad_input_is_named():
         rotary_qk(model, 0, None, [1])
     with pytest.raises(ValueError, match="non-empty sequence"):
         rotary_rotation(model, [])
+    with pytest.raises(ValueError, match="sequence of ints"):
+        rotary_rotation(model, [1.5])
     with pytest.raises(ValueError, match="head 9 is out of range"):
         rotary_qk(model, 0, 9, [1])

@@ -5,14 +5,17 @@ Exercise 5.1 builds Vaswani et al.'s sinusoidal table,
 ``w_i = 10000^(-2i / d_model)``. Exercise 5.2 builds the matrix ``M_k`` that shifts it by
 ``k`` positions in the row-vector convention, ``PE[pos + k] = PE[pos] @ M_k``: block
 diagonal, one 2x2 block per frequency, block ``i`` = ``[[cos(k w_i), -sin(k w_i)],
-[sin(k w_i), cos(k w_i)]]`` on rows and columns ``2i, 2i + 1``.
+[sin(k w_i), cos(k w_i)]]`` on rows and columns ``2i, 2i + 1``. Exercise 5.3 applies the
+rotary position embedding (RoPE) as SmolLM2 and TransformerLens do: the row at position
+``p`` has each plane ``(m, m + d/2)`` (split halves) turned by ``p * base^(-2m/d)``, the
+plane read as the complex number ``a + ib`` and multiplied by ``e^{i p theta_m}``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake
+from circuitbook.checks.core import FunctionExercise, Mistake, random_int
 
 
 def _angles(n_pos: int, d_model: int, *, base: float = 10000.0, exponent=None, first: int = 0) -> torch.Tensor:
@@ -160,4 +163,81 @@ EX2 = FunctionExercise(
          "it on the table of exercise 5.1 shifted by k.",
 )
 
-EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
+def _rope(x: torch.Tensor, base: float, *, adjacent: bool = False, sign: float = 1.0,
+          two: bool = True, first: int = 0, reverse: bool = False, power: float = -1.0) -> torch.Tensor:
+    """RoPE on rows x [n_pos, d] at positions first.. (float64 angles), with switches for
+    the mistakes: adjacent pairs, the angle's sign, the exponent's 2, the frequencies'
+    order, the exponent's sign."""
+    n_pos, d = x.shape
+    half = d // 2
+    m = torch.arange(half, dtype=torch.float64)
+    theta = float(base) ** (power * (2 * m if two else m) / d)
+    if reverse:
+        theta = theta.flip(0)
+    angle = sign * torch.arange(first, first + n_pos, dtype=torch.float64)[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()
+    a_idx = torch.arange(half) * 2 if adjacent else torch.arange(half)
+    b_idx = a_idx + 1 if adjacent else a_idx + half
+    a, b = x[:, a_idx].double(), x[:, b_idx].double()
+    out = x.double().clone()
+    out[:, a_idx], out[:, b_idx] = a * cos - b * sin, a * sin + b * cos
+    return out.to(x.dtype)
+
+
+def rope(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Rows x [n_pos, d_head] at positions 0..n_pos-1, rotated as RoPE does (split halves):
+    plane m = coordinates (m, m + d_head/2) turned by pos * base^(-2m/d_head)."""
+    return _rope(x, base)
+
+
+_BASES = (500.0, 2000.0, 50000.0, 100000.0, 500000.0)  # never 10000: "used 10000" must show
+
+
+def _rope_inputs(g: torch.Generator) -> dict:
+    n_pos = random_int(5, 24, g)
+    d = 4 * random_int(2, 6, g)          # at least two planes per half: halves != pairs
+    return {"x": torch.randn(n_pos, d, generator=g),
+            "base": _BASES[random_int(0, len(_BASES) - 1, g)]}
+
+
+EX3 = FunctionExercise(
+    id="ch05_ex3",
+    title="the rotary position embedding",
+    reference=rope,
+    make_inputs=_rope_inputs,
+    mistakes=[
+        Mistake("adjacent pairs instead of the two halves", "SmolLM2 (like Llama and GPT-NeoX) pairs "
+                "coordinate m with coordinate m + d_head/2, one from each half of the vector. Pairing "
+                "neighbours (2m, 2m+1) is the other convention (GPT-J, and the sinusoidal table of "
+                "exercise 5.1): the same idea, but it does not reproduce this model's queries.",
+                lambda x, base: _rope(x, base, adjacent=True)),
+        Mistake("the planes turn the wrong way", "Your rotation has the right angles but the opposite "
+                "sign: read plane m as the complex number a + ib; position p multiplies it by e^(+i p "
+                "theta_m). Check by hand that at position 1 the point (1, 0) of plane 0 goes to "
+                "(cos 1, sin 1).",
+                lambda x, base: _rope(x, base, sign=-1.0)),
+        Mistake("exponent m/d_head instead of 2m/d_head", "Plane m turns at theta_m = base^(-2m/d_head): "
+                "the exponent counts coordinates, two per plane, so the slowest plane's exponent is "
+                "just under 1.",
+                lambda x, base: _rope(x, base, two=False)),
+        Mistake("positions start at 1", "The first row is position 0, which is not rotated at all: "
+                "it should come back unchanged.",
+                lambda x, base: _rope(x, base, first=1)),
+        Mistake("frequencies in reverse order", "Plane 0 is the fastest (theta_0 = 1 radian per "
+                "position) and the frequencies fall as m grows.",
+                lambda x, base: _rope(x, base, reverse=True)),
+        Mistake("base 10000 instead of the base given", "Use the `base` argument: models differ "
+                "(SmolLM2's is 100000), and the check passes others.",
+                lambda x, base: _rope(x, 10000.0)),
+        Mistake("frequencies above 1", "The frequencies are base^(-2m/d_head), at most 1 radian per "
+                "position and falling: with the exponent's sign flipped the later planes spin faster "
+                "and faster.",
+                lambda x, base: _rope(x, base, power=1.0)),
+    ],
+    hint="Work plane by plane: plane m is a pair of coordinates (a, b), one from each half of the "
+         "row, read as the complex number a + ib; turning it by an angle is multiplying by a unit "
+         "complex number. Build every angle at once by broadcasting positions [n_pos, 1] against "
+         "the d_head / 2 frequencies, as in exercise 5.1, and compute in float64.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2, EX3)}

@@ -22,50 +22,66 @@ def attention_pattern(q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> 
 
 def _pattern_inputs(g: torch.Generator) -> dict:
     n, d_k = 4 + int(torch.randint(0, 5, (1,), generator=g)), 16 + int(torch.randint(0, 49, (1,), generator=g))
-    # scaled so the softmax is neither uniform nor one-hot: every mistake changes the answer
-    return {"q": 2 * torch.randn(2, n, d_k, generator=g), "k": 2 * torch.randn(2, n, d_k, generator=g), "causal": True}
+    # scaled so the softmax is neither uniform nor one-hot: every mistake changes the answer.
+    # Consecutive trials run on consecutive seeds, so alternating the flag by the seed's parity
+    # exercises both values of `causal` in every check (a function that ignores it fails).
+    return {"q": 2 * torch.randn(2, n, d_k, generator=g), "k": 2 * torch.randn(2, n, d_k, generator=g),
+            "causal": g.initial_seed() % 2 == 0}
 
 
 def _scores(q, k):
     return q @ k.transpose(-1, -2)
 
 
+def _mask(scores: torch.Tensor, causal: bool, *, upper: bool = False) -> torch.Tensor:
+    """The causal mask when ``causal`` (``upper``: the mask pointing the wrong way)."""
+    if not causal:
+        return scores
+    allowed = _causal(scores.shape[-1])
+    return scores.masked_fill(~(allowed.T if upper else allowed), float("-inf"))
+
+
+def _scaled(q, k):
+    return _scores(q, k) / q.shape[-1] ** 0.5
+
+
 EX1 = FunctionExercise(
     id="ch06_ex1",
-    title="the causal attention pattern",
+    title="the attention pattern, causal or not",
     reference=attention_pattern,
     make_inputs=_pattern_inputs,
     mistakes=[
         Mistake("forgot the scale", "Divide the scores by sqrt(d_k) before the softmax.",
-                lambda q, k, causal: _scores(q, k).masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-1)),
+                lambda q, k, causal: _mask(_scores(q, k), causal).softmax(-1)),
         Mistake("scaled by d_k instead of sqrt(d_k)", "The scale is 1/sqrt(d_k), not 1/d_k.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1])
-                .masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-1)),
-        Mistake("forgot the causal mask", "Set the scores of future keys (j > i) to -inf before the softmax.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5).softmax(-1)),
+                lambda q, k, causal: _mask(_scores(q, k) / q.shape[-1], causal).softmax(-1)),
+        Mistake("forgot the causal mask", "With causal=True, set the scores of future keys (j > i) to -inf "
+                "before the softmax.",
+                lambda q, k, causal: _scaled(q, k).softmax(-1)),
+        Mistake("masked although causal=False", "The mask is applied only when `causal` is true; with "
+                "causal=False every query sees every key (an encoder's self-attention).",
+                lambda q, k, causal: _mask(_scaled(q, k), True).softmax(-1)),
         Mistake("mask points the wrong way", "Query i may see keys j <= i (a lower-triangular pattern), "
                 "not j >= i.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
-                .masked_fill(~_causal(q.shape[-2]).T, float("-inf")).softmax(-1)),
+                lambda q, k, causal: _mask(_scaled(q, k), causal, upper=True).softmax(-1)),
         Mistake("softmax over the wrong axis", "Normalise over keys (the last axis): each query's row must sum "
                 "to 1.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
-                .masked_fill(~_causal(q.shape[-2]), float("-inf")).softmax(-2)),
+                lambda q, k, causal: _mask(_scaled(q, k), causal).softmax(-2)),
         Mistake("masked after the softmax", "Mask before the softmax; zeroing weights afterwards leaves rows that "
                 "no longer sum to 1.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5).softmax(-1)
-                .masked_fill(~_causal(q.shape[-2]), 0.0)),
+                lambda q, k, causal: _scaled(q, k).softmax(-1).masked_fill(~_causal(q.shape[-2]), 0.0)
+                if causal else _scaled(q, k).softmax(-1)),
         Mistake("transposed", "Rows are queries and columns are keys: pattern[i, j] is how much query i attends "
                 "to key j.",
-                lambda q, k, causal: attention_pattern(q, k).transpose(-1, -2)),
+                lambda q, k, causal: attention_pattern(q, k, causal).transpose(-1, -2)),
         Mistake("unnormalised", "Apply a softmax over the keys: the pattern is a probability distribution per "
                 "query.",
-                lambda q, k, causal: (_scores(q, k) / q.shape[-1] ** 0.5)
-                .masked_fill(~_causal(q.shape[-2]), float("-inf")).exp()),
+                lambda q, k, causal: _mask(_scaled(q, k), causal).exp()),
     ],
     hint="Score every query against every key (a [batch, n, n] table, rows are queries), scale by the key "
-         "width as the paper does, and before the softmax hide the keys that come after each query (when "
-         "causal), so that they get exactly zero weight. Then normalise each row into a distribution.",
+         "width as the paper does, and, only when `causal` is true, hide the keys that come after each "
+         "query before the softmax, so that they get exactly zero weight. Then normalise each row into a "
+         "distribution. The check tries both values of `causal`.",
 )
 
 

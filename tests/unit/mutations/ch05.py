@@ -127,6 +127,66 @@ def dense_lstsq(k, d_model):  # fit M from a few positions: not the exact block 
     return torch.linalg.pinv(pe) @ _table(3 + k, d_model)[k:]
 
 
+def _rot(x, base, *, pairs=False, sign=1.0, two=True, start=0, rev=False, up=False, only_first=False):
+    n, d = x.shape
+    h = d // 2
+    m = torch.arange(h).to(x.dtype)
+    w = base ** ((2 * m if two else m) / d) if up else 1.0 / base ** ((2 * m if two else m) / d)
+    if rev:
+        w = w.flip(0)
+    ang = sign * (torch.arange(n).to(x.dtype)[:, None] + start) * w
+    c, s = ang.cos(), ang.sin()
+    if pairs:
+        a, b = x[:, 0::2], x[:, 1::2]
+        out = torch.empty_like(x)
+        out[:, 0::2], out[:, 1::2] = a * c - b * s, a * s + b * c
+        return out
+    a, b = x[:, :h], x[:, h:]
+    if only_first:
+        return torch.cat([a * c - b * s, b], -1)
+    return torch.cat([a * c - b * s, a * s + b * c], -1)
+
+
+def rope_pairs(x, base):
+    return _rot(x, base, pairs=True)
+
+
+def rope_clockwise(x, base):
+    return _rot(x, base, sign=-1.0)
+
+
+def rope_no_two(x, base):
+    return _rot(x, base, two=False)
+
+
+def rope_from_one(x, base):
+    return _rot(x, base, start=1)
+
+
+def rope_reversed(x, base):
+    return _rot(x, base, rev=True)
+
+
+def rope_base_10000(x, base):
+    return _rot(x, 10000.0)
+
+
+def rope_up(x, base):  # in float64, as the hint says: the angles round alike
+    return _rot(x.double(), base, up=True).float()
+
+
+def rope_up_float32(x, base):  # huge float32 angles round differently: unnamed
+    return _rot(x, base, up=True)
+
+
+def rope_half_only(x, base):  # forgot to write the second coordinate of each plane
+    return _rot(x, base, only_first=True)
+
+
+def rope_unchanged(x, base):
+    return x.clone()
+
+
 MUTATIONS = {
     "ch05_ex1": [
         (swapped, "sin and cos swapped"),
@@ -151,5 +211,17 @@ MUTATIONS = {
         (halves_M, "blocks on (i, i + d_model/2)"),
         (identity, "wrong values"),
         (dense_lstsq, "wrong values"),
+    ],
+    "ch05_ex3": [
+        (rope_pairs, "adjacent pairs instead of the two halves"),
+        (rope_clockwise, "the planes turn the wrong way"),
+        (rope_no_two, "exponent m/d_head instead of 2m/d_head"),
+        (rope_from_one, "positions start at 1"),
+        (rope_reversed, "frequencies in reverse order"),
+        (rope_base_10000, "base 10000 instead of the base given"),
+        (rope_up, "frequencies above 1"),
+        (rope_up_float32, "wrong values"),
+        (rope_half_only, "wrong values"),
+        (rope_unchanged, "wrong values"),
     ],
 }

@@ -9,46 +9,60 @@ def _tril(n):
     return torch.tril(torch.ones(n, n, dtype=torch.bool))
 
 
+def _masked(s, causal):
+    return s.masked_fill(~_tril(s.shape[-1]), float("-inf")) if causal else s
+
+
 def no_scale(q, k, causal=True):
-    s = q @ k.transpose(-1, -2)
-    return s.masked_fill(~_tril(q.shape[-2]), float("-inf")).softmax(-1)
+    return _masked(q @ k.transpose(-1, -2), causal).softmax(-1)
 
 
 def over_dk(q, k, causal=True):
-    s = q @ k.transpose(-1, -2) / q.shape[-1]
-    return s.masked_fill(~_tril(q.shape[-2]), float("-inf")).softmax(-1)
+    return _masked(q @ k.transpose(-1, -2) / q.shape[-1], causal).softmax(-1)
 
 
 def no_mask(q, k, causal=True):
     return (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(-1)
 
 
+def ignores_flag(q, k, causal=True):  # always masks: right for causal=True only
+    return _masked(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, True).softmax(-1)
+
+
+def flag_inverted(q, k, causal=True):  # masks exactly when it should not
+    return _masked(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, not causal).softmax(-1)
+
+
 def triu_mask(q, k, causal=True):
     s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if not causal:
+        return s.softmax(-1)
     return s.masked_fill(torch.tril(torch.ones(q.shape[-2], q.shape[-2]), -1).bool(), float("-inf")).softmax(-1)
 
 
 def softmax_queries(q, k, causal=True):
     s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    return s.masked_fill(~_tril(q.shape[-2]), float("-inf")).softmax(dim=-2)
+    return _masked(s, causal).softmax(dim=-2)
 
 
 def mask_after(q, k, causal=True):
     p = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(-1)
-    return p * _tril(q.shape[-2])
+    return p * _tril(q.shape[-2]) if causal else p
 
 
 def transposed(q, k, causal=True):
-    return attention_pattern(q, k).mT
+    return attention_pattern(q, k, causal).mT
 
 
 def exp_only(q, k, causal=True):
     s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    return torch.exp(s.masked_fill(~_tril(q.shape[-2]), float("-inf")))
+    return torch.exp(_masked(s, causal))
 
 
 def off_by_one_mask(q, k, causal=True):  # also hides the diagonal: a query may not see itself
     s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if not causal:
+        return s.softmax(-1)
     m = torch.tril(torch.ones(q.shape[-2], q.shape[-2]), -1).bool()
     m[0, 0] = True
     return s.masked_fill(~m, float("-inf")).softmax(-1)
@@ -87,6 +101,8 @@ MUTATIONS = {
         (no_scale, "forgot the scale"),
         (over_dk, "scaled by d_k instead of sqrt(d_k)"),
         (no_mask, "forgot the causal mask"),
+        (ignores_flag, "masked although causal=False"),
+        (flag_inverted, "forgot the causal mask"),  # the first trial is causal at this seed
         (triu_mask, "mask points the wrong way"),
         (softmax_queries, "softmax over the wrong axis"),
         (mask_after, "masked after the softmax"),
