@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Check yourself
 #
-# Seven questions on the ideas of this module, from $W_{QK}$ and $W_{OV}$ to the evidence
-# for induction heads. Each wrong option is a misreading that students actually make. Answer
-# all seven to submit; each answer then shows why it is right, or what is wrong with it, and
+# Eight questions on the ideas of this module, from $W_{QK}$ and $W_{OV}$ to the evidence
+# for induction heads and how to read it. Each wrong option is a misreading that students
+# actually make. Answer all eight to submit; each answer then shows why it is right, or what is wrong with it, and
 # "Try again" lets you change your answers. Nothing is recorded: this is for you.
 
 # %%
@@ -22,7 +22,9 @@ QUESTIONS = [
      "correct": 1,
      "explanation": "The score of query $x_i$ against key $x_j$ is $x_i W_Q W_K^\\top x_j^\\top$: only "
                     "the product enters, so the factors are not identifiable and only $W_{QK}$ means "
-                    "something.",
+                    "something. (With rotary embeddings the score is $x_i W_Q R_{i-j} W_K^\\top "
+                    "x_j^\\top$, and only a $G$ that commutes with every rotation $R$ leaves it "
+                    "unchanged; the factors are still not identifiable.)",
      "why_not": ["$W_Q$ and $W_K$ are learned separately and differ; $W_{QK}$ is not symmetric in "
                  "general (a previous-token head's certainly is not).",
                  None,
@@ -58,7 +60,8 @@ QUESTIONS = [
      "explanation": "One layer attends by content and position (skip-trigrams). To find 'the token "
                     "after the earlier [A]', the key at [B] must carry 'my left neighbour was A', "
                     "which a previous-token head in an earlier layer writes: K-composition, so two "
-                    "layers.",
+                    "layers. (An architecture change can lift this: chapter 19's smeared keys mix "
+                    "each key with its left neighbour's, and then one layer suffices.)",
      "why_not": ["A copying head raises the logit of what it attends to, but to attend to [B] rather "
                  "than any other earlier token, [B]'s key must say 'I follow an A', which one layer "
                  "cannot arrange.",
@@ -126,26 +129,60 @@ QUESTIONS = [
                  "product of $768 \\times 64$ and $64 \\times 768$ factors."]},
     {"question": "Which combination of evidence makes the strongest case that a head is an induction "
                  "head?",
-     "options": ["It sits in the second layer, attends to tokens far back in long natural text, "
-                 "and its pattern changes when the text repeats",
-                 "Its $W_{OV}$ has mostly positive eigenvalues, its pattern has low entropy, and its "
-                 "weights have a large Frobenius norm",
+     "options": ["It sits in the second half of the network, attends to tokens far back in long "
+                 "natural text, and its pattern changes when the text repeats",
+                 "On repeated random tokens it attends to the token after the earlier copy, and "
+                 "ablating it alone removes the in-context loss drop",
                  "On natural text it attends to the token after an earlier copy of the current token, "
                  "across many documents and several seeds, with a high score every time",
-                 "On repeated random tokens it attends to the token after the earlier copy, its OV "
-                 "circuit copies, and ablating it removes the in-context loss drop"],
+                 "On random repeats it attends to the token after the earlier copy, its OV circuit "
+                 "copies, and ablating its group of such heads removes the drop"],
      "correct": 3,
-     "explanation": "Random tokens rule out memorised bigrams, a copying OV circuit explains the "
-                    "output, and the ablation shows the model relies on the head: behaviour, "
-                    "mechanism and cause together.",
+     "explanation": "Random tokens rule out memorised bigrams, a copying OV circuit explains what the "
+                    "head writes, and ablating every head that does the same job tests whether the "
+                    "model relies on them in a way that redundancy cannot hide: behaviour, mechanism "
+                    "and cause together.",
      "why_not": ["Layer and distance are weak hints: many later heads attend far back for other "
                  "reasons (the first token, punctuation, names), and repeated text changes many "
                  "heads' patterns.",
-                 "Positive eigenvalues say the head copies whatever it attends to, not that it attends "
-                 "to the token after an earlier copy; entropy and norms describe many heads.",
-                 "However often it holds, on natural text memorised bigrams give the same pattern, and "
-                 "nothing here shows that the model relies on the head.",
+                 "Circuits are often redundant: when several heads do the same job, removing one "
+                 "leaves the others to do it, so a real induction head can fail this test. Each of "
+                 "toy-2l's four induction heads restores well under half of a corrupted run's "
+                 "induction on its own (chapter 17b), and SmolLM2 still copies much of a repeated "
+                 "passage with its strongest induction head ablated (problem 6). Nor does this "
+                 "option check what the head writes.",
+                 "A pattern says where the head looks, not what it writes or whether the model uses "
+                 "it: nothing here tests its OV circuit or its effect on the loss, and on natural "
+                 "text a head can look at the token after an earlier copy without copying it (to "
+                 "track a recurring name, say).",
                  None]},
+    {"question": "A corruption raises the loss on the predictions an induction head makes from 0.2 to "
+                 "4.0 nats. Patching the previous-token head's clean output into only the induction "
+                 "heads' keys brings it back to 0.35: a normalised effect of 0.96. What does this "
+                 "show?",
+     "options": ["That path alone brings back what the corruption took: with everything else left "
+                 "corrupted, it restores almost all of the gap",
+                 "That the previous-token head is necessary: its corrupted output in a clean run "
+                 "would lose 96% of the behaviour",
+                 "That this path carries 96% of the induction, so all the other paths together can "
+                 "carry at most 4%",
+                 "That the induction heads' keys read 96% of what the previous-token head writes "
+                 "into the stream"],
+     "correct": 0,
+     "explanation": "This is denoising: one clean path in an otherwise corrupted run restores "
+                    "(0.35 - 4.0) / (0.2 - 4.0), about 0.96, of the gap between the corrupted and the "
+                    "clean loss. The path is sufficient here; whether it is necessary is another "
+                    "experiment.",
+     "why_not": [None,
+                 "That is the opposite experiment (noising: a corrupted activation put into a clean "
+                 "run), which asks what is necessary. Denoising asks what is sufficient, and with "
+                 "redundant paths the two can disagree.",
+                 "Effects of different patches need not add up to 1: two redundant paths can each "
+                 "restore nearly everything, and paths interact. The number is this patch's share "
+                 "of the gap, not a share of a fixed budget.",
+                 "The 0.96 is a fraction of the metric's gap between the clean and the corrupted run, "
+                 "not of the head's output. How much of that output the keys read is a question about "
+                 "the weights (the K-composition score)."]},
 ]
 
 quiz = Quiz(QUESTIONS)
