@@ -57,6 +57,26 @@ def bootstrap(per_unit, n_boot=2000, seed=0):
     return per_unit[idx].mean(-1)
 
 
+class PerSequenceLoss:
+    """The patching metric mean_loss at positions `at`, kept per sequence as
+    well. A PatchingRun normalises the batch mean; `effect()` normalises each
+    sequence by its own clean and corrupted loss (the run's first two calls),
+    for a bootstrap over sequences: [batch] for the last patch measured."""
+
+    def __init__(self, tokens, at):
+        self.tokens, self.at, self.values = tokens, at, []
+
+    def __call__(self, lg):
+        per = torch.stack([mean_loss(lg[b:b + 1], self.tokens[b:b + 1],
+                                     self.at) for b in range(len(lg))])
+        self.values.append(per)
+        return per.mean()
+
+    def effect(self):
+        clean, corrupted = self.values[0], self.values[1]
+        return (self.values[-1] - corrupted) / (clean - corrupted)
+
+
 def interval(per_unit, null=0.0, alternative="greater"):
     """The bootstrap test of `per_unit`'s mean against a point null, to glue
     its numbers into the prose."""
@@ -139,7 +159,8 @@ def second_copy_loss(lg, toks):
 def run_ablated(head, layer=0):
     """(second-copy loss per sequence, best layer-1 induction score) with
     head (layer, head) mean-ablated by the reader's hook."""
-    hook = (f"blocks.{layer}.attn.hook_z", lambda z, hook: mean_ablate(z, head))
+    hook = (f"blocks.{layer}.attn.hook_z",
+            lambda z, hook: mean_ablate(z, head))
     with model.hooks(fwd_hooks=[hook]):
         lg, c = model.run_with_cache(tokens)
     stripe = c["pattern", 1].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
@@ -313,23 +334,20 @@ display(heatmap(per_head, [f"H{h}" for h in range(H)],
                 colorscale="RdBu_r", value_format=".3f"))
 
 # %% [markdown]
-# The two paths that carry the signal, measured again sequence by sequence (each of the
-# 16 sequences its own clean and corrupted run), for a bootstrap interval: L0H2's
-# output into the layer-1 keys at the first copy's positions only (key side), and into
-# the layer-1 queries (query side).
+# The two paths that carry the signal, with a bootstrap interval over the 16 sequences:
+# the metric also keeps each sequence's loss, so that each sequence's effect is
+# normalised by its own clean and corrupted loss. L0H2's output goes into the layer-1
+# keys at the first copy's positions only (key side), and into the layer-1 queries
+# (query side).
 
 # %%
 def per_sequence(bad, at, into, positions=None):
-    """Path patching L0H2 -> the layer-1 heads' `into`, one sequence at a
-    time: [16] normalised effects."""
-    out = []
-    for b in range(len(tokens)):
-        clean_b = tokens[b:b + 1]
-        run = patching_run(model, clean_b, bad[b:b + 1],
-                           lambda lg: mean_loss(lg, clean_b, at))
-        out.append(path_patch(run, (0, 2), layer1, into=into,
-                              positions=positions))
-    return torch.tensor(out)
+    """Path patching L0H2 -> the layer-1 heads' `into`: [16] normalised
+    effects, one per sequence."""
+    metric = PerSequenceLoss(tokens, at)
+    run = patching_run(model, tokens, bad, metric)
+    path_patch(run, (0, 2), layer1, into=into, positions=positions)
+    return metric.effect()
 
 
 k_at_keys = per_sequence(key_side, at_key_side, "k", positions=range(n))
@@ -674,6 +692,12 @@ receivers = [tuple(map(int, lh)) for lh in (smol_ind > 0.4).nonzero()]
 observation("the heads with an induction score above 0.4, in layers",
             f"{len(receivers)} heads, layers {receivers[0][0]}-"
             f"{receivers[-1][0]}", chapter="17")
+near = int(((smol_ind > 0.25) & (smol_ind <= 0.4)).sum())
+cut_gap = float((smol_ind - 0.4).abs().min())
+observation("the induction score closest to the 0.4 cut: its distance",
+            cut_gap, chapter="17")
+glue("smol_n_near", near)
+glue("cut_gap", cut_gap)
 glue("smol_top", top.values[0].item())
 glue("smol_top_head", f"L{top_heads[0][0]}H{top_heads[0][1]}")
 glue("smol_first", smol_nll[:, : m_rand - 1].mean().item())
@@ -693,7 +717,10 @@ glue("smol_ind_hi", receivers[-1][0])
 # $\ln$ {glue:text}`smol_vocab` = {glue:text}`smol_chance:.1f`, a uniform guess: random
 # word pieces are very unlike text, and the model confidently expects something else.)
 # The cut at 0.4 is a convention of this book, not a property of the model: induction
-# scores form a continuum, and a few heads sit near the cut (below).
+# scores form a continuum. {glue:text}`smol_n_near` more heads score between 0.25 and
+# 0.4, and the closest score lies {glue:text}`cut_gap:.3f` from the cut (far more than
+# rounding can move it, but close enough that another sample of sequences moves it
+# across, as the next section counts).
 
 # %% [markdown]
 # ### Which heads write the induction heads' keys
@@ -757,6 +784,14 @@ candidates = [tuple(map(int, lh))
               for lh in (ind_seq.max(1).values > 0.4).nonzero()]
 outliers = {r: outlier_writers(*r) for r in candidates}
 senders = sorted({(l, h) for r in receivers for l, h, _, _ in outliers[r]})
+ratios = [x for r in receivers for _, _, x, _ in outliers[r]]
+# the best writer that is not an outlier: outliers are each receiver's top k
+crowd = max(float(K[:l, :, l, h].flatten().sort(descending=True)
+                  .values[len(outliers[l, h])]) for l, h in receivers)
+crowd = crowd / base_smol
+glue("sender_lo", min(ratios))
+glue("sender_hi", max(ratios))
+glue("crowd_hi", crowd)
 for r in receivers:
     print(f"L{r[0]}H{r[1]} ({smol_ind[r]:.2f}) reads: " + (", ".join(
         f"L{l}H{h} {x:.1f}x, z {z:.0f}" for l, h, x, z in outliers[r])
@@ -805,9 +840,10 @@ old_sets = set_counts((prev_b > 0.4) & below)
 old_senders = list(old_rule(smol_prev, receivers))
 new_mode = max(new_sets, key=new_sets.get)
 old_mode = max(old_sets, key=old_sets.get)
+mode_names = " ".join(f"L{l}H{h}" for l, h in new_mode)
 observation("the K-composition rule's most common sender set, and how often "
-            "(of 2,000 resamples)", f"{' '.join(f'L{l}H{h}' for l, h in new_mode)}"
-            f": {new_sets[new_mode] / 2000:.0%}", chapter="17")
+            "(of 2,000 resamples)",
+            f"{mode_names}: {new_sets[new_mode] / 2000:.0%}", chapter="17")
 observation("the previous-token rule's most common set, and how often",
             f"{len(old_mode)} heads: {old_sets[old_mode] / 2000:.0%}",
             chapter="17")
@@ -821,10 +857,11 @@ glue("old_list", ", ".join(f"L{l}H{h}" for l, h in old_senders))
 glue("base_smol", base_smol)
 
 # %% [markdown]
-# The rule picks {glue:text}`n_senders` senders, {glue:text}`sender_list`, each
-# between about 3 and 4.5 times the random baseline ({glue:text}`base_smol:.3f`) and
-# far outside its receiver's crowd; the next-best writers of every receiver sit at
-# about 1.5 to 2 times the baseline. Among them are L17H8 and L22H1, the strongest
+# The rule picks {glue:text}`n_senders` senders, {glue:text}`sender_list`, at
+# {glue:text}`sender_lo:.1f` to {glue:text}`sender_hi:.1f` times the random baseline
+# ({glue:text}`base_smol:.3f`) into their receivers and far outside each receiver's
+# crowd; no other writer into any receiver reaches more than
+# {glue:text}`crowd_hi:.1f` times the baseline. Among them are L17H8 and L22H1, the strongest
 # K-writers into L18H6, L18H7 and L23H2, whose previous-token scores are modest: the
 # previous-token rule missed them. Its set, {glue:text}`old_list` on these 12
 # sequences, contains heads that no induction head reads. In resamples of the
@@ -852,8 +889,9 @@ glue("base_smol", base_smol)
 # senders**: their clean outputs patched into the stream at the corrupted copy's
 # positions, so that they reach everything downstream. **Everything the receivers
 # read**: the receivers' whole key (or query) input patched clean there, whatever wrote
-# it. Each passage is its own clean and corrupted run, so that a bootstrap over the 10
-# passages gives intervals (with 10 passages they are rough).
+# it. As for `toy-2l`, each passage's effect is normalised by its own clean and
+# corrupted loss, so that a bootstrap over the 10 passages gives intervals (with 10
+# passages they are rough).
 
 # %%
 m = 24
@@ -923,27 +961,26 @@ def patch_inputs(run, heads, into, positions):
 
 # %%
 def measure_side(side):
-    """Per passage [10]: each path's normalised effect on one side."""
+    """Per passage [10]: each patch's normalised effect on one side."""
     where, at = smol_sides[side]
     main = "k" if side == "key" else "q"
+    metric = PerSequenceLoss(smol_clean, at)
+    run = patching_run(smol, smol_clean, corrupted[side], metric)
+    patches = {x.upper(): lambda x=x: path_patch(
+        run, senders, receivers, into=x,
+        positions=where if x == main else None) for x in "kqv"}
+    patches["direct"] = lambda: path_patch(run, senders, into="logits")
+    patches["all routes"] = lambda: patch_heads_z(run, senders, list(where))
+    patches["receivers' input"] = lambda: patch_inputs(run, receivers, main,
+                                                       list(where))
+    if side == "key":
+        patches["K, old senders"] = lambda: path_patch(
+            run, old_senders, receivers, into="k", positions=where)
     out = {}
-    for b in range(len(smol_clean)):
-        clean_b = smol_clean[b:b + 1]
-        run = patching_run(smol, clean_b, corrupted[side][b:b + 1],
-                           lambda lg: mean_loss(lg, clean_b, at))
-        row = {x.upper(): path_patch(run, senders, receivers, into=x,
-                                     positions=where if x == main else None)
-               for x in "kqv"}
-        row["direct"] = path_patch(run, senders, into="logits")
-        row["all routes"] = patch_heads_z(run, senders, list(where))
-        row["receivers' input"] = patch_inputs(run, receivers, main,
-                                               list(where))
-        if side == "key":
-            row["K, old senders"] = path_patch(run, old_senders, receivers,
-                                               into="k", positions=where)
-        for k, v in row.items():
-            out.setdefault(k, []).append(v)
-    return {k: torch.tensor(v) for k, v in out.items()}
+    for name, do in patches.items():
+        do()
+        out[name] = metric.effect()
+    return out
 
 
 smol_paths = {side: measure_side(side) for side in smol_sides}
@@ -1008,11 +1045,11 @@ glue("smol_m", m)
 # restores {glue:text}`smol_key_all_routes:.0%`
 # ({glue:text}`smol_key_all_routes_lo:.0%` to {glue:text}`smol_key_all_routes_hi:.0%`):
 # what the senders write also reaches the keys through MLPs and intermediate heads, and
-# the keys of heads that are not receivers (several heads score between 0.25 and 0.4
-# on induction). Patching the receivers' whole key input, whatever wrote it, restores
-# {glue:text}`smol_key_receivers_input:.0%`, less than all routes from the senders: the
-# receivers' keys are not the only place where the senders' signal matters. In a
-# 30-layer model the circuit is the senders, the receivers and a share of the rest.
+# the keys of heads that are not receivers ({glue:text}`smol_n_near` heads score
+# between 0.25 and 0.4 on induction). Patching the receivers' whole key input, whatever
+# wrote it, restores {glue:text}`smol_key_receivers_input:.0%`
+# ({glue:text}`smol_key_receivers_input_lo:.0%` to
+# {glue:text}`smol_key_receivers_input_hi:.0%`). RECEIVERS_SENTENCE
 #
 # The query side repeats the pattern at a smaller scale. The Q path restores
 # {glue:text}`smol_query_Q:.0%` ({glue:text}`smol_query_Q_lo:.0%` to

@@ -232,12 +232,16 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# What would these numbers be if training had put nothing there? The null for every
-# finding in this chapter is the same architecture at initialisation: 40 copies of
+# What would these numbers be if training had put nothing there? The null for most
+# findings in this chapter is the same architecture at initialisation: 40 copies of
 # `toy-2l`'s recipe with fresh random weights (seeds 1 to 40), measured exactly as the
-# trained model is. The next cell builds them and computes, for each, every statistic
-# this chapter reports; a trained value that lies beyond all 40 has a permutation
-# $p = 1/41 \approx 0.024$, below the level 0.05 we use throughout.
+# trained model is. A trained value beyond all 40 has a permutation $p = 1/41 \approx
+# 0.024$, below the level 0.05 we use throughout. That null says what training added,
+# not what the head does: a trained head can stand out from untrained ones for other
+# reasons than induction. So the induction score also gets a behavioural null, the same
+# stripe when the second half of each sequence is fresh random tokens, where there is
+# nothing to copy. The next cell builds the untrained models and computes, for each,
+# every statistic this chapter reports, and runs the trained model on the fresh halves.
 
 # %% tags=["hide-input"]
 N_NULL = 40
@@ -250,18 +254,30 @@ null_stripes = [stripes(c) for c in null_runs]
 null_prev = torch.stack([p for _, p in null_stripes])     # [40, layer, head]
 null_ind = torch.stack([i for i, _ in null_stripes])
 del null_runs
+# the same model on sequences whose second half is fresh: nothing to copy
+g = torch.Generator().manual_seed(7)
+fresh = torch.cat([tokens[:, :n],
+                   torch.randint(0, cfg.d_vocab, (16, n), generator=g)], 1)
+fresh_ind = model.run_with_cache(fresh)[1]["pattern", 1].diagonal(
+    offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(-1)      # [batch, head]
 
 # %%
 prev_head = divmod(int(prev.argmax()), H)
-finding(f"L{prev_head[0]}H{prev_head[1]} attends to the previous token: its "
-        "score against every head of the untrained models",
-        prev.max(), null=Null.draws("the 8 heads of each of 40 untrained "
-                                    "toy-2l's", null_prev.flatten()),
+finding(f"L{prev_head[0]}H{prev_head[1]} attends to the previous token: the "
+        "best head's score against the best head of each untrained model",
+        prev.max(), null=Null.draws("the best of the 8 heads of each of 40 "
+                                    "untrained toy-2l's",
+                                    null_prev.flatten(1).max(1).values),
         chapter="17")
 finding("every layer-1 head is an induction head: the weakest of the four "
-        "against the layer-1 heads of the untrained models", ind[1].min(),
-        null=Null.draws("the 4 layer-1 heads of each of 40 untrained "
-                        "toy-2l's", null_ind[:, 1].flatten()), chapter="17")
+        "against the same stripe on sequences whose second half is fresh, "
+        "with nothing to copy", ind[1].min(),
+        null=Null.draws("the 4 layer-1 heads on 16 sequences with a fresh "
+                        "second half", fresh_ind.flatten()), chapter="17")
+finding("...and against the layer-1 heads of the untrained models",
+        ind[1].min(), null=Null.draws("the 4 layer-1 heads of each of 40 "
+                                      "untrained toy-2l's",
+                                      null_ind[:, 1].flatten()), chapter="17")
 observation("the layer-0 heads' largest induction score (a layer-0 head reads "
             "only tokens and positions, so it cannot be one)", ind[0].max(),
             chapter="17")
@@ -270,6 +286,7 @@ glue("prev_null_max", null_prev.max().item())
 glue("ind_min", ind[1].min().item())
 glue("ind_max", ind[1].max().item())
 glue("ind_null_max", null_ind[:, 1].max().item())
+glue("ind_fresh_max", fresh_ind.max().item())
 glue("ind_l0_max", ind[0].max().item())
 
 # %% [markdown]
@@ -278,7 +295,8 @@ glue("ind_l0_max", ind[0].max().item())
 # layer 1 there is not one induction head but four, with scores from
 # {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`, against at most
 # {glue:text}`ind_null_max:.3f` untrained (about one over the number of keys a query
-# sees: attention spread evenly). The zoo's metrics name L1H1 only because it is the
+# sees: attention spread evenly) and at most {glue:text}`ind_fresh_max:.2f` for the
+# trained heads themselves when the second half is fresh: the score needs the repeat. The zoo's metrics name L1H1 only because it is the
 # largest. No layer-0 head scores above {glue:text}`ind_l0_max:.2f`, as it must be: a
 # layer-0 head reads nothing but the tokens and their positions.
 #
@@ -365,15 +383,19 @@ null_wins = torch.stack([k_wins(m) for m in untrained])  # [40, w, r]
 null_copying = torch.stack([copying_scores(m)[1] for m in untrained])
 
 # %%
+# L0H2 was picked as the best previous-token head, so its values are set
+# beside the best layer-0 head of each untrained model
 finding("L0H2's positional QK circuit scores key p - 1 highest for nearly "
         "every query position p (fraction of positions)", back,
-        null=Null.draws("the 4 layer-0 heads of each of 40 untrained "
-                        "toy-2l's", null_back), chapter="17")
+        null=Null.draws("the best of the 4 layer-0 heads of each of 40 "
+                        "untrained toy-2l's", null_back.view(N_NULL, H).max(1)
+                        .values), chapter="17")
 finding("through L0H2, every layer-1 head's keys match the query's token: "
         "the diagonal of the K-composition circuit wins in every column "
         "(the weakest of the four readers)", wins[2].min(),
-        null=Null.draws("all 16 writer-reader pairs of each of 40 untrained "
-                        "toy-2l's", null_wins.flatten()), chapter="17")
+        null=Null.draws("the best layer-0 writer of each of 40 untrained "
+                        "toy-2l's, by its weakest reader",
+                        null_wins.min(2).values.max(1).values), chapter="17")
 observation("the fraction of query tokens that find their match through any "
             "other layer-0 head, at most", wins[[0, 1, 3]].max(),
             chapter="17")
