@@ -237,8 +237,10 @@ glue("clean_second", clean_second.mean().item())
 glue("abl2_loss", ablated[2][0].mean().item())
 glue("abl2_score", ablated[2][1].item())
 glue("abl1_loss", ablated[1][0].mean().item())
-glue("two_back_all", cache["pattern", 0][:, 1].diagonal(
-    offset=-2, dim1=-2, dim2=-1).mean().item())
+two_back = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2,
+                                              dim2=-1).mean(0)  # p = 2..63
+glue("two_back_all", two_back.mean().item())
+glue("two_back_ch13", two_back[4:38].mean().item())       # p = 6..39
 
 # %% [markdown]
 # Without L0H2 the second-copy loss goes from {glue:text}`clean_second:.3f` to
@@ -251,10 +253,11 @@ glue("two_back_all", cache["pattern", 0][:, 1].diagonal(
 # rises to {glue:text}`abl1_loss:.2f`. It attends two tokens back, which lets the
 # induction heads check a second token of agreement (the second term of chapter
 # {doc}`17_induction_heads`'s score split). Over all query positions of these
-# sequences it puts {glue:text}`two_back_all:.2f` of its attention two back, less than
-# the 0.87 chapter {doc}`13_path_expansion` reports, because it looks two back only up
-# to about position 35 (chapter {doc}`17_induction_heads` plots it) and chapter 13's
-# 40-token sequence has few positions beyond.
+# sequences it puts {glue:text}`two_back_all:.2f` of its attention two back; over the
+# query positions 6 to 39 that chapter {doc}`13_path_expansion` averages on its 40-token
+# sequence, {glue:text}`two_back_ch13:.2f`. The head looks two back only early in the
+# context (chapter {doc}`17_induction_heads` plots it by position), and chapter 13's
+# sequence has few positions beyond.
 
 # %% [markdown]
 # ### Patching: which path carries induction
@@ -393,7 +396,8 @@ for name, value in [("clean_key_loss", key_run.clean_value),
 # {glue:text}`corr_query_loss:.2f` nats) finds a second path: L0H2's output at the
 # *query* restores {glue:text}`q_path_toy:.1%` through the layer-1 queries (the other
 # paths at most {glue:text}`others_q:.1%`). That is the second term of the score split,
-# the query's previous token checked against what L0H1 wrote at the key.
+# the query's previous token checked against what the other layer-0 heads, L0H1 among
+# them, wrote at the key.
 #
 # Patching whole heads tells the same story with one twist. L0H2 alone restores
 # {glue:text}`l0h2_patch:.1%` of the key-side gap, but each layer-1 head alone restores

@@ -18,9 +18,11 @@ from circuitbook.book import Null, finding, glue, observation
 from circuitbook.composition import random_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
-from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
-                                            induction_measures, induction_stepper,
-                                            path_counts, pick_heads, stepper_data)
+from circuitbook.widgets.explainers import (DURSLEY, composition_builder,
+                                            control_tokens,
+                                            induction_measures,
+                                            induction_stepper, path_counts,
+                                            pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 model = load("toy-2l")
@@ -45,7 +47,7 @@ smol, tokenizer = load_smollm2(progress=False)
 
 # %%
 g = torch.Generator().manual_seed(0)
-half = torch.randint(1000, 40000, (1, 40), generator=g)      # ordinary word pieces
+half = torch.randint(1000, 40000, (1, 40), generator=g)  # word pieces
 prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
 induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
                   prev_head=prev_head, induction_head=ind_head)
@@ -59,11 +61,13 @@ induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
 
 # %%
 text_ids = tokenizer(" " + DURSLEY)["input_ids"]
-controls = [control_tokens(text_ids, 1000, 40000, seed) for seed in range(1, 21)]
-# [21, 3]: (attention on the target, p(correct) at the end, p(target) after the first copy)
+controls = [control_tokens(text_ids, 1000, 40000, seed)
+            for seed in range(1, 21)]
+# [21, 3]: attention on the target, p(correct) at the end, and p(target)
+# right after the first copy
 measured = induction_measures(smol, [text_ids] + controls, ind_head)
 text_m, rand_m = measured[0], measured[1:]
-uniform = 1 / len(text_ids)                    # attention spread evenly over the context
+uniform = 1 / len(text_ids)          # attention spread evenly over the context
 print(f"heads: previous-token {prev_head}, induction {ind_head}; "
       f"{len(text_ids)} tokens")
 print(f"{'':26}{'text':>8}{'random: mean':>14}{'min':>8}{'max':>8}")
@@ -82,17 +86,19 @@ glue("smol_ind", f"L{ind_head[0]}H{ind_head[1]}")
 glue("smol_prev", f"L{prev_head[0]}H{prev_head[1]}")
 gen = torch.Generator().manual_seed(0)
 resample = torch.randint(0, len(rand_m), (2000, len(rand_m)), generator=gen)
-finding("on random tokens, SmolLM2's induction head attends to the token after the "
-        "earlier copy more than attention spread evenly would (mean of 20 controls)",
-        rand_m[:, 0].mean(), null=Null.point("uniform attention over the context",
-                                             uniform),
+finding("on random tokens, SmolLM2's induction head attends to the token "
+        "after the earlier copy more than attention spread evenly would "
+        "(mean of 20 controls)", rand_m[:, 0].mean(),
+        null=Null.point("uniform attention over the context", uniform),
         boot=rand_m[resample, 0].mean(-1), chapter="induction module")
-observation("on the sentence, its attention on the token after the earlier 'Mr'",
-            float(text_m[0]), chapter="induction module")
-observation("after the first 'Mr', with nothing to copy, SmolLM2's probability of the "
-            "next token", float(text_m[2]), chapter="induction module")
-finding("on the sentence SmolLM2 gives the correct next token more probability than on "
-        "every one of the 20 random controls", float(text_m[1]),
+observation("on the sentence, its attention on the token after the earlier "
+            "'Mr'", float(text_m[0]), chapter="induction module")
+observation("after the first 'Mr', with nothing to copy, SmolLM2's "
+            "probability of the next token", float(text_m[2]),
+            chapter="induction module")
+finding("on the sentence SmolLM2 gives the correct next token more "
+        "probability than on every one of the 20 random controls",
+        float(text_m[1]),
         null=Null.draws("the 20 random-token controls", rand_m[:, 1]),
         chapter="induction module")
 
@@ -135,19 +141,20 @@ stepper = induction_stepper(model, live="toy-2l")
 stepper
 
 # %%
-data = stepper_data(model)  # the same two sequences, in Python: the numbers quoted below
+data = stepper_data(model)  # the same two sequences, in Python, for the prose
 text, rand = data["sequences"]["text"], data["sequences"]["random"]
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
 glue("step_attn", text["attention_on_target"])
 glue("step_rand_attn", rand["attention_on_target"])
-observation("on the Dursley sentence, toy-2l's induction head's attention on the token "
-            "after the earlier 'Mr'", text["attention_on_target"], chapter="induction module")
+observation("on the Dursley sentence, toy-2l's induction head's attention on "
+            "the token after the earlier 'Mr'", text["attention_on_target"],
+            chapter="induction module")
 observation("toy-2l's top prediction on the text, and the expected next word",
             f"{text['model_top'][0][0]!r}, expected {text['expected']!r}",
             chapter="induction module")
-observation("toy-2l's top prediction on the random-token control, and the token that "
-            "followed the earlier occurrence",
+observation("toy-2l's top prediction on the random-token control, and the "
+            "token that followed the earlier occurrence",
             f"{rand['model_top'][0][0]!r}, expected {rand['expected']!r}",
             chapter="induction module")
 
@@ -181,12 +188,14 @@ glue("b_k", scores["K"])
 glue("b_q", scores["Q"])
 glue("b_v", scores["V"])
 glue("b_base", builder.data["baseline"])
-random_k = random_scores(model.cfg.d_model, model.cfg.d_head, n_samples=200, kind="K")
-finding("in toy-2l, the two heads' K-composition score stands out from pairs of random "
-        "heads of the same shapes", scores["K"],
-        null=Null.draws("200 pairs of random Gaussian heads, d_model 64, d_head 16",
-                        random_k), chapter="induction module")
-observation("their Q- and V-composition scores", f"Q {scores['Q']:.2f}, V {scores['V']:.2f}",
+random_k = random_scores(model.cfg.d_model, model.cfg.d_head, n_samples=200,
+                         kind="K")
+finding("in toy-2l, the two heads' K-composition score stands out from "
+        "pairs of random heads of the same shapes", scores["K"],
+        null=Null.draws("200 pairs of random Gaussian heads, d_model 64, "
+                        "d_head 16", random_k), chapter="induction module")
+observation("their Q- and V-composition scores",
+            f"Q {scores['Q']:.2f}, V {scores['V']:.2f}",
             chapter="induction module")
 gpt2_like = path_counts(12, 12)
 glue("n12_logits", f"{gpt2_like['logits']:,}")
@@ -243,8 +252,9 @@ pats = torch.stack([cache["pattern", l0][0, h0], cache["pattern", l1][0, h1]])
 second = torch.arange(n, 2 * n)
 back = float(pats[0, second, second - 1].mean())
 ahead = float(pats[1, second, second - n + 1].mean())
-observation("on this repeated random sequence, the previous-token head's attention one "
-            "back and the induction head's to the token after the earlier occurrence",
+observation("on this repeated random sequence, the previous-token head's "
+            "attention one back and the induction head's to the token after "
+            "the earlier occurrence",
             f"{back:.2f}, {ahead:.2f}", chapter="induction module")
 attention_pattern_view([f"t{i}" for i in rep[0].tolist()], pats,
                        [f"{l0}.{h0} previous-token", f"{l1}.{h1} induction"])

@@ -64,18 +64,19 @@ lab
 (l0, h0), (l1, h1) = pick_heads(model)
 n = 24
 tokens = repeated_random_tokens(32, n, model.cfg.d_vocab, seed=1)  # [32, 48]
-second = torch.arange(n, 2 * n)                                   # second-copy queries
+second = torch.arange(n, 2 * n)                        # second-copy queries
 ref = reference_tokens(model)
 
 
 def measure(heads=(), how="mean"):
-    """Per sequence [32] each: (induction head's attention to the token after the
-    earlier copy, loss on the first copy, loss on the second copy from its second
-    token: its first cannot be predicted), with ``heads`` ablated."""
+    """Per sequence [32] each: (induction head's attention to the token after
+    the earlier copy, loss on the first copy, loss on the second copy from its
+    second token: its first cannot be predicted), with ``heads`` ablated."""
     hooks = []
     if heads:
+        reference = ref if how == "mean" else None
         hooks = ablate(model, list(heads), how,
-                       reference_tokens=ref if how == "mean" else None).fwd_hooks
+                       reference_tokens=reference).fwd_hooks
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits, cache = model.run_with_cache(tokens)
     attn = cache["pattern", l1][:, h1, second, second - n + 1].mean(-1)
@@ -87,7 +88,8 @@ def measure(heads=(), how="mean"):
 def bootstrap(x, n_boot=2000):
     """Means of x [32] over resampled sequences, for an interval."""
     gen = torch.Generator().manual_seed(0)
-    return x[torch.randint(0, len(x), (n_boot, len(x)), generator=gen)].mean(-1)
+    idx = torch.randint(0, len(x), (n_boot, len(x)), generator=gen)
+    return x[idx].mean(-1)
 
 
 clean = measure()
@@ -110,16 +112,17 @@ glue("lab_ind", f"L{l1}H{h1}")
 worst_other = max(float(r[2].mean()) for r in others.values())
 glue("lab_other_loss2", worst_other)
 drop = clean[0] - broken[0]
-finding("mean-ablating toy-2l's previous-token head lowers the induction head's "
-        "attention to the token after the earlier copy (clean minus ablated, per "
-        "sequence)", drop.mean(), null=Null.point("no change", 0.0),
-        boot=bootstrap(drop), chapter="induction module")
+finding("mean-ablating toy-2l's previous-token head lowers the induction "
+        "head's attention to the token after the earlier copy (clean minus "
+        "ablated, per sequence)", drop.mean(),
+        null=Null.point("no change", 0.0), boot=bootstrap(drop),
+        chapter="induction module")
 rise = broken[2] - clean[2]
 finding("...and raises the second-copy loss", rise.mean(),
         null=Null.point("no change", 0.0), boot=bootstrap(rise),
         chapter="induction module")
-observation("the largest second-copy loss with any other layer-0 head mean-ablated",
-            worst_other, chapter="induction module")
+observation("the largest second-copy loss with any other layer-0 head "
+            "mean-ablated", worst_other, chapter="induction module")
 
 # %% [markdown]
 # Clean, induction head {glue:text}`lab_ind` puts {glue:text}`lab_clean_attn:.2f` of its
@@ -139,8 +142,8 @@ observation("the largest second-copy loss with any other layer-0 head mean-ablat
 
 # %%
 def second_copy_loss(seg):
-    """Mean loss on the second copy (from its second token) of 32 random segments of
-    ``seg`` tokens, repeated."""
+    """Mean loss on the second copy (from its second token) of 32 random
+    segments of ``seg`` tokens, repeated."""
     t = repeated_random_tokens(32, seg, model.cfg.d_vocab, seed=2)
     with torch.no_grad():
         logp = model(t).log_softmax(-1)[:, :-1]
@@ -153,7 +156,8 @@ print("second-copy loss by segment length:",
 glue("lab_short8", by_length[8])
 glue("lab_short24", by_length[24])
 observation("second-copy loss on 8-token and on 24-token segments",
-            f"{by_length[8]:.2f} vs {by_length[24]:.2f}", chapter="induction module")
+            f"{by_length[8]:.2f} vs {by_length[24]:.2f}",
+            chapter="induction module")
 
 # %% [markdown]
 # On 8-token segments the second copy costs {glue:text}`lab_short8:.2f` nats a token, against
@@ -174,14 +178,16 @@ with torch.no_grad():
     parts = logit_attribution(model, start)
 n_parts = len(parts.parts())
 abs_sum = sum(t.abs() for _, t in parts.parts())
-# rounding: the model's own forward pass, the expansion's longest chain (two heads' V and O
-# products and two pattern sums), and one addition per part; scale: the parts' total size
+# rounding: the model's own forward pass, the expansion's longest chain (two
+# heads' V and O products and two pattern sums), and one addition per part;
+# scale: the parts' total size
 terms = (attn_only_forward_terms(model.cfg, start.shape[1])
          + 2 * (model.cfg.d_model + model.cfg.d_head + start.shape[1])
          + model.cfg.d_model + n_parts)
-identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, 2 biases) sum to "
-               "toy-2l's logits", parts.total(), logits, terms=terms,
-               scale=float(abs_sum.max()), chapter="induction module")
+identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, "
+               "2 biases) sum to toy-2l's logits", parts.total(), logits,
+               terms=terms, scale=float(abs_sum.max()),
+               chapter="induction module")
 glue("lab_parts", n_parts)
 
 # %% [markdown]
