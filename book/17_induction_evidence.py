@@ -858,6 +858,22 @@ glue("new_n_sets", len(new_sets))
 glue("old_stable", old_sets[old_mode] / 2000)
 glue("old_n_sets", len(old_sets))
 glue("old_list", ", ".join(f"L{l}H{h}" for l, h in old_senders))
+unread = [lh for lh in old_senders if lh not in senders]
+glue("old_unread", ", ".join(f"L{l}H{h}" for l, h in unread))
+# how the other sets differ from the most common one, and who reads the
+# senders they lack
+lacking = sorted({lh for st in new_sets if st != new_mode
+                  for lh in set(new_mode) - set(st)})
+readers_of = {lh: [r for r in receivers if any((l, h) == lh for l, h, _, _
+                                               in outliers[r])]
+              for lh in lacking}
+glue("new_lacking", ", ".join(
+    f"L{l}H{h} (read only by " + ", ".join(
+        f"L{rl}H{rh}, induction score {smol_ind[rl, rh]:.2f}"
+        for rl, rh in readers_of[(l, h)]) + ")" for l, h in lacking)
+    or "none")
+for name, (l, h) in [("l17h8", (17, 8)), ("l22h1", (22, 1))]:
+    glue(f"prev_{name}", float(smol_prev[l, h]))
 glue("base_smol", base_smol)
 
 # %% [markdown]
@@ -865,15 +881,16 @@ glue("base_smol", base_smol)
 # {glue:text}`sender_lo:.1f` to {glue:text}`sender_hi:.1f` times the random baseline
 # ({glue:text}`base_smol:.3f`) into their receivers and far outside each receiver's
 # crowd; no other writer into any receiver reaches more than
-# {glue:text}`crowd_hi:.1f` times the baseline. Among them are L17H8 and L22H1, the strongest
-# K-writers into L18H6, L18H7 and L23H2, whose previous-token scores are modest: the
-# previous-token rule missed them. Its set, {glue:text}`old_list` on these 12
-# sequences, contains heads that no induction head reads. In resamples of the
+# {glue:text}`crowd_hi:.1f` times the baseline. Among them are L17H8 and L22H1, the
+# strongest K-writers into L18H6, L18H7 and L23H2, which the previous-token rule missed:
+# L17H8's previous-token score is only {glue:text}`prev_l17h8:.2f`, and L22H1 (score
+# {glue:text}`prev_l22h1:.2f`) sits above the first induction head's layer, where that
+# rule did not look. Its set, {glue:text}`old_list` on these 12 sequences, contains
+# {glue:text}`old_unread`, which no receiver reads by this test. In resamples of the
 # sequences the K-composition rule gives its most common set
 # {glue:text}`new_stable:.0%` of the time ({glue:text}`new_n_sets` different sets in
-# all; the other drops L19H3, whose only reader, L20H6, scores close to the 0.4 cut),
-# the previous-token rule {glue:text}`old_stable:.0%` of the time
-# ({glue:text}`old_n_sets` different sets).
+# all; the others lack {glue:text}`new_lacking`), the previous-token rule
+# {glue:text}`old_stable:.0%` of the time ({glue:text}`old_n_sets` different sets).
 
 # %% [markdown]
 # ### Path patching in SmolLM2
@@ -1016,6 +1033,12 @@ finding("the senders' other routes carry more: all routes minus the K path",
         (key["all routes"] - key["K"]).mean(),
         null=Null.point("no difference", 0.0),
         boot=bootstrap(key["all routes"] - key["K"]), chapter="17")
+recv_k = key["receivers' input"]
+finding("...and more than the receivers' whole key input restores: all "
+        "routes from the senders minus the receivers' keys patched clean",
+        (key["all routes"] - recv_k).mean(),
+        null=Null.point("no difference", 0.0),
+        boot=bootstrap(key["all routes"] - recv_k), chapter="17")
 finding("SmolLM2, query side: the Q path (senders into the receivers' "
         "queries, at the second copy) restores part of the gap",
         qry["Q"].mean(), null=Null.point("as corrupted", 0.0),
@@ -1024,6 +1047,11 @@ finding("...and the senders' other routes carry more on this side too",
         (qry["all routes"] - qry["Q"]).mean(),
         null=Null.point("no difference", 0.0),
         boot=bootstrap(qry["all routes"] - qry["Q"]), chapter="17")
+recv_q = qry["receivers' input"]
+finding("...but the receivers' whole query input restores more than all "
+        "routes from the senders", (recv_q - qry["all routes"]).mean(),
+        null=Null.point("no difference", 0.0),
+        boot=bootstrap(recv_q - qry["all routes"]), chapter="17")
 for side, paths_ in smol_paths.items():
     for col, values in paths_.items():
         test = interval(values, alternative="two-sided")
@@ -1032,6 +1060,8 @@ for side, paths_ in smol_paths.items():
         glue(f"smol_{side}_{tag}_lo", test.lo)
         glue(f"smol_{side}_{tag}_hi", test.hi)
 glue("smol_rest_k", rest_k.mean().item())
+glue("smol_other_share", ((key["all routes"] - key["K"]).mean()
+                          / key["all routes"].mean()).item())
 glue("smol_m", m)
 
 # %% [markdown]
@@ -1053,16 +1083,23 @@ glue("smol_m", m)
 # between 0.25 and 0.4 on induction). Patching the receivers' whole key input, whatever
 # wrote it, restores {glue:text}`smol_key_receivers_input:.0%`
 # ({glue:text}`smol_key_receivers_input_lo:.0%` to
-# {glue:text}`smol_key_receivers_input_hi:.0%`). RECEIVERS_SENTENCE
+# {glue:text}`smol_key_receivers_input_hi:.0%`), less than all routes from the senders
+# (the paired difference is tested above): the receivers' keys are not the only place
+# where the senders' signal does its work. Both extra patches test the explanation an
+# earlier version of this page gave without testing it, that the direct path leaves
+# out routes "through other heads and MLPs": on the key side those routes carry
+# {glue:text}`smol_other_share:.0%` of what the senders' outputs restore through all
+# routes.
 #
-# The query side repeats the pattern at a smaller scale. The Q path restores
-# {glue:text}`smol_query_Q:.0%` ({glue:text}`smol_query_Q_lo:.0%` to
-# {glue:text}`smol_query_Q_hi:.0%`), all routes from the senders
-# {glue:text}`smol_query_all_routes:.0%`, and the receivers' whole query input
-# {glue:text}`smol_query_receivers_input:.0%`. The query's previous token matters to
-# SmolLM2's induction heads as it does to `toy-2l`'s, but less of that information
-# travels directly from these senders. All of this is one model, one corruption
-# scheme per side, and {glue:text}`smol_m`-token passages of one corpus.
+# The query side is different. The Q path restores {glue:text}`smol_query_Q:.0%`
+# ({glue:text}`smol_query_Q_lo:.0%` to {glue:text}`smol_query_Q_hi:.0%`), all routes
+# from the senders {glue:text}`smol_query_all_routes:.0%`, but the receivers' whole
+# query input {glue:text}`smol_query_receivers_input:.0%`. The query's previous token
+# matters to SmolLM2's induction heads as it does to `toy-2l`'s, but most of that
+# information reaches their queries from heads other than these senders: the senders
+# were chosen for what the *keys* read, and the query side would need its own rule (Q-
+# rather than K-composition). All of this is one model, one corruption scheme per side,
+# and {glue:text}`smol_m`-token passages of one corpus.
 
 # %% [markdown]
 # ### GPT-2 small, online

@@ -214,12 +214,13 @@ QUESTIONS = [
                  "heads' patterns.",
                  "Circuits are often redundant: when several heads do the "
                  "same job, removing one leaves the others to do it, so a "
-                 "real induction head can fail this test. Each of toy-2l's "
-                 "four induction heads restores well under half of a "
-                 "corrupted run's induction on its own (chapter 17b), and "
-                 "SmolLM2 still copies much of a repeated passage with its "
-                 "strongest induction head ablated (problem 6). Nor does "
-                 "this option check what the head writes.",
+                 "real induction head can fail this test. Ablating any one of "
+                 "toy-2l's four induction heads costs a fraction of a nat "
+                 "on the second copy, all four together nearly everything "
+                 "(chapter 17b), and SmolLM2 still copies much of a "
+                 "repeated passage with its strongest induction head "
+                 "ablated (problem 6). Nor does this option check what the "
+                 "head writes.",
                  "A pattern says where the head looks, not what it writes "
                  "or whether the model uses it: nothing here tests its OV "
                  "circuit or its effect on the loss, and on natural text a "
