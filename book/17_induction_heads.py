@@ -658,7 +658,8 @@ glue("two_back_last", last_high)
 #
 # The 36-term split is written for `toy-2l`, which adds a positional embedding to what
 # queries and keys read (shortformer). Rotary position embeddings (chapter
-# {doc}`05_positional`), which SmolLM2 uses, change it in two ways. There is no
+# {doc}`05_positional`), which SmolLM2 uses (the 4-bit SmolLM2-135M-Instruct of chapter
+# {doc}`04_embeddings`), change it in two ways. There is no
 # positional part: nothing positional is added to the stream. Instead the query at $i$
 # and the key at $j$ are rotated by their positions before the dot product, so each
 # (query part $a$, key part $b$) term becomes

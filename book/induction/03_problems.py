@@ -610,9 +610,9 @@ checks.ps_p6(icl_scores)
 # of about $z_{0.975}\,\sigma / \sqrt{N}$.
 #
 # The ablations are compared with the clean run document by document. Such paired changes
-# vary far less than the score itself: in the same earlier measurement, ablating control
-# heads changed the score by $+0.09$ $[+0.05, +0.12]$ over 20 documents, a spread of about
-# 0.08 nats. The change the ablations must resolve is Olsson et al.'s claim, that removing
+# vary far less than the score itself: in an earlier version of this page (20 documents
+# of 200 tokens), ablating control heads changed the score by $+0.09$ $[+0.05,
+# +0.12]$, a spread of about 0.08 nats across documents. The change the ablations must resolve is Olsson et al.'s claim, that removing
 # induction heads removes much of the score: half of it, $|\delta| / 2 = 0.25$ nats. We
 # plan for paired changes three times as spread as the controls' were,
 # $\sigma_\Delta = 0.25$, and want their interval's half-width below half of that change,
