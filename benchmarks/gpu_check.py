@@ -1,9 +1,13 @@
 """One command for a machine with a GPU: the GPU test suite, then the kernel benchmark on CUDA.
 
 1. ``pytest tests/gpu tests/unit/test_devices.py``: every kernel, the training loop, the zoo's
-   metrics, the encoder-decoder and chapter 17's calls on CUDA, in float32, float16 and
-   bfloat16, against CPU float64 (tolerances in ``tests/gpu/gpu_helpers.py``), and the
-   device-placement tests.
+   metrics, the encoder-decoder and chapter 17's calls (``test_gpu.py``); activation and path
+   patching on a 3-layer model, direct logit attribution, the neurons' activations and
+   statistics, the Haar sampler, the ICL kernel, the hand-built scaffold and SmolLM2's loader
+   (``test_analysis.py``); and every other file of ``tests/gpu`` (the exercise checks), on
+   CUDA, in float32, float16 and bfloat16, against CPU float64 (tolerances in
+   ``tests/gpu/gpu_helpers.py``), each result on the model's device in full (``cuda:0``,
+   not only its type); then the device-placement tests.
 2. ``benchmarks/bench_kernels.py --device cuda``: composition, copying and induction scores at
    GPT-2-small shapes against TransformerLens's routes; the rows comparing with
    TransformerLens (their speed-ups are ours over theirs) are repeated at the end.

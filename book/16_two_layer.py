@@ -9,8 +9,10 @@
 # and measures how little the virtual heads contribute in this model. The model turns
 # out to need its keys: the circuit it has built is an induction head, the subject of
 # chapter {doc}`17_induction_heads`.
+#
+# Set-up: imports.
 
-# %%
+# %% tags=["hide-input"]
 import itertools
 import math
 import warnings
@@ -19,8 +21,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (claim, glue, identity, identity_close,
-                              attn_only_forward_terms)
+from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
+                              identity, identity_close, observation)
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.composition import virtual_ov as library_virtual_ov
 from circuitbook.data import repeated_random_tokens
@@ -32,6 +34,60 @@ from circuitbook.widgets import explore
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read the model here
+torch.set_num_threads(1)  # tiny models: one thread is fastest on 2 cores
+
+
+def boot_mean(values, n=2000, seed=0):
+    """Bootstrap replicates of the mean of `values` over sequences."""
+    gen = torch.Generator().manual_seed(seed)
+    return values[torch.randint(0, len(values), (n, len(values)),
+                                generator=gen)].mean(1)
+
+
+# %% [markdown]
+# The identities below compare two float computations within a worst-case rounding
+# bound (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3); this folded
+# cell counts the roundings each allows.
+
+# %% tags=["hide-input"]
+def largest_value(model, tokens):
+    """The largest finite |value| in a forward pass (masked scores: -inf)."""
+    _, cache = model.run_with_cache(tokens)
+    return max(t[t.isfinite()].abs().max().item() for t in cache.values())
+
+
+def comp_terms(cfg):
+    """A composition score from the dense products against the library's.
+    Ours: the two factors (d_head each), their product (d_model) and three
+    Frobenius norms (N = d_model^2 squares, a square root, a division). The
+    library sums N products of Gram matrices (each d_model + 2 d_head),
+    which can cancel: its error relative to the squared score grows as the
+    score shrinks, so we compare (ours - library) x library, which both
+    errors keep below terms x eps."""
+    N = cfg.d_model ** 2
+    return ((2 * cfg.d_head + cfg.d_model + 3 * (N + 2))
+            + (2 * (cfg.d_model + 2 * cfg.d_head) + N + 2))
+
+
+def virtual_term_terms(cfg, n_pos):
+    """One virtual term computed two ways: two patterns (2n), the embedding
+    through two heads' W_V W_O (2 (d_model + d_head)) and W_U (d_model),
+    plus the bias constant."""
+    return 2 * (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + 1)
+
+
+def cut_v_bound(la, cfg, n_pos, big):
+    """Logits minus the virtual terms against a forward pass with the values
+    cut. Every path is a chain of at most two patterns, two heads' W_V W_O
+    and W_U; the parts are added (one rounding each) and the 16 virtual
+    terms summed and subtracted (17). The parts cancel, so the scale is the
+    sum of their sizes (or the forward pass's, if larger)."""
+    parts = la.parts()
+    terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model
+             + len(parts) + len(la.virtual) + 1
+             + attn_only_forward_terms(cfg, n_pos))
+    size = sum(t.abs() for _, t in parts).max().item()
+    return terms, max(size, big)
 
 # %% [markdown]
 # ## Plain language
@@ -117,21 +173,17 @@ def forward(tokens, cut=()):
 
 
 seq_len = 32
-tokens = repeated_random_tokens(8, seq_len, cfg.d_vocab, seed=1)  # [8, 64]
+tokens = repeated_random_tokens(32, seq_len, cfg.d_vocab, seed=1)  # [32, 64]
 logits, pattern1 = forward(tokens)
-
-
-# two float32 computations of one function agree to twice one's rounding bound, on
-# numbers the size of the largest finite value in the forward pass (masked scores: -inf)
-_, cache_all = model.run_with_cache(tokens)
-big = max(t[t.isfinite()].abs().max().item() for t in cache_all.values())
-n_pos = tokens.shape[1]
-identity_close("the written-out two-layer forward pass gives toy-2l's logits", logits,
-               model(tokens), terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big,
+big, n_pos = largest_value(model, tokens), tokens.shape[1]
+# two float32 computations of one function: twice one's rounding bound
+identity_close("the written-out two-layer forward pass gives toy-2l's logits",
+               logits, model(tokens),
+               terms=2 * attn_only_forward_terms(cfg, n_pos), scale=big,
                chapter="16")
 
 # %% [markdown]
-# Each sequence is 32 random tokens followed by the same 32 again. We measure two
+# We use 32 sequences, each 32 random tokens followed by the same 32 again. We measure two
 # things: the loss on the second copy (which can only be low if the model reads the
 # first copy) and each layer-1 head's *induction score*, its mean attention from a token
 # of the second copy to the token that followed the same token in the first copy
@@ -153,11 +205,12 @@ def induction_stripe(pattern):
 
 ours = induction_stripe(pattern1)
 library = induction_scores(model, tokens=tokens)[1]
-# patterns from two forward passes (twice attn_only_forward_terms, scale as above), then a mean over
-# the batch and the stripe (batch x (seq_len - 1) terms, twice)
-identity_close("induction scores read off our layer-1 patterns equal the library's", ours,
-               library, terms=2 * attn_only_forward_terms(cfg, n_pos) + 2 * tokens.shape[0] * (seq_len - 1),
-               scale=big, chapter="16")
+# patterns from two forward passes, then a mean over the batch and the
+# stripe (batch x (seq_len - 1) terms, twice)
+identity_close("induction scores read off our layer-1 patterns equal the "
+               "library's", ours, library,
+               terms=2 * attn_only_forward_terms(cfg, n_pos)
+               + 2 * tokens.shape[0] * (seq_len - 1), scale=big, chapter="16")
 
 # %% [markdown]
 # Now cut each channel for every pair (all four layer-0 heads removed from the query,
@@ -170,11 +223,14 @@ for kind in "qkv":
     experiments[f"cut {kind.upper()}"] = [(kind, w, r)
                                           for w, r in all_pairs]
 experiments["cut all"] = [(k, w, r) for k in "qkv" for w, r in all_pairs]
-loss, score = {}, {}
+loss, score, per_seq = {}, {}, {}
 for name, cut in experiments.items():
     lg, p1 = forward(tokens, cut)
     loss[name] = second_copy_loss(lg)
     score[name] = induction_stripe(p1).mean().item()
+    logp = lg[:, seq_len:-1].log_softmax(-1)     # the same loss, per sequence
+    per_seq[name] = -logp.gather(-1, tokens[:, seq_len + 1:, None]).mean(
+        (1, 2))
 
 fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.8))
 names = list(experiments)
@@ -197,15 +253,18 @@ plt.show()
 
 # %%
 chance = math.log(cfg.d_vocab)
-claim("cutting layer 0 out of layer 1's keys sends the second-copy loss "
-      "above 3 nats", f"{loss['intact']:.3f} -> {loss['cut K']:.2f}",
-      loss["cut K"] > 3.0, chapter="16")
-claim("cutting it out of the queries hurts, but far less than the keys",
-      f"{loss['cut Q']:.2f} vs {loss['cut K']:.2f}",
-      loss["intact"] < loss["cut Q"] < 0.5 * loss["cut K"], chapter="16")
-claim("cutting it out of the values does not hurt at all",
-      f"{loss['intact']:.3f} -> {loss['cut V']:.3f}",
-      loss["cut V"] <= loss["intact"], chapter="16")
+# each comparison is paired: the same 32 sequences, with and without the cut
+for what, a, b, alternative in [
+        ("cutting layer 0 out of layer 1's queries raises the second-copy "
+         "loss", "cut Q", "intact", "greater"),
+        ("cutting it out of the keys raises it more than cutting it out of "
+         "the queries", "cut K", "cut Q", "greater"),
+        ("cutting it out of the values lowers it slightly", "cut V",
+         "intact", "less")]:
+    change = per_seq[a] - per_seq[b]
+    finding(f"{what} (nats; bootstrap over 32 sequences)", change.mean(),
+            null=Null.point("no change", 0.0), boot=boot_mean(change),
+            alternative=alternative, chapter="16")
 glue("chance_nats", chance)
 glue("d_vocab", cfg.d_vocab)
 for name in names:
@@ -270,20 +329,13 @@ reading = {"Q": lambda r: qk(1, r), "K": lambda r: qk(1, r).T,
 comp = {kind: torch.tensor([[score_of(ov(0, w), reading[kind](r))
                              for r in range(H)] for w in range(H)])
         for kind in "QKV"}
-# Ours: the two factors (d_head each), their product (d_model) and three Frobenius norms
-# (sums of N = d_model^2 squares, a square root, a division): a relative error of at most
-# that many roundings. The library sums N products of Gram matrices (each d_model +
-# 2 d_head), which can cancel: relative to ||W_A W_B||^2 its error is at most
-# terms eps ||W_A||^2 ||W_B||^2 / ||W_A W_B||^2, so the score's is terms eps / (2 score).
-# That bound is per entry and grows as the score shrinks, so we compare
-# (ours - library) x library, which both errors keep below terms eps.
-N = cfg.d_model ** 2
-comp_terms = (2 * cfg.d_head + cfg.d_model + 3 * (N + 2)) + (2 * (cfg.d_model + 2 * cfg.d_head) + N + 2)
-lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :] for k in "QKV"])
+lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :]
+                        for k in "QKV"])
 ours_comp = torch.stack([comp[k] for k in "QKV"])
-identity_close("the three products give the library's Q-, K- and V-composition "
-               "scores (compared as (ours - library) x library)", ours_comp * lib_comp,
-               lib_comp ** 2, terms=comp_terms, scale=1.0, chapter="16")
+identity_close("the three products give the library's Q-, K- and "
+               "V-composition scores (compared as (ours - library) x library)",
+               ours_comp * lib_comp, lib_comp ** 2, terms=comp_terms(cfg),
+               scale=1.0, chapter="16")
 baseline = random_baseline(cfg.d_model, cfg.d_head)
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
@@ -298,7 +350,9 @@ for kind in "QKV":
 # Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
 # finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
 # {glue:text}`k_prev_max:.2f`, at least {glue:text}`k_prev_ratio:.1f` times the
-# {glue:text}`baseline:.3f` that two random heads of this shape score. Pick any pair in the explorer below. The left panel
+# {glue:text}`baseline:.3f` that two random heads of this shape score (chapter
+# {doc}`18_composition` sets these scores beside a stricter null, the same heads with
+# their outputs randomly rotated). Pick any pair in the explorer below. The left panel
 # shows its three composition scores against the random baseline; the right panel, the
 # reader's induction score when only that writer is cut from only one of the reader's
 # inputs. For writer 2 the key cut is the one that hurts; the other writers can be cut
@@ -372,19 +426,20 @@ checks.ch16_ex1(virtual_ov)
 # %%
 mine = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
 factored = library_virtual_ov(model, (0, 2), (1, 1))
-# one chain (inner sizes d_head, d_model, d_head) associated two ways; scale: the chain
-# of absolute values
-vo_chain = (model.W_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
-            @ model.W_O[1, 1].abs())
-identity_close("virtual_ov(L0H2 -> L1H1) equals W_OV^{0.2} W_OV^{1.1} (dense)", mine,
-               factored.AB, terms=2 * (2 * cfg.d_head + cfg.d_model),
+# one chain (inner sizes d_head, d_model, d_head) associated two ways;
+# scale: the chain of absolute values
+vo_chain = (model.W_V[0, 2].abs() @ model.W_O[0, 2].abs()
+            @ model.W_V[1, 1].abs() @ model.W_O[1, 1].abs())
+identity_close("virtual_ov(L0H2 -> L1H1) equals the product of the two "
+               "heads' OV circuits, L0H2's first (dense)", mine, factored.AB,
+               terms=2 * (2 * cfg.d_head + cfg.d_model),
                scale=vo_chain.max().item(), chapter="16")
 W_V64, W_O64 = model.W_V.double(), model.W_O.double()   # exact ranks
 ranks = [torch.linalg.matrix_rank(
     virtual_ov(W_V64, W_O64, (0, w), (1, r))).item() for w, r in all_pairs]
-claim("every one of the 16 virtual OV circuits has rank <= d_head = 16",
-      f"ranks {min(ranks)}..{max(ranks)} (d_model = {cfg.d_model})",
-      max(ranks) <= cfg.d_head, chapter="16")
+identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
+         f"ranks {min(ranks)}..{max(ranks)} (d_model = {cfg.d_model})",
+         max(ranks) <= cfg.d_head, chapter="16")
 
 # %% [markdown]
 # ### The virtual head's pattern
@@ -428,15 +483,15 @@ bias_part = (model.b_V[0, 2] @ model.W_O[0, 2] @ model.W_V[1, 1]
 by_hand = P @ model.W_E[tokens] @ W_virtual @ model.W_U + bias_part
 la = logit_attribution(model, tokens)
 term = la.virtual[(0, 2), (1, 1)]
-# one chain computed two ways: two patterns (2 n), the embedding through two heads'
-# W_V W_O (2 (d_model + d_head)) and W_U (d_model), + the bias constant; scale: the
-# chain of absolute values
+# scale: the chain of absolute values
 by_hand_abs = (P @ model.W_E[tokens].abs() @ vo_chain @ model.W_U.abs()
-               + (model.b_V[0, 2].abs() @ model.W_O[0, 2].abs() @ model.W_V[1, 1].abs()
-                  @ model.W_O[1, 1].abs() @ model.W_U.abs()))
-identity_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U "
-               "+ value-bias constant", by_hand, term,
-               terms=2 * (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + 1),
+               + (model.b_V[0, 2].abs() @ model.W_O[0, 2].abs()
+                  @ model.W_V[1, 1].abs() @ model.W_O[1, 1].abs()
+                  @ model.W_U.abs()))
+identity_close("the virtual term of L0H2 -> L1H1 is its pattern times the "
+               "embedded tokens times its OV circuit, read by W_U (+ a "
+               "value-bias constant)", by_hand, term,
+               terms=virtual_term_terms(cfg, n_pos),
                scale=by_hand_abs.max().item(), chapter="16")
 
 # %% [markdown]
@@ -448,15 +503,23 @@ identity_close("virtual term = (A^{1.1} A^{0.2}) X W_E W_OV^{0.2} W_OV^{1.1} W_U
 # %%
 from IPython.display import display
 
-from circuitbook.viz import heatmap  # hover a cell for its query, key and weight
+from circuitbook.viz import heatmap  # hover a cell: query, key and weight
 
-display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]), range(A_prev.shape[-1]),
-                range(A_prev.shape[-2]), title="attention patterns of the first sequence",
-                panel_titles=["L0H2 (earlier)", "L1H1 (later)", "virtual: A<sup>1.1</sup> A<sup>0.2</sup>"],
-                x_title="key position", y_title="query position", zmin=0, zmax=1))
-same_token = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean()
-claim("the virtual head L0H2 -> L1H1 attends from the second copy of a "
-      "token to its first copy", same_token, same_token > 0.7, chapter="16")
+display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
+                range(A_prev.shape[-1]), range(A_prev.shape[-2]),
+                title="attention patterns of the first sequence",
+                panel_titles=["L0H2 (earlier)", "L1H1 (later)",
+                              "virtual: A<sup>1.1</sup> A<sup>0.2</sup>"],
+                x_title="key position", y_title="query position", zmin=0,
+                zmax=1))
+same = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean(-1)   # [batch]
+even = (1 / (torch.arange(seq_len, 2 * seq_len).double() + 1)).mean().item()
+finding("the virtual head L0H2 -> L1H1 attends from the second copy of a "
+        "token to its first copy far more than an even spread would "
+        "(bootstrap over 32 sequences)", same.mean(), null=Null.point(
+            "attention spread evenly over the past", even),
+        boot=boot_mean(same), chapter="16")
+same_token = same.mean()
 glue("same_token", same_token.item())
 
 # %% [markdown]
@@ -485,17 +548,18 @@ counts = count_paths(L, H)
 print("terms by order:", by_order)
 print("count_paths:", counts)
 virtual_names = {t for t in terms if len(t) == 2}
-identity("toy-2l: 1 + 2n + n^2 = 25 terms (n = 4), as count_paths says, and "
+identity("toy-2l: 1 + 2n + n² = 25 terms (n = 4), as count_paths says, and "
          "its 16 virtual heads are logit_attribution's", counts,
          by_order == {0: 1, 1: 2 * H, 2: H**2}
-         and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2, "total": (1 + H) ** 2}
+         and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2,
+                        "total": (1 + H) ** 2}
          and virtual_names == set(la.virtual), chapter="16")
 general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
               and all(count_paths(nl, nh)[f"order_{k}"]
                       == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
               for nl in range(1, 7) for nh in range(1, 13))
-claim("for L <= 6 layers of n <= 12 heads, C(L, k) n^k terms have order k, "
-      "(1 + n)^L in all", "72 shapes", general, chapter="16")
+identity("for L <= 6 layers of n <= 12 heads, C(L, k) nᵏ terms have order "
+         "k, (1 + n)ᴸ in all", "72 shapes", general, chapter="16")
 
 # %% [markdown]
 # How much does each kind of term contribute? For every prediction on the second copy
@@ -523,21 +587,13 @@ parts = {"direct": on_target(la.direct),
 for name, value in parts.items():
     print(f"{name:>22}: {value:+.3f}")
 cut_v, _ = forward(tokens, experiments["cut V"])
-# Left: every path is a chain of at most two patterns (2 n), two heads' W_V W_O
-# (2 (d_model + d_head)) and W_U (d_model); the parts are added (one rounding each) and
-# the 16 virtual terms summed and subtracted (17). Right: a forward pass. The parts
-# cancel, so the scale is the sum of their sizes (or the forward pass's, if larger).
-la_parts = la.parts()
-parts_abs = sum(t.abs() for _, t in la_parts)
-cut_terms = (2 * n_pos + 2 * (cfg.d_model + cfg.d_head) + cfg.d_model + len(la_parts)
-             + len(la.virtual) + 1 + attn_only_forward_terms(cfg, n_pos))
-identity_close("logits minus the 16 virtual terms = logits with layer 0 cut from "
-               "layer 1's values", la.total() - virtual_sum, cut_v, terms=cut_terms,
-               scale=max(parts_abs.max().item(), big), chapter="16")
+cut_terms, cut_scale = cut_v_bound(la, cfg, n_pos, big)
+identity_close("logits minus the 16 virtual terms = logits with layer 0 cut "
+               "from layer 1's values", la.total() - virtual_sum, cut_v,
+               terms=cut_terms, scale=cut_scale, chapter="16")
 ratio = abs(parts["16 virtual heads"]) / parts["single heads, layer 1"]
-claim("the virtual heads together move the correct logit by under 5% of "
-      "what the layer-1 heads alone add", f"{ratio:.3f}", ratio < 0.05,
-      chapter="16")
+observation("the virtual heads' push on the correct logit, as a fraction of "
+            "what the layer-1 heads alone add", f"{ratio:.3f}", chapter="16")
 glue("virtual_part", parts["16 virtual heads"])
 glue("layer1_part", parts["single heads, layer 1"])
 

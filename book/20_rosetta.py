@@ -11,8 +11,10 @@
 # `HookedTransformer`, run both on the same sentences, and compare every row that can be
 # compared in code: the two models must agree to float rounding, except in one place where
 # the Annotated Transformer's LayerNorm is not the LayerNorm everyone else uses.
+#
+# Set-up: imports, and one thread (the build shares two cores).
 
-# %%
+# %% tags=["hide-input"]
 import contextlib
 import html
 import io
@@ -25,7 +27,7 @@ from IPython.display import HTML
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import (claim, glue, identity, identity_close,
+from circuitbook.book import (glue, identity, identity_close, observation,
                               rounding_bound)
 from circuitbook.data import translation as T
 from circuitbook.models import load
@@ -136,7 +138,7 @@ ROWS = [
      c("W_E @ QK @ W_E.T") + ", " + c("W_E @ OV @ W_U")),
     ("direct path",
      "(no name)",
-     c("generator.proj.weight @ lut.weight.T") + " (transposed)",
+     c("proj.weight @ (lut.weight * sqrt(d_model)).T") + " (transposed)",
      m("W_{U} W_{E}") + " [n_vocab_out, n_vocab] (transposed)",
      c("W_E @ W_U") + " [d_vocab, d_vocab_out]"),
     ("positional circuit (QK)",
@@ -324,62 +326,60 @@ at_pattern = [layer.self_attn.attn for layer in enc.layers]
 stream_in = {0: at_embed, 1: at_stream[1]}     # the stream entering each layer
 tl_memory = tl_model.ln_final(cache["resid_post", 1])
 
-diffs = {
-    "embedding + positions": (cache["hook_embed"] + cache["hook_pos_embed"]
-                              - at_embed).abs().max(),
-    "attention patterns": max((cache["pattern", i] - at_pattern[i]).abs().max()
-                              for i in range(2)),
-    "stream after each sub-layer": max(
-        (cache[name, i] - at_stream[2 * i + j]).abs().max()
-        for i in range(2) for j, name in enumerate(["resid_mid",
-                                                    "resid_post"])),
-    "feed-forward outputs": max((cache["mlp_out", i] - at_ffn[i]).abs().max()
-                                for i in range(2)),
-    "encoder output (memory)": (tl_memory - memory).abs().max(),
-}
-for name, dv in diffs.items():
-    print(f"{name:28s} max |difference| {dv:.1e}")
 
-# How far apart may two float32 runs of the same encoder be? Each is within the worst-case
-# rounding bound of its own forward pass (Higham ch. 3), so the two within twice that.
-# Roundings along the longest path, per layer: two LayerNorms (mean and variance sums over
-# d_model, sqrt, division, gain: 2 d_model + 4 each), the Q/K/V projections (d_model), the
-# scores (d_head + 1 for the scale), the softmax over n positions (n + 3), the weighted sum
-# of values (n), W_O over the concatenated heads (d_model), the FFN (d_model + 1 for the
-# ReLU + d_ff) and two residual additions; then the final LayerNorm.
+# %% [markdown]
+# The folded cell compares every intermediate of the two runs within the worst-case
+# rounding bound of two float32 forward passes, and counts that bound.
+
+# %% tags=["hide-input"]
+# Each run is within the worst-case rounding bound of its own forward pass
+# (Higham ch. 3), so the two within twice that. Roundings along the longest
+# path, per layer: two LayerNorms (mean and variance sums over d_model, sqrt,
+# division, gain: 2 d_model + 4 each), the Q/K/V projections (d_model), the
+# scores (d_head + 1 for the scale), the softmax over n positions (n + 3),
+# the weighted sum of values (n), W_O over the concatenated heads (d_model),
+# the FFN (d_model + 1 for the ReLU + d_ff) and two residual additions; then
+# the final LayerNorm.
 n_pos = src.shape[1]
 d_ff = enc.layers[0].feed_forward.w_1.out_features
 ln_terms = 2 * d_model + 4
-layer_terms = (2 * ln_terms + d_model + (d_head + 1) + (n_pos + 3) + n_pos + d_model
-               + (d_model + 1 + d_ff) + 2)
-# The two LayerNorms also differ by their epsilons, not only by rounding: the Annotated one
-# adds 1e-6 to the std, the converted one 1e-12 inside the square root, which changes the
-# output by a relative 1e-6 / std at most, i.e. 1e-6 / (std * eps) roundings' worth, for
-# each of the 2 * n_layers + 1 LayerNorms (std: the smallest one any of them sees).
+layer_terms = (2 * ln_terms + d_model + (d_head + 1) + (n_pos + 3) + n_pos
+               + d_model + (d_model + 1 + d_ff) + 2)
+# The two LayerNorms also differ by their epsilons: the Annotated one adds
+# 1e-6 to the std, the converted one 1e-12 inside the square root, which
+# changes the output by a relative 1e-6 / std at most, 1e-6 / (std * eps)
+# roundings' worth, for each of the 2 n_layers + 1 LayerNorms (std: the
+# smallest any of them sees).
 eps32 = torch.finfo(torch.float32).eps
 ln_inputs = [at_embed] + at_stream
 min_std = min(t.std(-1, unbiased=False).min().item() for t in ln_inputs)
 eps_terms = math.ceil(1e-6 / (min_std * eps32))
-fwd_terms = 2 * (len(enc.layers) * layer_terms + ln_terms + (2 * len(enc.layers) + 1) * eps_terms)
-# the size of the accumulated numbers: the largest value anywhere in the two passes
-# (stream, scores, FFN hidden layer, output); patterns, being at most 1, are smaller
+fwd_terms = 2 * (len(enc.layers) * layer_terms + ln_terms
+                 + (2 * len(enc.layers) + 1) * eps_terms)
+# the size of the accumulated numbers: the largest value anywhere in the two
+# passes (stream, scores, FFN hidden layer, output); patterns are at most 1
 big = max([t.abs().max().item() for t in ln_inputs + at_ffn + [memory]]
           + [cache["attn_scores", i].abs().max().item() for i in range(2)]
           + [cache["mlp_pre", i].abs().max().item() for i in range(2)])
 got_want = {
-    "embedding + positions": (cache["hook_embed"] + cache["hook_pos_embed"], at_embed),
-    "attention patterns": (torch.stack([cache["pattern", i] for i in range(2)]),
+    "embedding + positions": (cache["hook_embed"] + cache["hook_pos_embed"],
+                              at_embed),
+    "attention patterns": (torch.stack([cache["pattern", i]
+                                        for i in range(2)]),
                            torch.stack(at_pattern)),
     "stream after each sub-layer": (
-        torch.stack([cache[name, i] for i in range(2) for name in ["resid_mid", "resid_post"]]),
+        torch.stack([cache[name, i] for i in range(2)
+                     for name in ["resid_mid", "resid_post"]]),
         torch.stack(at_stream)),
-    "feed-forward outputs": (torch.stack([cache["mlp_out", i] for i in range(2)]),
+    "feed-forward outputs": (torch.stack([cache["mlp_out", i]
+                                          for i in range(2)]),
                              torch.stack(at_ffn)),
     "encoder output (memory)": (tl_memory, memory),
 }
 for name, (got, want) in got_want.items():
-    identity_close(f"TransformerLens reproduces the Annotated Transformer: {name}",
-                   got, want, terms=fwd_terms, scale=big, chapter="20")
+    identity_close(f"TransformerLens reproduces the Annotated Transformer: "
+                   f"{name}", got, want, terms=fwd_terms, scale=big,
+                   chapter="20")
 glue("fwd_terms", fwd_terms)
 glue("fwd_bound", rounding_bound(fwd_terms, big))
 
@@ -387,8 +387,8 @@ glue("fwd_bound", rounding_bound(fwd_terms, big))
 # Every intermediate agrees within the worst-case float32 rounding bound of the two
 # forward passes ({glue:text}`fwd_terms` roundings of float32's $\epsilon \approx 1.2 \times
 # 10^{-7}$, times the size of the largest number involved: {glue:text}`fwd_bound:.0e`).
-# The measured differences, printed above, are far smaller and change from one CPU to the
-# next; the bound does not.
+# The measured differences (one click away under each check) are far smaller and change
+# from one CPU to the next; the bound does not.
 # The attention patterns match with TransformerLens's default scale
 # $1/\sqrt{d_\text{head}}$, which is the paper's $1/\sqrt{d_k}$.
 #
@@ -411,30 +411,33 @@ with torch.no_grad():
 naive_memory = naive.ln_final(naive_cache["resid_post", 1])
 naive_gap = (naive_memory - memory).abs().max()
 rel_gap = ((naive_memory - memory).norm() / memory.norm()).item()
-# a gap beyond the worst-case rounding bound of the forward pass cannot be rounding
-claim("copying a_2, b_2 into w, b unchanged does not reproduce the encoder "
-      "(the gap exceeds the forward pass's rounding bound)",
-      f"{naive_gap:.3g} vs bound {rounding_bound(fwd_terms, big):.2g}",
-      naive_gap > rounding_bound(fwd_terms, big), chapter="20")
+# a gap beyond the worst-case rounding bound of the forward pass cannot be
+# rounding; the identity below says where it comes from
+observation("copying a_2, b_2 into w, b unchanged: the largest gap in the "
+            "encoder's output, and the forward pass's rounding bound",
+            f"{naive_gap:.2f} vs {rounding_bound(fwd_terms, big):.2g}",
+            chapter="20")
 
 x = cache["resid_pre", 1]                   # a real residual stream
 ln_at = enc.layers[1].sublayer[0].norm
 with torch.no_grad():
     at_out = ln_at(x) - ln_at.b_2
     tl_out = naive.blocks[1].ln1(x) - ln_at.b_2
-# Compared as a product, not a ratio: where x is near its mean both outputs are near zero
-# and their ratio is rounding noise. Roundings: each LayerNorm 2 d_model + 4, the bias added
-# and subtracted again (2), the product with ln_fix (1). The epsilons are the one
-# difference beyond rounding: with std s, 1e-6 added to s and 1e-5 inside the square root
-# change the ratio by a relative 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in
-# units of eps. Scale: the LayerNorm outputs before the bias is subtracted.
+# Compared as a product, not a ratio: where x is near its mean both outputs are
+# near zero and their ratio is rounding noise. Roundings: each LayerNorm 2
+# d_model + 4, the bias added and subtracted again (2), the product with ln_fix
+# (1). The epsilons are the one difference beyond rounding: with std s, 1e-6
+# added to s and 1e-5 inside the square root change the ratio by a relative
+# 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in units of eps. Scale: the
+# LayerNorm outputs before the bias is subtracted.
 s_min = x.std(-1, unbiased=False).min().item()
 ln_eps = math.ceil((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) / eps32)
-identity_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens LayerNorm (gain "
-               "copied), elementwise before the bias",
+ln_scale = max(ln_at(x).abs().max().item(),
+               naive.blocks[1].ln1(x).abs().max().item())
+identity_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens "
+               "LayerNorm (gain copied), elementwise before the bias",
                at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
-               scale=max(ln_at(x).abs().max().item(), naive.blocks[1].ln1(x).abs().max().item()),
-               chapter="20")
+               scale=ln_scale, chapter="20")
 glue("naive_gap", naive_gap.item())
 glue("rel_gap", 100 * rel_gap)
 glue("ln_fix", ln_fix)
@@ -453,9 +456,13 @@ glue("ln_fix", ln_fix)
 # ### Per-head weights and the two conventions
 #
 # With TransformerLens holding the weights, we can test the rule from the beginning of the
-# chapter directly: a slice of an `nn.Linear` weight is Elhage et al.'s column-convention
-# matrix, and its transpose is TransformerLens's. (`model.W_Q` stacks all layers:
-# `[n_layers, n_heads, d_model, d_head]`.)
+# chapter: a slice of an `nn.Linear` weight is Elhage et al.'s column-convention matrix,
+# and its transpose is TransformerLens's. (`model.W_Q` stacks all layers:
+# `[n_layers, n_heads, d_model, d_head]`.) Comparing the slices with TransformerLens's
+# matrices only checks that our loader copied what it meant to copy, since it used the
+# same slicing rule; the check that can fail independently compares what the two
+# libraries *compute* for each head: the Annotated Transformer's forward splits its
+# projections into heads with a `.view`, TransformerLens with its per-head weights.
 
 # %%
 worst = 0.0
@@ -469,9 +476,32 @@ for i, layer in enumerate(enc.layers):
                  (lin[3].weight[:, hs], tl_model.W_O[i, h].T)]  # W_O^h
         for stored, tl_T in pairs:
             worst = max(worst, (stored - tl_T).abs().max().item())
-identity("every head's nn.Linear slice equals the transpose of its "
-         "TransformerLens matrix (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
-         chapter="20")  # copies, not computations: exactly equal
+# copies, not computations: exactly equal. This checks our loader against
+# the slicing rule it was written with, nothing more
+identity("the loader copies each head's nn.Linear slice into TransformerLens "
+         "as its transpose (W_Q, W_K, W_V, W_O)", worst, worst == 0.0,
+         chapter="20")
+
+# the independent check: the heads as the Annotated Transformer's own forward
+# splits them (its .view into [batch, pos, h, d_k]) against the heads
+# TransformerLens computes from the converted weights (hook_q, hook_k, hook_v)
+at_qkv, tl_qkv, qkv_scale = [], [], 0.0
+with torch.no_grad():
+    for i, layer in enumerate(enc.layers):
+        x_in = layer.sublayer[0].norm(stream_in[i])
+        for lin, name in zip(layer.self_attn.linears[:3], "qkv"):
+            at_qkv.append(lin(x_in).view(*x_in.shape[:2], n_heads, d_head))
+            tl_qkv.append(cache[name, i])        # [batch, pos, head, d_head]
+            qkv_scale = max(qkv_scale, (x_in.abs() @ lin.weight.abs().T
+                                        + lin.bias.abs()).max().item())
+# LayerNorm (with its eps difference) and the projection, twice; scale:
+# |x| |W|^T + |b|
+identity_close("every head's queries, keys and values as the Annotated "
+               "Transformer's forward splits them (its .view into heads) "
+               "equal TransformerLens's hook_q, hook_k, hook_v",
+               torch.stack(tl_qkv), torch.stack(at_qkv),
+               terms=2 * (ln_terms + d_model + 1) + eps_terms,
+               scale=qkv_scale, chapter="20")
 
 # %% [markdown]
 # ### The QK circuit
@@ -499,12 +529,13 @@ qk_tl = tl_model.QK[layer_i, head].AB                    # FactoredMatrix
 W_Q_paper, W_K_paper = tl_model.W_Q[layer_i, head].T, tl_model.W_K[layer_i,
                                                                    head].T
 qk_paper = W_Q_paper.T @ W_K_paper                       # Elhage: W_Q^T W_K
-# each side is a sum of d_head products (the same weights, perhaps summed in another
-# order), so two d_head-term sums; scale: the entries of |W_Q| |W_K|^T
-qk_scale = (tl_model.W_Q[layer_i, head].abs() @ tl_model.W_K[layer_i, head].abs().T).max().item()
+# each side is a sum of d_head products (the same weights, perhaps summed in
+# another order), so two d_head-term sums; scale: the entries of |W_Q| |W_K|^T
+qk_scale = (tl_model.W_Q[layer_i, head].abs()
+            @ tl_model.W_K[layer_i, head].abs().T).max().item()
 identity_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
                qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
-identity_close("Elhage et al.'s W_Q^T W_K is the same matrix (not transposed)",
+identity_close("Elhage et al.'s W_Qᵀ W_K is the same matrix (not transposed)",
                qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
 
 xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
@@ -514,13 +545,16 @@ WQ, WK = tl_model.W_Q[layer_i, head], tl_model.W_K[layer_i, head]
 scores = (xn @ qk_tl @ xn.T + (xn @ WQ @ bK)[:, None]
           + (bQ @ WK.T @ xn.T)[None, :] + bQ @ bK) / math.sqrt(d_head)
 hooked = cache["attn_scores", layer_i][0, head]
-# ours: W_QK (d_head), x W_QK x^T (2 d_model), the bias terms and their sum (d_model + 4),
-# the scale (1); TransformerLens's: the projections (d_model + 1), q.k (d_head), scale (1).
-# The terms cancel (the scores are smaller than the products summed), so the scale is
-# that of the summands: |x| |W_Q| |W_K|^T |x|^T plus the bias products
-score_scale = ((xn.abs() @ WQ.abs() + bQ.abs()) @ (xn.abs() @ WK.abs() + bK.abs()).T).max().item()
+# ours: W_QK (d_head), x W_QK x^T (2 d_model), the bias terms and their sum
+# (d_model + 4), the scale (1); TransformerLens's: the projections (d_model +
+# 1), q.k (d_head), scale (1). The terms cancel (the scores are smaller than
+# the products summed), so the scale is that of the summands: |x| |W_Q| |W_K|^T
+# |x|^T plus the bias products
+score_scale = ((xn.abs() @ WQ.abs() + bQ.abs())
+               @ (xn.abs() @ WK.abs() + bK.abs()).T).max().item()
 identity_close("bilinear form + three bias terms = TransformerLens's scores",
-               scores, hooked, terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
+               scores, hooked,
+               terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
                scale=score_scale, chapter="20")
 bias_share = ((scores - xn @ qk_tl @ xn.T / math.sqrt(d_head)).abs().mean()
               / hooked.abs().mean()).item()
@@ -560,11 +594,14 @@ checks.ch20_ex2(ov_from_linears)
 ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
 ov_tl = tl_model.OV[layer_i].AB                       # [n_heads, d, d]
 # two sums of d_head products each; scale: the entries of |W_V| |W_O|
-ov_scale = (tl_model.W_V[layer_i].abs() @ tl_model.W_O[layer_i].abs()).max().item()
-identity_close("ov_from_linears equals TransformerLens's model.OV for every head",
-               ov_at, ov_tl, terms=2 * d_head, scale=ov_scale, chapter="20")
+ov_scale = (tl_model.W_V[layer_i].abs()
+            @ tl_model.W_O[layer_i].abs()).max().item()
+identity_close("ov_from_linears equals TransformerLens's model.OV for every "
+               "head", ov_at, ov_tl, terms=2 * d_head, scale=ov_scale,
+               chapter="20")
 ov_paper = lin[3].weight[:, hs] @ lin[2].weight[hs]   # Elhage: W_O W_V
-identity_close("Elhage et al.'s W_O W_V is the transpose of TransformerLens's W_V W_O",
+identity_close("Elhage et al.'s W_O W_V is the transpose of "
+               "TransformerLens's W_V W_O",
                ov_paper, ov_tl[head].T, terms=2 * d_head, scale=ov_scale,
                chapter="20")
 
@@ -582,20 +619,22 @@ via_ov = A @ xn @ ov_tl[head] + tl_model.b_V[layer_i, head] @ tl_model.W_O[
     layer_i, head]
 via_paper = (ov_paper @ (A @ xn).T).T + tl_model.b_V[layer_i, head] \
     @ tl_model.W_O[layer_i, head]
-# Annotated head_outputs: LayerNorm (2 d_model + 4), the projections (d_model + 1), the
-# scores (d_head + 1), the softmax over n positions (n + 3), A v (n), W_O (d_head + 1);
-# the other side at most as many again (the OV chain: d_head + n + d_model + 2). The
-# LayerNorms differ by their epsilons (eps_terms, as above). Scale: the entries of
-# A (|x| |W_V| + |b_V|) |W_O| and of the normalised stream, the largest numbers summed.
-head_terms = 2 * ((2 * d_model + 4) + (d_model + 1) + (d_head + 1) + (n_pos + 3) + n_pos
-                  + (d_head + 1)) + eps_terms
+# Annotated head_outputs: LayerNorm (2 d_model + 4), the projections (d_model +
+# 1), the scores (d_head + 1), the softmax over n positions (n + 3), A v (n),
+# W_O (d_head + 1); the other side at most as many again (the OV chain: d_head
+# + n + d_model + 2). The LayerNorms differ by their epsilons (eps_terms, as
+# above). Scale: the entries of A (|x| |W_V| + |b_V|) |W_O| and of the
+# normalised stream, the largest numbers summed.
+head_terms = 2 * ((2 * d_model + 4) + (d_model + 1) + (d_head + 1)
+                  + (n_pos + 3) + n_pos + (d_head + 1)) + eps_terms
 WV, WO = tl_model.W_V[layer_i, head], tl_model.W_O[layer_i, head]
 head_scale = max((A @ (xn.abs() @ WV.abs() + tl_model.b_V[layer_i, head].abs())
                   @ WO.abs()).max().item(), xn.abs().max().item())
 for name, out in (("TransformerLens z @ W_O", tl_head),
                   ("A x W_OV + b_V W_O", via_ov),
                   ("column form (W_O W_V)(A x)^T", via_paper)):
-    identity_close(f"head {layer_i}.{head}'s write: {name} = Annotated head_outputs",
+    identity_close(f"head {layer_i}.{head}'s write: {name} = Annotated "
+                   "head_outputs",
                    out, at_heads, terms=head_terms, scale=head_scale,
                    chapter="20")
 
@@ -610,8 +649,10 @@ for name, out in (("TransformerLens z @ W_O", tl_head),
 # $d_\text{model} \times n_\text{vocab}$ and $W_U$ of shape $n_\text{vocab} \times
 # d_\text{model}$: the QK table is again the same, the OV table transposed. In this model
 # LayerNorm and positional encoding stand between the embedding and the heads, so these
-# tables describe only the direct token-to-token path, an approximation; in the
-# attention-only toy models of chapters 14 to 17 they are exact. We compute both from the
+# tables describe only the direct token-to-token path, an approximation. Even in the
+# attention-only toy models of chapters 14 to 17 they are exact only for the first
+# layer's heads, and there the positions add score terms of their own (chapter
+# {doc}`09_full_circuits`). We compute both from the
 # Annotated Transformer's raw weights and from TransformerLens's `FactoredMatrix`, using
 # the decoder's generator as $W_U$ (cross-attention is where it reads the encoder; here we
 # only check the algebra).
@@ -626,15 +667,18 @@ full_ov_tl = (tl_model.W_E @ tl_model.OV[layer_i, head] @ tl_model.W_U).AB
 W_E_paper, W_U_paper = tl_model.W_E.T, tl_model.W_U.T
 full_qk_paper = W_E_paper.T @ qk_paper @ W_E_paper
 full_ov_paper = W_U_paper @ ov_paper @ W_E_paper
-# each table is a chain of products with inner sizes d_head, d_model, d_model (in some
-# order), computed twice: 2 (2 d_model + d_head) roundings. The chains cancel, so the scale
-# is the largest entry of the same chain of absolute values.
+# each table is a chain of products with inner sizes d_head, d_model, d_model
+# (in some order), computed twice: 2 (2 d_model + d_head) roundings. The chains
+# cancel, so the scale is the largest entry of the same chain of absolute
+# values.
 E_abs = tl_model.W_E.abs()
 qk_chain = (E_abs @ WQ.abs() @ WK.abs().T @ E_abs.T).max().item()
 ov_chain = (E_abs @ WV.abs() @ WO.abs() @ tl_model.W_U.abs()).max().item()
 for name, a, b, sc in (
-        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl, qk_chain),
-        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl, ov_chain),
+        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl,
+         qk_chain),
+        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl,
+         ov_chain),
         ("full QK: Elhage's W_E^T W_QK W_E is the same table",
          full_qk_paper, full_qk_tl, qk_chain),
         ("full OV: Elhage's W_U W_OV W_E is the transposed table",
@@ -649,19 +693,24 @@ with torch.no_grad():
     dec = at_model.decode(memory, src_mask, tgt_in, tgt_mask)
     logp_at = at_model.generator(dec)
     logp_tl = tl_model.unembed(dec).log_softmax(-1)
-# the same computation twice: logits (d_model products + bias) and log_softmax over the
-# target vocabulary (its log-sum-exp: n_vocab + 3); scale: the logits and log-probs
+# the same computation twice: logits (d_model products + bias) and log_softmax
+# over the target vocabulary (its log-sum-exp: n_vocab + 3); scale: the logits
+# and log-probs
 logits_tl = tl_model.unembed(dec)
 n_vocab_out = logits_tl.shape[-1]
-identity_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax equals "
-               "the Generator", logp_tl, logp_at, terms=2 * (d_model + 1 + n_vocab_out + 3),
-               scale=max(logits_tl.abs().max().item(), logp_at.abs().max().item()),
-               chapter="20")
-tied = (at_model.tgt_embed[0].lut.weight - W_U_at).abs().max()
-# tied weights are one tensor, so they would differ by exactly 0; 0.1 is a tenth of a
-# typical weight's size and nowhere near rounding
-claim("unlike the paper, the embedding and unembedding are not tied here",
-      tied, tied > 0.1, chapter="20")
+identity_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax "
+               "equals the Generator", logp_tl, logp_at,
+               terms=2 * (d_model + 1 + n_vocab_out + 3),
+               scale=max(logits_tl.abs().max().item(),
+                         logp_at.abs().max().item()), chapter="20")
+tgt_lut = at_model.tgt_embed[0].lut.weight
+tied = (tgt_lut - W_U_at).abs().max()
+# tied weights would be one tensor (the same storage), and equal
+identity("unlike the paper, the target embedding and the unembedding are "
+         "two separate parameters here, and they differ",
+         f"max difference {tied:.2f}",
+         tgt_lut.data_ptr() != W_U_at.data_ptr() and bool(tied > 0),
+         chapter="20")
 
 # %% [markdown]
 # ### Direct path, positional circuit, composition and virtual heads
@@ -697,15 +746,16 @@ qk_B, ov_B = qk_tl, ov_tl[head]                           # reader: head 1.2
 rows_form = {"Q": ov_A_tl @ qk_B, "K": ov_A_tl @ qk_B.T, "V": ov_A_tl @ ov_B}
 cols_form = {"Q": qk_paper.T @ ov_A_paper, "K": qk_paper @ ov_A_paper,
              "V": ov_paper @ ov_A_paper}
-# each side: the writer's W_OV (d_head), the reader's matrix (d_head) and their product
-# (d_model), twice; scale: the same chain of absolute values
+# each side: the writer's W_OV (d_head), the reader's matrix (d_head) and their
+# product (d_model), twice; scale: the same chain of absolute values
 WV0, WO0 = tl_model.W_V[0].abs(), tl_model.W_O[0].abs()
 reader_abs = {"Q": WQ.abs() @ WK.abs().T, "K": WK.abs() @ WQ.abs().T,
               "V": WV.abs() @ WO.abs()}
 for kind in "QKV":
     chain = (WV0 @ WO0 @ reader_abs[kind]).max().item()
-    identity_close(f"{kind}-composition matrix: Elhage's column form is the transpose "
-                   "of TransformerLens's row form, factors reversed (all 4 writers)",
+    identity_close(f"{kind}-composition matrix: Elhage's column form is the "
+                   "transpose of TransformerLens's row form, factors reversed "
+                   "(all 4 writers)",
                    cols_form[kind], rows_form[kind].mT,
                    terms=2 * (2 * d_head + d_model), scale=chain,
                    chapter="20")
@@ -717,60 +767,69 @@ col_B = {"Q": qk_paper.T, "K": qk_paper, "V": ov_paper}
 tl_scores = {}
 for kind in "QKV":
     col_score = fro(cols_form[kind]) / (fro(ov_A_paper) * fro(col_B[kind]))
-    tl_score = tl_model.all_composition_scores(kind)[0, :, layer_i, head].detach()
+    tl_score = tl_model.all_composition_scores(kind)[0, :, layer_i, head]
+    tl_score = tl_score.detach()
     tl_scores[kind] = tl_score
-    # as in chapter 18: the chain (2 d_head + d_model), three Frobenius norms of N
-    # squares each (3 (N + 2)), and TransformerLens's singular values (another N),
-    # compared as (ours - theirs) x theirs, relative to the squared score
-    identity_close(f"{kind}-composition scores from Elhage's column formula equal "
-                   f"TransformerLens's all_composition_scores('{kind}') into head "
-                   f"{layer_i}.{head}", col_score * tl_score, tl_score ** 2,
-                   terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro, scale=1.0,
-                   chapter="20")
+    # as in chapter 18: the chain (2 d_head + d_model), three Frobenius norms
+    # of N squares each (3 (N + 2)), and TransformerLens's singular values
+    # (another N), compared as (ours - theirs) x theirs, relative to the
+    # squared score
+    identity_close(f"{kind}-composition scores from Elhage's column formula "
+                   f"equal TransformerLens's all_composition_scores('{kind}') "
+                   f"into head {layer_i}.{head}", col_score * tl_score,
+                   tl_score ** 2,
+                   terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro,
+                   scale=1.0, chapter="20")
 swap_gap = (tl_scores["K"] - tl_scores["Q"]).abs().max().item()
 glue("swap_gap", swap_gap)
-# a finding about these weights: were the Q and K scores equal here, a swap of the two
-# formulas would go unnoticed; 0.01 is far above the scores' rounding (checked above)
-claim("for these heads the Q- and K-composition scores differ, so swapping the "
-      "two formulas changes the answer", f"largest difference {swap_gap:.3f}",
-      swap_gap > 0.01, chapter="20")
+# were the Q and K scores equal here, a swap of the two formulas would go
+# unnoticed
+observation("for these heads, the largest difference between the Q- and "
+            "K-composition scores", f"{swap_gap:.3f}", chapter="20")
 
-# the virtual head: layer-0 head a, then head 1.2, on sentence 0's real patterns
+# the virtual head: layer-0 head a, then head 1.2, on sentence 0's real
+# patterns
 ln0 = tl_model.blocks[0].ln1
 xn0 = cache["blocks.0.ln1.hook_normalized"][0] * ln0.w + ln0.b
 A_A, A_B = cache["pattern", 0][0], cache["pattern", layer_i][0, head]
-virtual_rows = (A_B @ A_A) @ xn0 @ ov_A_tl @ ov_B        # [head a, pos, d_model]
+virtual_rows = (A_B @ A_A) @ xn0 @ ov_A_tl @ ov_B    # [head a, pos, d_model]
 virtual_cols = ((ov_paper @ ov_A_paper) @ ((A_B @ A_A) @ xn0).mT).mT
-# two patterns (n_pos each), x (n_pos), then W_OV^A (d_head) and W_OV^B (d_model,
-# then d_head): 3 n_pos + 2 d_head + 2 d_model, twice; scale: the same chain in |.|
-virt_scale = ((A_B @ A_A) @ xn0.abs() @ WV0 @ WO0 @ WV.abs() @ WO.abs()).max().item()
-identity_close("virtual head a -> 1.2: (A^B A^A) x W_OV^a W_OV^B in rows equals "
-               "Elhage's (W_OV^B W_OV^a)(A^B A^A x)^T in columns, transposed",
+# two patterns (n_pos each), x (n_pos), then W_OV^A (d_head) and W_OV^B
+# (d_model, then d_head): 3 n_pos + 2 d_head + 2 d_model, twice; scale: the
+# same chain in |.|
+virt_scale = ((A_B @ A_A) @ xn0.abs() @ WV0 @ WO0 @ WV.abs()
+              @ WO.abs()).max().item()
+identity_close("virtual head a -> 1.2: the row form (pattern, stream, then "
+               "the OV circuits earlier first) equals Elhage's column form "
+               "(OV circuits later first), transposed",
                virtual_cols, virtual_rows,
-               terms=2 * (3 * n_pos + 2 * d_head + 2 * d_model), scale=virt_scale,
-               chapter="20")
+               terms=2 * (3 * n_pos + 2 * d_head + 2 * d_model),
+               scale=virt_scale, chapter="20")
 
 # the direct path and the positional circuit
-direct_tl = tl_model.W_E @ tl_model.W_U                  # [d_vocab, d_vocab_out]
+direct_tl = tl_model.W_E @ tl_model.W_U              # [d_vocab, d_vocab_out]
 direct_paper = W_U_paper @ W_E_paper                     # Elhage: W_U W_E
 direct_scale = (E_abs @ tl_model.W_U.abs()).max().item()
-identity_close("direct path: Elhage's W_U W_E is the transpose of TransformerLens's "
-               "W_E W_U", direct_paper, direct_tl.T, terms=2 * d_model,
+identity_close("direct path: Elhage's W_U W_E is the transpose of "
+               "TransformerLens's W_E W_U", direct_paper, direct_tl.T,
+               terms=2 * d_model,
                scale=direct_scale, chapter="20")
 W_pos = tl_model.W_pos                                   # [n_ctx, d_model]
 pos_tl = W_pos @ qk_B @ W_pos.T
-W_pos_paper = W_pos.T                                    # [d_model, n_ctx], columns
+W_pos_paper = W_pos.T                          # [d_model, n_ctx], columns
 pos_paper = W_pos_paper.T @ qk_paper @ W_pos_paper       # W_pos^T W_QK W_pos
 pos_scale = (W_pos.abs() @ WQ.abs() @ WK.abs().T @ W_pos.abs().T).max().item()
 pos_terms = 2 * (2 * d_model + d_head)
-identity_close("positional circuit: Elhage's W_pos^T W_QK W_pos is the same table as "
-               "TransformerLens's W_pos W_QK W_pos^T (not transposed)", pos_paper,
-               pos_tl, terms=pos_terms, scale=pos_scale, chapter="20")
+identity_close("positional circuit: Elhage's W_posᵀ W_QK W_pos is the same "
+               "table as TransformerLens's W_pos W_QK W_posᵀ (not "
+               "transposed)", pos_paper, pos_tl, terms=pos_terms,
+               scale=pos_scale, chapter="20")
 asym = (pos_tl - pos_tl.T).abs().max().item()
-# a finding: the table is far from symmetric, so "same, not transposed" is a real check
-claim(f"head {layer_i}.{head}'s positional table is not symmetric (so a transpose "
-      "would show)", f"max |P - P^T| = {asym:.3g}",
-      asym > 100 * rounding_bound(pos_terms, pos_scale), chapter="20")
+# were the table symmetric, "same, not transposed" would check nothing
+observation(f"head {layer_i}.{head}'s positional table: max |P - Pᵀ|, in "
+            "units of the comparison's rounding bound",
+            f"{asym / rounding_bound(pos_terms, pos_scale):.0f}",
+            chapter="20")
 
 # %% [markdown]
 # Every row holds to rounding. The checks have teeth: for these heads the Q- and

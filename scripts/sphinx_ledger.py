@@ -98,7 +98,7 @@ def _statistic(claim: dict) -> str:
 
 
 def _null(claim: dict) -> str:
-    if claim["null_kind"] == "point":
+    if claim["null_kind"] == "point" or claim["null_sd"] is None:
         return f"{claim['null']}: {claim['null_mean']:.3g}"
     return f"{claim['null']}: {claim['null_mean']:.3g} \u00b1 {claim['null_sd']:.2g}"
 

@@ -18,10 +18,11 @@ from circuitbook.book import Null, finding, glue, observation
 from circuitbook.composition import random_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
+from circuitbook.paths import count_paths, count_score_terms
 from circuitbook.widgets.explainers import (DURSLEY, composition_builder,
                                             control_tokens,
                                             induction_measures,
-                                            induction_stepper, path_counts,
+                                            induction_stepper,
                                             pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -197,12 +198,11 @@ finding("in toy-2l, the two heads' K-composition score stands out from "
 observation("their Q- and V-composition scores",
             f"Q {scores['Q']:.2f}, V {scores['V']:.2f}",
             chapter="induction module")
-gpt2_like = path_counts(12, 12)
-glue("n12_logits", f"{gpt2_like['logits']:,}")
-mantissa, exponent = f"{float(gpt2_like['scores']):.1e}".split("e")
+glue("n12_logits", f"{count_paths(12, 12)['total']:,}")
+mantissa, exponent = f"{float(count_score_terms(12, 12)):.1e}".split("e")
 glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
     str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")))
-glue("pair_all", path_counts(1, 2)["logits"])
+glue("pair_all", count_paths(2, 1)["total"])
 
 # %% [markdown]
 # For `toy-2l`'s pair the K-composition score is {glue:text}`b_k:.2f`, against

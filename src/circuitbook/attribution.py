@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from circuitbook.validate import check_model_device_dtype
+
 __all__ = ["DirectLogitAttribution", "direct_logit_attribution"]
 
 
@@ -83,11 +85,23 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
         # TransformerLens 3.9 lists a pos_embed part that a shortformer stream never holds
         raise ValueError("direct_logit_attribution: shortformer models are not supported "
                          "(use circuitbook.paths.logit_attribution)")
-    answer = torch.as_tensor(answer, device=model.W_U.device).reshape(-1)
+    check_model_device_dtype(model, "direct_logit_attribution")
+    device = model.W_U.device
+    scale = cache["ln_final.hook_scale"] if "ln_final.hook_scale" in cache.cache_dict else None
+    if scale is None:
+        raise ValueError("direct_logit_attribution needs the final norm's scale in the cache "
+                         "(ln_final.hook_scale): run model.run_with_cache(tokens) without a names_filter that drops it")
+    if scale.device != device:
+        raise ValueError(f"the cache is on {scale.device} but the model on {device}: run run_with_cache on the "
+                         "model's device (without device=...), or move the model")
+    batch, n_pos = scale.shape[:2]
+    if not isinstance(pos, int) or isinstance(pos, bool) or not -n_pos <= pos < n_pos:
+        raise ValueError(f"pos must be an int position in [-{n_pos}, {n_pos}), got {pos!r}")
+    answer = _token_ids(answer, "answer", batch, model.cfg.d_vocab, device)
     direction = model.W_U[:, answer]  # [d_model, batch]
     unembed_bias = model.b_U[answer]
     if wrong is not None:
-        wrong = torch.as_tensor(wrong, device=model.W_U.device).reshape(-1)
+        wrong = _token_ids(wrong, "wrong", batch, model.cfg.d_vocab, device)
         direction = direction - model.W_U[:, wrong]
         unembed_bias = unembed_bias - model.b_U[wrong]
     norm = getattr(model, "ln_final", None)
@@ -99,7 +113,9 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
     with torch.no_grad():
         stack, labels = cache.get_full_resid_decomposition(
             expand_neurons=False, apply_ln=True, pos_slice=pos, return_labels=True)
-        # stack [parts, batch, d_model] (the position sliced away); one number per part and row
+        # stack [parts, batch, d_model] (the position sliced away); one number per part and row.
+        # TransformerLens makes some parts in the default dtype: read them in the model's.
+        stack = stack.to(direction.dtype)
         parts = torch.einsum("pbm,mb->pb", stack, direction)
         abs_size = torch.einsum("pbm,mb->b", stack.abs(), direction.abs())
     index = {label: i for i, label in enumerate(labels)}
@@ -117,3 +133,18 @@ def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Te
         unembed_bias=unembed_bias.to(parts.dtype),
         abs_size=abs_size,
     )
+
+
+def _token_ids(ids, name: str, batch: int, d_vocab: int, device: torch.device) -> torch.Tensor:
+    """``ids`` (a token id, a list or a tensor) as a [batch] long tensor on ``device``, or raise."""
+    ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids, device="cpu")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    ids = ids.reshape(-1)
+    if ids.numel() == 1 and batch > 1:
+        ids = ids.expand(batch)  # one token for every row
+    if ids.numel() != batch:
+        raise ValueError(f"{name} must give one token id per row of the cache's batch ({batch}), got {ids.numel()}")
+    if int(ids.min()) < 0 or int(ids.max()) >= d_vocab:
+        raise ValueError(f"{name} token ids must lie in 0..{d_vocab - 1}, got {ids.tolist()}")
+    return ids.to(device=device, dtype=torch.long)

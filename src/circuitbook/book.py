@@ -379,8 +379,10 @@ def _record(kind: str, statement: str, measured: str, holds: bool, chapter: str 
         raise AssertionError(f"{kind} failed: {statement} ({failure or 'measured ' + measured})")
     mark = {"identity": "\u2261", "finding": "\u2714", "observation": "\u00b7", "unfiled": "?"}[kind]
     line = f"{mark} {kind}: {statement}  [{measured}]"
+    # JSON has no NaN: a field a test does not have (a z for a bootstrap) is null
     payload = {"statement": statement, "measured": measured, "chapter": chapter, "kind": kind,
-               **(extra or {})}
+               **{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                  for k, v in (extra or {}).items()}}
     try:
         from IPython import get_ipython
         from IPython.display import display

@@ -38,6 +38,7 @@ import torch
 from transformer_lens import FactoredMatrix
 
 from circuitbook.devices import resolve_device
+from circuitbook.neurons import haar_rotation
 from circuitbook.validate import check_layer_head, check_model_device_dtype
 
 __all__ = [
@@ -256,19 +257,12 @@ def random_scores(
     return torch.cat([_factor_scores(*heads) for heads in _random_heads(d_model, d_head, n_samples, init, kind, g)])
 
 
-def random_baseline(
-    d_model: int,
-    d_head: int,
-    *,
-    n_samples: int = 512,
-    seed: int = 0,
-    kind: str = "K",
-    init: str = "gaussian",
-    device: str | torch.device | None = None,
-) -> float:
+def random_baseline(d_model: int, d_head: int, **options) -> float:
     """The mean composition score between independent random heads of these shapes.
 
-    Equation: the mean of :func:`random_scores` (same arguments), a Monte-Carlo estimate of
+    Equation: the mean of ``random_scores(d_model, d_head, **options)``, whose keyword
+    arguments (``n_samples``, ``seed``, ``kind``, ``init``, ``device``) and defaults it takes
+    as they are, so the two cannot drift apart; a Monte-Carlo estimate of
     ``E[score]``. What it estimates exactly is known for the squared score: for gaussian or
     orthogonal factors the heads' orientations are uniformly random, so
     ``E[score^2] = 1/d_model`` exactly (:func:`expected_squared_score`), and
@@ -284,16 +278,7 @@ def random_baseline(
 
     Taught in chapter 18 (Composition scores).
     """
-    return float(
-        random_scores(d_model, d_head, n_samples=n_samples, seed=seed, kind=kind, init=init, device=device).mean()
-    )
-
-
-def _haar_orthogonal(d: int, n: int, g: torch.Generator, dtype) -> torch.Tensor:
-    """``n`` Haar-random orthogonal d x d matrices [n, d, d]: the QR factor of a Gaussian
-    matrix with its columns' signs fixed by ``diag(R) > 0`` (Mezzadri 2007)."""
-    q, r = torch.linalg.qr(torch.randn(n, d, d, generator=g, dtype=dtype, device=g.device))
-    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+    return float(random_scores(d_model, d_head, **options).mean())
 
 
 def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> torch.Tensor:
@@ -311,7 +296,8 @@ def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> to
     spread depend on the two heads' spectra (low-rank heads spread more).
     Shapes: returns [n_samples, n_layers, n_heads, n_layers, n_heads] on the model's device,
     in the model's dtype promoted to at least float32; zero unless ``l1 < l2``. One sample
-    costs one d_model x d_model QR and one :func:`composition_scores`.
+    costs one d_model x d_model QR (:func:`circuitbook.neurons.haar_rotation`, drawn in
+    float64 by a generator on the model's device) and one :func:`composition_scores`.
 
     Taught in chapter 18 (Composition scores).
     """
@@ -326,7 +312,7 @@ def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> to
         W_Q, W_K, W_V, W_O = (w.to(dt) for w in (model.W_Q, model.W_K, model.W_V, model.W_O))
         null = []
         for _ in range(n_samples):
-            U = _haar_orthogonal(d_model, 1, g, dt)[0]
+            U = haar_rotation(d_model, g, dt)
             null.append(_scores(W_Q, W_K, W_V, W_O @ U, kind))
         return torch.stack(null)
 

@@ -11,14 +11,18 @@
 - :func:`copying_scores` reads the eigenvalues of the full OV circuit through a d_head x d_head
   matrix, never vocab x vocab.
 - :func:`ablate` zero- or mean-ablates heads, as a context manager or as hooks.
-- :func:`icl_score` is Olsson et al.'s (2022) in-context-learning score.
+- :func:`icl_score` is Olsson et al.'s (2022) in-context-learning score, :func:`icl_scores` its
+  windowed form per sequence, both through :func:`icl_score_from_losses`, the one kernel.
 """
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from circuitbook.data.repeats import repeated_random_tokens
+from circuitbook.devices import resolve_device
 from circuitbook.validate import (
     check_heads,
     check_layer_head,
@@ -33,7 +37,7 @@ __all__ = [
     "induction_and_prev_token_scores",
     "duplicate_token_pattern_score", "prev_token_pattern_score",
     "uniform_causal_pattern",
-    "copying_scores", "ablate", "Ablation", "icl_score"]
+    "copying_scores", "ablate", "Ablation", "icl_score", "icl_scores", "icl_score_from_losses"]
 
 
 # --- attention-pattern scores ------------------------------------------------------------------
@@ -100,15 +104,8 @@ def _repeated_tokens(model, seq_len: int | None, batch: int, seed: int, tokens: 
     return tokens, seq_len
 
 
-def induction_scores(
-    model,
-    *,
-    seq_len: int | None = None,
-    batch: int = 8,
-    seed: int = 0,
-    tokens: torch.Tensor | None = None,
-    prefix: int = 0,
-) -> torch.Tensor:
+def induction_scores(model, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
+                     tokens: torch.Tensor | None = None, prefix: int = 0) -> torch.Tensor:
     """Induction score of every head: attention from each repeated token to its earlier successor.
 
     Equation: on ``[r_0..r_{n-1}, r_0..r_{n-1}]``, ``score = mean_{b, i} A[b, n + i, i + 1]`` for
@@ -131,15 +128,8 @@ def induction_scores(
     return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=prefix + n)
 
 
-def prev_token_scores(
-    model,
-    *,
-    seq_len: int | None = None,
-    batch: int = 8,
-    seed: int = 0,
-    tokens: torch.Tensor | None = None,
-    prefix: int = 0,
-) -> torch.Tensor:
+def prev_token_scores(model, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
+                      tokens: torch.Tensor | None = None, prefix: int = 0) -> torch.Tensor:
     """Previous-token score of every head: mean attention from each position to the one before.
 
     Equation: ``score = mean_{b, p} A[b, p, p - 1]`` over every position ``p >= prefix + 1``
@@ -181,19 +171,24 @@ def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: in
 # --- scores on real text --------------------------------------------------------------------
 
 
-def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32,
+                           device: str | torch.device | None = None) -> torch.Tensor:
     """The pattern of a head that spreads its attention evenly over the past: the baseline.
 
     Equation: ``A[q, k] = 1 / (q + 1)`` for ``k <= q`` and 0 above the diagonal. A score computed
     on this pattern is what a head that ignores content and position (but obeys the causal mask)
     would get, so a head's score means something only well above it.
-    Shapes: returns [n_pos, n_pos].
+    Shapes: returns [n_pos, n_pos] on ``device`` (None: the CPU; pass the device of the patterns
+    it is compared with, e.g. ``pattern.device``) in ``dtype``.
 
     Taught in chapter 6 (Scaled dot-product attention).
     """
-    if n_pos < 1:
-        raise ValueError(f"n_pos must be at least 1, got {n_pos}")
-    allowed = torch.ones(n_pos, n_pos, dtype=dtype).tril()
+    if not isinstance(n_pos, int) or isinstance(n_pos, bool) or n_pos < 1:
+        raise ValueError(f"n_pos must be an int >= 1, got {n_pos!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
+    device = torch.device("cpu") if device is None else resolve_device(device)
+    allowed = torch.ones(n_pos, n_pos, dtype=dtype, device=device).tril()
     return allowed / allowed.sum(-1, keepdim=True)
 
 
@@ -259,7 +254,8 @@ def duplicate_token_pattern_score(
     if tokens.ndim != 2 or tokens.shape[-1] != pattern.shape[-1]:
         raise ValueError(f"tokens {tuple(tokens.shape)} do not match pattern {tuple(pattern.shape)}")
     counted = _duplicate_queries(tokens, queries)  # [batch, q]
-    same = _earlier_same_token(tokens)  # [batch, q, k]
+    # the masks are read on the tokens' device, the score computed on the patterns'
+    counted, same = counted.to(pattern.device), _earlier_same_token(tokens).to(pattern.device)  # [batch, q, k]
     mass = (pattern * same[:, None].to(pattern.dtype)).sum(-1)  # [batch, head, q]
     return (mass * counted[:, None].to(mass.dtype)).sum(dim=(0, 2)) / counted.sum()
 
@@ -411,8 +407,9 @@ def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) 
 
     Equation (Olsson et al. 2022): ``mean_b [-log p(t_late | t_<late) + log p(t_early | t_<early)]``,
     the loss of predicting the token at index ``late`` minus that at index ``early``, averaged over
-    the batch. Negative means the model predicts better with more context, i.e. it learns in
-    context. Needs ``1 <= early < late < pos``.
+    the batch: :func:`icl_scores` of ``model(tokens)`` with one-token windows, averaged. Negative
+    means the model predicts better with more context, i.e. it learns in context. Needs
+    ``1 <= early < late < pos``.
     Shapes: ``tokens`` [batch, pos]; returns a Python float.
 
     Taught in chapter 17 (Induction heads).
@@ -428,12 +425,92 @@ def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) 
             f"tokens, got {pos}; pass smaller early/late for short contexts"
         )
     with torch.no_grad():
-        logits = model(tokens)  # [batch, pos, d_vocab]
-        # The logits at position t - 1 predict token t.
-        at = torch.tensor([early - 1, late - 1], device=tokens.device)
-        picked = logits[:, at]  # [batch, 2, d_vocab]
-        if picked.dtype in (torch.float16, torch.bfloat16):
-            picked = picked.float()  # a log-softmax over a large vocabulary needs the range
-        logp = picked.log_softmax(-1)
-        loss = -logp.gather(-1, tokens[:, at + 1, None]).squeeze(-1)  # [batch, 2]
-    return float((loss[:, 1] - loss[:, 0]).mean())
+        return float(icl_scores(model(tokens), tokens, early, late).mean())
+
+
+# icl_scores takes the log-softmax over at most this many logits at a time (16 MB in float32).
+_LOG_SOFTMAX_ENTRIES = 2**22
+
+
+def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch.Tensor:
+    """Olsson et al.'s in-context-learning score of each sequence, over windows of tokens.
+
+    Equation: ``score_b = mean_{t in late} loss_b(t) - mean_{t in early} loss_b(t)`` with
+    ``loss_b(t) = -log softmax(logits[b, t - 1])[tokens[b, t]]``: the logits at position
+    ``t - 1`` predict token ``t`` (:func:`icl_score_from_losses` of these losses). A window is
+    one token index ``t``, a ``range`` of them, or ``(lo, hi)`` for tokens ``lo..hi-1``; every
+    index lies in ``1..pos-1``. Windows (rather than Olsson et al.'s single tokens 50 and 500)
+    average out single tokens' noise; one score per sequence lets a bootstrap over sequences
+    put an interval on the mean. The log-softmax runs a few positions at a time, in at least
+    float32, so no second [batch, pos, d_vocab] tensor is held.
+    Shapes: ``logits`` [batch, pos, d_vocab], ``tokens`` [batch, pos] (moved to the logits'
+    device); returns [batch] on the logits' device.
+
+    Taught in chapter 17 (Induction heads) and the induction module's problem 6.
+    """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 3 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating [batch, pos, d_vocab] tensor, got "
+                         f"{getattr(logits, 'dtype', type(logits).__name__)} {tuple(getattr(logits, 'shape', ()))}")
+    if not isinstance(tokens, torch.Tensor) or tokens.shape != logits.shape[:2]:
+        raise ValueError(f"tokens must be [batch, pos] = {tuple(logits.shape[:2])} like the logits, got "
+                         f"{tuple(getattr(tokens, 'shape', ()))}")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    batch, pos, vocab = logits.shape
+    targets = tokens.to(logits.device)
+    wide = torch.promote_types(logits.dtype, torch.float32)  # a log-softmax over a vocabulary needs the range
+    losses = torch.empty(batch, pos - 1, device=logits.device, dtype=wide)
+    step = max(1, _LOG_SOFTMAX_ENTRIES // max(1, batch * vocab))
+    for a in range(0, pos - 1, step):
+        b = min(a + step, pos - 1)
+        logp = logits[:, a:b].to(wide).log_softmax(-1)
+        losses[:, a:b] = -logp.gather(-1, targets[:, a + 1:b + 1, None]).squeeze(-1)
+    return icl_score_from_losses(losses, early, late)
+
+
+def icl_score_from_losses(losses, early, late) -> torch.Tensor:
+    """The in-context-learning score from per-token losses: the book's one ICL kernel.
+
+    Equation: ``mean_{t in late} losses[..., t - 1] - mean_{t in early} losses[..., t - 1]``,
+    where ``losses[..., t - 1]`` is the loss of predicting token ``t`` from tokens ``0..t-1``
+    (the layout of ``circuitbook.train.per_token_loss``; a training run's mean loss at each
+    position, ``circuitbook.train.phases.icl_score_from_positions``, is one such curve).
+    Windows as in :func:`icl_scores`: an index ``t``, a ``range``, or ``(lo, hi)`` for
+    ``lo..hi-1``; each index in ``1..n`` for ``n`` losses. Negative: later tokens are
+    predicted better, the model uses its context.
+    Shapes: ``losses`` [..., n] (a tensor or a sequence of floats); returns [...] (0-dim for
+    one curve), in the losses' dtype (float64 for a sequence) on their device.
+
+    Taught in chapters 17 (Induction heads) and 19 (the score over training).
+    """
+    if not isinstance(losses, torch.Tensor):
+        losses = torch.as_tensor(losses, dtype=torch.float64, device="cpu")
+    if losses.ndim < 1 or not losses.is_floating_point():
+        raise ValueError(f"losses must be a floating [..., n] curve, got {losses.dtype} {tuple(losses.shape)}")
+    n = losses.shape[-1]
+    windows = [_icl_window(w, n, name) for name, w in (("early", early), ("late", late))]
+    at = [torch.tensor(w, device=losses.device) - 1 for w in windows]
+    return losses[..., at[1]].mean(-1) - losses[..., at[0]].mean(-1)
+
+
+def _icl_window(window, n: int, name: str) -> list[int]:
+    """``window`` (an index, a range, or (lo, hi) for lo..hi-1) as a list of token indices in 1..n."""
+    if isinstance(window, range):
+        tokens = list(window)
+    elif isinstance(window, tuple) and len(window) == 2 and all(_is_int(x) for x in window):
+        tokens = list(range(int(window[0]), int(window[1])))
+    elif _is_int(window):
+        tokens = [int(window)]
+    else:
+        raise TypeError(f"the {name} window must be a token index, a range or a (lo, hi) pair, got {window!r}")
+    if not tokens:
+        raise ValueError(f"the {name} window {window!r} holds no token")
+    bad = [t for t in tokens if not 1 <= t <= n]
+    if bad:
+        raise ValueError(f"the {name} window {window!r} reaches token(s) {bad[:3]} outside 1..{n}: token t is "
+                         f"predicted from position t - 1, so token 0 has no loss and {n} losses cover 1..{n}")
+    return tokens
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)

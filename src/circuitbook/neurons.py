@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from circuitbook.devices import resolve_device
+
 __all__ = [
     "mlp_activations",
     "haar_rotation",
@@ -66,25 +68,40 @@ def mlp_activations(model, tokens: torch.Tensor, layers) -> dict:
         acts = {key: kept[f"blocks.{layer}.{hook}"] for key, hook in hooks.items()}
         norm = model.blocks[layer].ln2
         if hasattr(norm, "w"):
-            acts["x"] = acts["x"] * norm.w.detach()
+            # TransformerLens normalises half-precision streams in float32 and hooks that, then
+            # casts to the model's dtype before the gain: so does the MLP's input here
+            acts["x"] = acts["x"].to(norm.w.dtype) * norm.w.detach()
         out[layer] = acts
     return out[wanted[0]] if single else out
 
 
-def haar_rotation(n: int, generator: torch.Generator | None = None, dtype=torch.float32) -> torch.Tensor:
+def haar_rotation(n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32, *,
+                  device: str | torch.device | None = None) -> torch.Tensor:
     """A random orthogonal matrix [n, n], uniform (Haar) over the orthogonal group.
 
     Equation: ``G`` with i.i.d. standard normal entries, ``G = Q R`` (QR), then
-    ``Q diag(sign(diag R))``; without the sign fix the distribution of ``Q`` is not uniform
-    (Mezzadri 2007). Computed in float64, returned in ``dtype``. Chapter 10.
+    ``Q diag(sign(diag R))``. Without the sign fix the distribution of ``Q`` is not uniform:
+    LAPACK's Householder QR makes ``diag R`` negative where ``G``'s column leads positive,
+    so ``Q[0, 0] <= 0`` always (Mezzadri 2007). ``G`` is drawn by ``generator`` on the
+    generator's own device (no generator: on ``device``, else the CPU), in float64 (float32
+    on MPS, which has no float64), so one seed gives one matrix whatever ``device``; the
+    result is returned on ``device`` (None: where it was drawn) in ``dtype``. The book's
+    one Haar sampler: chapter 10's rotated neuron basis and chapter 18's
+    :func:`circuitbook.composition.rotated_baseline` both draw here. Chapter 10.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    g = torch.randn(n, n, generator=generator, dtype=torch.float64)
-    q, r = torch.linalg.qr(g)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    target = None if device is None else resolve_device(device)
+    where = generator.device if generator is not None else (target or torch.device("cpu"))
+    work = torch.float32 if where.type == "mps" else torch.float64
+    q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=work, device=where))
     signs = torch.sign(torch.diagonal(r))
-    signs[signs == 0] = 1.0
-    return (q * signs).to(dtype)
+    signs = torch.where(signs == 0, torch.ones_like(signs), signs)  # a zero pivot: probability 0
+    return (q * signs).to(device=target or where, dtype=dtype)
 
 
 def kurtosis(x: torch.Tensor, dim: int = 0) -> torch.Tensor:

@@ -32,12 +32,13 @@ positions are the book's additions.
 from __future__ import annotations
 
 import difflib
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
-from circuitbook.validate import check_layer_head, check_tokens
+from circuitbook.validate import check_heads, check_layer_head, check_model_device_dtype, check_tokens
 
 __all__ = ["PatchingRun", "patching_run", "mean_loss", "logit_diff", "patch", "patch_heads",
            "patch_resid", "path_patch"]
@@ -50,6 +51,9 @@ def mean_loss(logits: torch.Tensor, tokens: torch.Tensor, positions: Sequence[in
     the prediction positions ``p`` in ``positions``. Shapes: logits [batch, pos, d_vocab],
     tokens [batch, pos]; returns a 0-dim tensor. Lower is better, so the clean run has the
     lower value; the normalisation of :class:`PatchingRun` still maps it to 1."""
+    if logits.ndim != 3 or tokens.shape != logits.shape[:2]:
+        raise ValueError(f"mean_loss needs logits [batch, pos, d_vocab] and tokens [batch, pos] of the same batch "
+                         f"and pos, got {tuple(logits.shape)} and {tuple(tokens.shape)}")
     pos = _positions(positions, logits.shape[1] - 1, "mean_loss positions (each needs a next token)")
     log_probs = logits[:, pos].log_softmax(-1)
     targets = tokens[:, [p + 1 for p in pos]].to(logits.device)
@@ -65,6 +69,9 @@ def logit_diff(logits: torch.Tensor, positions: Sequence[int], right: torch.Tens
     if right.shape != wrong.shape or right.shape != (logits.shape[0], len(pos)):
         raise ValueError(f"right and wrong must both be [batch, n_positions] = {(logits.shape[0], len(pos))}, "
                          f"got {tuple(right.shape)} and {tuple(wrong.shape)}")
+    for name, ids in (("right", right), ("wrong", wrong)):
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
     at = logits[:, pos]
     dev = logits.device
     return (at.gather(-1, right[..., None].to(dev)) - at.gather(-1, wrong[..., None].to(dev))).mean()
@@ -90,7 +97,7 @@ class PatchingRun:
     _corrupted: dict = field(default_factory=dict, repr=False)
 
     def normalise(self, value: float) -> float:
-        return (float(value) - self.corrupted_value) / (self.clean_value - self.corrupted_value)
+        return (_metric_value(value) - self.corrupted_value) / (self.clean_value - self.corrupted_value)
 
     def activation(self, name: str, clean: bool = True) -> torch.Tensor:
         """The activation at hook ``name`` on the clean (or corrupted) tokens."""
@@ -136,6 +143,9 @@ def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tens
     """Run ``model`` on both token batches ([batch, pos], the same shape) and evaluate
     ``metric`` (logits [batch, pos, d_vocab] -> a number) on each. Raises if the shapes
     differ or the metric does not tell the runs apart (the normalisation would divide by 0)."""
+    check_model_device_dtype(model, "patching_run")
+    if not callable(metric):
+        raise TypeError(f"metric must be a function of the logits, got {type(metric).__name__}")
     clean, corrupted = check_tokens(model, clean_tokens), check_tokens(model, corrupted_tokens)
     if clean.shape != corrupted.shape:
         raise ValueError(f"clean tokens {tuple(clean.shape)} and corrupted tokens {tuple(corrupted.shape)} "
@@ -143,7 +153,7 @@ def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tens
     with torch.no_grad():   # cached now for patch_heads and path_patch
         clean_logits, clean_cache = model.run_with_cache(clean, names_filter=_is_cached)
         corrupted_logits, corrupted_cache = model.run_with_cache(corrupted, names_filter=_is_cached)
-        clean_value, corrupted_value = float(metric(clean_logits)), float(metric(corrupted_logits))
+        clean_value, corrupted_value = _metric_value(metric(clean_logits)), _metric_value(metric(corrupted_logits))
     if clean_value == corrupted_value:
         raise ValueError(f"the metric is {clean_value} on both runs: nothing to patch back")
     return PatchingRun(model, clean, corrupted, metric, clean_value, corrupted_value,
@@ -184,19 +194,27 @@ def patch(run: PatchingRun, name: str, layer: int | None = None, *, positions: S
 
 def patch_heads(run: PatchingRun) -> torch.Tensor:
     """Patch each head's output ``hook_z`` [batch, pos, head, d_head] at all positions, one
-    head at a time: the normalised metric, [n_layers, n_heads]."""
+    head at a time: the normalised metric, [n_layers, n_heads], on the model's device in its
+    dtype."""
     cfg = run.model.cfg
-    return torch.tensor([[patch(run, "z", l, head=h) for h in range(cfg.n_heads)]
-                         for l in range(cfg.n_layers)])
+    return _on_model([[patch(run, "z", l, head=h) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)],
+                     run.model)
 
 
 def patch_resid(run: PatchingRun, positions: Sequence[int] | None = None) -> torch.Tensor:
     """Patch the residual stream before each layer (``hook_resid_pre``) at one position at a
-    time: the normalised metric, [n_layers, len(positions)] (all positions when None)."""
+    time: the normalised metric, [n_layers, len(positions)] (all positions when None), on the
+    model's device in its dtype."""
     n = run.clean_tokens.shape[1]
     pos = _positions(positions, n, "positions")
-    return torch.tensor([[patch(run, "resid_pre", l, positions=[p]) for p in pos]
-                         for l in range(run.model.cfg.n_layers)])
+    return _on_model([[patch(run, "resid_pre", l, positions=[p]) for p in pos] for l in range(run.model.cfg.n_layers)],
+                     run.model)
+
+
+def _on_model(values: list[list[float]], model) -> torch.Tensor:
+    """``values`` as a tensor on the model's device, in its floating dtype."""
+    W_E = model.W_E
+    return torch.tensor(values, device=W_E.device, dtype=W_E.dtype)
 
 
 def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
@@ -207,11 +225,21 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     corrupted run, each receiver head (layer r, head j) reads at ``into`` = "q", "k" or "v"
     (``hook_{into}_input``, [batch, pos, head, d_model]) the corrupted residual stream plus
     the clean-minus-corrupted output of every sender in a layer below r, at ``positions``
-    (all when None). Everything else, including what the senders write into other heads and
-    into the logits, stays corrupted. ``into="logits"`` (no receivers) adds the difference
-    only to the final residual stream: the senders' direct path. This is the direct path
-    sender -> receiver of Wang et al. (2023); paths through heads between them stay
-    corrupted. Returns the normalised metric.
+    (all when None):
+
+        input_{r,j} = resid_pre_r(corrupted) + sum_{senders (l, h), l < r} (o_{l,h}(clean) - o_{l,h}(corrupted)).
+
+    Everything else, including what the senders write into other heads and into the logits,
+    stays corrupted. The receivers' patched outputs then flow on through the later layers to
+    the logits; with receivers in several layers, a later receiver still reads the corrupted
+    stream plus the senders' difference, not what an earlier receiver's patch changed in it
+    (Wang et al. 2023's path patching: receivers' inputs are the senders' direct paths
+    alone). A receiver with no sender in an earlier layer receives nothing; at least one
+    receiver must have one. ``into="logits"`` (no receivers) adds the difference only to the
+    final residual stream: the senders' direct path. Returns the normalised metric.
+    ``senders`` and ``receivers`` take every form :func:`circuitbook.heads.ablate` takes
+    (``validate.check_heads``): one pair, a list of pairs, an [n, 2] tensor, or the output
+    of ``torch.unravel_index``.
 
     The receivers' separate inputs need ``use_split_qkv_input`` (and, for grouped-query
     attention as in SmolLM2, ``ungroup_grouped_query_attention``, so that each query head
@@ -222,12 +250,13 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     model, cfg = run.model, run.model.cfg
     if into not in _INPUTS:
         raise ValueError(f"into must be one of {_INPUTS}, got {into!r}")
-    senders, receivers = _pairs(model, senders), _pairs(model, receivers)
+    senders, receivers = check_heads(model, senders), check_heads(model, receivers)
     if not senders:
         raise ValueError("path_patch needs at least one sender head")
     if (into == "logits") != (not receivers):
         raise ValueError("into='logits' takes no receivers; 'q', 'k' and 'v' need at least one")
     pos = _positions(positions, run.clean_tokens.shape[1], "positions")
+    senders = list(dict.fromkeys(senders))  # a sender named twice still sends once
     names = [utils.get_act_name("z", l) for l, _ in senders]
     deltas = {}
     for (l, h), z_clean, z_corr in zip(senders, run.activations(names), run.activations(names, False)):
@@ -237,24 +266,36 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     if into == "logits":   # only the final norm and the unembedding see the difference
         final = run.activation(utils.get_act_name("resid_post", cfg.n_layers - 1), clean=False)
         return run.measure([], start_at_layer=cfg.n_layers, residual=final + sum(deltas.values()))
+    reached = sorted({r for r, _ in receivers if any(l < r for l, _ in deltas)})
+    if not reached:
+        raise ValueError(f"no receiver has a sender in an earlier layer (senders in layers "
+                         f"{sorted({l for l, _ in senders})}, receivers in layers "
+                         f"{sorted({r for r, _ in receivers})}): a head reads only earlier layers")
     hooks = []
-    for r in sorted({l for l, _ in receivers}):
-        below = [d for (l, _), d in deltas.items() if l < r]
-        if not below:
-            raise ValueError(f"receivers in layer {r} have no sender in an earlier layer")
-        heads = [h for l, h in receivers if l == r]
+    for r in reached:
+        heads = sorted({h for l, h in receivers if l == r})
+        delta = sum(d for (l, _), d in deltas.items() if l < r)
+        seen: dict[str, torch.Tensor] = {}
 
-        def add(x, hook, heads=heads, delta=sum(below)):
+        def keep(resid, hook, seen=seen):
+            seen["resid"] = resid
+
+        def add(x, hook, heads=heads, delta=delta, seen=seen,
+                corrupted=run.activation(f"blocks.{r}.hook_resid_pre", clean=False)):
+            # x[:, :, j] is this layer's residual stream as the run computed it (plus the
+            # positional embedding for shortformer q and k); subtracting what earlier
+            # receivers changed in it (zero in the first receiver layer) leaves the corrupted
+            # stream, to which the senders' difference is added.
             x = x.clone()
-            x[:, :, heads] += delta[:, :, None]
+            x[:, :, heads] += (delta - (seen["resid"] - corrupted))[:, :, None]
             return x
 
-        hooks.append((f"blocks.{r}.hook_{into}_input", add))
+        hooks += [(f"blocks.{r}.hook_resid_pre", keep), (f"blocks.{r}.hook_{into}_input", add)]
     saved = cfg.use_split_qkv_input, cfg.ungroup_grouped_query_attention
     try:
         model.set_use_split_qkv_input(True)
         cfg.ungroup_grouped_query_attention = cfg.n_key_value_heads is not None
-        return run.measure(hooks, start_at_layer=min(l for l, _ in receivers))
+        return run.measure(hooks, start_at_layer=reached[0])
     finally:
         model.set_use_split_qkv_input(saved[0])
         cfg.ungroup_grouped_query_attention = saved[1]
@@ -266,15 +307,16 @@ def _is_cached(name: str) -> bool:
     return name.endswith(("attn.hook_z", "hook_resid_pre", "hook_resid_post", "hook_pos_embed"))
 
 
-def _pairs(model, heads) -> list[tuple[int, int]]:
-    """(layer, head) pairs: one bare pair or a list of them, validated."""
-    if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
-        heads = [heads]
-    out = []
-    for l, h in heads:
-        check_layer_head(model, int(l), int(h))
-        out.append((int(l), int(h)))
-    return out
+def _metric_value(value) -> float:
+    """The metric's value as a float: it must be one number (a 0-dim or one-element tensor)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"the metric must return one number, got a tensor of shape {tuple(value.shape)}; "
+                             "reduce it over the batch (e.g. .mean())")
+        return float(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"the metric must return a number or a one-element tensor, got {type(value).__name__}")
 
 
 def _positions(positions, n: int, what: str) -> list[int]:

@@ -36,7 +36,7 @@ import torch
 
 from circuitbook.validate import check_model_device_dtype, check_tokens, require_attn_only
 
-__all__ = ["LogitAttribution", "logit_attribution", "count_paths"]
+__all__ = ["LogitAttribution", "logit_attribution", "count_paths", "count_score_terms"]
 
 # The expansion keeps one [batch, pos, d_vocab] tensor per path; refuse to exceed this.
 _MAX_BYTES = 2 * 1024**3
@@ -175,16 +175,39 @@ def count_paths(n_layers: int, n_heads: int) -> dict[str, int]:
     paths through k heads number ``C(L, k) n^k`` and all paths ``sum_k C(L, k) n^k = (1 + n)^L``
     (binomial theorem). For two layers of n heads: 1 direct + 2n single-head + n^2 virtual.
     Paths that start at an output bias ``b_O`` are not counted (see :func:`logit_attribution`).
-    Shapes: returns ``{"direct": 1, "order_1": L n, ..., "order_L": n^L, "total": (1 + n)^L}``.
+    Shapes: returns ``{"direct": 1, "order_1": L n, ..., "order_L": n^L, "total": (1 + n)^L}``;
+    the virtual heads (two or more heads) number ``total - direct - order_1``. This is the
+    book's one path count (the problem set's ``path_counts`` and the composition builder's
+    scaling table read it).
 
     Taught in chapter 13 (Path expansion).
     """
-    for name, value in (("n_layers", n_layers), ("n_heads", n_heads)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    _check_shape(n_layers, n_heads)
     counts = {"direct": 1}
     for k in range(1, n_layers + 1):
         counts[f"order_{k}"] = math.comb(n_layers, k) * n_heads**k
     counts["total"] = sum(counts.values())
     return counts
 
+
+
+def count_score_terms(n_layers: int, n_heads: int) -> int:
+    """Count the terms of every head's attention score when both sides are path-expanded.
+
+    Equation: a head in layer ``l`` scores ``q . k`` with its query input and its key input
+    each the sum of the ``(1 + n)^l`` paths that end before layer ``l``
+    (:func:`count_paths` of ``l`` layers), so its score splits into ``(1 + n)^(2 l)``
+    (query path, key path) terms, and all heads together into ``n sum_{l<L} (1 + n)^(2 l)``.
+    Shapes: returns an int.
+
+    Taught in the induction module (the composition builder's scaling table, beside
+    :func:`count_paths`).
+    """
+    _check_shape(n_layers, n_heads)
+    return n_heads * sum(count_paths(layer, n_heads)["total"] ** 2 for layer in range(n_layers))
+
+
+def _check_shape(n_layers, n_heads) -> None:
+    for name, value in (("n_layers", n_layers), ("n_heads", n_heads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")

@@ -48,7 +48,9 @@ def check_heads(model, heads) -> list[tuple[int, int]]:
     Accepts what TransformerLens users pass: one pair given bare (``(1, 4)``, ``[1, 4]``), a list
     of pairs (tuples, lists or 2-element tensors), a [n, 2] integer tensor, or the
     ``(layers, heads)`` pair of index tensors that ``torch.unravel_index(flat, (n_layers,
-    n_heads))`` returns. Entries may be ints, numpy integers or 0-dim integer tensors.
+    n_heads))`` returns. Entries may be ints, numpy integers or 0-dim integer tensors. An empty
+    list gives ``[]`` (the caller says whether that is allowed). The one head-pair validator:
+    ``heads.ablate`` and ``patching.path_patch`` both read their heads here.
     """
     if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(t, torch.Tensor) and t.ndim == 1 for t in heads):
         if heads[0].shape != heads[1].shape:
@@ -64,6 +66,9 @@ def check_heads(model, heads) -> list[tuple[int, int]]:
             raise ValueError(f"a tensor of heads must have shape [2] or [n, 2] (layer, head), got {tuple(heads.shape)}")
     elif isinstance(heads, (tuple, list)) and len(heads) == 2 and all(_is_index(x) for x in heads):
         heads = [heads]  # one (layer, head) pair given bare
+    elif isinstance(heads, (str, bytes, dict)) or not hasattr(heads, "__iter__"):
+        raise TypeError(f"heads must be (layer, head) pairs (one pair, a list of pairs or an [n, 2] tensor), "
+                        f"got {type(heads).__name__} {heads!r}")
     out = []
     for item in heads:
         if isinstance(item, torch.Tensor) and item.ndim == 1:

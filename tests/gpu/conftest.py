@@ -8,6 +8,11 @@ Without a CUDA GPU every test is skipped, visibly (``pytest -ra`` lists the reas
 ``CIRCUITBOOK_GPU_SUITE_DEVICE=cpu`` runs the suite on the CPU instead, in the same dtypes:
 a dry run of the tolerances on a machine without a GPU (CPU half-precision kernels accumulate
 in float32, so this is a milder test than the GPU's).
+
+Shared with every file here (the exercise checks' suite included): the ``device`` fixture (a
+full ``torch.device``, with its index, so ``tensor.device == device`` is the test) and the
+``dtype`` fixture; ``gpu_helpers`` holds the tolerances, ``on``/``reference`` copies and
+``assert_on`` (every tensor of a result on one device).
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ def suite_device() -> torch.device:
     if wanted.startswith("cuda") and not torch.cuda.is_available():
         pytest.skip("no CUDA GPU here: the GPU suite compares CUDA results with CPU float64 and needs one "
                     "(CIRCUITBOOK_GPU_SUITE_DEVICE=cpu dry-runs it on the CPU)")
-    return torch.device(wanted)
+    chosen = torch.device(wanted)
+    if chosen.type == "cuda" and chosen.index is None:
+        # tensors report their index (cuda:0): the suite compares devices in full, not by type
+        chosen = torch.device("cuda", torch.cuda.current_device())
+    return chosen
 
 
 @pytest.fixture(scope="session")

@@ -46,3 +46,26 @@ def assert_close(got, want, *, dtype, n, what, scale=None):
     assert err <= tol, (f"{what} in {dtype}: max error {err:.3g} exceeds {tol:.3g} "
                         f"(= {MARGIN} * sqrt({n}) * eps * scale {scale:.3g})")
     return err / scale if scale else 0.0
+
+
+def device_of(model) -> torch.device:
+    """The device of ``model``'s weights (with its index: ``cuda:0``, not ``cuda``)."""
+    return next(model.parameters()).device
+
+
+def assert_on(result, device: torch.device, what: str, dtype: torch.dtype | None = None) -> None:
+    """Every tensor in ``result`` (nested tuples, lists, dicts, dataclasses) is on ``device``
+    (full equality, index included) and, when ``dtype`` is given, every floating one in it."""
+    if isinstance(result, torch.Tensor):
+        assert result.device == device, f"{what} is on {result.device}, the model on {device}"
+        if dtype is not None and result.is_floating_point():
+            assert result.dtype == dtype, f"{what} is {result.dtype}, the model {dtype}"
+    elif isinstance(result, dict):
+        for k, v in result.items():
+            assert_on(v, device, f"{what}[{k!r}]", dtype)
+    elif isinstance(result, (list, tuple)):
+        for i, v in enumerate(result):
+            assert_on(v, device, f"{what}[{i}]", dtype)
+    elif hasattr(result, "__dataclass_fields__"):
+        for k, v in vars(result).items():
+            assert_on(v, device, f"{what}.{k}", dtype)

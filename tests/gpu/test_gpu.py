@@ -14,7 +14,9 @@ from circuitbook.data import induction_tokens, repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.models import encoder_decoder as ed
 from circuitbook.models import load, zoo
+from circuitbook.train.metrics import evaluate
 from circuitbook.models.attn_only import attn_only
+from circuitbook.neurons import haar_rotation
 from circuitbook.train import lm_loss, per_token_loss, repeat_losses, train_lm, translation_metrics
 
 D_MODEL, N_HEADS, D_HEAD, D_VOCAB, N_CTX = 64, 4, 16, 100, 32
@@ -48,7 +50,7 @@ def test_circuits(device, dtype, name, random_model):
     model, ref = on(random_model, device, dtype), reference(random_model)
     for layer in range(2):
         got = getattr(circuits, name)(model, layer)
-        assert got.A.device.type == device.type and got.A.dtype == dtype
+        assert got.A.device == device and got.A.dtype == dtype
         # AB chains products whose reductions run over d_model, then d_head.
         assert_close(got.AB, getattr(circuits, name)(ref, layer).AB, dtype=dtype, n=D_MODEL + D_HEAD,
                      what=f"{name}(layer {layer}).AB")
@@ -59,7 +61,7 @@ def test_circuits(device, dtype, name, random_model):
 @pytest.mark.parametrize("kind", ["Q", "K", "V"])
 def test_composition_scores(device, dtype, kind, random_model):
     got = composition.composition_scores(on(random_model, device, dtype), kind)
-    assert got.device.type == device.type and got.dtype == dtype
+    assert got.device == device and got.dtype == dtype
     # Scores lie in [0, 1]: compare on that scale. The Gram matrices reduce over d_model.
     assert_close(got, composition.composition_scores(reference(random_model), kind), dtype=dtype, n=D_MODEL,
                  what=f"composition_scores({kind})", scale=1.0)
@@ -76,7 +78,7 @@ def test_random_baseline_on_the_device(device):
     # with the exact E[score^2] = 1/d_model it estimates, within 5 standard errors (CLT:
     # probability 6e-7 of a false failure), and the mean score with its Jensen bound.
     s = composition.random_scores(256, 32, n_samples=2048, device=device)
-    assert s.device.type == device.type and s.dtype == torch.float64
+    assert s.device == device and s.dtype == torch.float64
     se = float(s.square().std()) / math.sqrt(s.numel())
     assert abs(float(s.square().mean()) - composition.expected_squared_score(256)) <= 5 * se
     assert float(s.mean()) <= 1 / math.sqrt(256) + 5 * float(s.std()) / math.sqrt(s.numel())
@@ -90,12 +92,12 @@ def test_rotated_baseline_on_the_device(device, dtype, random_model):
     model = on(random_model, device, dtype)
     got = composition.rotated_baseline(model, "K", n_samples=3, seed=4)
     work = torch.promote_types(dtype, torch.float32)
-    assert got.shape == (3, 2, N_HEADS, 2, N_HEADS) and got.device.type == device.type and got.dtype == work
+    assert got.shape == (3, 2, N_HEADS, 2, N_HEADS) and got.device == device and got.dtype == work
     g = torch.Generator(device=device).manual_seed(4)
     ref = reference(random_model)
     W = [w.detach() for w in (ref.W_Q, ref.W_K, ref.W_V, ref.W_O)]
     for s in range(3):
-        U = composition._haar_orthogonal(D_MODEL, 1, g, work)[0].to("cpu", torch.float64)
+        U = haar_rotation(D_MODEL, g, work).to("cpu", torch.float64)
         want = composition._scores(W[0], W[1], W[2], W[3] @ U, "K")
         # The weights are rounded to dtype, U to the working dtype; the Grams reduce over d_model.
         assert_close(got[s], want, dtype=dtype, n=2 * D_MODEL, what=f"rotated_baseline sample {s}", scale=1.0)
@@ -103,7 +105,7 @@ def test_rotated_baseline_on_the_device(device, dtype, random_model):
 
 def test_copying_scores(device, dtype, random_model):
     got = heads.copying_scores(on(random_model, device, dtype))
-    assert got.device.type == device.type and got.dtype == dtype
+    assert got.device == device and got.dtype == dtype
     # Scores lie in [-1, 1]; the small matrix W_O (W_U W_E) W_V reduces over d_vocab and d_model.
     assert_close(got, heads.copying_scores(reference(random_model)), dtype=dtype, n=D_VOCAB + 2 * D_MODEL,
                  what="copying_scores", scale=1.0)
@@ -117,7 +119,7 @@ def test_logit_attribution(device, dtype, random_model):
     # Every part is a chain of at most 3 head maps, each reducing over d_model and pos.
     n = 3 * (D_MODEL + 2 * 8)
     for (label, g), (_, w) in zip(got.parts(), want.parts()):
-        assert g.device.type == device.type
+        assert g.device == device
         assert_close(g, w, dtype=dtype, n=n, what=f"logit_attribution part {label}", scale=scale)
     assert_close(got.total(), want.total(), dtype=dtype, n=n, what="logit_attribution.total()", scale=scale)
 
@@ -130,7 +132,7 @@ def test_attention_scores_and_ablation(device, dtype, toy_2l):
     n = toy_2l.cfg.d_model
     for fn in (heads.induction_scores, heads.prev_token_scores):
         got = fn(model)
-        assert got.device.type == device.type
+        assert got.device == device
         assert_close(got, fn(ref), dtype=dtype, n=n, what=fn.__name__, scale=scores_max)
     tokens = repeated_random_tokens(4, 16, toy_2l.cfg.d_vocab, seed=5)
     with torch.no_grad(), heads.ablate(model, [(1, 0)], reference_tokens=tokens):
@@ -191,11 +193,11 @@ def test_zoo_metrics(device, dtype, name):
     if dtype is not torch.float32:
         pytest.skip("the zoo's metrics are recorded in float32, the dtype the zoo was trained in")
     cpu = load(name, device="cpu")
-    got = zoo.evaluate(name, load(name, device=device))
+    got = evaluate(name, load(name, device=device))
     # Losses and probabilities come from logits summed over d_model and log-softmaxes over
     # d_vocab, on n_ctx positions; argmax heads and accuracies must agree exactly.
     n = cpu.cfg.d_model + cpu.cfg.d_vocab + cpu.cfg.n_ctx
-    _compare_metrics(got, zoo.evaluate(name, reference(cpu)), tolerance(dtype, n))
+    _compare_metrics(got, evaluate(name, reference(cpu)), tolerance(dtype, n))
 
 
 # --- the encoder-decoder ----------------------------------------------------------------------
@@ -214,7 +216,7 @@ def test_encoder_decoder(device, dtype):
         lambda m, s, k: ed.beam_search(m, s, k, T.MAX_LEN, T.BOS, T.EOS, beam_size=3),
     ):
         got = decode(model, src.to(device), mask.to(device))
-        assert got.device.type == device.type
+        assert got.device == device
         # A trained model's top choices are separated by far more than float32 rounding.
         assert torch.equal(got.cpu(), decode(ref, src, mask)), "decoded tokens differ from float64"
     n = cpu.src_embed[0].lut.embedding_dim + len(T.TGT_VOCAB)
@@ -222,7 +224,7 @@ def test_encoder_decoder(device, dtype):
     _compare_metrics(translation_metrics(model, sentences, n_beam=10), translation_metrics(ref, sentences, n_beam=10),
                      tol)
     got = ed.cross_attention_alignment(model, sentences)
-    assert got.device.type == device.type
+    assert got.device == device
     assert torch.equal(got.cpu(), ed.cross_attention_alignment(ref, sentences)), "argmax alignment differs"
 
 

@@ -10,8 +10,9 @@ they compare, the checks of ``book/*.py`` come in a handful of kinds:
 - **a score above chance or a threshold** (chapter 12: every cross-attention head reads
   more than 5x chance of the dictionary off its full OV circuit);
 - **an identification** by argmax or rank (chapter 17a: the best previous-token head L0H2
-  stands out from every head of 40 untrained copies of the model; chapter 18: the strongest
-  K-composition writer of every layer-1 head);
+  stands out from every head of 40 untrained copies of the model), or against a null
+  (chapter 18: L0H2's K-composition into every layer-1 head exceeds the largest score any
+  layer-0 head reaches under random rotations);
 - **an ordering** of two measured quantities (chapter 18: for writer L0H2 the
   K-composition scores exceed every score of the syllabus's product);
 - **an all-quantifier** over heads (chapter 17a: even the weakest of toy-2l's four layer-1
@@ -35,8 +36,9 @@ import math
 import pytest
 import torch
 
-from circuitbook.book import Null, attn_only_forward_terms, claim, finding, identity, identity_close, rounding_bound
-from circuitbook.composition import composition_scores
+from circuitbook.book import (Null, attn_only_forward_terms, claim, finding, identity,
+                             identity_close, rounding_bound)
+from circuitbook.composition import composition_scores, rotated_baseline
 from circuitbook.data import repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.heads import induction_scores, prev_token_scores
@@ -172,11 +174,14 @@ def test_identification_fails_for_a_transposed_pattern_or_an_untrained_model(toy
         claim_prev_head(untrained_prev[0], untrained_prev[1:])
 
 
-def claim_strongest_writer(k_scores: torch.Tensor) -> None:
-    """k_scores: [writer in layer 0, reader in layer 1]."""
-    writers = k_scores.argmax(0)  # for each layer-1 reader
-    claim("for every layer-1 head, the strongest K-composition writer is L0H2",
-          writers.tolist(), bool((writers == 2).all()))
+def claim_strongest_writer(k_scores: torch.Tensor, null_max: torch.Tensor) -> None:
+    """Chapter 18's finding: L0H2's K-composition into each layer-1 head exceeds the largest
+    score of any layer-0 head under random rotations. k_scores: [writer in layer 0, reader
+    in layer 1]; null_max: [rotation, reader]."""
+    for r in range(k_scores.shape[1]):
+        finding(f"L0H2's K-composition into L1H{r} exceeds the largest score of any layer-0 "
+                "head under random rotations", k_scores[2, r],
+                null=Null.draws("largest layer-0 score, outputs rotated", null_max[:, r]))
 
 
 def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
@@ -194,11 +199,13 @@ def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
         return out
 
     with torch.no_grad():
-        claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :])
-        claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]))
+        null_max = rotated_baseline(model, "K", n_samples=100)[:, 0, :, 1, :].max(1).values
+        claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :], null_max)
+        claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]), null_max)
         # the convention slip: Elhage et al.'s column W_OV = (W_V W_O)^T in a row formula
         with pytest.raises(AssertionError, match=FAILED):
-            claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T))
+            claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T),
+                                   null_max)
 
 
 # -- an ordering -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from circuitbook import composition
 from circuitbook.composition import composition_scores, random_baseline, virtual_ov
+from circuitbook.neurons import haar_rotation
 from conftest import build_induction_model, build_model
 
 
@@ -257,7 +258,7 @@ def test_rotated_baseline_is_composition_of_the_rotated_model_and_keeps_singular
     assert null.shape == (3, 3, 2, 3, 2) and null.dtype == torch.float64
     g = torch.Generator().manual_seed(2)
     for s in range(3):
-        U = composition._haar_orthogonal(12, 1, g, torch.float64)[0]
+        U = haar_rotation(12, g, torch.float64)
         torch.testing.assert_close(U.T @ U, torch.eye(12, dtype=torch.float64), rtol=0, atol=24 * 12 * EPS64)
         rotated = rotated_copy(model, U)
         # Every head keeps its spectrum: the singular values of W_OV and W_QK are unchanged.
@@ -282,14 +283,12 @@ def test_rotated_null_mean_square_is_exactly_one_over_d_model_per_pair():
 def test_the_null_check_fails_for_a_rotation_that_is_not_haar(monkeypatch):
     # Power of the check above: rotations that leave half the residual stream fixed (where the
     # hand-built heads compose) are orthogonal but not Haar, and the check rejects them.
-    haar = composition._haar_orthogonal
-
-    def half_rotation(d, n, g, dt):
-        U = torch.eye(d, dtype=dt).repeat(n, 1, 1)
-        U[:, : d // 2, : d // 2] = haar(d // 2, n, g, dt)
+    def half_rotation(d, g, dt):
+        U = torch.eye(d, dtype=dt)
+        U[: d // 2, : d // 2] = haar_rotation(d // 2, g, dt)
         return U
 
-    monkeypatch.setattr(composition, "_haar_orthogonal", half_rotation)
+    monkeypatch.setattr(composition, "haar_rotation", half_rotation)
     model = build_induction_model()
     null = composition.rotated_baseline(model, "K", n_samples=50, seed=0)[:, 0, 0, 1, 0]
     with pytest.raises(AssertionError, match="SE"):

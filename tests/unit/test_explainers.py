@@ -21,7 +21,6 @@ from circuitbook.widgets.explainers import (
     control_tokens,
     induction_measures,
     induction_stepper,
-    path_counts,
     stepper_data,
 )
 from conftest import build_induction_model
@@ -186,12 +185,15 @@ def _enumerated_counts(n: int, big_l: int) -> dict[str, int]:
     return {"logits": len(chains), "virtual": sum(len(c) >= 2 for c in chains), "scores": scores}
 
 
-def test_path_counts_match_enumeration_and_hand_counts():
-    for n, big_l in [(1, 1), (1, 2), (2, 2), (3, 2), (2, 3), (1, 4)]:
-        assert path_counts(n, big_l) == _enumerated_counts(n, big_l), (n, big_l)
-    for n in range(1, 13):  # two layers by hand: direct + 2n heads + n^2 virtual heads
-        assert path_counts(n, 2)["logits"] == 1 + 2 * n + n * n
-        assert path_counts(n, 2)["virtual"] == n * n
-    assert path_counts(1, 2) == {"logits": 4, "virtual": 1, "scores": 5}  # the builder's pair, all on
+def test_scaling_counts_match_enumeration_and_hand_counts():
+    # The builder's table comes from circuitbook.paths' counts; check it against chains listed
+    # one by one, and two layers by hand (direct + 2n heads + n^2 virtual heads).
     counts = builder_data(_model(), prev_head=(0, 0), induction_head=(1, 1))["scaling"]["counts"]
+    for n, big_l in [(1, 1), (1, 2), (2, 2), (3, 2), (2, 3), (1, 4)]:
+        got = {k: int(v[0]) for k, v in counts[f"{n},{big_l}"].items()}
+        assert got == _enumerated_counts(n, big_l), (n, big_l)
+    for n in range(1, 13):
+        assert int(counts[f"{n},2"]["logits"][0]) == 1 + 2 * n + n * n
+        assert int(counts[f"{n},2"]["virtual"][0]) == n * n
+    assert {k: int(v[0]) for k, v in counts["1,2"].items()} == {"logits": 4, "virtual": 1, "scores": 5}
     assert counts["12,12"]["logits"] == [str(13**12), "23,298,085,122,481"]

@@ -3,6 +3,8 @@ path expansion, and hand-built heads with known answers."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,6 +17,8 @@ from circuitbook.heads import (
     copying_scores,
     duplicate_token_pattern_score,
     icl_score,
+    icl_score_from_losses,
+    icl_scores,
     induction_scores,
     prev_token_pattern_score,
     prev_token_scores,
@@ -233,6 +237,68 @@ def test_icl_score_is_negative_for_the_induction_model(induction_model):
     assert icl_score(induction_model, tokens, early=2, late=20) < -1.0
 
 
+def hand_icl(logits, tokens, early, late):
+    """Per sequence, in Python floats: mean over late of -log softmax(logits[b, t-1])[tokens[b, t]]
+    minus the same over early."""
+    out = []
+    for row, toks in zip(logits.double().tolist(), tokens.tolist()):
+        def loss(t):
+            z = row[t - 1]
+            top = max(z)
+            return math.log(sum(math.exp(v - top) for v in z)) + top - z[toks[t]]
+        out.append(sum(map(loss, late)) / len(late) - sum(map(loss, early)) / len(early))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("chunk", [2**22, 10])  # one log-softmax, or one position at a time
+def test_icl_scores_by_hand(monkeypatch, chunk):
+    import circuitbook.heads as H
+
+    monkeypatch.setattr(H, "_LOG_SOFTMAX_ENTRIES", chunk)
+    g = torch.Generator().manual_seed(4)
+    logits = 3 * torch.randn(3, 12, 7, generator=g, dtype=torch.float64)
+    tokens = torch.randint(0, 7, (3, 12), generator=g)
+    want = hand_icl(logits, tokens, range(2, 5), range(8, 12))
+    # the three spellings of a window: a range, (lo, hi) for lo..hi-1, and one token index
+    for early, late in [(range(2, 5), range(8, 12)), ((2, 5), (8, 12)), (range(2, 5), (8, 12))]:
+        torch.testing.assert_close(icl_scores(logits, tokens, early, late), want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(icl_scores(logits, tokens, 3, 11), hand_icl(logits, tokens, [3], [11]),
+                               rtol=0, atol=1e-12)
+    # half precision: computed in float32 from the bfloat16 values
+    half = logits.bfloat16()
+    got = icl_scores(half, tokens, (2, 5), (8, 12))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), hand_icl(half, tokens, range(2, 5), range(8, 12)), rtol=0, atol=1e-5)
+
+
+def test_icl_score_from_losses_by_hand():
+    # losses[t - 1] is the loss on token t: tokens 1..6 have losses 6, 5, 4, 3, 2, 1
+    curve = [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    assert float(icl_score_from_losses(curve, (2, 4), (5, 7))) == (2 + 1) / 2 - (5 + 4) / 2
+    assert float(icl_score_from_losses(curve, 1, 6)) == 1 - 6
+    batch = torch.tensor([curve, curve[::-1]])
+    torch.testing.assert_close(icl_score_from_losses(batch, range(1, 3), range(5, 7)),
+                               torch.tensor([1.5 - 5.5, 5.5 - 1.5]))
+    for bad, match in [((0, 2), "outside 1..6"), ((3, 3), "holds no token"), (range(5, 8), "outside 1..6"),
+                       ([1, 2], "token index, a range or a"), (2.0, "token index, a range or a")]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            icl_score_from_losses(curve, bad, (5, 7))
+    with pytest.raises(ValueError, match="floating"):
+        icl_score_from_losses(torch.ones(6, dtype=torch.long), 1, 2)
+
+
+def test_icl_scores_errors_are_named():
+    logits = torch.zeros(2, 5, 3)
+    with pytest.raises(ValueError, match=r"tokens must be \[batch, pos\] = \(2, 5\)"):
+        icl_scores(logits, torch.zeros(2, 4, dtype=torch.long), 1, 3)
+    with pytest.raises(TypeError, match="integer token ids"):
+        icl_scores(logits, torch.zeros(2, 5), 1, 3)
+    with pytest.raises(ValueError, match=r"floating \[batch, pos, d_vocab\]"):
+        icl_scores(logits[0], torch.zeros(2, 5, dtype=torch.long), 1, 3)
+    with pytest.raises(ValueError, match="late window 5"):
+        icl_scores(logits, torch.zeros(2, 5, dtype=torch.long), 1, 5)
+
+
 def test_icl_score_sequence_too_short():
     model = build_model(1, n_ctx=16)
     tokens = torch.zeros(2, 16, dtype=torch.long)
@@ -353,6 +419,20 @@ def test_uniform_causal_pattern_by_hand():
     torch.testing.assert_close(uniform_causal_pattern(3), want)
     with pytest.raises(ValueError):
         uniform_causal_pattern(0)
+    with pytest.raises(TypeError, match="floating"):
+        uniform_causal_pattern(3, dtype=torch.long)
+    # on the device it is asked for (that of the patterns it is compared with), not an ambient one
+    on_meta = uniform_causal_pattern(3, dtype=torch.float64, device="meta")
+    assert on_meta.device == torch.device("meta") and on_meta.dtype == torch.float64
+    with torch.device("meta"):
+        assert uniform_causal_pattern(3).device == torch.device("cpu")
+
+
+def test_duplicate_token_score_computes_on_the_patterns_device():
+    # CPU tokens with patterns elsewhere (meta stands in for CUDA): the score follows the patterns
+    tokens = torch.tensor([[1, 2, 1, 3, 2]])
+    pattern = uniform_causal_pattern(5, device="meta")[None, None]
+    assert duplicate_token_pattern_score(pattern, tokens).device == torch.device("meta")
 
 
 def test_prev_token_pattern_score_by_hand():

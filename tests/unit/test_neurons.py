@@ -12,6 +12,8 @@ import torch
 from circuitbook.neurons import (haar_rotation, kurtosis, mlp_activations, top_activations,
                                  top_k_mass, value_logits)
 
+EPS64 = torch.finfo(torch.float64).eps
+
 
 def tiny_swiglu(n_layers=2, seed=0):
     from transformer_lens import HookedTransformer, HookedTransformerConfig
@@ -64,16 +66,88 @@ def test_mlp_activations_refuse_a_wrong_layer_and_an_ungated_mlp():
         mlp_activations(model, torch.zeros(1, 3, dtype=torch.long), 0)
 
 
-def test_haar_rotation_is_orthogonal_and_uniform_on_average():
+def ks_distance(samples: torch.Tensor, cdf) -> float:
+    """Kolmogorov-Smirnov distance sup |F_n - F| of ``samples`` [n] from the law with ``cdf``."""
+    x, _ = samples.to(torch.float64).sort()
+    n = x.numel()
+    F = cdf(x)
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(torch.maximum(i / n - F, F - (i - 1) / n).max())
+
+
+# Kolmogorov's limit law: P(sqrt(n) D_n > 1.95) = 0.001. The draws are seeded, so each check is
+# deterministic; the level says how unlikely a pass was had the law been wrong by chance.
+KS_999 = 1.95
+
+
+def haar_samples(sampler, count=4000, n=3):
+    g = torch.Generator().manual_seed(0)
+    return torch.stack([sampler(n, g) for _ in range(count)])
+
+
+def haar_law_distances(Q: torch.Tensor) -> dict[str, float]:
+    """Distances of 3 x 3 samples [count, 3, 3] from the Haar law on O(3), in units of the KS
+    critical value at level 0.001 (below 1: consistent with Haar):
+
+    - each diagonal entry is the first coordinate of a uniform point on the sphere S^2, which
+      is uniform on [-1, 1] (Archimedes): CDF (x + 1) / 2;
+    - det Q = +-1 with probability 1/2 each (the two cosets of SO(3)), a binomial count;
+    - R = det(Q) Q is Haar on SO(3), whose rotation angle theta (tr R = 1 + 2 cos theta) has
+      density (1 - cos theta) / pi on [0, pi]: CDF (theta - sin theta) / pi.
+    """
+    count = Q.shape[0]
+    crit = KS_999 / count**0.5
+    out = {f"diagonal {i}": ks_distance(Q[:, i, i], lambda x: (x + 1) / 2) / crit for i in range(3)}
+    det = torch.linalg.det(Q)
+    # binomial: |#(+1) - count/2| / (sqrt(count)/2) is ~N(0, 1); 3.29 is its two-sided 0.001 level
+    out["det balance"] = abs(float((det > 0).sum()) - count / 2) / (count**0.5 / 2) / 3.29
+    R = det[:, None, None] * Q
+    theta = torch.arccos(((R.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1))
+    out["rotation angle"] = ks_distance(theta, lambda t: (t - torch.sin(t)) / math.pi) / crit
+    return out
+
+
+def test_haar_rotation_is_orthogonal():
     g = torch.Generator().manual_seed(0)
     q = haar_rotation(30, g, dtype=torch.float64)
-    assert float((q @ q.T - torch.eye(30, dtype=torch.float64)).abs().max()) < 1e-12
-    # Haar: each entry has mean 0 and variance 1/n; without the sign fix of R's diagonal,
-    # QR of a Gaussian (LAPACK) gives a biased diagonal. Over 400 draws of n = 4 the mean
-    # diagonal entry has standard error about 0.5 / sqrt(1600) = 0.0125.
-    diags = torch.stack([torch.diagonal(haar_rotation(4, g, dtype=torch.float64)) for _ in range(400)])
-    assert abs(float(diags.mean())) < 5 * 0.0125
-    assert abs(float(diags.pow(2).mean()) - 0.25) < 0.03
+    # QR's Householder reflections are backward stable: orthogonal to a few n eps
+    assert float((q @ q.T - torch.eye(30, dtype=torch.float64)).abs().max()) < 30 * 30 * EPS64
+    assert haar_rotation(30, torch.Generator().manual_seed(0)).dtype == torch.float32
+
+
+def test_haar_rotation_follows_the_haar_law():
+    far = {k: v for k, v in haar_law_distances(haar_samples(lambda n, g: haar_rotation(n, g, torch.float64))).items()
+           if v >= 1}
+    assert not far, f"not Haar (distance / critical value at level 0.001): {far}"
+
+
+def test_the_haar_check_catches_a_missing_sign_fix():
+    # Power of the check above: plain QR of a Gaussian, without Q diag(sign(diag R)), is the
+    # classic wrong sampler (LAPACK leaves Q[0, 0] <= 0 always).
+    def qr_only(n, g):
+        return torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64)).Q
+
+    far = haar_law_distances(haar_samples(qr_only))
+    assert far["diagonal 0"] > 10 and far["rotation angle"] > 1, far
+
+
+def test_haar_rotation_devices_and_seeds():
+    # One seed, one matrix, wherever it is returned: drawn on the generator's device.
+    a = haar_rotation(5, torch.Generator().manual_seed(3), torch.float64)
+    b = haar_rotation(5, torch.Generator().manual_seed(3), torch.float64, device="meta")
+    assert b.device == torch.device("meta") and b.dtype == torch.float64 and b.shape == (5, 5)
+    assert haar_rotation(4, device="meta").device == torch.device("meta")  # no generator: drawn there
+    with torch.device("meta"):  # nothing follows an ambient default device
+        c = haar_rotation(5, torch.Generator().manual_seed(3), torch.float64)
+    assert c.device == torch.device("cpu") and torch.equal(a, c)
+    with pytest.raises(ValueError, match="n must be an int >= 1"):
+        haar_rotation(0)
+    with pytest.raises(TypeError, match="floating"):
+        haar_rotation(3, dtype=torch.int64)
+    with pytest.raises(TypeError, match="generator"):
+        haar_rotation(3, 7)
+    with pytest.raises(ValueError, match="not a torch device"):
+        haar_rotation(3, device="gpu")
 
 
 def test_kurtosis_by_hand():

@@ -12,9 +12,9 @@ from circuitbook.patching import (logit_diff, mean_loss, patch, patch_heads, pat
 N_POS = 6
 
 
-@pytest.fixture(scope="module")
-def model():
-    m = attn_only(2, d_model=8, n_heads=2, d_head=4, d_vocab=11, n_ctx=N_POS, dtype=torch.float64,
+def random_model(n_layers):
+    """A float64 attention-only model whose every bias is random (so no term vanishes)."""
+    m = attn_only(n_layers, d_model=8, n_heads=2, d_head=4, d_vocab=11, n_ctx=N_POS, dtype=torch.float64,
                   seed=3, device="cpu")
     g = torch.Generator().manual_seed(5)
     with torch.no_grad():
@@ -30,23 +30,33 @@ def model():
 
 
 @pytest.fixture(scope="module")
+def model():
+    return random_model(2)
+
+
+@pytest.fixture(scope="module")
+def model3():
+    return random_model(3)
+
+
+@pytest.fixture(scope="module")
 def tokens():
     g = torch.Generator().manual_seed(1)
     return torch.randint(0, 11, (3, N_POS), generator=g), torch.randint(0, 11, (3, N_POS), generator=g)
 
 
-def head_outputs(model, x, layer, extra=None):
+def head_outputs(model, x, layer, inputs=None):
     """Dense products for one layer: each head's z W_O [head, batch, pos, d_model].
-    extra[(kind, head)] is added to that head's q/k/v input."""
-    extra = extra or {}
+    inputs[(kind, head)] is the residual stream that head reads at its q/k/v input instead of x."""
+    inputs = inputs or {}
     n = x.shape[1]
     W_pos = model.W_pos[:n]
     mask = torch.ones(n, n, dtype=torch.bool).tril()
     outs = []
     for h in range(model.cfg.n_heads):
-        q_in = x + W_pos + extra.get(("q", h), 0)
-        k_in = x + W_pos + extra.get(("k", h), 0)
-        v_in = x + extra.get(("v", h), 0)
+        q_in = inputs.get(("q", h), x) + W_pos
+        k_in = inputs.get(("k", h), x) + W_pos
+        v_in = inputs.get(("v", h), x)
         q = q_in @ model.W_Q[layer, h] + model.b_Q[layer, h]
         k = k_in @ model.W_K[layer, h] + model.b_K[layer, h]
         v = v_in @ model.W_V[layer, h] + model.b_V[layer, h]
@@ -55,13 +65,23 @@ def head_outputs(model, x, layer, extra=None):
     return torch.stack(outs)
 
 
-def forward(model, toks, extra1=None, final_extra=0):
-    x0 = model.W_E[toks]
-    out0 = head_outputs(model, x0, 0)
-    x1 = x0 + out0.sum(0) + model.b_O[0]
-    out1 = head_outputs(model, x1, 1, extra1)
-    x2 = x1 + out1.sum(0) + model.b_O[1] + final_extra
-    return x2 @ model.W_U + model.b_U, out0, out1
+def forward(model, toks, inputs=None, final_extra=0):
+    """The whole model by hand: (logits, each layer's head outputs, each layer's residual input).
+    inputs[(layer, kind, head)] replaces what that head reads (see head_outputs)."""
+    inputs = inputs or {}
+    x = model.W_E[toks]
+    outs, resids = [], []
+    for layer in range(model.cfg.n_layers):
+        resids.append(x)
+        out = head_outputs(model, x, layer, {(k, h): r for (lay, k, h), r in inputs.items() if lay == layer})
+        outs.append(out)
+        x = x + out.sum(0) + model.b_O[layer]
+    return (x + final_extra) @ model.W_U + model.b_U, outs, resids
+
+
+def normalised(model, clean, corrupted, patched_logits):
+    m_clean, m_corr = metric(forward(model, clean)[0]), metric(forward(model, corrupted)[0])
+    return float((metric(patched_logits) - m_corr) / (m_clean - m_corr))
 
 
 def metric(logits):
@@ -78,33 +98,112 @@ def test_hand_forward_is_the_model(model, tokens):
 def test_path_patch_equals_hand(model, tokens, into, positions):
     clean, corrupted = tokens
     run = patching_run(model, clean, corrupted, metric)
-    _, out0_clean, _ = forward(model, clean)
-    m_clean = metric(forward(model, clean)[0])
-    logits_corr, out0_corr, _ = forward(model, corrupted)
-    m_corr = metric(logits_corr)
+    _, (out0_clean, _), _ = forward(model, clean)
+    _, (out0_corr, _), (_, x1_corr) = forward(model, corrupted)
     sender, receiver = 1, 0
     delta = out0_clean[sender] - out0_corr[sender]
     if positions is not None:
         keep = torch.zeros(N_POS, dtype=torch.float64)
         keep[positions] = 1
         delta = delta * keep[None, :, None]
-    patched = metric(forward(model, corrupted, extra1={(into, receiver): delta})[0])
-    want = (patched - m_corr) / (m_clean - m_corr)
+    want = normalised(model, clean, corrupted,
+                      forward(model, corrupted, inputs={(1, into, receiver): x1_corr + delta})[0])
     got = path_patch(run, (0, sender), [(1, receiver)], into=into, positions=positions)
-    assert got == pytest.approx(float(want), abs=1e-10)
-    assert 0.0 != pytest.approx(float(want), abs=1e-6)   # the case is not trivial
+    assert got == pytest.approx(want, abs=1e-10)
+    assert 0.0 != pytest.approx(want, abs=1e-6)   # the case is not trivial
     assert not model.cfg.use_split_qkv_input           # setting restored
 
 
 def test_path_patch_direct_equals_hand(model, tokens):
     clean, corrupted = tokens
     run = patching_run(model, clean, corrupted, metric)
-    _, out0_clean, _ = forward(model, clean)
-    logits_corr, out0_corr, _ = forward(model, corrupted)
+    _, (out0_clean, _), _ = forward(model, clean)
+    _, (out0_corr, _), _ = forward(model, corrupted)
     delta = (out0_clean - out0_corr)[[0, 1]].sum(0)
-    patched = metric(forward(model, corrupted, final_extra=delta)[0])
-    want = (patched - metric(logits_corr)) / (metric(forward(model, clean)[0]) - metric(logits_corr))
-    assert path_patch(run, [(0, 0), (0, 1)], into="logits") == pytest.approx(float(want), abs=1e-10)
+    want = normalised(model, clean, corrupted, forward(model, corrupted, final_extra=delta)[0])
+    assert path_patch(run, [(0, 0), (0, 1)], into="logits") == pytest.approx(want, abs=1e-10)
+
+
+# --- three layers: receivers in several layers, senders in several layers ---------------------
+
+
+def sender_deltas(model, clean, corrupted):
+    """Each head's clean-minus-corrupted output z W_O: {(layer, head): [batch, pos, d_model]}."""
+    _, outs_clean, _ = forward(model, clean)
+    _, outs_corr, _ = forward(model, corrupted)
+    return {(layer, h): outs_clean[layer][h] - outs_corr[layer][h]
+            for layer in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)}
+
+
+@pytest.mark.parametrize("into", ["q", "k", "v"])
+def test_path_patch_into_receivers_in_two_layers_equals_hand(model3, tokens, into):
+    # Sender 0.0 into receivers 1.0 and 2.1: each receiver reads the corrupted stream plus the
+    # sender's difference, and nothing of what the other receiver's patched output changed
+    # (Wang et al.'s path patching); both receivers' effects reach the logits downstream.
+    clean, corrupted = tokens
+    run = patching_run(model3, clean, corrupted, metric)
+    d = sender_deltas(model3, clean, corrupted)
+    _, _, resid_corr = forward(model3, corrupted)
+    inputs = {(1, into, 0): resid_corr[1] + d[(0, 0)], (2, into, 1): resid_corr[2] + d[(0, 0)]}
+    want = normalised(model3, clean, corrupted, forward(model3, corrupted, inputs=inputs)[0])
+    got = path_patch(run, (0, 0), [(1, 0), (2, 1)], into=into)
+    assert got == pytest.approx(want, abs=1e-10)
+    # The case tells the two wrong readings apart: dropping the layer-1 receiver (starting the
+    # run at the last receiver's layer), and letting the layer-2 receiver read the stream as
+    # the patched layer-1 receiver left it.
+    dropped = forward(model3, corrupted, inputs={(2, into, 1): inputs[(2, into, 1)]})[0]
+    _, _, resid_live = forward(model3, corrupted, inputs={(1, into, 0): inputs[(1, into, 0)]})
+    live = forward(model3, corrupted, inputs={**inputs, (2, into, 1): resid_live[2] + d[(0, 0)]})[0]
+    for wrong in (dropped, live):  # far outside the 1e-10 the comparison above allows
+        assert abs(normalised(model3, clean, corrupted, wrong) - want) > 1e-8
+
+
+def test_path_patch_from_the_adjacent_layer_only(model3, tokens):
+    # Senders only in layer 1, receivers in layers 1 and 2: the layer-1 receiver has no sender
+    # below it and receives nothing; the layer-2 receiver reads sender 1.0's difference.
+    clean, corrupted = tokens
+    run = patching_run(model3, clean, corrupted, metric)
+    d = sender_deltas(model3, clean, corrupted)
+    _, _, resid_corr = forward(model3, corrupted)
+    want = normalised(model3, clean, corrupted,
+                      forward(model3, corrupted, inputs={(2, "k", 0): resid_corr[2] + d[(1, 0)]})[0])
+    assert path_patch(run, [(1, 0)], [(1, 1), (2, 0)], into="k") == pytest.approx(want, abs=1e-10)
+    assert path_patch(run, [(1, 0)], [(2, 0)], into="k") == pytest.approx(want, abs=1e-10)
+    assert 0.0 != pytest.approx(want, abs=1e-6)
+
+
+def test_path_patch_senders_in_two_layers_equals_hand(model3, tokens):
+    # Senders 0.1 and 1.0 into receiver 2.0's value and into receiver 1.1 (which only 0.1
+    # precedes), at two positions.
+    clean, corrupted = tokens
+    run = patching_run(model3, clean, corrupted, metric)
+    d = sender_deltas(model3, clean, corrupted)
+    keep = torch.zeros(N_POS, dtype=torch.float64)
+    keep[[1, 4]] = 1
+    d = {k: v * keep[None, :, None] for k, v in d.items()}
+    _, _, resid_corr = forward(model3, corrupted)
+    inputs = {(1, "v", 1): resid_corr[1] + d[(0, 1)], (2, "v", 0): resid_corr[2] + d[(0, 1)] + d[(1, 0)]}
+    want = normalised(model3, clean, corrupted, forward(model3, corrupted, inputs=inputs)[0])
+    got = path_patch(run, [(0, 1), (1, 0)], [(2, 0), (1, 1)], into="v", positions=[1, 4])
+    assert got == pytest.approx(want, abs=1e-10)
+    # the direct path of both senders, three layers up
+    want = normalised(model3, clean, corrupted, forward(model3, corrupted, final_extra=d[(0, 1)] + d[(1, 0)])[0])
+    assert path_patch(run, [(0, 1), (1, 0)], into="logits", positions=[1, 4]) == pytest.approx(want, abs=1e-10)
+
+
+def test_path_patch_accepts_what_ablate_accepts(model3, tokens):
+    # One validator (validate.check_heads) for ablate and path_patch: a bare pair, lists,
+    # an [n, 2] tensor and torch.unravel_index's output all name the same heads.
+    run = patching_run(model3, *tokens, metric)
+    want = path_patch(run, [(0, 1)], [(1, 0), (2, 1)], into="k")
+    flat = torch.tensor([1 * 2 + 0, 2 * 2 + 1])
+    for senders, receivers in [((0, 1), [[1, 0], [2, 1]]), (torch.tensor([0, 1]), torch.tensor([[1, 0], [2, 1]])),
+                               ([(torch.tensor(0), 1)], torch.unravel_index(flat, (3, 2)))]:
+        assert path_patch(run, senders, receivers, into="k") == pytest.approx(want, abs=1e-12)
+    with pytest.raises(TypeError, match="heads must be"):
+        path_patch(run, 0, [(1, 0)])
+    with pytest.raises(TypeError, match="heads must be"):
+        path_patch(run, "0.1", [(1, 0)])
 
 
 def layer1_z_after_key_patch(model, run, receiver):
@@ -152,8 +251,8 @@ def test_patch_heads_and_resid_equal_transformer_lens(model, tokens):
 def test_patch_one_head_at_positions_equals_hand(model, tokens):
     clean, corrupted = tokens
     run = patching_run(model, clean, corrupted, metric)
-    _, out0_clean, _ = forward(model, clean)
-    logits_corr, out0_corr, _ = forward(model, corrupted)
+    _, (out0_clean, _), _ = forward(model, clean)
+    logits_corr, (out0_corr, _), _ = forward(model, corrupted)
     # layer 0, head 1 patched at positions 2 and 5: its output there is the clean one
     delta = torch.zeros_like(out0_clean[1])
     delta[:, [2, 5]] = (out0_clean[1] - out0_corr[1])[:, [2, 5]]

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from circuitbook.paths import LogitAttribution, count_paths, logit_attribution
+from circuitbook.paths import LogitAttribution, count_paths, count_score_terms, logit_attribution
 from conftest import build_model
 
 
@@ -135,6 +135,25 @@ def test_count_paths_matches_brute_enumeration(n_layers, n_heads):
     assert counts["direct"] == sum(1 for p in paths if not p) == 1
     for k in range(1, n_layers + 1):
         assert counts[f"order_{k}"] == sum(1 for p in paths if len(p) == k)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_layers=st.integers(0, 4), n_heads=st.integers(0, 3))
+def test_count_score_terms_matches_brute_enumeration(n_layers, n_heads):
+    # Each head's score pairs a query-side path with a key-side path, both ending before its
+    # layer: enumerate the pairs head by head.
+    paths = list(brute_force_paths(n_layers, n_heads))
+    want = sum(sum(1 for p in paths if all(lay < layer for lay, _ in p)) ** 2
+               for layer in range(n_layers) for _ in range(n_heads))
+    assert count_score_terms(n_layers, n_heads) == want
+
+
+def test_count_score_terms_by_hand():
+    # one layer: each head's score is the single term E W_QK E^T; two layers of one head: 1 + 4
+    assert count_score_terms(1, 12) == 12
+    assert count_score_terms(2, 1) == 1 + 4
+    with pytest.raises(ValueError, match="n_heads must be an int >= 0"):
+        count_score_terms(2, -1)
 
 
 def test_count_paths_two_layers():

