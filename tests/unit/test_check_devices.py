@@ -1,4 +1,4 @@
-"""The problem set's checks (problems 1-5) make every tensor on the model's device.
+"""The problem set's checks (problems 1-7) make every tensor on the model's device.
 
 No GPU is lent here, so the model goes on PyTorch's ``meta`` device (shapes, no data) and a
 recorder watches every operation of a check: one that meets a tensor on the meta device with a
@@ -78,7 +78,8 @@ def run_on_meta(monkeypatch, ex_id: str):
     return recorder.mixed
 
 
-@pytest.mark.parametrize("ex_id", ["ps_p1a", "ps_p1b", "ps_p2", "ps_p3", "ps_p3b", "ps_p4", "ps_p5", "ps_p5b"])
+@pytest.mark.parametrize("ex_id", ["ps_p1a", "ps_p1b", "ps_p2", "ps_p3", "ps_p3b", "ps_p4", "ps_p5", "ps_p5b",
+                                   "ps_p6", "ps_p6b", "ps_p7"])
 def test_the_checks_own_tensors_follow_the_model(monkeypatch, ex_id):
     mixed = run_on_meta(monkeypatch, ex_id)
     ours = [m for m in mixed if m[1].startswith(OURS)]
@@ -95,6 +96,9 @@ def test_the_inputs_a_check_makes_are_on_the_models_device(monkeypatch):
         for ex in (ps.P4, ps.P5):
             inputs = ex.make_inputs(torch.Generator().manual_seed(0))
             assert inputs["tokens"].device == inputs["model"].W_E.device == torch.device("meta")
+        inputs = ps.P7.make_inputs(torch.Generator().manual_seed(0))
+        assert (inputs["clean"].device == inputs["corrupted"].device
+                == inputs["model"].W_E.device == torch.device("meta"))
         assert ps.scaffold_tokens(device="meta").device == torch.device("meta")
 
 

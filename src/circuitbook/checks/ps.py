@@ -826,21 +826,19 @@ def patching_shares(model, clean: torch.Tensor, corrupted: torch.Tensor, positio
 
 
 def _p7_inputs(g: torch.Generator) -> dict:
-    """toy-2l on fresh repeated random tokens, corrupted on the key side (even positions of the
-    first copy) or the query side (even positions of the second copy): consecutive trials
-    alternate, so that an answer must get both right."""
-    from circuitbook.data import repeated_random_tokens
-    from circuitbook.models import load
-
+    """toy-2l on fresh repeated random tokens (on the model's device), corrupted on the key side
+    (even positions of the first copy) or the query side (even positions of the second copy):
+    consecutive trials alternate, so that an answer must get both right."""
     n = 16 + 2 * int(torch.randint(0, 5, (1,), generator=g))
-    seed = int(torch.randint(0, 10_000, (1,), generator=g))
-    clean = repeated_random_tokens(4, n, 64, seed=seed)
+    inputs = _zoo_model_and_tokens(g, 4, n)
+    clean, model = inputs["tokens"], inputs["model"]
     corrupted = clean.clone()
     key_side = g.initial_seed() % 2 == 0
     start = 0 if key_side else n
-    corrupted[:, start:start + n:2] = torch.randint(0, 64, (4, (n + 1) // 2), generator=g)
+    fresh = torch.randint(0, model.cfg.d_vocab, (4, (n + 1) // 2), generator=g)
+    corrupted[:, start:start + n:2] = fresh.to(clean.device)
     positions = [n + j - 1 for j in range(1, n, 2)] if key_side else [n + j for j in range(1, n - 1, 2)]
-    return {"model": load("toy-2l"), "clean": clean, "corrupted": corrupted, "positions": positions}
+    return {"model": model, "clean": clean, "corrupted": corrupted, "positions": positions}
 
 
 def _p7_variant(model, clean, corrupted, positions, *, noising=False, invert=False, one_reader=False,
