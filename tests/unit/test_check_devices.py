@@ -7,7 +7,9 @@ all tensors to be on the same device" on a GPU, e.g. ``gather`` of the logits wi
 on the CPU. Meta kernels do not check devices themselves (``gather``, ``matmul`` of meta and
 CPU tensors pass), hence the recorder. Meta tensors hold no numbers: where a check reads one
 (``float()``, ``.item()``, ``torch.equal``) or copies one to the CPU, the recorder hands back a placeholder, so
-the check runs to its end; its verdict is meaningless and not looked at, only the devices are.
+the check runs to its end; its verdict is meaningless and not looked at, only the devices are. Successive
+placeholder numbers differ, so that code which refuses two equal numbers (a patching run whose clean and
+corrupted metrics agree) still runs on.
 
 What an operation reports is where the innermost frame of ``circuitbook`` was: the check's own
 lines (``checks/ps.py``, ``checks/core.py``) must report nothing. tests/gpu/test_checks_cuda.py
@@ -41,6 +43,7 @@ class DeviceRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.mixed: list[tuple[str, str]] = []
+        self.numbers = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -53,7 +56,10 @@ class DeviceRecorder(TorchDispatchMode):
         if func is aten.equal.default and "meta" in devices:
             return True  # a placeholder: meta tensors hold no values to compare
         if func is aten._local_scalar_dense.default and tensors[0].device.type == "meta":
-            return 0.5 if tensors[0].is_floating_point() else 1  # a placeholder for the missing number
+            if not tensors[0].is_floating_point():
+                return 1  # a placeholder for the missing number
+            self.numbers += 1  # in (0, 1) and never twice the same in a row
+            return 0.25 + (self.numbers % 97) / 200
         if (func is aten._to_copy.default and tensors[0].device.type == "meta"
                 and torch.device(kwargs.get("device") or "meta").type == "cpu"):
             return torch.zeros(tensors[0].shape, dtype=kwargs.get("dtype") or tensors[0].dtype)
