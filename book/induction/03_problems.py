@@ -19,6 +19,7 @@
 
 # %% tags=["hide-input"]
 import math
+import textwrap
 import time
 import warnings
 
@@ -26,8 +27,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (Null, claim, finding, glue, identity_close, null_test,
-                              observation)
+from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
+                              identity, identity_close, null_test, observation,
+                              rounding_bound)
 from circuitbook.checks.ps import PROBLEMS
 from circuitbook.models import load
 from circuitbook.widgets.progress import ProblemSet
@@ -124,13 +126,14 @@ model = load("toy-2l")
 tokens = torch.randint(0, model.cfg.d_vocab, (2, 40))
 twin = load("toy-2l")
 g = torch.Generator().manual_seed(1)
-kappa_G = 1.0
+kappa_G, col_sum = 1.0, 0.0
 with torch.no_grad():
     for layer in range(twin.cfg.n_layers):
         for head in range(twin.cfg.n_heads):
             attn = twin.blocks[layer].attn
             G = torch.randn(16, 16, generator=g) + 4 * torch.eye(16)
             kappa_G = max(kappa_G, torch.linalg.cond(G.double()).item())
+            col_sum = max(col_sum, G.abs().sum(0).max().item())
             W_Q, W_K = reparametrize(attn.W_Q[head], attn.W_K[head], G)
             attn.W_Q[head], attn.W_K[head] = W_Q, W_K
             attn.b_Q[head] = attn.b_Q[head] @ G
@@ -143,14 +146,16 @@ with torch.no_grad():
 # 1, the residual 1; then W_U, d_model + 1). The twin's scores also carry the rounding of
 # W_Q G and of W_K G^-T (2 d_head, and inverting G: kappa(G) d_head), on summands up to
 # kappa(G) times larger than the original's. Scale: the largest value of the forward pass
-# times kappa(G). W_Q moving by more than 0.1 (a sizeable fraction of its entries) shows
-# the twin is a different parametrisation.
+# times kappa(G). W_Q moving by more than the rounding of W_Q G (d_head terms, on
+# |W_Q| times G's largest column sum) shows the twin is a different parametrisation.
 cfg, n = model.cfg, tokens.shape[1]
-fwd_terms = (cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (n + 3) + (cfg.d_model + 1) + n
-                             + (cfg.d_head + cfg.n_heads + 1) + 1) + cfg.d_model + 1)
+fwd_terms = attn_only_forward_terms(cfg, n)
 largest = max(t[t.isfinite()].abs().max().item() for t in run_cache.values())
-claim("reparametrising W_Q, W_K by (G, G^-T) changes W_Q", f"W_Q moved {moved:.2f}", moved > 0.1,
-      chapter="induction problems")
+product_size = float(model.W_Q.abs().max()) * col_sum
+identity("reparametrising W_Q, W_K by (G, G^-T) changes W_Q (by more than "
+         "rounding)", f"W_Q moved {moved:.2f}",
+         moved > rounding_bound(cfg.d_head, product_size),
+         chapter="induction problems")
 # The reparametrisation acts on the scores, so check them first, where the bound is
 # tight: each score is q.k of the projections (d_model + 2 roundings each) and d_head
 # products, plus, for the twin, W_Q G and W_K G^-T (2 d_head, inverting G: kappa(G)
@@ -195,11 +200,13 @@ checks.ps_p2(path_counts)
 from circuitbook.paths import count_paths
 
 for L, n in [(1, 12), (2, 12), (12, 12)]:
-    print(f"L={L:2d}, n={n}: {path_counts(L, n)['total']:,} paths; circuitbook.paths.count_paths: "
-          f"{count_paths(L, n)}")
+    print(f"L={L:2d}, n={n}: {path_counts(L, n)['total']:,} paths "
+          f"(circuitbook.paths.count_paths: {count_paths(L, n)['total']:,})")
 two = path_counts(2, 12)
-claim("two layers of n heads: 1 direct + 2n single-head + n^2 virtual terms",
-      two, two == {"direct": 1, "single": 24, "virtual": 144, "total": 169}, chapter="induction problems")
+identity("two layers of n = 12 heads: 1 direct + 2n single-head + n^2 virtual "
+         "terms, (1 + n)^2 in all", two,
+         two == {"direct": 1, "single": 2 * 12, "virtual": 12 ** 2,
+                 "total": (1 + 12) ** 2}, chapter="induction problems")
 glue("paths_12", f"{path_counts(12, 12)['total']:,}")
 glue("paths_1", path_counts(1, 12)["total"])
 progress.tracker("2")
@@ -280,7 +287,8 @@ from circuitbook.models.handbuilt import subspaces
 space = subspaces(32, P3_CTX)
 W_QK, W_OV = design_induction_head(space["S_tok"], space["S_prev"])
 working = scaffold_behaviour(W_QK, W_OV, n_ctx=P3_CTX)
-print("separate subspaces:", working)
+print(f"separate subspaces: induction score {working['induction_score']:.3f}, "
+      f"loss on the second copy {working['loss_second_copy']:.3f} nats")
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
@@ -289,18 +297,37 @@ broken_score = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok", n_ctx=P3_CTX)["
 
 checks.ps_p3b(broken_score, n_ctx=P3_CTX)
 
+# %% [markdown]
+# What would a head that knows nothing of induction score here? The next cell puts 20
+# random $W_{QK}$ (Gaussian, scaled to the Frobenius norm of yours) in the same place, with
+# your $W_{OV}$, and sets both of your measurements beside them.
+
 # %%
+g = torch.Generator().manual_seed(5)
+random_scores = []
+for _ in range(20):
+    R = torch.randn(W_QK.shape, generator=g, dtype=W_QK.dtype)
+    random_scores.append(scaffold_behaviour(
+        R * W_QK.norm() / R.norm(), W_OV, n_ctx=P3_CTX)["induction_score"])
+random_heads = Null.draws("20 random W_QK of the same norm in the scaffold",
+                          random_scores)
+finding("the designed head does induction in the scaffold: its induction "
+        "score is above random heads'", working["induction_score"],
+        null=random_heads, chapter="induction problems")
+finding("with the previous token written into S_tok, the head's induction "
+        "score cannot be told from random heads'", broken_score,
+        null=random_heads, alternative="two-sided", expect="no effect",
+        chapter="induction problems")
 glue("p3_working", working["induction_score"])
 glue("p3_broken", broken_score)
-claim("the designed head does induction in the scaffold (score > 0.9)", working["induction_score"],
-      working["induction_score"] > 0.9, chapter="induction problems")
-claim("with the previous token written into S_tok, induction fails (score < 0.2)", broken_score,
-      broken_score < 0.2, chapter="induction problems")
+glue("p3_random_lo", min(random_scores))
+glue("p3_random_hi", max(random_scores))
 progress.tracker("3")
 
 # %% [markdown]
 # With separate subspaces the head's induction score is {glue:text}`p3_working:.2f`; when the
-# previous token lands in `S_tok` it falls to {glue:text}`p3_broken:.2f`. The key side now
+# previous token lands in `S_tok` it falls to {glue:text}`p3_broken:.2f`, inside the range of
+# the random heads ({glue:text}`p3_random_lo:.2f` to {glue:text}`p3_random_hi:.2f`). The key side now
 # finds nothing in `S_prev` to match, and `S_tok` holds two tokens at once, so queries cannot
 # tell "this token" from "the token before it". Residual-stream bandwidth matters: circuits
 # work because different information lives in different directions.
@@ -316,7 +343,10 @@ progress.tracker("3")
 #
 # The source's success check is a shape, not a threshold: a few heads have induction scores
 # far above all the rest, and at least one head in an earlier layer has a high
-# previous-token score (the writer that induction heads read).
+# previous-token score (the writer that induction heads read). Here a head counts as an
+# induction head when more than half of its attention lands on the induction target (a
+# score above 0.5), and what a head scores by chance is measured on random tokens with no
+# repeat.
 
 # %% tags=["exercise"]
 def head_scores(model, tokens):
@@ -368,13 +398,31 @@ display(heatmap(torch.stack([smol_ind, smol_prev]), [f"H{h}" for h in range(smol
                 [f"L{l}" for l in range(smol.cfg.n_layers)], title="SmolLM2-135M, per head",
                 panel_titles=["SmolLM2 induction scores", "SmolLM2 previous-token scores"],
                 x_title="head", y_title="layer", zmin=0, zmax=1))
-claim("SmolLM2-135M has a few induction heads far above the rest: between 1 and 10 of its 270 "
-      "heads score above 0.5, while the median head scores below 0.05",
-      f"{n_high} heads above 0.5, median {median_ind:.3f}",
-      1 <= n_high <= 10 and median_ind < 0.05, chapter="induction problems")
-claim("...and a head in an earlier layer than the best induction head has a previous-token "
-      "score above 0.5", f"L{prev_head[0]}H{prev_head[1]}: {float(prev_best):.2f}",
-      float(prev_best) > 0.5, chapter="induction problems")
+# What a head scores by chance: the same score on random tokens with no repeat
+fresh = torch.randint(1000, 41000, rep.shape,
+                      generator=torch.Generator().manual_seed(1))
+with torch.no_grad():
+    chance_ind, _ = head_scores(smol, fresh)
+    # the previous-token head's attention at offsets 1..21, by query position
+    _, pcache = smol.run_with_cache(rep, names_filter=f"blocks.{prev_head[0]}"
+                                    ".attn.hook_pattern")
+pattern = pcache["pattern", prev_head[0]][:, prev_head[1]]  # [batch, q, k]
+by_offset = [float(pattern.diagonal(offset=-k, dim1=-2, dim2=-1).mean())
+             for k in range(1, 22)]
+weakest = float(smol_ind[smol_ind > 0.5].min())
+finding(f"each of the {n_high} heads above 0.5 scores higher than every one of "
+        "SmolLM2's heads does on random tokens without a repeat", weakest,
+        null=Null.draws("the 270 heads' induction scores on unrepeated "
+                        "random tokens", chance_ind), chapter="induction problems")
+observation("the median head's induction score", median_ind,
+            chapter="induction problems")
+finding(f"L{prev_head[0]}H{prev_head[1]}, in an earlier layer than the best "
+        "induction head, attends to the previous token more than to any of "
+        "the 20 positions before it", by_offset[0],
+        null=Null.draws("its mean attention at offsets 2-21", by_offset[1:]),
+        chapter="induction problems")
+glue("chance_max", float(chance_ind.max()))
+glue("prev_next", max(by_offset[1:]))
 glue("smol_top", f"L{top_heads[0][0]}H{top_heads[0][1]}")
 glue("n_high", n_high)
 glue("median_ind", median_ind)
@@ -382,10 +430,13 @@ glue("prev_head", f"L{prev_head[0]}H{prev_head[1]}")
 glue("prev_best", float(prev_best))
 
 # %% [markdown]
-# SmolLM2 passes the source's check: {glue:text}`n_high` heads score above 0.5 while the
-# median head scores {glue:text}`median_ind:.3f`, and {glue:text}`prev_head`, in an earlier
-# layer than the best induction head {glue:text}`smol_top`, has a previous-token score of
-# {glue:text}`prev_best:.2f`.
+# SmolLM2 passes the source's check on these two sequences: {glue:text}`n_high` heads
+# score above 0.5 while the median head scores {glue:text}`median_ind:.3f`, and no head
+# scores above {glue:text}`chance_max:.2f` on random tokens without a repeat.
+# {glue:text}`prev_head`, in an earlier layer than the best induction head
+# {glue:text}`smol_top`, has a previous-token score of {glue:text}`prev_best:.2f`, against
+# at most {glue:text}`prev_next:.2f` of its attention at any of the 20 positions further
+# back.
 
 # %% [markdown]
 # On Colab, with internet access, the same function runs on GPT-2 small, where heads 5.5 and
@@ -399,7 +450,7 @@ from circuitbook.models import load_pretrained
 try:
     gpt2 = load_pretrained("gpt2-small")
 except RuntimeError as err:
-    print(err)
+    print(textwrap.fill(str(err), 79))
 else:
     ids = repeated_random_tokens(4, 40, gpt2.cfg.d_vocab, seed=0)
     g_ind, g_prev = head_scores(gpt2, ids)
@@ -473,12 +524,12 @@ print(f"reader L{reader[0]}H{reader[1]}; writers: " + ", ".join(
     f"L0H{w} {v:.3f}" for w, v in writers.items()))
 print(f"20 random writers: mean {randoms.mean():.3f}, sd {randoms.std():.3f}, "
       f"max {randoms.max():.3f}; the previous-token head: z = {z_random:.1f}")
-claim("for the best induction head, the previous-token head is the clear outlier among "
-      "writers: above every other layer-0 head and every one of 20 random writers, by more "
-      "than 5 standard deviations of the random ones",
-      f"{best:.3f} vs {float(others.max()):.3f} and {float(randoms.max()):.3f}; z {z_random:.1f}",
-      best > float(others.max()) and best > float(randoms.max()) and z_random > 5,
-      chapter="induction problems")
+finding("for the best induction head, the previous-token head is the clear "
+        "outlier among writers: above every other layer-0 head and every one "
+        "of 20 random writers", best,
+        null=Null.draws("the other layer-0 heads and 20 random Gaussian "
+                        "writers", torch.cat([others, randoms])),
+        chapter="induction problems")
 glue("kc_best", best)
 glue("kc_other", float(others.max()))
 glue("kc_random_mean", float(randoms.mean()))
@@ -537,14 +588,34 @@ for head, (score, loss) in rows.items():
 prev_score, prev_loss = rows[writer[1]]
 other_scores = [v[0] for h, v in rows.items() if h != writer[1]]
 other_losses = [v[1] for h, v in rows.items() if h != writer[1]]
-claim("mean-ablating the previous-token head collapses the reader's induction score (below a "
-      "fifth of its clean value) while ablating any other layer-0 head keeps it above half",
-      f"{prev_score:.2f} vs clean {clean_score:.2f}; others min {min(other_scores):.2f}",
-      prev_score < 0.2 * clean_score and min(other_scores) > 0.5 * clean_score,
-      chapter="induction problems")
-claim("...and raises the second-copy loss more than ablating any other layer-0 head",
-      f"{prev_loss:.2f} vs max other {max(other_losses):.2f}",
-      prev_loss > max(other_losses), chapter="induction problems")
+# Against the other layer-0 heads, paired: the same ablations on 20 fresh
+# batches of 8 sequences; each batch compares the previous-token head with the
+# other head whose ablation hurt the reader most above.
+worst_score = min((v[0], h) for h, v in rows.items() if h != writer[1])[1]
+worst_loss = max((v[1], h) for h, v in rows.items() if h != writer[1])[1]
+paired = torch.tensor([
+    [a - b for a, b in zip(ablation_effect(model, (0, writer[1]), reader, t),
+                           (ablation_effect(model, (0, worst_score), reader, t)[0],
+                            ablation_effect(model, (0, worst_loss), reader, t)[1]))]
+    for t in (repeated_random_tokens(8, 24, model.cfg.d_vocab, seed=100 + i)
+              for i in range(20))])                   # [batch, (score, loss)]
+
+
+def batch_boot(x, n=4000):
+    """Resampled means of x [batches], for a bootstrap interval."""
+    gen = torch.Generator().manual_seed(0)
+    return x[torch.randint(0, len(x), (n, len(x)), generator=gen)].mean(1)
+
+
+finding("mean-ablating the previous-token head lowers the reader's induction "
+        "score more than ablating any other layer-0 head", paired[:, 0].mean(),
+        null=Null.point("no difference from the most damaging other head", 0.0),
+        boot=batch_boot(paired[:, 0]), alternative="less",
+        chapter="induction problems")
+finding("...and raises the second-copy loss more than ablating any other "
+        "layer-0 head", paired[:, 1].mean(),
+        null=Null.point("no difference from the most damaging other head", 0.0),
+        boot=batch_boot(paired[:, 1]), chapter="induction problems")
 glue("p5_clean", clean_score)
 glue("p5_prev_score", prev_score)
 glue("p5_other_min", min(other_scores))
