@@ -859,13 +859,35 @@ def _p7_variant(model, clean, corrupted, positions, *, noising=False, invert=Fal
     return {"heads": heads, "sender": sender, "paths": paths}
 
 
+def _p7_same(got, expected) -> bool:
+    """The answer in any numeric form (heads as a tensor, an array or nested lists; the sender
+    as a tuple, list or tensor; each path's effect as a number or a one-element tensor or
+    array) against ``expected``, to the tolerance of the default comparison."""
+    from circuitbook.checks.core import allclose
+
+    if not isinstance(got, dict) or set(got) != {"heads", "sender", "paths"}:
+        return False
+    try:
+        heads = torch.as_tensor(got["heads"].detach().cpu() if isinstance(got["heads"], torch.Tensor)
+                                else got["heads"], dtype=torch.float64)
+        sender = tuple(int(x) for x in (got["sender"].tolist() if hasattr(got["sender"], "tolist")
+                                        else got["sender"]))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    paths = got["paths"]
+    if not isinstance(paths, dict):
+        return False
+    paths = {k: as_number(v) for k, v in paths.items()}
+    return allclose()({"heads": heads, "sender": sender, "paths": paths}, expected)
+
+
 def _p7_wrong(**flags):
     return lambda model, clean, corrupted, positions: _p7_variant(model, clean, corrupted, positions, **flags)
 
 
 P7 = FunctionExercise(
     id="ps_p7", title="patching: the head, then the path", reference=patching_shares, make_inputs=_p7_inputs,
-    n_trials=2,
+    n_trials=2, compare=_p7_same,
     mistakes=[
         Mistake("patched the wrong direction (noising)", "You put the corrupted run's activations into the "
                 "clean run. That asks what the behaviour cannot do without (necessity); this problem asks "
