@@ -64,16 +64,18 @@ P3_CTX = 40  # problem 3's context length: the scaffold's n_ctx
 from circuitbook.checks.ps import P1_MODELS
 
 dims = P1_MODELS[P1_MODEL]
-d_model, n_heads, d_head, d_vocab = dims["d_model"], dims["n_heads"], dims["d_head"], dims["d_vocab"]
-print(f"{P1_MODEL}: d_model = {d_model}, {n_heads} heads per layer with d_head = {d_head}, "
-      f"a vocabulary of {d_vocab:,} tokens")
+d_model, n_heads = dims["d_model"], dims["n_heads"]
+d_head, d_vocab = dims["d_head"], dims["d_vocab"]
+print(f"{P1_MODEL}: d_model = {d_model}, {n_heads} heads per layer with "
+      f"d_head = {d_head},\na vocabulary of {d_vocab:,} tokens")
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
 p1_answers = {
     "W_QK_shape": (d_model, d_model), "W_QK_rank": d_head,
     "W_OV_shape": (d_model, d_model), "W_OV_rank": d_head,
-    "full_QK_shape": (d_vocab, d_vocab), "full_OV_shape": (d_vocab, d_vocab), "full_rank": d_head,
+    "full_QK_shape": (d_vocab, d_vocab), "full_OV_shape": (d_vocab, d_vocab),
+    "full_rank": d_head,
 }
 # END SOLUTION
 
@@ -109,7 +111,8 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 
 # %% tags=["exercise"]
 def reparametrize(W_Q, W_K, G):
-    """W_Q, W_K: [d_model, d_head]; G: invertible [d_head, d_head] -> a new (W_Q, W_K)."""
+    """W_Q, W_K: [d_model, d_head]; G: invertible [d_head, d_head]
+    -> a new (W_Q, W_K)."""
     # BEGIN SOLUTION
     return W_Q @ G, W_K @ torch.linalg.inv(G).T
     # END SOLUTION
@@ -126,7 +129,7 @@ model = load("toy-2l")
 tokens = torch.randint(0, model.cfg.d_vocab, (2, 40))
 twin = load("toy-2l")
 g = torch.Generator().manual_seed(1)
-kappa_G, col_sum = 1.0, 0.0
+kappa_G, col_sum = 1.0, 0.0    # for the rounding bounds of the next cell
 with torch.no_grad():
     for layer in range(twin.cfg.n_layers):
         for head in range(twin.cfg.n_heads):
@@ -139,39 +142,51 @@ with torch.no_grad():
             attn.b_Q[head] = attn.b_Q[head] @ G
             attn.b_K[head] = attn.b_K[head] @ torch.linalg.inv(G).T
     moved = (twin.W_Q - model.W_Q).abs().max().item()
-    logits_twin, (logits_orig, run_cache) = twin(tokens), model.run_with_cache(tokens)
-# Rounding, not a hand-picked tolerance. Each model is within the rounding bound of its
-# attention-only forward pass (per layer: Q/K d_model + 2, scores d_head + 1, softmax
-# n + 3, values d_model + 1, the weighted sum n, W_O and the heads' sum d_head + n_heads +
-# 1, the residual 1; then W_U, d_model + 1). The twin's scores also carry the rounding of
-# W_Q G and of W_K G^-T (2 d_head, and inverting G: kappa(G) d_head), on summands up to
-# kappa(G) times larger than the original's. Scale: the largest value of the forward pass
-# times kappa(G). W_Q moving by more than the rounding of W_Q G (d_head terms, on
-# |W_Q| times G's largest column sum) shows the twin is a different parametrisation.
+    logits_twin, (logits_orig, run_cache) = (twin(tokens),
+                                             model.run_with_cache(tokens))
+    _, twin_cache = twin.run_with_cache(tokens)
+
+# %% [markdown]
+# The next (hidden) cell checks that $W_Q$ moved by more than rounding, and that the twin's
+# attention scores and logits equal the original's up to the rounding of the two forward
+# passes.
+
+# %% tags=["hide-input"]
+# Rounding, not a hand-picked tolerance. Each model is within the rounding
+# bound of its attention-only forward pass (attn_only_forward_terms). The
+# twin's scores also carry the rounding of W_Q G and of W_K G^-T (2 d_head,
+# and inverting G: kappa(G) d_head), on summands up to kappa(G) times larger
+# than the original's. Scale: the largest value of the forward pass times
+# kappa(G). W_Q moving by more than the rounding of W_Q G (d_head terms, on
+# |W_Q| times G's largest column sum) shows the twin is a different
+# parametrisation.
 cfg, n = model.cfg, tokens.shape[1]
 fwd_terms = attn_only_forward_terms(cfg, n)
-largest = max(t[t.isfinite()].abs().max().item() for t in run_cache.values())
+largest = max(t[t.isfinite()].abs().max().item()
+              for t in run_cache.values())
 product_size = float(model.W_Q.abs().max()) * col_sum
 identity("reparametrising W_Q, W_K by (G, G^-T) changes W_Q (by more than "
          "rounding)", f"W_Q moved {moved:.2f}",
          moved > rounding_bound(cfg.d_head, product_size),
          chapter="induction problems")
-# The reparametrisation acts on the scores, so check them first, where the bound is
-# tight: each score is q.k of the projections (d_model + 2 roundings each) and d_head
-# products, plus, for the twin, W_Q G and W_K G^-T (2 d_head, inverting G: kappa(G)
-# d_head); the twin's summands are up to kappa(G) times the original's, |q| |k| / sqrt(d_head).
-_, twin_cache = twin.run_with_cache(tokens)
+# The scores first, where the bound is tight: each is q.k of the projections
+# (d_model + 2 roundings each) and d_head products, plus, for the twin, W_Q G
+# and W_K G^-T (2 d_head, inverting G: kappa(G) d_head); the twin's summands
+# are up to kappa(G) times the original's, |q| |k| / sqrt(d_head).
 finite = run_cache["attn_scores", 1].isfinite()
-score_size = max(((run_cache["q", l].abs().transpose(1, 2) @ run_cache["k", l].abs().permute(0, 2, 3, 1))
-                  .max().item()) for l in range(cfg.n_layers)) / math.sqrt(cfg.d_head)
+score_size = max(
+    (run_cache["q", l].abs().transpose(1, 2)
+     @ run_cache["k", l].abs().permute(0, 2, 3, 1)).max().item()
+    for l in range(cfg.n_layers)) / math.sqrt(cfg.d_head)
+g_terms = 2 * cfg.d_head + math.ceil(kappa_G * cfg.d_head)
 for l in range(cfg.n_layers):
     identity_close(f"...it leaves layer {l}'s attention scores unchanged",
-                   twin_cache["attn_scores", l][finite], run_cache["attn_scores", l][finite],
-                   terms=2 * (cfg.d_model + 2 + cfg.d_head + 1) + 2 * cfg.d_head
-                   + math.ceil(kappa_G * cfg.d_head),
+                   twin_cache["attn_scores", l][finite],
+                   run_cache["attn_scores", l][finite],
+                   terms=2 * (cfg.d_model + 2 + cfg.d_head + 1) + g_terms,
                    scale=score_size * kappa_G, chapter="induction problems")
 identity_close("...and so not the logits", logits_twin, logits_orig,
-               terms=2 * fwd_terms + cfg.n_layers * (2 * cfg.d_head + math.ceil(kappa_G * cfg.d_head)),
+               terms=2 * fwd_terms + cfg.n_layers * g_terms,
                scale=largest * kappa_G, chapter="induction problems")
 progress.tracker("1")
 
@@ -190,7 +205,8 @@ def path_counts(n_layers, n_heads):
     # BEGIN SOLUTION
     total = (1 + n_heads) ** n_layers
     single = n_layers * n_heads
-    return {"direct": 1, "single": single, "virtual": total - 1 - single, "total": total}
+    return {"direct": 1, "single": single, "virtual": total - 1 - single,
+            "total": total}
     # END SOLUTION
 
 
@@ -246,7 +262,8 @@ progress.tracker("2")
 
 # %% tags=["exercise"]
 def design_induction_head(S_tok, S_prev):
-    """S_tok, S_prev: [V, d_model] row bases -> (W_QK, W_OV), each [d_model, d_model]."""
+    """S_tok, S_prev: [V, d_model] row bases
+    -> (W_QK, W_OV), each [d_model, d_model]."""
     # BEGIN SOLUTION
     W_QK = 30 * S_tok.T @ S_prev  # query's token against key's previous token
     W_OV = 10 * S_tok.T @ S_tok   # copy the attended token where W_U reads
@@ -292,7 +309,8 @@ print(f"separate subspaces: induction score {working['induction_score']:.3f}, "
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
-broken_score = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok", n_ctx=P3_CTX)["induction_score"]
+broken = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok", n_ctx=P3_CTX)
+broken_score = broken["induction_score"]
 # END SOLUTION
 
 checks.ps_p3b(broken_score, n_ctx=P3_CTX)
@@ -350,16 +368,20 @@ progress.tracker("3")
 
 # %% tags=["exercise"]
 def head_scores(model, tokens):
-    """tokens: [batch, 2n], the second half repeating the first -> (induction, prev), [L, H] each."""
+    """tokens: [batch, 2n], the second half repeating the first
+    -> (induction, prev), [L, H] each."""
     # BEGIN SOLUTION
     n = tokens.shape[1] // 2
-    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    _, cache = model.run_with_cache(
+        tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind, prev = [], []
     for layer in range(model.cfg.n_layers):
         pattern = cache["pattern", layer]  # [batch, head, q, k]
         # query n + i looks at key i + 1: the diagonal n - 1 below the main one
-        ind.append(pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean((0, 2)))
-        prev.append(pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean((0, 2)))
+        ind.append(pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
+                   [..., 1:].mean((0, 2)))
+        prev.append(pattern.diagonal(offset=-1, dim1=-2, dim2=-1)
+                    .mean((0, 2)))
     return torch.stack(ind), torch.stack(prev)
     # END SOLUTION
 
@@ -371,32 +393,37 @@ from circuitbook.data import repeated_random_tokens
 from circuitbook.models.pretrained import load_smollm2
 
 smol, tokenizer = load_smollm2()
-rep = repeated_random_tokens(2, 40, 40_000, seed=0) + 1000  # ids 1000..40999, as in the README
+# ids 1000..40999 (ordinary words, not special tokens)
+rep = repeated_random_tokens(2, 40, 40_000, seed=0) + 1000
 with torch.no_grad():
     smol_ind, smol_prev = head_scores(smol, rep)
 top = smol_ind.flatten().topk(5)
 top_heads = [divmod(int(i), smol.cfg.n_heads) for i in top.indices]
-print("SmolLM2's top induction heads:",
-      ", ".join(f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
+print("SmolLM2's top induction heads:", ", ".join(
+    f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
 # a few heads far above the rest: how many clear 0.5, against the typical head
 n_high = int((smol_ind > 0.5).sum())
 median_ind = float(smol_ind.median())
-# an earlier-layer previous-token head: the best previous-token score below the top
-# induction head's layer
+# an earlier-layer previous-token head: the best previous-token score below
+# the top induction head's layer
 first_layer = top_heads[0][0]
 prev_best = smol_prev[:first_layer].flatten().max()
-prev_head = divmod(int(smol_prev[:first_layer].flatten().argmax()), smol.cfg.n_heads)
-print(f"{n_high} of {smol_ind.numel()} heads score above 0.5; the median head "
-      f"{median_ind:.3f}; best previous-token head below layer {first_layer}: "
-      f"L{prev_head[0]}H{prev_head[1]} {float(prev_best):.2f}")
+prev_head = divmod(int(smol_prev[:first_layer].flatten().argmax()),
+                   smol.cfg.n_heads)
+print(f"{n_high} of {smol_ind.numel()} heads score above 0.5; the median "
+      f"head {median_ind:.3f};\nbest previous-token head below layer "
+      f"{first_layer}: L{prev_head[0]}H{prev_head[1]} {float(prev_best):.2f}")
 
 from IPython.display import display
 
-from circuitbook.viz import heatmap  # hover a cell for its layer, head and score
+from circuitbook.viz import heatmap  # hover a cell for its layer, head, score
 
-display(heatmap(torch.stack([smol_ind, smol_prev]), [f"H{h}" for h in range(smol.cfg.n_heads)],
-                [f"L{l}" for l in range(smol.cfg.n_layers)], title="SmolLM2-135M, per head",
-                panel_titles=["SmolLM2 induction scores", "SmolLM2 previous-token scores"],
+display(heatmap(torch.stack([smol_ind, smol_prev]),
+                [f"H{h}" for h in range(smol.cfg.n_heads)],
+                [f"L{l}" for l in range(smol.cfg.n_layers)],
+                title="SmolLM2-135M, per head",
+                panel_titles=["SmolLM2 induction scores",
+                              "SmolLM2 previous-token scores"],
                 x_title="head", y_title="layer", zmin=0, zmax=1))
 # What a head scores by chance: the same score on random tokens with no repeat
 fresh = torch.randint(1000, 41000, rep.shape,
@@ -410,10 +437,11 @@ pattern = pcache["pattern", prev_head[0]][:, prev_head[1]]  # [batch, q, k]
 by_offset = [float(pattern.diagonal(offset=-k, dim1=-2, dim2=-1).mean())
              for k in range(1, 22)]
 weakest = float(smol_ind[smol_ind > 0.5].min())
-finding(f"each of the {n_high} heads above 0.5 scores higher than every one of "
-        "SmolLM2's heads does on random tokens without a repeat", weakest,
+finding(f"each of the {n_high} heads above 0.5 scores higher than every one "
+        "of SmolLM2's heads does on random tokens without a repeat", weakest,
         null=Null.draws("the 270 heads' induction scores on unrepeated "
-                        "random tokens", chance_ind), chapter="induction problems")
+                        "random tokens", chance_ind),
+        chapter="induction problems")
 observation("the median head's induction score", median_ind,
             chapter="induction problems")
 finding(f"L{prev_head[0]}H{prev_head[1]}, in an earlier layer than the best "
@@ -457,7 +485,8 @@ else:
     for name, s in (("induction", g_ind), ("previous-token", g_prev)):
         best = s.flatten().topk(5)
         print(f"GPT-2 small, top {name} heads:", ", ".join(
-            f"{int(i) // 12}.{int(i) % 12} {v:.2f}" for v, i in zip(best.values, best.indices)))
+            f"{int(i) // 12}.{int(i) % 12} {v:.2f}"
+            for v, i in zip(best.values, best.indices)))
 progress.tracker("4")
 
 # %% [markdown]
@@ -473,7 +502,8 @@ progress.tracker("4")
 
 # %% tags=["exercise"]
 def k_composition(model, writer, reader):
-    """writer, reader: (layer, head) pairs, writer in an earlier layer -> score (a float)."""
+    """writer, reader: (layer, head) pairs, writer in an earlier layer
+    -> score (a float)."""
     # BEGIN SOLUTION
     (l0, h0), (l1, h1) = writer, reader
     with torch.no_grad():
@@ -491,11 +521,13 @@ from circuitbook.heads import induction_scores, prev_token_scores
 ind, prev = induction_scores(model), prev_token_scores(model)
 reader = divmod(int(ind[1:].argmax()) + model.cfg.n_heads, model.cfg.n_heads)
 writer = divmod(int(prev[:1].argmax()), model.cfg.n_heads)
-writers = {w: k_composition(model, (0, w), reader) for w in range(model.cfg.n_heads)}
+writers = {w: k_composition(model, (0, w), reader)
+           for w in range(model.cfg.n_heads)}
 
 
 def random_writer_score(g):
-    """The score of a writer with random Gaussian W_V, W_O against the same reader."""
+    """The score of a writer with random Gaussian W_V, W_O against the same
+    reader."""
     W_V = torch.randn(model.cfg.d_model, model.cfg.d_head, generator=g)
     W_O = torch.randn(model.cfg.d_head, model.cfg.d_model, generator=g)
     W_OV = W_V @ W_O
@@ -517,8 +549,10 @@ ax.scatter(others, torch.zeros(len(others)), marker="o", color="C0",
            label="the other layer-0 heads")
 ax.scatter([best], [0], marker="*", s=250, color="C3",
            label=f"previous-token head L0H{writer[1]}")
-ax.set(yticks=[], xlabel=f"K-composition score into reader L{reader[0]}H{reader[1]}")
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, frameon=False)
+ax.set(yticks=[],
+       xlabel=f"K-composition score into reader L{reader[0]}H{reader[1]}")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3,
+          frameon=False)
 plt.show()
 print(f"reader L{reader[0]}H{reader[1]}; writers: " + ", ".join(
     f"L0H{w} {v:.3f}" for w, v in writers.items()))
@@ -558,7 +592,8 @@ glue("n_induction_toy", int((ind[1] > 0.5).sum()))
 # %% tags=["exercise"]
 def ablation_effect(model, head, reader, tokens):
     """head, reader: (layer, head) pairs; tokens [batch, 2n] repeated
-    -> (reader's induction score, mean loss on the second copy) with `head` mean-ablated."""
+    -> (reader's induction score, mean loss on the second copy) with
+    `head` mean-ablated."""
     # BEGIN SOLUTION
     from circuitbook.heads import ablate
 
@@ -567,9 +602,11 @@ def ablation_effect(model, head, reader, tokens):
         logits, cache = model.run_with_cache(
             tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind = torch.stack([
-        cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean((0, 2))
+        cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
+        [..., 1:].mean((0, 2))
         for layer in range(model.cfg.n_layers)])
-    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    logp = (logits.log_softmax(-1)[:, :-1]
+            .gather(-1, tokens[:, 1:, None])[..., 0])
     return float(ind[reader]), float(-logp[:, n:].mean())
     # END SOLUTION
 
@@ -579,11 +616,12 @@ checks.ps_p5(ablation_effect)
 # %%
 rep2 = repeated_random_tokens(16, 24, model.cfg.d_vocab, seed=3)
 clean_score = float(induction_scores(model, tokens=rep2)[reader])
-rows = {head: ablation_effect(model, (0, head), reader, rep2) for head in range(model.cfg.n_heads)}
+rows = {head: ablation_effect(model, (0, head), reader, rep2)
+        for head in range(model.cfg.n_heads)}
 print(f"no ablation: reader's induction score {clean_score:.2f}")
 for head, (score, loss) in rows.items():
     tag = "  <- previous-token head" if head == writer[1] else ""
-    print(f"ablate L0H{head}: reader's induction score {score:.2f}, loss on second copy "
+    print(f"ablate L0H{head}: reader's score {score:.2f}, second-copy loss "
           f"{loss:.2f}{tag}")
 prev_score, prev_loss = rows[writer[1]]
 other_scores = [v[0] for h, v in rows.items() if h != writer[1]]
@@ -593,12 +631,15 @@ other_losses = [v[1] for h, v in rows.items() if h != writer[1]]
 # other head whose ablation hurt the reader most above.
 worst_score = min((v[0], h) for h, v in rows.items() if h != writer[1])[1]
 worst_loss = max((v[1], h) for h, v in rows.items() if h != writer[1])[1]
-paired = torch.tensor([
-    [a - b for a, b in zip(ablation_effect(model, (0, writer[1]), reader, t),
-                           (ablation_effect(model, (0, worst_score), reader, t)[0],
-                            ablation_effect(model, (0, worst_loss), reader, t)[1]))]
-    for t in (repeated_random_tokens(8, 24, model.cfg.d_vocab, seed=100 + i)
-              for i in range(20))])                   # [batch, (score, loss)]
+paired = []                                       # [batch, (score, loss)]
+for i in range(20):
+    t = repeated_random_tokens(8, 24, model.cfg.d_vocab, seed=100 + i)
+    prev_t = ablation_effect(model, (0, writer[1]), reader, t)
+    paired.append([
+        prev_t[0] - ablation_effect(model, (0, worst_score), reader, t)[0],
+        prev_t[1] - ablation_effect(model, (0, worst_loss), reader, t)[1]])
+paired = torch.tensor(paired)
+no_diff = Null.point("no difference from the most damaging other head", 0.0)
 
 
 def batch_boot(x, n=4000):
@@ -609,17 +650,16 @@ def batch_boot(x, n=4000):
 
 finding("mean-ablating the previous-token head lowers the reader's induction "
         "score more than ablating any other layer-0 head", paired[:, 0].mean(),
-        null=Null.point("no difference from the most damaging other head", 0.0),
-        boot=batch_boot(paired[:, 0]), alternative="less",
+        null=no_diff, boot=batch_boot(paired[:, 0]), alternative="less",
         chapter="induction problems")
 finding("...and raises the second-copy loss more than ablating any other "
         "layer-0 head", paired[:, 1].mean(),
-        null=Null.point("no difference from the most damaging other head", 0.0),
-        boot=batch_boot(paired[:, 1]), chapter="induction problems")
+        null=no_diff, boot=batch_boot(paired[:, 1]),
+        chapter="induction problems")
 glue("p5_clean", clean_score)
 glue("p5_prev_score", prev_score)
 glue("p5_other_min", min(other_scores))
-glue("p5_other_min_head", f"L0H{min((v[0], h) for h, v in rows.items() if h != writer[1])[1]}")
+glue("p5_other_min_head", f"L0H{worst_score}")
 glue("p5_prev_loss", prev_loss)
 glue("p5_other_loss", max(other_losses))
 progress.tracker("5")
@@ -911,7 +951,8 @@ free = int((~excluded[crowded]).sum())
 glue("crowded", crowded)
 glue("crowded_n", [l for l, _ in targets].count(crowded))
 glue("crowded_free", free)
-glue("crowded_ctrl", ", ".join(f"L{l}H{h}" for l, h in controls if l == crowded))
+glue("crowded_ctrl", ", ".join(f"L{l}H{h}" for l, h in controls
+                               if l == crowded))
 glue("ctrl_ratio_lo", float(ratio.min()))
 glue("ctrl_ratio_hi", float(ratio.max()))
 glue("n_composing", len(composing))
@@ -1252,7 +1293,8 @@ glue("p7_l1_sum", float(layer1.sum()))
 for side in shares:
     paths = shares[side]["paths"]
     observation(f"{side}: the sender's effect through K, Q, V and directly",
-                ", ".join(f"{p} {round(paths[p], 2) + 0.0:.2f}" for p in names),
+                ", ".join(f"{p} {round(paths[p], 2) + 0.0:.2f}"
+                          for p in names),
                 chapter="induction problems")
 
 # %% [markdown]
