@@ -743,8 +743,8 @@ glue("smol_ind_hi", receivers[-1][0])
 # is a **sender** if, for at least one **receiver** (a head with induction score above
 # 0.4), its K-composition score lies above the scores of that receiver's other writers
 # (all heads of earlier layers) by more than $z^* = \Phi^{-1}(1 - 0.05 / N)$ of their
-# standard deviations, where $N$ is the number of writers (about 150 to 200, so $z^*$ is
-# about 3.4 to 3.5): a one-sided test at level 0.05, Bonferroni-corrected for testing
+# standard deviations, where $N$ is the number of writers (nine per earlier layer: 153
+# to 216 for receivers in layers 17 to 24, so $z^*$ is about 3.4 to 3.5): a one-sided test at level 0.05, Bonferroni-corrected for testing
 # every writer. The other writers are the null: for a typical trained head the score is
 # what the crowd of heads scores.
 
@@ -1077,29 +1077,37 @@ glue("smol_m", m)
 #
 # The direct path is not all of it. Patching the senders' outputs into every route
 # restores {glue:text}`smol_key_all_routes:.0%`
-# ({glue:text}`smol_key_all_routes_lo:.0%` to {glue:text}`smol_key_all_routes_hi:.0%`):
-# what the senders write also reaches the keys through MLPs and intermediate heads, and
-# the keys of heads that are not receivers ({glue:text}`smol_n_near` heads score
-# between 0.25 and 0.4 on induction). Patching the receivers' whole key input, whatever
-# wrote it, restores {glue:text}`smol_key_receivers_input:.0%`
+# ({glue:text}`smol_key_all_routes_lo:.0%` to {glue:text}`smol_key_all_routes_hi:.0%`),
+# more than their direct path into the receivers' keys (the paired difference is tested
+# above): on the key side the other routes carry {glue:text}`smol_other_share:.0%` of
+# what the senders' outputs restore through all routes. Where do they go? Patching the
+# receivers' whole key input, whatever wrote it, restores
+# {glue:text}`smol_key_receivers_input:.0%`
 # ({glue:text}`smol_key_receivers_input_lo:.0%` to
 # {glue:text}`smol_key_receivers_input_hi:.0%`), less than all routes from the senders
-# (the paired difference is tested above): the receivers' keys are not the only place
-# where the senders' signal does its work. Both extra patches test the explanation an
-# earlier version of this page gave without testing it, that the direct path leaves
-# out routes "through other heads and MLPs": on the key side those routes carry
-# {glue:text}`smol_other_share:.0%` of what the senders' outputs restore through all
-# routes.
+# (tested too): part of what the senders do never passes through the receivers' keys.
+# It must act through heads that are not receivers (their keys or values; for example
+# the {glue:text}`smol_n_near` heads with induction scores between 0.25 and 0.4) or
+# through the MLPs that feed them. These two patches test the explanation an earlier
+# version of this page gave without testing it, that the direct path leaves out routes
+# "through other heads and MLPs"; they do not say which of those routes carries what,
+# which would take one patch per route.
 #
 # The query side is different. The Q path restores {glue:text}`smol_query_Q:.0%`
 # ({glue:text}`smol_query_Q_lo:.0%` to {glue:text}`smol_query_Q_hi:.0%`), all routes
-# from the senders {glue:text}`smol_query_all_routes:.0%`, but the receivers' whole
-# query input {glue:text}`smol_query_receivers_input:.0%`. The query's previous token
-# matters to SmolLM2's induction heads as it does to `toy-2l`'s, but most of that
-# information reaches their queries from heads other than these senders: the senders
-# were chosen for what the *keys* read, and the query side would need its own rule (Q-
-# rather than K-composition). All of this is one model, one corruption scheme per side,
-# and {glue:text}`smol_m`-token passages of one corpus.
+# from the senders {glue:text}`smol_query_all_routes:.0%`
+# ({glue:text}`smol_query_all_routes_lo:.0%` to
+# {glue:text}`smol_query_all_routes_hi:.0%`), but the receivers' whole query input
+# {glue:text}`smol_query_receivers_input:.0%`
+# ({glue:text}`smol_query_receivers_input_lo:.0%` to
+# {glue:text}`smol_query_receivers_input_hi:.0%`; the difference from all routes is
+# tested above). The query's previous token matters to SmolLM2's induction heads, as it
+# does to `toy-2l`'s, but these senders' outputs, by every route together, restore only
+# about half as much as the receivers' clean queries do; the rest is written by other
+# components, heads or MLPs, that this page does not identify. The senders were chosen for what the *keys*
+# read; the query side would need its own rule (Q- rather than K-composition), which we
+# have not run. All of this is one model, one corruption scheme per side, and
+# {glue:text}`smol_m`-token passages of one corpus.
 
 # %% [markdown]
 # ### GPT-2 small, online
@@ -1153,6 +1161,9 @@ else:
 # - SmolLM2 has induction heads in layers {glue:text}`smol_ind_lo` to
 #   {glue:text}`smol_ind_hi` (best {glue:text}`smol_top_head`,
 #   {glue:text}`smol_top:.2f`). Senders chosen from the weights, by a stated rule,
-#   are {glue:text}`sender_list`; their K path restores {glue:text}`smol_key_K:.0%`
-#   of a key-side corruption and all their routes {glue:text}`smol_key_all_routes:.0%`.
+#   are {glue:text}`sender_list`, the same set in {glue:text}`new_stable:.0%` of
+#   resamples; their K path restores {glue:text}`smol_key_K:.0%` of a key-side
+#   corruption and all their routes {glue:text}`smol_key_all_routes:.0%`. On the query
+#   side their Q path restores {glue:text}`smol_query_Q:.0%`, the receivers' whole
+#   query input {glue:text}`smol_query_receivers_input:.0%`.
 #   GPT-2 small can be checked the same way online.
