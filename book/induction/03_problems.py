@@ -1290,6 +1290,12 @@ glue("p7_sender", "L{}H{}".format(*key_share["sender"]))
 glue("p7_l1_lo", float(layer1.min()))
 glue("p7_l1_hi", float(layer1.max()))
 glue("p7_l1_sum", float(layer1.sum()))
+main_path = {"key side": "K", "query side": "Q"}
+for side, path in main_path.items():
+    paths = shares[side]["paths"]
+    glue(f"p7_{side[0]}_main", paths[path])
+    glue(f"p7_{side[0]}_rest", max(abs(v) for p, v in paths.items()
+                                   if p != path))
 for side in shares:
     paths = shares[side]["paths"]
     observation(f"{side}: the sender's effect through K, Q, V and directly",
@@ -1322,9 +1328,13 @@ checks.ps_p7b(p7_reading)
 progress.tracker("7")
 
 # %% [markdown]
-# The sender is {glue:text}`p7_sender`, the previous-token head, and its output works through
-# the keys on the key side and through the queries on the query side: the two halves of
-# the score split of chapter 17a ({doc}`../17_induction_heads`). The layer-1 heads share
+# The sender is {glue:text}`p7_sender`, the previous-token head. On the key side its output
+# restores {glue:text}`p7_k_main:.0%` of the gap through the layer-1 keys alone (the other
+# three routes at most {glue:text}`p7_k_rest:.0%` in absolute value), on the query side
+# {glue:text}`p7_q_main:.0%` through the queries alone (the others at most
+# {glue:text}`p7_q_rest:.0%`): the two halves of the score split of chapter 17a
+# ({doc}`../17_induction_heads`), on these 16 sequences; chapter 17b tests the same
+# split with intervals. The layer-1 heads share
 # the copying, so each restores part of the gap and none all of it; whether any one of them
 # is *needed* is the other experiment, ablation (or noising), which chapter 17b runs: one
 # layer-1 head ablated costs little, all four together everything.
