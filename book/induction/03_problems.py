@@ -164,7 +164,7 @@ cfg, n = model.cfg, tokens.shape[1]
 fwd_terms = attn_only_forward_terms(cfg, n)
 largest = max(t[t.isfinite()].abs().max().item()
               for t in run_cache.values())
-product_size = float(model.W_Q.abs().max()) * col_sum
+product_size = model.W_Q.detach().abs().max().item() * col_sum
 identity("reparametrising W_Q, W_K by (G, G^-T) changes W_Q (by more than "
          "rounding)", f"W_Q moved {moved:.2f}",
          moved > rounding_bound(cfg.d_head, product_size),
@@ -217,7 +217,7 @@ from circuitbook.paths import count_paths
 
 for L, n in [(1, 12), (2, 12), (12, 12)]:
     print(f"L={L:2d}, n={n}: {path_counts(L, n)['total']:,} paths "
-          f"(circuitbook.paths.count_paths: {count_paths(L, n)['total']:,})")
+          f"(count_paths: {count_paths(L, n)['total']:,})")
 two = path_counts(2, 12)
 identity("two layers of n = 12 heads: 1 direct + 2n single-head + n^2 virtual "
          "terms, (1 + n)^2 in all", two,
@@ -401,7 +401,7 @@ with torch.no_grad():
     smol_ind, smol_prev = head_scores(smol, rep)
 top = smol_ind.flatten().topk(5)
 top_heads = [divmod(int(i), smol.cfg.n_heads) for i in top.indices]
-print("SmolLM2's top induction heads:", ", ".join(
+print("top induction heads:", ", ".join(
     f"L{l}H{h} {v:.2f}" for (l, h), v in zip(top_heads, top.values)))
 # a few heads far above the rest: how many clear 0.5, against the typical head
 n_high = int((smol_ind > 0.5).sum())
@@ -559,7 +559,7 @@ plt.show()
 print(f"reader L{reader[0]}H{reader[1]}; writers: " + ", ".join(
     f"L0H{w} {v:.3f}" for w, v in writers.items()))
 print(f"20 random writers: mean {randoms.mean():.3f}, sd {randoms.std():.3f}, "
-      f"max {randoms.max():.3f}; the previous-token head: z = {z_random:.1f}")
+      f"max {randoms.max():.3f};\nthe previous-token head: z = {z_random:.1f}")
 finding("for the best induction head, the previous-token head is the clear "
         "outlier among writers: above every other layer-0 head and every one "
         "of 20 random writers", best,
