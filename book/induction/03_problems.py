@@ -861,7 +861,7 @@ for layer, acc in stats.items():
     W_O = smol.W_O[layer]                            # [head, d_head, d_model]
     gram = W_O @ W_O.transpose(-1, -2)               # [head, d_head, d_head]
     means[layer] = mean
-    norms[layer] = (cov * gram).sum((-1, -2)).clamp_min(0).sqrt()
+    norms[layer] = (cov * gram).sum((-1, -2)).clamp_min(0).sqrt().detach()
 stats = {}
 clean["repeated"] = finish(resid["repeated"])
 
