@@ -5,20 +5,24 @@
 # no Python behind them, and in Jupyter or Colab they also report your clicks back to the
 # kernel. Everything they show was computed from real models when this page was built: the
 # attention arcs are the models' own attention patterns, not drawings. The stepper runs on
-# SmolLM2-135M, a small language model that has read English, and then on the book's
-# two-layer `toy-2l`, which never has.
+# SmolLM2, the 4-bit SmolLM2-135M-Instruct of chapter {doc}`../04_embeddings`, a small
+# language model that has read English, and then on the book's two-layer `toy-2l`, which
+# never has. The first cell imports what the page uses and loads both models.
 
-# %%
+# %% tags=["hide-input"]
 import warnings
 
 import torch
 
-from circuitbook.book import claim, glue
+from circuitbook.book import Null, finding, glue, observation
+from circuitbook.composition import random_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
 from circuitbook.paths import count_paths, count_score_terms
-from circuitbook.widgets.explainers import (DURSLEY, composition_builder, control_tokens,
-                                            induction_measures, induction_stepper,
+from circuitbook.widgets.explainers import (DURSLEY, composition_builder,
+                                            control_tokens,
+                                            induction_measures,
+                                            induction_stepper,
                                             pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -39,12 +43,12 @@ smol, tokenizer = load_smollm2(progress=False)
 # (induction), or because it learned in training what tends to follow "Mr" (memorised
 # statistics). Random tokens remove the second reason, so whatever survives on them is read
 # off the context. The heads are picked by their scores on repeated random tokens, as in
-# chapter 17: the strongest induction head, and the strongest previous-token head in an
-# earlier layer.
+# chapter 17a ({doc}`../17_induction_heads`): the strongest induction head, and the
+# strongest previous-token head in an earlier layer.
 
 # %%
 g = torch.Generator().manual_seed(0)
-half = torch.randint(1000, 40000, (1, 40), generator=g)      # ordinary word pieces
+half = torch.randint(1000, 40000, (1, 40), generator=g)  # word pieces
 prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
 induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
                   prev_head=prev_head, induction_head=ind_head)
@@ -58,11 +62,13 @@ induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
 
 # %%
 text_ids = tokenizer(" " + DURSLEY)["input_ids"]
-controls = [control_tokens(text_ids, 1000, 40000, seed) for seed in range(1, 21)]
-# [21, 3]: (attention on the target, p(correct) at the end, p(target) after the first copy)
+controls = [control_tokens(text_ids, 1000, 40000, seed)
+            for seed in range(1, 21)]
+# [21, 3]: attention on the target, p(correct) at the end, and p(target)
+# right after the first copy
 measured = induction_measures(smol, [text_ids] + controls, ind_head)
 text_m, rand_m = measured[0], measured[1:]
-uniform = 1 / len(text_ids)                    # attention spread evenly over the context
+uniform = 1 / len(text_ids)          # attention spread evenly over the context
 print(f"heads: previous-token {prev_head}, induction {ind_head}; "
       f"{len(text_ids)} tokens")
 print(f"{'':26}{'text':>8}{'random: mean':>14}{'min':>8}{'max':>8}")
@@ -79,17 +85,23 @@ for j, key in enumerate(["att", "p", "first"]):
 glue("smol_uniform", uniform)
 glue("smol_ind", f"L{ind_head[0]}H{ind_head[1]}")
 glue("smol_prev", f"L{prev_head[0]}H{prev_head[1]}")
-claim("SmolLM2's induction head attends to the token after the earlier copy, on the "
-      "sentence and on random tokens (mean of 20), over 5x uniform attention",
-      f"{text_m[0]:.2f}, {rand_m[:, 0].mean():.2f} vs {uniform:.3f}",
-      bool(text_m[0] > 5 * uniform and rand_m[:, 0].mean() > 5 * uniform),
-      chapter="induction module")
-claim("after the first 'Mr', with nothing to copy, SmolLM2 gives the next token "
-      "under 1% probability", float(text_m[2]), bool(text_m[2] < 0.01),
-      chapter="induction module")
-claim("on the sentence SmolLM2 gives the correct next token far more probability than on "
-      "any of the 20 random controls", f"{text_m[1]:.2f} vs at most {rand_m[:, 1].max():.2f}",
-      bool(text_m[1] > rand_m[:, 1].max()), chapter="induction module")
+gen = torch.Generator().manual_seed(0)
+resample = torch.randint(0, len(rand_m), (2000, len(rand_m)), generator=gen)
+finding("on random tokens, SmolLM2's induction head attends to the token "
+        "after the earlier copy more than attention spread evenly would "
+        "(mean of 20 controls)", rand_m[:, 0].mean(),
+        null=Null.point("uniform attention over the context", uniform),
+        boot=rand_m[resample, 0].mean(-1), chapter="induction module")
+observation("on the sentence, its attention on the token after the earlier "
+            "'Mr'", float(text_m[0]), chapter="induction module")
+observation("after the first 'Mr', with nothing to copy, SmolLM2's "
+            "probability of the next token", float(text_m[2]),
+            chapter="induction module")
+finding("on the sentence SmolLM2 gives the correct next token more "
+        "probability than on every one of the 20 random controls",
+        float(text_m[1]),
+        null=Null.draws("the 20 random-token controls", rand_m[:, 1]),
+        chapter="induction module")
 
 # %% [markdown]
 # The measurement splits the circuit in two. The **lookup** works on both: induction head
@@ -130,20 +142,22 @@ stepper = induction_stepper(model, live="toy-2l")
 stepper
 
 # %%
-data = stepper_data(model)  # the same two sequences, in Python: the numbers quoted below
+data = stepper_data(model)  # the same two sequences, in Python, for the prose
 text, rand = data["sequences"]["text"], data["sequences"]["random"]
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
 glue("step_attn", text["attention_on_target"])
 glue("step_rand_attn", rand["attention_on_target"])
-claim("on the Dursley sentence, toy-2l's induction head attends mostly to the token "
-      "after the earlier 'Mr'", text["attention_on_target"],
-      text["attention_on_target"] > 0.5, chapter="induction module")
-claim("on the text, toy-2l's top prediction is 'Dursley'", text["model_top"][0][0],
-      text["model_top"][0][0] == text["expected"], chapter="induction module")
-claim("on the random-token control, toy-2l also predicts the token that followed the "
-      "earlier occurrence", rand["model_top"][0][0],
-      rand["model_top"][0][0] == rand["expected"], chapter="induction module")
+observation("on the Dursley sentence, toy-2l's induction head's attention on "
+            "the token after the earlier 'Mr'", text["attention_on_target"],
+            chapter="induction module")
+observation("toy-2l's top prediction on the text, and the expected next word",
+            f"{text['model_top'][0][0]!r}, expected {text['expected']!r}",
+            chapter="induction module")
+observation("toy-2l's top prediction on the random-token control, and the "
+            "token that followed the earlier occurrence",
+            f"{rand['model_top'][0][0]!r}, expected {rand['expected']!r}",
+            chapter="induction module")
 
 # %% [markdown]
 # On the sentence `toy-2l`'s induction head puts {glue:text}`step_attn:.0%` of its attention
@@ -175,9 +189,15 @@ glue("b_k", scores["K"])
 glue("b_q", scores["Q"])
 glue("b_v", scores["V"])
 glue("b_base", builder.data["baseline"])
-claim("in toy-2l, K-composition between the two heads is stronger than Q- or V-composition",
-      f"K {scores['K']:.2f}, Q {scores['Q']:.2f}, V {scores['V']:.2f}",
-      scores["K"] > max(scores["Q"], scores["V"]), chapter="induction module")
+random_k = random_scores(model.cfg.d_model, model.cfg.d_head, n_samples=200,
+                         kind="K")
+finding("in toy-2l, the two heads' K-composition score stands out from "
+        "pairs of random heads of the same shapes", scores["K"],
+        null=Null.draws("200 pairs of random Gaussian heads, d_model 64, "
+                        "d_head 16", random_k), chapter="induction module")
+observation("their Q- and V-composition scores",
+            f"Q {scores['Q']:.2f}, V {scores['V']:.2f}",
+            chapter="induction module")
 glue("n12_logits", f"{count_paths(12, 12)['total']:,}")
 mantissa, exponent = f"{float(count_score_terms(12, 12)):.1e}".split("e")
 glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
@@ -232,9 +252,9 @@ pats = torch.stack([cache["pattern", l0][0, h0], cache["pattern", l1][0, h1]])
 second = torch.arange(n, 2 * n)
 back = float(pats[0, second, second - 1].mean())
 ahead = float(pats[1, second, second - n + 1].mean())
-claim("on a repeated random sequence, the previous-token head attends one back "
-      "and the induction head to the token after the earlier occurrence",
-      f"{back:.2f}, {ahead:.2f}", back > 0.5 and ahead > 0.5,
-      chapter="induction module")
+observation("on this repeated random sequence, the previous-token head's "
+            "attention one back and the induction head's to the token after "
+            "the earlier occurrence",
+            f"{back:.2f}, {ahead:.2f}", chapter="induction module")
 attention_pattern_view([f"t{i}" for i in rep[0].tolist()], pats,
                        [f"{l0}.{h0} previous-token", f"{l1}.{h1} induction"])

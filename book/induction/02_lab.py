@@ -2,19 +2,21 @@
 # # The induction lab: toy-2l in your browser
 #
 # The explainers showed the induction circuit as precomputed pictures. Here the model itself
-# runs in the page: `toy-2l`, the book's two-layer attention-only model (chapters 16 and 17),
+# runs in the page: `toy-2l`, the book's two-layer attention-only model (chapters 16 and
+# {doc}`17a <../17_induction_heads>`),
 # computed in your browser by a few matrix products in JavaScript, with no Python behind it
 # on this site. Type a sequence, or draw **random tokens, repeated**, and read off both
 # layers' attention patterns, the model's top predictions, the loss at every position, and
 # the path expansion of the logit it predicts. Click a head to ablate it and see what breaks.
+# The first cell imports what the page uses and loads `toy-2l`.
 
-# %%
+# %% tags=["hide-input"]
 import warnings
 
 import torch
 
-from circuitbook.book import (claim, glue, identity_close, attn_only_forward_terms,
-                              )
+from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
+                              identity_close, observation)
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import ablate
 from circuitbook.models import load
@@ -62,24 +64,32 @@ lab
 (l0, h0), (l1, h1) = pick_heads(model)
 n = 24
 tokens = repeated_random_tokens(32, n, model.cfg.d_vocab, seed=1)  # [32, 48]
-second = torch.arange(n, 2 * n)                                   # second-copy queries
+second = torch.arange(n, 2 * n)                        # second-copy queries
 ref = reference_tokens(model)
 
 
 def measure(heads=(), how="mean"):
-    """(induction head's attention to the token after the earlier copy, loss on the
-    first copy, loss on the second copy from its second token: its first cannot be
-    predicted), with ``heads`` ablated."""
+    """Per sequence [32] each: (induction head's attention to the token after
+    the earlier copy, loss on the first copy, loss on the second copy from its
+    second token: its first cannot be predicted), with ``heads`` ablated."""
     hooks = []
     if heads:
+        reference = ref if how == "mean" else None
         hooks = ablate(model, list(heads), how,
-                       reference_tokens=ref if how == "mean" else None).fwd_hooks
+                       reference_tokens=reference).fwd_hooks
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits, cache = model.run_with_cache(tokens)
-    attn = cache["pattern", l1][:, h1, second, second - n + 1].mean()
+    attn = cache["pattern", l1][:, h1, second, second - n + 1].mean(-1)
     logp = logits.log_softmax(-1)[:, :-1]
     loss = -logp.gather(-1, tokens[:, 1:, None])[..., 0]          # [32, 47]
-    return float(attn), float(loss[:, : n - 1].mean()), float(loss[:, n:].mean())
+    return attn, loss[:, : n - 1].mean(-1), loss[:, n:].mean(-1)
+
+
+def bootstrap(x, n_boot=2000):
+    """Means of x [32] over resampled sequences, for an interval."""
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, len(x), (n_boot, len(x)), generator=gen)
+    return x[idx].mean(-1)
 
 
 clean = measure()
@@ -90,26 +100,29 @@ print(f"{'':28}{'induction attn':>15}{'loss 1st':>10}{'loss 2nd':>10}")
 for name, row in [("clean", clean), (f"mean-ablate L{l0}H{h0}", broken),
                   (f"zero-ablate L{l0}H{h0}", zeroed)] + \
         [(f"mean-ablate L{l0}H{h}", r) for h, r in others.items()]:
-    print(f"{name:28}{row[0]:15.3f}{row[1]:10.2f}{row[2]:10.2f}")
+    print(f"{name:28}{row[0].mean():15.3f}{row[1].mean():10.2f}"
+          f"{row[2].mean():10.2f}")
 chance = float(torch.log(torch.tensor(float(model.cfg.d_vocab))))
 for key, row in [("clean", clean), ("broken", broken), ("zeroed", zeroed)]:
-    glue(f"lab_{key}_attn", row[0])
-    glue(f"lab_{key}_loss2", row[2])
+    glue(f"lab_{key}_attn", float(row[0].mean()))
+    glue(f"lab_{key}_loss2", float(row[2].mean()))
 glue("lab_chance", chance)
 glue("lab_prev", f"L{l0}H{h0}")
 glue("lab_ind", f"L{l1}H{h1}")
-worst_other = max(r[2] for r in others.values())
+worst_other = max(float(r[2].mean()) for r in others.values())
 glue("lab_other_loss2", worst_other)
-claim("mean-ablating toy-2l's previous-token head takes the induction head's attention "
-      "to the token after the earlier copy below a quarter of its clean value",
-      f"{broken[0]:.3f} vs {clean[0]:.3f}", broken[0] < clean[0] / 4,
-      chapter="induction module")
-claim("with the previous-token head mean-ablated, the second-copy loss climbs to within "
-      "1 nat of chance (ln 64), from under 0.5 clean",
-      f"{broken[2]:.2f} vs {clean[2]:.2f}; chance {chance:.2f}",
-      clean[2] < 0.5 and broken[2] > chance - 1, chapter="induction module")
-claim("ablating any other layer-0 head leaves the second-copy loss under 1 nat",
-      f"at most {worst_other:.2f}", worst_other < 1.0, chapter="induction module")
+drop = clean[0] - broken[0]
+finding("mean-ablating toy-2l's previous-token head lowers the induction "
+        "head's attention to the token after the earlier copy (clean minus "
+        "ablated, per sequence)", drop.mean(),
+        null=Null.point("no change", 0.0), boot=bootstrap(drop),
+        chapter="induction module")
+rise = broken[2] - clean[2]
+finding("...and raises the second-copy loss", rise.mean(),
+        null=Null.point("no change", 0.0), boot=bootstrap(rise),
+        chapter="induction module")
+observation("the largest second-copy loss with any other layer-0 head "
+            "mean-ablated", worst_other, chapter="induction module")
 
 # %% [markdown]
 # Clean, induction head {glue:text}`lab_ind` puts {glue:text}`lab_clean_attn:.2f` of its
@@ -129,8 +142,8 @@ claim("ablating any other layer-0 head leaves the second-copy loss under 1 nat",
 
 # %%
 def second_copy_loss(seg):
-    """Mean loss on the second copy (from its second token) of 32 random segments of
-    ``seg`` tokens, repeated."""
+    """Mean loss on the second copy (from its second token) of 32 random
+    segments of ``seg`` tokens, repeated."""
     t = repeated_random_tokens(32, seg, model.cfg.d_vocab, seed=2)
     with torch.no_grad():
         logp = model(t).log_softmax(-1)[:, :-1]
@@ -142,10 +155,9 @@ print("second-copy loss by segment length:",
       ", ".join(f"{k}: {v:.2f}" for k, v in by_length.items()))
 glue("lab_short8", by_length[8])
 glue("lab_short24", by_length[24])
-claim("toy-2l copies 24-token segments but not 8-token ones: its second-copy loss on "
-      "8-token segments is over ten times that on 24-token segments",
-      f"{by_length[8]:.2f} vs {by_length[24]:.2f}",
-      by_length[8] > 10 * by_length[24], chapter="induction module")
+observation("second-copy loss on 8-token and on 24-token segments",
+            f"{by_length[8]:.2f} vs {by_length[24]:.2f}",
+            chapter="induction module")
 
 # %% [markdown]
 # On 8-token segments the second copy costs {glue:text}`lab_short8:.2f` nats a token, against
@@ -166,14 +178,16 @@ with torch.no_grad():
     parts = logit_attribution(model, start)
 n_parts = len(parts.parts())
 abs_sum = sum(t.abs() for _, t in parts.parts())
-# rounding: the model's own forward pass, the expansion's longest chain (two heads' V and O
-# products and two pattern sums), and one addition per part; scale: the parts' total size
+# rounding: the model's own forward pass, the expansion's longest chain (two
+# heads' V and O products and two pattern sums), and one addition per part;
+# scale: the parts' total size
 terms = (attn_only_forward_terms(model.cfg, start.shape[1])
          + 2 * (model.cfg.d_model + model.cfg.d_head + start.shape[1])
          + model.cfg.d_model + n_parts)
-identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, 2 biases) sum to "
-               "toy-2l's logits", parts.total(), logits, terms=terms,
-               scale=float(abs_sum.max()), chapter="induction module")
+identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, "
+               "2 biases) sum to toy-2l's logits", parts.total(), logits,
+               terms=terms, scale=float(abs_sum.max()),
+               chapter="induction module")
 glue("lab_parts", n_parts)
 
 # %% [markdown]

@@ -534,11 +534,11 @@ def test_progress_tracker_says_progress_is_tracked_when_the_notebook_runs(fresh)
     offer nothing to click."""
     page, log = _visit(fresh, PROBLEMS)
     trackers = page.locator(".cb-progress")
-    assert trackers.count() == 6
-    texts = [trackers.nth(i).inner_text() for i in range(6)]
+    assert trackers.count() == 7
+    texts = [trackers.nth(i).inner_text() for i in range(7)]
     assert all("tracked when this notebook runs" in t for t in texts), texts
-    assert not any(re.search(r"\d+ of 6 done", t) for t in texts), texts
-    assert [trackers.nth(i).get_attribute("data-live") for i in range(6)] == ["0"] * 6
+    assert not any(re.search(r"\d+ of 7 done", t) for t in texts), texts
+    assert [trackers.nth(i).get_attribute("data-live") for i in range(7)] == ["0"] * 7
     assert trackers.locator("button").count() == 0  # nothing self-reported
     assert not log.console, log.console
 

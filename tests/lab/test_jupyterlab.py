@@ -429,25 +429,25 @@ def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
     base, log_path, book = lab
     state = open_and_run(page, base, PROBLEMS, run_timeout_s=480, log_path=log_path)
     assert_no_cell_raised(page, PROBLEMS, state)
-    # the six problems' progress trackers rendered (widgets, drawn by the front end), live
+    # the seven problems' progress trackers rendered (widgets, drawn by the front end), live
     trackers = page.locator(".cb-progress")
-    assert trackers.count() == 6, f"{PROBLEMS}: {trackers.count()} progress trackers rendered, expected 6"
+    assert trackers.count() == 7, f"{PROBLEMS}: {trackers.count()} progress trackers rendered, expected 7"
     page.wait_for_function("els => els.every(e => e.dataset.live === '1')", arg=trackers.element_handles(),
                            timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
     # run-all ran every solution cell after its template, so every check has passed
-    assert trackers.locator(".cb-counter").all_text_contents() == ["6 of 6 done"] * 6
-    assert_kernel_sees(page, PROBLEMS, "progress.done", "['1', '2', '3', '4', '5', '6']")
+    assert trackers.locator(".cb-counter").all_text_contents() == ["7 of 7 done"] * 7
+    assert_kernel_sees(page, PROBLEMS, "progress.done", "['1', '2', '3', '4', '5', '6', '7']")
     # a failing check re-opens its problem, live, in every tracker, and names the open check
     kernel_value(page, PROBLEMS, "checks.ps_p2(lambda n_layers, n_heads: None).passed")
-    page.wait_for_function("els => els.every(e => e.dataset.count === '5')", arg=trackers.element_handles(),
+    page.wait_for_function("els => els.every(e => e.dataset.count === '6')", arg=trackers.element_handles(),
                            timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
-    assert trackers.locator(".cb-counter").all_text_contents() == ["5 of 6 done"] * 6
+    assert trackers.locator(".cb-counter").all_text_contents() == ["6 of 7 done"] * 7
     assert all("problem 2 (ps_p2)" in t for t in trackers.locator(".cb-open").all_text_contents())
     # text_content: JupyterLab may not lay out a cell scrolled out of view, and inner_text is then empty
     assert "not done yet" in trackers.nth(1).locator(".cb-mine").text_content()
     # passing it again closes it
     kernel_value(page, PROBLEMS, "checks.ps_p2(path_counts).passed")
-    page.wait_for_function("els => els.every(e => e.dataset.count === '6')", arg=trackers.element_handles(),
+    page.wait_for_function("els => els.every(e => e.dataset.count === '7')", arg=trackers.element_handles(),
                            timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
     assert trackers.locator(".cb-button, button").count() == 0  # nothing self-reported
     screenshot(trackers.first, "03_problems-progress.png")

@@ -1,4 +1,4 @@
-"""The problem set's checks (problems 1-5) make every tensor on the model's device.
+"""The problem set's checks (problems 1-7) make every tensor on the model's device.
 
 No GPU is lent here, so the model goes on PyTorch's ``meta`` device (shapes, no data) and a
 recorder watches every operation of a check: one that meets a tensor on the meta device with a
@@ -7,7 +7,9 @@ all tensors to be on the same device" on a GPU, e.g. ``gather`` of the logits wi
 on the CPU. Meta kernels do not check devices themselves (``gather``, ``matmul`` of meta and
 CPU tensors pass), hence the recorder. Meta tensors hold no numbers: where a check reads one
 (``float()``, ``.item()``, ``torch.equal``) or copies one to the CPU, the recorder hands back a placeholder, so
-the check runs to its end; its verdict is meaningless and not looked at, only the devices are.
+the check runs to its end; its verdict is meaningless and not looked at, only the devices are. Successive
+placeholder numbers differ, so that code which refuses two equal numbers (a patching run whose clean and
+corrupted metrics agree) still runs on.
 
 What an operation reports is where the innermost frame of ``circuitbook`` was: the check's own
 lines (``checks/ps.py``, ``checks/core.py``) must report nothing. tests/gpu/test_checks_cuda.py
@@ -41,6 +43,7 @@ class DeviceRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.mixed: list[tuple[str, str]] = []
+        self.numbers = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -53,7 +56,10 @@ class DeviceRecorder(TorchDispatchMode):
         if func is aten.equal.default and "meta" in devices:
             return True  # a placeholder: meta tensors hold no values to compare
         if func is aten._local_scalar_dense.default and tensors[0].device.type == "meta":
-            return 0.5 if tensors[0].is_floating_point() else 1  # a placeholder for the missing number
+            if not tensors[0].is_floating_point():
+                return 1  # a placeholder for the missing number
+            self.numbers += 1  # in (0, 1) and never twice the same in a row
+            return 0.25 + (self.numbers % 97) / 200
         if (func is aten._to_copy.default and tensors[0].device.type == "meta"
                 and torch.device(kwargs.get("device") or "meta").type == "cpu"):
             return torch.zeros(tensors[0].shape, dtype=kwargs.get("dtype") or tensors[0].dtype)
@@ -78,7 +84,8 @@ def run_on_meta(monkeypatch, ex_id: str):
     return recorder.mixed
 
 
-@pytest.mark.parametrize("ex_id", ["ps_p1a", "ps_p1b", "ps_p2", "ps_p3", "ps_p3b", "ps_p4", "ps_p5", "ps_p5b"])
+@pytest.mark.parametrize("ex_id", ["ps_p1a", "ps_p1b", "ps_p2", "ps_p3", "ps_p3b", "ps_p4", "ps_p5", "ps_p5b",
+                                   "ps_p6", "ps_p6b", "ps_p7"])
 def test_the_checks_own_tensors_follow_the_model(monkeypatch, ex_id):
     mixed = run_on_meta(monkeypatch, ex_id)
     ours = [m for m in mixed if m[1].startswith(OURS)]
@@ -95,6 +102,9 @@ def test_the_inputs_a_check_makes_are_on_the_models_device(monkeypatch):
         for ex in (ps.P4, ps.P5):
             inputs = ex.make_inputs(torch.Generator().manual_seed(0))
             assert inputs["tokens"].device == inputs["model"].W_E.device == torch.device("meta")
+        inputs = ps.P7.make_inputs(torch.Generator().manual_seed(0))
+        assert (inputs["clean"].device == inputs["corrupted"].device
+                == inputs["model"].W_E.device == torch.device("meta"))
         assert ps.scaffold_tokens(device="meta").device == torch.device("meta")
 
 

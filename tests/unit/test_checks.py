@@ -139,12 +139,12 @@ def test_problem_set_progress_counts_passed_checks_not_clicks():
 
     SESSION.clear()
     try:
-        assert str(ps.progress()).startswith("0 of 6 done; still open: problem 1 (ps_p1a, ps_p1b)")
+        assert str(ps.progress()).startswith("0 of 7 done; still open: problem 1 (ps_p1a, ps_p1b)")
         checks.ps_p2(ps.path_counts)
         checks.ps_p1a(ps.p1_reference())
         report = ps.progress()
         assert report.done == ["2"] and report.open["1"] == ["ps_p1b"], report
-        assert str(report).startswith("1 of 6 done") and "problem 1 (ps_p1b)" in str(report)
+        assert str(report).startswith("1 of 7 done") and "problem 1 (ps_p1b)" in str(report)
         checks.ps_p2(lambda n_layers, n_heads: None)  # broken later: the latest check counts
         assert "2" not in ps.progress().done
         # the graders' direct .check() calls (hidden tests, other seeds) are not the student's progress

@@ -1,22 +1,23 @@
 """Every kind of finding the chapters claim fails when its measured input is perturbed.
 
-A claim in a chapter is ``claim(statement, measured, holds)`` or ``identity_close(statement,
-got, want, terms=...)`` (``circuitbook.book``). Read by what ``holds`` compares, the
-findings of ``book/*.py`` come in a handful of kinds:
+A check in a chapter is an ``identity`` / ``identity_close``, a ``finding`` set beside its
+null, or a legacy ``claim(statement, measured, holds)`` (``circuitbook.book``). Read by what
+they compare, the checks of ``book/*.py`` come in a handful of kinds:
 
 - **agreement up to rounding** (``identity_close``): two computations of one quantity agree
   within the derived rounding bound (chapter 17: our induction scores equal
   ``circuitbook.heads``'; chapter 18: a brute-force composition score equals the library's);
 - **a score above chance or a threshold** (chapter 12: every cross-attention head reads
   more than 5x chance of the dictionary off its full OV circuit);
-- **an identification** by argmax or rank (chapter 17: the previous-token head is L0H2, as
-  the zoo recorded), or against a null (chapter 18: L0H2's K-composition into every layer-1
-  head exceeds the largest score any layer-0 head reaches under random rotations);
+- **an identification** by argmax or rank (chapter 17a: the best previous-token head L0H2
+  stands out from every head of 40 untrained copies of the model), or against a null
+  (chapter 18: L0H2's K-composition into every layer-1 head exceeds the largest score any
+  layer-0 head reaches under random rotations);
 - **an ordering** of two measured quantities (chapter 18: for writer L0H2 the
   K-composition scores exceed every score of the syllabus's product);
-- **a count or an all-quantifier** over heads (chapter 17: all four layer-1 heads of
-  toy-2l score above 0.8);
-- **equality with a recorded value** (chapter 17: the phase-change step computed from the
+- **an all-quantifier** over heads (chapter 17a: even the weakest of toy-2l's four layer-1
+  heads scores above every head of the fresh-second-half control);
+- **equality with a recorded value** (chapter 17b: the phase-change step computed from the
   training history is the one the zoo recorded).
 
 For each kind, one test recomputes a real chapter's measurement from the zoo's models, the
@@ -35,16 +36,19 @@ import math
 import pytest
 import torch
 
-from circuitbook.book import Null, claim, finding, identity_close, rounding_bound
+from circuitbook.book import (Null, attn_only_forward_terms, claim, finding, identity,
+                             identity_close, rounding_bound)
 from circuitbook.composition import composition_scores, rotated_baseline
 from circuitbook.data import repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import encoder_decoder as ED
 from circuitbook.models import load, zoo
+from circuitbook.models.attn_only import attn_only
 from circuitbook.train import phase_change_step
 
 N = 32  # chapter 17: repeated random tokens, two copies of 32
+FAILED = "(unfiled|identity|finding) failed"
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +75,18 @@ def prev_stripe(pattern: torch.Tensor) -> torch.Tensor:
 # -- agreement up to rounding ----------------------------------------------------------
 
 
+def _score_terms(cfg, tokens) -> int:
+    """Chapter 17a's rounding count: two forward passes over 2N positions, then a mean over
+    at most batch x 2N entries."""
+    return 2 * attn_only_forward_terms(cfg, 2 * N) + tokens.shape[0] * 2 * N
+
+
 def claim_scores_agree(ours, model, tokens, big):
-    """Chapter 17's identity_close, with its terms counted as the chapter counts them."""
-    cfg = model.cfg
-    terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
-    terms += 2 * tokens.shape[0] * 2 * N
+    """Chapter 17a's identity_close, with its terms counted as the chapter counts them."""
     with torch.no_grad():
         theirs = induction_scores(model, tokens=tokens)
     identity_close("our induction scores equal circuitbook.heads' on toy-2l", ours, theirs,
-                terms=terms, scale=big)
+                   terms=_score_terms(model.cfg, tokens), scale=big)
 
 
 def test_agreement_fails_for_a_shuffled_pattern_or_noise(toy2l):
@@ -88,13 +95,11 @@ def test_agreement_fails_for_a_shuffled_pattern_or_noise(toy2l):
     claim_scores_agree(ours, model, tokens, big)
     # the pattern of the wrong copy: keys shifted by one position (the off-by-one slip)
     shifted = torch.stack([p.roll(1, dims=-1) for p in patterns])
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_scores_agree(torch.stack([induction_stripe(p) for p in shifted]), model, tokens, big)
     # noise 100x the rounding bound of the comparison
-    cfg = model.cfg
-    bound = rounding_bound(2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
-                           + 2 * tokens.shape[0] * 2 * N, big)
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    bound = rounding_bound(_score_terms(model.cfg, tokens), big)
+    with pytest.raises(AssertionError, match=FAILED):
         claim_scores_agree(ours + 100 * bound, model, tokens, big)
 
 
@@ -125,33 +130,48 @@ def test_above_chance_fails_when_the_vocabulary_is_misaligned():
     claim_above_chance(agreement(full_ov))
     # the target vocabulary read in another order (a mismatched vocabulary file)
     perm = torch.randperm(len(T.TGT_VOCAB), generator=torch.Generator().manual_seed(0))
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_above_chance(agreement(full_ov[..., perm]))
     # the source embedding of another model: rows shuffled
     rows = torch.randperm(len(T.SRC_VOCAB), generator=torch.Generator().manual_seed(1))
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_above_chance(agreement(full_ov[:, :, rows]))
 
 
 # -- an identification (argmax) ----------------------------------------------------------
 
 
-def claim_prev_head(prev: torch.Tensor) -> None:
-    recorded = zoo.metrics("toy-2l")["prev_token_head"]
+@pytest.fixture(scope="module")
+def untrained_prev(toy2l):
+    """Chapter 17a's null: the previous-token scores of every head of 40 untrained toy-2l's."""
+    _, tokens, _, _ = toy2l
+    recipe = dict(zoo.info("toy-2l")["config"])
+    n_layers = recipe.pop("n_layers")
+    out = []
+    with torch.no_grad():
+        for seed in range(1, 41):
+            _, cache = attn_only(n_layers, **dict(recipe, seed=seed)).run_with_cache(tokens)
+            out.append(torch.stack([prev_stripe(cache["pattern", l]) for l in range(n_layers)]))
+    return torch.stack(out)
+
+
+def claim_prev_head(prev: torch.Tensor, null: torch.Tensor) -> None:
     best = divmod(int(prev.argmax()), prev.shape[1])
-    claim("the previous-token head is L0H2, as the zoo's metrics record",
-          f"L{best[0]}H{best[1]}: {prev.max():.3f}",
-          list(best) == recorded and bool(prev.max() > 0.9))
+    finding(f"L{best[0]}H{best[1]} attends to the previous token: the best head's score against "
+            "the best head of each untrained model", prev.max(),
+            null=Null.draws("the best of the 8 heads of each of 40 untrained toy-2l's",
+                            null.flatten(1).max(1).values))
 
 
-def test_identification_fails_for_another_offset(toy2l):
-    _, _, patterns, _ = toy2l
-    claim_prev_head(torch.stack([prev_stripe(p) for p in patterns]))
-    # the stripe two positions back instead of one: L0H1's, not L0H2's
-    two_back = torch.stack([p.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, 2))
-                            for p in patterns])
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
-        claim_prev_head(two_back)
+def test_identification_fails_for_a_transposed_pattern_or_an_untrained_model(toy2l, untrained_prev):
+    model, tokens, patterns, _ = toy2l
+    claim_prev_head(torch.stack([prev_stripe(p) for p in patterns]), untrained_prev)
+    # the row-column convention slipped: the stripe read from the transposed (causal) pattern
+    with pytest.raises(AssertionError, match=FAILED):
+        claim_prev_head(torch.stack([prev_stripe(p.mT) for p in patterns]), untrained_prev)
+    # the scores of a model at initialisation in place of the trained one
+    with pytest.raises(AssertionError, match=FAILED):
+        claim_prev_head(untrained_prev[0], untrained_prev[1:])
 
 
 def claim_strongest_writer(k_scores: torch.Tensor, null_max: torch.Tensor) -> None:
@@ -183,7 +203,7 @@ def test_strongest_writer_fails_with_the_column_convention_ov(toy2l):
         claim_strongest_writer(composition_scores(model, "K")[0, :, 1, :], null_max)
         claim_strongest_writer(k_scores(lambda w: model.W_V[0, w] @ model.W_O[0, w]), null_max)
         # the convention slip: Elhage et al.'s column W_OV = (W_V W_O)^T in a row formula
-        with pytest.raises(AssertionError, match="finding failed"):
+        with pytest.raises(AssertionError, match=FAILED):
             claim_strongest_writer(k_scores(lambda w: (model.W_V[0, w] @ model.W_O[0, w]).T),
                                    null_max)
 
@@ -202,38 +222,45 @@ def test_ordering_fails_when_the_two_sides_are_swapped(toy2l):
               f"{q_side.max():.3f} < {k_side.min():.3f}", bool(q_side.max() < k_side.min()))
 
     claim_k_above(k, q)
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_k_above(q, k)
     # another writer (L0H0) has no such margin
     with torch.no_grad():
         k0 = composition_scores(model, "K")[0, 0, 1]
         q0 = composition_scores(model, "Q")[0, 0, 1]
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_k_above(k0, q0)
 
 
 # -- a count / all-quantifier ------------------------------------------------------------
 
 
-def claim_all_induction(ind: torch.Tensor) -> None:
-    claim("all four layer-1 heads score above 0.8", " ".join(f"{s:.3f}" for s in ind[1]),
-          bool((ind[1] > 0.8).sum() == ind.shape[1]))
-
-
-def test_count_fails_without_a_repeat(toy2l):
-    model, tokens, patterns, _ = toy2l
-    claim_all_induction(torch.stack([induction_stripe(p) for p in patterns]))
-    # the control of chapter 17: a fresh second half, nothing to copy
+def fresh_tokens(tokens):
+    """Chapter 17a's control: the first half kept, a fresh random second half."""
     g = torch.Generator().manual_seed(7)
-    fresh = torch.cat([tokens[:, :N], torch.randint(0, model.cfg.d_vocab, (16, N), generator=g)], 1)
+    return torch.cat([tokens[:, :N], torch.randint(0, 64, (16, N), generator=g)], 1)
+
+
+def claim_all_induction(ind: torch.Tensor, fresh_ind: torch.Tensor) -> None:
+    finding("every layer-1 head is an induction head: the weakest of the four against the "
+            "same stripe on sequences whose second half is fresh", ind[1].min(),
+            null=Null.draws("the 4 layer-1 heads on 16 sequences with a fresh second half",
+                            fresh_ind.flatten()))
+
+
+def test_all_quantifier_fails_without_a_repeat(toy2l):
+    model, tokens, patterns, _ = toy2l
     with torch.no_grad():
-        _, cache = model.run_with_cache(fresh)
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+        _, cache = model.run_with_cache(fresh_tokens(tokens))
+    fresh_ind = cache["pattern", 1].diagonal(offset=-(N - 1), dim1=-2, dim2=-1)[..., 1:].mean(-1)
+    claim_all_induction(torch.stack([induction_stripe(p) for p in patterns]), fresh_ind)
+    # the control measured in place of the repeat: nothing to copy
+    with pytest.raises(AssertionError, match=FAILED):
         claim_all_induction(torch.stack([induction_stripe(cache["pattern", l])
-                                         for l in range(model.cfg.n_layers)]))
+                                         for l in range(model.cfg.n_layers)]), fresh_ind)
     # or the scores of the previous-token stripe instead (a different head's job)
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
-        claim_all_induction(torch.stack([prev_stripe(p) for p in patterns]))
+    with pytest.raises(AssertionError, match=FAILED):
+        claim_all_induction(torch.stack([prev_stripe(p) for p in patterns]), fresh_ind)
 
 
 # -- equality with a recorded value ------------------------------------------------------
@@ -246,16 +273,16 @@ def test_recorded_step_fails_for_a_shifted_history():
 
     def claim_step(history):
         change = phase_change_step(history, d_vocab=d_vocab)
-        claim("the phase-change step computed from the history is the recorded one",
-              change, change == recorded)
+        identity("the phase-change step computed from the history is the one the zoo recorded",
+                 change, change == recorded)
 
     claim_step(hist)
     # the same curve, recorded 10 steps later (an off-by-one in the logging)
     late = dict(hist, loss_second_copy=[hist["loss_second_copy"][0]] + hist["loss_second_copy"][:-1])
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_step(late)
     # the first-copy loss (which never collapses) read in place of the second-copy loss
-    with pytest.raises(AssertionError, match="(unfiled|identity) failed"):
+    with pytest.raises(AssertionError, match=FAILED):
         claim_step(dict(hist, loss_second_copy=hist["loss_first_copy"]))
 
 
@@ -266,7 +293,5 @@ def test_prev_token_scores_library_matches_the_stripe(toy2l):
     ours = torch.stack([prev_stripe(p) for p in patterns])
     with torch.no_grad():
         theirs = prev_token_scores(model, tokens=tokens)
-    cfg = model.cfg
-    terms = 2 * cfg.n_layers * ((cfg.d_model + 2) + (cfg.d_head + 1) + (2 * N + 3))
     identity_close("our previous-token scores equal circuitbook.heads'", ours, theirs,
-                terms=terms + 2 * tokens.shape[0] * 2 * N, scale=big)
+                   terms=_score_terms(model.cfg, tokens), scale=big)

@@ -14,7 +14,11 @@ the model's own logits. Then:
 - problem 4: the reference's scores are the hand-measured ones, and a hand-written answer that
   reads key i instead of i + 1 is named as that mistake;
 - problem 5: the reference's (score, loss) with a head mean-ablated is the hand-measured pair,
-  and hand-written answers with the natural off-by-one windows are named.
+  and hand-written answers with the natural off-by-one windows are named;
+- problem 7: the reference's patching effects are the hand-patched ones (every head's clean z
+  in the corrupted run, the sender's clean-minus-corrupted output added to one input of the
+  layer-1 heads), the check takes them in every numeric form, and names a hand-written
+  noising run.
 
 Comparisons of the float32 zoo model with the float64 hand pass allow the float32 rounding of
 the model's forward pass (``rounding_bound`` with ``attn_only_forward_terms``), doubled for the
@@ -23,6 +27,7 @@ log-softmax (the target's logit and the log-sum-exp each carry it once).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -259,3 +264,119 @@ def test_problem_5_takes_any_numeric_form_and_names_the_off_by_one_windows():
     key_i = ex.check(lambda model, head, reader, tokens: hand_ablation(model, head, reader, tokens, key_shift=0),
                      seed=SEED)
     assert key_i.mistake == "off-by-one diagonal", str(key_i)
+
+
+# --- problem 7: patching, by hand ----------------------------------------------------------------
+
+
+def hand_run(model, tokens, *, z_clean=None, patch_head=None, into=None, delta=None):
+    """(logits, z per layer [batch, pos, head, d_head]) of a float64 hand forward pass of a
+    two-layer attention-only shortformer model. ``patch_head=(l, h)`` replaces that head's z by
+    ``z_clean[l][:, :, h]`` at every position; ``into`` = "q", "k" or "v" adds ``delta``
+    [batch, pos, d_model] only to that input of every layer-1 head (their other inputs, and
+    everything else, read the stream as it is); ``into="logits"`` adds it only to the final
+    stream."""
+    cfg = model.cfg
+    assert cfg.n_layers == 2 and cfg.positional_embedding_type == "shortformer"
+    w = hand.weights(model)
+    tokens = tokens.to("cpu")
+    n = tokens.shape[1]
+    x, pos = w["W_E"][tokens], w["W_pos"][:n]
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    zs = []
+    for layer in range(2):
+        extra = {c: delta if (into == c and layer == 1) else 0 for c in "qkv"}
+        out, z_l = torch.zeros_like(x), []
+        for head in range(cfg.n_heads):
+            q = (x + extra["q"] + pos) @ w["W_Q"][layer, head] + w["b_Q"][layer, head]
+            k = (x + extra["k"] + pos) @ w["W_K"][layer, head] + w["b_K"][layer, head]
+            v = (x + extra["v"]) @ w["W_V"][layer, head] + w["b_V"][layer, head]
+            scores = (q @ k.transpose(-1, -2) / math.sqrt(cfg.d_head)).masked_fill(future, -math.inf)
+            z = scores.softmax(-1) @ v
+            if patch_head == (layer, head):
+                z = z_clean[layer][:, :, head]
+            out = out + z @ w["W_O"][layer, head]
+            z_l.append(z)
+        x = x + out + w["b_O"][layer]
+        zs.append(torch.stack(z_l, dim=2))
+    if into == "logits":
+        x = x + delta
+    return x @ w["W_U"] + w["b_U"], zs
+
+
+def hand_loss(logits, targets, positions) -> float:
+    """The mean over the batch and ``positions`` p of -log p(targets[:, p + 1]) read at p."""
+    logp = logits.log_softmax(-1)
+    return float(torch.stack([-logp[b, p, targets[b, p + 1]] for b in range(len(targets))
+                              for p in positions]).mean())
+
+
+def hand_shares(model, clean, corrupted, positions, *, noising=False):
+    """Problem 7 by hand: every head's clean z patched into the corrupted run, then the best
+    layer-0 head's clean-minus-corrupted output into the layer-1 heads' q, k, v or the logits,
+    each as (patched - corrupted) / (clean - corrupted) of the loss against the clean tokens.
+    ``noising`` swaps the runs (the corrupted activations patched into the clean run)."""
+    clean, corrupted = clean.to("cpu"), corrupted.to("cpu")
+    targets = clean  # what the metric asks to predict, in either direction
+    if noising:
+        clean, corrupted = corrupted, clean
+    lg_clean, z_clean = hand_run(model, clean)
+    lg_corr, z_corr = hand_run(model, corrupted)
+    m_clean, m_corr = hand_loss(lg_clean, targets, positions), hand_loss(lg_corr, targets, positions)
+
+    def normalised(logits):
+        return (hand_loss(logits, targets, positions) - m_corr) / (m_clean - m_corr)
+
+    heads = torch.tensor([[normalised(hand_run(model, corrupted, z_clean=z_clean, patch_head=(l, h))[0])
+                           for h in range(model.cfg.n_heads)] for l in range(2)], dtype=F64)
+    s = int(heads[0].argmax())
+    W_O = model.W_O.detach().to("cpu", F64)
+    delta = (z_clean[0][:, :, s] - z_corr[0][:, :, s]) @ W_O[0, s]
+    paths = {c.upper(): normalised(hand_run(model, corrupted, into=c, delta=delta)[0]) for c in "kqv"}
+    paths["direct"] = normalised(hand_run(model, corrupted, into="logits", delta=delta)[0])
+    return {"heads": heads, "sender": (0, s), "paths": paths}, (m_clean, m_corr)
+
+
+def test_problem_7_reference_is_the_hand_measured_patching(toy):
+    inputs = ps.P7.make_inputs(torch.Generator().manual_seed(SEED))
+    clean, corrupted, at = inputs["clean"], inputs["corrupted"], inputs["positions"]
+    got = ps.patching_shares(toy, clean, corrupted, at)
+    want, (m_clean, m_corr) = hand_shares(toy, clean, corrupted, at)
+    # a loss carries the rounding of the float32 forward pass (`bound`); a normalised effect
+    # e = (a - c) / (g - c) moves, to first order, by at most (2 + 2 |e|) b / |g - c|
+    b = bound(toy, clean, hand.forward(toy, clean.to("cpu"))[2])
+    gap = abs(m_clean - m_corr)
+    assert got["sender"] == want["sender"]
+    for l in range(2):
+        for h in range(toy.cfg.n_heads):
+            e = float(want["heads"][l, h])
+            assert abs(float(got["heads"][l, h]) - e) <= (2 + 2 * abs(e)) * b / gap, (l, h)
+    for p, e in want["paths"].items():
+        assert abs(got["paths"][p] - e) <= (2 + 2 * abs(e)) * b / gap, (p, got["paths"][p], e)
+    assert m_corr > m_clean  # the corruption hurts, so the normalisation is well defined
+
+
+def test_problem_7_takes_any_numeric_form_and_names_a_hand_written_noising():
+    ex = checks.get("ps_p7")
+
+    def answer(form):
+        def run(model, clean, corrupted, positions):
+            r, _ = hand_shares(model, clean, corrupted, positions)
+            heads, (_, s), paths = r["heads"], r["sender"], r["paths"]
+            return {"float32 tensor": {"heads": heads.float(), "sender": (0, s), "paths": paths},
+                    "numpy and a list": {"heads": heads.numpy(), "sender": [0, s],
+                                         "paths": {k: np.float64(v) for k, v in paths.items()}},
+                    "nested lists, tensors": {"heads": heads.tolist(), "sender": torch.tensor([0, s]),
+                                              "paths": {k: torch.tensor(v) for k, v in paths.items()}}}[form]
+        return run
+
+    for form in ("float32 tensor", "numpy and a list", "nested lists, tensors"):
+        result = ex.check(answer(form), seed=SEED)
+        assert result.passed, (form, str(result))
+    noising = ex.check(lambda model, clean, corrupted, positions:
+                       hand_shares(model, clean, corrupted, positions, noising=True)[0], seed=SEED)
+    assert noising.mistake == "patched the wrong direction (noising)", str(noising)
+    missing = ex.check(lambda model, clean, corrupted, positions:
+                       {k: v for k, v in hand_shares(model, clean, corrupted, positions)[0].items()
+                        if k != "paths"}, seed=SEED)
+    assert not missing.passed

@@ -34,14 +34,14 @@ def balance(questions: list[dict]) -> tuple[int, collections.Counter]:
     return longest, collections.Counter(q["correct"] for q in questions)
 
 
-def test_the_quiz_has_seven_questions_of_four_options():
-    assert len(QUESTIONS) == 7
+def test_the_quiz_has_eight_questions_of_four_options():
+    assert len(QUESTIONS) == 8
     assert all(len(q["options"]) == 4 for q in QUESTIONS)
 
 
 def test_the_right_option_is_rarely_the_longest():
     longest, _ = balance(QUESTIONS)
-    assert longest <= 2, f"the right option is the longest in {longest} of 7 questions"
+    assert longest <= 2, f"the right option is the longest in {longest} of {len(QUESTIONS)} questions"
 
 
 def test_no_position_holds_the_right_answer_more_than_twice():
@@ -74,6 +74,28 @@ def test_question_seven_asks_for_what_its_answer_gives():
     assert right.count(",") + right.count(" and ") >= 2  # several pieces of evidence, as asked
 
 
+def test_question_seven_does_not_require_a_head_to_be_necessary_alone():
+    """Redundant circuits (the book's own toy-2l and SmolLM2) fail a one-head ablation test:
+    the right answer must not ask for it, and the option that does must be wrong."""
+    q = QUESTIONS[6]
+    right = q["options"][q["correct"]]
+    assert "alone" not in right
+    alone = [i for i, o in enumerate(q["options"]) if "ablating it alone" in o]
+    assert alone and all(i != q["correct"] for i in alone)
+    assert "redundan" in q["why_not"][alone[0]]
+
+
+def test_question_eight_quotes_a_patching_effect_its_numbers_give():
+    """The normalised effect in the question is (patched - corrupted) / (clean - corrupted) of the
+    losses it quotes, and the right option reads it as sufficiency (denoising), not necessity."""
+    q = QUESTIONS[7]
+    clean, corrupted, patched, effect = (float(x) for x in re.findall(r"\d+\.\d+", plain(q["question"])))
+    assert abs((patched - corrupted) / (clean - corrupted) - effect) < 0.005
+    right = q["options"][q["correct"]]
+    assert "necessary" not in right and "alone" in right
+    assert any("necessary" in o for o in q["options"])
+
+
 def test_math_reads_correctly_without_mathjax():
     assert tex_to_html("W_{QK}") == "<i>W</i><sub><i>QK</i></sub>"
     assert tex_to_html("W_K^\\top") == "<i>W</i><sub><i>K</i></sub><sup>⊤</sup>"
@@ -92,12 +114,12 @@ def test_math_reads_correctly_without_mathjax():
 def test_the_widget_ships_rendered_questions_and_starts_unsubmitted():
     quiz = Quiz(QUESTIONS)
     assert not quiz.submitted and quiz.score is None and quiz.attempts == 0
-    assert quiz.answers == [None] * 7
+    assert quiz.answers == [None] * len(QUESTIONS)
     first = quiz.questions[0]
     assert "<sub>" in first["question"] and first["why_not"][first["correct"]] is None
     quiz.answers = [q["correct"] for q in QUESTIONS]
     quiz.submitted = True
-    assert quiz.score == 7
+    assert quiz.score == len(QUESTIONS)
 
 
 def test_the_widget_refuses_a_question_without_why_not():

@@ -1,7 +1,9 @@
-"""Chapter 17 (induction heads): exercise checks and reference solutions.
+"""Chapter 17 (induction heads, pages 17a and 17b): exercise checks and reference solutions.
 
-17.1 the induction score of every head from attention patterns on a repeated sequence;
-17.2 the previous-token score of every head.
+17a, the circuit: 17.1 the induction score of every head from attention patterns on a
+repeated sequence; 17.2 the previous-token score of every head.
+17b, the evidence: 17.3 mean-ablation of one head as a hook on ``hook_z``; 17.4 the
+phase-change step of a training history.
 """
 
 from __future__ import annotations
@@ -140,4 +142,132 @@ EX2 = FunctionExercise(
          "per head, [head].",
 )
 
-EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
+
+def mean_ablate(z: torch.Tensor, head: int) -> torch.Tensor:
+    """One head's output replaced by its mean over the batch and the positions.
+
+    z: [batch, pos, head, d_head], a layer's per-head outputs (TransformerLens's
+    ``hook_z``, the Annotated Transformer's per-head slice before the concatenation and
+    W_O). Returns a new tensor of the same shape; the other heads are unchanged and the
+    input is not modified.
+    """
+    out = z.clone()
+    out[:, :, head] = z[:, :, head].mean(dim=(0, 1))
+    return out
+
+
+def _z_inputs(g: torch.Generator) -> dict:
+    batch, pos = 2 + int(torch.randint(0, 3, (1,), generator=g)), 5 + int(torch.randint(0, 6, (1,), generator=g))
+    heads, d_head = 3 + int(torch.randint(0, 3, (1,), generator=g)), 4
+    # an offset per (batch, position, head), so that every mean differs from the others
+    z = torch.randn(batch, pos, heads, d_head, generator=g, dtype=torch.float64) \
+        + 2 * torch.randn(batch, 1, 1, 1, generator=g, dtype=torch.float64) \
+        + 2 * torch.randn(1, pos, 1, 1, generator=g, dtype=torch.float64)
+    return {"z": z, "head": int(torch.randint(0, heads, (1,), generator=g))}
+
+
+def _replace(z, head, value):
+    out = z.clone()
+    out[:, :, head] = value
+    return out
+
+
+EX3 = FunctionExercise(
+    id="ch17_ex3",
+    title="mean-ablation as a hook",
+    reference=mean_ablate,
+    make_inputs=_z_inputs,
+    mistakes=[
+        Mistake("zero-ablated", "Zeroing the head also removes its average output, a constant the rest "
+                "of the model is used to. Mean-ablation keeps that constant and removes only what "
+                "depends on the sequence.",
+                lambda z, head: _replace(z, head, 0.0)),
+        Mistake("averaged over the batch only", "Each position then keeps its own average over the "
+                "batch, which still carries position information. Average over the positions too.",
+                lambda z, head: _replace(z, head, z[:, :, head].mean(0, keepdim=True))),
+        Mistake("averaged over the positions only", "Each sequence then keeps its own average, which "
+                "still carries information about that sequence. Average over the batch too.",
+                lambda z, head: _replace(z, head, z[:, :, head].mean(1, keepdim=True))),
+        Mistake("averaged over d_head too", "The mean is a vector of d_head numbers, one per "
+                "dimension of the head's output; averaging those dimensions together loses it.",
+                lambda z, head: _replace(z, head, z[:, :, head].mean())),
+        Mistake("ablated every head", "Only head `head` is replaced; the layer's other heads keep "
+                "their outputs.",
+                lambda z, head: z.mean(dim=(0, 1), keepdim=True).expand_as(z).clone()),
+        Mistake("returned only the ablated head", "A hook on hook_z must return the whole tensor, "
+                "[batch, pos, head, d_head], with the one head changed.",
+                lambda z, head: z[:, :, head].mean(dim=(0, 1)).expand_as(z[:, :, head]).clone()),
+    ],
+    hint="A hook receives one layer's outputs of every head and must return a tensor of the same "
+         "shape. Copy it, then overwrite the chosen head's slice with one d_head-vector: that head's "
+         "average over every batch entry and every position. Broadcasting does the rest.",
+)
+
+
+def phase_change(steps, second_copy, chance: float) -> int:
+    """The first recorded step at which the second-copy loss falls below the midpoint
+    between ``chance`` and the lowest value the curve reaches (``train.phase_change_step``).
+
+    steps, second_copy: sequences of the same length (training steps, and the loss on the
+    second copy of a repeated random sequence at each); chance: ln d_vocab. Returns an
+    element of ``steps``.
+    """
+    midpoint = (chance + min(second_copy)) / 2
+    return next(s for s, v in zip(steps, second_copy) if v < midpoint)
+
+
+def _history_inputs(g: torch.Generator) -> dict:
+    """A noisy training curve: it starts above chance, collapses over some records at a random
+    step and rises again at the end (so its final value is not its lowest), recorded every
+    few steps. The levels the known mistakes use (chance, halfway to the final value, halfway
+    from the first value) each lie several records away from the right one."""
+    every = 5 + int(torch.randint(0, 20, (1,), generator=g))
+    count = 80 + int(torch.randint(0, 60, (1,), generator=g))
+    steps = [every * i for i in range(count)]
+    chance = 2.0 + 3.0 * float(torch.rand(1, generator=g))
+    low = 0.05 + 0.3 * float(torch.rand(1, generator=g))
+    drop = chance - low
+    at = int(count * (0.3 + 0.3 * float(torch.rand(1, generator=g))))
+    t = torch.arange(count, dtype=torch.float64)
+    curve = low + 1.8 * drop * (1 - torch.sigmoid((t - at) / 8))
+    curve = curve + 0.3 * drop * (t > 0.9 * count) + 0.01 * torch.randn(count, generator=g, dtype=torch.float64)
+    return {"steps": steps, "second_copy": [float(v) for v in curve], "chance": chance}
+
+
+def _first_below(steps, curve, level):
+    return next(s for s, v in zip(steps, curve) if v < level)
+
+
+EX4 = FunctionExercise(
+    id="ch17_ex4",
+    title="the phase-change step",
+    reference=phase_change,
+    make_inputs=_history_inputs,
+    compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
+    mistakes=[
+        Mistake("halfway to the final value", "The curve's last value is not its lowest: the loss can "
+                "rise again late in training. The midpoint is between chance and the lowest value.",
+                lambda steps, second_copy, chance: _first_below(
+                    steps, second_copy, (chance + second_copy[-1]) / 2)),
+        Mistake("returned the index, not the step", "Steps are recorded every few training steps: "
+                "return the step itself, an element of `steps`.",
+                lambda steps, second_copy, chance: steps.index(phase_change(steps, second_copy, chance))),
+        Mistake("the last step above the midpoint", "Return the first step *below* the midpoint, not "
+                "the one just before it.",
+                lambda steps, second_copy, chance: steps[steps.index(phase_change(steps, second_copy,
+                                                                                  chance)) - 1]),
+        Mistake("first step below chance", "Falling below chance is not yet the collapse; the "
+                "criterion is the midpoint between chance and the curve's lowest value.",
+                lambda steps, second_copy, chance: _first_below(steps, second_copy, chance)),
+        Mistake("halfway from the first value", "A model can start above chance. The midpoint is "
+                "between chance (ln d_vocab) and the lowest value, not between the curve's first "
+                "recorded value and its lowest.",
+                lambda steps, second_copy, chance: _first_below(
+                    steps, second_copy, (second_copy[0] + min(second_copy)) / 2)),
+    ],
+    hint="Find the lowest value the curve reaches, take the point halfway between it and chance, and "
+         "walk the records in order: the answer is the step of the first record below that level. "
+         "Return the step (an int from `steps`), not its position in the list.",
+)
+
+EXERCISES = {ex.id: ex for ex in (EX1, EX2, EX3, EX4)}

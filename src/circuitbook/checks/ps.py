@@ -1,6 +1,6 @@
-"""The induction module's problem set: checks and reference solutions for problems 1-6.
+"""The induction module's problem set: checks and reference solutions for problems 1-7.
 
-Ids ``ps_p1a`` ... ``ps_p6``. Pencil problems take values or formulas; code problems take a
+Ids ``ps_p1a`` ... ``ps_p7b``. Pencil problems take values or formulas; code problems take a
 function that the check runs on fresh inputs (any correct method passes: the check compares
 results, never code). The reference solutions here are the ones the book shows. Every input a
 check makes for a model lives on that model's device (tokens, indices), so the checks run
@@ -708,11 +708,238 @@ P6 = FunctionExercise(
          "early one's, one number per document, a [batch] tensor.",
 )
 
-EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6)}
+
+def matched_controls(targets, norms: torch.Tensor, excluded: torch.Tensor) -> list[tuple[int, int]]:
+    """One control head per target: same layer, not excluded, not already chosen, closest in norm.
+
+    ``targets``: (layer, head) pairs, matched in the order given; ``norms``: [n_layers, n_heads], a
+    size for every head (problem 6 uses the RMS of each head's output around its mean, what
+    mean-ablation removes); ``excluded``: [n_layers, n_heads] bool, the heads that may not be
+    controls (the induction heads and the heads that compose with them). Returns a list of
+    (layer, head) tuples, one per target. Raises if a target's layer has no head left.
+    """
+    chosen: list[tuple[int, int]] = []
+    for layer, head in targets:
+        pool = [h for h in range(norms.shape[1]) if not bool(excluded[layer, h]) and (layer, h) not in chosen]
+        if not pool:
+            raise ValueError(f"no control head left in layer {layer}")
+        chosen.append((layer, min(pool, key=lambda h: abs(float(norms[layer, h] - norms[layer, head])))))
+    return chosen
+
+
+def _p6b_inputs(g: torch.Generator) -> dict:
+    """Random head sizes; targets in a few layers, two of them in one layer and of one size (so
+    that they compete for the same control); besides the targets, excluded heads whose sizes
+    lie close to the targets' (as composing heads might), so that ignoring the exclusions picks
+    them."""
+    n_layers, n_heads = 6 + int(torch.randint(0, 4, (1,), generator=g)), 8 + int(torch.randint(0, 3, (1,), generator=g))
+    norms = torch.rand(n_layers, n_heads, generator=g, dtype=torch.float64) * 3 + 0.5
+    excluded = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    layers = torch.randperm(n_layers, generator=g)[:3].tolist()
+    targets = []
+    for i, layer in enumerate(layers):
+        heads = torch.randperm(n_heads, generator=g)[: 2 if i == 0 else 1].tolist()
+        for h in heads:
+            targets.append((layer, h))
+            excluded[layer, h] = True
+        if len(heads) == 2:  # two targets of one size in one layer: both closest to the same head
+            norms[layer, heads[1]] = norms[layer, heads[0]] + 0.02
+        decoy = next(h for h in torch.randperm(n_heads, generator=g).tolist() if not excluded[layer, h])
+        norms[layer, decoy] = norms[layer, heads[0]] + 0.01
+        excluded[layer, decoy] = True
+    order = torch.randperm(len(targets), generator=g).tolist()
+    return {"targets": [targets[i] for i in order], "norms": norms, "excluded": excluded}
+
+
+def _p6b_variant(targets, norms, excluded, *, ignore=False, only_targets=False, any_layer=False, repeat=False,
+                 first=False):
+    chosen = []
+    target_set = set(targets)
+    for layer, head in targets:
+        layers = range(norms.shape[0]) if any_layer else [layer]
+        pool = [(l, h) for l in layers for h in range(norms.shape[1])
+                if (ignore or (only_targets and (l, h) not in target_set) or (not only_targets and not excluded[l, h]))
+                and (repeat or (l, h) not in chosen)]
+        pick = pool[0] if first else min(pool, key=lambda lh: abs(float(norms[lh] - norms[layer, head])))
+        chosen.append(pick)
+    return chosen
+
+
+def _same_heads(got, expected) -> bool:
+    try:
+        return [tuple(int(x) for x in pair) for pair in got] == [tuple(pair) for pair in expected]
+    except (TypeError, ValueError):
+        return False
+
+
+P6B = FunctionExercise(
+    id="ps_p6b", title="matched control heads", reference=matched_controls, make_inputs=_p6b_inputs,
+    compare=_same_heads,
+    mistakes=[
+        Mistake("ignored the exclusions", "Nothing stopped the target itself from being chosen: the closest "
+                "head in size to an induction head is that head. The excluded heads may not be controls.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, ignore=True)),
+        Mistake("excluded only the targets", "The heads that compose with the induction heads are excluded "
+                "too: ablating a head that writes their keys, or reads their output, would test the circuit, "
+                "not a control.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, only_targets=True)),
+        Mistake("matched across layers", "A control stands in for its target in the same layer: heads of "
+                "other layers sit at other depths of the computation, whatever their size.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, any_layer=True)),
+        Mistake("chose the same control twice", "Two targets in one layer need two different controls; "
+                "skip heads you have already chosen.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, repeat=True)),
+        Mistake("took the first free head of the layer", "Match the size too: among the allowed heads of the "
+                "layer, take the one whose norm is closest to the target's.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, first=True)),
+    ],
+    hint="Go through the targets in order. For each, look only at heads of its own layer that are neither "
+         "excluded nor already chosen, and take the one whose size differs least from the target's. Return "
+         "a list of (layer, head) pairs, one per target.",
+)
+
+# --- problem 7: patching, which path carries induction -----------------------------------------
+
+
+def patching_shares(model, clean: torch.Tensor, corrupted: torch.Tensor, positions) -> dict:
+    """Denoising patches on a two-layer model: every head's output, then the best layer-0 head's
+    output into each input of the layer-1 heads.
+
+    ``clean``, ``corrupted``: [batch, pos] tokens (a repeated sequence and a corruption of it);
+    ``positions``: the prediction positions the corruption spoils, where the metric (the mean
+    loss against the clean tokens, ``circuitbook.patching.mean_loss``) is read. Returns
+    ``{"heads": [n_layers, n_heads] normalised effects of patching each head's clean output
+    (hook_z) into the corrupted run, "sender": (0, h) the layer-0 head with the largest effect,
+    "paths": {"K", "Q", "V", "direct"}: the sender's clean output patched into only the layer-1
+    heads' keys, queries, values, or only into the logits}``. Effects are normalised so that 0
+    is "as corrupted" and 1 "as clean" (``circuitbook.patching``).
+    """
+    from circuitbook.patching import mean_loss, patch_heads, path_patch, patching_run
+
+    run = patching_run(model, clean, corrupted, lambda lg: mean_loss(lg, clean, positions))
+    heads = patch_heads(run)
+    sender = (0, int(heads[0].argmax()))
+    readers = [(1, h) for h in range(model.cfg.n_heads)]
+    paths = {x.upper(): path_patch(run, sender, readers, into=x) for x in "kqv"}
+    paths["direct"] = path_patch(run, sender, into="logits")
+    return {"heads": heads, "sender": sender, "paths": paths}
+
+
+def _p7_inputs(g: torch.Generator) -> dict:
+    """toy-2l on fresh repeated random tokens (on the model's device), corrupted on the key side
+    (even positions of the first copy) or the query side (even positions of the second copy):
+    consecutive trials alternate, so that an answer must get both right."""
+    n = 16 + 2 * int(torch.randint(0, 5, (1,), generator=g))
+    inputs = _zoo_model_and_tokens(g, 4, n)
+    clean, model = inputs["tokens"], inputs["model"]
+    corrupted = clean.clone()
+    key_side = g.initial_seed() % 2 == 0
+    start = 0 if key_side else n
+    fresh = torch.randint(0, model.cfg.d_vocab, (4, (n + 1) // 2), generator=g)
+    corrupted[:, start:start + n:2] = fresh.to(clean.device)
+    positions = [n + j - 1 for j in range(1, n, 2)] if key_side else [n + j for j in range(1, n - 1, 2)]
+    return {"model": model, "clean": clean, "corrupted": corrupted, "positions": positions}
+
+
+def _p7_variant(model, clean, corrupted, positions, *, noising=False, invert=False, one_reader=False,
+                everywhere=False, corrupted_targets=False):
+    from circuitbook.patching import mean_loss, patch_heads, path_patch, patching_run
+
+    n = clean.shape[1] // 2
+    at = list(range(n, 2 * n - 1)) if everywhere else positions
+    target = corrupted if corrupted_targets else clean
+    first, second = (corrupted, clean) if noising else (clean, corrupted)
+    run = patching_run(model, first, second, lambda lg: mean_loss(lg, target, at))
+    flip = (lambda x: 1 - x) if invert else (lambda x: x)
+    heads = flip(patch_heads(run))
+    sender = (0, int(heads[0].argmax()))
+    readers = ([(1, int(heads[1].argmax()))] if one_reader else [(1, h) for h in range(model.cfg.n_heads)])
+    paths = {x.upper(): flip(path_patch(run, sender, readers, into=x)) for x in "kqv"}
+    paths["direct"] = flip(path_patch(run, sender, into="logits"))
+    return {"heads": heads, "sender": sender, "paths": paths}
+
+
+def _p7_same(got, expected) -> bool:
+    """The answer in any numeric form (heads as a tensor, an array or nested lists; the sender
+    as a tuple, list or tensor; each path's effect as a number or a one-element tensor or
+    array) against ``expected``, to the tolerance of the default comparison."""
+    from circuitbook.checks.core import allclose
+
+    if not isinstance(got, dict) or set(got) != {"heads", "sender", "paths"}:
+        return False
+    try:
+        heads = torch.as_tensor(got["heads"].detach().cpu() if isinstance(got["heads"], torch.Tensor)
+                                else got["heads"], dtype=torch.float64)
+        sender = tuple(int(x) for x in (got["sender"].tolist() if hasattr(got["sender"], "tolist")
+                                        else got["sender"]))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    paths = got["paths"]
+    if not isinstance(paths, dict):
+        return False
+    paths = {k: as_number(v) for k, v in paths.items()}
+    return allclose()({"heads": heads, "sender": sender, "paths": paths}, expected)
+
+
+def _p7_wrong(**flags):
+    return lambda model, clean, corrupted, positions: _p7_variant(model, clean, corrupted, positions, **flags)
+
+
+P7 = FunctionExercise(
+    id="ps_p7", title="patching: the head, then the path", reference=patching_shares, make_inputs=_p7_inputs,
+    n_trials=2, compare=_p7_same,
+    mistakes=[
+        Mistake("patched the wrong direction (noising)", "You put the corrupted run's activations into the "
+                "clean run. That asks what the behaviour cannot do without (necessity); this problem asks "
+                "what restores it (sufficiency): clean activations into the corrupted run. The two differ "
+                "where heads share the work.", _p7_wrong(noising=True)),
+        Mistake("one minus the effect", "The normalisation already maps the corrupted run to 0 and the clean "
+                "run to 1; subtracting from 1 turns 'restored' into 'still missing'.", _p7_wrong(invert=True)),
+        Mistake("patched the path into one reader only", "The sender's output reaches every layer-1 head; "
+                "patching it into the keys (or queries, values) of only one of them measures that head's "
+                "share, not the path's.", _p7_wrong(one_reader=True)),
+        Mistake("read the loss on the whole second copy", "The corruption spoils some predictions and leaves "
+                "the others; averaging over all of them dilutes the gap. Read the metric at `positions`.",
+                _p7_wrong(everywhere=True)),
+        Mistake("scored against the corrupted tokens", "The metric asks how well each run predicts the "
+                "clean sequence; where the corruption changed a target, the corrupted tokens are not what "
+                "a restored circuit should predict.", _p7_wrong(corrupted_targets=True)),
+    ],
+    hint="Make one PatchingRun with the clean tokens first and the metric read at `positions` against the "
+         "clean tokens. Patch every head's output to find the layer-0 head that matters, then patch only "
+         "that head's output into each input of all the layer-1 heads, and into the logits. Return the "
+         "dict the docstring describes; each effect is already normalised.",
+)
+
+
+def _reading(answer) -> str:
+    return answer.strip().upper() if isinstance(answer, str) else answer
+
+
+P7B = ValueExercise(
+    id="ps_p7b", title="reading the layer-1 heads' patching result", expected=lambda: "A",
+    compare=lambda got, want: _reading(got) == want,
+    mistakes=[
+        ("B", "reading a denoising result as a noising one", "Your measurement put one clean head into an "
+         "otherwise corrupted run: it says what that head can restore, not what the model loses without it. "
+         "Whether a head is necessary is a different experiment (noising, or ablation), and with heads that "
+         "share the work the answers differ."),
+        ("C", "adding effects as if they were shares", "Effects of separate patches are not parts of one "
+         "total: each is measured with everything else corrupted, and heads that do the same job each "
+         "restore part of the gap on their own. Their sum can exceed 1 without anything being wrong."),
+        ("D", "reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap: "
+         "they matter. That no single one restores most of it says the job is shared, not that it is "
+         "absent."),
+    ],
+    hint="Say what the experiment did: one clean piece, everything else corrupted. Which question does "
+         "that answer, and which does it leave open?",
+)
+
+EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6, P6B, P7, P7B)}
 
 # The checks of each problem: a problem is done when every one of them has passed.
 PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4"],
-            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6"]}
+            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6", "ps_p6b"], "7": ["ps_p7", "ps_p7b"]}
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 import torch
 
-from circuitbook.checks.ch17 import induction_score, prev_token_score
+from circuitbook.checks.ch17 import induction_score, phase_change, prev_token_score
 
 
 def offset_seq_len(pattern, seq_len):
@@ -72,6 +72,73 @@ def heads_averaged(pattern):
     return prev_token_score(pattern).mean()
 
 
+def zeroed(z, head):
+    out = z.clone()
+    out[:, :, head] = 0
+    return out
+
+
+def batch_mean_only(z, head):
+    out = z.clone()
+    out[:, :, head] = z[:, :, head].mean(0)
+    return out
+
+
+def position_mean_only(z, head):
+    out = z.clone()
+    for b in range(z.shape[0]):
+        out[b, :, head] = z[b, :, head].mean(0)
+    return out
+
+
+def scalar_mean(z, head):
+    out = z.clone()
+    out[:, :, head] = z[:, :, head].mean()
+    return out
+
+
+def every_head(z, head):
+    return z.mean((0, 1), keepdim=True).repeat(z.shape[0], z.shape[1], 1, 1)
+
+
+def only_the_head(z, head):
+    return z[:, :, head].mean((0, 1)).expand(z.shape[0], z.shape[1], -1)
+
+
+def untouched_z(z, head):
+    return z.clone()
+
+
+def to_final(steps, second_copy, chance):
+    level = (chance + second_copy[-1]) / 2
+    return [s for s, v in zip(steps, second_copy) if v < level][0]
+
+
+def index_not_step(steps, second_copy, chance):
+    level = (chance + min(second_copy)) / 2
+    return next(i for i, v in enumerate(second_copy) if v < level)
+
+
+def one_early(steps, second_copy, chance):
+    level = (chance + min(second_copy)) / 2
+    i = next(i for i, v in enumerate(second_copy) if v < level)
+    return steps[i - 1]
+
+
+def below_chance(steps, second_copy, chance):
+    return next(s for s, v in zip(steps, second_copy) if v < chance)
+
+
+def from_first(steps, second_copy, chance):
+    level = (second_copy[0] + min(second_copy)) / 2
+    return next(s for s, v in zip(steps, second_copy) if v < level)
+
+
+def last_below(steps, second_copy, chance):
+    level = (chance + min(second_copy)) / 2
+    return [s for s, v in zip(steps, second_copy) if v < level][-1]
+
+
 MUTATIONS = {
     "ch17_ex1": [
         (offset_seq_len, "off by one: attended to the earlier copy of the same token"),
@@ -91,5 +158,23 @@ MUTATIONS = {
         (summed_prev, "summed instead of averaged"),
         (per_batch_prev, "kept the batch axis"),
         (heads_averaged, "wrong shape"),
+    ],
+    "ch17_ex3": [
+        (zeroed, "zero-ablated"),
+        (batch_mean_only, "averaged over the batch only"),
+        (position_mean_only, "averaged over the positions only"),
+        (scalar_mean, "averaged over d_head too"),
+        (every_head, "ablated every head"),
+        (only_the_head, "returned only the ablated head"),
+        (untouched_z, "wrong values"),
+    ],
+    "ch17_ex4": [
+        (to_final, "halfway to the final value"),
+        (index_not_step, "returned the index, not the step"),
+        (one_early, "the last step above the midpoint"),
+        (below_chance, "first step below chance"),
+        (from_first, "halfway from the first value"),
+        (last_below, None),
+        (lambda steps, second_copy, chance: float(phase_change(steps, second_copy, chance) + 1), None),
     ],
 }

@@ -23,6 +23,27 @@ def _icl(**kw):
     return lambda logits, tokens, early, late: ps._icl_variant(logits, tokens, early, late, **kw)
 
 
+def _p6b(**kw):
+    return lambda targets, norms, excluded: ps._p6b_variant(targets, norms, excluded, **kw)
+
+
+def _p7(**kw):
+    return lambda model, clean, corrupted, positions: ps._p7_variant(model, clean, corrupted, positions, **kw)
+
+
+def _p7_all_senders(model, clean, corrupted, positions):
+    """The sender's paths replaced by every layer-0 head's at once."""
+    from circuitbook.patching import mean_loss, path_patch, patching_run
+
+    out = ps.patching_shares(model, clean, corrupted, positions)
+    run = patching_run(model, clean, corrupted, lambda lg: mean_loss(lg, clean, positions))
+    layer0 = [(0, h) for h in range(model.cfg.n_heads)]
+    readers = [(1, h) for h in range(model.cfg.n_heads)]
+    out["paths"] = {x.upper(): path_patch(run, layer0, readers, into=x) for x in "kqv"} | {
+        "direct": path_patch(run, layer0, into="logits")}
+    return out
+
+
 MUTATIONS = {
     "ps_p1a": [
         (_p1(W_QK_shape=(64, 64), W_OV_shape=(64, 64)), "head-space shapes"),
@@ -108,5 +129,34 @@ MUTATIONS = {
         # the windows shifted by one token (the last token of each window left out, one before it added)
         (lambda logits, tokens, early, late: ps.icl_scores(logits, tokens, range(early.start - 1, early.stop - 1),
                                                            range(late.start - 1, late.stop - 1)), "wrong values"),
+    ],
+    "ps_p6b": [
+        (_p6b(ignore=True), "ignored the exclusions"),
+        (_p6b(only_targets=True), "excluded only the targets"),
+        (_p6b(any_layer=True), "matched across layers"),
+        (_p6b(repeat=True), "chose the same control twice"),
+        (_p6b(first=True), "took the first free head of the layer"),
+        # the controls of the targets in reverse order
+        (lambda targets, norms, excluded: ps.matched_controls(targets[::-1], norms, excluded)[::-1], None),
+        (lambda targets, norms, excluded: list(targets), None),
+    ],
+    "ps_p7": [
+        (_p7(noising=True), "patched the wrong direction (noising)"),
+        (_p7(invert=True), "one minus the effect"),
+        (_p7(one_reader=True), "patched the path into one reader only"),
+        (_p7(everywhere=True), "read the loss on the whole second copy"),
+        (_p7(corrupted_targets=True), "scored against the corrupted tokens"),
+        (_p7_all_senders, None),
+        # the sender's effect and paths, but no per-head table
+        (lambda model, clean, corrupted, positions: {
+            k: v for k, v in ps.patching_shares(model, clean, corrupted, positions).items() if k != "heads"}, None),
+    ],
+    "ps_p7b": [
+        ("B", "reading a denoising result as a noising one"),
+        (" b ", "reading a denoising result as a noising one"),
+        ("C", "adding effects as if they were shares"),
+        ("D", "reading a partial effect as no effect"),
+        ("E", None),
+        (1, None),
     ],
 }
