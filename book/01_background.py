@@ -11,12 +11,15 @@
 # ## Plain language
 #
 # **Why transformers.** Before 2017 the best translation systems read a sentence one word at a
-# time with a recurrent network, carrying everything they knew in a single hidden vector. That
-# has two costs. Training cannot be parallelised across positions, because step $t$ needs the
-# result of step $t-1$. And information about an early word must survive many updates of that
-# one vector before a late word can use it. Vaswani et al. {cite}`vaswani2017attention` removed
-# the recurrence. In their *Transformer* every position looks at every other position directly
-# through **attention**, and all positions are processed at once. The model got better and
+# time with a recurrent network. They already used **attention**: since Bahdanau et al.
+# {cite}`bahdanau2015neural` the decoder could look back at every source word rather than
+# at one summary vector. But within each sentence the recurrence remained, and it has two
+# costs. Training cannot be parallelised across positions, because step $t$ needs the result
+# of step $t-1$. And inside the encoder and the decoder, information about an early word must
+# survive many updates of a hidden vector before a late word can use it. Vaswani et al.
+# {cite}`vaswani2017attention` removed the recurrence and kept the attention. In their
+# *Transformer* every position looks at every other position directly through attention,
+# and all positions are processed at once. The model got better and
 # training got much faster, which is why almost every large language model since is a
 # transformer.
 #
@@ -75,7 +78,8 @@
 # And because an attention layer's output is itself the sum of its heads' outputs (chapter 7),
 # the stream is a sum of *per-head* terms too. The sublayers are nonlinear functions of their
 # input, but the way their results combine is plain addition. That is what lets us ask "how much
-# did head 1.3 contribute to this logit?" and get an exact answer.
+# did head 1.3 contribute to this logit?" and get an exact answer (exact up to the final
+# LayerNorm's division, which we come back to below).
 #
 # This is an identity, true by construction: there is nothing to discover by checking it,
 # but checking it shows that the code computes what the algebra says, and it is the one
@@ -225,8 +229,9 @@ plt.show()
 #    architecture used in modern language models". They are not: GPT-2, Pythia, Llama and
 #    SmolLM2 all have an MLP in every layer. Attention-only models are the framework's
 #    simplification, not the real thing.)
-# 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its scale factor can be
-#    folded into the next weights, leaving a small nonlinearity we can measure.
+# 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its learned gain and
+#    bias fold into the next weights; the division does not, and chapter 11 measures how far
+#    from linear it is: little for small changes of the stream, a lot for large ones.
 #
 # The cell below makes the first point concrete on an attention-only model. All three of
 # its checks are identities, true by construction, and the cell shows that the code and the
@@ -234,8 +239,10 @@ plt.show()
 # *is* linear in its input. And with the pattern recomputed it is not: doubling the input
 # doubles every attention score, and $\operatorname{softmax}(2s) = \operatorname{softmax}(s)$
 # only for a row of equal scores, so the pattern moves and $f(2x) \ne 2f(x)$. How *far*
-# from linear the layer is depends on its weights and input; that it is not linear does
-# not, so the check asks only that the deviation exceed what rounding could produce.
+# from linear the layer is depends on its weights and input. That it is not linear holds
+# for any weights and input whose scores are not constant along a row (a layer with
+# $W_{QK} = 0$ would be linear), so the check asks only that the deviation exceed what
+# rounding could produce.
 
 # %%
 toy = attn_only(1, d_model=32, n_heads=2, d_vocab=50, n_ctx=16, seed=1)

@@ -238,7 +238,9 @@ glue("writer_ratio", writer_dims / stream_dims)
 # | $W_E$, $W_\text{pos}$, $W_O$, $b_O$ | $W_Q$, $W_K$, $W_V$, $W_U$ | $b_Q$, $b_K$, $b_V$, $b_U$ |
 #
 # We feed it sequences of 20 random tokens, each repeated once. The first copy is
-# unpredictable; the second can be copied from the first, and the model does.
+# unpredictable; the second can be copied from the first, and the model does. (On the
+# first copy its loss is a little above uniform chance, presumably because its training
+# sequences repeat almost everywhere, so it bets on a copy even where there is none.)
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -350,7 +352,8 @@ checks.ch03_ex1(rotate_model_weights)
 # %% [markdown]
 # Now rotate the real model. A random orthogonal matrix comes from the QR decomposition of
 # a Gaussian matrix (multiplying each column of $Q$ by the sign of the matching diagonal
-# entry of the triangular factor makes the draw uniform over all rotations).
+# entry of the triangular factor makes the draw uniform over all orthogonal matrices,
+# half of which are reflections; the argument above holds for any of them).
 
 # %%
 A = torch.randn(cfg.d_model, cfg.d_model, generator=g)

@@ -836,6 +836,8 @@ finding("the rows the model gets wrong (top-1) are rows whose two likeliest "
                         random_rows), alternative="less", chapter="4")
 glue("n_miss", n_miss)
 glue("miss_gap", gaps[miss].max().item())
+glue("random_gap", sum(random_rows) / len(random_rows))
+glue("n_close", int((gaps <= gaps[miss].max()).sum()))
 glue("median_gap", gaps.median().item())
 glue("set_match", 100 * match)
 glue("top1_match", 100 * top1_match.item())
@@ -853,9 +855,12 @@ for a in range(4):
 # For {glue:text}`set_match:.1f`% of the tokens the model's top four are exactly the
 # chain's four successors (at initialisation: none), and for
 # {glue:text}`top1_match:.1f`% its single favourite is the chain's most likely next
-# token. The {glue:text}`n_miss` misses all sit in rows whose two likeliest successors are
-# close: the largest of their gaps is {glue:text}`miss_gap:.3f`, against a median gap of
-# {glue:text}`median_gap:.2f` over all rows. The explorer shows one row at a time: the
+# token. The {glue:text}`n_miss` misses sit in rows whose two likeliest successors are
+# close: the largest of their gaps is {glue:text}`miss_gap:.3f`, where as many rows drawn
+# at random have a largest gap of {glue:text}`random_gap:.2f` on average. The converse
+# does not hold: {glue:text}`n_close` of the 64 rows have a gap at most that small (the
+# median gap is {glue:text}`median_gap:.2f`), and the model gets all but the
+# {glue:text}`n_miss` of them right. The explorer shows one row at a time: the
 # model's next-token probabilities $\operatorname{softmax}(W_E[a] W_U + b_U)$ next to the
 # chain's, with the chain's successors marked. Pick a token.
 

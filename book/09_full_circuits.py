@@ -193,6 +193,21 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # embedding; it is the transpose of ours, while the full QK circuit is the same matrix
 # in both, for the reason chapter {doc}`08_qk_ov` gave.
 #
+# **On a rotary model these are not the scores.** The full QK formula assumes that
+# nothing stands between a query and a key but $W_{QK}$. That holds for `toy-2l`, whose
+# positions are added to what the queries and keys read (a separate term, below). It
+# does not hold for SmolLM2, the book's real model, which rotates queries and keys by
+# their positions (RoPE, {doc}`05_positional`): there the score is
+# $x_i W_Q^h R_{i-j} W_K^{h\top} x_j^\top$, so the token-token table is one table per
+# offset $\Delta = i - j$, $W_E W_Q^h R_\Delta W_K^{h\top} W_E^\top$
+# (`circuitbook.circuits.rotary_qk` gives its middle factor), and
+# $W_E W_{QK}^h W_E^\top$ is only its $\Delta = 0$ member. In such a model an RMSNorm
+# also sits between $W_E$ and $W_Q$ (its gain folds into $W_Q$, its division does not,
+# chapter {doc}`11_layernorm`), and under grouped-query attention $W_K$ and $W_V$ are
+# those of the key-value head the query head shares with its group. The full OV circuit
+# keeps its form, since RoPE rotates queries and keys, never values. Every table on this
+# page is `toy-2l`'s.
+#
 # `circuitbook.circuits.full_ov_circuit` and `full_qk_circuit` return these as
 # `FactoredMatrix` objects: each table is kept as a product of two factors only
 # $d_\text{head}$ wide, a token side and a logit (or key) side. We load `toy-2l`
@@ -300,7 +315,7 @@ embed_bytes = nbytes(big.W_E, big.W_U)
 big_qk = full_qk_circuit(big, 0, 0)
 print(f"dense full OV: {n_vocab}^2 x 4 bytes = {dense_bytes / GB:.1f} GB")
 print(f"factors A {tuple(big_ov.A.shape)}, B {tuple(big_ov.B.shape)}: "
-      f"{factor_bytes / MB:.1f} MB, built in {t_factors:.2f} s")
+      f"{factor_bytes / MB:.1f} MB")
 print(f"(W_E and W_U themselves: {embed_bytes / MB:.0f} MB)")
 identity("a dense vocab x vocab float32 table for GPT-2 takes "
          "50257^2 x 4 bytes = 10.1 GB", f"{dense_bytes / GB:.2f} GB",
@@ -366,9 +381,9 @@ identity("the copying score through the 64 x 64 matrix BA matches "
          abs(score64 - package) <= score_tol, chapter="9")
 observation("a random head at GPT-2's shape: its copying score (a copying "
             "head scores near 1)", score, chapter="9")
-print(f"one row:       {nbytes(row) / KB:6.0f} KB, {t_row * 1e3:7.1f} ms")
-print(f"copying score: {nbytes(small) / KB:6.0f} KB, {t_score * 1e3:7.1f} ms "
-      f"(64 x 64 matrix)")
+# sizes only: the times are glued (marked machine-dependent) for the prose
+print(f"one row:       {nbytes(row) / KB:6.0f} KB")
+print(f"copying score: {nbytes(small) / KB:6.0f} KB (64 x 64 matrix)")
 glue("dense_gb", dense_bytes / GB)
 glue("factor_mb", factor_bytes / MB)
 glue("embed_mb", embed_bytes / MB)
@@ -799,13 +814,14 @@ def prev_hits(m, layer, head):
     return (best[1:] == queries - 1).float().mean().item()
 
 
+null_prev = [prev_hits(m, l, h) for m in inits for l in range(cfg.n_layers)
+             for h in range(cfg.n_heads)]
 finding(f"head {PL}.{PH}'s positional QK circuit picks key i - 1 for more "
         "query positions than a head at initialisation", prev_hits(
             model, PL, PH),
         null=Null.draws("320 heads of toy-2l's shape at initialisation",
-                        [prev_hits(m, l, h) for m in inits
-                         for l in range(cfg.n_layers)
-                         for h in range(cfg.n_heads)]), chapter="9")
+                        null_prev), chapter="9")
+glue("null_prev", sum(null_prev) / len(null_prev))
 gaps = torch.stack([pos_table[i, i - 1] - torch.cat(
     [pos_table[i, :i - 1], pos_table[i, i:i + 1]]).max()
     for i in range(2, n_ctx - 1)])
@@ -850,10 +866,10 @@ fig
 # %% [markdown]
 # The band below the diagonal carries the head: by the positional term alone, key $i-1$
 # is the best key for almost every query position, where a head at initialisation
-# picks it for a few percent. In the raw scores (right) it beats the
-# next best position by {glue:text}`pos_gap:.0f` on average (before the
-# $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), while the token-token term varies by only
-# {glue:text}`tok_spread:.1f` across keys; after the scale and the softmax (left), the
+# picks it for {glue:text}`null_prev:.0%` of them on average. In the raw scores (right)
+# it beats the next best position by {glue:text}`pos_gap:.0f` on average (before the
+# $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), while the
+# token-token term varies by only {glue:text}`tok_spread:.1f` across keys; after the scale and the softmax (left), the
 # positional term alone puts {glue:text}`on_prev:.1%` of each query's weight on the
 # previous position. The head hardly cares which token is where, only where.
 #
@@ -894,10 +910,11 @@ identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
 #   {glue:text}`score_ind:.3f` (every nonzero eigenvalue has a positive real part; heads of
 #   the same shape at initialisation score near 0), but
 #   its own top logit is the attended token for only {glue:text}`frac_ind:.0%` of
-#   tokens; the four layer-1 heads share the vocabulary and together copy all of it. Rank
-#   is not the reason: a rank-2 table (unit vectors on a circle) copies every token top-1.
+#   tokens; the four layer-1 heads share the vocabulary, and their tables summed copy
+#   all of it. Rank is not the reason: a rank-2 table (unit vectors on a circle) copies every token top-1.
 # - The induction head's full QK circuit does not match a token to itself: the direct
-#   token-token route is not how it finds its key.
+#   token-token route is not how it finds its key. (In a rotary model such as SmolLM2
+#   the token-token table is one per offset, $W_E W_Q R_\Delta W_K^\top W_E^\top$.)
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$ that
 #   dwarfs its token-token term, everywhere except the last position, which training
 #   never reached.

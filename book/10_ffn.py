@@ -4,7 +4,7 @@
 # Between its attention sublayers, every layer of the Transformer runs each position
 # through the same small two-layer network. This chapter builds that network as the
 # Annotated Transformer does, checks that it really treats positions one at a time,
-# counts its parameters (most of a layer's), and measures the thing that makes it hard for
+# counts its parameters (two thirds of an encoder layer's), and measures the thing that makes it hard for
 # the circuits framework: its ReLU breaks the additivity that attention (with its pattern
 # held fixed) enjoys, and it gives the hidden neurons a privileged basis. At the end we
 # look at a trained FFN, SmolLM2's: how concentrated its activations are on single
@@ -80,7 +80,8 @@ def out_size(f, *xs):
 # {doc}`03_residual_stream`, an FFN reads the stream through $W_1$, computes a ReLU, and
 # writes back through $W_2$.
 #
-# Three facts about it matter for interpretability. It holds most of a layer's parameters.
+# Three facts about it matter for interpretability. It holds two thirds of the weights
+# of an encoder layer (about half of a decoder layer, which has a second attention).
 # It is *nonlinear*: the $\max(0, \cdot)$ means that the output for a sum of inputs is not
 # the sum of the outputs (attention is nonlinear too, but only through its pattern, as we
 # will see). And because the ReLU acts on each hidden unit separately, the hidden units
@@ -599,7 +600,7 @@ glue("smol_layer", LAYER)
 #
 # **How concentrated are the activations on single neurons?** Take the activation
 # vectors $a$ ([tokens, 1536]) and express them in a random basis instead: $a Q$ with
-# $Q$ a random rotation, uniform over all rotations (Haar; the layer's output is
+# $Q$ a random orthogonal matrix, uniform over all of them (Haar; the layer's output is
 # unchanged if $W_\text{out}$ becomes $Q^\top W_\text{out}$). If nothing singled out the
 # neuron coordinates, the two descriptions would look alike. Two statistics, each
 # computed in both bases:
@@ -982,8 +983,10 @@ for n, sign, t in kv_rows:
     side = "largest" if sign > 0 else "most negative"
     score = "V_n" if sign > 0 else "-V_n"
     expect = EXPECT[(n, sign)]
+    # the test is one-sided: "no effect" says only "not higher", never
+    # "the same" (a rank far on the other side also reads as no effect)
     told = ("ranks higher under {} than" if expect == "effect"
-            else "has a rank under {} that cannot be told from its rank")
+            else "does not rank measurably higher under {} than")
     finding(f"L{LAYER}N{n}: after its 20 {side} activations the next token "
             f"{told.format(score)} at 20 random positions", t,
             expect=expect, chapter="10")
@@ -996,8 +999,19 @@ glue("kv_p", ", ".join(f"{t.p:.2f}" for t in top_tests))
 glue("kv_null_sd", ", ".join(f"{t.null.sd:.2f}" for t in top_tests))
 glue("kv_neg_pairs", ", ".join(f"{t.value:.2f} vs {t.null.mean:.2f}"
                                for t in neg_tests))
-glue("kv_minmax", max(float(post13[..., n].min() / post13[..., n].max())
+glue("kv_minmax", max(float(-post13[..., n].min() / post13[..., n].max())
                       for n in chosen))
+# the other side of the one-sided tests: how many null draws reach the
+# negative side's median rank fraction (few: it ranks *lower* than chance)
+neg_above = [(sum(v >= t.value for v in t.null.samples), n)
+             for n, sign, t in kv_rows if sign < 0]
+n_above, n_other = min(neg_above)
+observation(f"L{LAYER}N{n_other}: of the 1000 null draws, those at least as "
+            "high as the next token's median rank fraction under -V_n after "
+            "its 20 most negative activations (few: it ranks lower than at "
+            "random positions)", n_above, chapter="10")
+glue("kv_neg_above", n_above)
+glue("kv_neg_neuron", f"L{LAYER}N{n_other}")
 del smol_mlp, m13
 
 # %% [markdown]
@@ -1025,11 +1039,18 @@ del smol_mlp, m13
 #   that occur.
 # - **The negative side.** For these three neurons the most negative activation is at
 #   most {glue:text}`kv_minmax:.2f` of the largest in size. At their 20 most negative
-#   activations the neuron writes $-V_n$, and the next token sits where it sits at
-#   random positions: medians against the nulls' centres {glue:text}`kv_neg_pairs`. (Set
-#   against one half, as this page once did, those numbers look like a failure of the
-#   reading's sign; against their own baselines they are simply no effect.) A "key
-#   matches, value is written" story describes one side of these neurons only.
+#   activations the neuron writes $-V_n$, and the reading predicts that the next token
+#   ranks high under $-V_n$. It does not, for any of the three: medians against the
+#   nulls' centres {glue:text}`kv_neg_pairs`. (Set against one half, as this page once
+#   did, those numbers look like a failure of the reading's sign; against their own
+#   baselines the first two are where random positions put them.) The third,
+#   {glue:text}`kv_neg_neuron`, sits on the far side: only {glue:text}`kv_neg_above` of
+#   the 1000 null draws reach its median, so after its most negative activations the
+#   next token ranks *lower* under $-V_n$ than at random positions, that is, higher
+#   under $V_n$, the very tokens the neuron is pushing down. The test fixed in advance
+#   was one-sided and did not look for this direction, so it is an observation, not a
+#   finding; on 20 contexts it may be chance. A "key matches, value is written" story
+#   describes one side of these neurons at most.
 # - **Direct path only.** $V_n$ is what the neuron's write does to the logits if nothing
 #   after layer 13 reads it. Sixteen more layers do read it, and the final norm's
 #   division by $s$ depends on everything else in the stream; the value vector is the
@@ -1056,9 +1077,12 @@ del smol_mlp, m13
 # a real limitation, since MLP layers hold about two thirds of the parameters of a standard
 # transformer, the share chapter {doc}`02_architecture` counted (for the decoder-only layer
 # they had in mind).
-# Chapters 13-18 follow them and work with attention-only models; what they find about
-# attention heads holds in models with MLPs too, but it is not the whole story of those
-# models.
+# Chapters 13-18 follow them and work with attention-only models. Some of what they
+# find there reappears in models with MLPs (Olsson et al. {cite}`olsson2022context`
+# find induction heads in models with MLP layers, and chapter
+# {doc}`17_induction_heads` looks for them in
+# SmolLM2), but nothing on this page shows that every attention-only result carries
+# over, and the heads are not the whole story of those models.
 #
 # The trained MLP above does not change that verdict. Looking at SmolLM2's neurons gave
 # measurements (activations concentrated on few neurons, mostly by the architecture;
@@ -1099,5 +1123,5 @@ del smol_mlp, m13
 # - Read as key-value memories, the three most strongly firing neurons of layer
 #   {glue:text}`smol_layer` rank the tokens that follow their top contexts high in their
 #   value vectors, but against 20 random positions only one of the three differs from
-#   chance; on their negative side the next token sits at its baseline, and the reading
-#   says nothing about what the later layers do with the write.
+#   chance; on their negative side none shows the predicted sign (one leans the other
+#   way), and the reading says nothing about what the later layers do with the write.

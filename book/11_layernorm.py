@@ -535,8 +535,8 @@ checks.ch11_ex2(fold_ln)
 # a realistic amount, for example when we remove one head's contribution to the stream.
 # We measure it on SmolLM2 (the 4-bit SmolLM2-135M-Instruct of chapter
 # {doc}`04_embeddings`, {cite}`allal2025smollm2`: 30 layers, RMSNorm in front of every
-# sublayer) reading the opening of *A Midsummer Night's Dream*. Loading the model takes
-# about half a minute. Chapter {doc}`04_embeddings` estimated how large the 4-bit
+# sublayer) reading the opening of *A Midsummer Night's Dream*. Chapter
+# {doc}`04_embeddings` estimated how large the 4-bit
 # storage's rounding error is against the weights, and explained why its effect on the
 # outputs cannot be measured offline, so every number below is a measurement of that
 # copy. Before using it, we check the storage format that chapter described, weight by
@@ -632,9 +632,10 @@ observation("one passage: token 0's rms over the median token's, its "
 # factor of {glue:text}`within_median:.1f` in the median layer and up to
 # {glue:text}`within_max:.1f` (layer {glue:text}`within_layer`); across depth the median
 # scale grows {glue:text}`growth:.0f`-fold. The first token is in a class of its own: its
-# vector reaches {glue:text}`first_ratio:.0f` times the median size. That belongs to the
-# first *position*, not to the word `###`: feeding the model the same passage from its
-# 100th token on, whatever token comes first gets the same treatment.
+# vector reaches {glue:text}`first_ratio:.0f` times the median size. Is that the first
+# *position* or the word `###`? One more run tells them apart, for one other word: we
+# feed the model the same passage from its 100th token on, so that a different token
+# comes first.
 
 # %%
 later = ids[:, 100:164]
@@ -681,9 +682,10 @@ glue("att_big", to_first[upper].mean().item())
 glue("att_small", to_first[~upper].mean().item())
 
 # %% [markdown]
-# (Here it reaches {glue:text}`first_ratio_later:.0f` times the median, where no other
-# position of the run exceeds {glue:text}`other_peak:.1f` times.) The size goes with a
-# use: across the layers, the attention that queries 8-63 pay to position 0 rises with
+# It reaches {glue:text}`first_ratio_later:.0f` times the median, where no other
+# position of the run exceeds {glue:text}`other_peak:.1f` times: in this run, and for
+# this start, the size goes with the first position, not with the word. And the size
+# goes with a use: across the layers, the attention that queries 8-63 pay to position 0 rises with
 # its size (rank correlation {glue:text}`sink_corr:.2f`); in the half of the layers
 # where position 0 is largest the heads put on average {glue:text}`att_big:.0%` of
 # their attention on it, against {glue:text}`att_small:.0%` in the other half. That
@@ -821,7 +823,7 @@ plt.show()
 #
 # - The **frozen scale** is off by a median {glue:text}`head_frozen:.1%` (90th
 #   percentile {glue:text}`head_frozen_p90:.0%`), and the left panel shows why: the error
-#   is almost exactly $|\cos(x, \delta)|$ (correlation {glue:text}`corr_cos:.2f`). That
+#   tracks $|\cos(x, \delta)|$ closely (correlation {glue:text}`corr_cos:.2f`). That
 #   is no discovery but first-order algebra: the frozen scale misses exactly the part of
 #   the change that runs along $x$, so for a small $\delta$ and a uniform gain its
 #   relative error is $|\cos| / \sqrt{1 - \cos^2}$. The measured errors sit within a median
@@ -947,5 +949,5 @@ explore(draw_linearity, direction=list(directions),
 # - In SmolLM2 the norm's scale spans a factor {glue:text}`growth:.0f` across depth and
 #   the first token's vector is {glue:text}`first_ratio:.0f` times the typical size. For
 #   one head's contribution a frozen scale is off by {glue:text}`head_frozen:.1%`
-#   (median; the error is $|\cos(x, \delta)|$) and the tangent by
+#   (median; the error tracks $|\cos(x, \delta)|$) and the tangent by
 #   {glue:text}`head_tangent:.1%`; for changes above 30% of the stream both fail.
