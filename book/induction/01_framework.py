@@ -6,7 +6,8 @@
 # induction circuit and build compositions by hand, the problem set has you design, find and
 # break induction heads, and a short quiz checks what stuck. Every measurement below is
 # made on the book's two-layer model `toy-2l`, which learned induction from scratch
-# (chapter 17 shows its training), except two parameter counts of real models.
+# (chapter 17 shows its training), except two parameter counts of real models and one
+# number read from the training history of a text model of chapter 19.
 #
 # The set-up cell loads `toy-2l` and the functions the page uses.
 
@@ -538,7 +539,8 @@ finding("toy-2l's best induction score rises faster in the 80 steps around "
 # `text-2l-plain` forms no induction head within its budget: its best induction score ends
 # at {glue:text}`plain_ind_end:.3f`, against {glue:text}`plain_ind_start:.3f` at
 # initialisation. Trained on text with copied passages, `text-2l` forms them, with a bump
-# in the slope of its training loss, while its ICL score on plain text does not move.
+# in the slope of its training loss, while its ICL score on plain text shows no change
+# that chapter 19's windows can resolve.
 # Problem 6 measures the ICL score of a real model, SmolLM2.
 #
 # ### The evidence and its limits
@@ -575,9 +577,10 @@ finding("toy-2l's best induction score rises faster in the 80 steps around "
 # Induction heads are the field's best example of *universality*, the hypothesis that
 # different networks trained on similar data learn the same features and circuits. They have
 # been found in every autoregressive transformer language model in which they have been
-# looked for, to our knowledge, from two-layer toys to large language models: the book meets them in `toy-2l` and, with the
-# same scores, in SmolLM2 (chapter {doc}`../17_induction_heads`), a model trained by other
-# people on other data with another architecture. That a circuit learned by gradient descent
+# looked for, to our knowledge, from two-layer toys to large language models: the book
+# meets them in `toy-2l` and, with the same scores, in SmolLM2 (chapter
+# {doc}`../17_induction_heads`), a model trained by other people on other data with
+# another architecture. That a circuit learned by gradient descent
 # can be recognised across models is what makes studying small ones worth the trouble.
 #
 # ### Fuzzy induction, and what in-context learning is
