@@ -448,7 +448,7 @@ glue("ln_fix", ln_fix)
 # Annotated LayerNorms gives {glue:text}`ln_fix:.5f` times what its naive copy gives
 # (before the bias; the identity above). Small, but above what rounding could explain (the bound
 # above), and enough to mislead anyone who checks a port of the Annotated Transformer
-# against a standard implementation. Chapter 11 treats LayerNorm itself.
+# against a standard implementation. Chapter {doc}`11_layernorm` treats LayerNorm itself.
 
 # %% [markdown]
 # ## The circuit view: the table, row by row
