@@ -552,8 +552,8 @@ glue("l0h1_hi", l0h1.max().item())
 # 16 equally weighted directions, and it is tempting to read them as "as large as a
 # perfect hand-off". The smallest, {glue:text}`k_prev_min:.3f`, is only
 # {glue:text}`k_prev_above:.1f`% above 0.25, so that comparison decides nothing; and
-# 0.25 is not the most two
-# real heads can reach, because their directions are not equally weighted. The most a
+# 0.25 is not the most two real heads can reach, because their directions are not
+# equally weighted. The most a
 # pair can reach is set by the two heads' own singular values: turning the writer's
 # output so that its $i$-th strongest direction lands on the reader's $i$-th strongest
 # input direction gives
@@ -804,8 +804,8 @@ for (l, h), top in tops.items():
 # {doc}`17_induction_heads` patches SmolLM2's paths; a sender set chosen by
 # previous-token score alone would miss a writer such as L17H8, whose previous-token
 # score is below one half). Most earlier heads sit in a crowd near the random
-# baseline, and a handful stand far out. The figure shows every earlier head's score into each reader; the
-# tick marks the rule's threshold.
+# baseline, and a handful stand far out. The figure shows every earlier head's score
+# into each reader; the tick marks the rule's threshold.
 
 # %%
 fig, ax = plt.subplots(figsize=(8.5, 3.4))
@@ -875,11 +875,11 @@ for k, (l, h) in enumerate(readers):
 # where rotated heads give {glue:text}`null_median_ratio:.2f` (the second finding
 # above): trained heads share some directions of the stream, so ordinary pairs of them
 # overlap a little more than randomly oriented heads would. So the rotation null is
-# too lenient for trained heads, and the p-values of the findings above are measured
-# against a null the crowd itself exceeds; what they establish is made convincing by
-# the margin over the crowd, the third-strongest writer's at most
-# {glue:text}`third_hi:.1f` times the baseline against the top writers'
-# {glue:text}`ratio_lo:.1f` or more. The syllabus expects heads
+# too lenient for trained heads: the p-values of the findings above are measured
+# against a null that the crowd itself exceeds. The convincing evidence is the margin
+# over the crowd: no reader's third-strongest writer reaches more than
+# {glue:text}`third_hi:.1f` times the baseline, against {glue:text}`ratio_lo:.1f` or
+# more for every top writer. The syllabus expects heads
 # "not part of any circuit" to sit at the random baseline; in SmolLM2 the crowd sits a
 # little above it, and what marks a circuit is a score far outside the crowd, not a
 # score above the baseline.
