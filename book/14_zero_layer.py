@@ -28,6 +28,7 @@ from circuitbook.models import load
 from circuitbook.models.encoder_decoder import Embeddings, Generator
 from circuitbook.models.zoo import info, metrics
 from circuitbook.train import per_token_loss
+from circuitbook.viz import heatmap  # hover a cell: its two tokens, value
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -222,8 +223,6 @@ while len(order) < d_vocab:
     order.append(int(chain.successors[order[-1], 0]))
 order = torch.tensor(order)
 assert sorted(order.tolist()) == list(range(d_vocab))   # a single cycle
-
-from circuitbook.viz import heatmap  # hover a cell: its two tokens, value
 
 chain_order = order.tolist()
 fig = heatmap(torch.stack([centre(M)[order][:, order] for M in (log_P, W)]),

@@ -19,6 +19,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from circuitbook import checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
@@ -29,6 +30,7 @@ from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores
 from circuitbook.models import load
 from circuitbook.paths import count_paths, logit_attribution
+from circuitbook.viz import heatmap  # hover a cell: query, key and weight
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -522,10 +524,6 @@ identity_close("the virtual term of L0H2 -> L1H1 is its pattern times the "
 # position $i$: the earlier copy of the *same* token.
 
 # %%
-from IPython.display import display
-
-from circuitbook.viz import heatmap  # hover a cell: query, key and weight
-
 display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
                 range(A_prev.shape[-1]), range(A_prev.shape[-2]),
                 title="attention patterns of the first sequence",

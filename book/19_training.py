@@ -18,6 +18,7 @@ import contextlib
 import copy
 import io
 import math
+import time
 import warnings
 
 import matplotlib.pyplot as plt
@@ -32,11 +33,14 @@ from circuitbook.train import streams
 from circuitbook.train import (
     VASWANI_BETAS,
     VASWANI_EPS,
+    InductionMetrics,
     LabelSmoothing,
     calibration,
     loss_compute,
     noam_lr,
     phase_change_step,
+    repeat_losses,
+    train_lm,
     vaswani_adam,
 )
 from circuitbook.widgets import explore
@@ -1555,10 +1559,6 @@ glue("p_cpu_min", round(p_tr["cpu_seconds"] / 60), machine_dependent=True)
 # main event of its loss curve.
 
 # %%
-import time
-
-from circuitbook.train import InductionMetrics, repeat_losses, train_lm
-
 toy = zoo.RECIPES["toy-2l"]
 toy_cfg = dict(toy.model)
 toy_layers = toy_cfg.pop("n_layers")

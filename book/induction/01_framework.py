@@ -18,15 +18,18 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 
-from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              null_test, observation)
+from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
+                              identity, identity_close, null_test,
+                              observation)
 from circuitbook.circuits import full_ov_circuit
 from circuitbook.composition import composition_scores, random_baseline
+from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import (copying_scores, induction_scores,
                                prev_token_scores)
 from circuitbook.models import attn_only, load, zoo
 from circuitbook.models.pretrained import smollm2_config
 from circuitbook.paths import logit_attribution
+from circuitbook.train import phase_change_step, repeat_losses
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
@@ -51,15 +54,11 @@ cfg = model.cfg
 # model's logits.
 
 # %%
-from circuitbook.data import repeated_random_tokens
-
 tokens = repeated_random_tokens(1, 24, cfg.d_vocab, seed=0)
 parts = logit_attribution(model, tokens)
 logits = model(tokens)
 
 # %% tags=["hide-input"]
-from circuitbook.book import attn_only_forward_terms
-
 # Rounding, not a hand-picked tolerance. Each path is a chain of products: at
 # most two patterns (2 n), two heads' W_V W_O (2 (d_model + d_head)) and W_U
 # (d_model); the parts are then added (one rounding each). The model computes
@@ -450,8 +449,6 @@ finding("the previous-token head composes with the induction head's keys: "
 # repeated random sequence: the second copy becomes predictable only through the context.
 
 # %%
-from circuitbook.train import repeat_losses
-
 first, second = repeat_losses(model, seq_len=24, batch=16, seed=1)
 init_gap = [a - b for a, b in (repeat_losses(m, seq_len=24, batch=16, seed=1)
                                for m in inits)]
@@ -480,8 +477,6 @@ finding("toy-2l predicts the second copy of a random sequence better than the "
 # model they trained with two or more layers, as a bump in the training loss curve.
 
 # %%
-from circuitbook.train import phase_change_step
-
 hist = zoo.history("toy-2l")
 steps = hist["step"]
 change = phase_change_step(hist, d_vocab=cfg.d_vocab)
