@@ -277,12 +277,15 @@ identity_close("direct + per-head + virtual + bias paths sum to the logits "
                scale=path_scale, chapter="13")
 glue("path_bound", rounding_bound(path_terms, path_scale))
 glue("path_terms", path_terms)
+glue("n_pos", n_pos)
+glue("d_vocab", cfg.d_vocab)
 glue("logit_scale", hooked.abs().max().item())
 print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
       f"{len(la.virtual)} virtual, {la.bias.shape[0]} b_O paths")
 
 # %% [markdown]
-# Over all 40 positions and 64 vocabulary entries the sum agrees with the logits (as large
+# Over all {glue:text}`n_pos` positions and {glue:text}`d_vocab` vocabulary entries the
+# sum agrees with the logits (as large
 # as {glue:text}`logit_scale:.1f`) to within the worst-case float32 rounding of the two
 # computations, {glue:text}`path_bound:.0e` ({glue:text}`path_terms` roundings): the
 # expansion is exact, and only rounding separates the two. To see that a virtual term

@@ -28,6 +28,7 @@ from circuitbook.models import load
 from circuitbook.models.encoder_decoder import Embeddings, Generator
 from circuitbook.models.zoo import info, metrics
 from circuitbook.train import per_token_loss
+from circuitbook.viz import heatmap  # hover a cell: its two tokens, value
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -223,8 +224,6 @@ while len(order) < d_vocab:
 order = torch.tensor(order)
 assert sorted(order.tolist()) == list(range(d_vocab))   # a single cycle
 
-from circuitbook.viz import heatmap  # hover a cell: its two tokens, value
-
 chain_order = order.tolist()
 fig = heatmap(torch.stack([centre(M)[order][:, order] for M in (log_P, W)]),
               chain_order, chain_order,
@@ -350,10 +349,15 @@ finding("the rare (floor) transitions hold less of the squared disagreement "
             "likely successors relabelled at random in each row, 1000 draws",
             torch.stack(labels)), alternative="less", chapter="14")
 per_entry = (r2[~likely].mean() / r2[likely].mean()).item()
+glue("fit_slope", 1 / scale.item())     # W's centred entries per unit of log P
 glue("share_rare", 100 * share_rare.item())
 glue("share_entries", 100 * (~likely).float().mean().item())
 glue("per_entry", per_entry)
 glue("floor_p", recipe["floor"] / d_vocab)
+glue("pi_min", chain.stationary().min().item())
+glue("pi_max", chain.stationary().max().item())
+glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
+     .item())
 
 # %% [markdown]
 # {glue:text}`share_rare:.0f`% of the squared residual sits in the rare transitions,
@@ -372,7 +376,9 @@ glue("floor_p", recipe["floor"] / d_vocab)
 # approximate the unigram distribution", and a sentence later that it is a bigram
 # model; it also says that entry $(s, d)$ "is proportional to" $\log P(d \mid s)$. The
 # second statement is the right one, and the third is not: the entries match
-# $\log P$ up to a constant per row, as we saw, which is not proportionality. The model
+# $\log P$ up to a constant per row (approximately: the best single scale fitted above
+# makes the centred entries {glue:text}`fit_slope:.2f` times the centred $\log P$),
+# which is not proportionality. The model
 # tells us which. If it had learned only how common each token is, every row of its
 # prediction table would be the same distribution, the unigram (stationary)
 # distribution $\pi$ of the chain. Instead its rows are almost disjoint, as the true
@@ -477,8 +483,11 @@ plt.show()
 # itself scores {glue:text}`truth:.3f` on these samples, so a few thousandths of the gap
 # are the sample's). Predicting unigram frequencies would cost
 # {glue:text}`unigram_loss:.2f`, barely better than the uniform
-# {glue:text}`chance:.2f`, because in this chain every token is about equally common
-# while what follows a given token is very predictable.
+# {glue:text}`chance:.2f`. Not because every token is equally common (their frequencies
+# range from {glue:text}`pi_min:.4f` to {glue:text}`pi_max:.3f`), but because the
+# spread still leaves the unigram distribution an entropy of
+# {glue:text}`pi_entropy:.2f` nats, close to $\ln 64$, while what follows a given token
+# is very predictable.
 #
 # Pick a current token to compare the true next-token distribution $P(\cdot \mid a)$
 # with the model's, and with the unigram distribution that a context-free model would

@@ -19,6 +19,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from circuitbook import checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
@@ -29,6 +30,7 @@ from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores
 from circuitbook.models import load
 from circuitbook.paths import count_paths, logit_attribution
+from circuitbook.viz import heatmap  # hover a cell: query, key and weight
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -280,8 +282,8 @@ for name in names:
 # falls to {glue:text}`score_cut_K:.2f`: the model can no longer find where to look.
 # Cutting the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`), and
 # cutting the **values** costs nothing; the loss even improves slightly, to
-# {glue:text}`loss_cut_V:.3f`. So this model's second layer reads the first almost
-# entirely through K-composition, with a little help from Q-composition, and its
+# {glue:text}`loss_cut_V:.3f`. So this model's second layer reads the first mostly
+# through K-composition, with smaller but real help from Q-composition, and its
 # virtual heads are, if anything, a small nuisance. The circuit view explains why.
 
 # %% [markdown]
@@ -355,8 +357,14 @@ for kind in "QKV":
 # their outputs randomly rotated). Pick any pair in the explorer below. The left panel
 # shows its three composition scores against the random baseline; the right panel, the
 # reader's induction score when only that writer is cut from only one of the reader's
-# inputs. For writer 2 the key cut is the one that hurts; the other writers can be cut
-# almost anywhere without effect.
+# inputs. Two writers matter. Cutting L0H2 from a reader's keys lowers its induction
+# score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, from its query
+# by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Cutting L0H1, the head
+# that attends two tokens back, from the keys costs {glue:text}`drop_1k_lo:.2f` to
+# {glue:text}`drop_1k_hi:.2f`: the second token of agreement that chapter
+# {doc}`13_path_expansion` found in the score. Every other single cut (L0H0 or L0H3
+# anywhere, L0H1 from the query, any writer from the values) moves a reader's score by
+# at most {glue:text}`drop_rest:.3f`.
 
 # %%
 pair_scores = {}
@@ -366,6 +374,21 @@ for w, r in all_pairs:
         _, p1 = forward(tokens, [(kind, w, r)])
         row[f"cut {kind.upper()}"] = induction_stripe(p1)[r].item()
     pair_scores[w, r] = row
+drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
+        for k in ("cut Q", "cut K", "cut V")}
+
+
+def drops(writers, kinds):
+    """The drops of the readers' induction scores for these cuts."""
+    return [v for (w, r, k), v in drop.items() if w in writers and k in kinds]
+
+
+for tag, writers, kinds in (("2k", [2], ["cut K"]), ("2q", [2], ["cut Q"]),
+                            ("1k", [1], ["cut K"])):
+    glue(f"drop_{tag}_lo", min(drops(writers, kinds)))
+    glue(f"drop_{tag}_hi", max(drops(writers, kinds)))
+glue("drop_rest", max(abs(v) for v in drops([0, 3], ["cut Q", "cut K"])
+                      + drops([1], ["cut Q"]) + drops(range(H), ["cut V"])))
 
 
 def draw_pair(writer=2, reader=1):
@@ -495,16 +518,12 @@ identity_close("the virtual term of L0H2 -> L1H1 is its pattern times the "
                scale=by_hand_abs.max().item(), chapter="16")
 
 # %% [markdown]
-# Where does this virtual head look? Head 0.2 attends from each position to the one
-# before; head 1.1 attends from the second copy of token $r_i$ to position $i + 1$, the
+# Where does this virtual head look? L0H2 attends from each position to the one
+# before; L1H1 attends from the second copy of token $r_i$ to position $i + 1$, the
 # token after its first copy. Chained, the pattern goes back from position $n + i$ to
 # position $i$: the earlier copy of the *same* token.
 
 # %%
-from IPython.display import display
-
-from circuitbook.viz import heatmap  # hover a cell: query, key and weight
-
 display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
                 range(A_prev.shape[-1]), range(A_prev.shape[-2]),
                 title="attention patterns of the first sequence",
@@ -521,13 +540,32 @@ finding("the virtual head L0H2 -> L1H1 attends from the second copy of a "
         boot=boot_mean(same), chapter="16")
 same_token = same.mean()
 glue("same_token", same_token.item())
+# what the virtual term writes there: its push on the current token's
+# logit, against the term's mean over the vocabulary
+v_term = la.virtual[(0, 2), (1, 1)][:, seq_len:-1]     # [batch, pos, vocab]
+v_cur = v_term.gather(-1, tokens[:, seq_len:-1, None])[..., 0]
+v_centre = v_term.mean(-1)
+v_rank = (v_term > v_cur[..., None]).sum(-1).double() + 1   # 1 = top
+glue("v_cur", (v_cur - v_centre).mean().item())
+glue("v_spread", v_term.std(-1).mean().item())
+glue("v_rank", v_rank.mean().item())
+observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
+            "the current token's logit (minus its vocabulary mean), its "
+            "spread over the vocabulary, the current token's mean rank of 64",
+            f"{(v_cur - v_centre).mean():+.3f}, {v_term.std(-1).mean():.3f},"
+            f" {v_rank.mean():.1f}", chapter="16")
 
 # %% [markdown]
 # It puts {glue:text}`same_token:.2f` of its attention on the earlier copy of the
-# current token. Through the OV circuit, that would copy the *current* token into the
-# prediction for the next one. On a repeated random sequence the next token is almost
-# never the current one, so this virtual head is of no use; that is why cutting the
-# values did not hurt.
+# current token. Had its OV circuit $W_{OV}^\text{L0H2} W_{OV}^\text{L1H1}$ copied,
+# it would have pushed the *current* token, useless on a sequence whose next token is
+# almost never the current one. It does not even do that: on the second copy its term
+# moves the current token's logit by {glue:text}`v_cur:+.3f` relative to the
+# vocabulary's mean, against a spread of {glue:text}`v_spread:.3f` over the
+# vocabulary, and the current token ranks {glue:text}`v_rank:.1f` of 64 on average,
+# where a token picked at random would rank 32.5. The virtual head writes little and
+# nothing in particular (chapter {doc}`18_composition` finds L0H2's V-composition
+# scores below chance), so cutting the values removes little.
 #
 # ### How many terms, and how big
 #
@@ -621,7 +659,7 @@ glue("layer1_part", parts["single heads, layer 1"])
 # - V-composition makes virtual heads: OV circuit $W_{OV}^A W_{OV}^B$ (rank at most
 #   $d_\text{head}$) and pattern $A^B A^A$ (later head on the left). The virtual head
 #   L0H2 $\to$ L1H1 looks at the earlier copy of the current token, which is useless
-#   for predicting the next one.
+#   for predicting the next one, and writes little and nothing in particular.
 # - Two layers of $n$ heads expand into $1 + 2n + n^2$ terms, $L$ layers into
 #   $(1 + n)^L$. In `toy-2l` the sixteen virtual terms add
 #   {glue:text}`virtual_part:.2f` to the correct logit against

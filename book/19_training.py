@@ -18,6 +18,7 @@ import contextlib
 import copy
 import io
 import math
+import time
 import warnings
 
 import matplotlib.pyplot as plt
@@ -32,11 +33,14 @@ from circuitbook.train import streams
 from circuitbook.train import (
     VASWANI_BETAS,
     VASWANI_EPS,
+    InductionMetrics,
     LabelSmoothing,
     calibration,
     loss_compute,
     noam_lr,
     phase_change_step,
+    repeat_losses,
+    train_lm,
     vaswani_adam,
 )
 from circuitbook.widgets import explore
@@ -324,7 +328,7 @@ identity("so the first two updates use the same rate", seen[1] - seen[0],
 # is gone after the first few hundred updates: harmless, but worth knowing when a
 # reimplementation does not match a curve to the last digit.
 #
-# Move the sliders to see how the schedule depends on its two settings. The gray curve is
+# Pick the two settings to see how the schedule depends on them. The gray curve is
 # the paper's; the dot marks the peak at step = warmup.
 
 # %%
@@ -346,7 +350,9 @@ def draw_noam(warmup=4000, d_model=512):
     plt.show()
 
 
-explore(draw_noam, warmup=(100, 16_000, 100), d_model=(64, 2048, 64))
+# log-spaced choices: the shape of the schedule, in 36 pre-drawn frames
+explore(draw_noam, warmup=[500, 1000, 2000, 4000, 8000, 16_000],
+        d_model=[64, 128, 256, 512, 1024, 2048])
 
 # %% [markdown]
 # ### Label smoothing
@@ -427,16 +433,18 @@ checks.ch19_ex2(smoothed_targets)
 
 # %%
 def smoothing_loss(c, size, eps):
-    """KL(target || q_c) at one position with target 1 (padding 0)."""
+    """KL(target || q_c) at one position with target 1 (padding 0), for
+    each confidence in c (a 1-d tensor): a tensor of the same length."""
     p = smoothed_targets(torch.tensor([1]), size, 0, eps)[0].double()
-    q = torch.full((size,), (1 - c) / (size - 2), dtype=torch.float64)
-    q[1], q[0] = c, 0.0
+    c = torch.as_tensor(c, dtype=torch.float64)
+    q = ((1 - c) / (size - 2))[:, None].expand(-1, size).clone()
+    q[:, 1], q[:, 0] = c, 0.0
     keep = p > 0
-    return (p[keep] * (p[keep] / q[keep]).log()).sum().item()
+    return (p[keep] * (p[keep] / q[:, keep]).log()).sum(-1)
 
 
 cs = torch.linspace(0.5, 0.9999, 5000).tolist()
-best_c = min(cs, key=lambda c: smoothing_loss(c, 33, 0.1))
+best_c = cs[int(smoothing_loss(cs, 33, 0.1).argmin())]
 # the grid has spacing 0.4999 / 4999 = 1e-4: the minimiser is within one grid
 # step of 0.9
 spacing = cs[1] - cs[0]
@@ -461,8 +469,8 @@ identity_close("smoothed_targets reproduces LabelSmoothing's true_dist", mine,
 def draw_smoothing(eps=0.1):
     size = 10
     p = smoothed_targets(torch.tensor([3]), size, 0, eps)[0]
-    c = torch.linspace(0.3, 0.999, 300).tolist()
-    loss = [smoothing_loss(x, size, eps) for x in c]
+    c = torch.linspace(0.3, 0.999, 300)
+    loss = smoothing_loss(c, size, eps)
     fig, ax = plt.subplots(1, 2, figsize=(8.5, 3))
     ax[0].bar(range(size), p, color=["lightgray"] + ["tab:blue"] * (size - 1))
     ax[0].set_ylim(0, 1)
@@ -470,7 +478,7 @@ def draw_smoothing(eps=0.1):
     ax[0].set_xlabel("token (0 = padding, answer = 3)")
     ax[0].set_title(f"target distribution, eps = {eps:.2f}")
     ax[1].plot(c, loss)
-    ax[1].plot([1 - eps], [smoothing_loss(1 - eps, size, eps)], "o",
+    ax[1].plot([1 - eps], smoothing_loss([1 - eps], size, eps), "o",
                color="tab:red")
     ax[1].set_xlabel("model's confidence c on the answer")
     ax[1].set_ylabel("KL(target || model)")
@@ -489,9 +497,9 @@ explore(draw_smoothing, eps=(0.0, 0.6, 0.05))
 # sorts the predictions into bins of confidence and averages
 # $|\text{accuracy} - \text{confidence}|$ over the bins, weighted by their size. We
 # measure it on the zoo's `toy-translation` model (chapter 12's encoder-decoder, trained
-# with the paper's recipe and $\varepsilon = 0.1$), teacher-forced on its {glue:text}`n_test` held-out
-# sentences: for every target token, the confidence is the probability of the model's
-# top choice.
+# with the paper's recipe and $\varepsilon = 0.1$), teacher-forced on its
+# {glue:text}`n_test` held-out sentences: for every target token, the confidence is the
+# probability of the model's top choice.
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):
@@ -556,9 +564,9 @@ identity_close("the loaded model reproduces the confidence recorded when it "
 
 # %% [markdown]
 # Is the model under-confident, or is the gap between its accuracy and its confidence what
-# {glue:text}`n_test` test sentences would give a calibrated model by chance? A bootstrap over the test
-# sentences (resampling whole sentences, whose tokens are not independent) puts an interval
-# on every difference below. It measures the test set's sampling noise only: each model was
+# {glue:text}`n_test` test sentences would give a calibrated model by chance? A bootstrap
+# over the test sentences (resampling whole sentences, whose tokens are not independent)
+# puts an interval on every difference below. It measures the test set's sampling noise only: each model was
 # trained once.
 
 # %%
@@ -690,12 +698,12 @@ plt.show()
 # {glue:text}`ctl_conf:.3f` at an accuracy of {glue:text}`ctl_acc:.3f`, a calibration
 # error of {glue:text}`ctl_ece:.3f`. Fifty steps without smoothing move the confidence to
 # {glue:text}`off_conf:.3f` at accuracy {glue:text}`off_acc:.3f`, and the error drops to
-# {glue:text}`off_ece:.4f`; both changes' bootstrap intervals lie far from zero, while the accuracy difference (eps-0 copy minus control) lies between
+# {glue:text}`off_ece:.4f`; both changes' bootstrap intervals lie far from zero, while
+# the accuracy difference (eps-0 copy minus control) lies between
 # {glue:text}`acc_diff_lo:.4f` and {glue:text}`acc_diff_hi:.4f` (95% interval over test
 # sentences): it may be a slight loss, too small to matter here. One continuation of each
-# copy was run, so the intervals say nothing about training noise. Label smoothing is often
-# described as a remedy for
-# over-confidence {cite}`muller2019label`, and on hard tasks, where an unsmoothed model
+# copy was run, so the intervals say nothing about training noise. Label smoothing is
+# often described as a remedy for over-confidence {cite}`muller2019label`, and on hard tasks, where an unsmoothed model
 # tends to be more confident than accurate, it can be. On a task this easy the model is
 # almost always right, and smoothing makes it claim less certainty than it has: the
 # smoothing does not calibrate the model, it puts a ceiling near $1 - \varepsilon$ on its
@@ -1071,23 +1079,24 @@ glue("p_short_p", short_test.p)
 # {glue:text}`p_init_min:.4f` and {glue:text}`p_init_max:.4f`. The score never rose above
 # {glue:text}`p_ind_max:.3f` (at step {glue:text}`p_ind_max_step`), and it ends below where
 # it started: the heads learned to attend to other positions than an induction head
-# would. The best previous-token
-# score, the first half of the circuit, stops near {glue:text}`p_prev_final:.2f`, where
-# `text-2l`'s reaches {glue:text}`c_prev_final:.2f`. With no heads forming there is no induction window,
-# so the bump criterion has nothing to be tested at.
+# would. The best previous-token score, the first half of the circuit, stops near
+# {glue:text}`p_prev_final:.2f`, where `text-2l`'s reaches
+# {glue:text}`c_prev_final:.2f`. With no heads forming there is no induction window, so
+# the bump criterion has nothing to be tested at.
 #
-# The model does use its context, but over a short range. On all
+# Does the model use its context at all? Over a short range, probably. On all
 # {glue:text}`p_windows` held-out windows it predicts tokens 40-59 better than tokens 8-15
 # by {glue:text}`p_short:.3f` nats (95% bootstrap interval over the windows
 # {glue:text}`p_short_lo:.3f` to {glue:text}`p_short_hi:.3f`; one-sided p =
-# {glue:text}`p_short_p:.3f`): modest evidence, its interval reaching zero. Its ICL score, tokens
-# {glue:text}`p_late` against {glue:text}`p_early`, is {glue:text}`p_icl:+.3f` nats
-# (interval {glue:text}`p_icl_lo:+.3f` to {glue:text}`p_icl_hi:+.3f`): no gain from the
-# second hundred tokens of context that these windows can resolve. The interval's
-# half-width, {glue:text}`p_icl_half:.2f` nats, is about the smallest effect they could
-# have shown. A two-layer attention-only model has
-# skip-trigrams to read its context with (chapter {doc}`15_one_layer`), and the short-range
-# gain is what they buy here; induction is what it did not learn.
+# {glue:text}`p_short_p:.3f`): modest evidence, its interval reaching zero. Its ICL
+# score, tokens {glue:text}`p_late` against {glue:text}`p_early`, is
+# {glue:text}`p_icl:+.3f` nats (interval {glue:text}`p_icl_lo:+.3f` to
+# {glue:text}`p_icl_hi:+.3f`): no gain from the next two hundred tokens of context that
+# these windows can resolve. The interval's half-width, {glue:text}`p_icl_half:.2f`
+# nats, is about the smallest effect they could have shown, so a smaller gain is not
+# excluded. A two-layer attention-only model has skip-trigrams to read its context with
+# (chapter {doc}`15_one_layer`), the likeliest source of the short-range gain, though we
+# did not test which heads give it; induction is what it did not learn.
 #
 # **A second configuration.** Smeared keys (the intervention of experiment 2, below) give
 # induction a one-layer route: each key can carry the previous token's, so no
@@ -1244,6 +1253,8 @@ for name, tag in (("text-2l", "c"), ("text-2l-seed1", "s1")):
     glue(f"{tag}_p", m["rank"].p)
     glue(f"{tag}_base", m["base"])
 glue("c_held_rank", held_test.rank)
+glue("c_held_n", held_test.n + 1)
+glue("c_held_p", held_test.p)
 s1 = M["text-2l-seed1"]
 glue("s1_centre", round(s1["centre"]))
 for key in ("before", "during", "after"):
@@ -1276,8 +1287,9 @@ for key in ("before", "during", "after"):
 # The held-out plain text tells a different story. Its loss slopes are
 # {glue:text}`c_held_before:.3f`, {glue:text}`c_held_during:.3f` and
 # {glue:text}`c_held_after:.3f` millinats per step (before, during, after): the held-out
-# loss *rises* while the heads form, faster than in all but {glue:text}`c_held_rank` of the
-# windows. One reading, consistent with the loss-by-position curves below: a model that
+# loss *rises* while the heads form, and its slope there ranks {glue:text}`c_held_rank`
+# of the {glue:text}`c_held_n` windows of the same width (p =
+# {glue:text}`c_held_p:.3f`). One reading, consistent with the loss-by-position curves below: a model that
 # has just learned to copy also copies where plain text does not repeat.
 # The ICL score on plain text (last panel) shows no jump in the window. The checkpoints
 # measure both effects with intervals.
@@ -1386,9 +1398,10 @@ observation("slope of the held-out loss against ln(position), tokens 8 to the "
 # %% [markdown]
 # For `text-2l-plain` the curve falls over the first few dozen tokens and then flattens;
 # over tokens 8 to 255 its slope against the log of the position is
-# {glue:text}`p_slope_final:+.3f` nats per e-fold at the end of training. For `text-2l`, before its heads form (step {glue:text}`c_ck_before`), the
-# curve already slopes down a little ({glue:text}`c_slope_before:+.3f`): the skip-trigrams at
-# work. After they form it slopes *up* on plain text, by {glue:text}`c_slope_after_lo:+.3f`
+# {glue:text}`p_slope_final:+.3f` nats per e-fold at the end of training. For
+# `text-2l`, before its heads form (step {glue:text}`c_ck_before`), the curve already
+# slopes down a little ({glue:text}`c_slope_before:+.3f`), which is what skip-trigrams
+# can give (not tested head by head). After they form it slopes *up* on plain text, by {glue:text}`c_slope_after_lo:+.3f`
 # to {glue:text}`c_slope_after_hi:+.3f` at the later checkpoints: later tokens are predicted
 # worse. The training data suggest why. Copied passages are more frequent late in a row
 # ({glue:text}`c_copied_early:.0%` of the tokens at positions {glue:text}`c_early`,
@@ -1546,10 +1559,6 @@ glue("p_cpu_min", round(p_tr["cpu_seconds"] / 60), machine_dependent=True)
 # main event of its loss curve.
 
 # %%
-import time
-
-from circuitbook.train import InductionMetrics, repeat_losses, train_lm
-
 toy = zoo.RECIPES["toy-2l"]
 toy_cfg = dict(toy.model)
 toy_layers = toy_cfg.pop("n_layers")
@@ -1642,8 +1651,9 @@ finding("and predicts the second copy of a repeated sequence better than the "
 #   {glue:text}`p_ind_final:.4f`, below the lowest of {glue:text}`n_init` models at
 #   initialisation, and its ICL
 #   score is {glue:text}`p_icl:+.3f` nats (interval {glue:text}`p_icl_lo:+.3f` to
-#   {glue:text}`p_icl_hi:+.3f`); it uses only a short context. With smeared keys it forms
-#   none either.
+#   {glue:text}`p_icl_hi:+.3f`), no gain beyond about 60 tokens that these windows can
+#   resolve; over tokens 8-59 it gains a little (one-sided p =
+#   {glue:text}`p_short_p:.2f`). With smeared keys it forms none either.
 # - On text with copied passages (`text-2l`) the heads form around step
 #   {glue:text}`c_centre`, and the training loss falls faster there
 #   ({glue:text}`c_rate_during:.3f` millinats per step against

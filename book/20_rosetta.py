@@ -251,7 +251,7 @@ checks.ch20_ex1(linear_to_tl)
 with contextlib.redirect_stdout(io.StringIO()):
     at_model = load("toy-translation")
 enc = at_model.encoder
-d_model, n_heads = 64, 4
+d_model, n_heads = enc.layers[0].size, enc.layers[0].self_attn.h
 d_head = d_model // n_heads
 ln_fix = math.sqrt((d_model - 1) / d_model)
 
@@ -445,10 +445,10 @@ glue("ln_fix", ln_fix)
 # %% [markdown]
 # Copied naively, the encoder's output is off by up to {glue:text}`naive_gap:.2f` (a
 # relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the five
-# LayerNorms shrinks its output by the factor {glue:text}`ln_fix:.5f`, and the errors
-# compound through the layers. Small, but above what rounding could explain (the bound
+# Annotated LayerNorms gives {glue:text}`ln_fix:.5f` times what its naive copy gives
+# (before the bias; the identity above). Small, but above what rounding could explain (the bound
 # above), and enough to mislead anyone who checks a port of the Annotated Transformer
-# against a standard implementation. Chapter 11 treats LayerNorm itself.
+# against a standard implementation. Chapter {doc}`11_layernorm` treats LayerNorm itself.
 
 # %% [markdown]
 # ## The circuit view: the table, row by row
@@ -562,9 +562,9 @@ glue("bias_share", 100 * bias_share)
 
 # %% [markdown]
 # In this head the three bias terms account for {glue:text}`bias_share:.0f`% of the
-# scores' average size. The framework's toy models are trained without biases, so for
-# them $W_{QK}$ is the whole story; for a model with biases it is most of the story, and
-# how much is left over has to be measured head by head, as here.
+# scores' average size. The framework leaves biases out of its equations, so for it
+# $W_{QK}$ is the whole story; for a model with biases it is most of the story, and how
+# much is left over has to be measured head by head, as here.
 #
 # ### The OV circuit
 #

@@ -6,7 +6,8 @@
 # induction circuit and build compositions by hand, the problem set has you design, find and
 # break induction heads, and a short quiz checks what stuck. Every measurement below is
 # made on the book's two-layer model `toy-2l`, which learned induction from scratch
-# (chapter 17 shows its training), except two parameter counts of real models.
+# (chapter 17 shows its training), except two parameter counts of real models and one
+# number read from the training history of a text model of chapter 19.
 #
 # The set-up cell loads `toy-2l` and the functions the page uses.
 
@@ -17,15 +18,18 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 
-from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              null_test, observation)
+from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
+                              identity, identity_close, null_test,
+                              observation)
 from circuitbook.circuits import full_ov_circuit
 from circuitbook.composition import composition_scores, random_baseline
+from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import (copying_scores, induction_scores,
                                prev_token_scores)
 from circuitbook.models import attn_only, load, zoo
 from circuitbook.models.pretrained import smollm2_config
 from circuitbook.paths import logit_attribution
+from circuitbook.train import phase_change_step, repeat_losses
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
@@ -50,15 +54,11 @@ cfg = model.cfg
 # model's logits.
 
 # %%
-from circuitbook.data import repeated_random_tokens
-
 tokens = repeated_random_tokens(1, 24, cfg.d_vocab, seed=0)
 parts = logit_attribution(model, tokens)
 logits = model(tokens)
 
 # %% tags=["hide-input"]
-from circuitbook.book import attn_only_forward_terms
-
 # Rounding, not a hand-picked tolerance. Each path is a chain of products: at
 # most two patterns (2 n), two heads' W_V W_O (2 (d_model + d_head)) and W_U
 # (d_model); the parts are then added (one rounding each). The model computes
@@ -449,8 +449,6 @@ finding("the previous-token head composes with the induction head's keys: "
 # repeated random sequence: the second copy becomes predictable only through the context.
 
 # %%
-from circuitbook.train import repeat_losses
-
 first, second = repeat_losses(model, seq_len=24, batch=16, seed=1)
 init_gap = [a - b for a, b in (repeat_losses(m, seq_len=24, batch=16, seed=1)
                                for m in inits)]
@@ -479,8 +477,6 @@ finding("toy-2l predicts the second copy of a random sequence better than the "
 # model they trained with two or more layers, as a bump in the training loss curve.
 
 # %%
-from circuitbook.train import phase_change_step
-
 hist = zoo.history("toy-2l")
 steps = hist["step"]
 change = phase_change_step(hist, d_vocab=cfg.d_vocab)
@@ -538,7 +534,8 @@ finding("toy-2l's best induction score rises faster in the 80 steps around "
 # `text-2l-plain` forms no induction head within its budget: its best induction score ends
 # at {glue:text}`plain_ind_end:.3f`, against {glue:text}`plain_ind_start:.3f` at
 # initialisation. Trained on text with copied passages, `text-2l` forms them, with a bump
-# in the slope of its training loss, while its ICL score on plain text does not move.
+# in the slope of its training loss, while its ICL score on plain text shows no change
+# that chapter 19's windows can resolve.
 # Problem 6 measures the ICL score of a real model, SmolLM2.
 #
 # ### The evidence and its limits
@@ -575,9 +572,10 @@ finding("toy-2l's best induction score rises faster in the 80 steps around "
 # Induction heads are the field's best example of *universality*, the hypothesis that
 # different networks trained on similar data learn the same features and circuits. They have
 # been found in every autoregressive transformer language model in which they have been
-# looked for, to our knowledge, from two-layer toys to large language models: the book meets them in `toy-2l` and, with the
-# same scores, in SmolLM2 (chapter {doc}`../17_induction_heads`), a model trained by other
-# people on other data with another architecture. That a circuit learned by gradient descent
+# looked for, to our knowledge, from two-layer toys to large language models: the book
+# meets them in `toy-2l` and, with the same scores, in SmolLM2 (chapter
+# {doc}`../17_induction_heads`), a model trained by other people on other data with
+# another architecture. That a circuit learned by gradient descent
 # can be recognised across models is what makes studying small ones worth the trouble.
 #
 # ### Fuzzy induction, and what in-context learning is
