@@ -125,6 +125,19 @@ def gguf_tensors(reader=None) -> dict[str, tuple[str, tuple[int, int], np.ndarra
     return out
 
 
+def weight_bytes(cfg) -> int:
+    """The bytes of the page's weights for a SmolLM2 config (TransformerLens's ``cfg``):
+    seven Q4_1 matrices and two float32 gains per layer and the Q8_0 embedding, each
+    tensor padded to 16 bytes as :class:`_File` writes them (``tables.bin``, with the final
+    gain, the rotary tables and the means, comes on top)."""
+    D, F, V, E = cfg.d_model, cfg.d_mlp, cfg.d_vocab, cfg.d_head
+    HE, KE = cfg.n_heads * E, cfg.n_key_value_heads * E
+    pad = lambda n: -(-n // 16) * 16  # noqa: E731
+    q4 = lambda n, k: pad(n * k // 32 * BLOCK_BYTES[Q4_1])  # noqa: E731
+    layer = (2 * pad(4 * D) + q4(HE, D) + 2 * q4(KE, D) + q4(D, HE) + 2 * q4(F, D) + q4(D, F))
+    return cfg.n_layers * layer + pad(V * D // 32 * BLOCK_BYTES[Q8_0])
+
+
 def dequantise(kind: str, raw: np.ndarray) -> np.ndarray:
     """float32 [rows, cols] of blocks ``raw`` [rows, bytes], with gguf's own formula (the
     page's kernels compute the same two roundings)."""
