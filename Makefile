@@ -1,8 +1,12 @@
-# Annotated Transformer Circuits: two commands do everything.
-#   make book   set up .venv if missing, execute every chapter, build the site into _build/html
-#   make test   set up .venv if missing, then run the whole test suite
-# Both work offline (only the PyPI and npm registries are needed for the first set-up)
-# and are idempotent: a second run reuses .venv and the execution cache.
+# Annotated Transformer Circuits: a few commands do everything.
+#   make book       set up .venv if missing, execute every chapter, build the site into _build/html
+#   make test       the contributor's tier, before a commit: about 10 minutes on 2 cores, no root,
+#                   no network after set-up (sources, unit tests, the JavaScript, canary chapters)
+#   make test-full  everything (every chapter, the second numeric configuration on all of them,
+#                   the site, grading, browser, JupyterLab and Colab tests); CI runs it (.ci/run)
+# They work offline (only the PyPI and npm registries are needed for the first set-up; test-full
+# also installs Chromium from Debian where the system has none) and are idempotent: a second run
+# reuses .venv and the execution cache. The README says which tier catches what.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,11 +14,40 @@ PY     := $(VENV)/bin/python
 # the stamp changes whenever a requirements file changes, so set-up reruns only then
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-data.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test env chromium notebooks unit execute numerics site assignments grade lab clean help
+SHELL  := bash
+TIMED  := $(PY) scripts/timed.py
+TIMES  := _build/test-times.tsv
+
+# The second numeric configuration (scripts/numerics.py): PyTorch's generic kernels on one
+# thread, the rounding another CPU would give.
+ALT_NUMERICS := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# The unit tests whose verdicts rest on float32 rounding, which is what the second configuration
+# changes: the kernels against dense float64 references within derived rounding bounds (circuits
+# to neurons, rotary, smeared keys), the reference solutions against the kernels, the checks'
+# comparisons of readers' answers (which mistake an answer matches), the claims' perturbations,
+# the zoo's recorded metrics and the short retraining that must follow its recorded history, the
+# encoder-decoder's decoding, the widgets' numbers (explainers, the lab's ablation means) and
+# SmolLM2 against transformers. Left out: tests of text, files, structure, integers and exact
+# same-configuration equality (sources, imports, dead code, the cache, feedback texts, quiz,
+# progress, data generators, devices, the API reference), whose verdicts round nothing.
+NUMERIC_TESTS := $(addprefix tests/unit/test_,$(addsuffix .py,circuits composition paths heads patching \
+	attribution neurons rotary smeared_keys check_references checks claim_perturbation zoo train \
+	encoder_decoder explainers lab pretrained))
+# Canary chapters of `make test`: executed whole, every reference solution must pass its check
+# and every untouched template fail it. Chapter 1 has a value exercise and a function exercise on
+# random inputs, chapter 8 a function exercise and a pair exercise on a zoo model (toy-2l's QK and
+# OV circuits): together every kind of check in checks/core.py (FunctionExercise, PairExercise,
+# ValueExercise), each with its mistakes. Both are among the fastest chapters (21 s and 55 s at
+# load average 9-12 on 2 cores, the first measurement of benchmarks/bench_chapters.py).
+CANARIES := 01_background 08_qk_ov
+
+.PHONY: book test test-full test-js env chromium bwrap notebooks unit execute numerics site assignments grade lab clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
-	@echo "make test   - run the whole test suite (unit tests, notebooks, site build)"
+	@echo "make test   - the tests to run before a commit (about 10 minutes on 2 cores; no root, no network)"
+	@echo "make test-full - everything: every chapter twice, the site, grading, browser, JupyterLab, Colab (CI)"
+	@echo "make test-js - the JavaScript forward pass against TransformerLens (part of make test)"
 	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
 	@echo "make assignments [STUDENTS=roster.csv] - student notebooks and autograders into _build/assignments;"
 	@echo "                             with a roster (CSV, column id), one notebook per student, each its own variant"
@@ -38,7 +71,9 @@ $(STAMP):
 notebooks: env
 	$(PY) scripts/notebooks.py sync
 
-# Execute every notebook in _toc.yml into the execution cache (time limit per notebook).
+# Execute every notebook in _toc.yml into the execution cache. No cell limit, only a runaway
+# guard per notebook: a busy machine never fails the build; chapters over their one-minute budget
+# are listed at the end (benchmarks/bench_chapters.py times them all).
 execute: env
 	$(PY) scripts/execute_notebooks.py
 
@@ -73,27 +108,78 @@ grade: env
 unit: env
 	$(PY) -m pytest tests/unit -q
 
-test: env chromium
-	$(PY) scripts/notebooks.py check
-	$(PY) -m pytest tests/unit -q
-	# the unit tests again as another CPU would round (see scripts/numerics.py): their
-	# tolerances must follow from the precision of what they test, not from this CPU
-	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest tests/unit -q -p no:cacheprovider
-	$(PY) -m pytest tests/gpu -q -ra
-	$(PY) scripts/execute_notebooks.py
-	# Every chapter again under a second numeric configuration (generic kernels, 1 thread):
-	# claims, exercise verdicts and printed numbers must not depend on the CPU. It runs on one
-	# thread, so it shares the two cores with the site build instead of waiting for it.
-	@mkdir -p _build; $(PY) scripts/numerics.py > _build/numerics.log 2>&1 & n=$$!; \
-	$(PY) scripts/build_site.py; s=$$?; wait $$n; r=$$?; grep -v IPKernelApp _build/numerics.log; \
-	echo "site build exit $$s, second numeric configuration exit $$r"; test $$s -eq 0 -a $$r -eq 0
-	$(PY) -m pytest tests/site tests/grading tests/browser -q --durations=12
-	# the reader paths: a live JupyterLab in headless Chromium, and a simulated Colab runtime
-	$(PY) -m pytest tests/lab tests/colab -q --durations=8
+# The widgets' forward pass in Node against TransformerLens: a Python step writes toy-2l's
+# logits and patterns for a few sequences to a temporary file, then Node's test runner reads it.
+test-js: env
+	@command -v node >/dev/null || { echo "make test-js needs Node.js 20 or later (Debian package nodejs)" >&2; exit 1; }
+	@tmp=$$(mktemp -d) && $(PY) tests/js/export_fixtures.py $$tmp/fixtures.json && \
+	CIRCUITBOOK_JS_FIXTURES=$$tmp/fixtures.json node --test tests/js/; r=$$?; rm -rf $$tmp; exit $$r
 
-# The browser tests (tests/browser) drive the system's Chromium; Playwright never downloads one.
+# The contributor's tier: what catches real bugs, in about 10 minutes on 2 cores, without root
+# or network. Each stage prints its wall and CPU time, and the table of stages ends the log; a
+# failed stage does not stop the others, and the run fails at the end, naming it.
+test: env
+	@$(TIMED) start $(TIMES) make test
+	@$(TIMED) run $(TIMES) sources -- $(PY) scripts/notebooks.py check
+	@$(TIMED) run $(TIMES) unit -- $(PY) -m pytest tests/unit -q
+	@# the numerics-sensitive unit tests again as another CPU would round (see NUMERIC_TESTS):
+	@# their tolerances must follow from the precision of what they test, not from this CPU
+	@$(TIMED) run $(TIMES) unit-numerics -- $(ALT_NUMERICS) $(PY) -m pytest $(NUMERIC_TESTS) -q -p no:cacheprovider
+	@$(TIMED) run $(TIMES) js -- $(MAKE) --no-print-directory test-js
+	@$(TIMED) run $(TIMES) gpu -- $(PY) -m pytest tests/gpu -q -ra
+	@$(TIMED) run $(TIMES) canaries -- $(PY) scripts/execute_notebooks.py --require-passing $(CANARIES)
+	@$(TIMED) summary $(TIMES)
+
+# Everything, as CI runs it (.ci/run): the stages of `make test` with the second configuration on
+# every unit test, then every chapter under the tight limits (a cell 120 s, a notebook 200 s: 2-4
+# times a chapter's quiet time), every chapter again under the second numeric configuration
+# beside the site build, the built site, grading and browser tests, JupyterLab and Colab.
+test-full: env chromium bwrap
+	@$(TIMED) start $(TIMES) make test-full
+	@$(TIMED) run $(TIMES) sources -- $(PY) scripts/notebooks.py check
+	@$(TIMED) run $(TIMES) unit -- $(PY) -m pytest tests/unit -q
+	@$(TIMED) run $(TIMES) unit-numerics -- $(ALT_NUMERICS) $(PY) -m pytest tests/unit -q -p no:cacheprovider
+	@$(TIMED) run $(TIMES) js -- $(MAKE) --no-print-directory test-js
+	@$(TIMED) run $(TIMES) gpu -- $(PY) -m pytest tests/gpu -q -ra
+	@$(TIMED) run $(TIMES) execute -- $(PY) scripts/execute_notebooks.py --cell-timeout 120 --notebook-timeout 200 --require-passing
+	@# Every chapter again under the second numeric configuration: claims, exercise verdicts and
+	@# printed numbers must not depend on the CPU. It runs on one thread, so it shares the two
+	@# cores with the site build instead of waiting for it.
+	@$(TIMED) run $(TIMES) numerics+site -- 'mkdir -p _build; $(PY) scripts/numerics.py > _build/numerics.log 2>&1 & n=$$!; \
+	$(PY) scripts/build_site.py; s=$$?; wait $$n; r=$$?; grep -v IPKernelApp _build/numerics.log; \
+	echo "site build exit $$s, second numeric configuration exit $$r"; test $$s -eq 0 -a $$r -eq 0'
+	@$(TIMED) run $(TIMES) site-grading -- $(PY) -m pytest tests/site tests/grading tests/browser -q --durations=12
+	@# the reader paths: a live JupyterLab in headless Chromium, and a simulated Colab runtime
+	@$(TIMED) run $(TIMES) lab-colab -- $(PY) -m pytest tests/lab tests/colab -q --durations=8
+	@$(TIMED) summary $(TIMES)
+
+# System programs of test-full: the system's own where it has one, else the Debian package
+# (which needs root and the registry); where neither is possible, say so and how to fix it.
+#   $(call system_program,shell test that it is there,program,Debian package,what needs it)
+define system_program
+	@if $(1); then :; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "$(2) is not installed, and $(4) need it. Installing the Debian package $(3) needs root:" >&2; \
+	  echo "  sudo apt-get install -y --no-install-recommends $(3)" >&2; exit 1; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "$(2) is not installed, and $(4) need it; this system has no apt-get: install $(3) with its package manager." >&2; exit 1; \
+	else \
+	  echo "$(2) is not installed: installing the Debian package $(3) for $(4) (needs the Debian registry)"; \
+	  log=$$(mktemp); \
+	  if apt-get update -q >$$log 2>&1 && apt-get install -y -q --no-install-recommends $(3) >>$$log 2>&1; then rm -f $$log; \
+	  else tail -n 5 $$log >&2; rm -f $$log; \
+	    echo "$(2) is not installed, and $(4) need it; installing the Debian package $(3) failed (above: apt-get's last lines; is the Debian registry reachable?)." >&2; exit 1; fi; \
+	fi
+endef
+
+# The browser tests (tests/browser, tests/lab) drive the system's Chromium ($$CHROMIUM, else
+# /usr/bin/chromium, as tests/conftest.py reads it); Playwright never downloads one.
 chromium:
-	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)
+	$(call system_program,test -x "$${CHROMIUM:-/usr/bin/chromium}",Chromium,chromium,the browser tests of make test-full)
+
+# bubblewrap sandboxes the grading jobs of make grade, which make test-full tests.
+bwrap:
+	$(call system_program,command -v bwrap >/dev/null 2>&1,bubblewrap (bwrap),bubblewrap,the sandboxed grading tests of make test-full)
 
 clean:
 	rm -rf _build

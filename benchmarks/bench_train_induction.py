@@ -76,8 +76,9 @@ def main() -> None:
     import torch
 
     from circuitbook.models.attn_only import attn_only
-    from circuitbook.models.zoo import RECIPES, batch_fn
+    from circuitbook.models.zoo import RECIPES
     from circuitbook.train import InductionMetrics, phase_change_step, train_lm
+    from circuitbook.train.streams import batch_fn
 
     torch.set_num_threads(args.threads)
     recipe = RECIPES["toy-2l"]

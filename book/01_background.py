@@ -84,28 +84,45 @@
 # LayerNorm, and random weights: the identity is structural, so it must hold for any
 # weights, trained or not.
 
-# %% tags=["ledger"]
+# %% [markdown]
+# The set-up (imports, and one helper that checks a sum to its rounding bound) is
+# folded away.
+
+# %% tags=["hide-input"]
 import warnings
 
+import matplotlib.pyplot as plt
 import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-# This chapter only reads models, never trains them: no autograd graph is needed, and without
-# one the numbers taken from the weights for the claims are plain tensors.
-torch.set_grad_enabled(False)
-
-# TransformerLens 3.9 marks HookedTransformer as deprecated in favour of 4.x's TransformerBridge.
-# The book stays on 3.9 on purpose: 4.x cannot build the shortformer attention-only models
-# the framework studies, nor load the canonical attn-only checkpoints.
-warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
-
 from circuitbook import checks
-from circuitbook.book import claim, identity_close  # raise if a stated fact is false; see the claims ledger
+from circuitbook.book import identity, identity_close, rounding_bound
+from circuitbook.models import attn_only
 
+# This chapter only reads models, never trains them: no autograd graph.
+torch.set_grad_enabled(False)
+# TransformerLens 3.9 marks HookedTransformer as deprecated in favour of 4.x;
+# the book stays on 3.9 on purpose (4.x cannot build the framework's
+# shortformer attention-only models).
+warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
+
+
+def sum_is(statement, got, want, terms):
+    """Check that `got` (a sum we rebuilt) equals `want` (the model's own
+    tensor) to rounding. `terms` are the tensors added: each side adds them
+    in its own order, at most len(terms) roundings per side, each of the
+    size of the running sum, which is at most the terms' absolute sum."""
+    scale = float(sum(t.abs() for t in terms).max())
+    identity_close(statement, got, want, terms=2 * len(terms), scale=scale,
+                   chapter="1")
+
+
+# %%
 cfg = HookedTransformerConfig(
-    n_layers=3, d_model=64, n_heads=4, d_head=16, d_mlp=256, d_vocab=100, n_ctx=32,
-    act_fn="gelu", normalization_type="LN", positional_embedding_type="standard", seed=0,
+    n_layers=3, d_model=64, n_heads=4, d_head=16, d_mlp=256, d_vocab=100,
+    n_ctx=32, act_fn="gelu", normalization_type="LN",
+    positional_embedding_type="standard", seed=0,
 )
 model = HookedTransformer(cfg, move_to_device=False)
 tokens = torch.randint(0, cfg.d_vocab, (2, 16))
@@ -114,18 +131,16 @@ logits, cache = model.run_with_cache(tokens)
 # The stream after the last layer, straight from the model's hooks:
 final = cache["resid_post", cfg.n_layers - 1]
 
-# The same stream rebuilt as a sum: embedding + positional embedding + every sublayer's output.
+# The same stream rebuilt as a sum: embedding + positional embedding + every
+# sublayer's output.
 parts = {"embed": cache["hook_embed"], "pos_embed": cache["hook_pos_embed"]}
 for layer in range(cfg.n_layers):
     parts[f"attn {layer}"] = cache["attn_out", layer]
     parts[f"mlp {layer}"] = cache["mlp_out", layer]
 rebuilt = sum(parts.values())
-
-# Both sides add the same len(parts) tensors, each in its own order: at most len(parts) roundings
-# per side, each of the size of the running sum, which is at most the sum of the parts' sizes.
-identity_close(f"the final residual stream equals the sum of its {len(parts)} parts (embeddings and sublayer outputs)",
-               rebuilt, final, terms=2 * len(parts), scale=float(sum(p.abs() for p in parts.values()).max()),
-               chapter="1")
+sum_is(f"the final residual stream equals the sum of its {len(parts)} parts "
+       "(embeddings and sublayer outputs)", rebuilt, final,
+       list(parts.values()))
 
 # %% [markdown]
 # The largest difference is within the float32 rounding bound, as it must be. Notice that
@@ -137,57 +152,60 @@ identity_close(f"the final residual stream equals the sum of its {len(parts)} pa
 # bias vector. TransformerLens can record each head's output separately (`hook_result`), so we
 # can split the stream into per-head terms as well.
 
-# %% tags=["ledger"]
+# %%
 model.set_use_attn_result(True)
 _, cache = model.run_with_cache(tokens)
 per_head = {}
 for layer in range(cfg.n_layers):
-    result = cache["result", layer]  # [batch, pos, head, d_model]: each head's write
+    result = cache["result", layer]  # [batch, pos, head, d_model]
     for head in range(cfg.n_heads):
         per_head[f"{layer}.{head}"] = result[:, :, head]
+b_O = [model.b_O[layer] for layer in range(cfg.n_layers)]
+mlps = [cache["mlp_out", layer] for layer in range(cfg.n_layers)]
 
-finer = (cache["hook_embed"] + cache["hook_pos_embed"] + sum(per_head.values())
-         + sum(model.b_O[layer] + cache["mlp_out", layer] for layer in range(cfg.n_layers)))
-# the heads' outputs plus the output bias b_O make up each whole attention output: a sum of
-# n_heads + 1 terms on each side, of at most the size of the terms' absolute sum
-heads = torch.stack([cache["result", layer].sum(dim=2) + model.b_O[layer] for layer in range(cfg.n_layers)])
-attn_outs = torch.stack([cache["attn_out", layer] for layer in range(cfg.n_layers)])
-head_sizes = torch.stack([cache["result", layer].abs().sum(dim=2) + model.b_O[layer].abs()
-                          for layer in range(cfg.n_layers)])
-identity_close("each attention layer's output is the sum of its heads' outputs plus its output bias b_O",
-               heads, attn_outs, terms=2 * (cfg.n_heads + 1), scale=float(head_sizes.max()), chapter="1")
-# The finer sum adds its terms in a different order from the model's, which added each layer's
-# heads first: at most (number of terms) roundings per side, each of the size of the terms' absolute sum.
-fine_terms = ([cache["hook_embed"], cache["hook_pos_embed"]] + list(per_head.values())
-              + [model.b_O[layer] for layer in range(cfg.n_layers)]
-              + [cache["mlp_out", layer] for layer in range(cfg.n_layers)])
-identity_close(f"split finer, {len(per_head)} per-head terms + embeddings + output biases + MLPs sum to the final stream",
-               finer, cache["resid_post", cfg.n_layers - 1], terms=2 * len(fine_terms),
-               scale=float(sum(t.abs() for t in fine_terms).max()), chapter="1")
+# every layer at once: [layer, batch, pos, d_model] stacks
+heads = [torch.stack([cache["result", layer][:, :, h]
+                      for layer in range(cfg.n_layers)])
+         for h in range(cfg.n_heads)]
+biases = torch.stack(b_O)[:, None, None].expand_as(heads[0])
+attn_outs = torch.stack([cache["attn_out", layer]
+                         for layer in range(cfg.n_layers)])
+sum_is("each attention layer's output is the sum of its heads' outputs "
+       "plus its output bias b_O", sum(heads) + biases, attn_outs,
+       heads + [biases])
+
+fine_terms = ([cache["hook_embed"], cache["hook_pos_embed"]]
+              + list(per_head.values()) + b_O + mlps)
+sum_is(f"split finer, {len(per_head)} per-head terms + embeddings + output "
+       "biases + MLPs sum to the final stream", sum(fine_terms),
+       cache["resid_post", cfg.n_layers - 1], fine_terms)
 
 # %% [markdown]
 # Because the stream is a sum, so is anything *linear* we compute from it. The picture below
 # splits the final residual vector at one position into its parts and shows how large each one
 # is. Bigger parts are not automatically more important (what matters is the direction a part
 # writes in, and what later layers read), but this bookkeeping is the starting point for every
-# attribution in the book.
+# attribution in the book. (A logit is not quite linear in the stream here: the model's final
+# LayerNorm divides by the stream's size first. Holding that divisor fixed makes it linear,
+# and chapters 2 and 11 measure what that costs.)
 
 # %%
-import matplotlib.pyplot as plt
-
 pos = tokens.shape[1] - 1
-names = ["embed", "pos_embed"] + list(per_head) + [f"mlp {layer}" for layer in range(cfg.n_layers)]
-tensors = [cache["hook_embed"], cache["hook_pos_embed"]] + list(per_head.values()) + [
-    cache["mlp_out", layer] for layer in range(cfg.n_layers)]
+names = ["embed", "pos_embed"] + list(per_head) + [
+    f"mlp {layer}" for layer in range(cfg.n_layers)]
+tensors = [cache["hook_embed"], cache["hook_pos_embed"]] + list(
+    per_head.values()) + mlps
 norms = [t[0, pos].norm().item() for t in tensors]
-colors = ["tab:gray"] * 2 + ["tab:blue"] * len(per_head) + ["tab:orange"] * cfg.n_layers
+colors = (["tab:gray"] * 2 + ["tab:blue"] * len(per_head)
+          + ["tab:orange"] * cfg.n_layers)
 
 fig, ax = plt.subplots(figsize=(9, 3))
 ax.bar(range(len(names)), norms, color=colors)
 ax.set_xticks(range(len(names)), names, rotation=90, fontsize=8)
 ax.set_ylabel("norm of the part")
-ax.set_title(f"The final residual stream at position {pos}, split into its parts "
-             "(gray: embeddings, blue: heads, orange: MLPs)")
+ax.set_title(f"The final residual stream at position {pos}, split into its "
+             "parts\n(gray: embeddings, blue: heads, orange: MLPs)",
+             fontsize=10)
 fig.tight_layout()
 plt.show()
 
@@ -203,28 +221,37 @@ plt.show()
 #    paths.
 # 2. **MLPs.** Their elementwise nonlinearity breaks additivity inside the layer (chapter 10).
 #    Elhage et al. set them aside and study attention-only models first; so do chapters 13-18.
+#    (The outline this book was written from calls attention-only decoders "precisely the
+#    architecture used in modern language models". They are not: GPT-2, Pythia, Llama and
+#    SmolLM2 all have an MLP in every layer. Attention-only models are the framework's
+#    simplification, not the real thing.)
 # 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its scale factor can be
 #    folded into the next weights, leaving a small nonlinearity we can measure.
 #
-# The cell below makes the first point concrete on an attention-only model. One of its
-# checks is a finding that could have come out otherwise: doubling the input does not double
-# the output, because the softmax sees the change (how far from linear the layer is depends
-# on its weights and input). The other two are identities, true by construction: our
-# three-einsum formula is the layer, and with the pattern frozen the head *is* linear in its
-# input; the cell shows that the code and the algebra agree.
+# The cell below makes the first point concrete on an attention-only model. All three of
+# its checks are identities, true by construction, and the cell shows that the code and the
+# algebra agree. Our three-einsum formula is the layer. With the pattern frozen, the head
+# *is* linear in its input. And with the pattern recomputed it is not: doubling the input
+# doubles every attention score, and $\operatorname{softmax}(2s) = \operatorname{softmax}(s)$
+# only for a row of equal scores, so the pattern moves and $f(2x) \ne 2f(x)$. How *far*
+# from linear the layer is depends on its weights and input; that it is not linear does
+# not, so the check asks only that the deviation exceed what rounding could produce.
 
-# %% tags=["ledger"]
-from circuitbook.models import attn_only
-
+# %%
 toy = attn_only(1, d_model=32, n_heads=2, d_vocab=50, n_ctx=16, seed=1)
-attn = toy.blocks[0].attn  # this fresh model's biases are zero, so "linear" means f(2x) = 2 f(x)
-x = toy.W_E[torch.randint(0, 50, (1, 8))].detach()  # a residual stream: [batch, pos, d_model]
+# this fresh model's biases are zero, so "linear" means f(2x) = 2 f(x)
+attn = toy.blocks[0].attn
+# a residual stream: [batch, pos, d_model]
+x = toy.W_E[torch.randint(0, 50, (1, 8))].detach()
+
 
 def with_pattern(x, pattern):
-    """The attention layer's output for input x with a *given* pattern [batch, head, q, k]."""
+    """The layer's output for input x with a *given* pattern
+    [batch, head, q, k]."""
     v = torch.einsum("bpd,hde->bphe", x, attn.W_V)   # values, per head
-    z = torch.einsum("bhqk,bkhe->bqhe", pattern, v)  # mix positions by the pattern
-    return torch.einsum("bqhe,hed->bqd", z, attn.W_O)  # write back to the stream
+    z = torch.einsum("bhqk,bkhe->bqhe", pattern, v)  # mix positions
+    return torch.einsum("bqhe,hed->bqd", z, attn.W_O)  # write back
+
 
 def run(x):
     """The real layer: returns its output and the pattern it computed."""
@@ -234,24 +261,31 @@ def run(x):
     attn.hook_pattern.remove_hooks()
     return out, seen[0]
 
-with torch.no_grad():
-    out_x, pattern_x = run(x)
-    out_2x, _ = run(2 * x)
-    free = out_2x - 2 * out_x
-    frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
-# Our formula against the layer: the chain x @ W_V, pattern @ v, z @ W_O sums over d_model,
-# the positions and n_heads * d_head, on each side (the layer also adds its zero biases).
+
+out_x, pattern_x = run(x)
+out_2x, _ = run(2 * x)
+free = out_2x - 2 * out_x
+frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
+# The chain x @ W_V, pattern @ v, z @ W_O sums over d_model, the positions and
+# n_heads * d_head, on each side (the layer also adds its zero biases).
 chain = toy.cfg.d_model + x.shape[1] + toy.cfg.n_heads * toy.cfg.d_head
-identity_close("our three-einsum formula with the layer's own pattern is the attention layer", with_pattern(x, pattern_x),
-               out_x, terms=2 * chain + 2, chapter="1")
-# A deviation of 0.1% of the output's size is ~10^4 float32 roundings, so it cannot be rounding.
-claim("with its pattern recomputed, an attention layer is not linear: f(2x) != 2 f(x)",
-      f"max |f(2x) - 2f(x)| = {free.abs().max():.3g} vs max |f(2x)| = {out_2x.abs().max():.3g}",
-      bool(free.abs().max() > 1e-3 * out_2x.abs().max()), chapter="1")
-# f(2x) - 2 f(x) should be zero; both are the same chain, so the error is that of two chains,
-# at the size of the outputs being subtracted.
-identity_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
-               terms=2 * chain, scale=float(with_pattern(2 * x, pattern_x).abs().max()), chapter="1")
+identity_close("our three-einsum formula with the layer's own pattern is the "
+               "attention layer", with_pattern(x, pattern_x), out_x,
+               terms=2 * chain + 2, chapter="1")
+out_size = float(with_pattern(2 * x, pattern_x).abs().max())
+identity_close("with its pattern frozen, the layer is linear: "
+               "f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
+               terms=2 * chain, scale=out_size, chapter="1")
+# the live layer: its scores (d_model + d_head) and softmax (positions + 3)
+# come before the chain, in both runs
+live_bound = rounding_bound(
+    2 * (chain + toy.cfg.d_model + toy.cfg.d_head + x.shape[1] + 3),
+    float(out_2x.abs().max()))
+identity("with its pattern recomputed, the layer is not linear: "
+         "|f(2x) - 2 f(x)| exceeds the rounding bound",
+         f"max |f(2x) - 2f(x)| = {free.abs().max():.2g}, "
+         f"bound {live_bound:.1g}",
+         bool(free.abs().max() > live_bound), chapter="1")
 
 # %% [markdown]
 # ### Exercise 1.1: the stream entering a block
@@ -264,10 +298,12 @@ identity_close("with its pattern frozen, the layer is linear: f(2x) = 2 f(x)", f
 
 # %% tags=["exercise"]
 def stream_before(embed, pos_embed, attn_out, mlp_out, layer):
-    """embed, pos_embed: [pos, d_model]; attn_out, mlp_out: [n_layers, pos, d_model];
-    0 <= layer < n_layers -> the stream entering block `layer`, [pos, d_model]."""
+    """embed, pos_embed: [pos, d_model];
+    attn_out, mlp_out: [n_layers, pos, d_model]; 0 <= layer < n_layers
+    -> the stream entering block `layer`, [pos, d_model]."""
     # BEGIN SOLUTION
-    return embed + pos_embed + attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+    before = attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+    return embed + pos_embed + before
     # END SOLUTION
 
 
@@ -276,14 +312,16 @@ checks.ch01_ex1(stream_before)
 # %% [markdown]
 # We try it on the model above: block 2's `resid_pre`, rebuilt from the cache.
 
-# %% tags=["ledger"]
-attn_stack = torch.stack([cache["attn_out", layer][0] for layer in range(cfg.n_layers)])
-mlp_stack = torch.stack([cache["mlp_out", layer][0] for layer in range(cfg.n_layers)])
-mine = stream_before(cache["hook_embed"][0], cache["hook_pos_embed"][0], attn_stack, mlp_stack, 2)
-pieces = [cache["hook_embed"][0], cache["hook_pos_embed"][0]] + list(attn_stack[:2]) + list(mlp_stack[:2])
-# as above: len(pieces) roundings per side, at the size of the pieces' absolute sum
-identity_close("stream_before(..., 2) is the model's resid_pre of block 2", mine, cache["resid_pre", 2][0],
-               terms=2 * len(pieces), scale=float(sum(p.abs() for p in pieces).max()), chapter="1")
+# %%
+attn_stack = torch.stack([cache["attn_out", layer][0]
+                          for layer in range(cfg.n_layers)])
+mlp_stack = torch.stack([cache["mlp_out", layer][0]
+                         for layer in range(cfg.n_layers)])
+embed0, pos0 = cache["hook_embed"][0], cache["hook_pos_embed"][0]
+mine = stream_before(embed0, pos0, attn_stack, mlp_stack, 2)
+sum_is("stream_before(..., 2) is the model's resid_pre of block 2", mine,
+       cache["resid_pre", 2][0],
+       [embed0, pos0] + list(attn_stack[:2]) + list(mlp_stack[:2]))
 
 # %% [markdown]
 # ### Exercise 1.2: how many terms?
@@ -294,7 +332,8 @@ identity_close("stream_before(..., 2) is the model's resid_pre of block 2", mine
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
-n_terms = 2 + 24 * 16 + 24 + 24   # two embeddings, the heads, the output biases, the MLPs
+# two embeddings, the heads, the output biases, the MLPs
+n_terms = 2 + 24 * 16 + 24 + 24
 # END SOLUTION
 
 checks.ch01_ex2(n_terms)
@@ -307,8 +346,8 @@ checks.ch01_ex2(n_terms)
 #   attention (6-7), the QK and OV circuits (8), full circuits (9), the feed-forward network
 #   (10), LayerNorm (11) and encoder-decoder attention (12).
 # - Chapters 13-18 follow Elhage et al.: the path expansion, zero-, one- and two-layer models,
-#   induction heads and composition scores, on small models the book trains itself and on the
-#   real pretrained model SmolLM2-135M.
+#   induction heads and composition scores, on small models the book trains itself and on a
+#   real pretrained model, SmolLM2 (chapter 4 says which copy of it exactly).
 # - Chapter 19 covers the training recipe, and chapter 20 collects every piece of notation in
 #   one Rosetta stone.
 #

@@ -5,7 +5,8 @@ For each chapter (and the induction problem set) that has exercises, we write an
 run ``otter assign`` on it. Per exercise the master holds one otter question whose solution
 is the exercise cell (otter understands our ``# BEGIN SOLUTION`` / ``# END SOLUTION`` markers),
 a public test (the in-notebook check, as the student sees it) and a hidden test (the same
-check on other random inputs, plus a guard against submitting the book's reference code).
+check on other random inputs, under a guard that turns the book's reference functions into
+tripwires while the answer runs: ``checks.core.guarded``).
 
 Output, per assignment, under ``_build/assignments/<name>/``:
   student/<name>.ipynb        the notebook to hand out (no solutions, no hidden tests)
@@ -43,6 +44,8 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+
+from circuitbook.checks.core import guarded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bundle  # noqa: E402
@@ -129,28 +132,29 @@ def split_call(args: str) -> tuple[str, dict[str, str]]:
 
 
 def public_test(ex_id: str, args: str) -> str:
-    # the check as the student runs it, with the notebook's own inputs (its parameter cell)
+    # the check as the student runs it, with the notebook's own inputs (its parameter cell); the
+    # assertion message is the check's line without the answer's own text (Result.graded)
     return (f"from circuitbook import checks\n"
             f"_result = checks.get({ex_id!r})({args})\n"
-            f"assert _result.passed, str(_result)")
+            f"assert _result.passed, _result.graded()")
 
 
 def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -> str:
-    # Hidden: other random inputs, and the submission must not simply import the book's
-    # reference solution from circuitbook.checks (the package every student has installed).
-    # A value problem's inputs come from the `_variant` line (the grader writes the student's
-    # variant there), never from the notebook's parameter cell, which the student can edit.
+    # Hidden: other random inputs, under the reference guard (checks.core.guarded: while the
+    # answer runs, the book's reference functions are tripwires, so calling one, bare or through
+    # a wrapper, fails). A value problem's inputs come from the `_variant` line (the grader writes
+    # the student's variant there), never from the notebook's parameter cell, which the student
+    # can edit.
     kwargs = ", ".join(f"{k}=_variant[{v!r}]" if v in values else f"{k}={v}" for k, v in inputs.items())
     return ("# HIDDEN\n"
             "from circuitbook import checks\n"
             + (variants.variant_line(values) + "\n" if values else "")
             + f"_answer = {answer}\n"
-            "assert not getattr(_answer, '__module__', '').startswith('circuitbook'), "
-            "'submission uses the reference solution from circuitbook.checks'\n"
             f"_exercise = checks.get({ex_id!r})\n"
-            f"_result = _exercise.check(_answer, seed={HIDDEN_SEED}) if hasattr(_exercise, 'make_inputs') "
-            f"else _exercise(_answer{', ' + kwargs if kwargs else ''})\n"
-            "assert _result.passed, str(_result)")
+            f"_result = checks.core.{guarded.__name__}(_exercise.check, _answer, seed={HIDDEN_SEED}) "
+            f"if hasattr(_exercise, 'make_inputs') else checks.core.{guarded.__name__}(_exercise.check, _answer"
+            f"{', ' + kwargs if kwargs else ''})\n"
+            "assert _result.passed, _result.graded()")
 
 
 def student_notebooks(folder: Path, roster: list[str], key: bytes, out: Path | None = None) -> Path:

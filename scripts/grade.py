@@ -1,16 +1,29 @@
 """Grade a folder of submitted notebooks with the autograder bundles from scripts/assignments.py.
 
 Submissions are graded in parallel, ``--jobs`` at a time (default: one per core), each by
-``otter run`` in its own process (scripts/grade_job.py), its own scratch folder and under its own
-time limit, with one torch thread. Whatever a submission does (crash, loop forever, kill its
-kernel, call sys.exit, delete or reorder cells, import the reference solutions, read files it
-should not, delete files, write to other submissions' results), the job ends, the affected problems
-score zero with the reason written down, and the other submissions are graded as if it were not
-there. Run as root (as in a container) with util-linux's ``unshare`` and ``setpriv``, each job is
-also sandboxed: a private /tmp, every other file system read-only, no capabilities, its own PID
-namespace (see scripts/grade_job.py). Otherwise the jobs are isolated from each other only by
-process and folder, which a hostile submission can get past: grade in otter's Docker-based
-``otter grade`` or on Gradescope then.
+``otter run`` in its own sandbox (scripts/grade_job.py, built on bubblewrap), under its own time
+limit, with one torch thread. ``make grade`` refuses to run, saying how to install it, where
+bubblewrap is missing or cannot create its namespaces. Each job:
+  - runs as an unprivileged uid of its own (when grading as root; else as the grading user), with
+    no capabilities, in new user, mount, PID, network, IPC and UTS namespaces;
+  - sees only its own submission, the bundle (its tests), the grading venv and Python (read-only),
+    the book's package and, when cached, the converted SmolLM2 weights (read-only); not the
+    home folder (so not ``~/.config/circuitbook/instructor_secret``), not the other submissions,
+    not the book's sources or solution notebooks;
+  - gets an environment of its own (an allowlist: never ``INSTRUCTOR_SECRET``) and no network;
+  - is limited to 256 processes and threads, 12 GiB of address space per process, files of at
+    most 1 GiB, 2 GiB in each of its private ``/tmp`` and ``/job``, and, kept by this script over
+    all its processes, ``--memory`` GiB of memory (default 6; the sum of their proportional set
+    sizes, so pages that forks share count once) and ``--timeout`` seconds.
+Whatever a submission does (crash, loop forever, fork without end, allocate 30 GB, kill its
+kernel, call sys.exit, delete or reorder cells, call the reference solutions, try to read the
+secret, a classmate's notebook or the solutions, reach the network, delete files, write to other
+submissions' results), the job ends, the affected problems score zero with the reason written
+down, and the other submissions are graded as if it were not there. The feedback kept for a
+student is our checks' own line for each problem (or the name of a built-in exception), never
+the notebook's output or an exception's message (see :func:`feedback`): otter grades in the
+submission's own kernel, so a submission can change its own results, but nothing else. On
+Gradescope, the per-submission container is the sandbox instead.
 
 A progress bar (tqdm) shows submissions done and the time left; at the end the run prints its
 throughput in submissions per minute.
@@ -31,16 +44,20 @@ inputs. A file whose stem is not on the roster scores zero ("not on the roster")
 whose parameter cell does not hold its student's values (a classmate's notebook handed in under
 another name) is graded all the same and flagged: a row ``variant`` (0 of 0 points) says so.
 
-Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--jobs N] [--timeout 300] [--assignment NAME]
+Usage: python scripts/grade.py SUBMISSIONS [--out DIR] [--jobs N] [--timeout 300] [--memory 6] [--assignment NAME]
                               [--assignments DIR] [--roster CSV]
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
 import csv
+import importlib.util
 import json
 import os
+import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -55,12 +72,12 @@ import nbformat
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import grade_job  # noqa: E402
 import variants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ROOT / "_build" / "assignments"
 JOB = Path(__file__).with_name("grade_job.py")
-SANDBOX = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
 
 
 def problems_of(assignment: str, assignments: Path = ASSIGNMENTS) -> list[str]:
@@ -92,54 +109,117 @@ def assignment_of(path: Path) -> str | None:
     return nb.metadata.get("circuitbook", {}).get("assignment")
 
 
-def can_sandbox() -> bool:
-    """Root (a container's root will do) with unshare and setpriv: grade_job.py's sandbox works."""
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
-        return False
-    return subprocess.run([*SANDBOX, "true"], capture_output=True).returncode == 0
+def package_dir() -> Path:
+    """The folder of the ``circuitbook`` package this grader imports: bound read-only into each job."""
+    return Path(importlib.util.find_spec("circuitbook").submodule_search_locations[0]).resolve()
 
 
-def grade_one(path: Path, bundle: Path, timeout: int, sandbox: bool) -> dict[str, tuple[float, float, str]]:
-    """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip);
+def smollm2_cache() -> Path | None:
+    """This machine's cache folder when it holds the current converted SmolLM2 (bound read-only
+    into each job, which then loads it in seconds instead of converting it again), else None."""
+    from circuitbook.cache import cache_dir
+    from circuitbook.models.pretrained import smollm2_cache_key, smollm2_gguf_path
+
+    try:
+        key = smollm2_cache_key(smollm2_gguf_path())
+    except (OSError, RuntimeError, ImportError):
+        return None
+    return cache_dir() if (cache_dir() / "smollm2-135m" / key / "meta.json").is_file() else None
+
+
+def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: grade_job.Limits = grade_job.Limits(),
+              cache: Path | None = None) -> dict[str, tuple[float, float, str]]:
+    """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip)
+    in its own sandbox (scripts/grade_job.py; ``slot``: which of the concurrent jobs it is);
     never raises."""
     problems = problems_in(bundle)
     zero = lambda reason: {p: (0.0, 1.0, reason) for p in problems}  # noqa: E731
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        work = Path(tmp)
-        os.chmod(work, 0o700)
-        shutil.copy(path, work / "submission.ipynb")
-        shutil.copy(bundle, work / "autograder.zip")
-        cmd = [sys.executable, str(JOB), str(work)] + (["--sandbox"] if sandbox else [])
-        proc = subprocess.Popen((SANDBOX if sandbox else []) + cmd, cwd=work, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    files = {"grade_job.py": JOB, "submission.ipynb": path, "autograder.zip": bundle}
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp, \
+            open(Path(tmp) / "stdout", "w+b") as out, open(Path(tmp) / "stderr", "w+b") as err, \
+            grade_job.sandbox(files, slot=slot, limits=limits, package=package_dir(), cache=cache) as (cmd, fds):
+        # bwrap itself gets no more of the grader's environment than the job does
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=fds,
+                                env=grade_job.HOST_ENV, start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return zero(f"grading stopped after {timeout} s (an endless loop, or far too slow)")
+            stopped = _watch(proc, timeout, limits.memory)
         finally:
             _kill_group(proc)
+        if stopped:
+            return zero(stopped)
+        out.seek(0)
+        lines = out.read(1 << 20).decode(errors="replace").strip().splitlines()
+        err.seek(0)
+        trouble = err.read(2000).decode(errors="replace").strip()
     try:
-        report = json.loads(out.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return zero("the grader itself failed: " + err.decode(errors="replace").strip()[-400:])
-    data = report["results"]
-    if data is None:
-        tail = report["log"].strip().splitlines()[-3:]
-        return zero("the notebook could not be run to the end: " + " | ".join(tail)[-400:])
+        report = json.loads(lines[-1])
+        data = report["results"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        # the sandbox itself failed: bwrap's message is for the instructor, not the student
+        print(f"{path.stem}: the grading job failed: {trouble[-400:]}", file=sys.stderr)
+        return zero("the grader itself failed on this submission: ask the instructor")
+    if not isinstance(data, dict):
+        why = report.get("failure")
+        return zero(why if why in grade_job.REASONS else grade_job.NO_RESULTS)
     results = {}
-    for test in data.get("tests", []):
-        name = test.get("name")
+    for test in data.get("tests", []) if isinstance(data.get("tests"), list) else []:
+        name = test.get("name") if isinstance(test, dict) else None
         if name not in problems:
             continue
-        score, top = float(test.get("score") or 0.0), float(test.get("max_score") or 1.0)
-        results[name] = (score, top, _feedback(test.get("output", ""), score >= top))
+        try:
+            score, top = float(test.get("score") or 0.0), float(test.get("max_score") or 1.0)
+        except (TypeError, ValueError):
+            score, top = 0.0, 1.0
+        results[name] = (score, top, feedback(str(test.get("output", "")), score >= top, name))
     for p in problems:
         results.setdefault(p, (0.0, 1.0, "no result for this problem (the notebook did not reach it)"))
     return results
 
 
+def _watch(proc: subprocess.Popen, timeout: float, memory: int) -> str | None:
+    """Wait for the job; None when it ended by itself, else why it was stopped: past the time
+    limit, or past ``memory`` bytes over all its processes (:func:`_resident`, sampled every POLL s)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(timeout=grade_job.POLL)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() > end:
+            return f"grading stopped after {timeout:g} s (an endless loop, or far too slow)"
+        if _resident(proc.pid) > memory:
+            return (f"grading stopped: the notebook's processes held more than {memory / 2**30:g} GiB of memory "
+                    "(too large an allocation, or too many processes)")
+
+
+def _resident(pid: int) -> int:
+    """Memory held by ``pid`` and all its descendants (from /proc: the job's PID namespace is
+    inside this one): the sum of their proportional set sizes, which counts a page shared by k
+    processes (a forked kernel's torch) once in all, not k times."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+            total += int(re.search(r"^Pss:\s+(\d+) kB", rollup, re.M).group(1)) * 1024
+        except (OSError, AttributeError, ValueError):
+            pass  # ended meanwhile
+    return total
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
-    """End the job and whatever it started (in the sandbox, its PID namespace goes with it)."""
+    """End the job: its process group (setpriv/bwrap), and with it the sandbox's namespaces."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -147,16 +227,32 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _feedback(output: str, passed: bool) -> str:
-    """The useful line of otter's test output: our check's message or the error."""
+_CHECK_LINE = re.compile(r"AssertionError: (\[NOT YET\] [\w.]+: .*)$")
+
+
+def feedback(output: str, passed: bool, problem: str) -> str:
+    """What a student may read of otter's output for one problem: "passed", else our check's
+    own line (``[NOT YET] <problem>: ...`` and its hint), else the name of the built-in exception
+    the test raised. Never the output's other text: it comes from the submission (its prints,
+    its exception messages) and could carry whatever the job could read."""
     if passed:
         return "passed"
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    keep = [line for line in lines if line.startswith(("[NOT YET]", "Hint:", "AssertionError", "NameError",
-                                                       "TypeError", "ValueError", "RuntimeError"))
-            or "reference solution" in line]
-    text = " ".join(keep) or " ".join(lines[-3:])
-    return text[:500]
+    lines = [line.strip() for line in output.splitlines()]
+    for i, line in enumerate(lines):
+        found = _CHECK_LINE.search(line)
+        if found and found.group(1).startswith(f"[NOT YET] {problem}:"):
+            hint = lines[i + 1] if i + 1 < len(lines) and lines[i + 1].startswith("Hint:") else ""
+            return f"{found.group(1)} {hint}".strip()[:600]
+    for line in reversed(lines):
+        name = re.match(r"^(\w+)(:|$)", line)
+        if name and name.group(1) in BUILTIN_ERRORS:
+            why = EXPLAIN.get(name.group(1), "raised while the test ran")
+            return f"{name.group(1)}: {why} (run the check in your notebook to see the message)"
+    return "the test failed (run the check in your notebook to see why)"
+
+
+BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+EXPLAIN = {"NameError": "a name the test needs is not defined (did the cell that defines it run?)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "grades")
     ap.add_argument("--jobs", type=int, default=0, help="submissions graded at once (default: the number of cores)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per submission")
+    ap.add_argument("--memory", type=float, default=grade_job.Limits().memory / 2**30,
+                    help="GiB of memory per submission, all its processes together (default: 6)")
     ap.add_argument("--assignment", help="grade every submission against this assignment")
     ap.add_argument("--assignments", type=Path, default=ASSIGNMENTS,
                     help="the folder `make assignments` wrote (default: _build/assignments)")
@@ -177,11 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     if not subs:
         print(f"no .ipynb files in {args.submissions}", file=sys.stderr)
         return 1
-    sandbox = can_sandbox()
-    if not sandbox:
-        print("note: not sandboxed (needs root, unshare and setpriv): each submission has its own process, "
-              "folder and time limit, but hostile code could reach the files of this user; see grade_job.py",
+    why = grade_job.problem()
+    if why:
+        print(f"make grade: cannot sandbox the grading jobs on this machine, so nothing was graded.\n{why}",
               file=sys.stderr)
+        return 2
+    limits = grade_job.Limits(memory=int(args.memory * 2**30))
+    cache = smollm2_cache()
     graded, unknown, flags = {}, {}, {}
     todo = []
     rosters, key = {}, None
@@ -210,11 +310,21 @@ def main(argv: list[str] | None = None) -> int:
         if not own.exists():
             variants.variant_bundle(base, values, own)
         todo.append((path, assignment, own))
+    slots: queue.Queue = queue.Queue()  # each running job has its own slot, hence its own uid
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def graded_in_a_slot(path, own):
+        slot = slots.get()
+        try:
+            return grade_one(path, own, args.timeout, slot, limits, cache)
+        finally:
+            slots.put(slot)
+
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool, \
             tqdm(total=len(todo), unit="submission", desc=f"grading (JOBS={jobs})", file=sys.stderr) as bar:
-        futures = {pool.submit(grade_one, path, own, args.timeout, sandbox): (path.stem, assignment)
-                   for path, assignment, own in todo}
+        futures = {pool.submit(graded_in_a_slot, path, own): (path.stem, assignment) for path, assignment, own in todo}
         for future in as_completed(futures):
             graded[futures[future]] = future.result()
             bar.update()
@@ -249,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         writer.writerows(rows)
     rate = len(todo) / elapsed * 60 if todo and elapsed > 0 else 0.0
     print(f"graded {len(todo)} submission(s) in {elapsed:.1f} s with JOBS={jobs}: {rate:.2f} submissions/minute"
-          f"{' (sandboxed)' if sandbox else ''}")
+          " (sandboxed)")
     print(f"wrote {args.out / 'grades.csv'} and {len(subs)} feedback file(s) in {args.out / 'feedback'}")
     return 0
 

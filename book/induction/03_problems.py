@@ -52,7 +52,10 @@ P3_CTX = 40  # problem 3's context length: the scaffold's n_ctx
 # head, give the shapes and the largest possible ranks of
 # $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$, and of the two vocabulary-level matrices
 # $W_E W_{QK} W_E^\top$ (full QK: which token attends to which) and $W_E W_{OV} W_U$ (full OV:
-# what attending to a token does to each logit). Shapes are tuples, ranks integers.
+# what attending to a token does to each logit). Shapes are tuples, ranks integers. Put them in a
+# dict `p1_answers` with the keys `W_QK_shape`, `W_QK_rank`, `W_OV_shape`, `W_OV_rank`,
+# `full_QK_shape`, `full_OV_shape` and `full_rank`, the largest possible rank of the two full
+# circuits (or give that twice, as `full_QK_rank` and `full_OV_rank`).
 
 # %%
 from circuitbook.checks.ps import P1_MODELS
@@ -496,8 +499,9 @@ glue("n_induction_toy", int((ind[1] > 0.5).sum()))
 # %% [markdown]
 # Now break the circuit. Mean-ablate a head (replace its output by its average over the batch
 # and positions) and measure two things: the induction score of the reader, the induction
-# head itself, and the loss on the second copy of a repeated sequence. Compare ablating the
-# previous-token head with ablating another head of the same layer.
+# head itself, and the mean loss on the tokens of the second copy that induction can predict,
+# tokens $n + 1, \dots, 2n - 1$ of a sequence of $2n$. Compare ablating the previous-token head
+# with ablating another head of the same layer.
 
 # %% tags=["exercise"]
 def ablation_effect(model, head, reader, tokens):

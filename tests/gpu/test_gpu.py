@@ -14,6 +14,7 @@ from circuitbook.data import induction_tokens, repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.models import encoder_decoder as ed
 from circuitbook.models import load, zoo
+from circuitbook.train.metrics import evaluate
 from circuitbook.models.attn_only import attn_only
 from circuitbook.neurons import haar_rotation
 from circuitbook.train import lm_loss, per_token_loss, repeat_losses, train_lm, translation_metrics
@@ -192,11 +193,11 @@ def test_zoo_metrics(device, dtype, name):
     if dtype is not torch.float32:
         pytest.skip("the zoo's metrics are recorded in float32, the dtype the zoo was trained in")
     cpu = load(name, device="cpu")
-    got = zoo.evaluate(name, load(name, device=device))
+    got = evaluate(name, load(name, device=device))
     # Losses and probabilities come from logits summed over d_model and log-softmaxes over
     # d_vocab, on n_ctx positions; argmax heads and accuracies must agree exactly.
     n = cpu.cfg.d_model + cpu.cfg.d_vocab + cpu.cfg.n_ctx
-    _compare_metrics(got, zoo.evaluate(name, reference(cpu)), tolerance(dtype, n))
+    _compare_metrics(got, evaluate(name, reference(cpu)), tolerance(dtype, n))
 
 
 # --- the encoder-decoder ----------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The instructor workflow end to end: make student versions and autograders, then grade a
 class of planted submissions (right, partly wrong, hostile and broken) two at a time, and check
-the CSV. Hostile submissions that reach for other submissions (deleting files, overwriting
-results, killing processes) are planted only where grade.py can sandbox its jobs; elsewhere
-they would do what they say to this machine."""
+the CSV. Hostile submissions reach for the other submissions (deleting files, overwriting
+results, killing processes) and for the solutions (a snoop whose answers are right unless it
+finds them): grade.py's sandbox must stop each. Without a sandbox here (bubblewrap missing),
+`make grade` refuses to run, and so the module is skipped, saying why (tests/grading/test_sandbox.py
+tests the sandbox itself)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,14 @@ import jupytext
 import nbformat
 import pytest
 
+import attacks
 from submissions import CH06, PROBLEMS, ROOT, answer_cells, assignments, solutions, submission
 
 import grade
+import grade_job
 
-SANDBOX = grade.can_sandbox()
+NO_SANDBOX = grade_job.problem()
+pytestmark = pytest.mark.skipif(NO_SANDBOX is not None, reason=f"make grade cannot sandbox here: {NO_SANDBOX}")
 QUESTIONS = ("ch06_ex1", "ch06_ex2")
 # per submission: a chapter-6 notebook took 84 s to grade on the shared machine under load
 TIMEOUT = 300
@@ -81,46 +86,47 @@ def graded(built, tmp_path_factory):
     cheat = ("from circuitbook.checks.ch06 import attention_pattern\n\n"
              "checks.ch06_ex1(attention_pattern)")
     write("hal_imports_reference", submission(folder, name, [cheat, right[1]]))
-    snoop = ("import glob, pathlib\n_found = [pathlib.Path(p).read_text() for p in "
-             "glob.glob('/**/tests/ch06_ex1.py', recursive=True)[:3]]\n"
-             "def attention_pattern(q, k, causal=True):\n    return q @ k.transpose(-1, -2)\n")
-    write("ivy_reads_tests", submission(folder, name, [snoop, right[1]]))
+    # right answers, unless the snoop finds the solutions or a classmate's notebook: then it spends
+    # ex2 to carry them out (an exception raised in its cell)
+    snoop = attacks.read_files([str(folder / "autograder" / f"{name}.ipynb"), str(CH06), str(subs / "ada_full.ipynb")],
+                               [str(ROOT / "book" / "*.py"), "/tmp/grade-*/**/*.ipynb"])
+    write("ivy_snoops", submission(folder, name, [snoop + "\n" + right[0],
+                                                  "if _loot:\n    raise ValueError(_loot[:2000])\n" + right[1]]))
     (subs / "jon_not_a_notebook.ipynb").write_text("this is not json")
     write("kim_sys_exit", submission(folder, name, ["import sys\nsys.exit(0)", right[1]]))
 
     out = tmp_path_factory.mktemp("grades")
     canary = tmp_path_factory.mktemp("canary")
     (canary / "keep.txt").write_text("an instructor's file")
-    if SANDBOX:
-        # sorted first, so they run beside the others (two jobs at a time)
-        zeros = [{"name": q, "score": 0.0, "max_score": 1.0, "output": "overwritten"} for q in QUESTIONS]
-        overwrite = ("import glob, json, pathlib, time\n"
-                     f"_fake = json.dumps({{'tests': {zeros!r}}})\n"
-                     "_end = time.time() + 40\n"
-                     "while time.time() < _end:\n"
-                     "    for _p in glob.glob('/tmp/grade-*/**/results.json', recursive=True):\n"
-                     "        try:\n            pathlib.Path(_p).write_text(_fake)\n"
-                     "        except OSError:\n            pass\n"
-                     f"    for _p in [{str(out / 'grades.csv')!r}, {str(out / 'feedback' / 'ada_full.txt')!r}]:\n"
-                     "        try:\n            pathlib.Path(_p).write_text('ada_full,06_attention,*,0,2,overwritten')\n"
-                     "        except OSError:\n            pass\n"
-                     "    time.sleep(0.2)\n")
-        write("aba_overwrites_results", submission(folder, name, [overwrite, "pass"]))
-        delete = ("import glob, os, shutil\n"
-                  f"for _p in [{str(canary)!r}, {str(out)!r}, {str(folder)!r}, *glob.glob('/tmp/grade-*')]:\n"
-                  "    shutil.rmtree(_p, ignore_errors=True)\n"
-                  f"for _p in glob.glob({str(canary)!r} + '/*'):\n"
-                  "    try:\n        os.remove(_p)\n    except OSError:\n        pass\n")
-        write("abe_deletes_files", submission(folder, name, [delete, "pass"]))
-        kill = ("import os, signal\n"
-                "for _pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
-                "    try:\n"
-                "        _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
-                "        if _pid != os.getpid() and (b'ipykernel' in _cmd or b'otter' in _cmd):\n"
-                "            os.kill(_pid, signal.SIGKILL)\n"
-                "    except OSError:\n"
-                "        pass\n")
-        write("abi_kills_others", submission(folder, name, [kill, "pass"]))
+    # sorted first, so they run beside the others (two jobs at a time)
+    zeros = [{"name": q, "score": 0.0, "max_score": 1.0, "output": "overwritten"} for q in QUESTIONS]
+    overwrite = ("import glob, json, pathlib, time\n"
+                 f"_fake = json.dumps({{'tests': {zeros!r}}})\n"
+                 "_end = time.time() + 40\n"
+                 "while time.time() < _end:\n"
+                 "    for _p in glob.glob('/tmp/grade-*/**/results.json', recursive=True):\n"
+                 "        try:\n            pathlib.Path(_p).write_text(_fake)\n"
+                 "        except OSError:\n            pass\n"
+                 f"    for _p in [{str(out / 'grades.csv')!r}, {str(out / 'feedback' / 'ada_full.txt')!r}]:\n"
+                 "        try:\n            pathlib.Path(_p).write_text('ada_full,06_attention,*,0,2,overwritten')\n"
+                 "        except OSError:\n            pass\n"
+                 "    time.sleep(0.2)\n")
+    write("aba_overwrites_results", submission(folder, name, [overwrite, "pass"]))
+    delete = ("import glob, os, shutil\n"
+              f"for _p in [{str(canary)!r}, {str(out)!r}, {str(folder)!r}, *glob.glob('/tmp/grade-*')]:\n"
+              "    shutil.rmtree(_p, ignore_errors=True)\n"
+              f"for _p in glob.glob({str(canary)!r} + '/*'):\n"
+              "    try:\n        os.remove(_p)\n    except OSError:\n        pass\n")
+    write("abe_deletes_files", submission(folder, name, [delete, "pass"]))
+    kill = ("import os, signal\n"
+            "for _pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+            "    try:\n"
+            "        _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
+            "        if _pid != os.getpid() and (b'ipykernel' in _cmd or b'otter' in _cmd):\n"
+            "            os.kill(_pid, signal.SIGKILL)\n"
+            "    except OSError:\n"
+            "        pass\n")
+    write("abi_kills_others", submission(folder, name, [kill, "pass"]))
 
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(out),
                            "--jobs", "2", "--timeout", str(TIMEOUT)], capture_output=True, text=True, timeout=1800)
@@ -146,12 +152,20 @@ def test_partly_wrong_submission_gets_partial_credit_with_the_diagnosis(graded):
     assert "forgot the scale" in scores["ben_partial"]["ch06_ex2"][1]
 
 
-@pytest.mark.parametrize("student", ["cal_template", "dan_loop", "eve_kills_kernel", "hal_imports_reference",
-                                     "ivy_reads_tests"])
+@pytest.mark.parametrize("student", ["cal_template", "dan_loop", "eve_kills_kernel", "hal_imports_reference"])
 def test_hostile_or_empty_submissions_lose_the_affected_points_with_a_reason(graded, student):
     scores, *_ = graded
     assert scores[student]["ch06_ex1"][0] == 0.0
     assert scores[student]["ch06_ex1"][1], "a zero must come with a reason"
+
+
+def test_a_snoop_finds_nothing_and_earns_what_its_answers_earn(graded):
+    scores, out, log = graded
+    # with the solutions or ada's notebook in hand, its ex2 would have raised them and scored 0
+    assert scores["ivy_snoops"] == {"ch06_ex1": (1.0, "passed"), "ch06_ex2": (1.0, "passed")}
+    solution_lines = [line.strip() for code in solutions(CH06) for line in code.splitlines() if len(line.strip()) > 20]
+    texts = [log] + [p.read_text() for p in out.rglob("*") if p.is_file()]
+    assert not [line for line in solution_lines for text in texts if line in text]
 
 
 def test_each_failure_says_why(graded):
@@ -167,9 +181,8 @@ def test_every_student_gets_a_feedback_file(graded):
     _, out, _ = graded
     names = {p.stem for p in (out / "feedback").glob("*.txt")}
     expected = {"ada_full", "ben_partial", "cal_template", "dan_loop", "eve_kills_kernel", "fay_deleted_cell",
-                "gus_reordered", "hal_imports_reference", "ivy_reads_tests", "jon_not_a_notebook", "kim_sys_exit"}
-    if SANDBOX:
-        expected |= {"aba_overwrites_results", "abe_deletes_files", "abi_kills_others"}
+                "gus_reordered", "hal_imports_reference", "ivy_snoops", "jon_not_a_notebook", "kim_sys_exit",
+                "aba_overwrites_results", "abe_deletes_files", "abi_kills_others"}
     assert names == expected
     assert "2 / 2" in (out / "feedback" / "ada_full.txt").read_text()
 
@@ -196,7 +209,6 @@ def test_sys_exit_costs_only_the_cell_that_calls_it(graded):
     assert scores["kim_sys_exit"]["ch06_ex2"][0] == 1.0
 
 
-@pytest.mark.skipif(not SANDBOX, reason="grade.py cannot sandbox here (needs root, unshare, setpriv)")
 @pytest.mark.parametrize("student", ["aba_overwrites_results", "abe_deletes_files", "abi_kills_others"])
 def test_a_submission_that_attacks_the_others_harms_only_itself(graded, student):
     scores, out, _ = graded

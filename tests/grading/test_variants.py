@@ -54,9 +54,9 @@ def test_the_choices_start_with_the_book_page_and_match_the_shipped_models():
     assert variants.parameters_of(nb) == variants.default(NAME)
     from circuitbook.models import load
 
-    toy = load("toy-2l").cfg
-    assert ps.P1_MODELS["toy-2l"] == {"d_model": toy.d_model, "n_heads": toy.n_heads, "d_head": toy.d_head,
-                                      "d_vocab": toy.d_vocab}
+    toy = load("text-2l").cfg
+    assert ps.P1_MODELS["text-2l"] == {"d_model": toy.d_model, "n_heads": toy.n_heads, "d_head": toy.d_head,
+                                       "d_vocab": toy.d_vocab}
     from types import SimpleNamespace
 
     from circuitbook.models.pretrained import smollm2_config
@@ -177,10 +177,16 @@ def test_copied_values_fail_and_a_copied_notebook_is_flagged(roster_notebooks, t
     roster = tmp_path / "roster.csv"
     roster.write_text("id\n" + "\n".join([ada, ben, cal]) + "\n")
     grades = tmp_path / "grades"
+    # the instructor's secret in its file (mode 600), as `make grade` finds it: never in the environment
+    secret_file = tmp_path / "instructor" / "instructor_secret"
+    secret_file.parent.mkdir()
+    secret_file.write_text(KEY.decode() + "\n")
+    secret_file.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if k != "INSTRUCTOR_SECRET"}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(grades),
                            "--jobs", "2", "--timeout", "600", "--roster", str(roster)],
                           capture_output=True, text=True, timeout=1500,
-                          env={**os.environ, "INSTRUCTOR_SECRET": KEY.decode()})
+                          env={**env, "INSTRUCTOR_SECRET_FILE": str(secret_file)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(grades / "grades.csv") as f:
         rows = list(csv.DictReader(f))
@@ -197,6 +203,8 @@ def test_copied_values_fail_and_a_copied_notebook_is_flagged(roster_notebooks, t
     assert score[cal, "variant"][0] == 0.0 and "FLAG" in score[cal, "variant"][1]
     assert "not on the roster" in score["zed_not_enrolled", "*"][1]
     assert set(grade.problems_of(NAME)) >= set(GRADED)
+    for text in [proc.stdout, proc.stderr] + [p.read_text() for p in grades.rglob("*") if p.is_file()]:
+        assert KEY.decode() not in text
 
 
 def test_the_gradescope_runner_picks_the_students_variant_and_flags_a_classmates_notebook(roster_notebooks,

@@ -12,7 +12,9 @@ these comparisons fails when its reference is off by one part in a thousand.
 
 References with no package counterpart (ch03's rotations, ch05's offset matrix, ch11's fold,
 ch14's correlation, ch15's skip-trigram, ch16's virtual pattern, the problem set's designs)
-are not listed: there is nothing to be the same as. ``ch11.layer_norm`` is compared with
+are not listed: there is nothing to be the same as. The problem set's ablation (problem 5) is
+compared with a forward pass written out by hand (tests/unit/hand_forward.py), and
+tests/unit/test_ps_references.py checks its other references the same way. ``ch11.layer_norm`` is compared with
 ``torch.nn.functional.layer_norm``, since the package's ``LayerNorm`` is the Annotated
 Transformer's (unbiased std, eps outside the root), which chapter 11 contrasts with it.
 """
@@ -26,7 +28,7 @@ import pytest
 import torch
 
 from circuitbook import checks, circuits, composition, heads, paths
-from circuitbook.book import rounding_bound
+from circuitbook.book import attn_only_forward_terms, rounding_bound
 from circuitbook.checks import ch01, ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
 from circuitbook.checks import ch16, ch17, ch18, ch19, ch20, ps
 from circuitbook.data import repeated_random_tokens
@@ -34,6 +36,7 @@ from circuitbook.masks import subsequent_mask
 from circuitbook.models import encoder_decoder as ed
 from circuitbook.train.vaswani import LabelSmoothing, noam_lr
 from conftest import build_model
+import hand_forward as hand
 
 F64 = torch.float64
 SEEDS = (0, 1, 2)
@@ -491,6 +494,23 @@ def icl_scores(seed):
     return [("icl", float(per_doc.mean()), heads.icl_score(model, tokens, early=early, late=late), tol)]
 
 
+@pair((ps, "ablation_effect"))
+def ablation_effect(seed):
+    # No package kernel computes problem 5's pair: the kernel here is the forward pass written out
+    # by hand (tests/unit/hand_forward.py), with the head's z replaced by its mean, and the two
+    # measurements as loops over their entries.
+    model, tokens = model_and_tokens(seed, 2, d_model=12, n_heads=3, d_head=4)
+    n = tokens.shape[1] // 2
+    out = []
+    for head, reader in (((0, 1), (1, 2)), ((0, 0), (1, 0)), ((1, 1), (1, 1))):
+        logits, patterns, scale = hand.forward(model, tokens, mean_ablate=head)
+        want = (float(hand.induction_score(patterns[reader[0]], n)[reader[1]]), hand.second_copy_loss(logits, tokens))
+        # the forward pass's roundings, twice (the softmax and the log-softmax pass them on doubled)
+        tol = 2 * bound(attn_only_forward_terms(model.cfg, tokens.shape[1]), scale)
+        out.append((f"ablate {head}, read {reader}", ps.ablation_effect(model, head, reader, tokens), want, tol))
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_reference_matches_the_package_kernel(name):
     fn, _ = PAIRS[name]
@@ -530,9 +550,9 @@ def test_a_perturbed_reference_fails(name, ref, monkeypatch):
 
 
 def test_every_reference_with_a_kernel_is_listed():
-    # The references named in the module docstring as having no package counterpart, and
-    # those that call the kernel themselves (ps.ablation_effect calls heads.ablate), are the
-    # only exercise references left out.
+    # The references named in the module docstring as having no package counterpart are the
+    # only exercise references left out (ps.ablation_effect is compared with a forward pass
+    # written out by hand).
     listed = {f"{m.__name__.rsplit('.', 1)[1]}.{a}" for _, refs in PAIRS.values() for m, a in refs}
     references = set()
     for ex in checks.all_exercises().values():
@@ -541,7 +561,7 @@ def test_every_reference_with_a_kernel_is_listed():
             references.add(f"{ref.__module__.rsplit('.', 1)[1]}.{ref.__name__}")
     without_kernel = {"ps.design_induction_head", "ch03.rotate_model_weights", "ch03.plane_rotation",
                       "ch04.tied_logits", "ch05.offset_matrix", "ch11.fold_ln", "ch14.row_centred_correlation",
-                      "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize", "ps.ablation_effect"}
+                      "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize"}
     missing = references - listed - without_kernel
     assert not missing, f"exercise references not compared with a kernel: {sorted(missing)}"
     assert listed <= references | {"ch20.linear_to_tl", "ch13.n_paths"}, sorted(listed - references)

@@ -39,6 +39,7 @@ from circuitbook.models import encoder_decoder as ed
 from circuitbook.models import load, zoo
 from circuitbook.models.attn_only import attn_only
 from circuitbook.train import InductionMetrics, lm_loss, per_token_loss, repeat_losses, train_lm, translation_metrics
+from circuitbook.train.metrics import evaluate
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 # Loading onto meta copies nothing, by design here; torch says so once per tensor.
@@ -137,7 +138,7 @@ CALLS = {
     "repeat_losses": lambda m: repeat_losses(m["toy-2l"]),
     "InductionMetrics": lambda m: InductionMetrics(seq_len=16).evaluate(m["toy-2l"]),
     "train_lm": lambda m: train_lm(m["fresh"], lambda step: induction_tokens(4, 16, 32, seed=step), steps=3, progress=False),
-    **{f"zoo.evaluate({n})": (lambda m, n=n: zoo.evaluate(n, m[n])) for n in zoo.NAMES},
+    **{f"evaluate({n})": (lambda m, n=n: evaluate(n, m[n])) for n in zoo.NAMES},
     "greedy_decode": lambda m: _decoded(m["toy-translation"], beam=False),
     "beam_search": lambda m: _decoded(m["toy-translation"], beam=True),
     "cross_attention_alignment": lambda m: ed.cross_attention_alignment(m["toy-translation"], T.make_split(10, 10)[1]),

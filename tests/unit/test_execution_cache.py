@@ -66,3 +66,51 @@ def test_a_package_change_re_executes(tree, capsys):
     assert execute_notebooks.execute_all(nb, cache, root=tree) == []
     out = capsys.readouterr().out
     assert "stale     book/tiny.ipynb" in out and "ok in" in out
+
+
+def _notebook(tree: Path, name: str, code: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tree / "book" / f"{name}.ipynb")
+    return tree / "book" / f"{name}.ipynb"
+
+
+def test_a_chapter_over_its_budget_is_reported_not_failed(tree, capsys):
+    # every execution takes over a second (a kernel starts), so a 1 s budget is always exceeded
+    slow = _notebook(tree, "slow", "import time; time.sleep(1.2)")
+    report = tree / "_build" / "report.json"
+    assert execute_notebooks.execute_all([slow], tree / "_build" / "cache", root=tree, budget=1,
+                                         report_path=report) == []
+    out = capsys.readouterr().out
+    assert "ok in" in out and "slow (over the 1 s budget; not a failure): book/slow.ipynb" in out
+    assert "executed" in report.read_text()
+
+
+def test_the_tight_cell_limit_of_make_test_full_fails_a_slow_cell(tree, capsys):
+    stuck = _notebook(tree, "stuck", "import time; time.sleep(120)")
+    failures = execute_notebooks.execute_all([stuck], tree / "_build" / "cache", root=tree, cell_timeout=2)
+    assert failures == ["book/stuck.ipynb"]
+    assert "FAILED after" in capsys.readouterr().out
+
+
+def _executed(*cells: tuple[str, str]):
+    """A notebook whose code cells (tag, printed text) are as if executed."""
+    nb = nbformat.v4.new_notebook()
+    for tag, text in cells:
+        cell = nbformat.v4.new_code_cell("checks.chNN_ex1(answer)", metadata={"tags": [tag]})
+        cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": text}, execution_count=1)]
+        nb.cells.append(cell)
+    return nb
+
+
+def test_exercise_problems_need_passing_references_and_failing_templates():
+    good = _executed(("exercise", "[NOT YET] ch06_ex1: your function raised NotImplementedError"),
+                     ("solution", "[PASSED] ch06_ex1: matches the reference on 3 random inputs"))
+    assert execute_notebooks.exercise_problems(good) == []
+    wrong_reference = _executed(("exercise", "[NOT YET] ch06_ex1: ..."), ("solution", "[NOT YET] ch06_ex1: off"))
+    assert execute_notebooks.exercise_problems(wrong_reference) == [
+        "code cell 1: the reference solution of ch06_ex1 is [NOT YET]"]
+    lenient = _executed(("exercise", "[PASSED] ch06_ex1: ..."), ("solution", "[PASSED] ch06_ex1: ..."))
+    assert execute_notebooks.exercise_problems(lenient) == ["code cell 0: the untouched template of ch06_ex1 is [PASSED]"]
+    silent = _executed(("exercise", "[NOT YET] ch06_ex1: ..."), ("solution", "42"))
+    assert execute_notebooks.exercise_problems(silent) == ["code cell 1: a reference solution printed no check result"]

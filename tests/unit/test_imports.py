@@ -1,12 +1,17 @@
-"""The package has no import cycle and keeps STYLE.md's direction of imports.
+"""The package has no import cycle and keeps the layer map of ``.importlinter``.
 
 Both checks read the import graph that grimp (import-linter's engine) builds from every
 ``import`` statement in ``src/circuitbook``, function-level imports included, so an import
-hidden inside a function cannot close a cycle unnoticed.
+hidden inside a function cannot close a cycle or cross a layer unnoticed. ``.importlinter``
+holds the map (every top-level module in one layer) and the reason for each layer's place;
+the planted imports below show that the contract fails when a module reaches above its layer.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import grimp
@@ -95,5 +100,56 @@ def test_cycles_finds_a_hand_made_cycle_and_not_a_chain():
 
 
 def test_import_contracts_hold():
-    # .importlinter: the algebra imports nothing above it; data imports no model or algebra.
+    # .importlinter: every module in its layer, importing only from its own and lower ones
     assert lint_imports(config_filename=str(ROOT / ".importlinter"), no_cache=True) == 0
+
+
+def lint_planted(tmp_path: Path, plants: dict[str, str]) -> subprocess.CompletedProcess:
+    """``lint-imports`` on a copy of the package with ``plants`` (file relative to the package
+    -> lines appended, or the whole text of a new file), in a fresh interpreter whose
+    ``circuitbook`` is the copy."""
+    pkg = tmp_path / "circuitbook"
+    shutil.copytree(ROOT / "src" / "circuitbook", pkg,
+                    ignore=shutil.ignore_patterns("__pycache__", "zoo", "*.js", "*.css"))
+    for rel, text in plants.items():
+        f = pkg / rel
+        f.write_text((f.read_text() + "\n" if f.exists() else "") + text + "\n")
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            f"sys.exit(lint_imports(config_filename={str(ROOT / '.importlinter')!r}, no_cache=True))")
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": ""},
+                          capture_output=True, text=True, timeout=120)
+
+
+PLANTS = {
+    # the two imports that once left the old contracts at "2 kept, 0 broken"
+    "patching imports the widgets": ({"patching.py": "import circuitbook.widgets"},
+                                     "circuitbook.patching -> circuitbook.widgets"),
+    "a model builder imports the checks, inside a function": (
+        {"models/attn_only.py": "def _planted():\n    import circuitbook.checks.core"},
+        "circuitbook.models.attn_only -> circuitbook.checks.core"),
+    "the zoo's loader imports training": ({"models/zoo.py": "from circuitbook.train import lm"},
+                                         "circuitbook.models.zoo -> circuitbook.train"),
+    "data imports the algebra": ({"data/synthetic.py": "from circuitbook import heads"},
+                                 "circuitbook.data.synthetic -> circuitbook.heads"),
+    "the plumbing imports data": ({"devices.py": "import circuitbook.masks"}, "circuitbook.devices -> circuitbook.masks"),
+    "two independent siblings import each other": ({"viz.py": "import circuitbook.checks"},
+                                                   "circuitbook.viz -> circuitbook.checks"),
+    "the book's records import a check": ({"book.py": "from circuitbook import checks"},
+                                          "circuitbook.book -> circuitbook.checks"),
+    "a new module no layer names": ({"orphan.py": '"""A module added without a place in the map."""'}, "- circuitbook.orphan"),
+}
+
+
+@pytest.mark.parametrize("case", PLANTS)
+def test_a_planted_import_breaks_the_contract(case, tmp_path):
+    plants, named = PLANTS[case]
+    run = lint_planted(tmp_path, plants)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "0 kept, 1 broken" in run.stdout and named in run.stdout, run.stdout
+
+
+def test_an_unplanted_copy_and_an_allowed_import_keep_the_contract(tmp_path):
+    # the copy is faithful, and an import downwards (the algebra reading data) is allowed:
+    # the cases above fail for their planted import, not because the package was copied
+    run = lint_planted(tmp_path, {"circuits.py": "import circuitbook.data.repeats"})
+    assert run.returncode == 0 and "1 kept, 0 broken" in run.stdout, run.stdout + run.stderr

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from circuitbook.train.phases import (
+    bump_margin,
     bump_rates,
     bump_window,
     half_rise_step,
     icl_score_from_positions,
+    log_position_slope,
     rise_steps,
     sliding_slope,
+    window_margins,
     window_slope,
 )
 
@@ -79,3 +82,43 @@ def test_bump_window_is_the_half_rise_and_the_20_80_rise_time():
     assert bump_window(steps, values, min_width=5) == (100, 114 - 87)
     assert bump_window(steps, values, min_width=40) == (100, 40)
     assert bump_window(steps, [0.0] * 201, min_width=5) is None
+
+
+def test_bump_margin_is_the_gap_to_the_steeper_neighbour():
+    # during -3 is steeper than both neighbours (-1, -2): by 1 against the steeper one
+    assert bump_margin({"before": -1.0, "during": -3.0, "after": -2.0}) == pytest.approx(1.0)
+    # a window that is steeper than one neighbour only fails the criterion: margin < 0
+    assert bump_margin({"before": -1.0, "during": -2.0, "after": -3.0}) == pytest.approx(-1.0)
+
+
+def test_window_margins_of_a_piecewise_linear_loss():
+    # slope -0.01 up to step 40, -0.05 from 40 to 60, -0.01 afterwards; windows of 20 steps
+    steps = list(range(0, 101))
+
+    def loss(s):
+        return 5 - 0.01 * min(s, 40) - 0.05 * (min(max(s, 40), 60) - 40) - 0.01 * max(s - 60, 0)
+
+    centres, margins = window_margins(steps, [loss(s) for s in steps], width=20)
+    # the three windows span 60 steps: centres 30 .. 70 fit inside 0 .. 100
+    assert centres == list(range(30, 71))
+    by_centre = dict(zip(centres, margins))
+    # centred on the steep stretch: -0.01 on both sides against -0.05 inside
+    assert by_centre[50] == pytest.approx(0.04, abs=1e-12)
+    assert max(margins) == pytest.approx(0.04, abs=1e-12) and centres[margins.index(max(margins))] == 50
+    # at 30 the steep stretch is the window after: during -0.01, after -0.05; at 70 it is before
+    assert by_centre[30] == pytest.approx(-0.04, abs=1e-12)
+    assert by_centre[70] == pytest.approx(-0.04, abs=1e-12)
+    assert window_margins([], [], width=20) == ([], [])
+
+
+def test_log_position_slope_of_a_logarithmic_curve():
+    # loss(t) = 4 - 0.3 ln t is a straight line of slope -0.3 against ln t
+    curve = [4 - 0.3 * math.log(t) for t in range(1, 129)]
+    assert log_position_slope(curve, 8, 128) == pytest.approx(-0.3, abs=1e-12)
+    # only tokens lo .. hi - 1 count: a curve that is flat there and wild elsewhere has slope 0
+    flat = [9.0] * 7 + [2.0] * 100 + [0.0] * 21
+    assert log_position_slope(flat, 8, 108) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="tokens lo..hi-1"):
+        log_position_slope(curve, 0, 10)
+    with pytest.raises(ValueError, match="tokens lo..hi-1"):
+        log_position_slope(curve, 8, 130)

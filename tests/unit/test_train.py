@@ -113,7 +113,8 @@ def test_train_lm_callbacks_and_errors():
 def test_induction_metrics_history_shape_and_trend():
     """A short seeded run of the toy-2l recipe: the loss falls and the history is complete."""
     from circuitbook.models import attn_only
-    from circuitbook.models.zoo import RECIPES, batch_fn
+    from circuitbook.models.zoo import RECIPES
+    from circuitbook.train.streams import batch_fn
 
     recipe = RECIPES["toy-2l"]
     cfg = dict(recipe.model)
@@ -173,3 +174,18 @@ def test_text_metrics_records_every_few_steps_and_keeps_float16_checkpoints():
     assert rec.history["heldout_loss"][0] == pytest.approx(sum(curve) / 31, rel=1e-9)
     assert rec.history["icl"][0] == pytest.approx(sum(curve[19:31]) / 12 - sum(curve[0:3]) / 3, rel=1e-9)
     assert rec.last["step"] == 4 and model.training
+
+
+def test_row_position_losses_match_transformer_lens_per_token_loss():
+    from circuitbook.models import attn_only
+    from circuitbook.train.text import position_loss, row_position_losses
+
+    model = attn_only(2, d_model=16, n_heads=2, d_head=8, d_vocab=32, n_ctx=32, seed=0)
+    tokens = torch.randint(0, 32, (5, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # TransformerLens's own loss, an independent reference
+        want = model(tokens, return_type="loss", loss_per_token=True).double()
+    rows = row_position_losses(model, tokens, chunk=2)  # chunks of 2, 2 and 1 rows
+    assert rows.shape == (5, 31) and rows.dtype == torch.float64
+    # float32 log-softmax over 32 logits of size ~1: a few dozen roundings of eps32 each
+    assert torch.allclose(rows, want, atol=1e-5, rtol=0)
+    assert torch.allclose(position_loss(model, tokens), want.mean(0), atol=1e-5, rtol=0)

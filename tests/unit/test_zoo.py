@@ -10,6 +10,8 @@ import torch
 
 from circuitbook.data import bigram_chain, repeated_random_tokens, skip_trigram_task
 from circuitbook.models import zoo
+from circuitbook.train import build, streams
+from circuitbook.train import metrics as train_metrics
 
 TOY = ["toy-0l", "toy-1l", "toy-2l", "toy-skip-trigram"]
 
@@ -33,6 +35,58 @@ def _close(got, want, path="metrics", rel_tol=2e-3, abs_tol=2e-4):
 @pytest.fixture(scope="module")
 def models():
     return {name: zoo.load(name) for name in TOY}
+
+
+def _file_tensors(path) -> dict[str, torch.Tensor]:
+    """Every tensor of a safetensors file, read with safetensors' own reader."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}
+
+
+@pytest.mark.parametrize("name", zoo.NAMES)
+def test_load_gives_exactly_the_shipped_weights(name):
+    """``load`` returns the tensors of the file whose SHA-256 the build recorded, bit for bit
+    (text models: the float16 file widened to float32, exactly), and nothing else."""
+    weights, _ = zoo.paths(name)
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == zoo.info(name)["weights"]["sha256"]
+    want = _file_tensors(weights)
+    model = zoo.load(name, device="cpu")
+    got = model.state_dict()
+    assert set(want) <= set(got)
+    for k, w in want.items():
+        assert torch.equal(got[k], w.to(got[k].dtype)) and got[k].to(w.dtype).equal(w), k
+    # what the file does not hold is a buffer the model builds itself (masks, IGNORE)
+    params = {n for n, _ in model.named_parameters()}
+    assert params <= set(want), f"parameters not loaded from the file: {params - set(want)}"
+
+
+def test_text_2l_checkpoints_load_exactly_their_stored_weights():
+    record = zoo.info("text-2l")
+    stored = _file_tensors(zoo.checkpoint_path("text-2l"))
+    for step in zoo.checkpoint_steps("text-2l")[:-1]:
+        got = zoo.load_checkpoint("text-2l", step, device="cpu").state_dict()
+        prefix = f"step{step}/"
+        mine = {k[len(prefix):]: v for k, v in stored.items() if k.startswith(prefix)}
+        assert mine and all(torch.equal(got[k], v.float()) for k, v in mine.items()), step
+    assert record["training"]["checkpoint_steps"] == zoo.checkpoint_steps("text-2l")[:-1]
+
+
+@pytest.mark.parametrize("name", TOY + ["toy-translation"])
+def test_saving_a_loaded_model_rewrites_the_shipped_file_byte_for_byte(name, tmp_path):
+    """``train.build.save`` writes the same weights file the shipped build wrote, so the save
+    path (moved out of ``models``) still produces what the loader reads."""
+    record = {k: v for k, v in zoo.info(name).items() if k in ("config", "recipe", "metrics", "training", "history")}
+    weights, meta = build.save(name, zoo.load(name, device="cpu"), record, tmp_path)
+    assert weights.read_bytes() == zoo.paths(name)[0].read_bytes()
+    assert zoo.info(name, tmp_path)["weights"] == zoo.info(name)["weights"]
+
+
+def test_the_build_command_refuses_unknown_names(capsys):
+    with pytest.raises(SystemExit) as stop:
+        build.main(["toy-3l"])
+    assert stop.value.code == 2 and "unknown zoo model(s) ['toy-3l']" in capsys.readouterr().err
 
 
 def test_unknown_name_lists_the_zoo():
@@ -101,7 +155,7 @@ def test_recorded_metrics_are_true_of_the_shipped_weights(name, models):
     recorded = {k: record["metrics"][k] for k in want}
     # float32 forward passes along different code paths (and the json's 6 digits): 1e-4.
     _close(recorded, want, rel_tol=1e-4, abs_tol=1e-5)
-    assert zoo.check_targets(name, record["metrics"]) == [], "the recipe's targets hold for the shipped weights"
+    assert build.check_targets(name, record["metrics"]) == [], "the recipe's targets hold for the shipped weights"
 
 
 def test_toy_models_are_attention_only_without_layernorm(models):
@@ -120,8 +174,8 @@ def test_zero_layer_model_learns_log_transition_matrix(models):
 
 def test_one_layer_cannot_do_induction_but_two_layers_can(models):
     chance = math.log(64)
-    one = zoo.induction_metrics(models["toy-1l"])
-    two = zoo.induction_metrics(models["toy-2l"])
+    one = train_metrics.induction_metrics(models["toy-1l"])
+    two = train_metrics.induction_metrics(models["toy-2l"])
     # one layer: the second copy stays near chance (it can only guess tokens seen before)
     assert one["loss_second_copy"] > 2.0 and one["loss_second_copy"] > chance - 1.5
     assert one["induction_best"] < 0.3
@@ -132,7 +186,7 @@ def test_one_layer_cannot_do_induction_but_two_layers_can(models):
 
 
 def test_skip_trigram_model_has_the_bug(models):
-    m = zoo.skip_trigram_metrics(models["toy-skip-trigram"])
+    m = train_metrics.skip_trigram_metrics(models["toy-skip-trigram"])
     assert m["triple_accuracy"] > 0.95
     keep_in_bay = next(b for b in m["bugs"] if (b["A"], b["B"], b["wrong_C"]) == ("keep", "in", "bay"))
     assert keep_in_bay["p_bug"] > 2 * keep_in_bay["p_control"], "keep ... in -> bay is boosted by keep's OV circuit"
@@ -162,7 +216,7 @@ def test_short_retraining_reproduces_the_recorded_start():
     ev = zoo.EVAL
     tracker = InductionMetrics(every=recipe.train["history_every"], seq_len=ev["repeat_seq_len"],
                                batch=ev["repeat_batch"], seed=ev["repeat_seed"])
-    losses = train_lm(model, zoo.batch_fn(recipe), steps=100, lr=recipe.train["lr"], threads=1,
+    losses = train_lm(model, streams.batch_fn(recipe), steps=100, lr=recipe.train["lr"], threads=1,
                       callback=tracker, progress=False)
     recorded = zoo.history("toy-2l")
     n = len(tracker.history["step"])
@@ -176,9 +230,9 @@ def test_translation_checkpoint():
     try:
         record = zoo.info("toy-translation")
     except FileNotFoundError:
-        pytest.skip("toy-translation is not built yet: python -m circuitbook.models.zoo toy-translation")
+        pytest.skip("toy-translation is not built yet: python -m circuitbook.train.build toy-translation")
     model = zoo.load("toy-translation")
-    recomputed = zoo.evaluate("toy-translation", model)
+    recomputed = train_metrics.evaluate("toy-translation", model)
     _close(recomputed, record["metrics"])
     assert recomputed["token_accuracy"] > 0.9
 
@@ -203,7 +257,7 @@ def test_text_model_metrics_are_true_of_the_shipped_weights(name):
     assert next(model.parameters()).dtype == torch.float32
     assert any("hook_k.alpha" in n for n, _ in model.named_parameters()) == record["config"].get("smeared_keys", False)
     recipe = zoo.RECIPES[name]
-    heldout = zoo.text_heldout(recipe)
+    heldout = streams.text_heldout(recipe)
     curve = _independent_position_loss(model, heldout)
     lo, hi = recipe.data["icl_late"]
     elo, ehi = recipe.data["icl_early"]
@@ -217,20 +271,53 @@ def test_text_model_metrics_are_true_of_the_shipped_weights(name):
     assert abs(h["heldout_loss"][-1] - float(curve.mean())) < 0.01
 
 
-def test_text_checkpoints_reproduce_the_recorded_history():
-    record = zoo.info("text-2l")
-    ckpt = zoo.checkpoint_path("text-2l")
+@pytest.mark.parametrize("name", ["text-2l", "text-2l-plain"])
+def test_text_checkpoints_reproduce_the_recorded_history(name):
+    record = zoo.info(name)
+    ckpt = zoo.checkpoint_path(name)
     assert hashlib.sha256(ckpt.read_bytes()).hexdigest() == record["checkpoints_file"]["sha256"]
-    steps = zoo.checkpoint_steps("text-2l")
-    assert steps == sorted(zoo.RECIPES["text-2l"].train["checkpoints"]) + [zoo.RECIPES["text-2l"].train["steps"]]
-    h = zoo.history("text-2l")
-    heldout = zoo.text_heldout(zoo.RECIPES["text-2l"])
+    steps = zoo.checkpoint_steps(name)
+    assert steps == sorted(zoo.RECIPES[name].train["checkpoints"]) + [zoo.RECIPES[name].train["steps"]]
+    h = zoo.history(name)
+    heldout = streams.text_heldout(zoo.RECIPES[name])
     losses = []
     for step in steps[:2] + steps[-2:]:
-        model = zoo.load_checkpoint("text-2l", step)
+        model = zoo.load_checkpoint(name, step)
         loss = float(_independent_position_loss(model, heldout).mean())
         assert abs(loss - h["heldout_loss"][h["step"].index(step)]) < 0.01, step
         losses.append(loss)
     assert losses[0] > losses[-1], "training lowered the held-out loss"
     with pytest.raises(ValueError, match="has checkpoints at steps"):
-        zoo.load_checkpoint("text-2l", 7)
+        zoo.load_checkpoint(name, 7)
+
+
+def test_plain_text_recipe_trains_on_unmodified_windows_of_the_plays():
+    recipe = zoo.RECIPES["text-2l-plain"]
+    train_ids, heldout = streams.text_streams(recipe)
+    rows = streams.batch_fn(recipe)(0)
+    assert rows.shape == (recipe.train["batch"], recipe.train["seq_len"]) == (16, 256)
+    n = rows.shape[1]
+    for row in rows:  # every row is a stretch of the training stream, token for token
+        starts = (train_ids[: len(train_ids) - n] == row[0]).nonzero().flatten()
+        assert any(torch.equal(train_ids[s : s + n], row) for s in starts.tolist())
+    # the held-out play is not in the training stream: its first 64 tokens appear nowhere there
+    probe = heldout[1000:1064]
+    starts = (train_ids[: len(train_ids) - 64] == probe[0]).nonzero().flatten()
+    assert not any(torch.equal(train_ids[s : s + 64], probe) for s in starts.tolist())
+
+
+def test_plain_text_retraining_reproduces_the_recorded_start():
+    """The first recorded step of text-2l-plain, retrained from its recipe (seeded, 1 thread)."""
+    from circuitbook.models import attn_only
+    from circuitbook.train import train_lm
+
+    recipe = zoo.RECIPES["text-2l-plain"]
+    cfg = dict(recipe.model)
+    model = attn_only(cfg.pop("n_layers"), **cfg)
+    every = recipe.train["history_every"]
+    losses = train_lm(model, streams.batch_fn(recipe), steps=every, lr=recipe.train["lr"], threads=1,
+                      progress=False)
+    recorded = zoo.history("text-2l-plain")
+    assert recorded["step"][1] == every
+    # float32 training on another CPU drifts a little from the recorded run
+    assert abs(sum(losses) / every - recorded["loss"][1]) < 0.05

@@ -19,9 +19,12 @@ templates (``raise NotImplementedError``) get their own messages.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import html
+import numbers
 import secrets
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -31,20 +34,31 @@ import torch
 
 @dataclass
 class Result:
-    """The outcome of one check: truthy when passed. Displays as one line in a notebook."""
+    """The outcome of one check: truthy when passed. Displays as one line in a notebook.
+
+    ``detail`` is text that comes from the answer itself (the message of an exception it
+    raised): the notebook shows it after the message, but :meth:`graded`, the line a grader
+    keeps, leaves it out, so that feedback cannot carry out what the answer's code read."""
 
     exercise: str
     passed: bool
     message: str
     mistake: str | None = None
     hint: str | None = None
+    detail: str | None = None
 
     def __bool__(self) -> bool:
         return self.passed
 
     def __str__(self) -> str:
+        return self.graded(detail=True)
+
+    def graded(self, detail: bool = False) -> str:
+        """The result as one line (and its hint), without the answer's own text unless ``detail``."""
         mark = "PASSED" if self.passed else "NOT YET"
         text = f"[{mark}] {self.exercise}: {self.message}"
+        if detail and self.detail:
+            text += f": {self.detail}"
         if not self.passed and self.hint:
             text += f"\n  Hint: {self.hint}"
         return text
@@ -53,7 +67,8 @@ class Result:
 
     def _repr_html_(self) -> str:
         color, mark = ("#1a7f37", "&#10004;") if self.passed else ("#b35900", "&#10008;")
-        body = f"<b>{html.escape(self.exercise)}</b>: {html.escape(self.message)}"
+        message = f"{self.message}: {self.detail}" if self.detail else self.message
+        body = f"<b>{html.escape(self.exercise)}</b>: {html.escape(message)}"
         if not self.passed and self.hint:
             body += f"<br><i>Hint:</i> {html.escape(self.hint)}"
         return (f'<div class="circuitbook-check" data-passed="{str(self.passed).lower()}" '
@@ -125,27 +140,131 @@ def allclose(atol: float = 1e-5, rtol: float = 1e-4) -> Callable[[Any, Any], boo
             return (isinstance(a, (tuple, list)) and len(a) == len(b)
                     and all(compare(x, y) for x, y in zip(a, b)))
         if isinstance(b, torch.Tensor):
-            return (isinstance(a, torch.Tensor) and a.shape == b.shape
-                    and torch.allclose(a.detach().to(b.dtype).cpu(), b.detach().cpu(), atol=atol, rtol=rtol))
+            if not (isinstance(a, torch.Tensor) and a.shape == b.shape):
+                return False
+            # in float64 (complex128) whatever either dtype: a float answer to an integer
+            # question is not truncated into a right one, and any float dtype may answer
+            wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
+            return torch.allclose(a.detach().cpu().to(wide), b.detach().cpu().to(wide), atol=atol, rtol=rtol)
         if isinstance(b, int) and not isinstance(b, bool):
             # counts are exact: a relative tolerance would let 13**6 - 1 pass for 13**6
-            try:
-                return float(a) == b and not isinstance(a, bool)
-            except (TypeError, ValueError):
-                return False
+            x = as_number(a)
+            return x is not None and x == b
         if isinstance(b, (int, float)):
-            try:
-                return abs(float(a) - float(b)) <= atol + rtol * abs(float(b))
-            except (TypeError, ValueError):
-                return False
+            x = as_number(a)
+            return x is not None and abs(x - float(b)) <= atol + rtol * abs(float(b))
         return a == b
     return compare
 
 
 def _describe(x: Any) -> str:
+    """What ``x`` is, with its value only for a plain number: never the text of an object the
+    answer made (a string or a repr could carry anything the answer's code read)."""
     if isinstance(x, torch.Tensor):
         return f"a tensor of shape {tuple(x.shape)}"
-    return f"{type(x).__name__} {x!r}"[:80]
+    if isinstance(x, (bool, int, float)):
+        return f"{type(x).__name__} {x!r}"
+    return shape_of(x) if isinstance(x, (dict, tuple, list)) else f"a {type(x).__name__}"
+
+
+def raised(exc: BaseException) -> tuple[str, str]:
+    """(message, detail) for an exception the answer raised: the message names a built-in
+    exception type (another is "an exception"), the detail holds the exception's own text,
+    which only the notebook shows (see :class:`Result`)."""
+    name = type(exc).__name__
+    builtin = getattr(builtins, name, None) is type(exc)
+    return f"your function raised {name if builtin else 'an exception'}", \
+        (str(exc) if builtin else f"{name}: {exc}")[:300]
+
+
+class ReferenceCalled(BaseException):
+    """Raised by a tripwire: the answer called one of the book's reference functions while it
+    was checked under :func:`guarded`. A BaseException, so that ``except Exception`` in the
+    answer does not swallow it."""
+
+
+_GUARD = {"depth": 0, "tripped": False}
+
+
+def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``check(*args, **kwargs)`` with the reference guard on (the hidden tests of ``make
+    assignments`` call each check this way): while the answer runs, every function defined in
+    the modules ``circuitbook.checks.chNN`` and ``ps`` is a tripwire. Its code is swapped for
+    one that raises :class:`ReferenceCalled`, so a wrapper around a reference solution
+    (``lambda *a, **k: ps.head_scores(*a, **k)``), a ``functools.partial`` of one or the function
+    itself fails the check. It does not catch a copy of a reference's source (the package, with
+    its source, is installed on every student's machine), nor a value computed with one before
+    the check runs (the value problems)."""
+    _GUARD["depth"] += 1
+    try:
+        return check(*args, **kwargs)
+    finally:
+        _GUARD["depth"] -= 1
+
+
+def call_answer(answer: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``answer(*args, **kwargs)``; under :func:`guarded`, with the reference functions
+    tripwired for the call. Raises ReferenceCalled when the answer called one (even where
+    the answer caught what the tripwire raised)."""
+    if not _GUARD["depth"]:
+        return answer(*args, **kwargs)
+    saved = {fn: fn.__code__ for fn in _reference_functions()}
+    _GUARD["tripped"] = False
+    try:
+        for fn in saved:
+            fn.__code__ = _tripwire_code(len(fn.__code__.co_freevars))
+        got = answer(*args, **kwargs)
+    finally:
+        for fn, code in saved.items():
+            fn.__code__ = code
+    if _GUARD["tripped"]:
+        raise ReferenceCalled()
+    return got
+
+
+def _reference_functions() -> list[types.FunctionType]:
+    """Every Python function defined at the top of a loaded exercise module (the references,
+    their helpers and the mistakes' helpers), unwrapped from decorators, plus each exercise's
+    own reference."""
+    import sys
+
+    found: dict[int, types.FunctionType] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("circuitbook.checks.") or name.endswith(".core"):
+            continue
+        own = [v for v in vars(module).values()
+               if isinstance(v, types.FunctionType) and getattr(v, "__module__", None) == name]
+        refs = [getattr(ex, "reference", None) for ex in getattr(module, "EXERCISES", {}).values()]
+        for value in own + refs:
+            while isinstance(value, types.FunctionType):
+                found[id(value)] = value
+                value = getattr(value, "__wrapped__", None)
+    return list(found.values())
+
+
+_TRIPWIRES: dict[int, types.CodeType] = {}
+
+
+def _tripwire_code(n_free: int) -> types.CodeType:
+    """The code of a function that records the call and raises, with ``n_free`` free variables
+    (a function's code can only be replaced by one with as many as its closure has cells)."""
+    if n_free not in _TRIPWIRES:
+        names = [f"_cell{i}" for i in range(n_free)]
+        source = ("def _outer():\n" + "".join(f"    {n} = None\n" for n in names)
+                  + "    def _tripwire(*args, **kwargs):\n"
+                  + (f"        ({', '.join(names)},)\n" if names else "")
+                  + "        core = __import__('sys').modules['circuitbook.checks.core']\n"
+                  + "        core._GUARD['tripped'] = True\n"
+                  + "        raise core.ReferenceCalled()\n"
+                  + "    return _tripwire\n")
+        scope: dict = {}
+        exec(compile(source, "<reference tripwire>", "exec"), scope)  # noqa: S102 - our own source
+        _TRIPWIRES[n_free] = scope["_outer"]().__code__
+    return _TRIPWIRES[n_free]
+
+
+REFERENCE_MESSAGE = ("your function calls the book's reference solution (a function of circuitbook.checks): "
+                     "the graded check runs your own code")
 
 
 def shape_of(x: Any) -> str:
@@ -245,14 +364,21 @@ def tensor_difference(got: torch.Tensor, expected: torch.Tensor) -> tuple[str, s
     return message, "wrong values"
 
 
-def _number(x: Any) -> float | None:
-    if isinstance(x, bool):
+def as_number(x: Any) -> float | None:
+    """``x`` as a float where it is one real number in any of the forms a reader may give it:
+    an int or float, a NumPy scalar or one-element array (``np.float32``, ``np.int64``), a
+    one-element tensor of any real dtype, on any device. None for anything else (True and
+    False included: a verdict is not a number)."""
+    if isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool"):
         return None
-    if isinstance(x, torch.Tensor) and x.numel() == 1 and not x.is_complex():
+    if isinstance(x, torch.Tensor):
+        return float(x.detach().cpu()) if x.numel() == 1 and not x.is_complex() else None
+    if isinstance(x, numbers.Real):
         return float(x)
-    if isinstance(x, (int, float)):
-        return float(x)
+    if type(x).__module__ == "numpy" and getattr(x, "size", None) == 1 and getattr(x.dtype, "kind", "") in "iuf":
+        return float(x.reshape(()))
     return None
+
 
 
 def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str]:
@@ -270,9 +396,9 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
                 note = " (the same number of entries: a reshape or permute in the wrong order?)"
             return f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}{note}", "wrong shape"
         return tensor_difference(got, expected)
-    e = _number(expected)
+    e = as_number(expected)
     if e is not None:
-        g = _number(got)
+        g = as_number(got)
         if g is None:
             return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
         if e != 0 and abs(g + e) <= 1e-6 + 1e-4 * abs(e):
@@ -284,7 +410,7 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
     if isinstance(expected, dict):
         if not isinstance(got, dict):
             return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
-        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        missing, extra = sorted(set(expected) - set(got), key=str), sorted(set(got) - set(expected), key=str)
         if missing or extra:
             return f"the keys differ: missing {missing}, unexpected {extra}", "wrong keys"
         wrong = [k for k in expected if not allclose()(got[k], expected[k])]
@@ -348,11 +474,13 @@ class FunctionExercise:
             inputs = self.make_inputs(g)
             expected = self.reference(**copy.deepcopy(inputs))
             try:
-                got = answer(**copy.deepcopy(inputs))
+                got = call_answer(answer, **copy.deepcopy(inputs))
             except NotImplementedError:
                 return self._fail(self.first_run(inputs, expected))
+            except ReferenceCalled:
+                return self._fail(REFERENCE_MESSAGE, "reference solution")
             except Exception as exc:  # noqa: BLE001 - the reader's bug, reported as feedback
-                return self._fail(f"your function raised {type(exc).__name__}: {exc}"[:300])
+                return self._fail(*raised(exc)[:1], detail=raised(exc)[1])
             if got is None and _untouched(answer):
                 return self._fail(self.first_run(inputs, expected).replace(
                     "replace `raise NotImplementedError`", "replace the `...` (or `raise NotImplementedError`)"))
@@ -387,8 +515,8 @@ class FunctionExercise:
         weights run as a model) override this."""
         return self._fail(*difference(got, expected))
 
-    def _fail(self, message: str, mistake: str | None = None) -> Result:
-        return Result(self.id, False, message, mistake, self.hint or None)
+    def _fail(self, message: str, mistake: str | None = None, *, detail: str | None = None) -> Result:
+        return Result(self.id, False, message, mistake, self.hint or None, detail)
 
 
 @dataclass
@@ -416,7 +544,7 @@ class PairExercise(FunctionExercise):
 class ValueExercise:
     """An exercise whose answer is a value (a number, a shape, a formula as a function of n).
 
-    Keyword arguments of a call (``checks.ps_p1a(answer, model="toy-2l")``) are the exercise's
+    Keyword arguments of a call (``checks.ps_p1a(answer, model="text-2l")``) are the exercise's
     inputs: they go to ``expected`` and, when ``mistakes`` is a function, to it (per-student
     variants of a problem set pass them from the notebook's parameter cell)."""
 
@@ -427,6 +555,8 @@ class ValueExercise:
     mistakes: list[tuple[Any, str, str]] | Callable[..., list] = field(default_factory=list)
     hint: str = ""
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
+    # (answer, a value) -> both in one spelling, where the text allows several (problem 1's keys)
+    normalise: Callable[[Any, Any], tuple[Any, Any]] | None = None
 
     def __call__(self, answer: Any, **inputs: Any) -> Result:
         return SESSION.record(self.check(answer, **inputs))
@@ -436,11 +566,12 @@ class ValueExercise:
         if answer is None or answer is Ellipsis:
             return Result(self.id, False, f"not attempted yet: set the answer variable ({self.title}) to "
                           f"{shape_of(expected)}", None, self.hint or None)
-        if self.compare(answer, expected):
+        spell = self.normalise or (lambda a, v: (a, v))
+        if self.compare(*spell(answer, expected)):
             return Result(self.id, True, f"correct ({self.title})")
         mistakes = self.mistakes(**inputs) if callable(self.mistakes) else self.mistakes
         for wrong, name, explanation in mistakes:
-            if self.compare(answer, wrong):
+            if self.compare(*spell(answer, wrong)):
                 return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint or None)
-        message, mistake = difference(answer, expected, ratio=False)
+        message, mistake = difference(*spell(answer, expected), ratio=False)
         return Result(self.id, False, f"not quite: {message}", mistake, self.hint or None)

@@ -2,28 +2,40 @@
 
 Ids ``ps_p1a`` ... ``ps_p6``. Pencil problems take values or formulas; code problems take a
 function that the check runs on fresh inputs (any correct method passes: the check compares
-results, never code). The reference solutions here are the ones the book shows.
+results, never code). The reference solutions here are the ones the book shows. Every input a
+check makes for a model lives on that model's device (tokens, indices), so the checks run
+wherever the model does (tests/unit/test_check_devices.py, tests/gpu/test_checks_cuda.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 from dataclasses import dataclass, field
 
 import torch
 
-from circuitbook.checks.core import SESSION, FunctionExercise, Mistake, Result, ValueExercise, _untouched
+from circuitbook.checks.core import (SESSION, FunctionExercise, Mistake, ReferenceCalled, Result, ValueExercise,
+                                     _untouched, as_number, call_answer, raised, REFERENCE_MESSAGE)
 
 # --- problem 1: shapes and ranks of one head of a model the book ships --------------------------
 
 # The models problem 1 can ask about (its parameter cell names one; GPT-2 small in the book), with
 # the dimensions the answers depend on. A course's per-student variants draw among these
 # (scripts/variants.py); tests/grading/test_variants.py checks them against the shipped configs.
+# Each has d_head < d_model < d_vocab: where two of them are equal (the zoo's toy models have
+# d_model = d_vocab = 64) a named mistake gives the right answer and can never be named, so
+# tests/unit/test_checks.py checks that every mistake stays detectable for every model here.
 P1_MODELS = {
     "gpt2-small": {"d_model": 768, "n_heads": 12, "d_head": 64, "d_vocab": 50257},
     "smollm2-135m": {"d_model": 576, "n_heads": 9, "d_head": 64, "d_vocab": 49152},
-    "toy-2l": {"d_model": 64, "n_heads": 4, "d_head": 16, "d_vocab": 64},
+    "text-2l": {"d_model": 64, "n_heads": 4, "d_head": 16, "d_vocab": 512},
 }
+# The answer's keys, as the page names them; ``full_rank`` (both full circuits' rank) may also be
+# given as the two keys of the split spelling, and any key in any case.
+P1_KEYS = ("W_QK_shape", "W_QK_rank", "W_OV_shape", "W_OV_rank", "full_QK_shape", "full_OV_shape", "full_rank")
+P1_SPLIT = ("full_QK_rank", "full_OV_rank")
 
 
 def p1_reference(model: str = "gpt2-small") -> dict:
@@ -33,12 +45,25 @@ def p1_reference(model: str = "gpt2-small") -> dict:
             "full_QK_shape": (v, v), "full_OV_shape": (v, v), "full_rank": r}
 
 
+def _p1_spelling(answer, value):
+    """(answer, value) in one spelling: the answer's keys as P1_KEYS writes them (any case), and
+    the value's ``full_rank`` split into ``full_QK_rank`` and ``full_OV_rank`` where the answer
+    uses those."""
+    if not (isinstance(answer, dict) and isinstance(value, dict)):
+        return answer, value
+    canonical = {k.lower(): k for k in (*P1_KEYS, *P1_SPLIT)}
+    answer = {canonical.get(k.lower(), k) if isinstance(k, str) else k: v for k, v in answer.items()}
+    if "full_rank" in value and "full_rank" not in answer and any(k in answer for k in P1_SPLIT):
+        value = {**{k: x for k, x in value.items() if k != "full_rank"}, **{k: value["full_rank"] for k in P1_SPLIT}}
+    return answer, value
+
+
 def _p1_with(model: str = "gpt2-small", **changes) -> dict:
     return {**p1_reference(model), **changes}
 
 
 def _p1_mistakes(model: str = "gpt2-small") -> list:
-    d, r = P1_MODELS[model]["d_model"], P1_MODELS[model]["d_head"]
+    d, r, v = (P1_MODELS[model][k] for k in ("d_model", "d_head", "d_vocab"))
     return [
         (_p1_with(model, W_QK_shape=(r, r), W_OV_shape=(r, r)), "head-space shapes",
          f"W_QK = W_Q W_K^T multiplies [{d}, {r}] by [{r}, {d}]: it maps the residual stream to itself."),
@@ -46,6 +71,8 @@ def _p1_mistakes(model: str = "gpt2-small") -> list:
          f"A product through a {r}-dimensional head has rank at most d_head = {r}."),
         (_p1_with(model, full_rank=d), "rank of the full circuits",
          f"W_E W_OV W_U still passes through the head's {r} dimensions: rank <= {r}, not d_model."),
+        (_p1_with(model, full_rank=v), "full circuits of full rank",
+         f"A {v} x {v} table need not have rank {v}: it is a product through narrower spaces."),
         (_p1_with(model, full_QK_shape=(d, d), full_OV_shape=(d, d)), "full circuits in residual space",
          "The full circuits put W_E (and W_U) on both sides: they are vocab x vocab."),
     ]
@@ -55,9 +82,10 @@ P1A = ValueExercise(
     id="ps_p1a", title="shapes and ranks of one head's circuits",
     expected=p1_reference,
     mistakes=_p1_mistakes,
+    normalise=_p1_spelling,
     hint="Write each circuit as a product of the weights and read its shape off the outer factors; its "
          "rank is at most the narrowest dimension the product passes through. Which spaces does W_QK map "
-         "between, and what is the narrowest space inside it?",
+         "between, and what is the narrowest space inside it? The keys are named above the answer cell.",
 )
 
 
@@ -74,14 +102,26 @@ def _p1b_inputs(g: torch.Generator) -> dict:
 
 
 def _same_head(got, inputs) -> bool:
-    """Any pair that changes W_Q but keeps W_Q W_K^T passes, not only ours."""
-    if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
+    """Any pair that changes W_Q but keeps W_Q W_K^T passes, not only ours, in any float dtype:
+    the product is compared in float64 within the rounding of computing it in the answer's
+    dtype (W_Q G, inverting G, then the product: Higham's bound, scaled by the condition of G)."""
+    from circuitbook.book import rounding_bound
+
+    if not (isinstance(got, (tuple, list)) and len(got) == 2
+            and all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in got)):
         return False
-    q, k = got
-    W_Q, W_K = inputs["W_Q"], inputs["W_K"]
-    if q.shape != W_Q.shape or k.shape != W_K.shape:
+    W_Q, W_K, G = inputs["W_Q"], inputs["W_K"], inputs["G"]
+    if got[0].shape != W_Q.shape or got[1].shape != W_K.shape:
         return False
-    return torch.allclose(q @ k.T, W_Q @ W_K.T, atol=1e-8) and not torch.allclose(q, W_Q, atol=1e-6)
+    q, k = (t.detach().to(W_Q.device, torch.float64) for t in got)
+    dtype = max((t.dtype for t in got), key=lambda dt: torch.finfo(dt).eps)  # the coarser one
+    d_head = G.shape[0]
+    scale = float((W_Q.abs() @ G.abs() @ torch.linalg.inv(G).abs() @ W_K.abs().T).max())
+    terms = 3 * d_head + math.ceil(float(torch.linalg.cond(G)) * d_head) + 4
+    tol = rounding_bound(terms, scale, dtype)
+    kept = float((q @ k.T - W_Q @ W_K.T).abs().max()) <= tol
+    changed = float((q - W_Q).abs().max()) > 100 * rounding_bound(1, float(W_Q.abs().max()), dtype)
+    return kept and changed
 
 
 class _ReparametrizeExercise(FunctionExercise):
@@ -162,6 +202,13 @@ P3_VOCAB, P3_CTX = 32, 40
 # the context lengths problem 3's parameter cell may set (per-student variants draw among them):
 # even, and at most 2 P3_VOCAB, so that each copy of a sequence has no repeated token
 P3_CONTEXTS = tuple(range(16, 2 * P3_VOCAB + 1, 2))
+# "does induction", as the page says before the check: a clear induction score and a loss on
+# the second copy far below chance (ln 32 = 3.47 nats); tests/unit/test_ps_references.py places
+# designs on each side of both
+P3_MIN_SCORE, P3_MAX_LOSS = 0.9, 0.5
+# problem 3b's answer may be off by this fraction (rounding, a float32 re-implementation):
+# the scores of the context lengths of P3_CONTEXTS lie at least 3% apart (tested there)
+P3B_TOLERANCE = 0.01
 
 
 def design_induction_head(S_tok: torch.Tensor, S_prev: torch.Tensor):
@@ -175,15 +222,16 @@ def design_induction_head(S_tok: torch.Tensor, S_prev: torch.Tensor):
     return 30 * S_tok.T @ S_prev, 10 * S_tok.T @ S_tok
 
 
-def scaffold_tokens(batch: int = 8, seed: int = 0, n_ctx: int = P3_CTX) -> torch.Tensor:
-    """[batch, 2 n] repeated sequences whose first copy has no repeated token (n = n_ctx // 2).
+def scaffold_tokens(batch: int = 8, seed: int = 0, n_ctx: int = P3_CTX, device=None) -> torch.Tensor:
+    """[batch, 2 n] repeated sequences whose first copy has no repeated token (n = n_ctx // 2),
+    on ``device`` (default: the CPU).
 
     Without repeats inside a copy, each query in the second copy has exactly one earlier
     occurrence, so a perfect induction head scores 1.
     """
     g = torch.Generator().manual_seed(seed)
     half = torch.stack([torch.randperm(P3_VOCAB, generator=g)[: n_ctx // 2] for _ in range(batch)])
-    return torch.cat([half, half], dim=1)
+    return torch.cat([half, half], dim=1).to(device or "cpu")
 
 
 def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, n_ctx: int = P3_CTX) -> dict:
@@ -191,14 +239,35 @@ def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, 
     scaffold with context length ``n_ctx`` (W_QK, W_OV: [2 P3_VOCAB + n_ctx] square)."""
     from circuitbook.heads import induction_scores
     from circuitbook.models.handbuilt import induction_scaffold
+    from circuitbook.validate import model_device
 
     model = induction_scaffold(W_QK, W_OV, d_vocab=P3_VOCAB, n_ctx=n_ctx, prev_into=prev_into)
-    tokens = scaffold_tokens(seed=seed, n_ctx=n_ctx)
+    tokens = scaffold_tokens(seed=seed, n_ctx=n_ctx, device=model_device(model))
     n = tokens.shape[1] // 2
     score = float(induction_scores(model, tokens=tokens)[1, 0])
     with torch.no_grad():
         logp = model(tokens).log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
     return {"induction_score": score, "loss_second_copy": float(-logp[:, n:].mean())}
+
+
+def _p3_matrices(got, d: int):
+    """The answer as two float64 [d, d] matrices on the CPU, or (None, (message, mistake)) saying
+    what is wrong with its form: checked here, so that an error inside the scaffold is never
+    taken for a verdict on the answer."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return None, ("return the pair (W_QK, W_OV)", "wrong type")
+    out = []
+    for name, W in zip(("W_QK", "W_OV"), got):
+        try:
+            W = torch.as_tensor(W.detach() if isinstance(W, torch.Tensor) else W).to("cpu", torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            return None, (f"{name} is not a matrix of numbers (got a {type(W).__name__})", "wrong type")
+        if tuple(W.shape) != (d, d):
+            return None, (f"{name} has shape {tuple(W.shape)}; it must be [d_model, d_model] = {[d, d]}", "wrong shape")
+        if not torch.isfinite(W).all():
+            return None, (f"{name} contains NaN or inf", "NaN")
+        out.append(W)
+    return out, None
 
 
 @dataclass
@@ -228,45 +297,48 @@ class DesignExercise:
     def check(self, answer) -> Result:
         space = _p3_space()
         if not callable(answer):
-            return Result(self.id, False, f"expected your function, got {type(answer).__name__}", None, self.hint)
+            return Result(self.id, False, f"expected your function, got a {type(answer).__name__}", None, self.hint)
         d = space["S_tok"].shape[-1]
         first_run = Result(self.id, False, f"not attempted yet: replace `raise NotImplementedError` (or `...`) with "
                            f"your code ({self.title}). Given the row bases S_tok and S_prev "
                            f"{tuple(space['S_tok'].shape)}, return the pair (W_QK, W_OV), each a tensor of shape "
                            f"{(d, d)}.", None, self.hint)
         try:
-            got = answer(space["S_tok"], space["S_prev"])
+            got = call_answer(answer, space["S_tok"], space["S_prev"])
         except NotImplementedError:
             return first_run
-        except Exception as exc:  # noqa: BLE001
-            return Result(self.id, False, f"your function raised {type(exc).__name__}: {exc}"[:300], None, self.hint)
+        except ReferenceCalled:
+            return Result(self.id, False, REFERENCE_MESSAGE, "reference solution", self.hint)
+        except Exception as exc:  # noqa: BLE001 - the reader's bug, reported as feedback
+            message, detail = raised(exc)
+            return Result(self.id, False, message, None, self.hint, detail)
         if got is None and _untouched(answer):
             return first_run
         if got is None or got is Ellipsis:
             return Result(self.id, False, f"your function returned {got}: return the pair (W_QK, W_OV)",
                           "returned None" if got is None else "returned Ellipsis", self.hint)
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            return Result(self.id, False, "return the pair (W_QK, W_OV)", "wrong type", self.hint)
-        try:
-            behaviour = scaffold_behaviour(*got)
-        except (ValueError, TypeError, RuntimeError) as exc:
-            return Result(self.id, False, str(exc)[:300], "wrong shape", self.hint)
-        if behaviour["induction_score"] > 0.9 and behaviour["loss_second_copy"] < 0.5:
-            return Result(self.id, True, f"your head does induction: score {behaviour['induction_score']:.2f}, "
-                          f"loss on the second copy {behaviour['loss_second_copy']:.2f} nats")
-        for name, wrong, explanation in self.mistakes:
-            W = wrong(space["S_tok"], space["S_prev"])
-            if all(_same_direction(g, w) for g, w in zip(got, W)):
+        pair, wrong = _p3_matrices(got, d)
+        if wrong:
+            return Result(self.id, False, wrong[0], wrong[1], self.hint)
+        behaviour = scaffold_behaviour(*pair)  # the answer's form is checked: any error here is ours
+        score, loss = behaviour["induction_score"], behaviour["loss_second_copy"]
+        if score > P3_MIN_SCORE and loss < P3_MAX_LOSS:
+            return Result(self.id, True, f"your head does induction: score {score:.2f}, "
+                          f"loss on the second copy {loss:.2f} nats")
+        for name, wrong_fn, explanation in self.mistakes:
+            W = wrong_fn(space["S_tok"], space["S_prev"])
+            if all(_same_direction(g, w) for g, w in zip(pair, W)):
                 return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint)
         right = design_induction_head(space["S_tok"], space["S_prev"])
-        if all(_same_direction(g, w) for g, w in zip(got, right)):
-            return Result(self.id, False, "right directions, too weak: with small W_QK the softmax barely prefers "
-                          "the match, and a small W_OV cannot outvote the direct path. Scale them up (about 30 "
-                          f"and 10). Now: induction score {behaviour['induction_score']:.2f}, loss "
-                          f"{behaviour['loss_second_copy']:.2f} nats.", "too weak", self.hint)
+        if all(_same_direction(g, w) for g, w in zip(pair, right)):
+            return Result(self.id, False, "right directions, too weak: with a small W_QK the softmax barely prefers "
+                          "the match, and a small W_OV cannot outvote the direct path. Scale both up: a score gap "
+                          "of g gives the match odds of about e^g against each other key, and the copied token must "
+                          f"outweigh the current token's own embedding. Now: induction score {score:.2f}, loss "
+                          f"{loss:.2f} nats.", "too weak", self.hint)
         return Result(self.id, False, f"the scaffold does not do induction with your head: induction score "
-                      f"{behaviour['induction_score']:.2f} (want > 0.9), loss on the second copy "
-                      f"{behaviour['loss_second_copy']:.2f} nats (want < 0.5)", "wrong values", self.hint)
+                      f"{score:.2f} (want > {P3_MIN_SCORE}), loss on the second copy {loss:.2f} nats "
+                      f"(want < {P3_MAX_LOSS})", "wrong values", self.hint)
 
 
 def _p3_space(n_ctx: int = P3_CTX) -> dict:
@@ -285,22 +357,49 @@ def _same_direction(a, b) -> bool:
 P3 = DesignExercise()
 
 
+def _designed(n_ctx: int, prev_into: str) -> float:
+    """The page's design's induction score in the scaffold (built on the default device)."""
+    from circuitbook.devices import default_device
+
+    return _designed_on(n_ctx, prev_into, str(default_device()))
+
+
+@functools.lru_cache(maxsize=None)  # deterministic (float64, fixed tokens): measured once per length and device
+def _designed_on(n_ctx: int, prev_into: str, device: str) -> float:
+    space = _p3_space(n_ctx)
+    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into=prev_into,
+                              n_ctx=n_ctx)["induction_score"]
+
+
 def p3b_reference(n_ctx: int = P3_CTX) -> float:
     """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
-    space = _p3_space(n_ctx)
-    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into="S_tok",
-                              n_ctx=n_ctx)["induction_score"]
+    return _designed(n_ctx, "S_tok")
+
+
+def _p3b_mistakes(n_ctx: int = P3_CTX) -> list:
+    out = [(_designed(n_ctx, "S_prev"), "the unbroken scaffold's score",
+            "Build the scaffold with prev_into='S_tok' and measure again.")]
+    if n_ctx != P3_CTX:
+        out.append((p3b_reference(P3_CTX), "the book's context length",
+                    f"Your parameter cell sets P3_CTX = {n_ctx}: pass it as the scaffold's n_ctx."))
+    return out
+
+
+def _p3b_compare(a, b) -> bool:
+    x = as_number(a)
+    return x is not None and abs(x - b) <= P3B_TOLERANCE * abs(b)
 
 
 P3B = ValueExercise(
     id="ps_p3b", title="what breaks when the subspaces collide", expected=p3b_reference,
-    mistakes=[(1.0, "the unbroken scaffold's score", "Build the scaffold with prev_into='S_tok' and measure again.")],
+    mistakes=_p3b_mistakes,
     hint="Measure your design again on the broken scaffold, in which head 0.0 writes the previous token "
          "into the token subspace: scaffold_behaviour takes that subspace and the context length as "
-         "arguments (see help(scaffold_behaviour)). The answer is an induction score, a float.",
-    # the score is deterministic (float64): 1% tells apart every context length of P3_CONTEXTS, whose
-    # scores are at least 3% apart, and forgives rounding and float32 re-implementations
-    compare=lambda a, b: isinstance(a, (int, float)) and abs(float(a) - b) <= 0.01 * abs(b),
+         "arguments (see help(scaffold_behaviour)). The answer is an induction score: a number (a float, "
+         "a NumPy number or a one-element tensor).",
+    # the score is deterministic (float64): 1% tells apart every context length of P3_CONTEXTS and
+    # forgives rounding and float32 re-implementations
+    compare=_p3b_compare,
 )
 
 # --- problem 4: find the induction heads ---------------------------------------------------------
@@ -326,16 +425,24 @@ def head_scores(model, tokens: torch.Tensor):
     return torch.stack(ind), torch.stack(prev)
 
 
-def _p4_inputs(g: torch.Generator) -> dict:
+def _zoo_model_and_tokens(g: torch.Generator, batch: int, n: int) -> dict:
+    """toy-2l (on the default device) and repeated random tokens [batch, 2 n] on its device."""
     from circuitbook.data import repeated_random_tokens
     from circuitbook.models import load
+    from circuitbook.validate import model_device
 
     seed = int(torch.randint(0, 10_000, (1,), generator=g))
+    model = load("toy-2l")
+    return {"model": model, "tokens": repeated_random_tokens(batch, n, model.cfg.d_vocab, seed=seed,
+                                                              device=model_device(model))}
+
+
+def _p4_inputs(g: torch.Generator) -> dict:
     n = int(torch.randint(12, 30, (1,), generator=g))
-    return {"model": load("toy-2l"), "tokens": repeated_random_tokens(4, n, 64, seed=seed)}
+    return _zoo_model_and_tokens(g, 4, n)
 
 
-def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False, prev_offset=-1):
+def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False, prev_offset=-1, swap=False):
     n = tokens.shape[1] // 2
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind, prev = [], []
@@ -346,25 +453,36 @@ def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False
         stripe = stripe[..., : n - 1] if ind_first_half else stripe[..., ind_from:]
         ind.append(stripe.mean(dim=(0, 2)))
         prev.append(pattern.diagonal(offset=prev_offset, dim1=-2, dim2=-1).mean(dim=(0, 2)))
-    return torch.stack(ind), torch.stack(prev)
+    return (torch.stack(prev), torch.stack(ind)) if swap else (torch.stack(ind), torch.stack(prev))
 
+
+_KEY_I = ("The induction head attends to the token *after* the earlier occurrence: query n + i looks at key "
+          "i + 1. Yours reads key i, the earlier occurrence itself (the diagonal n below the main one instead of "
+          "n - 1).")
 
 P4 = FunctionExercise(
     id="ps_p4", title="induction and previous-token scores", reference=head_scores, make_inputs=_p4_inputs,
     n_trials=2,
     mistakes=[
-        Mistake("off-by-one diagonal", "The induction head attends to the token *after* the earlier occurrence: "
-                "from query n + i to key i + 1, offset n - 1, not n.",
+        # key i for every query of the second copy: the whole diagonal n below the main one
+        Mistake("off-by-one diagonal", _KEY_I,
+                lambda model, tokens: _p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2), ind_from=0)),
+        Mistake("off-by-one diagonal", _KEY_I,
                 lambda model, tokens: _p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2))),
         Mistake("scores from the first half of the sequence", "Only queries in the second copy can look back at "
                 "an earlier occurrence; average over those.",
                 lambda model, tokens: _p4_variant(tokens, model, ind_first_half=True)),
         Mistake("previous-token score on the main diagonal", "The previous token is key p - 1: offset -1.",
                 lambda model, tokens: _p4_variant(tokens, model, prev_offset=0)),
+        Mistake("previous-token score above the diagonal", "Key p + 1 lies in the future, where the causal mask "
+                "puts no attention: the previous token is key p - 1, below the diagonal.",
+                lambda model, tokens: _p4_variant(tokens, model, prev_offset=1)),
         Mistake("included a query of the first copy", "The diagonal n - 1 below the main one starts at query "
                 "n - 1, the last token of the first copy, which has no earlier occurrence to look back at. Average "
                 "over the second copy's queries only, n .. 2n - 1.",
                 lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
+        Mistake("the two scores swapped", "Return (induction, previous-token), in that order.",
+                lambda model, tokens: _p4_variant(tokens, model, swap=True)),
     ],
     hint="Each layer's cached pattern is [batch, head, q, k]. The previous-token score averages the "
          "attention from p to p - 1; the induction score averages the attention from query n + i to key i "
@@ -375,18 +493,26 @@ P4 = FunctionExercise(
 # --- problem 5: verify K-composition, then break it ---------------------------------------------
 
 
-def _score_and_loss(model, reader: tuple[int, int], tokens: torch.Tensor, context, *, best=False):
+def _score_and_loss(model, reader: tuple[int, int], tokens: torch.Tensor, context, *, best=False, ind_offset=None,
+                    loss_from=None, shift=1):
     """(the reader's induction score, mean loss on the second copy) of one run inside
     ``context`` (an ablation, or nothing). Loss on the second copy: predictions of tokens
-    n+1 .. 2n-1. ``best=True`` takes the best score over all heads instead (a mistake)."""
+    n+1 .. 2n-1. The keywords make the mistakes: ``best=True`` takes the best score over all
+    heads; ``ind_offset`` reads another diagonal (all of it); ``loss_from`` starts the loss's
+    window at another prediction; ``shift=0`` scores each position's own token."""
     n = tokens.shape[1] // 2
     with torch.no_grad(), context:
         logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
-    ind = torch.stack([cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
-                       for layer in range(model.cfg.n_layers)])
-    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]
+    diagonals = [cache["pattern", layer].diagonal(offset=-(n - 1) if ind_offset is None else ind_offset,
+                                                  dim1=-2, dim2=-1) for layer in range(model.cfg.n_layers)]
+    ind = torch.stack([d[..., 1:] if ind_offset is None else d for d in diagonals]).mean(dim=(1, 3))
+    logp = logits.log_softmax(-1)
+    if shift:
+        logp = logp[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]: token t read at t - 1
+    else:
+        logp = logp.gather(-1, tokens[..., None])[..., 0][:, 1:]  # token t read at t itself
     score = ind.max() if best else ind[reader]
-    return float(score), float(-logp[:, n:].mean())
+    return float(score), float(-logp[:, n if loss_from is None else loss_from:].mean())
 
 
 def ablation_effect(model, head: tuple[int, int], reader: tuple[int, int], tokens: torch.Tensor):
@@ -402,30 +528,28 @@ def ablation_effect(model, head: tuple[int, int], reader: tuple[int, int], token
 
 
 def _p5_inputs(g: torch.Generator) -> dict:
-    from circuitbook.data import repeated_random_tokens
-    from circuitbook.models import load
-
-    seed = int(torch.randint(0, 10_000, (1,), generator=g))
+    inputs = _zoo_model_and_tokens(g, 8, 24)
     head = (0, int(torch.randint(0, 4, (1,), generator=g)))
     reader = (1, int(torch.randint(0, 4, (1,), generator=g)))
-    return {"model": load("toy-2l"), "head": head, "reader": reader,
-            "tokens": repeated_random_tokens(8, 24, 64, seed=seed)}
+    return {"model": inputs["model"], "head": head, "reader": reader, "tokens": inputs["tokens"]}
+
+
+def _p5_ablated(model, head, reader, tokens, how="mean", **mistake):
+    from circuitbook.heads import ablate
+
+    return _score_and_loss(model, reader, tokens, ablate(model, [head], how=how), **mistake)
+
+
+def _p5_zero(model, head, reader, tokens):
+    return _p5_ablated(model, head, reader, tokens, how="zero")
+
+
+def _p5_best_head(model, head, reader, tokens):
+    return _p5_ablated(model, head, reader, tokens, best=True)
 
 
 def _p5_no_ablation(model, head, reader, tokens):
     return _score_and_loss(model, reader, tokens, contextlib.nullcontext())
-
-
-def _p5_zero(model, head, reader, tokens):
-    from circuitbook.heads import ablate
-
-    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="zero"))
-
-
-def _p5_best_head(model, head, reader, tokens):
-    from circuitbook.heads import ablate
-
-    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="mean"), best=True)
 
 
 def _p5_all_positions(model, head, reader, tokens):
@@ -438,12 +562,17 @@ def _p5_all_positions(model, head, reader, tokens):
     return score, float(-logp.mean())
 
 
+def _p5_compare(a, b) -> bool:
+    """Two numbers in any form (floats, NumPy numbers, one-element tensors), each within 1e-4."""
+    if not (isinstance(a, (tuple, list)) and len(a) == 2):
+        return False
+    x = [as_number(v) for v in a]
+    return None not in x and abs(x[0] - b[0]) < 1e-4 and abs(x[1] - b[1]) < 1e-4
+
+
 P5 = FunctionExercise(
     id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
-    n_trials=3, compare=lambda a, b: (isinstance(a, (tuple, list)) and len(a) == 2
-                                      and all(isinstance(x, (int, float)) or (isinstance(x, torch.Tensor) and x.numel() == 1)
-                                              for x in a)
-                                      and abs(float(a[0]) - b[0]) < 1e-4 and abs(float(a[1]) - b[1]) < 1e-4),
+    n_trials=3, compare=_p5_compare,
     mistakes=[
         Mistake("ablation not applied", "Run the model *inside* the ablation's `with` block.",
                 _p5_no_ablation),
@@ -452,8 +581,17 @@ P5 = FunctionExercise(
         Mistake("best induction score over all heads", "The question is what happens to *this* reader: report "
                 "the induction score of the head `reader`, not the best one in the model (another induction head "
                 "may not depend on the ablated head).", _p5_best_head),
+        Mistake("off-by-one diagonal", _KEY_I, lambda model, head, reader, tokens: _p5_ablated(
+            model, head, reader, tokens, ind_offset=-(tokens.shape[1] // 2))),
         Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
                 "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
+        Mistake("loss window includes token n", "Token n, the first of the second copy, follows r_{n-1}, which "
+                "occurs only once before: nothing in the context predicts it. Start the window one token later, "
+                "at token n + 1.", lambda model, head, reader, tokens: _p5_ablated(
+                    model, head, reader, tokens, loss_from=tokens.shape[1] // 2 - 1)),
+        Mistake("predicted the current token", "The logits at position t - 1 predict token t: shift the targets "
+                "by one against the logits.", lambda model, head, reader, tokens: _p5_ablated(
+                    model, head, reader, tokens, shift=0)),
     ],
     hint="Run the model once inside the ablation (see help(circuitbook.heads.ablate)), caching the "
          "patterns. From the patterns take the reader's induction score, measured as in problem 4; from "

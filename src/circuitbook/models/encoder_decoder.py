@@ -22,6 +22,7 @@ Where each piece is taught:
 - chapter 12: cross-attention (``cross_attention_alignment``), ``greedy_decode``,
   ``beam_search``, ``truncate_at``;
 
+``model_from_config`` builds one from a recorded config (the zoo's ``toy-translation``).
 Training and the translation metrics (chapter 19) live in ``circuitbook.train.translation``.
 """
 
@@ -479,6 +480,22 @@ def make_model(
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
     return model
+
+
+_ARCH_KEYS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "norm_position", "max_len")
+
+
+def model_from_config(config: dict) -> EncoderDecoder:
+    """An untrained ``EncoderDecoder`` of the shape in ``config`` (``make_model``'s keyword
+    arguments, as the zoo's ``toy-translation`` json records them), ready for
+    ``load_state_dict``. Extra keys (training recipe, task) are ignored. Chapters 12 and 19
+    (``circuitbook.models.zoo`` loads with it, ``circuitbook.train.translation`` trains it).
+    """
+    missing = [k for k in ("src_vocab", "tgt_vocab") if k not in config]
+    if missing:
+        raise ValueError(f"config is missing {missing}; expected keys among {list(_ARCH_KEYS)}")
+    kwargs = {k: config[k] for k in _ARCH_KEYS if k in config}
+    return make_model(**kwargs)
 
 
 # --------------------------------------------------------------------------------------

@@ -8,6 +8,13 @@ One file per concept; everything is re-exported here, so chapters write
 - ``translation``: training the zoo's toy translation model and its metrics (chapter 19)
 - ``text``:        ``TextMetrics``, the training record of the zoo's text models (chapter 19)
 - ``phases``:      half-rise step, windowed loss slopes, ICL score: the induction bump (chapter 19)
+
+Building the zoo (``circuitbook.models.zoo`` holds only its registry and loader) lives here too,
+imported by module, not re-exported:
+
+- ``streams``:     each recipe's training data (``batch_fn``, ``text_streams``, ``text_heldout``)
+- ``metrics``:     the metrics each checkpoint's json records, recomputed from the weights (``evaluate``)
+- ``build``:       training, target checks and saving: ``python -m circuitbook.train.build [names...]``
 """
 
 from __future__ import annotations

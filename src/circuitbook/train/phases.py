@@ -13,7 +13,10 @@ one value per recorded step), so the coincidence can be measured and fail:
 - :func:`sliding_slope`: the same slope in a window sliding along the whole history, the
   smoothed derivative of the loss that chapter 19 plots;
 - :func:`icl_score_from_positions`: Olsson et al.'s in-context-learning score read from
-  the mean loss at each context position.
+  the mean loss at each context position;
+- :func:`bump_margin` / :func:`window_margins`: by how much a window is steeper than both
+  neighbours, at the window picked and at every other centre (the criterion's base rate);
+- :func:`log_position_slope`: the slope of the loss against the log of the token index.
 """
 
 from __future__ import annotations
@@ -131,3 +134,48 @@ def bump_window(steps: Sequence[float], score: Sequence[float], *, min_width: fl
     if centre is None or rise is None:
         return None
     return centre, max(rise, min_width)
+
+
+def bump_margin(rates: dict[str, float]) -> float:
+    """How much faster the loss falls inside the window than in the faster of its neighbours.
+
+    ``margin = min(before, after) - during`` for the slopes of :func:`bump_rates` (nats per
+    step). The bump criterion, ``during < before`` and ``during < after``, holds exactly when
+    ``margin > 0``; the margin also says by how much, so windows can be ranked (chapter 19).
+    """
+    return min(rates["before"], rates["after"]) - rates["during"]
+
+
+def window_margins(steps: Sequence[float], loss: Sequence[float], width: float) -> tuple[list[float], list[float]]:
+    """The bump margin at every possible window centre: the criterion's base rate (chapter 19).
+
+    For each recorded step ``c`` whose three windows ``[c - 3 width/2, c + 3 width/2]`` lie
+    inside the history, ``bump_margin(bump_rates(steps, loss, c, width))``. Returns
+    ``(centres, margins)``. A window picked for a reason (the one in which induction heads
+    form) is then read against all windows of the same width: the fraction with ``margin > 0``
+    is how often the criterion holds by chance, and the picked window's rank among the
+    margins is the stronger statement.
+    """
+    pts = _pairs(steps, loss)
+    if not pts:
+        return [], []
+    first, last = pts[0][0], pts[-1][0]
+    ss, vs = [s for s, _ in pts], [v for _, v in pts]
+    centres = [s for s in ss if s - 1.5 * width >= first and s + 1.5 * width <= last]
+    return centres, [bump_margin(bump_rates(ss, vs, c, width)) for c in centres]
+
+
+def log_position_slope(position_loss: Sequence[float], lo: int, hi: int) -> float:
+    """Least-squares slope of the loss against ``ln t`` over tokens ``t = lo .. hi - 1``.
+
+    ``position_loss[t - 1]`` is the mean loss on token ``t`` (as for
+    :func:`icl_score_from_positions`). The slope is in nats per e-fold of context: negative
+    when later tokens are predicted better, zero for a flat curve. Olsson et al. (2022) plot
+    the loss against the log of the token index; a straight line there has this slope.
+    Needs ``1 <= lo``, ``hi - lo >= 2`` and ``hi <= len(position_loss) + 1``.
+    """
+    n = len(position_loss)
+    if not (1 <= lo and hi - lo >= 2 and hi <= n + 1):
+        raise ValueError(f"tokens lo..hi-1 need 1 <= lo, hi - lo >= 2 and hi <= {n + 1}, got {lo}, {hi}")
+    xs = [math.log(t) for t in range(lo, hi)]
+    return window_slope(xs, [position_loss[t - 1] for t in range(lo, hi)], xs[0], xs[-1])

@@ -34,19 +34,29 @@ def repeated_text(heldout: torch.Tensor, length: int, rows: int) -> torch.Tensor
     return torch.cat([w, w], dim=1)
 
 
-def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
-    """Mean next-token loss at each position, averaged over rows: [pos - 1].
+def row_position_losses(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
+    """Next-token loss at each position of each row, in float64 on the CPU: [rows, pos - 1].
 
-    Entry ``t`` is ``mean_b -log p(tokens[b, t + 1] | tokens[b, :t + 1])`` (see ``per_token_loss``);
-    rows are run ``chunk`` at a time.
+    Entry ``[b, t]`` is ``-log p(tokens[b, t + 1] | tokens[b, :t + 1])`` (see ``per_token_loss``);
+    rows are run ``chunk`` at a time. One row per document lets a bootstrap over documents put
+    an interval on any statistic of the curve (chapter 19).
     """
     device = next(model.parameters()).device
-    total = torch.zeros(tokens.shape[1] - 1, dtype=torch.float64, device="cpu")
+    parts = []
     with torch.no_grad():
         for part in tokens.split(chunk):
             part = part.to(device)
-            total += per_token_loss(model(part, return_type="logits"), part).double().sum(0).cpu()
-    return total / len(tokens)
+            parts.append(per_token_loss(model(part, return_type="logits"), part).double().cpu())
+    return torch.cat(parts)
+
+
+def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
+    """Mean next-token loss at each position, averaged over rows: [pos - 1].
+
+    Entry ``t`` is ``mean_b -log p(tokens[b, t + 1] | tokens[b, :t + 1])``, the row mean of
+    :func:`row_position_losses`.
+    """
+    return row_position_losses(model, tokens, chunk=chunk).mean(0)
 
 
 class TextMetrics(HistoryRecorder):

@@ -19,7 +19,7 @@ from circuitbook.models.encoder_decoder import (
     EncoderDecoder,
     beam_search,
     greedy_decode,
-    make_model,
+    model_from_config,
     truncate_at,
 )
 from circuitbook.train.vaswani import LabelSmoothing, vaswani_adam
@@ -30,19 +30,6 @@ ZOO_CONFIG = dict(
     n_train=20000, n_test=500, n_beam_eval=200, beam_size=4,
 )
 """Shape and recipe of the zoo's "toy-translation" model (chapter 19 trains it)."""
-
-_ARCH_KEYS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "norm_position", "max_len")
-
-
-def model_from_config(config: dict) -> EncoderDecoder:
-    """An untrained ``EncoderDecoder`` of the shape in ``config`` (as returned by
-    ``train_translation_zoo_model``), ready for ``load_state_dict``. Extra keys (training
-    recipe, task) are ignored. Chapter 19 / the zoo."""
-    missing = [k for k in ("src_vocab", "tgt_vocab") if k not in config]
-    if missing:
-        raise ValueError(f"config is missing {missing}; expected keys among {list(_ARCH_KEYS)}")
-    kwargs = {k: config[k] for k in _ARCH_KEYS if k in config}
-    return make_model(**kwargs)
 
 
 @contextmanager
