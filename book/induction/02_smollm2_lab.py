@@ -130,7 +130,7 @@ def row_ablation(draws):
 # %%
 top = order[:K]
 rng = random.Random(0)
-draws = [rng.sample(every, K) for _ in range(20)]
+draws = [rng.sample(every, K) for _ in range(40)]
 # one batch: row 0 clean, row 1 the top K, then the random draws
 firsts, seconds = copy_losses(tokens.repeat(2 + len(draws), 1),
                               row_ablation([[], top] + draws))
@@ -166,8 +166,10 @@ glue("smol_top_heads", ", ".join(f"L{l}H{h}" for l, h in top))
 # induction heads ({glue:text}`smol_top_heads`) and the second copy costs
 # {glue:text}`smol_second_top:.2f`, while {glue:text}`smol_n_draws` random sets of
 # {glue:text}`smol_k` heads cost {glue:text}`smol_random_mean:.2f` on average and at
-# most {glue:text}`smol_random_max:.2f`. This is one passage: the problem set
-# ({doc}`03_problems`) measures the same on many.
+# most {glue:text}`smol_random_max:.2f`. The top six cost more than every random set,
+# so the rank test's p-value is the smallest that {glue:text}`smol_n_draws` draws can give;
+# the distance in standard deviations of the null says more. This is one passage: the
+# problem set ({doc}`03_problems`) measures the same on many.
 #
 # **Rerun it by clicking.** Load the model; the lab starts on this passage, repeated.
 # Read the two losses under the token strip. Press *the top k induction heads* (k = 6,
@@ -225,14 +227,14 @@ glue("name_n", len(again))
 #
 # ## Things to try
 #
-# - **Which heads break copying of a name?** Choose the second example, click the token
-#   "Mrs" near the end (the position before the name) and read the top 5 next tokens.
-#   Switch clicks to *ablates it* and take out induction heads one at a time (the
-#   grid's tooltips give each head's score): which one, alone, changes the prediction?
-#   Which pair does?
-# - **What does a random head do?** Press *k random heads* a few times with k = 6, then
-#   with k = 30. Most draws leave the second copy's loss close to clean: a head picked at
-#   random is rarely part of the copying circuit.
+# - **Which heads break copying of a name?** Choose the second example and click the
+#   token "␣Eleanor" near the end (the name's first token, the second time): the
+#   top 5 say what the model expects next. Switch clicks to *ablates it* and take out
+#   induction heads one at a time (the grid's tooltips give each head's score): which
+#   one, alone, changes the prediction? Which pair does?
+# - **What does a random head do?** Press *k random heads* a few times with k = 6: the
+#   draws above say what to expect. Then try k = 30, a ninth of the model: is a large
+#   random set still as harmless, and does it matter which layers it hits?
 # - **Zero or mean?** Switch the buttons to zero-ablation. Zeroing a head removes also
 #   the constant part of its output, which later layers are used to; the mean keeps it.
 # - **The induction stripe.** Show L18H6 on the repeated passage: in the second half its
