@@ -55,42 +55,46 @@ PAGE = """<!doctype html><meta charset="utf-8">
 import * as ort from "./ort.wasm.min.mjs";
 import { kernels, loadSmolLM2, siteSource, forward } from "./smollm2.js";
 ort.env.wasm.numThreads = 1;
+const SHAPES = __SHAPES__;  // [name, N outputs, K inputs] of a layer's seven products
 const median = (xs) => { xs = xs.slice().sort((a, b) => a - b); return xs[Math.floor(xs.length / 2)]; };
 const time = async (fn, runs) => { const ts = []; for (let i = 0; i < runs; i++) {
   const t = performance.now(); await fn(); ts.push(performance.now() - t); } return median(ts); };
 
 window.bench = async (runs) => {
-  const out = {};
-  // 1. one product four ways, on layer 0's W_gate
-  const blocks = new Uint8Array(await (await fetch("gate.q4_1")).arrayBuffer());
-  const P = 64, K = 576, N = 1536, flops = 2 * P * K * N;
-  const x = Float32Array.from({ length: P * K }, (_, i) => Math.sin(i));
+  const out = { products: {} };
+  // 1. every shape of a layer's products, three ways, on layer 0's weights
   const k = await kernels();
+  const P = 64, x = Float32Array.from({ length: P * 1536 }, (_, i) => Math.sin(i));
   let top = (k.__heap_base.value + 15) & ~15;
-  const W = top, X = W + blocks.length + 16 - (blocks.length % 16), Y = X + 4 * P * K;
-  k.memory.grow(Math.ceil((Y + 4 * P * N) / 65536));
-  new Uint8Array(k.memory.buffer, W, blocks.length).set(blocks);
-  new Float32Array(k.memory.buffer, X, P * K).set(x);
-  k.matmul_q4_1(X, K, P, K / 32, W, (K / 32) * 20, N, Y, N, 0);
-  out.kernel = await time(() => k.matmul_q4_1(X, K, P, K / 32, W, (K / 32) * 20, N, Y, N, 0), runs);
-  const ours = new Float32Array(k.memory.buffer, Y, P * N).slice();
-  const A = new ort.Tensor("float32", x, [P, K]);
-  for (const name of ["matmulnbits", "matmul"]) {
-    const s = await ort.InferenceSession.create(`./${name}.onnx`, { executionProviders: ["wasm"] });
-    const first = (await s.run({ A })).Y.data;
-    let err = 0; for (let i = 0; i < first.length; i++) err = Math.max(err, Math.abs(first[i] - ours[i]));
-    out[`${name}_max_difference`] = err;
-    out[name] = await time(() => s.run({ A }), runs);
+  const X = top, Y = X + 4 * P * 1536, W = Y + 4 * P * 1536;
+  k.memory.grow(Math.ceil((W + 2e6) / 65536));
+  new Float32Array(k.memory.buffer, X, P * 1536).set(x);
+  for (const [name, N, K] of SHAPES) {
+    const r = {};
+    const blocks = new Uint8Array(await (await fetch(`${name}.q4_1`)).arrayBuffer());
+    new Uint8Array(k.memory.buffer, W, blocks.length).set(blocks);
+    const mm = () => k.matmul_q4_1(X, K, P, K / 32, W, (K / 32) * 20, N, Y, N, 0);
+    mm();
+    r.kernel = await time(mm, runs);
+    const ours = new Float32Array(k.memory.buffer, Y, P * N).slice();
+    const A = new ort.Tensor("float32", x.subarray(0, P * K), [P, K]);
+    for (const kind of name === "W_gate" ? ["matmulnbits", "matmul"] : ["matmulnbits"]) {
+      const s = await ort.InferenceSession.create(`./${name}.${kind}.onnx`, { executionProviders: ["wasm"] });
+      const first = (await s.run({ A })).Y.data;
+      let err = 0; for (let i = 0; i < first.length; i++) err = Math.max(err, Math.abs(first[i] - ours[i]));
+      r[`${kind}_max_difference`] = err;
+      r[kind] = await time(() => s.run({ A }), runs);
+    }
+    const deq = new Float32Array(await (await fetch(`${name}.f32`)).arrayBuffer());
+    const w = new Float32Array(K * N);  // [K, N], for the plain loop (as attn_only_forward.js)
+    for (let n = 0; n < N; n++) for (let i = 0; i < K; i++) w[i * N + n] = deq[n * K + i];
+    const plain = () => { const y = new Float64Array(P * N);
+      for (let p = 0; p < P; p++) for (let i = 0; i < K; i++) { const xi = x[p * K + i], o = i * N;
+        for (let j = 0; j < N; j++) y[p * N + j] += xi * w[o + j]; } return y; };
+    r.plain_js = await time(plain, Math.max(3, Math.floor(runs / 3)));
+    Object.assign(r, { N, K, flops: 2 * P * K * N });
+    out.products[name] = r;
   }
-  const w = new Float32Array(K * N);  // dequantised, [K, N], for the plain loop
-  const deq = new Float32Array(await (await fetch("gate.f32")).arrayBuffer());
-  for (let n = 0; n < N; n++) for (let i = 0; i < K; i++) w[i * N + n] = deq[n * K + i];
-  const plain = () => { const y = new Float64Array(P * N);
-    for (let p = 0; p < P; p++) for (let i = 0; i < K; i++) { const xi = x[p * K + i], o = i * N;
-      for (let j = 0; j < N; j++) y[p * N + j] += xi * w[o + j]; } return y; };
-  out.plain_js = await time(plain, Math.max(3, Math.floor(runs / 4)));
-  out.gflops = Object.fromEntries(["kernel", "matmulnbits", "matmul", "plain_js"].map((n) => [n, flops / out[n] / 1e6]));
-
   // 2. the first load
   let t = performance.now();
   const net = await loadSmolLM2(siteSource(new URL("./model/", location.href).href));
@@ -101,6 +105,10 @@ window.bench = async (runs) => {
   const pass = (ablate) => { net.state = null; return forward(net, tokens, ablate).ms; };
   out.first_pass = pass({});
   out.forward = median(Array.from({ length: runs }, () => pass({})));
+  // the unembedding alone ([64, 576] x [576, 49152], 8-bit blocks), inside the pass
+  const b = net.buf, D = net.cfg.d_model, V = net.cfg.d_vocab;
+  out.unembed = await time(() => net.k.matmul_q8_0(b.norm, D, 64, D / 32, net.W_E, (D / 32) * 34, V,
+    b.logits, V, 0), Math.max(3, Math.floor(runs / 3)));
   // 4. re-runs after an ablation, from the clean pass
   const rerun = (ablate) => median(Array.from({ length: runs }, () => {
     forward(net, tokens, {}); return forward(net, tokens, ablate).ms; }));
@@ -133,42 +141,51 @@ def _ort_web(folder: Path) -> None:
             shutil.copy2(Path(tmp) / "package" / "dist" / name, folder / name)
 
 
-def _products(folder: Path, model: Path) -> None:
-    """Layer 0's W_gate for the page: its Q4_1 blocks, dequantised float32, and the two
-    one-node ONNX models that compute x W_gate."""
+#: the products of a layer, in the manifest's names, each measured on layer 0's weights
+LAYER_PRODUCTS = ("W_Q", "W_K", "W_V", "W_O", "W_gate", "W_in", "W_out")
+
+
+def _products(folder: Path, model: Path) -> list:
+    """Layer 0's seven weight matrices for the page: each one's Q4_1 blocks
+    (``NAME.q4_1``), dequantised float32 (``NAME.f32``) and a one-node ONNX model of
+    ``x W`` by MatMulNBits (``NAME.matmulnbits.onnx``); W_gate also by float32 MatMul.
+    Returns ``[name, N, K]`` for each."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     from circuitbook.widgets.smollm2_export import Q4_1, dequantise
 
     manifest = json.loads((model / "manifest.json").read_text())
-    entry = manifest["tensors"]["layers"][0]["W_gate"]
-    N, K = entry["shape"]
-    raw = np.frombuffer((model / entry["file"]).read_bytes(), np.uint8)[entry["offset"]: entry["offset"] + entry["bytes"]]
-    raw = raw.reshape(N, K // 32, 20)
-    (folder / "gate.q4_1").write_bytes(raw.tobytes())
-    w = dequantise(Q4_1, raw.reshape(N, -1))
-    (folder / "gate.f32").write_bytes(w.astype("<f4").tobytes())
-    d = raw[:, :, 0:2].copy().view(np.float16)[..., 0].astype(np.float32)      # [N, K / 32]
-    m = raw[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
-    nib = raw[:, :, 4:]                                                          # [N, K / 32, 16]
-    q = np.concatenate([nib & 0x0F, nib >> 4], axis=-1)                        # gguf: low nibbles first
-    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)             # ORT: pairs in a byte
-    zp = np.where(d != 0, -m / np.where(d != 0, d, 1), 0).astype(np.float32)
-    inp = [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["P", K])]
-    outp = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["P", N])]
-    nbits = helper.make_node("MatMulNBits", ["A", "B", "S", "Z"], ["Y"], domain="com.microsoft",
-                             K=K, N=N, bits=4, block_size=32, accuracy_level=0)
-    graphs = {
-        "matmulnbits": helper.make_graph([nbits], "g", inp, outp, initializer=[
+    shapes = []
+    for name in LAYER_PRODUCTS:
+        entry = manifest["tensors"]["layers"][0][name]
+        N, K = entry["shape"]
+        shapes.append([name, N, K])
+        raw = np.frombuffer((model / entry["file"]).read_bytes(), np.uint8)[entry["offset"]: entry["offset"] + entry["bytes"]]
+        raw = raw.reshape(N, K // 32, 20)
+        (folder / f"{name}.q4_1").write_bytes(raw.tobytes())
+        w = dequantise(Q4_1, raw.reshape(N, -1))
+        (folder / f"{name}.f32").write_bytes(w.astype("<f4").tobytes())
+        d = raw[:, :, 0:2].copy().view(np.float16)[..., 0].astype(np.float32)      # [N, K / 32]
+        m = raw[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+        nib = raw[:, :, 4:]                                                          # [N, K / 32, 16]
+        q = np.concatenate([nib & 0x0F, nib >> 4], axis=-1)                        # gguf: low nibbles first
+        packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)             # ORT: pairs in a byte
+        zp = np.where(d != 0, -m / np.where(d != 0, d, 1), 0).astype(np.float32)
+        inp = [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["P", K])]
+        outp = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["P", N])]
+        nbits = helper.make_node("MatMulNBits", ["A", "B", "S", "Z"], ["Y"], domain="com.microsoft",
+                                 K=K, N=N, bits=4, block_size=32, accuracy_level=0)
+        graphs = {"matmulnbits": helper.make_graph([nbits], "g", inp, outp, initializer=[
             numpy_helper.from_array(packed, "B"), numpy_helper.from_array(d.reshape(-1), "S"),
-            numpy_helper.from_array(zp.reshape(-1), "Z")]),
-        "matmul": helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["Y"])], "g", inp, outp,
-                                    initializer=[numpy_helper.from_array(np.ascontiguousarray(w.T), "W")]),
-    }
-    for name, graph in graphs.items():
-        onnx.save(helper.make_model(graph, ir_version=10, opset_imports=[
-            helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]), folder / f"{name}.onnx")
+            numpy_helper.from_array(zp.reshape(-1), "Z")])}
+        if name == "W_gate":
+            graphs["matmul"] = helper.make_graph([helper.make_node("MatMul", ["A", "W"], ["Y"])], "g", inp, outp,
+                                                 initializer=[numpy_helper.from_array(np.ascontiguousarray(w.T), "W")])
+        for kind, graph in graphs.items():
+            onnx.save(helper.make_model(graph, ir_version=10, opset_imports=[
+                helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]), folder / f"{name}.{kind}.onnx")
+    return shapes
 
 
 def main() -> None:
@@ -180,9 +197,9 @@ def main() -> None:
         folder = Path(tmp)
         (folder / "model").symlink_to(model, target_is_directory=True)
         (folder / "smollm2.js").write_text(forward_module())
-        (folder / "index.html").write_text(PAGE)
         _ort_web(folder)
-        _products(folder, model)
+        shapes = _products(folder, model)
+        (folder / "index.html").write_text(PAGE.replace("__SHAPES__", json.dumps(shapes)))
         handler = functools.partial(_Quiet, directory=tmp)
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -200,21 +217,42 @@ def main() -> None:
     load = os.getloadavg()
     print(f"SmolLM2 in headless Chromium, {os.cpu_count()} cores, load average {load[0]:.1f} "
           f"(medians of {runs} runs)")
-    print("1. [64, 576] x [576, 1536], layer 0's W_gate       ms   GFLOP/s  x kernel time")
-    for name, label in [("kernel", "the lab's WebAssembly kernel (4-bit)"),
-                        ("matmulnbits", f"ONNX Runtime Web MatMulNBits (4-bit)"),
-                        ("matmul", "ONNX Runtime Web MatMul (float32)"),
-                        ("plain_js", "plain JavaScript (float64 sums)")]:
-        print(f"   {label:44s}{r[name]:8.1f}{r['gflops'][name]:9.2f}{r[name] / r['kernel']:10.1f}")
-    print(f"   (largest difference from the kernel: MatMulNBits {r['matmulnbits_max_difference']:.2g}, "
-          f"MatMul {r['matmul_max_difference']:.2g})")
-    print(f"2. first load, {r['bytes'] / 1e6:.1f} MB from 127.0.0.1      {r['load'] / 1000:8.2f} s")
-    print(f"3. forward pass, 64 tokens, all 270 patterns: first {r['first_pass'] / 1000:.2f} s, "
-          f"median {r['forward'] / 1000:.2f} s")
-    print(f"4. re-run after mean-ablating L18H6: {r['rerun_L18'] / 1000:.2f} s; L0H0: "
+    report(r)
+    print(json.dumps(r))
+
+
+def report(r: dict) -> None:
+    """Print the measurements of one run: the products, then the lab's own numbers."""
+    prods = r["products"]
+    print("1. a layer's products on [64, d] inputs, layer 0's weights (ms; x: time / the kernel's)")
+    print(f"   {'':8s}{'N x K':>12s}{'kernel':>9s}{'ORT 4-bit':>14s}{'plain JS':>14s}")
+    for name, p in prods.items():
+        n, k = p["N"], p["K"]
+        print(f"   {name:8s}{n:>7d} x{k:>5d}{p['kernel']:9.2f}{p['matmulnbits']:8.2f} x{p['matmulnbits'] / p['kernel']:4.1f}"
+              f"{p['plain_js']:8.1f} x{p['plain_js'] / p['kernel']:4.0f}")
+    g = prods["W_gate"]
+    print(f"   W_gate by ONNX Runtime Web's float32 MatMul: {g['matmul']:.2f} ms (x{g['matmul'] / g['kernel']:.1f}); "
+          f"largest difference from the kernel: MatMulNBits "
+          f"{max(p['matmulnbits_max_difference'] for p in prods.values()):.2g}, MatMul {g['matmul_max_difference']:.2g}")
+    # one forward pass's products: 30 layers of these seven, and the unembedding (in the
+    # kernel measured; in the others at their own rate on the layer products)
+    flops = sum(p["flops"] for p in prods.values())
+    unembed_flops = 2 * 64 * 576 * 49152
+    est = {}
+    for kind in ("kernel", "matmulnbits", "plain_js"):
+        t = sum(p[kind] for p in prods.values())
+        est[kind] = 30 * t + (r["unembed"] if kind == "kernel" else unembed_flops * t / flops)
+    rest = r["forward"] - est["kernel"]   # norms, RoPE, attention, SwiGLU: the same in any runtime
+    print("2. one forward pass over 64 tokens, every pattern recorded (s): measured with the kernels;")
+    print("   with the others, their products' measured times put in place of the kernel's")
+    print(f"   the lab's kernels {r['forward'] / 1000:6.2f} (first {r['first_pass'] / 1000:.2f}; "
+          f"products {est['kernel'] / 1000:.2f}, the rest {rest / 1000:.2f})")
+    print(f"   ONNX Runtime Web  {(est['matmulnbits'] + rest) / 1000:6.2f}   x{(est['matmulnbits'] + rest) / r['forward']:.1f}")
+    print(f"   plain JavaScript  {(est['plain_js'] + rest) / 1000:6.2f}   x{(est['plain_js'] + rest) / r['forward']:.1f}")
+    print(f"3. first load, {r['bytes'] / 1e6:.1f} MB from 127.0.0.1: {r['load'] / 1000:.2f} s")
+    print(f"4. re-run after mean-ablating L18H6 (layers 18-29): {r['rerun_L18'] / 1000:.2f} s; L0H0 (all 30): "
           f"{r['rerun_L0'] / 1000:.2f} s; the top 6 induction heads (from layer {r['top6_from']}): "
           f"{r['rerun_top6'] / 1000:.2f} s")
-    print(json.dumps(r))
 
 
 if __name__ == "__main__":

@@ -270,8 +270,8 @@ def test_no_other_page_pays_for_it():
 
 
 def test_another_page_fetches_none_of_it(browser, server):  # noqa: F811
-    """The toy lab (the page before it) where it is built, else the book's root page."""
-    other = "book/induction/02_lab.html" if (SITE / "book/induction/02_lab.html").exists() else "index.html"
+    """The toy lab (the page before it) where it is built, else the book's first page."""
+    other = "book/induction/02_lab.html" if (SITE / "book/induction/02_lab.html").exists() else "book/intro.html"
     log = Log()
     context = offline_context(browser, log)
     page = watch(context.new_page(), log)
@@ -331,12 +331,14 @@ def test_page_tokenizer_is_the_models(lab_page, smollm2):
 def test_page_weights_are_the_models_bit_for_bit(lab_page, smollm2):
     model = smollm2[0]
     js = """([ptr, nb, n, q8]) => { const cb = window.cbTest.lab(), k = cb.net.k;
-      const out = cb.net.buf.logits;  // a free buffer of 25 MB
+      const out = cb.net.buf.logits;  // a buffer of max_tokens x d_vocab floats (25 MB)
       k.dequant_rows(ptr, nb, n, q8, out);
       return window.cbTest.b64(new Float32Array(k.memory.buffer, out, 32 * nb * n)); }"""
     ptrs = lab_page[0].evaluate("() => { const n = window.cbTest.lab().net; return {W_E: n.W_E, layers: n.layers}; }")
-    got = _f64(lab_page[0].evaluate(js, [ptrs["W_E"], 18, 49152, 1]), 49152, 576)
-    assert torch.equal(got, model.W_E.double())
+    rows = 8192  # of W_E's 49,152 rows at a time: 18.9 MB of float32, within that buffer
+    for start in range(0, 49152, rows):
+        got = _f64(lab_page[0].evaluate(js, [ptrs["W_E"] + start * 18 * 34, 18, rows, 1]), rows, 576)
+        assert torch.equal(got, model.W_E[start: start + rows].double()), f"W_E rows {start}.."
     H, E = model.cfg.n_heads, model.cfg.d_head
     for layer in (0, 17, 29):
         b = model.blocks[layer]
@@ -385,7 +387,8 @@ def _check_layers(page, model, tokens, hooks=(), ablate=None, means=None, mean_e
                       bounds["resid"]),
         }
         for name, (err, bound) in checks.items():
-            ratio = (err / bound).max().item()
+            # an ablated head's z is its substitute exactly: no error, and no bound either
+            ratio = torch.where(err == 0, 0.0, err / bound).max().item()
             assert ratio <= 1, f"layer {layer} {name}: off by {err.max():.3g}, over its bound (ratio {ratio:.3g})"
             worst[name] = max(worst.get(name, 0.0), ratio)
     final = cache["resid_post", cfg.n_layers - 1][0]
@@ -402,7 +405,8 @@ def test_every_layer_matches_transformer_lens(lab_page, smollm2):
     model, tok = smollm2
     worst = {}
     for name, tokens in _sequences(tok, seed=3).items():
-        _check_layers(page, model, tokens, worst=worst)
+        if len(tokens) <= 64:  # the longest one runs end to end in the next test
+            _check_layers(page, model, tokens, worst=worst)
     print("\n[smollm2 lab] layer by layer, worst error / derived bound: "
           + ", ".join(f"{k} {v:.2g}" for k, v in worst.items()))
 

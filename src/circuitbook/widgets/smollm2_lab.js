@@ -184,7 +184,8 @@ function render({ model, el: root }) {
         status.textContent = `loading SmolLM2: ${mb(done)} of ${mb(total)}`;
       });
       lab.loadMs = performance.now() - t0;
-      root.cbSmol = { ...lab, forward, runLayer, runUnembed, logProbs, topTokens, losses, labTokens, ranking };
+      // for the browser tests: the lab's live state (net, run, tokensRun...) and its functions
+      root.cbSmol = Object.assign(lab, { forward, runLayer, runUnembed, logProbs, topTokens, losses, labTokens, ranking });
       status.textContent = `SmolLM2 loaded (${mb(lab.net.bytes)} in ${(lab.loadMs / 1000).toFixed(1)} s).`;
       root.dataset.loaded = "true";
       if (lab.tokenizer) save({}, true);
