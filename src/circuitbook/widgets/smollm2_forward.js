@@ -18,6 +18,8 @@
 //   of any head, a re-run from the first layer an ablation touches, one layer at a time
 //   for the tests. Here each is a few lines.
 
+import { SMOLLM2_KERNELS } from "./smollm2_kernels.js";
+
 const ALIGN = 16;
 const align = (n) => Math.ceil(n / ALIGN) * ALIGN;
 

@@ -3,6 +3,9 @@
 // and listens. Synced traits: text, repeat, tokens, ablated {"l.h": "zero" | "mean"},
 // head ("l.h", the one shown), position, k, how, seed, examples.
 
+import { forward, loadSmolLM2, logProbs, losses, runLayer, runUnembed, siteSource, topTokens }
+  from "./smollm2_forward.js";
+
 function el(tag, attrs = {}, children = []) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {

@@ -27,6 +27,7 @@ ablated heads (``{"18.6": "mean"}``), the head shown and the position sync back 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anywidget
@@ -54,10 +55,21 @@ def lab_tokens(ids: list[int], repeat: bool) -> list[int]:
     return ids[: MAX_TOKENS // 2] * 2 if repeat else ids[:MAX_TOKENS]
 
 
+#: an import of one of these files by another (they are joined into one module)
+_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\}\s*from "\./smollm2_[a-z_]+\.js";\n', re.M)
+
+
+def join_modules(*names: str) -> str:
+    """The ES modules ``names`` (files beside this one) as one module: each file imports
+    what it uses from the ones before it (so each is a module on its own, for the linter
+    and the tests); joined, those imports are dropped and the exports remain."""
+    return "\n".join(_LOCAL_IMPORT.sub("", (HERE / name).read_text()) for name in names)
+
+
 def forward_module() -> str:
     """The kernels' bytes and the forward pass, as one ES module (``forward``, ``loadSmolLM2``,
     ... exported); the widget's front end follows it in the widget's ``_esm``."""
-    return (HERE / "smollm2_kernels.js").read_text() + "\n" + (HERE / "smollm2_forward.js").read_text()
+    return join_modules("smollm2_kernels.js", "smollm2_forward.js")
 
 
 _TOKENIZER = []
@@ -100,7 +112,7 @@ def answer(widget, content, _buffers) -> None:
 class SmolLM2Lab(anywidget.AnyWidget):
     """SmolLM2 in the page: type a text, read any head, click heads to ablate them."""
 
-    _esm = forward_module() + "\n" + (HERE / "smollm2_lab.js").read_text()
+    _esm = join_modules("smollm2_kernels.js", "smollm2_forward.js", "smollm2_lab.js")
     _css = HERE / "smollm2_lab.css"
     text = traitlets.Unicode("").tag(sync=True)
     repeat = traitlets.Bool(False).tag(sync=True)  # the text's tokens, then the same again
