@@ -4,19 +4,25 @@ The SmolLM2 lab (``circuitbook/widgets/smollm2_forward.js``) runs SmolLM2-135M-I
 the reader's browser. A blank page served from 127.0.0.1 loads the forward module and the
 files the site ships (``circuitbook.widgets.smollm2_export``), then measures, in one run:
 
-1. **the runtime, on the model's most common product**: ``[64, 576] x [576, 1536]`` with
-   layer 0's real ``W_gate`` (its Q4_1 blocks), by the lab's WebAssembly kernel
-   (``smollm2_kernels.c``), by ONNX Runtime Web's 4-bit ``MatMulNBits`` (the same blocks,
-   as ``q * scale - zp * scale``: d, and -m / d), by its float32 ``MatMul`` (the weights
-   dequantised) and by a plain JavaScript loop (float32 arrays, float64 sums, as
-   ``attn_only_forward.js``): median milliseconds and GFLOP/s, and ratios to the kernel.
-   ONNX Runtime runs with one thread: a page is cross-origin isolated only when its server
-   sends COOP/COEP headers, which a plain static server (and file://) does not;
-2. **the first load**: manifest, then every weight file fetched and copied into
+1. **the runtime, on every product of a layer**: ``[64, K] x [K, N]`` with layer 0's real
+   weights (their Q4_1 blocks: W_Q, W_K, W_V, W_O, W_gate, W_in, W_out), by the lab's
+   WebAssembly kernel (``smollm2_kernels.c``), by ONNX Runtime Web's 4-bit ``MatMulNBits``
+   (the same blocks, as ``q * scale - zp * scale``: d, and -m / d) and by a plain
+   JavaScript loop (float32 arrays, float64 sums, as ``attn_only_forward.js``); W_gate also
+   by ONNX Runtime's float32 ``MatMul``. Medians in ms, and ratios to the kernel. ONNX
+   Runtime runs with one thread: a page is cross-origin isolated (which WebAssembly threads
+   need) only when its server sends COOP/COEP headers, which a plain static host (and
+   file://) does not;
+2. **one forward pass over 64 tokens**, every head's pattern recorded: measured with the
+   lab's kernels (the first pass, and the median of later ones); for ONNX Runtime Web and
+   plain JavaScript, the same pass with their measured products (30 layers of the seven,
+   and the unembedding at their own rate) in place of the kernel's, the rest (norms,
+   RoPE, attention, SwiGLU) as measured. Running the whole model in ONNX Runtime would
+   need a graph that outputs all 270 patterns and takes any head's ablation as an input;
+   the products are over 90% of the work, so this comparison is what the choice rests on;
+3. **the first load**: manifest, then every weight file fetched and copied into
    WebAssembly memory, as the lab's button does (from 127.0.0.1, so it measures the page's
    side: a real download of about 96 MB adds the network's time);
-3. **one forward pass over 64 tokens**, every head's pattern recorded (the first, and the
-   median of later ones);
 4. **a re-run after an ablation**: of a head in layer 18 (layers 18-29 recomputed), of a
    head in layer 0 (all 30), and of the top 6 induction heads (from the lowest of them).
 

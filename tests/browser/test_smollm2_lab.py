@@ -25,7 +25,7 @@ TransformerLens (``load_pretrained("smollm2-135m")``).
 - **The repeated passage**: the page's first- and second-copy losses, clean and after its
   "top k induction heads" button (k = 6, mean), equal the Python computation with
   ``heads.ablate`` on the same text and the same heads (ranked here by
-  ``heads.induction_scores``), within the whole-model bound.
+  ``heads.induction_scores``), to the 0.01 nats the page prints (:data:`PRINTED`).
 - **The widget**: a head click in "ablates it" mode cycles zero, mean, off; "k random heads"
   draws a fresh set each click; a token click moves the position; the top five shown are
   the model's.
@@ -494,13 +494,20 @@ def test_ablation_matches_heads_ablate(lab_page, smollm2, reference):
 # --------------------------------------------------------------------------- the repeated passage
 
 
+#: The page prints the copies' losses to 0.01 nats, as the chapter does: its numbers must be
+#: Python's to the digits shown (half a unit of the last). The worst-case float32 bound of
+#: the whole pass (``forward_terms``) is far looser here (over 10 nats on this passage:
+#: 30 layers of n eps terms), so it could not catch a wrong ablation; the layer-by-layer
+#: test holds the page to float32's rounding instead.
+PRINTED = 0.005
+
+
 def _copy_losses(model, tokens, hooks=()):
-    logits, cache = _torch(model, tokens, hooks)
+    logits, _ = _torch(model, tokens, hooks)
     logp = logits.log_softmax(-1)[:-1]
     loss = -logp.gather(-1, torch.tensor(tokens)[1:, None])[:, 0]
     n = len(tokens) // 2
-    bound = 2 * (2 * forward_terms(model.cfg, len(tokens)) * EPS * logit_scale(model, cache)).max().item()
-    return loss[: n - 1].mean().item(), loss[n:].mean().item(), bound
+    return loss[: n - 1].mean().item(), loss[n:].mean().item()
 
 
 def test_repeated_passage_numbers_match_python(lab_page, smollm2, reference):
@@ -518,9 +525,8 @@ def test_repeated_passage_numbers_match_python(lab_page, smollm2, reference):
     tokens = lab_tokens(tok(text)["input_ids"], True)
     assert page.evaluate("() => window.cbTest.lab().run.P") == len(tokens)
     loss = lab.locator(".cb-smol-loss")
-    first, second, bound = _copy_losses(model, tokens)
-    assert abs(float(loss.get_attribute("data-first")) - first) <= bound
-    assert abs(float(loss.get_attribute("data-second")) - second) <= bound
+    first, second = _copy_losses(model, tokens)
+    diffs = [abs(float(loss.get_attribute("data-first")) - first), abs(float(loss.get_attribute("data-second")) - second)]
     # the page's top 6 are the heads ranked here; then its button, k = 6, mean
     top = [f"{l}.{h}" for l, h in order[:6]]
     assert page.evaluate("() => window.cbTest.lab().ranking().slice(0, 6)") == top
@@ -532,12 +538,13 @@ def test_repeated_passage_numbers_match_python(lab_page, smollm2, reference):
                            " return r.dataset.state === 'ready' && r.dataset.ablated === want; }",
                            arg=" ".join(sorted(f"{k}:mean" for k in top)))
     hooks = ablate(model, order[:6], "mean", reference_tokens=ref).fwd_hooks
-    first_top, second_top, bound = _copy_losses(model, tokens, hooks)
-    assert abs(float(loss.get_attribute("data-second")) - second_top) <= bound
-    assert abs(float(loss.get_attribute("data-first")) - first_top) <= bound
-    assert second_top > second, "the ablation should matter on this passage (the page says so)"
-    print(f"\n[smollm2 lab] repeated passage, second copy: clean {second:.3f}, top 6 ablated {second_top:.3f} "
-          f"(bound {bound:.2g})")
+    first_top, second_top = _copy_losses(model, tokens, hooks)
+    diffs += [abs(float(loss.get_attribute("data-first")) - first_top),
+              abs(float(loss.get_attribute("data-second")) - second_top)]
+    assert max(diffs) <= PRINTED, f"the page's copy losses differ from Python's by up to {max(diffs):.3g} nats"
+    assert second_top - second > 100 * PRINTED, "the ablation should matter on this passage (the page says so)"
+    print(f"\n[smollm2 lab] repeated passage, second copy: clean {second:.3f}, top 6 ablated {second_top:.3f}; "
+          f"page vs Python at most {max(diffs):.2g} nats")
 
 
 # --------------------------------------------------------------------------- the widget
