@@ -7,13 +7,17 @@
 //
 // - the heavy part is 30 layers of seven matrix products plus the unembedding: about
 //   0.27 GFLOP a token, 17 GFLOP for 64 tokens;
-// - measured in headless Chromium on a 2-core machine shared with other jobs, in one run,
-//   on the model's most common product ([64, 576] x [576, 1536], 4-bit weights;
-//   benchmarks/bench_browser_smollm2.py): these kernels (WebAssembly SIMD, 26 KB) ran
-//   about 3 times as fast as ONNX Runtime Web 1.31.1's MatMulNBits (its 14.8 MB wasm
-//   runtime, one thread: a static site is not cross-origin isolated, so it gets no
-//   threads) and about 2 times its float32 MatMul, and plain JavaScript was over 30 times
-//   slower than both (the benchmark prints the ratios);
+// - measured in headless Chromium on a 2-core machine shared with other jobs (load average
+//   6.7), in one run of benchmarks/bench_browser_smollm2.py (2026-12-02): on each of a
+//   layer's seven products over 64 tokens (layer 0's 4-bit blocks) these kernels
+//   (WebAssembly SIMD, 26 KB) ran 1.4 to 2.0 times as fast as ONNX Runtime Web 1.31.1's
+//   MatMulNBits (its 14.8 MB wasm runtime, one thread: a static site is not cross-origin
+//   isolated, so it gets no WebAssembly threads), 2.4 times its float32 MatMul, and 18 to
+//   33 times as fast as plain JavaScript (float32 arrays, float64 sums, as
+//   attn_only_forward.js). A whole pass over 64 tokens with all 270 patterns: 1.0 s here
+//   (products 0.85 s, the rest 0.11 s); with ONNX Runtime's products in their place,
+//   1.6 s; with plain JavaScript's, 19.6 s. The first load of the 96.7 MB from the local
+//   server took 1.5 s, a re-run after ablating L18H6 0.53 s;
 // - the lab also needs what an exported graph hides: every head's pattern and z, ablation
 //   of any head, a re-run from the first layer an ablation touches, one layer at a time
 //   for the tests. Here each is a few lines.
