@@ -641,7 +641,7 @@ identity_close("your two functions give the library's K-composition score "
 # %% [markdown]
 # ### A real model: SmolLM2
 #
-# Chapter {doc}`17_induction_heads` found induction heads in SmolLM2 in layers 17 to
+# Chapter {doc}`17_induction_evidence` found induction heads in SmolLM2 in layers 17 to
 # 23. Which earlier heads do they read through their keys? Two features of this model
 # need care before the scores mean anything, and a third (rotary positions) gets its
 # own section below.
@@ -800,11 +800,11 @@ for (l, h), top in tops.items():
         f"{name(*w)} {v / base_smol:.2f}x" for w, v in top))
 
 # %% [markdown]
-# These are the heads a key-side patching experiment should take as senders (chapter
-# {doc}`17_induction_heads` patches SmolLM2's paths; a sender set chosen by
-# previous-token score alone would miss a writer such as L17H8, whose previous-token
-# score is below one half). Most earlier heads sit in a crowd near the random
-# baseline, and a handful stand far out. The figure shows every earlier head's score
+# These are the heads a key-side patching experiment should take as senders, and
+# chapter {doc}`17_induction_evidence` takes its senders by a rule of this kind:
+# a set chosen by previous-token score alone would miss a writer such as L17H8,
+# whose previous-token score is below one half. Most earlier heads sit in a crowd
+# near the random baseline, and a handful stand far out. The figure shows every earlier head's score
 # into each reader; the tick marks the rule's threshold.
 
 # %%
@@ -1042,7 +1042,7 @@ glue("median_writer", name(*median_w))
 # *at which offsets* the composition acts, whether the previous-token head's signal
 # meets the queries the induction head actually forms at offset 39 rather than at
 # offset 1. That depends on the queries, not on an average over all of them, and needs
-# activations: chapter {doc}`17_induction_heads` patches the paths.
+# activations: chapter {doc}`17_induction_evidence` patches the paths.
 
 # %% [markdown]
 # ## Summary

@@ -1,8 +1,8 @@
 """A Sphinx extension for the claims ledger: ``{claims-ledger}`` renders a table of every
 claim the chapters check in code, read from the executed notebooks at build time.
 
-Each chapter records a claim with ``circuitbook.book.claim(...)``, which raises if the claim
-is false and otherwise attaches a machine-readable copy to the cell's output. This directive
+Each chapter records a statement with ``circuitbook.book.identity``, ``finding`` or
+``observation``, which raises if the statement does not hold and otherwise attaches a machine-readable copy to the cell's output. This directive
 reads those outputs from the execution cache, so the ledger is generated from the very cells
 that checked the claims, with the values measured in this build, and cannot disagree with them.
 """
@@ -118,9 +118,6 @@ KINDS = {
     "observation": ("Observations", "numbers the pages report with no test: not evidence on their own",
                     ["chapter", "cell", "observation", "value"],
                     lambda c: [_cell(c["measured"])]),
-    "unfiled": ("Not yet filed", "checks not yet filed as an identity, a finding or an observation",
-                ["chapter", "cell", "check", "measured"],
-                lambda c: [_cell(c["measured"])]),
 }
 
 
@@ -134,8 +131,7 @@ class ClaimsLedger(Directive):
         counts = {kind: sum(c.get("kind") == kind for *_, c in rows) for kind in KINDS}
         lines = [f"{len(rows)} statements in {len({r[0] for r in rows})} pages, each checked or recorded by "
                  f"an executed cell of this build: {counts['finding']} findings, {counts['identity']} "
-                 f"identities and {counts['observation']} observations."
-                 + (f" {counts['unfiled']} checks are not yet filed." if counts["unfiled"] else ""), ""]
+                 f"identities and {counts['observation']} observations.", ""]
         for kind, (heading, sentence, columns, cells) in KINDS.items():
             mine = [r for r in rows if r[3].get("kind") == kind]
             if not mine:

@@ -377,7 +377,7 @@ def _record(kind: str, statement: str, measured: str, holds: bool, chapter: str 
                         f"got {type(holds).__name__}")
     if not bool(holds):
         raise AssertionError(f"{kind} failed: {statement} ({failure or 'measured ' + measured})")
-    mark = {"identity": "\u2261", "finding": "\u2714", "observation": "\u00b7", "unfiled": "?"}[kind]
+    mark = {"identity": "\u2261", "finding": "\u2714", "observation": "\u00b7"}[kind]
     line = f"{mark} {kind}: {statement}  [{measured}]"
     # JSON has no NaN: a field a test does not have (a z for a bootstrap) is null
     payload = {"statement": statement, "measured": measured, "chapter": chapter, "kind": kind,
@@ -401,12 +401,3 @@ def _record(kind: str, statement: str, measured: str, holds: bool, chapter: str 
             f'<div class="circuitbook-measured" style="margin-left:1.5em;font-size:0.9em;color:#57606a">'
             f'{html.escape(measured)}</div></details>')
     display({"text/plain": line, "text/html": body, CLAIM_MIME: payload}, raw=True)
-
-
-def claim(statement: str, measured: Any, holds: bool, *, chapter: str | None = None) -> None:
-    """A check not yet filed as an identity, a finding or an observation (being migrated).
-
-    Every chapter moves its checks to ``identity``, ``finding`` or ``observation``; this
-    records the check as "unfiled" in the ledger until then.
-    """
-    _record("unfiled", statement, _show(measured), holds, chapter)

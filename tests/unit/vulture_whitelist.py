@@ -15,11 +15,3 @@ _.layout     # ipywidgets property, set in widgets.explore and read by the front
 mode         # anywidget trait in widgets.explainers, synced to and read by the JavaScript
 attempts     # anywidget trait in widgets.quiz, counted and read by the JavaScript
 live         # anywidget trait in widgets.explorer: the figure drawn live, read by the JavaScript
-# circuitbook.book's finding API and circuits' rotary circuit, adopted by the chapters as they
-# are rewritten (issues 26 and 27); these lines go once the chapters call them
-observation
-finding
-_.draws
-_.normal
-rotary_qk
-rotary_rotation
