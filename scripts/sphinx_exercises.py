@@ -8,6 +8,12 @@ the status is the output of that very check in this build: "passed" when the ref
 solution passed its own check on fresh random inputs. A reference solution that did not pass
 is shown as such and raises a build warning, which fails ``scripts/build_site.py``.
 Titles come from ``circuitbook.checks.all_exercises()``.
+
+On the static pages an exercise reads as an exercise (:class:`StaticExercises`): the student
+template (the ``exercise`` cell) keeps its code, but where its check would print "not attempted
+yet" (the site has no kernel, so nobody has attempted anything) the page says where the check
+runs; the reference solution and its passing check sit in one collapsed block below it. The
+notebooks themselves are unchanged: in JupyterLab and on Colab the template runs its check.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 from sphinx_ledger import executed_chapters, rebuild_always
@@ -99,7 +106,49 @@ class ExerciseIndex(Directive):
         return [container]
 
 
+EXERCISE_NOTE = ("Your answer is checked here when this cell runs. Open the chapter on Colab or in "
+                 "JupyterLab (the launch buttons at the top of the page), write your code in place of "
+                 "the placeholder, and run the cell.")
+SOLUTION_PROMPT = ("Show the solution and its check", "Hide the solution")
+
+
+def _tags(node) -> set[str]:
+    return {c.removeprefix("tag_") for c in node.get("classes", []) if c.startswith("tag_")}
+
+
+class StaticExercises(SphinxPostTransform):
+    """The exercise cells of a page, as the static site shows them: the template's check output
+    (its "not attempted yet" box) replaced by a note saying where the check runs, and the
+    solution cell (input, output and all) folded into one collapsed block. Runs before
+    myst-nb's ``HideInputCells`` (priority 199), which makes the fold."""
+
+    default_priority = 190
+    formats = ("html",)
+
+    def run(self, **kwargs):
+        for cell in list(self.document.findall(nodes.container)):
+            if cell.get("nb_element") != "cell_code":
+                continue
+            tags = _tags(cell)
+            if "exercise" in tags:
+                outputs = [c for c in cell.children if c.get("nb_element") == "cell_code_output"]
+                note = nodes.container(classes=["cb-exercise-note"])
+                note += nodes.paragraph(EXERCISE_NOTE, EXERCISE_NOTE)
+                if outputs:
+                    cell.replace(outputs[0], note)
+                    for extra in outputs[1:]:
+                        cell.remove(extra)
+                else:
+                    cell += note
+                cell["classes"].append("cb-exercise")
+            elif "solution" in tags:
+                cell["hide_mode"] = "all"
+                cell["prompt_show"], cell["prompt_hide"] = SOLUTION_PROMPT
+                cell["classes"].append("cb-solution")
+
+
 def setup(app):
+    app.add_post_transform(StaticExercises)
     app.add_directive("exercise-index", ExerciseIndex)
     app.connect("env-get-outdated", rebuild_always("{exercise-index}"))
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

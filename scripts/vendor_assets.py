@@ -14,6 +14,10 @@ copies under ``_vendor/`` (git-ignored), which ``_config.yml`` serves as static 
   pasting 1.3 MB into every output
 - ``plotly/plotly.min.js``  plotly.js, copied from the installed plotly package (the version its
   figures are written for); ``circuitbook.viz.heatmap`` loads it once per page
+- ``thebe/``  thebe (``lib/``, without source maps), which sphinx-thebe's "Live code" button
+  loads from the site instead of unpkg (scripts/sphinx_site_fixes.py points it here). npm has
+  thebe 0.9.3, not the 0.8.2 that sphinx-thebe 0.3.1 names; 0.9 keeps the ``thebelab`` global
+  (``thebelab.bootstrap``, ``thebelab.on``) that sphinx-thebe calls
 - ``lab/<model>.js``  the toy models' weights and ablation means, as the induction lab's
   in-page forward pass reads them (``circuitbook.widgets.lab_export``)
 
@@ -37,6 +41,7 @@ VENDOR = ROOT / "_vendor"
 PACKAGES = {  # npm spec -> {path inside the package: path under _vendor}
     "mathjax@3.2.2": {"es5": "mathjax"},
     "requirejs@2.3.4": {"require.js": "widgets/require.js"},
+    "thebe@0.9.3": {"lib": "thebe"},
     "@jupyter-widgets/html-manager@1.0.6": {
         "dist/embed-amd.js": "widgets/embed-amd.js",
         # the widgets' icon font (Font Awesome), which embed-amd.js loads from its own folder;
@@ -104,8 +109,8 @@ def fetch(spec: str, parts: dict[str, str]) -> None:
             if target.exists():
                 shutil.rmtree(target) if target.is_dir() else target.unlink()
             target.parent.mkdir(parents=True, exist_ok=True)
-            if source.is_dir():
-                shutil.copytree(source, target)
+            if source.is_dir():  # source maps are for debugging the library, not served
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.map"))
             else:
                 shutil.copy2(source, target)
     stamp.parent.mkdir(parents=True, exist_ok=True)

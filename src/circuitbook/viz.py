@@ -86,11 +86,24 @@ _LOADER = """\
     }
     return window[KEY];
   }
-  load().then(%(then)s).catch(function (e) {
-    var el = document.getElementById(%(id)s);
-    if (el) el.textContent = String(e);
-    console.error(e);
-  });
+  function start() {
+    load().then(%(then)s).catch(function (e) {
+      var el = document.getElementById(%(id)s);
+      if (el) el.textContent = String(e);
+      console.error(e);
+    });
+  }
+  // Lazily: the bundle is fetched when the view comes within a screen or so of the viewport,
+  // so a reader who never scrolls to it never downloads it (a view on the first screen starts
+  // at once). Without IntersectionObserver, at once.
+  var el = document.getElementById(%(id)s);
+  if (!el || !window.IntersectionObserver) return start();
+  var seen = new IntersectionObserver(function (entries) {
+    if (!entries.some(function (e) { return e.isIntersecting; })) return;
+    seen.disconnect();
+    start();
+  }, { rootMargin: "1200px 0px" });
+  seen.observe(el);
 })();"""
 
 # CircuitsVis sizes its head thumbnails by the window's width, not the column's: in the book's
@@ -106,6 +119,44 @@ def _script_json(value) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
 
 
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, inverted: the printable character that stands for each
+    byte (``"Ġ"`` for a space, ``"Ċ"`` for a newline) -> the byte (Radford et al. 2019's
+    ``bytes_to_unicode``, which SmolLM2's tokenizer shares)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out, extra = {chr(b): b for b in keep}, 0
+    for b in range(256):
+        if b not in keep:
+            out[chr(256 + extra)] = b
+            extra += 1
+    return out
+
+
+_BYTES = _byte_decoder()
+#: how a token's whitespace is drawn, so that it stays visible in a token strip
+_VISIBLE = {"\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+
+
+def readable_tokens(tokens: Sequence[str]) -> list[str]:
+    """Tokens as a reader writes them: a byte-level BPE tokenizer's pieces
+    (``tokenizer.convert_ids_to_tokens``: ``"ĠSC"``, ``"Ċ"``) turned back into text (``" SC"``,
+    and a newline drawn as ``"↵"``); SentencePiece's ``"▁"`` becomes a space. The markers are
+    recognised only where the sequence has GPT-2's space or newline marker (``Ġ``, ``Ċ``) or
+    SentencePiece's, so plain text with such letters is left alone. A piece that holds part of
+    a multi-byte character shows the replacement character ``"�"`` for the missing part."""
+    tokens = [str(t) for t in tokens]
+    byte_level = any(("\u0120" in t or "\u010a" in t) for t in tokens)
+    sentencepiece = not byte_level and any("\u2581" in t for t in tokens)
+    out = []
+    for t in tokens:
+        if byte_level and all(c in _BYTES for c in t):
+            t = bytes(_BYTES[c] for c in t).decode("utf-8", errors="replace")
+        elif sentencepiece:
+            t = t.replace("\u2581", " ")
+        out.append("".join(_VISIBLE.get(c, c) for c in t))
+    return out
+
+
 def attention_pattern_view(
     tokens: Sequence[str],
     pattern: torch.Tensor,
@@ -119,13 +170,14 @@ def attention_pattern_view(
     Shows one thumbnail per head and the selected head full size, hovering a token to see
     where it attends. ``head_names`` label the heads (default ``"head 0"``, ...); ``causal``
     greys out the future (the upper triangle). Values are rounded to ``decimals`` places so
-    the output is small and the same on every machine. Returns an ``IPython.display.HTML``:
+    the output is small and the same on every machine. ``tokens`` may be a tokenizer's raw
+    pieces: they are shown as text (:func:`readable_tokens`). Returns an ``IPython.display.HTML``:
     make it a cell's last expression (or ``display`` it).
     """
     from IPython.display import HTML
 
     pattern = torch.as_tensor(pattern).detach().to("cpu", torch.float64)
-    tokens = [str(t) for t in tokens]
+    tokens = readable_tokens(tokens)
     if pattern.ndim != 3:
         raise ValueError(f"pattern must be [head, query, key], got shape {tuple(pattern.shape)}")
     n_heads, n_q, n_k = pattern.shape
@@ -183,6 +235,104 @@ def _unique(labels: Sequence, n: int, axis: str) -> list[str]:
     return [f"{x} [{i}]" if seen[x] > 1 else x for i, x in enumerate(labels)]
 
 
+# The figure follows the page: dark colours where the book's site (pydata-sphinx-theme's
+# data-theme) or JupyterLab (data-jp-theme-light) is dark; where it is narrower than 640 px (a
+# phone), a wrapped title, and the legend and colour bar laid out under the plot instead of
+# beside it; redrawn when either changes.
+# The figure's own JSON is left as written (JupyterLab's plotly renderer draws that one).
+_PLOTLY_THEME = """(function () {
+  var NARROW = 640, INK = "#d8dce0", GRID = "#3a3f44";
+  function dark() {
+    var root = document.documentElement, body = document.body;
+    if (root.dataset.theme) return root.dataset.theme === "dark";
+    if (body && body.dataset.jpThemeLight) return body.dataset.jpThemeLight === "false";
+    return false;
+  }
+  function copy(o) { return JSON.parse(JSON.stringify(o || {})); }
+  function wrap(text, width) {  // break a long title into lines of about `width` characters
+    var words = String(text).split(" "), lines = [""];
+    words.forEach(function (w) {
+      var last = lines.length - 1;
+      if (lines[last] && (lines[last] + " " + w).length > width) lines.push(w);
+      else lines[last] = lines[last] ? lines[last] + " " + w : w;
+    });
+    return lines;
+  }
+  function layout(base, el, data) {
+    var L = copy(base), width = (el && el.clientWidth) || 800;
+    if (dark()) {
+      L.paper_bgcolor = "rgba(0,0,0,0)";
+      L.plot_bgcolor = "rgba(0,0,0,0)";
+      L.font = Object.assign({}, L.font, { color: INK });
+      if (L.title && L.title.font) L.title.font.color = INK;
+      L.hoverlabel = { bgcolor: "#1e2226", font: { color: "#f0f0f0" } };
+      Object.keys(L).forEach(function (k) {
+        if (/^[xy]axis[0-9]*$/.test(k)) {
+          Object.assign(L[k], { gridcolor: GRID, zerolinecolor: GRID, linecolor: "#888", tickcolor: "#888" });
+        }
+      });
+      (L.annotations || []).forEach(function (a) { a.font = Object.assign({}, a.font, { color: INK }); });
+      (L.shapes || []).forEach(function (s) {
+        if (s.line && /^(black|#000|#000000)$/i.test(String(s.line.color))) s.line.color = "#f0f0f0";
+      });
+      L.legend = Object.assign({}, L.legend, { bgcolor: "rgba(0,0,0,0)" });
+    }
+    if (width < NARROW) {
+      var m = Object.assign({ l: 60, r: 20, t: 60, b: 60 }, L.margin);
+      m.l = Math.min(m.l, 48);
+      m.r = Math.min(m.r, 12);
+      var title = L.title && L.title.text;
+      if (title && !/<br>/i.test(title)) {
+        var lines = wrap(title, Math.max(20, Math.floor(width / 8)));
+        L.title.text = lines.join("<br>");
+        L.title.font = Object.assign({}, L.title.font, { size: 12 });
+        m.t = Math.max(m.t, 30 + 16 * lines.length);
+      }
+      // under the plot, from the bottom up: the colour bar laid flat, then the legend with one
+      // entry a row (a vertical one at the right would take half a phone's width)
+      var height = L.height || 450, below = 0;
+      var entries = (data || []).filter(function (t) {
+        return t.showlegend !== false && (t.type || "scatter") !== "heatmap";
+      }).length;
+      if (L.showlegend === false || (entries < 2 && L.showlegend !== true)) entries = 0;
+      if (L.coloraxis && L.coloraxis.colorbar) {
+        L.coloraxis.colorbar = Object.assign({}, L.coloraxis.colorbar, {
+          orientation: "h", thickness: 10, len: 0.9, x: 0.5, xanchor: "center", xref: "container",
+          y: 4, yanchor: "bottom", yref: "container", ypad: 0, title: { side: "top" } });
+        L.coloraxis.colorbar.y = 4 / (height + 56 + 20 * entries);
+        below += 56;
+      }
+      if (entries) {
+        L.legend = Object.assign({}, L.legend, { orientation: "h", x: 0, xanchor: "left", xref: "container",
+                                                 y: below / (height + below + 20 * entries), yanchor: "bottom",
+                                                 yref: "container", entrywidth: 1, entrywidthmode: "fraction" });
+        below += 20 * entries;
+      }
+      m.b += below;
+      L.height = height + below;
+      L.margin = m;
+    }
+    return L;
+  }
+  function follow(P, el, f) {
+    function key() { return dark() + ":" + (((el && el.clientWidth) || 800) < NARROW); }
+    var last = key(), pending = null;
+    function redo() {
+      if (key() === last) return;
+      last = key();
+      P.react(el, f.data, layout(f.layout, el, f.data), f.config);
+    }
+    function soon() { clearTimeout(pending); pending = setTimeout(redo, 150); }
+    new MutationObserver(soon).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+    if (document.body) {
+      new MutationObserver(soon).observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light"] });
+    }
+    window.addEventListener("resize", soon);
+  }
+  return { layout: layout, follow: follow };
+})()"""
+
+
 class Heatmap:
     """A plotly figure (``.figure``, a ``plotly.graph_objects.Figure``) that displays the same
     everywhere: plotly's JSON for JupyterLab and HTML that loads plotly.js from the book's
@@ -206,7 +356,9 @@ class Heatmap:
         script = _LOADER % {
             "cdn": _script_json(plotly_cdn_bundle()), "site": _script_json(PLOTLY_SITE_BUNDLE),
             "name": _script_json("Plotly"), "id": _script_json(div_id),
-            "then": f"function (P) {{ var f = {fig_json}; P.newPlot({_script_json(div_id)}, f.data, f.layout, f.config); }}",
+            "then": (f"function (P) {{\n  var el = document.getElementById({_script_json(div_id)}), T = {_PLOTLY_THEME};\n"
+                     f"  var f = {fig_json}; P.newPlot(el, f.data, T.layout(f.layout, el, f.data), f.config)"
+                     ".then(function () { T.follow(P, el, f); });\n}"),
         }
         title = (fig["layout"].get("title") or {}).get("text", "heatmap")
         label = html.escape(str(title), quote=True)

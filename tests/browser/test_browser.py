@@ -186,13 +186,31 @@ class Visit:
     data: dict
 
 
+# Widgets, CircuitsVis views and plotly figures load their code when they come near the
+# viewport (scripts/sphinx_site_fixes.py, circuitbook.viz): visit each, as a reader scrolling
+# down would, then go back to the top.
+SCROLL_TO_LAZY_JS = """async () => {
+  const lazy = [...document.querySelectorAll('.circuitbook-plotly, .circuitbook-circuitsvis')]
+    .concat([...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+      .map((s) => s.parentElement));
+  for (const el of lazy) {
+    el.scrollIntoView({ block: 'center' });
+    await new Promise((ok) => requestAnimationFrame(() => setTimeout(ok, 30)));
+  }
+  window.scrollTo(0, 0);
+  return lazy.length;
+}"""
+
+
 def open_page(page, base: str, path: str) -> bool:
-    """Load ``path`` and wait until its widgets, circuitsvis views and math are rendered.
-    Returns False if they did not all render in time (the checks then say what is missing)."""
+    """Load ``path``, scroll past its lazily loaded views, and wait until its widgets,
+    circuitsvis views and math are rendered. Returns False if they did not all render in time
+    (the checks then say what is missing)."""
     page.goto(f"{base}/{path}", wait_until="load", timeout=60_000)
+    page.evaluate(SCROLL_TO_LAZY_JS)
     ready = True
     try:
-        page.wait_for_function(READY_JS, timeout=30_000, polling=100)
+        page.wait_for_function(READY_JS, timeout=60_000, polling=100)
     except Exception:  # noqa: BLE001 - playwright's TimeoutError; reported by the checks
         ready = False
     page.evaluate(MATHJAX_JS)

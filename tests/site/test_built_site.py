@@ -63,40 +63,84 @@ def test_each_notebook_ran_within_its_limit():
 
 
 def test_the_ledger_lists_every_checked_claim():
-    import re as _re
-
-    import nbformat
+    import nbformat  # noqa: F401  (sphinx_ledger reads notebooks with it)
     import yaml
 
     import sphinx_ledger
 
     cache = str(ROOT / yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["cache"])
-    expected = 0
+    expected, kinds = 0, set()
     for path in execute_notebooks.toc_notebooks():
         nb = sphinx_ledger.executed(path, cache)
         assert nb is not None, f"{path.name} has no executed copy in the cache"
-        expected += len(sphinx_ledger.claims_of(nb))
+        claims = sphinx_ledger.claims_of(nb)
+        expected += len(claims)
+        kinds |= {claim.get("kind") for _, claim in claims}
     html = (HTML / "book" / "ledger.html").read_text()
     assert expected > 0
-    assert f"{expected} claims in" in html
-    assert len(_re.findall(r"<tr", html)) == expected + 1  # header row + one per claim
+    assert f"{expected} statements in" in html
+    # one table a kind of statement (findings, identities, ...): its header row, then a row each
+    assert len(_re.findall(r"<table", html)) == len(kinds)
+    assert len(_re.findall(r"<tr", html)) == expected + len(kinds)
 
 
-def test_the_api_page_links_each_taught_in_chapter_to_its_page():
+def test_the_api_pages_match_the_package():
     import sphinx_api
 
-    html = (HTML / "book" / "api.html").read_text()
+    assert not sphinx_api.stale_pages(), "run `python scripts/sphinx_api.py write`"
+
+
+def test_each_taught_in_chapter_links_to_its_page():
+    import sphinx_api
+
     chapter_docs = sphinx_api.chapters()
-    linked = set(re.findall(r'<a class="reference internal" href="(\d\d_\w+)\.html"><span[^>]*>(?:chapters? |ch\. )?\d+</span>',
-                            html))
-    taught = set()
-    for _, doc, entries in sphinx_api.reference():
+    taught, linked = set(), set()
+    for modname, doc, entries in sphinx_api.reference():
         for text in [doc] + [e.doc for e in entries]:
             for match in re.finditer(r"[Tt]aught in chapters? (\d+)", text):
                 taught.add(Path(chapter_docs[int(match.group(1))]).name)
+    for page in (HTML / "book" / "api").glob("*.html"):
+        linked |= set(re.findall(r'<a class="reference internal" href="\.\./(\d\d_\w+)\.html">', page.read_text()))
     assert taught and taught <= linked, sorted(taught - linked)
     for name in linked:
         assert (HTML / "book" / f"{name}.html").exists(), name
+
+
+def test_every_documented_function_and_class_has_an_entry_on_its_module_page():
+    import sphinx_api
+
     for modname, _, entries in sphinx_api.reference():
-        for e in entries:
-            assert f'id="{sphinx_api.anchor(f"{modname}.{e.qualname}")}"' in html, f"{modname}.{e.qualname}"
+        if not entries:
+            continue
+        html = (HTML / "book" / "api" / f"{modname}.html").read_text()
+        for e in entries:  # autodoc lists what has a docstring (an undocumented CLI main() is left out)
+            if e.kind in ("class", "function") and e.doc:
+                assert f'id="{modname}.{e.qualname}"' in html, f"{modname}.{e.qualname}"
+        # nn.Module's docstrings are not inherited, nor its members listed
+        assert "Define the computation performed at every call" not in html, modname
+        assert "register_forward_hook" not in html, modname
+
+
+def test_the_pages_draw_their_icons_from_cut_down_fonts_not_fontawesome_js():
+    from fontTools.ttLib import TTFont
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import sphinx_site_fixes
+
+    static = HTML / "_static"
+    css = (static / "circuitbook-icons.css").read_text()
+    assert not (static / "scripts" / "fontawesome.js").exists()
+    for page in [HTML / "book" / "intro.html", HTML / "book" / "06_attention.html"]:
+        html = page.read_text()
+        assert "fontawesome.js" not in html and "circuitbook-icons.css" in html
+    # every icon a page names is in the cut fonts, and they are small
+    names = sphinx_site_fixes.fontawesome_codepoints(
+        "\n".join(p.read_text() for p in (static / "styles").glob("*.css")))
+    used = sphinx_site_fixes.icons_used([p.read_text() for p in HTML.rglob("*.html")])
+    assert {"bars", "list", "github", "rocket", "download", "sun", "moon"} <= used
+    covered = set()
+    for name in ("fa-solid-900", "fa-regular-400", "fa-brands-400"):
+        font = static / f"{name}-subset.woff"
+        assert f"url({font.name})" in css and font.stat().st_size < 20_000
+        covered |= set(TTFont(font).getBestCmap())
+    assert {names[n] for n in used} <= covered

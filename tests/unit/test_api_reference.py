@@ -118,19 +118,33 @@ def test_segments_link_each_chapter_number_and_nothing_else():
 
 
 def test_sphinx_renders_the_links(tmp_path):
+    """A small Sphinx build of the real API pages (autodoc on the package) with stub chapters:
+    chapter mentions come out as links, entries get their ids, no warnings (``-W``)."""
     (tmp_path / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+                                      f"sys.path.insert(0, {str(ROOT / 'src')!r})\n"
                                       "extensions = ['myst_parser', 'sphinx_api']\n")
     (tmp_path / "_toc.yml").write_text((ROOT / "_toc.yml").read_text())
-    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "api").mkdir(parents=True)
     (tmp_path / "book" / "api.md").write_text((ROOT / "book" / "api.md").read_text())
+    for page in (ROOT / "book" / "api").glob("*.md"):
+        (tmp_path / "book" / "api" / page.name).write_text(page.read_text())
+    (tmp_path / "book" / "intro.md").write_text("# Introduction\n")
     for n, docname in sphinx_api.chapters().items():
         (tmp_path / f"{docname}.md").write_text(f"# Chapter {n}\n")
-    (tmp_path / "index.md").write_text("# Index\n\n```{toctree}\n:glob:\nbook/*\n```\n")
+    (tmp_path / "index.md").write_text("# Index\n\n```{toctree}\n:glob:\nbook/*\nbook/api/*\n```\n")
     run = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", str(tmp_path), str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    html = (tmp_path / "out" / "book" / "api.html").read_text()
-    links = re.findall(r'<a class="reference internal" href="(\d\d_[\w]+)\.html"><span[^>]*>((?:chapters? |ch\. )?\d+)</span>', html)
+    links = set()
+    for page in (tmp_path / "out" / "book" / "api").glob("*.html"):
+        links |= set(re.findall(r'<a class="reference internal" href="\.\./(\d\d_[\w]+)\.html"><span[^>]*>'
+                                r'((?:chapters? |ch\. )?\d+)</span>', page.read_text()))
     assert ("18_composition", "chapter 18") in links and ("13_path_expansion", "chapters 13") in links
     assert {href for href, _ in links} >= {Path(d).name for d in ["book/02_architecture", "book/17_induction_heads"]}
-    assert 'id="api-circuitbook-composition-random-baseline"' in html
+    html = (tmp_path / "out" / "book" / "api" / "circuitbook.composition.html").read_text()
+    assert 'id="circuitbook.composition.random_baseline"' in html
+    index = (tmp_path / "out" / "book" / "api.html").read_text()
+    assert 'href="api/circuitbook.composition.html"' in index
+    # each stub chapter ends with links to the entries that name it
+    chapter = (tmp_path / "out" / "book" / "18_composition.html").read_text()
+    assert 'class="api-taught-here"' in chapter and "api/circuitbook.composition.html#circuitbook.composition" in chapter

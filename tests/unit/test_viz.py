@@ -151,3 +151,48 @@ def test_heatmap_bundle_honours_include_and_exclude():
     fig = viz.heatmap(torch.rand(3, 3), range(3), range(3))
     assert set(fig._repr_mimebundle_(include=["text/html"])) == {"text/html"}
     assert "text/html" not in fig._repr_mimebundle_(exclude=["text/html"])
+
+
+# --------------------------------------------------------------------------- readable tokens
+
+def _gpt2_bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table as its paper's code writes it (an independent copy of what viz inverts)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def test_byte_level_pieces_are_shown_as_text():
+    table = _gpt2_bytes_to_unicode()
+    text = [" SC", "\n", "Hello", " wörld", "é"]
+    pieces = ["".join(table[b] for b in t.encode("utf-8")) for t in text]
+    assert pieces[0] == "\u0120SC" and pieces[1] == "\u010a"
+    assert viz.readable_tokens(pieces) == [" SC", "\u21b5", "Hello", " wörld", "é"]
+    # a piece holding half of a two-byte character shows the replacement character
+    half = "".join(table[b] for b in "é".encode("utf-8")[:1])
+    assert viz.readable_tokens(["\u0120a", half]) == [" a", "\ufffd"]
+
+
+def test_plain_tokens_and_sentencepiece_markers():
+    assert viz.readable_tokens(["t1", "łódź", "Ā"]) == ["t1", "łódź", "Ā"]  # no Ġ/Ċ: left alone
+    assert viz.readable_tokens(["\u2581the", "\u2581cat", "s"]) == [" the", " cat", "s"]
+
+
+def test_the_attention_view_shows_readable_tokens():
+    html = viz.attention_pattern_view(["\u0120SC", "\u010a", "b", "c", "d"], _pattern()).data
+    assert _props(html)["tokens"] == [" SC", "\u21b5", "b", "c", "d"]
+
+
+def test_views_load_their_bundle_only_near_the_viewport():
+    html = viz.attention_pattern_view(list("abcde"), _pattern()).data
+    assert "IntersectionObserver" in html and "rootMargin" in html
+    fig = viz.heatmap(torch.rand(3, 3), range(3), range(3))._repr_mimebundle_()["text/html"]
+    assert "IntersectionObserver" in fig
+    # the figure follows the theme and the width at run time; its JSON stays as written
+    assert "data-theme" in fig and "jpThemeLight" in fig and "NARROW = 640" in fig

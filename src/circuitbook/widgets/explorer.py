@@ -183,6 +183,27 @@ def figure_label(fig) -> str:
     return " | ".join(" ".join(p.split()) for p in parts if p.strip())
 
 
+@contextlib.contextmanager
+def random_state_kept():
+    """Run the block and put back torch's, numpy's and Python's global random states.
+
+    A page draws up to ``MAX_STATES`` frames per figure, and a frame may draw random weights.
+    Without this, every random number the page draws after an explorer would depend on how
+    many frames were drawn (``CIRCUITBOOK_EXPLORE_STATES``), not only on the page's seed."""
+    import random
+
+    import numpy as np
+    import torch
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
 def draw(render: Callable, values: dict) -> dict:
     """Call ``render(**values)`` and return its one matplotlib figure as a palette PNG data URL
     with the figure's drawn titles (``label``) and anything it printed (``text``)."""
@@ -195,7 +216,7 @@ def draw(render: Callable, values: dict) -> dict:
     show = plt.show
     plt.show = lambda *a, **k: None  # the figure is ours to encode, not the cell's to display
     try:
-        with contextlib.redirect_stdout(printed):
+        with random_state_kept(), contextlib.redirect_stdout(printed):
             returned = render(**values)
     finally:
         plt.show = show
