@@ -30,18 +30,20 @@ export const KERNEL_WAIT_MS = 15000;
 
 // The record of the widget's model (its trait model_name): from the widget's trait weights
 // (live), from the site (_static/lab/, by a script tag, which works from file:// too), or
-// asked of the kernel (lab.py's answer_weights puts it in weights). Rejects with a message
-// for the reader when the site's file does not load (a static page has no kernel to ask),
-// or when no site is there and no kernel answers within `kernelWait` ms.
-export function loadRecord(model, { kernelWait = KERNEL_WAIT_MS } = {}) {
+// asked of the kernel (lab.py's answer_weights puts it in weights). On the site it rejects
+// with a message for the reader when the file does not load (a static page has no kernel to
+// ask). With no site, if no kernel has answered within `kernelWait` ms, `onSlow(message)`
+// tells the reader why nothing is drawn yet, and the promise still resolves when the
+// weights arrive.
+export function loadRecord(model, { kernelWait = KERNEL_WAIT_MS, onSlow = () => {} } = {}) {
   const name = model.get("model_name");
   const have = () => (window.cbLabModels || {})[name] || (model.get("weights") && JSON.parse(model.get("weights")));
   if (have()) return Promise.resolve(have());
   return new Promise((resolve, reject) => {
     const root = document.documentElement.dataset.content_root;
     if (root === undefined) {  // Jupyter or Colab: the kernel sends the weights
-      const timer = setTimeout(() => reject(new Error(`no kernel has sent the weights of ${name}: ` +
-        "run this notebook's cells (in Jupyter or Colab) and the model will load")), kernelWait);
+      const timer = setTimeout(() => onSlow(`no kernel has sent the weights of ${name} yet: ` +
+        "run this notebook's cells (in Jupyter or Colab) and the model will load"), kernelWait);
       model.on("change:weights", () => { if (have()) { clearTimeout(timer); resolve(have()); } });
       model.send({ ask: "weights" });
       return;
