@@ -16,6 +16,8 @@ class FakeElement {
     const classes = new Set();
     this.classList = {
       add: (...names) => { names.forEach((n) => classes.add(n)); this.className = [...classes].join(" "); },
+      remove: (...names) => { names.forEach((n) => classes.delete(n)); this.className = [...classes].join(" "); },
+      toggle: (n, on = !classes.has(n)) => { if (on) classes.add(n); else classes.delete(n); this.className = [...classes].join(" "); },
       contains: (n) => classes.has(n),
     };
   }

@@ -135,3 +135,41 @@ for (const name of ["lab", "induction_stepper"]) {
     assert.ok(status.className.includes("cb-error"));
   });
 }
+
+// fire the listeners a test's click or change would
+const fire = (node, type) => (node.listeners[type] || []).forEach((fn) => fn());
+
+test("the quiz: answer every question to submit, then a score and feedback", async () => {
+  const document = installDocument();
+  const { default: quiz } = await import("../../src/circuitbook/widgets/quiz.js");
+  const questions = [0, 1].map((i) => ({ question: `Q${i}`, options: ["a", "b"], correct: i, explanation: "because",
+    why_not: i ? ["not a", null] : [null, "not b"] }));
+  const model = fakeModel({ questions, answers: [null, null], submitted: false, attempts: 0 });
+  model.on = () => {};
+  const root = document.createElement("div");
+  quiz.render({ model, el: root });
+  const [submit] = root.findAll("cb-submit");
+  assert.equal(root.findAll("cb-question").length, 2);
+  assert.equal(submit.disabled, true, "a quiz with open questions cannot be submitted");
+  const radios = () => root.findAll("cb-option").map((label) => label.children[0]);
+  fire(radios()[0], "change");  // question 0: a (right)
+  fire(radios()[2], "change");  // question 1: a (wrong)
+  assert.deepEqual(model.get("answers"), [0, 0]);
+  assert.equal(submit.disabled, false);
+  fire(submit, "click");
+  assert.equal(root.findAll("cb-summary")[0].textContent, "Score: 1 of 2.");
+  const feedback = root.findAll("cb-feedback");
+  assert.deepEqual(feedback.map((f) => f.attributes["data-right"]), ["true", "false"]);
+  assert.match(feedback[1].innerHTML, /not a/);
+  assert.doesNotMatch(feedback[1].innerHTML, /because/, "a wrong answer is not shown the right one's explanation");
+});
+
+test("the progress line says that progress needs a kernel until one answers", async () => {
+  const document = installDocument();
+  const { default: progress } = await import("../../src/circuitbook/widgets/progress.js");
+  const model = fakeModel({ problem: "2", problems: ["1", "2"], done: [], still_open: { 2: ["ex_a"] } });
+  const root = document.createElement("div");
+  progress.render({ model, el: root });
+  assert.match(root.findAll("cb-counter")[0].textContent, /tracked when this notebook runs/);
+  assert.deepEqual(model.sent, [{ type: "hello" }]);
+});
