@@ -47,7 +47,7 @@ help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
 	@echo "make test   - the tests to run before a commit (about 10 minutes on 2 cores; no root, no network)"
 	@echo "make test-full - everything: every chapter twice, the site, grading, browser, JupyterLab, Colab (CI)"
-	@echo "make test-js - the JavaScript forward pass against TransformerLens (part of make test)"
+	@echo "make test-js - lint the widgets' JavaScript; Node tests against TransformerLens (part of make test)"
 	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
 	@echo "make assignments [STUDENTS=roster.csv] - student notebooks and autograders into _build/assignments;"
 	@echo "                             with a roster (CSV, column id), one notebook per student, each its own variant"
@@ -108,10 +108,14 @@ grade: env
 unit: env
 	$(PY) -m pytest tests/unit -q
 
-# The widgets' forward pass in Node against TransformerLens: a Python step writes toy-2l's
-# logits and patterns for a few sequences to a temporary file, then Node's test runner reads it.
+# The widgets' JavaScript: eslint over every front end and the tests (eslint.config.js; npm
+# installs it from package-lock.json on the first run), then Node's test runner: a Python step
+# writes toy-2l's TransformerLens runs (logits, patterns, loss, ablations, path terms) to a
+# temporary file, and tests/js reads it; the widgets' pure parts are tested there too.
 test-js: env
 	@command -v node >/dev/null || { echo "make test-js needs Node.js 20 or later (Debian package nodejs)" >&2; exit 1; }
+	@test -x node_modules/.bin/eslint || npm ci --no-audit --no-fund
+	node_modules/.bin/eslint src/circuitbook/widgets/*.js tests/js/
 	@tmp=$$(mktemp -d) && $(PY) tests/js/export_fixtures.py $$tmp/fixtures.json && \
 	CIRCUITBOOK_JS_FIXTURES=$$tmp/fixtures.json node --test tests/js/; r=$$?; rm -rf $$tmp; exit $$r
 

@@ -1,6 +1,6 @@
 """Every widget's text is readable in the light and the dark theme of the built site.
 
-Each kind of widget (explore, quiz, progress, stepper, builder) is rendered on its page in
+Each kind of widget (explore, quiz, progress, stepper, builder, lab) is rendered on its page in
 three ways: the reader's system in light mode; in dark mode (``prefers-color-scheme: dark``,
 which pydata-sphinx-theme's default "auto" mode follows with ``data-theme="dark"``); and a
 light system with the theme's own switch set to dark (``data-theme="dark"`` on the root,
@@ -30,6 +30,7 @@ WIDGETS = {  # kind: (page, selector of the widget's root)
     "progress": (lambda: PROBLEMS, ".cb-progress"),
     "stepper": (lambda: EXPLAINERS, ".cb-stepper"),
     "builder": (lambda: EXPLAINERS, ".cb-builder"),
+    "lab": (lambda: "book/induction/02_lab.html", ".cb-lab"),
 }
 THEMES = {"light": ("light", False), "dark": ("dark", False), "dark-toggle": ("light", True)}
 

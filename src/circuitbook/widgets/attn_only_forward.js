@@ -1,8 +1,10 @@
 // The forward pass of the book's attention-only toy models, in the page (no kernel).
-// One module for every widget that runs the model (lab.py's esm() puts it in front of the
-// widget's own code: the induction lab, and the toy model's induction stepper). Row vectors and TransformerLens's names and
-// shapes; weights arrive as float32 (exported by circuitbook.widgets.lab_export) and every
-// product is accumulated in float64. Chapter 13 teaches the path expansion at the end.
+// One module for every widget that runs the model (the induction lab and the toy model's
+// induction stepper import it; circuitbook.widgets.frontend.esm joins it into each). Row
+// vectors and TransformerLens's names and shapes; weights arrive as float32 (exported by
+// circuitbook.widgets.lab_export) and every product is accumulated in float64. The models
+// are shortformer (W_pos enters only the queries and keys; lab_export exports no other
+// kind). Chapter 13 teaches the path expansion at the end.
 
 function decode(b64) {
   const bin = atob(b64);
@@ -13,26 +15,45 @@ function decode(b64) {
 
 // spec: {name, config, tensors: {name: [shape, base64 float32 little-endian]}} -> a model
 export function loadModel(spec) {
+  if (spec.config.positional !== "shortformer") {
+    throw new Error(`${spec.name}: the page runs shortformer models only, not ` +
+      `positional embeddings of type ${JSON.stringify(spec.config.positional)}`);
+  }
   const w = {};
   for (const [name, [, b64]] of Object.entries(spec.tensors)) w[name] = decode(b64);
   return { name: spec.name, cfg: spec.config, w };
 }
 
+// How long a widget with no site to load from waits for the kernel's answer before it says
+// so (it keeps listening: a kernel that answers later still gets the model drawn).
+export const KERNEL_WAIT_MS = 15000;
+
 // The record of the widget's model (its trait model_name): from the widget's trait weights
 // (live), from the site (_static/lab/, by a script tag, which works from file:// too), or
-// asked of the kernel (lab.py's answer_weights puts it in weights).
-export function loadRecord(model) {
+// asked of the kernel (lab.py's answer_weights puts it in weights). On the site it rejects
+// with a message for the reader when the file does not load (a static page has no kernel to
+// ask). With no site, if no kernel has answered within `kernelWait` ms, `onSlow(message)`
+// tells the reader why nothing is drawn yet, and the promise still resolves when the
+// weights arrive.
+export function loadRecord(model, { kernelWait = KERNEL_WAIT_MS, onSlow = () => {} } = {}) {
   const name = model.get("model_name");
   const have = () => (window.cbLabModels || {})[name] || (model.get("weights") && JSON.parse(model.get("weights")));
   if (have()) return Promise.resolve(have());
   return new Promise((resolve, reject) => {
-    model.on("change:weights", () => have() && resolve(have()));
     const root = document.documentElement.dataset.content_root;
-    if (root === undefined) { model.send({ ask: "weights" }); return; }
+    if (root === undefined) {  // Jupyter or Colab: the kernel sends the weights
+      const timer = setTimeout(() => onSlow(`no kernel has sent the weights of ${name} yet: ` +
+        "run this notebook's cells (in Jupyter or Colab) and the model will load"), kernelWait);
+      model.on("change:weights", () => { if (have()) { clearTimeout(timer); resolve(have()); } });
+      model.send({ ask: "weights" });
+      return;
+    }
     const script = document.createElement("script");
     script.src = `${root}_static/lab/${name}.js`;
-    script.onload = () => (have() ? resolve(have()) : reject(new Error(`no ${name} in ${script.src}`)));
-    script.onerror = () => model.send({ ask: "weights" });
+    script.onload = () => (have() ? resolve(have())
+      : reject(new Error(`${script.src} loaded but holds no model ${name}`)));
+    script.onerror = () => reject(new Error(`the weights of ${name} did not load from ${script.src} ` +
+      "(the site is missing the file, or the page was opened without its _static folder)"));
     document.head.append(script);
   });
 }
@@ -100,13 +121,10 @@ export function forward(model, tokens, ablate = {}) {
   const w = model.w, P = tokens.length;
   let resid = new Float64Array(P * D);
   for (let p = 0; p < P; p++) for (let i = 0; i < D; i++) resid[p * D + i] = w.W_E[tokens[p] * D + i];
-  const posIn = new Float64Array(P * D);  // W_pos[:P]: only Q and K read it (shortformer)
-  for (let i = 0; i < P * D; i++) posIn[i] = w.W_pos[i];
-  if (model.cfg.positional === "standard") for (let i = 0; i < P * D; i++) resid[i] += posIn[i];
   const layers = [];
   for (let l = 0; l < L; l++) {
     const qkIn = new Float64Array(P * D);
-    for (let i = 0; i < P * D; i++) qkIn[i] = resid[i] + (model.cfg.positional === "standard" ? 0 : posIn[i]);
+    for (let i = 0; i < P * D; i++) qkIn[i] = resid[i] + w.W_pos[i];  // W_pos[:P]: Q and K only
     const next = Float64Array.from(resid);
     for (let p = 0; p < P; p++) for (let j = 0; j < D; j++) next[p * D + j] += w.b_O[l * D + j];
     const heads = [];
@@ -158,7 +176,6 @@ export function pathTerms(model, run, p, ablate = {}) {
   const w = model.w, P = run.P;
   const e = new Float64Array(P * D);
   for (let q = 0; q < P; q++) for (let i = 0; i < D; i++) e[q * D + i] = w.W_E[run.tokens[q] * D + i];
-  if (model.cfg.positional === "standard") for (let i = 0; i < P * D; i++) e[i] += w.W_pos[i];
   let streams = [{ src: "embed", path: [], x: e }];
   for (let l = 0; l < L; l++) {
     const added = [];

@@ -5,17 +5,7 @@
 // the per-configuration sentences, the sizes for a real model and the term counts all come
 // precomputed in the `data` trait; the page decides from the three toggles which apply.
 
-function el(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else if (k === "html") node.innerHTML = v; // trusted: typeset by the book's own Python
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.appendChild(c);
-  return node;
-}
+import { el } from "./dom.js";
 
 const PRESETS = { none: [], "induction: K-composition only": ["k"], "all three": ["q", "k", "v"] };
 
@@ -28,7 +18,7 @@ function slider(cls, label, max, value, onInput) {
 }
 
 function render({ model, el: root }) {
-  root.classList.add("cb-builder");
+  root.classList.add("cb-builder", "cb-widget", "cb-box");
   const toggles = el("div", { class: "cb-row" });
   const presets = el("div", { class: "cb-row" });
   const summary = el("div", { class: "cb-summary" });
@@ -46,7 +36,7 @@ function render({ model, el: root }) {
     const b = el("button", { class: "cb-btn cb-toggle-" + key });
     b.addEventListener("click", () => { model.set(key, !model.get(key)); model.save_changes(); draw(); });
     buttons[key] = b;
-    toggles.appendChild(b);
+    toggles.append(b);
   }
   for (const [name, on] of Object.entries(PRESETS)) {
     const b = el("button", { class: "cb-btn cb-preset", text: name });
@@ -56,7 +46,7 @@ function render({ model, el: root }) {
       model.save_changes();
       draw();
     });
-    presets.appendChild(b);
+    presets.append(b);
   }
 
   // how the count scales: n heads per layer, L layers (counts precomputed exactly in Python)
@@ -101,16 +91,16 @@ function render({ model, el: root }) {
     explain.innerHTML = data.configurations[config];
 
     table.replaceChildren();
-    const head = el("tr", {}, ["term", "formula (row vectors)", "what it means",
-      `size in ${data.model_name}`].map((t) => el("th", { text: t })));
-    table.appendChild(head);
+    // the column names head the table, and label each cell where the table is laid out as
+    // one card per term (explainers.css, on a narrow screen)
+    const columns = ["term", "formula (row vectors)", "what it means", `size in ${data.model_name}`];
+    table.append(el("tr", { class: "cb-terms-head" }, columns.map((t) => el("th", { text: t }))));
     for (const t of data.terms) {
-      const row = el("tr", { class: exists(t) ? "cb-present" : "cb-absent" });
-      row.dataset.term = t.id;
+      const row = el("tr", { class: exists(t) ? "cb-present" : "cb-absent", "data-term": t.id });
       const size = data.sizes[t.id];
-      row.append(el("td", { text: t.name }), el("td", { class: "cb-formula", html: t.formula }),
-        el("td", { html: t.what }), el("td", { html: size === undefined ? "" : size }));
-      table.appendChild(row);
+      row.append(el("td", { text: t.name }), el("td", { class: "cb-formula", html: t.formula, "data-label": columns[1] }),
+        el("td", { html: t.what }), el("td", { html: size === undefined ? "" : size, "data-label": columns[3] }));
+      table.append(row);
     }
     note.innerHTML = data.note;
   }

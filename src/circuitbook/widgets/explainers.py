@@ -19,17 +19,14 @@ patterns, not drawn by hand.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anywidget
 import torch
 import traitlets
 
 from circuitbook.paths import count_paths, count_score_terms
-from circuitbook.widgets.lab import answer_weights, esm
+from circuitbook.widgets import frontend
+from circuitbook.widgets.lab import answer_weights
 from circuitbook.widgets.quiz import rich
-
-HERE = Path(__file__).parent
 
 DURSLEY = ("One morning Mr Dursley was the director of a firm called Grunnings , which made drills . "
            "He was a big , beefy man with hardly any neck . His wife said to Mr")
@@ -41,11 +38,11 @@ class InductionStepper(anywidget.AnyWidget):
     """Prev / Next through the five steps of the induction circuit; a toggle for the control.
 
     Precomputed (``data`` holds both sequences' numbers), or live: with ``model_name`` set, the
-    page runs that toy model (:func:`circuitbook.widgets.lab.esm`'s forward pass) on
+    page runs that toy model (``attn_only_forward.js``, the induction lab's forward pass) on
     ``tokens[mode]``, which the reader can retype; ``words`` names the text's token ids."""
 
-    _esm = esm("induction_stepper.js")
-    _css = HERE / "explainers.css"
+    _esm = frontend.esm("induction_stepper.js")
+    _css = frontend.css("explainers.css")
     data = traitlets.Dict().tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
     mode = traitlets.Unicode("text").tag(sync=True)
@@ -62,8 +59,8 @@ class InductionStepper(anywidget.AnyWidget):
 class CompositionBuilder(anywidget.AnyWidget):
     """Three toggles (does H1's Q / K / V read H0?) and presets; the term list follows them."""
 
-    _esm = HERE / "composition_builder.js"
-    _css = HERE / "explainers.css"
+    _esm = frontend.esm("composition_builder.js")
+    _css = frontend.css("explainers.css")
     data = traitlets.Dict().tag(sync=True)
     q = traitlets.Bool(False).tag(sync=True)
     k = traitlets.Bool(True).tag(sync=True)

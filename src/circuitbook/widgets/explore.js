@@ -3,22 +3,13 @@
 // widget responds with no kernel. If a kernel answers the greeting, every control steps
 // through all its values and each move asks Python (`selection`) for the figure (`live`).
 
-function el(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.appendChild(c);
-  return node;
-}
+import { el } from "./dom.js";
 
 function render({ model, el: root }) {
-  root.classList.add("circuitbook-explore", "cb-explore");
+  root.classList.add("circuitbook-explore", "cb-explore", "cb-widget", "cb-box");
   const controls = model.get("controls");
   let live = false;
-  let selection = [...model.get("selection")];
+  const selection = [...model.get("selection")];
   const row = el("div", { class: "cb-explore-controls" });
   const figure = el("img", { class: "cb-explore-figure" });
   const status = el("div", { class: "cb-explore-status" });
@@ -38,7 +29,7 @@ function render({ model, el: root }) {
       ? el("input", { type: "range", id, class: "cb-explore-input", min: "0", step: "1" })
       : el("select", { id, class: "cb-explore-input" });
     box.append(name, input, readout);
-    row.appendChild(box);
+    row.append(box);
     return { c, box, input, readout };
   });
 

@@ -34,13 +34,13 @@ import math
 import os
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import anywidget
 import traitlets
 
-HERE = Path(__file__).parent
+from circuitbook.widgets import frontend
+
 # CIRCUITBOOK_EXPLORE_STATES lowers the budget where the static frames are not looked at:
 # scripts/numerics.py re-executes the book only to compare claims, checks and printed numbers
 MAX_STATES = int(os.environ.get("CIRCUITBOOK_EXPLORE_STATES", "64"))
@@ -248,8 +248,8 @@ def state_key(indices) -> str:
 class Explore(anywidget.AnyWidget):
     """The widget ``explore`` returns; ``values`` is the current state as a dict."""
 
-    _esm = HERE / "explore.js"
-    _css = HERE / "explore.css"
+    _esm = frontend.esm("explore.js")
+    _css = frontend.css("explore.css")
     controls = traitlets.List(traitlets.Dict()).tag(sync=True)  # name, labels, slider, grid
     frames = traitlets.Dict().tag(sync=True)                      # state key -> drawn figure
     selection = traitlets.List(traitlets.Int()).tag(sync=True)   # index of each control's value

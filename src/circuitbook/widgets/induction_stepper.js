@@ -1,32 +1,20 @@
 // The induction circuit, one step at a time (anywidget front end).
 // Precomputed: everything (tokens, the model's real attention patterns, predictions) is
 // computed in Python and synced in the `data` trait. Live (`model_name` set): the forward pass
-// above this code (attn_only_forward.js) runs the toy model in the page on `tokens[mode]`,
-// which the reader can retype, and `sequenceData` reads off the same numbers Python's
+// (attn_only_forward.js) runs the toy model in the page on `tokens[mode]`, which the reader
+// can retype, and `sequenceData` reads off the same numbers Python's
 // explainers.sequence_data does. Either way it works on the static site with no kernel;
 // `step`, `mode` and `tokens` are synced back to Python when a kernel is present.
 
-function el(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.appendChild(c);
-  return node;
-}
+import { bars, el, svg } from "./dom.js";
+import { forward, loadModel, loadRecord, logProbs } from "./attn_only_forward.js";
+import { droppedNote, parseTokens } from "./token_input.js";
 
-const SVG = "http://www.w3.org/2000/svg";
-function svg(tag, attrs = {}) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-}
-
-// the width of a token label as the strip draws it (.cb-label: 12px system-ui)
-const measure = document.createElement("canvas").getContext("2d");
+// the width of a token label as the strip draws it (.cb-label: 12px system-ui), measured on
+// a canvas made at the first call (none at import)
+let measure = null;
 function textWidth(text) {
+  measure ??= document.createElement("canvas").getContext("2d");
   measure.font = "12px system-ui, sans-serif";
   return measure.measureText(text).width;
 }
@@ -48,8 +36,10 @@ const r = (x, digits) => Number(x.toFixed(digits));
 
 // What the stepper shows for `ids`, from one forward pass in the page: the same fields as
 // explainers.sequence_data (toy models: no final normalisation, so a head's direct effect is
-// its output z W_O times W_U). null when the last token has no earlier occurrence.
-function sequenceData(net, ids, labelOf, prevHead, indHead) {
+// its output z W_O times W_U). `labels`: how each position is shown (as the reader wrote
+// it); `labelOf(id)`: how a predicted token is. null when the last token has no earlier
+// occurrence.
+export function sequenceData(net, ids, labels, labelOf, prevHead, indHead) {
   const [l0, h0] = prevHead.split(".").map(Number), [l1, h1] = indHead.split(".").map(Number);
   const query = ids.length - 1;
   let earlier = -1;
@@ -74,7 +64,7 @@ function sequenceData(net, ids, labelOf, prevHead, indHead) {
   const top5 = (values) => Array.from(values, (v, t) => [t, v]).sort((a, b) => b[1] - a[1]).slice(0, 5)
     .map(([t, v]) => [labelOf(t), r(v, 3)]);
   return {
-    tokens: ids.map(labelOf), ids, query, earlier, target: earlier + 1, expected: labelOf(target),
+    tokens: labels.slice(), ids, query, earlier, target: earlier + 1, expected: labels[earlier + 1],
     matching: ids.map((_, k) => k).filter((k) => k >= 1 && ids[k - 1] === ids[query]),
     prev_arcs, ind_arcs, ind_scores: row.map((_, k) => r(ind.scores[query * P + k], 2)),
     head_top: top5(headLogits), model_top: top5(probs),
@@ -85,11 +75,16 @@ function sequenceData(net, ids, labelOf, prevHead, indHead) {
 }
 
 function render({ model, el: root }) {
-  root.classList.add("cb-stepper");
+  root.classList.add("cb-stepper", "cb-widget", "cb-box");
   if (!model.get("model_name")) { build(model, root, null); return; }
-  root.textContent = "loading the model\u2026";
-  loadRecord(model).then((record) => { root.replaceChildren(); build(model, root, loadModel(record)); },
-    (err) => { root.textContent = `could not load the model: ${err.message}`; });
+  const status = el("div", { class: "cb-stepper-status", role: "status", text: "loading the model\u2026" });
+  root.append(status);
+  const failed = (message) => {
+    status.classList.add("cb-error");
+    status.textContent = `could not load the model: ${message}`;
+  };
+  loadRecord(model, { onSlow: failed }).then((record) => { root.replaceChildren(); build(model, root, loadModel(record)); },
+    (err) => failed(err.message));
 }
 
 // net: the toy model the page runs (live), or null (precomputed)
@@ -106,24 +101,35 @@ function build(model, root, net) {
   const extra = el("div", { class: "cb-extra" });
   root.append(header);
   const input = el("input", { class: "cb-stepper-input", type: "text", "aria-label": "the sequence: words of the text or token ids t0, t1, ..." });
+  const note = el("div", { class: "cb-stepper-note", role: "status" });
+  // the reader's own spelling of the sequence each mode shows: {mode: {ids, labels}}
+  const typed = {};
   if (net) {
-    root.append(el("div", { class: "cb-caption", text: `${net.name} runs in this page on the sequence below: retype it (words of the text, or token ids t0 to t${net.cfg.d_vocab - 1}); the last token must occur earlier.` }), input);
+    root.append(el("div", { class: "cb-caption", text: `${net.name} runs in this page on the sequence below: retype it (words of the text, or token ids t0 to t${net.cfg.d_vocab - 1}); the last token must occur earlier.` }), input, note);
     input.addEventListener("change", () => {
-      const ids = Object.fromEntries(Object.entries(model.get("words")).map(([i, w]) => [w, Number(i)]));
-      const parsed = input.value.split(/\s+/).filter(Boolean).map((w) => (w in ids ? ids[w] : /^t\d+$/.test(w) ? Number(w.slice(1)) : NaN))
-        .filter((t) => Number.isInteger(t) && t < net.cfg.d_vocab).slice(0, net.cfg.n_ctx);
-      set("tokens", { ...model.get("tokens"), [model.get("mode")]: parsed });
+      const words = Object.fromEntries(Object.entries(model.get("words")).map(([i, w]) => [w, Number(i)]));
+      const read = parseTokens(input.value, { dVocab: net.cfg.d_vocab, nCtx: net.cfg.n_ctx, words });
+      const mode = model.get("mode");
+      typed[mode] = { ids: read.ids, labels: read.labels };
+      note.textContent = droppedNote(read, net.cfg.n_ctx);
+      set("tokens", { ...model.get("tokens"), [mode]: read.ids });
     });
   }
   root.append(title, body, tokensBox, extra);
 
+  // live: the sequence of `mode` with its labels. A sequence the reader typed keeps their
+  // spelling ("t1" stays "t1" even where t1 is a word of the text); predicted tokens are
+  // named as the sequence names them, else by the text's words if the sequence uses words.
   function current(data, mode) {
     if (!net) return data.sequences[mode];
-    const words = model.get("words");
-    const labelOf = (t) => (mode === "text" && words[t] !== undefined ? words[t] : `t${t}`);
-    const ids = model.get("tokens")[mode];
-    input.value = ids.map(labelOf).join(" ");
-    return sequenceData(net, ids, labelOf, data.prev_head, data.induction_head);
+    const words = model.get("words"), ids = model.get("tokens")[mode];
+    const mine = typed[mode] && typed[mode].ids.join() === ids.join() ? typed[mode].labels : null;
+    const labels = mine || ids.map((t) => (mode === "text" && words[t] !== undefined ? words[t] : `t${t}`));
+    const spelled = new Map(ids.map((t, i) => [t, labels[i]]).reverse());  // the first spelling
+    const byWords = labels.some((l, i) => l === words[ids[i]]);
+    const labelOf = (t) => spelled.get(t) ?? (byWords && words[t] !== undefined ? words[t] : `t${t}`);
+    input.value = labels.join(" ");
+    return sequenceData(net, ids, labels, labelOf, data.prev_head, data.induction_head);
   }
 
   function draw() {
@@ -170,8 +176,8 @@ function build(model, root, net) {
         "stroke-width": String(1 + 5 * weight),
         "stroke-opacity": String(0.25 + 0.75 * weight),
       });
-      path.appendChild(svg("title")).textContent = `${seq.tokens[q]} (${q}) attends to ${seq.tokens[k]} (${k}): ${weight.toFixed(2)}`;
-      pic.appendChild(path);
+      path.append(svg("title", { text: `${seq.tokens[q]} (${q}) attends to ${seq.tokens[k]} (${k}): ${weight.toFixed(2)}` }));
+      pic.append(path);
     }
     seq.tokens.forEach((tok, i) => {
       let cls = "cb-tok";
@@ -179,40 +185,24 @@ function build(model, root, net) {
       if (s.highlight && s.highlight.includes("earlier") && i === seq.earlier) cls += " cb-earlier";
       if (s.highlight && s.highlight.includes("target") && i === seq.target) cls += " cb-target";
       const rect = svg("rect", { x: String(left[i] + 2), y: String(base - 12), width: String(widths[i] - 4), height: "26", rx: "4", class: cls });
-      const label = svg("text", { x: String(centre(i)), y: String(base + 6), class: "cb-label" });
-      label.textContent = tok;
-      const pos = svg("text", { x: String(centre(i)), y: String(base + 28), class: "cb-pos" });
-      pos.textContent = String(i);
+      const label = svg("text", { x: centre(i), y: base + 6, class: "cb-label", text: tok });
+      const pos = svg("text", { x: centre(i), y: base + 28, class: "cb-pos", text: String(i) });
       pic.append(rect, label, pos);
     });
     const scroller = el("div", { class: "cb-scroll" }, [pic]);
-    tokensBox.appendChild(scroller);
+    tokensBox.append(scroller);
 
     // step-specific panel: key scores, or the head's and the model's predictions
     extra.replaceChildren();
     if (s.panel === "scores") {
-      extra.appendChild(el("div", { class: "cb-caption", text: `Induction head ${data.induction_head}: score of the last query on each key (before the softmax). Keys whose previous token is "${seq.tokens[seq.query]}" are outlined.` }));
-      extra.appendChild(bars(seq.ind_scores.map((v, i) => [`${i}:${seq.tokens[i]}`, v, seq.matching.includes(i)]), true));
+      extra.append(el("div", { class: "cb-caption", text: `Induction head ${data.induction_head}: score of the last query on each key (before the softmax). Keys whose previous token is "${seq.tokens[seq.query]}" are outlined.` }));
+      extra.append(bars(seq.ind_scores.map((v, i) => [`${i}:${seq.tokens[i]}`, v, seq.matching.includes(i)]), { digits: 1 }));
     } else if (s.panel === "prediction") {
-      extra.appendChild(el("div", { class: "cb-caption", text: `What head ${data.induction_head} writes, read through the unembedding (top tokens):` }));
-      extra.appendChild(bars(seq.head_top.map(([t, v]) => [t, v, t === seq.expected]), false));
-      extra.appendChild(el("div", { class: "cb-caption", text: `The whole model's prediction (probabilities):` }));
-      extra.appendChild(bars(seq.model_top.map(([t, p]) => [t, p, t === seq.expected]), false));
+      extra.append(el("div", { class: "cb-caption", text: `What head ${data.induction_head} writes, read through the unembedding (top tokens):` }));
+      extra.append(bars(seq.head_top.map(([t, v]) => [t, v, t === seq.expected])));
+      extra.append(el("div", { class: "cb-caption", text: "The whole model's prediction (probabilities; a full bar is 1):" }));
+      extra.append(bars(seq.model_top.map(([t, p]) => [t, p, t === seq.expected]), { full: 1 }));
     }
-  }
-
-  function bars(rows, signed) {
-    const box = el("div", { class: "cb-bars" });
-    const maxAbs = Math.max(1e-9, ...rows.map((r) => Math.abs(r[1])));
-    for (const [label, value, mark] of rows) {
-      const row = el("div", { class: "cb-bar-row" + (mark ? " cb-mark" : "") });
-      const bar = el("div", { class: "cb-bar" + (value < 0 ? " cb-neg" : "") });
-      bar.style.width = `${(100 * Math.abs(value)) / maxAbs}%`;
-      row.append(el("span", { class: "cb-bar-label", text: label }), el("div", { class: "cb-bar-track" }, [bar]),
-        el("span", { class: "cb-bar-value", text: signed ? value.toFixed(1) : value.toFixed(2) }));
-      box.appendChild(row);
-    }
-    return box;
   }
 
   function set(key, value) {

@@ -1,44 +1,51 @@
-// The induction lab's front end (anywidget). The forward pass above this code
-// (attn_only_forward.js) runs the model in the page; this part only draws and listens.
+// The induction lab's front end (anywidget). The forward pass (attn_only_forward.js) runs
+// the model in the page; this module only draws and listens.
 // Synced traits: tokens, ablated {"l.h": "zero" | "mean"}, position; weights when live.
 
-function el(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
+import { bars, el, svg } from "./dom.js";
+import { forward, loadModel, loadRecord, logProbs, losses, pathTerms } from "./attn_only_forward.js";
+import { droppedNote, parseTokens } from "./token_input.js";
+
+// What a click on a head does: not ablated -> zero -> mean -> not ablated
+const ABLATIONS = [undefined, "zero", "mean"];
+
+// `ablated` ({"l.h": how}) after a click on head `key`: a new object, the head's entry moved
+// to the next ablation of ABLATIONS, or removed after "mean".
+export function nextAblation(ablated, key) {
+  const next = { ...ablated };
+  const how = ABLATIONS[(ABLATIONS.indexOf(ablated[key]) + 1) % ABLATIONS.length];
+  if (how) next[key] = how;
+  else delete next[key];
+  return next;
 }
 
-// A seeded generator (mulberry32), so "random tokens" is the same draw for the same seed
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+// A random segment of 16 to 32 tokens (toy-2l's training segments, at most half the context
+// `nCtx`) of a vocabulary of `dVocab`, repeated. `random` () -> [0, 1): a fresh draw on every
+// call with the default, so each click (and each page load) shows a new sequence.
+export function repeatedRandom(dVocab, nCtx, random = Math.random) {
+  const n = Math.min(Math.floor(nCtx / 2), 16 + Math.floor(random() * 17));
+  const half = Array.from({ length: n }, () => Math.floor(random() * dVocab));
+  return [...half, ...half];
 }
-
-const NEXT_ABLATION = { undefined: "zero", zero: "mean", mean: undefined };
 
 function render({ model, el: root }) {
-  root.classList.add("cb-lab");
-  const status = el("div", { class: "cb-lab-status", text: "loading the model\u2026" });
+  root.classList.add("cb-lab", "cb-widget", "cb-box");
+  const status = el("div", { class: "cb-lab-status", role: "status", text: "loading the model\u2026" });
   root.append(status);
-  loadRecord(model).then((record) => build(model, root, loadModel(record)),
-    (err) => { status.textContent = `could not load the model: ${err.message}`; });
+  const failed = (message) => {
+    status.classList.add("cb-error");
+    status.textContent = `could not load the model: ${message}`;
+  };
+  loadRecord(model, { onSlow: failed }).then((record) => build(model, root, loadModel(record)),
+    (err) => failed(err.message));
 }
 
 function build(model, root, net) {
-  const { n_layers: L, n_heads: H, d_vocab: V, n_ctx } = net.cfg;
+  const { d_vocab: V, n_ctx } = net.cfg;
   const label = (t) => `t${t}`;
   const input = el("input", { class: "cb-lab-input", type: "text", "aria-label": "token ids, separated by spaces" });
   const random = el("button", { class: "cb-btn cb-lab-random", text: "random tokens, repeated" });
+  const note = el("div", { class: "cb-lab-note", role: "status" });
   const palette = el("details", { class: "cb-lab-palette" }, [el("summary", { text: "click tokens to add them" })]);
   for (let t = 0; t < V; t++) {
     const b = el("button", { class: "cb-btn cb-lab-add", text: label(t), "data-token": String(t) });
@@ -53,39 +60,45 @@ function build(model, root, net) {
   const predictions = el("div", { class: "cb-lab-predictions" });
   const loss = el("div", { class: "cb-lab-loss" });
   const paths = el("div", { class: "cb-lab-paths" });
-  root.replaceChildren(el("div", { class: "cb-row" }, [input, random]), palette, strip,
+  root.replaceChildren(el("div", { class: "cb-row" }, [input, random]), note, palette, strip,
     el("div", { class: "cb-caption", text: `Attention patterns of ${net.name} (query down, key across). Click a head to ablate it: zero, then mean, then back.` }),
     heads, predictions, loss, paths);
 
   // the page's own model, for readers who open the console (and for the tests)
   root.cbLab = { net, loadModel, forward, pathTerms, losses, logProbs };
 
-  function setTokens(tokens) {
-    const valid = tokens.filter((t) => Number.isInteger(t) && t >= 0 && t < V).slice(0, n_ctx);
-    save({ tokens: valid, position: -1 });
+  // tokens: ids the page itself made (clicks, draws); `said`: what was not read of the box
+  function setTokens(tokens, said = "") {
+    note.textContent = said;
+    save({ tokens, position: -1 });
   }
   function save(changes) {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
     model.save_changes(); // reaches the kernel when there is one; harmless on a static page
     draw();
   }
-  input.addEventListener("change", () => setTokens(input.value.split(/[\s,]+/).filter(Boolean)
-    .map((s) => Number(s.replace(/^t/, "")))));
-  random.addEventListener("click", () => {
-    const seed = model.get("seed"), next = rng(seed), n = 16 + Math.floor(next() * 17);  // 16..32, as trained
-    const half = Array.from({ length: n }, () => Math.floor(next() * V));
-    save({ seed: seed + 1 });
-    setTokens([...half, ...half]);
+  input.addEventListener("change", () => {
+    const read = parseTokens(input.value, { dVocab: V, nCtx: n_ctx });
+    setTokens(read.ids, droppedNote(read, n_ctx));
   });
+  random.addEventListener("click", () => setTokens(repeatedRandom(V, n_ctx)));
 
   function draw() {
     const tokens = model.get("tokens"), ablated = model.get("ablated");
     input.value = tokens.map(label).join(" ");
-    if (!tokens.length) { strip.textContent = "no tokens yet"; heads.replaceChildren(); return; }
+    root.dataset.ablated = Object.entries(ablated).map(([k, v]) => `${k}:${v}`).sort().join(" ");
+    if (!tokens.length) {  // nothing to run: nothing of an earlier sequence stays on screen
+      strip.textContent = "no tokens yet: type token ids, click tokens, or draw random ones";
+      for (const part of [heads, predictions, loss, paths]) {
+        part.replaceChildren();
+        for (const key of Object.keys(part.dataset)) delete part.dataset[key];
+      }
+      delete root.dataset.position;
+      return;
+    }
     const run = forward(net, tokens, ablated);
     const P = run.P, pos = model.get("position") < 0 || model.get("position") >= P ? P - 1 : model.get("position");
     root.dataset.position = String(pos);
-    root.dataset.ablated = Object.entries(ablated).map(([k, v]) => `${k}:${v}`).sort().join(" ");
 
     strip.replaceChildren(...tokens.map((t, i) => {
       const b = el("button", { class: "cb-lab-tok" + (i === pos ? " cb-on" : ""), text: label(t), title: `position ${i}` });
@@ -99,18 +112,15 @@ function build(model, root, net) {
       paint(canvas, head.pattern, P, pos);
       const box = el("button", { class: "cb-lab-head" + (how ? ` cb-ablated-${how}` : ""), "data-head": key },
         [canvas, el("span", { text: `L${l}H${h}` + (how ? ` (${how})` : "") })]);
-      box.addEventListener("click", () => {
-        const next = { ...ablated };
-        if (NEXT_ABLATION[how]) next[key] = NEXT_ABLATION[how]; else delete next[key];
-        save({ ablated: next });
-      });
+      box.addEventListener("click", () => save({ ablated: nextAblation(ablated, key) }));
       return box;
     }))));
 
     const logp = logProbs(run, pos);
     const top = logp.map((v, t) => [t, v]).sort((a, b) => b[1] - a[1]).slice(0, 5);
-    predictions.replaceChildren(el("div", { class: "cb-caption", text: `Top predictions after position ${pos} (${label(tokens[pos])}):` }),
-      bars(top.map(([t, v]) => [label(t), Math.exp(v), pos + 1 < P && t === tokens[pos + 1]]), 2));
+    predictions.dataset.probabilities = JSON.stringify(top.map(([t, v]) => [t, Math.exp(v)]));
+    predictions.replaceChildren(el("div", { class: "cb-caption", text: `Top predictions after position ${pos} (${label(tokens[pos])}), as probabilities (a full bar is 1):` }),
+      bars(top.map(([t, v]) => [label(t), Math.exp(v), pos + 1 < P && t === tokens[pos + 1]]), { full: 1 }));
 
     const ls = losses(run), n = P / 2, repeat = P % 2 === 0 && tokens.slice(0, n).every((t, i) => t === tokens[n + i]);
     const mean = (xs) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -126,7 +136,7 @@ function build(model, root, net) {
     paths.dataset.sum = String(sum);
     paths.dataset.logit = String(logit);
     paths.replaceChildren(el("div", { class: "cb-caption", text: `Path expansion of the logit of ${label(target)} at position ${pos}: ${terms.length} terms, patterns as above. They sum to ${sum.toFixed(3)}; the logit is ${logit.toFixed(3)}.` }),
-      bars(terms.slice(0, 10), 2, true),
+      bars(terms.slice(0, 10), { signed: true }),
       el("div", { class: "cb-caption", text: terms.length > 10 ? `the other ${terms.length - 10} terms add ${terms.slice(10).reduce((a, [, v]) => a + v, 0).toFixed(3)}` : "" }));
   }
 
@@ -136,45 +146,26 @@ function build(model, root, net) {
   draw();
 }
 
-// a pattern [P, P] as a heat map (white 0, dark 1), with the chosen query row outlined
+// A pattern [P, P] as a heat map: each entry's weight is the opacity of the cell's colour
+// (blue; orange on the chosen query row), so 0 shows the page's own background in either
+// theme.
 function paint(canvas, pattern, P, pos) {
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(P, P);
   for (let i = 0; i < P * P; i++) {
-    const v = 255 - Math.round(255 * pattern[i]), row = Math.floor(i / P) === pos;
-    img.data.set(row ? [255, Math.min(255, v + 60), v, 255] : [v, v, 255, 255], 4 * i);
+    const rgb = Math.floor(i / P) === pos ? [226, 120, 42] : [42, 122, 226];
+    img.data.set([...rgb, Math.round(255 * pattern[i])], 4 * i);
   }
   ctx.putImageData(img, 0, 0);
 }
 
-function bars(rows, digits, signed = false) {
-  const box = el("div", { class: "cb-bars" });
-  const maxAbs = Math.max(1e-9, ...rows.map((r) => Math.abs(r[1])));
-  for (const [name, value, mark] of rows) {
-    const bar = el("div", { class: "cb-bar" + (value < 0 ? " cb-neg" : "") });
-    bar.style.width = `${(100 * Math.abs(value)) / maxAbs}%`;
-    box.append(el("div", { class: "cb-bar-row" + (mark ? " cb-mark" : "") }, [el("span", { class: "cb-bar-label", text: name }),
-      el("div", { class: "cb-bar-track" }, [bar]), el("span", { class: "cb-bar-value", text: (signed && value > 0 ? "+" : "") + value.toFixed(digits) })]));
-  }
-  return box;
-}
-
 // per-position loss as columns, with chance (ln V) as a line
 function lossChart(ls, chance) {
-  const NS = "http://www.w3.org/2000/svg", w = 6, h = 60, top = Math.max(chance, ...ls);
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", String(w * ls.length + 2));
-  svg.setAttribute("height", String(h));
-  svg.setAttribute("class", "cb-lab-losschart");
-  ls.forEach((x, i) => {
-    const r = document.createElementNS(NS, "rect"), y = h * (1 - x / top);
-    Object.entries({ x: i * w + 1, y, width: w - 1, height: h - y, class: "cb-lab-lossbar" }).forEach(([k, v]) => r.setAttribute(k, String(v)));
-    r.append(Object.assign(document.createElementNS(NS, "title"), { textContent: `position ${i}: ${x.toFixed(3)}` }));
-    svg.append(r);
-  });
-  const line = document.createElementNS(NS, "line");
-  Object.entries({ x1: 0, x2: w * ls.length + 2, y1: h * (1 - chance / top), y2: h * (1 - chance / top), class: "cb-lab-chance" }).forEach(([k, v]) => line.setAttribute(k, String(v)));
-  svg.append(line);
-  return el("div", { class: "cb-scroll" }, [svg]);
+  const w = 6, h = 60, top = Math.max(chance, ...ls), y = (x) => h * (1 - x / top);
+  const pic = svg("svg", { width: w * ls.length + 2, height: h, class: "cb-lab-losschart" });
+  ls.forEach((x, i) => pic.append(svg("rect", { x: i * w + 1, y: y(x), width: w - 1, height: h - y(x), class: "cb-lab-lossbar" },
+    [svg("title", { text: `position ${i}: ${x.toFixed(3)}` })])));
+  pic.append(svg("line", { x1: 0, x2: w * ls.length + 2, y1: y(chance), y2: y(chance), class: "cb-lab-chance" }));
+  return el("div", { class: "cb-scroll" }, [pic]);
 }
 
 export default { render };

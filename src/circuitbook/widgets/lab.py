@@ -9,15 +9,18 @@ zero, then by mean, then not): the same substitution as :func:`circuitbook.heads
 with its means exported from a clean reference run (:mod:`circuitbook.widgets.lab_export`).
 
 **Where the model runs.** The forward pass is ``attn_only_forward.js``: a few matrix products
-in plain JavaScript, float64 accumulation, about 170 lines; :func:`esm` puts it in front of
-any widget's front end that runs the model, so it exists once. We chose it over ONNX Runtime Web for three measured reasons:
+in plain JavaScript, float64 accumulation, about 200 lines; every front end that runs the
+model imports it (:func:`circuitbook.widgets.frontend.esm` joins the modules into the one
+``_esm`` anywidget takes), so it exists once. We chose it over ONNX Runtime Web for three
+measured reasons:
 
 - *size*: onnxruntime-web 1.30.0's smallest WebAssembly runtime,
   ``dist/ort-wasm-simd-threaded.wasm``, is 14.2 MB (measured from its npm package; the package
   is 33 MB packed), against about 8 KB of JavaScript, for a model whose weights are 184 KB;
 - *exactness*: ORT computes in float32 with its own kernel order; the float64 JavaScript
   port differs from TransformerLens only by TransformerLens's own float32 rounding (measured
-  in ``tests/browser/test_lab.py``, within the derived bound ``terms * eps32 * scale``);
+  in ``tests/js/attn_only_forward.test.js`` and ``tests/browser/test_lab.py``, within the
+  derived bound ``terms * eps32 * scale``);
 - *transparency*: the lab also needs what an exported ONNX graph hides: every head's
   pattern and z, ablation of any head, and the path expansion with patterns frozen. With
   ORT each would be another graph output or another graph; here each is a line.
@@ -29,26 +32,24 @@ A 64-token forward pass takes a few milliseconds in headless Chromium
 to ``_static/lab/<model>.js`` (``scripts/vendor_assets.py``) and the widget loads it from
 there, so the page does not carry the weights in its widget state. Live in Jupyter or Colab
 there is no site: the front end asks the kernel, which puts the same record in the
-``weights`` trait. The reader's sequence (``tokens``), the ablated heads (``ablated``, e.g.
-``{"0.2": "mean"}``) and the chosen position sync back to Python.
+``weights`` trait; a site whose file is missing, or a notebook whose kernel does not answer,
+gets a message in the widget rather than an endless "loading". The reader's sequence
+(``tokens``), the ablated heads (``ablated``, e.g. ``{"0.2": "mean"}``) and the chosen
+position sync back to Python. "random tokens, repeated" draws a fresh sequence on every
+click (the page's own random numbers, not a seed that repeats across page loads).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import anywidget
 import traitlets
 
-HERE = Path(__file__).parent
-FORWARD_JS = HERE / "attn_only_forward.js"
+from circuitbook.widgets import frontend
 
-
-def esm(front_end: str) -> str:
-    """A widget's front end preceded by the shared forward pass (one file, one copy: the
-    ``_esm`` of a widget is a single module, so the two are joined, not imported)."""
-    return FORWARD_JS.read_text() + "\n" + (HERE / front_end).read_text()
+#: The forward pass as a module of its own (``benchmarks/bench_browser_forward.py`` serves it).
+FORWARD_JS = frontend.HERE / "attn_only_forward.js"
 
 
 def answer_weights(widget, content, _buffers) -> None:
@@ -64,14 +65,13 @@ def answer_weights(widget, content, _buffers) -> None:
 class InductionLab(anywidget.AnyWidget):
     """A live toy model in the page: type, click or draw tokens; click heads to ablate them."""
 
-    _esm = esm("lab.js")
-    _css = HERE / "lab.css"
+    _esm = frontend.esm("lab.js")
+    _css = frontend.css("lab.css")
     model_name = traitlets.Unicode("toy-2l").tag(sync=True)
     weights = traitlets.Unicode("").tag(sync=True)  # the lab_export record, sent when asked
     tokens = traitlets.List(traitlets.Int()).tag(sync=True)
     ablated = traitlets.Dict().tag(sync=True)  # {"layer.head": "zero" | "mean"}
     position = traitlets.Int(-1).tag(sync=True)  # -1: the last position
-    seed = traitlets.Int(0).tag(sync=True)  # of the next "random tokens, repeated"
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

@@ -4,42 +4,36 @@
 // notebook opened without running it) the counts saved with the page are the build's, not
 // the reader's, so the line says that progress is tracked when the notebook runs instead.
 
-function render({ model, el }) {
-  el.classList.add("cb-progress");
-  const mine = document.createElement("span");
-  const counter = document.createElement("span");
-  const open = document.createElement("span");
-  mine.className = "cb-mine";
-  counter.className = "cb-counter";
-  open.className = "cb-open";
-  el.append(mine, counter, open);
-  let live = false;
+import { el } from "./dom.js";
 
-  function code(id) {
-    const c = document.createElement("code");
-    c.textContent = id;
-    return c;
-  }
+function render({ model, el: root }) {
+  root.classList.add("cb-progress", "cb-widget");
+  const mine = el("span", { class: "cb-mine" });
+  const counter = el("span", { class: "cb-counter" });
+  const open = el("span", { class: "cb-open" });
+  root.append(mine, counter, open);
+  let live = false;
+  const code = (id) => el("code", { text: id });
   function draw() {
     const me = model.get("problem");
     const problems = model.get("problems");
     const stillOpen = model.get("still_open") || {};
-    el.dataset.live = live ? "1" : "0";
+    root.dataset.live = live ? "1" : "0";
     open.replaceChildren();
     if (!live) {
       mine.textContent = "Problem " + me + ":";
       counter.textContent = "progress is tracked when this notebook runs: a problem counts as done " +
         "once its checks pass in your kernel.";
-      el.classList.remove("cb-all-passed");
-      delete el.dataset.count;
+      root.classList.remove("cb-all-passed");
+      delete root.dataset.count;
       return;
     }
     const done = problems.filter((p) => !(p in stillOpen));
     const myOpen = stillOpen[me] || [];
     mine.textContent = myOpen.length ? "Problem " + me + ": not done yet" : "Problem " + me + ": \u2714 checks passed";
     counter.textContent = `${done.length} of ${problems.length} done`;
-    el.dataset.count = String(done.length);
-    el.classList.toggle("cb-all-passed", done.length === problems.length);
+    root.dataset.count = String(done.length);
+    root.classList.toggle("cb-all-passed", done.length === problems.length);
     const rest = problems.filter((p) => p in stillOpen);
     if (rest.length) {
       open.append("still open:");

@@ -17,14 +17,11 @@ Used by the induction module's problem set (book/induction/03_problems).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anywidget
 import traitlets
 
 from circuitbook.checks.core import SESSION, Session
-
-HERE = Path(__file__).parent
+from circuitbook.widgets import frontend
 
 
 class ProgressTracker(anywidget.AnyWidget):
@@ -32,8 +29,8 @@ class ProgressTracker(anywidget.AnyWidget):
     problems still open. ``done``: problems whose checks all passed; ``still_open``: problem ->
     the ids of its checks that have not passed."""
 
-    _esm = HERE / "progress.js"
-    _css = HERE / "progress.css"
+    _esm = frontend.esm("progress.js")
+    _css = frontend.css("progress.css")
     problem = traitlets.Unicode().tag(sync=True)
     problems = traitlets.List(traitlets.Unicode()).tag(sync=True)
     done = traitlets.List(traitlets.Unicode()).tag(sync=True)

@@ -5,6 +5,8 @@
 // span.cb-math with readable HTML inside and its TeX in data-tex; where MathJax is on the
 // page we typeset the TeX in place of the HTML.
 
+import { el } from "./dom.js";
+
 function typeset(root) {
   const mj = window.MathJax;
   if (!mj || !mj.startup || !mj.startup.promise) return;
@@ -24,41 +26,23 @@ function typeset(root) {
   }).catch(() => { /* keep the HTML rendering */ });
 }
 
-function render({ model, el }) {
-  el.classList.add("cb-quiz");
-  const form = document.createElement("div");
-  const actions = document.createElement("div");
-  const submit = document.createElement("button");
-  const retry = document.createElement("button");
-  const status = document.createElement("div");
-  actions.className = "cb-actions";
-  submit.className = "cb-btn cb-submit";
-  submit.textContent = "Submit answers";
-  retry.className = "cb-btn cb-retry";
-  retry.textContent = "Try again";
-  status.className = "cb-summary";
-  actions.append(submit, retry);
-  el.append(form, actions, status);
+function render({ model, el: root }) {
+  root.classList.add("cb-quiz", "cb-widget");
+  const form = el("div");
+  const submit = el("button", { class: "cb-btn cb-submit", text: "Submit answers" });
+  const retry = el("button", { class: "cb-btn cb-retry", text: "Try again" });
+  const status = el("div", { class: "cb-summary" });
+  root.append(form, el("div", { class: "cb-actions" }, [submit, retry]), status);
 
   function draw() {
     const questions = model.get("questions");
     const answers = model.get("answers");
     const submitted = model.get("submitted");
-    form.replaceChildren();
-    questions.forEach((q, qi) => {
-      const box = document.createElement("fieldset");
-      box.className = "cb-question";
-      box.dataset.question = String(qi);
-      const legend = document.createElement("legend");
-      legend.innerHTML = `${qi + 1}. ${q.question}`;
-      box.appendChild(legend);
+    form.replaceChildren(...questions.map((q, qi) => {
+      const box = el("fieldset", { class: "cb-question", "data-question": String(qi) },
+        [el("legend", { html: `${qi + 1}. ${q.question}` })]);
       q.options.forEach((option, oi) => {
-        const label = document.createElement("label");
-        label.className = "cb-option";
-        const input = document.createElement("input");
-        input.type = "radio";
-        input.name = `cb-q-${model.cid || "quiz"}-${qi}`;
-        input.value = String(oi);
+        const input = el("input", { type: "radio", name: `cb-q-${model.cid || "quiz"}-${qi}`, value: String(oi) });
         input.checked = answers[qi] === oi;
         input.disabled = submitted;
         input.addEventListener("change", () => {
@@ -68,23 +52,17 @@ function render({ model, el }) {
           model.save_changes();
           draw();
         });
-        const text = document.createElement("span");
-        text.innerHTML = option;
-        label.append(input, document.createTextNode(" "), text);
-        box.appendChild(label);
+        box.append(el("label", { class: "cb-option" }, [input, " ", el("span", { html: option })]));
       });
       if (submitted) {
         const right = answers[qi] === q.correct;
-        const fb = document.createElement("div");
-        fb.className = "cb-feedback " + (right ? "cb-right" : "cb-wrong");
-        fb.dataset.right = String(right);
         // A wrong answer is told what is wrong with it, not which option is right: the reader can retry.
-        fb.innerHTML = right ? `\u2714 Correct. ${q.explanation}`
-          : `\u2718 Not quite. ${(q.why_not && q.why_not[answers[qi]]) || ""} Try again to pick another answer.`;
-        box.appendChild(fb);
+        box.append(el("div", { class: "cb-feedback " + (right ? "cb-right" : "cb-wrong"), "data-right": String(right),
+          html: right ? `\u2714 Correct. ${q.explanation}`
+            : `\u2718 Not quite. ${(q.why_not && q.why_not[answers[qi]]) || ""} Try again to pick another answer.` }));
       }
-      form.appendChild(box);
-    });
+      return box;
+    }));
     const answered = answers.filter((a) => a !== null && a !== undefined && a >= 0).length;
     submit.disabled = submitted || answered < questions.length;
     retry.hidden = !submitted;
@@ -93,15 +71,15 @@ function render({ model, el }) {
       const tries = model.get("attempts");
       status.textContent = `Score: ${score} of ${questions.length}` +
         (tries > 1 ? ` (attempt ${tries}).` : ".");
-      el.dataset.score = String(score);
+      root.dataset.score = String(score);
       submit.textContent = "Submitted";
     } else {
       status.textContent = `${answered} of ${questions.length} answered` +
         (answered < questions.length ? ": answer all to submit." : ".");
-      delete el.dataset.score;
+      delete root.dataset.score;
       submit.textContent = "Submit answers";
     }
-    typeset(el);
+    typeset(root);
   }
   submit.addEventListener("click", () => {
     model.set("submitted", true);

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 
 import anywidget
 import traitlets
 
-HERE = Path(__file__).parent
+from circuitbook.widgets import frontend
+
 
 _SYMBOLS = {
     "top": "⊤", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "ne": "≠", "neq": "≠", "times": "×", "to": "→",
@@ -111,8 +111,8 @@ class Quiz(anywidget.AnyWidget):
     "Try again" reopens the quiz with the answers kept. ``score`` is available in Python.
     """
 
-    _esm = HERE / "quiz.js"
-    _css = (HERE / "explainers.css").read_text() + (HERE / "quiz.css").read_text()
+    _esm = frontend.esm("quiz.js")
+    _css = frontend.css("quiz.css")
     questions = traitlets.List(traitlets.Dict()).tag(sync=True)
     answers = traitlets.List().tag(sync=True)
     submitted = traitlets.Bool(False).tag(sync=True)
