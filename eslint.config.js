@@ -11,7 +11,7 @@ export default [
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.browser },
   },
   {
-    files: ["tests/js/**/*.js"],
+    files: ["tests/js/**/*.js", "tests/js/**/*.mjs"],
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.node },
   },
   {

@@ -84,7 +84,7 @@ export function siteSource(base) {
     try { response = await fetch(base + name); } catch (err) {
       throw new Error(location.protocol === "file:"
         ? "the browser does not let a page opened from a file read the model's files: serve the site (python -m http.server) and open it from there"
-        : `could not fetch ${base + name}: ${err.message}`);
+        : `could not fetch ${base + name}: ${err.message}`, { cause: err });
     }
     if (!response.ok) throw new Error(`${base + name}: HTTP ${response.status}`);
     return response;
