@@ -66,7 +66,7 @@ def chapters(toc: Path = ROOT / "_toc.yml") -> dict[int, str]:
             if isinstance(f, str):
                 m = re.fullmatch(r"book/(\d+)_[\w-]+", f.removesuffix(".md").removesuffix(".ipynb"))
                 if m:
-                    out[int(m.group(1))] = f
+                    out.setdefault(int(m.group(1)), f)  # a chapter in two parts (17a, 17b): its first
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):

@@ -11,10 +11,12 @@ summed), or exactly for integers. ``test_a_perturbed_reference_fails`` shows tha
 these comparisons fails when its reference is off by one part in a thousand.
 
 References with no package counterpart (ch03's rotations, ch05's offset matrix, ch11's fold,
-ch14's correlation, ch15's skip-trigram, ch16's virtual pattern, the problem set's designs)
+ch14's correlation, ch15's skip-trigram, ch16's virtual pattern, the problem set's designs and
+its matched controls)
 are not listed: there is nothing to be the same as. The problem set's ablation (problem 5) is
 compared with a forward pass written out by hand (tests/unit/hand_forward.py), and
-tests/unit/test_ps_references.py checks its other references the same way. ``ch11.layer_norm`` is compared with
+tests/unit/test_ps_references.py checks its other references the same way (problem 7's
+``patching_shares`` against patches written out by hand in float64). ``ch11.layer_norm`` is compared with
 ``torch.nn.functional.layer_norm``, since the package's ``LayerNorm`` is the Annotated
 Transformer's (unbiased std, eps outside the root), which chapter 11 contrasts with it.
 """
@@ -32,6 +34,7 @@ from circuitbook.book import attn_only_forward_terms, rounding_bound
 from circuitbook.checks import ch01, ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
 from circuitbook.checks import ch16, ch17, ch18, ch19, ch20, ps
 from circuitbook.data import repeated_random_tokens
+from circuitbook.train.lm import phase_change_step
 from circuitbook.masks import subsequent_mask
 from circuitbook.models import encoder_decoder as ed
 from circuitbook.train.vaswani import LabelSmoothing, noam_lr
@@ -426,6 +429,48 @@ def virtual_ov(seed):
     return out
 
 
+@pair((ch17, "mean_ablate"))
+def mean_ablate(seed):
+    # heads.ablate's hook on layer 0 (means from the batch being run) against the reference on
+    # the clean hook_z of the same layer: the same mean of batch * pos rows of z
+    model, tokens = model_and_tokens(seed, 2, d_model=12, n_heads=3, d_head=4)
+    head = seed % 3
+    _, cache = model.run_with_cache(tokens, names_filter="blocks.0.attn.hook_z")
+    seen = {}
+    hooks = heads.ablate(model, [(0, head)]).fwd_hooks + [
+        ("blocks.0.attn.hook_z", lambda z, hook: seen.setdefault("z", z.clone()))]
+    model.run_with_hooks(tokens, fwd_hooks=hooks)
+    z = cache["blocks.0.attn.hook_z"]
+    return [("ablated z", ch17.mean_ablate(z, head), seen["z"], bound(tokens.numel(), float(z.abs().max())))]
+
+
+@pair((ch17, "phase_change"))
+def phase_change(seed):
+    g = torch.Generator().manual_seed(seed)
+    chance = math.log(64)
+    steps = list(range(0, 2000, 50))
+    # a falling second-copy loss with noise: the step where it crosses the midpoint
+    curve = [chance - 3.0 / (1 + math.exp(-(s - 800 - 100 * seed) / 60)) + 0.05 * float(torch.randn(1, generator=g))
+             for s in steps]
+    history = {"step": steps, "loss_second_copy": curve}
+    return [("step", ch17.phase_change(steps, curve, chance), phase_change_step(history, chance=chance), 0)]
+
+
+@pair((ch05, "rope"))
+def rope(seed):
+    # the reader's split-halves RoPE against R(p) = rotary_rotation(cfg, p) (row vectors: x R(p))
+    from transformer_lens import HookedTransformerConfig
+
+    d_head, n_pos, base = 8 + 4 * seed, 7, 500.0 * (1 + seed)
+    cfg = HookedTransformerConfig(n_layers=1, d_model=d_head, n_heads=1, d_head=d_head, n_ctx=n_pos, d_vocab=5,
+                                  act_fn="relu", attn_only=True, positional_embedding_type="rotary",
+                                  rotary_dim=d_head, rotary_base=base, dtype=F64)
+    x = torch.randn(n_pos, d_head, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    R = circuits.rotary_rotation(cfg, list(range(n_pos)), dtype=F64)
+    want = torch.einsum("pd,pde->pe", x, R)
+    return [("rotated rows", ch05.rope(x, base), want, bound(d_head, float(x.abs().max())))]
+
+
 @pair((ch17, "induction_score"), (ch17, "prev_token_score"), (ps, "head_scores"))
 def induction_and_prev_token(seed):
     model, tokens = model_and_tokens(seed, 2, d_model=12, n_heads=3, d_head=4)
@@ -561,7 +606,8 @@ def test_every_reference_with_a_kernel_is_listed():
             references.add(f"{ref.__module__.rsplit('.', 1)[1]}.{ref.__name__}")
     without_kernel = {"ps.design_induction_head", "ch03.rotate_model_weights", "ch03.plane_rotation",
                       "ch04.tied_logits", "ch05.offset_matrix", "ch11.fold_ln", "ch14.row_centred_correlation",
-                      "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize"}
+                      "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize",
+                          "ps.matched_controls", "ps.patching_shares"}
     missing = references - listed - without_kernel
     assert not missing, f"exercise references not compared with a kernel: {sorted(missing)}"
     assert listed <= references | {"ch20.linear_to_tl", "ch13.n_paths"}, sorted(listed - references)

@@ -15,3 +15,4 @@ _.layout     # ipywidgets property, set in widgets.explore and read by the front
 mode         # anywidget trait in widgets.explainers, synced to and read by the JavaScript
 attempts     # anywidget trait in widgets.quiz, counted and read by the JavaScript
 live         # anywidget trait in widgets.explorer: the figure drawn live, read by the JavaScript
+_._on_text  # traitlets observer in widgets.smollm2_lab (@observe), called by traitlets

@@ -69,7 +69,7 @@ INDUCTION = dict(batch=12, seq_len=40, low=1000, high=40000, seed=0)
 TOKENIZERS_JS = "@huggingface/tokenizers@0.2.0"
 TOKENIZERS_FILE = "dist/tokenizers.min.mjs"
 
-ZIG_FLAGS = ["-target", "wasm32-freestanding", "-mcpu=generic+simd128", "-O3", "-nostdlib",
+ZIG_FLAGS = ["-target", "wasm32-freestanding", "-mcpu=generic+simd128", "-O3", "-g0", "-nostdlib",
              "-fno-builtin", "-Wl,--no-entry", "-Wl,--export=__heap_base", "-Wl,--export-memory"]
 
 Q4_1, Q8_0, F32 = "q4_1", "q8_0", "f32"
@@ -397,6 +397,8 @@ def cached_files() -> Path:
 
 def compile_kernels() -> bytes:
     """``smollm2_kernels.c`` compiled to WebAssembly with ``zig cc`` (the ziglang package)."""
+    # -g0 (in ZIG_FLAGS): without it the module carries debug sections that record the
+    # folders of the checkout and of the zig installation, so every clone compiled other bytes
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kernels.wasm"
         cmd = [sys.executable, "-m", "ziglang", "cc", *ZIG_FLAGS, "-o", str(out), str(KERNELS_C)]
