@@ -676,9 +676,9 @@ glue("pat_gap", pat_gap)
 # rows at two of those positions differ by up to {glue:text}`pat_gap:.2f` in a weight;
 # with the same weights and positions added to the stream, the streams differ by up to
 # {glue:text}`std_spread:.1f`. That is what makes shortformer positions convenient for
-# the circuits framework's toy models: every vector in the residual stream is built from token
-# embeddings, so every path through the model starts at a token, and position acts in
-# one place only, the attention scores.
+# the circuits framework's toy models: every vector in the residual stream is built
+# from token embeddings, so every path through the model starts at a token, and
+# position acts in one place only, the attention scores.
 #
 # What has the model learned in $W_\text{pos}$? Its rows are not sinusoids. Do their
 # cosine similarities have the sinusoidal Gram matrix's broad shape, nearby positions
@@ -880,9 +880,9 @@ glue("two_head", f"0.{two_head}")
 # On those sequences head {glue:text}`two_head` puts {glue:text}`att_2:.2f` of its
 # attention on the token two back (at most {glue:text}`att_2_null:.2f` with its position
 # rows shuffled). Its previous-token score is low because its attention sits two back
-# rather than one. We leave it there; the point for this chapter is that a head's positional
-# behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before running the
-# model at all.
+# rather than one. We leave it there; the point for this chapter is that a head's
+# positional behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before
+# running the model at all.
 
 
 # %% [markdown]
@@ -1001,9 +1001,9 @@ identity("in transformers, LLaMA has no parameter indexed by position and "
 # coordinate from each half of the row; Su et al., GPT-J and Meta's original LLaMA code
 # pair neighbours $(x_{2m}, x_{2m+1})$ instead, as the sinusoidal table does. The two
 # layouts differ by a fixed permutation of $W_Q$'s and $W_K$'s output columns, which is
-# how checkpoints are converted from one to the other. Read the plane as the complex number $a + ib$. At position $p$,
-# RoPE multiplies it by $e^{ip\theta_m}$, with frequencies
-# $\theta_m = \text{base}^{-2m/d_\text{head}}$:
+# how checkpoints are converted from one to the other. Read the plane as the complex
+# number $a + ib$. At position $p$, RoPE multiplies it by $e^{ip\theta_m}$, with
+# frequencies $\theta_m = \text{base}^{-2m/d_\text{head}}$:
 #
 # $$(a,\ b) \;\mapsto\; (a\cos p\theta_m - b\sin p\theta_m,\;\;
 # a\sin p\theta_m + b\cos p\theta_m).$$
@@ -1124,11 +1124,11 @@ identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
 # $$\tilde q_i \tilde k_j^\top = q_i R(i)\,\big(k_j R(j)\big)^\top
 # = q_i\, R(i) R(j)^\top\, k_j^\top = q_i\, R(i - j)\, k_j^\top .$$
 #
-# Su et al. write the same score in columns as $q_m^\top R_{\Theta, n-m}\, k_n$ (query at
-# $m$, key at $n$), an offset of key minus query. It is the same matrix: their
-# $R_{\Theta, p}$ is the textbook column block, the transpose of our row-vector $R(p)$, and
-# $R(p)^\top = R(-p)$. Carried on the key side instead of the query side, the rotation
-# would read $q_i\,\big(k_j R(j - i)\big)^\top$.
+# Su et al. write the same score in columns as $q_m^\top R_{\Theta, n-m}\, k_n$ (query
+# at $m$, key at $n$), an offset of key minus query. It is the same matrix: their
+# $R_{\Theta, p}$ is the textbook column block, the transpose of our row-vector
+# $R(p)$, and $R(p)^\top = R(-p)$. Carried on the key side instead of the query side,
+# the rotation would read $q_i\,\big(k_j R(j - i)\big)^\top$.
 #
 # With $q_i = x_i W_Q$ and $k_j = x_j W_K$ (SmolLM2 has no biases), the score of chapter
 # {doc}`06_attention` becomes
@@ -1145,8 +1145,8 @@ identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
 # This is an identity, but TransformerLens computes it with its float32 tables, so we
 # check it there, where the rounding is largest. We take one real query and one real key
 # of head L16H0, give TransformerLens's `apply_rotary` the same query at every one of the
-# 2048 positions of the book's TransformerLens configuration (`n_ctx`; the loader's choice)
-# and the same key at every position, and compare each score
+# 2048 positions of the book's TransformerLens configuration (`n_ctx`, the loader's
+# choice) and the same key at every position, and compare each score
 # $\tilde q_i \cdot \tilde k_{i - \Delta}$ with $q R(\Delta) k^\top$ computed in float64,
 # for six offsets and every position the offset allows.
 
@@ -1383,9 +1383,10 @@ plt.show()
 # Left, the most positional head, {glue:text}`top_head` (offset share
 # {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). Its mean score is
 # highest at offset 1. The fastest plane, with its period of $2\pi$ positions, brings it
-# back up every six offsets or so, never as high (as we read the figure); the shape comes
-# from the fast planes, and the slow planes add a nearly constant term. It is the previous-token head that chapter
-# {doc}`06_attention` finds by its behaviour. Middle, the least positional head,
+# back up every six offsets or so, never as high (as we read the figure); the shape
+# comes from the fast planes, and the slow planes add a nearly constant term. It is the
+# previous-token head that chapter {doc}`06_attention` finds by its behaviour. Middle,
+# the least positional head,
 # {glue:text}`bottom_head` (offset share {glue:text}`bottom_pi:.3f`, fast share
 # {glue:text}`bottom_fast:.2f`): flat at every offset, its score set by the tokens. Right,
 # every head.

@@ -1053,9 +1053,9 @@ attention_pattern_view(
 
 # %% [markdown]
 # Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (each the most
-# extreme head on this one passage, so the picture illustrates and does not test; pick a
-# head, hover a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
-# head is the most extreme case of something common: on this passage
+# extreme head on this one passage, so the picture illustrates and does not test; pick
+# a head, hover a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens).
+# The first-token head is the most extreme case of something common: on this passage
 # {glue:text}`resting:.0%` of all 270 heads put more than half their attention (averaged
 # over the queries after the first) on the first token, where the uniform causal
 # pattern would put {glue:text}`uniform_first:.3f`. Here the first token is

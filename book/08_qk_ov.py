@@ -140,8 +140,9 @@ def svd_terms(d_model, d_head):
 # key spaces by position, and only the $G$ that commute with every one of those turns
 # leave its scores alone: when the planes' frequencies are all different, as in SmolLM2,
 # that is a rotation and a scaling within each rotary plane and nothing that mixes
-# planes (planes of equal frequency could be mixed). And where query heads share a key-value head (grouped-query
-# attention), they must share its $G$ and $M$. Within those limits the individual
+# planes (planes of equal frequency could be mixed). And where query heads share a
+# key-value head (grouped-query attention), they must share its $G$ and $M$. Within
+# those limits the individual
 # matrices are not pinned down by what the model computes; what the freedom cannot move
 # (the products, and in a rotary model how each plane is used) is a fact about the
 # model.
@@ -555,9 +556,10 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # J = \begin{bmatrix} 0 & 1 \\ -1 & 0 \end{bmatrix},\quad
 # a_m = s_m\cos\varphi_m,\; b_m = s_m\sin\varphi_m ,$$
 #
-# a scaled rotation ($R(\varphi)$ here is chapter {doc}`05_positional`'s row-vector block,
-# the transpose of the textbook one): the complex number $s_m e^{i\varphi_m}$. Conversely, every such
-# block-diagonal $G$ commutes with every $R_\Delta$, since complex numbers commute. So
+# a scaled rotation ($R(\varphi)$ here is chapter {doc}`05_positional`'s row-vector
+# block, the transpose of the textbook one): the complex number $s_m e^{i\varphi_m}$.
+# Conversely, every such block-diagonal $G$ commutes with every $R_\Delta$, since
+# complex numbers commute. So
 # $G$ is one nonzero complex number per plane, 64 real numbers, where a model with
 # additive positions allows any of the $64^2 = 4096$. On the key side
 # $G_m^{-\top} = s_m^{-1} R(\varphi_m)$: query and key turn by the same angle, one grows
