@@ -675,10 +675,10 @@ glue("pat_gap", pat_gap)
 # (the worst-case bound is {glue:text}`spread_bound:.0e`), while head 0.2's attention
 # rows at two of those positions differ by up to {glue:text}`pat_gap:.2f` in a weight;
 # with the same weights and positions added to the stream, the streams differ by up to
-# {glue:text}`std_spread:.1f`. This is why the circuits framework's toy models use
-# shortformer positions: every vector in the residual stream is built from token
-# embeddings, so every path through the model starts at a token, and position acts in
-# one place only, the attention scores.
+# {glue:text}`std_spread:.1f`. That is what makes shortformer positions convenient for
+# the circuits framework's toy models: every vector in the residual stream is built
+# from token embeddings, so every path through the model starts at a token, and
+# position acts in one place only, the attention scores.
 #
 # What has the model learned in $W_\text{pos}$? Its rows are not sinusoids. Do their
 # cosine similarities have the sinusoidal Gram matrix's broad shape, nearby positions
@@ -725,7 +725,8 @@ heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx),
 
 # %% [markdown]
 # Adjacent rows have mean cosine similarity {glue:text}`near:.2f`, rows ten or more apart
-# {glue:text}`far:.2f`; no shuffled order of the same rows comes close.
+# {glue:text}`far:.2f`; none of the 999 shuffled orders of the same rows comes close
+# (one model, one training run).
 #
 # ### The positional QK circuit
 #
@@ -834,7 +835,7 @@ glue("same_head", "the same head" if from_behaviour == [0, from_weights]
 # is the first half of `toy-2l`'s induction circuit.
 #
 # The figure shows one more thing we did not go looking for: another head has a stripe
-# too, at offset 2, but only for early query positions (the top of the figure). Because
+# too, at offset 2, visible for early query positions (the top of the figure). Because
 # we found it by looking, its test must look the same way: the statistic is the best
 # head's share of early queries ($2 \le q \le 32$) whose positional favourite is $q - 2$,
 # and the null takes the best head under shuffled positions. Then its behaviour, on the
@@ -878,10 +879,10 @@ glue("two_head", f"0.{two_head}")
 # %% [markdown]
 # On those sequences head {glue:text}`two_head` puts {glue:text}`att_2:.2f` of its
 # attention on the token two back (at most {glue:text}`att_2_null:.2f` with its position
-# rows shuffled). Its previous-token score is low only because it looks two back rather
-# than one. We leave it there; the point for this chapter is that a head's positional
-# behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before running the
-# model at all.
+# rows shuffled). Its previous-token score is low because its attention sits two back
+# rather than one. We leave it there; the point for this chapter is that a head's
+# positional behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before
+# running the model at all.
 
 
 # %% [markdown]
@@ -995,12 +996,14 @@ identity("in transformers, LLaMA has no parameter indexed by position and "
 # ### The rotation
 #
 # A head's query or key is a row $x \in \mathbb{R}^{d_\text{head}}$. RoPE splits its
-# coordinates into $d_\text{head}/2$ **planes**. In SmolLM2 (and Llama, and GPT-NeoX)
-# plane $m$ is the pair $(a, b) = (x_m, x_{m + d_\text{head}/2})$, one coordinate from
-# each half of the row; GPT-J pairs neighbours $(x_{2m}, x_{2m+1})$ instead, as the
-# sinusoidal table does. Read the plane as the complex number $a + ib$. At position $p$,
-# RoPE multiplies it by $e^{ip\theta_m}$, with frequencies
-# $\theta_m = \text{base}^{-2m/d_\text{head}}$:
+# coordinates into $d_\text{head}/2$ **planes**. In SmolLM2 (and in Hugging Face's Llama
+# and GPT-NeoX code) plane $m$ is the pair $(a, b) = (x_m, x_{m + d_\text{head}/2})$, one
+# coordinate from each half of the row; Su et al., GPT-J and Meta's original LLaMA code
+# pair neighbours $(x_{2m}, x_{2m+1})$ instead, as the sinusoidal table does. The two
+# layouts differ by a fixed permutation of $W_Q$'s and $W_K$'s output columns, which is
+# how checkpoints are converted from one to the other. Read the plane as the complex
+# number $a + ib$. At position $p$, RoPE multiplies it by $e^{ip\theta_m}$, with
+# frequencies $\theta_m = \text{base}^{-2m/d_\text{head}}$:
 #
 # $$(a,\ b) \;\mapsto\; (a\cos p\theta_m - b\sin p\theta_m,\;\;
 # a\sin p\theta_m + b\cos p\theta_m).$$
@@ -1121,6 +1124,12 @@ identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
 # $$\tilde q_i \tilde k_j^\top = q_i R(i)\,\big(k_j R(j)\big)^\top
 # = q_i\, R(i) R(j)^\top\, k_j^\top = q_i\, R(i - j)\, k_j^\top .$$
 #
+# Su et al. write the same score in columns as $q_m^\top R_{\Theta, n-m}\, k_n$ (query
+# at $m$, key at $n$), an offset of key minus query. It is the same matrix: their
+# $R_{\Theta, p}$ is the textbook column block, the transpose of our row-vector
+# $R(p)$, and $R(p)^\top = R(-p)$. Carried on the key side instead of the query side,
+# the rotation would read $q_i\,\big(k_j R(j - i)\big)^\top$.
+#
 # With $q_i = x_i W_Q$ and $k_j = x_j W_K$ (SmolLM2 has no biases), the score of chapter
 # {doc}`06_attention` becomes
 #
@@ -1136,7 +1145,8 @@ identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
 # This is an identity, but TransformerLens computes it with its float32 tables, so we
 # check it there, where the rounding is largest. We take one real query and one real key
 # of head L16H0, give TransformerLens's `apply_rotary` the same query at every one of the
-# 2048 positions and the same key at every position, and compare each score
+# 2048 positions of the book's TransformerLens configuration (`n_ctx`, the loader's
+# choice) and the same key at every position, and compare each score
 # $\tilde q_i \cdot \tilde k_{i - \Delta}$ with $q R(\Delta) k^\top$ computed in float64,
 # for six offsets and every position the offset allows.
 
@@ -1373,9 +1383,10 @@ plt.show()
 # Left, the most positional head, {glue:text}`top_head` (offset share
 # {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). Its mean score is
 # highest at offset 1. The fastest plane, with its period of $2\pi$ positions, brings it
-# back up every six offsets or so, never as high; the whole shape comes from the fast
-# planes, and the slow planes add a constant. It is the previous-token head that chapter
-# {doc}`06_attention` finds by its behaviour. Middle, the least positional head,
+# back up every six offsets or so, never as high (as we read the figure); the shape
+# comes from the fast planes, and the slow planes add a nearly constant term. It is the
+# previous-token head that chapter {doc}`06_attention` finds by its behaviour. Middle,
+# the least positional head,
 # {glue:text}`bottom_head` (offset share {glue:text}`bottom_pi:.3f`, fast share
 # {glue:text}`bottom_fast:.2f`): flat at every offset, its score set by the tokens. Right,
 # every head.
@@ -1385,12 +1396,13 @@ plt.show()
 #   {glue:text}`pos_null_max`. The positional heads are made by training, not by the
 #   rotation alone. (With 20 random sets the smallest permutation p-value is
 #   $1/21 \approx 0.048$, just under the 0.05 level; the distance from the null, about
-#   {glue:text}`pos_z:.0f` of its standard deviations, is what makes the case, and more
-#   sets could only lower p.)
+#   {glue:text}`pos_z:.0f` of its standard deviations, is what makes the case; more sets
+#   would lower the smallest p the test can give.)
 # - The other end needs no training to explain: {glue:text}`n_token` of SmolLM2's heads
-#   have an offset share below 0.1, and random heads have that many or more
-#   ({glue:text}`token_null:.0f` on average). A head that reads the stream without
-#   arranging its planes is token-driven already.
+#   have an offset share below 0.1 (a cut we chose after the 1/2 above, so this line is
+#   an observation, not a test), and random heads have more
+#   ({glue:text}`token_null:.0f` on average over the 20 sets). A head that reads the
+#   stream without arranging its planes is token-driven already.
 # - SmolLM2's heads put on average {glue:text}`slow_mean:.2f` of their amplitude in the
 #   slow planes, against {glue:text}`slow_null_mean:.2f` when the same amplitudes are
 #   dealt to the planes at random (the slow planes' share of the planes is
@@ -1402,8 +1414,9 @@ plt.show()
 #   SmolLM2's is higher than every random set's, by {glue:text}`corr_z:.0f` of their
 #   standard deviations (the same 20 sets, so the same floor on p).
 #
-# The scope is one model, six passages of 80 tokens, and "fast" and "slow" defined by
-# that window: over SmolLM2's 2048 positions more planes turn. Barbero et al.
+# The scope is one model (the 4-bit SmolLM2-135M-Instruct checkpoint of chapter
+# {doc}`04_embeddings`), six passages of 80 tokens, one seed per null, and "fast" and
+# "slow" defined by that window: over longer contexts more planes turn. Barbero et al.
 # {cite}`barbero2025round` report the same division of labour in Gemma 7B, the highest
 # frequencies building positional heads and the lowest, which Gemma prefers overall,
 # carrying what they take to be semantic information.
@@ -1426,7 +1439,7 @@ plt.show()
 # - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s
 #   layer 0 singles out the previous-token head, {glue:text}`prev_head`, far beyond
 #   shuffled positions; it also reveals a head that looks two positions back over the
-#   first half of the context.
+#   first half of the context (queries 2 to 32 of 64, the only ones tested).
 # - SmolLM2, like LLaMA, has no position table (the outline's "LLaMA uses learned
 #   positional embeddings" is wrong): it rotates each head's queries and keys, plane $m$
 #   by $p\,\theta_m$. Its rotation is the sinusoidal $M_k$ transposed, moved into the dot

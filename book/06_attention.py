@@ -544,9 +544,12 @@ heatmap(prev, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
 # passages), where the uniform causal pattern would put {glue:text}`prev_uniform:.3f`,
 # the average head puts {glue:text}`prev_mean:.3f`, and the best of 270 random heads
 # reading the same streams at most {glue:text}`prev_random:.2f`; the next best trained
-# head scores {glue:text}`prev_second:.2f`. Nothing in the architecture made it do this:
-# the job was learned. Chapter {doc}`05_positional` found the same head as SmolLM2's most
-# positional one, its score set by the offset rather than the tokens.
+# head scores {glue:text}`prev_second:.2f`. Random heads on the same streams come nowhere
+# near it, so the architecture and the streams alone do not produce it: the job was
+# learned. (With 20 random sets the smallest p the test can give is 1/21; the distance
+# from the null is what makes the case. One model, six passages.) Chapter
+# {doc}`05_positional` found the same head as SmolLM2's most positional one, its score
+# set mostly by the offset rather than the tokens.
 #
 # ### The formula on a rotary head
 #
@@ -574,7 +577,9 @@ identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the "
 # %% [markdown]
 # Second, the circuit form. `rotary_qk` (in `circuitbook.circuits`) returns
 # $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$ for any offsets, factored as
-# $(W_Q R_\Delta)(W_K^\top)$. Read on the layer's input (the RMSNorm's output, with its
+# $(W_Q R_\Delta)(W_K^\top)$: the rotation rides on the query side. (Carried by the key
+# instead, it would be $W_Q\,(W_K R_{-\Delta})^\top$, a rotation by $j - i$: the same
+# matrix.) Read on the layer's input (the RMSNorm's output, with its
 # weight), $x_i W_{QK}(i - j)\, x_j^\top / \sqrt{d_\text{head}}$ must be the model's own
 # `hook_attn_scores` on and below the diagonal. The bound counts TransformerLens's
 # float32 angles, off by up to $2\epsilon p$ radians at position $p$.
@@ -609,7 +614,8 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # {doc}`05_positional`). That separates what the slice prefers from which tokens happen
 # to stand $\Delta$ apart. If the offset-1 slice carries the job, it should score the
 # text higher than the head's other 79 slices, which are the null: a slice chosen at
-# random from the head.
+# random from the head. (Neighbouring slices differ only a little, so the 79 are not
+# independent draws; the rank is the honest statistic, and 1/80 is its floor.)
 
 # %%
 pairs = causal_80 & (i_pos[None, :] >= 1)            # 1 <= j <= i

@@ -416,9 +416,11 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% [markdown]
 # The constant is between {glue:text}`beff_ratio_min:.0%` and
-# {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write: small next
-# to the heads, but a fixed vector added at every position whatever the input, and
-# nothing a single head is responsible for. When we attribute a layer's output to its
+# {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write (on these
+# 16 sentences): shorter than the heads' write in every module, negligible in some and
+# not in others (the printout shows where it is largest), and in all of them a fixed
+# vector added at every position whatever the input, which no single head is
+# responsible for. When we attribute a layer's output to its
 # heads, it has to be booked separately.
 #
 # ### Exercise 7.2: the layer as a sum over heads
@@ -661,7 +663,7 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 #
 # A **duplicate-token head** attends from a token to the earlier occurrences of the same
 # token, so that the position learns "I have been seen before" (Wang et al.
-# {cite}`wang2023interpretability` found such heads in GPT-2). Its score
+# {cite}`wang2023interpretability` found such heads in GPT-2 small). Its score
 # (`duplicate_token_pattern_score`, in `circuitbook.heads`) is the share of attention
 # that a repeated token puts on its earlier copies, averaged over the repeated tokens.
 # We count only tokens that begin a word or continue one (a letter, possibly after a
@@ -1050,10 +1052,12 @@ attention_pattern_view(
     head_names=names)
 
 # %% [markdown]
-# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (pick a head, hover
-# a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens). The first-token
-# head is the most extreme case of something common: {glue:text}`resting:.0%` of all
-# heads put more than half their attention on the first token, where the uniform causal
+# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (each the most
+# extreme head on this one passage, so the picture illustrates and does not test; pick
+# a head, hover a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens).
+# The first-token head is the most extreme case of something common: on this passage
+# {glue:text}`resting:.0%` of all 270 heads put more than half their attention (averaged
+# over the queries after the first) on the first token, where the uniform causal
 # pattern would put {glue:text}`uniform_first:.3f`. Here the first token is
 # {glue:text}`first_tokens` in all eight passages, the mark that opens a scene heading,
 # with nothing to say about the text; attention must sum to one, and a head with

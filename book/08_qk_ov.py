@@ -138,9 +138,11 @@ def svd_terms(d_model, d_head):
 # of $W_Q$ and $W_K$ for **any** invertible $G$, and with $W_V M$ and $M^{-1} W_O$ for
 # any invertible $M$. A rotary model turns the query and
 # key spaces by position, and only the $G$ that commute with every one of those turns
-# leave its scores alone: within each rotary plane, a rotation and a scaling, nothing
-# that mixes planes. And where query heads share a key-value head (grouped-query
-# attention), they must share its $G$ and $M$. Within those limits the individual
+# leave its scores alone: when the planes' frequencies are all different, as in SmolLM2,
+# that is a rotation and a scaling within each rotary plane and nothing that mixes
+# planes (planes of equal frequency could be mixed). And where query heads share a
+# key-value head (grouped-query attention), they must share its $G$ and $M$. Within
+# those limits the individual
 # matrices are not pinned down by what the model computes; what the freedom cannot move
 # (the products, and in a rotary model how each plane is used) is a fact about the
 # model.
@@ -521,7 +523,8 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # because it allows every rounding of both forward passes to pile up on one score).
 # No input and no loss can tell the two sets of weights apart. A statement such as
 # "dimension 3 of head 1.1's queries detects punctuation" is therefore not a fact about
-# this model, while anything said about $W_{QK}$ or $W_{OV}$ is. Chapter
+# this model, while anything said about $W_{QK}$ or $W_{OV}$ is (up to a change of basis
+# of the residual stream itself, which moves every head's circuits together). Chapter
 # {doc}`03_residual_stream` made the same argument for the residual stream with
 # rotations; in `toy-2l` any invertible matrix will do, because its positions are added
 # to the stream before $W_Q$ and $W_K$ read it, and nothing touches queries, keys or
@@ -553,8 +556,10 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # J = \begin{bmatrix} 0 & 1 \\ -1 & 0 \end{bmatrix},\quad
 # a_m = s_m\cos\varphi_m,\; b_m = s_m\sin\varphi_m ,$$
 #
-# a scaled rotation: the complex number $s_m e^{i\varphi_m}$. Conversely, every such
-# block-diagonal $G$ commutes with every $R_\Delta$, since complex numbers commute. So
+# a scaled rotation ($R(\varphi)$ here is chapter {doc}`05_positional`'s row-vector
+# block, the transpose of the textbook one): the complex number $s_m e^{i\varphi_m}$.
+# Conversely, every such block-diagonal $G$ commutes with every $R_\Delta$, since
+# complex numbers commute. So
 # $G$ is one nonzero complex number per plane, 64 real numbers, where a model with
 # additive positions allows any of the $64^2 = 4096$. On the key side
 # $G_m^{-\top} = s_m^{-1} R(\varphi_m)$: query and key turn by the same angle, one grows
@@ -573,8 +578,9 @@ glue("pattern_bound", rounding_bound(4 * FWD_TERMS + 2 * (n_pos + 4),
 # We check both halves on SmolLM2 with a short passage (16 tokens). First the algebra:
 # the frequencies are distinct, the weights have full column rank, a complex scalar per
 # plane commutes with every $R_\Delta$, and a generic $G$ does not. Then the model, in
-# float64 so that rounding cannot hide a real change (float32 rounding over 30 layers
-# would allow about a thousandth of a unit), reparametrised in every layer in three
+# float64 so that rounding cannot hide a real change (the float32 bound for the same
+# 30 layers would be $2^{29}$ times the float64 one, too loose to show a small change),
+# reparametrised in every layer in three
 # ways: one $G$ of the allowed kind per key-value group, applied to the group's $W_K$
 # and to all three of its $W_Q^h$, with a generic $M$; a generic $G$ per group,
 # conditioned like it; and allowed $G$ that differ between the heads of a group, the
@@ -952,7 +958,7 @@ glue("qk_asym", asym)
 # weight as `[out, in]` and computes $x A^\top + b$. The Annotated Transformer's code
 # therefore runs in row vectors, but the numbers it *stores* for head $i$ are the
 # paper's column-vector matrices. (Chapter {doc}`20_rosetta` lines up all four
-# vocabularies, the paper's, the Annotated Transformer's, Elhage et al.'s and
+# vocabularies, Vaswani et al.'s, the Annotated Transformer's, Elhage et al.'s and
 # TransformerLens's, in one table.)
 
 # %%
@@ -982,7 +988,7 @@ identity("nn.Linear's stored weights, sliced per head, are the paper's "
 # - In a model with additive positions the factors are not identifiable:
 #   $W_Q G, W_K G^{-\top}, W_V M, M^{-1} W_O$ changed `toy-2l`'s $W_Q$ by
 #   {glue:text}`q_change:.0%` and left the logits equal to within float32 rounding.
-#   Only the products describe the model.
+#   Among changes inside a head, only the products describe the model.
 # - In a rotary model with grouped queries, such as SmolLM2, the freedom is smaller:
 #   $G$ must commute with every rotation $R_\Delta$, which leaves a scaled rotation
 #   $aI + bJ$ within each rotary plane (64 numbers instead of 4096; $M$ stays any
