@@ -218,23 +218,54 @@ async def _alive(km) -> bool:
         return False
 
 
+def default_jobs() -> int:
+    """Notebooks executed at once: two where there are two cores or more. Most chapters run
+    small models, where one kernel keeps a core busy with Python and leaves the other idle
+    (CI's execute stage: 939 s of CPU in 754 s on 2 cores, one at a time)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def thread_env(jobs: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The kernel's thread settings when ``jobs`` notebooks share the cores: each gets its
+    share, so that two kernels do not each start a thread per core. Empty for one job, or when
+    ``env`` already fixes the threads (the second numeric configuration runs on one)."""
+    if jobs <= 1 or "OMP_NUM_THREADS" in (env or {}):
+        return {}
+    n = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
+SOLO = ("book/induction/03_problems.ipynb", "book/17_induction_evidence.ipynb")
+"""The pages that run SmolLM2 over long contexts (problem 6's 32 documents of 511 tokens, chapter
+17b's patching): their time goes into large matrix products that use every core, so when
+notebooks run in parallel these run first, alone, with all the threads (104 s and 68 s of
+CI's 752 s at 2 threads). Under a configuration that fixes one thread they gain nothing from
+running alone, and are scheduled with the others."""
+
+
 def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] | None = None,
                 force: bool = False, cell_timeout: int | None = None, notebook_timeout: float = RUNAWAY_S,
                 budget: float = BUDGET_S, require_passing: bool = False, report_path: Path | None = None,
-                root: Path = ROOT) -> list[str]:
+                root: Path = ROOT, jobs: int = 1) -> list[str]:
     """Execute each notebook into the jupyter-cache at ``cache_dir`` unless a record with the
     same code and the same ``inputs_fingerprint(root, env)`` is there. Returns the failures.
 
-    A notebook that executes but takes longer than ``budget`` seconds is listed as slow at the
-    end (with the load average it ran under), and is not a failure. With ``require_passing``
-    a notebook whose exercises have ``exercise_problems`` (executed now or cached) fails."""
+    ``jobs`` notebooks run at once, each kernel on its share of the cores (:func:`thread_env`;
+    the thread count is a scheduling choice, not part of the fingerprint: the second numeric
+    configuration tests that outputs do not depend on it), the :data:`SOLO` ones first and
+    alone. A notebook that executes but takes longer than ``budget`` seconds is listed as slow
+    at the end (with the load average it ran under), and is not a failure. With
+    ``require_passing`` a notebook whose exercises have ``exercise_problems`` (executed now or
+    cached) fails."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
     cache = get_cache(str(cache_dir))
     fingerprint = inputs_fingerprint(root, env)
     report = json.loads(report_path.read_text()) if report_path and report_path.exists() else {}
-    failures, slow = [], []
+    failures, slow, todo = [], [], []
     load_start = _load()
     for path in notebooks:
         rel = str(path.relative_to(root))
@@ -253,29 +284,46 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
                 continue
             if record is not None:
                 print(f"stale     {rel}: the package, zoo or requirements changed since it ran", flush=True)
-        print(f"executing {rel} ...", end=" ", flush=True)
-        executed, seconds, err = execute(path, cell_timeout, notebook_timeout, env)
+        todo.append(path)
+
+    def run(path: Path, threads: dict[str, str]):
+        print(f"executing {path.relative_to(root)}", flush=True)
+        kernel_env = {**threads, **(env or {})} or None
+        return path, *execute(path, cell_timeout, notebook_timeout, kernel_env)
+
+    def finished(path: Path, executed, seconds: float, err: str | None) -> None:
+        rel = str(path.relative_to(root))
         if err is None and seconds > notebook_timeout:
             err = f"took {seconds:.1f} s, over the notebook limit of {notebook_timeout} s"
         if err is not None:
-            print(f"FAILED after {seconds:.1f} s\n{err}", flush=True)
+            print(f"FAILED after {seconds:.1f} s: {rel}\n{err}", flush=True)
             failures.append(rel)
             report[rel] = {"seconds": seconds, "status": "failed", "error": err[-2000:]}
-            continue
+            return
         cache.cache_notebook_bundle(
             CacheBundleIn(executed, str(path), data={"execution_seconds": seconds, "inputs": fingerprint}),
             check_validity=False, overwrite=True,
         )
-        print(f"ok in {seconds:.1f} s", flush=True)
+        print(f"ok in {seconds:.1f} s: {rel}", flush=True)
         report[rel] = {"seconds": seconds, "status": "executed", "budget": budget}
         if require_passing and not _exercises_pass(rel, executed):
             failures.append(rel)
         if seconds > budget:
             slow.append(f"{rel} {seconds:.0f} s")
+
+    threads = thread_env(jobs, env)
+    solo = [p for p in todo if threads and str(p.relative_to(root)) in SOLO]
+    for path in solo:
+        finished(*run(path, {}))
+    # the cache and the report are written here, in this thread; the kernels run in the pool's
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for done in as_completed([pool.submit(run, p, threads) for p in todo if p not in solo]):
+            finished(*done.result())
     if slow:
         print(f"slow (over the {budget:.0f} s budget; not a failure): {', '.join(slow)}. "
-              f"Load average {load_start} at the start, {_load()} at the end, on {os.cpu_count()} cores; "
-              "benchmarks/bench_chapters.py times each chapter against its budget.", flush=True)
+              f"Load average {load_start} at the start, {_load()} at the end, on {os.cpu_count()} cores, "
+              f"{max(1, jobs)} notebook(s) at a time; benchmarks/bench_chapters.py times each chapter "
+              "alone against its budget.", flush=True)
     if report_path:
         report_path.parent.mkdir(parents=True, exist_ok=True)
         report_path.write_text(json.dumps(report, indent=1, sort_keys=True))
@@ -295,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="fail a notebook whose reference solutions do not pass or whose templates do")
     ap.add_argument("--force", action="store_true", help="execute even when the cache holds a match")
     ap.add_argument("--report", default=str(ROOT / "_build" / "execution_report.json"))
+    ap.add_argument("--jobs", type=int, default=default_jobs(),
+                    help="notebooks executed at once, each on its share of the cores (default: 2 on 2 or more cores)")
     args = ap.parse_args(argv)
 
     notebooks = [p for p in toc_notebooks(strict=not args.names)
@@ -302,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     failures = execute_all(notebooks, cache_path(), force=args.force, cell_timeout=args.cell_timeout or None,
                            notebook_timeout=args.notebook_timeout, budget=args.budget,
-                           require_passing=args.require_passing, report_path=Path(args.report))
+                           require_passing=args.require_passing, report_path=Path(args.report), jobs=args.jobs)
     print(f"executing took {time.perf_counter() - start:.0f} s in all", flush=True)
     if failures:
         print(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -76,9 +77,9 @@ def cached_tensors(
             return load_file(folder / TENSORS), json.loads((folder / META).read_text()), folder
         except (OSError, SafetensorError, ValueError) as e:
             warnings.warn(f"the cached {name} in {folder} cannot be read ({e}); rebuilding it", stacklevel=2)
-    tmp = root / f".{key}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+            shutil.rmtree(folder, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=root))  # one per build, even in one process
     try:
         tensors, meta = build(tmp)
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp / TENSORS)
@@ -86,8 +87,15 @@ def cached_tensors(
         for old in root.iterdir():
             if old != tmp and old.name != key and not old.name.startswith("."):
                 shutil.rmtree(old, ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        # two processes that missed the cache at once (notebooks executed in parallel) both
+        # build: the first to finish keeps its entry, which is the same, and the second's goes
+        if not (folder / META).is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # half-written, or none
+            try:
+                os.replace(tmp, folder)
+            except OSError:
+                if not (folder / META).is_file():
+                    raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return tensors, meta, folder

@@ -83,7 +83,9 @@ def test_a_damaged_entry_is_rebuilt(in_tmp_cache, damage):
     if damage != "no meta":
         assert any("cannot be read" in str(w.message) for w in seen)
     assert torch.equal(tensors["w"], torch.full((3, 4), 1.0)) and meta == {"eps": 1e-5}
-    assert torch.equal(cache.cached_tensors("thing", "k1", Builder())[0]["w"], torch.full((3, 4), 1.0))
+    again = Builder(2.0)
+    assert torch.equal(cache.cached_tensors("thing", "k1", again)[0]["w"], torch.full((3, 4), 1.0))
+    assert again.calls == 0, "the rebuilt entry is read back, not rebuilt again"
 
 
 def test_a_failed_build_leaves_no_entry(in_tmp_cache):
@@ -124,3 +126,19 @@ def test_smollm2_cache_key_changes_with_the_file_and_the_conversion_version(tmp_
     assert P.smollm2_cache_key(f) == key
     f.write_bytes(b"GGUF" + bytes(999) + b"\x01")
     assert P.smollm2_cache_key(f) != key
+
+
+def test_a_build_that_loses_the_race_keeps_the_winners_entry(in_tmp_cache):
+    """Two notebooks executed at once both miss the cache and both build: the one that finishes
+    second must neither fail nor replace the entry the first wrote (a reader may hold it)."""
+    winner = Builder(1.0)
+
+    def slow_loser(folder):
+        cache.cached_tensors("thing", "k1", winner)  # the other process finishes meanwhile
+        return Builder(3.0)(folder)  # a stand-in for the same conversion, told apart by its value
+
+    tensors, _, folder = cache.cached_tensors("thing", "k1", slow_loser)
+    assert torch.equal(tensors["w"], torch.full((3, 4), 3.0)) and winner.calls == 1
+    assert sorted(p.name for p in (in_tmp_cache / "thing").iterdir()) == ["k1"], "no temporary folder is left"
+    again, _, _ = cache.cached_tensors("thing", "k1", Builder(5.0))
+    assert torch.equal(again["w"], torch.full((3, 4), 1.0)), "the winner's entry stands"

@@ -114,3 +114,28 @@ def test_exercise_problems_need_passing_references_and_failing_templates():
     assert execute_notebooks.exercise_problems(lenient) == ["code cell 0: the untouched template of ch06_ex1 is [PASSED]"]
     silent = _executed(("exercise", "[NOT YET] ch06_ex1: ..."), ("solution", "42"))
     assert execute_notebooks.exercise_problems(silent) == ["code cell 1: a reference solution printed no check result"]
+
+
+def test_two_notebooks_run_at_once_each_on_its_share_of_the_cores(tree, monkeypatch):
+    """With jobs=2 the two kernels are alive together (each waits, up to a minute, for the
+    other to start) and each gets one of the two cores' threads."""
+    monkeypatch.setattr(execute_notebooks.os, "cpu_count", lambda: 2)
+    flags = tree / "flags"
+    flags.mkdir()
+
+    def meeting(me: str, other: str) -> str:
+        return (f"import os, pathlib, time\n"
+                f"assert os.environ['OMP_NUM_THREADS'] == '1', os.environ.get('OMP_NUM_THREADS')\n"
+                f"pathlib.Path({str(flags / me)!r}).touch()\n"
+                f"end = time.time() + 60\n"
+                f"while not pathlib.Path({str(flags / other)!r}).exists():\n"
+                f"    assert time.time() < end, 'the other notebook never started: run one at a time?'\n"
+                f"    time.sleep(0.1)\n")
+
+    a, b = _notebook(tree, "a", meeting("a", "b")), _notebook(tree, "b", meeting("b", "a"))
+    assert execute_notebooks.execute_all([a, b], tree / "_build" / "cache", root=tree, jobs=2) == []
+
+
+def test_one_job_leaves_the_threads_alone_and_a_fixed_configuration_keeps_its_own():
+    assert execute_notebooks.thread_env(1) == {}
+    assert execute_notebooks.thread_env(2, {"OMP_NUM_THREADS": "1"}) == {}
