@@ -342,10 +342,14 @@ def finding(statement: str, value: Any, *, null: Null | None = None, alternative
                              "null that could have produced it (Null.draws, Null.normal or Null.point); "
                              "a number reported with no test is an observation()")
         test = null_test(_as_float(value), null, alternative=alternative, boot=boot, alpha=alpha)
-    if test.null.kind == "draws" and 1 / (test.n + 1) >= alpha:
-        need = math.ceil(1 / alpha)
+    # a two-sided permutation p is twice the one-sided one: its floor is 2/(n + 1). Below the
+    # level it could never reach, "no effect" would pass whatever the data
+    sides = 2 if test.alternative == "two-sided" else 1
+    if test.null.kind == "draws" and sides / (test.n + 1) >= alpha:
+        need = math.floor(sides / alpha)
         raise ValueError(f"finding {statement!r}: a null of {test.n} draws cannot show p < {alpha} "
-                         f"(the smallest permutation p is 1/{test.n + 1}); draw at least {need} times")
+                         f"(the smallest {test.alternative} permutation p is {sides}/{test.n + 1}); "
+                         f"draw at least {need} times")
     significant = test.p < alpha
     verdict = (f"differs from the null (p < {alpha})" if significant
                else f"cannot be told from the null at p < {alpha}")

@@ -94,6 +94,12 @@ def test_a_null_too_small_to_reach_the_level_is_refused():
         finding("above 19 draws", 100.0, null=Null.draws("19 draws", list(range(19))))
     finding("above 20 draws", 100.0, null=Null.draws("20 draws", list(range(20))))
     finding("above 19 draws at a stated 0.1", 100.0, null=Null.draws("19 draws", list(range(19))), alpha=0.1)
+    # two-sided, the floor is 2/(n + 1): 39 draws can never reject, so "no effect" would be vacuous
+    with pytest.raises(ValueError, match="two-sided permutation p is 2/40.*draw at least 40"):
+        finding("no different from 39 draws", 19.0, null=Null.draws("39 draws", list(range(39))),
+                alternative="two-sided", expect="no effect")
+    finding("beyond 40 draws, either way", 100.0, null=Null.draws("40 draws", list(range(40))),
+            alternative="two-sided")
 
 
 def test_permutation_p_counts_the_draws_at_least_as_extreme():
