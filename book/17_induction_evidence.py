@@ -240,7 +240,7 @@ glue("abl1_loss", ablated[1][0].mean().item())
 two_back = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2,
                                               dim2=-1).mean(0)  # p = 2..63
 glue("two_back_all", two_back.mean().item())
-glue("two_back_ch13", two_back[4:38].mean().item())       # p = 6..39
+glue("two_back_ch13", two_back[:38].mean().item())         # p = 2..39
 
 # %% [markdown]
 # Without L0H2 the second-copy loss goes from {glue:text}`clean_second:.3f` to
@@ -253,11 +253,12 @@ glue("two_back_ch13", two_back[4:38].mean().item())       # p = 6..39
 # rises to {glue:text}`abl1_loss:.2f`. It attends two tokens back, which lets the
 # induction heads check a second token of agreement (the second term of chapter
 # {doc}`17_induction_heads`'s score split). Over all query positions of these
-# sequences it puts {glue:text}`two_back_all:.2f` of its attention two back; over the
-# query positions 6 to 39 that chapter {doc}`13_path_expansion` averages on its 40-token
-# sequence, {glue:text}`two_back_ch13:.2f`. The head looks two back only early in the
-# context (chapter {doc}`17_induction_heads` plots it by position), and chapter 13's
-# sequence has few positions beyond.
+# sequences it puts {glue:text}`two_back_all:.2f` of its attention two back, on average;
+# over the query positions 2 to 39 that chapter {doc}`13_path_expansion` averages on its
+# 40-token sequence, {glue:text}`two_back_ch13:.2f` (these sequences, not chapter 13's;
+# chapter {doc}`17_induction_heads` computes chapter 13's own number beside it). The head
+# looks two back only early in the context (chapter {doc}`17_induction_heads` plots it
+# by position), and chapter 13's sequence has few positions beyond.
 
 # %% [markdown]
 # ### Patching: which path carries induction
