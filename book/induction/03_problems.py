@@ -345,12 +345,13 @@ glue("p3_random_hi", max(random_scores))
 progress.tracker("3")
 
 # %% [markdown]
-# With separate subspaces the head's induction score is {glue:text}`p3_working:.2f`; when the
-# previous token lands in `S_tok` it falls to {glue:text}`p3_broken:.2f`, inside the range of
-# the random heads ({glue:text}`p3_random_lo:.2f` to {glue:text}`p3_random_hi:.2f`). The key
-# side now finds nothing in `S_prev` to match, and `S_tok` holds two tokens at once, so queries cannot
-# tell "this token" from "the token before it". Residual-stream bandwidth matters: circuits
-# work because different information lives in different directions.
+# With separate subspaces the head's induction score is {glue:text}`p3_working:.2f`; when
+# the previous token lands in `S_tok` it falls to {glue:text}`p3_broken:.2f`, inside the
+# range of the random heads ({glue:text}`p3_random_lo:.2f` to
+# {glue:text}`p3_random_hi:.2f`). The key side now finds nothing in `S_prev` to match, and
+# `S_tok` holds two tokens at once, so queries cannot tell "this token" from "the token
+# before it". Residual-stream bandwidth matters: circuits work because different
+# information lives in different directions.
 #
 # ## Problem 4: find the induction heads (code)
 #
@@ -1207,8 +1208,8 @@ progress.tracker("6")
 # {glue:text}`ctrl_ratio_lo:.2f` to {glue:text}`ctrl_ratio_hi:.2f` times its target's. A
 # control is matched, not harmless: a matched head may matter for prediction in other
 # ways, which is why the controls' own effect is measured rather than assumed to be 0. The
-# repeated passage isolates the one thing induction heads are for, and there the effect is large, grows with the number of heads ablated,
-# and is far larger than the controls'.
+# repeated passage isolates the one thing induction heads are for, and there the effect is
+# large, grows with the number of heads ablated, and is far larger than the controls'.
 
 # %% [markdown]
 # ## Problem 7: which path carries induction (code)
