@@ -258,7 +258,8 @@ del null_runs
 g = torch.Generator().manual_seed(7)
 fresh = torch.cat([tokens[:, :n],
                    torch.randint(0, cfg.d_vocab, (16, n), generator=g)], 1)
-fresh_ind = model.run_with_cache(fresh)[1]["pattern", 1].diagonal(
+fresh_cache = model.run_with_cache(fresh)[1]
+fresh_ind = fresh_cache["pattern", 1].diagonal(
     offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(-1)      # [batch, head]
 
 # %%
@@ -269,9 +270,10 @@ finding(f"L{prev_head[0]}H{prev_head[1]} attends to the previous token: the "
                                     "untrained toy-2l's",
                                     null_prev.flatten(1).max(1).values),
         chapter="17")
-finding("every layer-1 head is an induction head: the weakest of the four "
-        "against the same stripe on sequences whose second half is fresh, "
-        "with nothing to copy", ind[1].min(),
+finding("every layer-1 head of toy-2l is an induction head on these 16 "
+        "sequences: the weakest of the four against the same stripe on "
+        "sequences whose second half is fresh, with nothing to copy",
+        ind[1].min(),
         null=Null.draws("the 4 layer-1 heads on 16 sequences with a fresh "
                         "second half", fresh_ind.flatten()), chapter="17")
 finding("...and against the layer-1 heads of the untrained models",
@@ -296,14 +298,18 @@ glue("ind_l0_max", ind[0].max().item())
 # {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`, against at most
 # {glue:text}`ind_null_max:.3f` untrained (about one over the number of keys a query
 # sees: attention spread evenly) and at most {glue:text}`ind_fresh_max:.2f` for the
-# trained heads themselves when the second half is fresh: the score needs the repeat. The zoo's metrics name L1H1 only because it is the
-# largest. No layer-0 head scores above {glue:text}`ind_l0_max:.2f`, as it must be: a
-# layer-0 head reads nothing but the tokens and their positions.
+# trained heads themselves when the second half is fresh: the score needs the repeat.
+# The zoo's metrics name L1H1 only because it is the largest. No layer-0 head scores
+# above {glue:text}`ind_l0_max:.2f`, as it must be: a layer-0 head reads nothing but the
+# tokens and their positions.
 #
 # ### Finding them from the weights
 #
 # Scores from activations say what the heads do on these inputs. The weights say why,
-# for all inputs. Three circuits, one per step of the mechanism:
+# without choosing a batch; each circuit below isolates one path and ignores the rest of
+# the model (the K-composition circuit, for example, takes L0H2's output to be the
+# previous token's embedding through its OV circuit, as if it attended only there).
+# Three circuits, one per step of the mechanism:
 #
 # 1. **Where L0H2 looks.** `toy-2l` adds positions only to what queries and keys read,
 #    so the positional QK circuit $W_\text{pos} W_{QK}^{0.2} W_\text{pos}^\top$
@@ -582,6 +588,24 @@ finding("the K-composition term alone puts its largest value on the "
         boot=match_k_seq[resample].mean(-1), chapter="17")
 observation("the full score picks the induction target (fraction of "
             "second-copy queries)", match_full, chapter="17")
+# the (query L0H2, key other L0 heads) term, its key part split by head:
+# linear in the key part, so the three pulls add up to that term's pull
+def pull_of(q, k):
+    """One term's score q . k at the induction target minus its mean over
+    the query's other keys, mean over the second copy: [batch]."""
+    s = torch.einsum("bqd,bkd->bqk", q, k) / math.sqrt(cfg.d_head)
+    at = s[:, queries, targets]
+    rest = (s[:, queries, :] * allowed).sum(-1) / allowed.sum(-1)
+    return (at - rest).mean(-1)
+
+
+key_pull_by_head = {h: pull_of(q_parts[2], outs0[h] @ model.W_K[1, ind_head])
+                    .mean().item() for h in range(H) if h != 2}
+observation("the (query L0H2, key other layer-0 heads) term, split by the key "
+            "part's head", ", ".join(f"L0H{h} {v:.2f}" for h, v in
+                                     key_pull_by_head.items()), chapter="17")
+glue("l0h1_key_pull", key_pull_by_head[1])
+glue("l0h03_key_pull", key_pull_by_head[0] + key_pull_by_head[3])
 glue("k_term_pull", pull[0, 2].item())
 glue("second_pull", pull[second].item())
 glue("second_q", part_names[second[0]])
@@ -600,9 +624,13 @@ glue("match_score", match_full.item())
 # "my previous token was A" and the query says "I am A". The second,
 # {glue:text}`second_pull:.1f`, is ({glue:text}`second_q`, {glue:text}`second_k`): the
 # query's own previous token, written there by L0H2, against what the other layer-0
-# heads wrote at the key. Among them is L0H1, which attends two tokens back (below), so
-# the term checks a second token of agreement: the token before the query against the
-# token two before the key. The positional term (query position, key position) adds
+# heads wrote at the key. Split by head, its key part is almost all L0H1's: L0H1 alone
+# gives {glue:text}`l0h1_key_pull:.2f`, L0H0 and L0H3 together
+# {glue:text}`l0h03_key_pull:.2f`. L0H1 attends two tokens back early in the context
+# (below: up to about position {glue:text}`two_back_last`), and the induction targets of
+# these sequences lie at positions 1 to 32, so the term checks a second token of
+# agreement: the token before the query against the token two before the
+# key. The positional term (query position, key position) adds
 # {glue:text}`pos_term_pull:.1f`; it depends on positions alone, and here every target
 # lies $n - 1$ positions before its query. Alone, the K-composition term picks the
 # induction target for {glue:text}`match_k_term:.0%` of second-copy queries (a blind
@@ -616,14 +644,32 @@ glue("match_score", match_full.item())
 # read its attention to $p - 2$ as a function of the query position $p$.
 
 # %%
-two_back = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2,
-                                              dim2=-1).mean(0)  # p = 2..63
+def two_back_by_position(c):
+    """L0H1's attention to p - 2, mean over the batch: [p = 2 .. 2n - 1]."""
+    return c["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2,
+                                          dim2=-1).mean(0)
+
+
+two_back = two_back_by_position(cache)
 p_axis = torch.arange(2, 2 * n)
-ch13 = (p_axis >= 6) & (p_axis <= 39)        # chapter 13: p = 6..39 of 40
+ch13 = (p_axis >= 2) & (p_axis <= 39)        # chapter 13: p = 2..39 of 40
 last_high = int(p_axis[two_back > 0.5].max())
+# the same on sequences whose second half is fresh: no repeat at all
+last_high_fresh = int(p_axis[two_back_by_position(fresh_cache) > 0.5].max())
+# chapter 13's own number: its one sequence of 20 tokens repeated (seed 1),
+# positions p = 2..39, with its bootstrap over the positions
+ch13_tokens = repeated_random_tokens(1, 20, cfg.d_vocab, seed=1)
+ch13_weights = model.run_with_cache(ch13_tokens)[1]["pattern", 0][
+    0, 1].diagonal(offset=-2)                                # p = 2..39
+gen = torch.Generator().manual_seed(0)
+ch13_boot = ch13_weights[torch.randint(0, len(ch13_weights),
+                                       (2000, len(ch13_weights)),
+                                       generator=gen)].mean(-1)
+ch13_test = null_test(ch13_weights.mean(), Null.point("no attention", 0.0),
+                      boot=ch13_boot)
 fig, ax = plt.subplots(figsize=(8, 2.4))
 ax.plot(p_axis, two_back, color="tab:blue", lw=1.5)
-ax.axvspan(6, 39, color="tab:orange", alpha=0.15,
+ax.axvspan(2, 39, color="tab:orange", alpha=0.15,
            label="chapter 13's query positions (40 tokens)")
 ax.axvline(n, color="gray", ls=":", lw=1, label="start of the second copy")
 ax.set(xlabel="query position p", ylabel="attention to p - 2", ylim=(0, 1.05),
@@ -633,7 +679,7 @@ fig.tight_layout()
 plt.show()
 for name, value, what in [
         ("two_back_all", two_back.mean(), "over this batch's p = 2..63"),
-        ("two_back_ch13", two_back[ch13].mean(), "over p = 6..39"),
+        ("two_back_ch13", two_back[ch13].mean(), "over p = 2..39"),
         ("two_back_early", two_back[p_axis <= last_high].mean(),
          f"over p = 2..{last_high}"),
         ("two_back_late", two_back[p_axis > last_high].mean(),
@@ -641,18 +687,37 @@ for name, value, what in [
     observation(f"L0H1's mean attention to p - 2, {what}", value,
                 chapter="17")
     glue(name, float(value))
+observation("chapter 13's sequence (40 tokens, seed 1): L0H1's mean attention "
+            "to p - 2 over p = 2..39, with its 95% bootstrap interval over "
+            "the positions", f"{ch13_test.value:.3f} [{ch13_test.lo:.3f}, "
+            f"{ch13_test.hi:.3f}]", chapter="17")
+observation("the last query position where L0H1's mean attention to p - 2 "
+            "exceeds 0.5, on repeats and on sequences with a fresh second "
+            "half", f"{last_high}, {last_high_fresh}", chapter="17")
 glue("two_back_last", last_high)
+glue("two_back_last_fresh", last_high_fresh)
+glue("ch13_own", ch13_test.value)
+glue("ch13_own_lo", ch13_test.lo)
+glue("ch13_own_hi", ch13_test.hi)
+glue("ch13_inside", "inside" if ch13_test.lo <= float(two_back[ch13].mean())
+     <= ch13_test.hi else "outside")
 
 # %% [markdown]
-# L0H1 puts {glue:text}`two_back_early:.2f` of its attention two tokens back at every
-# query position up to {glue:text}`two_back_last`, and only
-# {glue:text}`two_back_late:.2f` beyond; the second copy starts at 32, so the break is a
-# matter of absolute position, not of the repeat. Averaged over all query positions of
-# this chapter's 64-token sequences that is {glue:text}`two_back_all:.2f`, the number
-# chapter {doc}`17_induction_evidence` quotes; over the query positions 6 to 39 of
-# chapter {doc}`13_path_expansion`'s 40-token sequence the same batch gives
-# {glue:text}`two_back_ch13:.2f`, chapter 13's number. The two chapters measure the same
-# head on different positions.
+# Every number here is an average, over the 16 sequences and over a range of query
+# positions. Up to position {glue:text}`two_back_last`, the last at which the curve
+# exceeds 0.5, L0H1 puts {glue:text}`two_back_early:.2f` of its attention two tokens back
+# on average; beyond it, {glue:text}`two_back_late:.2f`. The second copy starts at 32,
+# and on sequences whose second half is fresh the curve last exceeds 0.5 at
+# {glue:text}`two_back_last_fresh`: the break is a matter of absolute position, not of
+# the repeat. Averaged over all query positions of this chapter's 64-token sequences
+# the attention two back is {glue:text}`two_back_all:.2f`, the number chapter
+# {doc}`17_induction_evidence` quotes. Over the query positions 2 to 39, the ones
+# chapter {doc}`13_path_expansion` averages on its single 40-token sequence, the same
+# batch gives {glue:text}`two_back_ch13:.2f`; chapter 13's own sequence gives
+# {glue:text}`ch13_own:.2f` (95% bootstrap interval over its positions
+# {glue:text}`ch13_own_lo:.2f` to {glue:text}`ch13_own_hi:.2f`), and this batch's value
+# lies {glue:text}`ch13_inside` that interval. The two chapters measure the same head on
+# different positions.
 #
 # ### The same split in a model with rotary positions
 #
@@ -683,19 +748,22 @@ glue("two_back_last", last_high)
 #   induction head whose keys read that (K-composition), whose query asks for its own
 #   token, and whose OV circuit copies what it finds. Two hand-set attention layers do
 #   it exactly.
-# - In `toy-2l` the previous-token head is L0H2 (score {glue:text}`prev_best:.2f`), and
-#   all four layer-1 heads are induction heads (scores {glue:text}`ind_min:.2f` to
-#   {glue:text}`ind_max:.2f`), each beyond every head of 40 untrained copies of the
-#   model.
+# - In `toy-2l`, on one batch of 16 repeated random sequences, the previous-token head
+#   is L0H2 (score {glue:text}`prev_best:.2f`), and all four layer-1 heads are induction
+#   heads (scores {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`), each beyond
+#   every head of 40 untrained copies of the model.
 # - The weights show each step: L0H2's positional QK band, a diagonal K-composition
 #   circuit from L0H2 into every layer-1 head, and copying OV circuits. One layer-1
-#   head copies the right token for about half of the vocabulary; the four together,
-#   for all of it.
+#   head's full OV circuit makes the attended token its top logit for
+#   {glue:text}`ov_top1_lo:.0%` to {glue:text}`ov_top1_hi:.0%` of the vocabulary; the
+#   four together, for {glue:text}`sum_top1:.0%`.
 # - L1H1's attention score splits into 36 (query part, key part) terms that add up
-#   exactly; the largest pull towards the induction target,
+#   exactly; on this batch the largest pull towards the induction target,
 #   {glue:text}`k_share:.0%` of it, is the query's token against L0H2's output at the
-#   key. Under rotary embeddings the split keeps its terms, each with an
-#   offset-dependent bilinear form, and loses its positional part.
-# - L0H1 attends two back only up to position {glue:text}`two_back_last`: that is why
-#   its score is {glue:text}`two_back_all:.2f` here and {glue:text}`two_back_ch13:.2f`
-#   in chapter 13.
+#   key, and the second is L0H2's output at the query against L0H1's at the key.
+#   Under rotary embeddings the split keeps its terms, each with an offset-dependent
+#   bilinear form, and loses its positional part.
+# - L0H1 attends two back, on average over the batch, only up to query position
+#   {glue:text}`two_back_last`: that is why its mean over positions is
+#   {glue:text}`two_back_all:.2f` on this chapter's 64 tokens and
+#   {glue:text}`ch13_own:.2f` on chapter 13's 40.

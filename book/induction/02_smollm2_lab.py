@@ -16,7 +16,8 @@ import warnings
 
 import torch
 
-from circuitbook.book import Null, finding, glue, identity, observation
+from circuitbook.book import (Null, finding, glue, identity, null_test,
+                              observation)
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import ablate, induction_scores
 from circuitbook.models.pretrained import load_smollm2
@@ -54,8 +55,9 @@ glue("n_weights_m", n_weights / 1e6)
 # ## The lab
 #
 # - **Load SmolLM2** fetches its weights from this site
-#   ({glue:text}`download_mb:.0f` MB, once; a progress bar shows how far it is). Nothing leaves the site: the page asks no other server for
-#   anything, and the rest of the site never loads any of it.
+#   ({glue:text}`download_mb:.0f` MB, once; a progress bar shows how far it is). Nothing
+#   leaves the site: the page asks no other server for anything, and the rest of the site
+#   never loads any of it.
 # - The **text box** holds what the model reads, tokenised in the page by SmolLM2's own
 #   tokenizer. **Repeat its tokens once** puts the same tokens twice in a row: the test
 #   of chapter {doc}`../17_induction_heads`, on text. The example buttons fill in the
@@ -68,8 +70,9 @@ glue("n_weights_m", n_weights / 1e6)
 #   click is shown large beside it, with the tokens it attends to most from the chosen
 #   position. Switch "clicking a head" to *ablates it* and a click replaces the head's
 #   output by zero, then by its mean, then gives it back: the substitution of
-#   `circuitbook.heads.ablate`, with each head's mean `z` over 16 Shakespeare passages
-#   of 64 tokens (exported with the weights).
+#   `circuitbook.heads.ablate`, with each head's mean `z` over
+#   {glue:text}`ref_passages` Shakespeare passages of {glue:text}`ref_length` tokens
+#   (exported with the weights).
 # - **The top k induction heads** ablates the k heads with the highest induction scores
 #   (chapter {doc}`../17_induction_heads`'s test on repeated random tokens); **k random
 #   heads** ablates k heads drawn at random, a fresh draw on each click.
@@ -91,8 +94,9 @@ lab
 # ## The repeated passage, measured here
 #
 # The page's numbers can be checked in Python. The heads to ablate are ranked by the
-# induction score of chapter {doc}`../17_induction_heads` (12 sequences of 40 random
-# token ids, repeated once), and the means are those the page uses.
+# induction score of chapter {doc}`../17_induction_heads` ({glue:text}`ind_batch`
+# sequences of {glue:text}`ind_len` random token ids, repeated once), and the means are
+# those the page uses.
 
 # %% tags=["hide-input"]
 scores = induction_scores(smol, tokens=export.induction_tokens())   # [L, H]
@@ -145,12 +149,12 @@ print(f"second-copy loss: clean {second.item():.2f}, top {K} ablated "
 observation("SmolLM2's mean loss on the passage's first copy, and on its "
             "second (nats)", f"{first.item():.2f}, {second.item():.2f}",
             chapter="induction module")
+top_test = null_test(second_top.item(), Null.draws(
+    f"{len(draws)} random sets of {K} heads, mean-ablated", second_random),
+    alternative="greater")
 finding(f"mean-ablating SmolLM2's top {K} induction heads raises the loss on "
-        "the repeated passage's second copy more than ablating random heads "
-        "does", second_top.item(),
-        null=Null.draws(f"{len(draws)} random sets of {K} heads, mean-ablated",
-                        second_random),
-        alternative="greater", chapter="induction module")
+        "the second copy of this one repeated passage more than ablating "
+        "random heads does", top_test, chapter="induction module")
 glue("smol_first", first.item())
 glue("smol_second", second.item())
 glue("smol_second_top", second_top.item())
@@ -159,6 +163,15 @@ glue("smol_random_max", second_random.max().item())
 glue("smol_k", K)
 glue("smol_n_draws", len(draws))
 glue("smol_top_heads", ", ".join(f"L{l}H{h}" for l, h in top))
+glue("smol_best_head", f"L{top[0][0]}H{top[0][1]}")
+glue("smol_n_below", int((second_random < second_top).sum()))
+glue("smol_top_p", top_test.p)
+glue("smol_top_z", top_test.z)
+glue("smol_min_p", 1 / (len(draws) + 1))
+glue("ind_batch", export.INDUCTION["batch"])
+glue("ind_len", export.INDUCTION["seq_len"])
+glue("ref_passages", export.REFERENCE["passages"])
+glue("ref_length", export.REFERENCE["length"])
 
 # %% [markdown]
 # On the first copy the model pays {glue:text}`smol_first:.2f` nats a token; on the
@@ -166,10 +179,12 @@ glue("smol_top_heads", ", ".join(f"L{l}H{h}" for l, h in top))
 # induction heads ({glue:text}`smol_top_heads`) and the second copy costs
 # {glue:text}`smol_second_top:.2f`, while {glue:text}`smol_n_draws` random sets of
 # {glue:text}`smol_k` heads cost {glue:text}`smol_random_mean:.2f` on average and at
-# most {glue:text}`smol_random_max:.2f`. The top six cost more than every random set,
-# so the rank test's p-value is the smallest that {glue:text}`smol_n_draws` draws can give;
-# the distance in standard deviations of the null says more. This is one passage: the
-# problem set ({doc}`03_problems`) measures the same on many.
+# most {glue:text}`smol_random_max:.2f`. The top {glue:text}`smol_k` cost more than
+# {glue:text}`smol_n_below` of the {glue:text}`smol_n_draws` random sets: a rank-test
+# p-value of {glue:text}`smol_top_p:.3f`, where {glue:text}`smol_n_draws` draws can give
+# no less than {glue:text}`smol_min_p:.3f`. The distance from the null says more: the top set lies
+# {glue:text}`smol_top_z:.0f` standard deviations of the random sets above their mean.
+# This is one passage: the problem set ({doc}`03_problems`) measures the same on many.
 #
 # **Rerun it by clicking.** Load the model; the lab starts on this passage, repeated.
 # Read the two losses under the token strip. Press *the top k induction heads* (k = 6,
@@ -209,7 +224,7 @@ print("name tokens:", [tokenizer.decode([t]) for t in name])
 print(f"loss on the second name: clean {clean_name:.2f}, top {K} ablated "
       f"{top_name:.2f}; one head at a time:")
 print("  " + ", ".join(f"{k} {v:.2f}" for k, v in one_name.items()))
-observation("loss on the recurring name's later tokens (clean, top 6 "
+observation(f"loss on the recurring name's later tokens (clean, top {K} "
             "induction heads mean-ablated, nats)",
             f"{clean_name:.2f}, {top_name:.2f}", chapter="induction module")
 glue("name_clean", clean_name)
@@ -219,11 +234,11 @@ glue("name_n", len(again))
 
 # %% [markdown]
 # The {glue:text}`name_n` tokens of the name after its first one cost
-# {glue:text}`name_clean:.2f` nats on average the second time; with the top six
-# induction heads mean-ablated, {glue:text}`name_top:.2f`. One of the six alone moves it
-# to at most {glue:text}`name_one_max:.2f`. These are observations on one sentence, with
-# no null beside them: they say what to look at in the lab, not what is true of names in
-# general.
+# {glue:text}`name_clean:.2f` nats on average the second time; with the top
+# {glue:text}`smol_k` induction heads mean-ablated, {glue:text}`name_top:.2f`. One of them
+# alone moves it to at most {glue:text}`name_one_max:.2f`. These are observations on one
+# sentence, with no null beside them: they say what to look at in the lab, not what is
+# true of names in general.
 #
 # ## Things to try
 #
@@ -237,7 +252,8 @@ glue("name_n", len(again))
 #   random set still as harmless, and does it matter which layers it hits?
 # - **Zero or mean?** Switch the buttons to zero-ablation. Zeroing a head removes also
 #   the constant part of its output, which later layers are used to; the mean keeps it.
-# - **The induction stripe.** Show L18H6 on the repeated passage: in the second half its
+# - **The induction stripe.** Show {glue:text}`smol_best_head`, the top induction head,
+#   on the repeated passage: in the second half its
 #   pattern has a stripe one step right of the diagonal of the first copy (the token
 #   after the earlier copy of the current one). Now find the heads in the layers below
 #   whose pattern sits just left of the diagonal: previous-token heads, the other half

@@ -286,7 +286,8 @@ class DesignExercise:
          "W_QK = S_prev^T S_tok compares the query's previous token with the key's token: that finds the "
          "earlier occurrence of the previous token, one position too early."),
         ("copies the previous token", lambda t, p: (t.T @ p, p.T @ t),
-         "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was: read S_tok instead."),
+         "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was, not the token "
+         "found there."),
         ("anti-copying OV", lambda t, p: (t.T @ p, -t.T @ t),
          "A negative OV circuit suppresses the attended token; the copying eigenvalues must be positive."),
     ])
@@ -921,15 +922,14 @@ P7B = ValueExercise(
     compare=lambda got, want: _reading(got) == want,
     mistakes=[
         ("B", "reading a denoising result as a noising one", "Your measurement put one clean head into an "
-         "otherwise corrupted run: it says what that head can restore, not what the model loses without it. "
-         "Whether a head is necessary is a different experiment (noising, or ablation), and with heads that "
-         "share the work the answers differ."),
+         "otherwise corrupted run; B is a claim about the model running without a head. Whether a head is "
+         "necessary is a different experiment (noising, or ablation), and with heads that share the work "
+         "the two experiments can disagree."),
         ("C", "adding effects as if they were shares", "Effects of separate patches are not parts of one "
          "total: each is measured with everything else corrupted, and heads that do the same job each "
          "restore part of the gap on their own. Their sum can exceed 1 without anything being wrong."),
-        ("D", "reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap: "
-         "they matter. That no single one restores most of it says the job is shared, not that it is "
-         "absent."),
+        ("D", "reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap, "
+         "and a head that hardly mattered would restore almost none of it."),
     ],
     hint="Say what the experiment did: one clean piece, everything else corrupted. Which question does "
          "that answer, and which does it leave open?",
