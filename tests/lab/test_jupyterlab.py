@@ -4,7 +4,7 @@ A copy of ``book/`` goes into a temporary folder (running a notebook writes besi
 problem set's progress file, autosaves), and JupyterLab serves that copy on 127.0.0.1 with no
 token, exposing ``window.jupyterapp`` so the test can use the front end's own commands. Its
 kernels import this tree's ``circuitbook`` (``src/`` goes first on ``PYTHONPATH``). Headless
-Chromium (the system's; Playwright never downloads one) opens four notebooks, and for each:
+Chromium (the system's; Playwright never downloads one) opens five notebooks, and for each:
 
 - runs every cell from the front end (``notebook:run-all-cells``), waits until every code cell
   has an execution count and the kernel is idle, and asserts that no cell raised (no error
@@ -14,7 +14,12 @@ Chromium (the system's; Playwright never downloads one) opens four notebooks, an
   the stepper's Prev/Next and control toggle, and the composition builder's toggles and presets
   (the page changes, and the kernel receives the new values); the induction lab, whose model
   runs in the page with weights the kernel sends when asked: its ablations and sequence
-  reach Python, and a value set in Python redraws it.
+  reach Python, and a value set in Python redraws it; the SmolLM2 lab, whose button has the
+  kernel export SmolLM2's files into the cache and send them: text typed in the page is
+  tokenised by the kernel (SmolLM2's tokenizer), the page's losses and top next token equal a
+  forward pass in the kernel, clean and with a clicked head zero- then mean-ablated
+  (``heads.ablate``, to the 0.01 nats the page prints), and the ablation, the head shown and
+  the position reach Python.
 
 Every request for a host other than localhost is blocked. Screenshots go to
 ``_build/screenshots/lab/`` for humans. Timings are printed, with each notebook's slowest cells
@@ -25,6 +30,7 @@ read with ``text_content``: JupyterLab skips laying out cells scrolled out of vi
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import json
@@ -50,11 +56,16 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 CHAPTER = "06_attention.ipynb"  # a fast chapter with an explore(...) slider
 EXPLAINERS = "induction/02_explainers.ipynb"
 LAB = "induction/02_lab.ipynb"  # the induction lab: toy-2l runs in the page, state syncs back
+SMOL_LAB = "induction/02_smollm2_lab.ipynb"  # SmolLM2 in the page, its files from the kernel
 PROBLEMS = "induction/03_problems.ipynb"  # loads SmolLM2-135M: 40-90 s on 2 busy cores
 
 START_TIMEOUT_S = 90  # JupyterLab's server answering /api/status
 OPEN_TIMEOUT_S = 90  # the page loaded, the notebook open and its kernel idle
 WIDGET_TIMEOUT_S = 30  # a widget redrawn after a click
+# SmolLM2's files exported into the cache (the first time: ~98 MB, a minute or more on 2 busy
+# cores) and sent to the page in 4 MB messages, then loaded there
+SMOL_LOAD_TIMEOUT_S = 420
+PRINTED = 0.005  # the SmolLM2 lab prints losses to 0.01 nats: the page's must be Python's to that
 
 pytestmark = pytest.mark.lab
 
@@ -451,3 +462,99 @@ def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
                            timeout=WIDGET_TIMEOUT_S * 1000, polling=200)
     assert trackers.locator(".cb-button, button").count() == 0  # nothing self-reported
     screenshot(trackers.first, "03_problems-progress.png")
+
+
+def test_smollm2_lab_loads_from_the_kernel_and_matches_python(page, lab):
+    base, log_path, _ = lab
+    path = SMOL_LAB
+    state = open_and_run(page, base, path, run_timeout_s=480, log_path=log_path)
+    assert_no_cell_raised(page, path, state)
+    t0 = time.monotonic()
+    box = page.locator(".cb-smol").first
+    box.scroll_into_view_if_needed()
+
+    def ready(what: str, condition: str = "true", arg=None, timeout_s: int = WIDGET_TIMEOUT_S):
+        """Wait until the page has run the model and `condition` (of the lab's root `r` and
+        its state `cb`, as the browser suite reads them) holds."""
+        try:
+            page.wait_for_function(
+                f"([r, arg]) => {{ const cb = r.cbSmol; return r.dataset.loaded === 'true' && "
+                f"r.dataset.state === 'ready' && ({condition}); }}",
+                arg=[box.element_handle(), arg], timeout=timeout_s * 1000, polling=250)
+        except Exception:
+            pytest.fail(f"{path}: the SmolLM2 lab not ready {what} within {timeout_s} s; it says "
+                        f"{box.locator('.cb-smol-status').text_content()!r}; JupyterLab's log:\n"
+                        f"{_tail(log_path)}")
+
+    # no site here: the button has the kernel export the files and send them
+    box.locator(".cb-smol-load").click()
+    ready("after its load button", timeout_s=SMOL_LOAD_TIMEOUT_S)
+    loaded = time.monotonic() - t0
+    assert box.locator(".cb-smol-progress").evaluate("p => p.value") == 1
+    assert kernel_value(page, path, "lab.tokens == lab_tokens(passage, True)") == "True"
+
+    # a text typed in the page: the kernel tokenises it with SmolLM2's tokenizer, the page runs it
+    text = "Mrs. Eleanor Vance kept the lighthouse on the northern cape."
+    box.locator(".cb-smol-text").fill(text)
+    box.locator(".cb-smol-text").dispatch_event("change")
+    assert_kernel_sees(page, path, "lab.text", repr(text))
+    want = "lab_tokens(tokenizer(lab.text)['input_ids'], lab.repeat)"
+    assert_kernel_sees(page, path, f"lab.repeat and lab.tokens == {want}", "True")
+    tokens = ast.literal_eval(kernel_value(page, path, "lab.tokens"))
+    assert len(tokens) == 28, tokens  # its 14 tokens, twice: the notebook's lab repeats them
+    ready("on the typed text", "JSON.stringify(cb.tokensRun) === JSON.stringify(arg)", tokens)
+
+    def python_losses(hooks: str = "[]") -> list[float]:
+        """The loss at each position, from the kernel's own SmolLM2 on the kernel's tokens."""
+        expr = ("(lambda t: (lambda lp: [-lp[i, t[i + 1]].item() for i in range(len(t) - 1)])"
+                f"(smol.run_with_hooks(torch.tensor([t]), fwd_hooks={hooks})[0].log_softmax(-1)))"
+                "(list(lab.tokens))")
+        return ast.literal_eval(kernel_value(page, path, expr))
+
+    def page_losses() -> list[float]:
+        return json.loads(box.locator(".cb-smol-loss").get_attribute("data-losses"))
+
+    def off_by(got: list[float], want: list[float]) -> float:
+        assert len(got) == len(want) == len(tokens) - 1, (len(got), len(want))
+        return max(abs(a - b) for a, b in zip(got, want))
+
+    clean = python_losses()
+    diffs = {"clean": off_by(page_losses(), clean)}
+
+    # a token clicked: the position reaches Python, and the page's top next token is the model's
+    position = 16  # in the second copy: the token after it is all but certain
+    box.locator(".cb-smol-tok").nth(position).click()
+    assert box.get_attribute("data-position") == str(position)
+    assert_kernel_sees(page, path, "lab.position", str(position))
+    (first, second), (best, _) = ast.literal_eval(kernel_value(
+        page, path, "(lambda t: (t.values.tolist(), t.indices.tolist()))"
+                    f"(smol(torch.tensor([lab.tokens]))[0, {position}].topk(2))"))
+    assert first - second > 0.1, "no clear top token at this position: choose another"  # not a tie
+    shown = json.loads(box.locator(".cb-smol-predictions").get_attribute("data-top"))
+    assert shown[0] == best, f"top next tokens after position {position}: page {shown}, Python's best {best}"
+
+    # a head clicked in "ablates it" mode: zero, then mean; the kernel sees it and the head
+    # shown, and the page's losses are Python's under heads.ablate with that head
+    head, (layer, h) = "17.4", (17, 4)
+    box.locator(".cb-smol-mode").select_option("ablate")
+    for how, hooks in [("zero", f"ablate(smol, [({layer}, {h})], 'zero').fwd_hooks"),
+                       ("mean", f"ablate(smol, [({layer}, {h})], 'mean', "
+                                "reference_tokens=export.reference_tokens(tokenizer)).fwd_hooks")]:
+        box.locator(f'.cb-smol-head[data-head="{head}"]').click()
+        assert_kernel_sees(page, path, "lab.ablated", repr({head: how}))
+        ready(f"with {head} {how}-ablated", "r.dataset.ablated === arg", f"{head}:{how}")
+        ablated = python_losses(hooks)
+        assert off_by(ablated, clean) > 10 * PRINTED, f"{how}-ablating {head} should change the losses"
+        diffs[how] = off_by(page_losses(), ablated)
+    assert_kernel_sees(page, path, "lab.head", repr(head))
+
+    # and a value set in Python reruns the page: the clean losses again
+    kernel_value(page, path, "setattr(lab, 'ablated', {})")
+    ready("after lab.ablated = {} in Python", "r.dataset.ablated === ''")
+    diffs["clean again"] = off_by(page_losses(), clean)
+    assert max(diffs.values()) <= PRINTED, f"the page's losses differ from Python's by {diffs} nats"
+    screenshot(box, "02_smollm2_lab.png")
+    assert_no_error_shown(page, path)
+    print(f"[lab] {path}: SmolLM2 loaded from the kernel in {loaded:.1f} s, then typed, clicked and "
+          f"compared in {time.monotonic() - t0 - loaded:.1f} s; page vs Python at most "
+          f"{max(diffs.values()):.2g} nats", flush=True)
