@@ -80,8 +80,8 @@ def test_the_ledger_lists_every_checked_claim():
     assert expected > 0
     assert f"{expected} statements in" in html
     # one table a kind of statement (findings, identities, ...): its header row, then a row each
-    assert len(_re.findall(r"<table", html)) == len(kinds)
-    assert len(_re.findall(r"<tr", html)) == expected + len(kinds)
+    assert len(re.findall(r"<table", html)) == len(kinds)
+    assert len(re.findall(r"<tr", html)) == expected + len(kinds)
 
 
 def test_the_api_pages_match_the_package():
