@@ -42,9 +42,11 @@ def _code_cells(predicate) -> list[str]:
 
 
 def _run(cells: list[str], values: dict) -> dict:
-    """The page's cells that use the parameters, with the parameter cell set to ``values``."""
-    scope = {"torch": torch, "checks": checks, **values}
-    for source in cells:
+    """The page's cells that use the parameters, with the parameter cell set to ``values``,
+    after the page's imports cell (the first code cell: the book's statement kinds, the progress
+    line), as the notebook runs them."""
+    scope = dict(values)
+    for source in [_code_cells(lambda s: True)[0], *cells]:
         exec(compile(source, str(PROBLEMS), "exec"), scope)  # noqa: S102 - the book's own cells
     return scope
 
