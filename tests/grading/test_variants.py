@@ -20,7 +20,6 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-import torch
 
 from submissions import (PROBLEMS, ROOT, answer_cells, assignments, cut_after_problem_3, solutions, variant_ids,
                          with_answers)
