@@ -189,13 +189,23 @@ class Visit:
 # Widgets, CircuitsVis views and plotly figures load their code when they come near the
 # viewport (scripts/sphinx_site_fixes.py, circuitbook.viz): visit each, as a reader scrolling
 # down would, then go back to the top.
+# A reader scrolls to a figure and looks at it: each lazily loaded view (plotly, circuitsvis, a
+# widget) is scrolled into view and given up to 10 s to start drawing before the next. A fixed
+# pause of one frame and 30 ms was too short for the page's IntersectionObserver to fire: the
+# widget loader never started, and every page with a widget waited out its 60 s.
 SCROLL_TO_LAZY_JS = """async () => {
+  const widgetsDrawn = (el) => [...el.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+    .every((s) => { const a = s.previousElementSibling;
+                    return a && a.classList.contains('widget-subarea') && a.querySelector('*'); });
+  const drawn = (el) => el.matches('.circuitbook-plotly') ? el.classList.contains('js-plotly-plot')
+    : el.matches('.circuitbook-circuitsvis') ? el.children.length > 0 : widgetsDrawn(el);
   const lazy = [...document.querySelectorAll('.circuitbook-plotly, .circuitbook-circuitsvis')]
     .concat([...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
       .map((s) => s.parentElement));
   for (const el of lazy) {
     el.scrollIntoView({ block: 'center' });
-    await new Promise((ok) => requestAnimationFrame(() => setTimeout(ok, 30)));
+    const end = performance.now() + 10000;
+    while (!drawn(el) && performance.now() < end) await new Promise((ok) => setTimeout(ok, 50));
   }
   window.scrollTo(0, 0);
   return lazy.length;
