@@ -217,7 +217,13 @@ def open_page(page, base: str, path: str) -> bool:
     circuitsvis views and math are rendered. Returns False if they did not all render in time
     (the checks then say what is missing)."""
     page.goto(f"{base}/{path}", wait_until="load", timeout=60_000)
-    page.evaluate(SCROLL_TO_LAZY_JS)
+    try:
+        page.evaluate(SCROLL_TO_LAZY_JS)
+    except Exception as e:  # noqa: BLE001 - a redirecting page (index.html) navigates meanwhile
+        if "context was destroyed" not in str(e):
+            raise
+        page.wait_for_load_state("load", timeout=60_000)
+        page.evaluate(SCROLL_TO_LAZY_JS)
     ready = True
     try:
         page.wait_for_function(READY_JS, timeout=60_000, polling=100)
