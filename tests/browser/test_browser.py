@@ -203,11 +203,11 @@ SCROLL_TO_LAZY_JS = """async () => {
     .concat([...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
       .map((s) => s.parentElement));
   for (const el of lazy) {
-    el.scrollIntoView({ block: 'center' });
+    el.scrollIntoView({ block: 'center', behavior: 'instant' });  // the theme scrolls smoothly
     const end = performance.now() + 10000;
     while (!drawn(el) && performance.now() < end) await new Promise((ok) => setTimeout(ok, 50));
   }
-  window.scrollTo(0, 0);
+  window.scrollTo({ top: 0, behavior: 'instant' });
   return lazy.length;
 }"""
 

@@ -62,7 +62,10 @@ def widget():
 
 @pytest.fixture
 def page_for(tmp_path, widget, browser, serve):
-    (tmp_path / "explore.js").write_text((WIDGETS / "explore.js").read_text())
+    # the module as the widget ships it: explore.js with the siblings it imports (dom.js) inlined
+    from circuitbook.widgets.frontend import esm
+
+    (tmp_path / "explore.js").write_text(esm("explore.js", WIDGETS))
     base = serve(tmp_path)
     state = {k: getattr(widget, k) for k in ("controls", "frames", "selection", "live")}
     pages = []

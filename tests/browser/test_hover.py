@@ -59,7 +59,7 @@ def _cells(z: list[list]) -> list[tuple[int, int]]:
 
 POINT_JS = """([id, axis, i, j]) => {
   const gd = document.getElementById(id);
-  gd.scrollIntoView({block: 'center'});
+  gd.scrollIntoView({block: 'center', behavior: 'instant'});
   const L = gd._fullLayout, xa = L['xaxis' + axis], ya = L.yaxis;
   const r = gd.getBoundingClientRect();
   return [r.left + xa._offset + xa.l2p(j), r.top + ya._offset + ya.l2p(i)];
