@@ -8,7 +8,6 @@ Chromium and the HTTP server are tests/conftest.py's ``browser`` and ``serve``.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -62,7 +61,10 @@ def site(tmp_path_factory, serve):
     quiz = Quiz(_questions())
     state = {k: getattr(quiz, k) for k in ("questions", "answers", "submitted", "attempts")}
     root = tmp_path_factory.mktemp("quiz")
-    shutil.copy(WIDGETS / "quiz.js", root / "quiz.js")
+    # the module as the widget ships it: quiz.js with the dom.js it imports inlined
+    from circuitbook.widgets.frontend import esm
+
+    (root / "quiz.js").write_text(esm("quiz.js", WIDGETS))
     for name, mathjax in (("plain.html", ""), ("mathjax.html", FAKE_MATHJAX)):
         (root / name).write_text(PAGE.format(css=Quiz._css, mathjax=mathjax,
                                              state=json.dumps(state).replace("</", "<\\/")))
