@@ -49,6 +49,9 @@ import traitlets
 from circuitbook.widgets import frontend
 
 #: The forward pass as a module of its own (``benchmarks/bench_browser_forward.py`` serves it).
+#: Its value, a path on the machine that built the docs, is not shown in them.
+#:
+#: :meta hide-value:
 FORWARD_JS = frontend.HERE / "attn_only_forward.js"
 
 
