@@ -203,10 +203,14 @@ def test_set_up_cells_are_collapsed_under_their_caption(browser, server):  # noq
 
 # --------------------------------------------------------------------------- exercises
 
+# Shown means rendered, not merely laid out: Chromium now keeps a closed <details>'s content
+# laid out under content-visibility: hidden, so getClientRects() finds boxes for what the reader
+# cannot see; checkVisibility() asks whether it is rendered.
 EXERCISE_JS = """() => {
+  const shown = (e) => e.checkVisibility();
   const cells = [...document.querySelectorAll('div.cell.cb-exercise')];
   return { red: [...document.querySelectorAll('.circuitbook-check[data-passed="false"]')]
-             .filter((e) => e.getClientRects().length).length,
+             .filter(shown).length,
            exercises: cells.map((c) => {
              const next = c.nextElementSibling;
              const fold = next && next.classList.contains('cb-solution') ? next.querySelector('details') : null;
@@ -214,7 +218,7 @@ EXERCISE_JS = """() => {
                       note: (c.querySelector('.cb-exercise-note') || {}).textContent || '',
                       folded: !!fold && !fold.open,
                       checkHidden: !!fold && [...fold.querySelectorAll('.circuitbook-check')]
-                        .every((e) => !e.getClientRects().length) };
+                        .every((e) => !shown(e)) };
            }) };
 }"""
 

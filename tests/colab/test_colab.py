@@ -147,8 +147,9 @@ def _stream_text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
 
 
-def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path):
+def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path, after: str = ""):
     """Execute ``notebook`` alone in ``runtime``; check everything that holds on any Colab.
+    ``after``: a cell run in the same kernel once the chapter has run (before the probe).
     Returns the executed notebook and the probe's findings."""
     source = ROOT / notebook
     pin = notebooks.existing_pin(source)
@@ -160,6 +161,8 @@ def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path):
     shutil.copy(source, content / source.name)
     assert [p.name for p in content.iterdir()] == [source.name]
     nb = nbformat.read(content / source.name, as_version=4)
+    if after:
+        nb.cells.append(nbformat.v4.new_code_cell(after))
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
 
     before = _snapshot(runtime)
@@ -259,3 +262,70 @@ def test_ipywidgets_8_runtime(notebook, new_runtime, clone, tmp_path):
     assert probe["manager_enabled"], "with ipywidgets 8 the set-up cell must enable Colab's custom widget manager"
     displays = _widget_displays(nb)
     assert displays and all(map(_for_custom_manager, displays)), "a widget display lacks the custom manager's URL"
+
+
+# The SmolLM2 lab live on Colab. Colab has no site to load the model's files from, so the front
+# end asks the kernel (smollm2_lab.js's kernelSource): {"ask": "manifest"}, then {"ask": "file"}
+# per file, answered by custom messages whose bytes ride as binary buffers. Here the front end's
+# requests arrive as comm messages do, through the widget's message handler, and what the kernel
+# puts on the comm is recorded instead of sent. The files must come out of circuitbook as
+# installed in Colab's runtime (not this checkout), whole and in order, with the manifest's
+# sizes and SHA-256; and the kernel must tokenise a text the reader types. What this cannot
+# test is Colab's own front end (colab-cdn-widget-manager), which passes buffers on to the
+# widget in its ClassicComm.on_msg; the JupyterLab test drives a real front end through the
+# same messages.
+SMOLLM2_FRONT_END = """
+import hashlib, json
+from circuitbook.widgets.smollm2_lab import SmolLM2Lab, lab_tokens, _tokenizer, CHUNK
+lab_widget = next(v for v in list(globals().values()) if isinstance(v, SmolLM2Lab))
+wire = []
+lab_widget.comm.send = lambda data=None, metadata=None, buffers=None: wire.append(
+    (data, [bytes(b) for b in buffers or []]))
+
+def front_end_asks(content):
+    lab_widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+front_end_asks({"ask": "manifest"})
+(data, _), = wire
+manifest = data["content"]["manifest"]
+files = {}
+for entry in manifest["files"]:
+    wire.clear()
+    front_end_asks({"ask": "file", "name": entry["name"]})
+    parts = [(d["content"], b) for d, b in wire]
+    whole = b"".join(b"".join(b) for _, b in parts)
+    files[entry["name"]] = {
+        "bytes": len(whole), "sha256": hashlib.sha256(whole).hexdigest(),
+        "offsets_in_order": [c["offset"] for c, _ in parts] == list(range(0, max(1, len(whole)), CHUNK)),
+        "last_only_at_end": [c["last"] for c, _ in parts] == [False] * (len(parts) - 1) + [True],
+        "largest_message": max(sum(map(len, b)) for _, b in parts)}
+wire.clear()
+front_end_asks({"ask": "file", "name": "../manifest.json"})
+refused = wire[0][0]["content"]
+text = "The cat sat on the mat. The cat sat on the mat."
+lab_widget.text = text
+print("SMOLLM2-FRONT-END " + json.dumps({
+    "manifest_files": manifest["files"], "files": files, "refused": refused, "chunk": CHUNK,
+    "tokens_typed": lab_widget.tokens, "tokens_expected": lab_tokens(_tokenizer()(text)["input_ids"], lab_widget.repeat)}))
+"""
+
+
+def test_smollm2_lab_gets_its_files_from_the_colab_kernel(base_venv, new_runtime, clone, tmp_path):
+    """The SmolLM2 lab's live path on Colab: the kernel answers the front end's requests."""
+    nb, probe = run_on_colab("book/induction/02_smollm2_lab.ipynb", new_runtime(base_venv), clone, tmp_path,
+                             after=SMOLLM2_FRONT_END)
+    assert probe["anywidget_loaded"] and _widget_displays(nb)
+    seen = json.loads(_stream_text(nb.cells[-2]).split("SMOLLM2-FRONT-END ", 1)[1])
+    names = [f["name"] for f in seen["manifest_files"]]
+    assert "tokenizer.json" in names and any(n.endswith(".bin") for n in names), names
+    for entry in seen["manifest_files"]:
+        got = seen["files"][entry["name"]]
+        assert (got["bytes"], got["sha256"]) == (entry["bytes"], entry["sha256"]), \
+            f"{entry['name']}: the kernel sent {got['bytes']} bytes (sha256 {got['sha256'][:12]}), the manifest " \
+            f"says {entry['bytes']} ({entry['sha256'][:12]})"
+        assert got["offsets_in_order"] and got["last_only_at_end"], (entry["name"], got)
+        assert got["largest_message"] <= seen["chunk"], (entry["name"], got["largest_message"])
+    total = sum(f["bytes"] for f in seen["manifest_files"])
+    assert total > 50e6, f"{total} bytes: not the model's weights"
+    assert "error" in seen["refused"] and "no file" in seen["refused"]["error"], seen["refused"]
+    assert seen["tokens_typed"] == seen["tokens_expected"] and len(seen["tokens_typed"]) > 5, seen
