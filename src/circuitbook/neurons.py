@@ -38,10 +38,10 @@ def mlp_activations(model, tokens: torch.Tensor, layers) -> dict:
     """The gated MLP of each of ``layers`` on ``tokens`` [batch, pos]: its input and hooks.
 
     One forward pass, run only up to the last layer asked for (``stop_at_layer``), so later
-    layers and the unembedding cost nothing. For each layer: ``{"x": the MLP's input, ln2's
-    output ``hook_normalized * w`` (TransformerLens hooks the norm before its gain)
-    [batch, pos, d_model], "gate": hook_pre, "up": hook_pre_linear, "post": hook_post
-    [batch, pos, d_mlp], "out": hook_mlp_out [batch, pos, d_model]}``, with
+    layers and the unembedding cost nothing. For each layer, a dict: ``"x"``, the MLP's input,
+    ln2's output ``hook_normalized * w`` (TransformerLens hooks the norm before its gain)
+    [batch, pos, d_model]; ``"gate"``, ``hook_pre``; ``"up"``, ``hook_pre_linear``; ``"post"``,
+    ``hook_post`` [batch, pos, d_mlp]; ``"out"``, ``hook_mlp_out`` [batch, pos, d_model]; with
     ``post = silu(gate) * up + b_in`` and ``out = post W_out + b_out`` (module docstring).
     ``layers``: an int (returns that layer's dict) or a sequence of ints (returns
     ``{layer: dict}``). Chapter 10.

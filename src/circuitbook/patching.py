@@ -225,7 +225,7 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     corrupted run, each receiver head (layer r, head j) reads at ``into`` = "q", "k" or "v"
     (``hook_{into}_input``, [batch, pos, head, d_model]) the corrupted residual stream plus
     the clean-minus-corrupted output of every sender in a layer below r, at ``positions``
-    (all when None):
+    (all when None)::
 
         input_{r,j} = resid_pre_r(corrupted) + sum_{senders (l, h), l < r} (o_{l,h}(clean) - o_{l,h}(corrupted)).
 

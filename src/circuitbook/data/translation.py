@@ -178,7 +178,7 @@ def table_agreement(scores: torch.Tensor, words_only: bool = True) -> float:
     Fraction of source words s (specials excluded when ``words_only``) for which
     argmax_t scores[s, t] is the true translation. A random matrix scores about
     1/len(TGT_VOCAB); the exact table scores 1. Chapter 12 applies it to
-    W_E^src W_OV^h W_U^tgt.
+    ``W_E^src W_OV^h W_U^tgt``.
     """
     shape = (len(SRC_VOCAB), len(TGT_VOCAB))
     if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != shape:

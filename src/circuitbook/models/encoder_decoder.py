@@ -521,7 +521,7 @@ def greedy_decode(model: EncoderDecoder, src, src_mask, max_len: int, start_symb
     """Translate by always taking the most probable next token.
 
     Encodes ``src`` [batch, src] once, then grows ``ys`` from ``[[start_symbol]]`` one token at
-    a time: y_{t+1} = argmax log p(y | y_<=t, src). Returns ``ys`` [batch, max_len] including
+    a time: ``y_{t+1} = argmax log p(y | y_<=t, src)``. Returns ``ys`` [batch, max_len] including
     the start symbol. Like the Annotated Transformer it does not stop at the end symbol;
     everything after the first end symbol is filler (``truncate_at``). Call ``model.eval()``
     first (dropout). Taught in chapter 12.
