@@ -291,22 +291,30 @@ _PLOTLY_THEME = """(function () {
       // under the plot, from the bottom up: the colour bar laid flat, then the legend with one
       // entry a row (a vertical one at the right would take half a phone's width)
       var height = L.height || 450, below = 0;
-      var entries = (data || []).filter(function (t) {
+      var shown = (data || []).filter(function (t) {
         return t.showlegend !== false && (t.type || "scatter") !== "heatmap";
-      }).length;
+      });
+      var entries = shown.length, groups = {}, titles = 0;
       if (L.showlegend === false || (entries < 2 && L.showlegend !== true)) entries = 0;
+      shown.forEach(function (t) { groups[t.legendgroup || ""] = true; });
+      (data || []).forEach(function (t) { if (t.legendgrouptitle && t.legendgrouptitle.text) titles += 1; });
+      // the legend's height: about 24 px a row, for each entry and each group's title, and the
+      // gap plotly leaves between groups (tracegroupgap, 10 px unless set); at 20 px an entry
+      // and no gaps, chapter 19's grouped legends ran 20-40 px up into the plot
+      var gap = L.legend && L.legend.tracegroupgap != null ? L.legend.tracegroupgap : 10;
+      var legendPx = entries ? 24 * (entries + titles) + gap * (Object.keys(groups).length - 1) : 0;
       if (L.coloraxis && L.coloraxis.colorbar) {
         L.coloraxis.colorbar = Object.assign({}, L.coloraxis.colorbar, {
           orientation: "h", thickness: 10, len: 0.9, x: 0.5, xanchor: "center", xref: "container",
           y: 4, yanchor: "bottom", yref: "container", ypad: 0, title: { side: "top" } });
-        L.coloraxis.colorbar.y = 4 / (height + 56 + 20 * entries);
+        L.coloraxis.colorbar.y = 4 / (height + 56 + legendPx);
         below += 56;
       }
       if (entries) {
         L.legend = Object.assign({}, L.legend, { orientation: "h", x: 0, xanchor: "left", xref: "container",
-                                                 y: below / (height + below + 20 * entries), yanchor: "bottom",
+                                                 y: below / (height + below + legendPx), yanchor: "bottom",
                                                  yref: "container", entrywidth: 1, entrywidthmode: "fraction" });
-        below += 20 * entries;
+        below += legendPx;
       }
       m.b += below;
       L.height = height + below;
