@@ -992,9 +992,7 @@ fig.update_layout(template="none", height=760,
                   title={"text": "plain text: no induction heads", "x": 0.5,
                          "font": {"size": 14}},
                   margin={"l": 60, "r": 10, "t": 50, "b": 40},
-                  # the legend 90 px below the plots (paper units: of the 670 px
-                  # they span), clear of the tick labels and the axis title
-                  legend={"orientation": "h", "yanchor": "top", "y": -90 / 670,
+                  legend={"orientation": "h", "yanchor": "top", "y": -0.07,
                           "x": 0, "font": {"size": 10}})
 Heatmap(fig)
 
@@ -1377,11 +1375,9 @@ for row_i, name in enumerate(POS_MODELS, start=1):
     fig.update_xaxes(type="log", title_text="token index (log scale)",
                      row=row_i, col=1)
     fig.update_yaxes(title_text="held-out loss (nats)", row=row_i, col=1)
-span = 420 * len(POS_MODELS) - 80          # px the plots span (less margins)
 fig.update_layout(template="none", height=420 * len(POS_MODELS),
                   margin={"l": 60, "r": 10, "t": 40, "b": 40},
-                  # 90 px below the plots, clear of the ticks and the axis title
-                  legend={"orientation": "h", "yanchor": "top", "y": -90 / span,
+                  legend={"orientation": "h", "yanchor": "top", "y": -0.06,
                           "x": 0, "font": {"size": 10}})
 Heatmap(fig)
 
