@@ -871,9 +871,10 @@ identity(f"SmolLM2 has no attention biases (b_V, b_O of layer {DL} are 0)",
 # (n), W_O summed over heads and d_head (n_heads d_head); the division by
 # each entry's size (1 per side)
 size = gqa_sum_sizes(A_DL, X, W_V_kv, attn_DL.W_O)
-identity_close(f"layer {DL}'s output is the sum over heads h of A_h X "
-               "W_V[kv(h)] W_O[h], every query head reading its group's "
-               "value head (each entry's error over its size)",
+identity_close(f"layer {DL}'s output is the sum over query heads h of "
+               "A[h] X _W_V[kv(h)] W_O[h], each query head reading the "
+               "stored value head of its group (each entry's error over "
+               "its size)",
                terms_per_head.sum(1) / size, cache["attn_out", DL] / size,
                terms=(2 * smol.cfg.d_model + 2 * N_TOK + 3
                       + (S_H + 1) * smol.cfg.d_head + S_H),

@@ -915,19 +915,20 @@ W_QK_paper = W_Qp.T @ W_Kp
 W_OV_paper = W_Op @ W_Vp
 W_QK = attn.W_Q[H] @ attn.W_K[H].T
 asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
-identity("the paper's W_QK, its W_Qᵀ W_K, is exactly TransformerLens's W_QK",
+identity("the paper's W_QKᵖ = (W_Qᵖ)ᵀ W_Kᵖ is exactly "
+         "TransformerLens's W_QK = W_Q W_Kᵀ",
          (W_QK_paper - W_QK).abs().max(),
          bool((W_QK_paper == W_QK).all()), chapter="8")
 # a counterexample to symmetry: W - W^T above the rounding of two products
 qk_size = float((attn.W_Q[H].abs() @ attn.W_K[H].abs().T).max())
 asym_bound = rounding_bound(2 * cfg.d_head, qk_size)
 identity("and not its transpose: W_QK differs from W_QKᵀ by more than "
-         "rounding", f"|W - W^T| / |W| = {asym:.2f}",
+         "rounding", f"|W - Wᵀ| / |W| = {asym:.2f}",
          bool((W_QK - W_QK.T).abs().max() > asym_bound), chapter="8")
 # this one multiplies the transposes: the same d_head products, perhaps
 # added in another order
-identity_close("the paper's W_OV, its W_O W_V, is the transpose of "
-               "TransformerLens's W_OV", W_OV_paper, W_OV.T,
+identity_close("the paper's W_OVᵖ = W_Oᵖ W_Vᵖ is the transpose of "
+               "TransformerLens's W_OV = W_V W_O", W_OV_paper, W_OV.T,
                terms=2 * cfg.d_head,
                scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
                chapter="8")
@@ -936,15 +937,16 @@ X_cols = x.T                            # paper: one column per position
 bias_part = attn.b_V[H] @ attn.W_O[H]
 h_paper = W_OV_paper @ X_cols @ hooked_pattern.T  # [d_model, pos]
 # as for the OV messages above
-identity_close("the paper's column form, its W_OV times X times Aᵀ, "
-               "transposed, is the hooked head output (less b_V W_O)",
+identity_close("the paper's column form W_OVᵖ Xᵀ Aᵀ (X one row per "
+               "position), transposed, is the hooked head output "
+               "(less b_V W_O)",
                h_paper.T + bias_part,
                hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, chapter="8")
 kron = torch.kron(hooked_pattern, W_OV_paper)   # [pos*d_model, pos*d_model]
 h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
 # the same, except that one product sums over pos * d_model terms
-identity_close("A ⊗ (the paper's W_OV) applied to the stacked residual "
-               "vectors gives the same output", h_kron + bias_part, hooked,
+identity_close("A ⊗ W_OVᵖ applied to the stacked residual vectors "
+               "gives the same output", h_kron + bias_part, hooked,
                terms=OUT_2L + cfg.d_head + 1 + n_pos * cfg.d_model,
                scale=o_2l, chapter="8")
 glue("qk_asym", asym)
