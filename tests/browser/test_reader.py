@@ -1,32 +1,28 @@
 """The built site as a first-time reader meets it (issue 31), offline, in headless Chromium.
 
 - the menu (☰) and the contents button open at 390 and at 1280 px, and a link from them works;
-- no page scrolls sideways on a phone (390 px): a failure names the elements that stick out;
-- code cells of at most 79 characters a line fit the column at 1280 px without sideways scroll;
-  set-up cells (``hide-input``) are collapsed under their caption;
-- exercises read as exercises: the template, a note saying where its check runs, and the
-  solution with its passing check in one collapsed block; no red box anywhere;
+- on a phone (390 px, one walk of every reader's page): no page scrolls sideways (a failure
+  names the elements that stick out), and plotly legends lie in rows under their plot;
 - claim records are one line for readers, the numbers one click away, readable in both themes;
-- no stray values under cells, and no TeX-like text outside MathJax;
 - the API reference renders its docstrings (no raw reST, no ``nn.Module`` boilerplate) and its
   pages and the chapters link to each other;
-- plotly figures follow the dark theme and lay their legend out in rows on a phone; CircuitsVis
-  shows tokens as text;
-- "Live code" loads thebe from the site and says it needs mybinder.org;
-- every page's compressed weight, printed, within budget (the median at most 2 MB).
+- plotly figures follow the dark theme; CircuitsVis shows tokens as text;
+- "Live code" loads thebe from the site and says it needs mybinder.org.
+
+The reader's checks at desktop width (code cells of 79 characters fit, set-up cells folded,
+exercises with a note and a folded solution, no stray values or TeX-like text, each page's
+weight) read test_browser.py's one visit of every page, and live there.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import statistics
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from test_browser import (SITE, Log, chapter_pages, offline_context, open_page, server,  # noqa: F401
+from test_browser import (SITE, Log, chapter_pages, offline_context, open_page, reader_pages, server,  # noqa: F401
                           site_pages, watch)
 from test_theme import CONTRAST_JS
 
@@ -50,11 +46,6 @@ def _page(browser, width, log=None, **kwargs):
 
 def _pages_with(marker: str) -> list[str]:
     return [p for p in site_pages() if marker in (SITE / p).read_text(errors="replace")]
-
-
-def reader_pages() -> list[str]:
-    """The site's pages, less those that only redirect (the root index.html)."""
-    return [p for p in site_pages() if 'http-equiv="Refresh"' not in (SITE / p).read_text(errors="replace")[:2000]]
 
 
 # --------------------------------------------------------------------------- navigation
@@ -120,131 +111,45 @@ def test_the_contents_button_opens_the_page_toc_and_jumps(browser, server, width
 
 # --------------------------------------------------------------------------- a phone
 
-def test_no_page_scrolls_sideways_on_a_phone(browser, server):  # noqa: F811
-    context, page, _ = _page(browser, 390)
-    problems = []
-    try:
-        for path in reader_pages():
-            open_page(page, server, path)
-            page.wait_for_timeout(200)
-            found = page.evaluate(OVERFLOW_JS)
-            if found["scrollWidth"] > found["clientWidth"] + 1:
-                problems.append(f"{path}: {found['scrollWidth']} px wide at {found['clientWidth']} px:\n    "
-                                + "\n    ".join(found["elements"] or ["(no single element found)"]))
-    finally:
-        context.close()
-    assert not problems, f"{len(problems)} page(s) scroll sideways at 390 px:\n" + "\n".join(problems)
-
-
-# --------------------------------------------------------------------------- code cells
-
-CODE_JS = """() => [...document.querySelectorAll('div.cell div.cell_input pre')].map((pre, i) => {
-  const lines = pre.textContent.replace(/\\n$/, '').split('\\n');
-  return { i, longest: Math.max(...lines.map((l) => l.length)), scroll: pre.scrollWidth, client: pre.clientWidth,
-           first: lines[0].slice(0, 60) };
+LEGEND_JS = """() => [...document.querySelectorAll('.circuitbook-plotly.js-plotly-plot')].map((d) => {
+  const leg = d.querySelector('g.legend');
+  const title = d.querySelector('g.g-gtitle text');
+  const box = (e) => { if (!e) return null; const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return { id: d.id, svg: box(d.querySelector('svg.main-svg')), legend: box(leg), plot: box(d.querySelector('.draglayer')),
+           title: box(title) };
 })"""
 
 
-def test_code_of_79_characters_fits_the_column_at_desktop_width(browser, server):  # noqa: F811
-    context, page, _ = _page(browser, 1280)
-    scrolls, long_lines, n = [], [], 0
+def _has_legend(path: str) -> bool:
+    text = (SITE / path).read_text(errors="replace")
+    return "circuitbook-plotly" in text and ('"showlegend"' in text or '"legendgroup"' in text)
+
+
+@pytest.fixture(scope="module")
+def phone(browser, server):  # noqa: F811
+    """Every reader's page at 390 px, everything on it rendered (open_page), visited once: the
+    page's overflow (OVERFLOW_JS), and on pages with plotly legends where each legend lies."""
+    context, page, _ = _page(browser, 390)
+    out = {}
     try:
-        for path in chapter_pages():
-            page.goto(f"{server}/{path}", wait_until="load")
-            page.evaluate("() => document.querySelectorAll('details.hide').forEach((d) => d.open = true)")
-            for cell in page.evaluate(CODE_JS):
-                n += 1
-                if cell["longest"] > 79:
-                    long_lines.append(f"{path} cell {cell['i']}: {cell['longest']} characters ({cell['first']!r})")
-                elif cell["scroll"] > cell["client"] + 1:
-                    scrolls.append(f"{path} cell {cell['i']}: {cell['longest']} characters scroll "
-                                   f"({cell['scroll']} px in {cell['client']} px)")
+        for path in reader_pages():
+            ready = open_page(page, server, path)
+            page.wait_for_timeout(200)
+            out[path] = {"ready": ready, "overflow": page.evaluate(OVERFLOW_JS),
+                         "legends": page.evaluate(LEGEND_JS) if _has_legend(path) else None}
     finally:
         context.close()
-    if long_lines:  # the chapter sources' to fix, not the theme's: listed, not failed
-        print(f"\n{len(long_lines)} code cell(s) with lines over 79 characters:\n" + "\n".join(long_lines))
-    assert n > 100
-    # and a line of exactly 79 characters, in a code cell of a chapter, does not scroll either
-    context, page, _ = _page(browser, 1280)
-    try:
-        page.goto(f"{server}/{chapter_pages()[0]}", wait_until="load")
-        probe = page.evaluate("""() => {
-          const pre = document.querySelector('div.cell div.cell_input pre');
-          pre.textContent = 'x'.repeat(79);
-          return { scroll: pre.scrollWidth, client: pre.clientWidth };
-        }""")
-    finally:
-        context.close()
-    assert probe["scroll"] <= probe["client"], f"79 characters do not fit a code cell at 1280 px: {probe}"
-    assert not scrolls, "cells of at most 79 characters that scroll sideways at 1280 px:\n" + "\n".join(scrolls)
+    return out
 
 
-def test_set_up_cells_are_collapsed_under_their_caption(browser, server):  # noqa: F811
-    context, page, _ = _page(browser, 1280)
-    try:
-        n = 0
-        for path in chapter_pages():
-            page.goto(f"{server}/{path}", wait_until="load")
-            hidden = page.evaluate("""() => [...document.querySelectorAll('div.cell.tag_hide-input')]
-              .filter((c) => !c.classList.contains('cb-solution')).map((c) => {
-                const d = c.querySelector('details.hide');
-                const pre = c.querySelector('.cell_input pre');
-                return { folded: !!d && !d.open, visible: !!pre && pre.checkVisibility(),
-                         caption: !!c.previousElementSibling };
-              })""")
-            for cell in hidden:
-                n += 1
-                assert cell["folded"] and not cell["visible"], f"{path}: a hide-input cell shows its code"
-                assert cell["caption"], f"{path}: a hide-input cell with nothing above it"
-        assert n > 0, "no hide-input cell on any chapter"
-    finally:
-        context.close()
-
-
-# --------------------------------------------------------------------------- exercises
-
-# Shown means rendered, not merely laid out: Chromium now keeps a closed <details>'s content
-# laid out under content-visibility: hidden, so getClientRects() finds boxes for what the reader
-# cannot see; checkVisibility() asks whether it is rendered.
-EXERCISE_JS = """() => {
-  const shown = (e) => e.checkVisibility();
-  const cells = [...document.querySelectorAll('div.cell.cb-exercise')];
-  return { red: [...document.querySelectorAll('.circuitbook-check[data-passed="false"]')]
-             .filter(shown).length,
-           exercises: cells.map((c) => {
-             const next = c.nextElementSibling;
-             const fold = next && next.classList.contains('cb-solution') ? next.querySelector('details') : null;
-             return { template: c.querySelector('.cell_input pre').textContent,
-                      note: (c.querySelector('.cb-exercise-note') || {}).textContent || '',
-                      folded: !!fold && !fold.open,
-                      checkHidden: !!fold && [...fold.querySelectorAll('.circuitbook-check')]
-                        .every((e) => !shown(e)) };
-           }) };
-}"""
-
-
-def test_exercises_show_the_prompt_a_note_and_a_folded_solution(browser, server):  # noqa: F811
-    pages = _pages_with("cb-exercise")
-    assert len(pages) >= 20, pages
-    context, page, _ = _page(browser, 1280)
-    total = 0
-    try:
-        for path in pages:
-            page.goto(f"{server}/{path}", wait_until="load")
-            found = page.evaluate(EXERCISE_JS)
-            assert found["red"] == 0, f"{path}: {found['red']} red check box(es) on an untouched page"
-            for ex in found["exercises"]:
-                total += 1
-                assert "NotImplementedError" in ex["template"] or "your answer" in ex["template"], ex["template"][:200]
-                assert "Colab" in ex["note"] and "JupyterLab" in ex["note"], ex["note"]
-                assert ex["folded"] and ex["checkHidden"], f"{path}: a solution is not folded away"
-            # unfolding shows the reference solution and its passing check
-            fold = page.locator("div.cell.cb-solution details").first
-            fold.locator("summary").click()
-            assert fold.locator('.circuitbook-check[data-passed="true"]').first.is_visible()
-    finally:
-        context.close()
-    assert total >= 45, total
+def test_no_page_scrolls_sideways_on_a_phone(phone):
+    problems = []
+    for path, seen in phone.items():
+        found = seen["overflow"]
+        if found["scrollWidth"] > found["clientWidth"] + 1:
+            problems.append(f"{path}: {found['scrollWidth']} px wide at {found['clientWidth']} px:\n    "
+                            + "\n    ".join(found["elements"] or ["(no single element found)"]))
+    assert not problems, f"{len(problems)} page(s) scroll sideways at 390 px:\n" + "\n".join(problems)
 
 
 # --------------------------------------------------------------------------- claim records
@@ -267,46 +172,6 @@ def test_claim_records_read_as_one_line_with_the_numbers_a_click_away(browser, s
         assert not bad, f"claim text below WCAG AA contrast in the {scheme} theme: {bad[:4]}"
     finally:
         context.close()
-
-
-# --------------------------------------------------------------------------- stray output, raw TeX
-
-STRAY = re.compile(r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|True|False|None|tensor\([^()]*\))\s*$")
-TEX_LIKE = re.compile(r"[A-Za-z]_\{|\^\{|\\(?:frac|mathrm|text|top|sqrt|sum)\b|_[A-Z]{2}\^")
-
-TEXTS_JS = """() => {
-  const outs = [...document.querySelectorAll('div.cell')].map((c, i) => ({ i,
-    texts: [...c.querySelectorAll('.cell_output .output.text_plain pre, .cell_output .output.stream pre')]
-      .map((p) => p.textContent) }));
-  const raw = [];
-  const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .cell_input, .js-plotly-plot';
-  const walker = document.createTreeWalker(document.querySelector('article') || document.body, NodeFilter.SHOW_TEXT);
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    if (n.parentElement && n.parentElement.closest(skip)) continue;
-    raw.push(n.textContent);
-  }
-  return { outs, raw };
-}"""
-
-
-def test_no_stray_values_and_no_tex_like_text_on_the_pages(browser, server):  # noqa: F811
-    context, page, _ = _page(browser, 1280)
-    stray, tex = [], []
-    try:
-        for path in reader_pages():
-            page.goto(f"{server}/{path}", wait_until="load")
-            found = page.evaluate(TEXTS_JS)
-            for cell in found["outs"]:
-                for text in cell["texts"]:
-                    if STRAY.match(text):
-                        stray.append(f"{path} cell {cell['i']}: {text.strip()[:60]!r}")
-            for text in found["raw"]:
-                if TEX_LIKE.search(text):
-                    tex.append(f"{path}: {text.strip()[:80]!r}")
-    finally:
-        context.close()
-    assert not stray + tex, ("stray values under cells:\n" + "\n".join(stray) if stray else "") + \
-        ("\nTeX-like text outside MathJax:\n" + "\n".join(tex) if tex else "")
 
 
 # --------------------------------------------------------------------------- the API reference
@@ -393,32 +258,21 @@ def _luminance(colour: str) -> float:
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
-def test_plotly_legends_reflow_on_a_phone(browser, server):  # noqa: F811
-    pages = [p for p in _pages_with("circuitbook-plotly") if '"showlegend"' in (SITE / p).read_text()
-             or '"legendgroup"' in (SITE / p).read_text()]
+def test_plotly_legends_reflow_on_a_phone(phone):
+    pages = [p for p, seen in phone.items() if seen["legends"] is not None]
     assert "book/19_training.html" in pages, pages
-    context, page, _ = _page(browser, 390)
     problems = []
-    try:
-        for path in pages:
-            assert open_page(page, server, path)
-            for fig in page.evaluate("""() => [...document.querySelectorAll('.circuitbook-plotly.js-plotly-plot')].map((d) => {
-                const svg = d.querySelector('svg.main-svg').getBoundingClientRect();
-                const leg = d.querySelector('g.legend'), plot = d.querySelector('g.cartesianlayer, .subplot');
-                const title = d.querySelector('g.g-gtitle text');
-                const box = (e) => { if (!e) return null; const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
-                return { id: d.id, svg: box(d.querySelector('svg.main-svg')), legend: box(leg), plot: box(d.querySelector('.draglayer')),
-                         title: box(title) };
-              })"""):
-                if fig["legend"]:
-                    l, t, r, b = fig["legend"]
-                    if r > fig["svg"][2] + 1 or (fig["plot"] and t < fig["plot"][3] - 1 and l < fig["plot"][2]):
-                        problems.append(f"{path} {fig['id']}: the legend {fig['legend']} sits over or beside the "
-                                        f"plot {fig['plot']} in a {fig['svg'][2] - fig['svg'][0]:.0f} px figure")
-                if fig["title"] and (fig["title"][0] < fig["svg"][0] - 1 or fig["title"][2] > fig["svg"][2] + 1):
-                    problems.append(f"{path} {fig['id']}: the title runs out of the figure {fig['title']}")
-    finally:
-        context.close()
+    for path in pages:
+        if not phone[path]["ready"]:
+            problems.append(f"{path}: its figures did not all render at 390 px")
+        for fig in phone[path]["legends"]:
+            if fig["legend"]:
+                l, t, r, b = fig["legend"]
+                if r > fig["svg"][2] + 1 or (fig["plot"] and t < fig["plot"][3] - 1 and l < fig["plot"][2]):
+                    problems.append(f"{path} {fig['id']}: the legend {fig['legend']} sits over or beside the "
+                                    f"plot {fig['plot']} in a {fig['svg'][2] - fig['svg'][0]:.0f} px figure")
+            if fig["title"] and (fig["title"][0] < fig["svg"][0] - 1 or fig["title"][2] > fig["svg"][2] + 1):
+                problems.append(f"{path} {fig['id']}: the title runs out of the figure {fig['title']}")
     assert not problems, "\n".join(problems)
 
 
@@ -465,58 +319,3 @@ def test_live_code_loads_thebe_from_the_site_and_names_mybinder(browser, server)
         assert not [e for e in log.console if "uncaught" in e], log.console
     finally:
         context.close()
-
-
-# --------------------------------------------------------------------------- page weight
-
-MEDIAN_BUDGET = 2_000_000   # bytes, gzip-compressed, the median page's first load
-PAGE_BUDGET = 4_000_000     # bytes, any one page's first load
-_GZIP: dict[Path, int] = {}
-
-
-def gzip_size(path: Path) -> int:
-    if path not in _GZIP:
-        data = path.read_bytes()
-        # formats that are compressed already travel as they are
-        _GZIP[path] = len(data) if path.suffix in (".woff2", ".woff", ".png", ".jpg", ".gif") \
-            else len(gzip.compress(data, 6))
-    return _GZIP[path]
-
-
-def test_every_page_is_light(browser, server):  # noqa: F811
-    """Each page's first load (1280 x 900, no scrolling) with an empty cache: every file it
-    fetched, as gzip would send it. Printed as a table; fails past the budgets."""
-    rows = []
-    for path in reader_pages():
-        log = Log()
-        context = offline_context(browser, log)
-        page = context.new_page()
-        fetched: list[str] = []
-        page.on("requestfinished", lambda r: fetched.append(r.url))
-        page.goto(f"{server}/{path}", wait_until="load")
-        try:
-            page.wait_for_load_state("networkidle", timeout=10_000)
-        except Exception:  # noqa: BLE001 - a page still busy after 10 s is weighed as it is
-            pass
-        files = {}
-        for url in fetched:
-            u = urlsplit(url)
-            if not url.startswith(server):
-                continue
-            local = SITE / unquote(u.path).lstrip("/")
-            if local.is_dir():
-                local = local / "index.html"
-            if local.is_file():
-                files[local] = gzip_size(local)
-        context.close()
-        big = sorted(files.items(), key=lambda kv: -kv[1])[:3]
-        rows.append((path, sum(files.values()), len(files),
-                     ", ".join(f"{p.name} {s / 1e6:.2f}" for p, s in big)))
-    print("\npage weight, gzip-compressed, first load (MB):")
-    for path, total, n, big in sorted(rows, key=lambda r: -r[1]):
-        print(f"  {total / 1e6:6.2f}  {n:3d} files  {path:45s} largest: {big}")
-    median = statistics.median(r[1] for r in rows)
-    print(f"  median {median / 1e6:.2f} MB over {len(rows)} pages")
-    assert median <= MEDIAN_BUDGET, f"median page {median / 1e6:.2f} MB > {MEDIAN_BUDGET / 1e6} MB"
-    heavy = [f"{p}: {t / 1e6:.2f} MB" for p, t, *_ in rows if t > PAGE_BUDGET]
-    assert not heavy, f"pages over {PAGE_BUDGET / 1e6} MB: {heavy}"
