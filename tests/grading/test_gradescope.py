@@ -21,8 +21,9 @@ With per-student variants (a bundle built with a roster, scripts/bundle.py's add
 notebooks (problems 1-3) are graded with the variant the bundle's table gives that student.
 
 The wheels those installs need are cached under ``_build/grading-wheels/<hash of what the bundle
-declares>`` (downloaded once with the same pip commands); each run still creates the venv afresh
-and installs every package into it, with ``--no-index`` so that nothing else can enter.
+declares>`` (downloaded once with the same pip commands); each session still creates the venv
+afresh and installs every package into it, with ``--no-index`` so that nothing else can enter.
+Bundles that declare the same installs (the same hash) are graded in one such venv.
 """
 
 from __future__ import annotations
@@ -99,8 +100,10 @@ def clean_env(root: Path, venv: Path | None = None) -> dict[str, str]:
     return env
 
 
-def wheel_cache(commands: list[list[str]], root: Path) -> Path:
-    """The wheels the commands need, downloaded (or built, for an sdist) once per distinct set of requirements."""
+def install_key(commands: list[list[str]], root: Path) -> str:
+    """What the commands install, as a hash: their arguments less this layout's paths, the
+    requirements files less their comments (which name the commit), the wheels' names, and the
+    book's wheel's declared dependencies. Two bundles with one key install the same packages."""
     key = hashlib.sha256()
     for args in commands:
         key.update(" ".join(a for a in args if not a.startswith(str(root))).encode())
@@ -109,12 +112,17 @@ def wheel_cache(commands: list[list[str]], root: Path) -> Path:
             if path.is_file():
                 if path.suffix == ".whl":
                     key.update(path.name.encode())
-                else:  # the requirements themselves, not their comments (which name the commit)
+                else:
                     key.update(b"".join(ln for ln in path.read_bytes().splitlines(True) if not ln.startswith(b"#")))
     with zipfile.ZipFile(next(root.glob("source/circuitbook-*.whl"))) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         key.update(b"".join(ln for ln in z.read(meta).splitlines(True) if ln.startswith(b"Requires-Dist")))
-    folder = CACHE / key.hexdigest()[:16]
+    return key.hexdigest()[:16]
+
+
+def wheel_cache(commands: list[list[str]], root: Path) -> Path:
+    """The wheels the commands need, downloaded (or built, for an sdist) once per distinct set of requirements."""
+    folder = CACHE / install_key(commands, root)
     if not (folder / ".complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
         for args in commands:
@@ -128,10 +136,9 @@ def wheel_cache(commands: list[list[str]], root: Path) -> Path:
     return folder
 
 
-def fresh_venv(root: Path) -> Path:
-    commands = declared_installs(root)
+def fresh_venv(commands: list[list[str]], root: Path, venv: Path) -> Path:
+    """A new venv at ``venv`` with exactly what ``commands`` install, from the wheel cache only."""
     cache = wheel_cache(commands, root)
-    venv = root.parent / "venv"
     base = Path(sys.base_prefix) / "bin" / f"python{bundle.PYTHON}"
     subprocess.run([str(base), "-m", "venv", str(venv)], check=True, cwd=root, env=clean_env(root))
     for args in commands:
@@ -140,6 +147,26 @@ def fresh_venv(root: Path) -> Path:
                               capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, f"pip install {' '.join(args)}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
     return venv
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory):
+    """``venvs(root)``: a fresh venv with what the bundle unpacked at ``root`` declares, one per
+    distinct set of declared installs (:func:`install_key`). A second bundle that declares the
+    same installs is graded in the venv the first one's declarations built: building it again
+    (about five minutes) would install the same packages from the same wheels."""
+    made: dict[str, Path] = {}
+
+    def get(root: Path) -> Path:
+        commands = declared_installs(root)
+        key = install_key(commands, root)
+        if key not in made:
+            made[key] = fresh_venv(commands, root, tmp_path_factory.mktemp(f"venv-{key}") / "venv")
+        return made[key]
+
+    yield get
+    for venv in made.values():  # 2 GB each: not kept in pytest's temporary folders
+        shutil.rmtree(venv, ignore_errors=True)
 
 
 def run_otter(root: Path, venv: Path, notebook: nbformat.NotebookNode) -> subprocess.Popen:
@@ -166,26 +193,18 @@ def scores(results: dict) -> dict[str, tuple[float, float]]:
 
 
 @pytest.fixture(scope="module")
-def problem_set_venv(built, tmp_path_factory):
-    """One fresh venv from what the problem set's bundle declares, for the tests of this module that grade it."""
-    root = unpack(built[PROBLEMS] / "autograder" / "autograder.zip", tmp_path_factory.mktemp("ps-venv") / "layout")
-    yield fresh_venv(root)
-    shutil.rmtree(root.parent / "venv", ignore_errors=True)  # 2 GB: not kept in pytest's temporary folders
+def problem_set_venv(built, venvs, tmp_path_factory):
+    """The fresh venv of what the problem set's bundle declares."""
+    return venvs(unpack(built[PROBLEMS] / "autograder" / "autograder.zip", tmp_path_factory.mktemp("ps-venv") / "layout"))
 
 
 @pytest.mark.parametrize("src", [CH06, PROBLEMS], ids=["chapter-06", "problem-set"])
-def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, tmp_path, request):
+def test_bundle_grades_in_a_fresh_gradescope_layout(built, src, venvs, tmp_path):
     folder = built[src]
     bundle_zip = folder / "autograder" / "autograder.zip"
     # two /autograder layouts, graded side by side from one fresh venv: the reference and the template
     root, other = unpack(bundle_zip, tmp_path / "reference"), unpack(bundle_zip, tmp_path / "template")
-    if src == PROBLEMS:
-        check_bundle(src, folder, root, other, request.getfixturevalue("problem_set_venv"))
-        return
-    try:
-        check_bundle(src, folder, root, other, fresh_venv(root))
-    finally:  # 2 GB: not kept in pytest's temporary folders
-        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+    check_bundle(src, folder, root, other, venvs(root))
 
 
 def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -> None:
