@@ -176,11 +176,15 @@ def run_on_colab(notebook: str, runtime: Path, clone: Path, tmp_path: Path, afte
         HF_HUB_OFFLINE="1",  # no hub downloads here, ever (Colab would be online)
         PYDEVD_DISABLE_FILE_VALIDATION="1",  # ipykernel 6's debugger warns about frozen modules
     )
-    client = NotebookClient(nb, km=_kernel_manager(runtime, tmp_path / "kernels"), timeout=CELL_TIMEOUT,
-                            resources={"metadata": {"path": str(content)}})
+    km = _kernel_manager(runtime, tmp_path / "kernels")
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(content)}})
     start = time.monotonic()
-    client.execute(env=env)  # raises CellExecutionError, naming the cell, on any error
-    seconds = time.monotonic() - start
+    try:
+        client.execute(env=env)  # raises CellExecutionError, naming the cell, on any error
+        seconds = time.monotonic() - start
+    finally:  # nbclient leaves a kernel it did not start running: it would outlive the test
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     print(f"\n{notebook}: {seconds:.0f} s, of which the set-up cell {_cell_seconds(nb.cells[0]):.0f} s")
     assert seconds < NOTEBOOK_LIMIT, f"{notebook} took {seconds:.0f} s on simulated Colab (limit {NOTEBOOK_LIMIT})"
 
