@@ -160,6 +160,8 @@ def test_problem_set_progress_counts_passed_checks_not_clicks():
 import functools  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
+import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -304,6 +306,31 @@ def test_the_guard_trips_on_the_reference_however_it_is_wrapped():
         assert ps.P2.check(answer, seed=SEED).passed, name  # unguarded (the notebook): no tripwire
     assert core.guarded(ps.P2.check, _own_path_counts, seed=SEED).passed
     assert ps.path_counts(2, 3)["total"] == 16  # the references are themselves again afterwards
+
+
+def test_the_guard_replaces_no_code_and_holds_per_thread():
+    """The guard watches calls; it does not swap the references' code objects (process-global,
+    CPython-internal), so a check in another thread, unguarded, runs the reference untouched
+    while a guarded check is running in this one, and a copy of the function made from its code
+    object still trips it."""
+    code = ps.path_counts.__code__
+    seen = {}
+    copy_of_reference = types.FunctionType(code, ps.path_counts.__globals__, "mine")
+
+    def other_thread():
+        seen["other"] = ps.P2.check(ps.path_counts, seed=SEED).passed
+
+    def answer(n_layers, n_heads):
+        seen["code untouched"] = ps.path_counts.__code__ is code
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        return _own_path_counts(n_layers, n_heads)
+
+    assert core.guarded(ps.P2.check, answer, seed=SEED).passed
+    assert seen == {"code untouched": True, "other": True}
+    result = core.guarded(ps.P2.check, copy_of_reference, seed=SEED)
+    assert not result.passed and result.mistake == "reference solution", str(result)
 
 
 def test_the_hidden_test_uses_the_guard():

@@ -24,6 +24,8 @@ import copy
 import html
 import numbers
 import secrets
+import sys
+import threading
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -178,46 +180,60 @@ def raised(exc: BaseException) -> tuple[str, str]:
 
 
 class ReferenceCalled(BaseException):
-    """Raised by a tripwire: the answer called one of the book's reference functions while it
+    """Raised by the guard: the answer called one of the book's reference functions while it
     was checked under :func:`guarded`. A BaseException, so that ``except Exception`` in the
     answer does not swallow it."""
 
 
-_GUARD = {"depth": 0, "tripped": False}
+# Per thread (a trace function is set per thread, so two checks in two threads cannot see
+# each other's guard): how deep this thread is in guarded().
+_GUARD = threading.local()
 
 
 def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``check(*args, **kwargs)`` with the reference guard on (the hidden tests of ``make
-    assignments`` call each check this way): while the answer runs, every function defined in
-    the modules ``circuitbook.checks.chNN`` and ``ps`` is a tripwire. Its code is swapped for
-    one that raises :class:`ReferenceCalled`, so a wrapper around a reference solution
-    (``lambda *a, **k: ps.head_scores(*a, **k)``), a ``functools.partial`` of one or the function
-    itself fails the check. It does not catch a copy of a reference's source (the package, with
-    its source, is installed on every student's machine), nor a value computed with one before
-    the check runs (the value problems)."""
-    _GUARD["depth"] += 1
+    assignments`` call each check this way): while the answer runs, a call of any function
+    defined in the modules ``circuitbook.checks.chNN`` and ``ps`` fails the check, so a wrapper
+    around a reference solution (``lambda *a, **k: ps.head_scores(*a, **k)``), a
+    ``functools.partial`` of one, a copy made with ``types.FunctionType(ref.__code__, ...)`` or
+    the function itself fails. It does not catch a copy of a reference's source (the package,
+    with its source, is installed on every student's machine), nor a value computed with one
+    before the check runs (the value problems)."""
+    _GUARD.depth = getattr(_GUARD, "depth", 0) + 1
     try:
         return check(*args, **kwargs)
     finally:
-        _GUARD["depth"] -= 1
+        _GUARD.depth -= 1
 
 
 def call_answer(answer: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``answer(*args, **kwargs)``; under :func:`guarded`, with the reference functions
-    tripwired for the call. Raises ReferenceCalled when the answer called one (even where
-    the answer caught what the tripwire raised)."""
-    if not _GUARD["depth"]:
+    """``answer(*args, **kwargs)``; under :func:`guarded`, watched for calls of the reference
+    functions. Raises ReferenceCalled when the answer called one (even where the answer caught
+    what the guard raised).
+
+    The watch is a trace function (``sys.settrace``, this thread only) that looks at the code
+    object of every Python frame the answer enters: nothing of the references is replaced, so
+    the guard is safe beside other threads and needs no CPython internals beyond the tracing
+    API. It sees Python frames only, which is all a reference is; its cost is one small call
+    per Python function call of the answer."""
+    if not getattr(_GUARD, "depth", 0):
         return answer(*args, **kwargs)
-    saved = {fn: fn.__code__ for fn in _reference_functions()}
-    _GUARD["tripped"] = False
+    codes = {fn.__code__ for fn in _reference_functions()}
+    tripped: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            tripped.append(frame.f_code.co_name)
+            raise ReferenceCalled()
+        return None  # no line-by-line tracing inside the frame
+
+    previous = sys.gettrace()
+    sys.settrace(watch)
     try:
-        for fn in saved:
-            fn.__code__ = _tripwire_code(len(fn.__code__.co_freevars))
         got = answer(*args, **kwargs)
     finally:
-        for fn, code in saved.items():
-            fn.__code__ = code
-    if _GUARD["tripped"]:
+        sys.settrace(previous)
+    if tripped:
         raise ReferenceCalled()
     return got
 
@@ -226,8 +242,6 @@ def _reference_functions() -> list[types.FunctionType]:
     """Every Python function defined at the top of a loaded exercise module (the references,
     their helpers and the mistakes' helpers), unwrapped from decorators, plus each exercise's
     own reference."""
-    import sys
-
     found: dict[int, types.FunctionType] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith("circuitbook.checks.") or name.endswith(".core"):
@@ -240,27 +254,6 @@ def _reference_functions() -> list[types.FunctionType]:
                 found[id(value)] = value
                 value = getattr(value, "__wrapped__", None)
     return list(found.values())
-
-
-_TRIPWIRES: dict[int, types.CodeType] = {}
-
-
-def _tripwire_code(n_free: int) -> types.CodeType:
-    """The code of a function that records the call and raises, with ``n_free`` free variables
-    (a function's code can only be replaced by one with as many as its closure has cells)."""
-    if n_free not in _TRIPWIRES:
-        names = [f"_cell{i}" for i in range(n_free)]
-        source = ("def _outer():\n" + "".join(f"    {n} = None\n" for n in names)
-                  + "    def _tripwire(*args, **kwargs):\n"
-                  + (f"        ({', '.join(names)},)\n" if names else "")
-                  + "        core = __import__('sys').modules['circuitbook.checks.core']\n"
-                  + "        core._GUARD['tripped'] = True\n"
-                  + "        raise core.ReferenceCalled()\n"
-                  + "    return _tripwire\n")
-        scope: dict = {}
-        exec(compile(source, "<reference tripwire>", "exec"), scope)  # noqa: S102 - our own source
-        _TRIPWIRES[n_free] = scope["_outer"]().__code__
-    return _TRIPWIRES[n_free]
 
 
 REFERENCE_MESSAGE = ("your function calls the book's reference solution (a function of circuitbook.checks): "
