@@ -100,7 +100,7 @@ import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
-from circuitbook.book import identity, identity_close, rounding_bound
+from circuitbook.book import glue, identity, identity_close, rounding_bound
 from circuitbook.models import attn_only
 
 # This chapter only reads models, never trains them: no autograd graph.
@@ -233,66 +233,115 @@ plt.show()
 #    bias fold into the next weights; the division does not, and chapter 11 measures how far
 #    from linear it is: little for small changes of the stream, a lot for large ones.
 #
-# The cell below makes the first point concrete on an attention-only model. All three of
-# its checks are identities, true by construction, and the cell shows that the code and the
-# algebra agree. Our three-einsum formula is the layer. With the pattern frozen, the head
-# *is* linear in its input. And with the pattern recomputed it is not: doubling the input
-# doubles every attention score, and $\operatorname{softmax}(2s) = \operatorname{softmax}(s)$
-# only for a row of equal scores, so the pattern moves and $f(2x) \ne 2f(x)$. How *far*
-# from linear the layer is depends on its weights and input. That it is not linear holds
-# for any weights and input whose scores are not constant along a row (a layer with
-# $W_{QK} = 0$ would be linear), so the check asks only that the deviation exceed what
-# rounding could produce.
+# The cell below makes the first point concrete on an attention-only model. A map $f$ is
+# linear when it is *additive*, $f(x + y) = f(x) + f(y)$, and *homogeneous*,
+# $f(cx) = c f(x)$. The test that matters for a sum of paths is additivity: it is what
+# lets the contributions of two parts of the input be computed apart and added.
+# Homogeneity alone would not do, because a map can be homogeneous without being additive
+# ($(x_1, x_2) \mapsto (x_1^3 + x_2^3)^{1/3}$ is one). So we take two inputs $x$ and $y$
+# and check three things. Our three-einsum formula is the layer. With the pattern frozen
+# (we use the pattern the layer computes on $x$), the head is additive, and since the
+# fresh model's value and output biases are zero, nothing is added to it: the frozen head
+# is $x \mapsto A\,x\,W_V W_O$, a product of matrices, linear by construction. These are
+# identities, true by construction, and the cell shows that the code and the algebra
+# agree. And with the pattern recomputed the head is not additive: the input $x + y$ gives
+# scores $(x + y) W_{QK} (x + y)^\top$, which are not the scores of $x$ plus those of $y$,
+# and after the softmax its pattern is neither $x$'s nor $y$'s, so $f(x + y) \ne f(x) +
+# f(y)$. How *far* from additive the layer is depends on its weights and inputs. That it
+# is not additive is the generic case; additivity survives only for special weights or
+# inputs (a layer with $W_{QK} = 0$, for one, attends uniformly whatever its input, and is
+# linear). So the last check asks only that the deviation exceed what rounding could
+# produce.
 
 # %%
 toy = attn_only(1, d_model=32, n_heads=2, d_vocab=50, n_ctx=16, seed=1)
-# this fresh model's biases are zero, so "linear" means f(2x) = 2 f(x)
 attn = toy.blocks[0].attn
-# a residual stream: [batch, pos, d_model]
+identity("the fresh layer's value and output biases are zero, so with its "
+         "pattern frozen it is linear, not merely affine",
+         f"max |b_V| {attn.b_V.abs().max():.1g}, max |b_O| "
+         f"{attn.b_O.abs().max():.1g}",
+         bool((attn.b_V == 0).all() and (attn.b_O == 0).all()), chapter="1")
+# two residual streams: [batch, pos, d_model]
 x = toy.W_E[torch.randint(0, 50, (1, 8))].detach()
+y = toy.W_E[torch.randint(0, 50, (1, 8))].detach()
 
 
-def with_pattern(x, pattern):
+def with_pattern(x, pattern, W_V=attn.W_V, W_O=attn.W_O):
     """The layer's output for input x with a *given* pattern
     [batch, head, q, k]."""
-    v = torch.einsum("bpd,hde->bphe", x, attn.W_V)   # values, per head
+    v = torch.einsum("bpd,hde->bphe", x, W_V)        # values, per head
     z = torch.einsum("bhqk,bkhe->bqhe", pattern, v)  # mix positions
-    return torch.einsum("bqhe,hed->bqd", z, attn.W_O)  # write back
+    return torch.einsum("bqhe,hed->bqd", z, W_O)     # write back
 
 
 def run(x):
-    """The real layer: returns its output and the pattern it computed."""
-    seen = []
-    attn.hook_pattern.add_hook(lambda pattern, hook: seen.append(pattern))
+    """The real layer: returns its output, the pattern it computed and the
+    largest |finite score|."""
+    seen = {}
+    attn.hook_attn_scores.add_hook(
+        lambda s, hook: seen.__setitem__("scores", s))
+    attn.hook_pattern.add_hook(lambda p, hook: seen.__setitem__("pattern", p))
     out = attn(x, x, x)
+    attn.hook_attn_scores.remove_hooks()
     attn.hook_pattern.remove_hooks()
-    return out, seen[0]
+    scores = seen["scores"]
+    return out, seen["pattern"], float(scores[scores.isfinite()].abs().max())
 
 
-out_x, pattern_x = run(x)
-out_2x, _ = run(2 * x)
-free = out_2x - 2 * out_x
-frozen = with_pattern(2 * x, pattern_x) - 2 * with_pattern(x, pattern_x)
+out_x, pattern_x, score_x = run(x)
+out_y, _, score_y = run(y)
+out_xy, _, score_xy = run(x + y)
+free = out_xy - (out_x + out_y)
+frozen = with_pattern(x + y, pattern_x) - (with_pattern(x, pattern_x)
+                                           + with_pattern(y, pattern_x))
 # The chain x @ W_V, pattern @ v, z @ W_O sums over d_model, the positions and
 # n_heads * d_head, on each side (the layer also adds its zero biases).
 chain = toy.cfg.d_model + x.shape[1] + toy.cfg.n_heads * toy.cfg.d_head
 identity_close("our three-einsum formula with the layer's own pattern is the "
                "attention layer", with_pattern(x, pattern_x), out_x,
                terms=2 * chain + 2, chapter="1")
-out_size = float(with_pattern(2 * x, pattern_x).abs().max())
-identity_close("with its pattern frozen, the layer is linear: "
-               "f(2x) = 2 f(x)", frozen, torch.zeros_like(frozen),
-               terms=2 * chain, scale=out_size, chapter="1")
-# the live layer: its scores (d_model + d_head) and softmax (positions + 3)
-# come before the chain, in both runs
-live_bound = rounding_bound(
-    2 * (chain + toy.cfg.d_model + toy.cfg.d_head + x.shape[1] + 3),
-    float(out_2x.abs().max()))
-identity("with its pattern recomputed, the layer is not linear: "
-         "|f(2x) - 2 f(x)| exceeds the rounding bound",
-         f"max |f(2x) - 2f(x)| = {free.abs().max():.2g}, "
+# Every product in the chain is accumulated in absolute value at most the
+# same chain run on absolute values: that is the scale of the roundings.
+W_V_abs, W_O_abs = attn.W_V.abs(), attn.W_O.abs()
+chain_size = float(with_pattern(x.abs() + y.abs(), pattern_x,
+                                W_V_abs, W_O_abs).max())
+# x + y (1 rounding) and the chain on one side; the chain twice and one
+# addition on the other
+identity_close("with its pattern frozen, the layer is additive: "
+               "f(x + y) = f(x) + f(y)", frozen, torch.zeros_like(frozen),
+               terms=2 * chain + 2, scale=chain_size, chapter="1")
+# The live layer: each run rounds its chain and, before it, its scores
+# (d_model + d_head) and softmax (positions + 3). Its own pattern is at most 1
+# everywhere, so the chain run on absolute values with a pattern of ones
+# bounds both the chain's size and the values a pattern's error multiplies; a
+# pattern's error is (pattern <= 1) times twice its scores' error, at the
+# size of the largest score. Three runs and two additions.
+ones = torch.ones_like(pattern_x)
+value_size = float(with_pattern(x.abs() + y.abs(), ones, W_V_abs,
+                                W_O_abs).max())
+score_terms = toy.cfg.d_model + toy.cfg.d_head + x.shape[1] + 3
+live_bound = (rounding_bound(3 * chain + 2, value_size)
+              + rounding_bound(3 * score_terms,
+                               2 * max(score_x, score_y, score_xy)
+                               * value_size))
+identity("with its pattern recomputed, the layer is not additive: "
+         "|f(x + y) - f(x) - f(y)| exceeds the rounding bound",
+         f"max |f(x + y) - f(x) - f(y)| = {free.abs().max():.2g}, "
          f"bound {live_bound:.1g}",
          bool(free.abs().max() > live_bound), chapter="1")
+glue("ch1_free_gap", float(free.abs().max()))
+glue("ch1_out_size", float(out_xy.abs().max()))
+glue("ch1_live_bound", live_bound)
+glue("ch1_max_score", max(score_x, score_y, score_xy))
+
+# %% [markdown]
+# With its pattern recomputed, the layer's output on $x + y$ differs from the sum of its
+# outputs on $x$ and on $y$ by up to {glue:text}`ch1_free_gap:.1e`, where the outputs
+# themselves reach {glue:text}`ch1_out_size:.2f` and rounding could explain at most
+# {glue:text}`ch1_live_bound:.0e`. The deviation is small in this layer because it is
+# untrained: its attention scores are at most {glue:text}`ch1_max_score:.2f` in size, so
+# its patterns are nearly uniform and move little between inputs. It is still beyond
+# the worst-case rounding bound, and with the pattern frozen the difference is rounding.
 
 # %% [markdown]
 # ### Exercise 1.1: the stream entering a block

@@ -87,13 +87,17 @@ def post_norm_stack_terms(d_model, n_stack):
 # the stream has, so the stream is a crowded channel. Layers can still pass information
 # to one another only where one writes and another reads.
 #
-# **No privileged basis.** Everything that touches the stream is linear at the point of
-# contact: writes are $x \mapsto x + yW$, reads are $x \mapsto xW$. If we rotate the
-# board, writing $xR$ instead of $x$ for an orthogonal $R$, and rotate every read and
-# write to match, the model computes exactly the same function. So "slot 17 of the
-# residual stream" is not a meaningful object: a model trained from a different seed could
-# just as well have used any rotation of it. The meaningful objects are *directions*, and
-# which directions matter has to be found from the weights that read and write them.
+# **No privileged basis.** In a model without LayerNorm, everything that touches the
+# stream is linear at the point of contact: writes are $x \mapsto x + yW$, reads are
+# $x \mapsto xW$. If we rotate the board, writing $xR$ instead of $x$ for an orthogonal
+# $R$, and rotate every read and write to match, the model computes exactly the same
+# function. So the forward pass gives "slot 17 of the residual stream" no meaning of its
+# own: for every model there is another, with the same outputs, whose slot 17 holds
+# something else. That is a statement about the function, not about training, which
+# does not treat all rotations alike (we come back to this below). The safe objects are
+# *directions*, and which directions matter has to be found from the weights that read
+# and write them. (LayerNorm, which the toy model below does not have, singles out one
+# direction of its own; we come back to that too.)
 # Inside an MLP it is different: its nonlinearity acts on each hidden neuron separately,
 # so the neuron basis is special there (chapter {doc}`10_ffn`).
 
@@ -513,7 +517,8 @@ glue("logit_std", logits.std().item())
 # %% [markdown]
 # With the ReLU the logits move by up to {glue:text}`relu_gap:.2f` (their standard
 # deviation is {glue:text}`logit_std:.2f`). Transformers never apply an elementwise
-# function to the stream itself, which is why it has no privileged basis. They do apply
+# function to the stream itself, which is why their forward computation gives it no
+# privileged basis (LayerNorm aside: see below). They do apply
 # one inside every MLP, to the $d_\text{ff}$ hidden neurons, and there the basis *is*
 # privileged: a neuron is a meaningful unit in a way that a residual coordinate is not
 # (chapter {doc}`10_ffn` checks it).
@@ -654,9 +659,10 @@ explore(draw_plane, angle=(0, 360, 10))
 #   encoder writes into its 512 dimensions from {glue:text}`writer_dims` head dimensions and
 #   neurons; in our toy model 8 heads write 128 dimensions into a stream of 64, so their
 #   write subspaces must overlap.
-# - The stream has no privileged basis: rotating every write by $R$ and every read by
-#   $R^\top$ leaves the logits and attention patterns unchanged while the individual
-#   coordinates become unrecognisable. Meaningful objects in the stream are directions.
+# - The forward pass gives the stream no privileged basis: rotating every write by $R$ and
+#   every read by $R^\top$ leaves the logits and attention patterns unchanged while the
+#   individual coordinates become unrecognisable. Whether training (Adam) lines some
+#   directions up with coordinates anyway is a question about a particular model.
 # - An elementwise nonlinearity on the stream would break the symmetry; a length-only one
 #   would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
 #   why neurons, unlike residual coordinates, are a privileged basis. LayerNorm's centring

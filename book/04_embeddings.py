@@ -447,11 +447,18 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 #
 # Three reference points, fixed before we measure: a tied model scores exactly 0; the
 # chain's own $\log P$ is what a perfect zero-layer model would score; and a matrix with
-# no symmetric structure at all (independent entries) scores about
-# $\sqrt{(n-1)/2n} \approx 0.70$, because its symmetric and antisymmetric parts then
-# carry equal shares of the off-diagonal entries, and the diagonal belongs to the
-# symmetric part. The null for `toy-0l` is the same zero-layer architecture at
-# initialisation (40 seeds), which is such a matrix.
+# no symmetric structure at all (independent entries of equal variance $\sigma^2$)
+# scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason: the squared norm of
+# $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
+# $\frac{n(n-1)}{2}\sigma^2$, against $n^2\sigma^2$ for $L$ itself; the diagonal belongs
+# wholly to the symmetric part. Removing the row and column means, $L \mapsto PLP$ with
+# $P = I - \tfrac1n \mathbf 1 \mathbf 1^\top$, changes the two expectations to
+# $\tfrac12[(n-1)^2 - (n-1)]\sigma^2$ and $(n-1)^2\sigma^2$, a ratio of
+# $\sqrt{(n-2)/2(n-1)}$, which differs from $\sqrt{(n-1)/2n}$ by less than $10^{-4}$ for
+# $n \ge 64$. A share below this value means the table has more symmetric structure than
+# independent entries; above it, more antisymmetric structure. The null for `toy-0l`
+# is the same zero-layer architecture at initialisation (40 seeds), which is close to
+# such a matrix.
 
 # %%
 recipe = info("toy-0l")["recipe"]
@@ -699,13 +706,24 @@ glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 # $M[a, a] = \sum_i w_i W_E[a, i]^2$ (its squared length in the $w$-weighted norm, not
 # the Euclidean one) scores itself highest, and no other token is promised anything.
 # Since $M$ has a few negative eigenvalues, it defines no inner product, and even that
-# promise is not exact. So the theory predicts little; we measure. For 2048 random
-# tokens $a$, how often is the largest entry of row $a$ of $M$ the token $a$ itself,
-# where does $a$ rank in its own row, and what does the whole model predict after
-# reading that single token? Three nulls are fixed in advance: for the rank, a token
-# that is nothing special in its own row ranks uniformly at random (median about
-# 24,576 of 49,152); for the whole model's table, its own entries shuffled at random;
-# and the whole model against its own direct path on the same tokens.
+# promise is not exact. So the theory of $M$ alone predicts little. Tying itself
+# predicts a lot, though: rows pointing in random directions of a 576-dimensional space
+# are nearly orthogonal (their cosines are of order $1/\sqrt{576} \approx 0.04$), so
+# $M[a, a] = \sum_i w_i W_E[a, i]^2$ is a sum of squares while each $M[a, b]$ is a sum
+# of terms of both signs that mostly cancel, and a token would rank first in its own
+# row unless some other row were many times longer. So "a token ranks near the top of
+# its own row" is what a tied model gives before it learns anything, and a rank uniform
+# over the row is the wrong null for it.
+#
+# We measure, for 2048 random tokens $a$, how often the largest entry of row $a$ of $M$
+# is the token $a$ itself, where $a$ ranks in its own row, and what the whole model
+# predicts after reading that single token. Three nulls are fixed in advance. For the
+# rank: a *random tied embedding* that keeps everything about SmolLM2's table except the
+# learned directions, its rows pointing in uniformly random directions with exactly
+# SmolLM2's row lengths, read through the same final-norm weight $w$ (20 such tables,
+# each measured on the first 256 of the sampled tokens, against SmolLM2 on the same 256).
+# For the whole model's table, its own entries shuffled at random. And the whole model
+# against its own direct path on the same tokens.
 
 # %%
 top_direct = rows.argmax(-1)
@@ -720,10 +738,27 @@ winner_place = int((diag_M > diag_M[winner]).sum()) + 1   # 1: the largest
 winner_len = (diag_M[winner] / diag_M.median()).item()
 observation("SmolLM2's direct path: the share of 2048 random tokens whose "
             "top successor is the token itself", self_direct, chapter="4")
-finding("a token's own entry ranks near the top of its direct-path row "
-        "(median rank over 2048 tokens)", float(self_rank.median()),
-        null=Null.normal("a rank uniform over the row: median of 2048",
-                         V_s / 2, V_s / (2 * math.sqrt(len(sample)))),
+# the null: SmolLM2's row lengths and final-norm weight, random directions
+g_null = torch.Generator().manual_seed(1)
+lengths = W_E_s.norm(dim=-1, keepdim=True)             # [V, 1]
+sub = sample[:256]
+null_self, null_rank = [], []
+for _ in range(20):                                    # 20 random tables
+    Z = torch.randn(V_s, d_s, generator=g_null)
+    W_rand = Z / Z.norm(dim=-1, keepdim=True) * lengths
+    rows_rand = (W_rand[sub] * w_fin) @ W_rand.T       # [256, V]
+    own_rand = rows_rand[torch.arange(len(sub)), sub]
+    rank_rand = (rows_rand > own_rand[:, None]).sum(-1)
+    null_self.append((rank_rand == 0).float().mean().item())
+    null_rank.append(rank_rand.float().median().item())
+del Z, W_rand, rows_rand
+trained_self256 = (self_rank[:256] == 0).float().mean().item()
+finding("SmolLM2's learned directions make a token its own top direct-path "
+        "successor less often than random directions with the same row "
+        "lengths and final-norm weight do (share of 256 tokens)",
+        trained_self256,
+        null=Null.draws("random tied tables with SmolLM2's row lengths and "
+                        "w, 20 tables", null_self),
         alternative="less", chapter="4")
 print(f"direct path: its own top successor for {self_direct:.1%} "
       f"(+- {se_direct:.1%}) of 2048 tokens;")
@@ -758,6 +793,10 @@ finding("on the same 256 tokens, the whole model predicts the token itself "
 glue("s_self_direct", 100 * self_direct)
 glue("s_self_se", 100 * se_direct)
 glue("s_self_rank", float(self_rank.median()))
+glue("s_self_256", 100 * trained_self256)
+glue("s_null_self_min", 100 * min(null_self))
+glue("s_null_rank_max", max(null_rank))
+glue("s_len_spread", (lengths.max() / lengths.median()).item())
 glue("s_winner", repr(smol_tok.decode([winner])))
 glue("s_wins", 100 * wins.item())
 glue("s_winner_place", winner_place)
@@ -768,17 +807,34 @@ glue("s_full_antisym", full_antisym)
 glue("s_direct_antisym", direct_antisym)
 glue("s_shuffled", sum(shuffled) / len(shuffled))
 glue("s_shuffled_sd", torch.tensor(shuffled).std().item())
+# a distance: the prose says the direction ("below")
+glue("s_antisym_z", abs(full_antisym - sum(shuffled) / len(shuffled))
+     / torch.tensor(shuffled).std().item())
+n_tab = table.shape[0]
+glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 
 # %% [markdown]
 # The symmetric direct path does *not* make most tokens their own favourite successor:
 # only {glue:text}`s_self_direct:.1f`% (standard error {glue:text}`s_self_se:.1f`%) of
-# SmolLM2's tokens are. The diagonal entries of $M$ are far from equal, and one token
-# with a very large one wins most rows: the single most common top successor, the token
-# {glue:text}`s_winner`, tops {glue:text}`s_wins:.0f`% of the rows, and its diagonal
-# entry $M[b, b]$ is number {glue:text}`s_winner_place` of the vocabulary,
-# {glue:text}`s_winner_len:.1f` times the median. The tie still shows: the token itself
-# is typically near the top of its own row (median rank {glue:text}`s_self_rank:.0f` of
-# 49,152, where a token with no special place would sit near 24,576).
+# SmolLM2's tokens are, and the median token ranks {glue:text}`s_self_rank:.0f` in its
+# own row. Tying alone would have done far more. In the 20 random tied tables with
+# SmolLM2's row lengths (which vary only {glue:text}`s_len_spread:.1f`-fold, longest to
+# median) and its final-norm weight, the share of the 256 tokens that are their own top
+# successor is never below {glue:text}`s_null_self_min:.0f`%, and a token's median rank
+# in its own row never above {glue:text}`s_null_rank_max:.0f`; SmolLM2 manages
+# {glue:text}`s_self_256:.1f`% on the same 256 tokens. (With 20 tables the rank test
+# cannot give p below 1/21, about 0.048; the size of the gap says more than the p.) So the page's question turns around: compared with what tying gives
+# before anything is learned, SmolLM2's learned directions make a token prefer *itself*
+# much less. Where the preference goes is visible in the rows: the diagonal entries of
+# $M$ are far from equal, and one token with a very large one wins most rows. The single
+# most common top successor, the token {glue:text}`s_winner`, tops
+# {glue:text}`s_wins:.0f`% of the rows, and its diagonal entry $M[b, b]$ is number
+# {glue:text}`s_winner_place` of the vocabulary, {glue:text}`s_winner_len:.1f` times the
+# median. Lengths alone do not do this (the null has the same lengths), so the
+# difference lies in the learned directions: they are not the nearly orthogonal
+# directions of a random table. (One possibility is a component shared by many rows
+# that this token's row carries most strongly; we have not measured it.) All of this is
+# one model, the 4-bit copy, on sampled tokens.
 #
 # The whole model reads the same token through 30 layers before the same tied
 # unembedding. On 256 of the tokens it predicts the token itself first for
@@ -786,15 +842,17 @@ glue("s_shuffled_sd", torch.tensor(shuffled).std().item())
 # its direct path. Its table of next-token logits over those 256 tokens (centred as
 # above) has an antisymmetric share of {glue:text}`s_full_antisym:.3f`, where its direct
 # path, which scores "$a$ then $b$" and "$b$ then $a$" with the same entry of $M$ (up to
-# each row's $1/\operatorname{rms}$), has {glue:text}`s_direct_antisym:.2f`. Read it
-# against its null: the same logits shuffled into random places give
-# {glue:text}`s_shuffled:.3f` (sd {glue:text}`s_shuffled_sd:.3f`), which is what a table
-# with no symmetric structure at all looks like. So the whole model's table is about as
-# asymmetric as a structureless one, and slightly less: almost nothing of the direct
-# path's symmetry survives the layers. That is not the same as saying the layers learned
-# the asymmetry of real text; we have no table of real bigrams to compare with. It says
-# that whatever the 30 layers add on top of the tied direct path, it leaves the one-token
-# predictions as asymmetric as noise would.
+# each row's $1/\operatorname{rms}$), has {glue:text}`s_direct_antisym:.2f`. A table of
+# independent entries would score $\sqrt{(n-2)/2(n-1)} =$ {glue:text}`s_analytic:.4f`
+# for $n = 256$ (derived above for `toy-0l`), and the same logits shuffled into random
+# places, the null fixed in advance, give {glue:text}`s_shuffled:.4f` (sd
+# {glue:text}`s_shuffled_sd:.4f`, 200 shuffles), in agreement with it. The whole model's
+# table sits *below* both, by {glue:text}`s_antisym_z:.1f` standard deviations of the
+# shuffles (a two-sided test): it is slightly but measurably less antisymmetric than
+# independent entries, so it keeps a small symmetric excess, far smaller than its
+# direct path's. These numbers do not say where that excess comes from, nor whether the
+# layers learned the asymmetry of real text; we have no table of real bigrams to
+# compare with.
 #
 # ### What the direct path learned
 #
@@ -911,6 +969,9 @@ explore(draw_row, token=(0, 63, 3))
 #   every SmolLM2 number is about this copy. It is tied ($W_U = W_E^\top$, checked in its
 #   file and its weights). With its final norm's weight folded in, its direct path is
 #   symmetric but not positive semidefinite ({glue:text}`s_neg_w` negative weights), and
-#   it makes only {glue:text}`s_self_direct:.1f`% of tokens their own top successor; the
-#   whole model, for {glue:text}`s_self_full:.1f`% of 256, and its one-token logit table
-#   is about as asymmetric as its own entries shuffled.
+#   it makes only {glue:text}`s_self_direct:.1f`% of tokens their own top successor,
+#   where a random tied table with the same row lengths and norm weight makes all of
+#   them so: the learned directions *reduce* self-preference. The whole model predicts
+#   the token itself for {glue:text}`s_self_full:.1f`% of 256, and its one-token logit
+#   table is slightly less antisymmetric ({glue:text}`s_full_antisym:.3f`) than a table
+#   of independent entries ({glue:text}`s_analytic:.3f`).

@@ -98,29 +98,20 @@ def same_stream_terms(n_layers, n, d_head, n_heads):
     return 2 * n_layers * (2 * n + 4 + d_head + n_heads + 1)
 
 
-def rope_entry_terms(n_pos):
-    """A rotated coordinate at positions below n_pos, TransformerLens against
-    float64. TransformerLens's float32 angle p theta_m is two roundings (the
-    power base^(m/half), the division) off, at most 2 eps p radians; cos and
-    sin add one each; the rotation's two products and sum two; our float64
-    result's rounding to float32 one. At the plane's |a| + |b|."""
-    return 2 * (n_pos - 1) + 5
+def angle_error_factors(base, d_head):
+    """Per plane m, e_m: TransformerLens's float32 angle p theta_m is off by
+    at most e_m eps p radians. The exponent 2m / d_head's rounding, amplified
+    by ln(base) 2m / d_head in the power, and the power's and the division's
+    roundings are all relative to the angle p theta_m, so e_m = (ln(base)
+    2m / d_head + 2) theta_m: 2 for plane 0, falling with theta_m."""
+    t = 2 * torch.arange(d_head // 2, dtype=torch.float64) / d_head
+    return (math.log(base) * t + 2) * base ** (-t)
 
 
-def rope_score_terms(n_pos, d_head):
-    """q~_i . k~_j, TransformerLens's float32 rotations against q R_{i-j} k^T
-    in float64, for i, j < n_pos: the two angles' errors (2 eps p each), cos
-    and sin, the rotations' products and sums, and the d_head-term dot
-    product. At the scale sum_m 2 (|a_q| + |b_q|)(|a_k| + |b_k|) (planes)."""
-    return 4 * (n_pos - 1) + d_head + 6
-
-
-def plane_scale(q, k, half):
-    """sum over planes of 2 (|a_q| + |b_q|)(|a_k| + |b_k|): the size the
-    rotated dot product's roundings are relative to."""
-    A = q[..., :half].abs() + q[..., half:].abs()
-    B = k[..., :half].abs() + k[..., half:].abs()
-    return float(2 * (A * B).sum(-1).max())
+def plane_sizes(x, half):
+    """|a| + |b| of each plane of rows x [..., 2 half] -> [..., half]: the
+    size a rotated coordinate of that plane is at most."""
+    return x[..., :half].abs() + x[..., half:].abs()
 
 
 # %% [markdown]
@@ -835,30 +826,54 @@ glue("same_head", "the same head" if from_behaviour == [0, from_weights]
 # is the first half of `toy-2l`'s induction circuit.
 #
 # The figure shows one more thing we did not go looking for: another head has a stripe
-# too, at offset 2, visible for early query positions (the top of the figure). Because
-# we found it by looking, its test must look the same way: the statistic is the best
-# head's share of early queries ($2 \le q \le 32$) whose positional favourite is $q - 2$,
-# and the null takes the best head under shuffled positions. Then its behaviour, on the
-# random sequences of 30 tokens from earlier: the weight it puts two positions back,
-# against the same model run with its position rows shuffled (39 draws).
+# too, at offset 2, visible for early query positions (the top of the figure). We then
+# chose the statistic from the figure: the best head's share of early queries
+# ($2 \le q \le 32$) whose positional favourite is $q - 2$. A stripe at some offset, over
+# some stretch of early queries, in some head, is what we would have noticed whichever
+# offset and stretch chance had put it at, so the null makes the same choice: in each
+# shuffled draw it takes the largest share over the four heads, over every offset the
+# figure shows ($0 \le b \le 15$) and over every window of early queries from the first
+# query that can reach offset $b$ on, at least 16 queries long. Then its behaviour, on
+# the random sequences of 30 tokens from earlier: the weight it puts two positions back,
+# against the same model run with its position rows shuffled (39 draws), where the null
+# again takes the largest mean weight over heads and offsets $0 \le b \le 15$.
 
 # %%
 early = torch.arange(2, 33)
 two_frac = favourite_share(pqk, 2, early)            # [head]
 two_head = int(two_frac.argmax())
-two_null = favourite_share(shuffled_pqk, 2, early).max(0).values
+FIG_OFFSETS, MIN_WINDOW = range(max_off), 16        # the figure's offsets
+
+
+def best_stripe(s):
+    """Scores s [..., head, q, k] -> the largest share, over heads, offsets b
+    in FIG_OFFSETS and windows of queries from max(b, 1) to any end at least
+    MIN_WINDOW queries on, of queries whose favourite key is q - b."""
+    fav = s.masked_fill(~allowed, float("-inf")).argmax(-1)  # [..., head, q]
+    best = []
+    for b in FIG_OFFSETS:
+        first = max(b, 1)
+        hit = (fav[..., first:] == torch.arange(first, cfg.n_ctx) - b).float()
+        share = hit.cumsum(-1) / torch.arange(1, cfg.n_ctx - first + 1)
+        best.append(share[..., MIN_WINDOW - 1:].amax((-1, -2)))
+    return torch.stack(best).amax(0)
+
+
+two_null = best_stripe(shuffled_pqk.transpose(0, 1))     # [199]
 finding("a layer-0 head's positional favourite is key q-2 for the early "
         "queries (2 <= q <= 32; share, best head)", two_frac[two_head],
-        null=Null.draws("the same scores with positions shuffled, best head, "
-                        "199 draws", two_null), chapter="5")
+        null=Null.draws("the same scores with positions shuffled, the best "
+                        "head, offset 0..15 and window of >= 16 early "
+                        "queries, 199 draws", two_null), chapter="5")
 
 
-def two_back(pattern):
-    """Mean weight on the key two positions back, [batch, q, k] -> scalar."""
-    return pattern.diagonal(offset=-2, dim1=-2, dim2=-1).mean().item()
+def weight_back(pattern, b):
+    """Mean weight on the key b positions back, [batch, head, q, k] ->
+    [head]."""
+    return pattern.diagonal(offset=-b, dim1=-2, dim2=-1).mean((0, -1))
 
 
-att_2 = two_back(cache["pattern", 0][:, two_head])
+att_2 = weight_back(cache["pattern", 0], 2)[two_head].item()
 W_pos_saved = model.W_pos.detach().clone()
 att_2_null = []
 with torch.no_grad():
@@ -866,20 +881,27 @@ with torch.no_grad():
         model.W_pos.copy_(W_pos_saved[p])
         _, c_p = model.run_with_cache(tokens, names_filter="blocks.0.attn."
                                       "hook_pattern")
-        att_2_null.append(two_back(c_p["pattern", 0][:, two_head]))
+        att_2_null.append(max(weight_back(c_p["pattern", 0], b).max().item()
+                              for b in FIG_OFFSETS))
     model.W_pos.copy_(W_pos_saved)
 finding(f"on random 30-token sequences head 0.{two_head} attends two "
         "positions back", att_2,
         null=Null.draws("the same model with its position rows shuffled, "
-                        "39 draws", att_2_null), chapter="5")
+                        "the largest mean weight over heads and offsets "
+                        "0..15, 39 draws", att_2_null), chapter="5")
+glue("two_frac", 100 * two_frac[two_head].item())
+glue("two_null", 100 * two_null.max().item())
 glue("att_2", att_2)
 glue("att_2_null", max(att_2_null))
 glue("two_head", f"0.{two_head}")
 
 # %% [markdown]
-# On those sequences head {glue:text}`two_head` puts {glue:text}`att_2:.2f` of its
-# attention on the token two back (at most {glue:text}`att_2_null:.2f` with its position
-# rows shuffled). Its previous-token score is low because its attention sits two back
+# Head {glue:text}`two_head`'s positional favourite is key $q - 2$ for
+# {glue:text}`two_frac:.0f`% of the queries 2 to 32; the best share any shuffled draw
+# reaches over all the choices above is {glue:text}`two_null:.0f`%. On the random
+# sequences the head puts {glue:text}`att_2:.2f` of its attention on the token two back,
+# where no head of any shuffled model puts more than {glue:text}`att_2_null:.2f` at any
+# offset from 0 to 15 (one model, one training run). Its previous-token score is low because its attention sits two back
 # rather than one. We leave it there; the point for this chapter is that a head's
 # positional behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before
 # running the model at all.
@@ -1061,11 +1083,15 @@ angles64 = torch.arange(n_ctx, dtype=torch.float64)[:, None] * theta64
 tables64 = torch.stack([angles64.cos(), angles64.sin()]).repeat(1, 1, 2)
 tables32 = torch.stack([attn16.rotary_cos, attn16.rotary_sin])
 print("rotary_cos, rotary_sin:", tuple(attn16.rotary_cos.shape))
-# the angle (2 roundings of p theta_m <= p) and cos or sin (1), at size 1
-identity_close("TransformerLens's rotary tables are cos and sin of "
-               "p base^(-2m/d_head), to float32 angle rounding (p < 2048)",
-               tables32, tables64, terms=2 * (n_ctx - 1) + 1, scale=1.0,
-               chapter="5")
+EPS32 = rounding_bound(1, 1.0)           # one float32 rounding at size 1
+e_m = angle_error_factors(smol.cfg.rotary_base, smol.cfg.d_head)
+# each entry's own bound: its angle's error e_m eps p and cos or sin (1)
+table_bound = EPS32 * (torch.arange(n_ctx)[:, None] * e_m.repeat(2) + 1)
+table_ratio = ((tables32.double() - tables64).abs() / table_bound).max()
+identity("TransformerLens's rotary tables are cos and sin of "
+         "p base^(-2m/d_head) for p < 2048, each entry within its own "
+         "bound eps (e_m p + 1)", f"largest error {table_ratio:.2f} of its "
+         "entry's bound", bool(table_ratio <= 1), chapter="5")
 glue("angle_err", 2 * torch.finfo(torch.float32).eps * (n_ctx - 1))
 
 # %% [markdown]
@@ -1109,10 +1135,16 @@ _, text_cache = smol.run_with_cache(
 q16 = text_cache["q", 16][0].transpose(0, 1)              # [head, pos, 64]
 mine = rope(q16, smol.cfg.rotary_base)
 theirs_q = text_cache["rot_q", 16][0].transpose(0, 1)
-plane_size = float((q16[..., :half].abs() + q16[..., half:].abs()).max())
-identity_close("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
-               "positions)", mine, theirs_q, terms=rope_entry_terms(N_TOK),
-               scale=plane_size, chapter="5")
+# each coordinate's own bound: its plane's |a| + |b| at its position, times
+# the angle's error (e_m eps p), cos and sin, the two products and the sum,
+# and our float64 result's rounding to float32
+coord_bound = EPS32 * plane_sizes(q16, half).repeat(1, 1, 2) * (
+    torch.arange(N_TOK)[:, None] * e_m.repeat(2) + 5)
+rope_ratio = ((mine.double() - theirs_q.double()).abs() / coord_bound).max()
+identity("rope(hook_q) is SmolLM2's hook_rot_q (layer 16, 9 heads, 80 "
+         "positions), each coordinate within its own rounding bound",
+         f"largest error {rope_ratio:.2f} of its bound",
+         bool(rope_ratio <= 1), chapter="5")
 
 # %% [markdown]
 # ### The circuit view: one bilinear form per offset
@@ -1155,26 +1187,38 @@ q_raw = text_cache["q", 16][0, 5, 0][None]       # L16H0's query at 5, [1, 64]
 k_raw = text_cache["k", 16][0, 4, 0][None]       # its key head's key at 4
 rq = attn16.apply_rotary(q_raw.expand(n_ctx, -1)[None, :, None])[0, :, 0]
 rk = attn16.apply_rotary(k_raw.expand(n_ctx, -1)[None, :, None])[0, :, 0]
-got, want = [], []
+got, want, bounds = [], [], []
+# each score's own bound: in plane m, w_m = 2 (|a_q| + |b_q|)(|a_k| + |b_k|)
+# times the two angles' errors, e_m eps (i + j); the rotations' cos, sin,
+# products and sums and the d_head-term dot product at the planes' sum
+w_planes = 2 * plane_sizes(q_raw, half) * plane_sizes(k_raw, half)  # [1, 32]
 for delta in (0, 1, 2, 7, 100, 1000):
     got.append((rq[delta:] * rk[:n_ctx - delta]).sum(-1))       # [n - delta]
     R64 = rotary_rotation(smol, delta, dtype=torch.float64)
     exact = (q_raw.double() @ R64 @ k_raw.double().T).squeeze()
     want.append(exact.expand(n_ctx - delta))
-identity_close("SmolLM2's rotated query-key product depends only on the "
-               "offset: at 2048 positions it is q R(delta) k^T (delta = 0, "
-               "1, 2, 7, 100, 1000)", torch.cat(got), torch.cat(want),
-               terms=rope_score_terms(n_ctx, smol.cfg.d_head),
-               scale=plane_scale(q_raw, k_raw, half), chapter="5")
+    i_plus_j = 2 * torch.arange(delta, n_ctx, dtype=torch.float64) - delta
+    bounds.append(EPS32 * ((i_plus_j[:, None] * e_m * w_planes).sum(-1)
+                           + (smol.cfg.d_head + 6) * w_planes.sum()))
+score_ratio = ((torch.cat(got).double() - torch.cat(want)).abs()
+               / torch.cat(bounds)).max()
+identity("SmolLM2's rotated query-key product depends only on the offset: "
+         "at 2048 positions it is q R(delta) k^T (delta = 0, 1, 2, 7, 100, "
+         "1000), each score within its own rounding bound",
+         f"largest error {score_ratio:.2f} of its bound",
+         bool(score_ratio <= 1), chapter="5")
 
-glue("rope_bound", rounding_bound(rope_score_terms(n_ctx, smol.cfg.d_head),
-                                  plane_scale(q_raw, k_raw, half)))
+glue("rope_bound_first", bounds[1][0].item())
+glue("rope_bound_last", bounds[1][-1].item())
 glue("rope_score", float(want[1][0]))
 
 # %% [markdown]
 # At offset 1 this query and key score {glue:text}`rope_score:.2f` (before the
-# $1/\sqrt{d_\text{head}}$) wherever in the 2048 positions they stand, to within
-# {glue:text}`rope_bound:.1e`, the bound that TransformerLens's float32 angles allow. The
+# $1/\sqrt{d_\text{head}}$) wherever in the 2048 positions they stand, each score
+# within its own worst-case bound for TransformerLens's float32 angles: at offset 1 that
+# bound grows from {glue:text}`rope_bound_first:.0e` at the first positions to
+# {glue:text}`rope_bound_last:.0e` at the last, since an angle's error grows with the
+# position and with the plane's frequency. The
 # position of a token never enters a rotary head's score, only the offset does. (It
 # enters elsewhere: a head can read position from what earlier layers wrote into the
 # stream, and the causal mask tells the first token apart. The measurements below see
@@ -1188,23 +1232,41 @@ glue("rope_score", float(want[1][0]))
 # there makes its score rise and fall with the offset. In the other
 # {glue:text}`n_slow` it is less than a radian across the whole window, and for most of
 # them far less: what a head puts there is compared almost as if there were no rotation,
-# by what the tokens are, not by how far apart they stand. So a head can be mostly positional or mostly
-# token-driven, depending on where its queries and keys put their size. Two numbers per
-# head, on the six passages:
+# by what the tokens are, not by how far apart they stand. So a head can be mostly
+# positional or mostly token-driven, depending on where its queries and keys put their
+# size. We measure both on the six passages, over the pairs $1 \le j \le i$. (Key 0 is
+# left out: it is the same heading mark in every passage, a fixed token at a fixed
+# position, and many heads park their attention there; chapter {doc}`07_multi_head`.)
 #
-# - its **offset share** $\pi_h$: of the variance of its scores $\tilde q_i \cdot
-#   \tilde k_j$ over the pairs $1 \le j \le i$, the share that the offset $i - j$ alone
-#   explains (the variance of the mean score at each offset, over the variance of all
-#   scores). Key 0 is left out: it is the same heading mark in every passage, a fixed
-#   token at a fixed position, and many heads park their attention there (chapter
-#   {doc}`07_multi_head`). We call a head *mostly positional* when $\pi_h > 1/2$;
-# - its **fast share**: the share of its query-key amplitude in the fast planes, where a
-#   plane's amplitude is the root-mean-square size of the query's plane times the
-#   key's, the typical size of that plane's term in the score.
+# What the offset explains has to be measured with the softmax in mind. A softmax over
+# the keys of one query ignores anything added to the whole row, so we first subtract
+# from every score the mean of its query row; only what varies along a row can move
+# attention. Along a row, three things vary: the offset $i - j$, the key's position $j$,
+# and the tokens. A rotary head's rotation sees only the offset, but the key's position
+# can reach a score too, through what earlier layers wrote into the stream. Within one
+# row the two are tied ($j = i - \Delta$); across rows they are not. So we fit the
+# row-centred scores by least squares with one effect per offset, one per key position,
+# and both, and split the variance within rows three ways:
 #
-# Either could come out some way by accident of the architecture, so each is set beside
-# a null. For the offset share: random heads, Gaussian $W_Q$ and $W_K$ with keys shared
-# in groups of three as in SmolLM2, reading the same streams (the outputs of each layer's
+# - the **offset share** $\pi_h$: what only the offset explains, beyond anything the
+#   key's position explains;
+# - the **key share**: what only the key's position explains;
+# - the **shared** part: what either explains. It is mostly a trend along the row: a
+#   score that falls steadily with the offset is one that rises steadily with the key's
+#   position, and the softmax cannot tell the two apart, so neither can we.
+#
+# We set the threshold before measuring: a head is *mostly positional* when
+# $\pi_h > 1/2$. The chapter's first version of this measure mixed the three parts
+# (and the variance between rows, which attention never sees); we apply the same
+# threshold to the offset share alone and, for position in the wider sense, to the three
+# parts together. The second number per head is its **fast share**: the share of its
+# query-key amplitude in the fast planes, where a plane's amplitude is the
+# root-mean-square size of the query's plane times the key's, the typical size of that
+# plane's term in the score.
+#
+# Each could come out some way by accident of the architecture, so each is set beside a
+# null. For the shares: random heads, Gaussian $W_Q$ and $W_K$ with keys shared in
+# groups of three as in SmolLM2, reading the same streams (the outputs of each layer's
 # RMSNorm, what the real heads read) through the same rotation; 20 sets of 270 heads.
 # For where the amplitude sits: the same heads with their 32 frequencies dealt out to
 # the planes in a random order, which keeps each head's amplitudes and asks only whether
@@ -1218,26 +1280,50 @@ FAST = theta64 * (N_TOK - 1) > 1                  # [32]: turns > 1 radian
 i_pos = torch.arange(N_TOK)
 offsets = i_pos[:, None] - i_pos[None, :]
 PAIRS = (offsets >= 0) & (i_pos[None, :] >= 1)    # 1 <= key j <= query i
-OFF = offsets[PAIRS].repeat(len(PASSAGES))        # every pair's offset
-OFF_COUNT = torch.bincount(OFF, minlength=N_TOK)
+# every pair of every passage (passage-major, as s[..., PAIRS].flatten(-2)
+# orders them): its query row, its offset and its key position
+pair_i, pair_j = (t[PAIRS] for t in torch.meshgrid(i_pos, i_pos,
+                                                   indexing="ij"))
+n_passages = len(PASSAGES)
+FACTORS = {
+    "row": (torch.arange(n_passages).repeat_interleave(len(pair_i)) * N_TOK
+            + pair_i.repeat(n_passages), n_passages * N_TOK),
+    "offset": ((pair_i - pair_j).repeat(n_passages), N_TOK),
+    "key": (pair_j.repeat(n_passages), N_TOK)}
 
 
-def mean_by_offset(s):
-    """Scores s [..., passage, i, j] -> their mean at each offset [...,
-    N_TOK] over the pairs 1 <= j <= i of every passage, and the pairs."""
+def fitted_ss(flat, names):
+    """The sum of squares that a least-squares fit of one effect per level of
+    each factor named explains, for scores flat [..., pair]: b^T X^T y with
+    b = (X^T X)^+ X^T y. X^T y is a sum per level; X^T X counts pairs."""
+    cols, start = [], 0
+    for name in names:
+        index, size = FACTORS[name]
+        cols.append(index + start)
+        start += size
+    gram = torch.zeros(start, start, dtype=torch.float64)
+    for a in cols:
+        for b in cols:
+            gram.index_put_((a, b), torch.ones(len(a), dtype=torch.float64),
+                            accumulate=True)
+    xty = torch.zeros(*flat.shape[:-1], start, dtype=torch.float64)
+    for a in cols:
+        xty.index_add_(-1, a, flat)
+    return ((xty @ torch.linalg.pinv(gram, hermitian=True)) * xty).sum(-1)
+
+
+def position_shares(s):
+    """Scores s [..., passage, i, j] -> the shares of their variance within
+    query rows that only the offset, only the key position, and either of
+    them explain (nested least-squares fits), each [...]."""
     flat = s[..., PAIRS].flatten(-2).double()
-    sums = torch.zeros(*flat.shape[:-1], N_TOK, dtype=flat.dtype)
-    # offset 79 has no pair (its key would be 0): a mean of nothing is 0
-    return sums.index_add_(-1, OFF, flat) / OFF_COUNT.clamp(min=1), flat
-
-
-def offset_share(s):
-    """The share of the scores' variance over the pairs that the offset
-    alone explains: Var(mean score at the pair's offset) / Var(score)."""
-    means, flat = mean_by_offset(s)
-    centre = flat.mean(-1, keepdim=True)
-    explained = ((means - centre).pow(2) * OFF_COUNT).sum(-1) / len(OFF)
-    return explained / (flat - centre).pow(2).mean(-1)
+    rows = fitted_ss(flat, ["row"])
+    with_off = fitted_ss(flat, ["row", "offset"])
+    with_key = fitted_ss(flat, ["row", "key"])
+    both = fitted_ss(flat, ["row", "offset", "key"])
+    within = flat.pow(2).sum(-1) - rows
+    return ((both - with_key) / within, (both - with_off) / within,
+            (with_off + with_key - both - rows) / within)
 
 
 def plane_rms(x):
@@ -1247,9 +1333,10 @@ def plane_rms(x):
 
 
 def head_stats(q, k):
-    """Rotated q, k [layer, head, passage, pos, d_head] -> (offset share,
-    plane amplitudes [layer, head, 32])."""
-    return offset_share(q @ k.transpose(-1, -2)), plane_rms(q) * plane_rms(k)
+    """Rotated q, k [layer, head, passage, pos, d_head] -> (offset share, key
+    share, shared part, plane amplitudes [layer, head, 32])."""
+    return (*position_shares(q @ k.transpose(-1, -2)),
+            plane_rms(q) * plane_rms(k))
 
 
 def rank_corr(a, b):
@@ -1264,9 +1351,15 @@ def stacked(name, heads):
     return out.permute(0, 3, 1, 2, 4).repeat_interleave(H // heads, 1)
 
 
-pi, amp = head_stats(stacked("rot_q", H), stacked("rot_k", KV))
+rot_q, rot_k = stacked("rot_q", H), stacked("rot_k", KV)
+pi, key_share, shared, amp = head_stats(rot_q, rot_k)
+wide = pi + key_share + shared                      # offset or key position
 fast_share = amp[..., FAST].sum(-1) / amp.sum(-1)          # [30, 9]
 slow_share = 1 - fast_share
+causal_future = torch.ones(N_TOK, N_TOK, dtype=torch.bool).triu(1)
+patterns = ((rot_q @ rot_k.transpose(-1, -2)) / math.sqrt(d_head)
+            ).masked_fill(causal_future, float("-inf")).softmax(-1)
+prev_score = patterns.diagonal(-1, dim1=-2, dim2=-1).mean((-1, -2))
 
 streams = torch.stack([text_cache[f"blocks.{l}.ln1.hook_normalized"]
                        * smol.blocks[l].ln1.w for l in range(L)])
@@ -1276,21 +1369,24 @@ streams = streams.flatten(1, 2)                            # [30, 480, 576]
 def tl_rotate(x):
     """Queries or keys [layer, passage * pos, heads * d_head] -> rotated by
     TransformerLens's own apply_rotary, as [layer, head, passage, pos, d]."""
-    x = x.view(L * len(PASSAGES), N_TOK, -1, d_head)
+    x = x.view(L * n_passages, N_TOK, -1, d_head)
     x = attn16.apply_rotary(x)           # every layer's tables are the same
-    return x.view(L, len(PASSAGES), N_TOK, -1, d_head).permute(0, 3, 1, 2, 4)
+    return x.view(L, n_passages, N_TOK, -1, d_head).permute(0, 3, 1, 2, 4)
 
 
 g_heads = torch.Generator().manual_seed(27)
-pos_null, token_null, corr_null = [], [], []
+pos_null, wide_null, token_null, corr_null, pi_all = [], [], [], [], []
 for draw in range(20):
     W_Q = torch.randn(L, smol.cfg.d_model, H * d_head, generator=g_heads)
     W_K = torch.randn(L, smol.cfg.d_model, KV * d_head, generator=g_heads)
     q_r, k_r = (tl_rotate(streams @ W) for W in (W_Q, W_K))
-    pi_r, amp_r = head_stats(q_r, k_r.repeat_interleave(GROUP, 1))
+    pi_r, key_r, shared_r, amp_r = head_stats(
+        q_r, k_r.repeat_interleave(GROUP, 1))
     pos_null.append(int((pi_r > 0.5).sum()))
+    wide_null.append(int((pi_r + key_r + shared_r > 0.5).sum()))
     token_null.append(int((pi_r < 0.1).sum()))
     corr_null.append(rank_corr(pi_r, amp_r[..., FAST].sum(-1) / amp_r.sum(-1)))
+    pi_all.append(pi_r.max().item())
 random_fast = amp_r[..., FAST].sum(-1) / amp_r.sum(-1)     # the last set
 
 g_perm = torch.Generator().manual_seed(28)
@@ -1300,19 +1396,27 @@ dealt = flat_amp.expand(999, -1, -1).gather(-1, order)
 slow_null = (dealt[..., ~FAST].sum(-1) / dealt.sum(-1)).mean(-1)   # [999]
 
 n_positional = int((pi > 0.5).sum())
+n_wide = int((wide > 0.5).sum())
 n_token = int((pi < 0.1).sum())
 corr = rank_corr(pi, fast_share)
-finding("SmolLM2 has more mostly positional heads (offset share above 1/2) "
-        "than random heads reading the same streams through the same "
-        "rotation", n_positional,
+finding("SmolLM2 has no more mostly positional heads (share of the "
+        "within-row variance that only the offset explains above 1/2) than "
+        "random heads reading the same streams through the same rotation",
+        n_positional, expect="no effect",
         null=Null.draws("random heads on the same RMSNorm outputs, 20 sets "
                         "of 270", pos_null), chapter="5")
+finding("SmolLM2 has more heads whose within-row variance is more than half "
+        "explained by position (offset and key position together) than "
+        "random heads", n_wide,
+        null=Null.draws("random heads on the same RMSNorm outputs, 20 sets "
+                        "of 270", wide_null), chapter="5")
 observation("heads with offset share below 0.1: SmolLM2's, and random heads' "
             "(mean of 20 sets of 270)",
             f"{n_token} vs {sum(token_null) / len(token_null):.0f}",
             chapter="5")
-finding("SmolLM2's heads keep most of their query-key amplitude in the slow "
-        "planes (mean share over 270 heads)", slow_share.mean(),
+finding("SmolLM2's heads keep more of their query-key amplitude in the slow "
+        "planes than the same amplitudes dealt to the planes at random (mean "
+        "share over 270 heads)", slow_share.mean(),
         null=Null.draws("the same heads, their planes' frequencies dealt in "
                         "a random order, 999 draws", slow_null), chapter="5")
 finding("the heads whose scores follow the offset are the heads with "
@@ -1321,51 +1425,83 @@ finding("the heads whose scores follow the offset are the heads with "
         null=Null.draws("random heads on the same streams, 20 sets of 270",
                         corr_null), chapter="5")
 
-top, bottom = divmod(int(pi.argmax()), H), divmod(int(pi.argmin()), H)
+top, bottom = divmod(int(pi.argmax()), H), divmod(int(wide.argmin()), H)
+prev_top = divmod(int(prev_score.argmax()), H)
+observation("the largest offset share among SmolLM2's heads, and among all "
+            "5400 random heads (compared after the count test, so not a "
+            "test)", f"{pi[top]:.2f} vs {max(pi_all):.2f}", chapter="5")
 glue("n_fast", int(FAST.sum()))
 glue("n_slow", int((~FAST).sum()))
 glue("n_positional", n_positional)
+glue("pos_null_lo", min(pos_null))
 glue("pos_null_max", max(pos_null))
+glue("n_wide", n_wide)
+glue("wide_null_max", max(wide_null))
 glue("n_token", n_token)
 glue("token_null", sum(token_null) / len(token_null))
+glue("token_more", "more" if n_token > sum(token_null) / len(token_null)
+     else "fewer")
+glue("mean_pi", pi.mean().item())
+glue("mean_key", key_share.mean().item())
+glue("mean_shared", shared.mean().item())
 glue("slow_mean", slow_share.mean().item())
 glue("slow_uniform", float((~FAST).sum()) / half)
 glue("slow_null_mean", slow_null.mean().item())
+glue("slow_null_max", slow_null.max().item())
+glue("slow_excess", slow_share.mean().item() - slow_null.mean().item())
 glue("corr", corr)
 glue("corr_null_max", max(corr_null))
 glue("corr_z", null_test(corr, Null.draws("", corr_null)).z)
-glue("pos_z", null_test(n_positional, Null.draws("", pos_null)).z)
+glue("wide_z", null_test(n_wide, Null.draws("", wide_null)).z)
 glue("top_head", f"L{top[0]}H{top[1]}")
 glue("top_pi", pi[top].item())
+glue("top_shared", shared[top].item())
 glue("top_fast", fast_share[top].item())
+glue("pi_random_max", max(pi_all))
+glue("top_is_prev", "is also" if prev_top == top else "is not")
+glue("prev_top_head", f"L{prev_top[0]}H{prev_top[1]}")
 glue("bottom_head", f"L{bottom[0]}H{bottom[1]}")
 glue("bottom_pi", pi[bottom].item())
+glue("bottom_wide", wide[bottom].item())
 glue("bottom_fast", fast_share[bottom].item())
+
 
 # %%
 def profile(layer, head):
-    """A head's mean score at each offset, [N_TOK], from all its planes and
-    from its fast and its slow planes alone."""
+    """A head's mean score at each offset after each query row's mean is
+    taken out, [N_TOK], from all its planes and from its fast and its slow
+    planes alone."""
     q = text_cache["rot_q", layer][:, :, head].double()
     k = text_cache["rot_k", layer][:, :, head // GROUP].double()
     fast = torch.cat([FAST, FAST])
     s = q @ k.transpose(-1, -2) / math.sqrt(d_head)
     s_fast = (q * fast) @ k.transpose(-1, -2) / math.sqrt(d_head)
-    return [mean_by_offset(t)[0] for t in (s, s_fast, s - s_fast)]
+    out = []
+    for t in (s, s_fast, s - s_fast):
+        t = t.masked_fill(~PAIRS, 0.0)
+        row_n = PAIRS.sum(-1, keepdim=True).clamp(min=1)      # [N_TOK, 1]
+        centred = t - t.sum(-1, keepdim=True) / row_n
+        by_off = torch.stack([centred.diagonal(-d, dim1=-2, dim2=-1)[:, 1:]
+                              .mean() if d < N_TOK - 1 else torch.tensor(0.0)
+                              for d in range(N_TOK)])
+        out.append(by_off)
+    return out
 
 
+profiles = {h: profile(*h) for h in (top, bottom)}
+glue("top_peak", int(profiles[top][0][:41].argmax()))   # offsets shown
 fig, ax = plt.subplots(1, 3, figsize=(9, 3.3),
                        gridspec_kw={"width_ratios": [1, 1, 1.1]})
 shown_off = torch.arange(41)
 for a, (layer, head) in zip(ax[:2], (top, bottom)):
-    whole, fast, slow = (t[:41] for t in profile(layer, head))
+    whole, fast, slow = (t[:41] for t in profiles[(layer, head)])
     a.plot(shown_off, whole, color="k", label="all planes")
     a.plot(shown_off, fast, color="tab:red", ls="--", label="fast planes")
     a.plot(shown_off, slow, color="tab:blue", ls=":", label="slow planes")
-    a.set(title=f"L{layer}H{head}: offset share {pi[layer, head]:.2f}",
-          xlabel="offset i - j")
+    a.set(title=f"L{layer}H{head}: offset share {pi[layer, head]:.2f},\n"
+          f"with key position {wide[layer, head]:.2f}", xlabel="offset i - j")
     a.title.set_fontsize(9)
-ax[0].set_ylabel("mean score")
+ax[0].set_ylabel("mean score, row mean removed")
 ax[0].legend(fontsize=7)
 ax[2].scatter(random_fast.flatten(), pi_r.flatten(), s=6, color="0.75",
               label="random heads")
@@ -1381,38 +1517,54 @@ plt.show()
 
 # %% [markdown]
 # Left, the most positional head, {glue:text}`top_head` (offset share
-# {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). Its mean score is
-# highest at offset 1. The fastest plane, with its period of $2\pi$ positions, brings it
-# back up every six offsets or so, never as high (as we read the figure); the shape
-# comes from the fast planes, and the slow planes add a nearly constant term. It is the
-# previous-token head that chapter {doc}`06_attention` finds by its behaviour. Middle,
-# the least positional head,
-# {glue:text}`bottom_head` (offset share {glue:text}`bottom_pi:.3f`, fast share
-# {glue:text}`bottom_fast:.2f`): flat at every offset, its score set by the tokens. Right,
+# {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). With each query row's
+# mean removed, its mean score is highest at offset {glue:text}`top_peak` of the offsets
+# shown. The fastest plane, with its period of $2\pi$ positions, brings it back up every
+# six offsets or so, never as high (as we read the figure); that shape comes from the
+# fast planes, and once each row's mean is removed the slow planes add almost nothing
+# along the row. It {glue:text}`top_is_prev` the head with the highest previous-token
+# score on these passages ({glue:text}`prev_top_head`), the head chapter
+# {doc}`06_attention` studies. Middle, the head whose scores along a row position explains
+# least, {glue:text}`bottom_head` (offset share {glue:text}`bottom_pi:.3f`, offset and
+# key position together {glue:text}`bottom_wide:.2f`, fast share
+# {glue:text}`bottom_fast:.2f`): what is left along its rows is set by the tokens. Right,
 # every head.
 #
-# - {glue:text}`n_positional` of SmolLM2's 270 heads are mostly positional; no set of 270
-#   random heads reading the same streams through the same rotation has more than
-#   {glue:text}`pos_null_max`. The positional heads are made by training, not by the
-#   rotation alone. (With 20 random sets the smallest permutation p-value is
-#   $1/21 \approx 0.048$, just under the 0.05 level; the distance from the null, about
-#   {glue:text}`pos_z:.0f` of its standard deviations, is what makes the case; more sets
-#   would lower the smallest p the test can give.)
-# - The other end needs no training to explain: {glue:text}`n_token` of SmolLM2's heads
-#   have an offset share below 0.1 (a cut we chose after the 1/2 above, so this line is
-#   an observation, not a test), and random heads have more
-#   ({glue:text}`token_null:.0f` on average over the 20 sets). A head that reads the
-#   stream without arranging its planes is token-driven already.
-# - SmolLM2's heads put on average {glue:text}`slow_mean:.2f` of their amplitude in the
-#   slow planes, against {glue:text}`slow_null_mean:.2f` when the same amplitudes are
-#   dealt to the planes at random (the slow planes' share of the planes is
-#   {glue:text}`slow_uniform:.2f`). Most of a head's query-key amplitude sits where the
-#   rotation barely reaches over this window.
-# - Across heads, the offset share rises with the fast share (rank correlation
-#   {glue:text}`corr:.2f`). Some of that is mechanical: among random heads it is at most
-#   {glue:text}`corr_null_max:.2f`, since any head's fast planes turn with the offset.
-#   SmolLM2's is higher than every random set's, by {glue:text}`corr_z:.0f` of their
-#   standard deviations (the same 20 sets, so the same floor on p).
+# - **The offset alone.** {glue:text}`n_positional` of SmolLM2's 270 heads have an offset
+#   share above 1/2; the random sets have between {glue:text}`pos_null_lo` and
+#   {glue:text}`pos_null_max`. By this count the data cannot tell SmolLM2 from random
+#   heads reading the same streams through the same rotation: heads whose scores along a
+#   row the offset alone dominates are rare in both. (The most positional one,
+#   {glue:text}`top_head` at {glue:text}`top_pi:.2f`, is above all 5400 random heads,
+#   whose largest is {glue:text}`pi_random_max:.2f`; we looked at that only after the
+#   count, so it is an observation, not a test.)
+# - **Position in the wider sense.** Offset and key position together explain more than
+#   half of the within-row variance for {glue:text}`n_wide` heads, against at most
+#   {glue:text}`wide_null_max` in any random set ({glue:text}`wide_z:.0f` of the null's
+#   standard deviations; with 20 sets the smallest p is $1/21$). Averaged over the heads,
+#   the offset alone explains {glue:text}`mean_pi:.2f` of it, the key position alone
+#   {glue:text}`mean_key:.2f`, and the part either could explain
+#   {glue:text}`mean_shared:.2f`. So training does make many heads positional, but much
+#   of it is a trend along the row, a preference for recent or for early keys, which
+#   these measurements cannot assign to the rotation rather than to position information
+#   in the stream.
+# - **The other end.** {glue:text}`n_token` of SmolLM2's heads have an offset share below
+#   0.1 (a cut we chose after the 1/2 above, so this line is an observation, not a test);
+#   random heads have {glue:text}`token_null:.0f` on average over the 20 sets, so SmolLM2
+#   has {glue:text}`token_more`.
+# - **Where the amplitude sits.** SmolLM2's heads put on average
+#   {glue:text}`slow_mean:.2f` of their amplitude in the slow planes. That alone says
+#   little: {glue:text}`n_slow` of the 32 planes are slow, so the same amplitudes dealt to
+#   the planes at random put {glue:text}`slow_null_mean:.2f` there (at most
+#   {glue:text}`slow_null_max:.2f` in 999 draws). What training adds is the difference,
+#   {glue:text}`slow_excess:.2f` of the amplitude moved into planes that barely turn over
+#   this window.
+# - **Offset and fast planes.** Across heads, the offset share rises with the fast share
+#   (rank correlation {glue:text}`corr:.2f`). Some of that is mechanical: among random
+#   heads it is at most {glue:text}`corr_null_max:.2f`, since any head's fast planes turn
+#   with the offset. SmolLM2's is higher than every random set's, by
+#   {glue:text}`corr_z:.0f` of their standard deviations (the same 20 sets, so the same
+#   floor on p).
 #
 # The scope is one model (the 4-bit SmolLM2-135M-Instruct checkpoint of chapter
 # {doc}`04_embeddings`), six passages of 80 tokens, one seed per null, and "fast" and
@@ -1439,14 +1591,19 @@ plt.show()
 # - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s
 #   layer 0 singles out the previous-token head, {glue:text}`prev_head`, far beyond
 #   shuffled positions; it also reveals a head that looks two positions back over the
-#   first half of the context (queries 2 to 32 of 64, the only ones tested).
+#   first half of the context (queries 2 to 32 of 64, the only ones tested), beyond
+#   shuffled positions even when the null chooses its own head, offset and window.
 # - SmolLM2, like LLaMA, has no position table (the outline's "LLaMA uses learned
 #   positional embeddings" is wrong): it rotates each head's queries and keys, plane $m$
 #   by $p\,\theta_m$. Its rotation is the sinusoidal $M_k$ transposed, moved into the dot
 #   product, and the score becomes $x_i W_Q R_{i-j} W_K^\top x_j^\top$: one bilinear form
 #   per offset, $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$. We checked it with
 #   TransformerLens's float32 angles, whose error grows like $\epsilon\,p$.
-# - In SmolLM2, {glue:text}`n_positional` heads are mostly positional (random heads on
-#   the same streams: at most {glue:text}`pos_null_max`), and they are the heads that use
-#   the fast planes; most of every head's amplitude sits in planes that barely turn over
-#   the window.
+# - In SmolLM2, with each query row's mean removed (the softmax ignores it), the offset
+#   alone explains more than half of the variance along the rows for
+#   {glue:text}`n_positional` heads, no more than random heads reading the same streams;
+#   offset and key position together do so for {glue:text}`n_wide` heads (random: at
+#   most {glue:text}`wide_null_max`). The heads whose scores follow the offset are the
+#   ones with amplitude in the fast planes, and the heads hold
+#   {glue:text}`slow_mean:.2f` of their amplitude in the slow planes, against
+#   {glue:text}`slow_null_mean:.2f` for the same amplitudes dealt at random.

@@ -22,7 +22,7 @@ import torch
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              observation, rounding_bound)
+                              null_test, observation, rounding_bound)
 from circuitbook.widgets import explore
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -64,15 +64,14 @@ def rotary_score_terms(d_model, d_head, n):
     return 2 * d_model + 3 * d_head + 4 * (n - 1) + 12
 
 
-def rotary_score_size(q_abs, k_abs):
-    """For |x| |W_Q| and |x| |W_K| [..., pos, d_head]: the largest
+def rotary_score_sizes(q_abs, k_abs):
+    """For |x| |W_Q| and |x| |W_K| [..., pos, d_head]: each query-key pair's
     sum_m 2 (|q_a| + |q_b|)(|k_a| + |k_b|) / sqrt(d_head) over the planes
-    m = (a, b), over every query-key pair (a rotation mixes a plane)."""
+    m = (a, b) (a rotation mixes a plane), [..., pos_q, pos_k]."""
     half = q_abs.shape[-1] // 2
     A = q_abs[..., :half] + q_abs[..., half:]
     B = k_abs[..., :half] + k_abs[..., half:]
-    sizes = 2 * A @ B.transpose(-1, -2) / math.sqrt(q_abs.shape[-1])
-    return float(sizes.max())
+    return 2 * A @ B.transpose(-1, -2) / math.sqrt(q_abs.shape[-1])
 
 # %% [markdown]
 # ## Plain language
@@ -437,7 +436,7 @@ checks.ch06_ex2(qk_scores)
 # %% tags=["hide-input"]
 import textwrap
 
-from circuitbook.circuits import rotary_qk
+from circuitbook.circuits import rotary_qk, rotary_rotation
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import (
     prev_token_pattern_score,
@@ -498,20 +497,33 @@ def rms(t):
 
 trained_rms = {n: rms(torch.stack([text_cache[f"rot_{n}", l]
                                    for l in range(S_L)])) for n in "qk"}
+# for the offset kernels below: each random set's selected head (its best
+# previous-token head, chosen as the trained head was) and its unrotated
+# q and k
+selected_qk = []
 for draw in range(20):
-    q_r, k_r = (rotate(
+    q_u, k_u = (
         (streams @ torch.randn(S_L, smol.cfg.d_model, n * D_HEAD,
                                generator=g_heads))
-        .view(S_L * len(PASSAGES), N_TOK, n, D_HEAD)) for n in (S_H, KV))
+        .view(S_L * len(PASSAGES), N_TOK, n, D_HEAD) for n in (S_H, KV))
+    q_r, k_r = rotate(q_u), rotate(k_u)
     q_r = q_r.view(S_L, len(PASSAGES), N_TOK, S_H, D_HEAD).transpose(2, 3)
     k_r = k_r.view(S_L, len(PASSAGES), N_TOK, KV, D_HEAD).transpose(2, 3)
     # the trained layers' sizes, so the softmax is as sharp as theirs can be
-    q_r = q_r * (trained_rms["q"] / rms(q_r)).view(-1, 1, 1, 1, 1)
-    k_r = k_r * (trained_rms["k"] / rms(k_r)).view(-1, 1, 1, 1, 1)
+    to_q, to_k = trained_rms["q"] / rms(q_r), trained_rms["k"] / rms(k_r)
+    q_r = q_r * to_q.view(-1, 1, 1, 1, 1)
+    k_r = k_r * to_k.view(-1, 1, 1, 1, 1)
     s_r = q_r @ k_r.repeat_interleave(GROUP, 2).transpose(-1, -2)
     A_r = (s_r / math.sqrt(D_HEAD)).masked_fill(future, float("-inf"))
     stripe = A_r.softmax(-1).diagonal(offset=-1, dim1=-2, dim2=-1)
-    best_random.append(stripe.mean((1, 3)).max().item())  # best of 270
+    stripe = stripe.mean((1, 3))                          # [layer, head]
+    best_random.append(stripe.max().item())               # best of 270
+    l_r, h_r = divmod(int(stripe.argmax()), S_H)
+    selected_qk.append((   # unrotated, at the trained sizes: [6, pos, 64]
+        to_q[l_r] * q_u.view(S_L, len(PASSAGES), N_TOK, S_H,
+                             D_HEAD)[l_r, :, :, h_r],
+        to_k[l_r] * k_u.view(S_L, len(PASSAGES), N_TOK, KV,
+                             D_HEAD)[l_r, :, :, h_r // GROUP]))
 finding(f"SmolLM2's best previous-token head on Shakespeare, L{PL}H{PH}, "
         "attends to the previous token far more than the best of 270 random "
         "heads on the same streams", best_prev,
@@ -548,8 +560,8 @@ heatmap(prev, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
 # near it, so the architecture and the streams alone do not produce it: the job was
 # learned. (With 20 random sets the smallest p the test can give is 1/21; the distance
 # from the null is what makes the case. One model, six passages.) Chapter
-# {doc}`05_positional` found the same head as SmolLM2's most positional one, its score
-# set mostly by the offset rather than the tokens.
+# {doc}`05_positional` found the same head to be SmolLM2's most positional one: most of
+# the variance of its scores along a query row is explained by the offset alone.
 #
 # ### The formula on a rotary head
 #
@@ -569,10 +581,21 @@ q_h = text_cache["rot_q", PL][:, :, PH]                          # [6, pos, 64]
 k_h = text_cache["rot_k", PL][:, :, kv]
 mask = torch.tril(torch.ones(N_TOK, N_TOK))
 _, ours_best = attention(q_h, k_h, k_h, mask=mask)
+# Per entry: a score error d moves a weight p by at most 2 p d (the softmax's
+# log-derivative), and the softmax's own roundings are relative to p; so each
+# weight's error over p times its row's score size (at least 1) is within
+# pattern_terms eps. The division, in float64, rounds once to float32.
+row_size = (q_h.abs() @ k_h.abs().transpose(-1, -2) / math.sqrt(D_HEAD)
+            ).amax(-1, keepdim=True).clamp(min=1.0)
+lower = mask.bool()                               # j <= i
+per_weight = (A_best.double() * row_size)[:, lower]
 identity_close(f"softmax(q k^T / sqrt(d_head)), causally masked, from the "
-               f"rotated queries and keys, is L{PL}H{PH}'s pattern",
-               ours_best, A_best, terms=pattern_terms(D_HEAD, N_TOK),
-               scale=score_size(q_h, k_h), chapter="6")
+               f"rotated queries and keys, is L{PL}H{PH}'s pattern (each "
+               "weight's error relative to the weight)",
+               (ours_best.double()[:, lower] / per_weight).float(),
+               (A_best.double()[:, lower] / per_weight).float(),
+               terms=pattern_terms(D_HEAD, N_TOK) + 2, scale=1.0,
+               chapter="6")
 
 # %% [markdown]
 # Second, the circuit form. `rotary_qk` (in `circuitbook.circuits`) returns
@@ -598,12 +621,16 @@ causal_80 = torch.tril(torch.ones(N_TOK, N_TOK, dtype=torch.bool))
 hooked_scores = text_cache["attn_scores", PL][:, PH]
 W_Q_abs = smol.blocks[PL].attn.W_Q[PH].abs()
 W_K_abs = smol.blocks[PL].attn.W_K[PH].abs()
+# each score against its own size (as chapter 7 does), not the largest one;
+# the division adds one rounding on each side
+entry_size = rotary_score_sizes(x_in.abs() @ W_Q_abs, x_in.abs() @ W_K_abs)
 identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
-               "hook_attn_scores on and below the diagonal",
-               circuit_scores[:, causal_80], hooked_scores[:, causal_80],
-               terms=rotary_score_terms(smol.cfg.d_model, D_HEAD, N_TOK),
-               scale=rotary_score_size(x_in.abs() @ W_Q_abs,
-                                       x_in.abs() @ W_K_abs), chapter="6")
+               "hook_attn_scores on and below the diagonal (each entry's "
+               "error over its own size)",
+               (circuit_scores / entry_size)[:, causal_80],
+               (hooked_scores / entry_size)[:, causal_80],
+               terms=rotary_score_terms(smol.cfg.d_model, D_HEAD, N_TOK) + 2,
+               scale=1.0, chapter="6")
 
 # %% [markdown]
 # So the head is 80 bilinear forms, one per offset, and the score of a pair uses the
@@ -612,25 +639,89 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # $(i, j)$ with $1 \le j \le i$ of the six passages, *whatever their actual offset*
 # (key 0, the same heading mark in every passage, is left out as in chapter
 # {doc}`05_positional`). That separates what the slice prefers from which tokens happen
-# to stand $\Delta$ apart. If the offset-1 slice carries the job, it should score the
-# text higher than the head's other 79 slices, which are the null: a slice chosen at
-# random from the head. (Neighbouring slices differ only a little, so the 79 are not
-# independent draws; the rank is the honest statistic, and 1/80 is its floor.)
+# to stand $\Delta$ apart. Over the offsets these means make the head's **offset
+# kernel** $\kappa(\Delta)$: what the head's score would be at each offset if every pair
+# of positions held the text's average pair of tokens. If the offset-1 slice carries the
+# job, $\kappa(1)$ should stand above the other 79 values. The statistic is how far: the
+# margin of $\kappa(1)$ over the largest other value, in units of the standard deviation
+# of $\kappa$ over the 80 offsets (so the size of the scores does not enter).
+#
+# The head's other slices are no null for this: they belong to the same head, and
+# neighbouring slices differ only a little, so they are not exchangeable draws. The null
+# is the one above, random heads reading the same streams through the same rotation at
+# the trained sizes, and because we chose {glue:text}`prev_head` as the best
+# previous-token head of 270, each of the 20 random sets contributes its own best
+# previous-token head, chosen the same way. A random head that happened to look one
+# back would have a kernel that peaks at 1 too; the question is whether the trained one
+# peaks more sharply.
+#
+# Then the softmax of the kernel alone, as chapter {doc}`09_full_circuits` does with the
+# positional QK circuit of `toy-2l`: the pattern
+# $\operatorname{softmax}_{j \le i}\,\kappa(i - j)$, the head's attention if every pair
+# held the average tokens, and its weight on key $i - 1$.
 
 # %%
 pairs = causal_80 & (i_pos[None, :] >= 1)            # 1 <= j <= i
-slice_mean = by_slice[:, :, pairs].mean((1, 2))       # [80]: per Delta
-others = torch.cat([slice_mean[:1], slice_mean[2:]])
-finding(f"L{PL}H{PH}'s offset-1 slice W_QK(1) scores the text's token pairs "
-        "higher than its other slices (mean score over all pairs)",
-        slice_mean[1],
-        null=Null.draws("the head's other 79 slices", others), chapter="6")
+slice_mean = by_slice[:, :, pairs].mean((1, 2))       # [80]: kappa(Delta)
+R_all = rotary_rotation(smol, range(N_TOK), dtype=torch.float64)
+n_pairs = int(pairs.sum()) * len(PASSAGES)
+
+
+def offset_kernel(q, k):
+    """Unrotated q, k [passage, pos, d_head] -> kappa(Delta) [80], the mean of
+    q_i R_Delta k_j^T / sqrt(d_head) over the pairs 1 <= j <= i: one moment
+    matrix, mean q_i^T k_j, read through each rotation."""
+    k = k.double().clone()
+    k[:, 0] = 0                                       # key 0 left out
+    moment = torch.einsum("bpd,bpe->de", q.double(), k.cumsum(1)) / n_pairs
+    return torch.einsum("nde,de->n", R_all, moment) / math.sqrt(D_HEAD)
+
+
+def sharpness(kappa):
+    """kappa(1)'s margin over the largest other kappa, in sds of kappa."""
+    others = torch.cat([kappa[:1], kappa[2:]])
+    return ((kappa[1] - others.max()) / kappa.std()).item()
+
+
+key_offset = (i_pos[:, None] - i_pos[None, :]).clamp(min=0)   # [q, k]
+
+
+def kernel_prev_weight(kappa):
+    """softmax over keys j <= i of kappa(i - j): mean weight on key i - 1."""
+    alone = kappa[key_offset].masked_fill(~causal_80, float("-inf"))
+    return alone.softmax(-1).diagonal(-1).mean().item()
+
+
+null_kernels = [offset_kernel(q, k) for q, k in selected_qk]
+finding(f"L{PL}H{PH}'s offset kernel peaks at offset 1 more sharply than "
+        "that of the best previous-token head among random heads (margin "
+        "of kappa(1) over the next offset, in sds of kappa)",
+        sharpness(slice_mean),
+        null=Null.draws("the best previous-token head of each of 20 sets of "
+                        "270 random heads at the trained sizes",
+                        [sharpness(kap) for kap in null_kernels]),
+        chapter="6")
+kernel_prev = kernel_prev_weight(slice_mean)
+kernel_prev_null = [kernel_prev_weight(kap) for kap in null_kernels]
+finding(f"softmaxed with 1/sqrt(d_head), L{PL}H{PH}'s offset kernel alone "
+        "puts more weight on key i - 1 than the random heads' kernels do",
+        kernel_prev,
+        null=Null.draws("the best previous-token head of each of 20 sets of "
+                        "270 random heads at the trained sizes",
+                        kernel_prev_null), chapter="6")
 attn_by_offset = torch.stack([A_best.diagonal(-d, dim1=-2, dim2=-1).mean()
                               for d in range(N_TOK)])   # actual attention
 glue("slice_1", slice_mean[1].item())
 glue("slice_0", slice_mean[0].item())
 glue("slice_2", slice_mean[2].item())
 glue("slice_rest", slice_mean[3:].max().item())
+glue("sharp", sharpness(slice_mean))
+glue("sharp_null", max(sharpness(kap) for kap in null_kernels))
+glue("sharp_z", null_test(sharpness(slice_mean), Null.draws(
+    "", [sharpness(kap) for kap in null_kernels])).z)
+glue("kernel_prev", kernel_prev)
+glue("kernel_prev_null", max(kernel_prev_null))
+glue("on_key0", A_best[:, 1:, 0].mean().item())
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3), sharex=True)
 shown = torch.arange(21)
@@ -650,12 +741,23 @@ plt.show()
 # Left: slice 1 gives the text's token pairs a mean score of {glue:text}`slice_1:.1f`,
 # against {glue:text}`slice_0:.1f` for slice 0 and {glue:text}`slice_2:.1f` for slice
 # 2, and at most {glue:text}`slice_rest:.1f` beyond; right: the head's actual attention
-# by offset. The head does not need to recognise any token as "the previous one": one
-# bilinear form, the one it uses for pairs one apart, scores the text's token pairs
-# higher on average than the others do. That is the rotary version of chapter
-# {doc}`05_positional`'s positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$,
-# with the offset built into the matrix instead of into the stream. (The slices are
-# compared on one head and one text.)
+# by offset. The margin of $\kappa(1)$ over the next offset is
+# {glue:text}`sharp:.2f` standard deviations of the kernel, where the best
+# previous-token heads of the random sets reach at most {glue:text}`sharp_null:.2f`:
+# above all 20, the smallest p that 20 sets allow, but only {glue:text}`sharp_z:.1f` of
+# the null's standard deviations above its mean, so on its own this is a weak result
+# (a random head chosen for looking one back often has a kernel that peaks at 1 too).
+# The softmax separates them more clearly. Softmaxed alone, the kernel puts {glue:text}`kernel_prev:.2f` of each query's weight on
+# key $i - 1$ (the random heads' kernels at most {glue:text}`kernel_prev_null:.2f`),
+# while the head itself, on the actual tokens, puts {glue:text}`prev_best:.2f` there
+# (and {glue:text}`on_key0:.2f` on key 0, which the kernel leaves out). So the offset
+# kernel alone would make this head a previous-token head: it need not recognise which
+# token is the previous one, only how far back it stands. That is the rotary
+# version of chapter {doc}`05_positional`'s positional QK circuit
+# $W_\text{pos} W_{QK} W_\text{pos}^\top$, with the offset built into the matrix instead
+# of into the stream. The kernel is an average over this text's token pairs, so it is
+# not free of tokens: a different text would give a different kernel. (One head, one
+# model, six passages; with 20 random sets the smallest p the tests can give is 1/21.)
 #
 # What the scale does to this head: the same scores without the $1/\sqrt{d_\text{head}}$.
 
@@ -718,9 +820,11 @@ attention_pattern_view(
 #   $-\infty$ above it, because the hook comes after the causal mask.
 # - In SmolLM2, on Shakespeare, head {glue:text}`prev_head` puts
 #   {glue:text}`prev_best:.2f` of its attention on the previous token (the best of 270
-#   random heads: at most {glue:text}`prev_random:.2f`); its offset-1 slice
-#   $W_{QK}(1)$ scores the text's token pairs above every other slice, and its trained
-#   scores are far from unit variance.
+#   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
+#   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, peaks at offset 1
+#   more sharply than that of any random set's best previous-token head, and softmaxed
+#   alone it puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous
+#   token. Its trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
 #   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,
 #   NaN here).

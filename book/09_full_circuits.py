@@ -337,10 +337,18 @@ identity("the full QK circuit's factors have the same shapes",
 # - **One row** (what attending to token $s$ does to every logit) is $A[s]\,B$: a
 #   $64$-vector times a $64 \times 50257$ matrix.
 # - **The copying score** needs the eigenvalues of the $50257 \times 50257$ matrix
-#   $AB$. Its nonzero eigenvalues are those of the $64 \times 64$ matrix $BA$: if
-#   $BAv = \lambda v$ then $AB(Av) = A(BAv) = \lambda\, Av$, so every eigenvalue of
-#   $BA$ with $Av \ne 0$ is one of $AB$, and $AB$ has rank at most 64, so it has no
-#   other nonzero ones. `FactoredMatrix.eigenvalues` and
+#   $AB$. Its nonzero eigenvalues are those of the $64 \times 64$ matrix $BA$, with the
+#   same multiplicities. Both directions are needed. If $BAv = \lambda v$ with
+#   $\lambda \ne 0$, then $Av \ne 0$ (otherwise $\lambda v = BAv = 0$) and
+#   $AB(Av) = A(BAv) = \lambda\, Av$, so $\lambda$ is an eigenvalue of $AB$.
+#   Conversely, if $ABu = \lambda u$ with $\lambda \ne 0$, then $Bu \ne 0$ (otherwise
+#   $\lambda u = ABu = 0$) and $BA(Bu) = B(ABu) = \lambda\, Bu$, so $\lambda$ is an
+#   eigenvalue of $BA$. For the multiplicities, which the score's sums need, the
+#   characteristic polynomials satisfy
+#   $\det(\lambda I_n - AB) = \lambda^{n-m} \det(\lambda I_m - BA)$ for $A$ of shape
+#   $n \times m$ and $B$ of shape $m \times n$: $AB$ has exactly the 64 eigenvalues of
+#   $BA$, counted with multiplicity, and $n - 64$ more zeros, which add nothing to
+#   $\sum_i \lambda_i$ or $\sum_i |\lambda_i|$. `FactoredMatrix.eigenvalues` and
 #   `circuitbook.heads.copying_scores` both work this way.
 
 # %%

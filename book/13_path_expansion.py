@@ -462,7 +462,7 @@ glue("first_max", mean1.abs().max().item())
 # {glue:text}`first_max:.2f`. The direct path, the layer-0 heads on their own and the
 # sixteen virtual heads do almost nothing (the virtual heads sum to
 # {glue:text}`virt_sum:.2f`). So the heads that predict the repeat write their answer
-# *directly* to the logits; layer 0 matters only through the patterns of layer 1, which
+# *directly* to the logits; layer 0 matters almost only through the patterns of layer 1, which
 # the expansion treats as given. We open that up below.
 #
 # A raw logit can be misleading, since adding the same number to every logit changes no
@@ -1008,8 +1008,10 @@ glue("dla_n_against", int((mean_heads < -0.5).sum()))
 # attribution alone would not have told the two apart: it shows where the answer is
 # written, not how. A few heads write against the answer on average
 # ({glue:text}`dla_n_against` below $-0.5$), as some of Wang et al.'s heads also do.
-# The token embedding hardly matters (at most {glue:text}`dla_embed:.2f`): both names
-# are in the sentence, and the embedding of the last token, " to", prefers neither.
+# The token embedding hardly matters (at most {glue:text}`dla_embed:.2f`). Its direct
+# path reads only the last token, " to", which ends every sentence whatever the answer:
+# with the norm's scale frozen, a pair's two orders get opposite parts from it, up to
+# their scales, so it cannot favour the answer on average.
 #
 # The MLPs are less tidy. Their summed direct effect is {glue:text}`dla_mlp_mean:.2f`
 # on average but varies from sentence to sentence with a standard deviation of

@@ -130,8 +130,14 @@ def cut_v_bound(la, cfg, n_pos, big):
 # channels apart. Below is `toy-2l` written out from its weights (no MLPs, no LayerNorm,
 # shortformer positions added only to what queries and keys read, as in chapter
 # {doc}`03_residual_stream`), with each layer-1 head given its own query, key and value
-# input. The argument `cut` removes one layer-0 head's output from one input of one
-# layer-1 head; with no cuts it must reproduce the model.
+# input. The argument `cut` cuts one path: it replaces one layer-0 head's output, in one
+# input of one layer-1 head, by that head's *mean* output at the same position
+# (mean-ablation). Subtracting the output outright (zero-ablation) would also remove the
+# part of it that is the same on every sequence, a constant offset the reader may rely
+# on without it carrying any information about the tokens; mean-ablation removes only
+# what varies. The mean is taken over a stated reference batch: 64 sequences of the same
+# kind as the test batch below, drawn with another seed. With no cuts the function must
+# reproduce the model.
 
 # %%
 model = load("toy-2l")
@@ -155,19 +161,29 @@ def attention_layer(layer, q_in, k_in, v_in):
     return torch.einsum("bhqk,bhkd,hdm->bhqm", pattern, v, a.W_O), pattern
 
 
-def forward(tokens, cut=()):
-    """toy-2l from its weights. cut: (kind, writer, reader) triples; kind
-    is "q", "k" or "v": the output of layer-0 head `writer` is removed
-    from that input of layer-1 head `reader`. Returns (logits, layer-1
-    patterns)."""
+def layer0_outputs(tokens):
+    """What each layer-0 head writes: [batch, head, pos, d_model]."""
     x0 = model.W_E[tokens]                          # [batch, pos, d_model]
     pos = model.W_pos[: tokens.shape[1]]
     each = x0[:, None].expand(-1, H, -1, -1)        # every head reads x0
-    out0, _ = attention_layer(0, each + pos, each + pos, each)
+    return attention_layer(0, each + pos, each + pos, each)[0]
+
+
+def forward(tokens, cut=(), fill=None):
+    """toy-2l from its weights. cut: (kind, writer, reader) triples; kind
+    is "q", "k" or "v": in that input of layer-1 head `reader`, the output
+    of layer-0 head `writer` is replaced by fill[writer] ([pos, d_model],
+    its mean output at each position); fill=None removes it (zero-
+    ablation). Returns (logits, layer-1 patterns)."""
+    x0 = model.W_E[tokens]                          # [batch, pos, d_model]
+    pos = model.W_pos[: tokens.shape[1]]
+    out0 = layer0_outputs(tokens)
     x1 = x0 + out0.sum(1) + model.b_O[0]
     inputs = {kind: x1[:, None].repeat(1, H, 1, 1) for kind in "qkv"}
     for kind, writer, reader in cut:
         inputs[kind][:, reader] -= out0[:, writer]
+        if fill is not None:
+            inputs[kind][:, reader] += fill[writer]
     out1, pattern1 = attention_layer(1, inputs["q"] + pos,
                                      inputs["k"] + pos, inputs["v"])
     x2 = x1 + out1.sum(1) + model.b_O[1]
@@ -176,6 +192,10 @@ def forward(tokens, cut=()):
 
 seq_len = 32
 tokens = repeated_random_tokens(32, seq_len, cfg.d_vocab, seed=1)  # [32, 64]
+# the reference batch for the means: 64 sequences of the same kind, another
+# seed; each layer-0 head's mean output at each position, [head, pos, d]
+reference = repeated_random_tokens(64, seq_len, cfg.d_vocab, seed=2)
+head_mean = layer0_outputs(reference).mean(0)
 logits, pattern1 = forward(tokens)
 big, n_pos = largest_value(model, tokens), tokens.shape[1]
 # two float32 computations of one function: twice one's rounding bound
@@ -215,8 +235,10 @@ identity_close("induction scores read off our layer-1 patterns equal the "
                + 2 * tokens.shape[0] * (seq_len - 1), scale=big, chapter="16")
 
 # %% [markdown]
-# Now cut each channel for every pair (all four layer-0 heads removed from the query,
-# the keys or the values of all four layer-1 heads), and all three at once.
+# Now cut each channel for every pair (all four layer-0 heads mean-ablated in the query,
+# the keys or the values of all four layer-1 heads), and all three at once. Beside each
+# we run the same cut as a zero-ablation, to see how much of the effect is the heads'
+# constant part.
 
 # %%
 all_pairs = list(itertools.product(range(H), range(H)))   # (writer, reader)
@@ -225,14 +247,22 @@ for kind in "qkv":
     experiments[f"cut {kind.upper()}"] = [(kind, w, r)
                                           for w, r in all_pairs]
 experiments["cut all"] = [(k, w, r) for k in "qkv" for w, r in all_pairs]
-loss, score, per_seq = {}, {}, {}
+loss, score, per_seq, loss_zero, score_zero = {}, {}, {}, {}, {}
 for name, cut in experiments.items():
-    lg, p1 = forward(tokens, cut)
+    lg, p1 = forward(tokens, cut, fill=head_mean)
     loss[name] = second_copy_loss(lg)
     score[name] = induction_stripe(p1).mean().item()
     logp = lg[:, seq_len:-1].log_softmax(-1)     # the same loss, per sequence
     per_seq[name] = -logp.gather(-1, tokens[:, seq_len + 1:, None]).mean(
         (1, 2))
+    lg0, p10 = forward(tokens, cut)                # zero-ablation
+    loss_zero[name] = second_copy_loss(lg0)
+    score_zero[name] = induction_stripe(p10).mean().item()
+print(f"{'':8s} {'mean-ablated':>22s} {'zero-ablated':>22s}")
+print(f"{'':8s} {'loss':>10s} {'induction':>11s} {'loss':>10s} {'induction':>11s}")
+for name in experiments:
+    print(f"{name:8s} {loss[name]:10.3f} {score[name]:11.3f} "
+          f"{loss_zero[name]:10.3f} {score_zero[name]:11.3f}")
 
 fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.8))
 names = list(experiments)
@@ -248,7 +278,7 @@ axes[1].set_ylim(0, 1)
 axes[1].set_ylabel("mean induction score\nof the layer-1 heads")
 for ax in axes:
     ax.tick_params(axis="x", labelsize=8)
-fig.suptitle("toy-2l with layer 0 cut out of one input of layer 1",
+fig.suptitle("toy-2l with layer 0 mean-ablated in one input of layer 1",
              fontsize=10)
 fig.tight_layout()
 plt.show()
@@ -257,11 +287,11 @@ plt.show()
 chance = math.log(cfg.d_vocab)
 # each comparison is paired: the same 32 sequences, with and without the cut
 for what, a, b, alternative in [
-        ("cutting layer 0 out of layer 1's queries raises the second-copy "
-         "loss", "cut Q", "intact", "greater"),
-        ("cutting it out of the keys raises it more than cutting it out of "
-         "the queries", "cut K", "cut Q", "greater"),
-        ("cutting it out of the values lowers it slightly", "cut V",
+        ("mean-ablating layer 0 in layer 1's queries raises the "
+         "second-copy loss", "cut Q", "intact", "greater"),
+        ("mean-ablating it in the keys raises it more than in the queries",
+         "cut K", "cut Q", "greater"),
+        ("mean-ablating it in the values lowers it slightly", "cut V",
          "intact", "less")]:
     change = per_seq[a] - per_seq[b]
     finding(f"{what} (nats; bootstrap over 32 sequences)", change.mean(),
@@ -272,19 +302,25 @@ glue("d_vocab", cfg.d_vocab)
 for name in names:
     glue(f"loss_{name.replace(' ', '_')}", loss[name])
     glue(f"score_{name.replace(' ', '_')}", score[name])
+    glue(f"zloss_{name.replace(' ', '_')}", loss_zero[name])
+glue("max_mean_vs_zero", max(abs(loss[n] - loss_zero[n]) for n in names))
 
 # %% [markdown]
 # Intact, the model's loss on the second copy is {glue:text}`loss_intact:.3f` nats and
 # its layer-1 heads put {glue:text}`score_intact:.2f` of their attention on the
-# induction target. Cut layer 0 out of the **keys** and the loss jumps to
+# induction target. Mean-ablate layer 0 in the **keys** and the loss jumps to
 # {glue:text}`loss_cut_K:.2f` (chance, the loss of a uniform guess over the
 # {glue:text}`d_vocab` tokens, is {glue:text}`chance_nats:.2f`) while the induction score
 # falls to {glue:text}`score_cut_K:.2f`: the model can no longer find where to look.
-# Cutting the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`), and
-# cutting the **values** costs nothing; the loss even improves slightly, to
-# {glue:text}`loss_cut_V:.3f`. So this model's second layer reads the first mostly
-# through K-composition, with smaller but real help from Q-composition, and its
-# virtual heads are, if anything, a small nuisance. The circuit view explains why.
+# Mean-ablating it in the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`),
+# and in the **values** nothing; the loss even improves slightly, to
+# {glue:text}`loss_cut_V:.3f`. Zero-ablation tells the same story: no loss in the table
+# moves by more than {glue:text}`max_mean_vs_zero:.2f` nats between the two kinds of cut
+# (the largest change is the query cut's, {glue:text}`zloss_cut_Q:.3f` zero-ablated
+# against {glue:text}`loss_cut_Q:.3f`), so the heads' constant parts carry little of
+# these effects. So on these sequences this model's second layer reads the first mostly
+# through K-composition, with smaller but real help from Q-composition, and its virtual
+# heads are, if anything, a small nuisance. The circuit view explains why.
 
 # %% [markdown]
 # ## The circuit view
@@ -356,22 +392,22 @@ for kind in "QKV":
 # {doc}`18_composition` sets these scores beside a stricter null, the same heads with
 # their outputs randomly rotated). Pick any pair in the explorer below. The left panel
 # shows its three composition scores against the random baseline; the right panel, the
-# reader's induction score when only that writer is cut from only one of the reader's
-# inputs. Two writers matter. Cutting L0H2 from a reader's keys lowers its induction
-# score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, from its query
-# by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Cutting L0H1, the head
-# that attends two tokens back, from the keys costs {glue:text}`drop_1k_lo:.2f` to
-# {glue:text}`drop_1k_hi:.2f`: the second token of agreement that chapter
-# {doc}`13_path_expansion` found in the score. Every other single cut (L0H0 or L0H3
-# anywhere, L0H1 from the query, any writer from the values) moves a reader's score by
-# at most {glue:text}`drop_rest:.3f`.
+# reader's induction score when only that writer is mean-ablated in only one of the
+# reader's inputs. Two writers matter. Mean-ablating L0H2 in a reader's keys lowers its
+# induction score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, in its
+# query by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Mean-ablating
+# L0H1, the head that attends two tokens back, in the keys costs
+# {glue:text}`drop_1k_lo:.2f` to {glue:text}`drop_1k_hi:.2f`: the second token of
+# agreement that chapter {doc}`13_path_expansion` found in the score. Every other single
+# cut (L0H0 or L0H3 anywhere, L0H1 in the query, any writer in the values) moves a
+# reader's score by at most {glue:text}`drop_rest:.3f`.
 
 # %%
 pair_scores = {}
 for w, r in all_pairs:
     row = {"intact": induction_stripe(pattern1)[r].item()}
     for kind in "qkv":
-        _, p1 = forward(tokens, [(kind, w, r)])
+        _, p1 = forward(tokens, [(kind, w, r)], fill=head_mean)
         row[f"cut {kind.upper()}"] = induction_stripe(p1)[r].item()
     pair_scores[w, r] = row
 drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
@@ -532,12 +568,12 @@ display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
                 x_title="key position", y_title="query position", zmin=0,
                 zmax=1))
 same = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean(-1)   # [batch]
-even = (1 / (torch.arange(seq_len, 2 * seq_len).double() + 1)).mean().item()
-finding("the virtual head L0H2 -> L1H1 attends from the second copy of a "
-        "token to its first copy far more than an even spread would "
-        "(bootstrap over 32 sequences)", same.mean(), null=Null.point(
-            "attention spread evenly over the past", even),
-        boot=boot_mean(same), chapter="16")
+# a number, not a finding: a previous-token pattern followed by an induction
+# pattern puts its weight on the earlier copy by construction, so an even
+# spread over the past is no null that this value could have failed against
+observation("the virtual head L0H2 -> L1H1: its mean attention from the "
+            "second copy of a token to its first copy (32 sequences)",
+            same.mean(), chapter="16")
 same_token = same.mean()
 glue("same_token", same_token.item())
 # what the virtual term writes there: its push on the current token's
@@ -557,7 +593,8 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 
 # %% [markdown]
 # It puts {glue:text}`same_token:.2f` of its attention on the earlier copy of the
-# current token. Had its OV circuit $W_{OV}^\text{L0H2} W_{OV}^\text{L1H1}$ copied,
+# current token, as the product of its two heads' patterns must, given L0H2's
+# previous-token pattern and L1H1's induction pattern. Had its OV circuit $W_{OV}^\text{L0H2} W_{OV}^\text{L1H1}$ copied,
 # it would have pushed the *current* token, useless on a sequence whose next token is
 # almost never the current one. It does not even do that: on the second copy its term
 # moves the current token's logit by {glue:text}`v_cur:+.3f` relative to the
@@ -565,7 +602,7 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 # vocabulary, and the current token ranks {glue:text}`v_rank:.1f` of 64 on average,
 # where a token picked at random would rank 32.5. The virtual head writes little and
 # nothing in particular (chapter {doc}`18_composition` finds L0H2's V-composition
-# scores below chance), so cutting the values removes little.
+# scores below those of the same heads randomly rotated), so cutting the values removes little.
 #
 # ### How many terms, and how big
 #
@@ -604,8 +641,10 @@ identity("for L <= 6 layers of n <= 12 heads, C(L, k) nᵏ terms have order "
 # we take each term's contribution to the logit of the correct next token, averaged over
 # the batch (chapter {doc}`13_path_expansion` shows the same measurement head by head).
 # We also check an identity that links the two views of this chapter: removing all 16
-# virtual terms from the logits is *exactly* the "cut V" experiment, because cutting
-# layer 0 from the values leaves every pattern as it was.
+# virtual terms from the logits is *exactly* the "cut V" experiment done as a
+# zero-ablation, because cutting layer 0 from the values leaves every pattern as it was.
+# (The mean-ablated cut differs from it by what the heads' mean outputs send through
+# layer 1's values; the table above showed how little that moves the loss.)
 
 # %%
 nxt = tokens[:, seq_len + 1:, None]
@@ -624,10 +663,10 @@ parts = {"direct": on_target(la.direct),
          "output biases": on_target(la.bias.sum(0))}
 for name, value in parts.items():
     print(f"{name:>22}: {value:+.3f}")
-cut_v, _ = forward(tokens, experiments["cut V"])
+cut_v, _ = forward(tokens, experiments["cut V"])         # zero-ablated
 cut_terms, cut_scale = cut_v_bound(la, cfg, n_pos, big)
-identity_close("logits minus the 16 virtual terms = logits with layer 0 cut "
-               "from layer 1's values", la.total() - virtual_sum, cut_v,
+identity_close("logits minus the 16 virtual terms = logits with layer 0 "
+               "zero-ablated in layer 1's values", la.total() - virtual_sum, cut_v,
                terms=cut_terms, scale=cut_scale, chapter="16")
 ratio = abs(parts["16 virtual heads"]) / parts["single heads, layer 1"]
 observation("the virtual heads' push on the correct logit, as a fraction of "
@@ -652,10 +691,11 @@ glue("layer1_part", parts["single heads, layer 1"])
 #   (Q-composition, matrix $W_{OV}^A W_{QK}^B$), its keys (K-composition,
 #   $W_{OV}^A (W_{QK}^B)^\top$) or its values (V-composition, $W_{OV}^A W_{OV}^B$), in
 #   row-vector order, writer first.
-# - Cutting each channel in `toy-2l`: without K-composition the second-copy loss goes
-#   from {glue:text}`loss_intact:.3f` to {glue:text}`loss_cut_K:.2f` nats, without
-#   Q-composition to {glue:text}`loss_cut_Q:.2f`, and without V-composition it does not
-#   get worse ({glue:text}`loss_cut_V:.3f`).
+# - Mean-ablating each channel in `toy-2l` (on 32 repeated random sequences): without
+#   K-composition the second-copy loss goes from {glue:text}`loss_intact:.3f` to
+#   {glue:text}`loss_cut_K:.2f` nats, without Q-composition to
+#   {glue:text}`loss_cut_Q:.2f`, and without V-composition it does not get worse
+#   ({glue:text}`loss_cut_V:.3f`). Zero-ablation gives nearly the same numbers.
 # - V-composition makes virtual heads: OV circuit $W_{OV}^A W_{OV}^B$ (rank at most
 #   $d_\text{head}$) and pattern $A^B A^A$ (later head on the left). The virtual head
 #   L0H2 $\to$ L1H1 looks at the earlier copy of the current token, which is useless

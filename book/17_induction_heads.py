@@ -6,8 +6,9 @@
 # joined by K-composition (chapter {doc}`16_two_layer`). This chapter builds the circuit
 # by hand, then finds both of its heads in the book's model `toy-2l`, first from what
 # they do and then from their weights, and takes the induction head's attention score
-# apart term by term. Each finding is set beside the same architecture at
-# initialisation, so that a reader can see what training put there. The next chapter,
+# apart term by term. Most findings are set beside the same architecture at
+# initialisation, so that a reader can see what training put there; the others beside
+# a control with nothing to copy, or a bootstrap over the sequences. The next chapter,
 # {doc}`17_induction_evidence`, tests the circuit: it breaks it, patches it, checks
 # that what it does is in-context learning, replays its formation in training, and
 # looks for it in a real language model.

@@ -41,8 +41,19 @@ _ = torch.manual_seed(0)
 # %% [markdown]
 # ## Plain language
 #
-# The four sources disagree about two things only: whether a vector is a row or a
-# column, and whether the heads of a layer are stored together or apart.
+# The four sources describe slightly different models, and they write them down
+# differently. The models first: the paper normalises after each sub-layer and the
+# Annotated Transformer's code before it, with a LayerNorm of its own that divides by the
+# unbiased standard deviation; the paper ties the unembedding to the embedding
+# and the Annotated Transformer does not; the paper and the Annotated Transformer
+# multiply the embedding by $\sqrt{d_\text{model}}$, which TransformerLens has to fold
+# into `W_E`; the
+# positional encoding is a fixed sinusoid in the paper and the Annotated Transformer, a
+# table `W_pos` in TransformerLens, and absent from Elhage et al.'s equations, which also
+# leave out biases and LayerNorm. The table records each of these, and the sections below
+# check the ones that can be checked in code. The notation differs in two ways only:
+# whether a vector is a row or a column, and whether the heads of a layer are stored
+# together or apart.
 #
 # - **Vaswani et al.** multiply row vectors on the right ($x W$), and give each head its
 #   own matrices $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model}\times d_k}$; the
@@ -200,10 +211,13 @@ def rosetta_table(rows):
 rosetta_table(ROWS)
 
 # %% [markdown]
-# Three cells of the table describe choices rather than notation, and we check them
-# too: the Annotated Transformer (and `circuitbook`'s copy of it) puts LayerNorm *before*
-# each sub-layer, not after as the paper does; its LayerNorm differs numerically from the
-# standard one; and, unlike the paper, it does not tie the unembedding to the embedding.
+# Of the differences between the models, three are choices of the Annotated
+# Transformer's code, and we check them too: it (and `circuitbook`'s copy of it) puts
+# LayerNorm *before* each sub-layer, not after as the paper does; its LayerNorm differs
+# numerically from the standard one; and, unlike the paper, it does not tie the
+# unembedding to the embedding. Its $\sqrt{d_\text{model}}$ scale and its positional
+# table move into TransformerLens's `W_E` and `W_pos` below, and the two models' agreement
+# checks them with the rest of the encoder.
 
 # %% [markdown]
 # ## The Annotated Transformer view: one encoder, two libraries

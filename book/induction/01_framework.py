@@ -6,8 +6,8 @@
 # induction circuit and build compositions by hand, the problem set has you design, find and
 # break induction heads, and a short quiz checks what stuck. Every measurement below is
 # made on the book's two-layer model `toy-2l`, which learned induction from scratch
-# (chapter 17 shows its training), except two parameter counts of real models and one
-# number read from the training history of a text model of chapter 19.
+# (chapter 17 shows its training), except two parameter counts of real models and two
+# numbers read from the training history of a text model of chapter 19.
 #
 # The set-up cell loads `toy-2l` and the functions the page uses.
 
@@ -249,8 +249,9 @@ observation("on toy-2l's induction pair, the source's formula and "
 # and $W_{OV}$ are $768 \times 768$ matrices of rank at most 64: a head reads a
 # 64-dimensional slice of the stream and writes into another one, a twelfth of the space.
 # Twelve heads per layer could between them cover the stream once, but each head on its own
-# is forced to choose what to look at and what to move. That bottleneck is a large part of
-# why heads specialise, and why one head's job can often be described in a sentence.
+# is forced to choose what to look at and what to move. That bottleneck is a plausible
+# reason why heads specialise, and why one head's job can often be described in a
+# sentence; this page does not test it.
 #
 # ### The copying test
 #
@@ -456,6 +457,25 @@ glue("loss_first", first)
 glue("chance", math.log(cfg.d_vocab))
 glue("d_vocab", cfg.d_vocab)
 glue("loss_second", second)
+glue("gap_trained", first - second)
+# the 99 models' gaps: their mean, with a bootstrap interval over the models,
+# and their spread
+init_gap_t = torch.tensor(init_gap)
+gen = torch.Generator().manual_seed(0)
+boot_gap = init_gap_t[torch.randint(0, len(init_gap), (2000, len(init_gap)),
+                                    generator=gen)].mean(-1)
+init_gap_test = null_test(init_gap_t.mean().item(),
+                          Null.point("no gap", 0.0), boot=boot_gap,
+                          alternative="two-sided")
+observation("first-copy minus second-copy loss of the 99 models at "
+            "initialisation: mean [95% interval over models], sd",
+            f"{init_gap_test.value:+.4f} [{init_gap_test.lo:+.4f}, "
+            f"{init_gap_test.hi:+.4f}], sd {init_gap_t.std():.4f}",
+            chapter="induction module")
+glue("init_gap_mean", init_gap_test.value)
+glue("init_gap_lo", init_gap_test.lo)
+glue("init_gap_hi", init_gap_test.hi)
+glue("init_gap_sd", float(init_gap_t.std()))
 finding("toy-2l predicts the second copy of a random sequence better than the "
         "first (first-copy loss minus second-copy loss)", first - second,
         null=Null.draws("the same gap for 99 models at initialisation",
@@ -465,15 +485,21 @@ finding("toy-2l predicts the second copy of a random sequence better than the "
 # %% [markdown]
 # On the first copy the model's loss is {glue:text}`loss_first:.2f` nats (chance, a
 # uniform guess over {glue:text}`d_vocab` tokens, is {glue:text}`chance:.2f`); on the second
-# it is {glue:text}`loss_second:.2f`. At initialisation the two copies cost the same.
+# it is {glue:text}`loss_second:.2f`, a gap of {glue:text}`gap_trained:.2f` nats. At
+# initialisation the gap is {glue:text}`init_gap_mean:.1e` nats on average over the 99
+# models (95% bootstrap interval over the models {glue:text}`init_gap_lo:.1e` to
+# {glue:text}`init_gap_hi:.1e`; from model to model it varies with a standard deviation
+# of {glue:text}`init_gap_sd:.1e`). So the two copies do not cost exactly the same before
+# training, but the difference is tiny beside the trained model's gap.
 #
 # ### The induction bump
 #
 # Induction heads do not grow slowly. `toy-2l` was trained with its scores recorded every 10
 # steps (chapter {doc}`../17_induction_heads` reads the same history in detail). Below, its
 # loss on the second copy of a repeated random sequence, and its best induction score: for a
-# long stretch nothing happens, then within a few hundred steps the induction head forms and
-# the loss falls. Olsson et al. {cite}`olsson2022context` saw the same *phase change* in every
+# long stretch nothing happens, then the loss falls and, within the 80 steps around that
+# point, the induction head forms (the cell below measures how fast, against the rest of
+# training). Olsson et al. {cite}`olsson2022context` saw the same *phase change* in every
 # model they trained with two or more layers, as a bump in the training loss curve.
 
 # %%

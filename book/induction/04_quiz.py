@@ -200,13 +200,19 @@ QUESTIONS = [
                  "several seeds, with a high score every time",
                  "On random repeats it attends to the token after the "
                  "earlier copy, its OV circuit copies, and ablating its "
-                 "group of such heads removes the drop"],
+                 "group cuts the drop more than controls do"],
      "correct": 3,
      "explanation": "Random tokens rule out memorised bigrams, a copying OV "
                     "circuit explains what the head writes, and ablating "
-                    "every head that does the same job tests whether the "
-                    "model relies on them in a way that redundancy cannot "
-                    "hide: behaviour, mechanism and cause together.",
+                    "every head that does the same job, against controls, "
+                    "tests whether the model relies on them in a way that "
+                    "redundancy cannot hide: behaviour, mechanism and cause "
+                    "together. The ablation need not remove the whole drop: "
+                    "in SmolLM2, with its strongest induction heads "
+                    "ablated, the second copy still costs less than the "
+                    "first (problem 6). Partial removal, far beyond the "
+                    "controls', is the evidence; other heads may carry the "
+                    "rest.",
      "why_not": [
                  "Layer and distance are weak hints: many later heads "
                  "attend far back for other reasons (the first token, "

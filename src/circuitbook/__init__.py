@@ -18,7 +18,9 @@ Each submodule holds one concept and names the chapter that teaches it:
 - ``circuitbook.checks``       exercise checks with feedback, one module per chapter
 - ``circuitbook.widgets``      chapter explorations, the induction explainers, quiz, progress
 - ``circuitbook.viz``          attention patterns with circuitsvis, served from the site
-- ``circuitbook.book``         ``glue`` for prose numbers and ``claim`` for checked claims
+- ``circuitbook.book``         ``glue`` for prose numbers, and the three kinds of statement: ``identity``
+                               (``identity_close``), ``finding`` (with a ``Null``) and ``observation``
+- ``circuitbook.validate``     input checks with clear errors, shared by every kernel
 
 Submodules are imported lazily (``circuitbook.circuits`` works after ``import circuitbook``)
 so that ``import circuitbook`` itself costs almost nothing beyond torch.

@@ -26,10 +26,15 @@ for a model loaded without folding (SmolLM2 in this book).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from circuitbook.validate import check_model_device_dtype
+
+if TYPE_CHECKING:  # annotations only (they are postponed): importing TransformerLens costs seconds
+    from jaxtyping import Float, Int
+    from transformer_lens import ActivationCache, HookedTransformer
 
 __all__ = ["DirectLogitAttribution", "direct_logit_attribution"]
 
@@ -48,26 +53,26 @@ class DirectLogitAttribution:
     Taught in chapter 13 (Path expansion).
     """
 
-    heads: torch.Tensor
-    mlps: torch.Tensor
-    embed: torch.Tensor
-    pos_embed: torch.Tensor
-    bias: torch.Tensor
-    unembed_bias: torch.Tensor
-    abs_size: torch.Tensor
+    heads: Float[torch.Tensor, "n_layers n_heads batch"]
+    mlps: Float[torch.Tensor, "n_layers batch"]
+    embed: Float[torch.Tensor, "batch"]
+    pos_embed: Float[torch.Tensor, "batch"]
+    bias: Float[torch.Tensor, "batch"]
+    unembed_bias: Float[torch.Tensor, "batch"]
+    abs_size: Float[torch.Tensor, "batch"]
 
-
-    def total(self) -> torch.Tensor:
+    def total(self) -> Float[torch.Tensor, "batch"]:
         """The sum of every part [batch]: the logit (difference) of the run."""
         return (self.heads.sum((0, 1)) + self.mlps.sum(0) + self.embed + self.pos_embed
                 + self.bias + self.unembed_bias)
 
-    def by_layer(self) -> torch.Tensor:
+    def by_layer(self) -> Float[torch.Tensor, "n_layers 2 batch"]:
         """[n_layers, 2, batch]: each layer's attention (its heads summed) and MLP."""
         return torch.stack([self.heads.sum(1), self.mlps], dim=1)
 
 
-def direct_logit_attribution(model, cache, answer: torch.Tensor, wrong: torch.Tensor | None = None,
+def direct_logit_attribution(model: HookedTransformer, cache: ActivationCache,
+                             answer: int | Int[torch.Tensor, "batch"], wrong: int | Int[torch.Tensor, "batch"] | None = None,
                              pos: int = -1) -> DirectLogitAttribution:
     """Split the logit of ``answer`` (minus that of ``wrong``) at position ``pos`` into parts.
 

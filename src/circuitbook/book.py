@@ -172,8 +172,6 @@ class Null:
     - ``Null.draws(what, samples)``: draws from the null distribution (the statistic on
       models at initialisation, on random or matched heads, on shuffled data, over all
       windows). The test is the value's rank among them (a permutation p).
-    - ``Null.normal(what, mean, sd)``: a null known in closed form (a random matrix's
-      expected share and its standard deviation). The test is a z-score.
     - ``Null.point(what, value)``: a single null value (0 for "no change") with the effect's
       bootstrap replicates passed to ``finding(..., boot=...)``. The test is the interval.
 
@@ -197,12 +195,6 @@ class Null:
         mean = sum(values) / len(values)
         sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
         return cls(what, "draws", values, mean, sd)
-
-    @classmethod
-    def normal(cls, what: str, mean: float, sd: float) -> "Null":
-        if not (math.isfinite(mean) and math.isfinite(sd) and sd > 0):
-            raise ValueError(f"Null.normal({what!r}): need a finite mean and a positive sd, got {mean}, {sd}")
-        return cls(what, "normal", (), float(mean), float(sd))
 
     @classmethod
     def point(cls, what: str, value: float) -> "Null":
@@ -238,9 +230,6 @@ class NullTest:
             return (f"{self.value:.4g} against {self.null.mean:.4g} \u00b1 {self.null.sd:.2g} "
                     f"({self.null.what}); rank {self.rank} of {self.n + 1}, p = {_p(self.p)}, "
                     f"z = {self.z:.1f}")
-        if self.null.kind == "normal":
-            return (f"{self.value:.4g} against {self.null.mean:.4g} \u00b1 {self.null.sd:.2g} "
-                    f"({self.null.what}); z = {self.z:.1f}, p = {_p(self.p)}")
         return (f"{self.value:.4g}, {100 * self.level:.0f}% bootstrap interval "
                 f"[{self.lo:.4g}, {self.hi:.4g}], against {self.null.mean:.4g} ({self.null.what}); "
                 f"p = {_p(self.p)}")
@@ -260,7 +249,7 @@ def _flat(values) -> list:
 
 def null_test(value: float, null: Null, *, alternative: str = "greater", boot: Any = None,
               alpha: float = 0.05) -> NullTest:
-    """Set ``value`` beside ``null`` and compute the statistic (see ``Null`` for the three tests).
+    """Set ``value`` beside ``null`` and compute the statistic (see ``Null`` for the two tests).
 
     ``alternative``: "greater" (the effect makes the value larger than the null), "less",
     or "two-sided". ``boot``: the effect's bootstrap replicates, for a ``Null.point``.
@@ -282,15 +271,10 @@ def null_test(value: float, null: Null, *, alternative: str = "greater", boot: A
         p_one = {"greater": above, "less": below}.get(alternative, min(above, below)) / (n + 1)
         p = min(1.0, 2 * p_one) if alternative == "two-sided" else p_one
         rank = above if alternative == "greater" else below if alternative == "less" else min(above, below)
-        z = (value - null.mean) / null.sd if null.sd > 0 else math.copysign(math.inf, value - null.mean)
+        # draws that are all equal: z is infinite beside them, and undefined (0 / 0) at them
+        z = ((value - null.mean) / null.sd if null.sd > 0
+             else math.copysign(math.inf, value - null.mean) if value != null.mean else math.nan)
         return NullTest(value, null, alternative, p, z=z, rank=rank, n=n)
-    if null.kind == "normal":
-        if boot is not None:
-            raise ValueError("null_test: boot= goes with a Null.point, not a Null.normal")
-        z = (value - null.mean) / null.sd
-        upper, lower = 0.5 * math.erfc(z / math.sqrt(2)), 0.5 * math.erfc(-z / math.sqrt(2))
-        p = {"greater": upper, "less": lower}.get(alternative, min(1.0, 2 * min(upper, lower)))
-        return NullTest(value, null, alternative, p, z=z)
     if boot is None:
         raise ValueError(f"null_test: a Null.point ({null.what!r}) needs the effect's bootstrap "
                          "replicates, boot=...")
@@ -339,7 +323,7 @@ def finding(statement: str, value: Any, *, null: Null | None = None, alternative
     else:
         if null is None:
             raise ValueError(f"finding {statement!r} has no null: a finding is an effect set beside the "
-                             "null that could have produced it (Null.draws, Null.normal or Null.point); "
+                             "null that could have produced it (Null.draws or Null.point); "
                              "a number reported with no test is an observation()")
         test = null_test(_as_float(value), null, alternative=alternative, boot=boot, alpha=alpha)
     # a two-sided permutation p is twice the one-sided one: its floor is 2/(n + 1). Below the
@@ -379,6 +363,12 @@ def _record(kind: str, statement: str, measured: str, holds: bool, chapter: str 
     if not isinstance(holds, bool) and not hasattr(holds, "item"):
         raise TypeError(f"{kind} {statement!r}: the verdict must be a comparison's bool, "
                         f"got {type(holds).__name__}")
+    size = holds.numel() if callable(getattr(holds, "numel", None)) else getattr(holds, "size", 1)
+    if size != 1:
+        shape = tuple(getattr(holds, "shape", ()))
+        raise ValueError(f"{kind} {statement!r}: the verdict must be one bool, got {size} of them (shape {shape}); "
+                         "reduce the comparison to one, e.g. (a == b).all(), or use identity_close for "
+                         "agreement up to rounding")
     if not bool(holds):
         raise AssertionError(f"{kind} failed: {statement} ({failure or 'measured ' + measured})")
     mark = {"identity": "\u2261", "finding": "\u2714", "observation": "\u00b7"}[kind]

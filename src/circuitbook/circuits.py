@@ -25,10 +25,16 @@ Biases (``b_Q, b_K, b_V, b_O, b_U``) are not part of these bilinear forms and ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import torch
 from transformer_lens import FactoredMatrix
 
 from circuitbook.validate import check_layer_head, check_model_device_dtype
+
+if TYPE_CHECKING:  # annotations only (they are postponed)
+    from jaxtyping import Float, Int
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 __all__ = [
     "qk_circuit",
@@ -45,7 +51,7 @@ __all__ = [
 def _head_weights(model, what: str, layer: int, head: int | None, *names: str) -> list[torch.Tensor]:
     """The named per-head weights of one layer, [n_heads, ...] or [...] for one head."""
     check_model_device_dtype(model, what)
-    check_layer_head(model, layer, head)
+    layer, head = check_layer_head(model, layer, head)
     attn = model.blocks[layer].attn
     # The block's own properties (not model.W_Q, which stacks every layer) so that asking for
     # one layer costs one layer; grouped-query models expand their shared K/V heads here.
@@ -59,7 +65,7 @@ def _T(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(-2, -1)
 
 
-def qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
+def qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The QK circuit ``W_QK = W_Q W_K^T`` of one head, or of every head in ``layer``.
 
     Equation (row vectors): ``score(x_q, x_k) = x_q W_Q W_K^T x_k^T / sqrt(d_head)``.
@@ -73,7 +79,7 @@ def qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
     return FactoredMatrix(W_Q, _T(W_K))
 
 
-def ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
+def ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The OV circuit ``W_OV = W_V W_O`` of one head, or of every head in ``layer``.
 
     Equation (row vectors): a head attending fully to key ``x_k`` writes ``x_k W_V W_O``.
@@ -86,7 +92,7 @@ def ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
     return FactoredMatrix(W_V, W_O)
 
 
-def full_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
+def full_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The full QK circuit ``W_E W_QK W_E^T``: token-on-token attention scores.
 
     Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_Q W_K^T W_E^T e_j^T``, the score a
@@ -105,7 +111,7 @@ def full_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatri
     return FactoredMatrix(W_E @ W_Q, _T(W_K) @ _T(W_E))
 
 
-def full_ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
+def full_ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The full OV circuit ``W_E W_OV W_U``: how attending to a token changes each logit.
 
     Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_V W_O W_U e_j^T``, the direct effect
@@ -121,7 +127,7 @@ def full_ov_circuit(model, layer: int, head: int | None = None) -> FactoredMatri
     return FactoredMatrix(W_E @ W_V, W_O @ W_U)
 
 
-def pos_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix:
+def pos_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The positional QK circuit ``W_pos W_QK W_pos^T``: position-on-position attention scores.
 
     Equation (row vectors): entry ``[p, q]`` is ``W_pos[p] W_Q W_K^T W_pos[q]^T``, the score a
@@ -143,7 +149,7 @@ def pos_qk_circuit(model, layer: int, head: int | None = None) -> FactoredMatrix
     return FactoredMatrix(W_pos @ W_Q, _T(W_K) @ _T(W_pos))
 
 
-def direct_path(model) -> FactoredMatrix:
+def direct_path(model: HookedTransformer) -> FactoredMatrix:
     """The direct path ``W_E W_U``: the zero-layer model's bigram logits.
 
     Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_U e_j^T``, the logit of token j
@@ -157,7 +163,9 @@ def direct_path(model) -> FactoredMatrix:
     return FactoredMatrix(model.W_E, model.W_U)
 
 
-def rotary_rotation(model, offsets, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+def rotary_rotation(model: HookedTransformer | HookedTransformerConfig, offsets: int | Sequence[int], *,
+                    dtype: torch.dtype | None = None
+                    ) -> Float[torch.Tensor, "n_offsets d_head d_head"] | Float[torch.Tensor, "d_head d_head"]:
     """``R_Delta``: the rotation RoPE puts between a query and a key ``Delta`` positions apart.
 
     RoPE (Su et al. 2021) rotates the query and key of every head by their position before the
@@ -210,7 +218,7 @@ def rotary_rotation(model, offsets, *, dtype: torch.dtype | None = None) -> torc
     return R[0] if one else R
 
 
-def rotary_qk(model, layer: int, head: int, offsets) -> FactoredMatrix:
+def rotary_qk(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""], offsets: int | Sequence[int]) -> FactoredMatrix:
     """The QK circuit of a rotary head at each offset: ``W_QK(Delta) = W_Q R_Delta W_K^T``.
 
     Equation (row vectors): a query residual ``x_i`` scores a key residual ``x_j`` at

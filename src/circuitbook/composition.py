@@ -34,12 +34,18 @@ Gram matrices, on the model's (or the given) device; see benchmarks/bench_baseli
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformer_lens import FactoredMatrix
 
 from circuitbook.devices import resolve_device
 from circuitbook.neurons import haar_rotation
 from circuitbook.validate import check_layer_head, check_model_device_dtype
+
+if TYPE_CHECKING:  # annotations only (they are postponed)
+    from jaxtyping import Float, Int
+    from transformer_lens import HookedTransformer
 
 __all__ = [
     "composition_scores",
@@ -131,7 +137,7 @@ def _scores(W_Q, W_K, W_V, W_O, kind: str) -> torch.Tensor:
     return scores * earlier
 
 
-def composition_scores(model, kind: str) -> torch.Tensor:
+def composition_scores(model: HookedTransformer, kind: str) -> Float[torch.Tensor, "n_layers n_heads n_layers n_heads"]:
     """Composition scores of every earlier head into every later head, for one kind.
 
     Equation (row vectors): ``score[l1, h1, l2, h2] = ||W_OV^A W_B||_F / (||W_OV^A||_F ||W_B||_F)``
@@ -231,7 +237,7 @@ def random_scores(
     kind: str = "K",
     init: str = "gaussian",
     device: str | torch.device | None = None,
-) -> torch.Tensor:
+) -> Float[torch.Tensor, "n_samples"]:
     """Composition scores of ``n_samples`` independent pairs of random heads of these shapes.
 
     Equation: sample i scores ``||W_OV^A W_B||_F / (||W_OV^A||_F ||W_B||_F)`` for a writer
@@ -281,7 +287,8 @@ def random_baseline(d_model: int, d_head: int, **options) -> float:
     return float(random_scores(d_model, d_head, **options).mean())
 
 
-def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> torch.Tensor:
+def rotated_baseline(model: HookedTransformer, kind: str, n_samples: int = 16, seed: int = 0
+                     ) -> Float[torch.Tensor, "n_samples n_layers n_heads n_layers n_heads"]:
     """Null composition scores of the model's own heads, with their outputs randomly rotated.
 
     Equation: sample s draws a Haar-random orthogonal ``U_s`` [d_model, d_model] and replaces
@@ -317,7 +324,8 @@ def rotated_baseline(model, kind: str, n_samples: int = 16, seed: int = 0) -> to
         return torch.stack(null)
 
 
-def virtual_ov(model, first: tuple[int, int], second: tuple[int, int]) -> FactoredMatrix:
+def virtual_ov(model: HookedTransformer, first: tuple[int | Int[torch.Tensor, ""], int | Int[torch.Tensor, ""]],
+               second: tuple[int | Int[torch.Tensor, ""], int | Int[torch.Tensor, ""]]) -> FactoredMatrix:
     """The virtual OV circuit of two heads in series: ``W_OV^{l1.h1} W_OV^{l2.h2}``.
 
     Equation (row vectors): a residual vector ``x`` read by head ``first`` and its output read by
@@ -328,12 +336,13 @@ def virtual_ov(model, first: tuple[int, int], second: tuple[int, int]) -> Factor
 
     Taught in chapter 16 (Two-layer models).
     """
+    pairs = []
     for name, item in (("first", first), ("second", second)):
-        if not (isinstance(item, tuple) and len(item) == 2):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise TypeError(f"{name} must be a (layer, head) pair, got {item!r}")
-        check_layer_head(model, *item)
+        pairs.append(check_layer_head(model, *item))
     check_model_device_dtype(model, "virtual_ov")
-    (l1, h1), (l2, h2) = first, second
+    (l1, h1), (l2, h2) = pairs
     if not l1 < l2:
         raise ValueError(
             f"virtual_ov needs the first head in an earlier layer than the second: got layers "

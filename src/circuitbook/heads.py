@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -30,6 +31,10 @@ from circuitbook.validate import (
     check_tokens,
     model_device,
 )
+
+if TYPE_CHECKING:  # annotations only (they are postponed): importing TransformerLens costs seconds
+    from jaxtyping import Bool, Float, Int
+    from transformer_lens import HookedTransformer
 
 __all__ = [
     "induction_scores",
@@ -104,8 +109,9 @@ def _repeated_tokens(model, seq_len: int | None, batch: int, seed: int, tokens: 
     return tokens, seq_len
 
 
-def induction_scores(model, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
-                     tokens: torch.Tensor | None = None, prefix: int = 0) -> torch.Tensor:
+def induction_scores(model: HookedTransformer, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
+                     tokens: Int[torch.Tensor, "batch pos"] | None = None,
+                     prefix: int = 0) -> Float[torch.Tensor, "n_layers n_heads"]:
     """Induction score of every head: attention from each repeated token to its earlier successor.
 
     Equation: on ``[r_0..r_{n-1}, r_0..r_{n-1}]``, ``score = mean_{b, i} A[b, n + i, i + 1]`` for
@@ -128,8 +134,9 @@ def induction_scores(model, *, seq_len: int | None = None, batch: int = 8, seed:
     return _mean_attention_at_offset(model, tokens, offset=n - 1, first_query=prefix + n)
 
 
-def prev_token_scores(model, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
-                      tokens: torch.Tensor | None = None, prefix: int = 0) -> torch.Tensor:
+def prev_token_scores(model: HookedTransformer, *, seq_len: int | None = None, batch: int = 8, seed: int = 0,
+                      tokens: Int[torch.Tensor, "batch pos"] | None = None,
+                      prefix: int = 0) -> Float[torch.Tensor, "n_layers n_heads"]:
     """Previous-token score of every head: mean attention from each position to the one before.
 
     Equation: ``score = mean_{b, p} A[b, p, p - 1]`` over every position ``p >= prefix + 1``
@@ -152,7 +159,9 @@ def prev_token_scores(model, *, seq_len: int | None = None, batch: int = 8, seed
     return _mean_attention_at_offset(model, tokens, offset=1, first_query=prefix + 1)
 
 
-def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def induction_and_prev_token_scores(model: HookedTransformer, *, seq_len: int, batch: int, seed: int
+                                    ) -> tuple[Float[torch.Tensor, "n_layers n_heads"],
+                                               Float[torch.Tensor, "n_layers n_heads"]]:
     """``(induction_scores, prev_token_scores)`` of every head on the same repeated random tokens.
 
     Both are read from ``repeated_random_tokens(batch, seq_len, d_vocab, seed=seed)`` (see
@@ -172,7 +181,7 @@ def induction_and_prev_token_scores(model, *, seq_len: int, batch: int, seed: in
 
 
 def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32,
-                           device: str | torch.device | None = None) -> torch.Tensor:
+                           device: str | torch.device | None = None) -> Float[torch.Tensor, "n_pos n_pos"]:
     """The pattern of a head that spreads its attention evenly over the past: the baseline.
 
     Equation: ``A[q, k] = 1 / (q + 1)`` for ``k <= q`` and 0 above the diagonal. A score computed
@@ -192,7 +201,8 @@ def uniform_causal_pattern(n_pos: int, *, dtype: torch.dtype = torch.float32,
     return allowed / allowed.sum(-1, keepdim=True)
 
 
-def prev_token_pattern_score(pattern: torch.Tensor) -> torch.Tensor:
+def prev_token_pattern_score(pattern: Float[torch.Tensor, "batch head pos pos"] | Float[torch.Tensor, "pos pos"]
+                             ) -> Float[torch.Tensor, "head"] | Float[torch.Tensor, ""]:
     """Previous-token score of a pattern you hold: mean attention from each position to the one before.
 
     Equation: ``score = mean_{..., p >= 1} A[..., p, p - 1]``, the same number
@@ -232,8 +242,9 @@ def _duplicate_queries(tokens: torch.Tensor, queries: torch.Tensor | None) -> to
 
 
 def duplicate_token_pattern_score(
-    pattern: torch.Tensor, tokens: torch.Tensor, *, queries: torch.Tensor | None = None
-) -> torch.Tensor:
+    pattern: Float[torch.Tensor, "batch head pos pos"], tokens: Int[torch.Tensor, "batch pos"], *,
+    queries: Bool[torch.Tensor, "batch pos"] | None = None
+) -> Float[torch.Tensor, "head"]:
     """Duplicate-token score of patterns you hold: attention from a repeated token to its earlier copies.
 
     Equation: with ``D_b`` the query positions ``q`` of sequence ``b`` whose token ``t_q`` occurred
@@ -263,7 +274,8 @@ def duplicate_token_pattern_score(
 # --- copying ----------------------------------------------------------------------------------
 
 
-def copying_scores(model, layer: int | None = None, head: int | None = None) -> torch.Tensor:
+def copying_scores(model: HookedTransformer, layer: int | Int[torch.Tensor, ""] | None = None, head: int | Int[torch.Tensor, ""] | None = None
+                   ) -> Float[torch.Tensor, "n_layers n_heads"] | Float[torch.Tensor, "n_heads"] | Float[torch.Tensor, ""]:
     """Copying score of heads from the eigenvalues of their full OV circuit ``W_E W_OV W_U``.
 
     Equation: ``score = Re(sum_i lambda_i) / sum_i |lambda_i|`` over the eigenvalues of
@@ -283,7 +295,7 @@ def copying_scores(model, layer: int | None = None, head: int | None = None) -> 
         raise ValueError("copying_scores: give layer together with head")
     check_model_device_dtype(model, "copying_scores")
     if layer is not None:
-        check_layer_head(model, layer, head)
+        layer, head = check_layer_head(model, layer, head)
     if layer is None and model.cfg.n_layers == 0:
         return torch.zeros(0, model.cfg.n_heads, device=model.W_E.device, dtype=model.W_E.dtype)
     with torch.no_grad():
@@ -323,7 +335,8 @@ class Ablation:
     Taught in chapter 17 (Induction heads).
     """
 
-    def __init__(self, model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | None = None):
+    def __init__(self, model: HookedTransformer, heads, how: str = "mean", *,
+                 reference_tokens: Int[torch.Tensor, "batch pos"] | None = None):
         if how not in ("mean", "zero"):
             raise ValueError(f"unknown ablation how={how!r}: use 'mean' or 'zero'")
         check_model_device_dtype(model, "ablate")
@@ -380,7 +393,8 @@ class Ablation:
         return context.__exit__(*exc)
 
 
-def ablate(model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | None = None) -> Ablation:
+def ablate(model: HookedTransformer, heads, how: str = "mean", *,
+           reference_tokens: Int[torch.Tensor, "batch pos"] | None = None) -> Ablation:
     """Ablate attention heads: replace their output by its mean (or by zero).
 
     Equation: for an ablated head, ``z = A (x W_V + b_V)`` [batch, pos, d_head] is replaced by
@@ -402,7 +416,8 @@ def ablate(model, heads, how: str = "mean", *, reference_tokens: torch.Tensor | 
 # --- in-context learning ----------------------------------------------------------------------
 
 
-def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) -> float:
+def icl_score(model: HookedTransformer, tokens: Int[torch.Tensor, "batch pos"], *, early: int = 50,
+              late: int = 500) -> float:
     """In-context-learning score: loss on token ``late`` minus loss on token ``early``.
 
     Equation (Olsson et al. 2022): ``mean_b [-log p(t_late | t_<late) + log p(t_early | t_<early)]``,
@@ -432,7 +447,8 @@ def icl_score(model, tokens: torch.Tensor, *, early: int = 50, late: int = 500) 
 _LOG_SOFTMAX_ENTRIES = 2**22
 
 
-def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch.Tensor:
+def icl_scores(logits: Float[torch.Tensor, "batch pos d_vocab"], tokens: Int[torch.Tensor, "batch pos"],
+               early: int | range | tuple[int, int], late: int | range | tuple[int, int]) -> Float[torch.Tensor, "batch"]:
     """Olsson et al.'s in-context-learning score of each sequence, over windows of tokens.
 
     Equation: ``score_b = mean_{t in late} loss_b(t) - mean_{t in early} loss_b(t)`` with
@@ -468,7 +484,8 @@ def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early, late) -> torch
     return icl_score_from_losses(losses, early, late)
 
 
-def icl_score_from_losses(losses, early, late) -> torch.Tensor:
+def icl_score_from_losses(losses: Float[torch.Tensor, "... n"] | Sequence[float], early: int | range | tuple[int, int],
+                          late: int | range | tuple[int, int]) -> Float[torch.Tensor, "..."]:
     """The in-context-learning score from per-token losses: the book's one ICL kernel.
 
     Equation: ``mean_{t in late} losses[..., t - 1] - mean_{t in early} losses[..., t - 1]``,

@@ -7,10 +7,15 @@ build their masks from one definition without importing each other.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
+if TYPE_CHECKING:  # annotations only (they are postponed)
+    from jaxtyping import Bool, Int
 
-def subsequent_mask(size: int, *, device: str | torch.device | None = None) -> torch.Tensor:
+
+def subsequent_mask(size: int, *, device: str | torch.device | None = None) -> Bool[torch.Tensor, "1 size size"]:
     """Causal mask [1, size, size] (bool): entry (i, j) is True iff j <= i.
 
     Query position i may attend to key positions 0..i only, so the decoder cannot read the
@@ -22,7 +27,7 @@ def subsequent_mask(size: int, *, device: str | torch.device | None = None) -> t
     return torch.tril(torch.ones(1, size, size, dtype=torch.bool, device=device))
 
 
-def make_std_mask(tgt: torch.Tensor, pad: int) -> torch.Tensor:
+def make_std_mask(tgt: Int[torch.Tensor, "batch tgt"], pad: int) -> Bool[torch.Tensor, "batch tgt tgt"]:
     """Target mask [batch, tgt, tgt]: key is not padding AND key position <= query position.
 
     Equation: ``mask[b, i, j] = (tgt[b, j] != pad) and (j <= i)``, built on ``tgt``'s device.

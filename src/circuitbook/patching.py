@@ -32,13 +32,19 @@ positions are the book's additions.
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
+import re
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
 from circuitbook.validate import check_heads, check_layer_head, check_model_device_dtype, check_tokens
+
+if TYPE_CHECKING:  # annotations only (they are postponed): importing TransformerLens costs seconds
+    from jaxtyping import Float, Int
+    from transformer_lens import HookedTransformer
 
 __all__ = ["PatchingRun", "patching_run", "mean_loss", "logit_diff", "patch", "patch_heads",
            "patch_resid", "path_patch"]
@@ -46,11 +52,16 @@ __all__ = ["PatchingRun", "patching_run", "mean_loss", "logit_diff", "patch", "p
 _INPUTS = ("q", "k", "v", "logits")
 
 
-def mean_loss(logits: torch.Tensor, tokens: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
+def mean_loss(logits: Float[torch.Tensor, "batch pos d_vocab"], tokens: Int[torch.Tensor, "batch pos"],
+              positions: Sequence[int]) -> Float[torch.Tensor, ""]:
     """Mean next-token loss ``-log softmax(logits[b, p])[tokens[b, p + 1]]`` over the batch and
     the prediction positions ``p`` in ``positions``. Shapes: logits [batch, pos, d_vocab],
     tokens [batch, pos]; returns a 0-dim tensor. Lower is better, so the clean run has the
-    lower value; the normalisation of :class:`PatchingRun` still maps it to 1."""
+    lower value; the normalisation of :class:`PatchingRun` still maps it to 1. ``positions``
+    must not be empty (the mean of no loss is NaN).
+
+    Taught in chapter 17 (Induction heads).
+    """
     if logits.ndim != 3 or tokens.shape != logits.shape[:2]:
         raise ValueError(f"mean_loss needs logits [batch, pos, d_vocab] and tokens [batch, pos] of the same batch "
                          f"and pos, got {tuple(logits.shape)} and {tuple(tokens.shape)}")
@@ -60,11 +71,17 @@ def mean_loss(logits: torch.Tensor, tokens: torch.Tensor, positions: Sequence[in
     return -log_probs.gather(-1, targets[..., None]).mean()
 
 
-def logit_diff(logits: torch.Tensor, positions: Sequence[int], right: torch.Tensor,
-               wrong: torch.Tensor) -> torch.Tensor:
+def logit_diff(logits: Float[torch.Tensor, "batch pos d_vocab"], positions: Sequence[int],
+               right: Int[torch.Tensor, "batch n_positions"],
+               wrong: Int[torch.Tensor, "batch n_positions"]) -> Float[torch.Tensor, ""]:
     """Mean of ``logits[b, p_i, right[b, i]] - logits[b, p_i, wrong[b, i]]`` over the batch
     and the positions ``p_i``. Shapes: logits [batch, pos, d_vocab], right and wrong
-    [batch, len(positions)]; returns a 0-dim tensor."""
+    [batch, len(positions)]; returns a 0-dim tensor.
+
+    Taught in chapter 17 (Induction heads).
+    """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
+        raise ValueError(f"logit_diff needs logits [batch, pos, d_vocab], got {tuple(getattr(logits, 'shape', ()))}")
     pos = _positions(positions, logits.shape[1], "logit_diff positions")
     if right.shape != wrong.shape or right.shape != (logits.shape[0], len(pos)):
         raise ValueError(f"right and wrong must both be [batch, n_positions] = {(logits.shape[0], len(pos))}, "
@@ -85,12 +102,14 @@ class PatchingRun:
     :meth:`normalise` maps a metric value to (m - corrupted) / (clean - corrupted).
     Every head's ``hook_z`` and the residual stream are cached by :func:`patching_run`;
     other activations are cached on first use.
+
+    Taught in chapter 17 (Induction heads).
     """
 
-    model: object
-    clean_tokens: torch.Tensor
-    corrupted_tokens: torch.Tensor
-    metric: Callable[[torch.Tensor], torch.Tensor]
+    model: HookedTransformer
+    clean_tokens: Int[torch.Tensor, "batch pos"]
+    corrupted_tokens: Int[torch.Tensor, "batch pos"]
+    metric: Callable[[Float[torch.Tensor, "batch pos d_vocab"]], Float[torch.Tensor, ""]]
     clean_value: float
     corrupted_value: float
     _clean: dict = field(default_factory=dict, repr=False)
@@ -99,11 +118,11 @@ class PatchingRun:
     def normalise(self, value: float) -> float:
         return (_metric_value(value) - self.corrupted_value) / (self.clean_value - self.corrupted_value)
 
-    def activation(self, name: str, clean: bool = True) -> torch.Tensor:
+    def activation(self, name: str, clean: bool = True) -> Float[torch.Tensor, "batch pos ..."]:
         """The activation at hook ``name`` on the clean (or corrupted) tokens."""
         return self.activations([name], clean)[0]
 
-    def activations(self, names: Sequence[str], clean: bool = True) -> list[torch.Tensor]:
+    def activations(self, names: Sequence[str], clean: bool = True) -> list[Float[torch.Tensor, "batch pos ..."]]:
         """The activations at hooks ``names``, all missing ones cached in one forward pass."""
         for name in names:
             _check_hook(self.model, name)
@@ -112,10 +131,16 @@ class PatchingRun:
         if missing:
             with torch.no_grad():
                 _, cache = self.model.run_with_cache(tokens, names_filter=missing, return_type=None)
+            silent = [name for name in missing if name not in cache.cache_dict]
+            if silent:
+                raise ValueError(f"hook {silent[0]!r} exists but never runs in this model's forward pass "
+                                 f"(an attention-only model has no MLP, so its MLP hooks stay silent): "
+                                 "there is nothing to patch there")
             store.update({name: cache[name] for name in missing})
         return [store[name] for name in names]
 
-    def measure(self, fwd_hooks, start_at_layer: int | None = None, residual: torch.Tensor | None = None) -> float:
+    def measure(self, fwd_hooks, start_at_layer: int | None = None,
+                residual: Float[torch.Tensor, "batch pos d_model"] | None = None) -> float:
         """The normalised metric of the corrupted run with ``fwd_hooks`` [(name, fn)].
 
         ``start_at_layer=l`` starts the run at block ``l`` from the corrupted residual stream
@@ -138,11 +163,16 @@ class PatchingRun:
             return self.normalise(self.metric(logits))
 
 
-def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tensor,
-                 metric: Callable[[torch.Tensor], torch.Tensor]) -> PatchingRun:
+def patching_run(model: HookedTransformer, clean_tokens: Int[torch.Tensor, "batch pos"],
+                 corrupted_tokens: Int[torch.Tensor, "batch pos"],
+                 metric: Callable[[Float[torch.Tensor, "batch pos d_vocab"]], Float[torch.Tensor, ""]]) -> PatchingRun:
     """Run ``model`` on both token batches ([batch, pos], the same shape) and evaluate
     ``metric`` (logits [batch, pos, d_vocab] -> a number) on each. Raises if the shapes
-    differ or the metric does not tell the runs apart (the normalisation would divide by 0)."""
+    differ, if the metric is not a finite number on either run (NaN from an empty window of
+    positions, say), or if it does not tell the runs apart (the normalisation would divide by 0).
+
+    Taught in chapter 17 (Induction heads).
+    """
     check_model_device_dtype(model, "patching_run")
     if not callable(metric):
         raise TypeError(f"metric must be a function of the logits, got {type(metric).__name__}")
@@ -154,22 +184,33 @@ def patching_run(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tens
         clean_logits, clean_cache = model.run_with_cache(clean, names_filter=_is_cached)
         corrupted_logits, corrupted_cache = model.run_with_cache(corrupted, names_filter=_is_cached)
         clean_value, corrupted_value = _metric_value(metric(clean_logits)), _metric_value(metric(corrupted_logits))
+    for which, value in (("clean", clean_value), ("corrupted", corrupted_value)):
+        if not math.isfinite(value):
+            raise ValueError(f"the metric is {value} on the {which} run: every patch would be {value} too "
+                             "(a mean over an empty window of positions is NaN)")
     if clean_value == corrupted_value:
         raise ValueError(f"the metric is {clean_value} on both runs: nothing to patch back")
     return PatchingRun(model, clean, corrupted, metric, clean_value, corrupted_value,
                        dict(clean_cache.items()), dict(corrupted_cache.items()))
 
 
-def patch(run: PatchingRun, name: str, layer: int | None = None, *, positions: Sequence[int] | None = None,
-          head: int | None = None) -> float:
+def patch(run: PatchingRun, name: str, layer: int | Int[torch.Tensor, ""] | None = None, *,
+          positions: Sequence[int] | None = None, head: int | Int[torch.Tensor, ""] | None = None) -> float:
     """Patch the clean activation ``get_act_name(name, layer)`` into the corrupted run at
     ``positions`` (all when None; axis 1 of the activation) and, for per-head activations
     ([batch, pos, head, ...]: ``z``, ``q``, ``k``, ``v``, ``result``, ``q_input``...), only at
     ``head``. Returns the normalised metric. ``patch(run, "z", l, head=h, positions=[...])``
     patches one head's output only at chosen positions. Attention patterns and scores
-    ([batch, head, q, k]) are not supported: patch ``z`` or use :func:`path_patch`."""
+    ([batch, head, q, k]) are not supported: patch ``z`` or use :func:`path_patch`. ``layer`` and
+    ``head`` are ints or 0-dim integer tensors (``validate.check_layer_head``); ``positions``, when
+    given, must not be empty (patching nothing would return 0 whatever the activation).
+
+    Taught in chapter 17 (Induction heads).
+    """
     from transformer_lens import utils
 
+    if layer is not None:
+        layer = check_layer_head(run.model, layer)[0]
     act = utils.get_act_name(name, layer) if layer is not None else name
     _check_hook(run.model, act)
     if act.endswith(("hook_pattern", "hook_attn_scores")):
@@ -179,7 +220,8 @@ def patch(run: PatchingRun, name: str, layer: int | None = None, *, positions: S
     if head is not None:
         if clean.ndim < 4:
             raise ValueError(f"{act} has no head axis (shape {tuple(clean.shape)}); leave head=None")
-        check_layer_head(run.model, layer if layer is not None else 0, head)
+        in_layer = re.match(r"blocks\.(\d+)\.", act)
+        head = check_layer_head(run.model, int(in_layer[1]) if in_layer else 0, head)[1]
 
     def hook(value, hook):
         value = value.clone()
@@ -192,19 +234,25 @@ def patch(run: PatchingRun, name: str, layer: int | None = None, *, positions: S
     return run.measure([(act, hook)])
 
 
-def patch_heads(run: PatchingRun) -> torch.Tensor:
+def patch_heads(run: PatchingRun) -> Float[torch.Tensor, "n_layers n_heads"]:
     """Patch each head's output ``hook_z`` [batch, pos, head, d_head] at all positions, one
     head at a time: the normalised metric, [n_layers, n_heads], on the model's device in its
-    dtype."""
+    dtype.
+
+    Taught in chapter 17 (Induction heads).
+    """
     cfg = run.model.cfg
     return _on_model([[patch(run, "z", l, head=h) for h in range(cfg.n_heads)] for l in range(cfg.n_layers)],
                      run.model)
 
 
-def patch_resid(run: PatchingRun, positions: Sequence[int] | None = None) -> torch.Tensor:
+def patch_resid(run: PatchingRun, positions: Sequence[int] | None = None) -> Float[torch.Tensor, "n_layers n_positions"]:
     """Patch the residual stream before each layer (``hook_resid_pre``) at one position at a
     time: the normalised metric, [n_layers, len(positions)] (all positions when None), on the
-    model's device in its dtype."""
+    model's device in its dtype.
+
+    Taught in chapter 17 (Induction heads).
+    """
     n = run.clean_tokens.shape[1]
     pos = _positions(positions, n, "positions")
     return _on_model([[patch(run, "resid_pre", l, positions=[p]) for p in pos] for l in range(run.model.cfg.n_layers)],
@@ -244,6 +292,8 @@ def path_patch(run: PatchingRun, senders, receivers=(), into: str = "k", *,
     The receivers' separate inputs need ``use_split_qkv_input`` (and, for grouped-query
     attention as in SmolLM2, ``ungroup_grouped_query_attention``, so that each query head
     has its own key and value input); both settings are restored afterwards.
+
+    Taught in chapter 17 (Induction heads).
     """
     from transformer_lens import utils
 
@@ -323,11 +373,24 @@ def _positions(positions, n: int, what: str) -> list[int]:
     """``positions`` as a list of ints in [0, n), all of them when None."""
     if positions is None:
         return list(range(n))
+    if isinstance(positions, torch.Tensor):
+        positions = positions.reshape(-1).tolist()
+    bad_type = [p for p in positions if not _is_integer(p)]
+    if bad_type:
+        raise TypeError(f"{what} must be integer positions, got {bad_type[:3]}")
     pos = [int(p) for p in positions]
+    if not pos:
+        raise ValueError(f"{what} is empty: give at least one position in 0..{n - 1} (None means all)")
     bad = [p for p in pos if not 0 <= p < n]
     if bad:
         raise ValueError(f"{what} {bad} out of range 0..{n - 1}")
     return pos
+
+
+def _is_integer(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return x.ndim == 0 and not x.dtype.is_floating_point and not x.dtype.is_complex and x.dtype != torch.bool
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def _check_hook(model, name: str) -> None:

@@ -31,10 +31,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from circuitbook.validate import check_model_device_dtype, check_tokens, require_attn_only
+
+if TYPE_CHECKING:  # annotations only (they are postponed): importing TransformerLens costs seconds
+    from jaxtyping import Float, Int
+    from transformer_lens import HookedTransformer
 
 __all__ = ["LogitAttribution", "logit_attribution", "count_paths", "count_score_terms"]
 
@@ -55,12 +60,12 @@ class LogitAttribution:
     Taught in chapter 13 (Path expansion).
     """
 
-    direct: torch.Tensor
-    heads: torch.Tensor
-    virtual: dict[Path, torch.Tensor] = field(default_factory=dict)
-    bias: torch.Tensor | None = None
+    direct: Float[torch.Tensor, "batch pos d_vocab"]
+    heads: Float[torch.Tensor, "n_layers n_heads batch pos d_vocab"]
+    virtual: dict[Path, Float[torch.Tensor, "batch pos d_vocab"]] = field(default_factory=dict)
+    bias: Float[torch.Tensor, "n_layers batch pos d_vocab"] | None = None
 
-    def total(self) -> torch.Tensor:
+    def total(self) -> Float[torch.Tensor, "batch pos d_vocab"]:
         """The sum of every part: equals ``model(tokens)`` [batch, pos, d_vocab]."""
         out = self.direct + self.heads.sum(dim=(0, 1))
         for term in self.virtual.values():
@@ -69,7 +74,7 @@ class LogitAttribution:
             out = out + self.bias.sum(0)
         return out
 
-    def parts(self) -> list[tuple[str, torch.Tensor]]:
+    def parts(self) -> list[tuple[str, Float[torch.Tensor, "batch pos d_vocab"]]]:
         """Every part with a label: ``"direct"``, ``"L0H1"``, ``"L0H1->L1H2"``, ``"b_O L0"``."""
         out = [("direct", self.direct)]
         n_layers, n_heads = self.heads.shape[:2]
@@ -98,7 +103,7 @@ def _n_streams(n_layers: int, n_heads: int) -> int:
     return (1 + n_heads) ** n_layers + sum((1 + n_heads) ** (n_layers - 1 - l) for l in range(n_layers))
 
 
-def logit_attribution(model, tokens: torch.Tensor) -> LogitAttribution:
+def logit_attribution(model: HookedTransformer, tokens: Int[torch.Tensor, "batch pos"]) -> LogitAttribution:
     """Split the logits of an attention-only, LayerNorm-free model into a sum over paths.
 
     Equation (row vectors, patterns ``A^{l,h}`` from the real forward pass): with

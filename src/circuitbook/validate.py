@@ -11,27 +11,50 @@ import numbers
 import torch
 
 
-def check_layer_head(model, layer: int, head: int | None = None) -> None:
-    """Raise if ``layer`` (and ``head``, when given) is out of range for ``model``."""
+def check_layer_head(model, layer, head=None) -> tuple[int, int | None]:
+    """The one layer/head index validator: ``(layer, head)`` as Python ints, or raise.
+
+    Every public kernel that takes a layer or a head reads it here, so they all accept the
+    same things: an int, a numpy integer or a 0-dim integer tensor (what ``argmax`` and
+    ``torch.unravel_index`` give). ``head=None`` stays None (the caller means every head).
+    A float, a bool or a tensor of several entries is a ``TypeError``; an index outside
+    ``0..n_layers - 1`` (``0..n_heads - 1``) a ``ValueError`` that names the valid range.
+    """
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    if not isinstance(layer, int) or isinstance(layer, bool):
-        raise TypeError(f"layer must be an int, got {type(layer).__name__}")
+    layer = _as_index(layer, "layer")
     if not 0 <= layer < n_layers:
-        raise ValueError(f"layer {layer} is out of range: this model has {n_layers} layer(s), 0..{n_layers - 1}")
+        raise ValueError(f"layer {layer} is out of range: this model has {n_layers} layer(s), "
+                         f"valid layers are 0..{n_layers - 1}")
     if head is not None:
-        if not isinstance(head, int) or isinstance(head, bool):
-            raise TypeError(f"head must be an int or None, got {type(head).__name__}")
+        head = _as_index(head, "head")
         if not 0 <= head < n_heads:
-            raise ValueError(f"head {head} is out of range: layer {layer} has {n_heads} heads, 0..{n_heads - 1}")
+            raise ValueError(f"head {head} is out of range: layer {layer} has {n_heads} heads, "
+                             f"valid heads are 0..{n_heads - 1}")
+    return layer, head
+
+
+def check_layers(model, layers) -> list[int]:
+    """A non-empty sequence of layer indices (each as :func:`check_layer_head` takes it) as a
+    list of Python ints, or raise."""
+    if isinstance(layers, torch.Tensor):
+        layers = layers.reshape(-1).tolist() if layers.ndim == 1 else [layers]
+    if isinstance(layers, (str, bytes, dict)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"layers must be a layer index or a sequence of them, got {type(layers).__name__}")
+    out = [check_layer_head(model, layer)[0] for layer in layers]
+    if not out:
+        raise ValueError("layers is empty: give at least one layer index "
+                         f"(0..{model.cfg.n_layers - 1})")
+    return out
 
 
 def _as_index(x, what: str) -> int:
     """``x`` as a Python int if it is an integer scalar (int, numpy integer, 0-dim integer tensor)."""
-    if isinstance(x, torch.Tensor) and x.ndim == 0 and not x.dtype.is_floating_point and x.dtype != torch.bool:
+    if isinstance(x, torch.Tensor) and x.ndim == 0 and not x.dtype.is_floating_point \
+            and not x.dtype.is_complex and x.dtype != torch.bool:
         return int(x)
     if isinstance(x, numbers.Integral) and not isinstance(x, bool):
         return int(x)
-    raise TypeError(f"{what} must be an integer, got {x!r}")
+    raise TypeError(f"{what} must be an integer (an int or a 0-dim integer tensor), got {x!r}")
 
 
 def _is_index(x) -> bool:
@@ -75,9 +98,7 @@ def check_heads(model, heads) -> list[tuple[int, int]]:
             item = tuple(item)
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise TypeError(f"heads must be (layer, head) pairs, got {item!r}")
-        pair = (_as_index(item[0], "a layer"), _as_index(item[1], "a head"))
-        check_layer_head(model, *pair)
-        out.append(pair)
+        out.append(check_layer_head(model, item[0], item[1]))
     return out
 
 

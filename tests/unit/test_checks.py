@@ -9,6 +9,8 @@ import torch
 from circuitbook import checks
 from circuitbook.checks import FunctionExercise, Mistake, ValueExercise
 
+# Wrong answers beyond the declared mistakes: the generic diagnoses (wrong shape, type, values)
+# and wrong answers no declared mistake names, which must still fail.
 from mutations import MUTATIONS
 
 EXERCISES = checks.all_exercises()
@@ -35,9 +37,41 @@ def test_reference_passes(ex_id):
     assert result.passed, str(result)
 
 
+def declared_mistakes(ex) -> list[tuple[object, str]]:
+    """(wrong answer, its name) for every mistake an exercise declares: a function exercise's
+    ``Mistake(name, feedback, wrong)`` is answered with ``wrong`` itself, a value exercise's
+    ``(wrong value, name, feedback)`` with the value. The mistakes are declared once, beside the
+    reference (``circuitbook.checks``); this is where each one is tested."""
+    mistakes = ex.mistakes() if callable(ex.mistakes) else ex.mistakes
+    out = []
+    for m in mistakes:
+        if isinstance(m, Mistake):
+            out.append((m.wrong, m.name))
+        elif isinstance(m[0], str):  # a design exercise's (name, wrong design, feedback)
+            out.append((m[1], m[0]))
+        else:
+            out.append((m[0], m[1]))
+    return out
+
+
+DECLARED = {k: declared_mistakes(v) for k, v in EXERCISES.items()}
+
+
 @pytest.mark.parametrize("ex_id", ALL_IDS)
-def test_mutation_table_has_five_rows(ex_id):
-    assert len(MUTATIONS.get(ex_id, [])) >= 5, f"{ex_id} needs at least five planted wrong answers"
+def test_five_wrong_answers_per_exercise(ex_id):
+    n = len(DECLARED[ex_id]) + len(MUTATIONS.get(ex_id, []))
+    assert n >= 5, f"{ex_id} needs at least five wrong answers (declared mistakes and extra plants); has {n}"
+
+
+@pytest.mark.parametrize("ex_id,row", [(k, i) for k in ALL_IDS for i in range(len(DECLARED[k]))])
+def test_every_declared_mistake_is_diagnosed(ex_id, row):
+    """A declared mistake that the check cannot name is a dead detector: it equals the
+    reference (the check passes it), or an earlier mistake shadows it, or it raises."""
+    wrong, name = DECLARED[ex_id][row]
+    result = _check(EXERCISES[ex_id], wrong)
+    assert not result.passed, f"{ex_id}: the declared mistake {name!r} passes the check"
+    assert result.mistake == name, f"{ex_id}: declared {name!r}, diagnosed {result.mistake!r}: {result}"
+    assert result.hint, "a failing check must give a hint"
 
 
 @pytest.mark.parametrize("ex_id,row", [(k, i) for k in ALL_IDS for i in range(len(MUTATIONS.get(k, [])))])
@@ -134,24 +168,21 @@ def test_unknown_exercise_ids_are_clear():
         checks.get("ch99_ex1")
 
 
-def test_problem_set_progress_counts_passed_checks_not_clicks():
+def test_problem_set_progress_counts_passed_checks_not_clicks(monkeypatch):
     from circuitbook.checks import SESSION, ps
 
-    SESSION.clear()
-    try:
-        assert str(ps.progress()).startswith("0 of 7 done; still open: problem 1 (ps_p1a, ps_p1b)")
-        checks.ps_p2(ps.path_counts)
-        checks.ps_p1a(ps.p1_reference())
-        report = ps.progress()
-        assert report.done == ["2"] and report.open["1"] == ["ps_p1b"], report
-        assert str(report).startswith("1 of 7 done") and "problem 1 (ps_p1b)" in str(report)
-        checks.ps_p2(lambda n_layers, n_heads: None)  # broken later: the latest check counts
-        assert "2" not in ps.progress().done
-        # the graders' direct .check() calls (hidden tests, other seeds) are not the student's progress
-        checks.get("ps_p2").check(ps.path_counts, seed=1)
-        assert "2" not in ps.progress().done
-    finally:
-        SESSION.clear()
+    monkeypatch.setattr(SESSION, "_latest", {})  # a fresh session, restored after the test
+    assert str(ps.progress()).startswith("0 of 7 done; still open: problem 1 (ps_p1a, ps_p1b)")
+    checks.ps_p2(ps.path_counts)
+    checks.ps_p1a(ps.p1_reference())
+    report = ps.progress()
+    assert report.done == ["2"] and report.open["1"] == ["ps_p1b"], report
+    assert str(report).startswith("1 of 7 done") and "problem 1 (ps_p1b)" in str(report)
+    checks.ps_p2(lambda n_layers, n_heads: None)  # broken later: the latest check counts
+    assert "2" not in ps.progress().done
+    # the graders' direct .check() calls (hidden tests, other seeds) are not the student's progress
+    checks.get("ps_p2").check(ps.path_counts, seed=1)
+    assert "2" not in ps.progress().done
     assert 'class="circuitbook-progress-report"' in ps.progress()._repr_html_()
 
 

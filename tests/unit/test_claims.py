@@ -2,7 +2,7 @@
 
 identity_close: a rounding bound derived from the computation, tested against float64
 references under more than one thread count, so that it is not tuned to this CPU. finding:
-the statistic against hand-computed permutation, normal and bootstrap p-values, and the
+the statistic against hand-computed permutation and bootstrap p-values, and the
 refusals (no null, a null too small to reach the level, a null that contradicts the
 statement)."""
 
@@ -116,13 +116,6 @@ def test_permutation_p_counts_the_draws_at_least_as_extreme():
     assert t.z == pytest.approx((7.5 - 4.5) / math.sqrt(82.5 / 9))
 
 
-def test_normal_p_is_the_gaussian_tail():
-    null = Null.normal("unit normal", 0.0, 1.0)
-    assert null_test(1.6448536, null).p == pytest.approx(0.05, abs=1e-7)
-    assert null_test(-1.959964, null, alternative="two-sided").p == pytest.approx(0.05, abs=1e-6)
-    assert null_test(3.0, Null.normal("shifted", 1.0, 2.0)).z == pytest.approx(1.0)
-
-
 def test_bootstrap_interval_and_p():
     reps = [i / 1000 - 0.2 for i in range(1001)]  # uniform on [-0.2, 0.8]
     t = null_test(0.3, Null.point("no change", 0.0), boot=reps)
@@ -151,11 +144,116 @@ def test_bad_null_input_is_named():
         Null.draws("one", [1.0])
     with pytest.raises(ValueError, match="finite"):
         Null.draws("nan", [1.0, float("nan")])
-    with pytest.raises(ValueError, match="positive sd"):
-        Null.normal("zero sd", 0.0, 0.0)
     with pytest.raises(ValueError, match="alternative must be one of"):
-        null_test(1.0, Null.normal("n", 0, 1), alternative="bigger")
+        null_test(1.0, DRAWS, alternative="bigger")
     with pytest.raises(TypeError, match="must be a circuitbook.book.Null"):
         null_test(1.0, [0.0, 1.0])
     with pytest.raises(ValueError, match="one number"):
-        finding("a vector", torch.ones(3), null=Null.normal("n", 0, 1))
+        finding("a vector", torch.ones(3), null=DRAWS)
+
+
+# --- every null kind against every alternative, by hand -----------------------------------------
+# Small inputs whose p-values are counted or looked up by hand, each asymmetric, so that swapping
+# any two tails (greater for less, a one-sided p for the two-sided one) changes the number.
+
+# ten draws 0..9. For 7.5: at least as large, 8 and 9 (2 draws); at most as large, 0..7 (8 draws).
+DRAWS = Null.draws("ten draws 0..9", [float(i) for i in range(10)])
+
+
+@pytest.mark.parametrize("value,alternative,p,rank", [
+    (7.5, "greater", 3 / 11, 3),     # (1 + 2) / 11
+    (7.5, "less", 9 / 11, 9),        # (1 + 8) / 11
+    (7.5, "two-sided", 6 / 11, 3),   # 2 min(3, 9) / 11
+    (-1.0, "greater", 11 / 11, 11),  # every draw is at least as large
+    (-1.0, "less", 1 / 11, 1),       # none is at most as large: the floor 1 / (N + 1)
+    (-1.0, "two-sided", 2 / 11, 1),
+    (9.0, "greater", 2 / 11, 2),     # a tie counts against the effect, in either tail
+    (9.0, "less", 11 / 11, 11),
+    (9.0, "two-sided", 4 / 11, 2),
+    (4.5, "two-sided", 1.0, 6),      # 2 * 6 / 11 > 1: capped at 1
+])
+def test_permutation_p_in_every_tail(value, alternative, p, rank):
+    t = null_test(value, DRAWS, alternative=alternative)
+    assert (t.p, t.rank, t.n) == (pytest.approx(p), rank, 10)
+    assert t.z == pytest.approx((value - 4.5) / math.sqrt(82.5 / 9))  # the same z in every tail
+
+
+# 100 bootstrap replicates against the null value 0: 10 at -0.5, 5 at 0 (ties) and 85 at 1.
+# At or below 0: 15, so (1 + 15) / 101; at or above 0: 90, so (1 + 90) / 101.
+UP_REPS = [-0.5] * 10 + [0.0] * 5 + [1.0] * 85
+DOWN_REPS = [-r for r in UP_REPS]  # the mirror image: the tails trade places
+
+
+@pytest.mark.parametrize("reps,alternative,p", [
+    (UP_REPS, "greater", 16 / 101),
+    (UP_REPS, "less", 91 / 101),
+    (UP_REPS, "two-sided", 32 / 101),
+    (DOWN_REPS, "greater", 91 / 101),
+    (DOWN_REPS, "less", 16 / 101),
+    (DOWN_REPS, "two-sided", 32 / 101),
+    ([0.0] * 100, "two-sided", 1.0),  # every replicate ties the null: capped at 1
+])
+def test_bootstrap_p_in_every_tail(reps, alternative, p):
+    value = sum(reps) / len(reps)
+    t = null_test(value, Null.point("no change", 0.0), alternative=alternative, boot=reps)
+    assert t.p == pytest.approx(p)
+    # the interval does not depend on the tail: the 2.5% and 97.5% quantiles (positions 2.475
+    # and 96.525 of the 100 sorted replicates)
+    lo, hi = (-0.5, 1.0) if reps is UP_REPS else (-1.0, 0.5) if reps is DOWN_REPS else (0.0, 0.0)
+    assert (t.lo, t.hi, t.level) == (pytest.approx(lo), pytest.approx(hi), pytest.approx(0.95))
+
+
+def test_the_bootstrap_null_value_is_where_the_tails_are_counted():
+    """Shifting the null value moves replicates from one tail to the other: against 0.5, the
+    replicates at or below it number 10 + 5 = 15 (the -0.5s and 0s), at or above 85 (the 1s)."""
+    t = null_test(0.8, Null.point("a half", 0.5), alternative="greater", boot=UP_REPS)
+    assert t.p == pytest.approx((1 + 15) / 101)
+    t = null_test(0.8, Null.point("a half", 0.5), alternative="less", boot=UP_REPS)
+    assert t.p == pytest.approx((1 + 85) / 101)
+
+
+def test_a_bootstrap_finding_tests_its_own_tail_at_its_own_level():
+    # UP_REPS: p = 16/101 = 0.158 for "greater", 91/101 for "less"
+    finding("up, at 0.05", 0.5, null=Null.point("zero", 0.0), boot=UP_REPS, expect="no effect")
+    finding("up, at a stated 0.2", 0.5, null=Null.point("zero", 0.0), boot=UP_REPS, alpha=0.2)
+    finding("up, called less, at 0.2", 0.5, null=Null.point("zero", 0.0), boot=UP_REPS, alpha=0.2,
+            alternative="less", expect="no effect")
+    finding("down, less, at 0.2", -0.5, null=Null.point("zero", 0.0), boot=DOWN_REPS, alpha=0.2,
+            alternative="less")
+    with pytest.raises(AssertionError):
+        finding("down, called greater, at 0.2", -0.5, null=Null.point("zero", 0.0), boot=DOWN_REPS,
+                alpha=0.2)
+
+
+def test_a_bootstrap_finding_reads_its_own_tail():
+    """Chapters 17 and 19 state effects with alternative="less" on bootstrap replicates: a loss
+    that drops. 1000 replicates, 3 at or above 0: p = 4 / 1001 in the lower tail, and the
+    upper tail's (1 + 1000) / 1001 = 1 cannot be an effect."""
+    reps = [-1.0 - i / 1000 for i in range(997)] + [0.0, 0.5, 1.0]
+    finding("the loss drops", -1.5, null=Null.point("no change", 0.0), boot=reps, alternative="less")
+    assert null_test(-1.5, Null.point("no change", 0.0), boot=reps, alternative="less").p == pytest.approx(4 / 1001)
+    with pytest.raises(AssertionError, match="expected 'effect'"):
+        finding("the loss rises", -1.5, null=Null.point("no change", 0.0), boot=reps, alternative="greater")
+    finding("the loss changes", -1.5, null=Null.point("no change", 0.0), boot=reps, alternative="two-sided")
+    # and the mirror image for "greater"
+    up = [-r for r in reps]
+    finding("the score rises", 1.5, null=Null.point("no change", 0.0), boot=up, alternative="greater")
+    with pytest.raises(AssertionError, match="expected 'effect'"):
+        finding("the score falls", 1.5, null=Null.point("no change", 0.0), boot=up, alternative="less")
+
+
+def test_draws_that_are_all_equal_give_an_undefined_z_only_at_their_value():
+    flat = Null.draws("constant", [2.0, 2.0, 2.0])
+    assert null_test(3.0, flat).z == math.inf and null_test(1.0, flat).z == -math.inf
+    assert math.isnan(null_test(2.0, flat).z)
+
+
+def test_a_verdict_of_many_bools_is_refused_with_how_to_reduce_it():
+    a = torch.arange(4.0)
+    with pytest.raises(ValueError, match=r"one bool, got 4 of them \(shape \(4,\)\).*\.all\(\)"):
+        identity("A = B", 0, a == a)
+    identity("A = B", 0, (a == a).all())
+    identity("one entry", 0, a[:1] == a[:1])  # a one-element tensor is one verdict
+    np = pytest.importorskip("numpy")
+    with pytest.raises(ValueError, match="one bool, got 2"):
+        identity("numpy", 0, np.array([True, True]))

@@ -272,11 +272,6 @@ def test_the_wrong_answers_are_diagnosed_without_the_answer():
 
 # --- the chapter's prose before the exercise ---------------------------------------------------------
 
-# Exercises whose chapter prose, before the exercise cell, still prints a line of the solution;
-# chapters 11-20 are fixed separately (issue 15). Empty when none is known to leak.
-PROSE_LEAKS_KNOWN: set[str] = set()
-
-
 def prose_before(ex_id: str) -> str:
     """The markdown cells of the exercise's chapter that come before its exercise cell."""
     cells = re.split(r"^(?=# %%)", SOURCES[ex_id]["path"].read_text(), flags=re.M)
@@ -289,8 +284,7 @@ def prose_before(ex_id: str) -> str:
     raise AssertionError(f"{ex_id}: no exercise cell found in {SOURCES[ex_id]['source']}")
 
 
-@pytest.mark.parametrize("ex_id", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason="prose leak, issue 15"))
-                                   if i in PROSE_LEAKS_KNOWN else i for i in ALL_IDS])
+@pytest.mark.parametrize("ex_id", ALL_IDS)
 def test_the_prose_before_an_exercise_does_not_print_its_solution(ex_id):
     """The chapter explains the idea before an exercise, but prints no expression of its solution."""
     found = leaks(prose_before(ex_id), fragments(SOURCES[ex_id]["solution"]))

@@ -406,7 +406,7 @@ def test_one_pair_given_bare_in_any_form():
     model = build_model(2, n_heads=3)
     for pair in [(1, 2), [1, 2], torch.tensor([1, 2]), (torch.tensor(1), torch.tensor(2))]:
         assert ablate(model, pair).by_layer == {1: [2]}
-    with pytest.raises(TypeError, match="a layer must be an integer"):
+    with pytest.raises(TypeError, match="layer must be an integer"):
         ablate(model, [(0.0, 1)])
     with pytest.raises(ValueError, match=r"shape \[2\] or \[n, 2\]"):
         ablate(model, torch.zeros(2, 3, dtype=torch.long))

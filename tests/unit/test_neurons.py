@@ -190,3 +190,41 @@ def test_value_logits_dense_float64():
                           for t in range(11)] for n in range(5)])
     assert float((got.double() - want.double()).abs().max()) < 1e-5
     assert torch.allclose(value_logits(W_out, None, W_U), W_out @ W_U)
+
+
+def test_bad_input_is_named():
+    """Each of these once failed deep in TransformerLens or torch, or returned NaN silently."""
+    model = tiny_swiglu(n_layers=2)
+    tokens = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"token ids must lie in 0\.\.16 \(d_vocab=17\); got min 0, max 17"):
+        mlp_activations(model, torch.tensor([[0, 17, 2]]), 0)
+    with pytest.raises(ValueError, match=r"layers is empty: give at least one layer index \(0\.\.1\)"):
+        mlp_activations(model, tokens, [])
+    with pytest.raises(ValueError, match=r"layer 2 is out of range: .*valid layers are 0\.\.1"):
+        mlp_activations(model, tokens, [0, 2])
+    with pytest.raises(TypeError, match="layer must be an integer"):
+        mlp_activations(model, tokens, 1.0)
+    # a 0-dim tensor is one layer, as an int is; a 1-dim tensor a sequence of layers
+    one = mlp_activations(model, tokens, torch.tensor(1))
+    assert set(one) == {"x", "gate", "up", "post", "out"}
+    assert sorted(mlp_activations(model, tokens, torch.tensor([1, 0]))) == [0, 1]
+
+    acts = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 6\] \(acts \(2, 3\) holds 6 entries\), got 7"):
+        top_activations(acts, 7)
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 6\]"):
+        top_activations(acts, 0)
+
+    W_out, W_U = torch.randn(5, 6), torch.randn(6, 11)
+    with pytest.raises(ValueError, match=r"W_U must be \[d_model, d_vocab\] with d_model = 6.*did you pass W_U\.T\?"):
+        value_logits(W_out, None, W_U.T)
+    with pytest.raises(ValueError, match=r"final_norm_w must be the final norm's gain \[d_model\] = \[6\]"):
+        value_logits(W_out, torch.ones(11), W_U)
+
+    # a constant coordinate has no kurtosis (0 / 0): refused, not NaN
+    x = torch.randn(50, 3, generator=torch.Generator().manual_seed(1))
+    x[:, 1] = 2.5
+    with pytest.raises(ValueError, match=r"undefined \(0 / 0\) for a constant coordinate: 1 of 3 .*flat index 1"):
+        kurtosis(x, dim=0)
+    with pytest.raises(ValueError, match="at least 2 values"):
+        kurtosis(torch.ones(1, 4), dim=0)

@@ -229,8 +229,11 @@ def test_path_patch_into_keys_leaves_other_heads_alone(model, tokens):
 def test_all_or_nothing(model, tokens):
     run = patching_run(model, *tokens, metric)
     assert patch(run, "resid_pre", 0) == pytest.approx(1.0, abs=1e-10)
-    assert patch(run, "z", 1, positions=[], head=0) == pytest.approx(0.0, abs=1e-10)
-    assert path_patch(run, (0, 0), [(1, 0)], into="k", positions=[]) == pytest.approx(0.0, abs=1e-10)
+    # patching nothing would measure 0 whatever the activation: an empty list is refused
+    with pytest.raises(ValueError, match=r"positions is empty: give at least one position in 0\.\.5"):
+        patch(run, "z", 1, positions=[], head=0)
+    with pytest.raises(ValueError, match="positions is empty"):
+        path_patch(run, (0, 0), [(1, 0)], into="k", positions=[])
 
 
 def test_patch_heads_and_resid_equal_transformer_lens(model, tokens):
@@ -316,3 +319,39 @@ def test_path_patch_with_grouped_query_attention_reaches_one_query_head_only(tok
     torch.testing.assert_close(z_patched[:, :, 1:], z_corr[:, :, 1:], rtol=0, atol=1e-12)
     assert (z_patched[:, :, 0] - z_corr[:, :, 0]).abs().max() > 1e-6
     assert not gqa.cfg.use_split_qkv_input and not gqa.cfg.ungroup_grouped_query_attention
+
+
+def test_bad_input_is_named(model, tokens):
+    """Each of these once returned NaN, 0.0 or a bare KeyError instead of saying what is wrong."""
+    clean, corrupted = tokens
+    # an empty loss window: the mean of no loss is NaN on both runs, and NaN == NaN is False
+    with pytest.raises(ValueError, match=r"mean_loss positions \(each needs a next token\) is empty"):
+        patching_run(model, clean, corrupted, lambda lg: mean_loss(lg, clean, []))
+    with pytest.raises(ValueError, match="logit_diff positions is empty"):
+        logit_diff(model(clean), [], torch.zeros(3, 0, dtype=torch.long), torch.zeros(3, 0, dtype=torch.long))
+    # any other metric that is not a finite number on a run
+    with pytest.raises(ValueError, match="the metric is nan on the clean run"):
+        patching_run(model, clean, corrupted, lambda lg: lg[:, -1, 0].mean() * float("nan"))
+    calls = []  # the clean run is measured first: finite there, infinite on the corrupted run
+
+    def finite_once(logits):
+        calls.append(1)
+        return logits[:, -1, 0].mean() if len(calls) == 1 else torch.tensor(float("inf"))
+
+    with pytest.raises(ValueError, match="the metric is inf on the corrupted run"):
+        patching_run(model, clean, corrupted, finite_once)
+    run = patching_run(model, clean, corrupted, metric)
+    # patching nothing
+    with pytest.raises(ValueError, match=r"positions is empty: give at least one position in 0\.\.5"):
+        patch(run, "resid_pre", 0, positions=[])
+    with pytest.raises(TypeError, match="positions must be integer positions"):
+        patch(run, "resid_pre", 0, positions=[1.5])
+    # a hook TransformerLens lists for an attention-only model but never runs
+    assert "blocks.0.hook_mlp_out" in model.hook_dict
+    with pytest.raises(ValueError, match=r"'blocks\.0\.hook_mlp_out' exists but never runs.*attention-only"):
+        patch(run, "mlp_out", 0)
+    # the head of a full hook name is checked against that layer's heads
+    with pytest.raises(ValueError, match=r"head 2 is out of range: layer 1 has 2 heads, valid heads are 0\.\.1"):
+        patch(run, "blocks.1.attn.hook_z", head=2)
+    # a 0-dim tensor layer and head (what argmax gives) are ints
+    assert patch(run, "z", torch.tensor(1), head=torch.tensor(0)) == patch(run, "z", 1, head=0)

@@ -15,17 +15,12 @@ from circuitbook.checks.core import FunctionExercise, Mistake, ValueExercise
 # --- Exercise 1.1: the stream entering a block ----------------------------------------------
 
 
-def stream_before(embed: torch.Tensor, pos_embed: torch.Tensor, attn_out: torch.Tensor,
-                  mlp_out: torch.Tensor, layer: int) -> torch.Tensor:
-    """The residual stream entering block ``layer`` (TransformerLens's ``resid_pre``).
-
-    embed, pos_embed: [pos, d_model]; attn_out, mlp_out: [n_layers, pos, d_model], each
-    block's attention and MLP writes; 0 <= layer < n_layers. In a pre-norm model every
-    sublayer adds its write to the stream, so the stream entering block ``layer`` is
-    x_0 + sum over blocks l < layer of (attn_l + mlp_l), with x_0 = embed + pos_embed.
-    Returns [pos, d_model].
-    """
-    return embed + pos_embed + attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+def stream_before(embed, pos_embed, attn_out, mlp_out, layer):
+    """embed, pos_embed: [pos, d_model];
+    attn_out, mlp_out: [n_layers, pos, d_model]; 0 <= layer < n_layers
+    -> the stream entering block `layer`, [pos, d_model]."""
+    before = attn_out[:layer].sum(0) + mlp_out[:layer].sum(0)
+    return embed + pos_embed + before
 
 
 def _stream_inputs(g: torch.Generator) -> dict:

@@ -19,19 +19,12 @@ def _flip(g: torch.Generator) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def encoder_layer_params(d_model: int, h: int, d_ff: int, bias: bool = True) -> int:
-    """Parameters of one encoder layer of the Annotated Transformer.
-
-    Self-attention: W^Q, W^K, W^V, W^O, each d_model x d_model (h heads of d_model x d_head,
-    d_head = d_model / h), plus a d_model bias each when ``bias``. Feed-forward: W_1
-    (d_model x d_ff) and W_2 (d_ff x d_model), plus biases d_ff and d_model when ``bias``.
-    Two LayerNorms (one per sublayer), each with a gain and a bias of d_model: always there.
-    """
+def encoder_layer_params(d_model, h, d_ff, bias=True):
+    """Parameters of one encoder layer: attention + FFN + two LayerNorms."""
     b = 1 if bias else 0
     attention = 4 * d_model * d_model + 4 * d_model * b
     ffn = 2 * d_model * d_ff + (d_ff + d_model) * b
-    layer_norms = 2 * 2 * d_model
-    return attention + ffn + layer_norms
+    return attention + ffn + 2 * 2 * d_model
 
 
 def _attention_one_head(d_model, h, bias):
@@ -119,12 +112,10 @@ EX1 = FunctionExercise(
 # --------------------------------------------------------------------------------------
 
 
-def sublayer_connection(x: torch.Tensor, sublayer, norm, position: str) -> torch.Tensor:
-    """Wrap ``sublayer`` in a residual connection with LayerNorm ``norm``.
-
-    position "pre" (the Annotated Transformer's code, GPT-2): x + sublayer(norm(x));
-    position "post" (the paper): norm(x + sublayer(x)).
-    """
+def sublayer_connection(x, sublayer, norm, position):
+    """x: [..., d_model]; sublayer, norm: [..., d_model] -> [..., d_model];
+    position: "pre" or "post", where the LayerNorm sits.
+    Returns [..., d_model]."""
     if position == "pre":
         return x + sublayer(norm(x))
     return norm(x + sublayer(x))

@@ -45,15 +45,20 @@ def _rotate(weights: dict, R: torch.Tensor, *, write=None, read=None, skip=()) -
     return out
 
 
-def rotate_model_weights(weights: dict, R: torch.Tensor) -> dict:
-    """Change the basis of the residual stream to x -> x R (R orthogonal).
-
-    Writes (W_E, W_pos, W_O, b_O) become W R; reads (W_Q, W_K, W_V, W_U) become R^T W, so
-    every read sees (x R) R^T W = x W, unchanged. Head-space and vocabulary-space biases
-    (b_Q, b_K, b_V, b_U) are untouched. Returns a new dict.
-    """
-    return {name: (W @ R if name in WRITES else R.T @ W if name in READS else W.clone())
-            for name, W in weights.items()}
+def rotate_model_weights(weights, R):
+    """weights: dict of TransformerLens-shaped tensors; R: [d_model, d_model]
+    orthogonal. Returns the weights of the same model with stream x -> x R."""
+    writes = ("W_E", "W_pos", "W_O", "b_O")
+    reads = ("W_Q", "W_K", "W_V", "W_U")
+    out = {}
+    for name, W in weights.items():
+        if name in writes:
+            out[name] = W @ R          # [..., d_model] @ [d_model, d_model]
+        elif name in reads:
+            out[name] = R.T @ W        # broadcasts over layers and heads
+        else:
+            out[name] = W.clone()
+    return out
 
 
 def logits_from_weights(weights: dict, tokens: torch.Tensor) -> torch.Tensor:
@@ -192,15 +197,13 @@ EX1 = RotationExercise(
 )
 
 
-def plane_rotation(d: int, i: int, j: int, theta: float) -> torch.Tensor:
-    """[d, d] orthogonal matrix that rotates the plane of coordinates i and j by theta.
-
-    Row-vector convention: x -> x R, with e_i R = cos(theta) e_i + sin(theta) e_j and
-    e_j R = -sin(theta) e_i + cos(theta) e_j; every other coordinate is left alone.
-    """
+def plane_rotation(d, i, j, theta):
+    """[d, d] rotation by theta (radians) in the plane of coordinates i, j,
+    for row vectors: x -> x @ R."""
     R = torch.eye(d)
     c, s = math.cos(theta), math.sin(theta)
-    R[i, i], R[i, j], R[j, i], R[j, j] = c, s, -s, c
+    R[i, i], R[i, j] = c, s      # row i is the image of e_i
+    R[j, i], R[j, j] = -s, c     # row j is the image of e_j
     return R
 
 

@@ -17,12 +17,9 @@ from circuitbook.checks.core import FunctionExercise, Mistake
 from circuitbook.models.encoder_decoder import sinusoidal_table
 
 
-def embed(tokens: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
-    """Scaled embedding lookup: ``sqrt(d_model) * lut[tokens]``.
-
-    tokens [batch, pos] (int64, values in 0..vocab-1); lut [vocab, d_model]
-    -> [batch, pos, d_model]. Equal to ``one_hot(tokens) @ (sqrt(d_model) * lut)``.
-    """
+def embed(tokens, lut):
+    """tokens: [batch, pos] ids; lut: [vocab, d_model]
+    -> [batch, pos, d_model], the Annotated Transformer's scaled embedding."""
     return lut[tokens] * math.sqrt(lut.shape[-1])
 
 
@@ -68,14 +65,12 @@ EX1 = FunctionExercise(
 )
 
 
-def tied_logits(tokens: torch.Tensor, lut: torch.Tensor, b_U: torch.Tensor) -> torch.Tensor:
-    """Logits of a zero-layer model whose embedding and unembedding share ``lut``.
-
-    Embedding: ``W_E = sqrt(d_model) * lut``; unembedding: ``W_U = lut^T`` (unscaled) and
-    bias ``b_U``. tokens [batch, pos]; lut [vocab, d_model]; b_U [vocab]
-    -> logits [batch, pos, vocab] = sqrt(d_model) * lut[tokens] @ lut^T + b_U.
-    """
-    return math.sqrt(lut.shape[-1]) * lut[tokens] @ lut.T + b_U
+def tied_logits(tokens, lut, b_U):
+    """tokens: [batch, pos]; lut: [vocab, d_model]; b_U: [vocab]
+    -> logits [batch, pos, vocab] of the tied model described above."""
+    W_E = math.sqrt(lut.shape[-1]) * lut
+    W_U = lut.T
+    return W_E[tokens] @ W_U + b_U
 
 
 def _tied_inputs(g: torch.Generator) -> dict:

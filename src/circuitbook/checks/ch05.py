@@ -13,6 +13,8 @@ plane read as the complex number ``a + ib`` and multiplied by ``e^{i p theta_m}`
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from circuitbook.checks.core import FunctionExercise, Mistake, random_int
@@ -32,13 +34,16 @@ def _interleave(even: torch.Tensor, odd: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def sinusoidal(n_pos: int, d_model: int) -> torch.Tensor:
-    """The sinusoidal table [n_pos, d_model] (float32) for positions 0..n_pos-1.
-
-    PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
-    """
-    a = _angles(n_pos, d_model)
-    return _interleave(a.sin(), a.cos()).float()
+def sinusoidal(n_pos, d_model):
+    """The paper's sinusoidal encoding for positions 0 .. n_pos - 1:
+    a [n_pos, d_model] float tensor, one row per position."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64)   # 2i
+    w = 10000.0 ** (-i2 / d_model)
+    pe = torch.zeros(n_pos, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos * w)
+    pe[:, 1::2] = torch.cos(pos * w)
+    return pe.float()
 
 
 def _odd_own_index(n_pos: int, d_model: int) -> torch.Tensor:
@@ -115,13 +120,16 @@ def _freqs(d_model: int, base: float = 10000.0, two: bool = True) -> torch.Tenso
     return 1.0 / base ** ((2 * i if two else i) / d_model)
 
 
-def offset_matrix(k: int, d_model: int) -> torch.Tensor:
-    """M_k [d_model, d_model] with PE[pos + k] = PE[pos] @ M_k for every pos (row vectors).
-
-    Block diagonal: rows/columns (2i, 2i+1) hold [[cos(k w_i), -sin(k w_i)],
-    [sin(k w_i), cos(k w_i)]] with w_i = 10000^(-2i/d_model).
-    """
-    return _block_matrix(k * _freqs(d_model))
+def offset_matrix(k, d_model):
+    """M_k [d_model, d_model]: PE(pos + k) = PE(pos) @ M_k (row vectors),
+    one 2x2 rotation block per frequency on rows/columns (2i, 2i+1)."""
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        theta = k * 10000.0 ** (-2 * i / d_model)
+        c, s = math.cos(theta), math.sin(theta)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = c, -s
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = s, c
+    return M.float()
 
 
 def _offset_inputs(g: torch.Generator) -> dict:
@@ -184,10 +192,18 @@ def _rope(x: torch.Tensor, base: float, *, adjacent: bool = False, sign: float =
     return out.to(x.dtype)
 
 
-def rope(x: torch.Tensor, base: float) -> torch.Tensor:
-    """Rows x [n_pos, d_head] at positions 0..n_pos-1, rotated as RoPE does (split halves):
-    plane m = coordinates (m, m + d_head/2) turned by pos * base^(-2m/d_head)."""
-    return _rope(x, base)
+def rope(x, base):
+    """x: [..., n_pos, d_head], row p at position p; returns the rows rotated
+    as RoPE does, the same shape: plane m (coordinates m and m + d_head / 2)
+    turned by the angle p * base^(-2m / d_head)."""
+    n_pos, d = x.shape[-2:]
+    half = d // 2
+    theta = base ** (-2 * torch.arange(half, dtype=torch.float64) / d)
+    angle = torch.arange(n_pos, dtype=torch.float64)[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()                   # [n_pos, half]
+    a, b = x[..., :half].double(), x[..., half:].double()
+    turned = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return turned.to(x.dtype)
 
 
 _BASES = (500.0, 2000.0, 50000.0, 100000.0, 500000.0)  # never 10000: "used 10000" must show

@@ -12,11 +12,14 @@ def _causal(n: int) -> torch.Tensor:
     return torch.tril(torch.ones(n, n, dtype=torch.bool))
 
 
-def attention_pattern(q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d_k)) over keys, with the causal mask: [..., n_q, n_k]."""
+def attention_pattern(q, k, causal=True):
+    """q, k: [batch, n, d_k] -> attention pattern [batch, n, n] (rows:
+    queries), causally masked when causal is true."""
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
     if causal:
-        scores = scores.masked_fill(~_causal(q.shape[-2]), float("-inf"))
+        n = q.shape[-2]
+        future = torch.ones(n, n).triu(1).bool()
+        scores = scores.masked_fill(future, float("-inf"))
     return scores.softmax(dim=-1)
 
 
@@ -85,12 +88,9 @@ EX1 = FunctionExercise(
 )
 
 
-def qk_scores(x: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
-    """Attention scores of every head, from the residual stream (row-vector convention).
-
-    x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head] -> [n_heads, pos_q, pos_k],
-    scores[h, i, j] = (x_i W_Q^h)(x_j W_K^h)^T / sqrt(d_head) = x_i W_QK^h x_j^T / sqrt(d_head).
-    """
+def qk_scores(x, W_Q, W_K):
+    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head]
+    -> scores [n_heads, pos_q, pos_k]."""
     q = torch.einsum("pd,hde->hpe", x, W_Q)
     k = torch.einsum("pd,hde->hpe", x, W_K)
     return q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5

@@ -11,15 +11,10 @@ from circuitbook.checks.core import FunctionExercise, Mistake
 # --------------------------------------------------------------------------------------
 
 
-def split_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Per-head matrices of a query, key or value map, in TransformerLens's shape.
-
-    ``weight`` is ``nn.Linear(d_model, d_model).weight``, stored as [out, in]; the layer
-    computes ``x @ weight.T``, so the paper's (row-vector) matrix is ``W = weight.T``
-    [d_model, n_heads * d_head]. Head h owns columns ``h*d_head:(h+1)*d_head`` of W.
-    Returns [n_heads, d_model, d_head] with ``out[h] = W[:, h*d_head:(h+1)*d_head]``.
-    """
-    W = weight.T
+def split_heads(weight, n_heads):
+    """nn.Linear weight [n_heads*d_head, d_model]
+    -> W [n_heads, d_model, d_head]."""
+    W = weight.T  # acts on row vectors: [d_model, n_heads * d_head]
     return W.reshape(W.shape[0], n_heads, -1).permute(1, 0, 2)
 
 
@@ -73,15 +68,12 @@ def _per_head(x, pattern, W_V, W_O, b_V):
     return torch.einsum("hqe,hem->hqm", pattern @ v, W_O)
 
 
-def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O) -> torch.Tensor:
-    """Multi-head attention's output from a given pattern, written as a sum over heads.
-
-    x [pos, d_model] (the stream the values are read from); pattern [n_heads, pos_q, pos_k]
-    (rows sum to 1); W_V [n_heads, d_model, d_head]; W_O [n_heads, d_head, d_model];
-    b_V [n_heads, d_head]; b_O [d_model]. Returns [pos_q, d_model]:
-    sum_h A^h (x W_V^h + 1 b_V^h) W_O^h + b_O.
-    """
-    return _per_head(x, pattern, W_V, W_O, b_V).sum(0) + b_O
+def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
+    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens
+    weights -> the attention layer's output [pos_q, d_model], head by head."""
+    v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
+    z = pattern @ v                                            # [h, q, d_head]
+    return torch.einsum("hqe,hem->qm", z, W_O) + b_O
 
 
 def _sum_inputs(g: torch.Generator) -> dict:

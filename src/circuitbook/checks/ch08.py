@@ -11,15 +11,13 @@ from circuitbook.checks.core import random_int as _randint
 # --- Exercise 8.1: the QK circuit with biases, as one bilinear form -------------------------
 
 
-def extended_qk(W_Q: torch.Tensor, b_Q: torch.Tensor, W_K: torch.Tensor, b_K: torch.Tensor) -> torch.Tensor:
-    """One head's QK circuit with its biases folded in (row-vector convention).
-
-    W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head]. Appending a 1 to each residual row,
-    [x, 1], makes the query x W_Q + b_Q = [x, 1] [W_Q; b_Q], and likewise the key, so the score
-    (x_i W_Q + b_Q)(x_j W_K + b_K)^T = [x_i, 1] M [x_j, 1]^T with
-    M = [W_Q; b_Q] [W_K; b_K]^T, of shape [d_model + 1, d_model + 1] (query side on the left).
-    """
-    return torch.cat([W_Q, b_Q[None]], dim=0) @ torch.cat([W_K, b_K[None]], dim=0).T
+def extended_qk(W_Q, b_Q, W_K, b_K):
+    """W_Q, W_K: [d_model, d_head]; b_Q, b_K: [d_head] -> [d_model + 1,
+    d_model + 1], the QK circuit acting on residual rows with a 1 appended
+    (query side on the left)."""
+    Q_ext = torch.cat([W_Q, b_Q[None]], dim=0)   # [d_model + 1, d_head]
+    K_ext = torch.cat([W_K, b_K[None]], dim=0)
+    return Q_ext @ K_ext.T
 
 
 def _ext_inputs(g: torch.Generator) -> dict:
@@ -72,16 +70,11 @@ EX1 = FunctionExercise(
 # --- Exercise 8.2: from TransformerLens's convention to the paper's ------------------------
 
 
-def to_paper_convention(W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor,
-                        W_O: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Elhage et al.'s (W_QK, W_OV) of one head, from its TransformerLens weights.
-
-    W_Q, W_K, W_V: [d_model, d_head]; W_O: [d_head, d_model] (row vectors, x W). The paper acts on
-    column vectors with W_Q^p = W_Q^T etc., so W_QK^p = (W_Q^p)^T W_K^p = W_Q W_K^T (the same
-    matrix: a bilinear form keeps the query on the left in both conventions) and
-    W_OV^p = W_O^p W_V^p = W_O^T W_V^T = (W_V W_O)^T (a linear map is transposed).
-    """
-    return W_Q @ W_K.T, (W_V @ W_O).T
+def to_paper_convention(W_Q, W_K, W_V, W_O):
+    """W_Q, W_K, W_V: [d_model, d_head]; W_O: [d_head, d_model] (row vectors)
+    -> (W_QK, W_OV) of the paper (column vectors), each [d_model, d_model]."""
+    W_Qp, W_Kp, W_Vp, W_Op = W_Q.T, W_K.T, W_V.T, W_O.T   # paper's matrices
+    return W_Qp.T @ W_Kp, W_Op @ W_Vp
 
 
 def _paper_inputs(g: torch.Generator) -> dict:

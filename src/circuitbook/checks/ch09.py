@@ -11,14 +11,12 @@ from circuitbook.checks.core import random_int as _randint
 # --- Exercise 9.1: the full OV circuit as a dense matrix -----------------------------------
 
 
-def full_ov(W_E: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, W_U: torch.Tensor) -> torch.Tensor:
-    """The full OV circuit W_E W_V W_O W_U of one head (row-vector convention).
-
-    W_E: [d_vocab, d_model]; W_V: [d_model, d_head]; W_O: [d_head, d_model]; W_U: [d_model, d_vocab].
-    Returns [d_vocab, d_vocab]: entry [s, t] is the direct effect on logit t of the head
-    attending fully to source token s.
-    """
-    return W_E @ W_V @ W_O @ W_U
+def full_ov(W_E, W_V, W_O, W_U):
+    """W_E: [d_vocab, d_model]; W_V: [d_model, d_head]; W_O: [d_head, d_model];
+    W_U: [d_model, d_vocab] -> [d_vocab, d_vocab]."""
+    A = W_E @ W_V          # [d_vocab, d_head]: token -> value
+    B = W_O @ W_U          # [d_head, d_vocab]: head output -> logits
+    return A @ B
 
 
 def _full_ov_inputs(g: torch.Generator) -> dict:
@@ -63,11 +61,9 @@ EX1 = FunctionExercise(
 # --- Exercise 9.2: the copying score from eigenvalues -------------------------------------
 
 
-def copying_score(eigenvalues: torch.Tensor) -> float:
-    """Elhage et al.'s copying score: Re(sum_i lambda_i) / sum_i |lambda_i|, in [-1, 1].
-
-    eigenvalues: complex [n] (a real matrix's eigenvalues: real ones and conjugate pairs).
-    """
+def copying_score(eigenvalues):
+    """eigenvalues: complex [n] -> the copying score defined above,
+    a float in [-1, 1]."""
     return (eigenvalues.sum().real / eigenvalues.abs().sum()).item()
 
 

@@ -14,11 +14,11 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake, Result
 
 
-def ffn(x: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-    """FFN(x) = max(0, x W1^T + b1) W2^T + b2, with W1 [d_ff, d_model] and W2 [d_model, d_ff]
-    as ``nn.Linear`` stores them (``PositionwiseFeedForward.w_1.weight`` / ``w_2.weight``).
-    x: [..., d_model] -> [..., d_model]."""
-    return (x @ W1.T + b1).relu() @ W2.T + b2
+def ffn(x, W1, b1, W2, b2):
+    """Position-wise FFN with nn.Linear-stored weights:
+    W1 [d_ff, d_model], b1 [d_ff], W2 [d_model, d_ff], b2 [d_model]."""
+    hidden = (x @ W1.T + b1).relu()     # [..., d_ff]: the neurons
+    return hidden @ W2.T + b2           # [..., d_model]: written to the stream
 
 
 def _ffn_inputs(g: torch.Generator) -> dict:
@@ -97,15 +97,12 @@ EX1 = FFNExercise(
 )
 
 
-def neuron_writes(x: torch.Tensor, W_in: torch.Tensor, b_in: torch.Tensor, W_out: torch.Tensor) -> torch.Tensor:
-    """What each neuron of an FFN writes into the stream, in TransformerLens's names and shapes.
-
-    x [pos, d_model]; W_in [d_model, d_mlp]; b_in [d_mlp]; W_out [d_mlp, d_model]
-    -> [pos, d_mlp, d_model], entry [p, n] = max(0, x_p . W_in[:, n] + b_in[n]) W_out[n]: neuron n
-    reads one number, applies the ReLU and writes that multiple of one direction. Summed over
-    neurons, plus b_out, it is the FFN's output.
-    """
-    return (x @ W_in + b_in).relu()[..., None] * W_out
+def neuron_writes(x, W_in, b_in, W_out):
+    """x: [pos, d_model]; W_in: [d_model, d_mlp]; b_in: [d_mlp];
+    W_out: [d_mlp, d_model] -> [pos, d_mlp, d_model], the write of each
+    neuron at each position."""
+    acts = (x @ W_in + b_in).relu()     # [pos, d_mlp]: one number per neuron
+    return acts[..., None] * W_out      # each scales its own output direction
 
 
 def _neuron_inputs(g: torch.Generator) -> dict:

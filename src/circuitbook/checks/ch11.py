@@ -17,8 +17,10 @@ from circuitbook.checks.core import FunctionExercise, Mistake, allclose, tensor_
 # --------------------------------------------------------------------------------------
 
 
-def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance)."""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """x: [..., d]; gamma, beta: [d] -> [..., d]: each vector normalised
+    over the last axis, in nn.LayerNorm's convention, then given the gain
+    and bias."""
     mu = x.mean(-1, keepdim=True)
     var = (x - mu).pow(2).mean(-1, keepdim=True)
     return (x - mu) / torch.sqrt(var + eps) * gamma + beta
@@ -97,11 +99,9 @@ EX1 = FunctionExercise(
 # --------------------------------------------------------------------------------------
 
 
-def fold_ln(gamma: torch.Tensor, beta: torch.Tensor, W: torch.Tensor, b: torch.Tensor):
-    """(x_hat * gamma + beta) W + b = x_hat (diag(gamma) W) + (beta W + b).
-
-    gamma, beta: [d_model]; W: [d_model, d_out]; b: [d_out] -> (W_folded, b_folded).
-    """
+def fold_ln(gamma, beta, W, b):
+    """gamma, beta: [d_model]; W: [d_model, d_out]; b: [d_out]
+    -> (W_folded [d_model, d_out], b_folded [d_out])."""
     return gamma[:, None] * W, b + beta @ W
 
 

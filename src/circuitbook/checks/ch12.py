@@ -37,15 +37,14 @@ def _attend(q_in, kv_in, W_Q, W_K, W_V, W_O, allowed, *, scale=True, axis=-1, fi
 
 
 def cross_attention(x_dec, memory, W_Q, W_K, W_V, W_O, src_mask):
-    """Multi-head cross-attention (no biases): [tgt, d_model].
-
-    Queries come from the decoder stream ``x_dec`` [tgt, d_model], keys and values from
-    the encoder output ``memory`` [src, d_model]; padding keys (``src_mask`` False) get
-    zero weight; there is no causal mask (every target position may read every source
-    word). out = sum_h softmax(q_h k_h^T / sqrt(d_head)) v_h W_O[h].
-    """
-    allowed = src_mask[None, :].expand(x_dec.shape[0], -1)
-    return _attend(x_dec, memory, W_Q, W_K, W_V, W_O, allowed)
+    """x_dec [tgt, d]; memory [src, d]; W_Q, W_K, W_V [h, d, d_head];
+    W_O [h, d_head, d]; src_mask [src] bool -> [tgt, d]."""
+    q = torch.einsum("td,hde->hte", x_dec, W_Q)
+    k = torch.einsum("sd,hde->hse", memory, W_K)
+    v = torch.einsum("sd,hde->hse", memory, W_V)
+    s = q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
+    p = s.masked_fill(~src_mask, float("-inf")).softmax(-1)
+    return torch.einsum("hts,hse,hem->tm", p, v, W_O)
 
 
 def _xattn_inputs(g: torch.Generator) -> dict:
@@ -141,9 +140,10 @@ def _full_ov(W_E, W_V, W_O, W_U):
 
 
 def ov_readout(W_E, W_V, W_O, W_U):
-    """For every source token, the target token that the layer's summed full OV circuit
-    sum_h W_E W_V[h] W_O[h] W_U promotes most: LongTensor [src_vocab]."""
-    return _full_ov(W_E, W_V, W_O, W_U).sum(0).argmax(-1)
+    """W_E [src_vocab, d]; W_V [h, d, d_head]; W_O [h, d_head, d];
+    W_U [d, tgt_vocab] -> LongTensor [src_vocab] of target ids."""
+    scores = torch.einsum("sd,hde,hem,mt->st", W_E, W_V, W_O, W_U)
+    return scores.argmax(-1)
 
 
 def _ov_inputs(g: torch.Generator) -> dict:

@@ -14,18 +14,10 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake
 
 
-def direct_logit_attribution(head_out: torch.Tensor, W_U: torch.Tensor, b_U: torch.Tensor,
-                             tokens: torch.Tensor) -> torch.Tensor:
-    """Each head's direct contribution to the logit of the correct next token.
-
-    head_out: [n_heads, pos, d_model], what each head writes into the residual stream at
-    each position (its share of the layer output, without the layer's b_O);
-    W_U: [d_model, d_vocab]; b_U: [d_vocab]; tokens: [pos].
-    Returns [n_heads, pos - 1]: entry [h, p] = head_out[h, p] @ W_U[:, tokens[p + 1]],
-    since the logits at position p predict token p + 1. b_U belongs to the direct path
-    (it is counted once there), so no head's attribution contains it.
-    """
-    columns = W_U[:, tokens[1:]]                       # [d_model, pos - 1]
+def direct_logit_attribution(head_out, W_U, b_U, tokens):
+    """head_out: [n_heads, pos, d_model]; W_U: [d_model, d_vocab];
+    b_U: [d_vocab]; tokens: [pos] -> [n_heads, pos - 1]."""
+    columns = W_U[:, tokens[1:]]          # unembedding of each next token
     return torch.einsum("hpd,dp->hp", head_out[:, :-1], columns)
 
 
@@ -82,13 +74,8 @@ DLA = FunctionExercise(
 )
 
 
-def n_paths(n_layers: int, n_heads: int) -> int:
-    """Paths from the embedding to the logits: (1 + n_heads) ** n_layers.
-
-    Each layer is either skipped (the residual connection) or passed through one of its
-    n_heads heads, independently, so there are 1 + n_heads choices per layer. This counts
-    the direct path (every layer skipped) and leaves out the paths that start at a bias.
-    """
+def n_paths(n_layers, n_heads):
+    """Number of embedding-to-unembedding paths (the direct path included)."""
     return (1 + n_heads) ** n_layers
 
 

@@ -12,14 +12,8 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake
 
 
-def zero_layer_logits(tokens: torch.Tensor, W_E: torch.Tensor, W_U: torch.Tensor,
-                      b_U: torch.Tensor) -> torch.Tensor:
-    """Logits of a zero-layer transformer: embed each token, unembed it at once.
-
-    tokens: [batch, pos]; W_E: [d_vocab, d_model]; W_U: [d_model, d_vocab]; b_U: [d_vocab].
-    Returns [batch, pos, d_vocab]; position p's logits (predicting token p + 1) depend on
-    token p alone: ``W_E[tokens[b, p]] @ W_U + b_U``.
-    """
+def zero_layer_logits(tokens, W_E, W_U, b_U):
+    """tokens: [batch, pos] -> logits [batch, pos, d_vocab]."""
     return W_E[tokens] @ W_U + b_U
 
 
@@ -72,13 +66,8 @@ EX1 = FunctionExercise(
 )
 
 
-def row_centred_correlation(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Correlation of two [rows, cols] matrices after subtracting each row's mean.
-
-    ``a = A - A.mean(-1, keepdim=True)``, ``b`` likewise; returns the scalar
-    ``sum(a * b) / (||a|| ||b||)``. Adding any constant to a row of A or B leaves it
-    unchanged, as softmax leaves a row of logits unchanged.
-    """
+def row_centred_correlation(A, B):
+    """Correlation of A and B after subtracting each row's mean."""
     a = A - A.mean(-1, keepdim=True)
     b = B - B.mean(-1, keepdim=True)
     return (a * b).sum() / (a.norm() * b.norm())

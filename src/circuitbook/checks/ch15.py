@@ -15,15 +15,8 @@ from circuitbook.checks.core import FunctionExercise, Mistake
 
 
 def one_layer_logits(tokens, patterns, W_E, W_V, W_O, b_V, b_O, W_U, b_U):
-    """Logits of a one-layer attention-only model (no LayerNorm, positions in Q/K only).
-
-    tokens: [pos]; patterns: [n_heads, pos, pos] (rows: queries, each sums to 1);
-    W_E: [d_vocab, d_model]; W_V: [n_heads, d_model, d_head]; W_O: [n_heads, d_head, d_model];
-    b_V: [n_heads, d_head]; b_O: [d_model]; W_U: [d_model, d_vocab]; b_U: [d_vocab].
-    Returns [pos, d_vocab] =
-    ``e W_U + sum_h A^h (e W_V^h + b_V^h) W_O^h W_U + b_O W_U + b_U`` with ``e = W_E[tokens]``.
-    """
-    e = W_E[tokens]
+    """The logits of a one-layer attention-only model, given its patterns."""
+    e = W_E[tokens]                                       # [pos, d_model]
     v = torch.einsum("pm,hmd->hpd", e, W_V) + b_V[:, None]
     heads = torch.einsum("hqk,hkd,hdm->qm", patterns, v, W_O)
     return (e + heads + b_O) @ W_U + b_U
@@ -99,14 +92,9 @@ EX1 = FunctionExercise(
 )
 
 
-def top_skip_trigram(full_qk: torch.Tensor, full_ov: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
-    """The skip-trigram a one-head model most favours after each current token.
-
-    full_qk: [d_vocab, d_vocab], entry [b, a] the score a query token b gives a key token a;
-    full_ov: [d_vocab, d_vocab], entry [a, c] the logit change of c when attending to a;
-    current: [n] current tokens B. Returns a LongTensor [n, 2] of (source A, output C):
-    A = argmax_a full_qk[B, a], then C = argmax_c full_ov[A, c].
-    """
+def top_skip_trigram(full_qk, full_ov, current):
+    """full_qk [B, A], full_ov [A, C] (vocab x vocab); current [n] ->
+    LongTensor [n, 2] of (source A, output C)."""
     source = full_qk[current].argmax(-1)
     output = full_ov[source].argmax(-1)
     return torch.stack([source, output], dim=-1)

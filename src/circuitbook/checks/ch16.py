@@ -11,15 +11,9 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake
 
 
-def virtual_ov(W_V: torch.Tensor, W_O: torch.Tensor, first: tuple, second: tuple) -> torch.Tensor:
-    """The virtual OV circuit of head ``first`` followed by head ``second`` (row vectors).
-
-    W_V: [n_layers, n_heads, d_model, d_head], W_O: [n_layers, n_heads, d_head, d_model];
-    first = (l1, h1), second = (l2, h2) with l1 < l2. A residual row vector x read by the
-    first head and then, through its values, by the second becomes
-    x W_V^1 W_O^1 W_V^2 W_O^2 = x W_OV^1 W_OV^2: the earlier head's matrix comes first.
-    Returns [d_model, d_model].
-    """
+def virtual_ov(W_V, W_O, first, second):
+    """The OV circuit of the virtual head first -> second.
+    Returns [d_model, d_model]."""
     (l1, h1), (l2, h2) = first, second
     return W_V[l1, h1] @ W_O[l1, h1] @ W_V[l2, h2] @ W_O[l2, h2]
 
@@ -81,14 +75,9 @@ EX1 = FunctionExercise(
 )
 
 
-def virtual_pattern(A_first: torch.Tensor, A_second: torch.Tensor) -> torch.Tensor:
-    """The attention pattern of the virtual head ``first -> second``.
-
-    A_first, A_second: [batch, pos, pos] patterns (rows: queries) of a head in an earlier layer
-    and a head in a later layer. The later head mixes positions of what the earlier head
-    wrote, so position i receives sum_j A_second[i, j] sum_k A_first[j, k] x_k: the virtual
-    pattern is A_second @ A_first (the later head on the left). Returns [batch, pos, pos].
-    """
+def virtual_pattern(A_first, A_second):
+    """The pattern of the virtual head first -> second.
+    Returns [batch, pos, pos]."""
     return A_second @ A_first
 
 

@@ -13,17 +13,11 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake
 
 
-def induction_score(pattern: torch.Tensor, seq_len: int) -> torch.Tensor:
-    """Mean attention from each token of the second copy to the token after its first copy.
-
-    pattern: [batch, head, 2 * seq_len, 2 * seq_len] (rows: queries) on sequences
-    [r_0 .. r_{n-1}, r_0 .. r_{n-1}] with n = seq_len. Query n + i (the second r_i) should
-    attend to key i + 1 (what followed r_i last time), i = 0 .. n - 1: the diagonal at
-    offset -(n - 1). Returns [head], averaged over the batch and the n queries.
-    """
-    n = seq_len
-    stripe = pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)  # (q, q - n + 1), q = n-1 .. 2n-1
-    return stripe[..., 1:].mean(dim=(0, 2))
+def induction_score(pattern, seq_len):
+    """pattern: [batch, head, 2n, 2n] on repeated tokens, n = seq_len.
+    Mean attention from query n + i to key i + 1 -> [head]."""
+    stripe = pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)
+    return stripe[..., 1:].mean(dim=(0, 2))      # queries n .. 2n - 1
 
 
 def _stripe(pattern, offset, first_query):
@@ -84,12 +78,9 @@ EX1 = FunctionExercise(
 )
 
 
-def prev_token_score(pattern: torch.Tensor) -> torch.Tensor:
-    """Mean attention from each position to the one before it.
-
-    pattern: [batch, head, pos, pos] (rows: queries). Averages pattern[b, h, p, p - 1] over
-    the batch and every position p >= 1 (position 0 has no predecessor). Returns [head].
-    """
+def prev_token_score(pattern):
+    """pattern: [batch, head, pos, pos] -> mean of pattern[..., p, p - 1]
+    over the batch and p >= 1: [head]."""
     return pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
 
 
@@ -143,14 +134,10 @@ EX2 = FunctionExercise(
 )
 
 
-def mean_ablate(z: torch.Tensor, head: int) -> torch.Tensor:
-    """One head's output replaced by its mean over the batch and the positions.
-
-    z: [batch, pos, head, d_head], a layer's per-head outputs (TransformerLens's
-    ``hook_z``, the Annotated Transformer's per-head slice before the concatenation and
-    W_O). Returns a new tensor of the same shape; the other heads are unchanged and the
-    input is not modified.
-    """
+def mean_ablate(z, head):
+    """z: [batch, pos, head, d_head], one layer's head outputs (hook_z);
+    head: an index -> z with that head replaced by its mean over batch and
+    positions, same shape."""
     out = z.clone()
     out[:, :, head] = z[:, :, head].mean(dim=(0, 1))
     return out
@@ -204,14 +191,10 @@ EX3 = FunctionExercise(
 )
 
 
-def phase_change(steps, second_copy, chance: float) -> int:
-    """The first recorded step at which the second-copy loss falls below the midpoint
-    between ``chance`` and the lowest value the curve reaches (``train.phase_change_step``).
-
-    steps, second_copy: sequences of the same length (training steps, and the loss on the
-    second copy of a repeated random sequence at each); chance: ln d_vocab. Returns an
-    element of ``steps``.
-    """
+def phase_change(steps, second_copy, chance):
+    """steps: recorded training steps; second_copy: the loss on the second
+    copy at each; chance: ln d_vocab -> the first step below the midpoint of
+    chance and the curve's minimum."""
     midpoint = (chance + min(second_copy)) / 2
     return next(s for s, v in zip(steps, second_copy) if v < midpoint)
 

@@ -11,11 +11,11 @@ import torch
 from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
 
 
-def composition_score(W_A: torch.Tensor, W_B: torch.Tensor) -> float:
-    """||W_A W_B||_F / (||W_A||_F ||W_B||_F) for W_A, W_B: [d_model, d_model] (row vectors:
-    W_A is what the earlier head writes, W_B how the later head reads it). Returns a float."""
-    fro = torch.linalg.matrix_norm
-    return float(fro(W_A @ W_B) / (fro(W_A) * fro(W_B)))
+def composition_score(W_A, W_B):
+    """W_A, W_B: [d_model, d_model], writer then reader -> the composition
+    score defined above, a float."""
+    norm = torch.linalg.matrix_norm           # Frobenius by default
+    return float(norm(W_A @ W_B) / (norm(W_A) * norm(W_B)))
 
 
 def _low_rank(g: torch.Generator, d_model: int, rank: int) -> torch.Tensor:
@@ -70,14 +70,10 @@ EX1 = FunctionExercise(
 
 
 def k_composition_matrices(W_V, W_O, W_Q, W_K):
-    """The matrices (W_A, W_B) whose composition score measures K-composition (row vectors).
-
-    Writer head: W_V [d_model, d_head], W_O [d_head, d_model]; reader head (a later layer):
-    W_Q, W_K [d_model, d_head]. The writer moves x -> x W_OV with W_OV = W_V W_O. The reader's
-    score of query x_q on key x_k is x_q W_QK x_k^T = x_k W_QK^T x_q^T with W_QK = W_Q W_K^T, so
-    the key side reads through W_QK^T = W_K W_Q^T. Returns (W_V W_O, W_K W_Q^T).
-    """
-    return W_V @ W_O, W_K @ W_Q.T
+    """(W_A, W_B), both [d_model, d_model], for K-composition."""
+    W_OV = W_V @ W_O                 # what the writer puts in the stream
+    W_QK_T = W_K @ W_Q.T             # how the reader's keys read the stream
+    return W_OV, W_QK_T
 
 
 def _kcomp_inputs(g: torch.Generator) -> dict:

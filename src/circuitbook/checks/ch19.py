@@ -12,12 +12,8 @@ from circuitbook.checks.core import FunctionExercise, Mistake, allclose
 # --------------------------------------------------------------------------------------
 
 
-def noam(step: torch.Tensor, d_model: int, warmup: int) -> torch.Tensor:
-    """lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) for each entry of ``step``.
-
-    ``step`` is an integer tensor; step 0 is treated as step 1 (a scheduler asks for the
-    rate of step 0 before the first update, and 0^-0.5 is infinite). Returns float64.
-    """
+def noam(step, d_model, warmup):
+    """step: integer tensor -> learning rates (float tensor, same shape)."""
     s = step.clamp(min=1).double()
     return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)
 
@@ -90,15 +86,10 @@ EX1 = FunctionExercise(
 # --------------------------------------------------------------------------------------
 
 
-def smoothed_targets(target: torch.Tensor, size: int, padding_idx: int, eps: float) -> torch.Tensor:
-    """The label-smoothed target distribution [N, size] for class ids ``target`` [N].
-
-    1 - eps on the true class, eps spread evenly over the size - 2 classes that are neither
-    the true class nor padding, 0 on the padding column, and an all-zero row where the
-    target itself is padding.
-    """
+def smoothed_targets(target, size, padding_idx, eps):
+    """target: [N] class ids -> smoothed target distribution [N, size]."""
     dist = torch.full((target.shape[0], size), eps / (size - 2))
-    dist[torch.arange(target.shape[0]), target] = 1.0 - eps
+    dist[torch.arange(target.shape[0]), target] = 1 - eps
     dist[:, padding_idx] = 0.0
     dist[target == padding_idx] = 0.0
     return dist

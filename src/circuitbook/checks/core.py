@@ -106,9 +106,6 @@ class Session:
         """True when the latest check of ``exercise`` in this session passed."""
         return self._latest.get(exercise, False)
 
-    def clear(self) -> None:
-        self._latest.clear()
-
 
 SESSION = Session()
 

@@ -931,8 +931,9 @@ P7B = ValueExercise(
         ("D", "reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap, "
          "and a head that hardly mattered would restore almost none of it."),
     ],
-    hint="Say what the experiment did: one clean piece, everything else corrupted. Which question does "
-         "that answer, and which does it leave open?",
+    hint="Before choosing, write down for one of these numbers which activations of the run that measured "
+         "it came from the clean input and which from the corrupted one. Then read each statement and ask "
+         "which run it is about, and whether a run of that kind was made here.",
 )
 
 EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6, P6B, P7, P7B)}
