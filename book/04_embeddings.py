@@ -374,8 +374,9 @@ identity_close("toy-0l's logits are W_E[t] W_U + b_U", model_logits,
 # *direct path* and write it $W_U W_E$, because they use column vectors; ours is its
 # transpose. In a model with layers the direct path is still there, as the term of the
 # residual sum that skips every layer, and every other path has the same two ends with
-# heads in between (chapter 9). It is the only path with nothing between its two token
-# ends, so we can read it without knowing anything else about the model.
+# heads (chapter 9) or MLPs (chapter 10) in between. It is the only path with nothing
+# between its two token ends but, in models that have one, the final norm, so we can read
+# it without knowing much else about the model.
 #
 # `circuitbook.circuits.direct_path` returns it as a TransformerLens `FactoredMatrix`: the
 # product kept as its two factors. That matters for size and for rank. It is
@@ -440,16 +441,28 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # orthogonal, so each tends to score itself above the rest. A bigram chain is nothing
 # like that: "$a$ is followed by $b$" rarely means "$b$ is followed by $a$", and in this
 # chain no token is a likely successor of itself (the chain is built that way).
+#
+# All of this is about the two ends with nothing between them, as in `toy-0l`. A final
+# LayerNorm, which the Annotated Transformer's pre-norm decoder ends with, centres the
+# vector (multiplies it by $P = I - \tfrac1d \mathbf 1 \mathbf 1^\top$) and scales it by
+# a gain $\gamma$, so the tied direct path becomes
+# $\sqrt{d_\text{model}}\, S P \operatorname{diag}(\gamma) S^\top$, each row divided by
+# its own standard deviation. That matrix is in general not symmetric
+# ($P \operatorname{diag}(\gamma)$ is not, unless $\gamma$ is constant); it is when
+# $\gamma$ is constant or when the rows of $S$ have mean zero, since then $SP = S$.
+# SmolLM2's RMSNorm, below, does not centre, and its direct path stays symmetric up to
+# the rows' scales.
+#
 # `toy-0l` is untied. We measure how much of its logit table $L = W_E W_U + b_U$ is
 # antisymmetric, $\lVert (L - L^\top)/2 \rVert / \lVert L \rVert$, after removing every
 # row's mean and every column's mean (the softmax ignores a constant added to a row, and
 # a bias adds a constant to a column, so neither says anything about bigrams).
 #
-# Three reference points, fixed before we measure: a tied model scores exactly 0; the
-# chain's own $\log P$ is what a perfect zero-layer model would score; and a matrix with
-# no symmetric structure at all (independent entries of equal variance $\sigma^2$)
-# scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason: the squared norm of
-# $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
+# Three reference points, fixed before we measure: a tied model with nothing between its
+# ends scores exactly 0; the chain's own $\log P$ is what a perfect zero-layer model
+# would score; and a matrix with no symmetric structure at all (independent entries of
+# equal variance $\sigma^2$) scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason:
+# the squared norm of $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
 # $\frac{n(n-1)}{2}\sigma^2$, against $n^2\sigma^2$ for $L$ itself; the diagonal belongs
 # wholly to the symmetric part. Removing the row and column means, $L \mapsto PLP$ with
 # $P = I - \tfrac1n \mathbf 1 \mathbf 1^\top$, changes the two expectations to
@@ -542,7 +555,8 @@ glue("self_top0", 100 * self_top.item())
 # {glue:text}`init_antisym:.2f` of the same model at initialisation; and
 # {glue:text}`self_top0:.0f`% of its tokens predict themselves next, while
 # {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
-# first. A tied zero-layer model could not have learned this chain: its table would
+# first. A tied zero-layer model with no final norm could not have learned this chain:
+# its table would
 # score 0. A tied model with layers has to build the asymmetry in its layers.
 #
 # **A real tied model.** The book's real model, from here on, is
@@ -823,9 +837,10 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # successor is never below {glue:text}`s_null_self_min:.0f`%, and a token's median rank
 # in its own row never above {glue:text}`s_null_rank_max:.0f`; SmolLM2 manages
 # {glue:text}`s_self_256:.1f`% on the same 256 tokens. (With 20 tables the rank test
-# cannot give p below 1/21, about 0.048; the size of the gap says more than the p.) So the page's question turns around: compared with what tying gives
-# before anything is learned, SmolLM2's learned directions make a token prefer *itself*
-# much less. Where the preference goes is visible in the rows: the diagonal entries of
+# cannot give p below 1/21, about 0.048; the size of the gap says more than the p.) So
+# the question is not why a tied model's tokens prefer themselves: compared with what
+# tying gives before anything is learned, SmolLM2's learned directions make a token
+# prefer *itself* much less. Where the preference goes is visible in the rows: the diagonal entries of
 # $M$ are far from equal, and one token with a very large one wins most rows. The single
 # most common top successor, the token {glue:text}`s_winner`, tops
 # {glue:text}`s_wins:.0f`% of the rows, and its diagonal entry $M[b, b]$ is number
@@ -960,8 +975,8 @@ explore(draw_row, token=(0, 63, 3))
 #   `make_model` ties nothing; the tying lines in its text are disabled and name attributes
 #   that do not exist.
 # - The direct path $W_E W_U$ (the paper's $W_U W_E$) maps tokens to tokens and has rank at
-#   most $d_\text{model}$. Tied, it is symmetric; `toy-0l`'s untied one is about as
-#   asymmetric as the chain it was trained on (and less than at initialisation), and
+#   most $d_\text{model}$. Tied with nothing between the ends, it is symmetric;
+#   `toy-0l`'s untied one is about as asymmetric as the chain it was trained on (and less than at initialisation), and
 #   recovers the chain's four successors for {glue:text}`set_match:.1f`% of tokens
 #   (chapter 14 takes it further).
 # - The book's real model is SmolLM2-135M-Instruct (Q4_1), "SmolLM2": a 4-bit copy whose

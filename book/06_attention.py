@@ -5,8 +5,9 @@
 # builds it from one equation, explains the $1/\sqrt{d_k}$ that the paper puts in front
 # of the scores (and shows what goes wrong without it), adds the causal mask that makes a
 # language model predict only from the past, and then rewrites the score in the circuit
-# notation: $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, one bilinear form on the
-# residual stream, in a model whose positions are added to the stream; and
+# notation: $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, one bilinear form on what the
+# head reads (the residual stream, or its normalised version where a LayerNorm or
+# RMSNorm comes first), in a model whose positions are added to the stream; and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
 # offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We read both
 # on a previous-token head of SmolLM2.
@@ -308,8 +309,13 @@ checks.ch06_ex1(attention_pattern)
 #
 # The head's "where to look" is a single $d_\text{model} \times d_\text{model}$ matrix,
 # and the score is a bilinear form: it is linear in the query's residual vector and
-# linear in the key's. (Biases add terms linear in one side only; the model below has
-# none. Chapter 8 treats $W_{QK}$ as an object in its own right.)
+# linear in the key's. (Biases add terms linear in one side only, and a constant; the
+# model below has none. Chapter 8 treats $W_{QK}$ as an object in its own right.) Here
+# $x$ is whatever the head reads. In the model below, which has no normalisation, that
+# is the residual stream itself. Where a LayerNorm or RMSNorm stands before attention
+# (the Annotated Transformer, GPT-2, SmolLM2), it is the normalised stream, with the
+# norm's gain in front of $W_Q$ and $W_K$: the score is bilinear in that, not in the raw
+# stream, which the norm divides by its own size.
 #
 # That formula is for a model whose positions are added to the stream (Vaswani et al.'s
 # sinusoids, GPT-2's learned table, the toy models' shortformer table), or which has
@@ -658,7 +664,12 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # Then the softmax of the kernel alone, as chapter {doc}`09_full_circuits` does with the
 # positional QK circuit of `toy-2l`: the pattern
 # $\operatorname{softmax}_{j \le i}\,\kappa(i - j)$, the head's attention if every pair
-# held the average tokens, and its weight on key $i - 1$.
+# held the average tokens, and its weight on key $i - 1$. A softmax is sharp when its
+# inputs differ a lot, so that weight depends both on where the kernel peaks and on how
+# far it varies over the offsets; two more tests against the same random heads take
+# these apart: the kernel's standard deviation over the offsets, per unit of the head's
+# query and key sizes (root-mean-square), and the weight on key $i - 1$ with each random
+# kernel rescaled to the trained kernel's standard deviation.
 
 # %%
 pairs = causal_80 & (i_pos[None, :] >= 1)            # 1 <= j <= i
@@ -709,6 +720,35 @@ finding(f"softmaxed with 1/sqrt(d_head), L{PL}H{PH}'s offset kernel alone "
         null=Null.draws("the best previous-token head of each of 20 sets of "
                         "270 random heads at the trained sizes",
                         kernel_prev_null), chapter="6")
+# The softmax's sharpness has two sources: how far the kernel varies over
+# the offsets, and where it peaks. Separately: the kernel's spread (its sd
+# over the offsets) per unit of the head's query and key sizes; and the
+# softmax of each random kernel rescaled to the trained kernel's spread.
+
+
+def spread(kappa, q, k):
+    """sd of kappa over the offsets over rms(q) rms(k) (unrotated q, k)."""
+    size = q.double().pow(2).mean().sqrt() * k.double().pow(2).mean().sqrt()
+    return (kappa.double().std() / size).item()
+
+
+q_proj = x_in @ smol.blocks[PL].attn.W_Q[PH]                # x W_Q, unrotated
+spread_best = spread(slice_mean, q_proj, k_proj)
+spread_null = Null.draws("the best previous-token head of each of 20 sets of "
+                         "270 random heads at the trained sizes",
+                         [spread(kap, q, k)
+                          for kap, (q, k) in zip(null_kernels, selected_qk)])
+finding(f"L{PL}H{PH}'s offset kernel varies over the offsets more than the "
+        "random heads' kernels (sd over the offsets per unit of rms(q) "
+        "rms(k))", spread_best, null=spread_null, chapter="6")
+matched = Null.draws(
+    "the same 20 random kernels, each rescaled to the trained kernel's sd",
+    [kernel_prev_weight(kap * slice_mean.double().std() / kap.std())
+     for kap in null_kernels])
+finding(
+    f"at the same spread, L{PL}H{PH}'s kernel still puts more softmax weight "
+    "on key i - 1 than the random heads' kernels", kernel_prev, null=matched,
+    chapter="6")
 attn_by_offset = torch.stack([A_best.diagonal(-d, dim1=-2, dim2=-1).mean()
                               for d in range(N_TOK)])   # actual attention
 glue("slice_1", slice_mean[1].item())
@@ -722,6 +762,12 @@ glue("sharp_z", null_test(sharpness(slice_mean), Null.draws(
 glue("kernel_prev", kernel_prev)
 glue("kernel_prev_null", max(kernel_prev_null))
 glue("on_key0", A_best[:, 1:, 0].mean().item())
+glue("spread_best", spread_best)
+glue("spread_null", max(spread_null.samples))
+glue("spread_z", null_test(spread_best, spread_null).z)
+glue("matched_lo", min(matched.samples))
+glue("matched_hi", max(matched.samples))
+glue("matched_z", null_test(kernel_prev, matched).z)
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3), sharex=True)
 shown = torch.arange(21)
@@ -747,12 +793,24 @@ plt.show()
 # above all 20, the smallest p that 20 sets allow, but only {glue:text}`sharp_z:.1f` of
 # the null's standard deviations above its mean, so on its own this is a weak result
 # (a random head chosen for looking one back often has a kernel that peaks at 1 too).
-# The softmax separates them more clearly. Softmaxed alone, the kernel puts {glue:text}`kernel_prev:.2f` of each query's weight on
-# key $i - 1$ (the random heads' kernels at most {glue:text}`kernel_prev_null:.2f`),
+# Softmaxed alone, the kernel puts {glue:text}`kernel_prev:.2f` of each query's weight
+# on key $i - 1$ (the random heads' kernels at most {glue:text}`kernel_prev_null:.2f`),
 # while the head itself, on the actual tokens, puts {glue:text}`prev_best:.2f` there
-# (and {glue:text}`on_key0:.2f` on key 0, which the kernel leaves out). So the offset
-# kernel alone would make this head a previous-token head: it need not recognise which
-# token is the previous one, only how far back it stands. That is the rotary
+# (and {glue:text}`on_key0:.2f` on key 0, which the kernel leaves out).
+#
+# That gap has two sources, and the last two tests above separate them. One is how far
+# the kernel varies over the offsets at all: per unit of the head's query and key sizes,
+# its standard deviation over the offsets is {glue:text}`spread_best:.2f`, against at
+# most {glue:text}`spread_null:.2f` for the random heads ({glue:text}`spread_z:.0f` of
+# the null's standard deviations above its mean). The other is where it peaks: rescale
+# each random kernel to the trained kernel's spread and its softmax puts between
+# {glue:text}`matched_lo:.2f` and {glue:text}`matched_hi:.2f` on key $i - 1$, below the
+# trained kernel's {glue:text}`kernel_prev:.2f` in all 20 sets but only
+# {glue:text}`matched_z:.1f` standard deviations of those values above their mean. So
+# what sets this head apart from a random head that happens to look one back is mostly
+# the size of its offset preference, not its shape. Either way, the offset kernel alone
+# would make this head a previous-token head: it need not recognise which token is the
+# previous one, only how far back it stands. That is the rotary
 # version of chapter {doc}`05_positional`'s positional QK circuit
 # $W_\text{pos} W_{QK} W_\text{pos}^\top$, with the offset built into the matrix instead
 # of into the stream. The kernel is an average over this text's token pairs, so it is
@@ -821,10 +879,11 @@ attention_pattern_view(
 # - In SmolLM2, on Shakespeare, head {glue:text}`prev_head` puts
 #   {glue:text}`prev_best:.2f` of its attention on the previous token (the best of 270
 #   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
-#   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, peaks at offset 1
-#   more sharply than that of any random set's best previous-token head, and softmaxed
-#   alone it puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous
-#   token. Its trained scores are far from unit variance.
+#   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, softmaxed alone
+#   puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous token.
+#   Against the best previous-token heads of 20 random sets, its peak at offset 1 is
+#   only a little sharper (weak evidence); what stands out is how strongly it varies
+#   with the offset. Its trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
 #   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,
 #   NaN here).

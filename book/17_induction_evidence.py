@@ -801,10 +801,15 @@ glue("smol_ind_hi", receivers[-1][0])
 #
 # This rule is not preregistered. Chapter {doc}`18_composition` adopted it after a first
 # rule, fixed in advance, had failed on this model (it passed the crowd), and after this
-# model's composition scores had been seen. It is stated here before the cells that apply
-# it and before the patching. Its level rests on the rotations, a crude model of the
-# crowd; below we also give the gap between the senders and everything else, which is
-# what makes the set convincing.
+# model's composition scores had been seen. Nor was it this page's first rule. The page
+# used to take as senders the writers more than $\Phi^{-1}(1 - 0.05/N)$ standard
+# deviations above the mean of a receiver's other $N - 1$ writers, and the patching below
+# had been run with that rule's senders before we replaced it, to share one rule with
+# chapter {doc}`18_composition`. So the rule stands before the patching on the page, not
+# in time; whether the switch could have steered the patching depends on whether the two
+# rules pick the same senders, and the cell below applies both. The partner rule's level
+# rests on the rotations, a crude model of the crowd; below we also give the gap between
+# the senders and everything else, which is what makes the set convincing.
 
 # %%
 class FoldedAttention(torch.nn.Module):
@@ -901,6 +906,11 @@ glue("near_miss", "; ".join(
     or "none")
 glue("z_star_lo", min(z_stars[r] for r in receivers))
 glue("z_star_hi", max(z_stars[r] for r in receivers))
+# the partnered pair that clears its reader's z* by the least
+w_l, w_h, _, w_z, r_n = min(((*p, r) for r in receivers for p in outliers[r]),
+                            key=lambda t: t[3] - z_stars[t[4]])
+glue("narrow_pass", f"L{w_l}H{w_h} into L{r_n[0]}H{r_n[1]}, robust z "
+     f"{w_z:.1f} against z* {z_stars[r_n]:.1f}")
 glue("crowd_z_hi", crowd_z)
 glue("sender_z_lo", min(z for r in receivers for _, _, _, z in outliers[r]))
 glue("no_partner", ", ".join(f"L{l}H{h}" for l, h in receivers
@@ -908,6 +918,39 @@ glue("no_partner", ", ".join(f"L{l}H{h}" for l, h in receivers
 glue("sender_lo", min(ratios))
 glue("sender_hi", max(ratios))
 glue("crowd_hi", crowd)
+
+
+def leave_one_out_writers(l, h):
+    """The rule this page used before the partner rule: the writers whose
+    score into (l, h) exceeds the other writers' mean by more than
+    z* = Phi^-1(1 - 0.05 / N) of their standard deviation, N writers."""
+    s = K[:l, :, l, h].flatten()
+    N = len(s)
+    rest_mean = (s.sum() - s) / (N - 1)
+    rest_var = ((s ** 2).sum() - s ** 2 - (N - 1) * rest_mean ** 2) / (N - 2)
+    z = (s - rest_mean) / rest_var.sqrt()
+    z_star = torch.distributions.Normal(0, 1).icdf(
+        torch.tensor(1 - 0.05 / N)).item()
+    return {divmod(int(i), S_H) for i in (z > z_star).nonzero().flatten()}
+
+
+earlier = {r: leave_one_out_writers(*r) for r in receivers}
+earlier_senders = sorted(set().union(*earlier.values()))
+moved = [(w, r) for r in receivers for w in sorted(
+    earlier[r] ^ {(l, h) for l, h, _, _ in outliers[r]})]
+observation("the leave-one-out rule this page used before: its senders, and "
+            "the writer-receiver pairs on which the two rules differ",
+            " ".join(f"L{l}H{h}" for l, h in earlier_senders) + "; " + (
+                ", ".join(f"L{w[0]}H{w[1]} into L{r[0]}H{r[1]}"
+                          for w, r in moved) or "none"), chapter="17")
+glue("earlier_same", "the same" if earlier_senders == senders
+     else "a different")
+glue("earlier_list", ", ".join(f"L{l}H{h}" for l, h in earlier_senders))
+glue("earlier_consequence", "the senders are the same, so the switch changes no "
+     "patch below" if earlier_senders == senders else "the senders differ, so "
+     "the patches below are not those the earlier rule's senders gave")
+glue("earlier_moved", ", ".join(f"L{w[0]}H{w[1]} into L{r[0]}H{r[1]}"
+                                for w, r in moved) or "none")
 for r in receivers:
     print(f"L{r[0]}H{r[1]} ({smol_ind[r]:.2f}, z* {z_stars[r]:.1f}) "
           "K-partners: " + (", ".join(
@@ -997,7 +1040,10 @@ glue("base_smol", base_smol)
 # ({glue:text}`base_smol:.3f`) into the receivers they partner, with robust $z$ of at
 # least {glue:text}`sender_z_lo:.1f` against thresholds $z^*$ of
 # {glue:text}`z_star_lo:.1f` to {glue:text}`z_star_hi:.1f`; receivers without a partner:
-# {glue:text}`no_partner`. The rule passes one pair narrowly and misses a similar one
+# {glue:text}`no_partner`. The page's earlier leave-one-out rule gives
+# {glue:text}`earlier_same` set of senders ({glue:text}`earlier_list`), and the two
+# rules differ on the pairs {glue:text}`earlier_moved`: {glue:text}`earlier_consequence`.
+# The rule passes one pair narrowly ({glue:text}`narrow_pass`) and misses a similar one
 # narrowly ({glue:text}`near_miss`), so its level decides little at the margin. The
 # argument for the set is the gap: no head outside it reaches more than
 # {glue:text}`crowd_hi:.2f` times the baseline into any receiver (robust $z$ at most
@@ -1312,8 +1358,9 @@ else:
 # - SmolLM2 has induction heads in layers {glue:text}`smol_ind_lo` to
 #   {glue:text}`smol_ind_hi` (best {glue:text}`smol_top_head`,
 #   {glue:text}`smol_top:.2f`). Senders chosen from the weights by chapter 18's
-#   partner rule, stated before the patching (though adopted after chapter 18's first
-#   rule failed and its scores were seen), are {glue:text}`sender_list`, at least
+#   partner rule (adopted after chapter 18's first rule failed and its scores were
+#   seen, and after this page's patching had been run with an earlier rule's senders,
+#   {glue:text}`earlier_same` set) are {glue:text}`sender_list`, at least
 #   {glue:text}`sender_lo:.1f` times the random baseline where no other head reaches
 #   {glue:text}`crowd_hi:.2f`; the same set in {glue:text}`new_stable:.0%` of
 #   resamples of the receivers; their K path restores part of a key-side corruption,

@@ -184,7 +184,8 @@ ROWS = [
     ("LayerNorm",
      "LayerNorm(x + Sublayer(x)), after each sub-layer",
      c("ln.a_2") + ", " + c("ln.b_2") + "; unbiased std, eps added to std",
-     "left out (folded into neighbouring weights)",
+     "left out (its gain and bias fold into the next weights; the division "
+     "by the norm does not)",
      c("ln1.w") + ", " + c("ln1.b") + "; " + c("hook_scale")),
     ("unembedding",
      "linear map + softmax, tied to the embedding",
@@ -211,6 +212,18 @@ def rosetta_table(rows):
 rosetta_table(ROWS)
 
 # %% [markdown]
+# The table is the encoder-decoder's, and the toys' where they have the rows. SmolLM2, the
+# book's real model, changes several of them. It has no `W_pos`: rotary embeddings (RoPE)
+# rotate queries and keys by their positions, so its score is
+# $x_i W_Q R_{i-j} W_K^\top x_j^\top$ (chapter {doc}`05_positional`) and "the" QK circuit $W_Q W_K^\top$ is only its
+# offset-0 slice, with no positional circuit to build. Its heads share keys and values in
+# groups (GQA), so `W_K[l, h]` and `W_V[l, h]` are one matrix for several heads.
+# RMSNorm has a gain and no centring or bias, and it sits between the stream and $W_Q$, so
+# the bilinear forms are forms on the normalised stream. Its feed-forward network is gated
+# (SwiGLU: $(\mathrm{silu}(x W_\text{gate}) \odot x W_\text{in}) W_\text{out}$), and, like the
+# paper and unlike the Annotated Transformer, it ties the unembedding to the embedding.
+# Nothing on this page is checked on SmolLM2.
+#
 # Of the differences between the models, three are choices of the Annotated
 # Transformer's code, and we check them too: it (and `circuitbook`'s copy of it) puts
 # LayerNorm *before* each sub-layer, not after as the paper does; its LayerNorm differs
@@ -941,7 +954,7 @@ explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
 #   attention patterns, residual stream, feed-forward outputs and final output to
 #   rounding.
 # - $W_{QK}$ is the same matrix in both conventions; $W_{OV}$ is transposed
-#   ($W_{OV}^\text{paper} = (W_{OV}^\text{TL})^\top$), and so is the full OV circuit.
+#   ($W_{OV}^\text{Elhage} = (W_{OV}^\text{TL})^\top$), and so is the full OV circuit.
 #   Biases add three terms to the attention score that the framework leaves out; in the
 #   head we checked they carry {glue:text}`bias_share:.0f`% of the score's size.
 # - Chains of matrices follow the same rule: in the other convention the factors come in

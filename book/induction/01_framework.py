@@ -49,9 +49,13 @@ cfg = model.cfg
 # + \sum_{h_1 \to h_2} A^{h_2} A^{h_1} x W_{OV}^{h_1} W_{OV}^{h_2} W_U + \dots$$
 #
 # (row-vector convention; $x = $ the token embeddings, one row per position, and $A^h$ the
-# head's attention pattern). We split the logits on a repeated random sequence into its
-# paths; the collapsed cell after it checks, to rounding, that the terms add up to the
-# model's logits.
+# head's attention pattern). As written, the sum is for a model without biases. `toy-2l`
+# has them: the unembedding's bias $b_U$ adds a constant to the logits, and each value bias and
+# output bias enters like an extra source at its head or layer and travels the same paths
+# onward. (Its positions are shortformer ones, added to the queries and keys only, so they
+# shape the patterns and add no term.) We split the logits on a repeated random sequence
+# into its paths, bias terms included; the collapsed cell after it checks, to rounding,
+# that the terms add up to the model's logits.
 
 # %%
 tokens = repeated_random_tokens(1, 24, cfg.d_vocab, seed=0)

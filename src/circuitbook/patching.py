@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
+from circuitbook.loss import per_token_loss
 from circuitbook.validate import check_heads, check_layer_head, check_model_device_dtype, check_tokens
 
 if TYPE_CHECKING:  # annotations only (they are postponed): importing TransformerLens costs seconds
@@ -62,13 +63,7 @@ def mean_loss(logits: Float[torch.Tensor, "batch pos d_vocab"], tokens: Int[torc
 
     Taught in chapter 17 (Induction heads).
     """
-    if logits.ndim != 3 or tokens.shape != logits.shape[:2]:
-        raise ValueError(f"mean_loss needs logits [batch, pos, d_vocab] and tokens [batch, pos] of the same batch "
-                         f"and pos, got {tuple(logits.shape)} and {tuple(tokens.shape)}")
-    pos = _positions(positions, logits.shape[1] - 1, "mean_loss positions (each needs a next token)")
-    log_probs = logits[:, pos].log_softmax(-1)
-    targets = tokens[:, [p + 1 for p in pos]].to(logits.device)
-    return -log_probs.gather(-1, targets[..., None]).mean()
+    return per_token_loss(logits, tokens, positions).mean()
 
 
 def logit_diff(logits: Float[torch.Tensor, "batch pos d_vocab"], positions: Sequence[int],

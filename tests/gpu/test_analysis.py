@@ -11,7 +11,7 @@ import pytest
 import torch
 from gpu_helpers import assert_close, assert_on, device_of, on, reference
 
-from circuitbook import attribution, heads, neurons, patching
+from circuitbook import attribution, heads, icl, neurons, patching
 from circuitbook.models import handbuilt
 from circuitbook.models.attn_only import attn_only
 
@@ -142,8 +142,8 @@ def test_uniform_pattern_and_icl_scores(device, dtype, three_layers):
     tokens, _ = tokens_pair()
     score = heads.duplicate_token_pattern_score(uniform[None, None], tokens)  # CPU tokens
     assert score.device == device
-    got = heads.icl_scores(model(tokens.to(device)), tokens, (1, 4), range(8, 12))
-    want = heads.icl_scores(reference(three_layers)(tokens), tokens, (1, 4), range(8, 12))
+    got = icl.icl_scores(model(tokens.to(device)), tokens, (1, 4), range(8, 12))
+    want = icl.icl_scores(reference(three_layers)(tokens), tokens, (1, 4), range(8, 12))
     assert got.device == device and got.dtype == torch.promote_types(dtype, torch.float32)
     # a loss is a log-softmax over d_vocab of logits summed over d_model, three layers deep
     n = 3 * (D_MODEL + N_CTX) + D_VOCAB

@@ -9,7 +9,7 @@ import pytest
 import torch
 from gpu_helpers import assert_close, on, reference, tolerance
 
-from circuitbook import circuits, composition, heads, paths
+from circuitbook import circuits, composition, heads, icl, paths
 from circuitbook.data import induction_tokens, repeated_random_tokens
 from circuitbook.data import translation as T
 from circuitbook.models import encoder_decoder as ed
@@ -254,5 +254,5 @@ def test_chapter_17(device, dtype, toy_2l):
     assert_close(torch.tensor([first, second]), torch.tensor([want_first, want_second]), dtype=dtype, n=n,
                  what="repeat_losses", scale=scale * want_first)
     tokens = induction_tokens(8, cfg.n_ctx, cfg.d_vocab, seed=2)
-    assert_close(heads.icl_score(model, tokens, early=5, late=60), heads.icl_score(ref, tokens, early=5, late=60),
+    assert_close(icl.icl_score(model, tokens, early=5, late=60), icl.icl_score(ref, tokens, early=5, late=60),
                  dtype=dtype, n=n, what="icl_score", scale=scale * want_first)

@@ -125,3 +125,10 @@ def build_copying_model(sign: float = 1.0, d_vocab: int = 40, d_model: int = 12,
 @pytest.fixture(scope="session")
 def induction_model():
     return build_induction_model()
+
+
+def no_repeat_tokens(batch, seq_len, d_vocab, seed=0):
+    """Repeated sequences without a repeated token inside one copy: one earlier occurrence only."""
+    g = torch.Generator().manual_seed(seed)
+    half = torch.stack([torch.randperm(d_vocab, generator=g)[:seq_len] for _ in range(batch)])
+    return torch.cat([half, half], 1)

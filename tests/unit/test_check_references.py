@@ -29,7 +29,7 @@ import warnings
 import pytest
 import torch
 
-from circuitbook import checks, circuits, composition, heads, paths
+from circuitbook import checks, circuits, composition, heads, icl, paths
 from circuitbook.book import attn_only_forward_terms, rounding_bound
 from circuitbook.checks import ch01, ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
 from circuitbook.checks import ch16, ch17, ch18, ch19, ch20, ps
@@ -532,11 +532,11 @@ def icl_scores(seed):
     with torch.no_grad():
         logits = model(tokens)
     early, late = 3, 20
-    # One-token windows, averaged over the documents, are heads.icl_score's single tokens.
+    # One-token windows, averaged over the documents, are icl.icl_score's single tokens.
     # Two log-softmaxes over d_vocab, averaged over the batch; logits of size up to max |logit|.
     tol = bound(2 * (model.cfg.d_vocab + 4) + 4, 1 + float(logits.abs().max()))
     per_doc = ps.icl_scores(logits, tokens, range(early, early + 1), range(late, late + 1))
-    return [("icl", float(per_doc.mean()), heads.icl_score(model, tokens, early=early, late=late), tol)]
+    return [("icl", float(per_doc.mean()), icl.icl_score(model, tokens, early=early, late=late), tol)]
 
 
 @pair((ps, "ablation_effect"))

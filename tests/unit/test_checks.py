@@ -47,7 +47,7 @@ def declared_mistakes(ex) -> list[tuple[object, str]]:
     for m in mistakes:
         if isinstance(m, Mistake):
             out.append((m.wrong, m.name))
-        elif isinstance(m[0], str):  # a design exercise's (name, wrong design, feedback)
+        elif isinstance(m[0], str) and callable(m[1]):  # a design exercise's (name, wrong design, feedback)
             out.append((m[1], m[0]))
         else:
             out.append((m[0], m[1]))

@@ -29,7 +29,7 @@ import sys
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from circuitbook import attribution, circuits, composition, heads, neurons, patching, paths
+from circuitbook import attribution, circuits, composition, heads, icl, neurons, patching, paths
 from circuitbook.models import handbuilt
 from circuitbook.models import pretrained as P
 from circuitbook.data import induction_tokens, repeated_random_tokens
@@ -132,7 +132,7 @@ CALLS = {
     "induction_scores": lambda m: heads.induction_scores(m["toy-2l"]),
     "prev_token_scores": lambda m: heads.prev_token_scores(m["toy-2l"]),
     "copying_scores": lambda m: heads.copying_scores(m["toy-2l"]),
-    "icl_score": lambda m: heads.icl_score(m["toy-2l"], induction_tokens(4, 64, 64, seed=1), early=5, late=60),
+    "icl_score": lambda m: icl.icl_score(m["toy-2l"], induction_tokens(4, 64, 64, seed=1), early=5, late=60),
     "ablate": lambda m: _ablated_loss(m["toy-2l"]),
     "lm_loss": lambda m: lm_loss(m["toy-1l"], induction_tokens(4, 32, 64)),
     "repeat_losses": lambda m: repeat_losses(m["toy-2l"]),
@@ -144,7 +144,7 @@ CALLS = {
     "cross_attention_alignment": lambda m: ed.cross_attention_alignment(m["toy-translation"], T.make_split(10, 10)[1]),
     "translation_metrics": lambda m: translation_metrics(m["toy-translation"], T.make_split(10, 10)[1], n_beam=3),
     "rotated_baseline": lambda m: composition.rotated_baseline(m["toy-2l"], "K", n_samples=2),
-    "icl_scores": lambda m: heads.icl_scores(m["toy-2l"](TOKENS), TOKENS, (2, 6), range(10, 16)),
+    "icl_scores": lambda m: icl.icl_scores(m["toy-2l"](TOKENS), TOKENS, (2, 6), range(10, 16)),
     "uniform_causal_pattern": lambda m: heads.uniform_causal_pattern(6, device="cpu"),
     "duplicate_token_pattern_score": lambda m: _duplicate_score(m["toy-2l"]),
     "patch_heads": lambda m: patching.patch_heads(_patching(m["toy-2l"])),
@@ -357,7 +357,7 @@ FOLLOW = {
     "logit_attribution with CPU tokens": lambda m: paths.logit_attribution(m["toy-2l"], repeated_random_tokens(2, 8, 64)).total(),
     "lm_loss with CPU tokens": lambda m: lm_loss(m["toy-2l"], repeated_random_tokens(2, 8, 64)),
     "greedy_decode": lambda m: _decoded_on(m["toy-translation"]),
-    "icl_scores of meta logits with CPU tokens": lambda m: heads.icl_scores(m["toy-2l"](TOKENS), TOKENS, 3, (9, 14)),
+    "icl_scores of meta logits with CPU tokens": lambda m: icl.icl_scores(m["toy-2l"](TOKENS), TOKENS, 3, (9, 14)),
     "mlp_activations with CPU tokens": lambda m: neurons.mlp_activations(m["rms"], TOKENS[:, :8] % 17, 1)["post"],
     "direct_logit_attribution with CPU answers": lambda m: _dla(m["rms"]).total(),
     "induction_scaffold of meta matrices": lambda m: next(handbuilt.induction_scaffold(

@@ -300,7 +300,7 @@ def test_errors(model, tokens):
         path_patch(run, (0, 0), [(1, 1)], into="logits")
     with pytest.raises(ValueError, match="patterns"):
         patch(run, "pattern", 0)
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match=r"lie outside 0..4: position p predicts token p \+ 1"):
         mean_loss(model(clean), clean, [N_POS - 1])
 
 
@@ -325,7 +325,7 @@ def test_bad_input_is_named(model, tokens):
     """Each of these once returned NaN, 0.0 or a bare KeyError instead of saying what is wrong."""
     clean, corrupted = tokens
     # an empty loss window: the mean of no loss is NaN on both runs, and NaN == NaN is False
-    with pytest.raises(ValueError, match=r"mean_loss positions \(each needs a next token\) is empty"):
+    with pytest.raises(ValueError, match="per_token_loss: positions is empty"):
         patching_run(model, clean, corrupted, lambda lg: mean_loss(lg, clean, []))
     with pytest.raises(ValueError, match="logit_diff positions is empty"):
         logit_diff(model(clean), [], torch.zeros(3, 0, dtype=torch.long), torch.zeros(3, 0, dtype=torch.long))

@@ -6,14 +6,11 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from circuitbook.train import (
     InductionMetrics,
     LabelSmoothing,
-    lm_loss,
     noam_lr,
-    per_token_loss,
     phase_change_step,
     repeat_losses,
     train_lm,
@@ -53,16 +50,6 @@ def test_label_smoothing_loss_is_kl_to_the_target():
 
 
 # ---------------------------------------------------------------------------- the loop
-
-
-def test_per_token_loss_is_shifted_cross_entropy():
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 6, 10, generator=g)
-    tokens = torch.randint(0, 10, (2, 6), generator=g)
-    expected = F.cross_entropy(logits[:, :-1].reshape(-1, 10), tokens[:, 1:].reshape(-1), reduction="none")
-    torch.testing.assert_close(per_token_loss(logits, tokens), expected.view(2, 5))
-    with pytest.raises(ValueError, match="do not match"):
-        per_token_loss(logits, tokens[:, :3])
 
 
 def _tiny(n_layers=2, seed=0):

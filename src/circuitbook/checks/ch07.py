@@ -37,11 +37,12 @@ EX1 = FunctionExercise(
                 lambda weight, n_heads: weight.reshape(weight.shape[0], n_heads, -1).permute(1, 0, 2)),
         Mistake("heads interleaved", "Head h owns a contiguous block of d_head columns, h*d_head to "
                 "(h+1)*d_head (the Annotated Transformer's .view(batch, pos, h, d_k)), not every n_heads-th "
-                "column: reshape the column axis as (n_heads, d_head), head first.",
+                "column: check the order of the two sizes you split that axis into.",
                 lambda weight, n_heads: weight.T.reshape(weight.shape[1], -1, n_heads).permute(2, 0, 1)),
-        Mistake("reshaped without moving the head axis", "W.reshape(n_heads, d_model, d_head) reinterprets "
-                "the numbers in memory order; reshape to [d_model, n_heads, d_head] first, then move the "
-                "head axis to the front with permute(1, 0, 2).",
+        Mistake("reshaped without moving the head axis", "A single reshape to [n_heads, d_model, d_head] "
+                "reinterprets the numbers in memory order, so a 'head' gets consecutive numbers of the matrix, "
+                "not its block of columns. Split only the axis that holds the heads; an axis moves with a "
+                "permutation, not a reshape.",
                 lambda weight, n_heads: weight.T.reshape(n_heads, weight.shape[1], -1)),
         Mistake("kept nn.Linear's layout per head", "This is [n_heads, d_head, d_model], each head's block of "
                 "weight's rows; TransformerLens wants [n_heads, d_model, d_head], the transpose of each block.",

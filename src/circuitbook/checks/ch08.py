@@ -40,8 +40,8 @@ EX1 = FunctionExercise(
     reference=extended_qk,
     make_inputs=_ext_inputs,
     mistakes=[
-        Mistake("key on the left", "The query side multiplies from the left: rows of the matrix belong to the "
-                "query's extended residual vector, columns to the key's. Yours is the transpose.",
+        Mistake("key on the left", "Which side of the matrix does the query's extended row multiply? Rows of "
+                "the matrix belong to that vector, columns to the other one.",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T),
         Mistake("left out the biases", "The biases do not vanish: they become the extra row of each factor, "
                 "the one the appended 1 picks out.",
@@ -91,23 +91,25 @@ EX2 = PairExercise(
     make_inputs=_paper_inputs,
     names=("W_QK", "W_OV"),
     mistakes=[
-        Mistake("transposed W_QK too", "The score x_q^T M x_k (columns) and x_q M x_k^T (rows) use the same M "
-                "with the query on the left, so W_QK is the same matrix in both conventions. Only W_OV, a map "
-                "from one vector to another, is transposed.",
+        Mistake("orientation of a circuit (a)", "One of your two matrices is in the wrong orientation. Write "
+                "the paper's score and the paper's head output for one key or source position with the paper's "
+                "own matrices (W_Q^p = W_Q^T, ...), substitute, and compare each with the row-vector formula.",
                 lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, (W_V @ W_O).T)),
-        Mistake("forgot to transpose W_OV", "The paper's W_OV acts on column vectors, W_OV^p x; ours acts on "
-                "rows, x W_OV. The two matrices are transposes of each other.",
+        Mistake("orientation of a circuit (b)", "One of your two matrices is in the wrong orientation. Ask, for "
+                "each circuit, what kind of object it is (a number made from two vectors, or a map from one "
+                "vector to another) and what happens to it when rows become columns.",
                 lambda W_Q, W_K, W_V, W_O: (W_Q @ W_K.T, W_V @ W_O)),
-        Mistake("transposed the wrong circuit", "It is W_OV that changes with the convention (transpose it), and "
-                "W_QK that stays as it is.",
+        Mistake("orientation of both circuits", "Both of your matrices are in the wrong orientation. Derive each "
+                "from the paper's definitions with the paper's own matrices (W_Q^p = W_Q^T, ...) instead of "
+                "guessing which one to transpose.",
                 lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, W_V @ W_O)),
         Mistake("applied the paper's formulas to TransformerLens's matrices", "W_Q^T W_K and W_O W_V are the "
                 "paper's formulas for its own [d_head, d_model] matrices; with TransformerLens's shapes they give "
                 "d_head x d_head products. First form the paper's matrices (W_Q^p = W_Q^T, ...).",
                 lambda W_Q, W_K, W_V, W_O: (W_Q.T @ W_K, W_O @ W_V)),
-        Mistake("multiplied the OV factors in the wrong order", "With the paper's matrices W_V^p = W_V^T "
-                "[d_head, d_model] and W_O^p = W_O^T [d_model, d_head], W_OV^p = W_O^p W_V^p: the value map acts "
-                "first, so it stands on the right.",
+        Mistake("multiplied the OV factors in the wrong order", "Your W_OV is not a [d_model, d_model] map in "
+                "the paper's sense: with column vectors, the map that acts first stands on the right. Which of "
+                "the paper's two matrices reads the residual vector?",
                 lambda W_Q, W_K, W_V, W_O: (W_Q @ W_K.T, W_V.T @ W_O.T)),
         Mistake("returned the pair in the wrong order", "Return (W_QK, W_OV).",
                 lambda W_Q, W_K, W_V, W_O: ((W_V @ W_O).T, W_Q @ W_K.T)),

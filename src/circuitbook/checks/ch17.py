@@ -47,12 +47,12 @@ EX1 = FunctionExercise(
     reference=induction_score,
     make_inputs=_repeat_pattern_inputs,
     mistakes=[
-        Mistake("off by one: attended to the earlier copy of the same token", "Offset seq_len (key i for "
+        Mistake("off by one: attended to the earlier copy of the same token", "This stripe (key i for "
                 "query n + i) measures attention to the *same* token's earlier occurrence, a duplicate-token "
-                "head. Induction looks one further: key i + 1, offset seq_len - 1.",
+                "head. Induction looks at the token that followed that occurrence.",
                 lambda pattern, seq_len: _stripe(pattern, seq_len, seq_len)),
-        Mistake("off by one the other way", "Offset seq_len - 2 reaches key i + 2, one token too far. The "
-                "induction target of query n + i is key i + 1.",
+        Mistake("off by one the other way", "This stripe reaches key i + 2, one token past the "
+                "induction target of query n + i.",
                 lambda pattern, seq_len: _stripe(pattern, seq_len - 2, seq_len)),
         Mistake("included the query at position n - 1", "The diagonal at offset -(n - 1) starts at query "
                 "n - 1, a token of the first copy (its entry is attention to position 0). Only the n queries "
@@ -106,21 +106,22 @@ EX2 = FunctionExercise(
     reference=prev_token_score,
     make_inputs=_prev_inputs,
     mistakes=[
-        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself. The previous "
-                "token is key p - 1: the diagonal at offset -1.",
+        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself, not to the "
+                "token before it.",
                 lambda pattern: _diag(pattern, 0).mean(dim=(0, 2))),
-        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself. The previous "
-                "token is key p - 1: the diagonal at offset -1.",
+        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself, not to the "
+                "token before it.",
                 lambda pattern: _diag(pattern, 0)[..., 1:].mean(dim=(0, 2))),
         Mistake("looked at the next token (offset +1) or transposed", "Key p + 1 is in the future of query p, "
                 "which a causal pattern never attends to (those entries are 0); reading the transposed "
-                "pattern gives the same. The previous token is below the diagonal, offset -1.",
+                "pattern gives the same. Keys earlier than the query lie on the other side of the "
+                "main diagonal.",
                 lambda pattern: _diag(pattern, 1).mean(dim=(0, 2))),
         Mistake("counted position 0", "Position 0 has no previous token. Averaging pattern[p, p - 1] over "
                 "all positions (e.g. with torch.roll, where position 0 wraps to a masked future key) divides "
                 "by pos instead of pos - 1.",
                 lambda pattern: _diag(pattern, -1).sum(-1).mean(0) / pattern.shape[-1]),
-        Mistake("two tokens back", "Offset -2 is the token before the previous one.",
+        Mistake("two tokens back", "This stripe is attention two tokens back, to the token before the previous one.",
                 lambda pattern: _diag(pattern, -2).mean(dim=(0, 2))),
         Mistake("summed instead of averaged", "Average over the batch and positions, so that 1 means the head "
                 "always attends to the previous token.",

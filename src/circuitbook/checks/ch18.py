@@ -42,8 +42,9 @@ EX1 = FunctionExercise(
     reference=composition_score,
     make_inputs=_score_inputs,
     mistakes=[
-        Mistake("forgot to normalise", "Divide ||W_A W_B||_F by ||W_A||_F ||W_B||_F, so that the score does "
-                "not depend on the size of the weights and lies between 0 and 1.",
+        Mistake("forgot to normalise", "The raw norm of the product grows with the size of "
+                "the weights. The score is normalised so that it does not, and lies between 0 and 1: see "
+                "the definition above.",
                 lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B))),
         Mistake("used the spectral norm", "The score uses the Frobenius norm (torch.linalg.matrix_norm's "
                 "default, the root of the sum of squared entries), which averages over every input direction. "
@@ -57,8 +58,8 @@ EX1 = FunctionExercise(
         Mistake("squared the score", "||.||_F is the square root of the sum of squares; this is the square of "
                 "the score.",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B) ** 2),
-        Mistake("divided by the sum of the norms", "Normalise by the product ||W_A||_F ||W_B||_F: "
-                "submultiplicativity, ||W_A W_B||_F <= ||W_A||_F ||W_B||_F, is what bounds the score by 1.",
+        Mistake("divided by the sum of the norms", "With a sum in the denominator the score changes "
+                "when one matrix is scaled, and the bound by 1 that the chapter proves no longer applies.",
                 lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B)
                                        / (torch.linalg.matrix_norm(W_A) + torch.linalg.matrix_norm(W_B)))),
         Mistake("multiplied elementwise", "W_A W_B is the matrix product (@), the map x -> x W_A W_B.",
@@ -89,21 +90,22 @@ EX2 = PairExercise(
     make_inputs=_kcomp_inputs,
     names=("W_A", "W_B"),
     mistakes=[
-        Mistake("used W_QK instead of W_QK^T (that is Q-composition)", "W_OV W_QK puts the writer's output on "
-                "the query side. The key side of x_q W_QK x_k^T reads x_k through W_QK^T = W_K W_Q^T.",
+        Mistake("used W_QK instead of W_QK^T (that is Q-composition)", "Your reader matrix puts the writer's output on "
+                "the query side of x_q W_QK x_k^T. Work out which matrix the key side x_k reads through.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
-        Mistake("writer and reader swapped", "W_A is what the earlier head writes (W_V W_O) and comes first; "
+        Mistake("writer and reader swapped", "W_A is what the earlier head writes and comes first; "
                 "W_B, how the later head's keys read it, second.",
                 lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
-        Mistake("transposed W_OV", "In row-vector convention the writer maps x to x W_V W_O; (W_V W_O)^T = "
-                "W_O^T W_V^T is the paper's column-vector W_OV.",
+        Mistake("transposed W_OV", "Your W_A is the writer's OV circuit in the paper's "
+                "column-vector convention. In the book's row-vector convention a row x is multiplied on "
+                "the right, by the value map first.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
         Mistake("both transposed (the paper's column-vector convention)", "These are the paper's matrices, "
                 "whose product (W_A W_B)^T has the same score but reads right to left. The book uses row "
                 "vectors: each of your two matrices is the transpose of the one it wants.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_Q @ W_K.T)),
-        Mistake("read the keys through W_K alone", "The score involves both sides: the key side reads through "
-                "W_K W_Q^T ([d_model, d_model]), not W_K W_K^T.",
+        Mistake("read the keys through W_K alone", "The key side's bilinear form involves the query "
+                "weights too: W_K W_K^T leaves out what the query asks for.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_K @ W_K.T)),
     ],
     hint="K-composition: the writer's OV circuit puts something into the stream and the reader's keys read "

@@ -660,7 +660,7 @@ def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early: range, late: r
     Shapes: logits [batch, pos, vocab], tokens [batch, pos], windows ``range``s of indices
     inside 1 .. pos - 1; returns [batch].
     """
-    from circuitbook.heads import icl_scores as icl_scores_kernel
+    from circuitbook.icl import icl_scores as icl_scores_kernel
 
     return icl_scores_kernel(logits, tokens, early, late)
 

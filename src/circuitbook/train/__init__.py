@@ -4,7 +4,7 @@ One file per concept; everything is re-exported here, so chapters write
 ``from circuitbook.train import train_lm``.
 
 - ``vaswani``:     Adam(0.9, 0.98, 1e-9), the Noam schedule, label smoothing (chapter 19)
-- ``lm``:          next-token loss, ``train_lm``, ``repeat_losses``, ``InductionMetrics`` (chapters 14-19)
+- ``lm``:          ``lm_loss`` (the mean of ``circuitbook.loss.per_token_loss``, re-exported here), ``train_lm``, ``repeat_losses``, ``InductionMetrics`` (chapters 14-19)
 - ``translation``: training the zoo's toy translation model and its metrics (chapter 19)
 - ``text``:        ``TextMetrics``, the training record of the zoo's text models (chapter 19)
 - ``phases``:      half-rise step, windowed loss slopes, ICL score: the induction bump (chapter 19)
@@ -23,7 +23,6 @@ from circuitbook.train.lm import (
     InductionMetrics,
     lm_loss,
     make_optimizer,
-    per_token_loss,
     phase_change_step,
     repeat_losses,
     train_lm,
@@ -37,6 +36,7 @@ from circuitbook.train.translation import (
     train_translation_zoo_model,
     translation_metrics,
 )
+from circuitbook.loss import per_token_loss  # the book's one next-token loss, for the chapters
 from circuitbook.train.vaswani import VASWANI_BETAS, VASWANI_EPS, LabelSmoothing, noam_lr, vaswani_adam
 
 __all__ = [

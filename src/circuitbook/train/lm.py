@@ -1,6 +1,7 @@
 """Training the attention-only toy models on next-token prediction (chapters 14-17, 19).
 
-- ``lm_loss`` / ``per_token_loss``: next-token cross-entropy;
+- ``lm_loss``: the mean next-token loss a model is trained on (``circuitbook.loss.per_token_loss``,
+  the book's one next-token loss, re-exported by ``circuitbook.train``);
 - ``train_lm``: the zoo's training loop (Adam, constant lr by default);
 - ``repeat_losses``, ``InductionMetrics``, ``phase_change_step``: how induction forms.
 """
@@ -13,6 +14,7 @@ import torch
 
 from circuitbook.data.repeats import repeated_random_tokens
 from circuitbook.heads import induction_and_prev_token_scores
+from circuitbook.loss import per_token_loss
 
 
 def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
@@ -22,19 +24,6 @@ def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
     """
     logits = model(tokens, return_type="logits")
     return per_token_loss(logits, tokens).mean()
-
-
-def per_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """``loss[b, t] = -log softmax(logits[b, t])[tokens[b, t + 1]]``, shape [batch, pos - 1].
-
-    Position ``t`` predicts token ``t + 1``, so the last position has no target. The tokens
-    are moved to the logits' device (a model moves its input tokens there too).
-    Shapes: ``logits`` [batch, pos, d_vocab], ``tokens`` [batch, pos]. Taught in chapter 14.
-    """
-    if logits.shape[:2] != tokens.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} do not match tokens {tuple(tokens.shape)} in [batch, pos]")
-    log_probs = logits[:, :-1].log_softmax(-1)
-    return -log_probs.gather(-1, tokens[:, 1:, None].to(logits.device)).squeeze(-1)
 
 
 def make_optimizer(model, optimizer="adam", *, lr: float = 1e-2, weight_decay: float = 0.0, betas=(0.9, 0.999)):

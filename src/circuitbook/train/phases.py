@@ -110,9 +110,9 @@ def icl_score_from_positions(
     ``mean_{t in [late)} position_loss[t - 1] - mean_{t in [early)} position_loss[t - 1]``, where
     ``early = (lo, hi)`` means tokens ``lo..hi-1``. Negative: later tokens are predicted better,
     the model uses its context. Needs ``1 <= lo < hi <= len(position_loss) + 1`` for both bands.
-    Computed by the book's one ICL kernel, :func:`circuitbook.heads.icl_score_from_losses`.
+    Computed by the book's one ICL kernel, :func:`circuitbook.icl.icl_score_from_losses`.
     """
-    from circuitbook.heads import icl_score_from_losses
+    from circuitbook.icl import icl_score_from_losses
 
     for name, band in (("early", early), ("late", late)):
         if not (isinstance(band, (tuple, list)) and len(band) == 2):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 
 from circuitbook.heads import induction_and_prev_token_scores, induction_scores, prev_token_scores
-from circuitbook.train.lm import HistoryRecorder, per_token_loss
+from circuitbook.loss import per_token_loss
+from circuitbook.train.lm import HistoryRecorder
 from circuitbook.train.phases import icl_score_from_positions
 
 
