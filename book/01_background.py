@@ -27,8 +27,8 @@
 # millions of numbers with no labels. *Mechanistic interpretability* tries to read those
 # weights as an algorithm: to say which parts of the network do what, and to check the claim
 # by changing the parts. Elhage et al. {cite}`elhage2021mathematical` showed that for
-# attention-only transformers this can be done exactly, by rewriting the model as a sum of
-# simple terms. The same paper found, in two-layer models, the **induction head**, a circuit
+# attention-only transformers this can be done exactly once the attention patterns are
+# given, by rewriting the model as a sum of simple terms. The same paper found, in two-layer models, the **induction head**, a circuit
 # of two heads that lets a model continue patterns it has seen earlier in the same text.
 # Olsson et al. {cite}`olsson2022context` then studied how induction heads form during
 # training and argued that they drive much of in-context learning in large models. We build
@@ -75,11 +75,13 @@
 #
 # $$x^{\text{final}} = \underbrace{x^{(0)}}_{\text{embedding}} + \sum_{\ell} \operatorname{Sublayer}_\ell\big(x^{(\ell)}\big).$$
 #
-# And because an attention layer's output is itself the sum of its heads' outputs (chapter 7),
-# the stream is a sum of *per-head* terms too. The sublayers are nonlinear functions of their
-# input, but the way their results combine is plain addition. That is what lets us ask "how much
-# did head 1.3 contribute to this logit?" and get an exact answer (exact up to the final
-# LayerNorm's division, which we come back to below).
+# And because an attention layer's output is itself the sum of its heads' outputs plus one
+# bias vector (chapter 7), the stream is a sum of *per-head* terms too. The sublayers are
+# nonlinear functions of their input, but the way their results combine is plain addition.
+# That is what lets us ask "how much did head 1.3 write *directly* into this logit?" and get
+# an exact answer (exact up to the final LayerNorm's division, which we come back to below).
+# "Directly" matters: head 1.3's output is also read by every later layer, and that indirect
+# effect is not one term of the sum; measuring it takes an intervention.
 #
 # This is an identity, true by construction: there is nothing to discover by checking it,
 # but checking it shows that the code computes what the algebra says, and it is the one
@@ -190,8 +192,9 @@ sum_is(f"split finer, {len(per_head)} per-head terms + embeddings + output "
 # is. Bigger parts are not automatically more important (what matters is the direction a part
 # writes in, and what later layers read), but this bookkeeping is the starting point for every
 # attribution in the book. (A logit is not quite linear in the stream here: the model's final
-# LayerNorm divides by the stream's size first. Holding that divisor fixed makes it linear,
-# and chapters 2 and 11 measure what that costs.)
+# LayerNorm divides by the stream's size first. Holding that divisor fixed makes it affine,
+# a linear map plus the LayerNorm's and unembedding's biases; chapter 2 writes that split out,
+# and chapter 11 measures how far the frozen divisor is from what the LayerNorm really does.)
 
 # %%
 pos = tokens.shape[1] - 1
@@ -224,7 +227,9 @@ plt.show()
 #    pattern is fixed*, a head is a linear map, and the model's logits become an exact sum of
 #    paths.
 # 2. **MLPs.** Their elementwise nonlinearity breaks additivity inside the layer (chapter 10).
-#    Elhage et al. set them aside and study attention-only models first; so do chapters 13-18.
+#    Elhage et al. set them aside and study attention-only models first; so do the models the
+#    book trains for chapters 13-18 (the SmolLM2 sections of chapters 13, 17 and 18 keep its
+#    MLPs and account for them separately).
 #    (The outline this book was written from calls attention-only decoders "precisely the
 #    architecture used in modern language models". They are not: GPT-2, Pythia, Llama and
 #    SmolLM2 all have an MLP in every layer. Attention-only models are the framework's
@@ -289,20 +294,22 @@ def run(x):
 
 
 out_x, pattern_x, score_x = run(x)
-out_y, _, score_y = run(y)
-out_xy, _, score_xy = run(x + y)
+out_y, pattern_y, score_y = run(y)
+out_xy, pattern_xy, score_xy = run(x + y)
 free = out_xy - (out_x + out_y)
 frozen = with_pattern(x + y, pattern_x) - (with_pattern(x, pattern_x)
                                            + with_pattern(y, pattern_x))
 # The chain x @ W_V, pattern @ v, z @ W_O sums over d_model, the positions and
-# n_heads * d_head, on each side (the layer also adds its zero biases).
+# n_heads * d_head, on each side (the layer also adds its zero biases). Every
+# product in the chain is accumulated in absolute value at most the same chain
+# run on absolute values: that is the scale of its roundings.
 chain = toy.cfg.d_model + x.shape[1] + toy.cfg.n_heads * toy.cfg.d_head
+W_V_abs, W_O_abs = attn.W_V.abs(), attn.W_O.abs()
 identity_close("our three-einsum formula with the layer's own pattern is the "
                "attention layer", with_pattern(x, pattern_x), out_x,
-               terms=2 * chain + 2, chapter="1")
-# Every product in the chain is accumulated in absolute value at most the
-# same chain run on absolute values: that is the scale of the roundings.
-W_V_abs, W_O_abs = attn.W_V.abs(), attn.W_O.abs()
+               terms=2 * chain + 2,
+               scale=float(with_pattern(x.abs(), pattern_x, W_V_abs,
+                                        W_O_abs).max()), chapter="1")
 chain_size = float(with_pattern(x.abs() + y.abs(), pattern_x,
                                 W_V_abs, W_O_abs).max())
 # x + y (1 rounding) and the chain on one side; the chain twice and one
@@ -310,20 +317,31 @@ chain_size = float(with_pattern(x.abs() + y.abs(), pattern_x,
 identity_close("with its pattern frozen, the layer is additive: "
                "f(x + y) = f(x) + f(y)", frozen, torch.zeros_like(frozen),
                terms=2 * chain + 2, scale=chain_size, chapter="1")
-# The live layer: each run rounds its chain and, before it, its scores
-# (d_model + d_head) and softmax (positions + 3). Its own pattern is at most 1
-# everywhere, so the chain run on absolute values with a pattern of ones
-# bounds both the chain's size and the values a pattern's error multiplies; a
-# pattern's error is (pattern <= 1) times twice its scores' error, at the
-# size of the largest score. Three runs and two additions.
-ones = torch.ones_like(pattern_x)
-value_size = float(with_pattern(x.abs() + y.abs(), ones, W_V_abs,
-                                W_O_abs).max())
+
+
+def abs_scores(x_abs):
+    """The scores' products accumulated in absolute value: q and k computed
+    from |x|, |W_Q|, |W_K|, then |q| . |k| / sqrt(d_head) (b_Q = b_K = 0)."""
+    q = torch.einsum("bpd,hde->bphe", x_abs, attn.W_Q.abs())
+    k = torch.einsum("bpd,hde->bphe", x_abs, attn.W_K.abs())
+    return float((torch.einsum("bqhe,bkhe->bhqk", q, k).tril()
+                  / toy.cfg.attn_scale).max())
+
+
+# The live layer: each run rounds its chain (as above, with its own pattern)
+# and, before it, its scores (d_model + d_head, at the size of the scores'
+# products in absolute value, not of the scores, which cancel) and softmax
+# (positions + 3). A score error delta moves a pattern entry p by at most
+# 2 p delta, so it moves the output by at most 2 delta times the chain run on
+# absolute values with the run's own pattern. Three runs, two subtractions.
 score_terms = toy.cfg.d_model + toy.cfg.d_head + x.shape[1] + 3
-live_bound = (rounding_bound(3 * chain + 2, value_size)
-              + rounding_bound(3 * score_terms,
-                               2 * max(score_x, score_y, score_xy)
-                               * value_size))
+live_bound = 0.0
+for inp_abs, p in ((x.abs(), pattern_x), (y.abs(), pattern_y),
+                   (x.abs() + y.abs(), pattern_xy)):
+    size = float(with_pattern(inp_abs, p, W_V_abs, W_O_abs).max())
+    live_bound += (rounding_bound(chain + 2, size)
+                   + rounding_bound(score_terms,
+                                    2 * abs_scores(inp_abs) * size))
 identity("with its pattern recomputed, the layer is not additive: "
          "|f(x + y) - f(x) - f(y)| exceeds the rounding bound",
          f"max |f(x + y) - f(x) - f(y)| = {free.abs().max():.2g}, "

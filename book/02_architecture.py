@@ -42,13 +42,6 @@ def n_params(module):
     return sum(p.numel() for p in module.parameters())
 
 
-def layernorm_terms(d):
-    """Roundings of one Annotated Transformer LayerNorm over d numbers: the
-    mean and the std (two sums over d), the square root, eps, the division,
-    the gain and the bias: 2 d + 8."""
-    return 2 * d + 8
-
-
 def check_distribution(statement, logp):
     """exp(log_softmax) sums to 1 at every position. log_softmax over V is a
     sum of V exps, a log and a subtraction (V + 4 roundings relative to the
@@ -348,11 +341,9 @@ identity("attention: 4 d_model^2 weights + 4 d_model biases; FFN: "
          == (4 * d_model**2, 4 * d_model, 8 * d_model**2, d_ff + d_model),
          chapter="2")
 ffn_share = n_params(ffn) / layer_total
-ffn_share_w = ffn_w / (attn_w + ffn_w)
-identity("the FFN holds two thirds of an encoder layer's weights "
-         "(and of its parameters, to 3 digits)",
-         f"{ffn_share_w:.4f}, {ffn_share:.4f}",
-         ffn_share_w == 2 / 3 and abs(ffn_share - 2 / 3) < 1e-3, chapter="2")
+identity("the FFN holds exactly two thirds of an encoder layer's weights "
+         "(8 d_model^2 of 12 d_model^2)", f"{ffn_w:,} of {attn_w + ffn_w:,}",
+         3 * ffn_w == 2 * (attn_w + ffn_w), chapter="2")
 glue("base_head", per_head[0])
 glue("base_layer", layer_total)
 glue("ffn_share", ffn_share)
@@ -620,8 +611,9 @@ plt.show()
 # In pre-norm the stream ends {glue:text}`pre_growth:.1f` times longer than it started
 # (in this untrained encoder: how much a trained one grows depends on its weights), and
 # that is why it needs the final LayerNorm before anything reads it. In post-norm the
-# stream's length never changes, but nothing written into it survives unchanged either:
-# each LayerNorm recentres and rescales everything that came before.
+# stream's length is pinned from the first sublayer on (the embedding itself is longer), but
+# nothing written into it survives unchanged either: each LayerNorm recentres and rescales
+# everything that came before.
 #
 # ### Exercise 2.2: the residual connection
 #
@@ -696,11 +688,6 @@ rec, top = decompose(model, batch.src, batch.tgt, batch.src_mask,
 for stack in ("encoder", "decoder"):
     terms = " + ".join(tag for tag, _ in rec[stack])
     print(textwrap.fill(f"{stack}: {terms}", 79, subsequent_indent="  "))
-# memory came from model.encode, top["encoder"] from a second, hooked
-# forward pass of the same computation: held to one LayerNorm's rounding
-identity_close("the memory the decoder reads is the final LayerNorm of that "
-               "sum", top["encoder"][1], memory,
-               terms=layernorm_terms(memory.shape[-1]), chapter="2")
 
 # %% [markdown]
 # The final LayerNorm is not a write: it acts on the finished sum, and LayerNorm is not
@@ -728,10 +715,14 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
                      norm.b_2.detach(), memory)
 
 # %% [markdown]
-# In the post-norm arrangement no such bookkeeping is exact: every LayerNorm between a
-# write and the top rescales it by a factor that depends on everything written after it.
-# {doc}`Chapter 3 <03_residual_stream>` measures how far from a sum the post-norm stream is.
-# That is the reason this book, like the circuits literature, works with pre-norm models
+# In the post-norm arrangement the same bookkeeping needs far more freezing. The stream is
+# no longer a sum of the writes ({doc}`chapter 3 <03_residual_stream>` measures how far from
+# one it is): every LayerNorm after a write recentres it and divides it by the size of the
+# whole stream at that point, which depends on the write itself and on everything written
+# before and after it up to there. Freezing every divisor of a stack ($2N$ in the encoder,
+# $3N$ in the decoder) would still give a sum, but each write's term would then be scaled by every later
+# LayerNorm's gain and divisor, the divisors measured on this input. Pre-norm needs one frozen divisor per stack;
+# that is the reason this book, like the circuits literature, works with pre-norm models
 # from here on.
 #
 # The parameter count looks different in this view, too. The framework does not see "an

@@ -59,7 +59,7 @@ def forward_terms(cfg, n_pos):
 
 
 def post_norm_stack_terms(d_model, n_stack):
-    """Roundings of a stack of n_stack pre-norm encoder layers (two sublayers
+    """Roundings of a stack of n_stack post-norm encoder layers (two sublayers
     each, attention of 4 heads and an FFN of 4 d_model) and of its writes'
     sum: per sublayer a LayerNorm (2 d + 8), the sublayer's products (at most
     d + 4 d for the FFN) and the residual addition (1); then 2 n_stack
@@ -175,11 +175,20 @@ identity("post-norm: the top of the stream is NOT the input plus the writes "
          f"gap {gap:.2f}, bound {sum_bound:.1g}", bool(gap > sum_bound),
          chapter="3")
 glue("post_gap", gap.item())
+# the same gap against the size of the stream it is measured in
+post_rel = ((top_post - x0 - sum(writes_post)).norm(dim=-1)
+            / top_post.norm(dim=-1)).mean()
+observation("post-norm, one untrained three-layer stack, 7 positions: mean "
+            "|top - (input + writes)| / |top| per position", post_rel,
+            chapter="3")
+glue("post_rel", post_rel.item())
 
 # %% [markdown]
-# The gap is {glue:text}`post_gap:.2f`, far beyond rounding. (That post-norm is not a sum is
-# true of any weights whose LayerNorm inputs are not already normalised; the number is
-# one untrained stack's.) The circuits framework, like
+# The largest gap in one coordinate is {glue:text}`post_gap:.2f`, far beyond rounding; per
+# position, the difference is {glue:text}`post_rel:.0%` of the top stream's length on
+# average. Any LayerNorm that changes its input rescales and shifts the earlier writes with
+# it, so a post-norm stream equals the plain sum only by coincidence. The size of the gap is
+# one untrained stack's, on one random input. The circuits framework, like
 # GPT-2 and every model after it in this book, assumes the pre-norm arrangement (or, in
 # the toy models, no LayerNorm at all), because only then is the stream a running sum.
 #
@@ -243,8 +252,9 @@ glue("writer_ratio", writer_dims / stream_dims)
 #
 # We feed it sequences of 20 random tokens, each repeated once. The first copy is
 # unpredictable; the second can be copied from the first, and the model does. (On the
-# first copy its loss is a little above uniform chance, presumably because its training
-# sequences repeat almost everywhere, so it bets on a copy even where there is none.)
+# first copy its loss is a little above uniform chance. One guess, not tested here: in its
+# training sequences every token after the first 16 to 32 is a copy, so it may bet on a
+# copy even where there is none.)
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -287,8 +297,11 @@ identity("toy-2l (shortformer): the stream entering layer 0 is exactly "
 # **Bandwidth again.** Each head writes into a subspace of dimension at most
 # $d_\text{head}$, the row space of its $W_O^h$. This model has
 # $2 \times 4 = 8$ heads with $d_\text{head} = 16$, so 128 writing dimensions, into a
-# 64-dimensional stream. Their subspaces must overlap: the rank of all the $W_O$ matrices
-# stacked together cannot exceed 64.
+# 64-dimensional stream. Together they span at most 64 dimensions (the rank of all the $W_O$
+# matrices stacked), so their write subspaces cannot be independent: if all eight have full
+# rank 16, some combination of heads writes in directions that other heads also write in. This
+# does not say that any *two* heads share a direction (two 16-dimensional subspaces of a
+# 64-dimensional space need not meet), only that the eight cannot all have room of their own.
 
 # %%
 W_O_all = model.W_O.reshape(-1, cfg.d_model).double()  # [8*16, 64]
@@ -297,8 +310,8 @@ rank_each = [torch.linalg.matrix_rank(W.double()).item()
 rank_all = torch.linalg.matrix_rank(W_O_all).item()
 print(f"ranks of the 8 heads' W_O: {rank_each}; sum {sum(rank_each)}")
 print(f"rank of all of them together: {rank_all} (d_model = {cfg.d_model})")
-identity("the heads' write subspaces must overlap: their ranks sum to more "
-         "than d_model = 64, and all of W_O stacked has rank at most 64",
+identity("the heads' write subspaces are not independent: their ranks sum to "
+         "more than d_model = 64, and all of W_O stacked has rank at most 64",
          f"{sum(rank_each)} vs {rank_all}",
          rank_all <= cfg.d_model < sum(rank_each), chapter="3")
 
@@ -524,13 +537,14 @@ glue("logit_std", logits.std().item())
 # (chapter {doc}`10_ffn` checks it).
 #
 # **LayerNorm needs care.** LayerNorm is not elementwise, but it is not purely a function
-# of the length either. It subtracts each vector's mean over coordinates, which is the
-# projection onto the all-ones direction $(1, \dots, 1)$: a direction defined by the basis.
-# And its learned gain multiplies each coordinate by its own number. A model with
-# LayerNorm is therefore only symmetric under rotations that keep the all-ones direction
-# fixed, and only once the gain has been folded into the next layer's weights (which
-# TransformerLens does when loading models). We check the first point for a gain-free
-# LayerNorm; chapter 11 treats LayerNorm in full.
+# of the length either. It subtracts each vector's mean over coordinates, which removes the
+# vector's component along the all-ones direction $(1, \dots, 1)$: a direction defined by the
+# basis. And its learned gain multiplies each coordinate by its own number. A model with
+# LayerNorm is therefore symmetric only under rotations that map the all-ones line to itself,
+# and only once the gain has been folded into the next layer's weights (which
+# TransformerLens does when loading models). RMSNorm, the norm of SmolLM2, does not centre:
+# once its gain is folded, it divides by the length alone and keeps the full symmetry. We
+# check both for gain-free norms; chapter 11 treats LayerNorm and RMSNorm in full.
 
 # %%
 def layer_norm(x):      # no gain, no bias
@@ -654,11 +668,12 @@ explore(draw_plane, angle=(0, 360, 10))
 # - Every layer reads the residual stream with a linear map, computes, and adds its result
 #   back; with pre-norm (or no norm) the stream is a running sum of writes (the identity
 #   chapter 1 checked; in `toy-2l` it has no positional term). With the paper's post-norm
-#   arrangement it is not: the measured gap is {glue:text}`post_gap:.2f`.
+#   arrangement it is not: in one untrained stack the top differs from the sum by
+#   {glue:text}`post_rel:.0%` of its length.
 # - The stream is a shared channel of $d_\text{model}$ dimensions. The base Transformer's
 #   encoder writes into its 512 dimensions from {glue:text}`writer_dims` head dimensions and
 #   neurons; in our toy model 8 heads write 128 dimensions into a stream of 64, so their
-#   write subspaces must overlap.
+#   write subspaces cannot be independent.
 # - The forward pass gives the stream no privileged basis: rotating every write by $R$ and
 #   every read by $R^\top$ leaves the logits and attention patterns unchanged while the
 #   individual coordinates become unrecognisable. Whether training (Adam) lines some
@@ -667,4 +682,4 @@ explore(draw_plane, angle=(0, 360, 10))
 #   would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
 #   why neurons, unlike residual coordinates, are a privileged basis. LayerNorm's centring
 #   and gain single out directions too, so with LayerNorm the rotation argument needs the
-#   care described above.
+#   care described above; RMSNorm with its gain folded keeps the full symmetry.

@@ -1575,12 +1575,13 @@ plt.show()
 #   with the offset. SmolLM2's is higher than every random set's, by
 #   {glue:text}`corr_z:.0f` of their standard deviations (the same 20 sets, so the same
 #   floor on p). That does not show more than the mechanism, though. Random heads'
-#   fast shares barely differ from head to head (standard deviation
-#   {glue:text}`random_fast_sd:.3f` in one set, against {glue:text}`fast_sd:.2f` for
-#   SmolLM2's heads), so among them the mechanism has little to sort the heads by, and
+#   fast shares vary less from head to head (standard deviation
+#   {glue:text}`random_fast_sd:.3f` in one set, against {glue:text}`fast_sd:.3f` for
+#   SmolLM2's heads), so among them the mechanism has less to sort the heads by, and
 #   the same mechanism acting over SmolLM2's wider spread would raise the correlation
-#   too. What the comparison shows is that SmolLM2's heads differ in where they put
-#   their amplitude, and that those with it in fast planes are the positional ones.
+#   too; this null cannot say by how much. What the comparison shows is that SmolLM2's
+#   heads differ more in where they put their amplitude, and that those with it in fast
+#   planes are the positional ones.
 #
 # The scope is one model (the 4-bit SmolLM2-135M-Instruct checkpoint of chapter
 # {doc}`04_embeddings`), six passages of 80 tokens, one seed per null, and "fast" and

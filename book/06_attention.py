@@ -806,9 +806,11 @@ plt.show()
 # each random kernel to the trained kernel's spread and its softmax puts between
 # {glue:text}`matched_lo:.2f` and {glue:text}`matched_hi:.2f` on key $i - 1$, below the
 # trained kernel's {glue:text}`kernel_prev:.2f` in all 20 sets but only
-# {glue:text}`matched_z:.1f` standard deviations of those values above their mean. So
-# what sets this head apart from a random head that happens to look one back is mostly
-# the size of its offset preference, not its shape. Either way, the offset kernel alone
+# {glue:text}`matched_z:.1f` standard deviations of those values above their mean. The
+# softmax comparison compounds these two moderate differences (and the head's own query
+# and key sizes): training gave this head an offset preference both larger and a
+# little more concentrated at offset 1 than that of a random head that happens to look
+# one back, neither by a wide margin on its own. Either way, the offset kernel alone
 # would make this head a previous-token head: it need not recognise which token is the
 # previous one, only how far back it stands. That is the rotary
 # version of chapter {doc}`05_positional`'s positional QK circuit
@@ -881,9 +883,9 @@ attention_pattern_view(
 #   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
 #   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, softmaxed alone
 #   puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous token.
-#   Against the best previous-token heads of 20 random sets, its peak at offset 1 is
-#   only a little sharper (weak evidence); what stands out is how strongly it varies
-#   with the offset. Its trained scores are far from unit variance.
+#   Against the best previous-token heads of 20 random sets it is above all of them,
+#   but modestly on each count taken alone: how sharply it peaks at offset 1, how
+#   strongly it varies with the offset. Its trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
 #   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,
 #   NaN here).

@@ -422,7 +422,7 @@ identity_close("the same output is the pattern applied to the OV messages "
 # every other offset and to what a head attending uniformly would give.
 
 # %%
-second = torch.arange(21, n_pos)                 # queries of the second copy
+second = torch.arange(20, n_pos)                 # queries of the second copy
 by_offset = torch.stack([pattern[second, second - off].mean()
                          for off in range(21)])  # mean weight at each offset
 other_offsets = torch.cat([by_offset[:19], by_offset[20:]])

@@ -508,7 +508,7 @@ fig
 # subsets overlap, and the sum of the four heads' tables copies
 # {glue:text}`frac_sum:.0%` of tokens.
 #
-# Why does one head not copy every token itself? Not because of its rank. Its table has rank
+# Why does one head not copy every token itself? Rank does not forbid it. Its table has rank
 # at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the $64 \times 64$
 # identity, but top-1 copying does not need a table close to the identity: it only needs each
 # row's diagonal entry to beat the others in that row. A rank-2 table can do that for any
@@ -834,10 +834,38 @@ gaps = torch.stack([pos_table[i, i - 1] - torch.cat(
     [pos_table[i, :i - 1], pos_table[i, i:i + 1]]).max()
     for i in range(2, n_ctx - 1)])
 tok_spread = (tok_table.max(-1).values - tok_table.min(-1).values).mean()
-observation("the positional margin of key i - 1 over the next best key "
-            "(mean over positions 2..62), over the token-token term's mean "
-            "spread across keys", gaps.mean() / tok_spread, chapter="9")
+# The whole score of query (token s, position i) on key (token t, position j)
+# is q . k with q = (e_s + p_i) W_Q + b_Q and k = (e_t + p_j) W_K + b_K:
+# q . b_K is the same for every key, so the score is a part that depends on
+# the key's position, q . p_j W_K, plus a part that depends on its token,
+# q . e_t W_K. That second part holds the token-token term and the cross term
+# p_i W_QK e_t^T, and b_Q's.
+attn0 = model.blocks[PL].attn
+q_all = ((W_E[:, None] + model.W_pos[None]) @ attn0.W_Q[PH]
+         + attn0.b_Q[PH])                              # [s, i, d_head]
+by_pos = q_all @ (model.W_pos @ attn0.W_K[PH]).T       # [s, i, j]
+by_tok = q_all @ (W_E @ attn0.W_K[PH]).T               # [s, i, t]
+inner = range(2, n_ctx - 1)                            # as for gaps above
+full_margin = torch.stack([by_pos[:, i, i - 1] - torch.cat(
+    [by_pos[:, i, :i - 1], by_pos[:, i, i:i + 1]], -1).max(-1).values
+    for i in inner], 1)                                # [s, i]
+key_tok_spread = (by_tok.max(-1).values
+                  - by_tok.min(-1).values)[:, list(inner)]
+# if key i - 1's positional lead exceeds the whole range of the token part,
+# no assignment of tokens to the keys can take the top place from it
+robust = full_margin > key_tok_spread
+observation("positions 2..62, every query token: the mean margin of key "
+            "i - 1 by position, over the mean spread of everything in the "
+            "score that depends on the key's token (cross terms included)",
+            full_margin.mean() / key_tok_spread.mean(), chapter="9")
+observation("(query token, position) pairs, positions 2..62, for which key "
+            "i - 1's positional margin exceeds the whole spread of the key-"
+            "token part", int(robust.sum()), chapter="9")
 glue("pos_gap", gaps.mean().item())
+glue("full_margin", full_margin.mean().item())
+glue("key_tok_spread", key_tok_spread.mean().item())
+glue("robust_n", int(robust.sum()))
+glue("robust_total", robust.numel())
 glue("inv_sqrt_dhead", 1 / math.sqrt(cfg.d_head))
 glue("tok_spread", tok_spread.item())
 glue("missed", ", ".join(map(str, missed)))
@@ -876,10 +904,22 @@ fig
 # is the best key for almost every query position, where a head at initialisation
 # picks it for {glue:text}`null_prev:.0%` of them on average. In the raw scores (right)
 # it beats the next best position by {glue:text}`pos_gap:.0f` on average (before the
-# $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), while the
-# token-token term varies by only {glue:text}`tok_spread:.1f` across keys; after the scale and the softmax (left), the
-# positional term alone puts {glue:text}`on_prev:.1%` of each query's weight on the
-# previous position. The head hardly cares which token is where, only where.
+# $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), and after the
+# scale and the softmax (left) the positional term alone puts {glue:text}`on_prev:.1%`
+# of each query's weight on the previous position.
+#
+# Does the token at each key change that? The token-token term varies by only
+# {glue:text}`tok_spread:.1f` across keys, but it is not the only part of the score that
+# depends on the key's token: the cross term $p_i W_{QK} e_t^\top$ (the query's position
+# reading the key's token) and the query bias do too, and together they vary far more.
+# Taking the whole score of a query with token $s$ at position $i$, the part that depends
+# on the key's token varies by {glue:text}`key_tok_spread:.1f` across key tokens on
+# average, against an average margin of {glue:text}`full_margin:.1f` for key $i-1$ in
+# the part that depends on the key's position. For {glue:text}`robust_n` of the
+# {glue:text}`robust_total` (query token, query position) pairs the margin exceeds the
+# whole token spread, so no choice of tokens at the keys can take the top place from
+# position $i-1$. Which token is where moves this head's scores by a good part of the
+# positional margin, then, but almost never changes the key it prefers.
 #
 # The one exception is query position {glue:text}`missed`, the last position of the
 # context. The model was trained on sequences of exactly 64 tokens with the next-token
@@ -919,10 +959,13 @@ identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
 #   the same shape at initialisation score near 0), but
 #   its own top logit is the attended token for only {glue:text}`frac_ind:.0%` of
 #   tokens; the four layer-1 heads share the vocabulary, and their tables summed copy
-#   all of it. Rank is not the reason: a rank-2 table (unit vectors on a circle) copies every token top-1.
+#   all of it. Rank does not forbid one head copying all of it: a rank-2 table (unit
+#   vectors on a circle) copies every token top-1.
 # - The induction head's full QK circuit does not match a token to itself: the direct
 #   token-token route is not how it finds its key. (In a rotary model such as SmolLM2
 #   the token-token table is one per offset, $W_E W_Q R_\Delta W_K^\top W_E^\top$.)
-# - The previous-token head's positional QK circuit is a band at $j = i - 1$ that
-#   dwarfs its token-token term, everywhere except the last position, which training
-#   never reached.
+# - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
+#   margin exceeds everything in the score that depends on the key's token, cross terms
+#   included, for {glue:text}`robust_n` of {glue:text}`robust_total` query (token,
+#   position) pairs, so the head picks the previous position whatever the tokens; the
+#   exception is the last position, which training never reached.

@@ -669,11 +669,13 @@ finding("started at token 100, the first position's vector is again far "
 # exchangeable, and they are not: in the first three layers (0-2) both series start
 # small and climb (the figure above shows the size), so any two quantities that grow
 # in the first layers correlate over all 30. We therefore test on layers 3-29 only,
-# where position 0 is already large. This cut is made after seeing that climb; it can
-# only remove evidence, and we also report the all-layer value, as a number without a
-# test. The layers that remain still drift with depth, which a shuffle ignores, so even
-# this null is too narrow; a correlation it cannot tell from shuffling is not evidence
-# for a link.
+# after that climb. This cut is made after seeing the climb, so we also report the
+# all-layer value, as a number without a test (the cut lowers the correlation here; it
+# need not have). Position 0 is not large in every remaining layer: in this run it
+# falls back to an ordinary size for a layer or two before growing again (one such
+# layer is named below). The layers that remain also drift with depth, which a shuffle
+# ignores, so even this null is too narrow; a correlation it cannot tell from shuffling
+# is not evidence for a link.
 
 # %%
 # attention paid to position 0 by queries 8..63, averaged over heads, per
@@ -874,8 +876,9 @@ plt.show()
 #   a median {glue:text}`small_frozen:.1%`.
 # - The **tangent** accounts for that and is off by a median
 #   {glue:text}`head_tangent:.1%` (90th percentile {glue:text}`head_tangent_p90:.1%`).
-#   Being the first-order expansion, its error is of second order in the size of the
-#   change, and it grows with that size (right panel): a median
+#   Being the first-order expansion, its absolute error is of second order in the size
+#   of the change, so its relative error grows in proportion to that size (right
+#   panel): a median
 #   {glue:text}`small_tangent:.1%` for changes under 3% of $|x|$, but
 #   {glue:text}`large_tangent:.0%` for changes over 30%, where the frozen scale is off by
 #   {glue:text}`large_frozen:.0%` as well.

@@ -183,8 +183,10 @@ identity_close("...and, given that pattern, src_attn's output", out_given,
 # word may translate a source word far to its right (the verb moves to the end, the noun
 # jumps ahead of its adjectives). And the only mask is the **source padding**: sentences
 # in a batch have different lengths, and padding positions must get no weight. (In the
-# trained model some target position puts {glue:text}`ahead:.0%` of its attention to the
-# right of its own index, as the verb-last rule needs.)
+# trained model the position that writes some target word $j$ puts
+# {glue:text}`ahead:.0%` of its attention on source words after word $j$, as the
+# reordering rules need: for example, the first target word is the first noun, which
+# follows its adjectives in the source.)
 
 # %%
 real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
@@ -199,12 +201,15 @@ identity("padding positions of the source get exactly zero attention",
 identity_close("every attention row sums to 1", row_sums,
                torch.ones_like(row_sums),
                terms=2 * n_src + 2, scale=1.0, chapter="12")
-t_pos = torch.arange(pattern.shape[2])[:, None]
-s_pos = torch.arange(pattern.shape[3])[None, :]
-ahead = pattern.masked_fill(s_pos <= t_pos, 0).sum(-1).max()
-observation("8 sentences, decoder layer 1: the most attention any target "
-            "position puts on source positions to its right", ahead,
-            chapter="12")
+# decoder position j predicts target word j; source position p holds source
+# word p - 1 (position 0 is the start symbol), so "to the right" means a
+# source word index above j, not a source position above j
+t_word = torch.arange(pattern.shape[2])[:, None]
+s_word = torch.arange(pattern.shape[3])[None, :] - 1
+ahead = pattern.masked_fill(s_word <= t_word, 0).sum(-1).max()
+observation("8 sentences, decoder layer 1: the most attention that the "
+            "position writing target word j puts on source words after "
+            "word j", ahead, chapter="12")
 glue("ahead", ahead.item())
 
 # %% [markdown]

@@ -309,11 +309,12 @@ identity_close("the virtual term L0H2 -> L1H1 is the product of its two "
 # %% [markdown]
 # ### How many paths?
 #
-# A path chooses, in each layer independently, to skip it or to pass through one of its
-# $n$ heads. It cannot pass through two heads of the same layer: they read the same
-# stream side by side, and none reads another's output. We enumerate the choices for
-# small models and compare with `count_paths`, and with the number of parts
-# `logit_attribution` returned.
+# In each layer a path either skips the layer (through the residual connection) or
+# passes through one of its heads. It cannot pass through two heads of the same layer:
+# they read the same stream side by side, and none reads another's output. Below we
+# enumerate the paths of small models by brute force and compare with `count_paths`, and
+# with the number of parts `logit_attribution` returned; the exercise after it asks for
+# the formula.
 
 # %%
 def enumerate_paths(n_layers, n_heads):
@@ -736,7 +737,7 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
     glue(name, float(val))
 
 # %% [markdown]
-# The picture is the induction mechanism in numbers. The largest term,
+# The picture is the induction mechanism in numbers, on this one sequence. The largest term,
 # {glue:text}`top_val:.1f`, pairs the query's own **token embedding** with what the
 # **previous-token head** L0H2 (which puts {glue:text}`prev_score:.2f` of its attention
 # on the position before) wrote at the key. L0H2 wrote "the token before me" into each
@@ -993,8 +994,8 @@ glue("dla_n_against", int((mean_heads < -0.5).sum()))
 # {glue:text}`dla_template_hi:.2f` per template), {glue:text}`dla_share:.0f`% of the
 # logit difference, more than any other head (the next reaches
 # {glue:text}`dla_second_mean:.2f`; the median head's mean part is
-# {glue:text}`dla_median:.3f` in size). Its layer, {glue:text}`dla_top_layer`, adds the
-# most of any layer ({glue:text}`dla_layer_sum:.2f` on average). That is evidence that
+# {glue:text}`dla_median:.3f` in size). The heads of its layer, {glue:text}`dla_top_layer`,
+# together add the most of any layer's heads ({glue:text}`dla_layer_sum:.2f` on average). That is evidence that
 # the head does something about the task rather than about one string, within the
 # scope we tested: one family of sentences, eleven name pairs, one model.
 #
@@ -1037,9 +1038,10 @@ glue("dla_n_against", int((mean_heads < -0.5).sum()))
 # - On a repeated random sequence, only the four first-order paths through layer 1 push
 #   up the next token, by {glue:text}`l1_sum:.1f` logits in total, far more than on
 #   sequences that do not repeat; virtual heads add almost nothing.
-# - Layer 0 acts by shaping layer 1's patterns. Split into query-part x key-part terms,
-#   the induction head's score is dominated by K-composition with the previous-token
-#   head, with a smaller term matching one more token of context.
+# - Layer 0 acts by shaping layer 1's patterns. Split into query-part x key-part terms
+#   on one repeated sequence, the induction head's advantage for its target comes mostly
+#   from K-composition with the previous-token head, with a smaller term matching one
+#   more token of context.
 # - In a real model with MLPs and a final RMSNorm, freezing the norm's scale keeps one
 #   piece of the expansion exact: the logit difference is the sum of every part's
 #   direct effect. In SmolLM2, on sentences of Wang et al.'s kind, the head

@@ -106,6 +106,12 @@ def solve_terms(W_E64, d_model):
 # and softmax does not change if the same number is added to every logit of a row. So
 # the best the model can do is match $\log P(b \mid a)$ *up to a constant per row*. When
 # we compare the two tables we must therefore remove each row's mean first.
+#
+# "Can" needs one condition. $W_E W_U$ has rank at most $d_\text{model}$, and a table of
+# row-centred $\log P$ may need rank up to $d_\text{vocab} - 1$ (the bias $b_U$ adds at
+# most one more). `toy-0l` has $d_\text{model} = d_\text{vocab} = 64$, so it can hold any
+# bigram table. A real model, with $d_\text{model}$ far below $d_\text{vocab}$, cannot:
+# its direct path can only approximate the bigram table within that rank.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -521,7 +527,9 @@ explore(draw_token, token=(0, d_vocab - 1, 1))
 # - A zero-layer transformer's logits are $W_E[t] W_U + b_U$: one row of a fixed
 #   $d_\text{vocab} \times d_\text{vocab}$ table per current token. We checked it against
 #   the Annotated Transformer's `Embeddings` and `Generator` and against TransformerLens.
-# - The best it can learn is the bigram table $\log P(b \mid a)$ up to a constant per row.
+# - With $d_\text{model} \ge d_\text{vocab}$, as in `toy-0l`, the best it can learn is the
+#   bigram table $\log P(b \mid a)$ up to a constant per row (with fewer dimensions, a
+#   low-rank approximation of it).
 #   On `toy-0l` the row-centred correlation between $W_E W_U$ and the true $\log P$ is
 #   {glue:text}`corr:.3f` (a relabelled chain: at most {glue:text}`corr_null_max:.2f`),
 #   and per entry the likely successors are fit less well than the rare transitions.

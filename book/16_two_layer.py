@@ -23,7 +23,8 @@ from IPython.display import display
 
 from circuitbook import checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, observation)
+                              identity, identity_close, null_test,
+                              observation)
 from circuitbook.composition import composition_scores, random_baseline
 from circuitbook.composition import virtual_ov as library_virtual_ov
 from circuitbook.data import repeated_random_tokens
@@ -332,7 +333,12 @@ glue("max_mean_vs_zero", max(abs(loss[n] - loss_zero[n]) for n in names))
 # where $\bar x_j = \sum_k A^A_{jk} x_k$ is the average of the residual vectors it
 # attended to (biases aside). $B$'s attention score of query $i$ on key $j$ is the
 # bilinear form $x_i W_{QK}^B x_j^\top$ (chapter {doc}`06_attention`), and its output is
-# $\sum_j A^B_{ij} x_j W_{OV}^B$. Put $y$ into each slot in turn:
+# $\sum_j A^B_{ij} x_j W_{OV}^B$. (In `toy-2l`, $x$ in the score also carries the
+# positional embedding, which adds terms of its own but does not change the three
+# products. These forms hold because `toy-2l` has no norm: in SmolLM2 the reader sees
+# the stream divided by its RMS and multiplied by a gain, so $y$ enters through that
+# rescaling, and with RoPE the QK form also depends on the offset $i - j$.) Put $y$ into
+# each slot in turn:
 #
 # | channel | term | the matrix that carries it |
 # |---|---|---|
@@ -454,13 +460,9 @@ explore(draw_pair, writer=[(f"L0H{h}", h) for h in range(H)],
 # %% [markdown]
 # ### Virtual weights
 #
-# V-composition chains two OV circuits. A vector $x$ that head $A$ moves and head $B$
-# then moves again comes out as $x W_V^A W_O^A W_V^B W_O^B = x\, W_{OV}^A W_{OV}^B$. The
-# product is the OV circuit of the virtual head $A \to B$. It is a
-# $d_\text{model} \times d_\text{model}$ matrix, but it passes through the
-# $d_\text{head}$-dimensional value space of $A$ (and of $B$), so its rank is at most
-# $d_\text{head}$, like any single head's. The library returns it factored, as
-# $W_V^A \cdot (W_O^A W_V^B W_O^B)$.
+# V-composition chains two OV circuits: a vector that head $A$ moves, head $B$ then
+# moves again. The matrix that does both is the OV circuit of the *virtual head*
+# $A \to B$ (the V row of the table above).
 #
 # ### Exercise 16.1: the virtual OV circuit
 #
@@ -481,6 +483,14 @@ def virtual_ov(W_V, W_O, first, second):
 
 
 checks.ch16_ex1(virtual_ov)
+
+# %% [markdown]
+# A vector $x$ that $A$ moves and $B$ moves again comes out as
+# $x W_V^A W_O^A W_V^B W_O^B = x\, W_{OV}^A W_{OV}^B$, earlier head first. It is a
+# $d_\text{model} \times d_\text{model}$ matrix, but it passes through the
+# $d_\text{head}$-dimensional value space of $A$ (and of $B$), so its rank is at most
+# $d_\text{head}$, like any single head's. The library returns it factored, as
+# $W_V^A \cdot (W_O^A W_V^B W_O^B)$; we check ours against it, and the rank of all 16.
 
 # %%
 mine = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
@@ -505,9 +515,8 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
 #
 # The virtual head has its own attention pattern too. Head $A$ mixes positions with
 # $A^A$ (position $j$ receives $\sum_k A^A_{jk} x_k$), then head $B$ mixes the results
-# with $A^B$, so position $i$ receives $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$: the
-# virtual pattern is the matrix product $A^B A^A$. Patterns act on positions from the
-# left, so here the *later* head comes first, the opposite of the OV order.
+# with $A^B$, so position $i$ receives $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$. That
+# double sum is one mixing of positions, the virtual head's pattern.
 #
 # ### Exercise 16.2: the pattern of a virtual head
 #
@@ -526,7 +535,9 @@ def virtual_pattern(A_first, A_second):
 checks.ch16_ex2(virtual_pattern)
 
 # %% [markdown]
-# Together the two exercises give the virtual head's term in the logits:
+# The double sum is the matrix product $A^B A^A$. Patterns act on positions from the
+# left, so here the *later* head comes first, the opposite of the OV order. Together the
+# two exercises give the virtual head's term in the logits:
 # $(A^B A^A)\, X W_E\, (W_{OV}^A W_{OV}^B)\, W_U$, with $X$ the one-hot tokens, plus a
 # constant that $A$'s value bias contributes. We check it against the term that
 # `logit_attribution` (chapter {doc}`13_path_expansion`) computes by running the heads
@@ -585,6 +596,16 @@ v_rank = (v_term > v_cur[..., None]).sum(-1).double() + 1   # 1 = top
 glue("v_cur", (v_cur - v_centre).mean().item())
 glue("v_spread", v_term.std(-1).mean().item())
 glue("v_rank", v_rank.mean().item())
+# does it copy at all? the push per sequence, against no push (one-sided: a
+# copying head would push the current token up)
+push = (v_cur - v_centre).mean(-1)                       # [batch]
+copy_test = null_test(push.mean().item(), Null.point("no push", 0.0),
+                      boot=boot_mean(push), alternative="greater")
+finding("the virtual term L0H2 -> L1H1 does not push the current token up "
+        "(bootstrap over 32 sequences)", copy_test, expect="no effect",
+        chapter="16")
+glue("v_cur_lo", copy_test.lo)
+glue("v_cur_hi", copy_test.hi)
 observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
             "the current token's logit (minus its vocabulary mean), its "
             "spread over the vocabulary, the current token's mean rank of 64",
@@ -598,7 +619,10 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 # it would have pushed the *current* token, useless on a sequence whose next token is
 # almost never the current one. It does not even do that: on the second copy its term
 # moves the current token's logit by {glue:text}`v_cur:+.3f` relative to the
-# vocabulary's mean, against a spread of {glue:text}`v_spread:.3f` over the
+# vocabulary's mean (95% bootstrap interval over the 32 sequences
+# {glue:text}`v_cur_lo:+.3f` to {glue:text}`v_cur_hi:+.3f`: no push up larger than
+# the interval's top), against a spread of
+# {glue:text}`v_spread:.3f` over the
 # vocabulary, and the current token ranks {glue:text}`v_rank:.1f` of 64 on average,
 # where a token picked at random would rank 32.5. The virtual head writes little and
 # nothing in particular (chapter {doc}`18_composition` finds L0H2's V-composition
@@ -676,11 +700,12 @@ glue("layer1_part", parts["single heads, layer 1"])
 
 # %% [markdown]
 # On the second copy, the four single-head terms of layer 1 raise the correct logit by
-# {glue:text}`layer1_part:.2f` together; all sixteen virtual heads by
-# {glue:text}`virtual_part:.2f`. The expansion of the logits says that the layer-1 heads
+# {glue:text}`layer1_part:.2f` together; all sixteen virtual heads together change it by
+# {glue:text}`virtual_part:.2f`. (Chapter {doc}`13_path_expansion` measured the same
+# split on shorter repeats, 20 tokens instead of 32, and got numbers of the same size.) The expansion of the logits says that the layer-1 heads
 # write the answer themselves. What it cannot say is how they knew where to look: that
 # is in their patterns, and the cuts above showed that the patterns come from layer 0
-# through the keys. In this model the important composition is invisible in the list of
+# mostly through the keys, partly through the queries. In this model the important composition is invisible in the list of
 # terms and visible in the QK circuit, which is where chapter
 # {doc}`17_induction_heads` goes next.
 
@@ -701,7 +726,7 @@ glue("layer1_part", parts["single heads, layer 1"])
 #   L0H2 $\to$ L1H1 looks at the earlier copy of the current token, which is useless
 #   for predicting the next one, and writes little and nothing in particular.
 # - Two layers of $n$ heads expand into $1 + 2n + n^2$ terms, $L$ layers into
-#   $(1 + n)^L$. In `toy-2l` the sixteen virtual terms add
-#   {glue:text}`virtual_part:.2f` to the correct logit against
+#   $(1 + n)^L$. In `toy-2l` the sixteen virtual terms change the correct logit by
+#   {glue:text}`virtual_part:.2f` against
 #   {glue:text}`layer1_part:.2f` from the layer-1 heads; the composition that matters
 #   acts on the patterns instead.

@@ -946,9 +946,10 @@ observation("the leave-one-out rule this page used before: its senders, and "
 glue("earlier_same", "the same" if earlier_senders == senders
      else "a different")
 glue("earlier_list", ", ".join(f"L{l}H{h}" for l, h in earlier_senders))
-glue("earlier_consequence", "the senders are the same, so the switch changes no "
-     "patch below" if earlier_senders == senders else "the senders differ, so "
-     "the patches below are not those the earlier rule's senders gave")
+glue("earlier_consequence",
+     "the senders are the same, so the switch changes no patch below"
+     if earlier_senders == senders else "the senders differ, so the "
+     "patches below are not those the earlier rule's senders gave")
 glue("earlier_moved", ", ".join(f"L{w[0]}H{w[1]} into L{r[0]}H{r[1]}"
                                 for w, r in moved) or "none")
 for r in receivers:
@@ -1042,9 +1043,10 @@ glue("base_smol", base_smol)
 # {glue:text}`z_star_lo:.1f` to {glue:text}`z_star_hi:.1f`; receivers without a partner:
 # {glue:text}`no_partner`. The page's earlier leave-one-out rule gives
 # {glue:text}`earlier_same` set of senders ({glue:text}`earlier_list`), and the two
-# rules differ on the pairs {glue:text}`earlier_moved`: {glue:text}`earlier_consequence`.
-# The rule passes one pair narrowly ({glue:text}`narrow_pass`) and misses a similar one
-# narrowly ({glue:text}`near_miss`), so its level decides little at the margin. The
+# rules differ on the pairs {glue:text}`earlier_moved`:
+# {glue:text}`earlier_consequence`. The rule passes one pair narrowly
+# ({glue:text}`narrow_pass`) and misses a similar one narrowly
+# ({glue:text}`near_miss`), so its level decides little at the margin. The
 # argument for the set is the gap: no head outside it reaches more than
 # {glue:text}`crowd_hi:.2f` times the baseline into any receiver (robust $z$ at most
 # {glue:text}`crowd_z_hi:.1f`), against at least {glue:text}`sender_lo:.1f` for every

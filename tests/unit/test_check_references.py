@@ -23,13 +23,15 @@ Transformer's (unbiased std, eps outside the root), which chapter 11 contrasts w
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
+from collections import Counter
 
 import pytest
 import torch
 
-from circuitbook import checks, circuits, composition, heads, icl, paths
+from circuitbook import checks, circuits, composition, heads, paths
 from circuitbook.book import attn_only_forward_terms, rounding_bound
 from circuitbook.checks import ch01, ch02, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15
 from circuitbook.checks import ch16, ch17, ch18, ch19, ch20, ps
@@ -377,13 +379,16 @@ def direct_logit_attribution(seed):
 
 @pair((ch13, "n_paths"), (ps, "path_counts"))
 def path_counts(seed):
+    """Against an enumeration: every path picks, in each layer, no head or one of its n heads."""
     out = []
     for L, n in ((1, 3), (2, 4 + seed), (3 + seed, 2)):
-        c = paths.count_paths(L, n)
-        out.append((f"n_paths({L}, {n})", ch13.n_paths(L, n), c["total"], 0))
+        by_order = Counter(sum(c is not None for c in choice)
+                           for choice in itertools.product([None, *range(n)], repeat=L))
+        total = sum(by_order.values())
+        out.append((f"n_paths({L}, {n})", ch13.n_paths(L, n), total, 0))
         out.append((f"path_counts({L}, {n})", ps.path_counts(L, n),
-                    {"direct": c["direct"], "single": c["order_1"], "virtual": c["total"] - 1 - c["order_1"],
-                     "total": c["total"]}, 0))
+                    {"direct": by_order[0], "single": by_order[1], "virtual": total - by_order[0] - by_order[1],
+                     "total": total}, 0))
     return out
 
 
@@ -532,11 +537,15 @@ def icl_scores(seed):
     with torch.no_grad():
         logits = model(tokens)
     early, late = 3, 20
-    # One-token windows, averaged over the documents, are icl.icl_score's single tokens.
+    # One-token windows, averaged over the documents, are Olsson et al.'s single tokens.
     # Two log-softmaxes over d_vocab, averaged over the batch; logits of size up to max |logit|.
     tol = bound(2 * (model.cfg.d_vocab + 4) + 4, 1 + float(logits.abs().max()))
     per_doc = ps.icl_scores(logits, tokens, range(early, early + 1), range(late, late + 1))
-    return [("icl", float(per_doc.mean()), icl.icl_score(model, tokens, early=early, late=late), tol)]
+    # TransformerLens's own per-token loss: entry t - 1 is the loss on token t
+    with torch.no_grad():
+        per_token = model(tokens, return_type="loss", loss_per_token=True)
+    want = float((per_token[:, late - 1] - per_token[:, early - 1]).mean())
+    return [("icl", float(per_doc.mean()), want, tol)]
 
 
 @pair((ps, "ablation_effect"))
@@ -607,7 +616,7 @@ def test_every_reference_with_a_kernel_is_listed():
     without_kernel = {"ps.design_induction_head", "ch03.rotate_model_weights", "ch03.plane_rotation",
                       "ch04.tied_logits", "ch05.offset_matrix", "ch11.fold_ln", "ch14.row_centred_correlation",
                       "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize",
-                          "ps.matched_controls", "ps.patching_shares"}
+                          "ps.matched_controls", "ps.patching_shares", "ps.plan_documents"}
     missing = references - listed - without_kernel
     assert not missing, f"exercise references not compared with a kernel: {sorted(missing)}"
     assert listed <= references | {"ch20.linear_to_tl", "ch13.n_paths"}, sorted(listed - references)

@@ -71,9 +71,9 @@ EX1 = FunctionExercise(
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 embed + pos_embed + attn_out[:layer].mean(0) + mlp_out[:layer].mean(0)),
     ],
-    hint="In a pre-norm model the stream only accumulates. Which pieces have been written before block "
-         "`layer` reads it? The two embeddings, and every sublayer of every block that comes earlier. "
-         "Index the [n_layers, pos, d_model] tensors by block; the answer is [pos, d_model].",
+    hint="In a pre-norm model the stream only accumulates, and a block reads it before it writes. "
+         "List what has been added to the stream by the time block `layer` reads it, in the order the "
+         "model adds it. The stacked tensors are indexed by block first; the answer is [pos, d_model].",
 )
 
 
@@ -98,13 +98,15 @@ EX2 = ValueExercise(
     expected=n_terms_reference,
     mistakes=[
         (2 + _L * _H + _L, "missed one kind of per-layer term",
-         "Each block adds two things besides its heads: the attention layer's output bias and the MLP's output."),
+         "Besides its heads, each block writes more than one other term. Go through the per-head cell's "
+         "list of terms again, one block at a time."),
         (2 + 2 * _L, "counted attention layers, not heads",
          "Split each attention layer into its heads: every head writes its own term."),
-        (1 + _L * _H + 2 * _L, "forgot one embedding",
-         "The stream starts as two terms: the token embedding and the positional embedding."),
-        (_L * _H + 2 * _L, "forgot the embeddings", "The embeddings are terms of the sum too: the stream starts "
-         "as the token embedding plus the positional embedding."),
+        (1 + _L * _H + 2 * _L, "missed a term written before the first block",
+         "Look again at what the stream holds before block 0 writes anything: GPT-2 has learned "
+         "absolute positions."),
+        (_L * _H + 2 * _L, "forgot the embeddings", "The stream does not start empty: what is in it before "
+         "block 0 writes are terms of the sum too."),
         (2 + _H + 2 * _L, "counted one layer's heads", "Every one of the 24 layers has its own 16 heads."),
         (_L * _H, "counted only the heads", "The embeddings, the attention output biases and the MLP outputs "
          "are terms of the sum as well."),

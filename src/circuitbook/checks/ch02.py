@@ -150,8 +150,9 @@ EX2 = FunctionExercise(
     reference=sublayer_connection,
     make_inputs=_connection_inputs,
     mistakes=[
-        Mistake("pre and post swapped", "Pre-norm puts the LayerNorm on the sublayer's input and lets x bypass "
-                "it; post-norm puts it after the residual addition. Yours does the opposite for each setting.",
+        Mistake("arrangement does not follow `position`", "Each setting returns a residual connection, but "
+                "not the one its name asks for. Check what each setting applies `norm` to against the "
+                "paper's formula and the Annotated Transformer's code.",
                 lambda x, sublayer, norm, position: sublayer_connection(
                     x, sublayer, norm, "post" if position == "pre" else "pre")),
         Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
@@ -160,8 +161,8 @@ EX2 = FunctionExercise(
         Mistake("normalised twice", "Pre-norm normalises only the sublayer's input and leaves the sum alone; "
                 "post-norm normalises only the sum.",
                 lambda x, sublayer, norm, position: norm(x + sublayer(norm(x)))),
-        Mistake("added the normalised input", "In pre-norm the residual path carries x itself: x + "
-                "sublayer(norm(x)), not norm(x) + sublayer(norm(x)).",
+        Mistake("added the normalised input", "In pre-norm the residual path carries x itself, not its "
+                "normalised version: only what the sublayer reads is normalised.",
                 _by_position(lambda x, s, n: n(x) + s(n(x)), lambda x, s, n: n(x + s(x)))),
         Mistake("normalised the sublayer's output", "The LayerNorm goes on the sublayer's input (pre) or on the "
                 "sum (post), not on the sublayer's output alone.",
@@ -170,9 +171,9 @@ EX2 = FunctionExercise(
                 "post-norm.",
                 lambda x, sublayer, norm, position: x + sublayer(x)),
     ],
-    hint="Both versions add the sublayer's output back onto x; they differ only in where norm goes. "
-         "Pre-norm normalises what the sublayer reads and lets x bypass the norm; post-norm normalises "
-         "after the addition. The answer has x's shape [..., d_model].",
+    hint="Both versions add the sublayer's output back onto x and differ only in what `norm` is applied "
+         "to. The names say where the LayerNorm sits relative to the residual addition. The answer has "
+         "x's shape [..., d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -247,8 +247,9 @@ EX2 = FunctionExercise(
         Mistake("left ones on the diagonal", "R[i, i] and R[j, j] must be cos(theta), not 1; with 1 the "
                 "matrix is not orthogonal.",
                 lambda d, i, j, theta: _with_block(d, i, j, ((1.0, math.sin(theta)), (-math.sin(theta), 1.0)))),
-        Mistake("a reflection, not a rotation", "Both diagonal entries are +cos(theta) and the off-diagonal "
-                "ones have opposite signs; equal signs make a reflection (determinant -1).",
+        Mistake("a reflection, not a rotation", "Your matrix has determinant -1: it reflects the plane "
+                "instead of turning it. Check the signs of your four entries against where e_i and e_j "
+                "must go.",
                 lambda d, i, j, theta: _with_block(d, i, j, ((math.cos(theta), math.sin(theta)),
                                                              (math.sin(theta), -math.cos(theta))))),
         Mistake("theta read as degrees", "theta is in radians: use math.cos(theta) directly.",

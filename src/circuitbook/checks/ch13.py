@@ -68,9 +68,9 @@ DLA = FunctionExercise(
                 "Pick the logit of the correct next token: index the vocabulary axis with tokens[1:].",
                 lambda head_out, W_U, b_U, tokens: head_out[:, :-1] @ W_U),
     ],
-    hint="A head's output at position p pushes on the logit of the next token, tokens[p + 1]: take its dot "
-         "product with that token's unembedding direction, a column of W_U. The last position has no next "
-         "token, hence pos - 1 entries per head; b_U belongs to no head.",
+    hint="Ask two questions for one head at one position p: which token's logit does the output there "
+         "predict, and which slice of W_U turns a residual vector into that one logit? Then do it for every "
+         "head and position at once. Mind the last position, and what b_U belongs to.",
 )
 
 
@@ -100,24 +100,24 @@ PATHS = FunctionExercise(
                 "through one head in each of several layers (virtual heads).",
                 lambda n_layers, n_heads: n_layers * n_heads + 1),
         Mistake("counted only paths through every layer",
-                "n^L counts paths that use a head in every layer; each layer may also be skipped "
-                "through the residual connection, giving 1 + n choices per layer.",
+                "n^L counts only the paths that use a head in every layer; the residual connection "
+                "offers a path something more in each layer.",
                 lambda n_layers, n_heads: n_heads ** n_layers),
         Mistake("counted subsets of layers, not heads",
                 "2^L counts which layers a path passes through; within each layer it also picks one "
                 "of n heads.",
                 lambda n_layers, n_heads: 2 ** n_layers),
-        Mistake("swapped layers and heads",
-                "Each layer offers its own choices (skip it, or one of its heads), and a path makes one "
-                "such choice per layer: the layers are what you multiply over, not the heads.",
+        Mistake("counted the wrong thing per step",
+                "Check your formula on one layer of n heads, where you can list the paths by hand, and "
+                "then on two layers of one head; which of the two arguments counts the steps of a path?",
                 lambda n_layers, n_heads: (1 + n_layers) ** n_heads),
         Mistake("let a path use several heads of one layer",
                 "Heads of one layer read the same stream in parallel; none reads another's output, "
                 "so a path passes through at most one head per layer.",
                 lambda n_layers, n_heads: 2 ** (n_layers * n_heads)),
     ],
-    hint="Multiply the choices made independently in each layer: skip it, or go through one of its heads. "
-         "Check your formula with one layer: the direct path plus one path per head.",
+    hint="List the paths of a one-layer model by hand, then of a two-layer model. What does adding a "
+         "layer do to the count, and does what a path did in one layer limit what it can do in the next?",
 )
 
 EXERCISES = {ex.id: ex for ex in (PATHS, DLA)}

@@ -49,12 +49,12 @@ EX1 = FunctionExercise(
     reference=virtual_ov,
     make_inputs=_virtual_inputs,
     mistakes=[
-        Mistake("heads in the wrong order", "A row vector meets the earlier head first: x W_OV^1 W_OV^2. "
-                "W_OV^2 W_OV^1 would send the vector through the later head before the earlier one.",
+        Mistake("heads in the wrong order", "Follow a row vector x through your product: which head's matrices does it meet first, "
+                "and is that the head that acts first?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
-        Mistake("transposed (the paper's column-vector convention)", "This is (W_OV^1 W_OV^2)^T = "
-                "W_OV^2,paper W_OV^1,paper, the paper's virtual OV matrix. The book uses row vectors: "
-                "x W_V W_O, earlier head first.",
+        Mistake("transposed (the paper's column-vector convention)", "Yours is the transpose of the "
+                "book's matrix, the paper's column-vector form. The book uses row vectors, as "
+                "TransformerLens does: a vector stands to the left of the matrices it goes through.",
                 lambda W_V, W_O, first, second: (_ov(W_V, W_O, first) @ _ov(W_V, W_O, second)).T),
         Mistake("indexed [head, layer]", "The weights are stacked [n_layers, n_heads, ...]: head (l, h) is "
                 "W_V[l, h].",
@@ -64,14 +64,14 @@ EX1 = FunctionExercise(
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first) + _ov(W_V, W_O, second)),
         Mistake("multiplied elementwise", "Use the matrix product (@), not *.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first) * _ov(W_V, W_O, second)),
-        Mistake("only one head", "The virtual circuit needs both heads' OV matrices, earlier first.",
+        Mistake("only one head", "The virtual circuit needs both heads' OV matrices.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second)),
-        Mistake("only one head", "The virtual circuit needs both heads' OV matrices, earlier first.",
+        Mistake("only one head", "The virtual circuit needs both heads' OV matrices.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first)),
     ],
     hint="A virtual head applies one head's OV circuit and then the other's. Each head's OV circuit is its "
-         "value map followed by its output map ([d_model, d_head] then [d_head, d_model]); with row "
-         "vectors, what happens first is written on the left.",
+         "value map followed by its output map ([d_model, d_head] then [d_head, d_model]). In the "
+         "row-vector convention, on which side of the matrices does the vector stand?",
 )
 
 
@@ -98,9 +98,8 @@ EX2 = FunctionExercise(
     reference=virtual_pattern,
     make_inputs=_pattern_inputs,
     mistakes=[
-        Mistake("patterns in the wrong order", "Patterns act on positions from the left: the earlier head mixes "
-                "the positions first, and the later head mixes the result. So the order of the patterns is the "
-                "reverse of the order of the OV circuits.",
+        Mistake("patterns in the wrong order", "Write out entry (i, k) of your product as a sum over j: which "
+                "head's weight should connect the query i to j, and which connects j to the key k?",
                 lambda A_first, A_second: A_first @ A_second),
         Mistake("transposed", "Rows are queries: yours is the transpose of the virtual pattern, with keys as "
                 "rows and columns that do not sum to one.",

@@ -18,6 +18,7 @@ import torch
 
 from circuitbook.checks.core import (SESSION, FunctionExercise, Mistake, ReferenceCalled, Result, ValueExercise,
                                      _untouched, as_number, call_answer, raised, REFERENCE_MESSAGE)
+from circuitbook.loss import per_token_loss
 
 # --- problem 1: shapes and ranks of one head of a model the book ships --------------------------
 
@@ -89,8 +90,9 @@ P1A = ValueExercise(
 )
 
 
-def reparametrize(W_Q: torch.Tensor, W_K: torch.Tensor, G: torch.Tensor):
-    """A different (W_Q, W_K) with the same W_QK: W_Q G and W_K G^{-T}. Shapes [d_model, d_head]."""
+def reparametrize(W_Q, W_K, G):
+    """W_Q, W_K: [d_model, d_head]; G: invertible [d_head, d_head]
+    -> a new (W_Q, W_K)."""
     return W_Q @ G, W_K @ torch.linalg.inv(G).T
 
 
@@ -154,18 +156,12 @@ P1B = _ReparametrizeExercise(
 # --- problem 2: counting paths -----------------------------------------------------------------
 
 
-def path_counts(n_layers: int, n_heads: int) -> dict:
-    """Terms of the path expansion of an attention-only model with L layers of n heads.
-
-    A path picks, in increasing layer order, at most one head per layer: ``(1 + n)^L`` paths.
-    ``direct``: 1 (no head); ``single``: L n (one head); ``virtual``: the rest (two or more heads,
-    n^2 for two layers).
-    """
-    from circuitbook.paths import count_paths
-
-    paths = count_paths(n_layers, n_heads)
-    return {"direct": paths["direct"], "single": paths.get("order_1", 0),
-            "virtual": paths["total"] - paths["direct"] - paths.get("order_1", 0), "total": paths["total"]}
+def path_counts(n_layers, n_heads):
+    """-> {"direct": ..., "single": ..., "virtual": ..., "total": ...}"""
+    total = (1 + n_heads) ** n_layers
+    single = n_layers * n_heads
+    return {"direct": 1, "single": single, "virtual": total - 1 - single,
+            "total": total}
 
 
 def _p2_inputs(g: torch.Generator) -> dict:
@@ -211,15 +207,12 @@ P3_MIN_SCORE, P3_MAX_LOSS = 0.9, 0.5
 P3B_TOLERANCE = 0.01
 
 
-def design_induction_head(S_tok: torch.Tensor, S_prev: torch.Tensor):
-    """Layer 1's head for the scaffold: query = current token, key = previous token, copy the token.
-
-    W_QK = 30 S_tok^T S_prev: the query's token component against the key's previous-token
-    component, scaled so the softmax picks the match. W_OV = 10 S_tok^T S_tok: read the
-    attended token and write it where W_U reads, strongly enough to outvote the direct path
-    (the query's own embedding also sits in S_tok and pushes up the current token).
-    """
-    return 30 * S_tok.T @ S_prev, 10 * S_tok.T @ S_tok
+def design_induction_head(S_tok, S_prev):
+    """S_tok, S_prev: [V, d_model] row bases
+    -> (W_QK, W_OV), each [d_model, d_model]."""
+    W_QK = 30 * S_tok.T @ S_prev  # query's token against key's previous token
+    W_OV = 10 * S_tok.T @ S_tok   # copy the attended token where W_U reads
+    return W_QK, W_OV
 
 
 def scaffold_tokens(batch: int = 8, seed: int = 0, n_ctx: int = P3_CTX, device=None) -> torch.Tensor:
@@ -246,8 +239,8 @@ def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, 
     n = tokens.shape[1] // 2
     score = float(induction_scores(model, tokens=tokens)[1, 0])
     with torch.no_grad():
-        logp = model(tokens).log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
-    return {"induction_score": score, "loss_second_copy": float(-logp[:, n:].mean())}
+        loss = per_token_loss(model(tokens), tokens)  # [batch, pos - 1]: entry t - 1 is token t's
+    return {"induction_score": score, "loss_second_copy": float(loss[:, n:].mean())}
 
 
 def _p3_matrices(got, d: int):
@@ -406,23 +399,20 @@ P3B = ValueExercise(
 # --- problem 4: find the induction heads ---------------------------------------------------------
 
 
-def head_scores(model, tokens: torch.Tensor):
-    """(induction [L, H], previous-token [L, H]) on repeated tokens [batch, 2 n].
-
-    Induction: mean attention from query n + i to key i + 1, for i = 0 .. n - 1 (every query
-    of the second copy, queries n .. 2n - 1, looking at the token after the earlier occurrence
-    of its own token; for i = n - 1 that is key n, the first token of the second copy, which
-    followed r_{n-1} last time). These entries lie on the diagonal n - 1 below the main one,
-    which starts at query n - 1 (the first copy's last token): the stripe without its first
-    entry. Previous-token: mean attention from query p to key p - 1, over p = 1 .. 2n - 1.
-    """
+def head_scores(model, tokens):
+    """tokens: [batch, 2n], the second half repeating the first
+    -> (induction, prev), [L, H] each."""
     n = tokens.shape[1] // 2
-    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    _, cache = model.run_with_cache(
+        tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind, prev = [], []
     for layer in range(model.cfg.n_layers):
         pattern = cache["pattern", layer]  # [batch, head, q, k]
-        ind.append(pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2)))
-        prev.append(pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2)))
+        # query n + i looks at key i + 1: the diagonal n - 1 below the main one
+        ind.append(pattern.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
+                   [..., 1:].mean((0, 2)))
+        prev.append(pattern.diagonal(offset=-1, dim1=-2, dim2=-1)
+                    .mean((0, 2)))
     return torch.stack(ind), torch.stack(prev)
 
 
@@ -516,16 +506,23 @@ def _score_and_loss(model, reader: tuple[int, int], tokens: torch.Tensor, contex
     return float(score), float(-logp[:, n if loss_from is None else loss_from:].mean())
 
 
-def ablation_effect(model, head: tuple[int, int], reader: tuple[int, int], tokens: torch.Tensor):
-    """(the reader's induction score, mean loss on the second copy) with ``head`` mean-ablated.
-
-    Mean-ablation replaces the head's z by its mean over batch and positions of the same run
-    (circuitbook.heads.ablate). The induction score is problem 4's, of the one head ``reader``;
-    the loss is over the predictions of tokens n+1 .. 2n-1 of tokens [batch, 2n].
-    """
+def ablation_effect(model, head, reader, tokens):
+    """head, reader: (layer, head) pairs; tokens [batch, 2n] repeated
+    -> (reader's induction score, mean loss on the second copy) with
+    `head` mean-ablated."""
     from circuitbook.heads import ablate
 
-    return _score_and_loss(model, reader, tokens, ablate(model, [head], how="mean"))
+    n = tokens.shape[1] // 2
+    with torch.no_grad(), ablate(model, [head], how="mean"):
+        logits, cache = model.run_with_cache(
+            tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind = torch.stack([
+        cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
+        [..., 1:].mean((0, 2))
+        for layer in range(model.cfg.n_layers)])
+    logp = (logits.log_softmax(-1)[:, :-1]
+            .gather(-1, tokens[:, 1:, None])[..., 0])
+    return float(ind[reader]), float(-logp[:, n:].mean())
 
 
 def _p5_inputs(g: torch.Generator) -> dict:
@@ -559,8 +556,7 @@ def _p5_all_positions(model, head, reader, tokens):
     score, _ = ablation_effect(model, head, reader, tokens)
     with torch.no_grad(), ablate(model, [head], how="mean"):
         logits = model(tokens)
-    logp = logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
-    return score, float(-logp.mean())
+    return score, float(per_token_loss(logits, tokens).mean())
 
 
 def _p5_compare(a, b) -> bool:
@@ -601,8 +597,9 @@ P5 = FunctionExercise(
 )
 
 
-def k_composition(model, writer: tuple[int, int], reader: tuple[int, int]) -> float:
-    """K-composition score ||W_OV^w (W_QK^r)^T||_F / (||W_OV^w||_F ||W_QK^r||_F) (row convention)."""
+def k_composition(model, writer, reader):
+    """writer, reader: (layer, head) pairs, writer in an earlier layer
+    -> score (a float)."""
     (l0, h0), (l1, h1) = writer, reader
     with torch.no_grad():
         W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
@@ -648,21 +645,17 @@ P5B = FunctionExercise(
 # --- problem 6: in-context learning, measured directly ------------------------------------------
 
 
-def icl_scores(logits: torch.Tensor, tokens: torch.Tensor, early: range, late: range) -> torch.Tensor:
-    """Olsson et al.'s ICL score of each document, over windows of token indices.
+def icl_scores(logits, tokens, early, late):
+    """logits [batch, pos, vocab]; tokens [batch, pos]; early, late:
+    ranges of token indices -> [batch], each document's late-window loss
+    minus its early-window loss."""
+    logp = logits.log_softmax(-1)
 
-    ``score_b = mean_{t in late} loss_b(t) - mean_{t in early} loss_b(t)``, with
-    ``loss_b(t) = -log softmax(logits[b, t - 1])[tokens[b, t]]``: the logits at position t - 1
-    predict token t. Negative: the document's later tokens are predicted better, i.e. the
-    model learns from its context. Windows (rather than Olsson et al.'s single tokens 50 and
-    500) average out the noise of single tokens; one score per document lets a bootstrap over
-    documents put an interval on the mean.
-    Shapes: logits [batch, pos, vocab], tokens [batch, pos], windows ``range``s of indices
-    inside 1 .. pos - 1; returns [batch].
-    """
-    from circuitbook.icl import icl_scores as icl_scores_kernel
+    def window_loss(window):
+        t = torch.tensor(list(window))
+        return -logp[:, t - 1].gather(-1, tokens[:, t, None])[..., 0].mean(-1)
 
-    return icl_scores_kernel(logits, tokens, early, late)
+    return window_loss(late) - window_loss(early)
 
 
 def _p6_inputs(g: torch.Generator) -> dict:
@@ -710,21 +703,17 @@ P6 = FunctionExercise(
 )
 
 
-def matched_controls(targets, norms: torch.Tensor, excluded: torch.Tensor) -> list[tuple[int, int]]:
-    """One control head per target: same layer, not excluded, not already chosen, closest in norm.
-
-    ``targets``: (layer, head) pairs, matched in the order given; ``norms``: [n_layers, n_heads], a
-    size for every head (problem 6 uses the RMS of each head's output around its mean, what
-    mean-ablation removes); ``excluded``: [n_layers, n_heads] bool, the heads that may not be
-    controls (the induction heads and the heads that compose with them). Returns a list of
-    (layer, head) tuples, one per target. Raises if a target's layer has no head left.
-    """
-    chosen: list[tuple[int, int]] = []
+def matched_controls(targets, norms, excluded):
+    """targets: (layer, head) pairs; norms: [n_layers, n_heads] head sizes;
+    excluded: [n_layers, n_heads] bool -> a list with one control
+    (layer, head) per target."""
+    chosen = []
     for layer, head in targets:
-        pool = [h for h in range(norms.shape[1]) if not bool(excluded[layer, h]) and (layer, h) not in chosen]
-        if not pool:
-            raise ValueError(f"no control head left in layer {layer}")
-        chosen.append((layer, min(pool, key=lambda h: abs(float(norms[layer, h] - norms[layer, head])))))
+        pool = [h for h in range(norms.shape[1])
+                if not excluded[layer, h] and (layer, h) not in chosen]
+        best = min(pool, key=lambda h: abs(float(norms[layer, h]
+                                                 - norms[layer, head])))
+        chosen.append((layer, best))
     return chosen
 
 
@@ -799,29 +788,150 @@ P6B = FunctionExercise(
          "a list of (layer, head) pairs, one per target.",
 )
 
+def plan_documents(sigma, effect, alpha=0.05, power=0.8):
+    """sigma: {estimand: planning sd of its per-document contrast, nats};
+    effect: the smallest contrast to resolve, nats; alpha: the two-sided
+    level; power: the probability of rejecting 0 when the contrast is
+    `effect` -> (estimand, N): the estimand that needs the fewest documents,
+    and that number."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    need = {name: math.ceil((z * s / effect) ** 2) for name, s in sigma.items()}
+    best = min(need, key=need.get)
+    return best, need[best]
+
+
+# The check judges a design by its consequence, with the rules problem 6 states before its cell:
+# the two-sided power of the chosen estimand with N documents, against ``effect`` with that
+# estimand's planning sd, reaches ``power``; and N is at most P6C_SLACK times the fewest documents
+# any estimand needs, plus P6C_EXTRA.
+P6C_SLACK, P6C_EXTRA = 1.2, 2
+
+
+def design_power(sigma, effect, alpha, estimand, n) -> float:
+    """The two-sided level-alpha z-test's power, both tails, with n documents of sd sigma[estimand]
+    when the true mean contrast is ``effect``."""
+    from statistics import NormalDist
+
+    z, shift = NormalDist().inv_cdf(1 - alpha / 2), effect * math.sqrt(n) / sigma[estimand]
+    return NormalDist().cdf(shift - z) + NormalDist().cdf(-shift - z)
+
+
+def _p6c_inputs(g: torch.Generator) -> dict:
+    """2-4 estimands with random names, their planning sds at least 1.5 times apart (so that
+    choosing the wrong one always costs more than the slack allows), an effect that keeps every
+    N at 5 or more, and a level and power drawn among the usual ones."""
+    k = 2 + int(torch.randint(0, 3, (1,), generator=g))
+    names = [f"estimand_{chr(97 + i)}" for i in torch.randperm(26, generator=g)[:k].tolist()]
+    sd = 0.2 + 0.3 * float(torch.rand(1, generator=g))
+    sds = [sd * 1.5 ** i * (1 + 0.2 * float(torch.rand(1, generator=g))) for i in range(k)]
+    order = torch.randperm(k, generator=g).tolist()
+    sigma = {names[i]: sds[order[i]] for i in range(k)}
+    alpha = [0.05, 0.01, 0.1][int(torch.randint(0, 3, (1,), generator=g))]
+    power = [0.8, 0.9][int(torch.randint(0, 2, (1,), generator=g))]
+    effect = sd * (0.3 + 0.5 * float(torch.rand(1, generator=g)))
+    return {"sigma": sigma, "effect": effect, "alpha": alpha, "power": power}
+
+
+def _p6c_variant(sigma, effect, alpha=0.05, power=0.8, *, tails=2, power_term=True, square=True,
+                 rounding=math.ceil, worst=False):
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - alpha / tails) + (NormalDist().inv_cdf(power) if power_term else 0)
+    need = {name: max(1, int(rounding((z * s / effect) ** (2 if square else 1)))) for name, s in sigma.items()}
+    pick = (max if worst else min)(need, key=need.get)
+    return pick, need[pick]
+
+
+def _p6c_design(got):
+    """(estimand, N) from an answer, or None when it is not a pair of a name and a whole number."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return None
+    name, n = got
+    n = as_number(n)
+    if not isinstance(name, str) or n is None or n != int(n) or n < 1:
+        return None
+    return name, int(n)
+
+
+@dataclass
+class DesignExercise(FunctionExercise):
+    """A function exercise whose answer is a design, (estimand, N), judged by its consequence
+    (``design_power`` and the cost bound above), not by equality with the reference's design."""
+
+    def _compare(self, got, expected, inputs) -> Result | None:
+        design = _p6c_design(got)
+        if design is not None and design[0] in inputs["sigma"]:
+            name, n = design
+            enough = design_power(inputs["sigma"], inputs["effect"], inputs["alpha"], name, n) >= inputs["power"]
+            if enough and n <= P6C_SLACK * expected[1] + P6C_EXTRA:
+                return None
+        for mistake in self.mistakes:
+            if mistake.matches(got, inputs, lambda a, b: _p6c_design(a) == b):
+                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+        if got is None:
+            return self._fail("your function returned None: did you forget `return`? It should return a "
+                              "pair (estimand, N).", "returned None")
+        if design is None:
+            return self._fail(f"return a pair (estimand, N): one of sigma's keys and a whole number of "
+                              f"documents, at least 1; got {got!r}", "wrong type")
+        if design[0] not in inputs["sigma"]:
+            return self._fail(f"{design[0]!r} is not one of the estimands in `sigma`", "unknown estimand")
+        name, n = design
+        achieved = design_power(inputs["sigma"], inputs["effect"], inputs["alpha"], name, n)
+        if achieved < inputs["power"]:
+            return self._fail(f"with {n} documents your design's power against the effect is {achieved:.2f}, "
+                              f"below the {inputs['power']:.0%} asked for: too few documents for the "
+                              "estimand you chose.", "underpowered")
+        return self._fail(f"your design reaches the power, but with more than {P6C_SLACK} times the "
+                          f"documents of the cheapest design that does, plus {P6C_EXTRA}: documents cost "
+                          "time, and the plan should buy the power it needs and no more.", "wasteful")
+
+
+# Not registered yet (EXERCISES, PROBLEMS): problem 6's page does not show it until its redesign
+# around the paired estimand (issues 37, 39) lands; then add it to both, and "ps_p6c" to problem 6.
+P6C = DesignExercise(
+    id="ps_p6c", title="the design: which estimand, how many documents", reference=plan_documents,
+    make_inputs=_p6c_inputs,
+    mistakes=[
+        Mistake("rounded down", "N must be a whole number at least as large as the formula's value: rounding "
+                "down leaves the design just short of its power.",
+                lambda **kw: _p6c_variant(**kw, rounding=math.floor)),
+        Mistake("one-sided critical value", "The interval is two-sided: its critical value is the normal "
+                "quantile at 1 - alpha / 2, not 1 - alpha.", lambda **kw: _p6c_variant(**kw, tails=1)),
+        Mistake("no power term", "With only the critical value in the formula the interval excludes 0 about "
+                "half the time when the contrast equals the effect: add the quantile of the power.",
+                lambda **kw: _p6c_variant(**kw, power_term=False)),
+        Mistake("not squared", "The interval shrinks like sigma / sqrt(N): solving for N squares the ratio.",
+                lambda **kw: _p6c_variant(**kw, square=False)),
+        Mistake("chose the estimand that needs the most documents", "Every estimand on offer answers the "
+                "question; the design should pick the one whose spread lets the fewest documents reach the "
+                "power.", lambda **kw: _p6c_variant(**kw, worst=True)),
+    ],
+    hint="For each estimand, the interval's half-width with N documents is about z sigma / sqrt(N). Ask "
+         "for the N at which a contrast of size `effect` lies (z_{1-alpha/2} + z_power) standard errors "
+         "from 0, round it so that the power is reached, and keep the estimand that needs the fewest.",
+)
+
 # --- problem 7: patching, which path carries induction -----------------------------------------
 
 
-def patching_shares(model, clean: torch.Tensor, corrupted: torch.Tensor, positions) -> dict:
-    """Denoising patches on a two-layer model: every head's output, then the best layer-0 head's
-    output into each input of the layer-1 heads.
+def patching_shares(model, clean, corrupted, positions):
+    """clean, corrupted: [batch, pos] tokens; positions: prediction positions
+    -> {"heads": [n_layers, n_heads] effects, "sender": (0, head), "paths":
+    {"K", "Q", "V", "direct": the sender's effect through each}}, all
+    normalised (0: as corrupted, 1: as clean)."""
+    from circuitbook.patching import (mean_loss, patch_heads, path_patch,
+                                      patching_run)
 
-    ``clean``, ``corrupted``: [batch, pos] tokens (a repeated sequence and a corruption of it);
-    ``positions``: the prediction positions the corruption spoils, where the metric (the mean
-    loss against the clean tokens, ``circuitbook.patching.mean_loss``) is read. Returns
-    ``{"heads": [n_layers, n_heads] normalised effects of patching each head's clean output
-    (hook_z) into the corrupted run, "sender": (0, h) the layer-0 head with the largest effect,
-    "paths": {"K", "Q", "V", "direct"}: the sender's clean output patched into only the layer-1
-    heads' keys, queries, values, or only into the logits}``. Effects are normalised so that 0
-    is "as corrupted" and 1 "as clean" (``circuitbook.patching``).
-    """
-    from circuitbook.patching import mean_loss, patch_heads, path_patch, patching_run
-
-    run = patching_run(model, clean, corrupted, lambda lg: mean_loss(lg, clean, positions))
+    run = patching_run(model, clean, corrupted,
+                       lambda lg: mean_loss(lg, clean, positions))
     heads = patch_heads(run)
     sender = (0, int(heads[0].argmax()))
     readers = [(1, h) for h in range(model.cfg.n_heads)]
-    paths = {x.upper(): path_patch(run, sender, readers, into=x) for x in "kqv"}
+    paths = {x.upper(): path_patch(run, sender, readers, into=x)
+             for x in "kqv"}
     paths["direct"] = path_patch(run, sender, into="logits")
     return {"heads": heads, "sender": sender, "paths": paths}
 
