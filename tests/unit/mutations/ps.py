@@ -144,22 +144,6 @@ MUTATIONS = {
         (lambda targets, norms, excluded: ps.matched_controls(targets[::-1], norms, excluded)[::-1], None),
         (lambda targets, norms, excluded: list(targets), None),
     ],
-    "ps_p6c": [
-        (_p6c(rounding=ps.math.floor), "rounded down"),
-        (_p6c(tails=1), "one-sided critical value"),
-        (_p6c(power_term=False), "no power term"),
-        (_p6c(square=False), "not squared"),
-        (_p6c(worst=True), "chose the estimand that needs the most documents"),
-        # the reference's N for the costliest estimand, under the cheapest one's name: underpowered or wasteful
-        (lambda sigma, effect, alpha, power: (ps.plan_documents(sigma, effect, alpha, power)[0],
-                                              ps.plan_documents({"x": max(sigma.values())}, effect, alpha, power)[1]),
-         "wasteful"),
-        # powered with the smallest sd for the costliest estimand
-        (lambda sigma, effect, alpha, power: (max(sigma, key=sigma.get),
-                                              ps.plan_documents(sigma, effect, alpha, power)[1]), "underpowered"),
-        (lambda sigma, effect, alpha, power: ps.plan_documents(sigma, effect, alpha, power)[1], "wrong type"),
-        (lambda sigma, effect, alpha, power: ("paired", 10), "unknown estimand"),
-    ],
     "ps_p7": [
         (_p7(noising=True), "patched the wrong direction (noising)"),
         (_p7(invert=True), "one minus the effect"),
