@@ -30,6 +30,9 @@ import jupytext
 import nbformat
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import solutions  # noqa: E402  (scripts/solutions.py: each exercise's solution, declared once)
+
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 
@@ -351,6 +354,12 @@ def main(argv: list[str]) -> int:
         name = target.relative_to(ROOT)
         pin = existing_pin(target)
         if cmd == "sync":
+            # each exercise's solution is written from its declaration in circuitbook.checks
+            chapter = src.read_text()
+            declared = solutions.written_from_declarations(chapter)
+            if declared != chapter:
+                src.write_text(declared)
+                print(f"wrote {src.relative_to(ROOT)}'s exercise solutions from circuitbook.checks")
             want = text(generate(src, commit=package_commit(ROOT, keep=pin)))
             if not target.exists() or target.read_text() != want:
                 target.write_text(want)
@@ -366,6 +375,9 @@ def main(argv: list[str]) -> int:
             problems.append(f"{name}'s set-up cell installs circuitbook at {pin[:12]}, but {why}: "
                             "commit the package change, then run `make notebooks` and commit the notebooks")
             continue
+        if drift := solutions.drift(src.read_text()):
+            problems.append(f"{src.relative_to(ROOT)}: the solution of {', '.join(drift)} differs from its "
+                            "declaration in circuitbook.checks: edit the reference there, then `make notebooks`")
         if target.read_text() != text(generate(src, commit=pin)):
             problems.append(f"{name} differs from its .py source: run `make notebooks`")
     orphans = [p for p in BOOK.rglob("[0-9]*.ipynb") if not p.with_suffix(".py").exists()]
