@@ -1,6 +1,6 @@
 """Each exercise's solution is declared once: its reference function in ``circuitbook.checks``.
 
-An exercise is declared in ``src/circuitbook/checks/chNN.py`` (or ``ps.py``): the reference
+An exercise is declared in ``src/circuitbook/checks/chNN.py`` (or ``checks/ps/pN.py``): the reference
 solution, the named mistakes with their feedback, the hint. The chapter's exercise cell shows
 that same reference function, with its body between ``# BEGIN SOLUTION`` and ``# END
 SOLUTION``, from which ``notebooks.py`` makes the student's template and the folded solution.

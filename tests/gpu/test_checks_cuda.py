@@ -60,7 +60,7 @@ def test_the_inputs_sit_on_exactly_the_models_device(on_device, ex):
 
 def test_the_scaffold_and_its_tokens_follow_the_device(on_device):
     assert ps.scaffold_tokens(device=on_device).device == on_device
-    space = ps._p3_space()
+    space = ps.p3._p3_space()
     got = ps.scaffold_behaviour(*ps.design_induction_head(space["S_tok"], space["S_prev"]))
     assert got["induction_score"] > 0.9 and got["loss_second_copy"] < 0.5, got
 

@@ -12,7 +12,7 @@ placeholder numbers differ, so that code which refuses two equal numbers (a patc
 corrupted metrics agree) still runs on.
 
 What an operation reports is where the innermost frame of ``circuitbook`` was: the check's own
-lines (``checks/ps.py``, ``checks/core.py``) must report nothing. tests/gpu/test_checks_cuda.py
+lines (``checks/ps/``, ``checks/core.py``) must report nothing. tests/gpu/test_checks_cuda.py
 runs the same checks on a real GPU where one is lent.
 """
 
@@ -34,7 +34,7 @@ aten = torch.ops.aten
 # indexing with CPU indices (moved to the tensor's device by torch itself)
 CROSSING = {aten.copy_.default, aten._to_copy.default, aten.index.Tensor, aten.index_put_.default,
             aten.index_put.default, aten._index_put_impl_.default}
-OURS = ("circuitbook/checks/ps.py", "circuitbook/checks/core.py")
+OURS = ("circuitbook/checks/ps/", "circuitbook/checks/core.py")
 
 
 class DeviceRecorder(TorchDispatchMode):

@@ -8,6 +8,7 @@ import torch
 
 from circuitbook import checks
 from circuitbook.checks import FunctionExercise, Mistake, ValueExercise
+from circuitbook.checks.ps.p3 import DesignExercise
 
 # Wrong answers beyond the declared mistakes: the generic diagnoses (wrong shape, type, values)
 # and wrong answers no declared mistake names, which must still fail.
@@ -113,9 +114,10 @@ def test_mutations_fail_with_the_right_diagnosis(ex_id, row):
 @pytest.mark.parametrize("stub", ["template", "none", "zeros", "constant", "not callable"])
 def test_stubs_cannot_pass(ex_id, stub):
     ex = EXERCISES[ex_id]
-    if isinstance(ex, FunctionExercise):
+    if not isinstance(ex, DesignExercise):
         shape_source = ex.reference(**ex.make_inputs(torch.Generator().manual_seed(0)))
-    else:  # an exercise that runs the answer in a model (problem 3): its reference takes no random inputs
+    else:  # a design (problem 3) is checked on the page's fixed inputs, so the reference's own
+        # matrices returned as a constant are a right answer: the constant stub is something else
         shape_source = torch.zeros(3)
     answers = {
         "template": _template,
@@ -271,7 +273,7 @@ def test_problem_1a_keeps_every_named_mistake_detectable_for_every_model(model):
     # the per-student variants draw problem 1's model from P1_MODELS (scripts/variants.py)
     right = ps.p1_reference(model)
     names = []
-    for wrong, name, _ in ps._p1_mistakes(model):
+    for wrong, name, _ in ps.p1._p1_mistakes(model):
         assert not ps.P1A.compare(wrong, right), f"{model}: '{name}' gives the right answer"
         assert ps.P1A.check(wrong, model=model).mistake == name, (model, name)
         split = {**{k: v for k, v in wrong.items() if k != "full_rank"},
@@ -284,7 +286,7 @@ def test_problem_1a_keeps_every_named_mistake_detectable_for_every_model(model):
 @pytest.mark.parametrize("n_ctx", ps.P3_CONTEXTS)
 def test_problem_3b_keeps_every_named_mistake_detectable_for_every_context(n_ctx):
     # the per-student variants draw problem 3's context length from P3_CONTEXTS
-    for wrong, name, _ in ps._p3b_mistakes(n_ctx):
+    for wrong, name, _ in ps.p3._p3b_mistakes(n_ctx):
         assert ps.P3B.check(wrong, n_ctx=n_ctx).mistake == name, (n_ctx, name)
     assert ps.P3B.check(torch.tensor(ps.p3b_reference(n_ctx), dtype=torch.float32), n_ctx=n_ctx).passed
 
@@ -414,3 +416,16 @@ def test_graded_feedback_leaves_out_the_answers_own_text():
     assert "Stolen" not in custom.graded() and "raised an exception" in custom.graded()
     as_string = ps.P3B.check("the secret the answer read")
     assert "secret" not in str(as_string), str(as_string)
+
+
+def test_an_answer_is_called_by_name_or_by_position():
+    """A reader's parameters need not carry the statement's names: the check calls by name
+    when they do (any order), else in the statement's order; a signature that fits neither
+    is named, not reported as the answer's own TypeError."""
+    ex = FunctionExercise(id="t_call", title="scale", reference=lambda x, k: x * k,
+                          make_inputs=lambda g: {"x": torch.randn(3, generator=g), "k": 2.0})
+    assert ex.check(lambda a, b: a * b).passed  # other names, the statement's order
+    assert ex.check(lambda k, x: x * k).passed  # the statement's names, another order
+    wrong = ex.check(lambda a: a)
+    assert not wrong.passed and wrong.mistake == "wrong signature"
+    assert "(a)" in wrong.message and "x, k" in wrong.message, wrong.message

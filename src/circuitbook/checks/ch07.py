@@ -41,8 +41,7 @@ EX1 = FunctionExercise(
                 lambda weight, n_heads: weight.T.reshape(weight.shape[1], -1, n_heads).permute(2, 0, 1)),
         Mistake("reshaped without moving the head axis", "A single reshape to [n_heads, d_model, d_head] "
                 "reinterprets the numbers in memory order, so a 'head' gets consecutive numbers of the matrix, "
-                "not its block of columns. Split only the axis that holds the heads; an axis moves with a "
-                "permutation, not a reshape.",
+                "not its block of columns: a reshape regroups numbers, it never moves an axis.",
                 lambda weight, n_heads: weight.T.reshape(n_heads, weight.shape[1], -1)),
         Mistake("kept nn.Linear's layout per head", "This is [n_heads, d_head, d_model], each head's block of "
                 "weight's rows; TransformerLens wants [n_heads, d_model, d_head], the transpose of each block.",
@@ -51,10 +50,10 @@ EX1 = FunctionExercise(
                 "[n_heads, d_model, d_head].",
                 lambda weight, n_heads: weight.T),
     ],
-    hint="nn.Linear stores its weight as [out, in] and multiplies the input by its transpose, while the "
-         "per-head tensor is in row-vector form. The out side (n_heads * d_head) is the heads side by "
-         "side: split it into heads, then move the head axis to the front, giving [n_heads, d_model, "
-         "d_head].",
+    hint="Two things decide the answer. nn.Linear stores its weight the other way round from the "
+         "row-vector form TransformerLens uses: which of its axes is the output side? And the Annotated "
+         "Transformer's .view(batch, pos, h, d_k) says how the heads lie along that output side. Try it on "
+         "a small case: head 0's queries must be the module's first d_k query features.",
 )
 
 
@@ -106,8 +105,8 @@ EX2 = FunctionExercise(
         Mistake("forgot b_V", "Each head's values are x W_V^h + b_V^h. (Since every row of the pattern sums to "
                 "1, b_V^h passes through it unchanged and adds the constant b_V^h W_O^h.)",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern, W_V, W_O, 0 * b_V, b_O)),
-        Mistake("pattern transposed", "pattern[h, i, j] is how much query i reads from key j, so the output at "
-                "i is sum_j pattern[h, i, j] v_j: pattern @ v, not pattern^T @ v.",
+        Mistake("pattern transposed", "pattern[h, i, j] is how much query i reads from key j: check which of "
+                "its indices your product sums over.",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern.transpose(-1, -2), W_V, W_O, b_V,
                                                                   b_O)),
         Mistake("averaged the heads", "Heads add: the layer's output is the sum of the heads' writes, not their "
@@ -116,9 +115,9 @@ EX2 = FunctionExercise(
         Mistake("used the first head only", "Sum the writes of all n_heads heads.",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
     ],
-    hint="Do one head at a time, then add: its values are the stream read through W_V[h] plus b_V[h] "
-         "([pos, d_head]); its pattern mixes values across positions; W_O[h] writes the mix back into "
-         "d_model. Sum over the heads and add the output bias once: [pos_q, d_model].",
+    hint="The identity derived above the exercise is the shape of the answer: the layer is what each "
+         "head writes on its own, added up, plus what belongs to the layer as a whole. Ask of each bias "
+         "whether it belongs to one head or to the layer, and which axis of the pattern is the query's.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

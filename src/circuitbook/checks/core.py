@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import copy
 import html
+import inspect
 import numbers
 import secrets
 import sys
@@ -418,12 +419,33 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
     return f"expected {shape_of(expected)}; yours ({_describe(got)}) is not it", "wrong values"
 
 
+def arguments(answer: Callable[..., Any], inputs: dict) -> tuple[tuple, dict] | None:
+    """How to call ``answer`` on an exercise's ``inputs`` (in the statement's order): by name
+    when its parameters carry the statement's names, in any order; else by position, so that
+    ``lambda t, p: ...`` answers ``f(S_tok, S_prev)``; None when neither fits its signature.
+    A function whose signature cannot be read is called by name."""
+    try:
+        signature = inspect.signature(answer)
+    except (TypeError, ValueError):
+        return (), dict(inputs)
+    for args, kwargs in (((), dict(inputs)), (tuple(inputs.values()), {})):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            continue
+        return args, kwargs
+    return None
+
+
+def _parameters(answer: Callable[..., Any]) -> str:
+    return "(" + ", ".join(inspect.signature(answer).parameters) + ")"
+
+
 def _untouched(answer: Callable[..., Any]) -> bool:
     """True for a function whose body is only ``...`` (after an optional docstring): the
     student version that ``make assignments`` hands out, before anything is written. Read
     from the source (notebook cells keep theirs), since ``...`` compiles to ``return None``."""
     import ast
-    import inspect
     import textwrap
 
     try:
@@ -463,8 +485,13 @@ class FunctionExercise:
             g = torch.Generator().manual_seed(seed + trial)
             inputs = self.make_inputs(g)
             expected = self.reference(**copy.deepcopy(inputs))
+            call = arguments(answer, copy.deepcopy(inputs))
+            if call is None:
+                return self._fail(f"your function cannot be called with this exercise's inputs: it takes "
+                                  f"{_parameters(answer)}, and the check passes {', '.join(inputs)} (by name, or "
+                                  f"in that order)", "wrong signature")
             try:
-                got = call_answer(answer, **copy.deepcopy(inputs))
+                got = call_answer(answer, *call[0], **call[1])
             except NotImplementedError:
                 return self._fail(self.first_run(inputs, expected))
             except ReferenceCalled:

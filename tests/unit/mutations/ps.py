@@ -12,27 +12,23 @@ def _p1(**changes):
 
 
 def _p4(**kw):
-    return lambda model, tokens: ps._p4_variant(tokens, model, **kw)
+    return lambda model, tokens: ps.p4._p4_variant(tokens, model, **kw)
 
 
 def _kc(**kw):
-    return lambda model, writer, reader: ps._kc_variant(model, writer, reader, **kw)
+    return lambda model, writer, reader: ps.p5._kc_variant(model, writer, reader, **kw)
 
 
 def _icl(**kw):
-    return lambda logits, tokens, early, late: ps._icl_variant(logits, tokens, early, late, **kw)
+    return lambda logits, tokens, early, late: ps.p6._icl_variant(logits, tokens, early, late, **kw)
 
 
 def _p6b(**kw):
-    return lambda targets, norms, excluded: ps._p6b_variant(targets, norms, excluded, **kw)
-
-
-def _p6c(**kw):
-    return lambda sigma, effect, alpha, power: ps._p6c_variant(sigma, effect, alpha, power, **kw)
+    return lambda targets, norms, excluded: ps.p6._p6b_variant(targets, norms, excluded, **kw)
 
 
 def _p7(**kw):
-    return lambda model, clean, corrupted, positions: ps._p7_variant(model, clean, corrupted, positions, **kw)
+    return lambda model, clean, corrupted, positions: ps.p7._p7_variant(model, clean, corrupted, positions, **kw)
 
 
 def _p7_all_senders(model, clean, corrupted, positions):
@@ -97,7 +93,7 @@ MUTATIONS = {
         ("low", "wrong type"),
     ],
     "ps_p4": [
-        (lambda model, tokens: ps._p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2)),
+        (lambda model, tokens: ps.p4._p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2)),
          "off-by-one diagonal"),
         (_p4(ind_first_half=True), "scores from the first half of the sequence"),
         (_p4(prev_offset=0), "previous-token score on the main diagonal"),
@@ -106,10 +102,10 @@ MUTATIONS = {
         (lambda model, tokens: ps.head_scores(model, tokens)[::-1], None),  # swapped outputs
     ],
     "ps_p5": [
-        (ps._p5_no_ablation, "ablation not applied"),
-        (ps._p5_zero, "zero- instead of mean-ablation"),
-        (ps._p5_best_head, "best induction score over all heads"),
-        (ps._p5_all_positions, "loss over the whole sequence"),
+        (ps.p5._p5_no_ablation, "ablation not applied"),
+        (ps.p5._p5_zero, "zero- instead of mean-ablation"),
+        (ps.p5._p5_best_head, "best induction score over all heads"),
+        (ps.p5._p5_all_positions, "loss over the whole sequence"),
         # the wrong layer: the reader's own layer ablated instead of the writer's
         (lambda model, head, reader, tokens: ps.ablation_effect(model, (1, head[1]), reader, tokens), "wrong values"),
         (lambda model, head, reader, tokens: ps.ablation_effect(model, head, reader, tokens)[::-1], "wrong values"),

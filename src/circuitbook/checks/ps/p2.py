@@ -1,0 +1,46 @@
+"""Problem 2: counting the paths of an attention-only transformer.
+
+Part of the induction module's problem set (``circuitbook.checks.ps``)."""
+
+from __future__ import annotations
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake
+
+
+def path_counts(n_layers, n_heads):
+    """-> {"direct": ..., "single": ..., "virtual": ..., "total": ...}"""
+    total = (1 + n_heads) ** n_layers
+    single = n_layers * n_heads
+    return {"direct": 1, "single": single, "virtual": total - 1 - single,
+            "total": total}
+
+
+def _p2_inputs(g: torch.Generator) -> dict:
+    return {"n_layers": int(torch.randint(2, 6, (1,), generator=g)), "n_heads": int(torch.randint(2, 13, (1,), generator=g))}
+
+
+P2 = FunctionExercise(
+    id="ps_p2", title="counting paths", reference=path_counts, make_inputs=_p2_inputs, n_trials=8,
+    mistakes=[
+        Mistake("n^L virtual paths", "Two-layer virtual heads number n^2, but with more layers a path may "
+                "skip layers: count subsets of layers, one head each.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads, "virtual": n_heads ** n_layers,
+                                           "total": 1 + n_layers * n_heads + n_heads ** n_layers}),
+        Mistake("forgot the direct path", "The embedding-to-unembedding path, through no head, is a term too.",
+                lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
+                                           "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
+                                           "total": (1 + n_heads) ** n_layers - 1}),
+        Mistake("2^L paths", "Each layer offers n heads or none: (1 + n) choices per layer, not 2.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
+                                           "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers}),
+        Mistake("one head per layer counted once", "Each of the L layers has n heads: L n single-head paths.",
+                lambda n_layers, n_heads: {"direct": 1, "single": n_heads,
+                                           "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
+                                           "total": (1 + n_heads) ** n_layers}),
+    ],
+    hint="A path chooses, in each layer independently, one of its heads or none. Count all the paths "
+         "first, then sort them by how many heads they go through: none (the direct path), exactly one, or "
+         "two or more (virtual heads).",
+)

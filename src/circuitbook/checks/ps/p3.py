@@ -1,0 +1,216 @@
+"""Problem 3: design an induction head in a scaffold, then break it.
+
+Part of the induction module's problem set (``circuitbook.checks.ps``)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, as_number
+from circuitbook.loss import per_token_loss
+
+
+P3_VOCAB, P3_CTX = 32, 40
+# the context lengths problem 3's parameter cell may set (per-student variants draw among them):
+# even, and at most 2 P3_VOCAB, so that each copy of a sequence has no repeated token
+P3_CONTEXTS = tuple(range(16, 2 * P3_VOCAB + 1, 2))
+# "does induction", as the page says before the check: a clear induction score and a loss on
+# the second copy far below chance (ln 32 = 3.47 nats); tests/unit/test_ps_references.py places
+# designs on each side of both
+P3_MIN_SCORE, P3_MAX_LOSS = 0.9, 0.5
+# problem 3b's answer may be off by this fraction (rounding, a float32 re-implementation):
+# the scores of the context lengths of P3_CONTEXTS lie at least 3% apart (tested there)
+P3B_TOLERANCE = 0.01
+
+
+def design_induction_head(S_tok, S_prev):
+    """S_tok, S_prev: [V, d_model] row bases
+    -> (W_QK, W_OV), each [d_model, d_model]."""
+    W_QK = 30 * S_tok.T @ S_prev  # query's token against key's previous token
+    W_OV = 10 * S_tok.T @ S_tok   # copy the attended token where W_U reads
+    return W_QK, W_OV
+
+
+def scaffold_tokens(batch: int = 8, seed: int = 0, n_ctx: int = P3_CTX, device=None) -> torch.Tensor:
+    """[batch, 2 n] repeated sequences whose first copy has no repeated token (n = n_ctx // 2),
+    on ``device`` (default: the CPU).
+
+    Without repeats inside a copy, each query in the second copy has exactly one earlier
+    occurrence, so a perfect induction head scores 1.
+    """
+    g = torch.Generator().manual_seed(seed)
+    half = torch.stack([torch.randperm(P3_VOCAB, generator=g)[: n_ctx // 2] for _ in range(batch)])
+    return torch.cat([half, half], dim=1).to(device or "cpu")
+
+
+def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, n_ctx: int = P3_CTX) -> dict:
+    """Induction score of head 1.0 and mean loss on the second copy (tokens n+1 .. 2n-1) of the
+    scaffold with context length ``n_ctx`` (W_QK, W_OV: [2 P3_VOCAB + n_ctx] square)."""
+    from circuitbook.heads import induction_scores
+    from circuitbook.models.handbuilt import induction_scaffold
+    from circuitbook.validate import model_device
+
+    model = induction_scaffold(W_QK, W_OV, d_vocab=P3_VOCAB, n_ctx=n_ctx, prev_into=prev_into)
+    tokens = scaffold_tokens(seed=seed, n_ctx=n_ctx, device=model_device(model))
+    n = tokens.shape[1] // 2
+    score = float(induction_scores(model, tokens=tokens)[1, 0])
+    with torch.no_grad():
+        loss = per_token_loss(model(tokens), tokens)  # [batch, pos - 1]: entry t - 1 is token t's
+    return {"induction_score": score, "loss_second_copy": float(loss[:, n:].mean())}
+
+
+def _p3_matrices(got, d: int):
+    """The answer as two float64 [d, d] matrices on the CPU, or (None, (message, mistake)) saying
+    what is wrong with its form: checked here, so that an error inside the scaffold is never
+    taken for a verdict on the answer."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return None, ("return the pair (W_QK, W_OV)", "wrong type")
+    out = []
+    for name, W in zip(("W_QK", "W_OV"), got):
+        try:
+            W = torch.as_tensor(W.detach() if isinstance(W, torch.Tensor) else W).to("cpu", torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            return None, (f"{name} is not a matrix of numbers (got a {type(W).__name__})", "wrong type")
+        if tuple(W.shape) != (d, d):
+            return None, (f"{name} has shape {tuple(W.shape)}; it must be [d_model, d_model] = {[d, d]}", "wrong shape")
+        if not torch.isfinite(W).all():
+            return None, (f"{name} contains NaN or inf", "NaN")
+        out.append(W)
+    return out, None
+
+
+def _p3_space(n_ctx: int = P3_CTX) -> dict:
+    from circuitbook.models.handbuilt import subspaces
+
+    return subspaces(P3_VOCAB, n_ctx)
+
+
+def _same_direction(a, b) -> bool:
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    if a.shape != b.shape or b.norm() == 0 or a.norm() == 0:
+        return False
+    return float((a * b).sum() / (a.norm() * b.norm())) > 0.999  # same direction, any positive scale
+
+
+def _same_directions(got, wrong) -> bool:
+    """Both matrices of ``got`` point where those of ``wrong`` do, at any positive scale."""
+    return isinstance(got, (tuple, list)) and len(got) == 2 and all(_same_direction(g, w) for g, w in zip(got, wrong))
+
+
+def _p3_inputs(g: torch.Generator) -> dict:
+    """The page's row bases: the same every time, since a design is judged by what it does."""
+    space = _p3_space()
+    return {"S_tok": space["S_tok"], "S_prev": space["S_prev"]}
+
+
+@dataclass
+class DesignExercise(FunctionExercise):
+    """Problem 3: the answer (W_QK, W_OV) is judged by its consequence, the scaffold doing
+    induction (score above P3_MIN_SCORE, loss on the second copy below P3_MAX_LOSS), not by
+    equality with the reference, so any design and any scale that works passes. The answer is
+    called, and its errors reported, as for every function exercise (FunctionExercise.check);
+    only the verdict differs. A named mistake is recognised by its directions at any scale."""
+
+    n_trials: int = 1  # the inputs are the page's fixed subspaces
+
+    def _compare(self, got, expected, inputs) -> Result | None:
+        if got is None or got is Ellipsis:
+            return self._fail(f"your function returned {got}: return the pair (W_QK, W_OV)",
+                              "returned None" if got is None else "returned Ellipsis")
+        pair, wrong = _p3_matrices(got, expected[0].shape[-1])
+        if wrong:
+            return self._fail(*wrong)
+        behaviour = scaffold_behaviour(*pair)  # the answer's form is checked: any error here is ours
+        score, loss = behaviour["induction_score"], behaviour["loss_second_copy"]
+        now = f"Now: induction score {score:.2f}, loss on the second copy {loss:.2f} nats."
+        if score > P3_MIN_SCORE and loss < P3_MAX_LOSS:
+            return Result(self.id, True, f"your head does induction: score {score:.2f}, "
+                          f"loss on the second copy {loss:.2f} nats")
+        for mistake in self.mistakes:
+            if mistake.matches(pair, inputs, _same_directions):
+                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+        if _same_directions(pair, expected):
+            if score > P3_MIN_SCORE:  # the attention is right: only the copy falls short
+                return self._fail(
+                    f"right directions, and W_QK is strong enough: the head attends to the match. The copy is "
+                    f"too weak: the loss on the second copy must be below {P3_MAX_LOSS} nats, and the copied "
+                    f"token's logit has to outweigh every other token's, the current token's own direct-path "
+                    f"logit included, by a margin. {now}", "too weak")
+            return self._fail(
+                "right directions, too weak: with a small W_QK the softmax barely prefers the match. A score "
+                "gap of g gives the match odds of about e^g against each other key; the induction score must "
+                f"exceed {P3_MIN_SCORE}. {now}", "too weak")
+        return self._fail(f"the scaffold does not do induction with your head: induction score {score:.2f} "
+                          f"(want > {P3_MIN_SCORE}), loss on the second copy {loss:.2f} nats "
+                          f"(want < {P3_MAX_LOSS})", "wrong values")
+
+
+P3 = DesignExercise(
+    id="ps_p3", title="design the induction head", reference=design_induction_head, make_inputs=_p3_inputs,
+    mistakes=[
+        Mistake("query and key sides swapped",
+                "W_QK = S_prev^T S_tok compares the query's previous token with the key's token: that finds the "
+                "earlier occurrence of the previous token, one position too early.",
+                lambda S_tok, S_prev: (S_prev.T @ S_tok, S_tok.T @ S_tok)),
+        Mistake("copies the previous token",
+                "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was, not the token "
+                "found there.",
+                lambda S_tok, S_prev: (S_tok.T @ S_prev, S_prev.T @ S_tok)),
+        Mistake("anti-copying OV",
+                "A negative OV circuit suppresses the attended token; the copying eigenvalues must be positive.",
+                lambda S_tok, S_prev: (S_tok.T @ S_prev, -S_tok.T @ S_tok)),
+    ],
+    hint="Query side: which subspace holds the current token? Key side: which holds the previous token? "
+         "W_QK should match the query's token against the key's previous token, large enough that the "
+         "softmax picks the match; W_OV should read the attended token and write it where W_U reads, "
+         "strongly enough to beat the direct path. Both are [d_model, d_model].",
+)
+
+
+def _designed(n_ctx: int, prev_into: str) -> float:
+    """The page's design's induction score in the scaffold (built on the default device)."""
+    from circuitbook.devices import default_device
+
+    return _designed_on(n_ctx, prev_into, str(default_device()))
+
+
+@functools.lru_cache(maxsize=None)  # deterministic (float64, fixed tokens): measured once per length and device
+def _designed_on(n_ctx: int, prev_into: str, device: str) -> float:
+    space = _p3_space(n_ctx)
+    return scaffold_behaviour(*design_induction_head(space["S_tok"], space["S_prev"]), prev_into=prev_into,
+                              n_ctx=n_ctx)["induction_score"]
+
+
+def p3b_reference(n_ctx: int = P3_CTX) -> float:
+    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
+    return _designed(n_ctx, "S_tok")
+
+
+def _p3b_mistakes(n_ctx: int = P3_CTX) -> list:
+    out = [(_designed(n_ctx, "S_prev"), "the unbroken scaffold's score",
+            "Build the scaffold with prev_into='S_tok' and measure again.")]
+    if n_ctx != P3_CTX:
+        out.append((p3b_reference(P3_CTX), "the book's context length",
+                    f"Your parameter cell sets P3_CTX = {n_ctx}: pass it as the scaffold's n_ctx."))
+    return out
+
+
+def _p3b_compare(a, b) -> bool:
+    x = as_number(a)
+    return x is not None and abs(x - b) <= P3B_TOLERANCE * abs(b)
+
+
+P3B = ValueExercise(
+    id="ps_p3b", title="what breaks when the subspaces collide", expected=p3b_reference,
+    mistakes=_p3b_mistakes,
+    hint="Measure your design again on the broken scaffold, in which head 0.0 writes the previous token "
+         "into the token subspace: scaffold_behaviour takes that subspace and the context length as "
+         "arguments (see help(scaffold_behaviour)). The answer is an induction score: a number (a float, "
+         "a NumPy number or a one-element tensor).",
+    # the score is deterministic (float64): 1% tells apart every context length of P3_CONTEXTS and
+    # forgives rounding and float32 re-implementations
+    compare=_p3b_compare,
+)

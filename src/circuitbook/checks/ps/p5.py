@@ -1,0 +1,173 @@
+"""Problem 5: verify K-composition, then break it by ablating the writer.
+
+Part of the induction module's problem set (``circuitbook.checks.ps``)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from circuitbook.checks.core import FunctionExercise, Mistake, as_number
+from circuitbook.checks.ps.inputs import zoo_model_and_tokens
+from circuitbook.checks.ps.p4 import INDUCTION_KEY
+from circuitbook.loss import per_token_loss
+
+
+def _score_and_loss(model, reader: tuple[int, int], tokens: torch.Tensor, context, *, best=False, ind_offset=None,
+                    loss_from=None, shift=1):
+    """(the reader's induction score, mean loss on the second copy) of one run inside
+    ``context`` (an ablation, or nothing). Loss on the second copy: predictions of tokens
+    n+1 .. 2n-1. The keywords make the mistakes: ``best=True`` takes the best score over all
+    heads; ``ind_offset`` reads another diagonal (all of it); ``loss_from`` starts the loss's
+    window at another prediction; ``shift=0`` scores each position's own token."""
+    n = tokens.shape[1] // 2
+    with torch.no_grad(), context:
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    diagonals = [cache["pattern", layer].diagonal(offset=-(n - 1) if ind_offset is None else ind_offset,
+                                                  dim1=-2, dim2=-1) for layer in range(model.cfg.n_layers)]
+    ind = torch.stack([d[..., 1:] if ind_offset is None else d for d in diagonals]).mean(dim=(1, 3))
+    logp = logits.log_softmax(-1)
+    if shift:
+        logp = logp[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos-1]: token t read at t - 1
+    else:
+        logp = logp.gather(-1, tokens[..., None])[..., 0][:, 1:]  # token t read at t itself
+    score = ind.max() if best else ind[reader]
+    return float(score), float(-logp[:, n if loss_from is None else loss_from:].mean())
+
+
+def ablation_effect(model, head, reader, tokens):
+    """head, reader: (layer, head) pairs; tokens [batch, 2n] repeated
+    -> (reader's induction score, mean loss on the second copy) with
+    `head` mean-ablated."""
+    from circuitbook.heads import ablate
+
+    n = tokens.shape[1] // 2
+    with torch.no_grad(), ablate(model, [head], how="mean"):
+        logits, cache = model.run_with_cache(
+            tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    ind = torch.stack([
+        cache["pattern", layer].diagonal(offset=-(n - 1), dim1=-2, dim2=-1)
+        [..., 1:].mean((0, 2))
+        for layer in range(model.cfg.n_layers)])
+    logp = (logits.log_softmax(-1)[:, :-1]
+            .gather(-1, tokens[:, 1:, None])[..., 0])
+    return float(ind[reader]), float(-logp[:, n:].mean())
+
+
+def _p5_inputs(g: torch.Generator) -> dict:
+    inputs = zoo_model_and_tokens(g, 8, 24)
+    head = (0, int(torch.randint(0, 4, (1,), generator=g)))
+    reader = (1, int(torch.randint(0, 4, (1,), generator=g)))
+    return {"model": inputs["model"], "head": head, "reader": reader, "tokens": inputs["tokens"]}
+
+
+def _p5_ablated(model, head, reader, tokens, how="mean", **mistake):
+    from circuitbook.heads import ablate
+
+    return _score_and_loss(model, reader, tokens, ablate(model, [head], how=how), **mistake)
+
+
+def _p5_zero(model, head, reader, tokens):
+    return _p5_ablated(model, head, reader, tokens, how="zero")
+
+
+def _p5_best_head(model, head, reader, tokens):
+    return _p5_ablated(model, head, reader, tokens, best=True)
+
+
+def _p5_no_ablation(model, head, reader, tokens):
+    return _score_and_loss(model, reader, tokens, contextlib.nullcontext())
+
+
+def _p5_all_positions(model, head, reader, tokens):
+    from circuitbook.heads import ablate
+
+    score, _ = ablation_effect(model, head, reader, tokens)
+    with torch.no_grad(), ablate(model, [head], how="mean"):
+        logits = model(tokens)
+    return score, float(per_token_loss(logits, tokens).mean())
+
+
+def _p5_compare(a, b) -> bool:
+    """Two numbers in any form (floats, NumPy numbers, one-element tensors), each within 1e-4."""
+    if not (isinstance(a, (tuple, list)) and len(a) == 2):
+        return False
+    x = [as_number(v) for v in a]
+    return None not in x and abs(x[0] - b[0]) < 1e-4 and abs(x[1] - b[1]) < 1e-4
+
+
+P5 = FunctionExercise(
+    id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
+    n_trials=3, compare=_p5_compare,
+    mistakes=[
+        Mistake("ablation not applied", "Run the model *inside* the ablation's `with` block.",
+                _p5_no_ablation),
+        Mistake("zero- instead of mean-ablation", "Mean-ablation keeps the head's average output; zeroing also "
+                "removes that constant.", _p5_zero),
+        Mistake("best induction score over all heads", "The question is what happens to *this* reader: report "
+                "the induction score of the head `reader`, not the best one in the model (another induction head "
+                "may not depend on the ablated head).", _p5_best_head),
+        Mistake("off-by-one diagonal", INDUCTION_KEY, lambda model, head, reader, tokens: _p5_ablated(
+            model, head, reader, tokens, ind_offset=-(tokens.shape[1] // 2))),
+        Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
+                "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
+        Mistake("loss window includes token n", "Token n, the first of the second copy, follows r_{n-1}, which "
+                "occurs only once before: nothing in the context predicts it. Start the window one token later, "
+                "at token n + 1.", lambda model, head, reader, tokens: _p5_ablated(
+                    model, head, reader, tokens, loss_from=tokens.shape[1] // 2 - 1)),
+        Mistake("predicted the current token", "The logits at position t - 1 predict token t: shift the targets "
+                "by one against the logits.", lambda model, head, reader, tokens: _p5_ablated(
+                    model, head, reader, tokens, shift=0)),
+    ],
+    hint="Run the model once inside the ablation (see help(circuitbook.heads.ablate)), caching the "
+         "patterns. From the patterns take the reader's induction score, measured as in problem 4; from "
+         "the logits, the mean loss on the second copy's tokens that induction can predict (n + 1 .. "
+         "2n - 1). Two floats.",
+)
+
+
+def k_composition(model, writer, reader):
+    """writer, reader: (layer, head) pairs, writer in an earlier layer
+    -> score (a float)."""
+    (l0, h0), (l1, h1) = writer, reader
+    with torch.no_grad():
+        W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
+        W_QK = model.W_Q[l1, h1] @ model.W_K[l1, h1].T
+        return float((W_OV @ W_QK.T).norm() / (W_OV.norm() * W_QK.norm()))
+
+
+def _p5b_inputs(g: torch.Generator) -> dict:
+    from circuitbook.models import load
+
+    return {"model": load("toy-2l"), "writer": (0, int(torch.randint(0, 4, (1,), generator=g))),
+            "reader": (1, int(torch.randint(0, 4, (1,), generator=g)))}
+
+
+@torch.no_grad()
+def _kc_variant(model, writer, reader, *, kind="K", normalise=True, swap=False):
+    (l0, h0), (l1, h1) = (reader, writer) if swap else (writer, reader)
+    W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
+    W_QK = model.W_Q[l1, h1] @ model.W_K[l1, h1].T
+    right = {"K": W_QK.T, "Q": W_QK, "V": model.W_V[l1, h1] @ model.W_O[l1, h1]}[kind]
+    value = (W_OV @ right).norm()
+    return float(value / (W_OV.norm() * right.norm())) if normalise else float(value)
+
+
+P5B = FunctionExercise(
+    id="ps_p5b", title="the K-composition score", reference=k_composition, make_inputs=_p5b_inputs, n_trials=3,
+    mistakes=[
+        Mistake("Q-composition instead", "K-composition multiplies by W_QK^T (the key side reads the writer).",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, kind="Q")),
+        Mistake("V-composition instead", "Use the reader's QK circuit, transposed, not its OV circuit.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, kind="V")),
+        Mistake("unnormalised", "Divide by ||W_OV^w||_F ||W_QK^r||_F.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, normalise=False)),
+        Mistake("writer and reader swapped", "The writer is the earlier (layer-0) head: its OV circuit comes first.",
+                lambda model, writer, reader: _kc_variant(model, writer, reader, swap=True)),
+    ],
+    hint="Build the writer's OV circuit and the reader's QK circuit from the model's per-head weights, "
+         "each [d_model, d_model]. K-composition asks how much of what the writer writes the reader's keys "
+         "read: multiply the writer's circuit by the reader's, oriented so that the key side faces the "
+         "writer, and normalise by the product of the two Frobenius norms.",
+)
