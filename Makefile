@@ -1,5 +1,6 @@
 # Annotated Transformer Circuits: a few commands do everything.
 #   make book       set up .venv if missing, execute every chapter, build the site into _build/html
+#   make course     the same site without any exercise's solution, for a course, into _build/course
 #   make test       the contributor's tier, before a commit: about 10 minutes on 2 cores, no root,
 #                   no network after set-up (sources, unit tests, the JavaScript, canary chapters)
 #   make test-full  everything (every chapter, the second numeric configuration on all of them,
@@ -41,7 +42,7 @@ NUMERIC_TESTS := $(addprefix tests/unit/test_,$(addsuffix .py,circuits compositi
 # load average 9-12 on 2 cores, the first measurement of benchmarks/bench_chapters.py).
 CANARIES := 01_background 08_qk_ov
 
-.PHONY: book test test-full test-js env chromium bwrap notebooks unit execute numerics site assignments grade lab clean help
+.PHONY: book course test test-full test-js env chromium bwrap notebooks unit execute numerics site assignments grade lab clean help
 
 help:
 	@echo "make book   - execute every chapter and build the site into _build/html"
@@ -49,6 +50,9 @@ help:
 	@echo "make test-full - everything: every chapter twice, the site, grading, browser, JupyterLab, Colab (CI)"
 	@echo "make test-js - lint the widgets' JavaScript; Node tests against TransformerLens (part of make test)"
 	@echo "make lab    - open the chapters in JupyterLab (book/ as its root folder)"
+	@echo "make course [COURSE_REPO=url [COURSE_BRANCH=b]] - the site to publish for a course into _build/course:"
+	@echo "                             the book with no exercise's solution anywhere (pages, sources, downloads,"
+	@echo "                             search index); downloads and Colab buttons give the student notebooks"
 	@echo "make assignments [STUDENTS=roster.csv] - student notebooks and autograders into _build/assignments;"
 	@echo "                             with a roster (CSV, column id), one notebook per student, each its own variant"
 	@echo "make grade SUBMISSIONS=d [JOBS=n] - grade every notebook in folder d into _build/grades, n at once (default: one per core)"
@@ -90,6 +94,14 @@ book: notebooks execute site
 	@echo "The book is built. Open: file://$(CURDIR)/_build/html/index.html"
 	@echo "or serve it: $(PY) -m http.server -d _build/html 8000  ->  http://localhost:8000"
 
+# Instructors: the course site, the book without its solutions (scripts/course.py), into
+# _build/course; `book`'s _build/html is left as it is. Nothing is executed again that the cache
+# holds: the chapters' executed notebooks are cut. COURSE_REPO names the instructor's repository
+# holding the student notebooks (_build/course-notebooks), which the Colab buttons then open.
+course: notebooks execute
+	$(PY) scripts/course.py $(if $(COURSE_REPO),--repo "$(COURSE_REPO)") $(if $(COURSE_BRANCH),--branch "$(COURSE_BRANCH)")
+	@echo "The course site is built. Open: file://$(CURDIR)/_build/course/index.html"
+
 # Readers: the chapters as live notebooks, in JupyterLab (pinned in requirements.txt).
 # Jupyter refuses to run as root (as in many containers) unless told --allow-root.
 lab: env
@@ -102,7 +114,8 @@ assignments: env
 grade: env
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=<folder of .ipynb> [JOBS=n]"; exit 2)
 	@test -d _build/assignments || $(MAKE) assignments
-	# JOBS submissions at once (default: one per core), each with one torch thread
+	# JOBS submissions at once (default: one per core), each with one torch thread; writes grades.csv,
+	# feedback/, results/ and the class report (report.html, report.csv: scripts/class_report.py)
 	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out _build/grades $(if $(JOBS),--jobs $(JOBS))
 
 unit: env
@@ -150,10 +163,12 @@ test-full: env chromium bwrap
 	@$(TIMED) run $(TIMES) execute -- $(PY) scripts/execute_notebooks.py --cell-timeout 120 --notebook-timeout 200 --require-passing
 	@# Every chapter again under the second numeric configuration: claims, exercise verdicts and
 	@# printed numbers must not depend on the CPU. It runs on one thread, so it shares the two
-	@# cores with the site build instead of waiting for it.
+	@# cores with the site build instead of waiting for it, and with the course site's build
+	@# after it (make course's last step: the cut notebooks, no execution; 1.5 min here)
 	@$(TIMED) run $(TIMES) numerics+site -- 'mkdir -p _build; $(PY) scripts/numerics.py > _build/numerics.log 2>&1 & n=$$!; \
-	$(PY) scripts/build_site.py; s=$$?; wait $$n; r=$$?; grep -v IPKernelApp _build/numerics.log; \
-	echo "site build exit $$s, second numeric configuration exit $$r"; test $$s -eq 0 -a $$r -eq 0'
+	$(PY) scripts/build_site.py; s=$$?; $(PY) scripts/course.py; c=$$?; wait $$n; r=$$?; grep -v IPKernelApp _build/numerics.log; \
+	echo "site build exit $$s, course site build exit $$c, second numeric configuration exit $$r"; \
+	test $$s -eq 0 -a $$c -eq 0 -a $$r -eq 0'
 	@# The built site in headless Chromium and a live JupyterLab, beside the grading workflow and a
 	@# simulated Colab runtime. One after the other they took 4,200 s, over CI's hour and a half
 	@# with the stages before them, and each left a core mostly idle: the browser tests wait on

@@ -556,8 +556,12 @@ glue("self_top0", 100 * self_top.item())
 # {glue:text}`self_top0:.0f`% of its tokens predict themselves next, while
 # {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
 # first. A tied zero-layer model with no final norm could not have learned this chain:
-# its table would
-# score 0. A tied model with layers has to build the asymmetry in its layers.
+# its table would score 0. A final norm between the two ends loosens that constraint
+# without any layers: it divides each row by that row's own scale (a LayerNorm also
+# centres it, as above), so a tied direct path is symmetric only up to those row scales.
+# SmolLM2, below, is such a model. On 256 of its tokens the row scales alone give its
+# direct path an antisymmetric share of {glue:text}`s_direct_antisym:.2f`: not 0, but
+# far below the {glue:text}`s_full_antisym:.2f` of the whole model with its 30 layers.
 #
 # **A real tied model.** The book's real model, from here on, is
 # **SmolLM2-135M-Instruct (Q4_1)** {cite}`allal2025smollm2`: the instruction-tuned
@@ -709,12 +713,12 @@ glue("s_neg_w", n_neg_w)
 glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 
 # %% [markdown]
-# So with the norm's weight folded in, SmolLM2's direct path is symmetric but only *nearly*
+# So with the norm's weight folded in, SmolLM2's $M$ is symmetric but only *nearly*
 # positive semidefinite: {glue:text}`s_neg_w` of the 576 weights of its final norm are
 # negative, which gives $M$ exactly {glue:text}`s_neg_w` negative eigenvalues, the larger
 # of them {glue:text}`s_neg_share:.1e` of its largest eigenvalue in size.
 #
-# What does the symmetric direct path predict? For a positive semidefinite $M$,
+# What does the symmetric $M$ predict? For a positive semidefinite $M$,
 # Cauchy-Schwarz in the inner product that $M$ defines gives
 # $M[a, b] \le \sqrt{M[a, a]\, M[b, b]}$: the token with the largest diagonal entry
 # $M[a, a] = \sum_i w_i W_E[a, i]^2$ (its squared length in the $w$-weighted norm, not
@@ -828,9 +832,9 @@ n_tab = table.shape[0]
 glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 
 # %% [markdown]
-# The symmetric direct path does *not* make most tokens their own favourite successor:
-# only {glue:text}`s_self_direct:.1f`% (standard error {glue:text}`s_self_se:.1f`%) of
-# SmolLM2's tokens are, and the median token ranks {glue:text}`s_self_rank:.0f` in its
+# SmolLM2's direct path, symmetric up to its row scales, does *not* make most tokens
+# their own favourite successor: only {glue:text}`s_self_direct:.1f`% (standard error
+# {glue:text}`s_self_se:.1f`%) of them are, and the median token ranks {glue:text}`s_self_rank:.0f` in its
 # own row. Tying alone would have done far more. In the 20 random tied tables with
 # SmolLM2's row lengths (which vary only {glue:text}`s_len_spread:.1f`-fold, longest to
 # median) and its final-norm weight, the share of the 256 tokens that are their own top
@@ -857,7 +861,11 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # its direct path. Its table of next-token logits over those 256 tokens (centred as
 # above) has an antisymmetric share of {glue:text}`s_full_antisym:.3f`, where its direct
 # path, which scores "$a$ then $b$" and "$b$ then $a$" with the same entry of $M$ (up to
-# each row's $1/\operatorname{rms}$), has {glue:text}`s_direct_antisym:.2f`. A table of
+# each row's $1/\operatorname{rms}$), has {glue:text}`s_direct_antisym:.2f`. That
+# number is the whole of the direct path's asymmetry, and it comes from the final norm's
+# row scales, which vary from token to token; tying with no norm would give exactly 0.
+# So in this model tying does not make the direct path symmetric, only much less
+# antisymmetric than the whole model's table. A table of
 # independent entries would score $\sqrt{(n-2)/2(n-1)} =$ {glue:text}`s_analytic:.4f`
 # for $n = 256$ (derived above for `toy-0l`), and the same logits shuffled into random
 # places, the null fixed in advance, give {glue:text}`s_shuffled:.4f` (sd
@@ -983,7 +991,10 @@ explore(draw_row, token=(0, 63, 3))
 #   weights carry a rounding error of about {glue:text}`q4_noise:.0%` of their size, so
 #   every SmolLM2 number is about this copy. It is tied ($W_U = W_E^\top$, checked in its
 #   file and its weights). With its final norm's weight folded in, its direct path is
-#   symmetric but not positive semidefinite ({glue:text}`s_neg_w` negative weights), and
+#   $M = W_E \operatorname{diag}(w) W_E^\top$ with each row divided by its own rms: $M$ is
+#   symmetric but not positive semidefinite ({glue:text}`s_neg_w` negative weights), the
+#   row scales alone give the direct path an antisymmetric share of
+#   {glue:text}`s_direct_antisym:.2f` (256 tokens), and
 #   it makes only {glue:text}`s_self_direct:.1f`% of tokens their own top successor,
 #   where a random tied table with the same row lengths and norm weight makes all of
 #   them so: the learned directions *reduce* self-preference. The whole model predicts

@@ -7,9 +7,10 @@
 # it for, that moving $k$ positions is one fixed rotation whatever the starting position.
 # The circuit view's toy models learn a table $W_\text{pos}$ that enters only the queries
 # and keys, and we read a previous-token head straight off the positional part of its QK
-# circuit, $W_\text{pos} W_{QK} W_\text{pos}^\top$. The book's real model, SmolLM2
-# (chapter {doc}`04_embeddings`), has no position table at all: it *rotates* every query
-# and key by its position (RoPE), the sinusoids' rotation moved inside the dot product.
+# circuit, $W_\text{pos} W_{QK} W_\text{pos}^\top$ and its bias terms. The book's real
+# model, SmolLM2 (chapter {doc}`04_embeddings`), has no position table at all: it
+# *rotates* every query and key by its position (RoPE), the sinusoids' rotation moved
+# inside the dot product.
 # We build that rotation, check it against the model's own, write its score as one
 # bilinear form per offset, and measure what SmolLM2's heads do with its 32 frequencies.
 #
@@ -721,27 +722,63 @@ heatmap(cos_sim, range(cfg.n_ctx), range(cfg.n_ctx),
 #
 # ### The positional QK circuit
 #
-# With shortformer positions a layer-0 score expands into four terms
-# (row-vector convention, leaving out the biases and the $1/\sqrt{d_\text{head}}$):
+# `toy-2l` has no LayerNorm (its configuration's `normalization_type` is `None`), so
+# the layer-0 query and key of head $h$ are exactly the formula above, with the stream
+# entering layer 0 being the token embedding $e_i = W_E[t_i]$ and $p_i = W_\text{pos}[i]$.
+# Group each into a part that depends on the token and a part that does not, $q_i =
+# e_i W_Q + (p_i W_Q + b_Q)$ and $k_j = e_j W_K + (p_j W_K + b_K)$ (row-vector
+# convention). The score $q_i k_j^\top / \sqrt{d_\text{head}}$ then splits into a
+# token-token, two token-position and one position-position term, and the last,
 #
-# $$(e_i + p_i)\,W_{QK}\,(e_j + p_j)^\top
-# = e_i W_{QK} e_j^\top + e_i W_{QK} p_j^\top + p_i W_{QK} e_j^\top
-# + p_i W_{QK} p_j^\top,$$
+# $$\frac{(p_i W_Q + b_Q)(p_j W_K + b_K)^\top}{\sqrt{d_\text{head}}}
+# = \frac{p_i W_{QK} p_j^\top + p_i W_Q b_K^\top + b_Q W_K^\top p_j^\top
+# + b_Q b_K^\top}{\sqrt{d_\text{head}}},$$
 #
-# with $e_i = W_E[t_i]$ and $p_i = W_\text{pos}[i]$. The last term depends on the two
-# positions only. Over all pairs it is the matrix $W_\text{pos} W_{QK} W_\text{pos}^\top$
-# (`[n_ctx, n_ctx]`, rows: query position, columns: key position), which
-# `pos_qk_circuit` (in `circuitbook.circuits`) returns factored. A head that always looks one
-# position back should score key $q - 1$ highest in every row $q$. To see it, we divide
-# by $\sqrt{d_\text{head}}$ and take each row's softmax over the keys the query may see
-# ($j \le q$): the pattern the head would have if the token terms were zero. That band
-# sits right next to the diagonal, so we also re-index each row by the offset $q - j$,
-# how far back the key is; a previous-token head then shows a vertical stripe at offset
-# 1. The four layer-0 heads of `toy-2l` (grey: keys before position 0):
+# depends on the two positions only. Over all pairs it is an `[n_ctx, n_ctx]` matrix
+# (rows: query position, columns: key position). Its first term is
+# $W_\text{pos} W_{QK} W_\text{pos}^\top$, which `pos_qk_circuit` (in
+# `circuitbook.circuits`) returns factored. Of the bias terms, the second and fourth are
+# the same for every key of a query, so a softmax over the keys ignores them; the third,
+# $b_Q W_K^\top p_j^\top$, scores the key's position on its own and does move attention,
+# so we keep the biases. A head that always looks one position back should score key
+# $q - 1$ highest in every row $q$. To see it, we take each row's softmax over the keys
+# the query may see ($j \le q$): the pattern the head would have if the token terms were
+# zero, which we check against the model run with every token's embedding set to zero.
+# That band sits right next to the diagonal, so we also re-index each row by the offset
+# $q - j$, how far back the key is; a previous-token head then shows a vertical stripe at
+# offset 1. The four layer-0 heads of `toy-2l` (grey: keys before position 0):
 
 # %%
-pqk = pos_qk_circuit(model, 0).AB.detach() / math.sqrt(cfg.d_head)
+W_pos0 = model.W_pos.detach()
+W_Q0, W_K0 = model.W_Q[0].detach(), model.W_K[0].detach()  # [head, d, d_head]
+b_Q0, b_K0 = model.b_Q[0].detach(), model.b_K[0].detach()  # [head, d_head]
+q_pos = W_pos0 @ W_Q0 + b_Q0[:, None]                 # [head, n_ctx, d_head]
+k_pos = W_pos0 @ W_K0 + b_K0[:, None]
+pqk = q_pos @ k_pos.transpose(-1, -2) / math.sqrt(cfg.d_head)  # [head, q, k]
 allowed = torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool))
+# the model itself, every token's embedding set to zero: layer 0 then sees
+# positions only
+zero_embed = [("hook_embed", lambda x, hook: torch.zeros_like(x))]
+with torch.no_grad(), model.hooks(fwd_hooks=zero_embed):
+    _, c_zero = model.run_with_cache(
+        torch.zeros(1, cfg.n_ctx, dtype=torch.long),
+        names_filter="blocks.0.attn.hook_attn_scores")
+pos_size = float((W_pos0.abs() @ W_Q0.abs() + b_Q0.abs()[:, None]).max()
+                 * (W_pos0.abs() @ W_K0.abs() + b_K0.abs()[:, None]).max()
+                 ) * math.sqrt(cfg.d_head)
+identity_close("positional scores (p_i W_Q + b_Q)(p_j W_K + b_K)^T / "
+               "sqrt(d_head) = layer 0's scores with the embeddings zeroed",
+               pqk[:, allowed], c_zero["attn_scores", 0][0][:, allowed],
+               terms=S_TERMS, scale=pos_size, chapter="5")
+no_bias = pos_qk_circuit(model, 0).AB.detach() / math.sqrt(cfg.d_head)
+bias_shift = (pqk.masked_fill(~allowed, float("-inf")).softmax(-1)
+              - no_bias.masked_fill(~allowed, float("-inf")).softmax(-1)
+              ).abs().amax((-1, -2))                 # [head]
+observation("leaving b_Q and b_K out of the positional pattern: the largest "
+            "change of a weight, per layer-0 head",
+            [round(v, 2) for v in bias_shift.tolist()], chapter="5")
+glue("bias_shift", bias_shift.max().item())
+glue("bias_shift_head", f"0.{int(bias_shift.argmax())}")
 max_off = 16
 q_idx = torch.arange(cfg.n_ctx)[:, None]
 key = q_idx - torch.arange(max_off)[None, :]         # [q, offset]: key q - off
@@ -758,12 +795,17 @@ fig.figure.update_layout(plot_bgcolor="#d9d9d9",
 fig
 
 # %% [markdown]
+# The biases matter here: leaving them out, as the bare
+# $W_\text{pos} W_{QK} W_\text{pos}^\top$ does, changes a weight of these patterns by up to
+# {glue:text}`bias_shift:.2f` (in head {glue:text}`bias_shift_head`). Everything below
+# uses the positional scores with the biases.
+#
 # One head stands out. To find it without eyeballing, we ask of each head: for how many
 # query positions $q \ge 1$ is the largest positional score among the keys it may see
 # ($j \le q$) at $j = q - 1$? A head with no positional preference would pick key $q-1$
 # for a query at $q$ one time in $q + 1$; the null keeps the heads' own scores and
-# shuffles the positions, as above (the rows and columns of
-# $W_\text{pos} W_{QK} W_\text{pos}^\top$ permuted together, 199 draws), and takes the
+# shuffles the positions, as above (the rows and columns of the positional score
+# matrix permuted together, 199 draws), and takes the
 # best head of each draw, as we take the best head here. Then we check the answer
 # against behaviour: `prev_token_scores` (in `circuitbook.heads`) measures how much attention
 # each head actually puts on the previous position when the model runs on random
@@ -903,8 +945,8 @@ glue("two_head", f"0.{two_head}")
 # where no head of any shuffled model puts more than {glue:text}`att_2_null:.2f` at any
 # offset from 0 to 15 (one model, one training run). Its previous-token score is low
 # because its attention sits two back rather than one. We leave it there; the point for this chapter is that a head's
-# positional behaviour can be read from $W_\text{pos} W_{QK} W_\text{pos}^\top$ before
-# running the model at all.
+# positional behaviour can be read from its positional scores,
+# $(W_\text{pos} W_Q + b_Q)(W_\text{pos} W_K + b_K)^\top$, before running the model at all.
 
 
 # %% [markdown]
@@ -1274,7 +1316,11 @@ glue("rope_score", float(want[1][0]))
 # RMSNorm, what the real heads read) through the same rotation; 20 sets of 270 heads.
 # For where the amplitude sits: the same heads with their 32 frequencies dealt out to
 # the planes in a random order, which keeps each head's amplitudes and asks only whether
-# the large ones are the slow ones (999 draws).
+# the large ones are the slow ones (999 draws). For whether the offset share follows the
+# fast share: the same random heads with each plane of their queries and keys rescaled
+# to the size SmolLM2's head gives it, so that every random head has exactly its
+# SmolLM2 counterpart's amplitudes, and with them its fast share, and only the
+# directions within the planes are random.
 
 # %%
 L, H = smol.cfg.n_layers, smol.cfg.n_heads
@@ -1296,24 +1342,31 @@ FACTORS = {
     "key": (pair_j.repeat(n_passages), N_TOK)}
 
 
+GRAM_PINV = {}   # names -> (columns, (X^T X)^+): the design is fixed
+
+
 def fitted_ss(flat, names):
     """The sum of squares that a least-squares fit of one effect per level of
     each factor named explains, for scores flat [..., pair]: b^T X^T y with
     b = (X^T X)^+ X^T y. X^T y is a sum per level; X^T X counts pairs."""
-    cols, start = [], 0
-    for name in names:
-        index, size = FACTORS[name]
-        cols.append(index + start)
-        start += size
-    gram = torch.zeros(start, start, dtype=torch.float64)
-    for a in cols:
-        for b in cols:
-            gram.index_put_((a, b), torch.ones(len(a), dtype=torch.float64),
-                            accumulate=True)
-    xty = torch.zeros(*flat.shape[:-1], start, dtype=torch.float64)
+    if names not in GRAM_PINV:
+        cols, start = [], 0
+        for name in names:
+            index, size = FACTORS[name]
+            cols.append(index + start)
+            start += size
+        gram = torch.zeros(start, start, dtype=torch.float64)
+        for a in cols:
+            for b in cols:
+                gram.index_put_((a, b), torch.ones(len(a),
+                                                   dtype=torch.float64),
+                                accumulate=True)
+        GRAM_PINV[names] = cols, torch.linalg.pinv(gram, hermitian=True)
+    cols, pinv = GRAM_PINV[names]
+    xty = torch.zeros(*flat.shape[:-1], len(pinv), dtype=torch.float64)
     for a in cols:
         xty.index_add_(-1, a, flat)
-    return ((xty @ torch.linalg.pinv(gram, hermitian=True)) * xty).sum(-1)
+    return ((xty @ pinv) * xty).sum(-1)
 
 
 def position_shares(s):
@@ -1321,10 +1374,10 @@ def position_shares(s):
     query rows that only the offset, only the key position, and either of
     them explain (nested least-squares fits), each [...]."""
     flat = s[..., PAIRS].flatten(-2).double()
-    rows = fitted_ss(flat, ["row"])
-    with_off = fitted_ss(flat, ["row", "offset"])
-    with_key = fitted_ss(flat, ["row", "key"])
-    both = fitted_ss(flat, ["row", "offset", "key"])
+    rows = fitted_ss(flat, ("row",))
+    with_off = fitted_ss(flat, ("row", "offset"))
+    with_key = fitted_ss(flat, ("row", "key"))
+    both = fitted_ss(flat, ("row", "offset", "key"))
     within = flat.pow(2).sum(-1) - rows
     return ((both - with_key) / within, (both - with_off) / within,
             (with_off + with_key - both - rows) / within)
@@ -1380,17 +1433,32 @@ def tl_rotate(x):
 
 g_heads = torch.Generator().manual_seed(27)
 pos_null, wide_null, token_null, corr_null, pi_all = [], [], [], [], []
+corr_matched = []
+rms_q, rms_k = plane_rms(rot_q), plane_rms(rot_k)   # SmolLM2's, [L, H, 32]
+
+
+def planes_to(x, target):
+    """Rotated x [L, H, passage, pos, d_head] with each head's planes rescaled
+    to the root-mean-square sizes target [L, H, d_head / 2]."""
+    return x * (target / plane_rms(x)).repeat(1, 1, 2)[:, :, None, None]
+
+
 for draw in range(20):
     W_Q = torch.randn(L, smol.cfg.d_model, H * d_head, generator=g_heads)
     W_K = torch.randn(L, smol.cfg.d_model, KV * d_head, generator=g_heads)
     q_r, k_r = (tl_rotate(streams @ W) for W in (W_Q, W_K))
-    pi_r, key_r, shared_r, amp_r = head_stats(
-        q_r, k_r.repeat_interleave(GROUP, 1))
+    k_r = k_r.repeat_interleave(GROUP, 1)
+    pi_r, key_r, shared_r, amp_r = head_stats(q_r, k_r)
     pos_null.append(int((pi_r > 0.5).sum()))
     wide_null.append(int((pi_r + key_r + shared_r > 0.5).sum()))
     token_null.append(int((pi_r < 0.1).sum()))
     corr_null.append(rank_corr(pi_r, amp_r[..., FAST].sum(-1) / amp_r.sum(-1)))
     pi_all.append(pi_r.max().item())
+    # matched: the same random directions, every plane at the size SmolLM2's
+    # head gives it, so each random head has its SmolLM2 head's fast share
+    q_m, k_m = planes_to(q_r, rms_q), planes_to(k_r, rms_k)
+    corr_matched.append(rank_corr(
+        position_shares(q_m @ k_m.transpose(-1, -2))[0], fast_share))
 random_fast = amp_r[..., FAST].sum(-1) / amp_r.sum(-1)     # the last set
 
 g_perm = torch.Generator().manual_seed(28)
@@ -1424,11 +1492,15 @@ finding("SmolLM2's heads keep more of their query-key amplitude in the slow "
         "share over 270 heads)", slow_share.mean(),
         null=Null.draws("the same heads, their planes' frequencies dealt in "
                         "a random order, 999 draws", slow_null), chapter="5")
-finding("the heads whose scores follow the offset are the heads with "
-        "amplitude in fast planes (rank correlation of offset share and fast "
-        "share over 270 heads)", corr,
-        null=Null.draws("random heads on the same streams, 20 sets of 270",
-                        corr_null), chapter="5")
+finding("SmolLM2's rank correlation of offset share and fast share over "
+        "its 270 heads cannot be told from that of random heads with the "
+        "same plane sizes", corr, expect="no effect",
+        null=Null.draws("random heads on the same streams, each plane "
+                        "rescaled to the size SmolLM2's head gives it, 20 "
+                        "sets of 270", corr_matched), chapter="5")
+observation("the same rank correlation for plain random heads, whose fast "
+            "shares vary less (largest of 20 sets; not a null for SmolLM2's)",
+            max(corr_null), chapter="5")
 
 top, bottom = divmod(int(pi.argmax()), H), divmod(int(wide.argmin()), H)
 prev_top = divmod(int(prev_score.argmax()), H)
@@ -1459,7 +1531,10 @@ glue("corr", corr)
 glue("corr_null_max", max(corr_null))
 glue("fast_sd", fast_share.std().item())
 glue("random_fast_sd", random_fast.std().item())
-glue("corr_z", null_test(corr, Null.draws("", corr_null)).z)
+glue("corr_matched_mean", sum(corr_matched) / len(corr_matched))
+glue("corr_matched_max", max(corr_matched))
+glue("corr_matched_sd", torch.tensor(corr_matched).std().item())
+glue("corr_z", null_test(corr, Null.draws("", corr_matched)).z)
 glue("wide_z", null_test(n_wide, Null.draws("", wide_null)).z)
 glue("top_head", f"L{top[0]}H{top[1]}")
 glue("top_pi", pi[top].item())
@@ -1570,18 +1645,19 @@ plt.show()
 #   {glue:text}`slow_excess:.2f` of the amplitude moved into planes that barely turn over
 #   this window.
 # - **Offset and fast planes.** Across heads, the offset share rises with the fast share
-#   (rank correlation {glue:text}`corr:.2f`). Some of that is mechanical: among random
-#   heads it is at most {glue:text}`corr_null_max:.2f`, since any head's fast planes turn
-#   with the offset. SmolLM2's is higher than every random set's, by
-#   {glue:text}`corr_z:.0f` of their standard deviations (the same 20 sets, so the same
-#   floor on p). That does not show more than the mechanism, though. Random heads'
-#   fast shares vary less from head to head (standard deviation
-#   {glue:text}`random_fast_sd:.3f` in one set, against {glue:text}`fast_sd:.3f` for
-#   SmolLM2's heads), so among them the mechanism has less to sort the heads by, and
-#   the same mechanism acting over SmolLM2's wider spread would raise the correlation
-#   too; this null cannot say by how much. What the comparison shows is that SmolLM2's
-#   heads differ more in where they put their amplitude, and that those with it in fast
-#   planes are the positional ones.
+#   (rank correlation {glue:text}`corr:.2f`). Part of that is mechanical, since any
+#   head's fast planes turn with the offset, and the matched null measures how much: random
+#   heads with SmolLM2's plane sizes reach {glue:text}`corr_matched_mean:.2f` on average
+#   (at most {glue:text}`corr_matched_max:.2f` in 20 sets, standard deviation
+#   {glue:text}`corr_matched_sd:.2f`), and SmolLM2's cannot be told from them (z =
+#   {glue:text}`corr_z:.1f`). So the link between fast amplitude and positional scores is
+#   what each head's plane sizes produce with random directions; this correlation shows
+#   nothing that training added beyond where the amplitude sits, though an excess smaller
+#   than about twice the null's standard deviation could not show in 20 sets. (Plain random heads give at most
+#   {glue:text}`corr_null_max:.2f`, but they are no null for this question: their fast
+#   shares vary less from head to head, standard deviation
+#   {glue:text}`random_fast_sd:.3f` in one set against {glue:text}`fast_sd:.3f` for
+#   SmolLM2's, which leaves the mechanism less to sort the heads by.)
 #
 # The scope is one model (the 4-bit SmolLM2-135M-Instruct checkpoint of chapter
 # {doc}`04_embeddings`), six passages of 80 tokens, one seed per null, and "fast" and
@@ -1605,9 +1681,11 @@ plt.show()
 # - TransformerLens's learned $W_\text{pos}$ is added to the stream in standard models;
 #   shortformer models such as `toy-2l` add it only to the inputs of queries and keys,
 #   so the stream carries tokens alone and position acts only on attention scores.
-# - The positional QK circuit $W_\text{pos} W_{QK} W_\text{pos}^\top$ of `toy-2l`'s
-#   layer 0 singles out the previous-token head, {glue:text}`prev_head`, far beyond
-#   shuffled positions; it also reveals a head that looks two positions back over the
+# - The positional scores of `toy-2l`'s layer 0,
+#   $(W_\text{pos} W_Q + b_Q)(W_\text{pos} W_K + b_K)^\top / \sqrt{d_\text{head}}$
+#   ($W_\text{pos} W_{QK} W_\text{pos}^\top$ plus bias terms, one of which moves
+#   attention by up to {glue:text}`bias_shift:.2f`), single out the previous-token head,
+#   {glue:text}`prev_head`, far beyond shuffled positions; they also reveal a head that looks two positions back over the
 #   first half of the context (queries 2 to 32 of 64, the only ones tested), beyond
 #   shuffled positions even when the null chooses its own head, offset and window.
 # - SmolLM2, like LLaMA, has no position table (the outline's "LLaMA uses learned
@@ -1623,6 +1701,8 @@ plt.show()
 #   reach ({glue:text}`pos_null_lo` to {glue:text}`pos_null_max` in 20 sets);
 #   offset and key position together do so for {glue:text}`n_wide` heads (random: at
 #   most {glue:text}`wide_null_max`). The heads whose scores follow the offset are the
-#   ones with amplitude in the fast planes, and the heads hold
+#   ones with amplitude in the fast planes, about as closely as random heads with the
+#   same plane sizes (rank correlation {glue:text}`corr:.2f` against
+#   {glue:text}`corr_matched_mean:.2f`), and the heads hold
 #   {glue:text}`slow_mean:.2f` of their amplitude in the slow planes, against
 #   {glue:text}`slow_null_mean:.2f` for the same amplitudes dealt at random.

@@ -7,7 +7,8 @@
 # language model predict only from the past, and then rewrites the score in the circuit
 # notation: $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, one bilinear form on what the
 # head reads (the residual stream, or its normalised version where a LayerNorm or
-# RMSNorm comes first), in a model whose positions are added to the stream; and
+# RMSNorm comes first), in a model whose positions are added (to the stream, or in the
+# book's toy models only to the input of the queries and keys); and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
 # offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We read both
 # on a previous-token head of SmolLM2.
@@ -318,10 +319,14 @@ checks.ch06_ex1(attention_pattern)
 # stream, which the norm divides by its own size.
 #
 # That formula is for a model whose positions are added to the stream (Vaswani et al.'s
-# sinusoids, GPT-2's learned table, the toy models' shortformer table), or which has
-# none. A **rotary** model, SmolLM2 and every LLaMA-style model, rotates the query and
-# the key by their positions before the dot product (chapter {doc}`05_positional`), so
-# its score is
+# sinusoids, GPT-2's learned table), or which has none. The book's toy models are
+# *shortformer* models {cite}`press2021shortformer`: their positional table is added
+# only to the input of the queries and keys, never to the stream, so for them $x_i$ in
+# the formula is $x_i + p_i$, the stream plus the position's embedding, while the values
+# read the stream alone and no later layer sees the position in it. The score is then a
+# bilinear form on the stream plus position, not on the stream. A **rotary** model,
+# SmolLM2 and every LLaMA-style model, rotates the query and the key by their positions
+# before the dot product (chapter {doc}`05_positional`), so its score is
 #
 # $$\frac{(x_i W_Q^h R_i)(x_j W_K^h R_j)^\top}{\sqrt{d_\text{head}}}
 # = \frac{x_i\, W_Q^h R_{i-j} (W_K^h)^\top\, x_j^\top}{\sqrt{d_\text{head}}}
@@ -665,11 +670,12 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # positional QK circuit of `toy-2l`: the pattern
 # $\operatorname{softmax}_{j \le i}\,\kappa(i - j)$, the head's attention if every pair
 # held the average tokens, and its weight on key $i - 1$. A softmax is sharp when its
-# inputs differ a lot, so that weight depends both on where the kernel peaks and on how
-# far it varies over the offsets; two more tests against the same random heads take
-# these apart: the kernel's standard deviation over the offsets, per unit of the head's
-# query and key sizes (root-mean-square), and the weight on key $i - 1$ with each random
-# kernel rescaled to the trained kernel's standard deviation.
+# inputs differ a lot, so that weight depends on how far the kernel varies over the
+# offsets and on its shape (where it peaks, how it falls away), and on nothing else; two
+# more tests against the same random heads take these apart: the kernel's standard
+# deviation over the offsets, per unit of the head's query and key sizes
+# (root-mean-square), and the weight on key $i - 1$ with each random kernel rescaled to
+# the trained kernel's standard deviation.
 
 # %%
 pairs = causal_80 & (i_pos[None, :] >= 1)            # 1 <= j <= i
@@ -720,10 +726,12 @@ finding(f"softmaxed with 1/sqrt(d_head), L{PL}H{PH}'s offset kernel alone "
         null=Null.draws("the best previous-token head of each of 20 sets of "
                         "270 random heads at the trained sizes",
                         kernel_prev_null), chapter="6")
-# The softmax's sharpness has two sources: how far the kernel varies over
-# the offsets, and where it peaks. Separately: the kernel's spread (its sd
-# over the offsets) per unit of the head's query and key sizes; and the
-# softmax of each random kernel rescaled to the trained kernel's spread.
+# A softmax ignores a constant added to every input, so the weight on key
+# i - 1 is fixed by the kernel's scale (its sd over the offsets) and its
+# shape (the kernel less its mean, over its sd). The scale is the spread per
+# unit of the head's query and key sizes times those sizes. Separately: the
+# spread, the sizes, and the softmax of each random kernel rescaled to the
+# trained kernel's scale (its shape at the trained scale).
 
 
 def spread(kappa, q, k):
@@ -768,6 +776,31 @@ glue("spread_z", null_test(spread_best, spread_null).z)
 glue("matched_lo", min(matched.samples))
 glue("matched_hi", max(matched.samples))
 glue("matched_z", null_test(kernel_prev, matched).z)
+glue("matched_mean", sum(matched.samples) / len(matched.samples))
+glue("kernel_prev_null_mean", sum(kernel_prev_null) / len(kernel_prev_null))
+scale_null = [kap.double().std().item() for kap in null_kernels]
+glue("scale_best", slice_mean.double().std().item())
+glue("scale_null_lo", min(scale_null))
+glue("scale_null_hi", max(scale_null))
+
+
+def qk_size(q, k):
+    """rms(q) rms(k), the size the spread is measured in."""
+    return (q.double().pow(2).mean().sqrt()
+            * k.double().pow(2).mean().sqrt()).item()
+
+
+size_null = [qk_size(q, k) for q, k in selected_qk]
+observation(f"rms(q) rms(k) of L{PL}H{PH}; of its layer's heads together (the "
+            "size each random layer was scaled to); of the 20 selected random "
+            "heads (lowest, highest)",
+            f"{qk_size(q_proj, k_proj):.2f}; "
+            f"{(trained_rms['q'][PL] * trained_rms['k'][PL]).item():.2f}; "
+            f"{min(size_null):.2f}..{max(size_null):.2f}", chapter="6")
+glue("size_best", qk_size(q_proj, k_proj))
+glue("size_layer", (trained_rms["q"][PL] * trained_rms["k"][PL]).item())
+glue("size_null_lo", min(size_null))
+glue("size_null_hi", max(size_null))
 
 fig, ax = plt.subplots(1, 2, figsize=(9, 3), sharex=True)
 shown = torch.arange(21)
@@ -798,26 +831,49 @@ plt.show()
 # while the head itself, on the actual tokens, puts {glue:text}`prev_best:.2f` there
 # (and {glue:text}`on_key0:.2f` on key 0, which the kernel leaves out).
 #
-# That gap has two sources, and the last two tests above separate them. One is how far
-# the kernel varies over the offsets at all: per unit of the head's query and key sizes,
-# its standard deviation over the offsets is {glue:text}`spread_best:.2f`, against at
-# most {glue:text}`spread_null:.2f` for the random heads ({glue:text}`spread_z:.0f` of
-# the null's standard deviations above its mean). The other is where it peaks: rescale
-# each random kernel to the trained kernel's spread and its softmax puts between
-# {glue:text}`matched_lo:.2f` and {glue:text}`matched_hi:.2f` on key $i - 1$, below the
-# trained kernel's {glue:text}`kernel_prev:.2f` in all 20 sets but only
-# {glue:text}`matched_z:.1f` standard deviations of those values above their mean. The
-# softmax comparison compounds these two moderate differences (and the head's own query
-# and key sizes): training gave this head an offset preference both larger and a
-# little more concentrated at offset 1 than that of a random head that happens to look
-# one back, neither by a wide margin on its own. Either way, the offset kernel alone
-# would make this head a previous-token head: it need not recognise which token is the
-# previous one, only how far back it stands. That is the rotary
-# version of chapter {doc}`05_positional`'s positional QK circuit
+# The gap between the trained kernel's {glue:text}`kernel_prev:.2f` and the random
+# kernels' {glue:text}`kernel_prev_null_mean:.2f` on average splits into two parts,
+# and nothing else enters. A softmax ignores a constant added to all its inputs, so a
+# kernel's weight on key $i - 1$ is fixed by its *scale*, its standard deviation over
+# the offsets, and its *shape*, the kernel with its mean taken out and its scale
+# divided out.
+#
+# The scale is {glue:text}`scale_best:.1f` for the trained kernel, against
+# {glue:text}`scale_null_lo:.1f` to {glue:text}`scale_null_hi:.1f` for the random ones,
+# and it is the product of two factors. One is how far the kernel varies per unit of
+# the head's query and key sizes: {glue:text}`spread_best:.2f` against at most
+# {glue:text}`spread_null:.2f` for the random heads, above all 20 and
+# {glue:text}`spread_z:.1f` of the null's standard deviations above its mean, a clear
+# difference. The other is the sizes themselves: $\operatorname{rms}(q)
+# \operatorname{rms}(k)$ is {glue:text}`size_best:.1f` for this head, against
+# {glue:text}`size_layer:.1f` for its layer's heads taken together (the size each random
+# layer was scaled to) and {glue:text}`size_null_lo:.1f` to
+# {glue:text}`size_null_hi:.1f` for the selected random heads. That is an observation
+# with no null: the random heads were given their layer's average size by construction,
+# so it says this head's queries and keys are larger than its layer's average, not
+# that training made them so.
+#
+# The shape is the other part. Rescale each random kernel to the trained kernel's scale
+# and its softmax puts between {glue:text}`matched_lo:.2f` and
+# {glue:text}`matched_hi:.2f` on key $i - 1$, {glue:text}`matched_mean:.2f` on average,
+# below the trained kernel's {glue:text}`kernel_prev:.2f` in all 20 sets and
+# {glue:text}`matched_z:.1f` standard deviations of those values above their mean: an
+# effect, but a smaller one than the spread's, against a null that is itself wide.
+# Taken in this order, the scale raises the random kernels' average weight from
+# {glue:text}`kernel_prev_null_mean:.2f` to {glue:text}`matched_mean:.2f`, and the
+# shape accounts for the rest of the way to {glue:text}`kernel_prev:.2f`. So, next to
+# a random head that happens to look one back, this head's offset preference varies
+# clearly more with the offset for its size, its queries and keys are larger than its
+# layer's average, and its shape leans somewhat more towards offset 1; the margin of
+# the peak over the next offset, on its own, is the weakest of these signs. Either way,
+# the offset kernel alone would make this head a previous-token head: it need not
+# recognise which token is the previous one, only how far back it stands. That is the
+# rotary version of chapter {doc}`05_positional`'s positional QK circuit
 # $W_\text{pos} W_{QK} W_\text{pos}^\top$, with the offset built into the matrix instead
-# of into the stream. The kernel is an average over this text's token pairs, so it is
-# not free of tokens: a different text would give a different kernel. (One head, one
-# model, six passages; with 20 random sets the smallest p the tests can give is 1/21.)
+# of into the vectors the head reads. The kernel is an average over this text's token
+# pairs, so it is not free of tokens: a different text would give a different kernel.
+# (One head, one model, six passages; with 20 random sets the smallest p the tests can
+# give is 1/21.)
 #
 # What the scale does to this head: the same scores without the $1/\sqrt{d_\text{head}}$.
 
@@ -873,9 +929,12 @@ attention_pattern_view(
 #   while each row still sums to one.
 # - In a model with additive (or no) positions the score is
 #   $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with $W_{QK} = W_Q W_K^\top$ of rank at
-#   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`); in a rotary
-#   model it is $x_i W_Q R_{i-j} W_K^\top x_j^\top/\sqrt{d_\text{head}}$, one bilinear
-#   form $W_{QK}(\Delta)$ per offset. Both are identities; the models' own scores agree
+#   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`), $x$ being
+#   what the queries and keys read: the stream, its normalised version, or, in the
+#   shortformer toy models, the stream plus the position's embedding, which never
+#   enters the stream. In a rotary model it is
+#   $x_i W_Q R_{i-j} W_K^\top x_j^\top/\sqrt{d_\text{head}}$, one bilinear form
+#   $W_{QK}(\Delta)$ per offset. Both are identities; the models' own scores agree
 #   with them on and below the diagonal, and TransformerLens's `hook_attn_scores` holds
 #   $-\infty$ above it, because the hook comes after the causal mask.
 # - In SmolLM2, on Shakespeare, head {glue:text}`prev_head` puts
@@ -883,9 +942,12 @@ attention_pattern_view(
 #   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
 #   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, softmaxed alone
 #   puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous token.
-#   Against the best previous-token heads of 20 random sets it is above all of them,
-#   but modestly on each count taken alone: how sharply it peaks at offset 1, how
-#   strongly it varies with the offset. Its trained scores are far from unit variance.
+#   Against the best previous-token heads of 20 random sets, its kernel varies with
+#   the offset clearly more per unit of query and key size ({glue:text}`spread_z:.1f`
+#   null standard deviations above the null's mean); at the same scale its shape puts
+#   more weight on offset 1 by less ({glue:text}`matched_z:.1f`), and the margin of its
+#   peak over the next offset is larger only weakly ({glue:text}`sharp_z:.1f`). Its
+#   trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
 #   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,
 #   NaN here).

@@ -10,8 +10,8 @@
 # four factors leave a model's outputs exactly as they were (any change of basis inside
 # a head in a model with additive positions; far fewer in a rotary model with grouped
 # queries such as SmolLM2); translate carefully between the paper's column vectors and
-# TransformerLens's row vectors, where one circuit is transposed and the other is not;
-# and meet `FactoredMatrix`, the object that keeps a low-rank product in factored form.
+# TransformerLens's row vectors (exercise 8.2); and meet `FactoredMatrix`, the object
+# that keeps a low-rank product in factored form.
 #
 # The first cell imports what the chapter uses; the collapsed cell after it counts the
 # roundings behind the chapter's checks.
@@ -165,7 +165,8 @@ def svd_terms(d_model, d_head):
 # spaces in which queries, keys and values live are private to the head: nothing else
 # in the model reads them, so the head may as well use other coordinates for them. How
 # much freedom that leaves depends on the architecture. In a model whose positions are
-# added to the stream (or absent) and whose heads each have their own keys and values,
+# added (to the stream, or, as in the book's shortformer toy models, only to what the
+# queries and keys read) or absent, and whose heads each have their own keys and values,
 # the model computes exactly the same function with $W_Q G$ and $W_K G^{-\top}$ in place
 # of $W_Q$ and $W_K$ for **any** invertible $G$, and with $W_V M$ and $M^{-1} W_O$ for
 # any invertible $M$. A rotary model turns the query and
@@ -219,6 +220,8 @@ def extended_qk(W_Q, b_Q, W_K, b_K):
 checks.ch08_ex1(extended_qk)
 
 # %% [markdown]
+# ```{admonition} Exercise 8.1 worked out (open it once your function passes)
+# :class: dropdown
 # Written out, the matrix is the product of the two weight matrices, each with its bias
 # as an extra row:
 #
@@ -229,15 +232,19 @@ checks.ch08_ex1(extended_qk)
 # \begin{bmatrix} x_j & 1 \end{bmatrix}^\top ,$$
 #
 # a bilinear form on the residual vector with a 1 appended: the biases just add one row
-# to each factor. On the output side, the pattern's rows sum to one, so the value bias
+# to each factor.
+# ```
+#
+# On the output side, the pattern's rows sum to one, so the value bias
 # comes through unchanged and the head writes
 # $A\,(X W_V + \mathbf{1} b_V)\,W_O = A X W_{OV} + \mathbf{1}\, b_V W_O$.
 # Below, `head_from_circuits` computes every head of the module from its bias-extended
 # $W_{QK}$ and its $W_{OV}$ only, and we compare with the module's own per-head outputs.
 # These are identities, true by construction for any weights: the checks show that the
-# code and the algebra agree, not something about a trained model.
+# code and the algebra agree, not something about a trained model. The collapsed cell
+# runs them.
 
-# %%
+# %% tags=["hide-input"]
 d_model, n_heads = 32, 4
 mha = MultiHeadedAttention(n_heads, d_model, dropout=0.0).eval()
 x_at = torch.randn(2, 7, d_model)   # batch 2, 7 positions
@@ -464,8 +471,9 @@ fig
 #
 # ### Only the products are facts about the model
 #
-# Start with a model like `toy-2l`, whose positions are added to the stream and whose
-# heads each have their own keys and values. Take any invertible
+# Start with a model like `toy-2l`: its positions are added, not rotated (and, since it
+# is a shortformer model, only to the input of the queries and keys, never to the
+# stream), and its heads each have their own keys and values. Take any invertible
 # $d_\text{head} \times d_\text{head}$ matrices $G$ and $M$ and change a head's weights
 # to
 #
@@ -589,9 +597,9 @@ glue("pattern_rel_median", pattern_rel.median().item())
 # of the residual stream itself, which moves every head's circuits together). Chapter
 # {doc}`03_residual_stream` made the same argument for the residual stream with
 # rotations; in `toy-2l` any invertible matrix will do, because its positions are added
-# to the stream before $W_Q$ and $W_K$ read it, and nothing touches queries, keys or
-# values between their weights and their products: no rotation, no normalisation, no
-# nonlinearity applied coordinate by coordinate.
+# to what $W_Q$ and $W_K$ read (the stream plus $W_\text{pos}$) before they read it, and
+# nothing touches queries, keys or values between their weights and their products: no
+# rotation, no normalisation, no nonlinearity applied coordinate by coordinate.
 
 # %% [markdown]
 # ### With rotary positions and shared keys
@@ -931,10 +939,10 @@ explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
 # ### Exercise 8.2: into the paper's convention
 #
 # Before reading on, work out what the change does to each circuit. Write
-# `to_paper_convention` (arguments `W_Q, W_K, W_V, W_O`), which takes one head's TransformerLens weights
-# and returns the pair `(W_QK, W_OV)` as Elhage et al. define them. The check tries your
-# function on random weights whose $W_{QK}$ is not symmetric, so it can tell which circuit
-# you transposed.
+# `to_paper_convention` (arguments `W_Q, W_K, W_V, W_O`), which takes one head's
+# TransformerLens weights and returns the pair `(W_QK, W_OV)` as Elhage et al. define
+# them. The check tries your function on random weights whose $W_{QK}$ is not
+# symmetric, so it can tell each circuit's orientation.
 
 # %% tags=["exercise"]
 def to_paper_convention(W_Q, W_K, W_V, W_O):
@@ -949,7 +957,12 @@ def to_paper_convention(W_Q, W_K, W_V, W_O):
 checks.ch08_ex2(to_paper_convention)
 
 # %% [markdown]
-# Now follow each circuit through the change.
+# The working, and its check on `toy-2l`'s head, are folded below: open them once your
+# function passes.
+#
+# ```{admonition} Exercise 8.2 worked out
+# :class: dropdown
+# Follow each circuit through the change.
 #
 # **QK is a bilinear form.** The paper's score is $q_i^\top k_j = x_i^\top
 # (W_Q^\text{p})^\top W_K^\text{p}\, x_j$, so $W_{QK}^\text{p} = (W_Q^\text{p})^\top
@@ -967,9 +980,11 @@ checks.ch08_ex2(to_paper_convention)
 # Kronecker product: block $(i, j)$ of $A \otimes W$ is $A_{ij} W$, so position $i$
 # receives $\sum_j A_{ij} W x_j$. We build the paper's matrices from the toy model's
 # TransformerLens weights and check all three statements on the real activations (the
-# value bias adds $b_V W_O$ in either convention and we leave it aside).
+# value bias adds $b_V W_O$ in either convention and we leave it aside) in the collapsed
+# cell below.
+# ```
 
-# %%
+# %% tags=["hide-cell"]
 W_Qp, W_Kp = attn.W_Q[H].T, attn.W_K[H].T   # [d_head, d_model]
 W_Vp = attn.W_V[H].T                         # [d_head, d_model]
 W_Op = attn.W_O[H].T                         # [d_model, d_head]
@@ -1017,8 +1032,8 @@ glue("qk_asym", asym)
 # $W_{QK}$ is far from symmetric: $\lVert W_{QK} - W_{QK}^\top\rVert$ is
 # {glue:text}`qk_asym:.2f` times $\lVert W_{QK}\rVert$ (0 for a symmetric matrix, 2
 # for an antisymmetric one, about $\sqrt 2$ for a random one: nothing about training is
-# claimed here). So the difference is real: transposing $W_{QK}$ would swap the roles of
-# query and key.
+# claimed here). So the orientation of $W_{QK}$ matters: a matrix and its transpose
+# score the same pairs with the roles of query and key swapped.
 #
 # One more place the paper's orientation turns up: PyTorch's `nn.Linear` stores its
 # weight as `[out, in]` and computes $x A^\top + b$. The Annotated Transformer's code

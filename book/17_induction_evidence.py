@@ -26,7 +26,9 @@ from circuitbook import checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
                               identity, identity_close, null_test,
                               observation, rounding_bound)
-from circuitbook.composition import composition_scores, random_baseline
+from circuitbook.composition import (composition_scores, partner_rule,
+                                     random_baseline, robust_z,
+                                     rotated_key_scores)
 from circuitbook.data import repeated_random_tokens
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import ablate, induction_scores, prev_token_scores
@@ -831,45 +833,12 @@ K = composition_scores(FoldedAttention(smol), "K")   # [l1, h1, l2, h2]
 base_smol = random_baseline(smol.cfg.d_model, smol.cfg.d_head, n_samples=64)
 
 
-def rotated_k_null(w, cfg, readers, n_draws=100, seed=0):
-    """{reader: [writers, draws]} K-composition scores of every earlier head
-    into each reader, the reader's key input turned by random rotations, from
-    the folded weights `w` (chapter 18's function, the same rotations per
-    reader)."""
-    d, r = cfg.d_model, cfg.d_head
-    last = max(l for l, _ in readers)
-    W_ov = torch.linalg.cholesky(      # ||W_OV x|| = ||L^T W_O x||
-        (w.W_V[:last].mT @ w.W_V[:last]).double()).float().mT @ w.W_O[:last]
-    G = (W_ov.mT @ W_ov).reshape(-1, d * d)         # writer Grams, flat
-    norm_a = G.view(-1, d, d).diagonal(dim1=-2, dim2=-1).sum(-1)
-    out = {}
-    for l, h in readers:
-        gen = torch.Generator().manual_seed(seed + 1000 * l + h)
-        Q_K, R = torch.linalg.qr(w.W_K[l, h])
-        C = R @ torch.linalg.cholesky(
-            (w.W_Q[l, h].mT @ w.W_Q[l, h]).double()).float()
-        F = torch.linalg.qr(torch.randn(n_draws, d, r, generator=gen)).Q
-        Z = (F @ C @ (F @ C).mT).reshape(n_draws, -1)
-        n = l * cfg.n_heads                         # the earlier heads
-        out[l, h] = (G[:n] @ Z.T / (norm_a[:n, None] * C.pow(2).sum())
-                     ).clamp_min(0).sqrt()
-    return out
-
-
-def robust_z(s):
-    """(s - median) / (1.4826 MAD) along the last dim (the crowd)."""
-    med = s.median(-1, keepdim=True).values
-    mad = (s - med).abs().median(-1, keepdim=True).values
-    return (s - med) / (1.4826 * mad)
-
-
 def partner_writers(l, h):
     """The K-partners of receiver (l, h) by the partner rule: (layer, head,
     score / baseline, robust z) for each; and the reader's z*."""
     s = K[:l, :, l, h].flatten()                       # every earlier head
-    z = robust_z(s)
-    null = robust_z(rotated[l, h].T).max(-1).values    # [100 rotations]
-    z_star = null.sort(descending=True).values[4].item()   # fifth largest
+    # the 100 rotated draws, without the last row (the unrotated score)
+    z, _, z_star = partner_rule(s, rotated[l, h][:-1])
     passed = sorted((z > z_star).nonzero().flatten().tolist(),
                     key=lambda i: -s[i])
     return [(*divmod(i, S_H), float(s[i] / base_smol), float(z[i]))
@@ -879,7 +848,8 @@ def partner_writers(l, h):
 # every head that could pass the cut in a resample of the 12 sequences
 candidates = [tuple(map(int, lh))
               for lh in (ind_seq.max(1).values > 0.4).nonzero()]
-rotated = rotated_k_null(FoldedAttention(smol), smol.cfg, candidates)
+# {reader: [101 draws, writers]}: chapter 18's rotations, the same seeds
+rotated = rotated_key_scores(FoldedAttention(smol), candidates)
 ruled = {r: partner_writers(*r) for r in candidates}
 outliers = {r: ps for r, (ps, _) in ruled.items()}
 z_stars = {r: zs for r, (_, zs) in ruled.items()}

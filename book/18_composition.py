@@ -28,8 +28,9 @@ from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity, identity_close,
                               observation, rounding_bound)
 from circuitbook.circuits import rotary_qk
-from circuitbook.composition import (composition_scores, random_baseline,
-                                     rotated_baseline)
+from circuitbook.composition import (composition_scores, partner_rule,
+                                     random_baseline, robust_z,
+                                     rotated_baseline, rotated_key_scores)
 from circuitbook.models import load, load_pretrained
 from circuitbook.viz import heatmap  # hover a cell: its layer, head, value
 from circuitbook.widgets import explore
@@ -750,45 +751,20 @@ glue("reader_layer_hi", max(l for l, _ in readers))
 # uniformly random orthonormal frame of 64 columns. With $G_A = (W_{OV}^A)^\top
 # W_{OV}^A$ and $C C^\top = W_Q^\top W_Q$, the rotated numerator is
 # $\lVert W_{OV}^A F R\, C \rVert_F^2 = \langle G_A,\, F R C C^\top R^\top F^\top
-# \rangle$, one inner product per writer and rotation. With $F = Q_K$ it gives back
-# the observed score, which we check against the library.
+# \rangle$, one inner product per writer and rotation. The library's
+# `rotated_key_scores` computes the null this way, and adds a last draw with
+# $F = Q_K$, no rotation, which gives back the observed score; we check that draw
+# against `composition_scores`.
 
 # %%
-def rotated_k_null(model, readers, n_draws=100, seed=0):
-    """{reader: [writers, draws]} K-composition scores of every earlier head
-    into each reader, the reader's key input turned by random rotations;
-    draw -1 is the unrotated score (F = Q_K)."""
-    d, r = model.cfg.d_model, model.cfg.d_head
-    last = max(l for l, _ in readers)
-    W_ov = torch.linalg.cholesky(      # ||W_OV x|| = ||L^T W_O x||
-        (model.W_V[:last].mT @ model.W_V[:last]).double()).float().mT \
-        @ model.W_O[:last]
-    G = (W_ov.mT @ W_ov).reshape(-1, d * d)         # writer Grams, flat
-    norm_a = G.view(-1, d, d).diagonal(dim1=-2, dim2=-1).sum(-1)
-    out = {}
-    for l, h in readers:
-        # one stream of rotations per reader, the same on every page
-        gen = torch.Generator().manual_seed(seed + 1000 * l + h)
-        Q_K, R = torch.linalg.qr(model.W_K[l, h])
-        C = R @ torch.linalg.cholesky(
-            (model.W_Q[l, h].mT @ model.W_Q[l, h]).double()).float()
-        F = torch.linalg.qr(torch.randn(n_draws, d, r, generator=gen)).Q
-        FC = torch.cat([F, Q_K[None]]) @ C          # [draws + 1, d, r]
-        Z = (FC @ FC.mT).reshape(n_draws + 1, -1)
-        n = l * model.cfg.n_heads                   # the earlier heads
-        out[l, h] = (G[:n] @ Z.T / (norm_a[:n, None] * C.pow(2).sum())
-                     ).clamp_min(0).sqrt()
-    return out
-
-
 # the route checked on toy-2l, where the rounding bound is tight
-toy_route = rotated_k_null(model, [(1, r) for r in range(H)], n_draws=2)
-toy_route = torch.stack([toy_route[1, r][:, -1] for r in range(H)], 1)
+toy_route = rotated_key_scores(model, [(1, r) for r in range(H)], n_draws=2)
+toy_route = torch.stack([toy_route[1, r][-1] for r in range(H)], 1)
 identity_close("the rotation route with F = Q_K gives the library's scores "
                "(toy-2l)", toy_route * comp["K"], comp["K"] ** 2,
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
-null_smol = rotated_k_null(smol, readers)
-null_max = {r: s[:, :-1].max(0).values for r, s in null_smol.items()}
+null_smol = rotated_key_scores(smol, readers)   # {reader: [101, writers]}
+null_max = {r: s[:-1].max(1).values for r, s in null_smol.items()}
 rule = {r: m.quantile(0.95).item() for r, m in null_max.items()}
 
 # %% [markdown]
@@ -803,7 +779,7 @@ for l, h in readers:
                   for v, i in zip(best.values, best.indices)]
 obs_median = torch.cat([K[:l, :, l, h].flatten()
                         for l, h in readers]).median()
-null_median = torch.stack([torch.cat([null_smol[r][:, s] for r in readers])
+null_median = torch.stack([torch.cat([null_smol[r][s] for r in readers])
                            .median() for s in range(100)])
 finding("the median earlier head K-composes with the induction heads more "
         "than rotated heads do", obs_median, null=Null.draws(
@@ -859,27 +835,10 @@ glue("n_pass_hi", max(n_pass.values()))
 # first rule stays on the page: it is what we fixed in advance, and it failed.
 
 # %%
-def robust_z(s):
-    """(s - median) / (1.4826 MAD) along the last dim (the crowd)."""
-    med = s.median(-1, keepdim=True).values
-    mad = (s - med).abs().median(-1, keepdim=True).values
-    return (s - med) / (1.4826 * mad)
-
-
-def partner_rule(observed, rotated):
-    """observed [writers]: the crowd's scores into one reader; rotated
-    [draws, writers]: the same under random rotations. -> (z of each
-    writer, the rotated maxima [draws], z*: the fifth largest of 100)."""
-    z = robust_z(observed)
-    null = robust_z(rotated).max(-1).values
-    z_star = null.sort(descending=True).values[4].item()
-    return z, null, z_star
-
-
 partners, z_star = {}, {}
 for k, (l, h) in enumerate(readers):
     into = K[:l, :, l, h].flatten()
-    z, null, z_star[l, h] = partner_rule(into, null_smol[l, h][:, :-1].T)
+    z, null, z_star[l, h] = partner_rule(into, null_smol[l, h][:-1])
     passed = (z > z_star[l, h]).nonzero().flatten().tolist()
     partners[l, h] = [(divmod(i, S_H), into[i].item() / base_smol, z[i].item())
                       for i in sorted(passed, key=lambda i: -into[i])]

@@ -212,7 +212,11 @@ def rosetta_table(rows):
 rosetta_table(ROWS)
 
 # %% [markdown]
-# The table is the encoder-decoder's, and the toys' where they have the rows. SmolLM2, the
+# The table is the encoder-decoder's, and the toys' where they have the rows. Its rows
+# for full circuits and the direct path name paths of the attention-only toys; in the
+# encoder-decoder they are products of its matrices and not paths as they stand, and its
+# composition and virtual-head rows hold for it only with a LayerNorm's division frozen
+# (both explained below). SmolLM2, the
 # book's real model, changes several of them. It has no `W_pos`: rotary embeddings (RoPE)
 # rotate queries and keys by their positions, so its score is
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top$ (chapter {doc}`05_positional`) and "the" QK circuit $W_Q W_K^\top$ is only its
@@ -541,57 +545,116 @@ identity_close("every head's queries, keys and values as the Annotated "
 # $$x_i W_{QK} x_j^\top + x_i W_Q b_K^\top + b_Q W_K^\top x_j^\top + b_Q b_K^\top,
 # \qquad W_{QK} = W_Q W_K^\top.$$
 #
+# The three bias terms do not count alike. The pattern is a softmax over the keys $j$ of
+# one query's row, and a softmax does not change when the same number is added to every
+# entry of the row: $e^{s_j + c} / \sum_{j'} e^{s_{j'} + c} = e^{s_j} / \sum_{j'}
+# e^{s_{j'}}$ (masked entries, at $-\infty$, stay there). The second term,
+# $x_i W_Q b_K^\top$, depends on the query $i$ only, and the fourth, $b_Q b_K^\top$, on
+# nothing; both are constant along a row and cancel. The third, $b_Q W_K^\top x_j^\top$,
+# depends on the key $j$: it is a fixed preference of the head for some keys, whatever
+# the query, and it changes the pattern. So the pattern is
+# $\mathrm{softmax}_j\big((x_i W_{QK} x_j^\top + b_Q W_K^\top x_j^\top)/\sqrt{d_\text{head}}\big)$
+# exactly: the key bias $b_K$ never changes the pattern, and the query bias changes it
+# only through the keys.
+#
 # In Elhage et al.'s column convention the score is $x_i^\top W_Q^\top W_K x_j$ with
 # $W_Q$ now $d_\text{head} \times d_\text{model}$, so their $W_{QK} = W_Q^\top W_K$ is
 # the *same* $d_\text{model}\times d_\text{model}$ matrix as ours: a bilinear form has one
-# matrix, whichever side we write the vectors on. We compute $W_{QK}$ three ways and the
-# scores from the expansion, and compare with TransformerLens's own scores.
+# matrix, whichever side we write the vectors on. We build Elhage et al.'s $W_{QK}$ from
+# the Annotated Transformer's own modules (the table says their $W_Q^h$ is the slice
+# `linears[0].weight[hs]`) and compare it with TransformerLens's `model.QK`; then we
+# check the expansion against TransformerLens's scores and the cancellation against its
+# pattern.
 
 # %%
 layer_i, head = 1, 2
 lin = enc.layers[layer_i].self_attn.linears
 hs = slice(head * d_head, (head + 1) * d_head)
-qk_at = lin[0].weight[hs].T @ lin[1].weight[hs]          # from nn.Linear
-qk_tl = tl_model.QK[layer_i, head].AB                    # FactoredMatrix
-W_Q_paper, W_K_paper = tl_model.W_Q[layer_i, head].T, tl_model.W_K[layer_i,
-                                                                   head].T
+# Elhage's matrices, from the Annotated Transformer's nn.Linear slices
+W_Q_paper, W_K_paper = lin[0].weight[hs], lin[1].weight[hs]  # [d_head, d_model]
 qk_paper = W_Q_paper.T @ W_K_paper                       # Elhage: W_Q^T W_K
+qk_tl = tl_model.QK[layer_i, head].AB                    # FactoredMatrix
 # each side is a sum of d_head products (the same weights, perhaps summed in
 # another order), so two d_head-term sums; scale: the entries of |W_Q| |W_K|^T
-qk_scale = (tl_model.W_Q[layer_i, head].abs()
-            @ tl_model.W_K[layer_i, head].abs().T).max().item()
-identity_close("W_QK from nn.Linear slices equals TransformerLens's model.QK",
-               qk_at, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
-identity_close("Elhage et al.'s W_Qᵀ W_K is the same matrix (not transposed)",
+qk_scale = (W_Q_paper.abs().T @ W_K_paper.abs()).max().item()
+identity_close("Elhage et al.'s W_Qᵀ W_K, built from the Annotated "
+               "Transformer's nn.Linear slices, is TransformerLens's model.QK "
+               "(the same matrix, not transposed)",
                qk_paper, qk_tl, terms=2 * d_head, scale=qk_scale, chapter="20")
+qk_asym = (qk_tl - qk_tl.T).abs().max().item()
+# were W_QK symmetric, "the same, not transposed" would check nothing
+observation(f"head {layer_i}.{head}'s W_QK: max |W - Wᵀ|, in units of the "
+            "comparison's rounding bound",
+            f"{qk_asym / rounding_bound(2 * d_head, qk_scale):.0f}",
+            chapter="20")
 
 xn = cache[f"blocks.{layer_i}.ln1.hook_normalized"][0] \
     * tl_model.blocks[layer_i].ln1.w + tl_model.blocks[layer_i].ln1.b
 bQ, bK = tl_model.b_Q[layer_i, head], tl_model.b_K[layer_i, head]
 WQ, WK = tl_model.W_Q[layer_i, head], tl_model.W_K[layer_i, head]
-scores = (xn @ qk_tl @ xn.T + (xn @ WQ @ bK)[:, None]
-          + (bQ @ WK.T @ xn.T)[None, :] + bQ @ bK) / math.sqrt(d_head)
+rt = math.sqrt(d_head)
+s_qk = xn @ qk_tl @ xn.T / rt                  # the bilinear form
+s_q = (xn @ WQ @ bK)[:, None] / rt             # x_i W_Q b_K: the query only
+s_k = (bQ @ WK.T @ xn.T)[None, :] / rt         # b_Q W_K x_j: the key only
+s_c = bQ @ bK / rt                             # b_Q b_K: a constant
+scores = s_qk + s_q + s_k + s_c
 hooked = cache["attn_scores", layer_i][0, head]
 # ours: W_QK (d_head), x W_QK x^T (2 d_model), the bias terms and their sum
 # (d_model + 4), the scale (1); TransformerLens's: the projections (d_model +
 # 1), q.k (d_head), scale (1). The terms cancel (the scores are smaller than
 # the products summed), so the scale is that of the summands: |x| |W_Q| |W_K|^T
 # |x|^T plus the bias products
+score_terms = (d_head + 3 * d_model + 5) + (d_model + d_head + 2)
 score_scale = ((xn.abs() @ WQ.abs() + bQ.abs())
                @ (xn.abs() @ WK.abs() + bK.abs()).T).max().item()
 identity_close("bilinear form + three bias terms = TransformerLens's scores",
-               scores, hooked,
-               terms=(d_head + 3 * d_model + 5) + (d_model + d_head + 2),
-               scale=score_scale, chapter="20")
-bias_share = ((scores - xn @ qk_tl @ xn.T / math.sqrt(d_head)).abs().mean()
-              / hooked.abs().mean()).item()
-glue("bias_share", 100 * bias_share)
+               scores, hooked, terms=score_terms, scale=score_scale,
+               chapter="20")
+# the cancellation, in float64 so that rounding is far below the effect of
+# the key term: the pattern from all four terms against the pattern from the
+# bilinear form and the key term alone. The two score arrays differ only by
+# the two row constants' additions (2 roundings) on numbers of size
+# score_scale; a score error d moves a softmax entry by at most 2 max|d| (its
+# derivative is p (d - p.d)), and each softmax adds n + 3 roundings of numbers
+# at most 1
+t_qk, t_q, t_k, t_c = (t.double() for t in (s_qk, s_q, s_k, s_c))
+p_all = torch.softmax(t_qk + t_q + t_k + t_c, -1)
+p_kept = torch.softmax(t_qk + t_k, -1)
+cancel_terms = 2 * 2 + 2 * (n_pos + 3)
+identity_close("the row-constant bias terms (x_i W_Q b_K and b_Q b_K) cancel "
+               "in the softmax: the pattern from the bilinear form + b_Q W_K x_j "
+               "equals the pattern from all four terms (float64)",
+               p_kept, p_all, terms=cancel_terms, scale=score_scale,
+               chapter="20")
+# what each part weighs: the mean size of the key term and of the two
+# row-constant terms, against the mean size of the scores; and how far the
+# pattern moves (largest change of one attention weight) when the key term is
+# dropped, against the cancellation check's bound
+mean_size = hooked.abs().mean()
+key_share = ((s_k.expand_as(hooked)).abs().mean() / mean_size).item()
+const_share = ((s_q + s_c).expand_as(hooked).abs().mean() / mean_size).item()
+key_shift = (torch.softmax(t_qk, -1) - p_kept).abs().max().item()
+pattern_bound = rounding_bound(cancel_terms, score_scale, torch.float64)
+observation(f"head {layer_i}.{head}, sentence 0: mean |b_Q W_K x_j| and mean "
+            "|x_i W_Q b_K + b_Q b_K| as shares of the mean |score|; largest "
+            "change of an attention weight when b_Q W_K x_j is dropped, and the "
+            "cancellation check's bound",
+            f"{100 * key_share:.1f}%, {100 * const_share:.1f}%; "
+            f"{key_shift:.3f} vs {pattern_bound:.1g}", chapter="20")
+glue("key_share", 100 * key_share)
+glue("const_share", 100 * const_share)
+glue("key_shift", key_shift)
 
 # %% [markdown]
-# In this head the three bias terms account for {glue:text}`bias_share:.0f`% of the
-# scores' average size. The framework leaves biases out of its equations, so for it
-# $W_{QK}$ is the whole story; for a model with biases it is most of the story, and how
-# much is left over has to be measured head by head, as here.
+# In this head, on this sentence, the key term $b_Q W_K^\top x_j^\top$ is
+# {glue:text}`key_share:.1f`% of the scores' average size, and leaving it out moves one
+# attention weight by up to {glue:text}`key_shift:.3f`; the two row-constant terms are
+# {glue:text}`const_share:.1f`% of the scores' size and change nothing, because they
+# cancel. The framework leaves biases out of its equations, so for it $W_{QK}$ is the
+# whole story; for a model with biases it is the story up to one key-dependent term per
+# head, whose weight has to be measured head by head, as here. (Elhage et al.'s form can
+# hold it too: append a constant coordinate 1 to $x$ and the key term becomes one more
+# row of $W_{QK}$.)
 #
 # ### The OV circuit
 #
@@ -669,31 +732,52 @@ for name, out in (("TransformerLens z @ W_O", tl_head),
 # ### Full circuits and the unembedding
 #
 # Putting the embedding and unembedding around a circuit gives a vocabulary-by-vocabulary
-# table: the full QK circuit $W_E W_{QK} W_E^\top$ scores each pair of tokens as query and
-# key, and the full OV circuit $W_E W_{OV} W_U$ says how attending to one token changes the
-# logits of each output token (rows: the attended token). In Elhage et al.'s convention
-# they are $W_E^\top W_{QK} W_E$ and $W_U W_{OV} W_E$, with $W_E$ of shape
+# table: the full QK circuit $W_E W_{QK} W_E^\top$ and the full OV circuit
+# $W_E W_{OV} W_U$ (rows: the attended token). In Elhage et al.'s convention they are
+# $W_E^\top W_{QK} W_E$ and $W_U W_{OV} W_E$, with $W_E$ of shape
 # $d_\text{model} \times n_\text{vocab}$ and $W_U$ of shape $n_\text{vocab} \times
-# d_\text{model}$: the QK table is again the same, the OV table transposed. In this model
-# LayerNorm and positional encoding stand between the embedding and the heads, so these
-# tables describe only the direct token-to-token path, an approximation. Even in the
-# attention-only toy models of chapters 14 to 17 they are exact only for the first
-# layer's heads, and there the positions add score terms of their own (chapter
-# {doc}`09_full_circuits`). We compute both from the
-# Annotated Transformer's raw weights and from TransformerLens's `FactoredMatrix`, using
-# the decoder's generator as $W_U$ (cross-attention is where it reads the encoder; here we
-# only check the algebra).
+# d_\text{model}$: the QK table is again the same, the OV table transposed.
+#
+# In the attention-only toys of chapters 14 to 17 these tables are terms of the model:
+# for a first-layer head, the token-token part of its score and the change its write
+# makes to the logits through the residual stream (chapter {doc}`09_full_circuits`; the
+# positions add terms of their own). In this encoder-decoder they are not, and they
+# mean different things:
+#
+# - **Full QK.** Head 1.2 reads the normalised stream after layer 0, which holds the
+#   token embeddings, the positions and everything layer 0 wrote. If we freeze each
+#   LayerNorm's division (treat $1/\sigma$ of each position as a constant), the score
+#   of head 1.2 expands into terms, and the token-token one is
+#   $\frac{1}{\sigma_i \sigma_j} e_i P G\, W_{QK}\, G P e_j^\top$ (with $e$ a row of
+#   $W_E$, $P$ the centring, $G$ the gain), plus terms with the bias $b$ of the
+#   LayerNorm. $W_E W_{QK} W_E^\top$ is that term with the centring, the gain and the
+#   division left out, and with every term from positions and layer 0 dropped: a term
+#   of a linearisation, under those assumptions, for this head and the encoder only.
+# - **Full OV.** The encoder never writes into the logits. Its output, after a final
+#   LayerNorm, is the `memory` that the decoder reads through cross-attention, and the
+#   logits are the decoder's. Every path from an encoder head to a logit therefore passes
+#   through at least one cross-attention head (through its values, or through its keys
+#   and so its pattern) and two LayerNorms, so $W_E W_{OV} W_U$, with no cross-attention
+#   in it, is not a term of this model at all: it does not say how attending to a token
+#   changes the logits. The nearest term, with the LayerNorm divisions and the
+#   cross-attention pattern frozen, is
+#   $W_E W_{OV}^{\text{enc}} W_{OV}^{\text{cross}} W_U$, with centrings and gains
+#   between the factors.
+#
+# So here the two tables are only products of the model's matrices, and we use them
+# for one thing: to check that the two conventions write the same products. We build
+# Elhage et al.'s side from the Annotated Transformer's modules (its `lut.weight` times
+# $\sqrt{d_\text{model}}$ as $W_E$, its generator's `proj.weight` as $W_U$, the head's
+# `nn.Linear` slices) and the other from TransformerLens's `FactoredMatrix`.
 
 # %%
 lut = at_model.src_embed[0].lut.weight * math.sqrt(d_model)
 W_U_at = at_model.generator.proj.weight              # [vocab, d_model]
-full_qk_at = lut @ qk_at @ lut.T
-full_ov_at = lut @ lin[2].weight[hs].T @ lin[3].weight[:, hs].T @ W_U_at.T
-full_qk_tl = (tl_model.W_E @ tl_model.QK[layer_i, head] @ tl_model.W_E.T).AB
-full_ov_tl = (tl_model.W_E @ tl_model.OV[layer_i, head] @ tl_model.W_U).AB
-W_E_paper, W_U_paper = tl_model.W_E.T, tl_model.W_U.T
+W_E_paper, W_U_paper = lut.T, W_U_at    # Elhage: [d_model, vocab], [vocab, d]
 full_qk_paper = W_E_paper.T @ qk_paper @ W_E_paper
 full_ov_paper = W_U_paper @ ov_paper @ W_E_paper
+full_qk_tl = (tl_model.W_E @ tl_model.QK[layer_i, head] @ tl_model.W_E.T).AB
+full_ov_tl = (tl_model.W_E @ tl_model.OV[layer_i, head] @ tl_model.W_U).AB
 # each table is a chain of products with inner sizes d_head, d_model, d_model
 # (in some order), computed twice: 2 (2 d_model + d_head) roundings. The chains
 # cancel, so the scale is the largest entry of the same chain of absolute
@@ -701,17 +785,22 @@ full_ov_paper = W_U_paper @ ov_paper @ W_E_paper
 E_abs = tl_model.W_E.abs()
 qk_chain = (E_abs @ WQ.abs() @ WK.abs().T @ E_abs.T).max().item()
 ov_chain = (E_abs @ WV.abs() @ WO.abs() @ tl_model.W_U.abs()).max().item()
+full_terms = 2 * (2 * d_model + d_head)
 for name, a, b, sc in (
-        ("full QK: raw weights = FactoredMatrix", full_qk_at, full_qk_tl,
-         qk_chain),
-        ("full OV: raw weights = FactoredMatrix", full_ov_at, full_ov_tl,
-         ov_chain),
-        ("full QK: Elhage's W_E^T W_QK W_E is the same table",
+        ("full QK: Elhage's W_E^T W_QK W_E, from the Annotated Transformer's "
+         "lut and nn.Linear slices, is TransformerLens's table (the same)",
          full_qk_paper, full_qk_tl, qk_chain),
-        ("full OV: Elhage's W_U W_OV W_E is the transposed table",
-         full_ov_paper, full_ov_tl.T, ov_chain)):
-    identity_close(name, a, b, terms=2 * (2 * d_model + d_head), scale=sc,
-                   chapter="20")
+        ("full OV: Elhage's W_U W_OV W_E, from the Annotated Transformer's "
+         "proj, nn.Linear slices and lut, is TransformerLens's table "
+         "transposed", full_ov_paper, full_ov_tl.T, ov_chain)):
+    identity_close(name, a, b, terms=full_terms, scale=sc, chapter="20")
+ov_asym = (full_ov_tl - full_ov_tl.T).abs().max().item()
+# the two vocabularies have the same size here, so the shapes would not catch a
+# missing transpose; the table's asymmetry does
+observation(f"head {layer_i}.{head}'s full OV table: max |M - Mᵀ|, in units "
+            "of the comparison's rounding bound",
+            f"{ov_asym / rounding_bound(full_terms, ov_chain):.0f}",
+            chapter="20")
 
 # the unembedding on the decoder's real output
 tgt_in = tgt[:, :-1]
@@ -749,7 +838,7 @@ identity("unlike the paper, the target embedding and the unembedding are "
 # reverses and each factor that is transposed between the conventions ($W_{OV}$, the
 # embeddings) stays transposed. Bilinear forms ($W_{QK}$ and the tables built from it,
 # like the **positional circuit** $W_\text{pos} W_{QK} W_\text{pos}^\top$) are the same
-# matrix either way. The **direct path** from token to logits, $W_E W_U$, is transposed.
+# matrix either way. The **direct path** $W_E W_U$ is transposed.
 # The three **composition** matrices (chapter {doc}`18_composition`) are transposed with
 # their factors reversed, and with one consequence that is easy to get wrong: in rows,
 # Q-composition is $W_{OV}^A W_{QK}^B$ and K-composition carries the transpose,
@@ -760,8 +849,20 @@ identity("unlike the paper, the target embedding and the unembedding are "
 # $A^B A^A$ and OV matrix $W_{OV}^A W_{OV}^B$ in rows; Elhage et al. write it
 # $(A^B A^A) \otimes (W_{OV}^B W_{OV}^A)$. We check every one of these rows on the
 # encoder's weights, for each writer head of layer 0 into head 1.2, from
-# TransformerLens's matrices on one side and from the Annotated Transformer's
-# `nn.Linear` slices (Elhage et al.'s matrices) on the other.
+# TransformerLens's matrices on one side and, on Elhage et al.'s side, from the
+# Annotated Transformer's own modules: the `nn.Linear` slices, `lut.weight`, the
+# generator's `proj.weight` and the positional encoding's fixed buffer `pe`. (The virtual
+# head's two patterns and its input stream are activations, not weights; both sides
+# take them from the same run.)
+#
+# As with the full circuits, in this encoder-decoder these are products of the model's
+# matrices, checked here for their notation, and not paths of the model as they stand.
+# The source embedding reaches the logits only through the decoder's cross-attention,
+# so $W_E W_U$ with this $W_E$ is no path; the model's direct path starts at the
+# decoder's target embedding (`tgt_embed[0].lut`) and passes the decoder's final
+# LayerNorm. Between the two encoder layers stands layer 1's LayerNorm, so a
+# composition or a virtual head is a term of the model only with that LayerNorm's
+# division frozen and its centring and gain put between the factors.
 
 # %%
 lin0 = enc.layers[0].self_attn.linears
@@ -835,7 +936,7 @@ identity_close("virtual head a -> 1.2: the row form (pattern, stream, then "
 
 # the direct path and the positional circuit
 direct_tl = tl_model.W_E @ tl_model.W_U              # [d_vocab, d_vocab_out]
-direct_paper = W_U_paper @ W_E_paper                     # Elhage: W_U W_E
+direct_paper = W_U_paper @ W_E_paper     # Elhage: W_U W_E (proj, lut)
 direct_scale = (E_abs @ tl_model.W_U.abs()).max().item()
 identity_close("direct path: Elhage's W_U W_E is the transpose of "
                "TransformerLens's W_E W_U", direct_paper, direct_tl.T,
@@ -843,7 +944,8 @@ identity_close("direct path: Elhage's W_U W_E is the transpose of "
                scale=direct_scale, chapter="20")
 W_pos = tl_model.W_pos                                   # [n_ctx, d_model]
 pos_tl = W_pos @ qk_B @ W_pos.T
-W_pos_paper = W_pos.T                          # [d_model, n_ctx], columns
+# Elhage's side: the Annotated Transformer's fixed sinusoid, as columns
+W_pos_paper = at_model.src_embed[1].pe[0, :W_pos.shape[0]].T  # [d, n_ctx]
 pos_paper = W_pos_paper.T @ qk_paper @ W_pos_paper       # W_pos^T W_QK W_pos
 pos_scale = (W_pos.abs() @ WQ.abs() @ WK.abs().T @ W_pos.abs().T).max().item()
 pos_terms = 2 * (2 * d_model + d_head)
@@ -857,12 +959,20 @@ observation(f"head {layer_i}.{head}'s positional table: max |P - Pᵀ|, in "
             "units of the comparison's rounding bound",
             f"{asym / rounding_bound(pos_terms, pos_scale):.0f}",
             chapter="20")
+glue("qk_asym_units", qk_asym / rounding_bound(2 * d_head, qk_scale))
+glue("ov_asym_units", ov_asym / rounding_bound(full_terms, ov_chain))
+glue("pos_asym_units", asym / rounding_bound(pos_terms, pos_scale))
 
 # %% [markdown]
 # Every row holds to rounding. The checks have teeth: for these heads the Q- and
 # K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a composition
 # formula carried across conventions without reversing it gives visibly different
-# scores, and the positional table is far from symmetric, so a transpose would show.
+# scores. $W_{QK}$, the full OV table and the positional table are far from symmetric
+# (their largest asymmetries are {glue:text}`qk_asym_units:.1e`,
+# {glue:text}`ov_asym_units:.0f` and {glue:text}`pos_asym_units:.0f` times the rounding
+# bounds of their comparisons), so a transpose put in or left out would show. And since
+# Elhage et al.'s side is built from the Annotated Transformer's modules, not from
+# TransformerLens's tensors, a wrong mapping in any of these rows would fail its check.
 #
 # ### Exploring the table
 #
@@ -954,9 +1064,17 @@ explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
 #   attention patterns, residual stream, feed-forward outputs and final output to
 #   rounding.
 # - $W_{QK}$ is the same matrix in both conventions; $W_{OV}$ is transposed
-#   ($W_{OV}^\text{Elhage} = (W_{OV}^\text{TL})^\top$), and so is the full OV circuit.
-#   Biases add three terms to the attention score that the framework leaves out; in the
-#   head we checked they carry {glue:text}`bias_share:.0f`% of the score's size.
+#   ($W_{OV}^\text{Elhage} = (W_{OV}^\text{TL})^\top$), and so is the full OV table.
+#   Biases add three terms to the attention score that the framework leaves out. Two of
+#   them, $x_i W_Q b_K^\top$ and $b_Q b_K^\top$, are constant along a query's row and
+#   cancel in the softmax; only $b_Q W_K^\top x_j^\top$, which depends on the key,
+#   changes the pattern. In head 1.2 on one sentence it is
+#   {glue:text}`key_share:.1f`% of the score's size and moves an attention weight by up to
+#   {glue:text}`key_shift:.3f`.
+# - In the encoder-decoder, the full-circuit and direct-path tables are products of its
+#   matrices, not paths: an encoder head reaches the logits only through cross-attention,
+#   and LayerNorms stand between the factors. Here they check notation; the full QK
+#   table is at most a term of a linearisation with LayerNorm's division frozen.
 # - Chains of matrices follow the same rule: in the other convention the factors come in
 #   reverse order, and whatever was transposed stays transposed. The positional circuit
 #   is the same table in both; the direct path, the three composition matrices and a

@@ -31,6 +31,18 @@ throughput in submissions per minute.
 Writes, into the output folder (default ``_build/grades``), only after every job has ended:
   grades.csv              student, assignment, problem, score, max, feedback
   feedback/<student>.txt  one readable report per student
+  results/<student>.json  for the instructor: each problem's score, its outcome (passed, a named
+                          mistake, not attempted, an error, or failed unnamed) and the check's own
+                          category of the mistake (``Result.mistake``), or what the error was
+  report.html, report.csv the class report (scripts/class_report.py): the score distribution, each
+                          problem's pass rate, and how many students made each named mistake
+
+The mistake's category reaches the grader on a line of its own: each bundle is graded from a
+copy (:func:`reporting_bundle`) whose tests' assertion message ends with ``[CHECK] {json}`` (the
+check's ``Result.exercise``, ``Result.mistake`` and the start of its message, which says "not
+attempted yet" or "your function raised ..."). That line comes from the submission's kernel, so
+a submission could forge it (for itself only, as it could its score): it is read only for its own
+problem, its category kept only when short and of plain characters, and never shown to a student.
 
 The assignment of a submission is read from its notebook metadata (``circuitbook.assignment``,
 set in the student version), or given with ``--assignment``. The student is the file's stem.
@@ -64,14 +76,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import pprint
 import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import class_report  # noqa: E402
 import grade_job  # noqa: E402
 import variants  # noqa: E402
 
@@ -109,6 +124,26 @@ def assignment_of(path: Path) -> str | None:
     return nb.metadata.get("circuitbook", {}).get("assignment")
 
 
+def untouched(path: Path, template: Path) -> set[str]:
+    """The problems whose answer cell the submission at ``path`` hands back as it was handed out
+    (the same source as in the student notebook ``template``): not attempted, whatever the test
+    then says (an untouched value problem's test raises NameError: its variable is undefined)."""
+    def answers(file: Path) -> dict[str, str]:
+        try:
+            nb = nbformat.read(file, as_version=4)
+        except Exception:  # noqa: BLE001 - an unreadable notebook has no answers
+            return {}
+        out = {}
+        for cell in nb.cells:
+            tests = cell.get("metadata", {}).get("otter", {}).get("tests") or [None]
+            if "otter_answer_cell" in cell.get("metadata", {}).get("tags", []) and isinstance(tests[0], str):
+                out.setdefault(tests[0], cell.source.strip())
+        return out
+
+    handed_out = answers(template)
+    return {q for q, source in answers(path).items() if handed_out.get(q) == source}
+
+
 def package_dir() -> Path:
     """The folder of the ``circuitbook`` package this grader imports: bound read-only into each job."""
     return Path(importlib.util.find_spec("circuitbook").submodule_search_locations[0]).resolve()
@@ -127,13 +162,37 @@ def smollm2_cache() -> Path | None:
     return cache_dir() if (cache_dir() / "smollm2-135m" / key / "meta.json").is_file() else None
 
 
+class Graded(NamedTuple):
+    """One problem of one submission: its score, the student's feedback line, and for the
+    instructor's report its ``status`` (passed, mistake, not attempted, error or failed: see
+    :func:`outcome`) with the check's category of
+    the mistake (``Result.mistake``, when the status is "mistake") or what the error was."""
+
+    score: float
+    max: float
+    feedback: str
+    status: str = "error"
+    mistake: str | None = None
+    error: str | None = None
+
+
+# why a job gave no results for its problems, as the report counts them
+STOPPED = {"time limit": "stopped at the time limit", "memory": "stopped at the memory limit"}
+JOB_ERRORS = {**{why: "the notebook's kernel died" for _, why in grade_job.FAILURES},
+              grade_job.NO_RESULTS: "the notebook did not run to the end"}
+NOT_REACHED = "no result for this problem (the notebook did not reach it)"
+GRADER_FAILED = "the grader itself failed on this submission: ask the instructor"
+
+
 def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: grade_job.Limits = grade_job.Limits(),
-              cache: Path | None = None) -> dict[str, tuple[float, float, str]]:
-    """{problem: (score, max, feedback)} for one submission graded with ``bundle`` (an autograder.zip)
-    in its own sandbox (scripts/grade_job.py; ``slot``: which of the concurrent jobs it is);
-    never raises."""
+              cache: Path | None = None) -> dict[str, Graded]:
+    """{problem: Graded} for one submission graded with ``bundle`` (an autograder.zip, best one
+    that :func:`reporting_bundle` made) in its own sandbox (scripts/grade_job.py; ``slot``: which
+    of the concurrent jobs it is); never raises."""
     problems = problems_in(bundle)
-    zero = lambda reason: {p: (0.0, 1.0, reason) for p in problems}  # noqa: E731
+
+    def zero(reason: str, error: str) -> dict[str, Graded]:
+        return {p: Graded(0.0, 1.0, reason, "error", None, error) for p in problems}
     files = {"grade_job.py": JOB, "submission.ipynb": path, "autograder.zip": bundle}
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp, \
             open(Path(tmp) / "stdout", "w+b") as out, open(Path(tmp) / "stderr", "w+b") as err, \
@@ -146,7 +205,7 @@ def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: gra
         finally:
             _kill_group(proc)
         if stopped:
-            return zero(stopped)
+            return zero(stopped, STOPPED["time limit"] if stopped.startswith("grading stopped after") else STOPPED["memory"])
         out.seek(0)
         lines = out.read(1 << 20).decode(errors="replace").strip().splitlines()
         err.seek(0)
@@ -157,10 +216,11 @@ def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: gra
     except (ValueError, IndexError, KeyError, TypeError):
         # the sandbox itself failed: bwrap's message is for the instructor, not the student
         print(f"{path.stem}: the grading job failed: {trouble[-400:]}", file=sys.stderr)
-        return zero("the grader itself failed on this submission: ask the instructor")
+        return zero(GRADER_FAILED, "the grader failed")
     if not isinstance(data, dict):
         why = report.get("failure")
-        return zero(why if why in grade_job.REASONS else grade_job.NO_RESULTS)
+        why = why if why in grade_job.REASONS else grade_job.NO_RESULTS
+        return zero(why, JOB_ERRORS[why])
     results = {}
     for test in data.get("tests", []) if isinstance(data.get("tests"), list) else []:
         name = test.get("name") if isinstance(test, dict) else None
@@ -170,9 +230,10 @@ def grade_one(path: Path, bundle: Path, timeout: int, slot: int = 0, limits: gra
             score, top = float(test.get("score") or 0.0), float(test.get("max_score") or 1.0)
         except (TypeError, ValueError):
             score, top = 0.0, 1.0
-        results[name] = (score, top, feedback(str(test.get("output", "")), score >= top, name))
+        output = str(test.get("output", ""))
+        results[name] = Graded(score, top, feedback(output, score >= top, name), *outcome(output, score >= top, name))
     for p in problems:
-        results.setdefault(p, (0.0, 1.0, "no result for this problem (the notebook did not reach it)"))
+        results.setdefault(p, Graded(0.0, 1.0, NOT_REACHED, "error", None, "not reached"))
     return results
 
 
@@ -251,6 +312,75 @@ def feedback(output: str, passed: bool, problem: str) -> str:
     return "the test failed (run the check in your notebook to see why)"
 
 
+_CHECK_DATA = re.compile(r"^\[CHECK\] (\{.*\})$")
+_CATEGORY = re.compile(r"^[\w .,:'()\[\]{}^+\-/]{1,80}$")
+UNRECOGNISED = "(a category the checks do not use)"
+
+
+def outcome(output: str, passed: bool, problem: str) -> tuple[str, str | None, str | None]:
+    """(status, mistake, error) of one problem for the instructor's report, from otter's output:
+    "passed"; "mistake" with the check's ``Result.mistake`` (read from the ``[CHECK]`` line that
+    :func:`reporting_bundle`'s tests add to their assertion message); "not attempted" (the check's
+    "not attempted yet"); "error" with what raised (the answer, or the test: a name the test needs
+    undefined); else "failed" (a check's verdict without a category, or a bundle without the line)."""
+    if passed:
+        return "passed", None, None
+    lines = [line.strip() for line in output.splitlines()]
+    for line in lines:
+        found = _CHECK_DATA.match(line)
+        if not found:
+            continue
+        try:
+            data = json.loads(found.group(1))
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or data.get("exercise") != problem:
+            continue
+        start, mistake = str(data.get("message", "")), data.get("mistake")
+        if mistake is not None:
+            return "mistake", mistake if isinstance(mistake, str) and _CATEGORY.match(mistake) else UNRECOGNISED, None
+        if start.startswith("not attempted"):
+            return "not attempted", None, None
+        raised = re.match(r"your function raised (\w+)", start)
+        if raised:
+            return "error", None, f"the answer raised {raised.group(1) if raised.group(1) in BUILTIN_ERRORS else 'an exception'}"
+        return "failed", None, None
+    if any(_CHECK_LINE.search(line) for line in lines):
+        return "failed", None, None
+    for line in reversed(lines):
+        name = re.match(r"^(\w+)(:|$)", line)
+        if name and name.group(1) in BUILTIN_ERRORS:
+            return "error", None, f"the test raised {name.group(1)}"
+    return "failed", None, None
+
+
+_ASSERT = ">>> assert _result.passed, _result.graded()\n"
+# the assertion message of reporting_bundle's tests: the check's line, then its category as JSON
+_REPORTED = (">>> assert _result.passed, _result.graded() + chr(10) + '[CHECK] ' + __import__('json').dumps("
+             "{'exercise': _result.exercise, 'mistake': _result.mistake, 'message': str(_result.message)[:40]}, "
+             "default=str)\n")
+
+
+def reporting_bundle(bundle: Path, out: Path) -> Path:
+    """A copy of ``bundle`` whose tests end their assertion message with the check's category
+    (``[CHECK] {"exercise", "mistake", "message"}``: the start of the message only); the
+    student's feedback (:func:`feedback`) keeps only the check's line and hint, as before."""
+    with zipfile.ZipFile(bundle) as z:
+        entries = [(info, z.read(info.filename)) for info in z.infolist()]
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for info, payload in entries:
+            if info.filename.startswith("tests/") and info.filename.endswith(".py") and _ASSERT[:-1].encode() in payload:
+                scope: dict = {}
+                exec(compile(payload.decode(), "<otter test>", "exec"), scope)  # noqa: S102 - our own bundle's test
+                for suite in scope["test"]["suites"]:
+                    for case in suite["cases"]:
+                        case["code"] = case["code"].replace(_ASSERT, _REPORTED)
+                payload = (f"OK_FORMAT = {scope['OK_FORMAT']!r}\n\n"
+                           f"test = {pprint.pformat(scope['test'], indent=4, width=120)}\n").encode()
+            z.writestr(info, payload)
+    return out
+
+
 BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
 EXPLAIN = {"NameError": "a name the test needs is not defined (did the cell that defines it run?)"}
 
@@ -282,19 +412,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     limits = grade_job.Limits(memory=int(args.memory * 2**30))
     cache = smollm2_cache()
-    graded, unknown, flags = {}, {}, {}
+    graded, unknown, flags, blank = {}, {}, {}, {}
     todo = []
     rosters, key = {}, None
-    scratch = Path(tempfile.mkdtemp(prefix="variant-bundles-"))  # the variants' bundles
+    scratch = Path(tempfile.mkdtemp(prefix="variant-bundles-"))  # the reporting and the variants' bundles
     for path in subs:
         assignment = args.assignment or assignment_of(path)
-        base = args.assignments / (assignment or "?") / "autograder" / "autograder.zip"
-        if assignment is None or not base.exists():
+        built = args.assignments / (assignment or "?") / "autograder" / "autograder.zip"
+        if assignment is None or not built.exists():
             unknown[path.stem] = (assignment or "?", None)
             continue
+        base = scratch / f"{assignment}.zip"
+        if not base.exists():  # its tests also say the check's category of a mistake
+            reporting_bundle(built, base)
         if assignment not in rosters:
             rosters[assignment] = roster_of(assignment, args.assignments, args.roster)
         roster = rosters[assignment]
+        template = args.assignments / assignment / "student" / f"{assignment}.ipynb"
+        blank[(path.stem, assignment)] = untouched(path, template) if template.exists() else set()
         if roster is None:
             todo.append((path, assignment, base))
             continue
@@ -326,32 +461,45 @@ def main(argv: list[str] | None = None) -> int:
             tqdm(total=len(todo), unit="submission", desc=f"grading (JOBS={jobs})", file=sys.stderr) as bar:
         futures = {pool.submit(graded_in_a_slot, path, own): (path.stem, assignment) for path, assignment, own in todo}
         for future in as_completed(futures):
-            graded[futures[future]] = future.result()
+            results = future.result()
+            for problem in blank[futures[future]] & set(results):
+                if results[problem].status not in ("passed", "not attempted"):
+                    results[problem] = results[problem]._replace(status="not attempted", mistake=None, error=None)
+            graded[futures[future]] = results
             bar.update()
             bar.set_postfix_str(f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}/min")
     elapsed = time.monotonic() - start
     shutil.rmtree(scratch)
 
     (args.out / "feedback").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.out / "results", ignore_errors=True)  # the report counts this run's submissions only
+    (args.out / "results").mkdir()
     rows = []
     reason = ("not a notebook of a known assignment (unreadable, or its metadata names no assignment "
               "that `make assignments` built)")
     for student, (assignment, why) in sorted(unknown.items()):
         rows.append([student, assignment, "*", 0.0, 0.0, why or reason])
         (args.out / "feedback" / f"{student}.txt").write_text(f"{student}: {why or reason}\n")
+        _write_json(args.out / "results" / f"{student}.json",
+                    {"student": student, "assignment": assignment, "ungraded": "not on the roster" if why else
+                     "not a notebook of a known assignment"})
         print(f"{student:20s} ? {why or reason}")
     for (student, assignment), results in sorted(graded.items()):
-        total = sum(s for s, _, _ in results.values())
-        top = sum(m for _, m, _ in results.values())
+        total = sum(r.score for r in results.values())
+        top = sum(r.max for r in results.values())
         lines = [f"{student}: {assignment}: {total:g} / {top:g}", ""]
-        for problem, (score, mx, feedback) in sorted(results.items()):
-            rows.append([student, assignment, problem, score, mx, feedback])
-            lines.append(f"{problem}: {score:g} / {mx:g}  {feedback}")
+        for problem, r in sorted(results.items()):
+            rows.append([student, assignment, problem, r.score, r.max, r.feedback])
+            lines.append(f"{problem}: {r.score:g} / {r.max:g}  {r.feedback}")
         flag = flags.get((student, assignment))
         if flag:
             rows.append([student, assignment, "variant", 0.0, 0.0, flag])
             lines.append(f"variant: {flag}")
         (args.out / "feedback" / f"{student}.txt").write_text("\n".join(lines) + "\n")
+        _write_json(args.out / "results" / f"{student}.json", {
+            "student": student, "assignment": assignment, "score": total, "max": top, "flagged": bool(flag),
+            "problems": {problem: {"score": r.score, "max": r.max, "status": r.status, "mistake": r.mistake,
+                                   "error": r.error} for problem, r in sorted(results.items())}})
         print(f"{student:20s} {assignment}: {total:g} / {top:g}{'  FLAGGED' if flag else ''}")
     with open(args.out / "grades.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -361,7 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"graded {len(todo)} submission(s) in {elapsed:.1f} s with JOBS={jobs}: {rate:.2f} submissions/minute"
           " (sandboxed)")
     print(f"wrote {args.out / 'grades.csv'} and {len(subs)} feedback file(s) in {args.out / 'feedback'}")
+    html_path, csv_path = class_report.write_report(args.out)
+    print(f"wrote the class report: {html_path} (open it in a browser) and {csv_path}")
     return 0
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

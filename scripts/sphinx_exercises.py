@@ -14,6 +14,11 @@ template (the ``exercise`` cell) keeps its code, but where its check would print
 yet" (the site has no kernel, so nobody has attempted anything) the page says where the check
 runs; the reference solution and its passing check sit in one collapsed block below it. The
 notebooks themselves are unchanged: in JupyterLab and on Colab the template runs its check.
+
+The course site (``make course``, scripts/course.py) sets ``circuitbook_course``: its notebooks
+have no solution cells at all, each exercise's note names the check that grades it in the
+notebook, and the index lists each exercise as assigned, read from its template. A solution
+cell that reached a course page anyway is removed, with a warning that fails the build.
 """
 
 from __future__ import annotations
@@ -61,6 +66,25 @@ def exercises_of(nb) -> list[dict]:
     return out
 
 
+def assigned_of(nb) -> list[dict]:
+    """Every exercise of a notebook, read from its student templates (the ``exercise`` cells):
+    id, code cell number and the check's call as the template makes it (the course's index)."""
+    out, n = [], 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        n += 1
+        if "exercise" not in cell.metadata.get("tags", []):
+            continue
+        calls = CHECK_CALL_LINE.findall(cell.source)
+        if calls:
+            out.append({"id": CHECK_CALL.match(calls[-1]).group(1), "cell": n, "call": calls[-1]})
+    return out
+
+
+CHECK_CALL_LINE = re.compile(r"^checks\.\w+\(.*\)\s*$", re.M)
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
@@ -73,6 +97,8 @@ class ExerciseIndex(Directive):
 
         env = self.state.document.settings.env
         known = all_exercises()
+        if env.config.circuitbook_course:
+            return self._course(env, known)
         rows, chapters = [], 0
         for docname, title, nb in executed_chapters(self):
             found = exercises_of(nb)
@@ -105,10 +131,41 @@ class ExerciseIndex(Directive):
                                 container)
         return [container]
 
+    def _course(self, env, known):
+        rows, chapters = [], 0
+        for docname, title, nb in executed_chapters(self):
+            found = assigned_of(nb)
+            chapters += bool(found)
+            rows += [(docname, title, ex) for ex in found]
+        lines = ["| chapter | exercise | what it asks | where it is checked |", "|---|---|---|---|"]
+        for docname, title, ex in rows:
+            exercise = known.get(ex["id"])
+            if exercise is None:
+                logger.warning(f"exercise-index: {docname} checks {ex['id']!r}, which circuitbook.checks "
+                               "does not define", location=(env.docname, self.lineno))
+            what = exercise.title if exercise is not None else "(not defined in circuitbook.checks)"
+            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_escape(what)} "
+                         f"| in the notebook, by `{_escape(ex['call'].strip())}` |")
+        intro = (f"{len(rows)} exercises in {chapters} chapters. Each is done in its chapter's notebook, "
+                 "where the check on the exercise cell's last line grades it.")
+        container = nodes.container(classes=["exercise-index"])
+        self.state.nested_parse(StringList([intro, ""] + lines, source="exercise-index"), self.content_offset,
+                                container)
+        return [container]
+
 
 EXERCISE_NOTE = ("Your answer is checked here when this cell runs. Open the chapter on Colab or in "
                  "JupyterLab (the launch buttons at the top of the page), write your code in place of "
                  "the placeholder, and run the cell.")
+#: the course site's note: where the exercise is done and which check grades it
+COURSE_NOTE = {
+    "download": ("Do this exercise in the chapter's notebook (the download button at the top of the page "
+                 "gives it; open it in JupyterLab or on Colab): write your code in place of the "
+                 "placeholder and run the cell. The check on its last line, {call}, grades it there."),
+    "colab": ("Do this exercise in the chapter's notebook (the Colab button at the top of the page opens "
+              "it; the download button gives it for JupyterLab): write your code in place of the "
+              "placeholder and run the cell. The check on its last line, {call}, grades it there."),
+}
 SOLUTION_PROMPT = ("Show the solution and its check", "Hide the solution")
 
 
@@ -126,14 +183,22 @@ class StaticExercises(SphinxPostTransform):
     formats = ("html",)
 
     def run(self, **kwargs):
+        course = self.config.circuitbook_course
         for cell in list(self.document.findall(nodes.container)):
             if cell.get("nb_element") != "cell_code":
                 continue
             tags = _tags(cell)
             if "exercise" in tags:
                 outputs = [c for c in cell.children if c.get("nb_element") == "cell_code_output"]
-                note = nodes.container(classes=["cb-exercise-note"])
-                note += nodes.paragraph(EXERCISE_NOTE, EXERCISE_NOTE)
+                note = nodes.container(classes=["cb-exercise-note"] + (["cb-course-note"] if course else []))
+                if course:
+                    source = "".join(c.astext() for c in cell.children if c.get("nb_element") == "cell_code_source")
+                    calls = CHECK_CALL_LINE.findall(source)
+                    call = calls[-1].strip() if calls else "checks"
+                    before, after = COURSE_NOTE[course].split("{call}")
+                    note += nodes.paragraph("", "", nodes.Text(before), nodes.literal(call, call), nodes.Text(after))
+                else:
+                    note += nodes.paragraph(EXERCISE_NOTE, EXERCISE_NOTE)
                 if outputs:
                     cell.replace(outputs[0], note)
                     for extra in outputs[1:]:
@@ -141,6 +206,9 @@ class StaticExercises(SphinxPostTransform):
                 else:
                     cell += note
                 cell["classes"].append("cb-exercise")
+            elif "solution" in tags and course:
+                logger.warning("a solution cell reached a course page: removed", location=cell)
+                cell.parent.remove(cell)
             elif "solution" in tags:
                 cell["hide_mode"] = "all"
                 cell["prompt_show"], cell["prompt_hide"] = SOLUTION_PROMPT
@@ -148,6 +216,9 @@ class StaticExercises(SphinxPostTransform):
 
 
 def setup(app):
+    # "" on the self-study site; "download" or "colab" on the course site (scripts/course.py):
+    # how its readers get the student notebook
+    app.add_config_value("circuitbook_course", "", "env", [str])
     app.add_post_transform(StaticExercises)
     app.add_directive("exercise-index", ExerciseIndex)
     app.connect("env-get-outdated", rebuild_always("{exercise-index}"))

@@ -30,10 +30,16 @@ model's shapes; ``E[score^2] = 1/d_model`` exactly, :func:`expected_squared_scor
 :func:`rotated_baseline` (the model's own heads with their outputs Haar-randomly rotated, which
 keeps every head's singular values: the null for trained heads). Both go through d_head x d_head
 Gram matrices, on the model's (or the given) device; see benchmarks/bench_baseline.py.
+
+The *partner rule* of chapters 17 and 18 asks which writers stand out of a reader's crowd:
+:func:`rotated_key_scores` (K-composition scores into chosen readers, the reader's key input
+turned by random rotations), :func:`robust_z` (a writer's distance from its crowd's median in
+MADs) and :func:`partner_rule` (the threshold those rotations set).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import torch
@@ -41,7 +47,7 @@ from transformer_lens import FactoredMatrix
 
 from circuitbook.devices import resolve_device
 from circuitbook.neurons import haar_rotation
-from circuitbook.validate import check_layer_head, check_model_device_dtype
+from circuitbook.validate import check_heads, check_layer_head, check_model_device_dtype
 
 if TYPE_CHECKING:  # annotations only (they are postponed)
     from jaxtyping import Float, Int
@@ -50,9 +56,12 @@ if TYPE_CHECKING:  # annotations only (they are postponed)
 __all__ = [
     "composition_scores",
     "expected_squared_score",
+    "partner_rule",
     "random_baseline",
     "random_scores",
+    "robust_z",
     "rotated_baseline",
+    "rotated_key_scores",
     "virtual_ov",
     "KINDS",
 ]
@@ -322,6 +331,147 @@ def rotated_baseline(model: HookedTransformer, kind: str, n_samples: int = 16, s
             U = haar_rotation(d_model, g, dt)
             null.append(_scores(W_Q, W_K, W_V, W_O @ U, kind))
         return torch.stack(null)
+
+
+# --- the partner rule (chapters 17 and 18) ----------------------------------------------------
+
+# z* is this largest of the rotated maxima: the 95th percentile of the chapters' 100 draws.
+_PARTNER_RANK = 5
+# Robust z: the MAD times this estimates the standard deviation of normal data (1 / Phi^-1(3/4)).
+_MAD_TO_SD = 1.4826
+
+
+def rotated_key_scores(model, readers, n_draws: int = 100, seed: int = 0
+                       ) -> dict[tuple[int, int], Float[torch.Tensor, "n_draws_plus_1 n_writers"]]:
+    """K-composition scores of every earlier head into each reader, the reader's key input
+    turned by random rotations: the null of the partner rule (:func:`partner_rule`).
+
+    Equation (row vectors): draw k of reader ``B = (l, h)`` scores writer ``A`` (every head of
+    layers ``0..l-1``) as ``||W_OV^A U_k W_K^B W_Q^B^T||_F / (||W_OV^A||_F ||W_K^B W_Q^B^T||_F)``,
+    K-composition (:func:`composition_scores`, ``kind="K"``) with the reader's key input
+    rotated by an orthogonal ``U_k`` [d_model, d_model]; the norms are unchanged by ``U_k``.
+    Only ``U_k W_K = F_k R`` is needed, with ``W_K = Q_K R`` (QR) and ``F_k = U_k Q_K`` a random
+    orthonormal frame [d_model, d_head]: ``F_k`` is the Q factor of the k-th standard normal
+    [d_model, d_head] matrix drawn by a CPU generator seeded ``seed + 1000 l + h`` (in the
+    compute dtype; torch.linalg.qr, no sign correction of its columns), so a reader gets the
+    same frames on every page and device. With ``G_A = W_OV^A^T W_OV^A`` (through the Cholesky
+    factor of ``W_V^A^T W_V^A``) and ``C = R chol(W_Q^T W_Q)``, the squared numerator is
+    ``<G_A, F C C^T F^T>_F`` and the reader's squared norm ``||C||_F^2``: one inner product per
+    writer and draw, no d_model x d_model product per pair. The last draw uses ``F = Q_K``
+    (no rotation) and gives back ``composition_scores(model, "K")[:l, :, l, h]`` to rounding.
+    ``model``: a HookedTransformer or any object with its ``W_Q``, ``W_K``, ``W_V``, ``W_O``
+    (e.g. a copy with each layer's RMSNorm gain folded into ``W_Q``, ``W_K``, ``W_V``, as both
+    chapters score SmolLM2); grouped-query models pass the expanded per-head ``W_K``, ``W_V``.
+    Every ``W_V`` and ``W_Q`` of the heads used must have full column rank (Cholesky).
+    Shapes: ``W_Q, W_K, W_V`` [n_layers, n_heads, d_model, d_head], ``W_O`` [n_layers, n_heads,
+    d_head, d_model]; ``readers`` (layer, head) pairs with layer >= 1 (as
+    :func:`circuitbook.validate.check_heads` takes them). Returns {(l, h): [n_draws + 1,
+    l * n_heads]}, writer ``(l1, h1)`` in column ``l1 * n_heads + h1``, draws ``0..n_draws-1``
+    rotated and the last unrotated, on the weights' device in their dtype promoted to at least
+    float32.
+
+    Taught in chapters 17 (its second part, the senders of the induction heads) and 18
+    (Composition scores, the partner rule).
+    """
+    weights = [getattr(model, name, None) for name in ("W_Q", "W_K", "W_V", "W_O")]
+    if not all(isinstance(w, torch.Tensor) for w in weights):
+        raise TypeError("rotated_key_scores needs a model (or weights object) with tensors W_Q, W_K, W_V and W_O, "
+                        f"got {type(model).__name__}")
+    W_Q, W_K, W_V, W_O = weights
+    if W_K.ndim != 4:
+        raise ValueError(f"W_K must be [n_layers, n_heads, d_model, d_head], got {tuple(W_K.shape)}")
+    L, n_heads, d, r = W_K.shape
+    want = {"W_Q": (L, n_heads, d, r), "W_V": (L, n_heads, d, r), "W_O": (L, n_heads, r, d)}
+    for name, w in zip(("W_Q", "W_V", "W_O"), (W_Q, W_V, W_O)):
+        if tuple(w.shape) != want[name]:
+            raise ValueError(f"{name} must have shape {list(want[name])} to match W_K {list(W_K.shape)}, "
+                             f"got {list(w.shape)}")
+    if any(w.device != W_K.device or w.dtype != W_K.dtype for w in weights) or not W_K.is_floating_point():
+        raise TypeError("rotated_key_scores needs W_Q, W_K, W_V, W_O on one device in one floating dtype, got "
+                        + ", ".join(f"{w.dtype} on {w.device}" for w in weights))
+    if isinstance(n_draws, bool) or not isinstance(n_draws, int) or n_draws < 1:
+        raise ValueError(f"n_draws must be an int >= 1, got {n_draws!r}")
+    # the one head validator, reading the sizes from the weights (a weights object has no cfg)
+    readers = check_heads(SimpleNamespace(cfg=SimpleNamespace(n_layers=L, n_heads=n_heads)), readers)
+    if not readers:
+        raise ValueError("readers is empty: give at least one (layer, head) pair")
+    if any(l == 0 for l, _ in readers):
+        raise ValueError(f"a reader in layer 0 has no earlier heads to read from: {readers}")
+    dt = torch.promote_types(W_K.dtype, torch.float32)
+    last = max(l for l, _ in readers)
+    out = {}
+    with torch.no_grad():
+        W_Q, W_K, W_V, W_O = (w.to(dt) for w in weights)
+        W_ov = torch.linalg.cholesky(  # ||W_OV x|| = ||L^T W_O x||, L L^T = W_V^T W_V
+            (W_V[:last].mT @ W_V[:last]).double()).to(dt).mT @ W_O[:last]
+        G = (W_ov.mT @ W_ov).reshape(-1, d * d)  # writer Grams G_A, flat
+        norm_a = G.view(-1, d, d).diagonal(dim1=-2, dim2=-1).sum(-1)  # ||W_OV^A||_F^2
+        for l, h in readers:
+            gen = torch.Generator().manual_seed(seed + 1000 * l + h)  # one stream per reader
+            Q_K, R = torch.linalg.qr(W_K[l, h])
+            C = R @ torch.linalg.cholesky((W_Q[l, h].mT @ W_Q[l, h]).double()).to(dt)
+            F = torch.linalg.qr(torch.randn(n_draws, d, r, generator=gen, dtype=dt)).Q.to(W_K.device)
+            FC = torch.cat([F, Q_K[None]]) @ C  # [n_draws + 1, d, r]
+            Z = (FC @ FC.mT).reshape(n_draws + 1, -1)
+            n = l * n_heads  # the earlier heads
+            out[l, h] = (G[:n] @ Z.T / (norm_a[:n, None] * C.pow(2).sum())).clamp_min(0).sqrt().T
+    return out
+
+
+def robust_z(scores: Float[torch.Tensor, "... crowd"]) -> Float[torch.Tensor, "... crowd"]:
+    """Each score's distance from its crowd's median, in robust standard deviations.
+
+    Equation: ``z = (s - median) / (1.4826 MAD)``, ``MAD = median |s - median|``, both over the
+    last dimension (the crowd); 1.4826 makes ``1.4826 MAD`` the standard deviation for normal
+    data. The few outliers the partner rule looks for barely move the median and the MAD, as
+    they would move a mean and a standard deviation. Medians are ``torch.median``'s: for an
+    even crowd the lower of the two middle values, not their mean. A crowd whose MAD is 0 (more
+    than half its scores equal) has no robust z and is refused.
+    Shapes: ``scores`` [..., crowd]; returns the same shape.
+
+    Taught in chapters 17 (its second part, the senders of the induction heads) and 18
+    (Composition scores, the partner rule).
+    """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        raise TypeError(f"robust_z needs a floating tensor, got {getattr(scores, 'dtype', type(scores).__name__)}")
+    if scores.ndim == 0 or scores.shape[-1] < 1:
+        raise ValueError(f"robust_z needs a crowd along the last dimension, got shape {tuple(scores.shape)}")
+    med = scores.median(-1, keepdim=True).values
+    mad = (scores - med).abs().median(-1, keepdim=True).values
+    if (mad == 0).any():
+        raise ValueError("a crowd has MAD 0 (more than half its scores equal its median): no robust z")
+    return (scores - med) / (_MAD_TO_SD * mad)
+
+
+def partner_rule(observed: Float[torch.Tensor, "n_writers"], rotated: Float[torch.Tensor, "n_draws n_writers"]
+                 ) -> tuple[Float[torch.Tensor, "n_writers"], Float[torch.Tensor, "n_draws"], float]:
+    """The partner rule: which writers stand out of one reader's crowd more than rotations allow.
+
+    Equation: ``z = robust_z(observed)`` (:func:`robust_z`) for each writer; for each draw k,
+    ``null[k] = max_A robust_z(rotated[k])[A]`` (the maximum over writers and the crowd's own
+    normalisation both inside the null); ``z*`` is the fifth largest of ``null``
+    (the 95th percentile at the chapters' 100 draws). Writer A is a
+    K-partner of the reader when ``z[A] > z*``. ``rotated`` is one reader's
+    :func:`rotated_key_scores` without its last (unrotated) draw.
+    Shapes: ``observed`` [n_writers] (every head of earlier layers into the reader), ``rotated``
+    [n_draws, n_writers] with ``n_draws >= 5``; returns ``(z [n_writers], null [n_draws], z*``
+    as a Python float).
+
+    Taught in chapters 17 (its second part, the senders of the induction heads) and 18
+    (Composition scores, the partner rule).
+    """
+    if not isinstance(observed, torch.Tensor) or observed.ndim != 1:
+        raise ValueError(f"observed must be a 1-d tensor [n_writers], got {getattr(observed, 'shape', observed)!r}")
+    if not isinstance(rotated, torch.Tensor) or rotated.ndim != 2 or rotated.shape[1] != observed.shape[0]:
+        raise ValueError(f"rotated must be [n_draws, n_writers] with n_writers = {observed.shape[0]} (observed's), "
+                         f"got {getattr(rotated, 'shape', rotated)!r}")
+    if rotated.shape[0] < _PARTNER_RANK:
+        raise ValueError(f"the partner rule's z* is the {_PARTNER_RANK}th largest rotated maximum: it needs "
+                         f"n_draws >= {_PARTNER_RANK}, got {rotated.shape[0]}")
+    z = robust_z(observed)
+    null = robust_z(rotated).max(-1).values
+    z_star = null.sort(descending=True).values[_PARTNER_RANK - 1].item()
+    return z, null, z_star
 
 
 def virtual_ov(model: HookedTransformer, first: tuple[int | Int[torch.Tensor, ""], int | Int[torch.Tensor, ""]],

@@ -54,31 +54,40 @@ EX1 = FunctionExercise(
     reference=attention_pattern,
     make_inputs=_pattern_inputs,
     mistakes=[
-        Mistake("forgot the scale", "Divide the scores by sqrt(d_k) before the softmax.",
+        Mistake("forgot the scale", "Your scores are plain dot products. The chapter's variance argument "
+                "says how the size of q . k grows with d_k: what does the paper do about it before the "
+                "softmax?",
                 lambda q, k, causal: _mask(_scores(q, k), causal).softmax(-1)),
-        Mistake("scaled by d_k instead of sqrt(d_k)", "The scale is 1/sqrt(d_k), not 1/d_k.",
+        Mistake("scaled by d_k instead of sqrt(d_k)", "Your scale is not the paper's: with it the scores' "
+                "variance shrinks as d_k grows. Which divisor keeps the variance of q . k at 1 for "
+                "unit-variance entries?",
                 lambda q, k, causal: _mask(_scores(q, k) / q.shape[-1], causal).softmax(-1)),
-        Mistake("forgot the causal mask", "With causal=True, set the scores of future keys (j > i) to -inf "
-                "before the softmax.",
+        Mistake("forgot the causal mask", "With causal=True your queries still give weight to keys that come "
+                "after them. Which keys may a language model's query i read, and what score makes a key's "
+                "weight exactly zero after a softmax?",
                 lambda q, k, causal: _scaled(q, k).softmax(-1)),
-        Mistake("masked although causal=False", "The mask is applied only when `causal` is true; with "
-                "causal=False every query sees every key (an encoder's self-attention).",
+        Mistake("masked although causal=False", "Look at what your function returns when causal=False: is "
+                "that an encoder's self-attention? Reread what the flag is for.",
                 lambda q, k, causal: _mask(_scaled(q, k), True).softmax(-1)),
-        Mistake("mask points the wrong way", "Query i may see keys j <= i (a lower-triangular pattern), "
-                "not j >= i.",
+        Mistake("mask points the wrong way", "Your mask hides the wrong keys. Rows are queries and columns are "
+                "keys: for query i, which keys j are the past, and on which side of the diagonal do they "
+                "lie?",
                 lambda q, k, causal: _mask(_scaled(q, k), causal, upper=True).softmax(-1)),
-        Mistake("softmax over the wrong axis", "Normalise over keys (the last axis): each query's row must sum "
-                "to 1.",
+        Mistake("softmax over the wrong axis", "Sum your pattern along each axis: which one comes to 1? Each "
+                "query's weights are a distribution over the keys, and the docstring says which axis "
+                "holds the keys.",
                 lambda q, k, causal: _mask(_scaled(q, k), causal).softmax(-2)),
-        Mistake("masked after the softmax", "Mask before the softmax; zeroing weights afterwards leaves rows that "
-                "no longer sum to 1.",
+        Mistake("masked after the softmax", "Sum a row of your causal pattern: does it come to 1? Think about "
+                "where in the computation a forbidden key has to be removed for the remaining weights "
+                "to stay a distribution.",
                 lambda q, k, causal: _scaled(q, k).softmax(-1).masked_fill(~_causal(q.shape[-2]), 0.0)
                 if causal else _scaled(q, k).softmax(-1)),
-        Mistake("transposed", "Rows are queries and columns are keys: pattern[i, j] is how much query i attends "
-                "to key j.",
+        Mistake("transposed", "Your pattern is laid out differently from the docstring's. Check on your output "
+                "which axis a single query's distribution runs along, and compare with the axes the "
+                "docstring names.",
                 lambda q, k, causal: attention_pattern(q, k, causal).transpose(-1, -2)),
-        Mistake("unnormalised", "Apply a softmax over the keys: the pattern is a probability distribution per "
-                "query.",
+        Mistake("unnormalised", "Your weights are positive, but does a row sum to 1? The pattern is a "
+                "probability distribution per query: which step turns scores into one?",
                 lambda q, k, causal: _mask(_scaled(q, k), causal).exp()),
     ],
     hint="Score every query against every key (a [batch, n, n] table, rows are queries), scale by the key "
@@ -110,16 +119,18 @@ EX2 = FunctionExercise(
     reference=qk_scores,
     make_inputs=_qk_inputs,
     mistakes=[
-        Mistake("forgot the scale", "Divide by sqrt(d_head).",
+        Mistake("forgot the scale", "Your scores are plain dot products. What does the paper do to q . k "
+                "before the softmax, and with which length?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * W_Q.shape[-1] ** 0.5),
-        Mistake("scaled by sqrt(d_model)", "The scale uses the head dimension d_head, the length of q and k, "
-                "not d_model.",
+        Mistake("scaled by sqrt(d_model)", "Your scale uses the wrong length. The scale comes from the "
+                "variance of a dot product: which vectors are dotted here, and how long are they?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * (W_Q.shape[-1] / W_Q.shape[-2]) ** 0.5),
-        Mistake("queries and keys swapped", "scores[h, i, j] pairs the query of position i with the key of "
-                "position j. Swapping W_Q and W_K, or transposing the last two axes, gives the same wrong "
-                "answer: x_j W_QK x_i^T instead of x_i W_QK x_j^T.",
+        Mistake("queries and keys swapped", "Your scores[h, i, j] pairs the two positions the other way from "
+                "the docstring's [n_heads, pos_q, pos_k]. Take one entry of yours and trace which "
+                "position's query and which position's key it was made from.",
                 lambda x, W_Q, W_K: qk_scores(x, W_K, W_Q)),
-        Mistake("used W_Q for the keys too", "Keys come from W_K.",
+        Mistake("used W_Q for the keys too", "Your queries and keys come from the same weights. Which of the "
+                "head's matrices makes its keys?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_Q)),
         Mistake("applied a softmax", "This exercise asks for the scores, before any softmax or mask.",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),

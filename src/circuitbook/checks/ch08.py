@@ -40,23 +40,31 @@ EX1 = FunctionExercise(
     reference=extended_qk,
     make_inputs=_ext_inputs,
     mistakes=[
-        Mistake("key on the left", "Which side of the matrix does the query's extended row multiply? Rows of "
-                "the matrix belong to that vector, columns to the other one.",
+        Mistake("key on the left", "Your matrix gives the pair (query i, key j) the score the exercise gives "
+                "(query j, key i). Write [x_i, 1] M [x_j, 1]^T as a sum over the entries M[a, b] and check, "
+                "for the way you built M, which vector supplies the index a and which the index b.",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T),
-        Mistake("left out the biases", "The biases do not vanish: they become the extra row of each factor, "
-                "the one the appended 1 picks out.",
+        Mistake("left out the biases", "Expand (x_i W_Q + b_Q)(x_j W_K + b_K)^T: it has four terms, and your "
+                "matrix gives only the one without a bias. Which entries of [x_i, 1] M [x_j, 1]^T are "
+                "multiplied by an appended 1, and which terms could they carry?",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, _zero_bias_like(b_Q), W_K, _zero_bias_like(b_K))),
-        Mistake("only the query bias", "The key has a bias too; it gives the matrix its last column.",
+        Mistake("only the query bias", "Your matrix accounts for one of the two biases but not the other. "
+                "Expand the score and list the terms that contain b_K: which parts of [x_i, 1] and [x_j, 1] "
+                "does each one multiply?",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, _zero_bias_like(b_K))),
-        Mistake("only the key bias", "The query has a bias too; it gives the matrix its last row.",
+        Mistake("only the key bias", "Your matrix accounts for one of the two biases but not the other. "
+                "Expand the score and list the terms that contain b_Q: which parts of [x_i, 1] and [x_j, 1] "
+                "does each one multiply?",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, _zero_bias_like(b_Q), W_K, b_K)),
-        Mistake("dropped the bias-bias corner", "The product of the two biases is a score every query-key "
-                "pair gets; it sits in the corner, where the two appended 1s meet.",
+        Mistake("dropped the bias-bias corner", "Expand the score into its four terms and find the one that "
+                "depends on neither x_i nor x_j. Is it anywhere in your matrix?",
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K)
                 - _blocks(torch.zeros(W_Q.shape[0], W_Q.shape[0]), torch.zeros(W_Q.shape[0], 1),
                           torch.zeros(1, W_Q.shape[0]), (b_Q @ b_K)[None, None])),
-        Mistake("swapped the cross terms", "The last column pairs the query's weights with the key's bias, the "
-                "last row the query's bias with the key's weights.",
+        Mistake("swapped the cross terms", "Your two cross terms (each linear in one side only) are each in "
+                "the other's place. For each term, ask which of [x_i, 1] and [x_j, 1] contributes its x and "
+                "which its appended 1, and which index of M, row or column, each of those vectors is summed "
+                "against.",
                 lambda W_Q, b_Q, W_K, b_K: _blocks(W_Q @ W_K.T, (b_Q @ W_K.T)[:, None], (W_Q @ b_K)[None],
                                                    (b_Q @ b_K)[None, None])),
     ],
@@ -91,17 +99,17 @@ EX2 = PairExercise(
     make_inputs=_paper_inputs,
     names=("W_QK", "W_OV"),
     mistakes=[
-        Mistake("orientation of a circuit (a)", "One of your two matrices is in the wrong orientation. Write "
-                "the paper's score and the paper's head output for one key or source position with the paper's "
-                "own matrices (W_Q^p = W_Q^T, ...), substitute, and compare each with the row-vector formula.",
+        Mistake("orientation of a circuit (a)", "The pair does not match the paper's. Write the paper's score "
+                "and the paper's head output for one key or source position with the paper's own matrices "
+                "(W_Q^p = W_Q^T, ...), substitute, and compare each with the row-vector formula.",
                 lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, (W_V @ W_O).T)),
-        Mistake("orientation of a circuit (b)", "One of your two matrices is in the wrong orientation. Ask, for "
-                "each circuit, what kind of object it is (a number made from two vectors, or a map from one "
-                "vector to another) and what happens to it when rows become columns.",
+        Mistake("orientation of a circuit (b)", "The pair does not match the paper's. Ask, for each circuit, "
+                "what kind of object it is (a number made from two vectors, or a map from one vector to "
+                "another) and what happens to it when rows become columns.",
                 lambda W_Q, W_K, W_V, W_O: (W_Q @ W_K.T, W_V @ W_O)),
-        Mistake("orientation of both circuits", "Both of your matrices are in the wrong orientation. Derive each "
-                "from the paper's definitions with the paper's own matrices (W_Q^p = W_Q^T, ...) instead of "
-                "guessing which one to transpose.",
+        Mistake("orientation of both circuits", "The pair does not match the paper's. Derive each circuit from "
+                "the paper's definitions with the paper's own matrices (W_Q^p = W_Q^T, ...), one at a time, "
+                "rather than deciding by guesswork what to transpose.",
                 lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, W_V @ W_O)),
         Mistake("applied the paper's formulas to TransformerLens's matrices", "W_Q^T W_K and W_O W_V are the "
                 "paper's formulas for its own [d_head, d_model] matrices; with TransformerLens's shapes they give "

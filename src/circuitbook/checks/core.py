@@ -473,6 +473,9 @@ class FunctionExercise:
     hint: str = ""
     n_trials: int = 3
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
+    # the names of a tuple answer's elements, as the statement says them ("the induction
+    # score", "the loss"): feedback on a wrong tuple then says which is wrong, by name
+    names: tuple[str, ...] = ()
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
         return SESSION.record(self.check(answer, seed=seed))
@@ -528,8 +531,14 @@ class FunctionExercise:
 
     def _explain(self, got, expected, inputs) -> Result:
         """Feedback for a wrong answer that matches no known mistake: how it differs (type,
-        shape, sign, scale, which entries). Exercises whose answers need more (a dict of
-        weights run as a model) override this."""
+        shape, sign, scale, which entries), each element by its name where ``names`` gives them.
+        Exercises whose answers need more (a dict of weights run as a model) override this."""
+        if self.names and isinstance(got, (tuple, list)) and len(got) == len(self.names) == len(expected):
+            same = allclose()
+            notes = [f"{name}: {difference(a, b)[0]}" for name, a, b in zip(self.names, got, expected)
+                     if not same(a, b)]
+            if notes:
+                return self._fail("; ".join(notes), "wrong values")
         return self._fail(*difference(got, expected))
 
     def _fail(self, message: str, mistake: str | None = None, *, detail: str | None = None) -> Result:
@@ -574,6 +583,9 @@ class ValueExercise:
     compare: Callable[[Any, Any], bool] = field(default_factory=allclose)
     # (answer, a value) -> both in one spelling, where the text allows several (problem 1's keys)
     normalise: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    # (answer, expected) -> what is wrong with the answer's form (a letter that names no option),
+    # or None; asked before the generic comparison, whose words fit numbers and tensors
+    explain: Callable[[Any, Any], str | None] | None = None
 
     def __call__(self, answer: Any, **inputs: Any) -> Result:
         return SESSION.record(self.check(answer, **inputs))
@@ -590,5 +602,11 @@ class ValueExercise:
         for wrong, name, explanation in mistakes:
             if self.compare(*spell(answer, wrong)):
                 return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint or None)
+        form = self.explain(answer, expected) if self.explain else None
+        if form is not None:
+            return Result(self.id, False, f"not quite: {form}", "wrong form", self.hint or None)
+        if isinstance(expected, str):  # a choice: which one is right is the question itself
+            return Result(self.id, False, f"not quite: {answer!r} is not the answer", "wrong choice",
+                          self.hint or None)
         message, mistake = difference(*spell(answer, expected), ratio=False)
         return Result(self.id, False, f"not quite: {message}", mistake, self.hint or None)

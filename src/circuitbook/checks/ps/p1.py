@@ -43,8 +43,10 @@ def _p1_spelling(answer, value):
         return answer, value
     canonical = {k.lower(): k for k in (*P1_KEYS, *P1_SPLIT)}
     answer = {canonical.get(k.lower(), k) if isinstance(k, str) else k: v for k, v in answer.items()}
-    if "full_rank" in value and "full_rank" not in answer and any(k in answer for k in P1_SPLIT):
-        value = {**{k: x for k, x in value.items() if k != "full_rank"}, **{k: value["full_rank"] for k in P1_SPLIT}}
+    if "full_rank" in value and any(k in answer for k in P1_SPLIT):
+        # the split spelling, alone or beside full_rank: each key given is held to the one rank
+        keep = {k: x for k, x in value.items() if k != "full_rank" or "full_rank" in answer}
+        value = {**keep, **{k: value["full_rank"] for k in P1_SPLIT}}
     return answer, value
 
 

@@ -32,12 +32,14 @@ def _p4_inputs(g: torch.Generator) -> dict:
     return zoo_model_and_tokens(g, 4, n)
 
 
-def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False, prev_offset=-1, swap=False):
+def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False, prev_offset=-1, swap=False,
+               transposed=False):
     n = tokens.shape[1] // 2
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
     ind, prev = [], []
     for layer in range(model.cfg.n_layers):
         pattern = cache["pattern", layer]
+        pattern = pattern.transpose(-1, -2) if transposed else pattern
         off = -(n - 1) if ind_offset is None else ind_offset
         stripe = pattern.diagonal(offset=off, dim1=-2, dim2=-1)
         stripe = stripe[..., : n - 1] if ind_first_half else stripe[..., ind_from:]
@@ -71,6 +73,10 @@ P4 = FunctionExercise(
                 "n - 1, the last token of the first copy, which has no earlier occurrence to look back at. Average "
                 "over the second copy's queries only, n .. 2n - 1.",
                 lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
+        Mistake("pattern read as [key, query]", "Every score you return is 0: the entries you read lie above the "
+                "diagonal, where the causal mask leaves no attention. Check the order of the pattern's last two "
+                "dimensions in TransformerLens's cache.",
+                lambda model, tokens: _p4_variant(tokens, model, transposed=True)),
         Mistake("the two scores swapped", "Return (induction, previous-token), in that order.",
                 lambda model, tokens: _p4_variant(tokens, model, swap=True)),
     ],

@@ -99,7 +99,7 @@ def _p5_compare(a, b) -> bool:
 
 P5 = FunctionExercise(
     id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
-    n_trials=3, compare=_p5_compare,
+    n_trials=3, compare=_p5_compare, names=("the reader's induction score", "the loss on the second copy"),
     mistakes=[
         Mistake("ablation not applied", "Run the model *inside* the ablation's `with` block.",
                 _p5_no_ablation),

@@ -4,6 +4,8 @@ Part of the induction module's problem set (``circuitbook.checks.ps``)."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from circuitbook.checks.core import FunctionExercise, Mistake, ValueExercise, as_number
@@ -116,13 +118,31 @@ P7 = FunctionExercise(
 )
 
 
-def _reading(answer) -> str:
-    return answer.strip().upper() if isinstance(answer, str) else answer
+P7B_OPTIONS = "ABCD"
+
+
+def _reading(answer):
+    """The letter an answer chooses: "A", "a", "A.", "(A)", "A) No layer-1 head ..." all read A;
+    anything else is returned as it is (and matches no option)."""
+    if not isinstance(answer, str):
+        return answer
+    match = re.match(r"\s*\(?\s*([A-Za-z])(?![A-Za-z])", answer)
+    return match.group(1).upper() if match else answer.strip()
+
+
+def _p7b_explain(answer, expected) -> str | None:
+    """What is wrong with the answer's form, or None when it names one of the options."""
+    letter = _reading(answer)
+    if not isinstance(answer, str):
+        return f"answer with the option's letter as a string, e.g. \"B\"; yours is a {type(answer).__name__}"
+    if letter not in tuple(P7B_OPTIONS):
+        return f"answer with one of the letters {', '.join(P7B_OPTIONS)}; yours ({answer.strip()[:40]!r}) names none of them"
+    return None
 
 
 P7B = ValueExercise(
     id="ps_p7b", title="reading the layer-1 heads' patching result", expected=lambda: "A",
-    compare=lambda got, want: _reading(got) == want,
+    compare=lambda got, want: _reading(got) == want, explain=_p7b_explain,
     mistakes=[
         ("B", "reading a denoising result as a noising one", "Your measurement put one clean head into an "
          "otherwise corrupted run; B is a claim about the model running without a head. Whether a head is "
