@@ -15,6 +15,11 @@ the model's own logits. Then:
   reads key i instead of i + 1 is named as that mistake;
 - problem 5: the reference's (score, loss) with a head mean-ablated is the hand-measured pair,
   and hand-written answers with the natural off-by-one windows are named;
+- problem 6c: the design's power is the two-sided z-test's, against the closed form written out
+  with ``math.erf`` and table quantiles, and against a simulation of that test (fixed seed, a
+  four-standard-error binomial tolerance); the reference's N is the fewest documents whose
+  hand-computed power reaches the target; and the check passes exactly the designs from that N
+  to 1.2 N + 2 documents of the cheapest estimand;
 - problem 7: the reference's patching effects are the hand-patched ones (every head's clean z
   in the corrupted run, the sender's clean-minus-corrupted output added to one input of the
   layer-1 heads), the check takes them in every numeric form, and names a hand-written
@@ -264,6 +269,86 @@ def test_problem_5_takes_any_numeric_form_and_names_the_off_by_one_windows():
     key_i = ex.check(lambda model, head, reader, tokens: hand_ablation(model, head, reader, tokens, key_shift=0),
                      seed=SEED)
     assert key_i.mistake == "off-by-one diagonal", str(key_i)
+
+
+# --- problem 6c: the design's power, by hand ------------------------------------------------------
+
+
+def phi(x: float) -> float:
+    """The standard normal CDF, written with math.erf."""
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+def phi_inv(q: float) -> float:
+    """Its inverse, by bisection (60 halvings of [-10, 10]: below 1e-16 in x)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if phi(mid) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def hand_power(sd: float, effect: float, alpha: float, n: int) -> float:
+    """The two-sided z-test of a mean rejects when |mean| sqrt(n) / sd > z_{1-alpha/2}: with true
+    mean ``effect`` the statistic is normal with mean effect sqrt(n) / sd and variance 1."""
+    z, shift = phi_inv(1 - alpha / 2), effect * math.sqrt(n) / sd
+    return phi(shift - z) + phi(-shift - z)
+
+
+def hand_plan_n(sigma: dict, effect: float, alpha: float, power: float) -> tuple[str, int]:
+    """The cheapest estimand and its fewest documents, counting n up (upper sds)."""
+    best = None
+    for name, (_, upper) in sigma.items():
+        n = 1
+        while hand_power(upper, effect, alpha, n) < power:
+            n += 1
+        if best is None or n < best[1]:
+            best = (name, n)
+    return best
+
+
+@pytest.mark.parametrize("sd,effect,alpha,n,z", [(0.5, 0.25, 0.05, 32, 1.959963984540054),
+                                                 (0.41, 0.2, 0.01, 12, 2.5758293035489004),
+                                                 (1.0, 0.1, 0.1, 500, 1.6448536269514722)])
+def test_problem_6c_power_is_the_closed_form_with_table_quantiles(sd, effect, alpha, n, z):
+    shift = effect * math.sqrt(n) / sd
+    expected = phi(shift - z) + phi(-shift - z)
+    # both sides are double-precision evaluations of erf-based CDFs: 1e-9 is far above their rounding
+    assert abs(ps.p6.design_power(sd, effect, alpha, n) - expected) < 1e-9
+    assert abs(phi_inv(1 - alpha / 2) - z) < 1e-12
+
+
+def test_problem_6c_power_matches_a_simulated_z_test():
+    g = torch.Generator().manual_seed(SEED)
+    m, n, sd, effect, alpha = 20_000, 12, 0.4, 0.25, 0.05
+    means = effect + sd * torch.randn(m, n, generator=g, dtype=F64).mean(1)
+    rejected = float((means.abs() * math.sqrt(n) / sd > 1.959963984540054).double().mean())
+    p = ps.p6.design_power(sd, effect, alpha, n)
+    # the share of m independent rejections has standard error sqrt(p (1 - p) / m); four of them
+    assert abs(rejected - p) < 4 * math.sqrt(p * (1 - p) / m)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_problem_6c_reference_is_the_fewest_documents_and_the_check_judges_by_power_and_cost(seed):
+    inputs = ps.p6._p6c_inputs(torch.Generator().manual_seed(seed))
+    assert ps.plan_documents(**inputs) == hand_plan_n(**inputs)
+    # designs of the cheapest estimand at the ends of the accepted range and one step outside
+    sizes = {"fewest": lambda n: n, "ceiling": lambda n: math.floor(1.2 * n + 2),
+             "one short": lambda n: n - 1, "one over": lambda n: math.floor(1.2 * n + 2) + 1}
+
+    def answer(size):
+        def plan(sigma, effect, alpha, power):
+            name, n = hand_plan_n(sigma, effect, alpha, power)
+            return name, sizes[size](n)
+        return plan
+
+    ex = checks.get("ps_p6c")
+    for size, passes, mistakes in [("fewest", True, None), ("ceiling", True, None),
+                                   ("one short", False, ("underpowered", "rounded down")),
+                                   ("one over", False, ("wasteful",))]:
+        result = ex.check(answer(size), seed=seed)
+        assert result.passed == passes, (size, result)
+        assert passes or result.mistake in mistakes, (size, result)
 
 
 # --- problem 7: patching, by hand ----------------------------------------------------------------

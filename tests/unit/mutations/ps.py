@@ -27,6 +27,10 @@ def _p6b(**kw):
     return lambda targets, norms, excluded: ps.p6._p6b_variant(targets, norms, excluded, **kw)
 
 
+def _p6c(**kw):
+    return lambda sigma, effect, alpha, power: ps.p6._p6c_variant(sigma, effect, alpha, power, **kw)
+
+
 def _p7(**kw):
     return lambda model, clean, corrupted, positions: ps.p7._p7_variant(model, clean, corrupted, positions, **kw)
 
@@ -139,6 +143,24 @@ MUTATIONS = {
         # the controls of the targets in reverse order
         (lambda targets, norms, excluded: ps.matched_controls(targets[::-1], norms, excluded)[::-1], None),
         (lambda targets, norms, excluded: list(targets), None),
+    ],
+    "ps_p6c": [
+        (_p6c(which=0), "planned with the pilot's point estimate"),
+        (_p6c(rounding=ps.p6.math.floor), "rounded down"),
+        (_p6c(tails=1), "one-sided critical value"),
+        (_p6c(power_term=False), "no power term"),
+        (_p6c(square=False), "forgot the square root of N"),
+        (_p6c(worst=True), "chose the estimand that needs the most documents"),
+        # the cheapest estimand, but twice the documents it needs
+        (lambda sigma, effect, alpha, power: (ps.plan_documents(sigma, effect, alpha, power)[0],
+                                              2 * ps.plan_documents(sigma, effect, alpha, power)[1] + 3),
+         "wasteful"),
+        # the cheapest estimand, one document short of its power
+        (lambda sigma, effect, alpha, power: (ps.plan_documents(sigma, effect, alpha, power)[0],
+                                              ps.plan_documents(sigma, effect, alpha, power)[1] - 1),
+         "rounded down"),
+        (lambda sigma, effect, alpha, power: ps.plan_documents(sigma, effect, alpha, power)[1], "wrong type"),
+        (lambda sigma, effect, alpha, power: ("paired", 30), "unknown estimand"),
     ],
     "ps_p7": [
         (_p7(noising=True), "patched the wrong direction (noising)"),

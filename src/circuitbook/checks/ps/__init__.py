@@ -22,21 +22,21 @@ from circuitbook.checks.ps.p3 import (P3, P3_CONTEXTS, P3_CTX, P3B, design_induc
                                       scaffold_behaviour, scaffold_tokens)
 from circuitbook.checks.ps.p4 import P4, head_scores
 from circuitbook.checks.ps.p5 import P5, P5B, ablation_effect, k_composition
-from circuitbook.checks.ps.p6 import P6, P6B, icl_scores, matched_controls
+from circuitbook.checks.ps.p6 import P6, P6B, P6C, icl_scores, matched_controls, plan_documents
 from circuitbook.checks.ps.p7 import P7, P7B, patching_shares
 
 __all__ = ["EXERCISES", "PROBLEMS", "Progress", "progress",
            "P1_KEYS", "P1_MODELS", "P1_SPLIT", "P3_CONTEXTS", "P3_CTX",
-           "P1A", "P1B", "P2", "P3", "P3B", "P4", "P5", "P5B", "P6", "P6B", "P7", "P7B",
+           "P1A", "P1B", "P2", "P3", "P3B", "P4", "P5", "P5B", "P6", "P6B", "P6C", "P7", "P7B",
            "p1_reference", "reparametrize", "path_counts", "design_induction_head", "p3b_reference",
            "scaffold_behaviour", "scaffold_tokens", "head_scores", "ablation_effect", "k_composition",
-           "icl_scores", "matched_controls", "patching_shares"]
+           "icl_scores", "matched_controls", "plan_documents", "patching_shares"]
 
-EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6, P6B, P7, P7B)}
+EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6, P6C, P6B, P7, P7B)}
 
 # The checks of each problem: a problem is done when every one of them has passed.
 PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4"],
-            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6", "ps_p6b"], "7": ["ps_p7", "ps_p7b"]}
+            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6", "ps_p6c", "ps_p6b"], "7": ["ps_p7", "ps_p7b"]}
 
 
 @dataclass

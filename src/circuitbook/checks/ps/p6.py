@@ -1,12 +1,17 @@
-"""Problem 6: in-context learning measured directly, and matched control heads.
+"""Problem 6: in-context learning measured directly, the design that decides how many documents,
+and matched control heads.
 
 Part of the induction module's problem set (``circuitbook.checks.ps``)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, as_number
 
 
 def icl_scores(logits, tokens, early, late):
@@ -150,4 +155,142 @@ P6B = FunctionExercise(
     hint="Go through the targets in order. For each, look only at heads of its own layer that are neither "
          "excluded nor already chosen, and take the one whose size differs least from the target's. Return "
          "a list of (layer, head) pairs, one per target.",
+)
+
+
+# --- the design: which estimand, how many documents (issues 37, 39) -------------------------------
+
+
+def plan_documents(sigma, effect, alpha, power):
+    """sigma: {estimand: (estimate, upper)}, the pilot's sd of each
+    estimand's per-document values and that sd's upper confidence limit,
+    nats; effect: the smallest mean to resolve, nats; alpha: the two-sided
+    level; power: the probability of excluding 0 when the mean is `effect`
+    -> (estimand, N): the estimand that needs the fewest documents, and N."""
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    need = {name: math.ceil((z * upper / effect) ** 2)
+            for name, (_, upper) in sigma.items()}
+    best = min(need, key=need.get)
+    return best, need[best]
+
+
+# The check judges a design by its consequence, with the rules problem 6 states before its cell:
+# the chosen estimand with N documents, planned with the upper end of its pilot sd, reaches
+# ``power`` against ``effect`` (design_power); and N is at most P6C_SLACK times the fewest
+# documents any estimand needs, plus P6C_EXTRA.
+P6C_SLACK, P6C_EXTRA = 1.2, 2
+
+
+def design_power(sd, effect, alpha, n) -> float:
+    """The power of the two-sided level-alpha z-test of a mean, both tails, with n documents of
+    standard deviation sd when the true mean is ``effect``:
+    Phi(effect sqrt(n) / sd - z) + Phi(-effect sqrt(n) / sd - z), z = Phi^-1(1 - alpha / 2)."""
+    z, shift = NormalDist().inv_cdf(1 - alpha / 2), abs(effect) * math.sqrt(n) / sd
+    return NormalDist().cdf(shift - z) + NormalDist().cdf(-shift - z)
+
+
+def _p6c_inputs(g: torch.Generator) -> dict:
+    """2-3 estimands with random names; their planning sds (upper limits) at least 1.5 times apart,
+    so that choosing a costlier one always costs more than the slack allows; each upper limit 1.3
+    to 1.8 times its estimate, as a pilot of 5 to 12 documents gives; an effect that keeps the
+    cheapest N at 10 or more (so that every named mistake changes N by more than rounding); a
+    level and a power drawn among the usual ones."""
+    k = 2 + int(torch.randint(0, 2, (1,), generator=g))
+    names = [f"estimand_{chr(97 + i)}" for i in torch.randperm(26, generator=g)[:k].tolist()]
+    sd = 0.2 + 0.3 * float(torch.rand(1, generator=g))
+    uppers = [sd * 1.5 ** i * (1 + 0.2 * float(torch.rand(1, generator=g))) for i in range(k)]
+    order = torch.randperm(k, generator=g).tolist()
+    sigma = {}
+    for i, name in enumerate(names):
+        upper = uppers[order[i]]
+        sigma[name] = (upper / (1.3 + 0.5 * float(torch.rand(1, generator=g))), upper)
+    alpha = [0.05, 0.01, 0.1][int(torch.randint(0, 3, (1,), generator=g))]
+    power = [0.8, 0.9][int(torch.randint(0, 2, (1,), generator=g))]
+    effect = sd / (1.3 + 1.5 * float(torch.rand(1, generator=g)))
+    return {"sigma": sigma, "effect": effect, "alpha": alpha, "power": power}
+
+
+def _p6c_variant(sigma, effect, alpha, power, *, tails=2, power_term=True, square=True,
+                 rounding=math.ceil, worst=False, which=1):
+    z = NormalDist().inv_cdf(1 - alpha / tails) + (NormalDist().inv_cdf(power) if power_term else 0)
+    need = {name: max(1, int(rounding((z * s[which] / effect) ** (2 if square else 1))))
+            for name, s in sigma.items()}
+    pick = (max if worst else min)(need, key=need.get)
+    return pick, need[pick]
+
+
+def _p6c_design(got):
+    """(estimand, N) from an answer, or None when it is not a pair of a name and a whole number."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return None
+    name, n = got
+    n = as_number(n)
+    if not isinstance(name, str) or n is None or n != int(n) or n < 1:
+        return None
+    return name, int(n)
+
+
+@dataclass
+class PlanExercise(FunctionExercise):
+    """Problem 6's design, (estimand, N), judged by its consequence (``design_power`` with the
+    estimand's upper sd, and the cost bound above), not by equality with the reference's design:
+    any N from the cheapest up to the slack passes. A named mistake is recognised when the
+    design fails and equals that mistake's design."""
+
+    def _compare(self, got, expected, inputs) -> Result | None:
+        design, sigma = _p6c_design(got), inputs["sigma"]
+        if design is not None and design[0] in sigma:
+            name, n = design
+            enough = design_power(sigma[name][1], inputs["effect"], inputs["alpha"], n) >= inputs["power"]
+            if enough and n <= P6C_SLACK * expected[1] + P6C_EXTRA:
+                return None
+        for mistake in self.mistakes:
+            if mistake.matches(got, inputs, lambda a, b: _p6c_design(a) == b):
+                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+        if got is None or got is Ellipsis:
+            return self._fail(f"your function returned {got}: return a pair (estimand, N).",
+                              "returned None" if got is None else "returned Ellipsis")
+        if design is None:
+            return self._fail(f"return a pair (estimand, N): one of sigma's keys and a whole number of "
+                              f"documents, at least 1; got {got!r}", "wrong type")
+        if design[0] not in sigma:
+            return self._fail(f"{design[0]!r} is not one of the estimands in `sigma`", "unknown estimand")
+        name, n = design
+        achieved = design_power(sigma[name][1], inputs["effect"], inputs["alpha"], n)
+        if achieved < inputs["power"]:
+            return self._fail(f"with {n} documents your design's power against the effect, planned with the "
+                              f"pilot's upper sd, is {achieved:.2f}, below the {inputs['power']:.0%} asked for: "
+                              "too few documents for the estimand you chose.", "underpowered")
+        return self._fail(f"your design reaches the power, but with more than {P6C_SLACK} times the "
+                          f"documents of the cheapest design that does, plus {P6C_EXTRA}: documents cost "
+                          "time, and the plan should buy the power it needs and no more.", "wasteful")
+
+
+P6C = PlanExercise(
+    id="ps_p6c", title="the design: which estimand, how many documents", reference=plan_documents,
+    make_inputs=_p6c_inputs,
+    mistakes=[
+        Mistake("planned with the pilot's point estimate", "A pilot of a few documents can underestimate the "
+                "spread badly, and a plan built on its estimate falls short of its power whenever the spread is "
+                "larger than estimated. Which of the pilot's numbers the plan uses is stated above the exercise.",
+                lambda **kw: _p6c_variant(**kw, which=0)),
+        Mistake("rounded down", "N must be a whole number at least as large as the formula's value: rounding "
+                "down leaves the design just short of its power.",
+                lambda **kw: _p6c_variant(**kw, rounding=math.floor)),
+        Mistake("one-sided critical value", "The interval is two-sided: its critical value is the normal "
+                "quantile at 1 - alpha / 2, not 1 - alpha.", lambda **kw: _p6c_variant(**kw, tails=1)),
+        Mistake("no power term", "With only the critical value in the formula the interval excludes 0 about "
+                "half the time when the mean equals the effect: add the quantile of the power.",
+                lambda **kw: _p6c_variant(**kw, power_term=False)),
+        Mistake("forgot the square root of N", "The standard error of a mean of N documents is sigma / sqrt(N), "
+                "not sigma / N: solving for N squares the ratio.",
+                lambda **kw: _p6c_variant(**kw, square=False)),
+        Mistake("chose the estimand that needs the most documents", "Every estimand on offer answers the "
+                "question; the design should pick the one whose spread lets the fewest documents reach the "
+                "power.", lambda **kw: _p6c_variant(**kw, worst=True)),
+    ],
+    hint="For each estimand, the interval's half-width with N documents is about z sigma / sqrt(N), with sigma "
+         "the pilot's conservative end. Ask for the N at which a mean of size `effect` lies "
+         "z_{1-alpha/2} + z_power standard errors from 0, round it so that the power is reached, and keep the "
+         "estimand that needs the fewest.",
 )
