@@ -8,7 +8,7 @@ A reader's build must not fail because their machine is busy, so by default no c
 time limit and a notebook is stopped only by a runaway guard (``RUNAWAY_S``, 30 minutes,
 far above any chapter's minute). A chapter slower than its budget (``BUDGET_S``: each
 executes in about a minute on 2 quiet cores) is listed at the end, with the load average,
-and does not fail. Tight limits (``--cell-timeout 120 --notebook-timeout 200``, 2-4 times a
+and does not fail. Tight limits (``--cell-timeout 120 --notebook-timeout 300``, 2-5 times a
 chapter's quiet time) are for `make test-full`; ``benchmarks/bench_chapters.py`` prints every
 chapter's time against its budget. Each executed notebook is stored in
 the same jupyter-cache database that myst-nb reads (`execute.cache` in _config.yml), so the
