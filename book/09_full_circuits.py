@@ -967,5 +967,5 @@ identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
 #   margin exceeds everything in the score that depends on the key's token, cross terms
 #   included, for {glue:text}`robust_n` of {glue:text}`robust_total` query (token,
-#   position) pairs, so the head picks the previous position whatever the tokens; the
-#   exception is the last position, which training never reached.
+#   position) pairs: for those, no choice of key tokens can move the head off the previous
+#   position; the exceptions lie at the last position, which training never reached.
