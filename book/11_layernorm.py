@@ -972,8 +972,9 @@ explore(draw_linearity, direction=list(directions),
 # book was written from calls LayerNorm "approximately linear" for inputs of roughly
 # constant norm and its effect on circuit conclusions qualitatively negligible. In
 # SmolLM2 the norm is not roughly constant, within a layer or across depth, as measured
-# above, and whether the approximation is negligible depends on the size of the change.) The toy models
-# later in the book have no LayerNorm at all, which removes the question.
+# above, and whether the approximation is negligible depends on the size of the change.) The
+# attention-only toy models of chapters 14-18 have no LayerNorm, which removes the
+# question there; the toy translation model of chapter 12 does have one (pre-norm).
 
 # %% [markdown]
 # ## Summary

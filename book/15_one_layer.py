@@ -180,7 +180,10 @@ identity_close("the Annotated Transformer's modules with toy-1l's weights "
 # ## The circuit view
 #
 # Let $X$ be the one-hot matrix of the tokens ($n_\text{pos} \times d_\text{vocab}$) and
-# $A^h$ head $h$'s pattern. Elhage et al. write the logits of a one-layer model, in the
+# $A^h$ head $h$'s pattern. What follows holds for a model with no LayerNorm whose
+# positions enter only the queries and keys (the zoo's toys); where positions are added to
+# the stream (the encoder-decoder), the values carry them too and a positional term joins
+# the sum. Elhage et al. write the logits of a one-layer model, in the
 # column-vector convention and with tensor products (the first factor acts on positions,
 # the second on vectors), as
 #
@@ -685,9 +688,10 @@ glue("even_spread", even)
 # guessing on the first copy, {glue:text}`first_1:.2f` for `toy-1l`: they bet on
 # regularities of their training data that random tokens do not have.)
 #
-# No head of `toy-1l` puts more than {glue:text}`best_head:.2f` of its attention on the
-# token that followed the earlier copy, not far above the {glue:text}`even_spread:.3f`
-# of a head that spreads its attention evenly. In these sequences the target always
+# Averaged over sequences and query positions, no head of `toy-1l` puts more than
+# {glue:text}`best_head:.2f` of its attention on the token that followed the earlier
+# copy, against the {glue:text}`even_spread:.3f` of a head that spreads its attention
+# evenly: about twice an even spread, far from the near-certainty of an induction head. In these sequences the target always
 # sits 31 positions back, so a head could in principle find it by position alone; one
 # trained on repeats of varying length has no reason to. Finding it for a repeat of
 # unknown length needs the key there to carry the *previous* token, and in a one-layer
@@ -735,7 +739,8 @@ explore(draw_skip_trigram, current=choices)
 # %% [markdown]
 # ## Summary
 #
-# - A one-layer attention-only model computes, exactly, the direct path plus one term per
+# - A one-layer attention-only model with positions only in its queries and keys and no
+#   LayerNorm (the zoo's toys) computes, exactly, the direct path plus one term per
 #   head: $X W_E W_U + \sum_h A^h X W_E W_{OV}^h W_U$ plus biases in our row-vector
 #   convention ($\text{Id} \otimes W_U W_E + \sum_h A^h \otimes W_U W_{OV}^h W_E$ in the
 #   paper's column-vector one). We rebuilt `toy-1l`'s logits from it.

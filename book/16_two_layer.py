@@ -620,12 +620,12 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 # almost never the current one. It does not even do that: on the second copy its term
 # moves the current token's logit by {glue:text}`v_cur:+.3f` relative to the
 # vocabulary's mean (95% bootstrap interval over the 32 sequences
-# {glue:text}`v_cur_lo:+.3f` to {glue:text}`v_cur_hi:+.3f`: no push up larger than
-# the interval's top), against a spread of
+# {glue:text}`v_cur_lo:+.3f` to {glue:text}`v_cur_hi:+.3f`: no copying, and where the
+# interval lies wholly below 0, a small push *down*), against a spread of
 # {glue:text}`v_spread:.3f` over the
 # vocabulary, and the current token ranks {glue:text}`v_rank:.1f` of 64 on average,
-# where a token picked at random would rank 32.5. The virtual head writes little and
-# nothing in particular (chapter {doc}`18_composition` finds L0H2's V-composition
+# where a token picked at random would rank 32.5. The virtual head does not copy, and
+# what else it writes was not tested here (chapter {doc}`18_composition` finds L0H2's V-composition
 # scores below those of the same heads randomly rotated), so cutting the values removes little.
 #
 # ### How many terms, and how big
