@@ -24,7 +24,6 @@ cell that reached a course page anyway is removed, with a warning that fails the
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
@@ -46,16 +45,22 @@ def _text(output) -> str:
     return plain if isinstance(plain, str) else "".join(plain)
 
 
+def _code_cells(nb, tag: str):
+    """(number, cell) of each code cell tagged ``tag``, numbered among all code cells (1-based),
+    as the pages count them."""
+    n = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            n += 1
+            if tag in cell.metadata.get("tags", []):
+                yield n, cell
+
+
 def exercises_of(nb) -> list[dict]:
     """Every exercise of an executed chapter, in order: id, code cell number of the reference
     solution, and its check's outcome (``passed`` True/False, or None when it printed none)."""
-    out, n = [], 0
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        n += 1
-        if "solution" not in cell.metadata.get("tags", []):
-            continue
+    out = []
+    for n, cell in _code_cells(nb, "solution"):
         ids = CHECK_CALL.findall(cell.source)
         if not ids:
             continue
@@ -69,13 +74,8 @@ def exercises_of(nb) -> list[dict]:
 def assigned_of(nb) -> list[dict]:
     """Every exercise of a notebook, read from its student templates (the ``exercise`` cells):
     id, code cell number and the check's call as the template makes it (the course's index)."""
-    out, n = [], 0
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        n += 1
-        if "exercise" not in cell.metadata.get("tags", []):
-            continue
+    out = []
+    for n, cell in _code_cells(nb, "exercise"):
         calls = CHECK_CALL_LINE.findall(cell.source)
         if calls:
             out.append({"id": CHECK_CALL.match(calls[-1]).group(1), "cell": n, "call": calls[-1]})
