@@ -5,7 +5,7 @@
 # understood. This chapter explains where the architecture came from, why a second community
 # set out to reverse-engineer it, and the one structural fact that makes reverse-engineering
 # possible: **the residual stream is a sum**. By the end you will have checked that fact on a
-# real model, to the last bit of floating-point precision it allows.
+# small GPT-2-style model, to float32 rounding.
 
 # %% [markdown]
 # ## Plain language
@@ -95,6 +95,7 @@
 # folded away.
 
 # %% tags=["hide-input"]
+import math
 import warnings
 
 import matplotlib.pyplot as plt
@@ -144,6 +145,12 @@ for layer in range(cfg.n_layers):
     parts[f"attn {layer}"] = cache["attn_out", layer]
     parts[f"mlp {layer}"] = cache["mlp_out", layer]
 rebuilt = sum(parts.values())
+# kept for the per-head check below: each attention layer's output as this
+# default run computes it (one product of all heads' z with W_O, plus b_O),
+# and the z that went into it: [layer, batch, pos, head, d_head]
+attn_default = torch.stack([cache["attn_out", layer]
+                            for layer in range(cfg.n_layers)])
+z_default = torch.stack([cache["z", layer] for layer in range(cfg.n_layers)])
 sum_is(f"the final residual stream equals the sum of its {len(parts)} parts "
        "(embeddings and sublayer outputs)", rebuilt, final,
        list(parts.values()))
@@ -156,7 +163,12 @@ sum_is(f"the final residual stream equals the sum of its {len(parts)} parts "
 #
 # One level down, each attention layer's output is the sum of its heads' outputs plus one
 # bias vector. TransformerLens can record each head's output separately (`hook_result`), so we
-# can split the stream into per-head terms as well.
+# can split the stream into per-head terms as well. With that switch on, TransformerLens
+# *computes* the layer's output by adding up the per-head results, so comparing the two in
+# the same run would compare a sum with itself. We compare the per-head sum with the layer
+# output of the first run instead, where the switch was off and the output came from one
+# product of all heads' values with $W_O$: the same numbers added in another order, so the
+# two agree to float32 rounding and no better.
 
 # %%
 model.set_use_attn_result(True)
@@ -174,11 +186,20 @@ heads = [torch.stack([cache["result", layer][:, :, h]
                       for layer in range(cfg.n_layers)])
          for h in range(cfg.n_heads)]
 biases = torch.stack(b_O)[:, None, None].expand_as(heads[0])
-attn_outs = torch.stack([cache["attn_out", layer]
-                         for layer in range(cfg.n_layers)])
-sum_is("each attention layer's output is the sum of its heads' outputs "
-       "plus its output bias b_O", sum(heads) + biases, attn_outs,
-       heads + [biases])
+# Both sides add the same n_heads * d_head products z W_O and b_O. The first
+# run: one dot product of that length plus the bias. Ours: d_head per head,
+# then the heads and the bias, in TransformerLens and again in our sum. Each
+# rounding is at most eps times the products' absolute sum.
+n_prod = cfg.n_heads * cfg.d_head
+abs_sum = (torch.einsum("lbphe,lhed->lbpd", z_default.abs(),
+                        torch.stack([model.W_O[layer].abs()
+                                     for layer in range(cfg.n_layers)]))
+           + biases.abs())
+identity_close("each attention layer's output (first run, computed in one "
+               "product) is the sum of its heads' outputs plus its output "
+               "bias b_O", sum(heads) + biases, attn_default,
+               terms=(n_prod + 1) + (cfg.d_head + 2 * (cfg.n_heads + 1)),
+               scale=float(abs_sum.max()), chapter="1")
 
 fine_terms = ([cache["hook_embed"], cache["hook_pos_embed"]]
               + list(per_head.values()) + b_O + mlps)
@@ -198,23 +219,34 @@ sum_is(f"split finer, {len(per_head)} per-head terms + embeddings + output "
 
 # %%
 pos = tokens.shape[1] - 1
-names = ["embed", "pos_embed"] + list(per_head) + [
-    f"mlp {layer}" for layer in range(cfg.n_layers)]
-tensors = [cache["hook_embed"], cache["hook_pos_embed"]] + list(
-    per_head.values()) + mlps
-norms = [t[0, pos].norm().item() for t in tensors]
+# the terms of the per-head split, one bar each
+names = (["embed", "pos_embed"] + list(per_head)
+         + [f"b_O {layer}" for layer in range(cfg.n_layers)]
+         + [f"mlp {layer}" for layer in range(cfg.n_layers)])
+vectors = ([cache["hook_embed"][0, pos], cache["hook_pos_embed"][0, pos]]
+           + [t[0, pos] for t in per_head.values()] + b_O
+           + [t[0, pos] for t in mlps])
+norms = [v.norm().item() for v in vectors]
 colors = (["tab:gray"] * 2 + ["tab:blue"] * len(per_head)
-          + ["tab:orange"] * cfg.n_layers)
+          + ["tab:green"] * cfg.n_layers + ["tab:orange"] * cfg.n_layers)
+glue("ch1_bO_norm", max(b.norm().item() for b in b_O))
 
 fig, ax = plt.subplots(figsize=(9, 3))
 ax.bar(range(len(names)), norms, color=colors)
 ax.set_xticks(range(len(names)), names, rotation=90, fontsize=8)
 ax.set_ylabel("norm of the part")
 ax.set_title(f"The final residual stream at position {pos}, split into its "
-             "parts\n(gray: embeddings, blue: heads, orange: MLPs)",
+             "parts\n(gray: embeddings, blue: heads, green: output "
+             "biases b_O, orange: MLPs)",
              fontsize=10)
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# The green bars are there but empty: the output biases are terms of the sum like any
+# other, and in this untrained model their largest norm is {glue:text}`ch1_bO_norm:.1g`,
+# because TransformerLens initialises biases at zero. In a trained model they are not zero,
+# and they count in the sum whatever their size.
 
 # %% [markdown]
 # ## What is *not* linear, and what the framework does about it
@@ -251,12 +283,13 @@ plt.show()
 # identities, true by construction, and the cell shows that the code and the algebra
 # agree. And with the pattern recomputed the head is not additive: the input $x + y$ gives
 # scores $(x + y) W_{QK} (x + y)^\top$, which are not the scores of $x$ plus those of $y$,
-# and after the softmax its pattern is neither $x$'s nor $y$'s, so $f(x + y) \ne f(x) +
-# f(y)$. How *far* from additive the layer is depends on its weights and inputs. That it
-# is not additive is the generic case; additivity survives only for special weights or
-# inputs (a layer with $W_{QK} = 0$, for one, attends uniformly whatever its input, and is
-# linear). So the last check asks only that the deviation exceed what rounding could
-# produce.
+# and after the softmax its pattern is in general neither $x$'s nor $y$'s, so generically
+# $f(x + y) \ne f(x) + f(y)$. How *far* from additive the layer is depends on its weights
+# and inputs. That it is not additive is the generic case; additivity survives only for
+# special weights or inputs (a layer with $W_{QK} = 0$ and no query bias, $b_Q = 0$, for
+# one, gives every key the same score whatever its input, so it attends uniformly, and
+# with zero value and output biases it is linear). So the last check asks only that the
+# deviation exceed what rounding could produce.
 
 # %%
 toy = attn_only(1, d_model=32, n_heads=2, d_vocab=50, n_ctx=16, seed=1)
@@ -351,15 +384,21 @@ glue("ch1_free_gap", float(free.abs().max()))
 glue("ch1_out_size", float(out_xy.abs().max()))
 glue("ch1_live_bound", live_bound)
 glue("ch1_max_score", max(score_x, score_y, score_xy))
+# scores within [-s, s] put a softmax entry within a factor e^(2 s) of 1/n
+glue("ch1_uniform_factor", math.exp(2 * max(score_x, score_y, score_xy)))
 
 # %% [markdown]
 # With its pattern recomputed, the layer's output on $x + y$ differs from the sum of its
 # outputs on $x$ and on $y$ by up to {glue:text}`ch1_free_gap:.1e`, where the outputs
 # themselves reach {glue:text}`ch1_out_size:.2f` and rounding could explain at most
-# {glue:text}`ch1_live_bound:.0e`. The deviation is small in this layer because it is
-# untrained: its attention scores are at most {glue:text}`ch1_max_score:.2f` in size, so
-# its patterns are nearly uniform and move little between inputs. It is still beyond
-# the worst-case rounding bound, and with the pattern frozen the difference is rounding.
+# {glue:text}`ch1_live_bound:.0e`. The deviation is small, and the scores bound how large
+# it could be: this layer's attention scores are at most {glue:text}`ch1_max_score:.2f`
+# in size, and scores within $\pm s$ put every entry of a softmax over $n$ keys within a
+# factor $e^{2s}$ of the uniform $1/n$: here a factor of at most
+# {glue:text}`ch1_uniform_factor:.2f`, so the three patterns can differ only that much.
+# (Why the scores are this small in this random layer, and how large they are in a trained
+# one, we do not measure here.) The deviation is still beyond the worst-case rounding
+# bound, and with the pattern frozen the difference is rounding.
 
 # %% [markdown]
 # ### Exercise 1.1: the stream entering a block

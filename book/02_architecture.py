@@ -378,8 +378,11 @@ identity("the whole model = stacks + embeddings (V d each) + generator "
 glue("stacks_m", stacks / 1e6)
 
 # %% [markdown]
-# Without embeddings, the base model has {glue:text}`stacks_m:.1f` million parameters.
-# The paper's Table 3 lists 65 million for it. The rest is the vocabulary: the paper uses a
+# Without embeddings, the Annotated Transformer's base model has {glue:text}`stacks_m:.1f`
+# million parameters. The paper's post-norm model has the same layers but not the two final
+# LayerNorms (encoder and decoder, $2 \times 2\,d_\text{model}$ parameters), so its stacks
+# hold {glue:text}`paper_stacks_m:.3f` million. The paper's Table 3 lists 65 million for the
+# whole model. The rest is the vocabulary: the paper uses a
 # shared source-target vocabulary of "about 37000" byte-pair tokens for English-German
 # and ties the two embeddings and the pre-softmax matrix into one
 # $V \times d_\text{model}$ matrix (its section 3.4). The pre-softmax map may also have a
@@ -387,14 +390,17 @@ glue("stacks_m", stacks / 1e6)
 
 # %%
 V_paper = 37000
-tied_total = stacks + V_paper * d_model + V_paper
-implied_V = (65e6 - stacks) / (d_model + 1)
+# the paper is post-norm: no final LayerNorm on either stack (gain and bias)
+paper_stacks = stacks - 2 * 2 * d_model
+glue("paper_stacks_m", paper_stacks / 1e6)
+tied_total = paper_stacks + V_paper * d_model + V_paper
+implied_V = (65e6 - paper_stacks) / (d_model + 1)
 # the paper's figures are rounded: "about 37000" tokens, and 65 M at the
 # nearest million. The largest count its description allows:
 V_high, paper_low = 37500, 64.5e6
-tied_high = stacks + V_high * (d_model + 1)
-print(f"stacks {stacks:,} + tied embedding {V_paper * d_model:,} + "
-      f"generator bias {V_paper:,}")
+tied_high = paper_stacks + V_high * (d_model + 1)
+print(f"post-norm stacks {paper_stacks:,} + tied embedding "
+      f"{V_paper * d_model:,} + generator bias {V_paper:,}")
 print(f"= {tied_total:,} parameters; 65 M would need V = {implied_V:,.0f}")
 print(f"with V = {V_high:,}: {tied_high:,}, still under {paper_low:,.0f}")
 observation("the base model counted from the paper's description, with a "
@@ -496,22 +502,22 @@ explore(draw_breakdown, d_model=[64, 128, 256, 512, 768, 1024],
 # %% [markdown]
 # ### Where the LayerNorm goes: post-norm and pre-norm
 #
-# Section 3.1 of the paper says that the output of each sublayer is
-# $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$: add first, then normalise.
-# This is called **post-norm**. The Annotated Transformer's text repeats that formula, but its
-# `SublayerConnection` computes something else, $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$:
-# normalise what the sublayer *reads*, and add its output to the un-normalised stream. This
-# is **pre-norm** (the outline this book was written from quotes the post-norm formula and
-# then says the output is "literally a sum" of the sublayers' contributions; only pre-norm
-# gives that, as chapter 3 measures); a comment in the Annotated Transformer's code says the norm was put
-# first for simplicity of code. Pre-norm is also what GPT-2 uses
-# {cite}`radford2019language`, and what almost every language model since does. Because
-# pre-norm never normalises the stream
+# Section 3.1 of the paper puts the LayerNorm *after* the residual connection: each
+# sublayer's output is added to its input first, and the result is normalised. This is
+# called **post-norm**. The Annotated Transformer's text repeats the paper's formula, but its
+# `SublayerConnection` computes something else: the LayerNorm moves to the other side of
+# the addition, and what is added to the stream is no longer normalised afterwards. This is
+# **pre-norm**. Exercise 2.2 asks you to write both; the formulas follow it. (The outline
+# this book was written from quotes the post-norm formula and then says the output is
+# "literally a sum" of the sublayers' contributions; only pre-norm gives that, as chapter 3
+# measures.) A comment in the Annotated Transformer's code says the norm was put first for
+# simplicity of code. Pre-norm is also what GPT-2 uses {cite}`radford2019language`, and
+# what almost every language model since does. Because pre-norm never normalises the stream
 # itself, the stack needs one LayerNorm at its very top; that is the `norm` at the end of
 # the Annotated Transformer's `Encoder` and `Decoder`, which the paper does not have.
 #
 # Our `SublayerConnection` has a switch, `norm_position`, that selects one arrangement or
-# the other (exercise 2.2 below asks you to write both). The two arrangements use exactly
+# the other. The two arrangements use exactly
 # the same parameters except the two final LayerNorms, so we can load the pre-norm model's
 # weights into a post-norm model and compare.
 
@@ -542,8 +548,9 @@ glue("prepost_rel", rel.item())
 # %% [markdown]
 # With identical weights, the decoder outputs differ by {glue:text}`prepost_rel:.0%` of
 # their size on average (one untrained model, one sentence): these are two different
-# networks, not two ways of writing one. A model trained one way cannot be run the other
-# way.
+# networks, not two ways of writing one. We have not trained either arrangement here, but
+# with the same weights this far apart there is no reason to expect a model trained one
+# way to work when run the other way.
 #
 # The difference shows up clearly in the size of the stream. Post-norm renormalises the
 # stream after every sublayer, so (with LayerNorm's gain at 1 and bias at 0, as at
@@ -592,8 +599,8 @@ glue("pre_growth", (norms_pre[-1] / norms_pre[0]).item())
 
 fig, ax = plt.subplots(figsize=(7.5, 3))
 steps = range(len(norms_pre))
-ax.plot(steps, norms_pre, "o-", label="pre-norm: x + Sublayer(LN(x))")
-ax.plot(steps, norms_post, "s-", label="post-norm: LN(x + Sublayer(x))")
+ax.plot(steps, norms_pre, "o-", label="pre-norm")
+ax.plot(steps, norms_post, "s-", label="post-norm")
 ax.axhline((d - 1) ** 0.5, color="0.6", ls=":", lw=1)
 ax.text(len(norms_pre) - 1, (d - 1) ** 0.5 + 0.5, "sqrt(d_model - 1)",
         ha="right", fontsize=8, color="0.4")
@@ -609,11 +616,12 @@ plt.show()
 
 # %% [markdown]
 # In pre-norm the stream ends {glue:text}`pre_growth:.1f` times longer than it started
-# (in this untrained encoder: how much a trained one grows depends on its weights), and
-# that is why it needs the final LayerNorm before anything reads it. In post-norm the
-# stream's length is pinned from the first sublayer on (the embedding itself is longer), but
-# nothing written into it survives unchanged either: each LayerNorm recentres and rescales
-# everything that came before.
+# (in this untrained encoder: how much a trained one grows depends on its weights). Nothing
+# in pre-norm bounds the stream's size, so the final LayerNorm is there to hand whatever
+# reads the top of the stack a normalised vector, as post-norm's last LayerNorm does. In
+# post-norm the stream's length is pinned from the first sublayer on (the embedding itself
+# is longer), but nothing written into it survives unchanged either: each LayerNorm
+# recentres and rescales everything that came before.
 #
 # ### Exercise 2.2: the residual connection
 #
@@ -635,6 +643,13 @@ def sublayer_connection(x, sublayer, norm, position):
 
 
 checks.ch02_ex2(sublayer_connection)
+
+# %% [markdown]
+# In formulas, post-norm (the paper) is
+# $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$: add first, then normalise.
+# Pre-norm (the Annotated Transformer's code) is
+# $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$: normalise what the sublayer
+# *reads*, and add its output to the un-normalised stream.
 
 # %% [markdown]
 # ## The circuit view

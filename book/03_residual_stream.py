@@ -4,10 +4,11 @@
 # Every layer of a transformer talks to every other layer through one shared vector per
 # position, the *residual stream*. This chapter looks at that channel: how each layer reads
 # from it with a linear map, computes, and adds its result back; how many dimensions it
-# has and how many writers compete for them; and why its coordinates, taken one at a time,
-# mean nothing. We prove the last point by rotating a whole model into a random basis and
-# getting exactly the same predictions, then show the one kind of operation that would
-# break the symmetry: a nonlinearity applied coordinate by coordinate.
+# has and how many writers compete for them; and why the forward computation gives its
+# coordinates, taken one at a time, no meaning. We prove the last point by rotating a whole
+# model into a random basis and getting exactly the same predictions, then show the one kind
+# of operation that would break the symmetry: a nonlinearity applied coordinate by
+# coordinate.
 
 # %% [markdown]
 # The set-up is folded away: the imports, and the rounding counts of this chapter's checks
@@ -91,13 +92,17 @@ def post_norm_stack_terms(d_model, n_stack):
 # stream is linear at the point of contact: writes are $x \mapsto x + yW$, reads are
 # $x \mapsto xW$. If we rotate the board, writing $xR$ instead of $x$ for an orthogonal
 # $R$, and rotate every read and write to match, the model computes exactly the same
-# function. So the forward pass gives "slot 17 of the residual stream" no meaning of its
-# own: for every model there is another, with the same outputs, whose slot 17 holds
-# something else. That is a statement about the function, not about training, which
-# does not treat all rotations alike (we come back to this below). The safe objects are
-# *directions*, and which directions matter has to be found from the weights that read
-# and write them. (LayerNorm, which the toy model below does not have, singles out one
-# direction of its own; we come back to that too.)
+# function. So the forward pass alone gives "slot 17 of the residual stream" no meaning:
+# for every model there is another, with the same outputs, whose slot 17 holds something
+# else. Training may give it one. Adam {cite}`kingma2015adam` steps each coordinate by its
+# own amount, and other per-coordinate operations (a per-coordinate gain, an elementwise
+# function of the stream) also treat the coordinates differently, so a trained model's coordinates
+# can mean something; whether they do is a question about that model, to be measured, not
+# one the symmetry settles (we come back to this below). The objects the forward pass does
+# not tie to a basis are *directions*, and which directions matter has to be found from the
+# weights that read and write them. (LayerNorm, which the toy model below does not have,
+# singles out the all-ones direction by centring, and its gain acts per coordinate until it
+# is folded into the next weights; we come back to that too.)
 # Inside an MLP it is different: its nonlinearity acts on each hidden neuron separately,
 # so the neuron basis is special there (chapter {doc}`10_ffn`).
 
@@ -213,9 +218,10 @@ glue("writer_ratio", writer_dims / stream_dims)
 
 # %% [markdown]
 # Six encoder layers write from {glue:text}`writer_dims` dimensions into a 512-dimensional
-# stream, {glue:text}`writer_ratio:.0f` times its width. Most of what is written cannot have
-# a private slot; layers must share directions, and much of what the stream carries is
-# only readable by the layers that know where to look.
+# stream, {glue:text}`writer_ratio:.0f` times its width. At most 512 of those directions can
+# be independent, so most of what is written cannot have a private slot: writers must share
+# directions. How much a trained model's writers actually interfere is a question about its
+# weights, which this count does not answer.
 
 # %% [markdown]
 # ## The circuit view
@@ -297,11 +303,14 @@ identity("toy-2l (shortformer): the stream entering layer 0 is exactly "
 # **Bandwidth again.** Each head writes into a subspace of dimension at most
 # $d_\text{head}$, the row space of its $W_O^h$. This model has
 # $2 \times 4 = 8$ heads with $d_\text{head} = 16$, so 128 writing dimensions, into a
-# 64-dimensional stream. Together they span at most 64 dimensions (the rank of all the $W_O$
-# matrices stacked), so their write subspaces cannot be independent: if all eight have full
-# rank 16, some combination of heads writes in directions that other heads also write in. This
-# does not say that any *two* heads share a direction (two 16-dimensional subspaces of a
-# 64-dimensional space need not meet), only that the eight cannot all have room of their own.
+# 64-dimensional stream. Together they span the row space of all the $W_O$ matrices
+# stacked, whose dimension is that matrix's rank, at most 64 because the matrix has 64
+# columns. So if the eight heads' ranks add up to more than 64, their write subspaces
+# cannot be independent: some combination of heads writes in directions that other heads
+# also write in. The ranks are measured, not given: a head whose $W_O$ had rank 8 or less
+# would leave room. This does not say that any *two* heads share a direction (two
+# 16-dimensional subspaces of a 64-dimensional space need not meet), only that the eight
+# cannot all have room of their own.
 
 # %%
 W_O_all = model.W_O.reshape(-1, cfg.d_model).double()  # [8*16, 64]
@@ -310,30 +319,23 @@ rank_each = [torch.linalg.matrix_rank(W.double()).item()
 rank_all = torch.linalg.matrix_rank(W_O_all).item()
 print(f"ranks of the 8 heads' W_O: {rank_each}; sum {sum(rank_each)}")
 print(f"rank of all of them together: {rank_all} (d_model = {cfg.d_model})")
-identity("the heads' write subspaces are not independent: their ranks sum to "
-         "more than d_model = 64, and all of W_O stacked has rank at most 64",
-         f"{sum(rank_each)} vs {rank_all}",
-         rank_all <= cfg.d_model < sum(rank_each), chapter="3")
+# the dimension of the heads' joint write space (rank_all) is below the sum
+# of their dimensions exactly when the subspaces are not independent
+identity("the heads' write subspaces are not independent: the dimension of "
+         "their span (all of W_O stacked) is less than the sum of their "
+         "dimensions", f"span {rank_all} vs sum {sum(rank_each)}",
+         rank_all < sum(rank_each), chapter="3")
 
 # %% [markdown]
 # ### No privileged basis
 #
 # Take any orthogonal $R$ ($R R^\top = I$) and imagine the stream stored as $\tilde x = xR$
-# instead of $x$. A write $yW$ must become $yWR$, so that the new stream is the old one
-# rotated. A read $xW$ must give the same result from the rotated stream, and
-# $\tilde x\,(R^\top W) = x R R^\top W = x W$, so each read matrix becomes $R^\top W$:
-#
-# $$\text{writes:}\quad W_E \to W_E R,\quad W_\text{pos} \to W_\text{pos} R,\quad
-# W_O^h \to W_O^h R,\quad b_O \to b_O R,$$
-#
-# $$\text{reads:}\quad W_Q^h \to R^\top W_Q^h,\quad W_K^h \to R^\top W_K^h,\quad
-# W_V^h \to R^\top W_V^h,\quad W_U \to R^\top W_U.$$
-#
-# Every head then sees exactly the queries, keys and values it saw before, so its pattern
-# and its output are unchanged; its output is written in the rotated basis; and the
-# unembedding undoes the rotation. The logits are identical. Nothing in the argument
-# depends on what the weights are, so it holds for every model of this shape, trained or
-# random: the exercise's check tests it on random ones, and we then apply it to `toy-2l`.
+# instead of $x$. For the model to compute the same function in the new basis, two things
+# must hold: every write must put into the stream the rotated version of what it wrote
+# before, and every read of the rotated stream must give exactly what it gave from the old
+# one. Each entry of the table above therefore changes in a way fixed by its side of the
+# stream, or not at all if it has no $d_\text{model}$ side. Working out how is exercise
+# 3.1; the derivation follows it.
 #
 # ### Exercise 3.1: rotate a model
 #
@@ -367,6 +369,22 @@ def rotate_model_weights(weights, R):
 checks.ch03_ex1(rotate_model_weights)
 
 # %% [markdown]
+# The derivation. A write $yW$ must become $yWR$, so that the new stream is the old one
+# rotated. A read $xW$ must give the same result from the rotated stream, and
+# $\tilde x\,(R^\top W) = x R R^\top W = x W$, so each read matrix becomes $R^\top W$:
+#
+# $$\text{writes:}\quad W_E \to W_E R,\quad W_\text{pos} \to W_\text{pos} R,\quad
+# W_O^h \to W_O^h R,\quad b_O \to b_O R,$$
+#
+# $$\text{reads:}\quad W_Q^h \to R^\top W_Q^h,\quad W_K^h \to R^\top W_K^h,\quad
+# W_V^h \to R^\top W_V^h,\quad W_U \to R^\top W_U.$$
+#
+# Every head then sees exactly the queries, keys and values it saw before, so its pattern
+# and its output are unchanged; its output is written in the rotated basis; and the
+# unembedding undoes the rotation. The logits are identical. Nothing in the argument
+# depends on what the weights are, so it holds for every model of this shape, trained or
+# random: the exercise's check tested it on random ones, and we now apply it to `toy-2l`.
+#
 # Now rotate the real model. A random orthogonal matrix comes from the QR decomposition of
 # a Gaussian matrix (multiplying each column of $Q$ by the sign of the matching diagonal
 # entry of the triangular factor makes the draw uniform over all orthogonal matrices,
@@ -417,15 +435,16 @@ identity_close("the rotated model gives the same logits", rot_logits,
 logit_bound = rounding_bound(2 * MODEL_TERMS, float(logits.abs().max()))
 print(f"second-copy loss: original {copy_losses(logits)[1]:.4f}, "
       f"rotated {copy_losses(rot_logits)[1]:.4f}")
-# A pattern's error is (pattern <= 1) times its scores' error, which a
-# forward pass bounds, at the size of the largest finite score.
+# A softmax moves an entry p by at most 2 p (<= 2) times its scores' largest
+# error (dp_i = p_i (ds_i - sum_j p_j ds_j)), and a forward pass bounds the
+# scores' error at the size of the largest finite score.
 layers = range(cfg.n_layers)
 scores = torch.cat([cache["attn_scores", l].flatten() for l in layers])
 identity_close("every attention pattern is unchanged",
                torch.stack([rot_cache["pattern", l] for l in layers]),
                torch.stack([cache["pattern", l] for l in layers]),
                terms=2 * MODEL_TERMS,
-               scale=float(scores[scores.isfinite()].abs().max()),
+               scale=2 * float(scores[scores.isfinite()].abs().max()),
                chapter="3")
 stream, rot_stream = final, rot_cache["resid_post", cfg.n_layers - 1]
 # the forward passes up to the last stream, then @ R (d_model)
@@ -448,6 +467,36 @@ observation("mean |correlation| between coordinate k of the original and of "
             "the rotated stream, over the 64 coordinates (1 for R = I)",
             corr.abs().mean(), chapter="3")
 glue("mean_corr", corr.abs().mean().item())
+
+
+def mean_abs_corr(a, b):
+    """Mean over coordinates k of |corr(a[:, k], b[:, k])|."""
+    a, b = a - a.mean(0), b - b.mean(0)
+    return ((a * b).sum(0) / (a.norm(dim=0) * b.norm(dim=0))).abs().mean()
+
+
+# what any random orthogonal matrix gives: the same statistic for 100 more
+# uniform draws (the rotated stream is the stream times R, checked above),
+# from a generator of their own so that the page's later draws do not move
+g_null = torch.Generator().manual_seed(4)
+null_draws = []
+for _ in range(100):
+    Q_i, tri_i = torch.linalg.qr(torch.randn(cfg.d_model, cfg.d_model,
+                                             generator=g_null))
+    null_draws.append(mean_abs_corr(flat, flat @ (Q_i * torch.sign(
+        torch.diagonal(tri_i)))))
+null_draws = torch.stack(null_draws)
+# and two *different* coordinates of the original stream, for comparison
+c_orig = torch.corrcoef(flat.T)
+off_diag = c_orig[~torch.eye(cfg.d_model, dtype=torch.bool)].abs().mean()
+observation("mean |correlation| of matching coordinates over 100 other "
+            "uniform random orthogonal matrices (mean, sd)",
+            f"{null_draws.mean():.3f} +- {null_draws.std():.3f}", chapter="3")
+observation("mean |correlation| between two different coordinates of the "
+            "original stream", off_diag, chapter="3")
+glue("corr_null_mean", null_draws.mean().item())
+glue("corr_null_sd", null_draws.std().item())
+glue("corr_off_diag", off_diag.item())
 # the bound, not the measured difference (which is rounding noise)
 glue("logit_bound", logit_bound)
 
@@ -470,20 +519,29 @@ plt.show()
 # {glue:text}`logit_bound:.0e`) while the mean absolute
 # correlation between matching coordinates of the two streams is
 # {glue:text}`mean_corr:.2f` (with $R = I$ it would be 1; this $R$'s largest entry is
-# {glue:text}`R_max:.2f`, where a coordinate permutation's is 1). Both models are equally
-# good descriptions of the same computation, so any story that depends on "what
-# coordinate $k$ of the residual stream means" would have to be true of both. It cannot
-# be; only statements about directions (read off the weights that write and read them)
-# survive the change of basis.
+# {glue:text}`R_max:.2f`, where a coordinate permutation's is 1). That is what a random
+# rotation typically gives: over 100 more uniform draws the same statistic is
+# {glue:text}`corr_null_mean:.3f` $\pm$ {glue:text}`corr_null_sd:.3f` (mean and standard
+# deviation). For comparison, two *different* coordinates of the original stream
+# correlate by {glue:text}`corr_off_diag:.2f` on average: coordinate $k$ of the rotated
+# model is hardly more related to coordinate $k$ of the original than two different
+# coordinates of one model are to each other. Both models compute the same function, and they disagree
+# about what coordinate $k$ holds, so the forward computation cannot be what gives
+# coordinate $k$ a meaning. Statements about directions (read off the weights that write
+# and read them) survive the change of basis.
 #
 # The symmetry belongs to the function the model computes, not to how it was trained.
 # Adam {cite}`kingma2015adam` scales each coordinate's update separately, which is not
-# rotation-invariant, so a trained model may still line some directions up with
-# coordinates, and large trained models are known to have a few coordinates of unusual
-# size (chapter {doc}`11_layernorm` meets very large first-token vectors in SmolLM2). The
-# argument above shows that nothing in the forward computation gives a coordinate a
-# meaning; whether training happened to is a question about a particular model, to be
-# measured, as chapter {doc}`10_ffn` does for neurons.
+# rotation-invariant, and any other per-coordinate operation (a LayerNorm gain not folded
+# away, an elementwise function of the stream) breaks the symmetry too; so a trained model
+# may line some directions up with coordinates, and then its coordinates do mean
+# something. The rotated model computes the same function, but it need not be a model that
+# such training would produce. The
+# argument above shows only that nothing in the forward computation gives a coordinate a
+# meaning; whether training did is a question about a particular model, to be measured,
+# as chapter {doc}`10_ffn` does for neurons. (Chapter {doc}`11_layernorm` measures
+# something else that stands out in SmolLM2: one *position*, the first token, whose vector
+# is far larger than the others. That is a token of unusual size, not a coordinate.)
 #
 # ### What would break it: a nonlinearity per coordinate
 #
@@ -532,9 +590,9 @@ glue("logit_std", logits.std().item())
 # deviation is {glue:text}`logit_std:.2f`). Transformers never apply an elementwise
 # function to the stream itself, which is why their forward computation gives it no
 # privileged basis (LayerNorm aside: see below). They do apply
-# one inside every MLP, to the $d_\text{ff}$ hidden neurons, and there the basis *is*
-# privileged: a neuron is a meaningful unit in a way that a residual coordinate is not
-# (chapter {doc}`10_ffn` checks it).
+# one inside every MLP, to the $d_\text{ff}$ hidden neurons, and there the forward
+# computation itself privileges the basis: a neuron is a unit of the computation in a way
+# that a residual coordinate is not (chapter {doc}`10_ffn` checks it).
 #
 # **LayerNorm needs care.** LayerNorm is not elementwise, but it is not purely a function
 # of the length either. It subtracts each vector's mean over coordinates, which removes the

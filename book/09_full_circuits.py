@@ -204,9 +204,16 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # $W_E W_{QK}^h W_E^\top$ is only its $\Delta = 0$ member. In such a model an RMSNorm
 # also sits between $W_E$ and $W_Q$ (its gain folds into $W_Q$, its division does not,
 # chapter {doc}`11_layernorm`), and under grouped-query attention $W_K$ and $W_V$ are
-# those of the key-value head the query head shares with its group. The full OV circuit
-# keeps its form, since RoPE rotates queries and keys, never values. Every table on this
-# page is `toy-2l`'s.
+# those of the key-value head the query head shares with its group. RoPE leaves the full
+# OV circuit alone, since it rotates queries and keys, never values, but the norms do not.
+# In SmolLM2 an RMSNorm sits between $W_E$ and $W_V$, and the final RMSNorm between the
+# head's output and $W_U$. Their gains fold into $W_V$ and $W_U$ (a diagonal matrix on
+# each side); their divisions do not: each source row is divided by the RMS of the stream
+# at the source position, and each row of logit changes by the RMS of the stream at the
+# destination, scales that depend on the whole context, not on the token alone. So for
+# SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_	ext{final})\, W_U$
+# is the head's effect only up to a positive scale for each source and each destination.
+# Every table on this page is `toy-2l`'s, which has no norms.
 #
 # `circuitbook.circuits.full_ov_circuit` and `full_qk_circuit` return these as
 # `FactoredMatrix` objects: each table is kept as a product of two factors only
@@ -311,12 +318,12 @@ t0 = time.perf_counter()
 big_ov = full_ov_circuit(big, 0, 0)
 t_factors = time.perf_counter() - t0
 factor_bytes = nbytes(big_ov.A, big_ov.B)
-embed_bytes = nbytes(big.W_E, big.W_U)
+embed_bytes = nbytes(big.W_E)          # one matrix: GPT-2 ties W_U = W_E^T
 big_qk = full_qk_circuit(big, 0, 0)
 print(f"dense full OV: {n_vocab}^2 x 4 bytes = {dense_bytes / GB:.1f} GB")
 print(f"factors A {tuple(big_ov.A.shape)}, B {tuple(big_ov.B.shape)}: "
       f"{factor_bytes / MB:.1f} MB")
-print(f"(W_E and W_U themselves: {embed_bytes / MB:.0f} MB)")
+print(f"(W_E itself: {embed_bytes / MB:.0f} MB)")
 identity("a dense vocab x vocab float32 table for GPT-2 takes "
          "50257^2 x 4 bytes = 10.1 GB", f"{dense_bytes / GB:.2f} GB",
          dense_bytes == n_vocab ** 2 * 4
@@ -395,6 +402,7 @@ print(f"copying score: {nbytes(small) / KB:6.0f} KB (64 x 64 matrix)")
 glue("dense_gb", dense_bytes / GB)
 glue("factor_mb", factor_bytes / MB)
 glue("embed_mb", embed_bytes / MB)
+glue("embed_ratio", embed_bytes / factor_bytes)
 glue("row_kb", nbytes(row) / KB)
 # timings differ from machine to machine by nature: marked, so the numeric
 # check lists them
@@ -409,8 +417,10 @@ del big, big_ov, big_qk
 # The dense table would need {glue:text}`dense_gb:.1f` GB for one head, and GPT-2
 # small has 144 heads: {glue:text}`all_heads_tb:.2f` TB for all their full OV circuits,
 # as much again for the full QK circuits. The factors take
-# {glue:text}`factor_mb:.1f` MB, less than a tenth of the embedding and unembedding
-# they are made from ({glue:text}`embed_mb:.0f` MB), and took
+# {glue:text}`factor_mb:.1f` MB, {glue:text}`embed_ratio:.0f` times less than the
+# embedding matrix they are made from ({glue:text}`embed_mb:.0f` MB; GPT-2 uses the
+# same matrix, transposed, as its unembedding, while the random model here keeps a
+# separate one of the same size), and took
 # {glue:text}`t_factors:.2f` s to compute on the machine that built this page. After that, a
 # row costs {glue:text}`row_kb:.0f` KB and {glue:text}`t_row_ms:.1f` ms, and the copying
 # score a $64 \times 64$ eigenproblem ({glue:text}`t_score_ms:.0f` ms). (The random head
@@ -527,11 +537,18 @@ circle_top = T_circle.argmax(-1) == torch.arange(n_circle)
 # here, far above float64 rounding of a 2-term dot product (~1e-16)
 off_diag = T_circle - 2 * torch.eye(n_circle, dtype=torch.float64)
 circle_lead = (T_circle.diagonal() - off_diag.max(-1).values).min().item()
+# cos, sin and the 2-term dot product: a few roundings of numbers of size 1
+circle_tol = rounding_bound(6, 1.0, torch.float64)
+circle_theory = 1 - math.cos(2 * math.pi / n_circle)
 identity(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has "
-         "its diagonal win every row (top-1 copying of every token)",
+         "its diagonal win every row (top-1 copying of every token), by "
+         "1 - cos(2 pi / n) up to rounding",
          f"rank {circle_rank}, {int(circle_top.sum())} of {n_circle} rows, "
-         f"smallest lead {circle_lead:.1e}",
-         circle_rank == 2 and bool(circle_top.all()) and circle_lead > 0,
+         f"smallest lead {circle_lead:.1e} (theory {circle_theory:.1e}), "
+         f"rounding {circle_tol:.0e}",
+         circle_rank == 2 and bool(circle_top.all())
+         and abs(circle_lead - circle_theory) <= circle_tol
+         and circle_lead > circle_tol,
          chapter="9")
 eye_circle = torch.eye(n_circle, dtype=torch.float64)
 circle_dist = (T_circle - eye_circle).norm() / n_circle ** 0.5
@@ -544,7 +561,11 @@ glue("circle_dist", circle_dist.item())
 # rank does not forbid one head from copying the whole vocabulary. What the measurement
 # shows is only that in `toy-2l` training did not make one head do so: the layer-1 heads copy
 # {glue:text}`frac_heads` of the tokens each, every token is copied by at least
-# {glue:text}`coverage_min` of them, and the loss only needs the sum to copy.
+# {glue:text}`coverage_min` of them, and their four tables summed copy
+# {glue:text}`frac_sum:.0%` of the tokens. Whether the sum is what the model uses is a
+# further question, which this page does not test: the sum acts only when the four heads
+# attend to the same source token, and the logits also receive the direct path
+# $W_E W_U$ and the layer-0 heads' writes, which these tables leave out.
 #
 # ### Reading the full QK circuit
 #
@@ -723,6 +744,30 @@ finding("every layer-1 head copies more than a head at initialisation "
 finding(f"the previous-token head {PL}.{PH}'s copying score: below a head "
         "at initialisation's", package_scores[PL, PH], null=null_copy,
         alternative="less", chapter="9")
+# the score is a ratio of sums (Re sum lambda is the trace): read the
+# previous-token head's table itself, token by token
+prev_T = tables[PL, PH]
+prev_neg = (prev_T.diagonal() < 0).float().mean().item()
+prev_bottom = (prev_T.argmin(-1) == tokens_idx).float().mean().item()
+
+
+def diag_negative(m, layer, head):
+    """Share of tokens whose own entry in the full OV table is negative."""
+    diag = full_ov_circuit(m, layer, head).AB.diagonal()
+    return (diag < 0).float().mean().item()
+
+
+null_neg = [diag_negative(m, l, h) for m in inits
+            for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+finding(f"head {PL}.{PH} lowers its own token's logit (a negative diagonal "
+        "entry) for more tokens than a head at initialisation", prev_neg,
+        null=Null.draws("320 heads of toy-2l's shape at initialisation",
+                        null_neg), chapter="9")
+observation(f"head {PL}.{PH}: the share of tokens whose own logit is the "
+            "lowest in their row", prev_bottom, chapter="9")
+glue("prev_neg", prev_neg)
+glue("prev_bottom", prev_bottom)
+glue("null_neg", sum(null_neg) / len(null_neg))
 glue("score_ind", package_scores[IL, IH].item())
 glue("score_prev", package_scores[PL, PH].item())
 glue("prev_head", f"{PL}.{PH}")
@@ -740,7 +785,10 @@ glue("null_score_min", null_scores.min().item())
 # top-1 fraction: it says that whatever the head copies, it copies with the right sign;
 # it does not say how many tokens it copies. Head {glue:text}`prev_head`, the
 # previous-token head, scores {glue:text}`score_prev:.2f`, far below any head at
-# initialisation: on the direct path it pushes *down* the token it attends to. That is
+# initialisation. The score is a ratio of sums, so we read the table itself: on the direct
+# path the head lowers the logit of the token it attends to for
+# {glue:text}`prev_neg:.0%` of tokens (a head at initialisation: {glue:text}`null_neg:.0%`),
+# though that logit is the lowest of its row for only {glue:text}`prev_bottom:.0%`. That is
 # a side effect at most: its job is to write information about the previous token for
 # the layer-1 heads to read, a route these tables do not include, and this page does
 # not test what, if anything, the anti-copying does for the loss.
@@ -919,13 +967,16 @@ fig
 # {glue:text}`robust_total` (query token, query position) pairs the margin exceeds the
 # whole token spread, so no choice of tokens at the keys can take the top place from
 # position $i-1$. Which token is where moves this head's scores by a good part of the
-# positional margin, then, but almost never changes the key it prefers.
+# positional margin, then, and could change the key it prefers only for the remaining
+# few pairs.
 #
 # The one exception is query position {glue:text}`missed`, the last position of the
 # context. The model was trained on sequences of exactly 64 tokens with the next-token
-# loss, and the prediction made at the last position has no target, so nothing at
-# that position ever affected the loss: its query was never trained. We can check that
-# the gradient of the training loss reaches every positional embedding except the last.
+# loss, and the prediction made at the last position has no target, so the positional
+# embedding of that position never affected the loss. We check that the gradient of the
+# training loss reaches every positional embedding except the last, and, since `toy-2l`
+# was trained with Adam and no weight decay (whose update is zero where every gradient
+# was zero), that the last row is still where initialisation put it.
 
 # %%
 train_like = repeated_random_tokens(4, n_ctx // 2, cfg.d_vocab,  # [4, 64]
@@ -941,6 +992,20 @@ identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
          "nonzero at every other position", f"{pos_grad[-1]:.1f}, min "
          f"elsewhere {pos_grad[:-1].min():.1e}",
          pos_grad[-1] == 0 and bool((pos_grad[:-1] > 0).all()), chapter="9")
+# toy-2l's recipe: seed 0 at initialisation (circuitbook.models.zoo)
+init0 = attn_only(cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads,
+                  d_head=cfg.d_head, d_vocab=cfg.d_vocab, n_ctx=cfg.n_ctx,
+                  seed=0)
+moved = (model.W_pos - init0.W_pos).abs().max(-1).values   # [n_ctx]
+# bit for bit on the machine that trained it; a few roundings of the normal
+# sampler (log, sqrt, cos, product) where its vector kernel differs
+init_tol = rounding_bound(4, init0.W_pos.abs().max().item())
+identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
+         "while every other row moved in training",
+         f"{'within rounding' if moved[-1] <= init_tol else moved[-1]}, "
+         f"min elsewhere {moved[:-1].min():.2f}",
+         bool(moved[-1] <= init_tol) and bool((moved[:-1] > init_tol).all()),
+         chapter="9")
 
 # %% [markdown]
 # ## Summary
@@ -958,14 +1023,18 @@ identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
 #   {glue:text}`score_ind:.3f` (every nonzero eigenvalue has a positive real part; heads of
 #   the same shape at initialisation score near 0), but
 #   its own top logit is the attended token for only {glue:text}`frac_ind:.0%` of
-#   tokens; the four layer-1 heads share the vocabulary, and their tables summed copy
-#   all of it. Rank does not forbid one head copying all of it: a rank-2 table (unit
-#   vectors on a circle) copies every token top-1.
+#   tokens. The four layer-1 heads' tables share the vocabulary, and summed they copy
+#   {glue:text}`frac_sum:.0%` of it (the tables alone: whether the heads attend to the
+#   same token, and what the direct path and layer 0 add, is not tested here). Rank
+#   does not forbid one head copying all of it: a rank-2 table (unit vectors on a
+#   circle) copies every token top-1.
 # - The induction head's full QK circuit does not match a token to itself: the direct
 #   token-token route is not how it finds its key. (In a rotary model such as SmolLM2
 #   the token-token table is one per offset, $W_E W_Q R_\Delta W_K^\top W_E^\top$.)
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
 #   margin exceeds everything in the score that depends on the key's token, cross terms
 #   included, for {glue:text}`robust_n` of {glue:text}`robust_total` query (token,
-#   position) pairs: for those, no choice of key tokens can move the head off the previous
-#   position; the exceptions lie at the last position, which training never reached.
+#   position) pairs at positions 2 to 62: for those, no choice of key tokens can move the
+#   head off the previous position (for the rest, some choice of tokens might). By
+#   position alone the band breaks only at the last position, which training never
+#   reached.

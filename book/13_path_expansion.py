@@ -708,32 +708,40 @@ def boot_mean(values, n=2000, seed=0):
                                 generator=gen)].mean(-1)
 
 
-def above_even_spread(statement, weights, queries):
-    """A finding: mean attention `weights` (one per query position) against
-    a head that spreads its attention evenly over the past, 1 / (q + 1)."""
+def mean_attention(statement, weights, queries):
+    """An observation: mean attention `weights` (one per query position) with
+    its 95% bootstrap interval over positions and, for scale only, what a head
+    spreading its attention evenly over the past would give, 1 / (q + 1).
+    (The even spread is no null: no head here, trained or not, need produce
+    it, so it is not a test.)"""
     even = (1 / (queries.double() + 1)).mean().item()
-    finding(statement, weights.mean(), null=Null.point(
-        "attention spread evenly over the past", even),
-        boot=boot_mean(weights), chapter="13")
+    lo, hi = boot_mean(weights).quantile(torch.tensor([0.025, 0.975]))
+    observation(statement, f"{weights.mean():.3f} [{lo:.3f}, {hi:.3f}]; "
+                f"an even spread: {even:.3f}", chapter="13")
 
 
 positions = torch.arange(n_pos)
-above_even_spread("L0H2 attends to the previous token far more than an even "
-                  "spread would (one sequence, bootstrap over positions)",
-                  patterns[0][2].diagonal(-1), positions[1:])
+mean_attention("L0H2's mean attention to the previous token (one sequence; "
+               "95% bootstrap interval over positions)",
+               patterns[0][2].diagonal(-1), positions[1:])
 two_back = patterns[0][1].diagonal(-2)
-above_even_spread("L0H1 attends two tokens back far more than an even spread "
-                  "would (same sequence)", two_back, positions[2:])
+mean_attention("L0H1's mean attention two tokens back (same sequence)",
+               two_back, positions[2:])
 target_attn = patterns[1][1][queries, targets]
-above_even_spread("L1H1 attends to the induction target far more than an "
-                  "even spread would (same sequence, second copy)",
-                  target_attn, queries)
+mean_attention("L1H1's mean attention to the induction target (same "
+               "sequence, second copy)", target_attn, queries)
+adv_total = advantage.sum()
+observation("the target's total advantage (all terms), and the share from "
+            "terms with a layer-0 head on the key side",
+            f"{adv_total:.2f}; {(k_comp + qk_comp) / adv_total:.2f}",
+            chapter="13")
 two_back, target_attn = two_back.mean(), target_attn.mean()
 for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
                   ("no_comp", no_comp), ("top_val", advantage[top]),
                   ("second_val", advantage[second]),
                   ("prev_score", prev_score[2]), ("two_back", two_back),
-                  ("l1h1_target", target_attn)]:
+                  ("l1h1_target", target_attn), ("adv_total", adv_total),
+                  ("k_share", (k_comp + qk_comp) / adv_total)]:
     glue(name, float(val))
 
 # %% [markdown]
@@ -751,8 +759,11 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
 # query (the query's previous token) against L0H1 at the key.
 # L0H1 attends two positions back ({glue:text}`two_back:.2f` of its attention), so the
 # term checks that the token before the query matches the token two before the key: a
-# second token of agreement. Together these terms put {glue:text}`l1h1_target:.2f` of
-# L1H1's attention on the induction target.
+# second token of agreement. Of the target's whole advantage,
+# {glue:text}`adv_total:.1f`, the terms with a layer-0 head on the key side (K- and
+# QK-composition) supply {glue:text}`k_share:.2f`; the advantage of all the terms
+# together is what puts {glue:text}`l1h1_target:.2f` of L1H1's attention on the
+# induction target.
 #
 # Finally, V-composition: what a layer-1 head reads through its values may itself be
 # layer-0 output. Those are exactly the virtual terms of the logit expansion, and we saw
@@ -842,8 +853,9 @@ def name_id(name):
 
 def run_ioi(batch, head=None):
     """Logit differences [n], their direct attributions and, for `head`,
-    [4, n]: its attention from the last position on the answer and on the
-    other name, and its direct effect on each name's logit."""
+    [5, n]: its attention from the last position on the answer and on the
+    other name, its direct effect on each name's logit, and its mean direct
+    effect over the whole vocabulary."""
     ids = torch.tensor([smol_tok(s).input_ids for s, _, _ in batch])
     answer = torch.tensor([name_id(a) for _, a, _ in batch])
     other = torch.tensor([name_id(o) for _, _, o in batch])
@@ -864,7 +876,8 @@ def run_ioi(batch, head=None):
     read = write / last["ln_final.hook_scale"][:, 0] * smol.ln_final.w
     return diff, d, torch.stack(
         [(looks * (ids == who[:, None])).sum(-1) for who in (answer, other)]
-        + [(read * smol.W_U[:, who].T).sum(-1) for who in (answer, other)])
+        + [(read * smol.W_U[:, who].T).sum(-1) for who in (answer, other)]
+        + [read @ smol.W_U.mean(-1)])
 
 
 chosen_sentence = ioi(TEMPLATES[0], [("Mary", "John")])[:1]
@@ -906,12 +919,13 @@ finding(f"on the held-out sentences L{top_l}H{top_h}, picked on one "
         mean_heads[chosen], null=Null.draws(
             f"the mean direct effect of each of the other {len(others_mean)} "
             "heads", others_mean), chapter="13")
-share = heads[top_l, top_h] / diffs
+share = heads[top_l, top_h].sum() / diffs.sum()          # ratio of means
+share_each = (heads[top_l, top_h] / diffs).mean()        # mean of ratios
 per_template = heads[top_l, top_h].view(len(TEMPLATES), -1).mean(-1)
-observation(f"L{top_l}H{top_h}'s share of the logit difference (mean over "
-            "held-out sentences), and its mean per template",
-            f"{share.mean():.2f}; " + " ".join(f"{v:.2f}" for v in
-                                               per_template), chapter="13")
+observation(f"L{top_l}H{top_h}'s share of the summed logit difference; the "
+            "mean of its per-sentence shares; its mean part per template",
+            f"{share:.2f}; {share_each:.2f}; " + " ".join(
+                f"{v:.2f}" for v in per_template), chapter="13")
 glue("dla_bound", rounding_bound(smol_dla_terms(smol.cfg, n_dla_parts),
                                  sizes.max().item()))
 glue("dla_n_parts", n_dla_parts)
@@ -923,7 +937,10 @@ glue("dla_top", f"L{top_l}H{top_h}")
 glue("dla_top0", d0.heads[top_l, top_h, 0].item())
 glue("dla_top_mean", mean_heads[chosen].item())
 glue("dla_second_mean", others_mean.max().item())
-glue("dla_share", 100 * share.mean().item())
+glue("dla_share", 100 * share.item())
+glue("dla_share_each", 100 * share_each.item())
+glue("dla_n_heads", len(others_mean) + 1)
+glue("dla_rank_p", 1 / (len(others_mean) + 1))
 glue("dla_template_lo", per_template.min().item())
 glue("dla_template_hi", per_template.max().item())
 glue("dla_median", mean_heads.abs().median().item())
@@ -963,13 +980,18 @@ heatmap(grids, [f"H{h}" for h in range(S_H)] + ["MLP"],
 # the two names, and split its direct effect into what it does to each name's logit.
 
 # %%
-on_answer, on_other, on_io, on_s = torch.cat([r[2] for r in runs], -1)
+on_answer, on_other, on_io, on_s, on_vocab = torch.cat([r[2] for r in runs],
+                                                       -1)
+# a softmax ignores what is added to every logit, so each name's part is
+# measured against the head's mean part over the vocabulary
+on_io, on_s = on_io - on_vocab, on_s - on_vocab
 observation(f"L{top_l}H{top_h}'s attention from the last position on the "
             "answer and on the repeated name (both mentions), mean",
             f"{on_answer.mean():.2f}, {on_other.mean():.2f}", chapter="13")
 observation(f"L{top_l}H{top_h}'s direct effect on the answer's logit and on "
-            "the repeated name's logit, mean",
-            f"{on_io.mean():+.2f}, {on_s.mean():+.2f}", chapter="13")
+            "the repeated name's logit, each minus its mean effect over the "
+            "vocabulary, mean", f"{on_io.mean():+.2f}, {on_s.mean():+.2f}",
+            chapter="13")
 layer_sums = heads.sum(1).mean(-1)
 observation("mean summed direct effect of the MLPs, and its standard "
             f"deviation over sentences, against L{top_l}H{top_h}'s",
@@ -985,31 +1007,58 @@ glue("dla_mlp_mean", mlps.mean().item())
 glue("dla_mlp_sd", mlps.std().item())
 glue("dla_head_sd", heads[top_l, top_h].std().item())
 glue("dla_embed", embeds.abs().max().item())
-glue("dla_n_against", int((mean_heads < -0.5).sum()))
+low = int(mean_heads.argmin())
+low_part = heads.flatten(0, 1)[low]                            # [100]
+low_lo, low_hi = boot_mean(low_part).quantile(torch.tensor([0.025, 0.975]))
+observation("the head with the most negative mean direct effect, its mean "
+            "and 95% bootstrap interval over the 100 sentences",
+            f"L{low // S_H}H{low % S_H}: {low_part.mean():.2f} "
+            f"[{low_lo:.2f}, {low_hi:.2f}]", chapter="13")
+glue("dla_low", f"L{low // S_H}H{low % S_H}")
+glue("dla_low_mean", low_part.mean().item())
+glue("dla_low_lo", low_lo.item())
+glue("dla_low_hi", low_hi.item())
 
 # %% [markdown]
 # The head we picked on one sentence holds up. {glue:text}`dla_top` adds
 # {glue:text}`dla_top0:.2f` on that sentence and {glue:text}`dla_top_mean:.2f` on
 # average over the held-out ones ({glue:text}`dla_template_lo:.2f` to
 # {glue:text}`dla_template_hi:.2f` per template), {glue:text}`dla_share:.0f`% of the
-# logit difference, more than any other head (the next reaches
+# logit difference summed over the held-out sentences. (Averaging its share sentence by
+# sentence gives {glue:text}`dla_share_each:.0f`% instead: that gives each sentence the
+# same weight, and its share is largest where the difference is small. We quote the
+# share of the sum, which is the head's part of the total.) It has the largest mean part
+# of all {glue:text}`dla_n_heads` heads (the next reaches
 # {glue:text}`dla_second_mean:.2f`; the median head's mean part is
-# {glue:text}`dla_median:.3f` in size). The heads of its layer, {glue:text}`dla_top_layer`,
-# together add the most of any layer's heads ({glue:text}`dla_layer_sum:.2f` on average). That is evidence that
-# the head does something about the task rather than about one string, within the
+# {glue:text}`dla_median:.3f` in size). That rank is the test. If picking a head on one
+# sentence told us nothing about the held-out ones, the picked head's held-out rank
+# would be equally likely to be any of 1 to {glue:text}`dla_n_heads`, and rank 1 has
+# probability 1/{glue:text}`dla_n_heads` = {glue:text}`dla_rank_p:.4f`. So it tests
+# whether the pick carries over from one sentence to the held-out family, not what the
+# head does. The heads of its layer, {glue:text}`dla_top_layer`, together add the most
+# of any layer's heads ({glue:text}`dla_layer_sum:.2f` on average). That is evidence
+# that the head does something about the task rather than about one string, within the
 # scope we tested: one family of sentences, eleven name pairs, one model.
 #
 # It is not a name mover, though. From the last position it puts
 # {glue:text}`dla_attn_other:.2f` of its attention on the repeated name (both
-# mentions) and only {glue:text}`dla_attn_answer:.2f` on the answer, and its direct
-# effect is mostly a push *down* on the repeated name ({glue:text}`dla_on_s:.2f` on
-# that name's logit, {glue:text}`dla_on_io:.2f` on the answer's). Wang et al.'s name
+# mentions) and only {glue:text}`dla_attn_answer:.2f` on the answer. Its direct effect
+# on the two names' logits can only be split against a reference, since a softmax
+# ignores what a head adds to every logit; measured against its mean effect over the
+# whole vocabulary, it moves the repeated name's logit by {glue:text}`dla_on_s:.2f`
+# and the answer's by {glue:text}`dla_on_io:.2f`. (Only their difference,
+# {glue:text}`dla_top_mean:.2f`, is free of that choice.) Wang et al.'s name
 # movers in GPT-2 attend to the indirect object and copy it; this head of SmolLM2 looks
 # at the subject and suppresses it, which raises the difference just as well. Direct
 # attribution alone would not have told the two apart: it shows where the answer is
-# written, not how. A few heads write against the answer on average
-# ({glue:text}`dla_n_against` below $-0.5$), as some of Wang et al.'s heads also do.
-# The token embedding hardly matters (at most {glue:text}`dla_embed:.2f`). Its direct
+# written, not how.
+#
+# Some heads write against the answer, as some of Wang et al.'s heads also do. The most
+# negative, {glue:text}`dla_low`, has a mean part of {glue:text}`dla_low_mean:.2f`
+# (95% bootstrap interval {glue:text}`dla_low_lo:.2f` to {glue:text}`dla_low_hi:.2f`
+# over the sentences; it was picked as the lowest of all heads, and the interval does
+# not allow for that choice). The token embedding hardly matters (at most
+# {glue:text}`dla_embed:.2f`). Its direct
 # path reads only the last token, " to", which ends every sentence whatever the answer:
 # with the norm's scale frozen, a pair's two orders get opposite parts from it, up to
 # their scales, so it cannot favour the answer on average.
@@ -1046,5 +1095,6 @@ glue("dla_n_against", int((mean_heads < -0.5).sum()))
 #   piece of the expansion exact: the logit difference is the sum of every part's
 #   direct effect. In SmolLM2, on sentences of Wang et al.'s kind, the head
 #   {glue:text}`dla_top`, picked on one sentence, writes {glue:text}`dla_share:.0f`% of
-#   the answer on 100 held-out ones (five templates, ten new name pairs), more than any
-#   other head, but by suppressing the repeated name, not by copying the answer.
+#   the logit difference summed over 100 held-out ones (five templates, ten new name
+#   pairs), more than any other head (rank 1 of {glue:text}`dla_n_heads`), but by
+#   suppressing the repeated name, not by copying the answer.

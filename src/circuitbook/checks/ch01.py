@@ -103,13 +103,13 @@ EX2 = ValueExercise(
         (2 + 2 * _L, "counted attention layers, not heads",
          "Split each attention layer into its heads: every head writes its own term."),
         (1 + _L * _H + 2 * _L, "missed a term written before the first block",
-         "Look again at what the stream holds before block 0 writes anything: GPT-2 has learned "
-         "absolute positions."),
+         "Look again at what the stream holds before block 0 writes anything: chapter 1's model and "
+         "GPT-2 build that starting point the same way."),
         (_L * _H + 2 * _L, "forgot the embeddings", "The stream does not start empty: what is in it before "
          "block 0 writes are terms of the sum too."),
         (2 + _H + 2 * _L, "counted one layer's heads", "Every one of the 24 layers has its own 16 heads."),
-        (_L * _H, "counted only the heads", "The embeddings, the attention output biases and the MLP outputs "
-         "are terms of the sum as well."),
+        (_L * _H, "counted only the heads", "The heads are not the only writers. Follow the stream from before "
+         "block 0 to after the last block and note everything that is added to it, not only by attention."),
     ],
     hint="GPT-2 medium has 24 layers of 16 heads, an MLP in every layer, and a bias on every attention "
          "layer's output. Count what writes into the stream, split as finely as chapter 1's per-head "

@@ -158,17 +158,19 @@ EX2 = FunctionExercise(
         Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
                 "the stream, not a replacement.",
                 _by_position(lambda x, s, n: s(n(x)), lambda x, s, n: n(s(x)))),
-        Mistake("normalised twice", "Pre-norm normalises only the sublayer's input and leaves the sum alone; "
-                "post-norm normalises only the sum.",
+        Mistake("normalised twice", "Your function calls `norm` twice in one arrangement. Each arrangement normalises "
+                "exactly one tensor per sublayer: which one is it, for each setting?",
                 lambda x, sublayer, norm, position: norm(x + sublayer(norm(x)))),
-        Mistake("added the normalised input", "In pre-norm the residual path carries x itself, not its "
-                "normalised version: only what the sublayer reads is normalised.",
+        Mistake("added the normalised input", "In one arrangement your residual path changes the stream that is "
+                "passed along. Chapter 1 called the pre-norm stream a plain sum of writes: what must "
+                "the residual path carry for that to be true?",
                 _by_position(lambda x, s, n: n(x) + s(n(x)), lambda x, s, n: n(x + s(x)))),
-        Mistake("normalised the sublayer's output", "The LayerNorm goes on the sublayer's input (pre) or on the "
-                "sum (post), not on the sublayer's output alone.",
+        Mistake("normalised the sublayer's output", "Your function normalises the sublayer's output on its own, which "
+                "neither arrangement does. Reread where each one puts the LayerNorm relative to the "
+                "residual addition.",
                 lambda x, sublayer, norm, position: x + norm(sublayer(x))),
-        Mistake("forgot the LayerNorm", "Apply norm: to the sublayer's input in pre-norm, to the sum in "
-                "post-norm.",
+        Mistake("forgot the LayerNorm", "Your function never calls `norm`, and both arrangements use it "
+                "once per sublayer.",
                 lambda x, sublayer, norm, position: x + sublayer(x)),
     ],
     hint="Both versions add the sublayer's output back onto x and differ only in what `norm` is applied "

@@ -160,33 +160,36 @@ EX1 = RotationExercise(
     compare=_same_weights,
     mistakes=[
         Mistake("rotated the writes but not the reads",
-                "The heads and the unembedding still read the old coordinates. Reads become R^T W: "
-                "W_Q, W_K, W_V and W_U.", _skipping(*READS)),
+                "The stream is now written in the new basis, but the heads and the unembedding still read "
+                "it as if it were in the old one. Every weight with d_model on its input side has to change "
+                "too, so that it reads from x R what it used to read from x.", _skipping(*READS)),
         Mistake("rotated the reads but not the writes",
-                "The stream is still written in the old basis. Writes become W R: W_E, W_pos, W_O and b_O.",
-                _skipping(*WRITES)),
-        Mistake("same rotation on reads and writes",
-                "A read must undo the write's rotation: if writes become W R, reads become R^T W = R^-1 W, "
-                "so that (x R) R^T W = x W.",
+                "The reads expect a stream in the new basis, but nothing writes one: every weight or bias "
+                "with d_model on its output side has to change too.", _skipping(*WRITES)),
+        Mistake("reads do not undo the writes",
+                "Your reads and writes change by the same matrix. A read of the new stream, x R times the "
+                "new read matrix, must equal the old read x W: which matrix cancels R?",
                 _inconsistent(lambda W, R: W @ R, lambda W, R: R @ W)),
-        Mistake("same rotation on reads and writes",
-                "A read must undo the write's rotation: if writes become W R, reads become R^T W = R^-1 W, "
-                "so that (x R) R^T W = x W.",
+        Mistake("reads do not undo the writes",
+                "Your reads and writes change by the same matrix. A read of the new stream, x R times the "
+                "new read matrix, must equal the old read x W: which matrix cancels R?",
                 _inconsistent(lambda W, R: W @ R.T, lambda W, R: R.T @ W)),
-        Mistake("rotated by R^T instead of R",
-                "Your model is consistent (its logits do not change), but its stream is x R^T, not x R: "
-                "writes should become W @ R and reads R.T @ W.",
+        Mistake("a consistent change of basis, but not x -> x R",
+                "Your model is consistent (its logits do not change), but its stream is not the old stream "
+                "times R. Work out what your new W_E gives for one token and compare it with W_E[token] @ R.",
                 _inconsistent(lambda W, R: W @ R.T, lambda W, R: R @ W)),
-        Mistake("forgot W_U", "The unembedding reads the final stream: W_U -> R^T W_U.", _skipping("W_U")),
-        Mistake("forgot W_pos", "The positional embedding is written into the stream too: W_pos -> W_pos R.",
-                _skipping("W_pos")),
-        Mistake("forgot W_E", "The token embedding is the first write: W_E -> W_E R.", _skipping("W_E")),
-        Mistake("forgot b_O", "The output bias is added to the stream, so it is a write: b_O -> b_O R.",
+        Mistake("forgot W_U", "The unembedding reads the final stream, so it changes the way the other reads "
+                "do.", _skipping("W_U")),
+        Mistake("forgot W_pos", "The positional embedding is written into the stream too, so it changes the "
+                "way the other writes do.", _skipping("W_pos")),
+        Mistake("forgot W_E", "The token embedding is the first write into the stream.", _skipping("W_E")),
+        Mistake("forgot b_O", "The output bias is added to the stream: is it a read or a write?",
                 _skipping("b_O")),
-        Mistake("forgot W_O", "Each head writes through W_O: W_O -> W_O R.", _skipping("W_O")),
-        Mistake("forgot W_V", "The value map reads the stream like the queries and keys do: W_V -> R^T W_V.",
+        Mistake("forgot W_O", "Each head writes its output into the stream through one of its matrices.",
+                _skipping("W_O")),
+        Mistake("forgot W_V", "The value map reads the stream, like the queries and keys do.",
                 _skipping("W_V")),
-        Mistake("forgot W_Q and W_K", "Queries and keys read the stream: W_Q -> R^T W_Q, W_K -> R^T W_K.",
+        Mistake("forgot W_Q and W_K", "Queries and keys are computed from the stream: they are reads.",
                 _skipping("W_Q", "W_K")),
     ],
     hint="Changing the stream's basis (x -> x R) must leave the logits unchanged. So every weight that "
