@@ -95,7 +95,7 @@ def forward_terms(cfg, n):
 # and step 3 are linear maps; step 4 adds a constant, so steps 3 and 4 together are
 # affine, which the circuit view absorbs into the next layer's weights and bias. Step 2
 # is neither: it divides by a number computed from the vector itself. Doubling $x$ doubles $x - \mu$ and doubles $\sigma$, so the output
-# does not change at all. That one nonlinearity is what this chapter is about.
+# does not change, except through $\epsilon$ (negligible once $\sigma^2 \gg \epsilon$). That one nonlinearity is what this chapter is about.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -275,8 +275,9 @@ glue("moved", moved)
 glue("bert_moved", bert_moved)
 
 # %% [markdown]
-# (Here $\operatorname{LN}(x)$ differs from $x$ by up to {glue:text}`moved:.1f` in a
-# coordinate, since $x$ has spread 3, and the zeroed BERT block moves its input by up to
+# (Here $x$ has mean 1 and spread 3, and $\operatorname{LN}(x)$, with its gain 1 and
+# bias 0, has mean 0 and spread 1, so the two differ by up to {glue:text}`moved:.1f` in
+# a coordinate; the zeroed BERT block moves its input by up to
 # {glue:text}`bert_moved:.1f`.)
 #
 # ### Exercise 11.1: LayerNorm from scratch
@@ -352,7 +353,33 @@ identity_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms,
 # In the row-vector convention a sublayer reads $\operatorname{LN}(x)\,W + b$, where $W$
 # is the first matrix of the sublayer: $W_Q^h$, $W_K^h$, $W_V^h$ for a head, $W_\text{in}$
 # for an MLP, $W_U$ for the unembedding, all of shape $[d_\text{model}, \cdot]$. Write
-# $\hat{x} = (x - \mu)/\sqrt{\sigma^2 + \epsilon}$ for the normalised vector. Then
+# $\hat{x} = (x - \mu)/\sqrt{\sigma^2 + \epsilon}$ for the normalised vector. The gain
+# and the shift act after the division, so they can be moved into $W$ and $b$. Try it
+# before reading on.
+
+# %% [markdown]
+# ### Exercise 11.2: fold LayerNorm into the next layer
+#
+# Write `fold_ln(gamma, beta, W, b)` that returns `(W_folded, b_folded)` such that
+# $\hat{x}\,W_\text{folded} + b_\text{folded} = (\hat{x} \odot \gamma + \beta)\,W + b$
+# for every normalised $\hat{x}$. `W` has TransformerLens's reading shape
+# `[d_model, d_out]` (as $W_\text{in}$, $W_U$ or one head's $W_Q^h$), `b` is `[d_out]`.
+# In the check `d_out` equals `d_model`, so a transposed or misplaced factor gives a
+# wrong value instead of a shape error, and the check can tell you which one it was.
+
+# %% tags=["exercise"]
+def fold_ln(gamma, beta, W, b):
+    """gamma, beta: [d_model]; W: [d_model, d_out]; b: [d_out]
+    -> (W_folded [d_model, d_out], b_folded [d_out])."""
+    # BEGIN SOLUTION
+    return gamma[:, None] * W, b + beta @ W
+    # END SOLUTION
+
+
+checks.ch11_ex2(fold_ln)
+
+# %% [markdown]
+# The fold, written out:
 #
 # $$\operatorname{LN}(x)\,W + b = (\hat{x} \odot \gamma + \beta)\,W + b
 # = \hat{x}\,\underbrace{\operatorname{diag}(\gamma)\,W}_{W'}
@@ -496,27 +523,6 @@ identity_close("what is left of LayerNorm maps every vector to rms "
 # a genuine nonlinearity, and no choice of weights removes it.
 
 # %% [markdown]
-# ### Exercise 11.2: fold LayerNorm into the next layer
-#
-# Write `fold_ln(gamma, beta, W, b)` that returns `(W_folded, b_folded)` such that
-# $\hat{x}\,W_\text{folded} + b_\text{folded} = (\hat{x} \odot \gamma + \beta)\,W + b$
-# for every normalised $\hat{x}$. `W` has TransformerLens's reading shape
-# `[d_model, d_out]` (as $W_\text{in}$, $W_U$ or one head's $W_Q^h$), `b` is `[d_out]`.
-# In the check `d_out` equals `d_model`, so a transposed or misplaced factor gives a
-# wrong value instead of a shape error, and the check can tell you which one it was.
-
-# %% tags=["exercise"]
-def fold_ln(gamma, beta, W, b):
-    """gamma, beta: [d_model]; W: [d_model, d_out]; b: [d_out]
-    -> (W_folded [d_model, d_out], b_folded [d_out])."""
-    # BEGIN SOLUTION
-    return gamma[:, None] * W, b + beta @ W
-    # END SOLUTION
-
-
-checks.ch11_ex2(fold_ln)
-
-# %% [markdown]
 # ## How far from linear is the normalisation in a real model?
 #
 # The circuit view wants to treat everything between the residual stream and a head's
@@ -529,7 +535,8 @@ checks.ch11_ex2(fold_ln)
 #   component that wrote to the stream, which is how direct attributions are computed.
 # - **the tangent**: the derivative of $x \mapsto x/\operatorname{rms}(x)$, which is
 #   $s$ times the projection that removes the component along $x$
-#   (moving *along* $x$ does not change the output).
+#   (moving *along* $x$ does not change the output; with $\epsilon > 0$ this holds up
+#   to a relative $\epsilon / \operatorname{rms}(x)^2$).
 #
 # The question is how well either predicts what the norm does when the input changes by
 # a realistic amount, for example when we remove one head's contribution to the stream.
@@ -711,7 +718,9 @@ low = int(size_t.argmin()) + first_tested      # position 0 at its smallest
 glue("sink_first", first_tested)
 glue("sink_corr", sink_corr)
 glue("sink_corr_all", sink_corr_all)
-glue("sink_crit", float(torch.tensor(shuffled_corr).quantile(0.95)))
+# p = (1 + #shuffles >= r) / 1001 < 0.05 needs at most 49 shuffles at or
+# above r: r must exceed the 50th largest shuffled value
+glue("sink_crit", sorted(shuffled_corr, reverse=True)[49])
 glue("att_big", att_t[upper].mean().item())
 glue("att_small", att_t[~upper].mean().item())
 glue("sink_low_layer", low)
@@ -721,8 +730,8 @@ glue("sink_low_att", to_first[low].item())
 # %% [markdown]
 # Over layers {glue:text}`sink_first`-29 the rank correlation is
 # {glue:text}`sink_corr:.2f`, which shuffling those layers reaches easily: to be told
-# from shuffling at $p < 0.05$ it would have had to exceed about
-# {glue:text}`sink_crit:.2f`. Over all 30 layers it is {glue:text}`sink_corr_all:.2f`,
+# from shuffling at $p < 0.05$ it would have had to exceed {glue:text}`sink_crit:.2f`,
+# the 50th largest of the 1000 shuffled values. Over all 30 layers it is {glue:text}`sink_corr_all:.2f`,
 # but that number mostly records that both series climb in the first layers. In the
 # half of layers {glue:text}`sink_first`-29 where position 0 is largest, the heads put
 # on average {glue:text}`att_big:.0%` of their attention on it, against
@@ -968,11 +977,10 @@ explore(draw_linearity, direction=list(directions),
 # linearisation is accurate to a few percent. For questions about large changes
 # (ablating a layer, or comparing inputs whose norms differ a lot, like the first token
 # and the rest) the division by the norm is a real nonlinearity, of the same order as
-# the effect being measured, and must be run rather than approximated. (The outline this
-# book was written from calls LayerNorm "approximately linear" for inputs of roughly
-# constant norm and its effect on circuit conclusions qualitatively negligible. In
-# SmolLM2 the norm is not roughly constant, within a layer or across depth, as measured
-# above, and whether the approximation is negligible depends on the size of the change.) The
+# the effect being measured, and must be run rather than approximated. "Approximately
+# linear for inputs of roughly constant norm" therefore needs its condition checked: in
+# SmolLM2 the norm is not roughly constant, within a layer or across depth, and whether
+# the approximation is negligible depends on the size of the change. The
 # attention-only toy models of chapters 14-18 have no LayerNorm, which removes the
 # question there; the toy translation model of chapter 12 does have one (pre-norm).
 
@@ -990,7 +998,8 @@ explore(draw_linearity, direction=list(directions),
 #   TransformerLens's `fold_ln` by hand and checked that the model's predictions do not
 #   change. What remains is $x \mapsto x/\operatorname{rms}(x)$, which no weights can
 #   absorb.
-# - In SmolLM2 the norm's scale spans a factor {glue:text}`growth:.0f` across depth and
+# - In SmolLM2 the median token's norm grows {glue:text}`growth:.0f`-fold from layer 1 to
+#   layer 29 (one passage), and
 #   the first token's vector is {glue:text}`first_ratio:.0f` times the typical size. For
 #   one head's contribution a frozen scale is off by {glue:text}`head_frozen:.1%`
 #   (median; the error tracks $|\cos(x, \delta)|$) and the tangent by

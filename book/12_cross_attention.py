@@ -390,8 +390,13 @@ finding("without a head in between, W_E_src W_U's agreement with the "
 # {glue:text}`agree_l0_min:.2f` to {glue:text}`agree_l0_max:.2f`), and the four heads of
 # the second layer together find {glue:text}`agree_l1_sum:.2f` of it (first layer
 # {glue:text}`agree_l0_sum:.2f`). The translation is spread over the heads: each knows
-# part of the dictionary, and since their outputs add in the residual stream, so do
-# their circuits. The control row shows that the match is not an accident of the
+# part of the dictionary. Their outputs add in the residual stream, but the sum of their
+# OV circuits is what acts on a word only when all the heads attend to that word: each
+# head's circuit is applied to the source vectors *it* attends to. The layer-1 heads
+# mostly do look at the same word, the one being translated: each puts its largest
+# weight there for {glue:text}`hit_l1_min:.0%` to {glue:text}`hit_best:.0%` of the target
+# words (measured below, in "The patterns are the alignment"). So the summed circuit
+# describes the layer on most words, not on all. The control row shows that the match is not an accident of the
 # embeddings: the product of source embedding and target unembedding alone scores
 # {glue:text}`agree_direct:.2f`, what a random matrix scores.
 #
@@ -487,10 +492,10 @@ checks.ch12_ex2(ov_readout)
 # it has one, otherwise the next noun phrase or the verb. So the full QK circuit on token
 # embeddings, $W_E^\text{tgt} W_Q^h (W_K^h)^\top (W_E^\text{src})^\top$, cannot be the
 # whole story: the positional encodings and the context the encoder and the decoder's
-# self-attention build into the two streams carry the grammar. (The outline this book was
-# written from offers the token-level QK circuit as "a direct view into the model's
-# learned alignment"; for this task it cannot be one.) We therefore read the QK side from
-# the patterns the model actually produces.
+# self-attention build into the two streams carry the grammar. The token-level QK
+# circuit, sometimes offered as a direct view of a model's learned alignment, cannot be
+# one for this task. We therefore read the QK side from the patterns the model actually
+# produces.
 #
 # Decoder position $j$ reads the start symbol and target words $0..j-1$ and predicts
 # target word $j$, which translates source word `alignment(words)[j]` (source position

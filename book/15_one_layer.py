@@ -356,6 +356,12 @@ glue("qk_worst", worst_rank(qk, qk_pairs) + 1)
 glue("ov_worst", worst_rank(ov, ov_pairs) + 1)
 glue("qk_keep_in", qk[tok("in"), tok("keep")].item())
 glue("qk_filler_in", qk[tok("in"), fillers].mean().item())
+# the two keys each destination's QK row scores highest, over all 64
+top_two = {b: {task.vocab[i] for i in qk[tok(b)].topk(2).indices.tolist()}
+           for b in dests}
+observation("the two highest keys in the QK rows of in, at, on",
+            {b: sorted(t) for b, t in top_two.items()}, chapter="15")
+glue("n_dest_top", sum(t == {"keep", "hold"} for t in top_two.values()))
 
 # %% [markdown]
 # For every triple, A is among the top {glue:text}`qk_worst` of the 64 keys in B's QK
@@ -363,8 +369,9 @@ glue("qk_filler_in", qk[tok("in"), fillers].mean().item())
 # the ten words among themselves (leaving the filler in place), since a head that merely
 # scored words above filler would already put A and C high among all 64 tokens: of 1000
 # such relabellings, {glue:text}`qk_null_hits` put all five keys that high and
-# {glue:text}`ov_null_hits` all five outputs. Every destination word puts its
-# largest scores on *keep* and *hold*
+# {glue:text}`ov_null_hits` all five outputs. Of the three destination words,
+# {glue:text}`n_dest_top` put their two largest scores on *keep* and *hold*, *at*
+# included, although only *keep* precedes it in the table
 # (e.g. {glue:text}`qk_keep_in:.1f` for *in* → *keep*, against
 # {glue:text}`qk_filler_in:.1f` for an average filler), and each source's OV row boosts
 # its own completions. Note what the OV rows cannot know: *keep*'s row raises *mind*,
@@ -663,9 +670,15 @@ for name, value in [("second_1", second_1), ("second_2", second_2),
 
 # %%
 pattern = model.run_with_cache(rep)[1]["pattern", 0]   # [batch, head, q, k]
+# entry i of the diagonal is query 31 + i on key i; dropping i = 0 leaves
+# the queries 32..63 of the second copy, each on the token after its match
 induction_attn = pattern.diagonal(offset=-31, dim1=-2, dim2=-1)[..., 1:]
+queries = torch.arange(32, pattern.shape[-2])          # 32..63
 best_head = induction_attn.mean((0, 2)).max()
-even = (1 / (torch.arange(32, 63).double() + 1)).mean().item()
+# an even spread gives query q a weight of 1 / (q + 1) on each key: its mean
+# over the same queries
+even = (1 / (queries.double() + 1)).mean().item()
+assert len(queries) == induction_attn.shape[-1]   # the same 32 queries
 observation("the most any toy-1l head puts on the induction target, and an "
             "even spread over the past", f"{best_head:.3f}, {even:.3f}",
             chapter="15")

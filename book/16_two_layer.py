@@ -59,17 +59,29 @@ def largest_value(model, tokens):
     return max(t[t.isfinite()].abs().max().item() for t in cache.values())
 
 
-def comp_terms(cfg):
-    """A composition score from the dense products against the library's.
-    Ours: the two factors (d_head each), their product (d_model) and three
-    Frobenius norms (N = d_model^2 squares, a square root, a division). The
-    library sums N products of Gram matrices (each d_model + 2 d_head),
-    which can cancel: its error relative to the squared score grows as the
-    score shrinks, so we compare (ours - library) x library, which both
-    errors keep below terms x eps."""
-    N = cfg.d_model ** 2
-    return ((2 * cfg.d_head + cfg.d_model + 3 * (N + 2))
-            + (2 * (cfg.d_model + 2 * cfg.d_head) + N + 2))
+def comp_roundings(V, O_T, P, Q):
+    """The rounding bound of the library's float32 composition score of
+    writer W_A = V O_T^T and reader W_B = P Q^T, relative to the score, in
+    units of eps. The library forms G = W_A^T W_A and H = W_B W_B^T through
+    d_head x d_head cores (d_model + 2 d_head + 2 roundings an entry, each
+    at most the same chain of absolute values), then sums the d_model^2
+    products G * H (+2), and the two norms tr G, tr H. An error in a sum
+    that cancels is large relative to the sum: each one is weighted by its
+    sum of absolute values over the sum itself. The score is the square
+    root of inner / (tr G tr H), which halves relative errors; + 2 for the
+    square root and the division. All in float64, from the factors."""
+    d_model, d_head = V.shape
+    chain = d_model + 2 * d_head + 2
+    W_A, W_B = V @ O_T.T, P @ Q.T
+    G, Hm = W_A.T @ W_A, W_B @ W_B.T
+    G_abs = O_T.abs() @ (V.abs().T @ V.abs()) @ O_T.abs().T
+    H_abs = P.abs() @ (Q.abs().T @ Q.abs()) @ P.abs().T
+    inner = (G * Hm).sum()
+    inner_err = (chain * ((G_abs * Hm.abs()).sum() + (G.abs() * H_abs).sum())
+                 + (d_model ** 2 + 2) * (G.abs() * Hm.abs()).sum())
+    norm_err = [(chain * M_abs.trace() + d_model) / M.trace()
+                for M, M_abs in ((G, G_abs), (Hm, H_abs))]
+    return (0.5 * (inner_err / inner + sum(norm_err)) + 2).item()
 
 
 def virtual_term_terms(cfg, n_pos):
@@ -326,143 +338,14 @@ glue("max_mean_vs_zero", max(abs(loss[n] - loss_zero[n]) for n in names))
 # %% [markdown]
 # ## The circuit view
 #
-# ### Three matrices, one per channel
+# Let head $A$ sit in layer 0 and head $B$ in layer 1. We start with the channel that
+# makes new heads, the values, and then write all three channels as matrices.
 #
-# Let head $A$ sit in layer 0 and head $B$ in layer 1. In TransformerLens's row-vector
-# convention, what $A$ writes at position $j$ is a vector $y_j = \bar x_j W_{OV}^A$,
-# where $\bar x_j = \sum_k A^A_{jk} x_k$ is the average of the residual vectors it
-# attended to (biases aside). $B$'s attention score of query $i$ on key $j$ is the
-# bilinear form $x_i W_{QK}^B x_j^\top$ (chapter {doc}`06_attention`), and its output is
-# $\sum_j A^B_{ij} x_j W_{OV}^B$. (In `toy-2l`, $x$ in the score also carries the
-# positional embedding, which adds terms of its own but does not change the three
-# products. These forms hold because `toy-2l` has no norm: in SmolLM2 the reader sees
-# the stream divided by its RMS and multiplied by a gain, so $y$ enters through that
-# rescaling, and with RoPE the QK form also depends on the offset $i - j$.) Put $y$ into
-# each slot in turn:
-#
-# | channel | term | the matrix that carries it |
-# |---|---|---|
-# | Q | $y_i W_{QK}^B x_j^\top = \bar x_i\, W_{OV}^A W_{QK}^B\, x_j^\top$ | $W_{OV}^A W_{QK}^B$ |
-# | K | $x_i W_{QK}^B y_j^\top = \bar x_j\, W_{OV}^A (W_{QK}^B)^\top\, x_i^\top$ | $W_{OV}^A (W_{QK}^B)^\top$ |
-# | V | $\sum_j A^B_{ij}\, y_j W_{OV}^B = \sum_j A^B_{ij}\, \bar x_j\, W_{OV}^A W_{OV}^B$ | $W_{OV}^A W_{OV}^B$ |
-#
-# In each row the writer's matrix comes first, because a row vector meets it first. (In
-# Elhage et al.'s column-vector convention {cite}`elhage2021mathematical` the same three
-# products are written right to left, e.g. $W_{OV}^B W_{OV}^A$ for V.) Chapter
-# {doc}`18_composition` turns each matrix into a number, the *composition score*
-# $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
-# compute it here from the three products, check it against the library, and compare
-# with the score of two random heads of the same shape.
-
-# %%
-def ov(layer, head):
-    return model.W_V[layer, head] @ model.W_O[layer, head]
-
-
-def qk(layer, head):
-    return model.W_Q[layer, head] @ model.W_K[layer, head].T
-
-
-def score_of(W_A, W_B):
-    fro = torch.linalg.matrix_norm
-    return (fro(W_A @ W_B) / (fro(W_A) * fro(W_B))).item()
-
-
-reading = {"Q": lambda r: qk(1, r), "K": lambda r: qk(1, r).T,
-           "V": lambda r: ov(1, r)}
-comp = {kind: torch.tensor([[score_of(ov(0, w), reading[kind](r))
-                             for r in range(H)] for w in range(H)])
-        for kind in "QKV"}
-lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :]
-                        for k in "QKV"])
-ours_comp = torch.stack([comp[k] for k in "QKV"])
-identity_close("the three products give the library's Q-, K- and "
-               "V-composition scores (compared as (ours - library) x library)",
-               ours_comp * lib_comp, lib_comp ** 2, terms=comp_terms(cfg),
-               scale=1.0, chapter="16")
-baseline = random_baseline(cfg.d_model, cfg.d_head)
-glue("baseline", baseline)
-glue("k_prev", comp["K"][2].min().item())
-glue("k_prev_max", comp["K"][2].max().item())
-glue("k_prev_ratio", comp["K"][2].min().item() / baseline)
-print(f"random heads of this shape: {baseline:.3f}")
-for kind in "QKV":
-    print(f"{kind}-composition, writer L0H2 into L1H0..3:",
-          " ".join(f"{s:.3f}" for s in comp[kind][2]))
-
-# %% [markdown]
-# Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
-# finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
-# {glue:text}`k_prev_max:.2f`, at least {glue:text}`k_prev_ratio:.1f` times the
-# {glue:text}`baseline:.3f` that two random heads of this shape score (chapter
-# {doc}`18_composition` sets these scores beside a stricter null, the same heads with
-# their outputs randomly rotated). Pick any pair in the explorer below. The left panel
-# shows its three composition scores against the random baseline; the right panel, the
-# reader's induction score when only that writer is mean-ablated in only one of the
-# reader's inputs. Two writers matter. Mean-ablating L0H2 in a reader's keys lowers its
-# induction score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, in its
-# query by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Mean-ablating
-# L0H1, the head that attends two tokens back, in the keys costs
-# {glue:text}`drop_1k_lo:.2f` to {glue:text}`drop_1k_hi:.2f`: the second token of
-# agreement that chapter {doc}`13_path_expansion` found in the score. Every other single
-# cut (L0H0 or L0H3 anywhere, L0H1 in the query, any writer in the values) moves a
-# reader's score by at most {glue:text}`drop_rest:.3f`.
-
-# %%
-pair_scores = {}
-for w, r in all_pairs:
-    row = {"intact": induction_stripe(pattern1)[r].item()}
-    for kind in "qkv":
-        _, p1 = forward(tokens, [(kind, w, r)], fill=head_mean)
-        row[f"cut {kind.upper()}"] = induction_stripe(p1)[r].item()
-    pair_scores[w, r] = row
-drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
-        for k in ("cut Q", "cut K", "cut V")}
-
-
-def drops(writers, kinds):
-    """The drops of the readers' induction scores for these cuts."""
-    return [v for (w, r, k), v in drop.items() if w in writers and k in kinds]
-
-
-for tag, writers, kinds in (("2k", [2], ["cut K"]), ("2q", [2], ["cut Q"]),
-                            ("1k", [1], ["cut K"])):
-    glue(f"drop_{tag}_lo", min(drops(writers, kinds)))
-    glue(f"drop_{tag}_hi", max(drops(writers, kinds)))
-glue("drop_rest", max(abs(v) for v in drops([0, 3], ["cut Q", "cut K"])
-                      + drops([1], ["cut Q"]) + drops(range(H), ["cut V"])))
-
-
-def draw_pair(writer=2, reader=1):
-    fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.9))
-    kinds = ["Q", "K", "V"]
-    axes[0].bar(kinds, [comp[k][writer, reader] for k in kinds],
-                color=["tab:blue", "tab:red", "tab:green"])
-    axes[0].axhline(baseline, color="gray", ls="--", lw=0.8)
-    axes[0].text(-0.4, baseline + 0.01, "random heads", fontsize=8)
-    axes[0].set_ylim(0, 0.4)
-    axes[0].set_ylabel("composition score")
-    axes[0].set_title(f"L0H{writer} -> L1H{reader}", fontsize=9)
-    row = pair_scores[writer, reader]
-    axes[1].bar(list(row), list(row.values()),
-                color=["gray", "tab:blue", "tab:red", "tab:green"])
-    axes[1].set_ylim(0, 1)
-    axes[1].set_ylabel(f"induction score of L1H{reader}")
-    axes[1].set_title(f"cut L0H{writer} from one input of L1H{reader}",
-                      fontsize=9)
-    fig.tight_layout()
-    plt.show()
-
-
-explore(draw_pair, writer=[(f"L0H{h}", h) for h in range(H)],
-        reader=[(f"L1H{h}", h) for h in range(H)])
-
-# %% [markdown]
 # ### Virtual weights
 #
 # V-composition chains two OV circuits: a vector that head $A$ moves, head $B$ then
-# moves again. The matrix that does both is the OV circuit of the *virtual head*
-# $A \to B$ (the V row of the table above).
+# moves again. One matrix does both, the OV circuit of the *virtual head* $A \to B$.
+# Before reading on, work out what it is.
 #
 # ### Exercise 16.1: the virtual OV circuit
 #
@@ -511,12 +394,208 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
          max(ranks) <= cfg.d_head, chapter="16")
 
 # %% [markdown]
+# ### Three matrices, one per channel
+#
+# The same reasoning covers all three channels. In TransformerLens's row-vector
+# convention, what $A$ writes at position $j$ is a vector $y_j = \bar x_j W_{OV}^A$,
+# where $\bar x_j = \sum_k A^A_{jk} x_k$ is the average of the residual vectors it
+# attended to (biases aside). $B$'s attention score of query $i$ on key $j$ is the
+# bilinear form $x_i W_{QK}^B x_j^\top$ (chapter {doc}`06_attention`), and its output is
+# $\sum_j A^B_{ij} x_j W_{OV}^B$. (In `toy-2l`, $x$ in the score also carries the
+# positional embedding, which adds terms of its own but does not change the three
+# products. These forms hold because `toy-2l` has no norm: in SmolLM2 the reader sees
+# the stream divided by its RMS and multiplied by a gain, so $y$ enters through that
+# rescaling, and with RoPE the QK form also depends on the offset $i - j$.) Put $y$ into
+# each slot in turn:
+#
+# | channel | term | the matrix that carries it |
+# |---|---|---|
+# | Q | $y_i W_{QK}^B x_j^\top = \bar x_i\, W_{OV}^A W_{QK}^B\, x_j^\top$ | $W_{OV}^A W_{QK}^B$ |
+# | K | $x_i W_{QK}^B y_j^\top = \bar x_j\, W_{OV}^A (W_{QK}^B)^\top\, x_i^\top$ | $W_{OV}^A (W_{QK}^B)^\top$ |
+# | V | $\sum_j A^B_{ij}\, y_j W_{OV}^B = \sum_j A^B_{ij}\, \bar x_j\, W_{OV}^A W_{OV}^B$ | $W_{OV}^A W_{OV}^B$ |
+#
+# The V row is exercise 16.1's matrix. In each row the writer's matrix comes first,
+# because a row vector meets it first. (In
+# Elhage et al.'s column-vector convention {cite}`elhage2021mathematical` the same three
+# products are written right to left, e.g. $W_{OV}^B W_{OV}^A$ for V.) Chapter
+# {doc}`18_composition` turns each matrix into a number, the *composition score*
+# $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
+# compute it here from the three products in float64, check the library's float32
+# scores against it entry by entry (each within its own rounding bound, which is a few
+# percent of the score at most, so a wrong score would fail), and compare with the score
+# of two random heads of the same shape.
+
+# %%
+W64 = {name: getattr(model, name).double()      # float64: our scores are
+       for name in ("W_Q", "W_K", "W_V", "W_O")}  # a reference for float32
+
+
+def ov(layer, head):
+    return W64["W_V"][layer, head] @ W64["W_O"][layer, head]
+
+
+def qk(layer, head):
+    return W64["W_Q"][layer, head] @ W64["W_K"][layer, head].T
+
+
+def score_of(W_A, W_B):
+    fro = torch.linalg.matrix_norm
+    return (fro(W_A @ W_B) / (fro(W_A) * fro(W_B))).item()
+
+
+reading = {"Q": lambda r: qk(1, r), "K": lambda r: qk(1, r).T,
+           "V": lambda r: ov(1, r)}
+comp = {kind: torch.tensor([[score_of(ov(0, w), reading[kind](r))
+                             for r in range(H)] for w in range(H)],
+                           dtype=torch.float64)
+        for kind in "QKV"}
+lib_comp = torch.stack([composition_scores(model, k)[0, :, 1, :]
+                        for k in "QKV"])
+ours_comp = torch.stack([comp[k] for k in "QKV"])
+# each reader as the factors P Q^T the library uses
+factors = {"Q": lambda r: (W64["W_Q"][1, r], W64["W_K"][1, r]),
+           "K": lambda r: (W64["W_K"][1, r], W64["W_Q"][1, r]),
+           "V": lambda r: (W64["W_V"][1, r], W64["W_O"][1, r].T)}
+rel = torch.tensor([[[comp_roundings(W64["W_V"][0, w], W64["W_O"][0, w].T,
+                                     *factors[k](r)) for r in range(H)]
+                     for w in range(H)] for k in "QKV"], dtype=torch.float64)
+# each entry's bound in units of float32 eps; dividing by it makes every
+# entry's allowance one eps at scale 1
+entry_bound = rel * ours_comp
+identity_close("the three products give the library's Q-, K- and "
+               "V-composition scores (float64 against float32; each entry's "
+               "error over its own rounding bound, at most "
+               f"{(rel.max() * torch.finfo(torch.float32).eps):.0%} "
+               "of its score)",
+               (lib_comp.double() / entry_bound).float(),
+               ours_comp / entry_bound, terms=1, scale=1.0, chapter="16")
+baseline = random_baseline(cfg.d_model, cfg.d_head)
+glue("baseline", baseline)
+glue("k_prev", comp["K"][2].min().item())
+glue("k_prev_max", comp["K"][2].max().item())
+glue("k_prev_ratio", comp["K"][2].min().item() / baseline)
+print(f"random heads of this shape: {baseline:.3f}")
+for kind in "QKV":
+    print(f"{kind}-composition, writer L0H2 into L1H0..3:",
+          " ".join(f"{s:.3f}" for s in comp[kind][2]))
+
+# %% [markdown]
+# Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
+# finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
+# {glue:text}`k_prev_max:.2f`, at least {glue:text}`k_prev_ratio:.1f` times the
+# {glue:text}`baseline:.3f` that two random heads of this shape score (chapter
+# {doc}`18_composition` sets these scores beside a stricter null, the same heads with
+# their outputs randomly rotated). Pick any pair in the explorer below. The left panel
+# shows its three composition scores against the random baseline; the right panel, the
+# reader's induction score when only that writer is mean-ablated in only one of the
+# reader's inputs.
+#
+# Which single cuts matter? We fix the rule before measuring: a cut matters when it lowers
+# the reader's induction score, measured per sequence, with a one-sided bootstrap p
+# (2000 resamples of the 32 sequences) below 0.05 / 48 = {glue:text}`alpha_cut:.4f`, the
+# level 0.05 shared over the 48 single cuts (Bonferroni). By that rule two writers
+# matter. Mean-ablating L0H2 in a reader's keys lowers its
+# induction score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, in its
+# query by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Mean-ablating
+# L0H1, the head that attends two tokens back, in the keys costs
+# {glue:text}`drop_1k_lo:.2f` to {glue:text}`drop_1k_hi:.2f`: the second token of
+# agreement that chapter {doc}`13_path_expansion` found in the score. Every other single
+# cut (L0H0 or L0H3 anywhere, L0H1 in the query, any writer in the values) moves a
+# reader's score by at most {glue:text}`drop_rest:.3f`; the most significant of them, a
+# drop of {glue:text}`rest_drop:.4f`, has p = {glue:text}`rest_p:.3f`, above the level.
+# Without the correction, {glue:text}`rest_n05` of these 36 would pass at 0.05, with drops
+# of at most {glue:text}`rest_05_max:.4f`: if they are real, they are tiny.
+
+# %%
+def stripe_per_seq(pattern):
+    """[batch, head, q, k] -> [batch, head]: induction_stripe per sequence."""
+    stripe = pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)
+    return stripe[..., 1:].mean(-1)
+
+
+pair_scores, tests = {}, {}
+intact_seq = stripe_per_seq(pattern1)                   # [batch, head]
+for w, r in all_pairs:
+    row = {"intact": intact_seq[:, r].mean().item()}
+    for kind in "qkv":
+        _, p1 = forward(tokens, [(kind, w, r)], fill=head_mean)
+        cut_seq = stripe_per_seq(p1)[:, r]
+        row[f"cut {kind.upper()}"] = cut_seq.mean().item()
+        change = intact_seq[:, r] - cut_seq              # the drop, per sequence
+        tests[w, r, f"cut {kind.upper()}"] = null_test(
+            change.mean().item(), Null.point("no change", 0.0),
+            boot=boot_mean(change), alternative="greater")
+    pair_scores[w, r] = row
+drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
+        for k in ("cut Q", "cut K", "cut V")}
+# the rule stated above: a cut matters when its drop is above 0 at
+# p < 0.05 / 48 (Bonferroni over the 48 single cuts)
+alpha_cut = 0.05 / len(tests)
+expected = {(w, r, k) for w, r in all_pairs
+            for w_, k in ((2, "cut K"), (2, "cut Q"), (1, "cut K")) if w == w_}
+# if the least significant of the 12 passes and the most significant of the
+# other 36 does not, the rule picks out exactly these 12
+weakest = max((tests[key] for key in expected), key=lambda t: t.p)
+strongest_rest = min((tests[key] for key in set(tests) - expected),
+                     key=lambda t: t.p)
+finding("the least significant of the 12 drops from L0H2 (keys, "
+        "queries) and L0H1 (keys) exceeds 0 (bootstrap over 32 sequences, Bonferroni over 48 "
+        "cuts)", weakest, alpha=alpha_cut, chapter="16")
+finding("the other 36 single cuts: the most significant drop among them "
+        "cannot be told from 0 at the same level", strongest_rest,
+        alpha=alpha_cut, expect="no effect", chapter="16")
+glue("alpha_cut", alpha_cut)
+glue("rest_p", strongest_rest.p)
+glue("rest_drop", strongest_rest.value)
+rest_05 = [tests[key].value for key in set(tests) - expected
+           if tests[key].p < 0.05]
+glue("rest_n05", len(rest_05))
+glue("rest_05_max", max(rest_05, default=0.0))
+
+
+def drops(writers, kinds):
+    """The drops of the readers' induction scores for these cuts."""
+    return [v for (w, r, k), v in drop.items() if w in writers and k in kinds]
+
+
+for tag, writers, kinds in (("2k", [2], ["cut K"]), ("2q", [2], ["cut Q"]),
+                            ("1k", [1], ["cut K"])):
+    glue(f"drop_{tag}_lo", min(drops(writers, kinds)))
+    glue(f"drop_{tag}_hi", max(drops(writers, kinds)))
+glue("drop_rest", max(abs(v) for v in drops([0, 3], ["cut Q", "cut K"])
+                      + drops([1], ["cut Q"]) + drops(range(H), ["cut V"])))
+
+
+def draw_pair(writer=2, reader=1):
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 2.9))
+    kinds = ["Q", "K", "V"]
+    axes[0].bar(kinds, [comp[k][writer, reader] for k in kinds],
+                color=["tab:blue", "tab:red", "tab:green"])
+    axes[0].axhline(baseline, color="gray", ls="--", lw=0.8)
+    axes[0].text(-0.4, baseline + 0.01, "random heads", fontsize=8)
+    axes[0].set_ylim(0, 0.4)
+    axes[0].set_ylabel("composition score")
+    axes[0].set_title(f"L0H{writer} -> L1H{reader}", fontsize=9)
+    row = pair_scores[writer, reader]
+    axes[1].bar(list(row), list(row.values()),
+                color=["gray", "tab:blue", "tab:red", "tab:green"])
+    axes[1].set_ylim(0, 1)
+    axes[1].set_ylabel(f"induction score of L1H{reader}")
+    axes[1].set_title(f"cut L0H{writer} from one input of L1H{reader}",
+                      fontsize=9)
+    fig.tight_layout()
+    plt.show()
+
+
+explore(draw_pair, writer=[(f"L0H{h}", h) for h in range(H)],
+        reader=[(f"L1H{h}", h) for h in range(H)])
+
+# %% [markdown]
 # ### The virtual head's pattern
 #
-# The virtual head has its own attention pattern too. Head $A$ mixes positions with
-# $A^A$ (position $j$ receives $\sum_k A^A_{jk} x_k$), then head $B$ mixes the results
-# with $A^B$, so position $i$ receives $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$. That
-# double sum is one mixing of positions, the virtual head's pattern.
+# The virtual head has its own attention pattern too: head $A$ mixes positions with its
+# pattern $A^A$, then head $B$ mixes the results with $A^B$, and the two mixings in
+# series are again one mixing of positions.
 #
 # ### Exercise 16.2: the pattern of a virtual head
 #
@@ -535,7 +614,9 @@ def virtual_pattern(A_first, A_second):
 checks.ch16_ex2(virtual_pattern)
 
 # %% [markdown]
-# The double sum is the matrix product $A^B A^A$. Patterns act on positions from the
+# Position $j$ receives $\sum_k A^A_{jk} x_k$ from $A$, so position $i$ receives
+# $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$ from $B$. The double sum is the matrix product
+# $A^B A^A$. Patterns act on positions from the
 # left, so here the *later* head comes first, the opposite of the OV order. Together the
 # two exercises give the virtual head's term in the logits:
 # $(A^B A^A)\, X W_E\, (W_{OV}^A W_{OV}^B)\, W_U$, with $X$ the one-hot tokens, plus a

@@ -142,10 +142,10 @@ EX2 = FunctionExercise(
         Mistake("returned (output, source)", "Return the columns in the order (source A, output C).",
                 lambda full_qk, full_ov, current: top_skip_trigram(full_qk, full_ov, current).flip(-1)),
     ],
-    hint="Two look-ups in a row: for each current token, the source token its query attends to most (the "
-         "largest entry in its row of full_qk); then the output token that this source raises most (the "
-         "largest entry in the source's row of full_ov). Put the two ids side by side on the last axis: "
-         "integers, [n, 2].",
+    hint="Start from the shapes: full_qk is [B, A] and full_ov is [A, C], so a row of each belongs to one "
+         "token, and indexing with a LongTensor picks many rows at once. You want token ids, not scores: "
+         "which reduction over a row returns a position instead of a value? The answer of your first step "
+         "is what the second step needs to index with. The result is integers, [n, 2].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
