@@ -748,7 +748,13 @@ glue("reader_layer_hi", max(l for l, _ in readers))
 # reader. Rotating the reader's key input by $U$ is the same as rotating every
 # writer's output by $U^\top$, and it is cheaper: only $U W_K$ is needed, and
 # $U W_K = F R$, where $W_K = Q_K R$ is $W_K$'s QR factorisation and $F = U Q_K$ is a
-# uniformly random orthonormal frame of 64 columns. With $G_A = (W_{OV}^A)^\top
+# uniformly random orthonormal frame of 64 columns. To draw one, factor a
+# $d_\text{model} \times 64$ matrix of standard normal entries as $Q T$ (QR) and flip
+# the sign of every column of $Q$ whose diagonal entry of $T$ is negative: with $T$'s
+# diagonal positive the factorisation is unique and turns with the matrix, so $F$ is
+# Haar-uniform. (The signs
+# matter: the score depends on $F R$, not only on the span of $F$, and a plain QR
+# routine ties each column's sign to the draw.) With $G_A = (W_{OV}^A)^\top
 # W_{OV}^A$ and $C C^\top = W_Q^\top W_Q$, the rotated numerator is
 # $\lVert W_{OV}^A F R\, C \rVert_F^2 = \langle G_A,\, F R C C^\top R^\top F^\top
 # \rangle$, one inner product per writer and rotation. The library's
@@ -835,10 +841,11 @@ glue("n_pass_hi", max(n_pass.values()))
 # first rule stays on the page: it is what we fixed in advance, and it failed.
 
 # %%
-partners, z_star = {}, {}
+partners, z_star, null_z_mean = {}, {}, {}
 for k, (l, h) in enumerate(readers):
     into = K[:l, :, l, h].flatten()
     z, null, z_star[l, h] = partner_rule(into, null_smol[l, h][:-1])
+    null_z_mean[l, h] = null.mean().item()
     passed = (z > z_star[l, h]).nonzero().flatten().tolist()
     partners[l, h] = [(divmod(i, S_H), into[i].item() / base_smol, z[i].item())
                       for i in sorted(passed, key=lambda i: -into[i])]
@@ -859,6 +866,8 @@ zs = [zz for ps in partners.values() for _, _, zz in ps]
 unpartnered = [r for r, ps in partners.items() if not ps]
 glue("z_star_lo", min(z_star.values()))
 glue("z_star_hi", max(z_star.values()))
+glue("null_z_lo", min(null_z_mean.values()))
+glue("null_z_hi", max(null_z_mean.values()))
 glue("partner_lo", min(ratios))
 glue("partner_hi", max(ratios))
 glue("partner_z_lo", min(zs))
@@ -881,8 +890,10 @@ for k, (l, h) in enumerate(readers):
 
 # %% [markdown]
 # The rotations allow a lot: with the crowd measured robustly, the largest $z$ of a
-# rotated crowd often reaches 10, because a writer whose output has a few strong
-# directions can, turned by chance, land them on what the reader reads. So $z^*$ runs
+# rotated crowd is {glue:text}`null_z_lo:.1f` to {glue:text}`null_z_hi:.1f` on average
+# over the rotations (per reader) and far more in some, because a writer whose output
+# has a few strong directions can, turned by chance, land them on what the reader
+# reads. So $z^*$ runs
 # from {glue:text}`z_star_lo:.1f` to {glue:text}`z_star_hi:.1f`. The K-partners clear it
 # at {glue:text}`partner_lo:.1f` to {glue:text}`partner_hi:.1f` times the random
 # baseline (robust $z$ at least {glue:text}`partner_z_lo:.1f`). The top induction head

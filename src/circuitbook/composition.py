@@ -206,16 +206,32 @@ def _factor_scores(V, O, P, Q) -> torch.Tensor:
     return (num.clamp_min(0) / (norm_a * norm_b)).sqrt()
 
 
+def _haar_frame(m: torch.Tensor) -> torch.Tensor:
+    """Haar-uniform orthonormal frames from standard normal ``m`` [..., n, k], n >= k.
+
+    Equation: ``m = Q R`` (torch.linalg.qr), then ``F = Q diag(sign(diag R))`` (a zero diagonal
+    entry, probability 0, counts as +), i.e. the QR with ``diag R > 0``, which is unique and
+    equivariant (``U m = (U F) R``), so ``F`` is uniform on the Stiefel manifold. Without the sign
+    correction LAPACK's Householder QR ties each column's sign to the draw (its ``Q[0, 0]`` is never
+    positive) and ``F`` is uniform only up to its span. This is torch.nn.init.orthogonal_'s correction.
+    Shapes: returns ``m``'s shape, with ``F^T m = R`` having a positive diagonal.
+    """
+    q, r = torch.linalg.qr(m)
+    sign = torch.where(r.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(q.dtype)
+    return q * sign[..., None, :]
+
+
 def _random_factor(shape: tuple[int, ...], init: str, g: torch.Generator, dtype) -> torch.Tensor:
     """i.i.d. factor of ``shape`` on the generator's device."""
     if init == "gaussian":
         return torch.randn(shape, generator=g, dtype=dtype, device=g.device)
     if init == "uniform":
         return torch.rand(shape, generator=g, dtype=dtype, device=g.device) * 2 - 1
-    # "orthogonal": orthonormal columns along the longer side, as torch.nn.init.orthogonal_ gives.
+    # "orthogonal": Haar-uniform orthonormal columns along the longer side, as
+    # torch.nn.init.orthogonal_ gives (sign-corrected QR, _haar_frame).
     tall = shape[-2] >= shape[-1]
     m = torch.randn(shape if tall else shape[:-2] + (shape[-1], shape[-2]), generator=g, dtype=dtype, device=g.device)
-    q = torch.linalg.qr(m).Q
+    q = _haar_frame(m)
     return q if tall else q.transpose(-2, -1)
 
 
@@ -351,10 +367,12 @@ def rotated_key_scores(model, readers, n_draws: int = 100, seed: int = 0
     K-composition (:func:`composition_scores`, ``kind="K"``) with the reader's key input
     rotated by an orthogonal ``U_k`` [d_model, d_model]; the norms are unchanged by ``U_k``.
     Only ``U_k W_K = F_k R`` is needed, with ``W_K = Q_K R`` (QR) and ``F_k = U_k Q_K`` a random
-    orthonormal frame [d_model, d_head]: ``F_k`` is the Q factor of the k-th standard normal
-    [d_model, d_head] matrix drawn by a CPU generator seeded ``seed + 1000 l + h`` (in the
-    compute dtype; torch.linalg.qr, no sign correction of its columns), so a reader gets the
-    same frames on every page and device. With ``G_A = W_OV^A^T W_OV^A`` (through the Cholesky
+    orthonormal frame [d_model, d_head]: ``F_k`` is the sign-corrected Q factor (``Q
+    diag(sign(diag R))``, :func:`_haar_frame`) of the k-th standard normal [d_model, d_head]
+    matrix drawn by a CPU generator seeded ``seed + 1000 l + h`` (in the compute dtype), so
+    ``F_k`` is Haar-uniform on the Stiefel manifold, as ``U_k Q_K`` is for a Haar ``U_k`` (the
+    score depends on ``F C C^T F^T``, not only on ``F``'s span, so the signs matter), and a
+    reader gets the same frames on every page and device. With ``G_A = W_OV^A^T W_OV^A`` (through the Cholesky
     factor of ``W_V^A^T W_V^A``) and ``C = R chol(W_Q^T W_Q)``, the squared numerator is
     ``<G_A, F C C^T F^T>_F`` and the reader's squared norm ``||C||_F^2``: one inner product per
     writer and draw, no d_model x d_model product per pair. The last draw uses ``F = Q_K``
@@ -410,7 +428,7 @@ def rotated_key_scores(model, readers, n_draws: int = 100, seed: int = 0
             gen = torch.Generator().manual_seed(seed + 1000 * l + h)  # one stream per reader
             Q_K, R = torch.linalg.qr(W_K[l, h])
             C = R @ torch.linalg.cholesky((W_Q[l, h].mT @ W_Q[l, h]).double()).to(dt)
-            F = torch.linalg.qr(torch.randn(n_draws, d, r, generator=gen, dtype=dt)).Q.to(W_K.device)
+            F = _haar_frame(torch.randn(n_draws, d, r, generator=gen, dtype=dt)).to(W_K.device)
             FC = torch.cat([F, Q_K[None]]) @ C  # [n_draws + 1, d, r]
             Z = (FC @ FC.mT).reshape(n_draws + 1, -1)
             n = l * n_heads  # the earlier heads

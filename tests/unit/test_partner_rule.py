@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from circuitbook.composition import composition_scores, partner_rule, robust_z, rotated_key_scores
+from circuitbook.composition import (_haar_frame, _random_factor, composition_scores, partner_rule, robust_z,
+                                    rotated_key_scores)
 from conftest import build_model
 
 EPS64 = torch.finfo(torch.float64).eps
@@ -32,10 +33,11 @@ def dense_rotated(model, l: int, h: int, frame: torch.Tensor) -> torch.Tensor:
 
 
 def frames(l: int, h: int, n_draws: int, d_model: int, d_head: int, seed: int = 0, dtype=torch.float64):
-    """The documented frames of reader (l, h): Q factors of standard normal draws seeded
-    ``seed + 1000 l + h``."""
+    """The documented frames of reader (l, h): sign-corrected Q factors (diag R > 0) of standard
+    normal draws seeded ``seed + 1000 l + h``, written out here independently of the package."""
     gen = torch.Generator().manual_seed(seed + 1000 * l + h)
-    return torch.linalg.qr(torch.randn(n_draws, d_model, d_head, generator=gen, dtype=dtype)).Q
+    Q, R = torch.linalg.qr(torch.randn(n_draws, d_model, d_head, generator=gen, dtype=dtype))
+    return Q * torch.sign(R.diagonal(dim1=-2, dim2=-1))[..., None, :]
 
 
 def test_unrotated_draw_is_composition_scores():
@@ -74,6 +76,28 @@ def test_rotations_are_orthogonal_and_keep_the_readers_norm():
         torch.testing.assert_close((F @ R @ W_Q.T).norm(), (W_K @ W_Q.T).norm(), rtol=1e-12, atol=0)
     out = rotated_key_scores(model, [(1, 0)], n_draws=5)[1, 0]
     assert ((out >= 0) & (out <= 1 + 1e-12)).all()  # Cauchy-Schwarz: ||W_A W_B|| <= ||W_A|| ||W_B||
+
+
+def test_frames_are_haar_not_tied_to_the_draw():
+    # The frames are the QR with diag R > 0 (F^T G = R), the unique equivariant QR, hence Haar on
+    # the Stiefel manifold. LAPACK's Householder QR without the correction gives Q[0, 0] < 0 for
+    # every draw; under Haar, sign(F[i, j]) is a fair coin for each entry.
+    g = torch.Generator().manual_seed(5)
+    G = torch.randn(4000, 10, 3, generator=g, dtype=torch.float64)
+    F = _haar_frame(G)
+    Q, R = torch.linalg.qr(G)
+    torch.testing.assert_close(F, Q * torch.sign(R.diagonal(dim1=-2, dim2=-1))[..., None, :], rtol=0, atol=0)
+    FtG = F.mT @ G  # = R with a positive diagonal, to rounding
+    assert (FtG.diagonal(dim1=-2, dim2=-1) > 0).all()
+    torch.testing.assert_close(F.mT @ F, torch.eye(3, dtype=torch.float64).expand(4000, 3, 3),
+                               rtol=0, atol=20 * 10 * EPS64)
+    # Sign test, entry by entry: positives ~ Binomial(4000, 1/2) under Haar; 5 sd = 158 (a false
+    # alarm per 30 entries about 1e-5); the uncorrected Q has 0 positives at [0, 0].
+    positives = (F > 0).sum(0).double()
+    assert ((positives - 2000).abs() < 5 * math.sqrt(4000) / 2).all(), positives
+    # The orthogonal init of random_scores uses the same correction.
+    g = torch.Generator().manual_seed(5)
+    torch.testing.assert_close(_random_factor((4000, 10, 3), "orthogonal", g, torch.float64), F, rtol=0, atol=0)
 
 
 def test_weights_object_without_cfg_and_float32():
