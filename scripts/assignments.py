@@ -6,7 +6,10 @@ run ``otter assign`` on it. Per exercise the master holds one otter question who
 is the exercise cell (otter understands our ``# BEGIN SOLUTION`` / ``# END SOLUTION`` markers),
 a public test (the in-notebook check, as the student sees it) and a hidden test (the same
 check on other random inputs, under a guard that turns the book's reference functions into
-tripwires while the answer runs: ``checks.core.guarded``).
+tripwires while the answer runs: ``checks.core.guarded``). A failing test's message, which
+otter's and Gradescope's ``results.json`` keep as the test's output, is the check's line and,
+on a line of its own, ``[CHECK] <exercise>: <category>``: the check's named mistake (never the
+solution), "not attempted", or the built-in exception the answer raised (``Result.autograded``).
 
 Output, per assignment, under ``_build/assignments/<name>/``:
   student/<name>.ipynb        the notebook to hand out (no solutions, no hidden tests)
@@ -56,6 +59,9 @@ ROOT = notebooks.ROOT
 OUT = ROOT / "_build" / "assignments"
 CHECK_CALL = re.compile(r"^checks\.(\w+)\((.*)\)\s*$", re.M)
 HIDDEN_SEED = 20261129  # fixed, so a grade is reproducible; never shown to students
+# every test's last line: a failing test's message is the check's line and its category
+# (``[CHECK] <exercise>: <the named mistake>``, Result.autograded); scripts/grade.py reads it
+ASSERT = "assert _result.passed, _result.autograded()"
 
 
 def assignment_name(source: Path) -> str:
@@ -133,10 +139,12 @@ def split_call(args: str) -> tuple[str, dict[str, str]]:
 
 def public_test(ex_id: str, args: str) -> str:
     # the check as the student runs it, with the notebook's own inputs (its parameter cell); the
-    # assertion message is the check's line without the answer's own text (Result.graded)
+    # assertion message is the check's line without the answer's own text, then the mistake's
+    # category on a line "[CHECK] <exercise>: <category>" (Result.autograded): what a failing
+    # test's result in otter's and Gradescope's results.json says
     return (f"from circuitbook import checks\n"
             f"_result = checks.get({ex_id!r})({args})\n"
-            f"assert _result.passed, _result.graded()")
+            f"{ASSERT}")
 
 
 def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -> str:
@@ -154,7 +162,7 @@ def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -
             f"_result = checks.core.{guarded.__name__}(_exercise.check, _answer, seed={HIDDEN_SEED}) "
             f"if hasattr(_exercise, 'make_inputs') else checks.core.{guarded.__name__}(_exercise.check, _answer"
             f"{', ' + kwargs if kwargs else ''})\n"
-            "assert _result.passed, _result.graded()")
+            + ASSERT)
 
 
 def student_notebooks(folder: Path, roster: list[str], key: bytes, out: Path | None = None) -> Path:

@@ -37,8 +37,10 @@ Writes, into the output folder (default ``_build/grades``), only after every job
   report.html, report.csv the class report (scripts/class_report.py): the score distribution, each
                           problem's pass rate, and how many students made each named mistake
 
-The mistake's category reaches the grader on a line of its own: each bundle is graded from a
-copy (:func:`reporting_bundle`) whose tests' assertion message ends with ``[CHECK] {json}`` (the
+The mistake's category reaches the grader on a line of its own. A bundle's tests already end a
+failing test's message with ``[CHECK] <exercise>: <category>`` (``Result.autograded``), the line
+that Gradescope's results show; for this report each bundle is graded from a copy
+(:func:`reporting_bundle`) whose tests' assertion message ends with ``[CHECK] {json}`` (the
 check's ``Result.exercise``, ``Result.mistake`` and the start of its message, which says "not
 attempted yet" or "your function raised ..."). That line comes from the submission's kernel, so
 a submission could forge it (for itself only, as it could its score): it is read only for its own
@@ -354,10 +356,13 @@ def outcome(output: str, passed: bool, problem: str) -> tuple[str, str | None, s
     return "failed", None, None
 
 
-_ASSERT = ">>> assert _result.passed, _result.graded()\n"
-# the assertion message of reporting_bundle's tests: the check's line, then its category as JSON
-_REPORTED = (">>> assert _result.passed, _result.graded() + chr(10) + '[CHECK] ' + __import__('json').dumps("
-             "{'exercise': _result.exercise, 'mistake': _result.mistake, 'message': str(_result.message)[:40]}, "
+# the last line of a bundle's tests: scripts/assignments.py's ASSERT (whose message already ends
+# with the readable "[CHECK] <exercise>: <category>" that Gradescope shows), or, in a bundle
+# built before that line, the check's line alone
+_ASSERTS = (">>> assert _result.passed, _result.autograded()\n", ">>> assert _result.passed, _result.graded()\n")
+# the assertion message of reporting_bundle's tests: the bundle's own, then the category as JSON
+_REPORTED = (">>> assert _result.passed, _result.{}() + chr(10) + '[CHECK] ' + __import__('json').dumps("
+             "{{'exercise': _result.exercise, 'mistake': _result.mistake, 'message': str(_result.message)[:40]}}, "
              "default=str)\n")
 
 
@@ -369,12 +374,15 @@ def reporting_bundle(bundle: Path, out: Path) -> Path:
         entries = [(info, z.read(info.filename)) for info in z.infolist()]
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         for info, payload in entries:
-            if info.filename.startswith("tests/") and info.filename.endswith(".py") and _ASSERT[:-1].encode() in payload:
+            if info.filename.startswith("tests/") and info.filename.endswith(".py") \
+                    and any(a[:-1].encode() in payload for a in _ASSERTS):
                 scope: dict = {}
                 exec(compile(payload.decode(), "<otter test>", "exec"), scope)  # noqa: S102 - our own bundle's test
                 for suite in scope["test"]["suites"]:
                     for case in suite["cases"]:
-                        case["code"] = case["code"].replace(_ASSERT, _REPORTED)
+                        for line in _ASSERTS:
+                            method = line.split("_result.")[-1].split("(")[0]
+                            case["code"] = case["code"].replace(line, _REPORTED.format(method))
                 payload = (f"OK_FORMAT = {scope['OK_FORMAT']!r}\n\n"
                            f"test = {pprint.pformat(scope['test'], indent=4, width=120)}\n").encode()
             z.writestr(info, payload)

@@ -392,6 +392,15 @@ progress.tracker("3")
 # the fresh, unrepeated ones (the previous token does not depend on a repeat), with a
 # bootstrap interval over their queries; a head that spreads its attention over a few recent
 # tokens, or keeps it on the first token, fails this bar.
+#
+# The chance level is your design decision: write `unrepeated_tokens(tokens, lo, hi, seed)`,
+# the control batch on which a head's induction score measures chance. The test tokens were
+# drawn uniformly from the ids `lo` .. `hi - 1` and then repeated; decide what the control must
+# keep of them and what it must not. The check draws its own test batches and judges your control
+# by two bars, fixed here: in the control at most one position in ten of the second half may hold
+# the token $n$ positions before it, and at most one token in ten may occur twice in its own
+# sequence (a uniform draw from these ranges gives about $2n / (hi - lo)$, under 2%); every token
+# must lie in `lo` .. `hi - 1`, and the batch must have the test batch's shape.
 
 # %% tags=["exercise"]
 def head_scores(model, tokens):
@@ -414,6 +423,21 @@ def head_scores(model, tokens):
 
 
 checks.ps_p4(head_scores)
+
+
+# %% tags=["exercise"]
+def unrepeated_tokens(tokens, lo, hi, seed):
+    """tokens: [batch, 2n], the repeated test sequences, drawn from lo .. hi - 1;
+    seed: an int -> [batch, 2n], the control batch."""
+    # BEGIN SOLUTION
+    # every token drawn afresh, uniformly from lo .. hi - 1, independently of
+    # `tokens`: the same shape and range, no repeat
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi, tokens.shape, generator=g).to(tokens.device)
+    # END SOLUTION
+
+
+checks.ps_p4b(unrepeated_tokens)
 
 # %%
 from circuitbook.data import repeated_random_tokens
@@ -453,8 +477,7 @@ display(heatmap(torch.stack([smol_ind, smol_prev]),
                               "SmolLM2 previous-token scores"],
                 x_title="head", y_title="layer", zmin=0, zmax=1))
 # What a head scores by chance: the same score on random tokens with no repeat
-fresh = torch.randint(1000, 41000, rep.shape,
-                      generator=torch.Generator().manual_seed(1))
+fresh = unrepeated_tokens(rep, 1000, 41_000, seed=1)
 with torch.no_grad():
     chance_ind, _ = head_scores(smol, fresh)
     # the chosen previous-token head on the fresh tokens: its attention to the
@@ -632,11 +655,14 @@ glue("kc_reader_margin", best - float(others.max()))
 # the reader is fixed.
 
 # %% [markdown]
-# Now break the circuit. Mean-ablate a head (replace its output by its average over the batch
-# and positions) and measure two things: the induction score of the reader, the induction
-# head itself, and the mean loss on the tokens of the second copy that induction can predict,
-# tokens $n + 1, \dots, 2n - 1$ of a sequence of $2n$. Compare ablating the previous-token head
-# with ablating another head of the same layer.
+# Now break the circuit. Mean-ablate a head: replace its output $z$ (before $W_O$) at every
+# position of every sequence by one vector, the mean of $z$ over all $2n$ positions of all the
+# sequences in `tokens` (the batch your function is given, both copies), taken in the same
+# forward pass; `circuitbook.heads.ablate(model, [head], how="mean")` does exactly this. Not a
+# mean per position, and not a mean over other tokens. Then measure two things: the induction
+# score of the reader, the induction head itself, and the mean loss on the tokens of the
+# second copy that induction can predict, tokens $n + 1, \dots, 2n - 1$ of a sequence of $2n$.
+# Compare ablating the previous-token head with ablating another head of the same layer.
 
 # %% tags=["exercise"]
 def ablation_effect(model, head, reader, tokens):
@@ -675,11 +701,35 @@ for head, (score, loss) in rows.items():
 prev_score, prev_loss = rows[writer[1]]
 other_scores = [v[0] for h, v in rows.items() if h != writer[1]]
 other_losses = [v[1] for h, v in rows.items() if h != writer[1]]
-# Against the other layer-0 heads, paired: the same ablations on 20 fresh
-# batches of 8 sequences; each batch compares the previous-token head with the
-# other head whose ablation hurt the reader most above.
-worst_score = min((v[0], h) for h, v in rows.items() if h != writer[1])[1]
-worst_loss = max((v[1], h) for h, v in rows.items() if h != writer[1])[1]
+
+# %% [markdown]
+# The claim to test is that ablating the previous-token head does more damage than ablating
+# *any* other layer-0 head: it lowers the reader's score more, and raises the loss more. The
+# test is paired: the same ablations on 20 fresh batches of 8 sequences, and in each batch the
+# previous-token head's value minus one other head's. Which other head is your decision, made
+# on the table above (`rows`, {head: (score, loss)}) before the fresh batches run: return the
+# head to compare with on the score and the head to compare with on the loss, chosen so that if
+# the previous-token head beats it, it beats every other head of its layer. The check runs
+# your function on made-up tables.
+
+# %% tags=["exercise"]
+def comparison_heads(rows, writer):
+    """rows: {head: (reader's induction score, second-copy loss)} with that
+    layer-0 head mean-ablated; writer: the previous-token head's index ->
+    (head, head): the other head to compare the writer with on the score,
+    and the one on the loss."""
+    # BEGIN SOLUTION
+    others = {h: v for h, v in rows.items() if h != writer}
+    by_score = min(others, key=lambda h: others[h][0])  # lowers the score most
+    by_loss = max(others, key=lambda h: others[h][1])  # raises the loss most
+    return by_score, by_loss
+    # END SOLUTION
+
+
+checks.ps_p5c(comparison_heads)
+
+# %%
+worst_score, worst_loss = comparison_heads(rows, writer[1])
 paired = []                                       # [batch, (score, loss)]
 for i in range(20):
     t = repeated_random_tokens(8, 24, model.cfg.d_vocab, seed=100 + i)
@@ -1084,8 +1134,10 @@ del folded, pairs
 # %% [markdown]
 # Now your part of the design: the controls. For each target, in order, take a head of the
 # same layer that is neither excluded nor already chosen, with the output size closest to
-# the target's. `norms` holds every head's size (zero before layer `START`, which holds no
-# target); `excluded` marks the heads that may not be controls.
+# the target's: the smallest absolute difference $|\text{size}_c - \text{size}_t|$ (a
+# difference, not a ratio); when two heads lie at exactly the same difference, the one with
+# the lower head index. `norms` holds every head's size (zero before layer `START`, which
+# holds no target); `excluded` marks the heads that may not be controls.
 
 # %% tags=["exercise"]
 def matched_controls(targets, norms, excluded):
@@ -1405,15 +1457,51 @@ progress.tracker("6")
 # ({doc}`../17_induction_evidence`) explains both; `circuitbook.patching` implements them
 # (`patching_run`, `patch_heads`, `path_patch`; read their `help`).
 #
-# On `toy-2l`, write `patching_shares(model, clean, corrupted, positions)`. The clean
-# tokens are a repeated random sequence, the corrupted ones the same with some tokens
-# replaced, and `positions` are the predictions the corruption spoils, where the metric
-# (the mean loss against the clean tokens, `circuitbook.patching.mean_loss`) is read.
+# The corruptions are chapter 17b's. The clean tokens are $n$ random tokens repeated once
+# ($2n$ in all, $n$ even; token $n + i$ equals token $i$). The **key side** replaces the tokens
+# at the even positions of the first copy, $0, 2, \dots, n - 2$: an induction query at $n + i$
+# holds token $i$ and looks for key $i + 1$, the position whose *previous* token matches its
+# own, so a corrupted token at $i$ hides the key it needs. The **query side** replaces those of
+# the second copy, $n, n + 2, \dots, 2n - 2$: a query there keeps its own token but no longer
+# knows its previous one. A *position* $p$ is a prediction position: the logits at $p$ predict
+# token $p + 1$, and the metric (the mean loss against the clean tokens,
+# `circuitbook.patching.mean_loss`) is read at the positions you choose.
+#
+# Which positions to read is your first decision. Write `spoiled_positions(n, side)`: the
+# prediction positions in the second copy where the corruption of `side` ("key" or "query")
+# spoils what the previous-token head provides, the key's previous token or the query's, while
+# the query's own token and the token that induction copies (the key's own token, which the
+# query should predict) stay clean. A position whose own or copied token is corrupted
+# measures another path; a position with no next token measures nothing.
+
+# %% tags=["exercise"]
+def spoiled_positions(n, side):
+    """n: the length of one copy (even); side: "key" (the first copy's even
+    positions 0, 2, ..., n - 2 corrupted) or "query" (the second copy's, n,
+    n + 2, ..., 2n - 2) -> the prediction positions p (the logits at p
+    predict token p + 1) where the corruption spoils the induction match
+    while the query's own token and the token the match copies stay clean."""
+    # BEGIN SOLUTION
+    if side == "key":
+        # the query at n + i (token i) should find key i + 1, whose previous
+        # token i is corrupted when i is even; the token copied, i + 1, is odd
+        return [n + i for i in range(0, n - 1, 2)]
+    # the query at n + j holds a clean token (j odd) after a corrupted one;
+    # p = 2n - 1 predicts nothing
+    return [n + j for j in range(1, n - 1, 2)]
+    # END SOLUTION
+
+
+checks.ps_p7c(spoiled_positions)
+
+# %% [markdown]
+# Then write `patching_shares(model, clean, corrupted, positions)` on `toy-2l`, with
+# `positions` the prediction positions where the metric is read.
 # First the head: patch every head's output, one at a time, and find the layer-0 head whose
 # output restores the most. Then its input: patch that head's output into only the keys,
 # only the queries and only the values of all four layer-1 heads, and into only the
 # logits. The check runs your function on fresh sequences, corrupted at the first copy or
-# at the second.
+# at the second, with the positions of `spoiled_positions` (its reference).
 
 # %% tags=["exercise"]
 def patching_shares(model, clean, corrupted, positions):
@@ -1440,10 +1528,8 @@ def patching_shares(model, clean, corrupted, positions):
 checks.ps_p7(patching_shares)
 
 # %% [markdown]
-# Your function on the two corruptions of chapter 17b, on 16 repeated sequences of 32
-# tokens: the **key side** replaces the tokens at the even positions of the first copy (a
-# key there no longer says what its previous token was), the **query side** those of the
-# second copy (a query there no longer knows its own previous token).
+# Your two functions on the two corruptions, on 16 repeated sequences of 32 tokens, the
+# metric read at your `spoiled_positions`.
 
 # %%
 from circuitbook.data import repeated_random_tokens
@@ -1453,8 +1539,8 @@ n = 32
 clean_toy = repeated_random_tokens(16, n, toy.cfg.d_vocab, seed=2)
 gen = torch.Generator().manual_seed(11)
 shares = {}
-sides = [("key side", 0, [n + j - 1 for j in range(1, n, 2)]),
-         ("query side", n, [n + j for j in range(1, n - 1, 2)])]
+sides = [("key side", 0, spoiled_positions(n, "key")),
+         ("query side", n, spoiled_positions(n, "query"))]
 for side, start, at in sides:
     bad = clean_toy.clone()
     bad[:, start:start + n:2] = torch.randint(0, toy.cfg.d_vocab, (16, n // 2),
@@ -1502,7 +1588,10 @@ for side in shares:
 # **Reading the result.** On the key side each layer-1 head, patched alone, restores between
 # {glue:text}`p7_l1_lo:.2f` and {glue:text}`p7_l1_hi:.2f` of the gap (the four effects add
 # up to {glue:text}`p7_l1_sum:.2f`). Which statement does this measurement, by itself,
-# support? Set `p7_reading` to its letter.
+# support? Set `p7_reading` to a pair: the statement's letter, and the one measured number
+# on this page that decides it (the number that, had it come out otherwise, would have made
+# the statement false), as the figure prints it (the check allows 0.006 for the rounding to
+# two decimals). The check takes the key side's table from `key_share`.
 #
 # - **A.** No layer-1 head is enough on its own: with the rest of the run corrupted, one
 #   head's clean output restores well under all of the gap.
@@ -1514,10 +1603,10 @@ for side in shares:
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
-p7_reading = "A"
+p7_reading = ("A", round(float(layer1.max()), 2))
 # END SOLUTION
 
-checks.ps_p7b(p7_reading)
+checks.ps_p7b(p7_reading, effects=layer1)
 
 # %%
 progress.tracker("7")
@@ -1533,8 +1622,10 @@ progress.tracker("7")
 #
 # <details><summary>Model answer to the reading</summary>
 #
-# <p>A. The layer-1 heads share the copying, so each, patched alone into an otherwise
-# corrupted run, restores part of the gap and none all of it. Whether any one of them is
+# <p>A, decided by the largest of the four effects, {glue:text}`p7_l1_hi:.2f`: "no head is
+# enough on its own" would be false if any one head restored (nearly) all of the gap, so the
+# strongest head is the one to look at. The layer-1 heads share the copying, so each, patched
+# alone into an otherwise corrupted run, restores part of the gap and none all of it. Whether any one of them is
 # <i>needed</i> is the other experiment, ablation (or noising), which chapter 17b runs:
 # there one layer-1 head ablated costs far less than all four together. Effects of
 # separate patches are not shares of one total, so their sum may exceed 1.</p>

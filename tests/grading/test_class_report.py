@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 
 import nbformat
 import pytest
@@ -197,3 +198,41 @@ def test_a_forged_or_foreign_category_line_is_not_taken_at_its_word():
     assert grade.outcome(line, False, "ps_p2") == ("mistake", grade.UNRECOGNISED, None)
     assert grade.outcome(line, False, "ps_p3")[0] == "failed"
     assert grade.outcome(line, True, "ps_p2") == ("passed", None, None)
+
+
+@pytest.mark.parametrize("method", ["autograded", "graded"])
+def test_the_category_reaches_the_report_from_the_bundles_tests(tmp_path, method):
+    # make assignments' tests end with ASSERT (their message: the check's line, then the readable
+    # "[CHECK] <exercise>: <category>" Gradescope shows); a bundle built before ended with graded().
+    # reporting_bundle adds the JSON line to either, and outcome() reads the category from it
+    from circuitbook.checks import Result
+
+    assert assignments.ASSERT == "assert _result.passed, _result.autograded()"
+    code = f">>> _result = RESULT\n>>> assert _result.passed, _result.{method}()\n"
+    test = {"name": "ps_p2", "points": 1, "suites": [{"cases": [{"code": code, "hidden": False, "locked": False}],
+                                                      "scored": True, "setup": "", "teardown": "", "type": "doctest"}]}
+    original = tmp_path / "autograder.zip"
+    with zipfile.ZipFile(original, "w") as z:
+        z.writestr("tests/ps_p2.py", f"OK_FORMAT = True\n\ntest = {test!r}\n")
+    reporting = grade.reporting_bundle(original, tmp_path / "reporting.zip")
+    scope: dict = {}
+    with zipfile.ZipFile(reporting) as z:
+        exec(z.read("tests/ps_p2.py").decode(), scope)  # noqa: S102 - the test's own bundle
+    (case,) = scope["test"]["suites"][0]["cases"]
+    assert "[CHECK] " in case["code"] and f"_result.{method}()" in case["code"]
+    wrong = Result("ps_p2", False, "this looks like: forgot the direct path. The path through no head counts too.",
+                   "forgot the direct path", "Count every path.")
+    lines = [line[4:] for line in case["code"].splitlines()]
+    env = {"RESULT": wrong}
+    exec("\n".join(lines[:-1]), env)  # noqa: S102
+    try:
+        exec(lines[-1], env)  # noqa: S102
+    except AssertionError as exc:
+        output = f"Traceback (most recent call last):\nAssertionError: {exc}"
+    else:
+        raise AssertionError("a failing check's test passed")
+    assert grade.outcome(output, False, "ps_p2") == ("mistake", "forgot the direct path", None)
+    assert grade.feedback(output, False, "ps_p2") == (
+        "[NOT YET] ps_p2: this looks like: forgot the direct path. The path through no head counts too. "
+        "Hint: Count every path.")
+    assert ("[CHECK] ps_p2: forgot the direct path" in output) == (method == "autograded")

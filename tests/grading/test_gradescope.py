@@ -219,14 +219,37 @@ def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -
         questions = {Path(n).stem for n in z.namelist() if n.startswith("tests/") and n.endswith(".py")}
     assert questions
 
-    runs = [run_otter(root, venv, reference(src, folder)),
-            run_otter(other, venv, submission(folder, assignments.assignment_name(src)))]
-    full, empty = scores(results_of(root, runs[0])), scores(results_of(other, runs[1]))
+    # the template, and for the chapter one answer with a named mistake (its test must say which)
+    template = submission(folder, assignments.assignment_name(src))
+    named = NAMED_MISTAKE.get(src)
+    if named is not None:
+        question = answer_cells(template)[0].metadata["otter"]["tests"][0]
+        edit, mistake, hidden = named
+        wrong = edit(solutions(src)[0])
+        assert wrong != solutions(src)[0]
+        with_answers(template, {question: wrong})
+    runs = [run_otter(root, venv, reference(src, folder)), run_otter(other, venv, template)]
+    failed = results_of(other, runs[1])
+    full, empty = scores(results_of(root, runs[0])), scores(failed)
     assert set(full) == questions, full
     assert all(score == top > 0 for score, top in full.values()), full
     assert set(empty) == questions, empty
     assert all(score == 0 for score, _ in empty.values()), empty
+    # each failing test's result in results.json names its own check's category on a [CHECK] line
+    outputs = {t["name"]: t.get("output", "") for t in failed["tests"] if t["name"] in questions}
+    lines = {q: re.findall(r"^\s*\[CHECK\] (\S+): (.*)$", out, re.M) for q, out in outputs.items()}
+    assert all(ex == q for q, found in lines.items() for ex, _ in found), lines
+    untouched = [q for q in questions if (named is None or q != question) and lines[q]]
+    assert untouched and all({c for _, c in lines[q]} == {"not attempted"} for q in untouched), lines
+    if named is not None:
+        assert {c for _, c in lines[question]} == {mistake}, (question, outputs[question])
+        assert hidden not in outputs[question]  # the category names the mistake, never the solution
 
+
+# A chapter answer with a named mistake: (how the reference solution is edited into it, the
+# mistake's name in the check, the solution's text its test's result must not show)
+NAMED_MISTAKE = {CH06: (lambda code: code.replace(" / q.shape[-1] ** 0.5", ""), "forgot the scale",
+                        "q.shape[-1] ** 0.5")}
 
 KEY = b"a test secret, not an instructor's"
 VALUE_PROBLEMS = ("ps_p1a", "ps_p3b")

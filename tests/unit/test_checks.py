@@ -39,11 +39,10 @@ VALUE_ANSWERS = {
     # factors through its 64-dimensional head space
     "ps_p1a": {"W_QK_shape": (768, 768), "W_QK_rank": 64, "W_OV_shape": (768, 768), "W_OV_rank": 64,
                "full_QK_shape": (50257, 50257), "full_OV_shape": (50257, 50257), "full_rank": 64},
-    # the statement's reading: layer-1 heads restore the clean run when patched in (denoising)
-    "ps_p7b": "A",
 }
-# ps_p3b's answer is a measured score: tests/unit/test_ps_references.py measures it by hand.
-MEASURED_ELSEWHERE = {"ps_p3b"}
+# ps_p3b's answer is a measured score: tests/unit/test_ps_references.py measures it by hand; ps_p7b's
+# is a reading with the measured number that decides it: tests/unit/test_student_feedback.py.
+MEASURED_ELSEWHERE = {"ps_p3b", "ps_p7b"}
 
 
 @pytest.mark.parametrize("ex_id", ALL_IDS)
@@ -429,3 +428,38 @@ def test_an_answer_is_called_by_name_or_by_position():
     wrong = ex.check(lambda a: a)
     assert not wrong.passed and wrong.mistake == "wrong signature"
     assert "(a)" in wrong.message and "x, k" in wrong.message, wrong.message
+
+
+def test_an_autograders_message_names_the_category_on_a_line_of_its_own():
+    # the message of a failing test that make assignments writes (otter's and Gradescope's
+    # results.json keep it): the check's line, then "[CHECK] <exercise>: <category>"
+    def raises(x, k):
+        raise ValueError("the answer's own text")
+
+    class Custom(Exception):
+        pass
+
+    def raises_custom(x, k):
+        raise Custom("the answer's own text")
+
+    def template(x, k):
+        raise NotImplementedError
+
+    cases = {
+        "forgot to scale": lambda x, k: x,
+        "not attempted": template,
+        "your function raised ValueError": raises,
+        "your function raised an exception": raises_custom,
+        "wrong shape": lambda x, k: x[0],
+    }
+    for category, answer in cases.items():
+        result = TOY.check(answer, seed=SEED)
+        assert result.category() == category, (category, str(result))
+        text = result.autograded()
+        assert text.splitlines()[-1] == f"[CHECK] toy_ex1: {category}", text
+        assert text.startswith(result.graded()) and "the answer's own text" not in text
+    right = TOY.check(_scale, seed=SEED)
+    assert right.category() is None and right.autograded() == right.graded()
+    value = ValueExercise(id="toy_ex2", title="a count", expected=lambda: 12)
+    assert value.check(None).category() == "not attempted"
+    assert value.check(7).autograded().endswith("[CHECK] toy_ex2: wrong values")

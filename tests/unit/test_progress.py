@@ -23,8 +23,8 @@ def test_trackers_count_passed_checks_and_update_after_each_check():
     trackers = [problems.tracker(p) for p in ps.PROBLEMS]
     assert all(t.done == [] for t in trackers)
     assert trackers[0].still_open == {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"],
-                                "4": ["ps_p4"], "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6", "ps_p6c", "ps_p6b"],
-                                "7": ["ps_p7", "ps_p7b"]}
+                                "4": ["ps_p4", "ps_p4b"], "5": ["ps_p5b", "ps_p5", "ps_p5c"],
+                                "6": ["ps_p6", "ps_p6c", "ps_p6b"], "7": ["ps_p7c", "ps_p7", "ps_p7b"]}
     _run(session, "ps_p1a", ps.p1_reference())
     # half of problem 1: not done, and its other check is the one still open, in every tracker
     assert all(t.done == [] and t.still_open["1"] == ["ps_p1b"] for t in trackers)
@@ -67,3 +67,30 @@ def test_unknown_problems_are_refused_and_listeners_are_held_weakly():
     gc.collect()
     _run(session, "ps_p2", ps.path_counts)  # the dropped set's listener is gone, no error
     assert session._listeners == []
+
+
+def test_a_tracker_reads_as_text_where_no_widget_is_drawn():
+    """Issue 39: outside a live widget front end (a terminal, nbconvert, a grader's log) the
+    tracker was ``<ProgressTracker object at 0x...>``. Its text form (``str``, ``repr`` and the
+    text/plain of its display, whole: ipywidgets cuts that at 110 characters) says its problem's
+    state, how many problems are done and which, and every check still open, by problem."""
+    session = Session()
+    table = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"]}
+    problems = ProblemSet(table, session=session)  # held: the session listens to it weakly
+    one, three = problems.tracker("1"), problems.tracker("3")
+    assert str(one) == repr(one) == ("Problem 1: not done yet (ps_p1a, ps_p1b open). Progress in this session: 0 of 3 "
+                                     "done; still open: problem 1 (ps_p1a, ps_p1b); problem 2 (ps_p2); problem 3 "
+                                     "(ps_p3, ps_p3b)")
+    _run(session, "ps_p1a", ps.p1_reference())
+    _run(session, "ps_p2", ps.path_counts)
+    assert str(one) == ("Problem 1: not done yet (ps_p1b open). Progress in this session: 1 of 3 done (problem 2); "
+                        "still open: problem 1 (ps_p1b); problem 3 (ps_p3, ps_p3b)")
+    _run(session, "ps_p1b", ps.reparametrize)
+    assert str(one).startswith("Problem 1: checks passed. Progress in this session: 2 of 3 done (problems 1, 2); "
+                               "still open: problem 3 (ps_p3, ps_p3b)")
+    assert str(three).startswith("Problem 3: not done yet (ps_p3, ps_p3b open).")
+    data = one._repr_mimebundle_()
+    data = data[0] if isinstance(data, tuple) else data
+    assert data["text/plain"] == str(one) and len(str(one)) > 110
+    assert "application/vnd.jupyter.widget-view+json" in data  # the live widget is still there
+    assert "object at 0x" not in str(one)

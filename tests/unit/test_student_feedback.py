@@ -33,21 +33,113 @@ def test_problem_3_parameters_may_have_any_names():
     assert result.passed, str(result)
 
 
-@pytest.mark.parametrize("answer", ["A", "a", "A.", " (A) ", "A) No layer-1 head carries induction alone"])
-def test_problem_7b_reads_the_letter_however_it_is_written(answer):
-    assert checks.get("ps_p7b").check(answer).passed
+def _key_side_layer1_effects():
+    """Problem 7's key-side measurement, made here from the statement: toy-2l, 16 sequences of 32
+    random tokens repeated (seed 2), the first copy's even positions replaced (generator seed 11),
+    the loss read where the match is spoiled and the copied token clean (n + i, i even)."""
+    from circuitbook.data import repeated_random_tokens
+    from circuitbook.models import load
+    from circuitbook.patching import mean_loss, patch_heads, patching_run
+
+    model, n = load("toy-2l"), 32
+    clean = repeated_random_tokens(16, n, model.cfg.d_vocab, seed=2)
+    bad = clean.clone()
+    bad[:, 0:n:2] = torch.randint(0, model.cfg.d_vocab, (16, n // 2), generator=torch.Generator().manual_seed(11))
+    at = [n + i for i in range(0, n - 1, 2)]
+    return patch_heads(patching_run(model, clean, bad, lambda lg: mean_loss(lg, clean, at)))[1]
 
 
-@pytest.mark.parametrize("answer", ["E", "maybe", ""])
-def test_problem_7b_names_an_answer_that_is_no_option(answer):
-    result = checks.get("ps_p7b").check(answer)
+@pytest.fixture(scope="module")
+def decisive():
+    """The number that decides problem 7b's reading A: the largest single layer-1 effect (A says no
+    head is enough alone, which one head restoring all of the gap would refute), as printed."""
+    return round(float(_key_side_layer1_effects().max()), 2)
+
+
+@pytest.mark.parametrize("letter", ["A", "a", "A.", " (A) ", "A) No layer-1 head carries induction alone"])
+def test_problem_7b_reads_the_letter_however_it_is_written(letter, decisive):
+    assert checks.get("ps_p7b").check((letter, decisive)).passed
+
+
+@pytest.mark.parametrize("letter", ["E", "maybe", ""])
+def test_problem_7b_names_an_answer_that_is_no_option(letter, decisive):
+    result = checks.get("ps_p7b").check((letter, decisive))
     assert not result.passed and result.mistake == "wrong form"
     assert "A, B, C, D" in result.message and "expected a str" not in result.message, result.message
 
 
-def test_problem_7b_a_wrong_option_does_not_say_which_is_right():
-    result = checks.get("ps_p7b").check("B")
+def test_problem_7b_a_wrong_option_does_not_say_which_is_right(decisive):
+    result = checks.get("ps_p7b").check(("B", decisive))
     assert not result.passed and "A" not in result.message.replace("A)", ""), result.message
+
+
+def test_problem_7b_cannot_be_exhausted_by_trying_the_letters(decisive):
+    # issue 39: four tries used to find the answer. A letter alone is not an answer; with any number
+    # but the deciding one, every letter fails, and the supported letter's message is the one any
+    # unmatched pair gets, naming neither the letter nor the number
+    ex = checks.get("ps_p7b")
+    assert all(not ex.check(letter).passed for letter in "ABCD")
+    for number in (0.0, 0.25, 1.0, decisive + 0.05, decisive - 0.05):
+        results = [ex.check((letter, number)) for letter in "ABCD"]
+        assert not any(r.passed for r in results), (number, [str(r) for r in results])
+        assert results[0].mistake == "wrong pair"
+        assert "correct" not in results[0].message and "right" not in results[0].message
+    # the number read off the figure (two decimals) passes; the page's own table may be passed in
+    assert ex.check(("A", decisive), effects=_key_side_layer1_effects()).passed
+    # the hint does not paraphrase the right option
+    assert "enough" not in (ex.hint or "") and "alone" not in (ex.hint or "")
+
+
+def test_problem_7_positions_are_the_spoiled_predictions_and_nothing_else():
+    # the key side: the query at n + i (token i) needs key i + 1, whose previous token i is
+    # corrupted when i is even, and copies token i + 1 (odd, clean); the query side: the query at
+    # n + j (j odd) keeps its own token after a corrupted one; 2n - 1 predicts nothing
+    assert ps.spoiled_positions(8, "key") == [8, 10, 12, 14]
+    assert ps.spoiled_positions(8, "query") == [9, 11, 13]
+    ex = checks.get("ps_p7c")
+    assert ex.check(lambda n, side: ps.spoiled_positions(n, side)[::-1]).passed  # any order
+    one_later = ex.check(lambda n, side: [p + 1 for p in ps.spoiled_positions(n, side)], seed=0)
+    assert one_later.mistake == "token positions instead of prediction positions", str(one_later)
+    # the statement says which positions are meant, before the check
+    page = open("book/induction/03_problems.py").read()
+    statement = page[page.index("## Problem 7"):page.index("checks.ps_p7c(")]
+    assert "predict" in statement and "p + 1" in statement and "0, 2, \\dots, n - 2" in statement
+
+
+def test_problem_6b_closest_is_a_difference_and_a_tie_goes_to_the_lower_index():
+    from circuitbook.checks.ps import p6
+
+    ex = checks.get("ps_p6b")
+    by_ratio = ex.check(lambda targets, norms, excluded: p6._p6b_variant(targets, norms, excluded, ratio=True), seed=0)
+    assert by_ratio.mistake == "matched by ratio", str(by_ratio)
+    higher = ex.check(lambda targets, norms, excluded: p6._p6b_variant(targets, norms, excluded, last_on_tie=True),
+                      seed=0)
+    assert higher.mistake == "broke a tie the other way", str(higher)
+    assert "lower" not in higher.message  # the feedback points at the statement, not at the rule
+    page = open("book/induction/03_problems.py").read()
+    statement = page[page.index("Now your part of the design: the controls"):page.index("checks.ps_p6b(")]
+    assert "absolute difference" in statement and "not a ratio" in statement and "lower head index" in statement
+
+
+def test_problem_5_a_mean_per_position_is_named_and_the_batch_is_stated():
+    result = checks.get("ps_p5").check(ps.p5._p5_per_position, seed=0)
+    assert result.mistake == "a mean per position", str(result)
+    page = open("book/induction/03_problems.py").read()
+    statement = page[page.index("Now break the circuit"):page.index("checks.ps_p5(")]
+    assert "all $2n$ positions of all the" in statement and "same" in statement
+
+
+def test_problems_4_5_7_each_have_a_decision_judged_by_its_consequence():
+    # problem 4: the control batch (any fresh uniform draw passes; the test's repeat does not)
+    ex = checks.get("ps_p4b")
+    assert ex.check(lambda tokens, lo, hi, seed: torch.randint(lo, hi, tokens.shape)).passed
+    kept = ex.check(lambda tokens, lo, hi, seed: tokens)
+    assert kept.mistake == "kept the repeat" and "10%" in kept.message, str(kept)
+    # problem 5: the head to beat is the most damaging other one, by each measure
+    rows = {0: (0.9, 0.1), 1: (0.6, 0.3), 2: (0.05, 3.0), 3: (0.8, 0.9)}
+    assert ps.comparison_heads(rows, 2) == (1, 3)
+    # problem 7: the positions, above
+    assert set(ps.PROBLEMS["4"]) >= {"ps_p4b"} and "ps_p5c" in ps.PROBLEMS["5"] and "ps_p7c" in ps.PROBLEMS["7"]
 
 
 def test_problem_1a_full_rank_beside_the_split_ranks_is_read():

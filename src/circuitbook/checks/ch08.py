@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise
+from circuitbook.checks.core import FunctionExercise, Mistake, PairExercise, Result, tensor_difference
 from circuitbook.checks.core import random_int as _randint
 
 
@@ -92,25 +94,60 @@ def _paper_inputs(g: torch.Generator) -> dict:
                                 ("W_V", (d_model, d_head)), ("W_O", (d_head, d_model)))}
 
 
-EX2 = PairExercise(
+# One name and one message for every wrong orientation (either circuit, or both): a message per
+# case would say which circuits to transpose, which is the exercise (issue 39). The message says
+# what to compare and which index is which, and leaves the comparison to the reader.
+ORIENTATION = "orientation of the circuits"
+ORIENTATION_MESSAGE = (
+    "Your two matrices are the right products up to orientation, but the pair is not oriented as the "
+    "paper's. A matrix and its transpose hold the same numbers, so settle each circuit by its indices, not "
+    "its entries. In the paper's score x_i^T W_QK x_j (x_i the query position's residual column, x_j the "
+    "key's), the row index of W_QK is summed against the query and the column index against the key. In "
+    "the paper's head output W_OV x_j, the column index of W_OV reads the source position's residual "
+    "vector and the row index is the component written. Write each circuit with the paper's own matrices "
+    "(W_Q^p = W_Q^T, ...), then ask of each of yours which index does what. Decide each circuit on its own.")
+
+
+def _orientations(W_Q, W_K, W_V, W_O):
+    """The three pairs of the right products with a wrong orientation (the first, the second, both)."""
+    qk, ov = to_paper_convention(W_Q, W_K, W_V, W_O)
+    return [(qk.T, ov), (qk, ov.T), (qk.T, ov.T)]
+
+
+@dataclass
+class _ConventionExercise(PairExercise):
+    """Exercise 8.2: where a half is wrong in some other way, a half that is the right product up
+    to orientation is not called right (nor transposed): said either way, it would tell which
+    circuit needs a transpose. A pair in the wrong order is named whatever its orientation."""
+
+    def _explain(self, got, expected, inputs) -> Result:
+        if not (isinstance(got, (tuple, list)) and len(got) == 2
+                and all(isinstance(a, torch.Tensor) and a.shape == b.shape for a, b in zip(got, expected))):
+            return super()._explain(got, expected, inputs)
+
+        def up_to_orientation(a, b):
+            return a.ndim == 2 and (self.compare(a, b) or self.compare(a.T, b))
+
+        if all(up_to_orientation(a, b) for a, b in zip(got, reversed(expected))):
+            return self._fail("this looks like: returned the pair in the wrong order. Return (W_QK, W_OV).",
+                              "returned the pair in the wrong order")
+        notes = [f"{name}: {tensor_difference(a, b)[0]}" for name, a, b in zip(self.names, got, expected)
+                 if not up_to_orientation(a, b)]
+        unjudged = [name for name, a, b in zip(self.names, got, expected) if up_to_orientation(a, b)]
+        notes += [f"{name} is the right product up to its orientation, which is judged once both are"
+                  for name in unjudged]
+        return self._fail("; ".join(notes), "wrong values")
+
+
+EX2 = _ConventionExercise(
     id="ch08_ex2",
     title="the paper's W_QK and W_OV from TransformerLens weights",
     reference=to_paper_convention,
     make_inputs=_paper_inputs,
     names=("W_QK", "W_OV"),
     mistakes=[
-        Mistake("orientation of a circuit (a)", "The pair does not match the paper's. Write the paper's score "
-                "and the paper's head output for one key or source position with the paper's own matrices "
-                "(W_Q^p = W_Q^T, ...), substitute, and compare each with the row-vector formula.",
-                lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, (W_V @ W_O).T)),
-        Mistake("orientation of a circuit (b)", "The pair does not match the paper's. Ask, for each circuit, "
-                "what kind of object it is (a number made from two vectors, or a map from one vector to "
-                "another) and what happens to it when rows become columns.",
-                lambda W_Q, W_K, W_V, W_O: (W_Q @ W_K.T, W_V @ W_O)),
-        Mistake("orientation of both circuits", "The pair does not match the paper's. Derive each circuit from "
-                "the paper's definitions with the paper's own matrices (W_Q^p = W_Q^T, ...), one at a time, "
-                "rather than deciding by guesswork what to transpose.",
-                lambda W_Q, W_K, W_V, W_O: ((W_Q @ W_K.T).T, W_V @ W_O)),
+        *[Mistake(ORIENTATION, ORIENTATION_MESSAGE,
+                  lambda W_Q, W_K, W_V, W_O, k=k: _orientations(W_Q, W_K, W_V, W_O)[k]) for k in range(3)],
         Mistake("applied the paper's formulas to TransformerLens's matrices", "W_Q^T W_K and W_O W_V are the "
                 "paper's formulas for its own [d_head, d_model] matrices; with TransformerLens's shapes they give "
                 "d_head x d_head products. First form the paper's matrices (W_Q^p = W_Q^T, ...).",

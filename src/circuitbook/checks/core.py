@@ -24,6 +24,7 @@ import copy
 import html
 import inspect
 import numbers
+import re
 import secrets
 import sys
 import threading
@@ -35,9 +36,34 @@ from typing import Any, Callable
 import torch
 
 
+def _ipython_shell():
+    """The running IPython shell (a kernel's or a terminal's), or None; looked up without
+    importing IPython where nothing has imported it yet."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        return ipython.get_ipython()
+    except Exception:  # noqa: BLE001 - a half-imported IPython is no shell
+        return None
+
+
+def _kernel_shell():
+    """The IPython shell of a running Jupyter kernel (a notebook, JupyterLab, Colab), or None:
+    in plain Python, pytest, scripts and a terminal IPython there is none."""
+    shell = _ipython_shell()
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
 @dataclass
 class Result:
     """The outcome of one check: truthy when passed. Displays as one line in a notebook.
+
+    A check called in a notebook shows its result where it runs (:meth:`show`), wherever the
+    call stands in its cell (``r = checks.ch06_ex1(f)``, a check followed by other lines, two
+    checks in one cell), once: when the result is also the cell's last expression, the
+    displayhook finds it already shown by this cell and adds nothing. Outside a kernel nothing
+    is displayed by the call, and the result prints as one line where Python prints it.
 
     ``detail`` is text that comes from the answer itself (the message of an exception it
     raised): the notebook shows it after the message, but :meth:`graded`, the line a grader
@@ -49,9 +75,40 @@ class Result:
     mistake: str | None = None
     hint: str | None = None
     detail: str | None = None
+    # (the kernel's shell, the cell's execution count) where show() displayed this result
+    _shown: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return self.passed
+
+    def show(self) -> Result:
+        """Display this result in the running kernel's notebook, now (nothing outside a kernel)."""
+        shell = _kernel_shell()
+        if shell is not None:
+            self._publish()
+            self._shown = (id(shell), shell.execution_count)
+        return self
+
+    def _publish(self) -> None:
+        # formatted by the shell's own formatters (text/plain and text/html here), so that a
+        # front end or a grader that turns some or all of them off (otter hides the displays
+        # of its tests that way) is obeyed
+        from IPython.display import publish_display_data
+
+        shell = _ipython_shell()
+        if shell is None:
+            return
+        data, metadata = shell.display_formatter.format(_ResultView(self))
+        if data:
+            publish_display_data(data, metadata)
+
+    def _ipython_display_(self) -> None:
+        # IPython's display() and the displayhook of a cell's last expression: shown, unless
+        # this very cell's show() already did (a check as the last expression shows once)
+        shell = _kernel_shell()
+        if shell is not None and self._shown == (id(shell), shell.execution_count):
+            return
+        self._publish()
 
     def __str__(self) -> str:
         return self.graded(detail=True)
@@ -68,6 +125,26 @@ class Result:
 
     __repr__ = __str__
 
+    def category(self) -> str | None:
+        """What kind of failure this is, in a few words for a grader's results: the check's named
+        mistake (``mistake``), else "not attempted", "your function raised <a built-in exception>",
+        or "no named mistake"; None when the check passed. Never the answer's own text."""
+        if self.passed:
+            return None
+        if self.mistake:
+            return self.mistake
+        if self.message.startswith("not attempted"):
+            return "not attempted"
+        raised = re.match(r"your function raised (\w+( \w+)?)", self.message)
+        return f"your function raised {raised.group(1)}" if raised else "no named mistake"
+
+    def autograded(self) -> str:
+        """The message of an autograder's failing test (the tests ``make assignments`` writes, which
+        otter and Gradescope show): :meth:`graded`, then ``[CHECK] <exercise>: <category>`` on a line
+        of its own (:meth:`category`), so that a test's result names the mistake, never the solution."""
+        text = self.graded()
+        return text if self.passed else f"{text}\n[CHECK] {self.exercise}: {self.category()}"
+
     def _repr_html_(self) -> str:
         color, mark = ("#1a7f37", "&#10004;") if self.passed else ("#b35900", "&#10008;")
         message = f"{self.message}: {self.detail}" if self.detail else self.message
@@ -77,6 +154,19 @@ class Result:
         return (f'<div class="circuitbook-check" data-passed="{str(self.passed).lower()}" '
                 f'style="border-left:4px solid {color};padding:4px 8px;margin:4px 0">'
                 f'<span style="color:{color}">{mark}</span> {body}</div>')
+
+
+class _ResultView:
+    """What a Result displays as (its line, its HTML), without Result's own ``_ipython_display_``."""
+
+    def __init__(self, result: Result):
+        self.result = result
+
+    def __repr__(self) -> str:
+        return str(self.result)
+
+    def _repr_html_(self) -> str:
+        return self.result._repr_html_()
 
 
 class Session:
@@ -478,7 +568,9 @@ class FunctionExercise:
     names: tuple[str, ...] = ()
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
-        return SESSION.record(self.check(answer, seed=seed))
+        """The check as the reader calls it: recorded in this session's progress, and shown at
+        once in a notebook (:meth:`Result.show`). Graders call :meth:`check`, which does neither."""
+        return SESSION.record(self.check(answer, seed=seed)).show()
 
     def check(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
         if not callable(answer):
@@ -588,7 +680,8 @@ class ValueExercise:
     explain: Callable[[Any, Any], str | None] | None = None
 
     def __call__(self, answer: Any, **inputs: Any) -> Result:
-        return SESSION.record(self.check(answer, **inputs))
+        """As :meth:`FunctionExercise.__call__`: recorded, and shown at once in a notebook."""
+        return SESSION.record(self.check(answer, **inputs)).show()
 
     def check(self, answer: Any, **inputs: Any) -> Result:
         expected = self.expected(**inputs)

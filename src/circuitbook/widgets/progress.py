@@ -44,6 +44,30 @@ class ProgressTracker(anywidget.AnyWidget):
         if isinstance(content, dict) and content.get("type") == "hello":
             self.send({"type": "live"})  # a kernel is here: the counts are this notebook's
 
+    def __str__(self) -> str:
+        """The line as text, for where no widget is drawn (a terminal, nbconvert, a grader's log,
+        a screen reader): this problem's state, "n of N done" with the problems done, and the
+        checks still open, as this session (the notebook's kernel) knew them when the text was made."""
+        mine = self.still_open.get(self.problem, [])
+        head = (f"Problem {self.problem}: not done yet ({', '.join(mine)} open)" if mine
+                else f"Problem {self.problem}: checks passed")
+        done = [p for p in self.problems if p not in self.still_open]
+        text = f"{head}. Progress in this session: {len(done)} of {len(self.problems)} done"
+        text += f" (problem{'s' if len(done) > 1 else ''} {', '.join(done)})" if done else ""
+        rest = [p for p in self.problems if p in self.still_open]
+        if rest:
+            text += "; still open: " + "; ".join(f"problem {p} ({', '.join(self.still_open[p])})" for p in rest)
+        return text
+
+    __repr__ = __str__
+
+    def _repr_mimebundle_(self, **kwargs):
+        # ipywidgets cuts text/plain at 110 characters; the text form is whole
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data["text/plain"] = str(self)
+        return bundle
+
 
 class ProblemSet:
     """The trackers of one problem set: ``ps = ProblemSet({"1": ["ps_p1a", "ps_p1b"], ...})``,

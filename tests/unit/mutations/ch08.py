@@ -23,6 +23,14 @@ def qk_wrong_product(W_Q, W_K, W_V, W_O):  # W_Q W_Q^T: right shape, not a named
     return W_Q @ W_Q.T, (W_V @ W_O).T
 
 
+def qk_wrong_product_ov_row_convention(W_Q, W_K, W_V, W_O):  # W_OV not judged for orientation: "wrong values"
+    return W_Q @ W_Q.T, W_V @ W_O
+
+
+def swapped_in_row_convention(W_Q, W_K, W_V, W_O):  # the wrong order, whatever the orientation
+    return W_V @ W_O, W_Q @ W_K.T
+
+
 MUTATIONS = {
     "ch08_ex1": [
         (unextended, None),
@@ -31,5 +39,7 @@ MUTATIONS = {
     "ch08_ex2": [
         (only_qk, "wrong type"),
         (qk_wrong_product, "wrong values"),
+        (qk_wrong_product_ov_row_convention, "wrong values"),
+        (swapped_in_row_convention, "returned the pair in the wrong order"),
     ],
 }

@@ -174,11 +174,44 @@ MUTATIONS = {
             k: v for k, v in ps.patching_shares(model, clean, corrupted, positions).items() if k != "heads"}, None),
     ],
     "ps_p7b": [
-        ("B", "reading a denoising result as a noising one"),
-        (" b ", "reading a denoising result as a noising one"),
-        ("C", "adding effects as if they were shares"),
-        ("D", "reading a partial effect as no effect"),
-        ("E", None),
-        (1, None),
+        # a statement the measurement does not support is named whatever number comes with it
+        (("B", 0.47), "reading a denoising result as a noising one"),
+        ((" b ", 0.0), "reading a denoising result as a noising one"),
+        (("C", 1.5), "adding effects as if they were shares"),
+        (("D", 0.47), "reading a partial effect as no effect"),
+        # the supported statement with a number that does not decide it: the same words as any pair
+        # that is not the answer, so that the message does not confirm the letter
+        (("A", 0.0), "wrong pair"),
+        (("A", 1.0), "wrong pair"),
+        (("E", 0.47), "wrong form"),
+        ("A", "wrong form"),  # the letter alone: trying the four letters does not finish the problem
+        (1, "wrong form"),
+    ],
+    "ps_p4b": [
+        # the test batch itself, and its first half drawn again and repeated
+        (lambda tokens, lo, hi, seed: tokens.clone(), "kept the repeat"),
+        (lambda tokens, lo, hi, seed: tokens[torch.randperm(tokens.shape[0])], "kept the repeat"),
+        (lambda tokens, lo, hi, seed: torch.randint(lo, hi, (tokens.shape[0], tokens.shape[1] // 2)).repeat(1, 2),
+         "kept the repeat"),
+        # the second copy reversed: no token at the repeat's place, every token twice
+        (lambda tokens, lo, hi, seed: torch.cat([tokens[:, :tokens.shape[1] // 2],
+                                                 tokens[:, tokens.shape[1] // 2:].flip(1)], 1), "every token twice"),
+        (lambda tokens, lo, hi, seed: torch.randint(lo, hi, tokens.shape).float(), "wrong type"),
+        (lambda tokens, lo, hi, seed: torch.randint(lo, hi, (tokens.shape[0], tokens.shape[1] // 2)), "wrong type"),
+        (lambda tokens, lo, hi, seed: torch.randint(hi, hi + 100, tokens.shape), "drew from another range"),
+    ],
+    "ps_p5c": [
+        # the heads next to the writer, and the pair in the wrong order
+        (lambda rows, writer: ((writer + 1) % len(rows), (writer + 1) % len(rows)), None),
+        (lambda rows, writer: ps.comparison_heads(rows, writer)[::-1], None),
+        (lambda rows, writer: [float(h) + 0.5 for h in ps.comparison_heads(rows, writer)], None),
+        (lambda rows, writer: ps.comparison_heads(rows, writer)[0], None),
+    ],
+    "ps_p7c": [
+        (lambda n, side: list(range(n, 2 * n)), None),  # the whole second copy and its last position
+        (lambda n, side: ps.spoiled_positions(n, side) * 2, None),  # each position twice
+        (lambda n, side: [p - 1 for p in ps.spoiled_positions(n, side)], None),
+        (lambda n, side: [p - n for p in ps.spoiled_positions(n, side)], None),  # in the first copy
+        (lambda n, side: torch.tensor(ps.spoiled_positions(n, side), dtype=torch.float32) + 0.5, None),
     ],
 }

@@ -1,6 +1,6 @@
 """The induction module's problem set: checks and reference solutions for problems 1-7.
 
-Ids ``ps_p1a`` ... ``ps_p7b``, one module a problem (``p1`` ... ``p7``). Pencil problems take
+Ids ``ps_p1a`` ... ``ps_p7c``, one module a problem (``p1`` ... ``p7``). Pencil problems take
 values or formulas; code problems take a function that the check runs on fresh inputs (any
 correct method passes: the check compares results, never code). The reference solutions here
 are the ones the book shows. Every input a check makes for a model lives on that model's
@@ -20,23 +20,26 @@ from circuitbook.checks.ps.p1 import P1_KEYS, P1_MODELS, P1_SPLIT, P1A, P1B, p1_
 from circuitbook.checks.ps.p2 import P2, path_counts
 from circuitbook.checks.ps.p3 import (P3, P3_CONTEXTS, P3_CTX, P3B, design_induction_head, p3b_reference,
                                       scaffold_behaviour, scaffold_tokens)
-from circuitbook.checks.ps.p4 import P4, head_scores
-from circuitbook.checks.ps.p5 import P5, P5B, ablation_effect, k_composition
+from circuitbook.checks.ps.p4 import P4, P4B, head_scores, unrepeated_tokens
+from circuitbook.checks.ps.p5 import P5, P5B, P5C, ablation_effect, comparison_heads, k_composition
 from circuitbook.checks.ps.p6 import P6, P6B, P6C, icl_scores, matched_controls, plan_documents
-from circuitbook.checks.ps.p7 import P7, P7B, patching_shares
+from circuitbook.checks.ps.p7 import P7, P7B, P7C, patching_shares, spoiled_positions
 
 __all__ = ["EXERCISES", "PROBLEMS", "Progress", "progress",
            "P1_KEYS", "P1_MODELS", "P1_SPLIT", "P3_CONTEXTS", "P3_CTX",
-           "P1A", "P1B", "P2", "P3", "P3B", "P4", "P5", "P5B", "P6", "P6B", "P6C", "P7", "P7B",
+           "P1A", "P1B", "P2", "P3", "P3B", "P4", "P4B", "P5", "P5B", "P5C", "P6", "P6B", "P6C", "P7", "P7B",
+           "P7C",
            "p1_reference", "reparametrize", "path_counts", "design_induction_head", "p3b_reference",
-           "scaffold_behaviour", "scaffold_tokens", "head_scores", "ablation_effect", "k_composition",
-           "icl_scores", "matched_controls", "plan_documents", "patching_shares"]
+           "scaffold_behaviour", "scaffold_tokens", "head_scores", "unrepeated_tokens", "ablation_effect",
+           "comparison_heads", "k_composition", "icl_scores", "matched_controls", "plan_documents",
+           "patching_shares", "spoiled_positions"]
 
-EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P5, P5B, P6, P6C, P6B, P7, P7B)}
+EXERCISES = {ex.id: ex for ex in (P1A, P1B, P2, P3, P3B, P4, P4B, P5, P5B, P5C, P6, P6C, P6B, P7C, P7, P7B)}
 
 # The checks of each problem: a problem is done when every one of them has passed.
-PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4"],
-            "5": ["ps_p5b", "ps_p5"], "6": ["ps_p6", "ps_p6c", "ps_p6b"], "7": ["ps_p7", "ps_p7b"]}
+PROBLEMS = {"1": ["ps_p1a", "ps_p1b"], "2": ["ps_p2"], "3": ["ps_p3", "ps_p3b"], "4": ["ps_p4", "ps_p4b"],
+            "5": ["ps_p5b", "ps_p5", "ps_p5c"], "6": ["ps_p6", "ps_p6c", "ps_p6b"],
+            "7": ["ps_p7c", "ps_p7", "ps_p7b"]}
 
 
 @dataclass

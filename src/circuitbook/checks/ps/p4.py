@@ -4,9 +4,11 @@ Part of the induction module's problem set (``circuitbook.checks.ps``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, shape_of
 from circuitbook.checks.ps.inputs import zoo_model_and_tokens
 
 
@@ -84,4 +86,112 @@ P4 = FunctionExercise(
          "attention from p to p - 1; the induction score averages the attention from query n + i to key i "
          "+ 1 over every query of the second copy (i = 0 .. n - 1), and over nothing else. Each lies on "
          "one diagonal of the pattern. Stack the layers: two [L, H] tensors.",
+)
+
+
+# --- the null: what a head scores by chance (issue 39) --------------------------------------------
+
+
+def unrepeated_tokens(tokens, lo, hi, seed):
+    """tokens: [batch, 2n], the repeated test sequences, drawn from lo .. hi - 1;
+    seed: an int -> [batch, 2n], the control batch."""
+    # every token drawn afresh, uniformly from lo .. hi - 1, independently of
+    # `tokens`: the same shape and range, no repeat
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi, tokens.shape, generator=g).to(tokens.device)
+
+
+P4B_AT_MOST = 0.1
+"""The control's bar, stated in problem 4: at most one position in ten may hold the token n positions
+before it (the repeat), and at most one token in ten may occur twice in its sequence. A uniform draw
+from the problem's ranges (at least 5,000 tokens, sequences of at most 80) puts about 2n / (hi - lo),
+at most 1.6%, of its tokens twice in a sequence and about 1 / (hi - lo) at the repeat's place; a batch
+that keeps the repeat, or shuffles repeated tokens, puts all of them there."""
+
+
+def _p4b_inputs(g: torch.Generator) -> dict:
+    from circuitbook.data import repeated_random_tokens
+
+    lo = int(torch.randint(0, 2000, (1,), generator=g))
+    hi = lo + 5000 + int(torch.randint(0, 35_000, (1,), generator=g))
+    n = int(torch.randint(12, 41, (1,), generator=g))
+    seed = int(torch.randint(0, 10_000, (1,), generator=g))
+    tokens = repeated_random_tokens(4, n, hi - lo, seed=seed) + lo
+    return {"tokens": tokens, "lo": lo, "hi": hi, "seed": int(torch.randint(0, 10_000, (1,), generator=g))}
+
+
+def _repeat_share(x: torch.Tensor) -> float:
+    """The share of positions in the second half that hold the token n positions before."""
+    n = x.shape[1] // 2
+    return float((x[:, n:2 * n] == x[:, :n]).double().mean())
+
+
+def _twice_share(x: torch.Tensor) -> float:
+    """The share of tokens that occur more than once in their own sequence."""
+    same = x[:, :, None] == x[:, None, :]
+    return float(((same.sum(-1) > 1)).double().mean())
+
+
+def _p4b_kept_repeat(tokens, lo, hi, seed):
+    from circuitbook.data import repeated_random_tokens
+
+    return repeated_random_tokens(tokens.shape[0], tokens.shape[1] // 2, hi - lo, seed=seed) + lo
+
+
+def _p4b_shuffled(tokens, lo, hi, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([row[torch.randperm(len(row), generator=g)] for row in tokens])
+
+
+def _p4b_vocabulary(tokens, lo, hi, seed):
+    return torch.randint(0, hi + lo + 1000, tokens.shape, generator=torch.Generator().manual_seed(seed))
+
+
+@dataclass
+class NullExercise(FunctionExercise):
+    """Problem 4's control batch, judged by what it must be (the bar stated in the problem), not by
+    equality with the reference's draw: any fresh uniform draw passes. A named mistake is
+    recognised by the property it breaks, since its draw is random too."""
+
+    def _compare(self, got, expected, inputs) -> Result | None:
+        tokens, lo, hi = inputs["tokens"], inputs["lo"], inputs["hi"]
+        if not isinstance(got, torch.Tensor) or got.is_floating_point() or got.is_complex() \
+                or tuple(got.shape) != tuple(tokens.shape):
+            return self._fail(f"return a tensor of token ids shaped like `tokens`, {tuple(tokens.shape)}, "
+                              f"of an integer dtype; got {shape_of(got)}", "wrong type")
+        got = got.detach().cpu()
+        if bool(((got < lo) | (got >= hi)).any()):
+            return self._fail(f"this looks like: drew from another range. {self._explain_range}",
+                              "drew from another range")
+        if _repeat_share(got) > P4B_AT_MOST or bool((got == tokens.cpu()).all()):
+            return self._fail(f"this looks like: kept the repeat. {self._explain_repeat} In yours "
+                              f"{_repeat_share(got):.0%} of the second half repeats the first; the bar is "
+                              f"{P4B_AT_MOST:.0%}.", "kept the repeat")
+        if _twice_share(got) > P4B_AT_MOST:
+            return self._fail(f"this looks like: every token twice. {self._explain_twice} In yours "
+                              f"{_twice_share(got):.0%} of the tokens occur twice in their sequence; the bar "
+                              f"is {P4B_AT_MOST:.0%}.", "every token twice")
+        return None
+
+    _explain_range = ("The control must differ from the test in the repeat only: tokens outside lo .. hi - 1 "
+                      "(special tokens, another part of the vocabulary) are another input, and a head may "
+                      "treat them differently for reasons that have nothing to do with induction.")
+    _explain_repeat = ("On a batch whose second half repeats its first, an induction head scores as high as on "
+                       "the test: the control would measure the effect, not what a head scores by chance.")
+    _explain_twice = ("A shuffle of the repeated tokens breaks the repeat's order but leaves every token in "
+                      "its sequence twice, so an induction head still finds an earlier occurrence of each and "
+                      "attends to what followed it. Draw the tokens afresh.")
+
+
+P4B = NullExercise(
+    id="ps_p4b", title="the control batch: tokens without a repeat", reference=unrepeated_tokens,
+    make_inputs=_p4b_inputs,
+    mistakes=[
+        Mistake("kept the repeat", NullExercise._explain_repeat, _p4b_kept_repeat),
+        Mistake("every token twice", NullExercise._explain_twice, _p4b_shuffled),
+        Mistake("drew from another range", NullExercise._explain_range, _p4b_vocabulary),
+    ],
+    hint="Ask what the control must share with the test batch (its shape, the range its tokens come from) "
+         "and the one thing it must not share. A batch drawn with a fresh generator from that range, "
+         "position by position, has it by construction.",
 )

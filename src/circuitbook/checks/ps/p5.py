@@ -68,6 +68,19 @@ def _p5_ablated(model, head, reader, tokens, how="mean", **mistake):
     return _score_and_loss(model, reader, tokens, ablate(model, [head], how=how), **mistake)
 
 
+def _p5_per_position(model, head, reader, tokens):
+    """The head's output replaced by its mean over the batch at each position separately."""
+    layer, h = head
+
+    def per_position(z, hook):  # z [batch, pos, head, d_head]
+        z = z.clone()
+        z[:, :, h] = z[:, :, h].mean(0, keepdim=True)
+        return z
+
+    return _score_and_loss(model, reader, tokens, model.hooks(fwd_hooks=[(f"blocks.{layer}.attn.hook_z",
+                                                                          per_position)]))
+
+
 def _p5_zero(model, head, reader, tokens):
     return _p5_ablated(model, head, reader, tokens, how="zero")
 
@@ -105,6 +118,9 @@ P5 = FunctionExercise(
                 _p5_no_ablation),
         Mistake("zero- instead of mean-ablation", "Mean-ablation keeps the head's average output; zeroing also "
                 "removes that constant.", _p5_zero),
+        Mistake("a mean per position", "The mean the statement asks for is one vector, over every position "
+                "of every sequence in the batch; a mean over the sequences at each position keeps what the head "
+                "does at that position: the part of its output that depends on where it is.", _p5_per_position),
         Mistake("best induction score over all heads", "The question is what happens to *this* reader: report "
                 "the induction score of the head `reader`, not the best one in the model (another induction head "
                 "may not depend on the ablated head).", _p5_best_head),
@@ -170,4 +186,78 @@ P5B = FunctionExercise(
          "each [d_model, d_model]. K-composition asks how much of what the writer writes the reader's keys "
          "read: multiply the writer's circuit by the reader's, oriented so that the key side faces the "
          "writer, and normalise by the product of the two Frobenius norms.",
+)
+
+
+# --- the comparison: which other head the claim must beat (issue 39) ------------------------------
+
+
+def comparison_heads(rows, writer):
+    """rows: {head: (reader's induction score, second-copy loss)} with that
+    layer-0 head mean-ablated; writer: the previous-token head's index ->
+    (head, head): the other head to compare the writer with on the score,
+    and the one on the loss."""
+    others = {h: v for h, v in rows.items() if h != writer}
+    by_score = min(others, key=lambda h: others[h][0])  # lowers the score most
+    by_loss = max(others, key=lambda h: others[h][1])  # raises the loss most
+    return by_score, by_loss
+
+
+def _p5c_inputs(g: torch.Generator) -> dict:
+    """Four to eight heads; the writer damages most; among the others the most damaging head by the
+    score differs from the most damaging by the loss, and both differ from the least damaging ones
+    and from the heads next to the writer, so that each named mistake gives another pair."""
+    while True:
+        n = 4 + int(torch.randint(0, 5, (1,), generator=g))
+        writer = int(torch.randint(0, n, (1,), generator=g))
+        scores = (0.5 + 0.4 * torch.rand(n, generator=g, dtype=torch.float64)).tolist()
+        losses = (0.1 + 1.0 * torch.rand(n, generator=g, dtype=torch.float64)).tolist()
+        scores[writer], losses[writer] = 0.05, 3.5
+        rows = {h: (scores[h], losses[h]) for h in range(n)}
+        inputs = {"rows": rows, "writer": writer}
+        pairs = [comparison_heads(**inputs)] + [m.wrong(**inputs) for m in P5C.mistakes]
+        if len({tuple(p) for p in pairs}) == len(pairs):
+            return inputs
+
+
+def _p5c_variant(rows, writer, *, keep_writer=False, least=False, one=None):
+    others = {h: v for h, v in rows.items() if keep_writer or h != writer}
+    pick = max if least else min
+    by_score = pick(others, key=lambda h: others[h][0])
+    by_loss = (min if least else max)(others, key=lambda h: others[h][1])
+    if one == "score":
+        return by_score, by_score
+    if one == "loss":
+        return by_loss, by_loss
+    return by_score, by_loss
+
+
+def _same_pair(got, expected) -> bool:
+    try:
+        return len(got) == 2 and tuple(int(x) for x in got) == tuple(expected) \
+            and all(float(x) == int(x) for x in got)
+    except (TypeError, ValueError):
+        return False
+
+
+P5C = FunctionExercise(
+    id="ps_p5c", title="the head the previous-token head must beat", reference=comparison_heads,
+    make_inputs=_p5c_inputs, compare=_same_pair,
+    mistakes=[
+        Mistake("compared the writer with itself", "The previous-token head is the one on trial: among the "
+                "heads it is compared with, it would beat nothing (and the difference would be 0).",
+                lambda rows, writer: _p5c_variant(rows, writer, keep_writer=True)),
+        Mistake("the least damaging head", "Beating the head whose ablation does least shows only that the "
+                "writer beats that one head; the claim is that it beats every other head of its layer.",
+                lambda rows, writer: _p5c_variant(rows, writer, least=True)),
+        Mistake("one head for both measures", "The score and the loss can rank the other heads differently: "
+                "choose the comparison for each measure by that measure.",
+                lambda rows, writer: _p5c_variant(rows, writer, one="score")),
+        Mistake("one head for both measures", "The score and the loss can rank the other heads differently: "
+                "choose the comparison for each measure by that measure.",
+                lambda rows, writer: _p5c_variant(rows, writer, one="loss")),
+    ],
+    hint="The finding says the previous-token head's ablation does more damage than *any* other layer-0 "
+         "head's. Ask which single comparison, if the writer wins it, implies that it wins all the others, "
+         "for the score (lower is more damage) and for the loss (higher is more damage) separately.",
 )

@@ -87,12 +87,15 @@ def matched_controls(targets, norms, excluded):
 
 
 def _p6b_inputs(g: torch.Generator) -> dict:
-    """Random head sizes; targets in a few layers, two of them in one layer and of one size (so
-    that they compete for the same control); besides the targets, excluded heads whose sizes
-    lie close to the targets' (as composing heads might), so that ignoring the exclusions picks
-    them."""
+    """Random head sizes (on a grid of 1/1024, so that equal differences are exactly equal);
+    targets in three layers, two of them in one layer and of one size (so that they compete for
+    the same control); besides the targets, excluded heads whose sizes lie close to the targets'
+    (as composing heads might), so that ignoring the exclusions picks them. In the second layer
+    two allowed heads lie at exactly the same distance from the target, one above and one below
+    (a tie: the lower index wins), in the third the closest head by difference is not the
+    closest by ratio (the other heads of that layer lie far away)."""
     n_layers, n_heads = 6 + int(torch.randint(0, 4, (1,), generator=g)), 8 + int(torch.randint(0, 3, (1,), generator=g))
-    norms = torch.rand(n_layers, n_heads, generator=g, dtype=torch.float64) * 3 + 0.5
+    norms = torch.round((torch.rand(n_layers, n_heads, generator=g, dtype=torch.float64) * 3 + 0.5) * 1024) / 1024
     excluded = torch.zeros(n_layers, n_heads, dtype=torch.bool)
     layers = torch.randperm(n_layers, generator=g)[:3].tolist()
     targets = []
@@ -101,17 +104,28 @@ def _p6b_inputs(g: torch.Generator) -> dict:
         for h in heads:
             targets.append((layer, h))
             excluded[layer, h] = True
+        t = float(norms[layer, heads[0]])
         if len(heads) == 2:  # two targets of one size in one layer: both closest to the same head
-            norms[layer, heads[1]] = norms[layer, heads[0]] + 0.02
+            norms[layer, heads[1]] = t + 0.02
         decoy = next(h for h in torch.randperm(n_heads, generator=g).tolist() if not excluded[layer, h])
-        norms[layer, decoy] = norms[layer, heads[0]] + 0.01
+        norms[layer, decoy] = t + 0.01
         excluded[layer, decoy] = True
+        free = sorted(h for h in torch.randperm(n_heads, generator=g).tolist() if not excluded[layer, h])
+        if i == 1:  # a tie: the lower index lies below the target, the higher above (ratio prefers it)
+            low, high = free[:2]
+            norms[layer, low], norms[layer, high] = t - 2 / 1024, t + 2 / 1024
+        if i == 2:  # below by 0.30 t, above by 0.32 t: closest by difference below, by ratio above
+            below, above, *rest = torch.randperm(len(free), generator=g).tolist()
+            norms[layer, free[below]] = t - round(0.30 * t * 1024) / 1024
+            norms[layer, free[above]] = t + round(0.32 * t * 1024) / 1024
+            for r in rest:
+                norms[layer, free[r]] = t + 2 + float(torch.rand(1, generator=g))
     order = torch.randperm(len(targets), generator=g).tolist()
     return {"targets": [targets[i] for i in order], "norms": norms, "excluded": excluded}
 
 
 def _p6b_variant(targets, norms, excluded, *, ignore=False, only_targets=False, any_layer=False, repeat=False,
-                 first=False):
+                 first=False, ratio=False, last_on_tie=False):
     chosen = []
     target_set = set(targets)
     for layer, head in targets:
@@ -119,8 +133,15 @@ def _p6b_variant(targets, norms, excluded, *, ignore=False, only_targets=False, 
         pool = [(l, h) for l in layers for h in range(norms.shape[1])
                 if (ignore or (only_targets and (l, h) not in target_set) or (not only_targets and not excluded[l, h]))
                 and (repeat or (l, h) not in chosen)]
-        pick = pool[0] if first else min(pool, key=lambda lh: abs(float(norms[lh] - norms[layer, head])))
-        chosen.append(pick)
+        if last_on_tie:
+            pool = pool[::-1]
+        if ratio:
+            def distance(lh):
+                return abs(math.log(float(norms[lh]) / float(norms[layer, head])))
+        else:
+            def distance(lh):
+                return abs(float(norms[lh] - norms[layer, head]))
+        chosen.append(pool[0] if first else min(pool, key=distance))
     return chosen
 
 
@@ -151,10 +172,17 @@ P6B = FunctionExercise(
         Mistake("took the first free head of the layer", "Match the size too: among the allowed heads of the "
                 "layer, take the one whose norm is closest to the target's.",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, first=True)),
+        Mistake("matched by ratio", "The statement measures closeness as the difference of the two sizes, "
+                "|size - target's size|; a ratio favours heads larger than the target.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, ratio=True)),
+        Mistake("broke a tie the other way", "Two heads can lie at the same distance from the target, one "
+                "above and one below; the statement says which one to take.",
+                lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, last_on_tie=True)),
     ],
     hint="Go through the targets in order. For each, look only at heads of its own layer that are neither "
-         "excluded nor already chosen, and take the one whose size differs least from the target's. Return "
-         "a list of (layer, head) pairs, one per target.",
+         "excluded nor already chosen, and take the one whose size differs least from the target's (the "
+         "absolute difference; on a tie, as the statement says). Return a list of (layer, head) pairs, one "
+         "per target.",
 )
 
 

@@ -5,10 +5,12 @@ Part of the induction module's problem set (``circuitbook.checks.ps``)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, ValueExercise, as_number
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, as_number
 from circuitbook.checks.ps.inputs import zoo_model_and_tokens
 
 
@@ -118,7 +120,86 @@ P7 = FunctionExercise(
 )
 
 
+# --- the positions: where a corruption spoils the match and nothing else (issue 39) --------------
+
+
+def spoiled_positions(n, side):
+    """n: the length of one copy (even); side: "key" (the first copy's even
+    positions 0, 2, ..., n - 2 corrupted) or "query" (the second copy's, n,
+    n + 2, ..., 2n - 2) -> the prediction positions p (the logits at p
+    predict token p + 1) where the corruption spoils the induction match
+    while the query's own token and the token the match copies stay clean."""
+    if side == "key":
+        # the query at n + i (token i) should find key i + 1, whose previous
+        # token i is corrupted when i is even; the token copied, i + 1, is odd
+        return [n + i for i in range(0, n - 1, 2)]
+    # the query at n + j holds a clean token (j odd) after a corrupted one;
+    # p = 2n - 1 predicts nothing
+    return [n + j for j in range(1, n - 1, 2)]
+
+
+def _p7c_inputs(g: torch.Generator) -> dict:
+    n = 8 + 2 * int(torch.randint(0, 12, (1,), generator=g))
+    return {"n": n, "side": "key" if int(torch.randint(0, 2, (1,), generator=g)) == 0 else "query"}
+
+
+def _p7c_variant(n, side, *, token_index=False, whole=False, copied=False, last=False):
+    # (the other side's positions are the positions spoiled another way: the copied variant names them)
+    if whole:
+        return list(range(n, 2 * n - 1))
+    if copied:  # key side: the match holds but the token it copies (i + 1 even) was corrupted;
+        # query side: the query's own token (n + j, j even) was corrupted
+        return [n + i for i in range(1, n - 1, 2)] if side == "key" else [n + j for j in range(0, n - 1, 2)]
+    at = spoiled_positions(n, side)
+    if token_index:
+        at = [p + 1 for p in at]
+    if last:
+        at = at + [2 * n - 1]
+    return at
+
+
+def _same_positions(got, expected) -> bool:
+    """The same positions, in any order, each once, as ints (a list, tuple, range or 1-d tensor)."""
+    try:
+        values = got.tolist() if hasattr(got, "tolist") else list(got)
+        ints = [int(v) for v in values]
+    except (TypeError, ValueError):
+        return False
+    return all(float(a) == b for a, b in zip(values, ints)) and len(ints) == len(set(ints)) \
+        and sorted(ints) == sorted(expected)
+
+
+P7C = FunctionExercise(
+    id="ps_p7c", title="the positions a corruption spoils", reference=spoiled_positions, make_inputs=_p7c_inputs,
+    compare=_same_positions,
+    mistakes=[
+        Mistake("token positions instead of prediction positions", "A position here is where the loss is "
+                "read: the logits at p predict token p + 1 (`mean_loss`). You gave the positions of the tokens "
+                "predicted, one later.", lambda n, side: _p7c_variant(n, side, token_index=True)),
+        Mistake("the whole second copy", "Most of the second copy's predictions are not spoiled by this "
+                "corruption: averaging over them dilutes the gap with predictions that patching cannot "
+                "restore because nothing took them away.", lambda n, side: _p7c_variant(n, side, whole=True)),
+        Mistake("positions spoiled another way", "At these positions the corruption changes a token that the "
+                "prediction needs directly (the token the match copies, or the query's own token), not the "
+                "previous-token information the sender writes: a patch of the sender cannot restore them, "
+                "and reading them mixes another path into the one you want to measure.",
+                lambda n, side: _p7c_variant(n, side, copied=True)),
+        Mistake("included the last position", "The last position, 2n - 1, predicts no token of the sequence: "
+                "there is no loss to read there.", lambda n, side: _p7c_variant(n, side, last=True)),
+    ],
+    hint="Take one corrupted token and follow it: which query, in the second copy, would have needed it "
+         "(as the previous token of the key it looks for, or as its own previous token), and which token "
+         "does that query predict? Keep only the predictions where the token copied and the query's own "
+         "token are both clean, and give each as the position whose logits predict it.",
+)
+
+
+# --- the reading: a statement and the measured number that decides it (issues 37, 39) -----------
+
 P7B_OPTIONS = "ABCD"
+P7B_TOLERANCE = 0.006
+"""A number read off the page's figure, printed to 2 decimals, is within 0.005 of the value; the
+rest is float32 rounding of the effects."""
 
 
 def _reading(answer):
@@ -130,31 +211,94 @@ def _reading(answer):
     return match.group(1).upper() if match else answer.strip()
 
 
-def _p7b_explain(answer, expected) -> str | None:
-    """What is wrong with the answer's form, or None when it names one of the options."""
-    letter = _reading(answer)
-    if not isinstance(answer, str):
-        return f"answer with the option's letter as a string, e.g. \"B\"; yours is a {type(answer).__name__}"
-    if letter not in tuple(P7B_OPTIONS):
-        return f"answer with one of the letters {', '.join(P7B_OPTIONS)}; yours ({answer.strip()[:40]!r}) names none of them"
-    return None
+def key_side_layer1_effects(effects=None):
+    """The key side's four layer-1 effects as the page measures them ([n_heads]); ``effects`` is
+    the page's own table when the page passes it, else the same experiment is run here: toy-2l,
+    16 repeated sequences of 32 tokens (seed 2), the first copy's even positions replaced
+    (generator seed 11), the reference solution at the reference positions."""
+    if effects is not None:
+        return torch.as_tensor(effects.detach().cpu() if isinstance(effects, torch.Tensor) else effects,
+                               dtype=torch.float64).flatten()
+    return _page_effects().clone()
 
 
-P7B = ValueExercise(
-    id="ps_p7b", title="reading the layer-1 heads' patching result", expected=lambda: "A",
-    compare=lambda got, want: _reading(got) == want, explain=_p7b_explain,
-    mistakes=[
-        ("B", "reading a denoising result as a noising one", "Your measurement put one clean head into an "
-         "otherwise corrupted run; B is a claim about the model running without a head. Whether a head is "
-         "necessary is a different experiment (noising, or ablation), and with heads that share the work "
-         "the two experiments can disagree."),
-        ("C", "adding effects as if they were shares", "Effects of separate patches are not parts of one "
-         "total: each is measured with everything else corrupted, and heads that do the same job each "
-         "restore part of the gap on their own. Their sum can exceed 1 without anything being wrong."),
-        ("D", "reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap, "
-         "and a head that hardly mattered would restore almost none of it."),
-    ],
-    hint="Before choosing, write down for one of these numbers which activations of the run that measured "
-         "it came from the clean input and which from the corrupted one. Then read each statement and ask "
-         "which run it is about, and whether a run of that kind was made here.",
+@lru_cache(maxsize=1)
+def _page_effects():
+    from circuitbook.data import repeated_random_tokens
+    from circuitbook.models import load
+
+    model, n = load("toy-2l"), 32
+    clean = repeated_random_tokens(16, n, model.cfg.d_vocab, seed=2)
+    bad = clean.clone()
+    bad[:, 0:n:2] = torch.randint(0, model.cfg.d_vocab, (16, n // 2), generator=torch.Generator().manual_seed(11))
+    heads = patching_shares(model, clean, bad, spoiled_positions(n, "key"))["heads"]
+    return torch.as_tensor(heads[1], dtype=torch.float64)
+
+
+def _p7b_expected(effects=None):
+    return ("A", float(key_side_layer1_effects(effects).max()))
+
+
+def _p7b_pair(answer):
+    """(letter, number) from an answer, or None when it is not a pair of a string and a number."""
+    if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and isinstance(answer[0], str)):
+        return None
+    number = as_number(answer[1])
+    return None if number is None else (_reading(answer[0]), number)
+
+
+# The explanation of a statement the measurement does not support, whatever number comes with it.
+# None names the right option; none says which one is right.
+P7B_READINGS = {
+    "B": ("reading a denoising result as a noising one", "Your measurement put one clean head into an "
+          "otherwise corrupted run; this statement is about the model running without a head. Whether a head "
+          "is necessary is a different experiment (noising, or ablation), and with heads that share the work "
+          "the two experiments can give different answers."),
+    "C": ("adding effects as if they were shares", "Effects of separate patches are not parts of one total: "
+          "each is measured with everything else corrupted, and heads that do the same job each restore part "
+          "of the gap on their own. Their sum can exceed 1 without anything being wrong."),
+    "D": ("reading a partial effect as no effect", "Each layer-1 head restores a sizeable part of the gap, "
+          "and a head that hardly mattered would restore almost none of it."),
+}
+
+
+@dataclass
+class ReadingExercise(ValueExercise):
+    """Problem 7b: the answer is a pair, (the letter of the statement the measurement supports, the
+    measured number that decides it). Both must be right. A letter that the measurement does not
+    support is told why, whatever the number; a supported letter with the wrong number gets the
+    same words as any other pair that is not the answer, so that no message tells which letter is
+    right, and trying the four letters does not finish the problem."""
+
+    def check(self, answer, **inputs) -> Result:
+        letter, number = self.expected(**inputs)
+        if answer is None or answer is Ellipsis:
+            return Result(self.id, False, f"not attempted yet: set p7_reading to a pair, (the letter of a "
+                          f"statement, the measured number that decides it) ({self.title})", None, self.hint)
+        pair = _p7b_pair(answer)
+        if pair is None:
+            return Result(self.id, False, "not quite: answer with a pair, (letter, number): the option's letter "
+                          f"as a string and a number; yours is {type(answer).__name__} {str(answer)[:40]!r}",
+                          "wrong form", self.hint)
+        if pair[0] not in tuple(P7B_OPTIONS):
+            return Result(self.id, False, f"not quite: answer with one of the letters {', '.join(P7B_OPTIONS)}; "
+                          f"yours ({str(answer[0]).strip()[:40]!r}) names none of them", "wrong form", self.hint)
+        if pair[0] == letter and abs(pair[1] - number) <= P7B_TOLERANCE:
+            return Result(self.id, True, f"correct ({self.title})")
+        if pair[0] in P7B_READINGS:
+            name, why = P7B_READINGS[pair[0]]
+            return Result(self.id, False, f"this looks like: {name}. {why}", name, self.hint)
+        return Result(self.id, False, f"not quite: statement {pair[0]} with the number {pair[1]:.3g} is not "
+                      "a reading this measurement supports together with the number that decides it",
+                      "wrong pair", self.hint)
+
+
+P7B = ReadingExercise(
+    id="ps_p7b", title="reading the layer-1 heads' patching result", expected=_p7b_expected,
+    mistakes=[],
+    hint="First write down, for one of these numbers, which activations of the run that measured it came "
+         "from the clean input and which from the corrupted one, and ask of each statement which kind of run "
+         "it is about and whether such a run was made here. Then, for the statement you keep, ask which one "
+         "of the measured numbers would have made it false had it come out differently: that is the number "
+         "to give, as the figure prints it.",
 )
