@@ -1,8 +1,10 @@
 # %% [markdown]
 # # 13. The path expansion
 #
-# An attention-only transformer has one nonlinear step: the softmax that turns attention
-# scores into patterns. Hold the patterns fixed and everything else is linear, so the
+# An attention-only transformer without LayerNorm, like the book's `toy-2l`, has one
+# nonlinear step: the softmax that turns attention scores into patterns. (A LayerNorm
+# would add another, its division by the norm.) Hold the patterns fixed and everything
+# else is linear, so the
 # logits can be multiplied out into a sum of *paths*: the embedding read straight by the
 # unembedding, the embedding passed through one head, through two heads in series, and
 # so on. This chapter writes the expansion for the book's two-layer model `toy-2l`,
@@ -245,7 +247,9 @@ glue("affine_bound", rounding_bound(4 * attn_only_forward_terms(cfg, n_pos)
 # ## The circuit view
 #
 # Write the tokens as a one-hot matrix $X$ ($n_\text{pos} \times d_\text{vocab}$, one
-# row per position), so the starting stream is $X W_E$. In TransformerLens's row-vector
+# row per position), so the starting stream is $X W_E$ (in `toy-2l`; a model that added
+# positions to the stream would start from $X W_E + W_\text{pos}$, and one with
+# LayerNorm would not expand this way at all). In TransformerLens's row-vector
 # convention a head with pattern $A^h$ maps a stream $x$ to $A^h x W_{OV}^h$ with
 # $W_{OV}^h = W_V^h W_O^h$: the pattern acts on the left (on positions) and the weights
 # on the right (on the residual vector). For two layers, leaving the biases aside for a
@@ -280,8 +284,12 @@ glue("path_terms", path_terms)
 glue("n_pos", n_pos)
 glue("d_vocab", cfg.d_vocab)
 glue("logit_scale", hooked.abs().max().item())
+# the paths from layer l's output bias: through any later layers, a head or a skip each
+bias_paths = [(1 + H) ** (L - 1 - l) for l in range(L)]
 print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
-      f"{len(la.virtual)} virtual, {la.bias.shape[0]} b_O paths")
+      f"{len(la.virtual)} virtual, and {la.bias.shape[0]} groups of paths from "
+      f"the output biases b_O ({' + '.join(map(str, bias_paths))} = "
+      f"{sum(bias_paths)} paths, one group per layer)")
 
 # %% [markdown]
 # Over all {glue:text}`n_pos` positions and {glue:text}`d_vocab` vocabulary entries the
@@ -459,8 +467,8 @@ glue("first_max", mean1.abs().max().item())
 # On the second copy the four first-order paths through layer 1 raise the next token's
 # logit by {glue:text}`l1_sum:.2f` together (on the controls, by
 # {glue:text}`l1_control:.2f`), and the model gives the right token probability
-# {glue:text}`p_second:.2f` on average. On the first copy no path moves it by more than
-# {glue:text}`first_max:.2f`. The direct path, the layer-0 heads on their own and the
+# {glue:text}`p_second:.2f` on average. On the first copy no path's mean contribution
+# exceeds {glue:text}`first_max:.2f` in size. The direct path, the layer-0 heads on their own and the
 # sixteen virtual heads do almost nothing (the virtual heads sum to
 # {glue:text}`virt_sum:.2f`). So the heads that predict the repeat write their answer
 # *directly* to the logits; layer 0 matters almost only through the patterns of layer 1, which
@@ -597,7 +605,8 @@ explore(draw_position, position=(0, 38, 1))
 # The layer-1 heads predict the repeat by attending to the right place: from the second
 # copy of a token back to the token that followed its first copy. Their patterns are the
 # part the path expansion took as given. But a score is a bilinear form of the query's
-# and the key's input (chapter {doc}`06_attention`), and each input is itself a sum: the
+# and the key's input plus terms from the biases $b_Q$ and $b_K$ (chapter
+# {doc}`06_attention`), and each input is itself a sum: the
 # embedding, the positional embedding (added for queries and keys), the four layer-0
 # heads' outputs, and the layer-0 output bias. So the score of head $(1, h)$ splits into
 # one term per (query part, key part) pair. With $y^a_i$ the part $a$ of the input at
@@ -697,7 +706,7 @@ observation("the largest and second-largest terms (query part x key part)",
 observation("the target's advantage from K-composition terms, and from "
             "Q-composition terms", f"K {k_comp:.2f}, Q {q_comp:.2f}",
             chapter="13")
-prev_score = prev_token_scores(model)[0]
+prev_score = prev_token_scores(model, seq_len=32, batch=8, seed=0)[0]
 
 
 def boot_mean(values, n=2000, seed=0):
@@ -721,6 +730,7 @@ def mean_attention(statement, weights, queries):
 
 
 positions = torch.arange(n_pos)
+glue("prev_here", patterns[0][2].diagonal(-1).mean().item())
 mean_attention("L0H2's mean attention to the previous token (one sequence; "
                "95% bootstrap interval over positions)",
                patterns[0][2].diagonal(-1), positions[1:])
@@ -748,7 +758,8 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
 # The picture is the induction mechanism in numbers, on this one sequence. The largest term,
 # {glue:text}`top_val:.1f`, pairs the query's own **token embedding** with what the
 # **previous-token head** L0H2 (which puts {glue:text}`prev_score:.2f` of its attention
-# on the position before) wrote at the key. L0H2 wrote "the token before me" into each
+# on the position before, averaged over 8 other repeated random sequences of 64 tokens;
+# on this sequence, {glue:text}`prev_here:.3f`) wrote at the key. L0H2 wrote "the token before me" into each
 # key, and the query asks for its own token: the key whose previous token equals the
 # current token wins. That is K-composition, worth {glue:text}`k_comp:.1f` in total.
 # Q-composition alone is worth {glue:text}`q_comp:.1f`, and the terms with no layer-0
@@ -813,8 +824,9 @@ observation("on the second copy, V-composition into L1H1 (its 4 virtual "
 # the right next word is the name that was *not* repeated (the *indirect object*; the
 # repeated name is the *subject*). We ask SmolLM2 for the difference between the logits
 # of the two names at the last position and split it into parts. One sentence proves
-# little, so we fix the protocol before measuring: we pick the head with the largest
-# direct effect on that one sentence, and then test it on 100 held-out sentences, ten
+# little, so we fix the protocol before measuring: we pick the head whose direct effect
+# on that one sentence is largest in size, whatever its sign, and then test it, one-sided
+# in the direction of that sign, on 100 held-out sentences, ten
 # new pairs of names in the same template and in four others. Each pair appears in both
 # of Wang et al.'s orders, "When X and Y ..., Y gave ... to" (answer X) and "When X and
 # Y ..., X gave ... to" (answer Y), so each name is the answer once and the answer is
@@ -884,12 +896,19 @@ chosen_sentence = ioi(TEMPLATES[0], [("Mary", "John")])[:1]
 diff0, d0, _ = run_ioi(chosen_sentence)
 top_l, top_h = divmod(int(d0.heads[..., 0].abs().argmax()), S_H)
 chosen = (top_l, top_h)
+sign = 1.0 if d0.heads[top_l, top_h, 0] > 0 else -1.0   # the test's direction
 print(chosen_sentence[0][0], "->", chosen_sentence[0][1])
 print(f"logit difference {diff0[0]:.2f}; the head with the largest direct "
-      f"effect: L{top_l}H{top_h}")
+      f"effect in size: L{top_l}H{top_h} "
+      f"({d0.heads[top_l, top_h, 0]:+.2f}, so the test is one-sided "
+      f"{'upwards' if sign > 0 else 'downwards'})")
+glue("pick_dir", "positive (towards the right name)" if sign > 0
+     else "negative (towards the repeated name)")
 
 # %% [markdown]
-# That head is the one we test. On the held-out sentences we record the same
+# That head is the one we test. Its effect on this sentence is
+# {glue:text}`pick_dir`, and the test is one-sided in that direction. On the held-out
+# sentences we record the same
 # attribution, the logit differences, and where the chosen head looks from the last
 # position.
 
@@ -914,18 +933,26 @@ finding("SmolLM2 puts the indirect object above the subject on the held-out "
 mean_heads = heads.mean(-1)                                   # [L, H]
 others_mean = torch.cat([mean_heads.flatten()[:top_l * S_H + top_h],
                          mean_heads.flatten()[top_l * S_H + top_h + 1:]])
+# one-sided in the sign the head had on the sentence it was picked on
 finding(f"on the held-out sentences L{top_l}H{top_h}, picked on one "
-        "sentence, has a larger mean direct effect than any other head",
-        mean_heads[chosen], null=Null.draws(
+        "sentence, has a larger mean direct effect than any other head (in "
+        "the direction of its sign there)",
+        sign * mean_heads[chosen], null=Null.draws(
             f"the mean direct effect of each of the other {len(others_mean)} "
-            "heads", others_mean), chapter="13")
+            "heads, times the same sign", sign * others_mean),
+        alternative="greater", chapter="13")
 share = heads[top_l, top_h].sum() / diffs.sum()          # ratio of means
 share_each = (heads[top_l, top_h] / diffs).mean()        # mean of ratios
+share_corr = torch.corrcoef(torch.stack([heads[top_l, top_h] / diffs,
+                                         diffs]))[0, 1]
 per_template = heads[top_l, top_h].view(len(TEMPLATES), -1).mean(-1)
 observation(f"L{top_l}H{top_h}'s share of the summed logit difference; the "
             "mean of its per-sentence shares; its mean part per template",
             f"{share:.2f}; {share_each:.2f}; " + " ".join(
                 f"{v:.2f}" for v in per_template), chapter="13")
+observation(f"correlation over the 100 sentences of L{top_l}H{top_h}'s "
+            "share with the logit difference", f"{share_corr:.2f}",
+            chapter="13")
 glue("dla_bound", rounding_bound(smol_dla_terms(smol.cfg, n_dla_parts),
                                  sizes.max().item()))
 glue("dla_n_parts", n_dla_parts)
@@ -939,6 +966,7 @@ glue("dla_top_mean", mean_heads[chosen].item())
 glue("dla_second_mean", others_mean.max().item())
 glue("dla_share", 100 * share.item())
 glue("dla_share_each", 100 * share_each.item())
+glue("dla_share_corr", share_corr.item())
 glue("dla_n_heads", len(others_mean) + 1)
 glue("dla_rank_p", 1 / (len(others_mean) + 1))
 glue("dla_template_lo", per_template.min().item())
@@ -1025,9 +1053,12 @@ glue("dla_low_hi", low_hi.item())
 # average over the held-out ones ({glue:text}`dla_template_lo:.2f` to
 # {glue:text}`dla_template_hi:.2f` per template), {glue:text}`dla_share:.0f`% of the
 # logit difference summed over the held-out sentences. (Averaging its share sentence by
-# sentence gives {glue:text}`dla_share_each:.0f`% instead: that gives each sentence the
-# same weight, and its share is largest where the difference is small. We quote the
-# share of the sum, which is the head's part of the total.) It has the largest mean part
+# sentence gives {glue:text}`dla_share_each:.0f`% instead. The share of the sum is the
+# mean of the per-sentence shares weighted by each sentence's difference, all of which
+# are positive, so it can be the smaller only if the larger shares tend to go with the
+# smaller differences; across the sentences the share and the difference correlate
+# {glue:text}`dla_share_corr:.2f`. That correlation is all we looked at, not why. We quote
+# the share of the sum, which is the head's part of the total.) It has the largest mean part
 # of all {glue:text}`dla_n_heads` heads (the next reaches
 # {glue:text}`dla_second_mean:.2f`; the median head's mean part is
 # {glue:text}`dla_median:.3f` in size). That rank is the test. If picking a head on one

@@ -1,9 +1,10 @@
 # %% [markdown]
 # # 14. Zero-layer transformers
 #
-# Take away every layer and a transformer still makes predictions: it embeds the current
-# token and unembeds it straight away. This chapter studies that model, the direct path
-# of chapter {doc}`13_path_expansion` on its own. We train nothing here: `toy-0l` from the
+# Take away every layer and a transformer still makes predictions. In the book's toy
+# models, which have no LayerNorm and add positions only where queries and keys are read,
+# it embeds the current token and unembeds it straight away. This chapter studies that
+# model, the direct path of chapter {doc}`13_path_expansion` on its own. We train nothing here: `toy-0l` from the
 # book's zoo was trained on a Markov chain whose transition probabilities we know, so we
 # can compare what the model learned with the truth, entry by entry. On the way we settle
 # a point that is easy to get wrong: a zero-layer model learns *bigram* statistics, the
@@ -104,11 +105,18 @@ def solve_terms(W_E64, d_model):
 # %% [markdown]
 # ## Plain language
 #
-# A zero-layer transformer looks up the current token's embedding (a vector of
-# $d_\text{model}$ numbers) and multiplies it by the unembedding to get one logit per
-# vocabulary entry. Nothing else happens: no position reads any other. So the prediction
-# at a position depends on the token at that position *and nothing else*. Whatever the
-# context, after token $a$ the model always predicts the same distribution.
+# A zero-layer transformer built like `toy-0l` looks up the current token's embedding
+# (a vector of $d_\text{model}$ numbers) and multiplies it by the unembedding to get one
+# logit per vocabulary entry. Nothing else happens: no position reads any other, and
+# nothing reads the position either, since `toy-0l` adds its positional embedding only to
+# the inputs of queries and keys ("shortformer" positions, chapter
+# {doc}`03_residual_stream`) and with no layers there are none. So the prediction at a
+# position depends on the token at that position *and nothing else*. Whatever the
+# context, after token $a$ the model always predicts the same distribution. That is a fact
+# about this architecture, not about every transformer: one that adds positions to the
+# stream (as the Annotated Transformer does) would also predict from the position, and a
+# final LayerNorm would normalise the embedding before the unembedding reads it (the next
+# section).
 #
 # The best such a model can do is therefore to predict, for each token $a$, how often
 # each token $b$ follows $a$ in the training data: the **bigram** table
@@ -123,19 +131,29 @@ def solve_terms(W_E64, d_model):
 # the best the model can do is match $\log P(b \mid a)$ *up to a constant per row*. When
 # we compare the two tables we must therefore remove each row's mean first.
 #
-# "Can" needs one condition. $W_E W_U$ has rank at most $d_\text{model}$, and a table of
-# row-centred $\log P$ may need rank up to $d_\text{vocab} - 1$ (the bias $b_U$ adds at
-# most one more). `toy-0l` has $d_\text{model} = d_\text{vocab} = 64$, so it can hold any
-# bigram table. A real model, with $d_\text{model}$ far below $d_\text{vocab}$, cannot:
-# its direct path can only approximate the bigram table within that rank.
+# "Can" needs one condition. $W_E W_U$ has rank at most $d_\text{model}$, and the bias
+# $b_U$, one row shared by all rows, adds at most one more; a table of row-centred
+# $\log P$ may need rank up to $d_\text{vocab} - 1$. `toy-0l` has
+# $d_\text{model} = d_\text{vocab} = 64$, which is enough to hold any bigram table. It is
+# more than necessary: a chain whose row-centred $\log P$ is a matrix of rank at most
+# $d_\text{model}$ plus one row repeated in every row fits exactly in $d_\text{model}$
+# dimensions. When the table does not fit, the best the model can hold is not the
+# least-squares low-rank approximation of $\log P$: training minimises the
+# cross-entropy, which weights each current token by its frequency and each entry by its
+# probability.
 
 # %% [markdown]
 # ## The Annotated Transformer view
 #
-# In the Annotated Transformer {cite}`rush2018annotated`, a decoder with no layers would
-# be the embedding module followed by the generator: `Embeddings` looks the token up and
-# multiplies by $\sqrt{d_\text{model}}$, and `Generator` applies a linear map (with bias)
-# and a log-softmax. We load the zoo model's weights into these two modules: the lookup
+# In the Annotated Transformer {cite}`rush2018annotated`, a decoder with no layers
+# (`N = 0`) would still be more than `toy-0l`: the target embedding is `Embeddings`
+# followed by `PositionalEncoding`, which adds a sinusoid for the position to the stream,
+# and the `Decoder` ends with a LayerNorm (the code is pre-norm, chapter
+# {doc}`11_layernorm`) before the `Generator` reads it. Its zero-layer logits would
+# depend on the position and pass through a norm. `toy-0l` keeps only the two ends:
+# `Embeddings` looks the token up and multiplies by $\sqrt{d_\text{model}}$, and
+# `Generator` applies a linear map (with bias) and a log-softmax. We load the zoo model's
+# weights into these two modules: the lookup
 # table is $W_E / \sqrt{d_\text{model}}$ (to undo the scale) and `nn.Linear` stores its
 # matrix transposed, so its weight is $W_U^\top$ (chapter {doc}`07_multi_head` explains
 # that convention).
@@ -179,7 +197,8 @@ glue("n_succ", recipe["n_successors"])
 # %% [markdown]
 # ## The circuit view
 #
-# In TransformerLens's row-vector convention the zero-layer model is
+# In TransformerLens's row-vector convention the zero-layer model `toy-0l` (shortformer
+# positions, no LayerNorm) is
 #
 # $$\text{logits}_p = W_E[t_p]\, W_U + b_U ,$$
 #
@@ -398,6 +417,22 @@ glue("p_likely", chain.transition[likely].mean().item())
 curvature = chain.transition * (1 - chain.transition)     # P (1 - P)
 glue("curvature_ratio", (curvature[likely].mean()
                          / curvature[~likely].mean()).item())
+# if each entry's squared error scaled as 1 / (its curvature pi(a) p (1 - p)),
+# the rare entries' mean squared error would be this many times the likely ones'
+inverse = 1 / (chain.stationary()[:, None] * curvature)
+predicted = (inverse[~likely].mean() / inverse[likely].mean()).item()
+likely_corr = torch.corrcoef(torch.stack([residual[likely],
+                                          log_P[likely]]))[0, 1].item()
+observation("squared residual per entry, rare over likely: predicted by the "
+            "inverse curvature; measured", f"{predicted:.0f}; {per_entry:.1f}",
+            chapter="14")
+observation("correlation of the likely entries' residual with their log P",
+            f"{likely_corr:.2f}", chapter="14")
+glue("predicted_ratio", predicted)
+glue("likely_corr", likely_corr)
+train_recipe = info("toy-0l")["recipe"]["train"]
+glue("train_steps", train_recipe["steps"])
+glue("train_lr", train_recipe["lr"])
 glue("rms_rare", r2[~likely].mean().sqrt().item())
 glue("rms_likely", r2[likely].mean().sqrt().item())
 glue("share_rare", 100 * share_rare.item())
@@ -418,20 +453,32 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # fits the rare transitions *worse*, and the null shows that this is not a matter of
 # which entries we happened to call likely.
 #
-# The loss explains it. Near the optimum, moving the logit of $b$ after $a$ by a small
-# $\delta$ raises the expected cross-entropy by about $\pi(a)\, p (1 - p)\, \delta^2 / 2$
-# with $p = P(b \mid a)$ (the curvature of the softmax's log-loss in one logit). A likely
-# successor has probability {glue:text}`p_likely:.3f` on average, and its $p(1-p)$ is
+# The loss explains the direction, not the size. Near the optimum, moving the logit of
+# $b$ after $a$ by a small $\delta$ raises the expected cross-entropy by about
+# $\pi(a)\, p (1 - p)\, \delta^2 / 2$ with $p = P(b \mid a)$ (the curvature of the
+# softmax's log-loss in one logit). A likely successor has probability
+# {glue:text}`p_likely:.3f` on average, and its $p(1-p)$ is
 # {glue:text}`curvature_ratio:.0f` times a rare one's, so the same error costs that many
-# times more there. Training pins
-# down the entries that carry the probability and leaves the rare ones loose; they cost
-# almost nothing. (One model and one chain: we have not checked other seeds.)
+# times more there. If the errors were set by the curvature alone, each entry's squared
+# error scaling as one over $\pi(a)\, p(1-p)$ (as an estimate's variance does), the rare
+# entries' mean squared error would be {glue:text}`predicted_ratio:.0f` times the likely
+# ones' (the mean of $1 / \pi(a) p (1-p)$ over the rare entries over its mean over the
+# likely ones; it is smaller than the ratio above because a few likely successors have
+# small $p$). It is {glue:text}`per_entry:.1f` times. The likely entries are not pinned down:
+# they miss by {glue:text}`rms_likely:.2f` logits (root mean square), and not only at
+# random, since their residual correlates {glue:text}`likely_corr:.2f` with $\log P$.
+# Something else sets most of the error, probably the optimiser: the zoo trained this
+# model with Adam at a constant learning rate of {glue:text}`train_lr` for
+# {glue:text}`train_steps` steps, and Adam's normalised steps keep moving every
+# parameter by a similar amount whatever the curvature, so every logit jitters on a
+# similar scale. We have not tested that explanation. (One model and one chain: we have
+# not checked other seeds.)
 #
 # Why not first fit the best single scale? Because which scale is "best" depends on the
 # direction of the regression, and one direction reverses the conclusion. Regressing
 # $\log P$ on the table gives {glue:text}`reverse_slope:.3f`, and after shrinking the
 # table by it the rare entries hold only {glue:text}`share_rare_rev:.1f`% of the squared
-# residual, less than their share. That slope is below 1 only because the loose rare
+# residual, less than their share. That slope is below 1 mostly because the loose rare
 # entries add variance to the table (regression dilution), and the shrinking itself opens
 # a gap at the large likely entries. The regression of the table on $\log P$ gives
 # {glue:text}`fit_slope:.3f`, the theory's 1, and the same picture as above.
@@ -443,9 +490,10 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # approximate the unigram distribution", and a sentence later that it is a bigram
 # model; it also says that entry $(s, d)$ "is proportional to" $\log P(d \mid s)$. The
 # second statement is the right one, and the third is not: the logits (with $b_U$)
-# match $\log P$ up to a constant *added* to each row, which is not proportionality
-# (approximately: the least-squares slope of the centred logits on the centred $\log P$
-# is {glue:text}`fit_slope:.3f`). The model tells us which of the first two holds. If
+# match $\log P$ up to a constant *added* to each row, which is not proportionality.
+# (After that constant is removed, the factor between the two is 1, up to the fit's
+# error: the least-squares slope of the centred logits on the centred $\log P$ is
+# {glue:text}`fit_slope:.3f`.) The model tells us which of the first two holds. If
 # it had learned only how common each token is, every row of its
 # prediction table would be the same distribution, the unigram (stationary)
 # distribution $\pi$ of the chain. Instead its rows are almost disjoint, as the true
@@ -508,8 +556,9 @@ identity_close("the same logits with b_U folded into W_U (and no bias)",
 
 # %% [markdown]
 # Finally the loss, on fresh samples of the chain (the held-out rows the zoo uses). The
-# floor for any model that predicts from the current token is the chain's entropy rate,
-# $\sum_a \pi(a) H(P(\cdot \mid a))$. A unigram predictor (always $\pi$) and a uniform
+# floor for any predictor, whatever context it reads, is the chain's entropy rate,
+# $\sum_a \pi(a) H(P(\cdot \mid a))$: the chain is Markov, so tokens before the current
+# one tell nothing more about the next. A unigram predictor (always $\pi$) and a uniform
 # guess do far worse.
 
 # %%
@@ -529,10 +578,23 @@ observation("a unigram predictor's loss minus the model's on held-out "
             "samples (nats per token; 95% bootstrap interval over 512 "
             "sequences, 2000 resamples)",
             f"{gap.mean():.3f} [{lo:.3f}, {hi:.3f}]", chapter="14")
-truth = -log_P[held_out[:, :-1], held_out[:, 1:]].mean().item()
+truth_seq = -log_P[held_out[:, :-1], held_out[:, 1:]].mean(-1)   # [512]
+truth = truth_seq.mean().item()
+# the model against the true chain on the same tokens: the sample's own
+# deviation from the entropy floor cancels in the difference
+excess = per_seq - truth_seq
+boot_excess = excess[torch.randint(0, len(excess), (2000, len(excess)),
+                                   generator=gen)].mean(-1)
+ex_lo, ex_hi = boot_excess.quantile(torch.tensor([0.025, 0.975])).tolist()
+observation("the model's loss minus the true chain's on the same held-out "
+            "samples (nats per token; 95% bootstrap interval over 512 "
+            "sequences, 2000 resamples)",
+            f"{excess.mean():.4f} [{ex_lo:.4f}, {ex_hi:.4f}]", chapter="14")
 for name, value in [("loss", loss), ("floor", floor), ("truth", truth),
                     ("unigram_loss", unigram_loss), ("chance", chance),
-                    ("above_floor", loss - floor)]:
+                    ("above_floor", loss - floor),
+                    ("excess", excess.mean().item()), ("excess_lo", ex_lo),
+                    ("excess_hi", ex_hi)]:
     glue(name, value)
 
 fig, ax = plt.subplots(figsize=(7, 2.4))
@@ -550,9 +612,12 @@ plt.show()
 
 # %% [markdown]
 # The model's loss, {glue:text}`loss:.3f` nats per token, is
-# {glue:text}`above_floor:.3f` above the floor {glue:text}`floor:.3f` (the true chain
-# itself scores {glue:text}`truth:.3f` on these samples, so a few thousandths of the gap
-# are the sample's). Predicting unigram frequencies would cost
+# {glue:text}`above_floor:.3f` above the floor {glue:text}`floor:.3f`. Part of that gap
+# is the sample's: the true chain itself scores {glue:text}`truth:.3f` on these samples.
+# Compared on the same tokens, the model's loss exceeds the true chain's by
+# {glue:text}`excess:.4f` nats per token (95% bootstrap interval over the 512 sequences
+# {glue:text}`excess_lo:.4f` to {glue:text}`excess_hi:.4f`), the cost of its imperfect
+# table. Predicting unigram frequencies would cost
 # {glue:text}`unigram_loss:.2f`, barely better than the uniform
 # {glue:text}`chance:.2f`. Not because every token is equally common (their frequencies
 # range from {glue:text}`pi_min:.4f` to {glue:text}`pi_max:.3f`), but because the
@@ -589,23 +654,29 @@ explore(draw_token, token=(0, d_vocab - 1, 1))
 # %% [markdown]
 # ## Summary
 #
-# - A zero-layer transformer's logits are $W_E[t] W_U + b_U$: one row of a fixed
+# - A zero-layer transformer without LayerNorm whose positions enter only queries and
+#   keys, like `toy-0l`, has logits $W_E[t] W_U + b_U$: one row of a fixed
 #   $d_\text{vocab} \times d_\text{vocab}$ table per current token. We checked it against
 #   the Annotated Transformer's `Embeddings` and `Generator` and against TransformerLens.
-# - With $d_\text{model} \ge d_\text{vocab}$, as in `toy-0l`, the best it can learn is the
-#   bigram table $\log P(b \mid a)$ up to a constant per row (with fewer dimensions, a
-#   low-rank approximation of it).
+#   The Annotated Transformer's own zero-layer decoder would add the positional encoding
+#   and a final LayerNorm, so its logits would also depend on the position.
+# - With $d_\text{model} \ge d_\text{vocab}$, as in `toy-0l` (enough, not necessary), the
+#   best it can learn is the bigram table $\log P(b \mid a)$ up to a constant per row
+#   (when the table does not fit, the rank-limited table of least cross-entropy, a
+#   weighted approximation).
 #   On `toy-0l` the row-centred correlation between the logits $W_E W_U + b_U$ and the
 #   true $\log P$ is {glue:text}`corr:.3f` (a relabelled chain: at most
 #   {glue:text}`corr_null_max:.2f`). Compared at the theory's scale 1, the rare
 #   transitions are fit worse than the likely successors ({glue:text}`per_entry:.1f`
-#   times the squared error per entry): the loss barely constrains logits of tiny
-#   probability.
+#   times the squared error per entry). The loss's curvature predicts that direction but
+#   a ratio of {glue:text}`predicted_ratio:.0f`; something else, probably the optimiser's
+#   jitter, sets most of the error.
 # - Centre rows before comparing logit tables: a per-row constant changes no prediction
 #   but can move an uncentred score a lot.
 # - The model learns *bigram* statistics, not the unigram distribution the syllabus
 #   names: its prediction depends strongly on the current token, and unigram frequencies
 #   appear only as the $\pi$-weighted average of its rows. Its loss
-#   ({glue:text}`loss:.3f`) is {glue:text}`above_floor:.3f` above the chain's entropy
-#   floor ({glue:text}`floor:.3f`), far below a unigram predictor
+#   ({glue:text}`loss:.3f`) exceeds the true chain's on the same samples by
+#   {glue:text}`excess:.4f` nats per token ({glue:text}`excess_lo:.4f` to
+#   {glue:text}`excess_hi:.4f`), far below a unigram predictor
 #   ({glue:text}`unigram_loss:.2f`).
