@@ -144,6 +144,9 @@ parts = {"embed": cache["hook_embed"], "pos_embed": cache["hook_pos_embed"]}
 for layer in range(cfg.n_layers):
     parts[f"attn {layer}"] = cache["attn_out", layer]
     parts[f"mlp {layer}"] = cache["mlp_out", layer]
+# added in the model's own order (embed, pos_embed, attn 0, mlp 0, ...), so
+# this sum repeats the model's roundings exactly: it tests that nothing else
+# enters the stream, not the size of rounding
 rebuilt = sum(parts.values())
 # kept for the per-head check below: each attention layer's output as this
 # default run computes it (one product of all heads' z with W_O, plus b_O),
@@ -156,10 +159,13 @@ sum_is(f"the final residual stream equals the sum of its {len(parts)} parts "
        list(parts.values()))
 
 # %% [markdown]
-# The largest difference is within the float32 rounding bound, as it must be. Notice that
-# this model has LayerNorm, a nonlinear operation, and the identity still holds: in a
-# pre-norm model like GPT-2, LayerNorm is applied to what a sublayer *reads*, never to the
-# stream itself.
+# The difference is exactly zero, not merely within the rounding bound: our sum adds the
+# same float32 tensors in the same order as the model does (embedding, positions, then each
+# layer's attention and MLP output), so it repeats the model's own roundings. What the
+# check shows is that nothing else enters the stream: no write is rescaled, replaced or
+# left out. Notice that this model has LayerNorm, a nonlinear operation, and the identity
+# still holds: in a pre-norm model like GPT-2, LayerNorm is applied to what a sublayer
+# *reads*, never to the stream itself.
 #
 # One level down, each attention layer's output is the sum of its heads' outputs plus one
 # bias vector. TransformerLens can record each head's output separately (`hook_result`), so we
@@ -256,16 +262,17 @@ plt.show()
 #
 # 1. **The attention pattern.** Which positions a head looks at depends on the input through
 #    a softmax. The framework's trick (chapter 13) is to treat the pattern as given: *once the
-#    pattern is fixed*, a head is a linear map, and the model's logits become an exact sum of
-#    paths.
+#    pattern is fixed*, a head is an affine map of what it reads, and a linear one when its
+#    value and output biases are zero. In a pre-norm model what it reads is
+#    $\operatorname{LN}(x)$, not the stream $x$; in a model with no LayerNorm and no biases
+#    the head is linear in the stream, and an attention-only model's logits become an exact
+#    sum of paths.
 # 2. **MLPs.** Their elementwise nonlinearity breaks additivity inside the layer (chapter 10).
 #    Elhage et al. set them aside and study attention-only models first; so do the models the
 #    book trains for chapters 13-18 (the SmolLM2 sections of chapters 13, 17 and 18 keep its
-#    MLPs and account for them separately).
-#    (The outline this book was written from calls attention-only decoders "precisely the
-#    architecture used in modern language models". They are not: GPT-2, Pythia, Llama and
-#    SmolLM2 all have an MLP in every layer. Attention-only models are the framework's
-#    simplification, not the real thing.)
+#    MLPs and account for them separately). Attention-only models are the framework's
+#    simplification, not the real thing: GPT-2, Pythia, Llama and SmolLM2 all have an MLP in
+#    every layer.
 # 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its learned gain and
 #    bias fold into the next weights; the division does not, and chapter 11 measures how far
 #    from linear it is: little for small changes of the stream, a lot for large ones.
@@ -475,4 +482,6 @@ checks.ch01_ex2(n_terms)
 #   we checked on a model with LayerNorm and MLPs that the code agrees with it to float
 #   rounding.
 # - The nonlinear parts are the attention pattern, MLPs and LayerNorm. Freezing the pattern
-#   makes a head linear, which is the foundation of the path expansion.
+#   makes a head affine in what it reads (linear when its value and output biases are zero;
+#   in a pre-norm model it reads $\operatorname{LN}(x)$); with no LayerNorm and no biases it
+#   is linear in the stream, which is the foundation of the path expansion.

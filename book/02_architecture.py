@@ -56,11 +56,12 @@ def check_distribution(statement, logp):
 def check_lengths(statement, lengths, d):
     """Post-norm streams of length sqrt(d - 1): one LayerNorm (2 d + 8), then
     a length (d squares summed, a square root: d + 1). LayerNorm's eps = 1e-6,
-    added to a std of order 1, shortens the length by a relative ~1e-6: 8
-    more eps. In all 3 d + 16."""
+    added to the input's std s, shortens the length by a relative 1e-6 / s:
+    8.39 float32 eps (2^-23) at s = 1, so 9 more eps, enough for any s of at
+    least 0.94. In all 3 d + 17."""
     identity_close(statement, lengths,
                    torch.full_like(lengths, (d - 1) ** 0.5),
-                   terms=3 * d + 16, chapter="2")
+                   terms=3 * d + 17, chapter="2")
 
 
 def check_frozen_divisor(statement, contribs, bias, want):
@@ -98,8 +99,9 @@ def check_frozen_divisor(statement, contribs, bias, want):
 #
 # Every sublayer is wrapped the same way: its output is *added* to its input (a residual
 # connection), and a LayerNorm rescales the vectors. Where exactly the LayerNorm goes is the
-# one detail on which the paper and the most-read implementation of it disagree, and it
-# decides whether the circuit view of chapter 3 onwards applies. We settle it below.
+# most consequential of the details on which the paper and the most-read implementation of
+# it disagree (another is how that implementation's LayerNorm computes its divisor, below),
+# and it decides whether the circuit view of chapter 3 onwards applies. We settle it below.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -276,9 +278,31 @@ check_distribution("the generator's output is a log-distribution over the "
                    "target vocabulary at every position", logp)
 
 # %% [markdown]
+# ### Exercise 2.1: count a layer
+#
+# Write `encoder_layer_params(d_model, h, d_ff, bias)` returning the number of parameters in
+# one encoder layer: the attention sublayer, the FFN, and the two LayerNorms. With
+# `bias=False` the linear maps have no biases (LayerNorms keep their gain and bias). The
+# check tries many shapes, including $d_\text{ff} \neq 4\,d_\text{model}$.
+
+# %% tags=["exercise"]
+def encoder_layer_params(d_model, h, d_ff, bias=True):
+    """Parameters of one encoder layer: attention + FFN + two LayerNorms."""
+    # BEGIN SOLUTION
+    b = 1 if bias else 0
+    attention = 4 * d_model * d_model + 4 * d_model * b
+    ffn = 2 * d_model * d_ff + (d_ff + d_model) * b
+    return attention + ffn + 2 * 2 * d_model
+    # END SOLUTION
+
+
+checks.ch02_ex1(encoder_layer_params)
+
+# %% [markdown]
 # ### Where the parameters are
 #
-# The tree above counted the toy shape. Now the paper's base model: $N = 6$,
+# The tree above counted the toy shape, and exercise 2.1 any shape. Now the paper's base
+# model: $N = 6$,
 # $d_\text{model} = 512$, $h = 8$ heads of $d_\text{head} = d_\text{model}/h = 64$, and
 # $d_\text{ff} = 2048 = 4\,d_\text{model}$. Counting by hand, with weights only:
 #
@@ -422,26 +446,6 @@ glue("gap_share", (65e6 - tied_total) / 65e6)
 # rest, so we record the difference rather than explain it away: counted from the
 # architecture the paper describes, the base model has about {glue:text}`tied_m:.0f`
 # million parameters.
-#
-# ### Exercise 2.1: count a layer
-#
-# Write `encoder_layer_params(d_model, h, d_ff, bias)` returning the number of parameters in
-# one encoder layer: the attention sublayer, the FFN, and the two LayerNorms. With
-# `bias=False` the linear maps have no biases (LayerNorms keep their gain and bias). The
-# check tries many shapes, including $d_\text{ff} \neq 4\,d_\text{model}$.
-
-# %% tags=["exercise"]
-def encoder_layer_params(d_model, h, d_ff, bias=True):
-    """Parameters of one encoder layer: attention + FFN + two LayerNorms."""
-    # BEGIN SOLUTION
-    b = 1 if bias else 0
-    attention = 4 * d_model * d_model + 4 * d_model * b
-    ffn = 2 * d_model * d_ff + (d_ff + d_model) * b
-    return attention + ffn + 2 * 2 * d_model
-    # END SOLUTION
-
-
-checks.ch02_ex1(encoder_layer_params)
 
 # %% [markdown]
 # The explorer below builds a real encoder layer for each shape you pick (with
@@ -507,10 +511,8 @@ explore(draw_breakdown, d_model=[64, 128, 256, 512, 768, 1024],
 # called **post-norm**. The Annotated Transformer's text repeats the paper's formula, but its
 # `SublayerConnection` computes something else: the LayerNorm moves to the other side of
 # the addition, and what is added to the stream is no longer normalised afterwards. This is
-# **pre-norm**. Exercise 2.2 asks you to write both; the formulas follow it. (The outline
-# this book was written from quotes the post-norm formula and then says the output is
-# "literally a sum" of the sublayers' contributions; only pre-norm gives that, as chapter 3
-# measures.) A comment in the Annotated Transformer's code says the norm was put first for
+# **pre-norm**. Exercise 2.2 asks you to write both. A comment in the Annotated
+# Transformer's code says the norm was put first for
 # simplicity of code. Pre-norm is also what GPT-2 uses {cite}`radford2019language`, and
 # what almost every language model since does. Because pre-norm never normalises the stream
 # itself, the stack needs one LayerNorm at its very top; that is the `norm` at the end of
@@ -645,7 +647,7 @@ def sublayer_connection(x, sublayer, norm, position):
 checks.ch02_ex2(sublayer_connection)
 
 # %% [markdown]
-# In formulas, post-norm (the paper) is
+# In formulas (the solution of exercise 2.2), post-norm (the paper) is
 # $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$: add first, then normalise.
 # Pre-norm (the Annotated Transformer's code) is
 # $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$: normalise what the sublayer
@@ -657,7 +659,9 @@ checks.ch02_ex2(sublayer_connection)
 # Elhage et al. {cite}`elhage2021mathematical` draw the same machine as one line, the
 # residual stream, with every sublayer reading from it and adding its result back. In the
 # pre-norm arrangement this is literally what the code does: write $x_0$ for the embedding
-# and $f_\ell$ for the $\ell$-th sublayer (its LayerNorm included) in order; then
+# and $f_\ell$ for the $\ell$-th sublayer (its LayerNorm included) in order (a decoder's
+# cross-attention sublayer also reads the memory, so its $f_\ell$ depends on the memory as
+# well as on $x_\ell$); then
 #
 # $$x_{\ell+1} = x_\ell + f_\ell(x_\ell), \qquad\text{so}\qquad
 # x_\text{top} = x_0 + \sum_\ell f_\ell(x_\ell),$$
@@ -755,8 +759,10 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 #   attention (between positions) and a feed-forward network (each position alone), each
 #   wrapped in a residual connection and a LayerNorm.
 # - The paper is post-norm, $\operatorname{LN}(x + \operatorname{Sublayer}(x))$; the
-#   Annotated Transformer's code, GPT-2 and this book are pre-norm,
+#   Annotated Transformer's code and GPT-2 are pre-norm,
 #   $x + \operatorname{Sublayer}(\operatorname{LN}(x))$, with one final LayerNorm per stack.
+#   The book's other models keep the pre-norm shape: SmolLM2 with RMSNorm in place of
+#   LayerNorm, and the toy models with no norm at all.
 #   On the same weights the two give different outputs (here {glue:text}`prepost_rel:.0%`
 #   apart).
 # - In the base model a head has $4\,d_\text{model}^2/h$ weights, an attention sublayer

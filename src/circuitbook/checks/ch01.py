@@ -98,22 +98,25 @@ EX2 = ValueExercise(
     expected=n_terms_reference,
     mistakes=[
         (2 + _L * _H + _L, "missed one kind of per-layer term",
-         "Besides its heads, each block writes more than one other term. Go through the per-head cell's "
-         "list of terms again, one block at a time."),
+         "Your count leaves out a kind of term that every block writes. Go through the per-head cell's "
+         "list of terms again, one block at a time: what does a block add to the stream besides its "
+         "heads' outputs?"),
         (2 + 2 * _L, "counted attention layers, not heads",
-         "Split each attention layer into its heads: every head writes its own term."),
+         "Your count has one attention term per layer; the per-head split goes one level finer. How "
+         "many terms does it give one attention layer?"),
         (1 + _L * _H + 2 * _L, "missed a term written before the first block",
          "Look again at what the stream holds before block 0 writes anything: chapter 1's model and "
          "GPT-2 build that starting point the same way."),
         (_L * _H + 2 * _L, "forgot the embeddings", "The stream does not start empty: what is in it before "
          "block 0 writes are terms of the sum too."),
-        (2 + _H + 2 * _L, "counted one layer's heads", "Every one of the 24 layers has its own 16 heads."),
+        (2 + _H + 2 * _L, "counted one layer's heads", "Your count has one layer's worth of heads. Which "
+         "layers have heads of their own?"),
         (_L * _H, "counted only the heads", "The heads are not the only writers. Follow the stream from before "
          "block 0 to after the last block and note everything that is added to it, not only by attention."),
     ],
-    hint="GPT-2 medium has 24 layers of 16 heads, an MLP in every layer, and a bias on every attention "
-         "layer's output. Count what writes into the stream, split as finely as chapter 1's per-head "
-         "split (the cell that uses hook_result). The answer is a whole number.",
+    hint="Reread the list of terms in the per-head cell (the one that uses hook_result). Which of them "
+         "are in the stream before the first block, which does each block add, and how many blocks "
+         "does GPT-2 medium have? The answer is a whole number.",
     compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
 )
 

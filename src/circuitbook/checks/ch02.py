@@ -73,37 +73,37 @@ EX1 = FunctionExercise(
     make_inputs=lambda g: _distinct_params_inputs(g),
     compare=_same_int,
     mistakes=[
-        Mistake("forgot the biases", "With bias=True each nn.Linear also has a bias: d_model for each of W^Q, "
-                "W^K, W^V, W^O and for W_2, d_ff for W_1.",
+        Mistake("forgot the biases", "Your count is right for bias=False, but this call had bias=True. Which "
+                "of the layer's linear maps then carry a bias, and how many outputs does each have?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, False)),
-        Mistake("counted biases with bias=False", "bias=False removes the biases of the linear maps; the "
-                "LayerNorms keep their gain and bias.",
+        Mistake("counted biases with bias=False", "Your count is right for bias=True, but this call had "
+                "bias=False. Which parameters does that switch remove, and which does it keep?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, True)),
-        Mistake("counted one head only", "W^Q, W^K, W^V and W^O hold all h heads: h x 4 d_model d_head = "
-                "4 d_model^2 weights in total.",
+        Mistake("counted one head only", "Your attention count is what a single head owns. How many heads "
+                "share W^Q, W^K, W^V and W^O?",
                 lambda d_model, h, d_ff, bias: _swap_attention(d_model, h, d_ff, bias,
                                                                _attention_one_head(d_model, h, bias))),
-        Mistake("gave every head full-width matrices", "A head's W^Q is d_model x d_head, not d_model x "
-                "d_model: the heads split d_model between them, so the count does not grow with h.",
+        Mistake("gave every head full-width matrices", "Your attention count grows in proportion to h. What "
+                "shape is one head's slice of W^Q, given that the h heads share d_model between them?",
                 lambda d_model, h, d_ff, bias: _swap_attention(
                     d_model, h, d_ff, bias, 4 * h * d_model * d_model + 4 * d_model * (1 if bias else 0))),
-        Mistake("assumed d_ff = 4 d_model", "Use the d_ff you are given; 4 d_model is only the paper's choice.",
+        Mistake("assumed d_ff = 4 d_model", "Your count is the one for d_ff = 4 d_model, not for the d_ff this "
+                "call passed. Where does the feed-forward width enter your formula?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, 4 * d_model, bias)),
-        Mistake("forgot the feed-forward's second matrix", "The FFN has two linear maps: W_1 (d_model -> d_ff) "
-                "and W_2 (d_ff -> d_model), each with its bias.",
+        Mistake("forgot the feed-forward's second matrix", "Your feed-forward count is short: it leaves out one "
+                "of its linear maps. What does the FFN do to a vector after widening it to d_ff?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias)
                 - d_ff * d_model - (d_model if bias else 0)),
-        Mistake("forgot the LayerNorms", "Each of the two sublayers has its own LayerNorm with a gain and a bias "
-                "of d_model entries: 4 d_model in all.",
+        Mistake("forgot the LayerNorms", "Your count has no LayerNorm parameters. What does a LayerNorm "
+                "learn, and how many of them does an encoder layer have?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 4 * d_model),
-        Mistake("counted half the LayerNorm parameters", "There are two LayerNorms per encoder layer (one per "
-                "sublayer), and each has a gain AND a bias: 2 x 2 x d_model.",
+        Mistake("counted half the LayerNorm parameters", "Your LayerNorm count is short. How many LayerNorms "
+                "does an encoder layer have, and how many learned vectors does each one hold?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 2 * d_model),
     ],
-    hint="Add up three parts: the attention sublayer's four projections, the feed-forward's two linear "
-         "maps, and the LayerNorms (one per sublayer, each with a gain and a bias). A linear map from a "
-         "inputs to b outputs has a x b weights and, with a bias, b more. Does splitting d_model into h "
-         "heads change the size of W^Q?",
+    hint="Add up three parts: the attention sublayer, the feed-forward network and the LayerNorms. For "
+         "each part, list its weight matrices and vectors with their shapes. Which of those shapes, if "
+         "any, depend on h?",
 )
 
 
@@ -144,17 +144,28 @@ def _by_position(pre_fn, post_fn):
     return wrong
 
 
+def _only_at(setting):
+    """The other arrangement, returned only where ``position == setting`` (elsewhere the right one,
+    which a wrong answer never equals): the message then names the setting that failed."""
+    def wrong(x, sublayer, norm, position):
+        if position == setting:
+            return sublayer_connection(x, sublayer, norm, "post" if position == "pre" else "pre")
+        return sublayer_connection(x, sublayer, norm, position)
+    return wrong
+
+
 EX2 = FunctionExercise(
     id="ch02_ex2",
     title="pre-norm and post-norm residual connections",
     reference=sublayer_connection,
     make_inputs=_connection_inputs,
     mistakes=[
-        Mistake("arrangement does not follow `position`", "Each setting returns a residual connection, but "
-                "not the one its name asks for. Check what each setting applies `norm` to against the "
-                "paper's formula and the Annotated Transformer's code.",
-                lambda x, sublayer, norm, position: sublayer_connection(
-                    x, sublayer, norm, "post" if position == "pre" else "pre")),
+        Mistake("wrong arrangement for position='pre'", "With position=\"pre\" your function returns a "
+                "residual connection, but not the pre-norm one. In pre-norm, what does `norm` see, and "
+                "what is added to x?", _only_at("pre")),
+        Mistake("wrong arrangement for position='post'", "With position=\"post\" your function returns a "
+                "residual connection, but not the post-norm one. In post-norm, what does `norm` see, and "
+                "is the result added to anything afterwards?", _only_at("post")),
         Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
                 "the stream, not a replacement.",
                 _by_position(lambda x, s, n: s(n(x)), lambda x, s, n: n(s(x)))),

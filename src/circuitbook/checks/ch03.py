@@ -192,11 +192,9 @@ EX1 = RotationExercise(
         Mistake("forgot W_Q and W_K", "Queries and keys are computed from the stream: they are reads.",
                 _skipping("W_Q", "W_K")),
     ],
-    hint="Changing the stream's basis (x -> x R) must leave the logits unchanged. So every weight that "
-         "writes into the stream changes on its d_model output side, and every weight that reads from it "
-         "changes on its d_model input side, by the inverse (R is orthogonal: what is its inverse?). "
-         "Weights and biases with no d_model side stay as they are. Return all the entries, shapes "
-         "unchanged.",
+    hint="Changing the stream's basis (x -> x R) must leave the logits unchanged. For each entry, ask "
+         "what it does with the stream, and what it must become so that the model computes the same "
+         "function on the rotated stream. Return all the entries, shapes unchanged.",
 )
 
 
@@ -234,33 +232,37 @@ EX2 = FunctionExercise(
     make_inputs=_plane_inputs,
     mistakes=[
         Mistake("column-vector convention",
-                "That matrix rotates by +theta for column vectors (R x), so for our row vectors (x R) it "
-                "rotates by -theta. Transpose it: e_i R, row i of R, must be cos(theta) e_i + sin(theta) e_j.",
+                "Your matrix turns the plane the wrong way: with it, x R turns e_i by -theta, away from e_j. "
+                "Most textbooks write this matrix for column vectors (R x): does the same matrix turn a row "
+                "vector x R the same way?",
                 lambda d, i, j, theta: plane_rotation(d, i, j, theta).T),
-        Mistake("cos and sin swapped", "The diagonal entries R[i, i] and R[j, j] are cos(theta).",
+        Mistake("cos and sin swapped", "Your matrix is a rotation, but by the wrong angle: it turns e_i by "
+                "90 degrees minus theta. What should a small theta do to e_i?",
                 lambda d, i, j, theta: _with_block(d, i, j, ((math.sin(theta), math.cos(theta)),
                                                              (-math.cos(theta), math.sin(theta))))),
-        Mistake("cos and sin swapped", "The diagonal entries R[i, i] and R[j, j] are cos(theta).",
+        Mistake("cos and sin swapped", "Your matrix is a rotation, but by the wrong angle: it turns e_i by "
+                "theta minus 90 degrees. What should a small theta do to e_i?",
                 lambda d, i, j, theta: _with_block(d, i, j, ((math.sin(theta), -math.cos(theta)),
                                                              (math.cos(theta), math.sin(theta))))),
-        Mistake("zeros off the plane", "Coordinates outside the plane must pass through unchanged: start "
-                "from the identity, not from zeros.",
+        Mistake("zeros off the plane", "Your matrix sends every coordinate outside the i, j plane to zero; "
+                "a rotation in that plane must leave them as they are.",
                 lambda d, i, j, theta: _with_block(d, i, j, ((math.cos(theta), math.sin(theta)),
                                                              (-math.sin(theta), math.cos(theta))), diag=0.0)),
-        Mistake("left ones on the diagonal", "R[i, i] and R[j, j] must be cos(theta), not 1; with 1 the "
-                "matrix is not orthogonal.",
+        Mistake("left ones on the diagonal", "Your matrix is not a rotation: it makes e_i longer (length "
+                "sqrt(1 + sin(theta)^2)). A rotation keeps every length: how long is e_i R with your matrix?",
                 lambda d, i, j, theta: _with_block(d, i, j, ((1.0, math.sin(theta)), (-math.sin(theta), 1.0)))),
         Mistake("a reflection, not a rotation", "Your matrix has determinant -1: it reflects the plane "
                 "instead of turning it. Check the signs of your four entries against where e_i and e_j "
                 "must go.",
                 lambda d, i, j, theta: _with_block(d, i, j, ((math.cos(theta), math.sin(theta)),
                                                              (math.sin(theta), -math.cos(theta))))),
-        Mistake("theta read as degrees", "theta is in radians: use math.cos(theta) directly.",
+        Mistake("theta read as degrees", "Your matrix turns the plane by a much smaller angle, theta read as "
+                "degrees. In what unit is theta given?",
                 lambda d, i, j, theta: plane_rotation(d, i, j, math.radians(theta))),
     ],
-    hint="Start from the identity, which fixes every axis outside the plane, and change only the four "
-         "entries where rows and columns i and j cross. With row vectors, row i of R is where e_i goes: "
-         "where should e_i go when the plane turns by theta from e_i towards e_j?",
+    hint="Only the four entries where rows and columns i and j cross differ from the identity. With row "
+         "vectors, which part of R is e_i R? Where must e_i end up when the plane turns by theta from e_i "
+         "towards e_j?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
