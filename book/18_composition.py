@@ -120,10 +120,52 @@ def one_score_terms(d):
 # %% [markdown]
 # ## The Annotated Transformer view
 #
-# The definition is three matrix norms. We compute K-composition for every pair of
-# heads of `toy-2l` (writers in layer 0, readers in layer 1) by brute force, forming
-# each $d_\text{model} \times d_\text{model}$ matrix, and compare with the library's
-# `composition_scores` and with TransformerLens's own `all_composition_scores`.
+# The definition is three matrix norms. Write it yourself first, and then the two
+# matrices whose score measures K-composition. After that we compute K-composition for
+# every pair of heads of `toy-2l` (writers in layer 0, readers in layer 1) by brute
+# force, forming each $d_\text{model} \times d_\text{model}$ matrix, and compare with
+# your two functions, the library's `composition_scores` and TransformerLens's own
+# `all_composition_scores`.
+#
+# ### Exercise 18.1: the composition score
+#
+# Write `composition_score(W_A, W_B)` for two `[d_model, d_model]` matrices, `W_A` the
+# writer's (it acts first on a row vector) and `W_B` the reader's. Return a float.
+
+# %% tags=["exercise"]
+def composition_score(W_A, W_B):
+    """W_A, W_B: [d_model, d_model], writer then reader -> the composition
+    score defined above, a float."""
+    # BEGIN SOLUTION
+    norm = torch.linalg.matrix_norm           # Frobenius by default
+    return float(norm(W_A @ W_B) / (norm(W_A) * norm(W_B)))
+    # END SOLUTION
+
+
+checks.ch18_ex1(composition_score)
+
+# %% [markdown]
+# ### Exercise 18.2: the K-composition matrices
+#
+# Write `k_composition_matrices(W_V, W_O, W_Q, W_K)` for a writer head (`W_V`
+# `[d_model, d_head]`, `W_O` `[d_head, d_model]`) and a reader head (`W_Q`, `W_K`
+# `[d_model, d_head]`). Return the pair `(W_A, W_B)` whose composition score measures
+# K-composition, in the book's row-vector convention. The plain-language section says
+# which of the reader's circuits the keys read through; which way round it goes, and in
+# which order each head's weights act, is the exercise. The next section derives it:
+# try it before reading on.
+
+# %% tags=["exercise"]
+def k_composition_matrices(W_V, W_O, W_Q, W_K):
+    """(W_A, W_B), both [d_model, d_model], for K-composition."""
+    # BEGIN SOLUTION
+    W_OV = W_V @ W_O                 # what the writer puts in the stream
+    W_QK_T = W_K @ W_Q.T             # how the reader's keys read the stream
+    return W_OV, W_QK_T
+    # END SOLUTION
+
+
+checks.ch18_ex2(k_composition_matrices)
 
 # %%
 model = load("toy-2l")
@@ -154,6 +196,13 @@ identity_close("brute-force K-composition = TransformerLens's "
                "all_composition_scores (toy-2l; same comparison)",
                brute * theirs, theirs ** 2, terms=tl_score_terms(d_m, d_h),
                scale=1.0, chapter="18")
+pair = k_composition_matrices(model.W_V[0, 2], model.W_O[0, 2],
+                              model.W_Q[1, 1], model.W_K[1, 1])
+yours = composition_score(*pair)
+identity_close("your two functions give the library's K-composition score "
+               "for L0H2 -> L1H1 (compared as (yours - library) x library)",
+               torch.tensor(yours) * ours[2, 1], ours[2, 1] ** 2,
+               terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 
 # %% [markdown]
 # ### Which product is K-composition? A correction to the syllabus
@@ -245,8 +294,8 @@ identity_close("the squared Frobenius norm of V O P Qᵀ is "
 # the single best direction, would answer a different question: is there *any*
 # direction that gets through?) And the Frobenius norm is cheap on factors, as we just
 # saw. We check the averaging property by sampling; the tolerance is three standard
-# deviations of the sample mean, which the variance of $\lVert gM \rVert^2$,
-# $2\lVert M^\top M\rVert_F^2 \le 2\lVert M\rVert_F^4$, bounds.
+# deviations of the sample mean, known exactly because for Gaussian $g$ the variance of
+# $\lVert gM \rVert^2$ is $2\lVert M^\top M\rVert_F^2$.
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -255,11 +304,12 @@ n_g = 20000
 samples = torch.randn(n_g, d_m, generator=g)
 mean_gain = (samples @ M).pow(2).sum(-1).mean()
 relative = (mean_gain / fro(M) ** 2 - 1).abs().item()
-sd_bound = math.sqrt(2 / n_g)           # relative sd of the mean, at most
+# relative sd of the mean: Var ||gM||^2 = 2 ||M^T M||_F^2 for Gaussian g
+sd_mean = math.sqrt(2 / n_g) * (fro(M.mT @ M) / fro(M) ** 2).item()
 identity("E ‖gM‖² is the squared Frobenius norm of M for Gaussian g "
-         "(20,000 samples, within "
-         "3 standard deviations of the mean)", f"{relative:.4f}",
-         relative < 3 * sd_bound, chapter="18")
+         "(20,000 samples, within 3 standard deviations of the mean)",
+         f"{relative:.4f} ({relative / sd_mean:.1f} sd)",
+         relative < 3 * sd_mean, chapter="18")
 
 # %% [markdown]
 # **The bound.** The Frobenius norm is submultiplicative:
@@ -312,24 +362,6 @@ identity_close("a perfect hand-off of 16 equally weighted directions "
                "scores 1/√16 = 0.25", flat, 0.25,
                terms=one_score_terms(d), scale=1.0, chapter="18")
 glue("worst", worst)
-
-# %% [markdown]
-# ### Exercise 18.1: the composition score
-#
-# Write `composition_score(W_A, W_B)` for two `[d_model, d_model]` matrices, `W_A` the
-# writer's (it acts first on a row vector) and `W_B` the reader's. Return a float.
-
-# %% tags=["exercise"]
-def composition_score(W_A, W_B):
-    """W_A, W_B: [d_model, d_model], writer then reader -> the composition
-    score defined above, a float."""
-    # BEGIN SOLUTION
-    norm = torch.linalg.matrix_norm           # Frobenius by default
-    return float(norm(W_A @ W_B) / (norm(W_A) * norm(W_B)))
-    # END SOLUTION
-
-
-checks.ch18_ex1(composition_score)
 
 # %% [markdown]
 # ### The random baseline
@@ -426,6 +458,11 @@ fig.tight_layout()
 plt.show()
 glue("est_768", est_768)
 glue("inv_sqrt_768", 1 / math.sqrt(768))
+se_64 = [sampled[d].std().item() / math.sqrt(len(sampled[d])) * math.sqrt(d)
+         for d in widths]
+glue("mean64_lo", min(mean_64))
+glue("mean64_hi", max(mean_64))
+glue("mean64_z", max(abs(m - 1) / e for m, e in zip(mean_64, se_64)))
 glue("rank1_ratio", sum(thin[d].mean().item() * math.sqrt(d)
                         for d in widths) / len(widths))
 
@@ -433,9 +470,13 @@ glue("rank1_ratio", sum(thin[d].mean().item() * math.sqrt(d)
 # The quoted figure is right: random heads of GPT-2 small's shape have a mean
 # K-composition score of {glue:text}`est_768:.4f`, and $1/\sqrt{768} =$
 # {glue:text}`inv_sqrt_768:.4f`. What $1/\sqrt{d_\text{model}}$ is, exactly, is the
-# *root-mean-square* score of random heads, for any head width. The mean score is a
-# hair below it when heads spread over many directions, and clearly below it when they
-# do not: heads of a single direction average {glue:text}`rank1_ratio:.2f` times
+# *root-mean-square* score of random heads, for any head width. The mean score can
+# only be below it (the mean of a square root is at most the root of the mean), but
+# when heads spread over many directions the difference is too small for 100 pairs to
+# see: with $d_\text{head} = 64$ the sampled means are {glue:text}`mean64_lo:.3f` to
+# {glue:text}`mean64_hi:.3f` times $1/\sqrt{d_\text{model}}$, all within
+# {glue:text}`mean64_z:.1f` standard errors of 1. When heads do not spread, the mean is
+# clearly below: heads of a single direction average {glue:text}`rank1_ratio:.2f` times
 # $1/\sqrt{d_\text{model}}$, as the formula for $\mathbb{E}|\cos|$ says. The explorer
 # shows the whole distribution of 200 random pairs. It starts at heads of a single
 # direction in a 256-dimensional stream, where the scores (absolute cosines) are
@@ -501,8 +542,9 @@ plt.show()
 # score exceeds the 95th percentile of the *largest* score that any earlier head
 # reaches into that reader once the outputs are randomly rotated.** Taking the largest over writers controls the chance that any of
 # them passes by accident at 5% per reader. We draw 200 rotations, and the same for
-# V-composition, where we ask the opposite question (is L0H2's score *below* what
-# rotation gives?).
+# V-composition. There the heatmap above already shows L0H2's scores low, so that
+# direction was chosen after looking; we therefore test it two-sided (does L0H2's
+# largest V-score differ from what rotation gives, in either direction?).
 
 # %%
 n_rot = 200
@@ -517,10 +559,11 @@ for r in range(H):
             k_prev[r], null=Null.draws(
                 f"largest layer-0 score into L1H{r}, outputs rotated, "
                 f"{n_rot} rotations", null_k_max[:, r]), chapter="18")
-finding("L0H2's V-composition into every layer-1 head is below what random "
-        "rotations give", comp["V"][2].max(), null=Null.draws(
+finding("L0H2's largest V-composition into layer 1 differs from what random "
+        "rotations give (two-sided: the direction was seen in the heatmap)",
+        comp["V"][2].max(), null=Null.draws(
             f"largest L0H2 V-score into layer 1, {n_rot} rotations",
-            null_v[:, 2, :].max(-1).values), alternative="less",
+            null_v[:, 2, :].max(-1).values), alternative="two-sided",
         chapter="18")
 passing = [[w for w in range(H) if comp["K"][w, r] > rule_toy[r]]
            for r in range(H)]
@@ -554,9 +597,11 @@ glue("l0h1_hi", l0h1.max().item())
 # term, matching one more token of context. L0H2's V-composition, at most
 # {glue:text}`v_prev_max:.3f`, is far *below* anything rotation gives (the smallest of
 # the rotated maxima is {glue:text}`v_null_lo:.2f` times the baseline): the layer-1
-# heads' values avoid what L0H2 writes, which fits what chapter {doc}`16_two_layer`
-# measured: the virtual heads from L0H2 add almost nothing to the correct logit. A
-# score below the null is information too.
+# heads' values avoid what L0H2 writes (the two-sided test rejects the null, and the
+# score lies below every rotated one). That fits what chapter {doc}`16_two_layer`
+# measured for all sixteen virtual heads together, which change the correct logit very
+# little; that chapter did not single out the virtual heads from L0H2. A score below
+# the null is information too.
 #
 # How large is "large"? These scores sit near 0.25, the score of a perfect hand-off of
 # 16 equally weighted directions, and it is tempting to read them as "as large as a
@@ -618,36 +663,6 @@ glue("k_prev_above", 100 * (k_prev.min().item() / 0.25 - 1))
 # the induction heads' key inputs far more than chance would turn it, though not as
 # far as the two heads' spectra would allow. (A fraction of the ceiling measures
 # alignment; it is not the share of what L0H2 writes that the keys read.)
-#
-# ### Exercise 18.2: the K-composition matrices
-#
-# Write `k_composition_matrices(W_V, W_O, W_Q, W_K)` for a writer head (`W_V`
-# `[d_model, d_head]`, `W_O` `[d_head, d_model]`) and a reader head (`W_Q`, `W_K`
-# `[d_model, d_head]`). Return the pair `(W_A, W_B)` whose composition score measures
-# K-composition, in the book's row-vector convention.
-
-# %% tags=["exercise"]
-def k_composition_matrices(W_V, W_O, W_Q, W_K):
-    """(W_A, W_B), both [d_model, d_model], for K-composition."""
-    # BEGIN SOLUTION
-    W_OV = W_V @ W_O                 # what the writer puts in the stream
-    W_QK_T = W_K @ W_Q.T             # how the reader's keys read the stream
-    return W_OV, W_QK_T
-    # END SOLUTION
-
-
-checks.ch18_ex2(k_composition_matrices)
-
-# %%
-pair = k_composition_matrices(model.W_V[0, 2], model.W_O[0, 2],
-                              model.W_Q[1, 1], model.W_K[1, 1])
-yours = composition_score(*pair)
-lib_21 = comp["K"][2, 1]
-identity_close("your two functions give the library's K-composition score "
-               "for L0H2 -> L1H1 (compared as (yours - library) x library)",
-               torch.tensor(yours) * lib_21, lib_21 ** 2,
-               terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
-
 # %% [markdown]
 # ### A real model: SmolLM2
 #
@@ -879,6 +894,18 @@ rest = [(robust_z(K[:l, :, l, h].flatten()).sort(descending=True).values,
 skip = [max(1, len(partners[r])) for r in readers]
 glue("crowd_hi", max(v[k].item() for (_, v), k in zip(rest, skip)) / base_smol)
 glue("crowd_z_hi", max(z[k].item() for (z, _), k in zip(rest, skip)))
+# the pairs strictly between the crowd's upper edge and the weakest partner
+gap_lo = max(v[k].item() for (_, v), k in zip(rest, skip))
+gap_hi = min(ratios) * base_smol
+in_gap = [(divmod(i, S_H), (l, h)) for l, h in readers
+          for i, v in enumerate(K[:l, :, l, h].flatten().tolist())
+          if gap_lo < v < gap_hi]
+observation("writer-reader pairs inside the gap between the crowd and the "
+            "weakest partner", ", ".join(f"{name(*w)} into {name(*r)}"
+                                         for w, r in in_gap) or "none",
+            chapter="18")
+glue("in_gap", ", ".join(f"{name(*w)} into {name(*r)}" for w, r in in_gap)
+     or "none")
 glue("unpartnered", ", ".join(name(*r) for r in unpartnered) or "none")
 for k, (l, h) in enumerate(readers):
     glue(f"reader{k}", name(l, h))
@@ -906,13 +933,20 @@ for k, (l, h) in enumerate(readers):
 # rule's verdict on that pair is a close call.
 #
 # The level of the rule rests on the rotations, and they are a crude model of the
-# crowd. What makes the partners convincing is the gap: below each reader's strongest
-# writer and its partners, no writer reaches more than {glue:text}`crowd_hi:.2f` times
-# the baseline (robust $z$ at most {glue:text}`crowd_z_hi:.1f`), and every partner is
-# far above that. Any threshold in that gap picks the same partners, and would also
-# make {glue:text}`writer4` a partner of {glue:text}`reader4`. The figure shows every
-# earlier head's score into each reader; the tick marks $z^*$ in the units of the
-# score.
+# crowd. A second reading does not need them: the gap. Leave out each reader's
+# partners, and its strongest writer where it has none (so the gap leaves out
+# {glue:text}`writer4` by construction): no other writer reaches more than
+# {glue:text}`crowd_hi:.2f` times the baseline (robust $z$ at most
+# {glue:text}`crowd_z_hi:.1f`), while every partner reaches at least
+# {glue:text}`partner_lo:.2f` (robust $z$ at least {glue:text}`partner_z_lo:.1f`). For
+# the first four readers any threshold in that gap picks the same partners. The gap is
+# not empty, though: inside it lies {glue:text}`in_gap`, at
+# {glue:text}`writer4_ratio:.2f` times the baseline (robust $z$
+# {glue:text}`top_z4:.1f`). A threshold below that makes {glue:text}`writer4` a
+# partner of {glue:text}`reader4`, one above it does not; the verdict on that reader
+# depends on where in the gap the threshold sits, which is the close call the rule
+# already showed. The figure shows every earlier head's score into each reader; the
+# tick marks $z^*$ in the units of the score.
 
 # %%
 fig, ax = plt.subplots(figsize=(8.5, 3.4))
@@ -944,29 +978,41 @@ plt.show()
 
 # %%
 writers = sorted({w for ps in partners.values() for w, _, _ in ps})
-last = max(l for l, _ in readers)
-pool = prev[:last].flatten()
+# the partners' readers lie in these layers; a partner comes from below them
+top_layer = max(l for (l, _), ps in partners.items() if ps)
+pool = prev[:top_layer].flatten()
 chosen = torch.tensor([prev[w].item() for w in writers])
 gen = torch.Generator().manual_seed(1)
 draws = torch.stack([pool[torch.randperm(len(pool), generator=gen)
                           [:len(writers)]].mean() for _ in range(2000)])
-finding("the readers' strongest K-writers have higher previous-token scores "
-        "than random earlier heads", chosen.mean(), null=Null.draws(
+finding(f"the readers' K-partners ({len(writers)} heads) have higher "
+        "previous-token scores than random heads of the layers they could "
+        "come from", chosen.mean(), null=Null.draws(
             f"mean previous-token score of {len(writers)} random heads of "
-            f"layers 0-{last - 1}, 2000 draws", draws), chapter="18")
+            f"layers 0-{top_layer - 1}, 2000 draws", draws), chapter="18")
+last = max(l for l, _ in readers)
+first = min(l for l, _ in readers)
 strongest = {top[0][0] for top in tops.values()}
 majority = [(l, h) for l, h in (prev[:last] > 0.5).nonzero().tolist()
             if (l, h) not in writers and (l, h) not in strongest]
+below_all = [m for m in majority if m[0] < first]   # can write into all five
+above_some = [m for m in majority if m[0] >= first]
 reach = max(K[l, h, rl, rh].item() / base_smol
-            for l, h in majority for rl, rh in readers if l < rl)
-observation("the other heads with over half their attention on the previous "
-            "token: their largest K-score into any reader, / baseline",
-            f"{', '.join(name(*m) for m in majority)}: {reach:.2f}x",
+            for l, h in below_all for rl, rh in readers)
+observation("the other heads below all five readers with over half their "
+            "attention on the previous token: their largest K-score into any "
+            "reader, / baseline",
+            f"{', '.join(name(*m) for m in below_all)}: {reach:.2f}x",
             chapter="18")
 glue("writers", ", ".join(f"{name(*w)} ({prev[w]:.2f})" for w in writers))
 glue("pool_median", pool.median().item())
-glue("majority", ", ".join(name(*m) for m in majority))
+glue("pool_top", top_layer - 1)
+glue("majority", ", ".join(name(*m) for m in below_all))
 glue("majority_reach", reach)
+glue("above_some", ", ".join(
+    f"{name(*m)} (previous-token score {prev[m]:.2f})" for m in above_some)
+    or "none")
+glue("writer4_prev", prev[tops[readers[4]][0][0]].item())
 glue("fold_shift", fold_shift)
 over_half = [w for w in writers if prev[w] > 0.5]
 weak = min(writers, key=lambda w: prev[w].item())
@@ -976,23 +1022,32 @@ glue("weak_writer", name(*weak))
 glue("weak_writer_prev", prev[weak].item())
 
 # %% [markdown]
-# Mostly: the K-partners are {glue:text}`writers` (previous-token score in
-# brackets), against a median of {glue:text}`pool_median:.2f` over earlier heads.
-# {glue:text}`n_writers_half` of the {glue:text}`n_writers` put more than half their
-# attention on the previous token; {glue:text}`weak_writer` puts
+# Only in part. The K-partners are only {glue:text}`n_writers` heads,
+# {glue:text}`writers` (previous-token score in brackets), against a median of
+# {glue:text}`pool_median:.2f` over the heads of layers 0 to
+# {glue:text}`pool_top`, where partners of these readers can sit; the finding above
+# averages those {glue:text}`n_writers`. {glue:text}`n_writers_half` of them puts more
+# than half its attention on the previous token; {glue:text}`weak_writer` puts
 # {glue:text}`weak_writer_prev:.2f`, far above the median but not a previous-token head
-# by that standard. So *given* the induction heads, which we found from activations,
-# the weights alone pick out their key-side partners, and those partners attend to
-# the previous token far more than ordinary heads do, a label that again comes from
-# activations (two repeated random sequences): the weights and the activations tell
-# much the same story about the circuit of chapter {doc}`17_induction_heads`. They also
-# show that being a previous-token head is not enough. The other heads that put more than
-# half their attention on the previous token (leaving out the partners and each reader's
-# strongest writer), {glue:text}`majority`, reach at most
-# {glue:text}`majority_reach:.1f` times the baseline into any of the five readers: in
-# the crowd's upper edge, and far below the partners. Folding the RMSNorm gains
-# mattered for all of this: without it some scores move by
-# {glue:text}`fold_shift:.2f`.
+# by that standard. ({glue:text}`writer4`, the strongest writer into
+# {glue:text}`reader4` but not its partner, puts {glue:text}`writer4_prev:.2f`.) So
+# *given* these induction heads, which we found from activations, the weights alone
+# pick out their key-side partners, and those partners attend to the previous token
+# more than ordinary heads do, a label that again comes from activations (two repeated
+# random sequences). The weights and the activations agree about the circuit of
+# chapter {doc}`17_induction_heads`, but {glue:text}`n_writers` heads are too few to
+# say how often that holds.
+#
+# Into these five readers, being a previous-token head is not enough. The other heads
+# below all five that put more than half their attention on the previous token
+# (leaving out the partners and each reader's strongest writer),
+# {glue:text}`majority`, reach at most {glue:text}`majority_reach:.1f` times the
+# baseline into any of them: in the crowd's upper edge, and far below the partners.
+# That is a statement about these readers only. {glue:text}`above_some` sits above
+# four of them and can write only into {glue:text}`reader4` here; chapter
+# {doc}`17_induction_evidence`, which takes more induction heads as readers, finds it a
+# K-partner of one of those, L20H6. Folding the RMSNorm gains mattered for all of this:
+# without it some scores move by {glue:text}`fold_shift:.2f`.
 
 # %%
 l0, h0 = readers[0]
@@ -1026,8 +1081,9 @@ display(heatmap(prev[:l0], heads, layers,
 # $$\text{score}_\Delta(A \to B) = \frac{\lVert W_{OV}^A W_K R_\Delta^\top W_Q^\top
 # \rVert_F}{\lVert W_{OV}^A \rVert_F \lVert W_Q R_\Delta W_K^\top \rVert_F}.$$
 #
-# We compute it with `circuitbook.circuits.rotary_qk` for offsets from 0 to 2047, the
-# model's context, for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
+# We compute it with `circuitbook.circuits.rotary_qk` at offsets from 0 to 2047, the
+# model's context (every offset up to 64, then 40 spaced evenly on a log scale), for the
+# pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
 # for scale, for the median writer into the same reader. In the induction sequences
 # above the key that matters sits 39 positions behind the query.
 
@@ -1051,18 +1107,17 @@ top_w = tops[rl, rh][0][0]
 column = K[:rl, :, rl, rh].flatten()
 median_w = divmod(int((column - column.median()).abs().argmin()), S_H)
 curves = {w: k_score_at(smol, w, (rl, rh), offsets) for w in (top_w, median_w)}
-V, O = smol.W_V[top_w], smol.W_O[top_w]
-P, Q = smol.W_K[rl, rh], smol.W_Q[rl, rh]
-terms, scale = factored_bound(V, O, P, Q)
 qk0 = rotary_qk(smol, rl, rh, 0)          # W_Q R_0 and W_K^T
-identity_close("at offset 0 (R_0 = I) the rotary numerator is the unrotated "
-               f"one, {name(*top_w)} -> {name(rl, rh)}",
-               frob_sq_factored(V, O, qk0.B.T, qk0.A),
-               frob_sq_factored(V, O, P, Q), terms=terms, scale=scale,
-               chapter="18")
+# cos 0 = 1 and sin 0 = 0 exactly, so R_0 = I and W_Q R_0 = W_Q bit for bit
+# (each entry is one product by 1 plus products by 0): any other R_0 fails
+identity(f"at offset 0 the rotary factors of {name(rl, rh)} are W_Q and "
+         "W_K^T themselves, bit for bit (R_0 = I)", "bitwise equal",
+         torch.equal(qk0.A, smol.W_Q[rl, rh])
+         and torch.equal(qk0.B, smol.W_K[rl, rh].T), chapter="18")
 spread = {w: ((c.max() - c.min()) / c[0]).item() for w, c in curves.items()}
 observation(f"{name(*top_w)} -> {name(rl, rh)}: the largest change of the "
-            "score over offsets 0-2047, relative to offset 0",
+            f"score over {len(offsets)} offsets from 0 to 2047, relative to "
+            "offset 0",
             f"{100 * spread[top_w]:.2f}%", chapter="18")
 
 fig, ax = plt.subplots(figsize=(7, 2.8))
@@ -1078,12 +1133,15 @@ fig.tight_layout()
 plt.show()
 glue("spread_top", 100 * spread[top_w])
 glue("spread_median", 100 * spread[median_w])
+glue("spread_max", 100 * max(spread.values()))
+glue("n_offsets", len(offsets))
 glue("median_writer", name(*median_w))
 
 # %% [markdown]
-# The curves are flat: over the whole context the score of {glue:text}`writer1`
-# $\to$ {glue:text}`reader1` changes by at most {glue:text}`spread_top:.1f`%, and that
-# of the median writer {glue:text}`median_writer` by {glue:text}`spread_median:.1f`%.
+# The curves are flat: over the {glue:text}`n_offsets` offsets we sampled from 0 to
+# 2047, the score of {glue:text}`writer1` $\to$ {glue:text}`reader1` changes by at most
+# {glue:text}`spread_top:.1f`%, and that of the median writer
+# {glue:text}`median_writer` by {glue:text}`spread_median:.1f`%.
 # Why, is visible in the formula. Write $X_A = W_K^\top G_A W_K$ (what the writer puts
 # into the reader's key space) and $G_Q = W_Q^\top W_Q$; then the squared numerator is
 # $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta X_A)$, and $\Delta$ enters only by
@@ -1091,9 +1149,10 @@ glue("median_writer", name(*median_w))
 # that average barely notices the turn: if $G_Q$ commuted with every $R_\Delta$ the
 # score would not depend on $\Delta$ at all, and here it nearly does.
 #
-# So the rotary caveat cuts the other way from what one might fear. That the
-# unrotated score picks out the right heads is no lucky accident of offset 0: the score
-# gives nearly the same answer at every offset. But for the same reason it cannot say
+# So the rotary caveat cuts the other way from what one might fear. For these two
+# pairs, the unrotated score is no lucky accident of offset 0: it gives nearly the same
+# answer at every offset we sampled (two pairs, one reader; other pairs may turn more).
+# But for the same reason it cannot say
 # *at which offsets* the composition acts, whether the previous-token head's signal
 # meets the queries the induction head actually forms at offset 39 rather than at
 # offset 1. That depends on the queries, not on an average over all of them, and needs
@@ -1103,8 +1162,9 @@ glue("median_writer", name(*median_w))
 # ## Summary
 #
 # - The composition score $\lVert W_{OV}^A W_B \rVert_F / (\lVert W_{OV}^A \rVert_F
-#   \lVert W_B \rVert_F)$ measures how much of what head $A$ writes head $B$ reads,
-#   with $W_B = W_{QK}^B$, $(W_{QK}^B)^\top$ or $W_{OV}^B$ for Q-, K- or
+#   \lVert W_B \rVert_F)$ measures how well what head $A$ writes lines up with what
+#   head $B$ reads (an alignment, not a share: a perfect hand-off of $r$ equally
+#   weighted directions scores only $1/\sqrt{r}$), with $W_B = W_{QK}^B$, $(W_{QK}^B)^\top$ or $W_{OV}^B$ for Q-, K- or
 #   V-composition. The Frobenius norm is the root-mean-square gain over all input
 #   directions, and it can be computed through $d_\text{head} \times d_\text{head}$
 #   matrices.
@@ -1128,10 +1188,14 @@ glue("median_writer", name(*median_w))
 #   with chapter {doc}`17_induction_evidence`, compares each writer with its reader's
 #   own crowd: it finds K-partners at {glue:text}`partner_lo:.1f` to
 #   {glue:text}`partner_hi:.1f` times the random baseline, where no writer other than
-#   the partners and each reader's strongest reaches {glue:text}`crowd_hi:.2f`, and they
-#   attend to the previous token far more
-#   than ordinary heads do. Readers without a partner by this rule:
-#   {glue:text}`unpartnered`.
-# - With rotary positions the score depends on the offset, but by at most
-#   {glue:text}`spread_top:.1f`% here: the score cannot tell at which offsets
-#   composition acts.
+#   the partners and each reader's strongest reaches {glue:text}`crowd_hi:.2f`; the
+#   strongest writer into {glue:text}`reader4` sits in that gap, at
+#   {glue:text}`writer4_ratio:.2f`, just short of the rule.
+#   {glue:text}`n_writers_half` of the {glue:text}`n_writers` partners is a
+#   previous-token head by the half-attention standard, and both attend to the previous token more than ordinary heads do.
+#   Readers without a partner by this rule: {glue:text}`unpartnered`.
+# - With rotary positions the score depends on the offset, but for the two pairs we
+#   followed (a partner and a median writer into one reader, at
+#   {glue:text}`n_offsets` offsets up to 2047) by at most
+#   {glue:text}`spread_max:.1f`%: the score cannot tell at which offsets composition
+#   acts.

@@ -90,28 +90,31 @@ EX2 = PairExercise(
     make_inputs=_kcomp_inputs,
     names=("W_A", "W_B"),
     mistakes=[
-        Mistake("used W_QK instead of W_QK^T (that is Q-composition)", "Your reader matrix puts the writer's output on "
-                "the query side of x_q W_QK x_k^T. Work out which matrix the key side x_k reads through.",
+        Mistake("reader matrix faces the wrong side", "In your product the writer's output is multiplied "
+                "into the side of the reader's attention score that its queries come from. Write that score as "
+                "x_q W_Q (x_k W_K)^T, put the writer's output in the place that K-composition changes, and "
+                "rearrange until it is multiplied on the right by one d_model x d_model matrix.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
-        Mistake("writer and reader swapped", "W_A is what the earlier head writes and comes first; "
-                "W_B, how the later head's keys read it, second.",
+        Mistake("writer and reader swapped", "The pair comes in the order the exercise asks for: first the "
+                "matrix of the head that writes, then the matrix of the head that reads.",
                 lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
-        Mistake("transposed W_OV", "Your W_A is the writer's OV circuit in the paper's "
-                "column-vector convention. In the book's row-vector convention a row x is multiplied on "
-                "the right, by the value map first.",
+        Mistake("writer matrix in the other convention", "Your W_A is the writer's OV circuit as the paper "
+                "writes it, for column vectors multiplied on the left. Follow a row vector x through the writer "
+                "head step by step and check the shape of each intermediate result.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
-        Mistake("both transposed (the paper's column-vector convention)", "These are the paper's matrices, "
-                "whose product (W_A W_B)^T has the same score but reads right to left. The book uses row "
-                "vectors: each of your two matrices is the transpose of the one it wants.",
+        Mistake("both matrices in the other convention", "These are the paper's matrices, written for column "
+                "vectors: their product has the same score but acts right to left. The book multiplies row "
+                "vectors on the right; redo both with that convention, following a row vector x.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_Q @ W_K.T)),
-        Mistake("read the keys through W_K alone", "The key side's bilinear form involves the query "
-                "weights too: W_K W_K^T leaves out what the query asks for.",
+        Mistake("reader matrix built from one side only", "An attention score compares a query with a key, so "
+                "the reader's matrix involves the weights of both sides of that comparison; yours is built from "
+                "one.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_K @ W_K.T)),
     ],
     hint="K-composition: the writer's OV circuit puts something into the stream and the reader's keys read "
-         "it. W_A is the writer's OV circuit in row-vector form (value map, then output map); W_B is the "
-         "reader's query-key circuit, oriented so that its key side faces W_A in the product W_A W_B. Both "
-         "are [d_model, d_model].",
+         "it. Follow a row vector x: what does the writer add to the stream (x times which matrix)? Then write "
+         "the reader's score x_q W_QK x_k^T with that output on the key side, and rearrange it so that the "
+         "output is multiplied on the right by a [d_model, d_model] matrix: that matrix is W_B.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
