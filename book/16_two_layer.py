@@ -13,6 +13,7 @@
 # Set-up: imports.
 
 # %% tags=["hide-input"]
+import collections
 import itertools
 import math
 import warnings
@@ -304,8 +305,8 @@ for what, a, b, alternative in [
          "second-copy loss", "cut Q", "intact", "greater"),
         ("mean-ablating it in the keys raises it more than in the queries",
          "cut K", "cut Q", "greater"),
-        ("mean-ablating it in the values lowers it slightly", "cut V",
-         "intact", "less")]:
+        ("mean-ablating it in the values changes it (two-sided: no direction "
+         "was stated before measuring)", "cut V", "intact", "two-sided")]:
     change = per_seq[a] - per_seq[b]
     finding(f"{what} (nats; bootstrap over 32 sequences)", change.mean(),
             null=Null.point("no change", 0.0), boot=boot_mean(change),
@@ -400,7 +401,8 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
 # convention, what $A$ writes at position $j$ is a vector $y_j = \bar x_j W_{OV}^A$,
 # where $\bar x_j = \sum_k A^A_{jk} x_k$ is the average of the residual vectors it
 # attended to (biases aside). $B$'s attention score of query $i$ on key $j$ is the
-# bilinear form $x_i W_{QK}^B x_j^\top$ (chapter {doc}`06_attention`), and its output is
+# bilinear form $x_i W_{QK}^B x_j^\top / \sqrt{d_\text{head}}$ (chapter {doc}`06_attention`;
+# the scale multiplies every term alike, so we leave it out below), and its output is
 # $\sum_j A^B_{ij} x_j W_{OV}^B$. (In `toy-2l`, $x$ in the score also carries the
 # positional embedding, which adds terms of its own but does not change the three
 # products. These forms hold because `toy-2l` has no norm: in SmolLM2 the reader sees
@@ -421,8 +423,9 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
 # {doc}`18_composition` turns each matrix into a number, the *composition score*
 # $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
 # compute it here from the three products in float64, check the library's float32
-# scores against it entry by entry (each within its own rounding bound, which is a few
-# percent of the score at most, so a wrong score would fail), and compare with the score
+# scores against it entry by entry (each within its own rounding bound, at most
+# {glue:text}`comp_bound:.0%` of the score, so a score further off than that would
+# fail), and compare with the score
 # of two random heads of the same shape.
 
 # %%
@@ -470,10 +473,10 @@ identity_close("the three products give the library's Q-, K- and "
                (lib_comp.double() / entry_bound).float(),
                ours_comp / entry_bound, terms=1, scale=1.0, chapter="16")
 baseline = random_baseline(cfg.d_model, cfg.d_head)
+glue("comp_bound", (rel.max() * torch.finfo(torch.float32).eps).item())
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
 glue("k_prev_max", comp["K"][2].max().item())
-glue("k_prev_ratio", comp["K"][2].min().item() / baseline)
 print(f"random heads of this shape: {baseline:.3f}")
 for kind in "QKV":
     print(f"{kind}-composition, writer L0H2 into L1H0..3:",
@@ -482,28 +485,33 @@ for kind in "QKV":
 # %% [markdown]
 # Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
 # finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
-# {glue:text}`k_prev_max:.2f`, at least {glue:text}`k_prev_ratio:.1f` times the
-# {glue:text}`baseline:.3f` that two random heads of this shape score (chapter
-# {doc}`18_composition` sets these scores beside a stricter null, the same heads with
-# their outputs randomly rotated). Pick any pair in the explorer below. The left panel
+# {glue:text}`k_prev_max:.2f`. Two random Gaussian heads of this shape score
+# {glue:text}`baseline:.3f`, a weak reference: trained weights are not Gaussian, and
+# chapter {doc}`18_composition` sets these scores beside a stricter null, the same heads
+# with their outputs randomly rotated. Pick any pair in the explorer below. The left panel
 # shows its three composition scores against the random baseline; the right panel, the
-# reader's induction score when only that writer is mean-ablated in only one of the
-# reader's inputs.
+# reader's induction score when only that writer is mean-ablated in only its query or
+# only its keys. (There is no bar for the values: a cut there leaves the reader's
+# pattern, and so its induction score, exactly at the intact bar, as the next paragraph
+# explains.)
 #
-# Which single cuts matter? We fix the rule before measuring: a cut matters when it lowers
-# the reader's induction score, measured per sequence, with a one-sided bootstrap p
-# (2000 resamples of the 32 sequences) below 0.05 / 48 = {glue:text}`alpha_cut:.4f`, the
-# level 0.05 shared over the 48 single cuts (Bonferroni). By that rule two writers
-# matter. Mean-ablating L0H2 in a reader's keys lowers its
-# induction score by {glue:text}`drop_2k_lo:.2f` to {glue:text}`drop_2k_hi:.2f`, in its
-# query by {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Mean-ablating
-# L0H1, the head that attends two tokens back, in the keys costs
-# {glue:text}`drop_1k_lo:.2f` to {glue:text}`drop_1k_hi:.2f`: the second token of
-# agreement that chapter {doc}`13_path_expansion` found in the score. Every other single
-# cut (L0H0 or L0H3 anywhere, L0H1 in the query, any writer in the values) moves a
+# Which single cuts matter? A cut in a reader's *values* cannot: the reader's pattern is
+# computed from its query and keys alone, so removing a writer from its values leaves
+# the pattern, and with it the induction score, exactly as it was (checked below).
+# That leaves the 32 cuts in queries and keys. We fix the rule before measuring: a cut
+# matters when it lowers the reader's induction score, measured per sequence, with a
+# one-sided bootstrap p (2000 resamples of the 32 sequences) below 0.05 / 32 =
+# {glue:text}`alpha_cut:.4f`, the level 0.05 shared over the 32 single cuts
+# (Bonferroni). By that rule two writers matter. Mean-ablating L0H2 in a reader's keys
+# lowers its induction score by {glue:text}`drop_2k_lo:.2f` to
+# {glue:text}`drop_2k_hi:.2f`, in its query by {glue:text}`drop_2q_lo:.2f` to
+# {glue:text}`drop_2q_hi:.2f`. Mean-ablating L0H1, the head that attends two tokens
+# back, in the keys costs {glue:text}`drop_1k_lo:.2f` to {glue:text}`drop_1k_hi:.2f`: the
+# second token of agreement that chapter {doc}`13_path_expansion` found in the score.
+# The other 20 cuts (L0H0 or L0H3 in the query or the keys, L0H1 in the query) move a
 # reader's score by at most {glue:text}`drop_rest:.3f`; the most significant of them, a
 # drop of {glue:text}`rest_drop:.4f`, has p = {glue:text}`rest_p:.3f`, above the level.
-# Without the correction, {glue:text}`rest_n05` of these 36 would pass at 0.05, with drops
+# Without the correction, {glue:text}`rest_n05` of these 20 would pass at 0.05, with drops
 # of at most {glue:text}`rest_05_max:.4f`: if they are real, they are tiny.
 
 # %%
@@ -513,11 +521,18 @@ def stripe_per_seq(pattern):
     return stripe[..., 1:].mean(-1)
 
 
+# a cut in the values leaves layer 1's queries and keys, hence its patterns,
+# untouched: all 16 value cuts at once give the intact patterns bit for bit
+_, pattern_cut_v = forward(tokens, experiments["cut V"], fill=head_mean)
+identity("cutting layer 0 from layer 1's values leaves every layer-1 "
+         "pattern exactly as it was",
+         f"largest change {(pattern_cut_v - pattern1).abs().max():.1e}",
+         torch.equal(pattern_cut_v, pattern1), chapter="16")
 pair_scores, tests = {}, {}
 intact_seq = stripe_per_seq(pattern1)                   # [batch, head]
 for w, r in all_pairs:
     row = {"intact": intact_seq[:, r].mean().item()}
-    for kind in "qkv":
+    for kind in "qk":
         _, p1 = forward(tokens, [(kind, w, r)], fill=head_mean)
         cut_seq = stripe_per_seq(p1)[:, r]
         row[f"cut {kind.upper()}"] = cut_seq.mean().item()
@@ -527,22 +542,25 @@ for w, r in all_pairs:
             boot=boot_mean(change), alternative="greater")
     pair_scores[w, r] = row
 drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
-        for k in ("cut Q", "cut K", "cut V")}
+        for k in ("cut Q", "cut K")}
 # the rule stated above: a cut matters when its drop is above 0 at
-# p < 0.05 / 48 (Bonferroni over the 48 single cuts)
+# p < 0.05 / 32 (Bonferroni over the 32 query and key cuts)
 alpha_cut = 0.05 / len(tests)
 expected = {(w, r, k) for w, r in all_pairs
             for w_, k in ((2, "cut K"), (2, "cut Q"), (1, "cut K")) if w == w_}
 # if the least significant of the 12 passes and the most significant of the
-# other 36 does not, the rule picks out exactly these 12
-weakest = max((tests[key] for key in expected), key=lambda t: t.p)
+# other 20 does not, the rule picks out exactly these 12
+# (ties in p, at the bootstrap's floor, are broken by the size of the drop)
+weakest = max((tests[key] for key in expected),
+              key=lambda t: (t.p, -t.value))
 strongest_rest = min((tests[key] for key in set(tests) - expected),
-                     key=lambda t: t.p)
+                     key=lambda t: (t.p, -t.value))
 finding("the least significant of the 12 drops from L0H2 (keys, "
-        "queries) and L0H1 (keys) exceeds 0 (bootstrap over 32 sequences, Bonferroni over 48 "
-        "cuts)", weakest, alpha=alpha_cut, chapter="16")
-finding("the other 36 single cuts: the most significant drop among them "
-        "cannot be told from 0 at the same level", strongest_rest,
+        "queries) and L0H1 (keys) exceeds 0 (bootstrap over 32 sequences, "
+        "Bonferroni over the 32 query and key cuts)", weakest,
+        alpha=alpha_cut, chapter="16")
+finding("the other 20 query and key cuts: the most significant drop among "
+        "them cannot be told from 0 at the same level", strongest_rest,
         alpha=alpha_cut, expect="no effect", chapter="16")
 glue("alpha_cut", alpha_cut)
 glue("rest_p", strongest_rest.p)
@@ -563,7 +581,7 @@ for tag, writers, kinds in (("2k", [2], ["cut K"]), ("2q", [2], ["cut Q"]),
     glue(f"drop_{tag}_lo", min(drops(writers, kinds)))
     glue(f"drop_{tag}_hi", max(drops(writers, kinds)))
 glue("drop_rest", max(abs(v) for v in drops([0, 3], ["cut Q", "cut K"])
-                      + drops([1], ["cut Q"]) + drops(range(H), ["cut V"])))
+                      + drops([1], ["cut Q"])))
 
 
 def draw_pair(writer=2, reader=1):
@@ -578,7 +596,7 @@ def draw_pair(writer=2, reader=1):
     axes[0].set_title(f"L0H{writer} -> L1H{reader}", fontsize=9)
     row = pair_scores[writer, reader]
     axes[1].bar(list(row), list(row.values()),
-                color=["gray", "tab:blue", "tab:red", "tab:green"])
+                color=["gray", "tab:blue", "tab:red"])
     axes[1].set_ylim(0, 1)
     axes[1].set_ylabel(f"induction score of L1H{reader}")
     axes[1].set_title(f"cut L0H{writer} from one input of L1H{reader}",
@@ -701,13 +719,14 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 # almost never the current one. It does not even do that: on the second copy its term
 # moves the current token's logit by {glue:text}`v_cur:+.3f` relative to the
 # vocabulary's mean (95% bootstrap interval over the 32 sequences
-# {glue:text}`v_cur_lo:+.3f` to {glue:text}`v_cur_hi:+.3f`: no copying, and where the
-# interval lies wholly below 0, a small push *down*), against a spread of
-# {glue:text}`v_spread:.3f` over the
-# vocabulary, and the current token ranks {glue:text}`v_rank:.1f` of 64 on average,
-# where a token picked at random would rank 32.5. The virtual head does not copy, and
-# what else it writes was not tested here (chapter {doc}`18_composition` finds L0H2's V-composition
-# scores below those of the same heads randomly rotated), so cutting the values removes little.
+# {glue:text}`v_cur_lo:+.3f` to {glue:text}`v_cur_hi:+.3f`). The interval lies below 0:
+# the data rule out a push up, and the term nudges the current token slightly *down*,
+# by far less than its spread of {glue:text}`v_spread:.3f` over the vocabulary; the
+# current token ranks {glue:text}`v_rank:.1f` of 64 on average, where a token picked at
+# random would rank 32.5. So this virtual head does not push the current token. What
+# else it writes was not tested here (chapter {doc}`18_composition` finds L0H2's
+# V-composition scores below those of the same heads randomly rotated); what all sixteen
+# virtual heads add to the logit that matters, the next token's, is measured below.
 #
 # ### How many terms, and how big
 #
@@ -715,9 +734,12 @@ observation("the virtual term L0H2 -> L1H1 on the second copy: its push on "
 # chooses, in each layer, to skip it or to pass through one head. With $n$ heads per
 # layer there is **1** direct term, **$2n$** terms through a single head ($n$ in each
 # layer) and **$n^2$** virtual heads (one layer-0 head, then one layer-1 head): in all
-# $1 + 2n + n^2 = (1 + n)^2$. With $L$ layers the same choice gives
-# $\binom{L}{k} n^k$ terms through $k$ heads and $(1 + n)^L$ in all (chapter
-# {doc}`13_path_expansion` checks this by brute force). We list toy-2l's terms by name.
+# $1 + 2n + n^2 = (1 + n)^2$ terms that start at the token embeddings. (The biases add
+# constant terms of their own: each layer's output bias $b_O$, each head's value bias
+# through the heads after it, and the unembedding bias; `logit_attribution` lists them
+# apart.) With $L$ layers the same choice gives $\binom{L}{k} n^k$ terms through $k$
+# heads and $(1 + n)^L$ in all. We list toy-2l's terms by name, and check the count for
+# other shapes against a brute-force enumeration of the choices.
 
 # %%
 choices = [[None] + [(layer, h) for h in range(H)] for layer in range(L)]
@@ -734,12 +756,25 @@ identity("toy-2l: 1 + 2n + n² = 25 terms (n = 4), as count_paths says, and "
          and counts == {"direct": 1, "order_1": 2 * H, "order_2": H**2,
                         "total": (1 + H) ** 2}
          and virtual_names == set(la.virtual), chapter="16")
-general = all(count_paths(nl, nh)["total"] == (1 + nh) ** nl
-              and all(count_paths(nl, nh)[f"order_{k}"]
-                      == math.comb(nl, k) * nh**k for k in range(1, nl + 1))
-              for nl in range(1, 7) for nh in range(1, 13))
-identity("for L <= 6 layers of n <= 12 heads, C(L, k) nᵏ terms have order "
-         "k, (1 + n)ᴸ in all", "72 shapes", general, chapter="16")
+
+
+def enumerate_orders(nl, nh):
+    """Count the paths by brute force: in each layer skip, or pass through
+    one of nh heads; the order is the number of heads passed."""
+    orders = collections.Counter(
+        sum(c is not None for c in path) for path in itertools.product(
+            *[[None] + list(range(nh)) for _ in range(nl)]))
+    return ({"direct": orders[0]}
+            | {f"order_{k}": orders[k] for k in range(1, nl + 1)}
+            | {"total": sum(orders.values())})
+
+
+shapes = [(nl, nh) for nl in range(1, 5) for nh in range(1, 6)]
+general = all(count_paths(nl, nh) == enumerate_orders(nl, nh)
+              for nl, nh in shapes)
+identity("for L <= 4 layers of n <= 5 heads, count_paths (C(L, k) nᵏ of "
+         "order k, (1 + n)ᴸ in all) equals a brute-force enumeration of the "
+         "paths", f"{len(shapes)} shapes", general, chapter="16")
 
 # %% [markdown]
 # How much does each kind of term contribute? For every prediction on the second copy
@@ -805,7 +840,9 @@ glue("layer1_part", parts["single heads, layer 1"])
 # - V-composition makes virtual heads: OV circuit $W_{OV}^A W_{OV}^B$ (rank at most
 #   $d_\text{head}$) and pattern $A^B A^A$ (later head on the left). The virtual head
 #   L0H2 $\to$ L1H1 looks at the earlier copy of the current token, which is useless
-#   for predicting the next one, and writes little and nothing in particular.
+#   for predicting the next one, and does not push the current token: it moves that
+#   token's logit by {glue:text}`v_cur:+.3f` against a spread of
+#   {glue:text}`v_spread:.3f` over the vocabulary.
 # - Two layers of $n$ heads expand into $1 + 2n + n^2$ terms, $L$ layers into
 #   $(1 + n)^L$. In `toy-2l` the sixteen virtual terms change the correct logit by
 #   {glue:text}`virtual_part:.2f` against

@@ -80,53 +80,60 @@ EX1 = FunctionExercise(
     make_inputs=_xattn_inputs,
     compare=_close_nan,
     mistakes=[
-        Mistake("queries from the memory", "Queries come from the decoder stream x_dec (one row per target "
-                "position); only keys and values come from the encoder memory.",
+        Mistake("queries from the wrong stream", "Your output has one row per source position, not one per "
+                "target position. Which stream asks the questions in cross-attention, and how many rows "
+                "does it have?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(memory, memory, W_Q, W_K, W_V, W_O, src_mask[None, :].expand(memory.shape[0], -1))),
-        Mistake("keys and values from the decoder", "That is the decoder's self-attention. In cross-attention "
-                "keys and values come from the encoder memory.",
+        Mistake("keys and values from the wrong stream", "Your output does not depend on memory at all: it "
+                "matches attention of the decoder stream over itself. Which stream should the target "
+                "positions read from?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, x_dec, W_Q, W_K, W_V, W_O, None)),
-        Mistake("applied a causal mask", "Cross-attention has no causal mask: the whole source sentence is "
-                "known before decoding starts, and a target word may translate a source word further right.",
+        Mistake("masked more than the padding", "In your output early target positions ignore source "
+                "positions further right. When decoding starts, which source words are already known?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V, W_O,
                         _pad(x_dec, src_mask) & torch.ones(x_dec.shape[0], memory.shape[0]).tril().bool())),
-        Mistake("forgot the source padding mask", "Padding positions of the source (src_mask False) must get "
-                "zero attention: set their scores to -inf before the softmax.",
+        Mistake("padding attended to", "Your patterns give weight to the source positions that src_mask "
+                "marks as padding. What weight should a position that holds no word get, and how does a "
+                "softmax give exactly that?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V, W_O, None)),
-        Mistake("mask inverted", "src_mask is True for real source tokens; mask the positions where it is "
-                "False.",
+        Mistake("mask applied to the real tokens", "Your patterns put all their weight on the padding and "
+                "none on the real source tokens. What does True mean in src_mask?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V, W_O, ~_pad(x_dec, src_mask))),
-        Mistake("forgot the scale", "Divide the scores by sqrt(d_head).",
+        Mistake("patterns too sharp", "Your patterns are right in where they look but more peaked than the "
+                "reference: the scores are too large by a constant factor. Which factor does scaled "
+                "dot-product attention apply, and why?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V, W_O, _pad(x_dec, src_mask), scale=False)),
-        *[Mistake("softmax over the wrong axis", "Normalise over the source positions (the keys, last "
-                  "axis): each target position's weights must sum to 1.",
+        *[Mistake("weights that do not sum to 1 per target position", "In your patterns a target position's "
+                  "weights over the source do not sum to 1. Which positions should each query's weights "
+                  "be shared among, and along which axis of your scores are they?",
                   lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask, fill=fill:
                   _attend(x_dec, memory, W_Q, W_K, W_V, W_O, _pad(x_dec, src_mask), axis=-2, fill=fill))
           for fill in (float("-inf"), -1e9)],  # a column of -inf gives NaN; -1e9 (the AT's) does not
-        Mistake("W_Q and W_K swapped", "Queries use W_Q, keys use W_K.",
+        Mistake("projections mixed up", "Your scores use each weight matrix on the wrong stream. Which of "
+                "W_Q and W_K belongs to the side that asks, and which to the side that is looked up?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_K, W_Q, W_V, W_O, _pad(x_dec, src_mask))),
-        Mistake("forgot W_O", "Each head's result z_h = A_h v_h lives in head space; map it back with W_O[h] "
-                "and add the heads.",
+        Mistake("output left in head space", "Your output looks like the heads' results z_h = A_h v_h laid "
+                "side by side. Which of the weights have you not used, and what does it map from and to?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V,
                         torch.eye(W_O.shape[0] * W_O.shape[1]).reshape(W_O.shape[0], W_O.shape[1], -1),
                         _pad(x_dec, src_mask))),
-        Mistake("used only the first head", "Add the outputs of all heads.",
+        Mistake("used one head only", "Your output agrees with what one head writes. How many heads does "
+                "the layer have, and how do their writes combine in the stream?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q[:1], W_K[:1], W_V[:1], W_O[:1], _pad(x_dec, src_mask))),
     ],
-    hint="Like self-attention, except that the queries come from the decoder (x_dec) and the keys and "
-         "values from the encoder's memory, so each head's pattern is [tgt, src]. Scale as usual; give the "
-         "source positions that src_mask marks False zero weight (no causal mask: the whole source is "
-         "visible); softmax over the source; each head writes with W_O[h] and the heads add up to [tgt, "
-         "d].",
+    hint="Start from ordinary multi-head self-attention. Which of its inputs come from x_dec and "
+         "which from memory, and what shape does each head's pattern then have? Which positions must get "
+         "no weight here, and does anything else need masking when the whole source is known before "
+         "decoding starts?",
 )
 
 # --------------------------------------------------------------------------------------
@@ -162,29 +169,32 @@ EX2 = FunctionExercise(
     reference=ov_readout,
     make_inputs=_ov_inputs,
     mistakes=[
-        Mistake("argmax over the source axis", "Rows are source tokens and columns target tokens: for each "
-                "source token take the argmax over its row (the last axis).",
+        Mistake("one answer per target token", "Your result has an entry per target token (or picks source "
+                "ids), not a target id per source token. Which axis of your table runs over the target "
+                "vocabulary?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).sum(0).argmax(0)),
-        Mistake("returned the scores", "Return the argmax of each row (a LongTensor of target ids), not the "
-                "[src_vocab, tgt_vocab] matrix itself.",
+        Mistake("returned the scores", "Your result is the whole [src_vocab, tgt_vocab] table. What does the "
+                "docstring ask for, one per source token?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).sum(0)),
-        Mistake("took the argmin", "The translation is the target token whose logit the circuit raises the "
-                "most: argmax, not argmin.",
+        Mistake("picked the least promoted word", "Your ids point at the target words whose logits the circuit "
+                "lowers. Which target word does attending to a source word make the model predict?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).sum(0).argmin(-1)),
-        Mistake("used only the first head", "Add the full OV circuits of all heads before the argmax.",
+        Mistake("used one head only", "Your table agrees with one head's circuit. What does the layer as a "
+                "whole write when its heads attend to the word?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V[:1], W_O[:1], W_U).sum(0).argmax(-1)),
-        Mistake("took the best head per token instead of the sum", "The heads' outputs add in the residual "
-                "stream, so add their circuits; a max over heads is not what the layer computes.",
+        Mistake("combined the heads the wrong way", "Your table takes each entry from a single head. How do the "
+                "heads' outputs combine in the residual stream?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).max(0).values.argmax(-1)),
-        Mistake("forgot W_U", "End with the unembedding W_U so the columns are target tokens, not residual "
-                "stream dimensions.",
+        Mistake("columns are not target tokens", "Your ids run over residual-stream dimensions, not over the "
+                "target vocabulary. Which matrix turns the stream into target logits?",
                 lambda W_E, W_V, W_O, W_U: torch.einsum("sd,hde,hem->sm", W_E, W_V, W_O).argmax(-1)),
-        Mistake("forgot the embedding", "Start from W_E: its rows are the source tokens.",
+        Mistake("rows are not source tokens", "Your result has one entry per residual-stream dimension, not "
+                "per source token. Where does a source token enter the circuit?",
                 lambda W_E, W_V, W_O, W_U: torch.einsum("hde,hem,mt->dt", W_V, W_O, W_U).argmax(-1)),
     ],
-    hint="Build each source token's full OV circuit summed over the heads, a [src_vocab, tgt_vocab] table "
-         "(embedding, value map, output map, unembedding), and for each source token pick the target token "
-         "its row raises most. The answer holds integer ids, [src_vocab].",
+    hint="Follow one source token from its embedding to the target logits through this layer, as the "
+         "full OV circuit above does. Which matrices does it pass, what does the layer do with its "
+         "heads, and which entry of the resulting row names the translation?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -49,12 +49,14 @@ EX1 = FunctionExercise(
     reference=virtual_ov,
     make_inputs=_virtual_inputs,
     mistakes=[
-        Mistake("heads in the wrong order", "Follow a row vector x through your product: which head's matrices does it meet first, "
-                "and is that the head that acts first?",
+        Mistake("both OV circuits, but not the virtual one", "Your matrix is a product of the two heads' OV "
+                "circuits, yet it is not what a vector moved by the first head and then by the second comes "
+                "out as. Follow a row vector x through your product: which head's matrices does it meet "
+                "first, and is that the head that acts first?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
-        Mistake("transposed (the paper's column-vector convention)", "Yours is the transpose of the "
-                "book's matrix, the paper's column-vector form. The book uses row vectors, as "
-                "TransformerLens does: a vector stands to the left of the matrices it goes through.",
+        Mistake("rows and columns exchanged", "Your matrix holds the right numbers, but entry (a, b) of "
+                "yours is entry (b, a) of the virtual circuit. Take a residual vector x: does your product "
+                "act on it the way a TransformerLens head acts on the stream?",
                 lambda W_V, W_O, first, second: (_ov(W_V, W_O, first) @ _ov(W_V, W_O, second)).T),
         Mistake("indexed [head, layer]", "The weights are stacked [n_layers, n_heads, ...]: head (l, h) is "
                 "W_V[l, h].",
@@ -98,8 +100,10 @@ EX2 = FunctionExercise(
     reference=virtual_pattern,
     make_inputs=_pattern_inputs,
     mistakes=[
-        Mistake("patterns in the wrong order", "Write out entry (i, k) of your product as a sum over j: which "
-                "head's weight should connect the query i to j, and which connects j to the key k?",
+        Mistake("both patterns, but not the virtual one", "Your result is a product of the two patterns, yet "
+                "its entry (i, k) does not follow the path that information takes from key k to query i. "
+                "Write out entry (i, k) of your product as a sum over j: which head's weight connects the "
+                "query i to j in yours, and which head moves information last?",
                 lambda A_first, A_second: A_first @ A_second),
         Mistake("transposed", "Rows are queries: yours is the transpose of the virtual pattern, with keys as "
                 "rows and columns that do not sum to one.",
@@ -115,10 +119,9 @@ EX2 = FunctionExercise(
                 "something else.",
                 lambda A_first, A_second: (A_first * A_second) / (A_first * A_second).sum(-1, keepdim=True)),
     ],
-    hint="Follow information back from a query: the second head moves it to the query from some position "
-         "j, where the first head had gathered it from a key k. Summing over the intermediate position j "
-         "is a matrix product for each batch element, [batch, pos, pos]. Which hop is nearer the query, "
-         "and so which pattern goes on the left?",
+    hint="Follow information back from a query i: the second head moves it to i from some position j, "
+         "where the first head had gathered it from a key k. Write entry (i, k) of the virtual pattern as a "
+         "sum over the intermediate position j.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
