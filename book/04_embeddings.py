@@ -437,17 +437,22 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # "$a$ then $b$" exactly the same direct score as "$b$ then $a$" (up to the bias $b_U$).
 # The Cauchy-Schwarz inequality, $S_a \cdot S_b \le \lVert S_a\rVert \lVert S_b\rVert$,
 # adds that the token with the *longest* row scores itself highest; for every other
-# token it promises nothing, though rows drawn at random in 16 dimensions are nearly
-# orthogonal, so each tends to score itself above the rest. A bigram chain is nothing
+# token it promises nothing, though rows drawn at random in 16 dimensions are far from
+# parallel (their cosines have standard deviation $1/\sqrt{16} = 0.25$), so each tends
+# to score itself, its squared length, above most of the rest. A bigram chain is nothing
 # like that: "$a$ is followed by $b$" rarely means "$b$ is followed by $a$", and in this
 # chain no token is a likely successor of itself (the chain is built that way).
 #
 # All of this is about the two ends with nothing between them, as in `toy-0l`. A final
 # LayerNorm, which the Annotated Transformer's pre-norm decoder ends with, centres the
-# vector (multiplies it by $P = I - \tfrac1d \mathbf 1 \mathbf 1^\top$) and scales it by
-# a gain $\gamma$, so the tied direct path becomes
-# $\sqrt{d_\text{model}}\, S P \operatorname{diag}(\gamma) S^\top$, each row divided by
-# its own standard deviation. That matrix is in general not symmetric
+# vector (multiplies it by $P = I - \tfrac1d \mathbf 1 \mathbf 1^\top$), divides it by
+# its standard deviation plus a small $\epsilon$ (the Annotated Transformer's own
+# LayerNorm uses the unbiased standard deviation, `x.std(-1)`), multiplies by a gain
+# $\gamma$ and adds a bias $\beta$. The tied direct path becomes
+# $D\, S P \operatorname{diag}(\gamma) S^\top + \mathbf 1\, \beta^\top S^\top$, where
+# $D$ divides each row $a$ by its own $\sigma_a + \epsilon$ and the second term adds
+# the same vector $\beta^\top S^\top$ to every row, as $b_U$ does. The matrix $S P \operatorname{diag}(\gamma)
+# S^\top$ is in general not symmetric
 # ($P \operatorname{diag}(\gamma)$ is not, unless $\gamma$ is constant); it is when
 # $\gamma$ is constant or when the rows of $S$ have mean zero, since then $SP = S$.
 # SmolLM2's RMSNorm, below, does not centre, and its direct path stays symmetric up to
@@ -546,17 +551,19 @@ observation("toy-0l: the share of tokens predicted as their own successor",
 glue("antisym", antisym)
 glue("chain_antisym", chain_antisym)
 glue("init_antisym", sum(init_antisym) / len(init_antisym))
+glue("init_antisym_sd", torch.tensor(init_antisym).std().item())
 glue("tied_self", 100 * tied_self.item())
 glue("self_top0", 100 * self_top.item())
 
 # %% [markdown]
 # The antisymmetric part carries {glue:text}`antisym:.2f` of `toy-0l`'s centred logit
 # table, close to the chain's {glue:text}`chain_antisym:.2f` and far below the
-# {glue:text}`init_antisym:.2f` of the same model at initialisation; and
+# {glue:text}`init_antisym:.2f` of the same model at initialisation (mean of 40 seeds,
+# standard deviation {glue:text}`init_antisym_sd:.3f`); and
 # {glue:text}`self_top0:.0f`% of its tokens predict themselves next, while
 # {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
-# first. A tied zero-layer model with no final norm could not have learned this chain:
-# its table would score 0. A final norm between the two ends loosens that constraint
+# first. A tied zero-layer model with no final norm could not represent this chain's
+# asymmetry: its centred table would score 0. A final norm between the two ends loosens that constraint
 # without any layers: it divides each row by that row's own scale (a LayerNorm also
 # centres it, as above), so a tied direct path is symmetric only up to those row scales.
 # SmolLM2, below, is such a model. On 256 of its tokens the row scales alone give its
@@ -834,12 +841,13 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # %% [markdown]
 # SmolLM2's direct path, symmetric up to its row scales, does *not* make most tokens
 # their own favourite successor: only {glue:text}`s_self_direct:.1f`% (standard error
-# {glue:text}`s_self_se:.1f`%) of them are, and the median token ranks {glue:text}`s_self_rank:.0f` in its
-# own row. Tying alone would have done far more. In the 20 random tied tables with
+# {glue:text}`s_self_se:.1f`%) of them are, and for the median token
+# {glue:text}`s_self_rank:.0f` others score above it in its own row. Tying alone would have done far more. In the 20 random tied tables with
 # SmolLM2's row lengths (which vary only {glue:text}`s_len_spread:.1f`-fold, longest to
 # median) and its final-norm weight, the share of the 256 tokens that are their own top
-# successor is never below {glue:text}`s_null_self_min:.0f`%, and a token's median rank
-# in its own row never above {glue:text}`s_null_rank_max:.0f`; SmolLM2 manages
+# successor is never below {glue:text}`s_null_self_min:.0f`%, and the median number of
+# tokens scoring above a token in its own row is never above
+# {glue:text}`s_null_rank_max:.0f`; SmolLM2 manages
 # {glue:text}`s_self_256:.1f`% on the same 256 tokens. (With 20 tables the rank test
 # cannot give p below 1/21, about 0.048; the size of the gap says more than the p.) So
 # the question is not why a tied model's tokens prefer themselves: compared with what
@@ -899,10 +907,14 @@ def set_match(table):
 
 
 match = set_match(L)
-finding("toy-0l's four largest direct-path logits are the chain's four "
-        "successors for more tokens than at initialisation", match,
-        null=Null.draws("the zero-layer model at initialisation, 40 seeds",
-                        [set_match(Li) for Li in init_L]), chapter="4")
+# No test: a model at initialisation matches no row (it cannot fail to be
+# beaten), and four tokens picked at random match a row's successor set with
+# probability 1 / C(64, 4). The number stands beside that chance rate.
+set_chance = 1 / math.comb(64, 4)
+observation("share of tokens whose four largest direct-path logits in toy-0l "
+            "are the chain's four successors (chance per row: 1/C(64,4))",
+            f"{100 * match:.1f}% (chance {set_chance:.1e} per row)",
+            chapter="4")
 top1_match = (L.argmax(-1) == chain.transition.argmax(-1)).float().mean()
 top2 = chain.transition.topk(2, dim=-1).values
 gaps = top2[:, 0] - top2[:, 1]  # the chain's exact probabilities
@@ -921,6 +933,7 @@ glue("random_gap", sum(random_rows) / len(random_rows))
 glue("n_close", int((gaps <= gaps[miss].max()).sum()))
 glue("median_gap", gaps.median().item())
 glue("set_match", 100 * match)
+glue("set_chance", set_chance)
 glue("top1_match", 100 * top1_match.item())
 probs = L.softmax(-1)
 for a in range(4):
@@ -934,7 +947,9 @@ for a in range(4):
 
 # %% [markdown]
 # For {glue:text}`set_match:.1f`% of the tokens the model's top four are exactly the
-# chain's four successors (at initialisation: none), and for
+# chain's four successors, where four tokens picked at random would be that set with
+# probability {glue:text}`set_chance:.1e` per row (an observation, not a test: the model
+# at initialisation matches no row, so it is no null that could fail), and for
 # {glue:text}`top1_match:.1f`% its single favourite is the chain's most likely next
 # token. The {glue:text}`n_miss` misses sit in rows whose two likeliest successors are
 # close: the largest of their gaps is {glue:text}`miss_gap:.3f`, where as many rows drawn
@@ -988,7 +1003,8 @@ explore(draw_row, token=(0, 63, 3))
 #   recovers the chain's four successors for {glue:text}`set_match:.1f`% of tokens
 #   (chapter 14 takes it further).
 # - The book's real model is SmolLM2-135M-Instruct (Q4_1), "SmolLM2": a 4-bit copy whose
-#   weights carry a rounding error of about {glue:text}`q4_noise:.0%` of their size, so
+#   4-bit weights ({glue:text}`q4_share:.0%` of the parameters; the embedding is stored in
+#   8 bits) carry a rounding error of about {glue:text}`q4_noise:.0%` of their size, so
 #   every SmolLM2 number is about this copy. It is tied ($W_U = W_E^\top$, checked in its
 #   file and its weights). With its final norm's weight folded in, its direct path is
 #   $M = W_E \operatorname{diag}(w) W_E^\top$ with each row divided by its own rms: $M$ is

@@ -874,8 +874,10 @@ glue("same_head", "the same head" if from_behaviour == [0, from_weights]
 # some stretch of early queries, in some head, is what we would have noticed whichever
 # offset and stretch chance had put it at, so the null makes the same choice: in each
 # shuffled draw it takes the largest share over the four heads, over every offset the
-# figure shows ($0 \le b \le 15$) and over every window of early queries from the first
-# query that can reach offset $b$ on, at least 16 queries long. Then its behaviour, on
+# figure shows ($0 \le b \le 15$) and over every window of consecutive queries that can
+# reach offset $b$, starting anywhere and at least 16 queries long (our window is one of
+# them: it starts at the first query that can reach offset 2, a start we read off the
+# figure, as we did its end). Then its behaviour, on
 # the random sequences of 30 tokens from earlier: the weight it puts two positions back,
 # against the same model run with its position rows shuffled (39 draws), where the null
 # again takes the largest mean weight over heads and offsets $0 \le b \le 15$.
@@ -889,15 +891,20 @@ FIG_OFFSETS, MIN_WINDOW = range(max_off), 16        # the figure's offsets
 
 def best_stripe(s):
     """Scores s [..., head, q, k] -> the largest share, over heads, offsets b
-    in FIG_OFFSETS and windows of queries from max(b, 1) to any end at least
-    MIN_WINDOW queries on, of queries whose favourite key is q - b."""
+    in FIG_OFFSETS and windows of consecutive queries that can reach offset b
+    (starting anywhere from max(b, 1), at least MIN_WINDOW long), of queries
+    whose favourite key is q - b."""
     fav = s.masked_fill(~allowed, float("-inf")).argmax(-1)  # [..., head, q]
     best = []
     for b in FIG_OFFSETS:
         first = max(b, 1)
         hit = (fav[..., first:] == torch.arange(first, cfg.n_ctx) - b).float()
-        share = hit.cumsum(-1) / torch.arange(1, cfg.n_ctx - first + 1)
-        best.append(share[..., MIN_WINDOW - 1:].amax((-1, -2)))
+        c = torch.nn.functional.pad(hit.cumsum(-1), (1, 0))   # [..., L + 1]
+        ends = torch.arange(c.shape[-1])
+        length = ends[None, :] - ends[:, None]        # [start, end]
+        share = ((c[..., None, :] - c[..., :, None]) / length.clamp(min=1)
+                 ).masked_fill(length < MIN_WINDOW, 0.0)
+        best.append(share.flatten(-3).amax(-1))       # heads, starts, ends
     return torch.stack(best).amax(0)
 
 
@@ -905,8 +912,9 @@ two_null = best_stripe(shuffled_pqk.transpose(0, 1))     # [199]
 finding("a layer-0 head's positional favourite is key q-2 for the early "
         "queries (2 <= q <= 32; share, best head)", two_frac[two_head],
         null=Null.draws("the same scores with positions shuffled, the best "
-                        "head, offset 0..15 and window of >= 16 early "
-                        "queries, 199 draws", two_null), chapter="5")
+                        "head, offset 0..15 and window of >= 16 consecutive "
+                        "queries starting anywhere, 199 draws", two_null),
+        chapter="5")
 
 
 def weight_back(pattern, b):
@@ -1264,8 +1272,9 @@ glue("rope_score", float(want[1][0]))
 # within its own worst-case bound for TransformerLens's float32 angles: at offset 1 that
 # bound grows from {glue:text}`rope_bound_first:.0e` at the first positions to
 # {glue:text}`rope_bound_last:.0e` at the last, since an angle's error grows with the
-# position and with the plane's frequency. The
-# position of a token never enters a rotary head's score, only the offset does. (It
+# position and with the plane's frequency. In exact arithmetic the
+# position of a token never enters a rotary head's score, only the offset does; in
+# float32 it enters only through the angles' rounding, within the bounds above. (It
 # enters elsewhere: a head can read position from what earlier layers wrote into the
 # stream, and the causal mask tells the first token apart. The measurements below see
 # both.)
@@ -1603,7 +1612,7 @@ plt.show()
 # {glue:text}`top_pi:.2f`, fast share {glue:text}`top_fast:.2f`). With each query row's
 # mean removed, its mean score is highest at offset {glue:text}`top_peak` of the offsets
 # shown. The fastest plane, with its period of $2\pi$ positions, brings it back up every
-# six offsets or so, never as high (as we read the figure); that shape comes from the
+# six offsets or so (as we read the figure); that shape comes from the
 # fast planes, and once each row's mean is removed the slow planes add almost nothing
 # along the row. It {glue:text}`top_is_prev` the head with the highest previous-token
 # score on these passages ({glue:text}`prev_top_head`), the head chapter
@@ -1629,8 +1638,10 @@ plt.show()
 #   standard deviations; with 20 sets the smallest p is $1/21$). Averaged over the heads,
 #   the offset alone explains {glue:text}`mean_pi:.2f` of it, the key position alone
 #   {glue:text}`mean_key:.2f`, and the part either could explain
-#   {glue:text}`mean_shared:.2f`. So training does make many heads positional, but much
-#   of it is a trend along the row, a preference for recent or for early keys, which
+#   {glue:text}`mean_shared:.2f`. So many of SmolLM2's heads are more positional in this
+#   wider sense than random Gaussian heads reading the same streams (a null of random
+#   weights, not of the model at initialisation, so it does not say what training
+#   changed), but much of it is a trend along the row, a preference for recent or for early keys, which
 #   these measurements cannot assign to the rotation rather than to position information
 #   in the stream.
 # - **The other end.** {glue:text}`n_token` of SmolLM2's heads have an offset share below

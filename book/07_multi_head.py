@@ -97,9 +97,11 @@ def head_sum_size(A, X, w):
 #
 # The paper writes these with row vectors (one row per position), as TransformerLens and
 # this book do: $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model} \times d_\text{head}}$ and
-# $W^O \in \mathbb{R}^{h d_\text{head} \times d_\text{model}}$. In self-attention $Q$, $K$ and
-# $V$ are all the (normalised) residual stream; in the decoder's cross-attention $Q$ comes
-# from the decoder and $K = V$ is the encoder's memory.
+# $W^O \in \mathbb{R}^{h d_\text{head} \times d_\text{model}}$. In the encoder-decoder's
+# self-attention $Q$, $K$ and $V$ are all the (normalised) residual stream; in the
+# decoder's cross-attention $Q$ comes from the decoder and $K = V$ is the encoder's
+# memory. (In the book's shortformer toys, chapter {doc}`06_attention`, $Q$ and $K$
+# read the stream plus the position's embedding and $V$ the stream alone.)
 #
 # Elhage et al. {cite}`elhage2021mathematical` read the same formula differently.
 # Multiplying a concatenation by a matrix is the same as multiplying each piece by its own
@@ -417,8 +419,8 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 # %% [markdown]
 # The constant is between {glue:text}`beff_ratio_min:.0%` and
 # {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write (on these
-# 16 sentences): shorter than the heads' write in every module, negligible in some and
-# not in others (the printout shows where it is largest), and in all of them a fixed
+# 16 sentences): shorter than the heads' write in every module, small in some and a
+# sizeable part of it in others (the printout shows where it is largest), and in all of them a fixed
 # vector added at every position whatever the input, which no single head is
 # responsible for. When we attribute a layer's output to its
 # heads, it has to be booked separately.
@@ -704,6 +706,7 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 # defines the sizes the rounding bounds of those checks are relative to.
 
 # %% tags=["hide-input"]
+import itertools
 import math
 import re
 import textwrap
@@ -842,6 +845,37 @@ glue("dup_n", int(n_rep.sum()))
 glue("dup_worst_rank", int(ranks.max()))
 glue("dup_runner_up", f"L{top_heads[1][0]}H{top_heads[1][1]}")
 glue("dup_runner_up_score", top.values[1].item())
+# Which repeated tokens? Split them by whether an earlier copy also follows
+# the same token as the query does (the query is then the second or later
+# piece of a repeated multi-token word, mostly a speaker's name): there a
+# head that matches the previous token would find the copy as well.
+same_tok = (text_ids[:, :, None] == text_ids[:, None, :]).tril(-1)
+scored = same_tok.any(-1) & is_word                # the repeated word tokens
+pair = torch.zeros_like(same_tok)
+pair[:, 1:, 1:] = same_tok[:, 1:, 1:] & (text_ids[:, :-1, None]
+                                         == text_ids[:, None, :-1])
+in_pair = pair.any(-1) & scored                    # [8, 96]
+on_copy = torch.einsum("blhqk,bqk->bqlh", A_64, same_tok.double())
+pair_share = on_copy[in_pair].mean(0)              # [30, 9]
+alone_share = on_copy[scored & ~in_pair].mean(0)
+print(f"repeated word tokens whose earlier copy follows the same token: "
+      f"{int(in_pair.sum())} of {int(scored.sum())}, e.g. "
+      + ", ".join(sorted({pieces[b_][q_ - 1] + "|" + pieces[b_][q_]
+                          for b_, q_ in in_pair.nonzero().tolist()})[:8]))
+print(f"L{DL}H{DH} on those {pair_share[DL, DH]:.2f}, on the others "
+      f"{alone_share[DL, DH]:.2f}; the other 269 heads on the others: mean "
+      f"{(alone_share.sum() - alone_share[DL, DH]) / 269:.3f}")
+observation(f"L{DL}H{DH}'s weight on earlier copies for repeated word tokens "
+            "whose copy follows the same token, and for the others",
+            f"{pair_share[DL, DH]:.2f}, {alone_share[DL, DH]:.2f}",
+            chapter="7")
+glue("dup_n_pair", int(in_pair.sum()))
+glue("dup_n_alone", int((scored & ~in_pair).sum()))
+glue("dup_pair_best", pair_share[DL, DH].item())
+glue("dup_alone_best", alone_share[DL, DH].item())
+glue("dup_alone_runner_up", alone_share[top_heads[1]].item())
+glue("dup_alone_mean",
+     ((alone_share.sum() - alone_share[DL, DH]) / 269).item())
 
 # %% [markdown]
 # Over the {glue:text}`dup_n` repeated word tokens, head {glue:text}`dup_head` puts
@@ -855,6 +889,20 @@ glue("dup_runner_up_score", top.values[1].item())
 # {glue:text}`dup_runner_up`, scores {glue:text}`dup_runner_up_score:.2f`. This is not
 # an induction head (chapter {doc}`17_induction_heads`): that one looks at the token
 # *after* the earlier copy, this one at the copy itself.
+#
+# What are these repeated "words"? In a play's opening lines they are mostly the
+# speakers' names, which SmolLM2's tokenizer cuts into pieces (LE·O·NA·TO,
+# C·LE·OP·AT·RA): {glue:text}`dup_n_pair` of the {glue:text}`dup_n` scored tokens are a
+# later piece of a repeated name or phrase, whose earlier copy follows the same token as
+# the query does. On those a head that matches the *previous* token, rather than the
+# token itself, would find the copy too, so they cannot tell the two jobs apart.
+# {glue:text}`dup_head` puts {glue:text}`dup_pair_best:.2f` on the copies there, and
+# {glue:text}`dup_alone_best:.2f` on the other {glue:text}`dup_n_alone`, where the
+# preceding tokens differ (the runner-up {glue:text}`dup_alone_runner_up:.2f`, the
+# other heads {glue:text}`dup_alone_mean:.3f` on average). The head does attend to a
+# token's earlier copy when only the token itself matches, but its high score rests
+# mostly on speaker-name fragments; whether it is matching the token or its
+# predecessor there, this text cannot say.
 #
 # ### Grouped-query attention keeps the sum
 #
@@ -912,8 +960,9 @@ identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same "
          "W_K and W_V (one key-value head)", same_kv, same_kv, chapter="7")
 
 # %% [markdown]
-# The three heads of {glue:text}`dup_head`'s group share what they offer and what they
-# return, and differ in what they look for. Do its two siblings do its job? We read
+# The three heads of {glue:text}`dup_head`'s group share their keys and their values,
+# and differ in what they look for ($W_Q^h$) and in how they write out what they read
+# ($W_O^h$). Do its two siblings do its job? We read
 # their duplicate-token scores three ways, with the level 0.05 throughout: their ranks
 # among all 270 heads; against **random query heads reading the same keys** (99 random
 # $W_Q$ of the same shape, each scaled so that its queries on these passages are as
@@ -994,8 +1043,6 @@ for s_ in others_sib:
             chapter="7")
 # each repeated word token's weight on its earlier copies, for every head
 # of layer DL: the score is their mean
-same_tok = (text_ids[:, :, None] == text_ids[:, None, :]).tril(-1)
-scored = same_tok.any(-1) & is_word                # the repeated word tokens
 per_token = torch.einsum("bhqk,bqk->bqh", A_64[:, DL],
                          same_tok.double())[scored]  # [tokens, 9]
 # float64: dup sums 8 x 96 x 96 products, of total size at most 1; here a
@@ -1028,27 +1075,36 @@ for s_ in others_sib:
             f"over the {per_token.shape[0]} repeated word tokens, 1000 "
             "resamples)", sib_tests[-1], chapter="7")
 # The tokens come in passages, and a passage repeats some of its words
-# several times: the same comparison, resampling whole passages instead
+# several times. Eight passages are too few for a bootstrap over passages
+# (it understates the spread), so the passage-level test is exact: under
+# "no difference" each passage's gap (sibling minus the best of the six on
+# that passage) is as likely to have either sign, and the 2^8 = 256 sign
+# flips of the eight gaps, weighted by their repeated word tokens, are the
+# null's equally likely values (the observed signs are one of them).
 on_copies = torch.einsum("bhqk,bqk->bh", A_64[:, DL],
                          same_tok.double() * scored[:, :, None])  # [8, 9]
 n_scored = scored.sum(-1).double()                                 # [8]
-g_passages = torch.Generator().manual_seed(76)
-pick = torch.randint(0, len(PASSAGES), (1000, len(PASSAGES)),
-                     generator=g_passages)
-boot_p = on_copies[pick].sum(1) / n_scored[pick].sum(1)[:, None]  # [1000, 9]
-passage_tests, passage_wins = [], []
+flips = torch.tensor(list(itertools.product((1.0, -1.0),
+                                            repeat=len(PASSAGES))),
+                     dtype=torch.float64)[1:]       # the 255 other signs
+T_975_7 = 2.3646   # Student's t, 7 degrees of freedom, 97.5th percentile
+passage_tests, passage_wins, passage_t = [], [], []
 for s_ in others_sib:
+    gaps = on_copies[:, s_] - on_copies[:, rest].max(-1).values  # [8]
     passage_tests.append(null_test(
-        dup[DL, s_].item() - dup[DL, rest].max().item(),
-        Null.point(f"no difference from the best of layer {DL}'s six heads "
-                   "outside the group", 0.0),
-        boot=boot_p[:, s_] - boot_p[:, rest].max(-1).values))
+        (gaps.sum() / n_scored.sum()).item(),
+        Null.draws("the same gaps with their signs flipped, all 255 other "
+                   "sign patterns of the 8 passages", flips @ gaps
+                   / n_scored.sum())))
     finding(f"L{DL}H{s_} attends to earlier copies more than the best of "
-            f"layer {DL}'s six heads outside its group (bootstrap over the "
-            f"{len(PASSAGES)} passages, 1000 resamples)", passage_tests[-1],
-            chapter="7")
-    passage_wins.append(int((on_copies[:, s_]
-                             > on_copies[:, rest].max(-1).values).sum()))
+            f"layer {DL}'s six heads outside its group on the same passage "
+            f"(exact sign-flip test over the {len(PASSAGES)} passages)",
+            passage_tests[-1], chapter="7")
+    per_gap = gaps / n_scored                  # each passage's own gap
+    half = T_975_7 * per_gap.std() / len(PASSAGES) ** 0.5
+    passage_t.append(((per_gap.mean() - half).item(),
+                      (per_gap.mean() + half).item()))
+    passage_wins.append(int((gaps > 0).sum()))
 observation(f"passages on which each sibling of L{DL}H{DH} beats the best of "
             "the six heads outside the group on that passage",
             ", ".join(f"L{DL}H{s_} {w_} of {len(PASSAGES)}"
@@ -1070,10 +1126,16 @@ for i, (s_, test) in enumerate(zip(others_sib, sib_tests)):
     glue(f"sib_{i}_gap", test.value)
     glue(f"sib_{i}_gap_lo", test.lo)
     glue(f"sib_{i}_gap_hi", test.hi)
-for i, (test, wins) in enumerate(zip(passage_tests, passage_wins)):
-    glue(f"sib_{i}_pgap_lo", test.lo)
-    glue(f"sib_{i}_pgap_hi", test.hi)
+for i, (test, wins, (t_lo, t_hi)) in enumerate(zip(passage_tests,
+                                                   passage_wins, passage_t)):
+    glue(f"sib_{i}_pgap", test.value)
+    glue(f"sib_{i}_pgap_p", test.p)
+    glue(f"sib_{i}_pgap_lo", t_lo)
+    glue(f"sib_{i}_pgap_hi", t_hi)
     glue(f"sib_{i}_wins", wins)
+# "w of 8" alone, as a sign test: how often 8 fair coins give w or more
+glue("sib_1_sign_p", sum(math.comb(8, k) for k in range(passage_wins[1], 9))
+     / 2 ** 8)
 glue("rest_best_name", f"L{DL}H{rest[int(dup[DL, rest].argmax())]}")
 glue("rest_best_lo", lo[rest[int(dup[DL, rest].argmax())]].item())
 glue("rest_best_hi", hi[rest[int(dup[DL, rest].argmax())]].item())
@@ -1094,12 +1156,17 @@ glue("rand_q_below", sum(v_ < min(dup[DL, s_].item() for s_ in others_sib)
 # ({glue:text}`rest_best_lo:.3f` to {glue:text}`rest_best_hi:.3f`). Compared on the
 # same resampled tokens it stays above the best of them, by {glue:text}`sib_1_gap:.3f`
 # ({glue:text}`sib_1_gap_lo:.3f` to {glue:text}`sib_1_gap_hi:.3f`; the best of six is
-# picked again in every resample, which favours the six): a difference the data
-# resolve, but a small one next to {glue:text}`dup_best:.2f` for
-# {glue:text}`dup_head`. It does not rest on treating the {glue:text}`dup_n` tokens as
-# independent: resampling whole passages gives {glue:text}`sib_1_pgap_lo:.3f` to
-# {glue:text}`sib_1_pgap_hi:.3f`, and on {glue:text}`sib_1_wins` of the eight passages
-# taken one at a time it beats the best of the six there. Random queries reading the same keys score
+# picked again in every resample, which favours the six): a small gap next to
+# {glue:text}`dup_best:.2f` for {glue:text}`dup_head`. That interval treats the
+# {glue:text}`dup_n` tokens as independent, and they come in eight passages. Taken
+# passage by passage, against the best of the six on each passage, the gap is
+# {glue:text}`sib_1_pgap:.3f`; flipping the signs of the eight passages' gaps in all 256
+# ways gives an exact p = {glue:text}`sib_1_pgap_p:.3f`, and a t-interval over the eight
+# passages' gaps runs from {glue:text}`sib_1_pgap_lo:.4f` to
+# {glue:text}`sib_1_pgap_hi:.3f`. The difference is only just resolved. (That it wins
+# on {glue:text}`sib_1_wins` of the eight passages would not show it by itself: a sign
+# test on that count gives p = {glue:text}`sib_1_sign_p:.2f`.) Random queries reading
+# the same keys score
 # {glue:text}`rand_q_mean:.2f` on average and at most {glue:text}`rand_q_max:.2f`; the
 # weaker sibling scores above {glue:text}`rand_q_below` of the 99 (p =
 # {glue:text}`rand_q_p:.2f`, the smallest 99 draws can give). The shared keys do not
@@ -1155,8 +1222,9 @@ attention_pattern_view(
     head_names=names)
 
 # %% [markdown]
-# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (each the most
-# extreme head on this one passage, so the picture illustrates and does not test; pick
+# Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (the duplicate-token
+# head found on all eight passages, and the three heads most extreme on this one
+# passage, so the picture illustrates and does not test; pick
 # a head, hover a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens).
 # The first-token head is the most extreme case of something common: on this passage
 # {glue:text}`resting:.0%` of all 270 heads put more than half their attention (averaged
@@ -1196,11 +1264,15 @@ attention_pattern_view(
 #   against the layer's hooked output.
 # - In SmolLM2 on Shakespeare, head {glue:text}`dup_head` attends from a repeated word to
 #   its earlier copies ({glue:text}`dup_best:.2f` of its attention; the best head on
-#   shuffled text: {glue:text}`dup_null:.2f`). Of the two heads that share its key-value
+#   shuffled text: {glue:text}`dup_null:.2f`). Most of the scored tokens are pieces of
+#   repeated speakers' names, where the preceding token matches too; on the
+#   {glue:text}`dup_n_alone` others it puts {glue:text}`dup_alone_best:.2f` on the copies.
+#   Of the two heads that share its key-value
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank
 #   {glue:text}`sib_0_rank` of 270) and {glue:text}`sib_1_name` barely
 #   ({glue:text}`sib_1:.3f`, rank {glue:text}`sib_1_rank`, {glue:text}`sib_1_gap:.3f` above the
-#   best of the layer's six other heads); the shared keys read with random queries do not produce
+#   best of the layer's six other heads, a difference only just resolved over the eight
+#   passages); the shared keys read with random queries do not produce
 #   it, and in this layer it sits mostly in one group (one group of one model, one
 #   text). Other heads attend to the previous, the current
 #   or the first token.

@@ -38,24 +38,25 @@ EX1 = FunctionExercise(
     reference=embed,
     make_inputs=_embed_inputs,
     mistakes=[
-        Mistake("forgot the scale", "The Annotated Transformer's Embeddings multiplies the looked-up rows "
-                "by sqrt(d_model).",
+        Mistake("forgot the scale", "Your rows are the table's rows as they are. Reread the Annotated "
+                "Transformer's Embeddings.forward: does it return lut(x) unchanged?",
                 lambda tokens, lut: lut[tokens]),
-        Mistake("scaled by d_model instead of sqrt(d_model)", "The factor is sqrt(d_model), the square root "
-                "of the embedding width.",
+        Mistake("scale factor too large", "Your scale factor is too large. Which power of "
+                "d_model does Embeddings.forward use?",
                 lambda tokens, lut: lut[tokens] * lut.shape[-1]),
-        Mistake("divided by sqrt(d_model)", "Multiply by sqrt(d_model); dividing is the attention scale of "
-                "chapter 6, not the embedding's.",
+        Mistake("scaled the wrong way", "Your rows come out smaller than the table's. "
+                "Does Embeddings.forward make them larger or smaller?",
                 lambda tokens, lut: lut[tokens] / math.sqrt(lut.shape[-1])),
-        Mistake("scaled by sqrt(vocab)", "The factor uses d_model (lut.shape[-1]), not the vocabulary size.",
+        Mistake("scale from the wrong size", "Your scale factor comes from the wrong size. Which "
+                "of the table's two sizes does the scale in Embeddings.forward use?",
                 lambda tokens, lut: lut[tokens] * math.sqrt(lut.shape[0])),
-        Mistake("indexed columns (transposed table)", "Row t of lut [vocab, d_model] embeds token t: index "
-                "the first axis, lut[tokens], not lut.T[tokens].",
+        Mistake("indexed the wrong axis", "Which axis of lut [vocab, d_model] runs over the "
+                "tokens, and which axis did you index?",
                 lambda tokens, lut: lut.T[tokens] * math.sqrt(lut.shape[-1])),
-        Mistake("off by one", "Token ids start at 0: token t is row t, not row t - 1.",
+        Mistake("off by one", "Your rows are shifted by one. Which row holds token 0?",
                 lambda tokens, lut: lut[tokens - 1] * math.sqrt(lut.shape[-1])),
-        Mistake("added the positional encoding", "Embeddings only looks up and scales; the positional "
-                "encoding is a separate module (chapter 5) added afterwards.",
+        Mistake("position added", "Your output depends on the position as well as the "
+                "token. Which module adds position, and is it part of Embeddings?",
                 lambda tokens, lut: lut[tokens] * math.sqrt(lut.shape[-1])
                 + sinusoidal_table(tokens.shape[-1], lut.shape[-1])),
     ],
@@ -92,23 +93,28 @@ EX2 = FunctionExercise(
     reference=tied_logits,
     make_inputs=_tied_inputs,
     mistakes=[
-        Mistake("forgot the embedding scale", "The embedding is sqrt(d_model) * lut[tokens].",
+        Mistake("forgot the embedding scale", "Your embedding is missing something exercise 4.1 "
+                "put there: what does Embeddings.forward do after the lookup?",
                 lambda tokens, lut, b_U: lut[tokens] @ lut.T + b_U),
-        Mistake("scaled the unembedding too", "Only the embedding is multiplied by sqrt(d_model); the "
-                "pre-softmax layer uses the table itself, W_U = lut^T.",
+        Mistake("an extra scale", "Your logits are too large by a constant factor. "
+                "Which of the two ends carries the scale of exercise 4.1, and does the pre-softmax "
+                "layer's weight get it too?",
                 lambda tokens, lut, b_U: lut.shape[-1] * lut[tokens] @ lut.T + b_U),
-        Mistake("forgot the bias", "Add b_U to every position's logits.",
+        Mistake("missing a parameter", "Your logits are off by the same vector at every "
+                "position. Which parameter have you not used?",
                 lambda tokens, lut, b_U: _scale(lut) * lut[tokens] @ lut.T),
-        Mistake("used W_E instead of W_E^T for the unembedding", "Tying means W_U = lut^T [d_model, vocab]: "
-                "logit j is the dot product of the stream with row j of the table.",
+        Mistake("unembedding the wrong way round", "Your unembedding reads the table the wrong way "
+                "round. Which axis of the [batch, pos, vocab] logits must the table's vocab axis "
+                "become, and what shape must W_U have for that?",
                 lambda tokens, lut, b_U: _scale(lut) * lut[tokens] @ lut + b_U),
-        Mistake("indexed columns (transposed table)", "Row t of lut embeds token t: lut[tokens], not "
-                "lut.T[tokens].",
+        Mistake("indexed the wrong axis", "Which axis of lut [vocab, d_model] runs over the "
+                "tokens, and which axis did you index?",
                 lambda tokens, lut, b_U: _scale(lut) * lut.T[tokens] @ lut.T + b_U),
-        Mistake("returned log-probabilities", "The Annotated Transformer's Generator applies log_softmax; "
-                "this exercise asks for the logits before it.",
+        Mistake("returned log-probabilities", "Your rows exponentiate to sum to 1. What does the "
+                "exercise ask for: the Generator's output, or what goes into its last step?",
                 lambda tokens, lut, b_U: tied_logits(tokens, lut, b_U).log_softmax(-1)),
-        Mistake("returned probabilities", "Return the logits, before any softmax.",
+        Mistake("returned probabilities", "Your rows sum to 1. Is that what the exercise asks "
+                "for?",
                 lambda tokens, lut, b_U: tied_logits(tokens, lut, b_U).softmax(-1)),
     ],
     hint="Tied weights: one table embeds (with the scale of exercise 4.1) and unembeds (unscaled, read the "

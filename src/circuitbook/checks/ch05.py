@@ -70,29 +70,31 @@ EX1 = FunctionExercise(
     reference=sinusoidal,
     make_inputs=_sin_inputs,
     mistakes=[
-        Mistake("sin and cos swapped", "Even columns (0, 2, 4, ...) hold the sines and odd columns the "
-                "cosines; row 0 is (0, 1, 0, 1, ...).",
+        Mistake("row 0 wrong", "Your row 0 is not what pos = 0 gives. What are sin 0 and cos 0, and which"
+                " of the two does the paper put in the even columns?",
                 lambda n_pos, d_model: _interleave(_angles(n_pos, d_model).cos(),
                                                    _angles(n_pos, d_model).sin()).float()),
-        Mistake("exponent i/d_model instead of 2i/d_model", "Columns 2i and 2i+1 share the frequency "
-                "1/10000^(2i/d_model): with i the pair index, the exponent has a 2.",
+        Mistake("frequencies fall too slowly", "Your frequencies fall too slowly from column to "
+                "column. In the paper's 2i/d_model, what does i count, and does your exponent match it?",
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, exponent=lambda i, d: i / d))),
-        Mistake("odd columns use their own index", "Column 2i+1 uses the same frequency as column 2i "
-                "(exponent 2i/d_model), not exponent (2i+1)/d_model: the two columns of a pair are "
-                "the sine and cosine of one angle.",
+        Mistake("a pair does not share its angle", "Your two columns of a pair do not share one angle. Should "
+                "column 2i+1 have its own frequency, or the same as column 2i?",
                 _odd_own_index),
-        Mistake("exponent 2j/d_model with j the column index", "In 2i/d_model, i counts pairs of columns: "
-                "column j uses i = j // 2.",
+        Mistake("frequencies fall too fast", "Your frequencies fall too fast. In the paper's "
+                "2i/d_model, does i count columns or pairs of columns?",
                 _column_index_2j),
-        Mistake("base 1000 instead of 10000", "The wavelengths grow geometrically up to 10000 * 2 pi.",
+        Mistake("wrong base", "Your wavelengths stop growing too early. Which base does the "
+                "paper's formula use?",
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, base=1000.0))),
-        Mistake("sines and cosines in two halves", "The Annotated Transformer interleaves them: column 2i "
-                "is a sine and column 2i+1 the cosine of the same angle, not [all sines | all cosines].",
+        Mistake("columns in the wrong layout", "Your sines and cosines are in the wrong columns. How does the"
+                " paper's formula lay them out: in two blocks, or alternating, and which columns does "
+                "PE(pos, 2i) name?",
                 lambda n_pos, d_model: (lambda a: torch.cat([a.sin(), a.cos()], -1).float())(
                     _angles(n_pos, d_model))),
-        Mistake("positions start at 1", "The first position is pos = 0, whose row is (0, 1, 0, 1, ...).",
+        Mistake("shifted by one position", "Your table is shifted by one position. Which pos does the first row "
+                "stand for?",
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, first=1))),
     ],
@@ -143,26 +145,27 @@ EX2 = FunctionExercise(
     reference=offset_matrix,
     make_inputs=_offset_inputs,
     mistakes=[
-        Mistake("column-vector convention (transposed blocks)", "With row vectors, PE[pos + k] = PE[pos] @ M_k, "
-                "so row 2i of M_k is where the sine coordinate goes: block [[cos, -sin], [sin, cos]]. The "
-                "transposed block is the column-vector rotation; here it rotates by -k w_i, so it is also "
-                "what a flipped angle sign gives (M_{-k}).",
+        Mistake("blocks turn the wrong way", "Your blocks turn the wrong way for row vectors. "
+                "With PE[pos + k] = PE[pos] @ M_k, work out one block from the angle-addition formulas: "
+                "which entry of the 2 x 2 block carries -sin?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model), transpose=True)),
-        Mistake("forgot to multiply the angle by k", "Block i rotates by k * w_i: the shift by k is k "
-                "shifts by one.",
+        Mistake("matrix does not depend on k", "Your matrix does not change with k. How does the angle of a"
+                " shift by k relate to that of a shift by one?",
                 lambda k, d_model: _block_matrix(_freqs(d_model))),
-        Mistake("same angle k in every block", "Each pair of columns has its own frequency, so block i "
-                "rotates by k * w_i with w_i = 10000^(-2i/d_model).",
+        Mistake("one angle for every block", "All your blocks turn by the same angle. Does each pair of columns"
+                " have the same frequency?",
                 lambda k, d_model: _block_matrix(torch.full((d_model // 2,), float(k), dtype=torch.float64))),
-        Mistake("frequencies in reverse order", "Block 0 (columns 0, 1) has the fastest frequency w_0 = 1; "
-                "frequencies fall as i grows.",
+        Mistake("frequencies in reverse order", "Your frequencies are in the wrong order along the diagonal. "
+                "Which pair of columns turns fastest in the paper's table?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model).flip(0))),
-        Mistake("exponent i/d_model instead of 2i/d_model", "w_i = 10000^(-2i/d_model), with i the pair index.",
+        Mistake("frequencies fall too slowly", "Your frequencies fall too slowly from block to "
+                "block. In the paper's 2i/d_model, what does i count?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model, two=False))),
-        Mistake("base 1000 instead of 10000", "w_i = 10000^(-2i/d_model).",
+        Mistake("wrong base", "Your slowest frequencies are not slow enough. Which base does "
+                "the paper's formula use?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model, base=1000.0))),
-        Mistake("blocks on (i, i + d_model/2)", "The sine and cosine of frequency i sit in adjacent columns "
-                "2i and 2i+1 (interleaved), so each block sits on the diagonal at (2i, 2i+1).",
+        Mistake("blocks on the wrong pairs", "Your blocks sit on the wrong pairs of columns. In the table of "
+                "exercise 5.1, which columns hold the sine and the cosine of one frequency?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model), halves=True)),
     ],
     hint="Shifting by k turns each frequency's (sin, cos) pair by its own angle, k times that frequency, "
@@ -222,32 +225,29 @@ EX3 = FunctionExercise(
     reference=rope,
     make_inputs=_rope_inputs,
     mistakes=[
-        Mistake("adjacent pairs instead of the two halves", "SmolLM2 (like Llama and GPT-NeoX) pairs "
-                "coordinate m with coordinate m + d_head/2, one from each half of the vector. Pairing "
-                "neighbours (2m, 2m+1) is the other convention (GPT-J, and the sinusoidal table of "
-                "exercise 5.1): the same idea, but it does not reproduce this model's queries.",
+        Mistake("planes pair the wrong coordinates", "Your planes pair the wrong coordinates for this "
+                "model. Reread how the chapter says SmolLM2 (and TransformerLens with "
+                "rotary_adjacent_pairs=False) forms each plane: neighbours, or one coordinate from each "
+                "half?",
                 lambda x, base: _rope(x, base, adjacent=True)),
-        Mistake("the planes turn the wrong way", "Your rotation has the right angles but the opposite "
-                "sign: read plane m as the complex number a + ib; position p multiplies it by e^(+i p "
-                "theta_m). Check by hand that at position 1 the point (1, 0) of plane 0 goes to "
-                "(cos 1, sin 1).",
+        Mistake("the planes turn the wrong way", "Your rotation has the right angles but the opposite sign. Check"
+                " by hand where the point (1, 0) of plane 0 goes at position 1, reading the plane as a "
+                "complex number.",
                 lambda x, base: _rope(x, base, sign=-1.0)),
-        Mistake("exponent m/d_head instead of 2m/d_head", "Plane m turns at theta_m = base^(-2m/d_head): "
-                "the exponent counts coordinates, two per plane, so the slowest plane's exponent is "
-                "just under 1.",
+        Mistake("frequencies fall too slowly", "Your frequencies fall too slowly from plane to plane. "
+                "In base^(-2m/d_head), what does the 2 account for?",
                 lambda x, base: _rope(x, base, two=False)),
-        Mistake("positions start at 1", "The first row is position 0, which is not rotated at all: "
-                "it should come back unchanged.",
+        Mistake("shifted by one position", "Your first row is rotated. Which position is the first row, and what "
+                "should a rotation by angle 0 do to it?",
                 lambda x, base: _rope(x, base, first=1)),
-        Mistake("frequencies in reverse order", "Plane 0 is the fastest (theta_0 = 1 radian per "
-                "position) and the frequencies fall as m grows.",
+        Mistake("frequencies in reverse order", "Your frequencies are in the wrong order over the planes. Which "
+                "plane turns fastest?",
                 lambda x, base: _rope(x, base, reverse=True)),
-        Mistake("base 10000 instead of the base given", "Use the `base` argument: models differ "
-                "(SmolLM2's is 100000), and the check passes others.",
+        Mistake("ignored an argument", "Your rotation ignores one of the arguments. Which base "
+                "does your code use?",
                 lambda x, base: _rope(x, 10000.0)),
-        Mistake("frequencies above 1", "The frequencies are base^(-2m/d_head), at most 1 radian per "
-                "position and falling: with the exponent's sign flipped the later planes spin faster "
-                "and faster.",
+        Mistake("later planes turn faster", "Your later planes turn faster and faster. What is the sign of the "
+                "exponent in theta_m?",
                 lambda x, base: _rope(x, base, power=1.0)),
     ],
     hint="Work plane by plane: plane m is a pair of coordinates (a, b), one from each half of the "

@@ -58,7 +58,7 @@ EX1 = FunctionExercise(
                 "says how the size of q . k grows with d_k: what does the paper do about it before the "
                 "softmax?",
                 lambda q, k, causal: _mask(_scores(q, k), causal).softmax(-1)),
-        Mistake("scaled by d_k instead of sqrt(d_k)", "Your scale is not the paper's: with it the scores' "
+        Mistake("scale with the wrong power", "Your scale is not the paper's: with it the scores' "
                 "variance shrinks as d_k grows. Which divisor keeps the variance of q . k at 1 for "
                 "unit-variance entries?",
                 lambda q, k, causal: _mask(_scores(q, k) / q.shape[-1], causal).softmax(-1)),
@@ -122,7 +122,7 @@ EX2 = FunctionExercise(
         Mistake("forgot the scale", "Your scores are plain dot products. What does the paper do to q . k "
                 "before the softmax, and with which length?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * W_Q.shape[-1] ** 0.5),
-        Mistake("scaled by sqrt(d_model)", "Your scale uses the wrong length. The scale comes from the "
+        Mistake("scale from the wrong length", "Your scale uses the wrong length. The scale comes from the "
                 "variance of a dot product: which vectors are dotted here, and how long are they?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * (W_Q.shape[-1] / W_Q.shape[-2]) ** 0.5),
         Mistake("queries and keys swapped", "Your scores[h, i, j] pairs the two positions the other way from "

@@ -31,23 +31,24 @@ EX1 = FunctionExercise(
     reference=split_heads,
     make_inputs=_split_inputs,
     mistakes=[
-        Mistake("forgot the transpose", "nn.Linear stores [out, in] and computes x @ weight.T, so the matrix "
-                "that acts on row vectors is weight.T. Without the transpose you split the input axis into "
-                "heads instead of the output axis.",
+        Mistake("split the wrong axis", "Your heads are cut along the wrong axis of the weight. nn.Linear "
+                "stores its weight as [out, in]: what does its forward pass multiply a row vector x by, and "
+                "which axis of that matrix holds the heads' features?",
                 lambda weight, n_heads: weight.reshape(weight.shape[0], n_heads, -1).permute(1, 0, 2)),
-        Mistake("heads interleaved", "Head h owns a contiguous block of d_head columns, h*d_head to "
-                "(h+1)*d_head (the Annotated Transformer's .view(batch, pos, h, d_k)), not every n_heads-th "
-                "column: check the order of the two sizes you split that axis into.",
+        Mistake("heads in the wrong order", "Your head 0 does not get the module's first d_k output features. "
+                "In the Annotated Transformer's .view(batch, pos, h, d_k), which of the two sizes varies "
+                "fastest along the feature axis, and in which order did you split that axis?",
                 lambda weight, n_heads: weight.T.reshape(weight.shape[1], -1, n_heads).permute(2, 0, 1)),
-        Mistake("reshaped without moving the head axis", "A single reshape to [n_heads, d_model, d_head] "
-                "reinterprets the numbers in memory order, so a 'head' gets consecutive numbers of the matrix, "
-                "not its block of columns: a reshape regroups numbers, it never moves an axis.",
+        Mistake("reshaped straight to the final shape", "The shape is right but the heads hold the wrong "
+                "numbers. Does a reshape ever move an axis, or does it only regroup the numbers in memory "
+                "order? Which numbers of the matrix end up in your head 0?",
                 lambda weight, n_heads: weight.T.reshape(n_heads, weight.shape[1], -1)),
-        Mistake("kept nn.Linear's layout per head", "This is [n_heads, d_head, d_model], each head's block of "
-                "weight's rows; TransformerLens wants [n_heads, d_model, d_head], the transpose of each block.",
+        Mistake("per-head blocks in the wrong layout", "Each of your heads has the right numbers but in "
+                "a [d_head, d_model] layout. Which side of W_Q^h does TransformerLens multiply the row vector "
+                "x on, and what shape must each head's matrix have for x @ W_Q^h to work?",
                 lambda weight, n_heads: weight.reshape(n_heads, -1, weight.shape[1])),
-        Mistake("did not split into heads", "Return one [d_model, d_head] matrix per head, stacked: shape "
-                "[n_heads, d_model, d_head].",
+        Mistake("did not split into heads", "Your result has no head axis. What shape does the docstring "
+                "ask for?",
                 lambda weight, n_heads: weight.T),
     ],
     hint="Two things decide the answer. nn.Linear stores its weight the other way round from the "
@@ -97,22 +98,26 @@ EX2 = FunctionExercise(
     reference=mha_as_sum,
     make_inputs=_sum_inputs,
     mistakes=[
-        Mistake("forgot b_O", "The output map has one bias, b_O, added once after the heads are summed.",
+        Mistake("missing a bias", "Your output is off by the same vector at every position. Which of the "
+                "layer's parameters have you not used?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).sum(0)),
-        Mistake("added b_O once per head", "b_O belongs to the single W^O of the layer, not to each head: add "
-                "it once, after the sum.",
+        Mistake("a bias counted too often", "Your output is off by the same vector at every position, "
+                "a multiple of one of the biases. Does b_O belong to each head or to the layer's single "
+                "output map, and how many times does the layer add it?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: (_per_head(x, pattern, W_V, W_O, b_V) + b_O).sum(0)),
-        Mistake("forgot b_V", "Each head's values are x W_V^h + b_V^h. (Since every row of the pattern sums to "
-                "1, b_V^h passes through it unchanged and adds the constant b_V^h W_O^h.)",
+        Mistake("missing a per-head bias", "Your output is off by the same vector at every position. Which "
+                "of each head's parameters have you not used, and what happens to a constant added to every "
+                "value when a pattern row that sums to 1 mixes the values?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern, W_V, W_O, 0 * b_V, b_O)),
         Mistake("pattern transposed", "pattern[h, i, j] is how much query i reads from key j: check which of "
                 "its indices your product sums over.",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern.transpose(-1, -2), W_V, W_O, b_V,
                                                                   b_O)),
-        Mistake("averaged the heads", "Heads add: the layer's output is the sum of the heads' writes, not their "
-                "mean.",
+        Mistake("combined the heads the wrong way", "Your output is the right shape but its heads' share is "
+                "too small. In the identity above the exercise, how are the heads' writes combined?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).mean(0) + b_O),
-        Mistake("used the first head only", "Sum the writes of all n_heads heads.",
+        Mistake("used one head only", "Your output agrees with what one head writes. How many heads does "
+                "the layer have, and how does the identity above combine them?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
     ],
     hint="The identity derived above the exercise is the shape of the answer: the layer is what each "
