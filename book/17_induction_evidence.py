@@ -247,6 +247,7 @@ observation("the sum of the four single-head rises, against the rise with "
 glue("l1_rise", max(l1_rises))
 glue("l1_rise_sum", sum(l1_rises))
 glue("l1_all", all_l1.mean().item())
+glue("l1_all_rise", (all_l1 - clean_second).mean().item())
 glue("clean_second", clean_second.mean().item())
 glue("abl2_loss", ablated[2][0].mean().item())
 glue("abl2_score", ablated[2][1].item())
@@ -255,6 +256,8 @@ two_back = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2,
                                               dim2=-1).mean(0)  # p = 2..63
 glue("two_back_all", two_back.mean().item())
 glue("two_back_ch13", two_back[:38].mean().item())         # p = 2..39
+# the last query position where that attention exceeds 0.5 (as chapter 17a)
+glue("two_back_last", int(torch.arange(2, 2 * n)[two_back > 0.5].max()))
 
 # %% [markdown]
 # Without L0H2 the second-copy loss goes from {glue:text}`clean_second:.3f` to
@@ -263,8 +266,10 @@ glue("two_back_ch13", two_back[:38].mean().item())         # p = 2..39
 # L0H0 or L0H3 moves the loss by an amount whose 95% interval lies within
 # [{glue:text}`abl0_lo:+.3f`, {glue:text}`abl0_hi:+.3f`] and
 # [{glue:text}`abl3_lo:+.3f`, {glue:text}`abl3_hi:+.3f`] nats: these data bound their
-# effect to a few hundredths of a nat. L0H1 is a partial helper: without it the loss
-# rises to {glue:text}`abl1_loss:.2f`. It attends two tokens back, which lets the
+# effect to a few hundredths of a nat. L0H0's interval lies wholly below 0: removing it
+# *lowers* the loss, by a few thousandths of a nat; L0H3's contains 0. L0H1 is a
+# partial helper: without it the loss rises to {glue:text}`abl1_loss:.2f`. It attends
+# two tokens back, which lets the
 # induction heads check a second token of agreement (the second term of chapter
 # {doc}`17_induction_heads`'s score split). Over all query positions of these
 # sequences it puts {glue:text}`two_back_all:.2f` of its attention two back, on average;
@@ -272,7 +277,9 @@ glue("two_back_ch13", two_back[:38].mean().item())         # p = 2..39
 # 40-token sequence, {glue:text}`two_back_ch13:.2f` (these sequences, not chapter 13's;
 # chapter {doc}`17_induction_heads` computes chapter 13's own number beside it). The head
 # looks two back only early in the context (chapter {doc}`17_induction_heads` plots it
-# by position), and chapter 13's sequence has few positions beyond.
+# by position: its attention two back exceeds 0.5 only up to query position
+# {glue:text}`two_back_last` here), and chapter 13's 40-token sequence has few positions
+# beyond that.
 
 # %% [markdown]
 # ### Patching: which path carries induction
@@ -315,7 +322,7 @@ glue("two_back_ch13", two_back[:38].mean().item())         # p = 2..39
 #
 # Before measuring we fix what the words will mean: a path **carries** the signal if it
 # restores more than 0.9 of the gap, and **carries almost nothing** if its effect lies
-# within 0.05 of 0.
+# within 0.05 of 0, both judged by the effect's bootstrap interval over the sequences.
 
 # %%
 g = torch.Generator().manual_seed(11)
@@ -356,16 +363,31 @@ display(heatmap(per_head, [f"H{h}" for h in range(H)],
 # the metric also keeps each sequence's loss, so that each sequence's effect is
 # normalised by its own clean and corrupted loss. L0H2's output goes into the layer-1
 # keys at the first copy's positions only (key side), and into the layer-1 queries
-# (query side).
+# (query side). The other three paths on each side are tested against "almost
+# nothing" the same way: the largest of their three absolute means, with its bootstrap
+# interval (the same resamples for all three), should lie below 0.05.
 
 # %%
 def per_sequence(bad, at, into, positions=None):
-    """Path patching L0H2 -> the layer-1 heads' `into`: [16] normalised
-    effects, one per sequence, and the ratio of the batch-mean losses."""
+    """Path patching L0H2 -> the layer-1 heads' `into` ("logits": the
+    direct path): [16] normalised effects, one per sequence, and the ratio of
+    the batch-mean losses."""
     metric = PerSequenceLoss(tokens, at)
     run = patching_run(model, tokens, bad, metric)
-    path_patch(run, (0, 2), layer1, into=into, positions=positions)
+    if into == "logits":
+        path_patch(run, (0, 2), into="logits")
+    else:
+        path_patch(run, (0, 2), layer1, into=into, positions=positions)
     return metric.effect(), metric.pooled()[0]
+
+
+def largest_other(bad, at, intos):
+    """The largest |mean effect| of the paths `intos`, per sequence, and its
+    bootstrap replicates (one resampling of the sequences for all paths)."""
+    effects = [per_sequence(bad, at, x)[0] for x in intos]
+    value = max(float(e.mean().abs()) for e in effects)
+    boot = torch.stack([bootstrap(e) for e in effects]).abs().max(0).values
+    return value, boot
 
 
 k_at_keys, k_pooled = per_sequence(key_side, at_key_side, "k",
@@ -382,12 +404,18 @@ finding("query side: L0H2's output patched into the layer-1 queries "
         "carries the signal (more than 0.9)", q_path.mean(),
         null=Null.point("the 0.9 stated above", 0.9),
         boot=bootstrap(q_path), chapter="17")
-others_k = paths[0, 1:].abs().max()
-others_q = paths[1, [0, 2, 3]].abs().max()
-observation("key side: the Q, V and direct paths from L0H2 (largest |effect|"
-            ", all 16 sequences at once)", others_k, chapter="17")
-observation("query side: the K, V and direct paths (largest |effect|)",
-            others_q, chapter="17")
+others_k, others_k_boot = largest_other(key_side, at_key_side,
+                                        ["q", "v", "logits"])
+others_q, others_q_boot = largest_other(query_side, at_query_side,
+                                        ["k", "v", "logits"])
+finding("key side: the Q, V and direct paths from L0H2 carry almost nothing "
+        "(largest |mean effect| of the three below the 0.05 stated above)",
+        others_k, null=Null.point("the 0.05 stated above", 0.05),
+        boot=others_k_boot, alternative="less", chapter="17")
+finding("query side: the K, V and direct paths carry almost nothing "
+        "(largest |mean effect| below 0.05)", others_q,
+        null=Null.point("the 0.05 stated above", 0.05), boot=others_q_boot,
+        alternative="less", chapter="17")
 observation("key side, one layer-1 head's output patched at a time: the "
             "smallest and largest effect",
             f"{per_head[1].min():.2f} .. {per_head[1].max():.2f}",
@@ -400,6 +428,8 @@ for name, value in [("clean_key_loss", key_run.clean_value),
                                                       q_path.mean()),
                     ("k_pooled_toy", k_pooled), ("q_pooled_toy", q_pooled),
                     ("others_k", others_k), ("others_q", others_q),
+                    ("others_k_hi", others_k_boot.quantile(0.975)),
+                    ("others_q_hi", others_q_boot.quantile(0.975)),
                     ("l0h2_patch", per_head[0, 2]),
                     ("l1_patch_min", per_head[1].min()),
                     ("l1_patch_max", per_head[1].max())]:
@@ -414,11 +444,14 @@ for name, value in [("clean_key_loss", key_run.clean_value),
 # gap, gives {glue:text}`k_pooled_toy:.1%`, and {glue:text}`q_pooled_toy:.1%` for the
 # query side below); through
 # the queries, the values or directly into the logits the same output restores at most
-# {glue:text}`others_k:.1%` in absolute value. The induction signal travels by
+# {glue:text}`others_k:.1%` in absolute value (upper end of the 95% interval
+# {glue:text}`others_k_hi:.1%`, well within the 0.05 of "almost nothing"). The induction
+# signal travels by
 # K-composition, as the weights said. The query-side corruption (loss
 # {glue:text}`corr_query_loss:.2f` nats) finds a second path: L0H2's output at the
 # *query* restores {glue:text}`q_path_toy:.1%` through the layer-1 queries (the other
-# paths at most {glue:text}`others_q:.1%`). That is the second term of the score split,
+# paths at most {glue:text}`others_q:.1%`, interval up to {glue:text}`others_q_hi:.1%`).
+# That is the second term of the score split,
 # the query's previous token checked against what the other layer-0 heads wrote at the
 # key, almost all of it L0H1's (chapter {doc}`17_induction_heads` splits the term by
 # head).
@@ -430,9 +463,14 @@ for name, value in [("clean_key_loss", key_run.clean_value),
 # for most of the effect: mean-ablating a single layer-1 head raises the second-copy
 # loss by at most {glue:text}`l1_rise:.2f` nats, while ablating all four sends it to
 # {glue:text}`l1_all:.2f`, near chance. The four single-head rises add up to only
-# {glue:text}`l1_rise_sum:.2f`: the heads cover for one another. A circuit with
-# redundant parts is understated by every test that removes or restores one part at a
-# time.
+# {glue:text}`l1_rise_sum:.2f` nats, against a rise of {glue:text}`l1_all_rise:.2f` with
+# all four removed. That is what heads that cover for one another would give, but it is
+# also what heads that do not interact at all would give: if each adds its share to the
+# correct token's logit, and that token already has probability near 1, the softmax
+# saturates, so removing one share barely moves the loss and removing all four moves it
+# a lot. These numbers do not tell redundancy from saturation. Either way the effects
+# do not add up in the loss, and every test that removes or restores one part at a
+# time understates the circuit.
 
 # %% [markdown]
 # ### The random-token control
@@ -562,23 +600,36 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Is the change abrupt? The criterion is stated before we look: over the 80 steps
-# around the phase change (40 either side) the best induction score should rise, and
-# the second-copy loss fall, by more than over any other 80-step window of training
-# that does not overlap it. The null is every such window: the criterion's base rate.
+# Two questions, kept apart. **Co-occurrence**: does the induction score move most
+# where the loss crosses its midpoint? Over the 80 steps around the phase change (40
+# either side) the best induction score should rise, and the second-copy loss fall, by
+# more than over any other 80-step window. The null is a tiling of the rest of training
+# into windows of the same length that share no record with it or with one another
+# (90 steps apart): the criterion's base rate. They are not exchangeable draws in the
+# strict sense, since training is not stationary, and with so few of them the smallest
+# possible p is 1 over their number plus one. This test says *where* each curve is
+# steepest, and nothing about *how* steep: a curve that rises slowly over all 3,000
+# steps, a little faster around step {glue:text}`change` than anywhere else, would pass
+# it too.
 #
-# The test is partly circular. The window is centred on the phase-change step, and that
-# step was picked from the second-copy loss curve itself, as the first record below a
-# midpoint, which tends to fall in the curve's steepest stretch. For the second-copy loss
-# the test therefore says little beyond the step's definition. The induction score and
+# The test is also partly circular. The window is centred on the phase-change step, and
+# that step was picked from the second-copy loss curve itself, as the first record below
+# a midpoint, which tends to fall in the curve's steepest stretch. For the second-copy
+# loss it therefore says little beyond the step's definition. The induction score and
 # the first-copy loss are other curves, so their tests carry the evidence, though they
 # come from the same run and the same fixed batch, and are not independent of it.
+#
+# **Abruptness**: how much of each curve's whole change falls inside those 80 steps?
+# We compare the share with what a constant rate of change over the run would put
+# there, 80/3,000 of it: a share many times that is an abrupt change. (The share
+# describes one training run; there is no sampling in it to test.)
 
 # %%
 w = 4                                         # records either side: 40 steps
 at = int((steps == change).nonzero())
-windows = range(w, len(steps) - w)
-apart = [i for i in windows if abs(i - at) >= 2 * w]    # no overlap
+# window centres 2w + 1 records apart: windows that share no record
+apart = [i for i in range(at % (2 * w + 1), len(steps), 2 * w + 1)
+         if i != at and i - w >= 0 and i + w < len(steps)]
 
 
 def window_change(curve, i):
@@ -586,22 +637,40 @@ def window_change(curve, i):
     return float(curve[i + w] - curve[i - w])
 
 
-finding("the best induction score rises more over the 80 steps around the "
-        "phase change than over any non-overlapping 80-step window",
+finding("co-occurrence: the best induction score rises more over the 80 "
+        "steps around the phase change than over any disjoint 80-step "
+        "window",
         window_change(best_ind_curve, at),
-        null=Null.draws("every 80-step window that does not overlap it",
+        null=Null.draws("disjoint 80-step windows tiling the run",
                         [window_change(best_ind_curve, i) for i in apart]),
         chapter="17")
-finding("the second-copy loss falls more there than in any such window",
-        window_change(second_curve, at),
-        null=Null.draws("every 80-step window that does not overlap it",
+finding("co-occurrence: the second-copy loss falls more there than in "
+        "any such window", window_change(second_curve, at),
+        null=Null.draws("disjoint 80-step windows tiling the run",
                         [window_change(second_curve, i) for i in apart]),
         alternative="less", chapter="17")
-finding("the first-copy loss rises more there than in any such window",
-        window_change(first_curve, at),
-        null=Null.draws("every 80-step window that does not overlap it",
+finding("co-occurrence: the first-copy loss rises more there than in any "
+        "such window", window_change(first_curve, at),
+        null=Null.draws("disjoint 80-step windows tiling the run",
                         [window_change(first_curve, i) for i in apart]),
         chapter="17")
+# abruptness: the share of each curve's whole change (first record to last)
+# inside the window, beside a constant rate's share, 80 / 3000 steps
+linear_share = 2 * w * float(steps[1] - steps[0]) / float(steps[-1] - steps[0])
+ind_share = window_change(best_ind_curve, at) / float(best_ind_curve[-1]
+                                                      - best_ind_curve[0])
+loss_share = window_change(second_curve, at) / float(second_curve[-1]
+                                                     - second_curve[0])
+observation("share of the best induction score's whole rise (first record to "
+            "last) inside the 80 steps, and of the second-copy loss's whole "
+            "fall; a constant rate puts 80 / 3000 there",
+            f"{ind_share:.0%}, {loss_share:.0%}; {linear_share:.1%}",
+            chapter="17")
+glue("ind_share", ind_share)
+glue("loss_share", loss_share)
+glue("linear_share", linear_share)
+glue("ind_start", best_ind_curve[0].item())
+glue("ind_end", best_ind_curve[-1].item())
 above = (first_curve > chance + 0.05).nonzero()
 first_above = int(steps[above[0]])
 prev_1500 = prev_curve[steps == 1500].item()
@@ -625,9 +694,15 @@ glue("prev_final", prev_curve[-1].item())
 # %% [markdown]
 # For most of the first {glue:text}`change` steps the second-copy loss drifts down
 # slowly and the induction score stays near zero. Then, within a few dozen steps, the
-# second-copy loss collapses and the best induction score shoots up: over the 80 steps
-# around the change both move more than over any of the {glue:text}`n_windows` other
-# windows. The first-copy loss behaves differently from what one might guess. It is
+# second-copy loss collapses and the best induction score shoots up. Over the 80 steps
+# around the change both move more than over any of the {glue:text}`n_windows` disjoint
+# windows that tile the rest of the run: the two happen together. That they happen
+# abruptly is the second number: those 80 of 3,000 steps hold
+# {glue:text}`ind_share:.0%` of the induction score's whole rise (from
+# {glue:text}`ind_start:.2f` to {glue:text}`ind_end:.2f`) and
+# {glue:text}`loss_share:.0%` of the second-copy loss's whole fall, where a constant
+# rate would put {glue:text}`linear_share:.1%`. The first-copy loss behaves
+# differently from what one might guess. It is
 # above chance almost from the start (0.05 nats above it by step
 # {glue:text}`first_above`) and creeps up to {glue:text}`first_before:.2f` before the
 # change, as the model learns that tokens recur; during the change it jumps, to
@@ -793,7 +868,15 @@ glue("smol_ind_hi", receivers[-1][0])
 # The wiring is in the weights. Chapter {doc}`18_composition` computes the K-composition
 # score of every earlier head into every later one, after folding each layer's RMSNorm
 # gain into $W_Q$, $W_K$, $W_V$ (the head reads through $\operatorname{diag}(w) W$); we
-# compute the same here. A head is a **sender** if it is a K-partner of at least one
+# compute the same here. Its scope is offset 0: SmolLM2 rotates queries and keys by
+# position (RoPE), so its QK form between positions $\Delta$ apart is
+# $W_Q R_\Delta W_K^\top$, and the score uses the unrotated $W_Q W_K^\top$. Chapter
+# {doc}`18_composition` measures how little that matters for the score (over offsets 0
+# to 2047 the score of L16H0 into L17H3 changes by at most 0.4%, that of the median
+# writer into the same head by 0.6%), and why the score, an average over all query
+# directions,
+# cannot say at which offsets the composition acts: that takes the patching below. A
+# head is a **sender** if it is a K-partner of at least one
 # **receiver** (a head with induction score above 0.4), by the rule of chapter
 # {doc}`18_composition`, in the same words:
 #
@@ -895,6 +978,16 @@ w_l, w_h, _, w_z, r_n = min(((*p, r) for r in receivers for p in outliers[r]),
                             key=lambda t: t[3] - z_stars[t[4]])
 glue("narrow_pass", f"L{w_l}H{w_h} into L{r_n[0]}H{r_n[1]}, robust z "
      f"{w_z:.1f} against z* {z_stars[r_n]:.1f}")
+# that pair's writer: how many receivers it partners, and the rule's
+# multiplicity (z* is each reader's 5% level for its largest writer under the
+# rotations; nothing corrects for the number of receivers)
+narrow_sender = (w_l, w_h)
+glue("narrow_sender", f"L{w_l}H{w_h}")
+glue("narrow_receiver", f"L{r_n[0]}H{r_n[1]}")
+glue("narrow_n_partners", sum(narrow_sender in [(l, h) for l, h, _, _
+                                                in outliers[r]]
+                              for r in receivers))
+glue("false_partners", 0.05 * len(receivers))
 glue("crowd_z_hi", crowd_z)
 glue("sender_z_lo", min(z for r in receivers for _, _, _, z in outliers[r]))
 glue("no_partner", ", ".join(f"L{l}H{h}" for l, h in receivers
@@ -1015,8 +1108,9 @@ glue("new_lacking", ", ".join(
         f"L{rl}H{rh}, induction score {smol_ind[rl, rh]:.2f}"
         for rl, rh in readers_of[(l, h)]) + ")" for l, h in lacking)
     or "none")
-for name, (l, h) in [("l17h8", (17, 8)), ("l22h1", (22, 1))]:
-    glue(f"prev_{name}", float(smol_prev[l, h]))
+glue("missed_by_layer", ", ".join(
+    f"L{l}H{h} (previous-token score {smol_prev[l, h]:.2f})"
+    for l, h in senders if l >= receivers[0][0]))
 glue("base_smol", base_smol)
 
 # %% [markdown]
@@ -1030,14 +1124,21 @@ glue("base_smol", base_smol)
 # rules differ on the pairs {glue:text}`earlier_moved`:
 # {glue:text}`earlier_consequence`. The rule passes one pair narrowly
 # ({glue:text}`narrow_pass`) and misses a similar one narrowly
-# ({glue:text}`near_miss`), so its level decides little at the margin. The
-# argument for the set is the gap: no head outside it reaches more than
+# ({glue:text}`near_miss`). The first is {glue:text}`narrow_sender`'s only partnership
+# (it partners {glue:text}`narrow_n_partners` receiver), so the rule's level decides
+# whether {glue:text}`narrow_sender` is a sender at all. That level is 5% per receiver,
+# with no correction for testing {glue:text}`smol_n_ind` receivers: under the rotation
+# null about {glue:text}`false_partners:.2f` receivers would be given a false partner,
+# so one marginal partnership is what chance alone could supply. The patching below
+# therefore also runs the K path without {glue:text}`narrow_sender`. The argument for
+# the set is the gap, and it is clearest for the other senders, whose robust $z$ are
+# far above their readers' $z^*$ (printed above): no head outside it reaches more than
 # {glue:text}`crowd_hi:.2f` times the baseline into any receiver (robust $z$ at most
 # {glue:text}`crowd_z_hi:.1f`), against at least {glue:text}`sender_lo:.1f` for every
-# sender into a receiver it partners. Among the senders are L17H8 and L22H1, which the
-# previous-token rule missed: L17H8's previous-token score is only
-# {glue:text}`prev_l17h8:.2f`, and L22H1 (score {glue:text}`prev_l22h1:.2f`) sits above
-# the first induction head's layer, where that rule did not look. Its set,
+# sender into a receiver it partners. The previous-token rule looks only in the layers
+# below the first induction head's, {glue:text}`smol_ind_lo`; it misses every sender in
+# that layer or above by position alone: {glue:text}`missed_by_layer`. L17H8 would
+# also fail its 0.4 cut. Its set,
 # {glue:text}`old_list` on these 12 sequences, contains {glue:text}`old_unread`, which
 # no receiver reads by this test. In resamples of the sequences the K-composition rule
 # gives its most common set {glue:text}`new_stable:.0%` of the time
@@ -1151,6 +1252,10 @@ def measure_side(side):
     if side == "key":
         patches["K, old senders"] = lambda: path_patch(
             run, old_senders, receivers, into="k", positions=where)
+        # the K path without the sender whose one partnership is narrowest
+        patches["K, without narrow sender"] = lambda: path_patch(
+            run, [s_ for s_ in senders if s_ != narrow_sender], receivers,
+            into="k", positions=where)
     out, pooled = {}, {}
     for name, do in patches.items():
         do()
@@ -1231,10 +1336,17 @@ for side, pooled_ in smol_pooled.items():
         glue(f"smol_{side}_{tag}_pooled_lo", float(boot.quantile(0.025)))
         glue(f"smol_{side}_{tag}_pooled_hi", float(boot.quantile(0.975)))
 glue("smol_rest_k", rest_k.mean().item())
+narrow_diff = interval(key["K"] - key["K, without narrow sender"],
+                       alternative="two-sided")
+observation("SmolLM2, key side: the K path with all senders minus the K path "
+            "without the narrowest one, per passage, with its 95% interval",
+            f"{narrow_diff.value:+.3f} [{narrow_diff.lo:+.3f}, "
+            f"{narrow_diff.hi:+.3f}]", chapter="17")
+glue("narrow_diff", narrow_diff.value)
+glue("narrow_diff_lo", narrow_diff.lo)
+glue("narrow_diff_hi", narrow_diff.hi)
 glue("smol_other_share", ((key["all routes"] - key["K"]).mean()
                           / key["all routes"].mean()).item())
-glue("smol_q_ratio", (qry["all routes"].mean()
-                      / qry["receivers' input"].mean()).item())
 glue("smol_m", m)
 
 # %% [markdown]
@@ -1242,7 +1354,14 @@ glue("smol_m", m)
 # induction heads' keys, at the first copy only, restores
 # {glue:text}`smol_key_K:.0%` of the gap (95% interval
 # {glue:text}`smol_key_K_lo:.0%` to {glue:text}`smol_key_K_hi:.0%` over the
-# passages); the Q, V and direct paths together, {glue:text}`smol_rest_k:.1%`. The same
+# passages); the Q, V and direct paths together, {glue:text}`smol_rest_k:.1%`. Without
+# {glue:text}`narrow_sender`, the sender that rests on one marginal pair, the K path
+# restores {glue:text}`smol_key_K_without_narrow_sender:.0%`
+# ({glue:text}`smol_key_K_without_narrow_sender_lo:.0%` to
+# {glue:text}`smol_key_K_without_narrow_sender_hi:.0%`; with it minus without it,
+# per passage, {glue:text}`narrow_diff:+.3f`, interval {glue:text}`narrow_diff_lo:+.3f`
+# to {glue:text}`narrow_diff_hi:+.3f`): a small contribution, so the K path's share does
+# not hinge on whether {glue:text}`narrow_sender` counts. The same
 # path from the previous-token rule's senders restores
 # {glue:text}`smol_key_K_old_senders:.0%`. So K-composition carries part of the
 # induction signal here too, well short of the 0.9 that "carries" meant for `toy-2l`,
@@ -1282,10 +1401,17 @@ glue("smol_m", m)
 # {glue:text}`smol_query_receivers_input:.0%`
 # ({glue:text}`smol_query_receivers_input_lo:.0%` to
 # {glue:text}`smol_query_receivers_input_hi:.0%`; the difference from all routes is
-# tested above). The query's previous token matters to SmolLM2's induction heads, as it
-# does to `toy-2l`'s, but these senders' outputs, by every route together, restore only
-# {glue:text}`smol_q_ratio:.0%` of what the receivers' clean queries do; the rest is
-# written by other components, heads or MLPs, that this page does not identify. The
+# tested above). What the receivers' queries read at the second copy matters to
+# SmolLM2's induction heads. That is broader than the query's previous token: this
+# corruption replaces every even position of the second copy, so it spoils each query's
+# preceding context, not only the token just before it, and these patches do not say
+# which part of that context the queries use. Nor is the ratio of the two patches the
+# senders' share of the queries: the all-routes patch also acts outside the receivers'
+# queries (through other heads, the MLPs, the logits), and patches need not add up.
+# What the gap does show is that clean outputs from these senders, by every route
+# together, restore less than clean receiver queries do (the difference is tested
+# above), so part of what those queries read is written by components this page does
+# not identify. The
 # senders were chosen for what the *keys* read; the query side would need its own rule
 # (Q- rather than K-composition), which we have not run. All of this is one model, one
 # corruption scheme per side, and {glue:text}`smol_m`-token passages of one corpus.
@@ -1334,23 +1460,30 @@ else:
 #   positions, restores {glue:text}`k_at_keys:.1%` of a key-side corruption; into the
 #   queries, {glue:text}`q_path_toy:.1%` of a query-side one. Each layer-1 head alone
 #   restores only {glue:text}`l1_patch_min:.0%` to {glue:text}`l1_patch_max:.0%`: the
-#   circuit is redundant, and one-head tests understate it.
+#   heads' effects do not add up (redundancy and softmax saturation both give that), and
+#   one-head tests understate the circuit.
 # - On random tokens no statistics can help, and a fresh second half stays above
 #   chance, so the drop on repeats is in-context learning.
-# - The circuit forms abruptly, around step {glue:text}`change` of training (the
-#   induction score rises there more than in any other window; the second-copy loss
-#   test is partly circular, since the step is defined on that curve); the first-copy
-#   loss, already above chance from the first steps, jumps during the change.
+# - The circuit forms abruptly, around step {glue:text}`change` of training: the 80
+#   steps there hold {glue:text}`ind_share:.0%` of the induction score's whole rise and
+#   {glue:text}`loss_share:.0%` of the second-copy loss's fall (a constant rate:
+#   {glue:text}`linear_share:.1%`), and the induction score's steepest window coincides
+#   with the loss midpoint (the second-copy loss's own test is partly circular, since
+#   the step is defined on that curve); the first-copy loss, already above chance from
+#   the first steps, jumps during the change.
 # - SmolLM2 has induction heads in layers {glue:text}`smol_ind_lo` to
 #   {glue:text}`smol_ind_hi` (best {glue:text}`smol_top_head`,
 #   {glue:text}`smol_top:.2f`). Senders chosen from the weights by chapter 18's
 #   partner rule (adopted after chapter 18's first rule failed and its scores were
 #   seen, and after this page's patching had been run with an earlier rule's senders,
-#   {glue:text}`earlier_same` set) are {glue:text}`sender_list`, at least
+#   {glue:text}`earlier_same` set) are {glue:text}`sender_list`
+#   ({glue:text}`narrow_sender` on one marginal pair, at 5% per receiver with no
+#   correction for the {glue:text}`smol_n_ind` receivers), at least
 #   {glue:text}`sender_lo:.1f` times the random baseline where no other head reaches
 #   {glue:text}`crowd_hi:.2f`; the same set in {glue:text}`new_stable:.0%` of
 #   resamples of the receivers; their K path restores part of a key-side corruption,
-#   {glue:text}`smol_key_K:.0%`, and all their routes together
+#   {glue:text}`smol_key_K:.0%` ({glue:text}`smol_key_K_without_narrow_sender:.0%`
+#   without {glue:text}`narrow_sender`), and all their routes together
 #   {glue:text}`smol_key_all_routes:.0%`. On the query
 #   side their Q path restores {glue:text}`smol_query_Q:.0%`, the receivers' whole
 #   query input {glue:text}`smol_query_receivers_input:.0%`.

@@ -187,8 +187,9 @@ EX3 = FunctionExercise(
                 lambda z, head: z[:, :, head].mean(dim=(0, 1)).expand_as(z[:, :, head]).clone()),
     ],
     hint="A hook receives one layer's outputs of every head and must return a tensor of the same "
-         "shape. Copy it, then overwrite the chosen head's slice with one d_head-vector: that head's "
-         "average over every batch entry and every position. Broadcasting does the rest.",
+         "shape. Which index of z picks out one head? Over which dimensions must an average run "
+         "so that what remains no longer depends on the sequence or the position, and which "
+         "dimension must it keep? Should the tensor you were given change?",
 )
 
 
@@ -249,9 +250,9 @@ EX4 = FunctionExercise(
                 lambda steps, second_copy, chance: _first_below(
                     steps, second_copy, (second_copy[0] + min(second_copy)) / 2)),
     ],
-    hint="Find the lowest value the curve reaches, take the point halfway between it and chance, and "
-         "walk the records in order: the answer is the step of the first record below that level. "
-         "Return the step (an int from `steps`), not its position in the list.",
+    hint="What level does the definition compare each record with, and which two numbers fix it? "
+         "In which order must the records be read for the first one below it to be found? And is "
+         "the answer a step or a position in the list?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2, EX3, EX4)}
