@@ -186,16 +186,20 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # with $W_{OV}^h$ and $W_{QK}^h$ the two circuits of chapter {doc}`08_qk_ov`.
 #
 # Entry $[s, t]$ of the full OV circuit is the change in logit $t$ when the head
-# attends fully to source token $s$; entry $[s, t]$ of the full QK circuit is the score
-# (before the $1/\sqrt{d_\text{head}}$) that query token $s$ gives key token $t$. In
+# attends fully to source token $s$; entry $[s, t]$ of the full QK circuit is the part of
+# the score (before the $1/\sqrt{d_\text{head}}$) that query token $s$ gives key token $t$
+# through the two tokens' embeddings alone. In
 # Elhage et al.'s column convention {cite}`elhage2021mathematical` the full OV circuit
 # is written $W_U W_{OV}^\text{p} W_E$ with their $[d_\text{model}, d_\text{vocab}]$
 # embedding; it is the transpose of ours, while the full QK circuit is the same matrix
 # in both, for the reason chapter {doc}`08_qk_ov` gave.
 #
-# **On a rotary model these are not the scores.** The full QK formula assumes that
-# nothing stands between a query and a key but $W_{QK}$. That holds for `toy-2l`, whose
-# positions are added to what the queries and keys read (a separate term, below). It
+# **On a rotary model these are not the scores.** The full QK table is the part of the
+# score that comes from the two tokens through $W_{QK}$ alone. In `toy-2l` it is one term
+# beside others that are also fixed matrices: positions are added to what the queries and
+# keys read, and the queries and keys carry biases $b_Q$ and $b_K$, which add terms that
+# depend on one of the two tokens or on neither (the positional section below adds them
+# back). It
 # does not hold for SmolLM2, the book's real model, which rotates queries and keys by
 # their positions (RoPE, {doc}`05_positional`): there the score is
 # $x_i W_Q^h R_{i-j} W_K^{h\top} x_j^\top$, so the token-token table is one table per
@@ -211,7 +215,7 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # each side); their divisions do not: each source row is divided by the RMS of the stream
 # at the source position, and each row of logit changes by the RMS of the stream at the
 # destination, scales that depend on the whole context, not on the token alone. So for
-# SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_	ext{final})\, W_U$
+# SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_\text{final})\, W_U$
 # is the head's effect only up to a positive scale for each source and each destination.
 # Every table on this page is `toy-2l`'s, which has no norms.
 #
@@ -513,10 +517,11 @@ fig
 # The diagonal of head {glue:text}`ind_head`'s table stands out for some tokens and
 # not others: it is the top entry of its row for {glue:text}`frac_ind:.0%` of the
 # tokens, against {glue:text}`null_self:.1%` for a head at initialisation. The right
-# panel shows why copying only part of the vocabulary is not a failure. Each layer-1 head copies its
-# own subset of the vocabulary (dark cells, dots where the token wins its row), the
-# subsets overlap, and the sum of the four heads' tables copies
-# {glue:text}`frac_sum:.0%` of tokens.
+# panel suggests that copying only part of the vocabulary need not be a failure. Each
+# layer-1 head copies its own subset of the vocabulary (dark cells, dots where the token
+# wins its row), the subsets overlap, and the sum of the four heads' tables copies
+# {glue:text}`frac_sum:.0%` of tokens (whether the model uses that sum is not tested
+# here; see below).
 #
 # Why does one head not copy every token itself? Rank does not forbid it. Its table has rank
 # at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the $64 \times 64$
@@ -595,9 +600,21 @@ ax[1].set(xlabel="keys scoring above the query's own token",
           ylabel="query tokens", title="where t = s ranks in each row")
 fig.tight_layout()
 plt.show()
-observation(f"head {IL}.{IH}'s full QK circuit: the share of query tokens "
-            "whose own token tops their row (a token-matching head: 1)",
-            qk_self_top, chapter="9")
+
+
+def top1_self_qk(m, layer, head):
+    """Share of query tokens whose own token tops their row of the full QK."""
+    T = full_qk_circuit(m, layer, head).AB
+    return (T.argmax(-1) == tokens_idx).float().mean().item()
+
+
+null_qk_self = [top1_self_qk(m, l, h) for m in inits
+                for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+finding(f"head {IL}.{IH}'s full QK circuit: its own token tops a query's row "
+        "for more query tokens than at initialisation (a token-matching "
+        "head: 1)", qk_self_top,
+        null=Null.draws("320 heads of toy-2l's shape at initialisation",
+                        null_qk_self), chapter="9")
 # the scores the head really computes, on repeated random tokens, before
 # its 1/sqrt(d_head)
 rep_tok = repeated_random_tokens(8, 20, cfg.d_vocab, seed=1)
@@ -605,23 +622,37 @@ _, rep_cache = model.run_with_cache(
     rep_tok, names_filter=lambda n: n.endswith("attn_scores"))
 live = rep_cache["attn_scores", IL][:, IH]
 live_std = (live[live.isfinite()] * math.sqrt(cfg.d_head)).std().item()
+# the same scores' spread within each query's row (masked keys left out)
+live_row = (live * math.sqrt(cfg.d_head)).masked_fill(~live.isfinite(), 0)
+n_keys = live.isfinite().sum(-1)
+row_mean = live_row.sum(-1) / n_keys
+row_var = (((live_row - row_mean[..., None]) * live.isfinite()) ** 2).sum(-1)
+live_row_std = (row_var[n_keys > 1] / (n_keys[n_keys > 1] - 1)).sqrt()
+live_row_std = live_row_std.mean().item()
 observation("the full QK circuit's mean row spread (largest - smallest) "
             "over the sd of the scores the head computes on repeated "
             "random tokens", qk_row_spread / live_std, chapter="9")
 glue("qk_self_top", qk_self_top)
 glue("qk_row_spread", qk_row_spread)
 glue("live_std", live_std)
+glue("live_row_std", live_row_std)
+glue("qk_null_mean", sum(null_qk_self) / len(null_qk_self))
+glue("qk_null_max", max(null_qk_self))
 
 # %% [markdown]
 # Read the table row by row: row $s$ says how much a query whose token is $s$ prefers each key
-# token, from the embeddings alone. The key with the query's own token tops its row for only
-# {glue:text}`qk_self_top:.0%` of tokens (a token-matching head would score 100%), and a row varies by {glue:text}`qk_row_spread:.1f`
-# on average (largest minus smallest entry), while the scores the head actually computes on
-# repeated random tokens have a standard deviation of {glue:text}`live_std:.1f` (both before
-# the $1/\sqrt{d_\text{head}}$). So the
-# direct token-token route does not tell this head where to look: it attends to the token
-# *after* an earlier copy, which it can only find through what layer 0 wrote (K-composition,
-# chapter {doc}`18_composition`).
+# token, from the embeddings alone. The key with the query's own token tops its row for
+# {glue:text}`qk_self_top:.0%` of query tokens. A token-matching head would score 100%, but the
+# 320 heads at initialisation score {glue:text}`qk_null_mean:.1%` on average and at most
+# {glue:text}`qk_null_max:.0%`, so training did give this head a weak preference for its own
+# token. That preference is small beside the scores the head computes. A row of the table
+# varies by {glue:text}`qk_row_spread:.1f` on average (largest minus smallest entry), while
+# the scores the head computes on repeated random tokens have a standard deviation of
+# {glue:text}`live_std:.1f` overall and {glue:text}`live_row_std:.1f` within one query's row
+# (all before the $1/\sqrt{d_\text{head}}$): most of the spread among the keys one query
+# compares comes from elsewhere. So the direct token-token route does little to tell this head
+# where to look: it attends to the token *after* an earlier copy, which it can only find
+# through what layer 0 wrote (K-composition, chapter {doc}`18_composition`).
 #
 # ### Eigenvalues and the copying score
 #
@@ -953,8 +984,8 @@ fig
 # picks it for {glue:text}`null_prev:.0%` of them on average. In the raw scores (right)
 # it beats the next best position by {glue:text}`pos_gap:.0f` on average (before the
 # $1/\sqrt{d_\text{head}} =$ {glue:text}`inv_sqrt_dhead:.2f` scale), and after the
-# scale and the softmax (left) the positional term alone puts {glue:text}`on_prev:.1%`
-# of each query's weight on the previous position.
+# scale and the softmax (left) the positional term alone puts on average
+# {glue:text}`on_prev:.1%` of a query's weight on the previous position (queries 1 to 62).
 #
 # Does the token at each key change that? The token-token term varies by only
 # {glue:text}`tok_spread:.1f` across keys, but it is not the only part of the score that
@@ -1028,8 +1059,10 @@ identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
 #   same token, and what the direct path and layer 0 add, is not tested here). Rank
 #   does not forbid one head copying all of it: a rank-2 table (unit vectors on a
 #   circle) copies every token top-1.
-# - The induction head's full QK circuit does not match a token to itself: the direct
-#   token-token route is not how it finds its key. (In a rotary model such as SmolLM2
+# - The induction head's full QK circuit matches a query to its own token more often
+#   than any head at initialisation ({glue:text}`qk_self_top:.0%` of query tokens against
+#   at most {glue:text}`qk_null_max:.0%`), but this term is small beside the scores the
+#   head computes: the direct token-token route is not how it finds its key. (In a rotary model such as SmolLM2
 #   the token-token table is one per offset, $W_E W_Q R_\Delta W_K^\top W_E^\top$.)
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
 #   margin exceeds everything in the score that depends on the key's token, cross terms

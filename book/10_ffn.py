@@ -353,7 +353,8 @@ glue("out_max", out.abs().max().item())
 # The circuits framework expands a model into a sum of paths, and that needs each piece to
 # be linear in what it reads. Test the FFN with two inputs $a$ and $b$. The naive test,
 # $\operatorname{FFN}(a + b) = \operatorname{FFN}(a) + \operatorname{FFN}(b)$, would fail even
-# for a purely linear layer because of the biases ($b_2$ is counted twice on the right).
+# for an affine layer, a linear map plus a bias, because of the biases ($b_2$ is counted
+# twice on the right).
 # The fair test is the second difference
 #
 # $$\Delta = f(a + b) - f(a) - f(b) + f(0),$$
@@ -460,7 +461,8 @@ glue("gap_live", gaps["attention, pattern recomputed"])
 glue("flips", 100 * flips)
 
 # %% [markdown]
-# The FFN's second difference is {glue:text}`gap_ffn:.2f` of the size of its output: a
+# The FFN's second difference is {glue:text}`gap_ffn:.2f` of the size of
+# $f(a+b) - f(0)$: a
 # large fraction, not a rounding error. The reason is visible neuron by neuron: a neuron is
 # linear only while its input keeps the same sign, and {glue:text}`flips:.0f`% of the
 # neurons are on for one of $a$, $b$ and off for the other. (That share belongs to this
@@ -475,8 +477,10 @@ glue("flips", 100 * flips)
 # algebra agree. The measured part is how far from affine the live layers are. The
 # difference is in what has to be frozen. For a head it is the pattern: one
 # position-by-position table, computed by the QK circuit from the weights, that we can
-# print and read, and that often stays recognisable across inputs (a head that attends to
-# the previous token does so everywhere). For the FFN it is the on/off state of
+# print and read, and that for some heads stays recognisable across inputs (the
+# previous-token head of chapter {doc}`09_full_circuits` puts almost all its weight on the
+# previous position by its positional term alone, and the tokens can move it off only for
+# a few (token, position) pairs). For the FFN it is the on/off state of
 # $d_\text{ff}$ neurons at every position, and {glue:text}`flips:.0f`% of them changed
 # between the two independent Gaussian inputs to this random layer: a frozen-gate FFN
 # describes the layer only near the input it was frozen at, and how near depends on how
@@ -735,7 +739,8 @@ plt.show()
 # of these 2040 tokens, with RMSNorm's gain at its initial value 1, and
 # $W_\text{gate}, W_\text{in}$ drawn from $\mathcal N(0, \sigma^2)$ with
 # $\sigma = 1/\sqrt{576} = 1/24$, the initialiser range in SmolLM2's published
-# configuration (the file does not record it); 40 seeds. A second null keeps the
+# configuration (its `config.json`; the GGUF file this book loads does not record it);
+# 40 seeds. A second null keeps the
 # trained layer's own numbers and its trained gain but shuffles the entries of
 # $W_\text{gate}$ and of $W_\text{in}$ at random: the same sizes of weights, with no
 # learned arrangement; 20 shuffles. What training adds beyond the architecture is the
@@ -774,15 +779,37 @@ for seed in range(40):
 init_null = [Null.draws("the same SwiGLU at initialisation, same inputs, "
                         "40 seeds", [row[k] for row in at_init])
              for k in range(3)]
+# training also shrank the gate's inputs, and silu's curve makes the tails
+# depend on that size: a third null scales sigma so that the untrained
+# gate's pre-activations have the trained ones' sd (20 seeds)
+pre_trained = float(m13["gate"][:, 1:].std())
+g_seed = torch.Generator().manual_seed(0)
+pre_init = float((x_hat @ (torch.randn(d_in, d_mlp, generator=g_seed)
+                           * sigma)).std())
+sigma_match = sigma * pre_trained / pre_init
+at_match = []
+for seed in range(40, 60):
+    g_seed = torch.Generator().manual_seed(seed)
+    W_g = torch.randn(d_in, d_mlp, generator=g_seed) * sigma_match
+    W_i = torch.randn(d_in, d_mlp, generator=g_seed) * sigma_match
+    at_match.append(neuron_stats(F.silu(x_hat @ W_g) * (x_hat @ W_i)))
+match_null = [Null.draws("the same SwiGLU at initialisation, sigma scaled to "
+                         "the trained gate's input size, 20 seeds",
+                         [row[k] for row in at_match]) for k in range(3)]
 shuffle_null = [Null.draws("the trained weights shuffled, 20 times",
                            [row[k] for row in shuffled]) for k in range(3)]
 names = ["top-1% share", "median kurtosis", "negative share of mass"]
-print(f"{'layer 13':>24}  {'trained':>8}  {'at init':>15}  {'shuffled':>15}")
+print(f"{'layer 13':>24}  {'trained':>8}  {'at init':>15}  "
+      f"{'init, matched':>15}  {'shuffled':>15}")
 for k, name in enumerate(names):
     cols = [f"{n.mean:6.3f} +- {n.sd:.3f}" for n in (init_null[k],
+                                                     match_null[k],
                                                      shuffle_null[k])]
-    print(f"{name:>24}  {trained[k]:8.3f}  {cols[0]:>15}  {cols[1]:>15}")
-# the issue's setting, for comparison: Gaussian unit-RMS inputs (one seed)
+    print(f"{name:>24}  {trained[k]:8.3f}  {cols[0]:>15}  {cols[1]:>15}  "
+          f"{cols[2]:>15}")
+print(f"gate pre-activation sd: trained {pre_trained:.2f}, at init "
+      f"{pre_init:.2f}; matched sigma {sigma_match:.4f}")
+# for comparison: Gaussian unit-RMS inputs instead of real ones (one seed)
 g_seed = torch.Generator().manual_seed(0)
 x_gauss = torch.randn(x_hat.shape, generator=g_seed)
 for s in (sigma, 0.02):
@@ -819,13 +846,23 @@ finding(f"training adds to layer {LAYER}'s median kurtosis beyond what the "
 finding(f"training adds to layer {LAYER}'s median kurtosis beyond what its "
         "own weights give in random places", trained[1],
         null=shuffle_null[1], chapter="10")
+finding(f"layer {LAYER}'s top-1% share cannot be told from the same SwiGLU's "
+        "at initialisation with its gate's inputs scaled to the trained size",
+        trained[0], null=match_null[0], expect="no effect", chapter="10")
+finding(f"training adds to layer {LAYER}'s median kurtosis beyond what the "
+        "same SwiGLU gives at initialisation with its gate's inputs scaled "
+        "to the trained size", trained[1], null=match_null[1], chapter="10")
 # the negative share: a sign-symmetric linear branch makes it 1/2 exactly
-# in expectation; a bootstrap over the 2040 tokens weighs the trained one
+# in expectation; a bootstrap weighs the trained one. Tokens of one passage
+# are not independent, so it resamples the 8 passages (1000 draws)
 mass = acts13.double().pow(2)
-neg_mass, all_mass = (mass * (acts13 < 0)).sum(1), mass.sum(1)
+n_passages = m13["post"].shape[0]
+neg_mass = (mass * (acts13 < 0)).sum(1).reshape(n_passages, -1).sum(1)
+all_mass = mass.sum(1).reshape(n_passages, -1).sum(1)
+neg_by_passage = neg_mass / all_mass
 boot = []
 for _ in range(1000):
-    i = torch.randint(0, len(mass), (len(mass),), generator=g)
+    i = torch.randint(0, n_passages, (n_passages,), generator=g)
     boot.append((neg_mass[i].sum() / all_mass[i].sum()).item())
 neg_test = null_test(trained[2], Null.point("exactly one half", 0.5),
                      boot=boot, alternative="two-sided")
@@ -849,11 +886,18 @@ glue("kurt_gain_shuf", trained[1] / shuffle_null[1].mean - 1)
 glue("shuf_pmin", 1 / (len(shuffled) + 1))
 glue("shuf_kurt_z", null_test(trained[1], shuffle_null[1]).z)
 glue("w_sd", float(block.W_gate.std()))
-glue("pre_trained", float(m13["gate"][:, 1:].std()))
-glue("pre_init", float((x_hat @ W_g).std()))
+glue("pre_trained", pre_trained)
+glue("pre_init", pre_init)
+glue("match_share", match_null[0].mean)
+glue("match_share_sd", match_null[0].sd)
+glue("match_kurt", match_null[1].mean)
+glue("match_kurt_sd", match_null[1].sd)
+glue("kurt_gain_match", trained[1] / match_null[1].mean - 1)
 glue("w_sd_ratio", float(block.W_gate.std()) / sigma)
 glue("neg_frac", 100 * float((acts13 < 0).float().mean()))
 glue("neg_share", 100 * trained[2])
+glue("neg_pass_lo", 100 * float(neg_by_passage.min()))
+glue("neg_pass_hi", 100 * float(neg_by_passage.max()))
 glue("neg_lo", 100 * neg_test.lo)
 glue("neg_hi", 100 * neg_test.hi)
 glue("init_neg", 100 * init_null[2].mean)
@@ -862,28 +906,44 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 # %% [markdown]
 # The untrained layer passes the stated test too: for the first seed its top-1% share is
 # {glue:text}`init_share_ratio:.1f` times a random basis's and its median kurtosis
-# {glue:text}`init_kurt_ratio:.1f` times. So the test measures the architecture, and
-# what training adds has to be read against the nulls:
+# {glue:text}`init_kurt_ratio:.1f` times. So in layer {glue:text}`smol_layer`, the only layer
+# checked this way, the test measures the architecture, and what training adds has to be
+# read against the nulls. One of them needs care first. Training made the weights' entries
+# larger than the initialiser's (sd {glue:text}`w_sd:.2f`, {glue:text}`w_sd_ratio:.1f`
+# times $\sigma$), but the trained RMSNorm gain shrinks the input more, so the trained
+# gate's pre-activations are smaller than the first null's: sd {glue:text}`pre_trained:.2f`
+# against {glue:text}`pre_init:.2f`. That size matters by itself, through silu's curve (the
+# printout shows the same untrained layer on Gaussian inputs and at the smaller
+# $\sigma = 0.02$ that many libraries use: the statistics move with the scale). So a third
+# null scales $\sigma$ until the untrained gate's pre-activations have the trained sd (20
+# seeds); the shuffle null keeps the trained sizes by construction.
 #
 # - **The top-1% share: nothing measurable.** The trained layer's
-#   {glue:text}`share13:.3f` sits inside both nulls: {glue:text}`init_share:.3f` (sd
-#   {glue:text}`init_share_sd:.3f`) at initialisation and {glue:text}`shuf_share:.3f`
-#   (sd {glue:text}`shuf_share_sd:.3f`) with the trained weights shuffled. With 40 draws
-#   the test would have flagged a share above the null's largest draw,
-#   {glue:text}`init_share_max:.3f`; the trained one is not there.
-# - **The median kurtosis: a little.** The trained {glue:text}`kurt13:.1f` is above both
-#   nulls, {glue:text}`init_kurt:.1f` (sd {glue:text}`init_kurt_sd:.2f`) at
-#   initialisation and {glue:text}`shuf_kurt:.1f` (sd {glue:text}`shuf_kurt_sd:.2f`)
-#   shuffled: tails {glue:text}`kurt_gain:.0%` heavier than the untrained layer's, and
-#   {glue:text}`kurt_gain_shuf:.0%` heavier than the same weights in random places. That
-#   small part is what the arrangement of the learned weights adds. (Against the
-#   shuffles the trained value lies above all 20, so the test gives the smallest p that
-#   20 draws can, {glue:text}`shuf_pmin:.3f`, just under the level; its z-score of
-#   {glue:text}`shuf_kurt_z:.1f` is well clear of it, and more shuffles would settle the
-#   p.)
+#   {glue:text}`share13:.3f` sits inside all three nulls: {glue:text}`init_share:.3f` (sd
+#   {glue:text}`init_share_sd:.3f`) at initialisation, {glue:text}`match_share:.3f` (sd
+#   {glue:text}`match_share_sd:.3f`) at initialisation with the matched scale, and
+#   {glue:text}`shuf_share:.3f` (sd {glue:text}`shuf_share_sd:.3f`) with the trained
+#   weights shuffled. With 40 draws the first test would have flagged a share above the
+#   null's largest draw, {glue:text}`init_share_max:.3f`; the trained one is not there.
+# - **The median kurtosis: higher, by an amount the null decides.** The trained
+#   {glue:text}`kurt13:.1f` is above every null. Against the weights shuffled
+#   ({glue:text}`shuf_kurt:.1f`, sd {glue:text}`shuf_kurt_sd:.2f`), the null with the same
+#   sizes of inputs and weights, it is {glue:text}`kurt_gain_shuf:.0%` higher: that is what
+#   the arrangement of the learned weights adds. (The trained value lies above all 20
+#   shuffles, so the test gives the smallest p that 20 draws can,
+#   {glue:text}`shuf_pmin:.3f`, just under the level; its z-score of
+#   {glue:text}`shuf_kurt_z:.1f` is well clear of it, and more shuffles would settle the p.)
+#   Against initialisation the answer depends on the scale: {glue:text}`kurt_gain:.0%`
+#   higher than the first null ({glue:text}`init_kurt:.1f`, sd
+#   {glue:text}`init_kurt_sd:.2f`), but {glue:text}`kurt_gain_match:.0%` higher than the
+#   scale-matched one ({glue:text}`match_kurt:.2f`, sd {glue:text}`match_kurt_sd:.2f`),
+#   because shrinking the gate's inputs lowers the kurtosis by itself. These are ratios of
+#   a median kurtosis, a summary of each neuron's fourth moment, not a measured weight of
+#   any tail.
 # - **The sign: nothing.** {glue:text}`neg_frac:.0f`% of the activations are negative,
-#   holding {glue:text}`neg_share:.1f`% of the squared mass (bootstrap interval over
-#   tokens {glue:text}`neg_lo:.1f`-{glue:text}`neg_hi:.1f`%, at initialisation
+#   holding {glue:text}`neg_share:.1f`% of the squared mass (bootstrap interval over the 8
+#   passages {glue:text}`neg_lo:.1f`-{glue:text}`neg_hi:.1f`%; the passages alone range
+#   from {glue:text}`neg_pass_lo:.1f` to {glue:text}`neg_pass_hi:.1f`%; at initialisation
 #   {glue:text}`init_neg:.0f`% with sd {glue:text}`init_neg_sd:.0f`%). This half is no
 #   discovery: flipping the sign of $W_\text{in}$ flips every $a_n$ and leaves an
 #   untrained layer's distribution unchanged, so half the mass is negative by symmetry,
@@ -891,16 +951,12 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 #   not sparse in the ReLU sense: SwiGLU gives no exact zeros, the sign of a neuron
 #   carries as much as its size, and "the neuron is off" is not a state this layer has.
 #
-# The trained matrices' entries are larger than the initialiser's (sd
-# {glue:text}`w_sd:.2f`, {glue:text}`w_sd_ratio:.1f` times $\sigma$), but the trained
-# RMSNorm gain shrinks the input, so the gate's pre-activations end up of a comparable
-# size: sd {glue:text}`pre_trained:.2f` trained, {glue:text}`pre_init:.2f` untrained.
-# How heavy the tails are does depend on that size, through silu's curve, and on the
-# inputs: the printout shows the same untrained layer on Gaussian inputs instead of
-# real ones, and at the smaller $\sigma = 0.02$ that many libraries use. So the honest
-# reading for this layer is: the neuron basis is privileged by the architecture, which
-# concentrates each token's activation on a few neurons before any training; training
-# adds only slightly heavier tails. One layer, one corpus sample, one model.
+# So the reading for this layer is: the neuron basis is privileged by the architecture,
+# which concentrates each token's activation on a few neurons before any training;
+# training leaves the top-1% share where the architecture puts it and raises the median
+# kurtosis, by {glue:text}`kurt_gain_shuf:.0%` over its own weights shuffled and by
+# {glue:text}`kurt_gain_match:.0%` over an untrained layer of matched scale. One layer, one
+# corpus sample, one model.
 #
 # **What makes a neuron fire.** We choose neurons by a rule fixed in advance: the three
 # with the largest activation anywhere in the sample. For each we print the contexts
@@ -918,8 +974,10 @@ def show(ids):
     return repr(smol_tok.decode(ids))[1:-1]
 
 
+top8_passages = []
 for n in chosen:
     values, where = top_activations(post13[..., n], 8)
+    top8_passages.append(len(set(where[:, 0].tolist())))
     print(f"L{LAYER}N{n}: largest activations {values[0]:.1f} .. "
           f"{values[-1]:.1f}")
     for s, p in where.tolist():
@@ -927,9 +985,12 @@ for n in chosen:
         context = show(corpus_ids[s, max(q - 5, 0):q])[-30:]
         print(f"  {context:>30} [{show(corpus_ids[s, q:q + 1])}] -> "
               f"{show(corpus_ids[s, q + 1:q + 2])}")
+glue("top8_passages", ", ".join(map(str, top8_passages[:-1]))
+     + f" and {top8_passages[-1]}")
 
 # %% [markdown]
-# Read with care, since eight contexts from eight scenes are a small sample, the lists
+# Read with care, since eight contexts each, drawn from only {glue:text}`top8_passages`
+# of the 8 passages for the three neurons, are a small sample, the lists
 # suggest something each neuron responds to: the first fires on words of address
 # ("good" before a name, "spirit" in "How now, spirit"); the second inside similes
 # and comparisons ("like to a silver bow", "As wild geese"); the third on "all",
@@ -963,6 +1024,11 @@ for n in chosen:
 # writes $-V_n$; the reading predicts that after its 20 most negative activations the next
 # token ranks high under $-V_n$, and the null is the same median under $-V_n$, slid the
 # same way. Its centre is about one minus the positive baseline, not one half.
+#
+# That is three neurons, each tested on each side: two families of three one-sided tests.
+# Within a family the level 0.05 is shared over the three (Bonferroni, as chapter
+# {doc}`16_two_layer` does for its cuts), so each test rejects only at p below
+# {glue:text}`kv_alpha:.4f`.
 
 # %%
 V = value_logits(block.W_out[chosen], smol.ln_final.w, smol.W_U)  # [3, V]
@@ -981,6 +1047,8 @@ picks = torch.stack([torch.randperm(len(all_next), generator=g)[:20]
 # the null keeps their layout: each passage's top positions slide together
 # to a random offset (circularly), 1000 draws.
 shifts = torch.randint(0, n_pos, (1000, n_seq), generator=g)
+kv_alpha = 0.05 / len(chosen)        # Bonferroni over the three neurons
+glue("kv_alpha", kv_alpha)
 kv_rows, kv_indep = [], []
 for i, n in enumerate(chosen):
     acts_n = post13[..., n].flatten()
@@ -1007,7 +1075,7 @@ for n, sign, t in kv_rows:
           f"{t.null.mean:7.3f} +- {t.null.sd:.3f} {t.p:6.3f}")
 # the outcome of the test stated above, per neuron and side (the statement
 # says what the data say; the test itself was fixed before)
-EXPECT = {(398, 1): "no effect", (393, 1): "no effect", (331, 1): "effect",
+EXPECT = {(398, 1): "no effect", (393, 1): "no effect", (331, 1): "no effect",
           (398, -1): "no effect", (393, -1): "no effect",
           (331, -1): "no effect"}
 for n, sign, t in kv_rows:
@@ -1020,8 +1088,8 @@ for n, sign, t in kv_rows:
             else "does not rank measurably higher under {} than")
     finding(f"L{LAYER}N{n}: after its 20 {side} activations the next token "
             f"{told.format(score)} at the same positions slid to random "
-            "offsets in their passages", t,
-            expect=expect, chapter="10")
+            "offsets in their passages (Bonferroni over the three neurons)",
+            t, alpha=kv_alpha, expect=expect, chapter="10")
 top_tests = [t for _, sign, t in kv_rows if sign > 0]
 neg_tests = [t for _, sign, t in kv_rows if sign < 0]
 glue("kv_pairs", ", ".join(f"{t.value:.3f} vs {t.null.mean:.3f}"
@@ -1029,8 +1097,11 @@ glue("kv_pairs", ", ".join(f"{t.value:.3f} vs {t.null.mean:.3f}"
 glue("kv_top_max", max(t.value for t in top_tests))
 glue("kv_p", ", ".join(f"{t.p:.3f}" for t in top_tests))
 glue("kv_null_sd", ", ".join(f"{t.null.sd:.2f}" for t in top_tests))
-glue("kv_neg_pairs", ", ".join(f"{t.value:.2f} vs {t.null.mean:.2f}"
+glue("kv_p_min", min(t.p for t in top_tests))
+glue("kv_neg_pairs", ", ".join(f"{t.value:.3f} vs {t.null.mean:.3f}"
                                for t in neg_tests))
+glue("kv_neg_p", ", ".join(f"{t.p:.2f}" for t in neg_tests))
+glue("kv_neg_null_sd", ", ".join(f"{t.null.sd:.2f}" for t in neg_tests))
 glue("kv_minmax", max(float(-post13[..., n].min() / post13[..., n].max())
                       for n in chosen))
 # the other side of the one-sided tests: how many null draws reach the
@@ -1043,17 +1114,22 @@ observation(f"L{LAYER}N{n_other}: of the 1000 null draws, those at least as "
             "its 20 most negative activations (few: it ranks lower than at "
             "slid positions)", n_above, chapter="10")
 glue("kv_neg_above", n_above)
+glue("kv_neg_p2", min(1.0, 2 * (n_above + 1) / 1001))
 glue("kv_neg_neuron", f"L{LAYER}N{n_other}")
 glue("kv_p_indep", ", ".join(f"{p:.3f}" for p, (_, sign, _) in
                              zip(kv_indep, kv_rows) if sign > 0))
 
 # What sample would decide? Count each neuron's top 20 positions once per
 # distinct context (positions of one passage within 8 tokens of a stronger
-# one are the same context), and ask how many distinct contexts a test at
-# 0.05 needs to reject 4 times in 5, if the contexts we have are typical:
-# n contexts drawn from ours against n independent positions (2000 draws).
+# one are the same context). The pilot's median is the estimate of a selected
+# neuron (biased towards strong effects) from a handful of contexts, so the
+# plan uses the weak end of its bootstrap interval, as the problem set does:
+# the 80% upper limit of the median rank fraction (2000 resamples of the
+# contexts). Shift the pilot's rank fractions to that median, and ask how
+# many distinct contexts a test at kv_alpha against independent positions
+# needs to reject 4 times in 5 (2000 simulated tests each).
 N_GRID = (10, 20, 40, 80, 160)
-kv_distinct, kv_need = [], []
+kv_distinct, kv_need, kv_weak = [], [], []
 for i, n in enumerate(chosen):
     acts_n = post13[..., n].flatten()
     kept = []
@@ -1063,21 +1139,34 @@ for i, n in enumerate(chosen):
             kept.append((sq, ps))
     ranks = rank_fraction(V[i], all_next)
     pilot = ranks[torch.tensor([sq * n_pos + ps for sq, ps in kept])]
+    pilot_boot = pilot[torch.randint(0, len(pilot), (2000, len(pilot)),
+                                     generator=g)].median(1).values
+    weak = pilot_boot.quantile(0.8).item()
+    shifted = (pilot + weak - pilot.median()).clamp(0, 1)
     need = None
     for n_draw in N_GRID:
         crit = ranks[torch.randint(0, len(ranks), (2000, n_draw), generator=g)
-                     ].median(1).values.quantile(0.05)
-        alt = pilot[torch.randint(0, len(pilot), (2000, n_draw), generator=g)
-                    ].median(1).values
+                     ].median(1).values.quantile(kv_alpha)
+        alt = shifted[torch.randint(0, len(shifted), (2000, n_draw),
+                                    generator=g)].median(1).values
         if need is None and (alt < crit).float().mean() >= 0.8:
             need = n_draw
     kv_distinct.append(len(kept))
     kv_need.append(need)
+    kv_weak.append(weak)
 print("distinct contexts in the top 20:", kv_distinct,
+      "; 80% upper limit of the pilot median:",
+      [float(f"{w:.2g}") for w in kv_weak],
       "; distinct contexts for 80% power:", kv_need)
 glue("kv_distinct", ", ".join(map(str, kv_distinct)))
+glue("kv_weak", ", ".join(f"{w:.2g}" for w in kv_weak))
 glue("kv_need", ", ".join(str(k) if k else f"over {N_GRID[-1]}"
                           for k in kv_need))
+# the neuron with the smallest p on the predicted side: the candidate
+i_best = min(range(len(chosen)), key=lambda k: top_tests[k].p)
+glue("kv_best", f"L{LAYER}N{chosen[i_best]}")
+glue("kv_best_need", str(kv_need[i_best]) if kv_need[i_best]
+     else f"over {N_GRID[-1]}")
 del smol_mlp, m13
 
 # %% [markdown]
@@ -1085,28 +1174,35 @@ del smol_mlp, m13
 # {glue:text}`kv_pairs` for the three neurons: the next token sits (in the median) in
 # the top {glue:text}`kv_top_max:.0%` or better of the neuron's value vector, several
 # times higher than the typical position. But the test asks more: could the same layout
-# of positions, slid elsewhere in the passages, give a median that low? For the third
-# neuron, rarely; for the first two, often enough (permutation p {glue:text}`kv_p`). The
-# rank fraction varies so much from position to position that a median over 20 of them
-# scatters widely (sd {glue:text}`kv_null_sd` under the null). So the key-value reading
-# finds support for one neuron of the three; for the other two, 20 positions cannot tell
-# it from chance. The independent-position null gave p {glue:text}`kv_p_indep`: keeping
-# the clusters moves the third neuron's p up, though not past 0.05. An earlier version of
-# this page compared the top-20 median with the median over all positions, ignoring that
-# scatter, and read all three as a success; that comparison was too generous.
+# of positions, slid elsewhere in the passages, give a median that low? Permutation p
+# {glue:text}`kv_p`: the smallest, {glue:text}`kv_p_min:.3f` for {glue:text}`kv_best`, is
+# below 0.05 but not below the family's {glue:text}`kv_alpha:.4f`, so **none of the three
+# survives the correction**. The rank fraction varies so much from position to position
+# that a median over 20 of them scatters widely (sd {glue:text}`kv_null_sd` under the
+# null), and 20 positions cannot tell any of the three from chance. The
+# independent-position null, which ignores the clusters, gave p {glue:text}`kv_p_indep`.
+# Two earlier versions of this page were too generous: one compared the top-20
+# median with the median over all positions, ignoring that scatter, and read all three as
+# a success; the next tested each neuron at 0.05 as if it were the only one, and read
+# {glue:text}`kv_best` as supported. {glue:text}`kv_best` is the candidate for a fresh
+# test, not a result.
 #
-# The support for the third neuron is still provisional: 20 positions are fewer contexts
-# than they look. Counting positions of one passage within 8 tokens of a stronger one as
-# the same context, the top 20 hold {glue:text}`kv_distinct` distinct contexts for the
-# three neurons. What sample would decide? If the contexts we have are typical of the
-# neuron's top contexts, a test on $n$ distinct contexts against $n$ independent
-# positions rejects at 0.05 four times in five from about {glue:text}`kv_need`
-# distinct contexts (smallest of 10, 20, 40, 80, 160; 2000 simulated tests each). That
-# assumption is the weak point. Resampling a handful of contexts understates how much
-# contexts differ: for the second neuron the estimate is about the number it already
-# has, yet its test above did not reject. So these numbers are lower bounds, and a test
-# fixed in advance on 80 distinct contexts per neuron (twice the largest of them), from
-# other scenes, is the sample that would decide all three.
+# What sample would decide? The top 20 positions are fewer contexts than they look.
+# Counting positions of one passage within 8 tokens of a stronger one as the same context,
+# they hold {glue:text}`kv_distinct` distinct contexts for the three neurons. The pilot's
+# median is a poor guide to the effect: it comes from those few contexts, and from neurons
+# selected for firing strongly, which favours an estimate on the high side. So the plan
+# takes the weak end of a bootstrap interval for it, the 80% upper limit of the median
+# rank fraction ({glue:text}`kv_weak`; the problem set plans its sample the same way), and
+# asks from how many distinct contexts a test against independent positions at
+# {glue:text}`kv_alpha:.4f` would reject four times in five, if the neuron's contexts
+# looked like ours shifted to that median: {glue:text}`kv_need` (smallest of 10, 20, 40,
+# 80, 160; 2000 simulated tests each). Even that is a rough guess, not a bound: resampling
+# a handful of contexts understates how much contexts differ, and for the second neuron the
+# estimate is about the number of positions it already has, yet its test above did not
+# reject. For {glue:text}`kv_best`, the decisive
+# test is a fresh one, fixed in advance, on at least {glue:text}`kv_best_need` distinct
+# contexts from passages not used here.
 #
 # Where it fails, or explains less than it seems:
 #
@@ -1119,17 +1215,20 @@ del smol_mlp, m13
 # - **The negative side.** For these three neurons the most negative activation is at
 #   most {glue:text}`kv_minmax:.2f` of the largest in size. At their 20 most negative
 #   activations the neuron writes $-V_n$, and the reading predicts that the next token
-#   ranks high under $-V_n$. It does not, for any of the three: medians against the
-#   nulls' centres {glue:text}`kv_neg_pairs`. (Set against one half, as this page once
-#   did, those numbers look like a failure of the reading's sign; against their own
-#   baselines the first two are where the slid positions put them.) The third,
-#   {glue:text}`kv_neg_neuron`, sits on the far side: only {glue:text}`kv_neg_above` of
-#   the 1000 null draws reach its median, so after its most negative activations the
-#   next token ranks *lower* under $-V_n$ than at the slid positions, that is, higher
-#   under $V_n$, the very tokens the neuron is pushing down. The test fixed in advance
-#   was one-sided and did not look for this direction, so it is an observation, not a
-#   finding; on 20 contexts it may be chance. A "key matches, value is written" story
-#   describes one side of these neurons at most.
+#   ranks high under $-V_n$. None differs measurably from its null: medians against the
+#   nulls' centres {glue:text}`kv_neg_pairs` (p {glue:text}`kv_neg_p`). With null sds of
+#   {glue:text}`kv_neg_null_sd`, a median would have had to move by about twice that to be
+#   seen, so the test could miss a real but smaller effect on this side. (Set against one
+#   half, as this page once did, those numbers look like a failure of the reading's sign;
+#   against their own baselines they are not.) The third, {glue:text}`kv_neg_neuron`,
+#   leans the other way: only {glue:text}`kv_neg_above` of the 1000 null draws reach its
+#   median (a two-sided p of {glue:text}`kv_neg_p2:.2f`, not below 0.05 either), so after its most negative activations the next token, if anything, ranks
+#   *higher* under $V_n$, the tokens the neuron is pushing down. Its two sides then point
+#   in opposite directions for the key-value story: both say that the tokens $V_n$ favours
+#   tend to follow where the neuron is strongly active, of either sign. The one-sided test
+#   fixed in advance did not look for this direction, so it is an observation, not a
+#   finding; on 20 contexts it may be chance, and the fresh test should look at both
+#   sides.
 # - **Direct path only.** $V_n$ is what the neuron's write does to the logits if nothing
 #   after layer 13 reads it. Sixteen more layers do read it, and the final norm's
 #   division by $s$ depends on everything else in the stream; the value vector is the
@@ -1165,8 +1264,7 @@ del smol_mlp, m13
 #
 # The trained MLP above does not change that verdict. Looking at SmolLM2's neurons gave
 # measurements (activations concentrated on few neurons, mostly by the architecture;
-# one neuron whose strongest activations precede the tokens its value vector favours,
-# provisionally),
+# value vectors that, for three neurons, no test here could tell from chance),
 # but no exact decomposition: the gates change at
 # every token, so no weights multiply out into a table that holds for all inputs, as
 # the QK and OV circuits do. Top-activating contexts and value vectors are
@@ -1198,14 +1296,18 @@ del smol_mlp, m13
 #   {glue:text}`share13:.2f` of a token's squared activation, against
 #   {glue:text}`share13_rot:.2f` in a random basis. That is the architecture, not
 #   training: the same SwiGLU at initialisation gives {glue:text}`init_share:.2f`, and the
-#   trained weights shuffled {glue:text}`shuf_share:.2f`. Training adds slightly heavier
-#   tails (median kurtosis {glue:text}`kurt13:.1f` against {glue:text}`init_kurt:.1f` at
-#   initialisation). Half the activations are negative, holding half the mass, as the
-#   sign symmetry of the linear branch gives.
+#   trained weights shuffled {glue:text}`shuf_share:.2f`. Training raises the median
+#   kurtosis ({glue:text}`kurt13:.1f`), by {glue:text}`kurt_gain_shuf:.0%` over its own
+#   weights shuffled and by {glue:text}`kurt_gain_match:.0%` over an untrained layer whose
+#   gate inputs have the trained size ({glue:text}`kurt_gain:.0%` over one at the
+#   initialiser's scale, whose gate inputs are larger). Half the activations are negative, holding half
+#   the mass, as the sign symmetry of the linear branch gives.
 # - Read as key-value memories, the three most strongly firing neurons of layer
 #   {glue:text}`smol_layer` rank the tokens that follow their top contexts high in their
-#   value vectors, but against the same positions slid to random places only one of the
-#   three differs from chance, and provisionally (the three neurons' top 20 positions
-#   hold only {glue:text}`kv_distinct` distinct contexts); on their negative
-#   side none shows the predicted sign (one leans the other way), and the reading says
+#   value vectors, but against the same positions slid to random places none of the three
+#   differs from chance once the level is shared over the three tests (the smallest p,
+#   {glue:text}`kv_p_min:.3f`, is {glue:text}`kv_best`'s; the three neurons' top 20
+#   positions hold only {glue:text}`kv_distinct` distinct contexts). {glue:text}`kv_best`
+#   is the candidate for a fresh test. On the negative side none differs measurably from
+#   its null (one leans the other way), and the reading says
 #   nothing about what the later layers do with the write.

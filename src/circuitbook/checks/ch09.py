@@ -33,23 +33,23 @@ EX1 = FunctionExercise(
     reference=full_ov,
     make_inputs=_full_ov_inputs,
     mistakes=[
-        Mistake("transposed", "Rows are the source token the head attends to, columns the logit it changes: "
-                "W_E W_OV W_U, not its transpose (the paper's column-vector orientation, W_U^T W_OV^p W_E^T).",
+        Mistake("transposed", "Your table is transposed. In this book's row-vector convention, "
+                "which index should the rows carry: the source token the head attends to, or the logit it changes?",
                 lambda W_E, W_V, W_O, W_U: (W_E @ W_V @ W_O @ W_U).T),
-        Mistake("used the transposed W_OV", "Between the embeddings, use the row-vector W_OV = W_V W_O, not its "
-                "transpose (W_V W_O)^T, which is the paper's column-vector matrix.",
+        Mistake("used the transposed W_OV", "The middle of your product is the OV matrix of the other "
+                "convention. Which orientation does a row vector need between the two embeddings?",
                 lambda W_E, W_V, W_O, W_U: W_E @ (W_V @ W_O).T @ W_U),
-        Mistake("put W_E on both sides", "W_E W_OV W_E^T has the shape of the full QK circuit, which compares "
-                "two tokens. The OV circuit's output is read by the unembedding: end with W_U.",
+        Mistake("put W_E on both sides", "Your product has the shape of the full QK circuit, which compares "
+                "two tokens. What reads the OV circuit's output, if its columns are logits?",
                 lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O @ W_E.T),
-        Mistake("left out the head", "W_E W_U is the direct path, the model with no attention at all. The "
-                "head's circuit goes through W_V W_O in the middle.",
+        Mistake("left out the head", "Your table is the direct path, the model with no attention at all. "
+                "Where in the product does the head itself act?",
                 lambda W_E, W_V, W_O, W_U: W_E @ W_U),
-        Mistake("forgot W_E", "The circuit starts from tokens: multiply the embedding W_E in first, so that rows "
-                "are tokens rather than residual directions.",
+        Mistake("forgot W_E", "Your rows are residual directions, not tokens. What turns a token "
+                "into a residual vector?",
                 lambda W_E, W_V, W_O, W_U: W_V @ W_O @ W_U),
-        Mistake("forgot W_U", "The circuit ends in logits: multiply by the unembedding W_U last, so that columns "
-                "are tokens rather than residual directions.",
+        Mistake("forgot W_U", "Your columns are residual directions, not logits. What turns a "
+                "residual vector into logits?",
                 lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O),
     ],
     hint="Follow a token through the head: embedding, value map, output map, unembedding. With row vectors "
@@ -110,23 +110,23 @@ EX2 = FunctionExercise(
     make_inputs=_eig_inputs,
     compare=_score_equal,
     mistakes=[
-        Mistake("used |lambda| in the numerator", "sum |lambda| / sum |lambda| is always 1. The numerator keeps "
-                "the sign: Re(sum lambda).",
+        Mistake("used |lambda| in the numerator", "Your score is 1 for every head. Can a score built only from "
+                "the eigenvalues' sizes ever tell a copying head from a suppressing one?",
                 lambda eigenvalues: 1.0),
-        Mistake("forgot the real part", "The score is a real number: take the real part of sum lambda (the "
-                "imaginary parts of conjugate pairs cancel, but the result is still a complex tensor).",
+        Mistake("forgot the real part", "You returned a complex number. The score lies in [-1, 1]: "
+                "which part of a complex sum can be compared with that range?",
                 lambda eigenvalues: (eigenvalues.sum() / eigenvalues.abs().sum()).item()),
-        Mistake("forgot to normalise", "Divide Re(sum lambda) by sum |lambda|, so that the score lies in "
-                "[-1, 1] whatever the head's scale.",
+        Mistake("forgot to normalise", "Your score grows with the head's weights. What would make it "
+                "stay in [-1, 1] whatever the head's scale?",
                 lambda eigenvalues: eigenvalues.sum().real.item()),
         Mistake("counted the fraction of positive eigenvalues", "The score weights each eigenvalue by its size; "
                 "a count also counts the rounding-sized eigenvalues, which say nothing about the head.",
                 lambda eigenvalues: (eigenvalues.real > 0).float().mean().item()),
-        Mistake("normalised by |Re lambda|", "The denominator is sum |lambda|, the moduli of the complex "
-                "eigenvalues, not of their real parts.",
+        Mistake("normalised by |Re lambda|", "Your denominator ignores the imaginary parts. How big is a "
+                "complex eigenvalue whose real part is near 0?",
                 lambda eigenvalues: (eigenvalues.real.sum() / eigenvalues.real.abs().sum()).item()),
-        Mistake("averaged Re(lambda) / |lambda|", "Averaging each eigenvalue's cosine gives every eigenvalue, "
-                "however small, the same vote. Sum first, then divide: Re(sum lambda) / sum |lambda|.",
+        Mistake("averaged Re(lambda) / |lambda|", "Averaging each eigenvalue's own ratio gives every eigenvalue, "
+                "however small, the same vote. Should a rounding-sized eigenvalue count as much as the largest?",
                 lambda eigenvalues: (eigenvalues.real / eigenvalues.abs()).mean().item()),
     ],
     hint="The score compares the real part of the eigenvalues' sum with the sum of their sizes: +1 when "

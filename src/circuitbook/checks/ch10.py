@@ -56,8 +56,8 @@ class FFNExercise(FunctionExercise):
                 which = " and ".join(flip) + (" are" if len(flip) == 2 else " is")
                 return self._fail(
                     f"your function raised an error; this looks like: transposed weights. It works if {which} "
-                    "given as [in, out], but nn.Linear stores weight as [out, in] and computes "
-                    "x @ weight.T + bias.", "transposed weights")
+                    "given as [in, out], but nn.Linear stores weight as [out, in]. Which way round must such "
+                    "a matrix meet x?", "transposed weights")
         return result
 
 
@@ -71,24 +71,27 @@ EX1 = FFNExercise(
     reference=ffn,
     make_inputs=_ffn_inputs,
     mistakes=[
-        Mistake("forgot the ReLU", "Without max(0, .) the two layers collapse into one affine map.",
+        Mistake("forgot the ReLU", "Your output is an affine function of x. What keeps two linear "
+                "layers from collapsing into one?",
                 lambda x, W1, b1, W2, b2: _pre(x, W1, b1) @ W2.T + b2),
-        Mistake("ReLU after the second layer too", "The output of w_2 is added to the residual stream "
-                "as it is; only the hidden layer goes through max(0, .).",
+        Mistake("ReLU after the second layer too", "Your output is never negative. Which of the two layers "
+                "does the nonlinearity belong to?",
                 lambda x, W1, b1, W2, b2: ffn(x, W1, b1, W2, b2).relu()),
-        Mistake("forgot b1", "Add b1 to x W1^T before the ReLU.",
+        Mistake("forgot b1", "The first layer's bias is missing. Where does it enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T + b2),
-        Mistake("forgot b2", "Add b2 after the second matrix.",
+        Mistake("forgot b2", "The second layer's bias is missing. Where does it enter?",
                 lambda x, W1, b1, W2, b2: _pre(x, W1, b1).relu() @ W2.T),
-        Mistake("forgot both biases", "Both layers have a bias: x W1^T + b1, then ... W2^T + b2.",
+        Mistake("forgot both biases", "Neither bias is in your output. How many biases does the FFN "
+                "have, and where does each enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T),
-        Mistake("added b1 after the ReLU", "The bias shifts the pre-activation: max(0, x W1^T + b1), "
-                "not max(0, x W1^T) + b1.",
+        Mistake("added b1 after the ReLU", "Your first bias is added after the nonlinearity. Does a bias "
+                "belong to the layer's affine map or to what the ReLU outputs?",
                 lambda x, W1, b1, W2, b2: ((x @ W1.T).relu() + b1) @ W2.T + b2),
-        Mistake("used GELU", "GPT-2 uses GELU, but the paper's FFN (and the Annotated Transformer's) uses "
-                "ReLU: max(0, .).",
+        Mistake("used GELU", "Your nonlinearity is smooth near zero. Which nonlinearity does "
+                "the paper's FFN (and the Annotated Transformer's) use?",
                 lambda x, W1, b1, W2, b2: torch.nn.functional.gelu(_pre(x, W1, b1)) @ W2.T + b2),
-        Mistake("ReLU on the input", "The ReLU acts on the hidden layer, x W1^T + b1, not on x.",
+        Mistake("ReLU on the input", "Your nonlinearity acts on the input. Which vector of the FFN is "
+                "the hidden layer?",
                 lambda x, W1, b1, W2, b2: (x.relu() @ W1.T + b1) @ W2.T + b2),
     ],
     hint="nn.Linear stores its weight as [out, in] and computes the input times the transposed weight, "
@@ -124,10 +127,10 @@ EX2 = FunctionExercise(
     reference=neuron_writes,
     make_inputs=_neuron_inputs,
     mistakes=[
-        Mistake("forgot the ReLU", "A neuron's activation goes through max(0, .) before it scales the "
-                "neuron's output direction; without it the neurons are a linear map.",
+        Mistake("forgot the ReLU", "Your writes are linear in x. What happens to a neuron's "
+                "activation before it scales the neuron's output direction?",
                 lambda x, W_in, b_in, W_out: _pre_act(x, W_in, b_in)[..., None] * W_out),
-        Mistake("forgot b_in", "Each neuron adds its own bias to what it reads, before the ReLU.",
+        Mistake("forgot b_in", "The neurons' biases are missing. What does each neuron add to what it reads?",
                 lambda x, W_in, b_in, W_out: (x @ W_in).relu()[..., None] * W_out),
         Mistake("applied the ReLU to the write", "The ReLU acts on the one number the neuron reads, not on "
                 "the entries of the vector it writes: a neuron can write negative amounts along some "
@@ -143,9 +146,9 @@ EX2 = FunctionExercise(
                 lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out),
     ],
     hint="Neuron n reads one number at each position (its column of W_in, plus its bias), applies the "
-         "ReLU, and writes that amount of one direction (its row of W_out). Keep the neurons apart instead "
-         "of summing them: broadcast the [pos, d_mlp] activations against the [d_mlp, d_model] "
-         "directions to get [pos, d_mlp, d_model].",
+         "ReLU, and writes that amount of one direction (its row of W_out). The answer keeps the neurons "
+         "apart instead of summing them: which shapes do the activations and the directions have, and how "
+         "can they be combined into [pos, d_mlp, d_model] without a loop?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
