@@ -85,7 +85,8 @@ identity_close("toy-2l's logits equal the sum of its path terms (direct + "
 # Because heads only add to the stream, heads in the same layer cannot see one another:
 # they read the same input and their writes are summed. That is what makes a sentence like
 # "head 1.1 is an induction head" meaningful, and why one head can be removed while the
-# others keep doing their jobs (the problem set does exactly that).
+# other heads *of its layer* keep doing their jobs (the problem set does exactly that);
+# heads in later layers read its output and may change.
 #
 # ### What the framework leaves out
 #
@@ -170,8 +171,12 @@ identity("without biases, MLPs hold exactly 2/3 of GPT-2 small's and 3/4 of "
 # ## QK and OV: where to look, what to bring
 #
 # Each head is two independent circuits. The **QK circuit** $W_{QK} = W_Q W_K^\top$ decides
-# where the head looks: the score of query $x_i$ on key $x_j$ is $x_i W_{QK} x_j^\top /
-# \sqrt{d_\text{head}}$. The **OV circuit** $W_{OV} = W_V W_O$ decides what the head brings
+# where the head looks: in the simplest model, with no biases and no normalisation, the
+# score of query $x_i$ on key $x_j$ is $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$. Real
+# models add terms to that: `toy-2l` has query and key biases and adds its positional
+# embeddings to the queries' and keys' input only (shortformer positions), GPT-2 and SmolLM2
+# read a normalised stream, and SmolLM2 rotates queries and keys by position (RoPE). The
+# **OV circuit** $W_{OV} = W_V W_O$ decides what the head brings
 # back: attending fully to $x_j$ adds $x_j W_{OV}$ to the query's stream. Both are
 # $d_\text{model} \times d_\text{model}$ matrices of rank at most $d_\text{head}$.
 
@@ -275,6 +280,10 @@ L1, H1 = 1, int(ind[1].argmax())      # the best induction head of layer 1
 L0, H0 = 0, int(prev[0].argmax())     # the best previous-token head, layer 0
 glue("ind_head", f"{L1}.{H1}")
 glue("prev_head", f"{L0}.{H0}")
+second = float(ind[1].sort(descending=True).values[1])
+glue("ind_min", float(ind[1].min()))
+glue("ind_top", float(ind[1].max()))
+glue("ind_second", second)
 copy = copying_scores(model)
 dense = full_ov_circuit(model, L1, H1).AB.double()   # 64 x 64: affordable here
 lam = torch.linalg.eigvals(dense)
@@ -368,10 +377,13 @@ glue("init_copy_max", float(init_copy.abs().max()))
 # attended to; why it learned that direction we have not tested. The copying score describes
 # one path of a head, not its job; chapter 18 measures the path that matters here.
 #
-# The printout has a second lesson: every layer-1 head scores at least
-# {glue:text}`layer1_copy_min:.2f`, not only the induction head. A copying OV circuit says
-# what a head would do with what it attends to; only its attention pattern says whether it
-# does induction.
+# The printout also shows that {glue:text}`ind_head` is not alone: every layer-1 head
+# scores at least {glue:text}`layer1_copy_min:.2f`. That fits their attention, because
+# `toy-2l` has four induction heads, not one: on repeated random tokens the layer-1 heads'
+# induction scores run from {glue:text}`ind_min:.3f` to {glue:text}`ind_top:.3f`, and
+# {glue:text}`ind_head`, the largest, leads the runner-up ({glue:text}`ind_second:.3f`)
+# by a hair; chapter {doc}`../17_induction_heads` studies all four).
+# This page follows {glue:text}`ind_head` as their representative.
 
 # %% [markdown]
 # ## Composition and virtual heads
@@ -398,8 +410,9 @@ glue("init_copy_max", float(init_copy.abs().max()))
 # *where* the later head attends, which shows up inside its attention pattern rather than as an
 # extra path. The strength of each kind is measured by a **composition score**,
 # $\|W_A W_B\|_F / (\|W_A\|_F \|W_B\|_F)$, with $W_A = W_{OV}$ of the writer and $W_B$ the reader's
-# $W_{QK}$, $W_{QK}^\top$ or $W_{OV}$; chapter 18 derives it. In `toy-2l` the pair that matters
-# stands out in K-composition.
+# $W_{QK}$, $W_{QK}^\top$ or $W_{OV}$; chapter 18 derives it. In `toy-2l` it is the
+# previous-token head's row that stands out in K-composition: it feeds all four induction
+# heads' keys.
 
 # %%
 # [writer head in layer 0, reader head in layer 1]
@@ -417,6 +430,9 @@ for w in range(K.shape[0]):
 fig.colorbar(im)
 plt.show()
 glue("k_pair", float(K[H0, H1]))
+glue("k_row_min", float(K[H0].min()))
+glue("k_row_max", float(K[H0].max()))
+glue("k_others_max", float(torch.cat([K[:H0], K[H0 + 1:]]).max()))
 glue("k_baseline", baseline)
 glue("k_init_mean", float(init_K.mean()))
 glue("k_init_max", float(init_K.max()))
@@ -432,7 +448,10 @@ finding("the previous-token head composes with the induction head's keys: "
 
 # %% [markdown]
 # The previous-token head {glue:text}`prev_head` feeds the induction head
-# {glue:text}`ind_head` with a K-composition score of {glue:text}`k_pair:.2f`. Pairs of
+# {glue:text}`ind_head` with a K-composition score of {glue:text}`k_pair:.2f`, and the
+# other layer-1 heads about as strongly: its row runs from {glue:text}`k_row_min:.3f` to
+# {glue:text}`k_row_max:.3f`, while no other layer-0 head scores above
+# {glue:text}`k_others_max:.3f` with any reader. Pairs of
 # heads at initialisation score {glue:text}`k_init_mean:.3f` on average, at most
 # {glue:text}`k_init_max:.2f`, close to the {glue:text}`k_baseline:.3f` of independent
 # random heads of this shape (chapter 18 derives that baseline).
@@ -529,13 +548,20 @@ ax_l.set_title(f"toy-2l in training; dashed: the phase change, step {change}",
 fig.tight_layout()
 plt.show()
 
-# The rise of the best induction score over the 80 steps around a step, at the
-# phase change (found from the second-copy loss alone) and at every other step
-# whose 80 steps do not overlap it.
+# Co-occurrence: the rise of the best induction score over the 80 steps around the
+# phase change (found from the second-copy loss alone), against the rise over disjoint
+# 80-step windows tiling the rest of the run (centres 90 steps apart, so that no two
+# windows share a record: overlapping windows are not exchangeable draws).
 score = dict(zip(steps, hist["induction_best"]))
+gap = steps[1] - steps[0]
 rise = {s: score[s + 40] - score[s - 40] for s in steps
         if s - 40 in score and s + 40 in score}
-elsewhere = [r for s, r in rise.items() if abs(s - change) >= 80]
+elsewhere = [r for s, r in rise.items()
+             if s != change and (s - change) % (80 + gap) == 0]
+# abruptness: the share of the curve's whole change inside the window, beside the
+# share a constant rate would put there (80 steps of the run's length)
+glue("ind_share", 100 * rise[change] / (score[steps[-1]] - score[steps[0]]))
+glue("linear_share", 100 * 80 / (steps[-1] - steps[0]))
 glue("change_step", change)
 glue("ind_before", score[change - 40])
 glue("ind_after", score[change + 40])
@@ -544,19 +570,27 @@ plain = zoo.history("text-2l-plain")["induction_best"]
 glue("plain_ind_start", plain[0])
 glue("plain_ind_end", plain[-1])
 rise_test = null_test(rise[change], Null.draws(
-    f"the rise over the {len(elsewhere)} other 80-step windows of the history",
-    elsewhere), alternative="greater")
+    f"the rise over the {len(elsewhere)} disjoint 80-step windows tiling the "
+    "rest of the history", elsewhere), alternative="greater")
 glue("rise_rank", rise_test.rank)
-finding("toy-2l's best induction score rises faster in the 80 steps around "
-        "its phase change than in 80-step windows elsewhere in training",
+glue("rise_p", rise_test.p)
+finding("co-occurrence: toy-2l's best induction score rises more in the 80 "
+        "steps around its phase change than in any disjoint 80-step window "
+        "elsewhere in training",
         rise_test,
         chapter="induction module")
 
 # %% [markdown]
 # The best induction score goes from {glue:text}`ind_before:.2f` 40 steps before step
-# {glue:text}`change_step` to {glue:text}`ind_after:.2f` 40 steps after it; among the
-# {glue:text}`n_windows` other 80-step windows of the history none rises faster (its rank
-# is {glue:text}`rise_rank`). In a toy trained on repeats the change is a cliff. On text,
+# {glue:text}`change_step` to {glue:text}`ind_after:.2f` 40 steps after it. The score
+# rises there while the second-copy loss falls, and that co-occurrence is the finding: among
+# the {glue:text}`n_windows` disjoint 80-step windows tiling the rest of the history, none
+# rises as much (rank {glue:text}`rise_rank`, $p$ = {glue:text}`rise_p:.3f`, the smallest
+# $p$ that many windows allow). How abrupt the rise is, is a description rather than a test:
+# {glue:text}`ind_share:.0f`% of the score's whole change in training falls inside those 80
+# steps, where a constant rate would put {glue:text}`linear_share:.1f`% (chapter
+# {doc}`../17_induction_evidence` makes the same comparison for the losses). In a toy
+# trained on repeats the change is a cliff. On text,
 # Olsson et al. see it as a smaller bump in the training loss, in the same window as an
 # abrupt gain in the *in-context-learning score*, the loss late in a context minus the loss
 # early in it. How clearly a small model shows either depends on its data, as the book's
@@ -657,7 +691,8 @@ finding("toy-2l's best induction score rises faster in the 80 steps around "
 #   most of a real model's non-embedding parameters, are what this leaves out.
 # - QK decides where a head looks, OV what it brings; both have rank at most $d_\text{head}$.
 #   Eigenvalues of the full OV circuit test for copying, computed without vocabulary-sized
-#   matrices, and say nothing about a head whose output is read by another head.
+#   matrices; they describe one path, the head's direct effect on the logits, and not what
+#   a head does through another head that reads its output.
 # - The source writes column vectors; the book writes rows. Its problem-5 formula is
 #   Q-composition; the book measures K-composition.
 # - Q- and K-composition steer attention; only V-composition creates virtual heads.

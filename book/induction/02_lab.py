@@ -134,6 +134,8 @@ finding(f"...but less than mean-ablating L{l0}H{h0} (the difference of the "
         "two rises, per sequence)", (rise - rise_other).mean(),
         null=Null.point("no difference", 0.0),
         boot=bootstrap(rise - rise_other), chapter="induction module")
+
+# %% tags=["hide-input"]
 # the prose calls this head chapter 17b's partial helper, L0H1
 assert (l0, worst_head) == (0, 1), (l0, worst_head)
 
@@ -155,40 +157,62 @@ assert (l0, worst_head) == (0, 1), (l0, worst_head)
 # head's pattern and watch the induction head's stripe vanish and the loss chart's second
 # half jump up.
 #
-# One more thing breaks without any ablation: short segments. `toy-2l` was trained on
-# segments of 16 to 32 tokens. Press "random tokens, repeated" and then delete tokens to
-# shorten the segment, or measure it here:
+# One more thing breaks without any ablation: short repeats at the start of a sequence.
+# `toy-2l` was trained on segments of 16 to 32 tokens. Press "random tokens, repeated" and
+# then delete tokens to shorten the segment, or measure it here. A shorter segment also
+# puts its second copy nearer the start of the sequence, so the cell separates the two:
+# it measures 8-token segments again after a prefix of random tokens.
 
 # %%
-def second_copy_loss(seg):
+def second_copy_loss(seg, prefix=0):
     """Mean loss on the second copy (from its second token) of 32 random
-    segments of ``seg`` tokens, repeated."""
+    segments of ``seg`` tokens, repeated, after ``prefix`` random tokens."""
     t = repeated_random_tokens(32, seg, model.cfg.d_vocab, seed=2)
+    if prefix:
+        g = torch.Generator().manual_seed(3)
+        t = torch.cat([torch.randint(model.cfg.d_vocab, (32, prefix), generator=g),
+                       t], dim=1)
     with torch.no_grad():
         logp = model(t).log_softmax(-1)[:, :-1]
-    return float(-logp.gather(-1, t[:, 1:, None])[:, seg:].mean())
+    return float(-logp.gather(-1, t[:, 1:, None])[:, prefix + seg:].mean())
 
 
 by_length = {seg: second_copy_loss(seg) for seg in (8, 12, 16, 24)}
+by_prefix = {p: second_copy_loss(8, p) for p in (0, 8, 16, 24)}
 print("second-copy loss by segment length:",
       ", ".join(f"{k}: {v:.2f}" for k, v in by_length.items()))
+print("8-token segments after a random prefix of n tokens:",
+      ", ".join(f"{k}: {v:.2f}" for k, v in by_prefix.items()))
 glue("lab_short8", by_length[8])
 glue("lab_short24", by_length[24])
+glue("lab_pre8", by_prefix[8])
+glue("lab_pre24", by_prefix[24])
 observation("second-copy loss on 8-token and on 24-token segments",
             f"{by_length[8]:.2f} vs {by_length[24]:.2f}",
             chapter="induction module")
+observation("second-copy loss on 8-token segments after 8 and 24 random "
+            "tokens", f"{by_prefix[8]:.2f} and {by_prefix[24]:.2f}",
+            chapter="induction module")
 
 # %% [markdown]
-# On 8-token segments the second copy costs {glue:text}`lab_short8:.2f` nats a token, against
-# {glue:text}`lab_short24:.2f` on 24-token ones. The circuit works on the lengths it was
-# trained on and fails on shorter repeats: a circuit found on a training distribution is,
-# until tested, a statement about that distribution only.
+# On 8-token segments at the start of a sequence the second copy costs
+# {glue:text}`lab_short8:.2f` nats a token, against {glue:text}`lab_short24:.2f` on
+# 24-token ones. Length is not the only factor: put 8 or 24 random tokens before the same
+# 8-token segments and the loss drops to {glue:text}`lab_pre8:.2f` and
+# {glue:text}`lab_pre24:.2f`, still far above the 24-token segments'. Both the segment's
+# length and its position in the sequence matter (one model, 32 random sequences of one
+# seed): the circuit copies short repeats poorly, and worst right at the start of a
+# sequence. A circuit found on a training
+# distribution is, until tested, a statement about that distribution only.
 #
 # ## The path expansion adds up
 #
-# The lab's path terms are computed in the page; here is the same expansion in Python for
-# the lab's starting sequence (`circuitbook.paths.logit_attribution`), with the check that
-# its parts sum to the model's logits.
+# The lab's path terms are computed in the page, in JavaScript; here is the same expansion
+# in Python for the lab's starting sequence (`circuitbook.paths.logit_attribution`), with
+# the check that its parts sum to the model's logits. That check is of the Python
+# expansion; the JavaScript one is checked by the book's test
+# `tests/js/attn_only_forward.test.js`, which compares each of its path terms with the
+# Python ones and their sum with the logits.
 
 # %%
 start = torch.tensor([lab.tokens])

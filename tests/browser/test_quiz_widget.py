@@ -48,10 +48,9 @@ window.MathJax = {
 
 
 def _questions():
-    text = (ROOT / "book" / "induction" / "04_quiz.py").read_text()
-    ns: dict = {}
-    exec(text[text.index("QUESTIONS = ["):text.index("quiz = Quiz")], ns)  # noqa: S102 - the book's own source
-    return ns["QUESTIONS"]
+    from circuitbook.widgets.quiz_questions import QUESTIONS
+
+    return QUESTIONS
 
 
 @pytest.fixture(scope="module")

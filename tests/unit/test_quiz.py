@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from circuitbook.widgets import quiz_questions
 from circuitbook.widgets.quiz import Quiz, plain, rich, tex_to_html
 
-SOURCE = Path(__file__).resolve().parents[2] / "book" / "induction" / "04_quiz.py"
-
-
-def _questions(text: str) -> list[dict]:
-    ns: dict = {}
-    exec(text[text.index("QUESTIONS = ["):text.index("quiz = Quiz")], ns)  # noqa: S102 - the book's own source
-    return ns["QUESTIONS"]
-
-
-QUESTIONS = _questions(SOURCE.read_text())
+QUESTIONS = quiz_questions.QUESTIONS
+PAGE = Path(__file__).resolve().parents[2] / "book" / "induction" / "04_quiz.py"
 
 
 def balance(questions: list[dict]) -> tuple[int, collections.Counter]:
@@ -134,3 +127,11 @@ def test_the_script_can_retry():
     # a wrong answer is not told the right option, so that a retry means something
     assert "q.options[q.correct]" not in js
     assert html.escape("<") == "&lt;" and re.search(r"tex2chtmlPromise", js)
+
+
+def test_the_page_does_not_print_its_answer_key():
+    """The questions, with their right options and explanations, live in the package; the
+    page's cell only builds the widget, and its input is removed from the site."""
+    page = PAGE.read_text()
+    assert '"correct"' not in page and "why_not" not in page
+    assert 'tags=["remove-input"]' in page and "Quiz(QUESTIONS)" in page

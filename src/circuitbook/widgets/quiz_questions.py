@@ -1,0 +1,269 @@
+"""The questions of the induction module's quiz ("Check yourself", book/induction/04_quiz).
+
+They live here, not on the page, so that the page does not print its own answer key: the
+page cell only builds ``Quiz(QUESTIONS)``. Each question has four options, the index of the
+right one (``correct``), an ``explanation`` shown after a right answer, and ``why_not[i]``,
+what is wrong with option ``i``, shown after a wrong answer; a ``why_not`` says what is wrong
+with the chosen option without naming the right one, so that "Try again" means something.
+"""
+
+from __future__ import annotations
+
+QUESTIONS = [
+    {"question": "Why does the framework study $W_{QK} = W_Q W_K^\\top$ "
+                 "rather than $W_Q$ and $W_K$ one by one?",
+     "options": [
+                 "$W_K$ is always $W_Q^\\top$, so the product is symmetric "
+                 "and easier to read",
+                 "Scores see only the product: $W_Q G$, $W_K G^{-\\top}$ "
+                 "give the same model for any invertible $G$",
+                 "The product has full rank $d_\\text{model}$, so it holds "
+                 "more than either factor alone",
+                 "One $d_\\text{model} \\times d_\\text{model}$ product is "
+                 "cheaper to run than two separate projections, so it is "
+                 "what the model computes"],
+     "correct": 1,
+     "explanation": "The score of query $x_i$ against key $x_j$ is $x_i W_Q "
+                    "W_K^\\top x_j^\\top$: only the product enters, so the "
+                    "factors are not identifiable and only $W_{QK}$ means "
+                    "something. (With rotary embeddings the score is $x_i "
+                    "W_Q R_{i-j} W_K^\\top x_j^\\top$, and only a $G$ that "
+                    "commutes with every rotation $R$ leaves it unchanged; "
+                    "the factors are still not identifiable. Where the model has "
+                    "query and key biases they transform too, $b_Q G$ and "
+                    "$b_K G^{-\\top}$; with grouped-query attention one $G$ "
+                    "must serve every query head that shares a key head.)",
+     "why_not": [
+                 "$W_Q$ and $W_K$ are learned separately and differ; "
+                 "nothing makes $W_{QK}$ symmetric (a previous-token head's, "
+                 "which scores the key one step back, need not be).",
+                 None,
+                 "The product passes through the head's $d_\\text{head}$ "
+                 "dimensions, so its rank is at most $d_\\text{head}$, far "
+                 "below $d_\\text{model}$.",
+                 "The model runs the two thin projections, and one $d_\\text{model} "
+                 "\\times d_\\text{model}$ product would cost more, not less: "
+                 "cost gives no reason to study the product."]},
+    {"question": "Which kind of composition creates a virtual head: a new "
+                 "term $W_{OV}^{h_1} W_{OV}^{h_2}$ in the logits?",
+     "options": [
+                 "Q-composition: the later head's queries read what the "
+                 "earlier head wrote",
+                 "K-composition: the later head's keys read what the "
+                 "earlier head wrote",
+                 "V-composition: the later head's values read what the "
+                 "earlier head wrote",
+                 "Any of the three, once the model has more heads to "
+                 "compose with in each layer"],
+     "correct": 2,
+     "explanation": "Only when the later head's values read the earlier "
+                    "head's output does the product $W_{OV}^{h_1} "
+                    "W_{OV}^{h_2}$, with pattern $A^{h_2} A^{h_1}$, appear "
+                    "in the logits. Q- and K-composition change where the "
+                    "later head attends, not what it moves.",
+     "why_not": [
+                 "Q-composition changes the later head's pattern (where it "
+                 "looks), not the content it moves; no product of OV "
+                 "circuits appears.",
+                 "K-composition is what induction heads use, but it changes "
+                 "which key the later head picks; what it moves does not "
+                 "pass through the earlier head's OV circuit.",
+                 None,
+                 "More heads add more terms, but each kind of composition "
+                 "still does what it did with fewer heads: the head count "
+                 "does not turn a change of pattern into a product of "
+                 "OV circuits."]},
+    {"question": "Can a one-layer attention-only model complete [A][B] … "
+                 "[A] with [B] when it never saw A and B together in "
+                 "training?",
+     "options": [
+                 "Yes: a copying head attends to the earlier [B] and raises "
+                 "its logit",
+                 "No: $d_\\text{model}$ is too small to store every pair of "
+                 "tokens, though a much wider model could",
+                 "Yes, given enough heads, since more heads mean more "
+                 "composition",
+                 "No: each key must know its left neighbour, and only an "
+                 "earlier layer can write that"],
+     "correct": 3,
+     "explanation": "One layer attends by content and position "
+                    "(skip-trigrams). To find 'the token after the earlier "
+                    "[A]', the key at [B] must carry 'my left neighbour was "
+                    "A', which a previous-token head in an earlier layer "
+                    "writes: K-composition, so two layers. (An architecture "
+                    "change can lift this: chapter 19's smeared keys mix "
+                    "each key with its left neighbour's, and then one layer "
+                    "suffices.)",
+     "why_not": [
+                 "A copying head raises the logit of what it attends to, "
+                 "but to attend to [B] rather than any other earlier token, "
+                 "[B]'s key must say 'I follow an A', and nothing in this "
+                 "option puts that into the key.",
+                 "Width is not the obstacle: a pair never seen in training is "
+                 "not stored anywhere, however large $d_\\text{model}$ is. "
+                 "The question is about generalising to unseen pairs.",
+                 "Heads in the same layer all read the same stream, the "
+                 "embeddings, and none reads another's output: adding "
+                 "heads adds more of the same one-step lookups.",
+                 None]},
+    {"question": "What does the previous-token head contribute to an "
+                 "induction circuit?",
+     "options": [
+                 "It writes each token into the stream of the position "
+                 "after it, where the induction head's keys read it",
+                 "It predicts the next token: attending to the previous "
+                 "token tells it what usually comes after",
+                 "It copies the current token into the logits, which is why "
+                 "models repeat what they just saw",
+                 "It finds the earlier occurrence of the current token, and "
+                 "the induction head then copies what the previous-token "
+                 "head found there"],
+     "correct": 0,
+     "explanation": "Its output is what lets the key at the token after an "
+                    "earlier [A] say 'my left neighbour was A', so the "
+                    "induction head's query [A] can match it "
+                    "(K-composition).",
+     "why_not": [
+                 None,
+                 "That is the job of the pair, not of this head: it attends "
+                 "one position back and writes what it finds there, and "
+                 "does not look at the logits.",
+                 "It attends one position back, so what it moves is the "
+                 "previous token, not the current one; copying the current "
+                 "token would not explain continuing an earlier passage.",
+                 "It only looks one position back, so it cannot search the "
+                 "context for an earlier copy of the current token."]},
+    {"question": "Which summary of the induction-head 'phase change' is "
+                 "most defensible?",
+     "options": [
+                 "Induction heads appear gradually over training, and "
+                 "in-context learning improves smoothly along with them, so "
+                 "calling it a 'phase change' is a misnomer",
+                 "In-context learning appears only once a model is large: "
+                 "the bump is a property of scale, not of training time",
+                 "Induction heads form in a short window early in training "
+                 "while in-context loss drops; in small attention-only "
+                 "models, ablations show they cause it",
+                 "It shows that in-context learning happens in the MLP "
+                 "layers, which the induction heads only feed"],
+     "correct": 2,
+     "explanation": "That is Olsson et al.'s claim: a sharp, simultaneous "
+                    "change in training, with its strongest (causal) "
+                    "evidence in small attention-only models and only "
+                    "correlational evidence in large ones.",
+     "why_not": [
+                 "Olsson et al.'s training curves do not show a gradual "
+                 "change: this option leaves out the bump in the training "
+                 "loss that gave the 'phase change' its name.",
+                 "Small models show it too, down to two-layer "
+                 "attention-only models; the bump is a function of training "
+                 "time.",
+                 None,
+                 "In attention-only models there are no MLPs, and the heads "
+                 "alone produce the effect."]},
+    {"question": "A head has $d_\\text{model} = 768$ and $d_\\text{head} = "
+                 "64$. What does $\\operatorname{rank} W_{OV} \\le 64$ "
+                 "imply?",
+     "options": [
+                 "The head can attend to at most 64 positions at a time",
+                 "It writes into at most a 64-dimensional subspace of the "
+                 "stream",
+                 "It can raise the logits of at most 64 tokens of the "
+                 "vocabulary",
+                 "Its $768 \\times 768$ matrix $W_{OV}$ has at most 64 "
+                 "nonzero rows, and the rest are zero"],
+     "correct": 1,
+     "explanation": "$W_{OV}$ maps the stream through the head's 64 "
+                    "dimensions, so its image, everything the head can "
+                    "write, is at most 64-dimensional. Through those "
+                    "directions it can still affect every token's logit.",
+     "why_not": [
+                 "How many positions the head attends to is set by its "
+                 "pattern, a different circuit; the rank of $W_{OV}$, which "
+                 "acts on each attended vector, puts no bound on it.",
+                 None,
+                 "The 64 directions can each move many logits: through "
+                 "$W_U$ a 64-dimensional write can raise or lower every "
+                 "token.",
+                 "Low rank is not sparsity: a rank-64 matrix can have every "
+                 "entry nonzero. It is a product of $768 \\times 64$ and "
+                 "$64 \\times 768$ factors."]},
+    {"question": "Which combination of evidence makes the strongest case "
+                 "that a head is an induction head?",
+     "options": [
+                 "It sits in the second half of the network, attends to "
+                 "tokens far back in long natural text, and its pattern "
+                 "changes when the text repeats",
+                 "On repeated random tokens it attends to the token after "
+                 "the earlier copy, and ablating it alone removes the "
+                 "in-context loss drop",
+                 "On natural text it attends to the token after an earlier "
+                 "copy of the current token, across many documents and "
+                 "several seeds, with a high score every time",
+                 "On random repeats it attends to the token after the "
+                 "earlier copy, its OV circuit copies, and ablating its "
+                 "group cuts the drop more than controls do"],
+     "correct": 3,
+     "explanation": "Random tokens rule out memorised bigrams, a copying OV "
+                    "circuit explains what the head writes, and ablating "
+                    "every head that does the same job, against controls, "
+                    "tests whether the model relies on them in a way that "
+                    "redundancy cannot hide: behaviour, mechanism and cause "
+                    "together. The ablation need not remove the whole drop "
+                    "(problem 6 measures how much of it remains in SmolLM2): "
+                    "a cut well beyond the controls' is the evidence, and "
+                    "other heads may carry the rest.",
+     "why_not": [
+                 "Layer and distance are weak hints: many later heads "
+                 "attend far back for other reasons (the first token, "
+                 "punctuation, names), and repeated text changes many "
+                 "heads' patterns.",
+                 "Circuits are often redundant: when several heads do the "
+                 "same job, removing one can leave the others to do it, so a "
+                 "real induction head can fail this test; and a small effect "
+                 "of removing one head does not say why (chapter 17b: whether "
+                 "heads share the work or the softmax saturates, removing one "
+                 "barely moves the loss). Nor does this option check what "
+                 "the head writes.",
+                 "A pattern says where the head looks, not what it writes "
+                 "or whether the model uses it: nothing here tests its OV "
+                 "circuit or its effect on the loss, and on natural text a "
+                 "head can look at the token after an earlier copy without "
+                 "copying it (to track a recurring name, say).",
+                 None]},
+    {"question": "A corruption raises the loss on the predictions an "
+                 "induction head makes from 0.2 to 4.0 nats. Patching the "
+                 "previous-token head's clean output into only the "
+                 "induction heads' keys brings it back to 0.35: a "
+                 "normalised effect of 0.96. What does this show?",
+     "options": [
+                 "That path alone brings back what the corruption took: "
+                 "with everything else left corrupted, it restores almost "
+                 "all of the gap",
+                 "That the previous-token head is necessary: its corrupted "
+                 "output in a clean run would lose 96% of the behaviour",
+                 "That this path carries 96% of the induction, so all the "
+                 "other paths together can carry at most 4%",
+                 "That the induction heads' keys read 96% of what the "
+                 "previous-token head writes into the stream"],
+     "correct": 0,
+     "explanation": "This is denoising: one clean path in an otherwise "
+                    "corrupted run restores (0.35 - 4.0) / (0.2 - 4.0), "
+                    "about 0.96, of the gap between the corrupted and the "
+                    "clean loss. The path is sufficient here; whether it is "
+                    "necessary is another experiment.",
+     "why_not": [
+                 None,
+                 "This reads the result as if it came from the opposite "
+                 "experiment (noising: a corrupted activation put into a "
+                 "clean run); the patch described goes the other way, and "
+                 "with redundant paths the two can disagree.",
+                 "Effects of different patches need not add up to 1: two "
+                 "redundant paths can each restore nearly everything, and "
+                 "paths interact. The number is this patch's share of the "
+                 "gap, not a share of a fixed budget.",
+                 "The 0.96 is a fraction of the metric's gap between the "
+                 "clean and the corrupted run, not of the head's output. "
+                 "How much of that output the keys read is a question about "
+                 "the weights (the K-composition score)."]},
+]
