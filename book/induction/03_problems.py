@@ -88,10 +88,12 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 #
 # <details><summary>Model answer</summary>
 #
-# <p>Full QK, <code>W_E W_QK W_E^T</code> [vocab, vocab]: the entry in row <i>a</i>, column
-# <i>b</i> is the attention score (before the softmax and the 1/sqrt(d_head) scale) that a
-# query position holding token <i>a</i> gives a key position holding token <i>b</i>, counting
-# only the token embeddings: how much <i>a</i> wants to look at <i>b</i>. Full OV,
+# <p>Full QK, <code>W_E W_QK W_E^T</code> [vocab, vocab]: in a model without rotary position
+# embedding (GPT-2 small, the book's toys), the entry in row <i>a</i>, column <i>b</i> is the
+# attention score (before the softmax and the 1/sqrt(d_head) scale) that a query position
+# holding token <i>a</i> gives a key position holding token <i>b</i>, counting only the token
+# embeddings, with the positional embedding and the layer norm left out: how much <i>a</i>
+# wants to look at <i>b</i>. Full OV,
 # <code>W_E W_OV W_U</code> [vocab, vocab]: the entry in row <i>b</i>, column <i>c</i> is how
 # much the logit of token <i>c</i> goes up when the head attends fully to a position holding
 # token <i>b</i>: what looking at <i>b</i> makes the model predict. The first says where the
@@ -99,15 +101,30 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 # convention the row is the token read, the column the token it acts on. Both are products
 # through the head's d_head dimensions, so each is a d_vocab x d_vocab table of rank at most
 # d_head (for GPT-2 small, 50,257 x 50,257 of rank at most 64): the head stores far fewer
-# numbers than the table has entries.</p>
+# numbers than the table has entries. If your <code>P1_MODEL</code> is SmolLM2, the shapes
+# and ranks are the same, but the full QK entry is not a score: SmolLM2 rotates queries and
+# keys by their positions (RoPE) between <code>W_Q</code> and <code>W_K</code>, so a pair's
+# score is <code>x_i W_Q R_(i-j) W_K^T x_j^T</code>, one token table per offset of which
+# <code>W_E W_QK W_E^T</code> is only the offset-0 member, and an RMSNorm stands between
+# <code>W_E</code> and <code>W_Q</code> (chapter {doc}`../09_full_circuits`).</p>
 # </details>
 
 # %% [markdown]
-# Why do we always talk about $W_{QK}$ and never about $W_Q$ and $W_K$ on their own? Because the
-# model only ever uses their product: any invertible $G \in \mathbb{R}^{d_\text{head} \times
-# d_\text{head}}$ gives another pair $(W_Q G,\; W_K G^{-\top})$ with the same product, the same
-# scores and so the same model. Write that reparametrisation; the check accepts any pair that
-# changes $W_Q$ but keeps $W_Q W_K^\top$.
+# Why do we talk about $W_{QK}$ and not about $W_Q$ and $W_K$ on their own? In a model without
+# rotary position embedding (GPT-2, `toy-2l`), a head's score is
+# $(\tilde x_q W_Q + b_Q)(\tilde x_k W_K + b_K)^\top$, with $\tilde x$ the stream after
+# the layer norm where the model has one (the norm sits between the stream and $W_Q$, $W_K$,
+# and does not involve them): queries and keys are used for nothing but this product. An
+# invertible $G \in \mathbb{R}^{d_\text{head} \times d_\text{head}}$ can therefore be
+# slipped in between them without changing a score, provided its effect is undone on the
+# other side. Find such a pair: given $W_Q$, $W_K$ and $G$, let $W_Q$ absorb $G$ and return
+# a new pair $(W_Q', W_K')$ with the same product $W_Q' W_K'^\top = W_Q W_K^\top$; the
+# check accepts any pair that changes $W_Q$ but keeps $W_Q W_K^\top$ (the demonstration
+# below changes the biases the same way). This freedom is smaller in SmolLM2: rotary
+# embedding rotates queries and keys by their positions between $W_Q$ and $W_K$, so only a
+# $G$ that commutes with every one of those rotations keeps the scores, and under
+# grouped-query attention several query heads
+# share one $W_K$, so one $G$ must serve all of them.
 
 # %% tags=["exercise"]
 def reparametrize(W_Q, W_K, G):
@@ -165,7 +182,7 @@ fwd_terms = attn_only_forward_terms(cfg, n)
 largest = max(t[t.isfinite()].abs().max().item()
               for t in run_cache.values())
 product_size = model.W_Q.detach().abs().max().item() * col_sum
-identity("reparametrising W_Q, W_K by (G, G^-T) changes W_Q (by more than "
+identity("reparametrising W_Q, W_K with reparametrize changes W_Q (by more than "
          "rounding)", f"W_Q moved {moved:.2f}",
          moved > rounding_bound(cfg.d_head, product_size),
          chapter="induction problems")
@@ -256,8 +273,9 @@ progress.tracker("2")
 #
 # Make it an induction head: the query should look for a key *whose previous token is the
 # current token*, and the OV circuit should copy the token it finds. `S_tok` and `S_prev` are
-# given as row bases ([V, d_model]), so `S_tok.T @ S_prev` maps "the token" on one side to
-# "the previous token" on the other. Mind the scale: the softmax needs big score gaps, and the
+# given as row bases ([V, d_model]). For two such bases `A` and `B`, what does
+# $x_q (A^\top B) x_k^\top$ compare, and which two bases does the match you want compare?
+# Which bases must the copy read from and write to? Mind the scale: the softmax needs big score gaps, and the
 # copied token must outvote the direct path, which also writes the current token into `S_tok`.
 #
 # What the check asks, fixed before you design: it builds the scaffold with your two matrices,
@@ -301,7 +319,8 @@ checks.ps_p3(design_induction_head)
 #
 # Now break it. Measure the induction score of your head in that broken model
 # (`prev_into="S_tok"`), with the context length `P3_CTX` of the parameter cell (the scaffold's
-# `n_ctx`), and look at what its attention does. The next cell measures the working scaffold
+# `n_ctx`), and look at what its attention does. The check measures the design you pass it
+# (your `design_induction_head`), so any design that passed above is judged by its own score. The next cell measures the working scaffold
 # with `scaffold_behaviour` (`help(scaffold_behaviour)` lists its arguments), the tool for this;
 # if you build the model yourself with `induction_scaffold`, give it this page's sizes
 # (`d_vocab=32`, `n_ctx=P3_CTX`): its default vocabulary is smaller and does not match the
@@ -323,15 +342,20 @@ broken = scaffold_behaviour(W_QK, W_OV, prev_into="S_tok", n_ctx=P3_CTX)
 broken_score = broken["induction_score"]
 # END SOLUTION
 
-checks.ps_p3b(broken_score, n_ctx=P3_CTX)
+checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 
 # %% [markdown]
 # What would a head that knows nothing of induction score here? The next cell puts 20
 # random $W_{QK}$ (Gaussian, scaled to the Frobenius norm of yours) in the same place, with
-# your $W_{OV}$, and sets both of your measurements beside them, one-sided (does the head
+# your $W_{OV}$, and sets the working head's score beside them, one-sided (does the head
 # score *above* random heads?). Twenty draws can show at best $p = 1/21 \approx 0.048$,
 # just under the level 0.05 (a two-sided test could never get below $2/21$): for a value
-# above all of them, how far above is the stronger evidence, and the prose gives it.
+# above all of them, how far above is the stronger evidence, and the prose gives it. The
+# broken head needs no test when your $W_{QK}$ reads nothing of the key but `S_prev`, as the
+# book's does: `S_prev` is then empty, every score is 0, and the attention is uniform over
+# the keys it may see (keys $1, \dots, n + i$ for the query $n + i$; the scaffold keeps every
+# query off key 0), so its induction score is $\frac1n \sum_{i=0}^{n-1} \frac{1}{n+i}$ by
+# construction, an identity the cell checks.
 
 # %%
 g = torch.Generator().manual_seed(5)
@@ -346,31 +370,43 @@ working_test = null_test(working["induction_score"], random_heads)
 finding("the designed head does induction in the scaffold: its induction "
         "score is above random heads'", working_test,
         chapter="induction problems")
-# one-sided: the question is whether the broken head still does induction,
-# and 20 draws could never reject a two-sided test (its floor is 2/21)
-finding("with the previous token written into S_tok, the head's induction "
-        "score is not above random heads'", broken_score,
-        null=random_heads, alternative="greater", expect="no effect",
-        chapter="induction problems")
+# Uniform attention over keys 1 .. n + i: the score of a W_QK that reads only
+# the key's S_prev, which the broken scaffold leaves empty. Rounding: a
+# softmax over at most 2n keys, then a mean over 8 n queries (float64).
+half = P3_CTX // 2
+uniform = sum(1 / (half + i) for i in range(half)) / half
+reads_prev_only = bool((W_QK @ space["S_tok"].T).abs().max() == 0
+                       and (W_QK @ space["S_pos"].T).abs().max() == 0)
+if reads_prev_only:
+    identity_close("with the previous token written into S_tok, a W_QK that reads "
+                   "only the key's S_prev attends uniformly: its induction score "
+                   "is the mean of 1/(n + i)", broken_score, uniform,
+                   terms=2 * P3_CTX + 8 * half, scale=1.0,
+                   chapter="induction problems")
+else:
+    observation("the broken scaffold's induction score of a W_QK that also "
+                "reads the key's S_tok or S_pos", broken_score,
+                chapter="induction problems")
 glue("p3_working", working["induction_score"])
 glue("p3_broken", broken_score)
+glue("p3_uniform", uniform)
 glue("p3_random_lo", min(random_scores))
 glue("p3_random_hi", max(random_scores))
 glue("p3_z", working_test.z)
-glue("p3_broken_where", "inside" if min(random_scores) <= broken_score
-     <= max(random_scores) else "outside")
 progress.tracker("3")
 
 # %% [markdown]
-# With separate subspaces the head's induction score is {glue:text}`p3_working:.2f`; when
-# the previous token lands in `S_tok` it falls to {glue:text}`p3_broken:.2f`,
-# {glue:text}`p3_broken_where` the range of the random heads
-# ({glue:text}`p3_random_lo:.2f` to {glue:text}`p3_random_hi:.2f`). The working head lies
-# {glue:text}`p3_z:.0f` of the random heads' standard deviations above their mean, far
-# more than the rank test's floor of $p = 1/21$ can show. The key side now finds nothing
-# in `S_prev` to match, and `S_tok` holds two tokens at once, so queries cannot tell "this
-# token" from "the token before it". Residual-stream bandwidth matters: circuits work
-# because different information lives in different directions.
+# With separate subspaces the head's induction score is {glue:text}`p3_working:.2f`; the
+# working head lies {glue:text}`p3_z:.0f` of the random heads' standard deviations above
+# their mean (they score {glue:text}`p3_random_lo:.2f` to
+# {glue:text}`p3_random_hi:.2f`), far more than the rank test's floor of $p = 1/21$ can
+# show. When the previous token lands in `S_tok`, the score falls to
+# {glue:text}`p3_broken:.3f`; uniform attention scores {glue:text}`p3_uniform:.3f`. For the
+# book's design the two agree by construction, not by measurement: the key side finds
+# nothing in `S_prev` to match. A design that also reads the key's `S_tok` cannot find the
+# match either: `S_tok` now holds two tokens at once, and queries cannot tell "this token"
+# from "the token before it" (the model answer above). Residual-stream bandwidth matters: circuits
+# work because different information lives in different directions.
 #
 # ## Problem 4: find the induction heads (code)
 #
@@ -773,7 +809,9 @@ progress.tracker("5")
 # {glue:text}`p5_other_loss:.2f` for the others. Both differences hold batch by batch
 # over 20 fresh batches, against the most damaging of the other heads (the findings
 # above). The composition score said the two heads are wired together; the ablation says
-# the wire carries the circuit, in this model and on repeated random tokens.
+# the writer is necessary for the circuit, in this model and on repeated random tokens. It
+# does not say that what the writer contributes reaches the reader through its keys: that
+# is what problem 7's path patching tests.
 
 
 # %% [markdown]
@@ -788,8 +826,8 @@ progress.tracker("5")
 # This page adapts the definition in two ways, and the number is therefore not quite theirs.
 # One token's loss is very noisy, so we average each document's loss over a *window* of 21
 # tokens around each point, tokens 40-60 and 490-510, instead of reading tokens 50 and 500
-# alone; and the documents are Shakespeare scenes of at least 600 tokens, cut to their first
-# 511. We keep one score per document: the spread across documents is what tells you how
+# alone; and the documents are Shakespeare scenes of at least 600 tokens (counted in their
+# first 4,000 characters), cut to their first 511. We keep one score per document: the spread across documents is what tells you how
 # sure the mean is. Write it from the logits
 # (the logits at position $t-1$ predict token $t$); the windows are `range`s of token
 # indices.
@@ -839,7 +877,9 @@ checks.ps_p6(icl_scores)
 # of 21 tokens). The spread of other quantities (a change under an ablation, control
 # heads) says nothing about these ones and is not used.
 #
-# Each document is a Shakespeare scene of at least 600 tokens (SmolLM2's tokenizer), every
+# Each document is a Shakespeare scene whose first 4,000 characters make at least 600 tokens
+# (SmolLM2's tokenizer; only those characters are tokenised, so a long scene whose opening
+# is dense in short tokens can be left out), every
 # ninth scene in the corpus's order, cut to its first 511 tokens (tokens 0 to 510). A
 # caveat on that choice: the selection and the 50 tokens kept were settled after an
 # exploratory run on the first 40 such documents, which include those tested below. The
@@ -1007,7 +1047,10 @@ glue("plan_half", z_level * sigma[ESTIMAND][1] / math.sqrt(N_DOCS))
 # output of about the same size. The size is what mean-ablation removes: the
 # root-mean-square of the head's output $z W_O$ around its mean, over the clean run's
 # tokens. And a control must not be a head the induction heads are wired to: not another
-# induction head (an induction score of 0.1 or more in problem 4), and not a head that
+# induction head (an induction score of 0.1 or more in problem 4: a bar of this design,
+# fixed before any control is chosen, a fifth of the 0.5 that counts a head as an induction head and several times
+# the {glue:text}`chance_max:.2f` that any head scores on unrepeated tokens, so that a head
+# with a partial induction role is kept out too), and not a head that
 # composes with one of them, as a writer into its queries, keys or values or as a reader of
 # its output. Which heads compose comes from the weights, with chapter 17b's rule
 # ({doc}`../17_induction_evidence`): after folding each layer's RMSNorm gain into $W_Q$,
@@ -1263,8 +1306,13 @@ def test(x, alternative="two-sided"):
                      boot=bootstrap(x), alternative=alternative)
 
 
+def signed(x):
+    """x with its sign, to 2 decimals; to 3 where 2 would print a signed zero."""
+    return f"{x:+.3f}" if 0 < abs(x) < 0.005 else f"{x + 0.0:+.2f}"
+
+
 def fmt(t):
-    return f"{t.value:+.2f} [{t.lo:+.2f}, {t.hi:+.2f}]"
+    return f"{signed(t.value)} [{signed(t.lo)}, {signed(t.hi)}]"
 
 
 def change(name, key):
@@ -1332,10 +1380,42 @@ power_unpaired = NormalDist().cdf(EFFECT * math.sqrt(n_unpaired)
 observation(f"the power the unpaired plan ({n_unpaired} documents) would "
             f"have had against {EFFECT} nats, with the unpaired spread "
             "measured in the test", power_unpaired, chapter="induction problems")
-for name in NATURAL:
-    observation(f"change of the paired score with the {name} heads "
-                "mean-ablated (95% interval)", fmt(d_icl[name]),
-                chapter="induction problems")
+finding(f"mean-ablating the 12 strongest induction heads changes the paired "
+        f"score (the first {N_ABL} test documents, 95% bootstrap interval)",
+        d_icl["top 12 induction"], chapter="induction problems")
+observation("change of the paired score with the 12 controls mean-ablated "
+            "(95% interval)", fmt(d_icl["12 controls"]),
+            chapter="induction problems")
+# The pilot's unpaired spread against the test's: how probable so small a
+# pilot spread is if the values are normal with the test's spread (s^2 (n-1)
+# / sigma^2 is chi-square with n - 1 degrees of freedom), and the tails of the
+# test's values: their excess kurtosis beside that of normal samples of the
+# same size (2,000 draws, seeded)
+pilot_s, test_s = sigma["unpaired"][0], spread["unpaired"]
+p_small = float(torch.special.gammainc(
+    torch.tensor((PILOT - 1) / 2, dtype=torch.float64),
+    torch.tensor((PILOT - 1) * pilot_s ** 2 / test_s ** 2 / 2,
+                 dtype=torch.float64)))
+
+
+def excess_kurtosis(x):
+    """[..., n] -> the sample excess kurtosis m4 / m2^2 - 3 along the last dim."""
+    d = x - x.mean(-1, keepdim=True)
+    return (d ** 4).mean(-1) / (d ** 2).mean(-1) ** 2 - 3
+
+
+kurt = float(excess_kurtosis(base["unpaired"].double()))
+normal_kurt = excess_kurtosis(torch.randn(
+    2000, N_DOCS, generator=torch.Generator().manual_seed(7),
+    dtype=torch.float64))
+kurt_test = null_test(kurt, Null.draws(f"excess kurtosis of {N_DOCS} normal "
+                                       "values, 2,000 samples", normal_kurt))
+observation(f"P(a pilot of {PILOT} normal values shows a spread of at most "
+            f"{pilot_s:.2f} | sigma = {test_s:.2f})", p_small,
+            chapter="induction problems")
+observation(f"excess kurtosis of the {N_DOCS} unpaired test values, and the "
+            "share of normal samples of that size that reach it",
+            f"{kurt:.1f}, p = {kurt_test.p:.4f}", chapter="induction problems")
 observation("paired-score change, 12 induction heads minus 12 controls (95% "
             "interval)", fmt(vs_icl), chapter="induction problems")
 finding("on a passage of real text repeated once, the second copy's loss is "
@@ -1360,6 +1440,8 @@ for name, value in [
         ("icl_unpaired", fmt(score["unpaired"])),
         ("sd_paired", spread["paired"]), ("sd_unpaired", spread["unpaired"]),
         ("power", power), ("power_unpaired", power_unpaired),
+        ("p_small", p_small), ("kurt", kurt),
+        ("kurt_n", int((normal_kurt >= kurt).sum())),
         ("icl_abl_docs", float(base["paired"][:N_ABL].mean())),
         ("d_icl12", fmt(d_icl["top 12 induction"])),
         ("d_icl12_lo", d_icl["top 12 induction"].lo),
@@ -1391,11 +1473,20 @@ progress.tracker("6")
 #   {glue:text}`sd_paired:.2f`, inside the range the pilot allowed, and the plan's power
 #   against 0.25 nats with that spread was {glue:text}`power:.0%`. The unpaired spread on
 #   the same documents was {glue:text}`sd_unpaired:.2f`, far above even the pilot's upper
-#   limit. An 80% upper limit is exceeded by the true spread in one pilot in five (if the
-#   values are roughly normal), and this pilot's eight unpaired values happened to lie close
-#   together. The plan it would have made, {glue:text}`n_unpaired` documents, would have
-#   had a power of only {glue:text}`power_unpaired:.0%` against 0.25 nats with the spread
-#   the test found. A conservative end protects a plan often, not always.
+#   limit. Were the values normal with that spread, a pilot of 8 would show a spread of
+#   {glue:text}`pilot_sd_unpaired:.2f` or less with probability
+#   {glue:text}`p_small:.3f` (chi-square with 7 degrees of freedom): not impossible, but far
+#   rarer than the one pilot in five that an 80% limit allows for. Heavy tails would make it
+#   likelier (a pilot of 8 usually misses the rare extreme scenes), but the test's values do
+#   not show them clearly: their excess kurtosis is {glue:text}`kurt:.1f`, a value that
+#   normal samples of the same size reach in {glue:text}`kurt_n` of 2,000 draws (and
+#   {glue:text}`n_docs` values detect only strong tails). So these data do not say why the pilot's spread was
+#   so small: a rare draw, tails too weak to see in so few values, or pilot documents (the first
+#   8 in the corpus's order) less varied than the later ones. The plan it would have made,
+#   {glue:text}`n_unpaired` documents, would have had a power of only
+#   {glue:text}`power_unpaired:.0%` against 0.25 nats with the spread the test found. The
+#   lesson: a conservative limit protects a plan only as far as its assumptions hold (normal
+#   values, pilot documents like the test's), and a pilot of 8 cannot check them.
 # - *The score itself.* With the full context, SmolLM2's loss on tokens 490-510 differs
 #   from its loss with only the 50-70 tokens before them by {glue:text}`icl_paired`: the
 #   interval excludes 0, and the longer context lowers the loss by
@@ -1408,7 +1499,8 @@ progress.tracker("6")
 #   induction heads changes it by {glue:text}`d_icl12` (a spread of
 #   {glue:text}`d_icl12_sd:.2f` across documents), and their 12 matched controls by
 #   {glue:text}`ctrl_icl12`; induction minus controls is {glue:text}`vs_icl`. The induction
-#   heads' own change lies above 0, but the difference from the controls is not resolved
+#   heads' own change excludes 0 (the finding above: these documents use their longer
+#   context less with the heads removed), but the difference from the controls is not resolved
 #   by these documents: it may be anywhere from {glue:text}`vs_icl_lo:+.2f` to
 #   {glue:text}`vs_icl_hi:+.2f` nats, that is from nothing to a good part of the score. The
 #   source's second success condition (the induction heads' ablation shrinks the score
@@ -1425,8 +1517,9 @@ progress.tracker("6")
 #   (a change of {glue:text}`d_second_ctrl`: small, but not nothing, as a control of
 #   twelve heads in the same layers may well be). Induction minus controls is
 #   {glue:text}`vs_second`. With its strongest induction head ablated, SmolLM2 still
-#   predicts the second copy far better than the first: the other induction heads cover
-#   for it.
+#   predicts the second copy far better than the first: the remaining induction heads
+#   carry most of it, as the larger effects of ablating 3, 6 and 12 of them suggest (whether
+#   they take over the removed head's work is not tested here).
 #
 # What the natural-text measurement leaves open. A natural-text score measures *every* way
 # the model uses a longer context: the topic, the characters' names, the metre and the
@@ -1590,8 +1683,10 @@ for side in shares:
 # up to {glue:text}`p7_l1_sum:.2f`). Which statement does this measurement, by itself,
 # support? Set `p7_reading` to a pair: the statement's letter, and the one measured number
 # on this page that decides it (the number that, had it come out otherwise, would have made
-# the statement false), as the figure prints it (the check allows 0.006 for the rounding to
-# two decimals). The check takes the key side's table from `key_share`.
+# the statement false), computed from the key side's table `key_share["heads"]`, not read
+# off the figure: the check wants it to within 1e-4, finer than the two decimals printed
+# here. The check takes the key side's table from `key_share`; every answer that is not
+# right gets the same reply, whichever part of it is wrong.
 #
 # - **A.** No layer-1 head is enough on its own: with the rest of the run corrupted, one
 #   head's clean output restores well under all of the gap.
@@ -1603,7 +1698,7 @@ for side in shares:
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
-p7_reading = ("A", round(float(layer1.max()), 2))
+p7_reading = ("A", float(layer1.max()))
 # END SOLUTION
 
 checks.ps_p7b(p7_reading, effects=layer1)
@@ -1622,13 +1717,20 @@ progress.tracker("7")
 #
 # <details><summary>Model answer to the reading</summary>
 #
-# <p>A, decided by the largest of the four effects, {glue:text}`p7_l1_hi:.2f`: "no head is
+# <p>A, decided by the largest of the four effects, {glue:text}`p7_l1_hi:.4f`: "no head is
 # enough on its own" would be false if any one head restored (nearly) all of the gap, so the
-# strongest head is the one to look at. The layer-1 heads share the copying, so each, patched
-# alone into an otherwise corrupted run, restores part of the gap and none all of it. Whether any one of them is
-# <i>needed</i> is the other experiment, ablation (or noising), which chapter 17b runs:
-# there one layer-1 head ablated costs far less than all four together. Effects of
-# separate patches are not shares of one total, so their sum may exceed 1.</p>
+# strongest head is the one to look at. The layer-1 heads share the copying, so each,
+# patched alone into an otherwise corrupted run, restores part of the gap and none all of
+# it.</p>
+# <p>B reads a denoising result as a noising one: the measurement put one clean head into an
+# otherwise corrupted run, while B is about the model running <i>without</i> a head. Whether a
+# head is needed is the other experiment, ablation (or noising), which chapter 17b runs:
+# there one layer-1 head ablated costs far less than all four together; with heads that
+# share the work the two experiments can disagree. C adds effects as if they were shares:
+# each effect is measured with everything else corrupted, so they are not parts of one
+# total, and heads that do the same job each restore part of the gap on their own; their sum
+# may exceed 1 with nothing wrong. D reads a partial effect as no effect: a head that hardly
+# mattered would restore almost none of the gap, and none of the four does that.</p>
 # </details>
 #
 # **Budget.** On the machine that built this page, under whatever load it had (other

@@ -304,7 +304,7 @@ def test_problem_1b_takes_any_float_dtype_and_any_right_pair():
         assert result.passed, (name, str(result))
     float32_mistake = ps.P1B.check(lambda W_Q, W_K, G: (W_Q.float() @ G.float(), W_K.float() @ G.float().T),
                                    seed=SEED)
-    assert float32_mistake.mistake == "used G^T instead of G^{-T}", str(float32_mistake)
+    assert float32_mistake.mistake == "W_K times G^T", str(float32_mistake)
 
 
 def test_problem_2_and_5b_take_numbers_in_any_form():

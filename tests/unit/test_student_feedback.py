@@ -52,8 +52,9 @@ def _key_side_layer1_effects():
 @pytest.fixture(scope="module")
 def decisive():
     """The number that decides problem 7b's reading A: the largest single layer-1 effect (A says no
-    head is enough alone, which one head restoring all of the gap would refute), as printed."""
-    return round(float(_key_side_layer1_effects().max()), 2)
+    head is enough alone, which one head restoring all of the gap would refute), computed from the
+    table, not read off the figure's two decimals."""
+    return float(_key_side_layer1_effects().max())
 
 
 @pytest.mark.parametrize("letter", ["A", "a", "A.", " (A) ", "A) No layer-1 head carries induction alone"])
@@ -73,21 +74,59 @@ def test_problem_7b_a_wrong_option_does_not_say_which_is_right(decisive):
     assert not result.passed and "A" not in result.message.replace("A)", ""), result.message
 
 
-def test_problem_7b_cannot_be_exhausted_by_trying_the_letters(decisive):
-    # issue 39: four tries used to find the answer. A letter alone is not an answer; with any number
-    # but the deciding one, every letter fails, and the supported letter's message is the one any
-    # unmatched pair gets, naming neither the letter nor the number
+def test_problem_7b_cannot_be_solved_by_elimination(decisive):
+    # issue 39 and the second referee: four tries used to find the answer, and the wrong letters' named
+    # explanations left the right one by elimination. Every pair that is not the answer now gets the
+    # same words, whether the letter, the number or both are wrong, and none explains a statement
     ex = checks.get("ps_p7b")
     assert all(not ex.check(letter).passed for letter in "ABCD")
-    for number in (0.0, 0.25, 1.0, decisive + 0.05, decisive - 0.05):
+    messages = set()
+    for number in (0.0, 0.25, 1.0, decisive, decisive + 0.05, decisive - 0.05):
         results = [ex.check((letter, number)) for letter in "ABCD"]
+        if number == decisive:
+            assert results[0].passed and not any(r.passed for r in results[1:])
+            results = results[1:]
         assert not any(r.passed for r in results), (number, [str(r) for r in results])
-        assert results[0].mistake == "wrong pair"
-        assert "correct" not in results[0].message and "right" not in results[0].message
-    # the number read off the figure (two decimals) passes; the page's own table may be passed in
+        assert all(r.mistake == "wrong pair" for r in results), [str(r) for r in results]
+        messages |= {r.message for r in results}
+    assert len(messages) == 1, messages
+    message = messages.pop()
+    assert "correct" not in message and "looks like" not in message and "sizeable" not in message
+    # the number must be computed from the table: the figure's two decimals are not enough
+    printed = round(decisive, 2)
+    if abs(printed - decisive) > ps.p7.P7B_TOLERANCE:
+        assert not ex.check(("A", printed)).passed
     assert ex.check(("A", decisive), effects=_key_side_layer1_effects()).passed
     # the hint does not paraphrase the right option
     assert "enough" not in (ex.hint or "") and "alone" not in (ex.hint or "")
+
+
+def test_problem_3b_judges_the_students_own_design():
+    # the second referee: designs that pass problem 3 were rejected in 3b because the check compared with
+    # the reference design's broken score. The page passes the student's design, and the check measures it
+    from circuitbook.checks.ps.p3 import _p3_space
+
+    space = _p3_space(ps.P3_CTX)
+    designs = [lambda t, p: (30 * t.T @ p - 10 * t.T @ t, 10 * t.T @ t),
+               lambda t, p: (30 * t.T @ p + 5 * t.T @ t, 10 * t.T @ t)]
+    for design in designs:
+        assert checks.get("ps_p3").check(design).passed
+        broken = ps.scaffold_behaviour(*design(space["S_tok"], space["S_prev"]), prev_into="S_tok",
+                                       n_ctx=ps.P3_CTX)["induction_score"]
+        assert abs(broken - ps.p3b_reference(ps.P3_CTX)) > 0.01 * ps.p3b_reference(ps.P3_CTX)  # not the book's
+        assert checks.get("ps_p3b").check(broken, design=design, n_ctx=ps.P3_CTX).passed
+        # the pair itself may be passed too, and the unbroken score is still named
+        pair = design(space["S_tok"], space["S_prev"])
+        assert checks.get("ps_p3b").check(broken, design=pair, n_ctx=ps.P3_CTX).passed
+        unbroken = ps.scaffold_behaviour(*pair, n_ctx=ps.P3_CTX)["induction_score"]
+        assert checks.get("ps_p3b").check(unbroken, design=design,
+                                          n_ctx=ps.P3_CTX).mistake == "the unbroken scaffold's score"
+    # a design that does not build is reported, not crashed on
+    result = checks.get("ps_p3b").check(0.1, design=lambda t, p: 1 / 0, n_ctx=ps.P3_CTX)
+    assert not result.passed and "design" in result.message
+    # the page passes the design
+    page = open("book/induction/03_problems.py").read()
+    assert "checks.ps_p3b(broken_score, design=design_induction_head" in page
 
 
 def test_problem_7_positions_are_the_spoiled_predictions_and_nothing_else():

@@ -119,9 +119,14 @@ class Result:
         text = f"[{mark}] {self.exercise}: {self.message}"
         if detail and self.detail:
             text += f": {self.detail}"
-        if not self.passed and self.hint:
+        if self._shows_hint():
             text += f"\n  Hint: {self.hint}"
         return text
+
+    def _shows_hint(self) -> bool:
+        """A failed attempt shows the hint; an untouched template ("not attempted") does not: a hint
+        before any attempt would be read instead of the problem. Its message says how to get one."""
+        return not self.passed and bool(self.hint) and self.category() != "not attempted"
 
     __repr__ = __str__
 
@@ -149,7 +154,7 @@ class Result:
         color, mark = ("#1a7f37", "&#10004;") if self.passed else ("#b35900", "&#10008;")
         message = f"{self.message}: {self.detail}" if self.detail else self.message
         body = f"<b>{html.escape(self.exercise)}</b>: {html.escape(message)}"
-        if not self.passed and self.hint:
+        if self._shows_hint():
             body += f"<br><i>Hint:</i> {html.escape(self.hint)}"
         return (f'<div class="circuitbook-check" data-passed="{str(self.passed).lower()}" '
                 f'style="border-left:4px solid {color};padding:4px 8px;margin:4px 0">'
@@ -343,6 +348,9 @@ def _reference_functions() -> list[types.FunctionType]:
                 value = getattr(value, "__wrapped__", None)
     return list(found.values())
 
+
+NO_HINT_YET = "A hint appears once the check has run an attempt of yours that does not pass yet."
+"""What an untouched template's message says about hints (none is shown before an attempt)."""
 
 REFERENCE_MESSAGE = ("your function calls the book's reference solution (a function of circuitbook.checks): "
                      "the graded check runs your own code")
@@ -619,7 +627,7 @@ class FunctionExercise:
     def first_run(self, inputs: dict, expected: Any) -> str:
         """The untouched template's message: what to do, and the shape of the answer."""
         return (f"not attempted yet: replace `raise NotImplementedError` with your code ({self.title}). "
-                f"On inputs {describe_inputs(inputs)} it should return {shape_of(expected)}.")
+                f"On inputs {describe_inputs(inputs)} it should return {shape_of(expected)}. {NO_HINT_YET}")
 
     def _explain(self, got, expected, inputs) -> Result:
         """Feedback for a wrong answer that matches no known mistake: how it differs (type,
@@ -687,7 +695,7 @@ class ValueExercise:
         expected = self.expected(**inputs)
         if answer is None or answer is Ellipsis:
             return Result(self.id, False, f"not attempted yet: set the answer variable ({self.title}) to "
-                          f"{shape_of(expected)}", None, self.hint or None)
+                          f"{shape_of(expected)}. {NO_HINT_YET}", None, self.hint or None)
         spell = self.normalise or (lambda a, v: (a, v))
         if self.compare(*spell(answer, expected)):
             return Result(self.id, True, f"correct ({self.title})")

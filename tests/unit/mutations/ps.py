@@ -59,8 +59,8 @@ MUTATIONS = {
     ],
     "ps_p1b": [
         (lambda W_Q, W_K, G: (W_Q, W_K), "returned the original weights"),
-        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T), "used G^T instead of G^{-T}"),
-        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)), "used G^{-1} instead of G^{-T}"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T), "W_K times G^T"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)), "W_K times G^{-1}"),
         (lambda W_Q, W_K, G: (W_Q @ G, W_K), "transformed only W_Q"),
         (lambda W_Q, W_K, G: W_Q @ G @ (W_K @ torch.linalg.inv(G).T).T, None),  # the product, not the pair
         (lambda W_Q, W_K, G: (G @ W_Q.T, W_K), None),
@@ -174,13 +174,12 @@ MUTATIONS = {
             k: v for k, v in ps.patching_shares(model, clean, corrupted, positions).items() if k != "heads"}, None),
     ],
     "ps_p7b": [
-        # a statement the measurement does not support is named whatever number comes with it
-        (("B", 0.47), "reading a denoising result as a noising one"),
-        ((" b ", 0.0), "reading a denoising result as a noising one"),
-        (("C", 1.5), "adding effects as if they were shares"),
-        (("D", 0.47), "reading a partial effect as no effect"),
-        # the supported statement with a number that does not decide it: the same words as any pair
-        # that is not the answer, so that the message does not confirm the letter
+        # every pair that is not the answer gets the same words, whichever part is wrong: no message
+        # names a statement, so the letters cannot be eliminated one by one
+        (("B", 0.47), "wrong pair"),
+        ((" b ", 0.0), "wrong pair"),
+        (("C", 1.5), "wrong pair"),
+        (("D", 0.47), "wrong pair"),
         (("A", 0.0), "wrong pair"),
         (("A", 1.0), "wrong pair"),
         (("E", 0.47), "wrong form"),

@@ -55,22 +55,44 @@ def _p1_with(model: str = "gpt2-small", **changes) -> dict:
 
 
 def _p1_mistakes(model: str = "gpt2-small") -> list:
+    # the explanations point at the step that went wrong with a question, never with the dimension
+    # or the shape that answers it (the referee's item: feedback must not give the answer away)
     d, r, v = (P1_MODELS[model][k] for k in ("d_model", "d_head", "d_vocab"))
     return [
         (_p1_with(model, W_QK_shape=(r, r), W_OV_shape=(r, r)), "head-space shapes",
-         f"W_QK = W_Q W_K^T multiplies [{d}, {r}] by [{r}, {d}]: it maps the residual stream to itself."),
+         "Write W_QK as the product W_Q W_K^T: what are the shapes of its two factors, and so which space "
+         "does the product map from and to?"),
         (_p1_with(model, W_QK_rank=d, W_OV_rank=d, full_rank=d), "full rank",
-         f"A product through a {r}-dimensional head has rank at most d_head = {r}."),
+         "A product's rank is at most the dimension of the narrowest space it passes through: which space "
+         "is that inside W_Q W_K^T?"),
         (_p1_with(model, full_rank=d), "rank of the full circuits",
-         f"W_E W_OV W_U still passes through the head's {r} dimensions: rank <= {r}, not d_model."),
+         "The full circuits contain W_QK and W_OV: can a product have a larger rank than one of its factors?"),
         (_p1_with(model, full_rank=v), "full circuits of full rank",
-         f"A {v} x {v} table need not have rank {v}: it is a product through narrower spaces."),
+         "A square table need not have full rank: through which spaces does the product pass?"),
         (_p1_with(model, full_QK_shape=(d, d), full_OV_shape=(d, d)), "full circuits in residual space",
-         "The full circuits put W_E (and W_U) on both sides: they are vocab x vocab."),
+         "Which matrices stand at the two outer ends of each full circuit, and which spaces do they map "
+         "from and to?"),
     ]
 
 
-P1A = ValueExercise(
+class _PencilExercise(ValueExercise):
+    """Problem 1a's answers are integers and shapes worked out on paper: a wrong one that matches no
+    named mistake is told which keys are wrong, never its value's direction or the right value, so
+    that the integers cannot be found by trying larger and smaller ones."""
+
+    def check(self, answer, **inputs):
+        result = super().check(answer, **inputs)
+        if result.passed or result.mistake != "wrong values":
+            return result
+        got, value = (self.normalise or (lambda a, v: (a, v)))(answer, self.expected(**inputs))
+        wrong = [k for k in value if k in got and not self.compare(got[k], value[k])]
+        keys = ", ".join(map(str, wrong)) or "some keys"
+        verb = "is" if len(wrong) == 1 else "are"
+        result.message = f"not quite: {keys} {verb} not right; work each out again from the product it names"
+        return result
+
+
+P1A = _PencilExercise(
     id="ps_p1a", title="shapes and ranks of one head's circuits",
     expected=p1_reference,
     mistakes=_p1_mistakes,
@@ -130,16 +152,16 @@ P1B = _ReparametrizeExercise(
     mistakes=[
         Mistake("returned the original weights", "Return a *different* pair with the same product.",
                 lambda W_Q, W_K, G: (W_Q, W_K)),
-        Mistake("used G^T instead of G^{-T}", "(W_Q G)(W_K G^T)^T = W_Q G G^T W_K^T changes the product "
-                "unless G is orthogonal; use the inverse transpose.",
+        Mistake("W_K times G^T", "(W_Q G)(W_K G^T)^T = W_Q G G W_K^T: the product changes "
+                "unless G G = I. What must stand next to G in the middle for it to cancel?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T)),
-        Mistake("used G^{-1} instead of G^{-T}", "(W_K G^{-1})^T = G^{-T} W_K^T: the product becomes "
-                "W_Q G G^{-T} W_K^T. Transpose the inverse.",
+        Mistake("W_K times G^{-1}", "(W_K G^{-1})^T = G^{-T} W_K^T: the product becomes "
+                "W_Q G G^{-T} W_K^T. Which matrix M gives (W_K M)^T = G^{-1} W_K^T?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G))),
         Mistake("transformed only W_Q", "Compensate in W_K, or the product changes.",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K)),
     ],
     hint="The product W_Q W_K^T does not change if something and its inverse are slipped in between the "
-         "two factors. Let W_Q absorb G; W_K must absorb the inverse, in the form that cancels once W_K is "
-         "transposed in the product. Both keep their shapes, [d_model, d_head].",
+         "two factors. Let W_Q absorb G: what must W_K absorb so that G cancels in the product, remembering "
+         "that W_K stands transposed there? Both keep their shapes, [d_model, d_head].",
 )

@@ -21,7 +21,20 @@ def _p2_inputs(g: torch.Generator) -> dict:
     return {"n_layers": int(torch.randint(2, 6, (1,), generator=g)), "n_heads": int(torch.randint(2, 13, (1,), generator=g))}
 
 
-P2 = FunctionExercise(
+class _FormulaExercise(FunctionExercise):
+    """Pencil formulas, evaluated at random (L, n): a wrong count that matches no named mistake is
+    told which counts are wrong and where, never which way they are off nor by how much, so that
+    the formulas cannot be fitted to the feedback."""
+
+    def _explain(self, got, expected, inputs):
+        if not (isinstance(got, dict) and set(got) == set(expected)):
+            return super()._explain(got, expected, inputs)
+        wrong = [k for k in expected if not self.compare(got[k], expected[k])]
+        return self._fail(f"at n_layers={inputs['n_layers']}, n_heads={inputs['n_heads']} your "
+                          f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not right", "wrong values")
+
+
+P2 = _FormulaExercise(
     id="ps_p2", title="counting paths", reference=path_counts, make_inputs=_p2_inputs, n_trials=8,
     mistakes=[
         Mistake("n^L virtual paths", "Two-layer virtual heads number n^2, but with more layers a path may "
@@ -32,7 +45,8 @@ P2 = FunctionExercise(
                 lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
                                            "total": (1 + n_heads) ** n_layers - 1}),
-        Mistake("2^L paths", "Each layer offers n heads or none: (1 + n) choices per layer, not 2.",
+        Mistake("2^L paths", "A layer offers a path more than two choices: how many, counting the choice of "
+                "none of its heads?",
                 lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
                                            "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers}),
         Mistake("one head per layer counted once", "Each of the L layers has n heads: L n single-head paths.",

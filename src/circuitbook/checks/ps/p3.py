@@ -153,7 +153,8 @@ P3 = DesignExercise(
     mistakes=[
         Mistake("query and key sides swapped",
                 "W_QK = S_prev^T S_tok compares the query's previous token with the key's token: that finds the "
-                "earlier occurrence of the previous token, one position too early.",
+                "earlier occurrence of the previous token: key i - 1 for the query n + i instead of key i + 1, two "
+                "positions too early.",
                 lambda S_tok, S_prev: (S_prev.T @ S_tok, S_tok.T @ S_tok)),
         Mistake("copies the previous token",
                 "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was, not the token "
@@ -163,10 +164,10 @@ P3 = DesignExercise(
                 "A negative OV circuit suppresses the attended token; the copying eigenvalues must be positive.",
                 lambda S_tok, S_prev: (S_tok.T @ S_prev, -S_tok.T @ S_tok)),
     ],
-    hint="Query side: which subspace holds the current token? Key side: which holds the previous token? "
-         "W_QK should match the query's token against the key's previous token, large enough that the "
-         "softmax picks the match; W_OV should read the attended token and write it where W_U reads, "
-         "strongly enough to beat the direct path. Both are [d_model, d_model].",
+    hint="Which subspace of the query holds what the head looks with, and which subspace of the key holds "
+         "what it must match? How large must the score gap be for the softmax to pick the match? Which "
+         "subspace must W_OV read, where does W_U read, and what must the copy outvote? Both matrices are "
+         "[d_model, d_model].",
 )
 
 
@@ -184,16 +185,48 @@ def _designed_on(n_ctx: int, prev_into: str, device: str) -> float:
                               n_ctx=n_ctx)["induction_score"]
 
 
-def p3b_reference(n_ctx: int = P3_CTX) -> float:
-    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold)."""
-    return _designed(n_ctx, "S_tok")
+def _student_design(design, n_ctx: int):
+    """The student's (W_QK, W_OV) for context length ``n_ctx``: ``design`` is their design function
+    (called on that length's subspaces) or the pair itself. Raises ValueError, with a message for
+    the student, when it does not give two [d_model, d_model] matrices."""
+    if callable(design):
+        space = _p3_space(n_ctx)
+        try:
+            design = design(space["S_tok"], space["S_prev"])
+        except Exception as exc:  # noqa: BLE001 - the student's bug, reported as feedback
+            raise ValueError(f"your design_induction_head raised {type(exc).__name__}: fix problem 3's "
+                             "design first") from exc
+    d = 2 * P3_VOCAB + n_ctx
+    pair, wrong = _p3_matrices(design, d)
+    if wrong:
+        raise ValueError(f"your design is not a pair of [d_model, d_model] matrices ({wrong[0]}): fix "
+                         "problem 3's design first")
+    return pair
 
 
-def _p3b_mistakes(n_ctx: int = P3_CTX) -> list:
-    out = [(_designed(n_ctx, "S_prev"), "the unbroken scaffold's score",
+def _score(n_ctx: int, prev_into: str, design=None) -> float:
+    """The induction score of ``design`` (the page's reference design when None) in the scaffold
+    with context length ``n_ctx`` and the previous token written into ``prev_into``."""
+    if design is None:
+        return _designed(n_ctx, prev_into)
+    return scaffold_behaviour(*_student_design(design, n_ctx), prev_into=prev_into,
+                              n_ctx=n_ctx)["induction_score"]
+
+
+def p3b_reference(n_ctx: int = P3_CTX, design=None) -> float:
+    """Induction score when head 0.0 writes the previous token into S_tok (the broken scaffold), of
+    the student's own design when the page passes it (``design``: their design function or their
+    pair (W_QK, W_OV)), else of the page's reference design. The page asks for the score of *your*
+    head: a design that passes problem 3 may score anything here, so the check measures the
+    design it is given (tests/unit/test_student_feedback.py)."""
+    return _score(n_ctx, "S_tok", design)
+
+
+def _p3b_mistakes(n_ctx: int = P3_CTX, design=None) -> list:
+    out = [(_score(n_ctx, "S_prev", design), "the unbroken scaffold's score",
             "Build the scaffold with prev_into='S_tok' and measure again.")]
     if n_ctx != P3_CTX:
-        out.append((p3b_reference(P3_CTX), "the book's context length",
+        out.append((p3b_reference(P3_CTX, design), "the book's context length",
                     f"Your parameter cell sets P3_CTX = {n_ctx}: pass it as the scaffold's n_ctx."))
     return out
 
@@ -203,14 +236,28 @@ def _p3b_compare(a, b) -> bool:
     return x is not None and abs(x - b) <= P3B_TOLERANCE * abs(b)
 
 
-P3B = ValueExercise(
+@dataclass
+class BrokenScoreExercise(ValueExercise):
+    """Problem 3b: the broken scaffold's score of the student's own design (``design=``), judged
+    against that design's score; a design that cannot be built is reported, not crashed on."""
+
+    def check(self, answer, **inputs) -> Result:
+        try:
+            return super().check(answer, **inputs)
+        except ValueError as exc:
+            if "fix problem 3's design first" not in str(exc):
+                raise
+            return Result(self.id, False, f"not yet: {exc}", "design does not build", self.hint or None)
+
+
+P3B = BrokenScoreExercise(
     id="ps_p3b", title="what breaks when the subspaces collide", expected=p3b_reference,
     mistakes=_p3b_mistakes,
     hint="Measure your design again on the broken scaffold, in which head 0.0 writes the previous token "
          "into the token subspace: scaffold_behaviour takes that subspace and the context length as "
          "arguments (see help(scaffold_behaviour)). The answer is an induction score: a number (a float, "
          "a NumPy number or a one-element tensor).",
-    # the score is deterministic (float64): 1% tells apart every context length of P3_CONTEXTS and
-    # forgives rounding and float32 re-implementations
+    # the score is deterministic (float64): 1% forgives rounding and float32 re-implementations and
+    # tells apart every context length of P3_CONTEXTS for the reference design
     compare=_p3b_compare,
 )

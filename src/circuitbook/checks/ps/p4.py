@@ -192,6 +192,7 @@ P4B = NullExercise(
         Mistake("drew from another range", NullExercise._explain_range, _p4b_vocabulary),
     ],
     hint="Ask what the control must share with the test batch (its shape, the range its tokens come from) "
-         "and the one thing it must not share. A batch drawn with a fresh generator from that range, "
-         "position by position, has it by construction.",
+         "and the one thing it must not share. Which way of making a batch keeps the first two and cannot, "
+         "by its construction, keep the third? And what else would a head see in a batch made from the "
+         "test tokens themselves?",
 )

@@ -247,8 +247,9 @@ P5C = FunctionExercise(
         Mistake("compared the writer with itself", "The previous-token head is the one on trial: among the "
                 "heads it is compared with, it would beat nothing (and the difference would be 0).",
                 lambda rows, writer: _p5c_variant(rows, writer, keep_writer=True)),
-        Mistake("the least damaging head", "Beating the head whose ablation does least shows only that the "
-                "writer beats that one head; the claim is that it beats every other head of its layer.",
+        Mistake("a head whose defeat implies nothing", "Beating this head shows only that the writer beats "
+                "that one head; the claim is that it beats every other head of its layer. Which head, beaten, "
+                "leaves no other head unbeaten?",
                 lambda rows, writer: _p5c_variant(rows, writer, least=True)),
         Mistake("one head for both measures", "The score and the loss can rank the other heads differently: "
                 "choose the comparison for each measure by that measure.",
@@ -259,5 +260,5 @@ P5C = FunctionExercise(
     ],
     hint="The finding says the previous-token head's ablation does more damage than *any* other layer-0 "
          "head's. Ask which single comparison, if the writer wins it, implies that it wins all the others, "
-         "for the score (lower is more damage) and for the loss (higher is more damage) separately.",
+         "for the score and for the loss separately. For each measure, which direction of change is damage?",
 )
