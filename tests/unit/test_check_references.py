@@ -11,8 +11,9 @@ summed), or exactly for integers. ``test_a_perturbed_reference_fails`` shows tha
 these comparisons fails when its reference is off by one part in a thousand.
 
 References with no package counterpart (ch03's rotations, ch05's offset matrix, ch11's fold,
-ch14's correlation, ch15's skip-trigram, ch16's virtual pattern, the problem set's designs and
-its matched controls)
+ch14's correlation, ch15's skip-trigram, ch16's virtual pattern, the problem set's designs, its
+matched controls and the design decisions of problems 4, 5 and 7, which
+tests/unit/test_student_feedback.py judges by their consequences)
 are not listed: there is nothing to be the same as. The problem set's ablation (problem 5) is
 compared with a forward pass written out by hand (tests/unit/hand_forward.py), and
 tests/unit/test_ps_references.py checks its other references the same way (problem 7's
@@ -617,7 +618,8 @@ def test_every_reference_with_a_kernel_is_listed():
     without_kernel = {"ps.design_induction_head", "ch03.rotate_model_weights", "ch03.plane_rotation",
                       "ch04.tied_logits", "ch05.offset_matrix", "ch11.fold_ln", "ch14.row_centred_correlation",
                       "ch15.top_skip_trigram", "ch16.virtual_pattern", "ps.reparametrize",
-                      "ps.matched_controls", "ps.patching_shares", "ps.plan_documents"}
+                      "ps.matched_controls", "ps.patching_shares", "ps.plan_documents",
+                      "ps.unrepeated_tokens", "ps.comparison_heads", "ps.spoiled_positions"}
     missing = references - listed - without_kernel
     assert not missing, f"exercise references not compared with a kernel: {sorted(missing)}"
     assert listed <= references | {"ch20.linear_to_tl", "ch13.n_paths"}, sorted(listed - references)

@@ -39,37 +39,37 @@ EX1 = FunctionExercise(
     make_inputs=_noam_inputs,
     mistakes=[
         Mistake("forgot the d_model^-0.5 factor",
-                "The whole schedule is scaled by d_model^-0.5: wider models get smaller steps.",
+                "Your rate does not change with d_model. Should a wider model take the same steps as a narrow one?",
                 lambda step, d_model, warmup: torch.minimum(*_branches(step, warmup))),
         Mistake("multiplied by sqrt(d_model) instead of dividing",
-                "The factor is d_model ** -0.5, not d_model ** 0.5.",
+                "Your rate grows with d_model. Which way should the width scale the steps?",
                 lambda step, d_model, warmup: d_model ** 0.5 * torch.minimum(*_branches(step, warmup))),
         Mistake("max instead of min",
-                "Take the smaller of the two branches: the linear ramp while step < warmup, the "
-                "1/sqrt(step) decay afterwards.",
+                "Your rate keeps growing after the warm-up. Which of the two branches should apply at each "
+                "step?",
                 lambda step, d_model, warmup: d_model ** -0.5 * torch.maximum(*_branches(step, warmup))),
         Mistake("warmup^-0.5 instead of warmup^-1.5",
-                "The ramp is step * warmup^-1.5, so that it meets the decay branch step^-0.5 exactly at "
-                "step = warmup.",
+                "Your ramp does not meet the decay branch at step = warmup. What power of warmup makes the "
+                "two branches equal there?",
                 lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(
                     _branches(step, warmup)[0], step.clamp(min=1).double() * warmup ** -0.5)),
         Mistake("step 0 not treated as step 1",
-                "At step 0 the decay branch 0^-0.5 is infinite and the ramp is 0, so the rate is 0 (or "
-                "an error). Replace step 0 by step 1, as the Annotated Transformer does.",
+                "Your rate at step 0 is wrong. What does each branch give at step 0, and how does the "
+                "Annotated Transformer avoid it?",
                 lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(*_branches(step, warmup, False))),
         Mistake("shifted by one step",
-                "Use the step number as given; do not add 1 to it.",
+                "Your rates match the schedule one step later. Which step number are you using?",
                 lambda step, d_model, warmup: noam(step + 1, d_model, warmup)),
         Mistake("decays as 1/step instead of 1/sqrt(step)",
-                "After the warm-up the rate falls as step^-0.5.",
+                "Your rate falls too fast after the warm-up. What power of the step does the paper use?",
                 lambda step, d_model, warmup: d_model ** -0.5 * torch.minimum(
                     step.clamp(min=1).double() ** -1.0, _branches(step, warmup)[1])),
         Mistake("only the warm-up ramp",
-                "The ramp step * warmup^-1.5 must stop at step = warmup: take the minimum with step^-0.5.",
+                "Your rate keeps growing after the warm-up ends. What should stop the ramp?",
                 lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[1]),
         Mistake("only the decay (no warm-up)",
-                "Without the ramp the rate starts at its largest value; take the minimum with "
-                "step * warmup^-1.5.",
+                "Your rate starts at its largest value: there is no warm-up. What should hold it down "
+                "early on?",
                 lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[0]),
     ],
     hint="The paper's equation 3: a linear warm-up over the first warmup steps, then a decay like one over "
@@ -129,35 +129,34 @@ EX2 = FunctionExercise(
     make_inputs=_smooth_inputs,
     mistakes=[
         Mistake("spread eps over all size classes",
-                "The smoothing mass goes only to the classes that are neither the true class nor padding: "
-                "there are size - 2 of them, so each gets eps / (size - 2).",
+                "The other classes get the wrong share of eps. Which classes should share it, and how "
+                "many are they?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=eps / size)),
         Mistake("spread eps over size - 1 classes",
-                "The padding column gets nothing, so eps is shared by size - 2 classes, not size - 1.",
+                "Each share of eps is slightly too small. Does the padding column take part in the sharing?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=eps / (size - 1))),
         Mistake("forgot to zero the padding column",
-                "The model should never be taught to predict padding: set column padding_idx to 0.",
+                "Your targets put mass on the padding token. Should the model ever be taught to predict it?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                zero_col=False)),
         Mistake("forgot to zero the padding rows",
-                "A position whose target is padding is not a real prediction: its whole row must be 0 so "
-                "it adds nothing to the loss.",
+                "Rows whose target is padding are not empty. Should a padding position add anything to "
+                "the loss?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                zero_rows=False)),
         Mistake("true class gets 1 instead of 1 - eps",
-                "The smoothing mass is taken from the true class: it keeps 1 - eps, so each row sums to 1.",
+                "Your rows sum to more than 1. Where does the smoothing mass come from?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, conf=1.0)),
         Mistake("true class also got a share of eps",
-                "Set the true class to 1 - eps; do not add 1 - eps to the share it received when the row "
-                "was filled.",
+                "The true class gets slightly more than it should. Did it keep a share of eps as well?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, add=True)),
         Mistake("assumed the padding index is 0",
-                "Use padding_idx, not a hard-coded 0.",
+                "Your targets are wrong when the padding index is not 0. Which index did you zero?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, pad=0)),
         Mistake("one-hot targets (no smoothing)",
-                "Spread eps over the other classes and keep 1 - eps on the true one.",
+                "Your targets are one-hot: nothing is smoothed. Where should eps go?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=0.0, conf=1.0)),
     ],
