@@ -974,7 +974,8 @@ identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same "
 # same resamples for every head), and compare each sibling with the best of the six,
 # resample by resample. The tokens come from eight passages and are not independent
 # draws (a passage repeats some of its words several times), so we make the last
-# comparison a second time resampling whole passages, and count the passages on which
+# comparison a second time with whole passages as the unit (an exact sign-flip test over
+# the eight passages' gaps), and count the passages on which
 # each sibling beats the best of the six on that passage. The first lines check that the
 # code that scores a random head gives back the model's own scores when handed a real
 # $W_Q$; the same causal softmax then makes them a pattern.

@@ -209,7 +209,9 @@ identity_close("your two functions give the library's K-composition score "
 #
 # The syllabus (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the "K-composition
 # circuit", and says that Q-composition uses "the same matrix". In the row-vector
-# convention both statements are wrong, and the reason is one line of algebra. Head
+# convention the first statement is wrong, and with it the second: $W_{OV}^A W_{QK}^B$ is
+# Q-composition's matrix, K-composition uses its transpose, so the two compositions use
+# different matrices. The reason is one line of algebra. Head
 # $B$'s score for query position $i$ and key position $j$ is $x_i W_{QK}^B x_j^\top$.
 # If $A$'s output $x W_{OV}^A$ is added to the **query** side, the part that involves
 # $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix $W_{OV}^A W_{QK}^B$, which
