@@ -34,17 +34,18 @@ EX1 = FunctionExercise(
     reference=zero_layer_logits,
     make_inputs=_zl_inputs,
     mistakes=[
-        Mistake("forgot b_U", "The unembedding has a bias: add b_U to every position's logits.",
+        Mistake("forgot b_U", "Your logits differ from the model's by the same row at every position. Which parameter of the "
+                "unembedding have you not used?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U),
         Mistake("multiplied W_U W_E (wrong order)",
-                "Row-vector convention: the embedding comes first, W_E[t] @ W_U. W_U @ W_E is a "
-                "[d_model, d_model] matrix; it only has the right shape here because d_model == d_vocab.",
+                "The shape came out right only because d_model == d_vocab here. In the row-vector convention, "
+                "which matrix does a token's row meet first, and what is the shape of each product?",
                 lambda tokens, W_E, W_U, b_U: (W_U @ W_E)[tokens] + b_U),
         Mistake("used W_E^T as the unembedding",
-                "That is a model with tied embeddings; this one has its own W_U.",
+                "That would be right for a model with tied embeddings. Does this one tie them?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_E.T + b_U),
         Mistake("used W_U transposed",
-                "W_U is [d_model, d_vocab]: a residual row vector x gives logits x @ W_U.",
+                "Check the shapes: what are W_U's two axes, and which one should meet a residual row vector?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U.T + b_U),
         Mistake("shifted by one position",
                 "Position p's logits predict token p + 1 but are computed from token p; keep every "
@@ -54,15 +55,15 @@ EX1 = FunctionExercise(
                 "A zero-layer model sees only the current token: position p uses tokens[p], not "
                 "tokens[p - 1].",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens.roll(1, dims=1)] @ W_U + b_U),
-        Mistake("returned probabilities", "Return the logits, before any softmax.",
+        Mistake("returned probabilities", "Every row of yours sums to 1. Is that true of logits?",
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).softmax(-1)),
         Mistake("returned log-probabilities",
-                "A log-softmax gives the same predictions, but the exercise asks for the raw logits "
-                "W_E[t] @ W_U + b_U.",
+                "Your answer makes the same predictions, but every row is shifted so that its exponentials "
+                "sum to 1. Does the exercise ask for a quantity before or after a softmax?",
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).log_softmax(-1)),
     ],
-    hint="With no layers the stream is just each token's embedding, and the logits read it straight "
-         "through the unembedding, plus the bias: [batch, pos, d_model] becomes [batch, pos, d_vocab].",
+    hint="With no layers, what is in the residual stream at position p, and which parameters turn a "
+         "stream vector into logits? Follow the shapes: [batch, pos] tokens to [batch, pos, d_vocab].",
 )
 
 
@@ -100,31 +101,30 @@ EX2 = FunctionExercise(
     reference=row_centred_correlation,
     make_inputs=_corr_inputs,
     mistakes=[
-        Mistake("not centred", "Subtract each row's mean first: a constant added to a row of logits "
-                "changes no prediction, so it must not change the score.",
+        Mistake("not centred", "Add a constant to one row of A: does your score change? A constant added to a row of "
+                "logits changes no prediction, so the score should not.",
                 lambda A, B: _cos(A, B)),
         Mistake("centred by the overall mean",
-                "That is the ordinary correlation of all entries. Centre each row separately "
-                "(A.mean(-1, keepdim=True)).",
+                "That is the ordinary correlation of all entries. Add a different constant to each row of "
+                "A: does your score stay the same?",
                 lambda A, B: _cos(A - A.mean(), B - B.mean())),
         Mistake("centred the columns",
-                "mean(0) averages over rows; a row of logits is indexed by the last axis, so "
-                "subtract A.mean(-1, keepdim=True).",
+                "Your centring removes a constant from each column. Which axis indexes the entries of one "
+                "row of logits, and which constant changes no prediction?",
                 lambda A, B: _cos(A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True))),
         Mistake("averaged the correlations of single rows",
                 "One correlation over all the centred entries is asked for, not the mean of the "
                 "per-row correlations (which weights every row equally whatever its spread).",
                 _per_row),
         Mistake("forgot to normalise",
-                "Divide by the norms of both centred matrices, so the answer lies in [-1, 1].",
+                "Your number can leave [-1, 1] and grows if A is doubled. Is a correlation allowed to?",
                 lambda A, B: ((A - A.mean(-1, keepdim=True)) * (B - B.mean(-1, keepdim=True))).sum()),
         Mistake("centred only one matrix",
-                "Centre both A and B by their own row means.",
+                "Add a constant to one row of B: does your score change? What about A?",
                 lambda A, B: _cos(A - A.mean(-1, keepdim=True), B)),
     ],
-    hint="Centre each row of both matrices (subtract the row's own mean over the last axis). Then treat "
-         "each centred matrix as one long vector and take the cosine of the angle between the two: one "
-         "number.",
+    hint="Which changes to a row of logits leave every prediction the same, and how do you make the score "
+         "blind to them? The answer is one number, like a correlation of two long vectors.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
