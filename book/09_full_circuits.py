@@ -463,13 +463,14 @@ frac_sum = (layer1_sum.argmax(-1) == tokens_idx).float().mean().item()
 coverage = self_top[1].sum(0)                 # heads copying each token
 
 
-def top1_self(m, layer, head):
-    """Share of tokens whose own logit tops their row of the full OV."""
-    T = full_ov_circuit(m, layer, head).AB
+def top1_self(circuit, m, layer, head):
+    """Share of tokens whose own token tops their row of a [d_vocab, d_vocab] circuit
+    (full_ov_circuit: the token's own logit; full_qk_circuit: the query's own token as key)."""
+    T = circuit(m, layer, head).AB
     return (T.argmax(-1) == tokens_idx).float().mean().item()
 
 
-null_self = [top1_self(m, l, h) for m in inits
+null_self = [top1_self(full_ov_circuit, m, l, h) for m in inits
              for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
 finding(f"head {IL}.{IH}'s own logit tops its full-OV row for more tokens "
         "than a head at initialisation", frac[IL, IH].item(),
@@ -602,13 +603,7 @@ fig.tight_layout()
 plt.show()
 
 
-def top1_self_qk(m, layer, head):
-    """Share of query tokens whose own token tops their row of the full QK."""
-    T = full_qk_circuit(m, layer, head).AB
-    return (T.argmax(-1) == tokens_idx).float().mean().item()
-
-
-null_qk_self = [top1_self_qk(m, l, h) for m in inits
+null_qk_self = [top1_self(full_qk_circuit, m, l, h) for m in inits
                 for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
 finding(f"head {IL}.{IH}'s full QK circuit: its own token tops a query's row "
         "for more query tokens than at initialisation (a token-matching "
