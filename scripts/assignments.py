@@ -111,7 +111,7 @@ def master(source: Path):
             cells += [
                 _raw(f"# BEGIN QUESTION\nname: {ex_id}\npoints: 1\ncheck_cell: false\nall_or_nothing: true"),
                 _raw("# BEGIN SOLUTION"),
-                nbformat.v4.new_code_cell(body + f"\n\nchecks.{ex_id}({args})"),
+                nbformat.v4.new_code_cell(body + "\n\n" + notebooks.course_calls(f"checks.{ex_id}({args})")),
                 _raw("# END SOLUTION"),
                 _raw("# BEGIN TESTS"),
                 nbformat.v4.new_code_cell(public_test(ex_id, args)),

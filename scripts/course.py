@@ -12,7 +12,11 @@ what the cache lacks), and is cut:
 - a later cell's outputs are kept when it only *calls* an exercise's function (they show what a
   correct implementation gives, as the prose does, not how), and dropped when it reads a value
   exercise's answer variable, which its output would print (none does today; the build lists any);
-- the template's own output ("not attempted yet") gives way to the note, as on the self-study site.
+- the template's own output ("not attempted yet") gives way to the note, as on the self-study site;
+- a question answered in words loses its model answer (the "Model answer" fold), and an exercise
+  that is a choice among a few options (``verdict_in_autograder``) calls ``checks.<id>.record``,
+  which records the answer with no verdict, so that trying each option in the notebook tells
+  nothing: the autograder grades it (scripts/assignments.py writes its notebooks so too).
 
 The cut notebooks, without outputs, are the chapters' sources in a separate source tree
 (``_build/course-src``), so Sphinx's ``_sources/`` and the download button give the student
@@ -166,6 +170,35 @@ def leaks(folder: Path, hidden: dict[str, list[str]] | None = None) -> list[tupl
     return out
 
 
+# A question answered in words has its model answer in a fold ("<details><summary>Model
+# answer..."): on the course site the fold is replaced by MODEL_ANSWER_NOTE, and its text is
+# looked for as a solution is.
+MODEL_ANSWER = re.compile(r"<details>\s*<summary>\s*Model answer[^<]*</summary>.*?</details>", re.S | re.I)
+MODEL_ANSWER_NOTE = "*(The model answer is not on the course site.)*"
+# what splits a model answer's line into pieces that the built page shows verbatim: a glued
+# number, a role, inline markup and the characters Sphinx or MathJax may render otherwise
+_NOT_VERBATIM = re.compile(r"\{[^}]*\}`[^`]*`|[`*$\"'{}\\]|--|\.\.\.")
+MIN_PIECE = 24  # a shorter piece of a sentence ("the previous token") is no answer
+
+
+def model_answer_lines() -> dict[str, list[str]]:
+    """"model answer <n> (<page>)" -> the pieces of that model answer worth hiding: each line with
+    HTML tags taken out, split where the page does not show the source verbatim (:data:`_NOT_VERBATIM`),
+    pieces of at least MIN_PIECE characters."""
+    out = {}
+    for src in notebooks.sources():
+        nb = jupytext.read(src, fmt="py:percent")
+        blocks = [m.group(0) for cell in nb.cells if cell.cell_type == "markdown"
+                  for m in MODEL_ANSWER.finditer(cell.source)]
+        for n, block in enumerate(blocks, 1):
+            body = block[block.index("</summary>") + len("</summary>"):]
+            pieces = {piece.strip() for line in body.splitlines()
+                      for piece in _NOT_VERBATIM.split(html.unescape(re.sub(r"<[^>]*>", "", line)))}
+            out[f"model answer {n} ({src.relative_to(ROOT / 'book').with_suffix('')})"] = sorted(
+                piece for piece in pieces if len(piece) >= MIN_PIECE)
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # The course's notebooks, cut from the executed ones
 # --------------------------------------------------------------------------------------
@@ -254,10 +287,14 @@ def cut(nb) -> tuple[object, list[str]]:
                 hidden_keys |= set(hidden)
                 notes.append(f"outputs of a cell reading the answer {sorted(used)} dropped"
                              + (f" (the prose's {', '.join(hidden)} say {YOURS!r})" if hidden else ""))
-        if cell.cell_type == "code" and "exercise" in tags and (solutions.BEGIN in cell.source):
-            raise ValueError("an exercise cell still holds its solution markers")
+        if cell.cell_type == "code" and "exercise" in tags:
+            if solutions.BEGIN in cell.source:
+                raise ValueError("an exercise cell still holds its solution markers")
+            cell.source = notebooks.course_calls(cell.source)
         cells.append(cell)
     for cell in cells:
+        if cell.cell_type == "markdown":
+            cell.source = MODEL_ANSWER.sub(MODEL_ANSWER_NOTE, cell.source)
         if cell.cell_type == "markdown" and hidden_keys:
             cell.source = GLUE_ROLE.sub(lambda m: YOURS if m.group(1) in hidden_keys else m.group(0), cell.source)
     nb.cells = cells
@@ -366,7 +403,7 @@ def build(repo: str | None, branch: str, stale_ok: bool) -> int:
     if OUT.exists():
         shutil.rmtree(OUT)
     shutil.copytree(SRC / "_build" / "html", OUT, copy_function=os.link)
-    found = leaks(OUT)
+    found = leaks(OUT, {**hidden_lines(), **model_answer_lines()})
     if found:
         for file, ex_id, line in found[:40]:
             print(f"LEAK {file}: {ex_id}: {line}")

@@ -267,6 +267,16 @@ def setup_cell(root: Path = ROOT, *, commit: str | None = None, extras=(), data=
     return cell
 
 
+def course_calls(source: str) -> str:
+    """A cell's source as a course's student notebook has it: the check of an exercise whose
+    verdict only the autograder gives (``verdict_in_autograder``, a choice among a few options)
+    is called ``checks.<id>.record(...)``, which records the answer without a verdict."""
+    from circuitbook.checks import all_exercises
+
+    ids = {i for i, ex in all_exercises().items() if getattr(ex, "verdict_in_autograder", False)}
+    return re.sub(r"\bchecks\.(\w+)\(", lambda m: f"checks.{m[1]}.record(" if m[1] in ids else m[0], source)
+
+
 def sources(root: Path = ROOT) -> list[Path]:
     return sorted((root / "book").rglob("[0-9]*.py"))
 

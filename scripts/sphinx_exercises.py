@@ -35,7 +35,7 @@ from sphinx_ledger import executed_chapters, rebuild_always
 
 logger = logging.getLogger(__name__)
 
-CHECK_CALL = re.compile(r"^checks\.(\w+)\(", re.M)
+CHECK_CALL = re.compile(r"^checks\.(\w+)(?:\.record)?\(", re.M)
 
 
 def _text(output) -> str:
@@ -82,7 +82,7 @@ def assigned_of(nb) -> list[dict]:
     return out
 
 
-CHECK_CALL_LINE = re.compile(r"^checks\.\w+\(.*\)\s*$", re.M)
+CHECK_CALL_LINE = re.compile(r"^checks\.\w+(?:\.record)?\(.*\)\s*$", re.M)
 
 
 def _escape(text: str) -> str:
@@ -166,6 +166,10 @@ COURSE_NOTE = {
               "it; the download button gives it for JupyterLab): write your code in place of the "
               "placeholder and run the cell. The check on its last line, {call}, grades it there."),
 }
+#: the last sentence of a course's note where the template's call records the answer without a
+#: verdict (a choice among a few options: ValueExercise.record)
+COURSE_RECORD = ("The call on its last line, {call}, records your answer without saying whether it is "
+                 "right; the autograder grades it when you submit.")
 SOLUTION_PROMPT = ("Show the solution and its check", "Hide the solution")
 
 
@@ -195,7 +199,10 @@ class StaticExercises(SphinxPostTransform):
                     source = "".join(c.astext() for c in cell.children if c.get("nb_element") == "cell_code_source")
                     calls = CHECK_CALL_LINE.findall(source)
                     call = calls[-1].strip() if calls else "checks"
-                    before, after = COURSE_NOTE[course].split("{call}")
+                    text = COURSE_NOTE[course]
+                    if ".record(" in call:
+                        text = text[:text.index("The check on its last line")] + COURSE_RECORD
+                    before, after = text.split("{call}")
                     note += nodes.paragraph("", "", nodes.Text(before), nodes.literal(call, call), nodes.Text(after))
                 else:
                     note += nodes.paragraph(EXERCISE_NOTE, EXERCISE_NOTE)

@@ -190,19 +190,33 @@ def test_every_student_gets_a_feedback_file(graded):
 
 
 def test_problem_set_reference_scores_full_marks(built, tmp_path):
+    # Beside the reference, the same notebook with problem 7b's letter wrong. Problem 7b is a choice
+    # (verdict_in_autograder): the student notebook calls checks.ps_p7b.record(...), which records any
+    # well-formed answer with no verdict, so only the autograder's tests can tell the two apart.
     folder = built[PROBLEMS]
     name = assignments.assignment_name(PROBLEMS)
+    student = (folder / "student" / f"{name}.ipynb").read_text()
+    assert "checks.ps_p7b.record(p7_reading" in student and "checks.ps_p7b(" not in student
+    reference = solutions(PROBLEMS)
+    right = 'p7_reading = ("A", float(layer1.max()))'
+    assert sum(right in answer for answer in reference) == 1
+    wrong = [answer.replace(right, right.replace('"A"', '"B"')) for answer in reference]
     sub = tmp_path / "subs"
     sub.mkdir()
-    nbformat.write(submission(folder, name, solutions(PROBLEMS)), sub / "ref.ipynb")
+    nbformat.write(submission(folder, name, reference), sub / "ref.ipynb")
+    nbformat.write(submission(folder, name, wrong), sub / "wrong7b.ipynb")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(sub), "--out", str(out),
-                           "--timeout", "600"], capture_output=True, text=True, timeout=900)
+                           "--timeout", "600"], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {r["problem"] for r in rows} == set(grade.problems_of(name)), rows
-    assert all(float(r["score"]) == float(r["max"]) > 0 for r in rows), rows
+    ref = [r for r in rows if r["student"] == "ref"]
+    assert {r["problem"] for r in ref} == set(grade.problems_of(name)), rows
+    assert all(float(r["score"]) == float(r["max"]) > 0 for r in ref), rows
+    lost = {r["problem"]: r["feedback"] for r in rows if r["student"] == "wrong7b" and float(r["score"]) < float(r["max"])}
+    assert list(lost) == ["ps_p7b"], lost
+    assert "[CHECK] ps_p7b: wrong pair" in lost["ps_p7b"] and "recorded" not in lost["ps_p7b"], lost
 
 
 def test_sys_exit_costs_only_the_cell_that_calls_it(graded):

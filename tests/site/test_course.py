@@ -8,7 +8,9 @@ any exercise anywhere in it. Run after ``make course`` (and, for the control, ``
   highlighted code line is split into spans);
 - the same scan finds every exercise's solution in the self-study site, _build/html (so it can
   find them), and finds lines planted in the forms a leak would take;
-- the downloads are the student notebooks, and no launch button opens the repository's notebooks.
+- the downloads are the student notebooks, and no launch button opens the repository's notebooks;
+- the answers to the questions answered in words (the "Model answer" folds) are absent too, and
+  found on the self-study site; an exercise that is a choice calls ``checks.<id>.record``.
 
 The browser check of a course page is tests/browser/test_course_page.py.
 """
@@ -74,9 +76,36 @@ def test_the_self_study_site_shows_every_solution(hidden):
     assert {ex_id for _, ex_id, _ in found} == set(hidden)
 
 
+@pytest.fixture(scope="module")
+def model_answers() -> dict[str, list[str]]:
+    return course.model_answer_lines()
+
+
+def test_every_model_answer_has_pieces_to_look_for(model_answers):
+    # the problem set answers four questions in words, each in a "Model answer" fold
+    assert len(model_answers) >= 4 and all(model_answers.values()), model_answers
+
+
+@built
+def test_no_model_answer_in_any_file_of_the_course_site(model_answers):
+    found = course.leaks(course.OUT, model_answers)
+    assert not found, "\n".join(f"{f}: {i}: {line}" for f, i, line in found[:30])
+    page = (course.OUT / "book" / "induction" / "03_problems.html").read_text()
+    assert page.count("The model answer is not on the course site.") == len(model_answers)
+
+
+@pytest.mark.skipif(not (ROOT / "_build" / "html" / "index.html").exists(), reason="site not built: run make book")
+def test_the_self_study_site_shows_every_model_answer(model_answers):
+    # the control: the scan finds each model answer where it is published
+    found = course.leaks(ROOT / "_build" / "html", model_answers)
+    assert {key for _, key, _ in found} == set(model_answers)
+
+
 @built
 @pytest.mark.parametrize("path", execute_notebooks.toc_notebooks(), ids=lambda p: p.name)
 def test_the_download_is_the_student_notebook(path):
+    from circuitbook.checks import all_exercises
+
     rel = path.relative_to(ROOT)
     for where in (course.OUT / "_sources" / rel, course.STUDENT / rel):
         nb = nbformat.read(where, as_version=4)
@@ -86,7 +115,10 @@ def test_the_download_is_the_student_notebook(path):
                 assert not cell.outputs
             if "exercise" in cell.metadata.get("tags", []):
                 assert "NotImplementedError" in cell.source or "...  # your answer" in cell.source, cell.source
-                assert re.search(r"^checks\.\w+\(", cell.source, re.M)
+                call = re.search(r"^checks\.(\w+)(\.record)?\(", cell.source, re.M)
+                assert call, cell.source
+                # a choice is recorded in the notebook and graded by the autograder only
+                assert bool(call.group(2)) == getattr(all_exercises()[call.group(1)], "verdict_in_autograder", False)
 
 
 @built
@@ -112,6 +144,6 @@ def test_the_exercise_index_lists_every_exercise_and_its_check():
     from circuitbook.checks import all_exercises
 
     page = (course.OUT / "book" / "exercises.html").read_text()
-    ids = set(re.findall(r"in the notebook, by <code[^>]*><span[^>]*>checks\.(\w+)\(", page))
+    ids = set(re.findall(r"in the notebook, by <code[^>]*><span[^>]*>checks\.(\w+)(?:\.record)?\(", page))
     assert ids == set(all_exercises()), sorted(set(all_exercises()) ^ ids)
     assert "passed" not in re.sub(r"<[^>]+>", "", page[page.index("exercise-index"):])

@@ -215,3 +215,62 @@ def test_problem_5_a_wrong_pair_is_explained_by_name():
     assert not result.passed
     assert "induction score" in result.message and "loss on the second copy" in result.message, result.message
     assert "element 0" not in result.message
+
+
+# --- a course's choice: recorded in the notebook, graded by the autograder (issue 39) -----------
+
+def test_in_a_course_problem_7b_records_every_well_formed_answer_in_the_same_words(decisive):
+    # trying each option in a course's notebook must tell nothing: the right pair and every wrong one
+    # get the same reply (the answer echoed, no verdict, no hint), and each counts as answered
+    ex = checks.get("ps_p7b")
+    assert ex.verdict_in_autograder
+    tries = [(letter, number) for letter in "ABCD" for number in (decisive, 0.0, decisive + 0.05)]
+    replies = set()
+    for answer in tries:
+        session = checks.core.Session()
+        original, checks.core.SESSION = checks.core.SESSION, session
+        try:
+            result = ex.record(answer)
+        finally:
+            checks.core.SESSION = original
+        assert not result.passed and result.category() == checks.core.RECORDED
+        assert session.recorded("ps_p7b") and session.settled("ps_p7b") and not session.passed("ps_p7b")
+        assert "Hint" not in str(result) and str(result).startswith("[RECORDED] ps_p7b:")
+        replies.add(str(result).replace(str(answer), "<answer>"))
+    assert len(replies) == 1, replies
+    # the autograder's test still tells the right pair from the others
+    assert ex.check(("A", decisive)).passed and not ex.check(("B", decisive)).passed
+
+
+@pytest.mark.parametrize("answer", [None, "A", ("E", 0.5), ("A", "half")])
+def test_in_a_course_problem_7b_still_says_what_is_wrong_with_the_form(answer):
+    # a malformed answer would be graded wrong however right its idea: the student is told at once,
+    # as the self-study check tells it, and nothing is recorded
+    ex = checks.get("ps_p7b")
+    result = ex.record(answer)
+    assert result.category() in ("not attempted", "wrong form"), str(result)
+    assert result.message == ex.check(answer).message
+
+
+def test_record_is_refused_for_an_exercise_whose_verdict_the_notebook_gives():
+    with pytest.raises(ValueError, match="ps_p1a gives its verdict in the notebook"):
+        checks.get("ps_p1a").record(ps.p1_reference())
+
+
+def test_the_progress_tracker_counts_a_recorded_answer_as_answered_not_passed(decisive):
+    from circuitbook.widgets.progress import ProblemSet
+
+    session = checks.core.Session()
+    problems = ProblemSet(ps.PROBLEMS, session=session)
+    tracker = problems.tracker("7")
+    assert "ps_p7b" in tracker.still_open["7"]
+    session.record(checks.get("ps_p7c").check(ps.spoiled_positions))
+    session.record(checks.get("ps_p7").check(ps.patching_shares))
+    original, checks.core.SESSION = checks.core.SESSION, session
+    try:
+        checks.get("ps_p7b").record(("C", 0.3))
+    finally:
+        checks.core.SESSION = original
+    assert "7" in problems.done and ps.progress(session).done == problems.done
+    assert tracker.recorded == ["ps_p7b"]
+    assert "ps_p7b: answer recorded, graded by the autograder" in str(tracker)

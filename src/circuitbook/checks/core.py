@@ -115,7 +115,7 @@ class Result:
 
     def graded(self, detail: bool = False) -> str:
         """The result as one line (and its hint), without the answer's own text unless ``detail``."""
-        mark = "PASSED" if self.passed else "NOT YET"
+        mark = "PASSED" if self.passed else "RECORDED" if self.mistake == RECORDED else "NOT YET"
         text = f"[{mark}] {self.exercise}: {self.message}"
         if detail and self.detail:
             text += f": {self.detail}"
@@ -126,7 +126,7 @@ class Result:
     def _shows_hint(self) -> bool:
         """A failed attempt shows the hint; an untouched template ("not attempted") does not: a hint
         before any attempt would be read instead of the problem. Its message says how to get one."""
-        return not self.passed and bool(self.hint) and self.category() != "not attempted"
+        return not self.passed and bool(self.hint) and self.category() not in ("not attempted", RECORDED)
 
     __repr__ = __str__
 
@@ -151,7 +151,8 @@ class Result:
         return text if self.passed else f"{text}\n[CHECK] {self.exercise}: {self.category()}"
 
     def _repr_html_(self) -> str:
-        color, mark = ("#1a7f37", "&#10004;") if self.passed else ("#b35900", "&#10008;")
+        color, mark = (("#1a7f37", "&#10004;") if self.passed else ("#57606a", "&#9998;")
+                       if self.mistake == RECORDED else ("#b35900", "&#10008;"))
         message = f"{self.message}: {self.detail}" if self.detail else self.message
         body = f"<b>{html.escape(self.exercise)}</b>: {html.escape(message)}"
         if self._shows_hint():
@@ -181,10 +182,12 @@ class Session:
 
     def __init__(self):
         self._latest: dict[str, bool] = {}
+        self._recorded: set[str] = set()
         self._listeners: list[weakref.WeakMethod] = []
 
     def record(self, result: Result) -> Result:
         self._latest[result.exercise] = result.passed
+        (self._recorded.add if result.mistake == RECORDED else self._recorded.discard)(result.exercise)
         self._listeners = [ref for ref in self._listeners if ref() is not None]
         for ref in list(self._listeners):
             listener = ref()
@@ -201,6 +204,15 @@ class Session:
     def passed(self, exercise: str) -> bool:
         """True when the latest check of ``exercise`` in this session passed."""
         return self._latest.get(exercise, False)
+
+    def recorded(self, exercise: str) -> bool:
+        """True when the latest call for ``exercise`` recorded an answer whose verdict only the
+        autograder gives (:meth:`ValueExercise.record`)."""
+        return exercise in self._recorded
+
+    def settled(self, exercise: str) -> bool:
+        """Passed, or recorded for the autograder: nothing more to do in this notebook."""
+        return self.passed(exercise) or self.recorded(exercise)
 
 
 SESSION = Session()
@@ -349,6 +361,8 @@ def _reference_functions() -> list[types.FunctionType]:
     return list(found.values())
 
 
+#: the ``mistake`` of a result that recorded an answer without a verdict (ValueExercise.record)
+RECORDED = "answer recorded"
 NO_HINT_YET = "A hint appears once the check has run an attempt of yours that does not pass yet."
 """What an untouched template's message says about hints (none is shown before an attempt)."""
 
@@ -686,16 +700,42 @@ class ValueExercise:
     # (answer, expected) -> what is wrong with the answer's form (a letter that names no option),
     # or None; asked before the generic comparison, whose words fit numbers and tensors
     explain: Callable[[Any, Any], str | None] | None = None
+    # A choice among a few options, which a notebook that gave its verdict would let a student
+    # find by trying each one: a course's student notebook (scripts/course.py and
+    # scripts/assignments.py write it so) calls :meth:`record` instead, which checks the
+    # answer's form only, and the verdict comes from the autograder's tests (:meth:`check`).
+    verdict_in_autograder: bool = False
 
     def __call__(self, answer: Any, **inputs: Any) -> Result:
         """As :meth:`FunctionExercise.__call__`: recorded, and shown at once in a notebook."""
         return SESSION.record(self.check(answer, **inputs)).show()
 
-    def check(self, answer: Any, **inputs: Any) -> Result:
-        expected = self.expected(**inputs)
+    def record(self, answer: Any, **inputs: Any) -> Result:
+        """A course's call for an exercise whose verdict only the autograder gives: an answer that
+        is missing or malformed is told so (as :meth:`check` would tell it); a well-formed one is
+        recorded, with no word on whether it is right, and counts as answered in the session."""
+        if not self.verdict_in_autograder:
+            raise ValueError(f"{self.id} gives its verdict in the notebook: call checks.{self.id}(answer)")
+        result = self.form_problem(answer, **inputs)  # a Result is falsy when not passed: no `or`
+        if result is None:
+            result = Result(self.id, False, f"answer recorded: {str(answer)[:60]}. In this course the autograder "
+                            "gives the verdict when you submit; until then you can change your answer and run "
+                            "this cell again.", RECORDED)
+        return SESSION.record(result).show()
+
+    def form_problem(self, answer: Any, **inputs: Any) -> Result | None:
+        """The failure of an answer that is missing or not of the answer's form, else None: what
+        both :meth:`check` and :meth:`record` say before any comparison with the answer."""
         if answer is None or answer is Ellipsis:
             return Result(self.id, False, f"not attempted yet: set the answer variable ({self.title}) to "
-                          f"{shape_of(expected)}. {NO_HINT_YET}", None, self.hint or None)
+                          f"{shape_of(self.expected(**inputs))}. {NO_HINT_YET}", None, self.hint or None)
+        return None
+
+    def check(self, answer: Any, **inputs: Any) -> Result:
+        expected = self.expected(**inputs)
+        problem = self.form_problem(answer, **inputs)
+        if problem is not None:
+            return problem
         spell = self.normalise or (lambda a, v: (a, v))
         if self.compare(*spell(answer, expected)):
             return Result(self.id, True, f"correct ({self.title})")

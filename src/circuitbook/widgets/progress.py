@@ -1,7 +1,8 @@
 """Problem-set progress that counts passed checks: "n of N done" and the checks still open.
 
 A problem counts as done when every one of its checks has passed in this notebook's kernel
-(``circuitbook.checks.core.Session``, which every check call records into); a check that
+(``circuitbook.checks.core.Session``, which every check call records into), or, in a course's
+student notebook, recorded an answer that only the autograder grades; a check that
 fails later re-opens its problem. Nothing is self-reported and nothing is stored: re-running
 the notebook re-runs the checks. The trackers update live, after each check, because the
 problem set listens to the session.
@@ -35,6 +36,8 @@ class ProgressTracker(anywidget.AnyWidget):
     problems = traitlets.List(traitlets.Unicode()).tag(sync=True)
     done = traitlets.List(traitlets.Unicode()).tag(sync=True)
     still_open = traitlets.Dict().tag(sync=True)
+    # this problem's checks whose answers are recorded for the autograder, with no verdict here
+    recorded = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -51,6 +54,9 @@ class ProgressTracker(anywidget.AnyWidget):
         mine = self.still_open.get(self.problem, [])
         head = (f"Problem {self.problem}: not done yet ({', '.join(mine)} open)" if mine
                 else f"Problem {self.problem}: checks passed")
+        if not mine and self.recorded:
+            head = (f"Problem {self.problem}: done here ({', '.join(self.recorded)}: answer recorded, "
+                    "graded by the autograder)")
         done = [p for p in self.problems if p not in self.still_open]
         text = f"{head}. Progress in this session: {len(done)} of {len(self.problems)} done"
         text += f" (problem{'s' if len(done) > 1 else ''} {', '.join(done)})" if done else ""
@@ -83,13 +89,14 @@ class ProblemSet:
 
     @property
     def done(self) -> list[str]:
-        """Problems whose checks have all passed, in order."""
-        return [p for p, ids in self.checks.items() if all(self.session.passed(i) for i in ids)]
+        """Problems whose checks have all passed (or, in a course, recorded an answer that only the
+        autograder grades: ``ValueExercise.record``), in order."""
+        return [p for p, ids in self.checks.items() if all(self.session.settled(i) for i in ids)]
 
     @property
     def open(self) -> dict[str, list[str]]:
         """Each problem not done -> its checks that have not passed."""
-        still = {p: [i for i in ids if not self.session.passed(i)] for p, ids in self.checks.items()}
+        still = {p: [i for i in ids if not self.session.settled(i)] for p, ids in self.checks.items()}
         return {p: ids for p, ids in still.items() if ids}
 
     @property
@@ -100,7 +107,8 @@ class ProblemSet:
         problem = str(problem)
         if problem not in self.checks:
             raise ValueError(f"problem {problem!r} is not in this set: {self.problems}")
-        t = ProgressTracker(problem=problem, problems=self.problems, done=self.done, still_open=self.open)
+        t = ProgressTracker(problem=problem, problems=self.problems, done=self.done, still_open=self.open,
+                            recorded=self._recorded(problem))
         self._trackers.append(t)
         return t
 
@@ -110,4 +118,7 @@ class ProblemSet:
         done, still = self.done, self.open
         for t in self._trackers:
             with t.hold_sync():
-                t.done, t.still_open = done, still
+                t.done, t.still_open, t.recorded = done, still, self._recorded(t.problem)
+
+    def _recorded(self, problem: str) -> list[str]:
+        return [i for i in self.checks[problem] if self.session.recorded(i)]

@@ -66,10 +66,11 @@ class Progress:
 
 
 def progress(session=SESSION) -> Progress:
-    """Which problems of the set are done in this notebook, and which checks are still open."""
+    """Which problems of the set are done in this notebook (every check passed, or recorded for the
+    autograder in a course: ``ValueExercise.record``), and which checks are still open."""
     done, still_open = [], {}
     for problem, ids in PROBLEMS.items():
-        missing = [i for i in ids if not session.passed(i)]
+        missing = [i for i in ids if not session.settled(i)]
         if missing:
             still_open[problem] = missing
         else:

@@ -257,8 +257,7 @@ class ReadingExercise(ValueExercise):
     wrong, so that no message tells which letter is right or which number decides it; the reasons
     for and against each statement are in the page's model answer, shown after it is solved."""
 
-    def check(self, answer, **inputs) -> Result:
-        letter, number = self.expected(**inputs)
+    def form_problem(self, answer, **inputs) -> Result | None:
         if answer is None or answer is Ellipsis:
             return Result(self.id, False, f"not attempted yet: set p7_reading to a pair, (the letter of a "
                           f"statement, the measured number that decides it) ({self.title}). {NO_HINT_YET}", None,
@@ -271,6 +270,14 @@ class ReadingExercise(ValueExercise):
         if pair[0] not in tuple(P7B_OPTIONS):
             return Result(self.id, False, f"not quite: answer with one of the letters {', '.join(P7B_OPTIONS)}; "
                           f"yours ({str(answer[0]).strip()[:40]!r}) names none of them", "wrong form", self.hint)
+        return None
+
+    def check(self, answer, **inputs) -> Result:
+        problem = self.form_problem(answer, **inputs)
+        if problem is not None:
+            return problem
+        letter, number = self.expected(**inputs)
+        pair = _p7b_pair(answer)
         if pair[0] == letter and abs(pair[1] - number) <= P7B_TOLERANCE:
             return Result(self.id, True, f"correct ({self.title})")
         return Result(self.id, False, "not quite: this pair is not a statement the measurement supports "
@@ -280,7 +287,7 @@ class ReadingExercise(ValueExercise):
 
 P7B = ReadingExercise(
     id="ps_p7b", title="reading the layer-1 heads' patching result", expected=_p7b_expected,
-    mistakes=[],
+    mistakes=[], verdict_in_autograder=True,
     hint="First write down, for one of these numbers, which activations of the run that measured it came "
          "from the clean input and which from the corrupted one, and ask of each statement which kind of run "
          "it is about and whether such a run was made here. Then, for the statement you keep, ask which one "
