@@ -285,6 +285,29 @@ def split_heads(weight, n_heads):
 checks.ch07_ex1(split_heads)
 
 # %% [markdown]
+# ### Exercise 7.2: the layer as a sum over heads
+#
+# Before the next section derives it, write it yourself. Write `mha_as_sum` (arguments
+# `x, pattern, W_V, W_O, b_V, b_O`) returning the attention layer's output `[pos, d_model]`
+# from a given pattern, as a sum of per-head terms, one for each head's write into the
+# stream. Shapes are TransformerLens's: `x [pos, d_model]`, `pattern [n_heads, pos_q, pos_k]`,
+# `W_V [n_heads, d_model, d_head]`, `W_O [n_heads, d_head, d_model]`,
+# `b_V [n_heads, d_head]`, `b_O [d_model]`. Mind where each bias goes.
+
+# %% tags=["exercise"]
+def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
+    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens
+    weights -> the attention layer's output [pos_q, d_model], head by head."""
+    # BEGIN SOLUTION
+    v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
+    z = pattern @ v                                            # [h, q, d_head]
+    return torch.einsum("hqe,hem->qm", z, W_O) + b_O
+    # END SOLUTION
+
+
+checks.ch07_ex2(mha_as_sum)
+
+# %% [markdown]
 # ### Concatenate-then-project is a sum over heads
 #
 # Write $z^h$ for head $h$'s output, a `[pos, d_head]` block. Concatenating the blocks side
@@ -424,27 +447,6 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 # vector added at every position whatever the input, which no single head is
 # responsible for. When we attribute a layer's output to its
 # heads, it has to be booked separately.
-#
-# ### Exercise 7.2: the layer as a sum over heads
-#
-# Write `mha_as_sum` (arguments `x, pattern, W_V, W_O, b_V, b_O`) returning the attention layer's
-# output `[pos, d_model]` from a given pattern, as a sum of per-head terms. Shapes are
-# TransformerLens's: `x [pos, d_model]`, `pattern [n_heads, pos_q, pos_k]`,
-# `W_V [n_heads, d_model, d_head]`, `W_O [n_heads, d_head, d_model]`,
-# `b_V [n_heads, d_head]`, `b_O [d_model]`. Mind where each bias goes.
-
-# %% tags=["exercise"]
-def mha_as_sum(x, pattern, W_V, W_O, b_V, b_O):
-    """x [pos, d_model], pattern [n_heads, pos_q, pos_k], TransformerLens
-    weights -> the attention layer's output [pos_q, d_model], head by head."""
-    # BEGIN SOLUTION
-    v = torch.einsum("kd,hde->hke", x, W_V) + b_V[:, None, :]  # [h, k, d_head]
-    z = pattern @ v                                            # [h, q, d_head]
-    return torch.einsum("hqe,hem->qm", z, W_O) + b_O
-    # END SOLUTION
-
-
-checks.ch07_ex2(mha_as_sum)
 
 # %% [markdown]
 # ### Heads as independent writers

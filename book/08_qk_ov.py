@@ -938,11 +938,15 @@ explore(draw_spectra, layer=(0, cfg.n_layers - 1, 1),
 #
 # ### Exercise 8.2: into the paper's convention
 #
-# Before reading on, work out what the change does to each circuit. Write
-# `to_paper_convention` (arguments `W_Q, W_K, W_V, W_O`), which takes one head's
-# TransformerLens weights and returns the pair `(W_QK, W_OV)` as Elhage et al. define
-# them. The check tries your function on random weights whose $W_{QK}$ is not
-# symmetric, so it can tell each circuit's orientation.
+# Before reading on, work out what the change does to each circuit. In the paper's
+# column convention the two circuits keep the roles the plain-language section gave
+# them: $W_{QK}^\text{p}$ is the matrix of the bilinear form that scores query position
+# $i$ on key position $j$, $x_i^\top W_{QK}^\text{p} x_j$, and $W_{OV}^\text{p}$ is the map
+# that takes the source's residual vector $x_j$ to the vector the head writes,
+# $W_{OV}^\text{p} x_j$. Write `to_paper_convention` (arguments `W_Q, W_K, W_V, W_O`),
+# which takes one head's TransformerLens weights and returns the pair
+# `(W_QK, W_OV)` in the paper's convention. The check tries your function on random
+# weights whose $W_{QK}$ is not symmetric, so it can tell each circuit's orientation.
 
 # %% tags=["exercise"]
 def to_paper_convention(W_Q, W_K, W_V, W_O):

@@ -570,10 +570,19 @@ floor = chain.entropy()
 chance = math.log(d_vocab)
 observation("the model's loss above the chain's entropy floor (nats)",
             f"{loss - floor:.3f}", chapter="14")
+
+
+def paired_interval(diff, n_boot=2000):
+    """95% percentile bootstrap interval of the mean of per-sequence paired
+    differences (both losses on the same sequences), resampling the
+    sequences n_boot times with the page's generator."""
+    boot = diff[torch.randint(0, len(diff), (n_boot, len(diff)),
+                              generator=gen)].mean(-1)
+    return boot.quantile(torch.tensor([0.025, 0.975])).tolist()
+
+
 gap = uni_seq - per_seq
-boot = gap[torch.randint(0, len(gap), (2000, len(gap)),
-                         generator=gen)].mean(-1)
-lo, hi = boot.quantile(torch.tensor([0.025, 0.975])).tolist()
+lo, hi = paired_interval(gap)
 observation("a unigram predictor's loss minus the model's on held-out "
             "samples (nats per token; 95% bootstrap interval over 512 "
             "sequences, 2000 resamples)",
@@ -583,9 +592,7 @@ truth = truth_seq.mean().item()
 # the model against the true chain on the same tokens: the sample's own
 # deviation from the entropy floor cancels in the difference
 excess = per_seq - truth_seq
-boot_excess = excess[torch.randint(0, len(excess), (2000, len(excess)),
-                                   generator=gen)].mean(-1)
-ex_lo, ex_hi = boot_excess.quantile(torch.tensor([0.025, 0.975])).tolist()
+ex_lo, ex_hi = paired_interval(excess)
 observation("the model's loss minus the true chain's on the same held-out "
             "samples (nats per token; 95% bootstrap interval over 512 "
             "sequences, 2000 resamples)",

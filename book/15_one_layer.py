@@ -81,23 +81,6 @@ def largest_value(model, tokens):
     return max(t[t.isfinite()].abs().max().item() for t in cache.values())
 
 
-def formula_bound(model, X, A, full_ov, cfg, n):
-    """The path formula against the model. Each head's term is A (n) times a
-    row of its full OV circuit (2 d_model + d_head); the bias row a sum of
-    H + 2 chains (d_head + d_model each); the H + 2 parts are added; the
-    model takes its own path (forward_terms without the log-softmax). The
-    parts cancel, so the scale is the sum of their sizes."""
-    att, W_E, W_U = model.blocks[0].attn, model.W_E, model.W_U
-    H = cfg.n_heads
-    parts_abs = ((X @ W_E @ W_U).abs()
-                 + sum(A[h] @ (X @ full_ov[h]).abs() for h in range(H))
-                 + (model.b_U.abs() + att.b_O.abs() @ W_U.abs()
-                    + sum(att.b_V[h].abs() @ att.W_O[h].abs() @ W_U.abs()
-                          for h in range(H))))
-    terms = (n + 2 * cfg.d_model + cfg.d_head + 2 * (H + 2) + cfg.d_model
-             + forward_terms(cfg, n))
-    return terms, parts_abs.max().item()
-
 # %% [markdown]
 # ## Plain language
 #
@@ -203,8 +186,53 @@ identity_close("the Annotated Transformer's modules with toy-1l's weights "
 # one). $W_E W_U$ is the direct
 # path of chapter {doc}`14_zero_layer`, and $W_E W_{OV}^h W_U$ is head $h$'s *full OV
 # circuit*, a vocabulary-by-vocabulary table: row A says how each logit changes when the
-# head attends to token A. The formula is exact once the patterns are given; we take them
-# from a run of `toy-1l` and build the logits from the four full OV circuits.
+# head attends to token A. The formula is exact once the patterns are given. Before we
+# check it on a model, write it yourself.
+
+# %% [markdown]
+# ### Exercise 15.1: one-layer logits from the path formula
+#
+# Write `one_layer_logits(tokens, patterns, W_E, W_V, W_O, b_V, b_O, W_U, b_U)` for
+# `tokens` of shape `[pos]` and `patterns` of shape `[n_heads, pos, pos]`, with weights in
+# TransformerLens's shapes (`W_V` is `[n_heads, d_model, d_head]`, `W_O` is
+# `[n_heads, d_head, d_model]`). Return the logits `[pos, d_vocab]`.
+
+# %% tags=["exercise"]
+def one_layer_logits(tokens, patterns, W_E, W_V, W_O, b_V, b_O, W_U, b_U):
+    """The logits of a one-layer attention-only model, given its patterns."""
+    # BEGIN SOLUTION
+    e = W_E[tokens]                                       # [pos, d_model]
+    v = torch.einsum("pm,hmd->hpd", e, W_V) + b_V[:, None]
+    heads = torch.einsum("hqk,hkd,hdm->qm", patterns, v, W_O)
+    return (e + heads + b_O) @ W_U + b_U
+    # END SOLUTION
+
+
+checks.ch15_ex1(one_layer_logits)
+
+# %% [markdown]
+# We take the patterns from a run of `toy-1l` and build its logits twice: once from the
+# four full OV circuits, as in the formula, and once with your `one_layer_logits`. (The
+# folded cell bounds the rounding of the first construction.)
+
+# %% tags=["hide-input"]
+def formula_bound(model, X, A, full_ov, cfg, n):
+    """The path formula against the model. Each head's term is A (n) times a
+    row of its full OV circuit (2 d_model + d_head); the bias row a sum of
+    H + 2 chains (d_head + d_model each); the H + 2 parts are added; the
+    model takes its own path (forward_terms without the log-softmax). The
+    parts cancel, so the scale is the sum of their sizes."""
+    att, W_E, W_U = model.blocks[0].attn, model.W_E, model.W_U
+    H = cfg.n_heads
+    parts_abs = ((X @ W_E @ W_U).abs()
+                 + sum(A[h] @ (X @ full_ov[h]).abs() for h in range(H))
+                 + (model.b_U.abs() + att.b_O.abs() @ W_U.abs()
+                    + sum(att.b_V[h].abs() @ att.W_O[h].abs() @ W_U.abs()
+                          for h in range(H))))
+    terms = (n + 2 * cfg.d_model + cfg.d_head + 2 * (H + 2) + cfg.d_model
+             + forward_terms(cfg, n))
+    return terms, parts_abs.max().item()
+
 
 # %%
 seq = tokens[0]
@@ -232,29 +260,6 @@ identity_close("toy-1l: the logits are the direct path plus one term per "
                "head (pattern times full OV circuit) plus the bias row",
                formula, logits, terms=formula_terms, scale=formula_scale,
                chapter="15")
-
-# %% [markdown]
-# ### Exercise 15.1: one-layer logits from the path formula
-#
-# Write `one_layer_logits(tokens, patterns, W_E, W_V, W_O, b_V, b_O, W_U, b_U)` for
-# `tokens` of shape `[pos]` and `patterns` of shape `[n_heads, pos, pos]`, with weights in
-# TransformerLens's shapes (`W_V` is `[n_heads, d_model, d_head]`, `W_O` is
-# `[n_heads, d_head, d_model]`). Return the logits `[pos, d_vocab]`.
-
-# %% tags=["exercise"]
-def one_layer_logits(tokens, patterns, W_E, W_V, W_O, b_V, b_O, W_U, b_U):
-    """The logits of a one-layer attention-only model, given its patterns."""
-    # BEGIN SOLUTION
-    e = W_E[tokens]                                       # [pos, d_model]
-    v = torch.einsum("pm,hmd->hpd", e, W_V) + b_V[:, None]
-    heads = torch.einsum("hqk,hkd,hdm->qm", patterns, v, W_O)
-    return (e + heads + b_O) @ W_U + b_U
-    # END SOLUTION
-
-
-checks.ch15_ex1(one_layer_logits)
-
-# %%
 mine = one_layer_logits(seq, A, W_E, att.W_V, att.W_O, att.b_V, att.b_O,
                         W_U, model.b_U)
 # the model's computation written out, given its patterns: twice the pass
@@ -347,7 +352,8 @@ for M, pairs, what, tag in [(qk, qk_pairs, "A in B's QK row (keys)", "qk"),
                             (ov, ov_pairs, "C in A's OV row (outputs)", "ov")]:
     null_ranks = [worst_rank(M, pairs, p) for p in perms]
     finding(f"for all 5 triples, {what}: the worst rank is lower than with "
-            "the ten words relabelled at random", worst_rank(M, pairs),
+            "the ten words relabelled at random (the rows single out the "
+            "table's words)", worst_rank(M, pairs),
             null=Null.draws("worst rank, word columns relabelled, 1000 draws",
                             null_ranks), alternative="less", chapter="15")
     glue(f"{tag}_null_hits",
@@ -369,13 +375,90 @@ glue("n_dest_top", sum(t == {"keep", "hold"} for t in top_two.values()))
 # the ten words among themselves (leaving the filler in place), since a head that merely
 # scored words above filler would already put A and C high among all 64 tokens: of 1000
 # such relabellings, {glue:text}`qk_null_hits` put all five keys that high and
-# {glue:text}`ov_null_hits` all five outputs. Of the three destination words,
-# {glue:text}`n_dest_top` put their two largest scores on *keep* and *hold*, *at*
-# included, although only *keep* precedes it in the table
-# (e.g. {glue:text}`qk_keep_in:.1f` for *in* → *keep*, against
-# {glue:text}`qk_filler_in:.1f` for an average filler), and each source's OV row boosts
-# its own completions. Note what the OV rows cannot know: *keep*'s row raises *mind*,
-# *bay* and *track* together, because it does not know which destination is asking.
+# {glue:text}`ov_null_hits` all five outputs. So the rows single out the table's own
+# words. Of the three destination words, {glue:text}`n_dest_top` put their two largest
+# scores on *keep* and *hold*, *at* included, although only *keep* precedes it in the
+# table (e.g. {glue:text}`qk_keep_in:.1f` for *in* → *keep*, against
+# {glue:text}`qk_filler_in:.1f` for an average filler).
+#
+# That is not yet evidence that the head *pairs* the words. Relabelling moves a word's
+# whole column, so a head that scored *keep* and *hold* high from every destination, or
+# whose every source raised all five completions, would beat the relabelled words just as
+# well. Pair-specific means more: B's row favours its own sources beyond what every
+# destination gives them, and A's row raises its own completions beyond what every source
+# does. So we take the table's rows (the three destinations of the QK circuit, the two
+# sources of the OV circuit) and double-centre them over all 64 columns: subtract each
+# row's mean and each column's mean over those rows, and add back the overall mean. What
+# is left, the *interaction*, is the part no token's own level explains. The statistic is
+# its mean over the five planted pairs. The null keeps the matrix, and with it every row
+# and column mean, and shuffles the pairings: each row gets as many partners as in the
+# table, drawn at random from its 64 columns, 2000 times. If the head were not
+# pair-specific, the planted pairs would carry no more interaction than random ones. We
+# test one-sided at 0.05.
+
+# %%
+def interaction(M, rows):
+    """M's rows `rows`, double-centred over all columns [len(rows), 64]:
+    what no row mean and no column mean (over these rows) explains."""
+    sub = M[rows]
+    return (sub - sub.mean(1, keepdim=True) - sub.mean(0, keepdim=True)
+            + sub.mean())
+
+
+def pair_interaction(M, pairs, n_draws=2000, seed=0):
+    """The mean interaction over the (row, column) `pairs`, and its null:
+    the same number of random columns in each row, `n_draws` times."""
+    rows = sorted({r for r, _ in pairs})
+    R = interaction(M, rows)
+    at = {r: i for i, r in enumerate(rows)}
+    value = torch.stack([R[at[r], c] for r, c in pairs]).mean().item()
+    counts = [sum(r == row for r, _ in pairs) for row in rows]
+    g = torch.Generator().manual_seed(seed)
+    draws = torch.stack([
+        sum(R[i, torch.randperm(M.shape[1], generator=g)[:k]].sum()
+            for i, k in enumerate(counts)) / len(pairs)
+        for _ in range(n_draws)])
+    return value, draws
+
+
+for M, pairs, tag, statement, expect in [
+        (qk, qk_pairs, "qk", "the mean interaction (double-centred score) of "
+         "the 5 planted (B, A) pairs in the QK circuit cannot be told from "
+         "random pairings in the same rows", "no effect"),
+        (ov, ov_pairs, "ov", "the mean interaction (double-centred score) of "
+         "the 5 planted (A, C) pairs in the OV circuit exceeds random "
+         "pairings' in the same rows", "effect")]:
+    value, draws = pair_interaction(M, pairs)
+    test = null_test(value, Null.draws(
+        "the same rows, partners drawn at random from the 64 columns, "
+        "2000 draws", draws))
+    finding(statement, test, expect=expect, chapter="15")
+    glue(f"{tag}_pair", test.value)
+    glue(f"{tag}_pair_null", test.null.mean)
+    glue(f"{tag}_pair_sd", test.null.sd)
+    glue(f"{tag}_pair_z", test.z)
+    glue(f"{tag}_pair_p", test.p)
+    glue(f"{tag}_pair_rank", test.rank)
+
+# %% [markdown]
+# The OV circuit is pair-specific: the planted (A, C) pairs carry a mean interaction of
+# {glue:text}`ov_pair:.2f` against random pairings'
+# {glue:text}`ov_pair_null:.2f` ± {glue:text}`ov_pair_sd:.2f`
+# (z = {glue:text}`ov_pair_z:.1f`, rank {glue:text}`ov_pair_rank` of 2001,
+# p = {glue:text}`ov_pair_p:.4f`, the smallest 2000 draws allow): *keep*'s row raises
+# *keep*'s completions and *hold*'s row *hold*'s, beyond what either raises in general.
+# The QK circuit is not shown to be: the planted (B, A) pairs carry
+# {glue:text}`qk_pair:.2f` against
+# {glue:text}`qk_pair_null:.2f` ± {glue:text}`qk_pair_sd:.2f`
+# (z = {glue:text}`qk_pair_z:.1f`, rank {glue:text}`qk_pair_rank` of 2001,
+# p = {glue:text}`qk_pair_p:.2f`). Every destination scores both sources far above
+# everything else (about {glue:text}`qk_keep_in:.0f` against
+# {glue:text}`qk_filler_in:.1f` for a filler), and the planted pairs' extra is a small
+# fraction of that, too small for these five pairs to separate from chance; *at* scores
+# *hold* almost as high as *keep*. In this model the QK circuit says "look at a
+# source", not "look at *my* source". Note also what the OV rows cannot know: *keep*'s
+# row raises *mind*, *bay* and *track* together, because it does not know which
+# destination is asking.
 #
 # The weights predict; the model should agree. We build sequences of filler with A at a
 # random position and B at the end, and read the model's prediction for the next token.
@@ -493,8 +576,44 @@ observation("the direct path's top two outputs after in, at, on",
 # *track*, even after *in* and *at*. The head can tell destinations apart only by
 # *where* it looks; once it looks at a source, it writes the same thing. What turns its
 # bet into the right answer is the direct path, whose bigram table puts *in*'s own
-# completions, *mind* and *check*, on top (and *track* and *tight* for *on*). The same
-# division of labour produces the bug.
+# completions, *mind* and *check*, on top (and *track* and *tight* for *on*).
+#
+# Which of the five triples, then, can be read off the weights? Per triple: the rank of A
+# in B's QK row, the rank of C in A's OV row (1 = the largest entry), whether the head's
+# favourite for B is the triple, and whether C comes out on top when B's direct-path row is
+# added to A's OV row (the logits' two large terms if the head attended to A alone,
+# leaving out the attention weight and the other keys); last, the behaviour measured
+# above.
+
+# %%
+print("triple                 QK rank  OV rank  favourite  direct+OV  p(C | A ... B)")
+read_off = []
+for (a, b, c), p in zip(task.triples.tolist(), p_triples):
+    qk_rank, ov_rank = rank(qk[b], a) + 1, rank(ov[a], c) + 1
+    fav = qk_rank == 1 and ov_rank == 1      # what top_skip_trigram returns
+    with_direct = int((bigram[b] + ov[a]).argmax()) == c
+    read_off.append((qk_rank, ov_rank, fav, with_direct))
+    name = f"{task.vocab[a]} ... {task.vocab[b]} -> {task.vocab[c]}"
+    print(f"{name:<22} {qk_rank:>7}  {ov_rank:>7}  {'yes' if fav else 'no':>9}"
+          f"  {'yes' if with_direct else 'no':>9}  {p:14.3f}")
+observation("of the 5 triples: read off the head alone (QK then OV argmax); "
+            "C on top of direct path + A's OV row",
+            f"{sum(r[2] for r in read_off)}; {sum(r[3] for r in read_off)}",
+            chapter="15")
+glue("n_fav", sum(r[2] for r in read_off))
+glue("n_direct_ov", sum(r[3] for r in read_off))
+glue("n_qk_first", sum(r[0] == 1 for r in read_off))
+glue("n_ov_first", sum(r[1] == 1 for r in read_off))
+
+# %% [markdown]
+# The head alone gives {glue:text}`n_fav` of the five: only *keep ... on → track*, where
+# A is first in B's QK row and C first in A's OV row. A is first in B's row for
+# {glue:text}`n_qk_first` triples (at worst {glue:text}`qk_worst`, behind the other
+# source); C is first in A's OV row for {glue:text}`n_ov_first` (at worst
+# {glue:text}`ov_worst`, behind another of A's own completions). With B's direct-path
+# row added, C is on top for {glue:text}`n_direct_ov` of the five. So the triples are read off the QK and OV circuits
+# *together with the direct path*, not off the two head circuits alone, and the built
+# sequences confirm each one. The same division of labour produces the bug.
 #
 # ## The skip-trigram bug
 #
@@ -758,9 +877,14 @@ explore(draw_skip_trigram, current=choices)
 #   convention ($\text{Id} \otimes W_U W_E + \sum_h A^h \otimes W_U W_{OV}^h W_E$ in the
 #   paper's column-vector one). We rebuilt `toy-1l`'s logits from it.
 # - Its heads implement skip-trigrams: the full QK circuit says which source A a current
-#   token B attends to, the full OV circuit what A then adds. In `toy-skip-trigram` all
-#   five planted triples can be read off the two matrices and are confirmed on built
-#   sequences (each with probability at least {glue:text}`p_triple_min:.2f`).
+#   token B attends to, the full OV circuit what A then adds. In `toy-skip-trigram` the
+#   head alone (QK argmax, then OV argmax) gives {glue:text}`n_fav` of the five planted
+#   triples; adding the direct path's row for B to A's OV row gives
+#   {glue:text}`n_direct_ov`, and built sequences confirm all five (each with probability
+#   at least {glue:text}`p_triple_min:.2f`). In this one model, the OV rows are
+#   pair-specific (z = {glue:text}`ov_pair_z:.1f` against shuffled pairings); the QK rows
+#   are not shown to be (p = {glue:text}`qk_pair_p:.2f`): every destination looks at both
+#   sources.
 # - Because QK and OV factor, the head pushes a source's completions whatever the
 #   destination: it raises *bay* after "keep ... in" nearly as much as after
 #   "keep ... at", and the direct path has to correct it. The wrong completions end up

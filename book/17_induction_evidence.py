@@ -808,9 +808,7 @@ closest = divmod(int((smol_ind - 0.4).abs().argmin()), S_H)
 # how far sampling moves that head's score: a bootstrap over the 12 sequences
 # (the resamples the stability count below uses), beside the float32 rounding
 # of the score's last step, a mean over 12 x 40 attention weights (<= 1)
-gen = torch.Generator().manual_seed(1)
-closest_boot = ind_seq[closest[0], :, closest[1]][
-    torch.randint(0, 12, (2000, 12), generator=gen)].mean(-1)
+closest_boot = bootstrap(ind_seq[closest[0], :, closest[1]], seed=1)
 cut_sd = float(closest_boot.std())
 cut_flip = float(((closest_boot > 0.4) != (smol_ind[closest] > 0.4))
                  .float().mean())
@@ -983,7 +981,6 @@ glue("narrow_pass", f"L{w_l}H{w_h} into L{r_n[0]}H{r_n[1]}, robust z "
 # rotations; nothing corrects for the number of receivers)
 narrow_sender = (w_l, w_h)
 glue("narrow_sender", f"L{w_l}H{w_h}")
-glue("narrow_receiver", f"L{r_n[0]}H{r_n[1]}")
 glue("narrow_n_partners", sum(narrow_sender in [(l, h) for l, h, _, _
                                                 in outliers[r]]
                               for r in receivers))

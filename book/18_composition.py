@@ -16,6 +16,7 @@
 # Set-up: imports, and one thread (the build shares two cores).
 
 # %% tags=["hide-input"]
+import itertools
 import math
 import warnings
 
@@ -167,6 +168,28 @@ def k_composition_matrices(W_V, W_O, W_Q, W_K):
 
 checks.ch18_ex2(k_composition_matrices)
 
+# %% [markdown]
+# ### Which product is K-composition? A correction to the syllabus
+#
+# The syllabus (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the "K-composition
+# circuit", and says that Q-composition uses "the same matrix". In the row-vector
+# convention the first statement is wrong, and with it the second: $W_{OV}^A W_{QK}^B$ is
+# Q-composition's matrix, K-composition uses its transpose, so the two compositions use
+# different matrices. The reason is one line of algebra. Head
+# $B$'s score for query position $i$ and key position $j$ is $x_i W_{QK}^B x_j^\top$.
+# If $A$'s output $x W_{OV}^A$ is added to the **query** side, the part that involves
+# $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix $W_{OV}^A W_{QK}^B$, which
+# is **Q-composition**. If it is added to the **key** side, it is
+# $x_i\, W_{QK}^B\, (x_j W_{OV}^A)^\top = x_i\, W_{QK}^B (W_{OV}^A)^\top x_j^\top$,
+# and read from the writer's side that is $W_{OV}^A (W_{QK}^B)^\top$: **K-composition**
+# uses the transpose, and the two are different matrices. (In the paper's
+# column-vector convention the transposes move, which is one way such a slip happens;
+# chapter {doc}`20_rosetta` lists the conventions side by side.) We now compute
+# K-composition with $W_{QK}^\top$ by brute force for every pair of `toy-2l` heads and
+# compare it with the library, with TransformerLens and with your two functions; then
+# we compute the syllabus's product and compare it with both of TransformerLens's
+# scores.
+
 # %%
 model = load("toy-2l")
 cfg = model.cfg
@@ -203,26 +226,6 @@ identity_close("your two functions give the library's K-composition score "
                "for L0H2 -> L1H1 (compared as (yours - library) x library)",
                torch.tensor(yours) * ours[2, 1], ours[2, 1] ** 2,
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
-
-# %% [markdown]
-# ### Which product is K-composition? A correction to the syllabus
-#
-# The syllabus (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the "K-composition
-# circuit", and says that Q-composition uses "the same matrix". In the row-vector
-# convention the first statement is wrong, and with it the second: $W_{OV}^A W_{QK}^B$ is
-# Q-composition's matrix, K-composition uses its transpose, so the two compositions use
-# different matrices. The reason is one line of algebra. Head
-# $B$'s score for query position $i$ and key position $j$ is $x_i W_{QK}^B x_j^\top$.
-# If $A$'s output $x W_{OV}^A$ is added to the **query** side, the part that involves
-# $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix $W_{OV}^A W_{QK}^B$, which
-# is **Q-composition**. If it is added to the **key** side, it is
-# $x_i\, W_{QK}^B\, (x_j W_{OV}^A)^\top = x_i\, W_{QK}^B (W_{OV}^A)^\top x_j^\top$,
-# and read from the writer's side that is $W_{OV}^A (W_{QK}^B)^\top$: **K-composition**
-# uses the transpose, and the two are different matrices. (In the paper's
-# column-vector convention the transposes move, which is one way such a slip happens;
-# chapter {doc}`20_rosetta` lists the conventions side by side.) We compute the
-# syllabus's product for every pair of `toy-2l` heads and compare it with both of
-# TransformerLens's scores.
 
 # %%
 # the syllabus's "K-composition circuit": W_OV^A W_QK^B, no transpose
@@ -856,6 +859,14 @@ glue("n_pass_hi", max(n_pass.values()))
 #
 # The rotations are the 100 per reader drawn above, before the rule was changed. The
 # first rule stays on the page: it is what we fixed in advance, and it failed.
+#
+# What follows is not a fresh test of the new rule. It is applied to the same five
+# readers whose scores showed the first rule failing, so it can show only that the rule
+# is consistent with these readers, not that it would pick out partners on heads that
+# played no part in making it. Chapter {doc}`17_induction_evidence` applies the same rule
+# to more induction heads, but its receivers include these five, so it is not a fresh
+# test either; one would need induction heads (or a model) not looked at before the
+# rule was chosen.
 
 # %%
 partners, z_star, null_z_mean = {}, {}, {}
@@ -975,8 +986,15 @@ plt.show()
 
 # %% [markdown]
 # Are the partners previous-token heads? Their previous-token scores come from
-# activations again (the pass above); the null draws the same number of heads at
-# random from the layers they could come from.
+# activations again (the pass above). The null must respect depth: previous-token
+# scores differ from layer to layer (the heatmap below shows them for the layers under
+# the top reader), so heads drawn from every layer a partner could come from would
+# compare the partners with layers unlike their own. The null therefore
+# takes one head from each partner's own layer, and since the partners are few we
+# enumerate every such choice instead of sampling: the statistic is the mean
+# previous-token score, and the null is its value for every other choice of one head
+# per partner layer. With $n$ choices in all, the smallest p this null can give is
+# $1/n$, stated here before the cell measures it.
 
 # %%
 writers = sorted({w for ps in partners.values() for w, _, _ in ps})
@@ -984,14 +1002,35 @@ writers = sorted({w for ps in partners.values() for w, _, _ in ps})
 top_layer = max(l for (l, _), ps in partners.items() if ps)
 pool = prev[:top_layer].flatten()
 chosen = torch.tensor([prev[w].item() for w in writers])
-gen = torch.Generator().manual_seed(1)
-draws = torch.stack([pool[torch.randperm(len(pool), generator=gen)
-                          [:len(writers)]].mean() for _ in range(2000)])
+# the layer-matched null: one head from each partner's layer (distinct heads),
+# every choice but the partners themselves, enumerated
+choices = [c for c in itertools.product(*[[(l, h) for h in range(S_H)]
+                                           for l, _ in writers])
+           if len(set(c)) == len(c) and sorted(c) != writers]
+draws = torch.tensor([sum(prev[w].item() for w in c) / len(c)
+                      for c in choices])
+layers_of = ", ".join(str(l) for l in sorted({l for l, _ in writers}))
 finding(f"the readers' K-partners ({len(writers)} heads) have higher "
-        "previous-token scores than random heads of the layers they could "
-        "come from", chosen.mean(), null=Null.draws(
-            f"mean previous-token score of {len(writers)} random heads of "
-            f"layers 0-{top_layer - 1}, 2000 draws", draws), chapter="18")
+        "previous-token scores than other heads of their own layers",
+        chosen.mean(), null=Null.draws(
+            f"mean previous-token score of {len(writers)} heads, one from each "
+            f"partner's layer ({layers_of}), all {len(choices)} other choices",
+            draws), chapter="18")
+within_rank = [int((prev[w[0]] > prev[w]).sum()) + 1 for w in writers]
+observation("each partner's rank by previous-token score within its own layer "
+            f"(of {S_H})", ", ".join(f"{name(*w)} {k}"
+                                     for w, k in zip(writers, within_rank)),
+            chapter="18")
+glue("n_choices", len(choices) + 1)
+glue("prev_matched_mean", draws.mean().item())
+glue("prev_matched_sd", draws.std().item())
+glue("prev_matched_p", (1 + int((draws >= chosen.mean()).sum()))
+     / (len(choices) + 1))
+glue("prev_partners_mean", chosen.mean().item())
+glue("within_rank", ", ".join(f"{name(*w)} {k}"
+                              for w, k in zip(writers, within_rank)))
+glue("layer_medians", ", ".join(f"layer {l} {prev[l].median():.2f}"
+                                for l in sorted({l for l, _ in writers})))
 last = max(l for l, _ in readers)
 first = min(l for l, _ in readers)
 strongest = {top[0][0] for top in tops.values()}
@@ -1025,18 +1064,23 @@ glue("weak_writer_prev", prev[weak].item())
 
 # %% [markdown]
 # Only in part. The K-partners are only {glue:text}`n_writers` heads,
-# {glue:text}`writers` (previous-token score in brackets), against a median of
-# {glue:text}`pool_median:.2f` over the heads of layers 0 to
-# {glue:text}`pool_top`, where partners of these readers can sit; the finding above
-# averages those {glue:text}`n_writers`. {glue:text}`n_writers_half` of them puts more
+# {glue:text}`writers` (previous-token score in brackets). Against their own layers
+# (medians: {glue:text}`layer_medians`) their mean, {glue:text}`prev_partners_mean:.2f`,
+# is the largest of all {glue:text}`n_choices` ways of taking one head from each of those
+# layers (the others average {glue:text}`prev_matched_mean:.2f`, sd
+# {glue:text}`prev_matched_sd:.2f`), so p = {glue:text}`prev_matched_p:.3f`, the smallest
+# this null can give: each partner ranks first in its layer by previous-token score
+# (ranks: {glue:text}`within_rank`). Over all of layers 0 to {glue:text}`pool_top` the
+# median is {glue:text}`pool_median:.2f`, unlike either of the partners' layers, which is
+# why the null is matched in layer. {glue:text}`n_writers_half` of the partners puts more
 # than half its attention on the previous token; {glue:text}`weak_writer` puts
-# {glue:text}`weak_writer_prev:.2f`, far above the median but not a previous-token head
-# by that standard. ({glue:text}`writer4`, the strongest writer into
+# {glue:text}`weak_writer_prev:.2f`, far above its layer's median but not a
+# previous-token head by that standard. ({glue:text}`writer4`, the strongest writer into
 # {glue:text}`reader4` but not its partner, puts {glue:text}`writer4_prev:.2f`.) So
 # *given* these induction heads, which we found from activations, the weights alone
 # pick out their key-side partners, and those partners attend to the previous token
-# more than ordinary heads do, a label that again comes from activations (two repeated
-# random sequences). The weights and the activations agree about the circuit of
+# more than the other heads of their layers do, a label that again comes from
+# activations (two repeated random sequences). The weights and the activations agree about the circuit of
 # chapter {doc}`17_induction_heads`, but {glue:text}`n_writers` heads are too few to
 # say how often that holds.
 #
@@ -1144,12 +1188,19 @@ glue("median_writer", name(*median_w))
 # 2047, the score of {glue:text}`writer1` $\to$ {glue:text}`reader1` changes by at most
 # {glue:text}`spread_top:.1f`%, and that of the median writer
 # {glue:text}`median_writer` by {glue:text}`spread_median:.1f`%.
-# Why, is visible in the formula. Write $X_A = W_K^\top G_A W_K$ (what the writer puts
-# into the reader's key space) and $G_Q = W_Q^\top W_Q$; then the squared numerator is
-# $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta X_A)$, and $\Delta$ enters only by
-# turning $G_Q$. The Frobenius norm averages over every query direction at once, and
-# that average barely notices the turn: if $G_Q$ commuted with every $R_\Delta$ the
-# score would not depend on $\Delta$ at all, and here it nearly does.
+# The formula says where a dependence on $\Delta$ can come from, though not how large
+# it must be. Write $X_A = W_K^\top G_A W_K$ (what the writer puts into the reader's key
+# space), $G_K = W_K^\top W_K$ and $G_Q = W_Q^\top W_Q$. The squared numerator is
+# $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta X_A)$, the reader's squared norm in
+# the denominator is $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta G_K)$, and the
+# writer's norm does not involve $\Delta$. So $\Delta$ enters the score only through
+# $R_\Delta^\top G_Q R_\Delta$, in both traces. If $G_Q$ commuted with every
+# $R_\Delta$, that matrix would be $G_Q$ itself, neither trace would depend on $\Delta$,
+# and neither would the score. That condition is sufficient, not necessary, and $G_Q$
+# meets it only approximately; the argument gives no bound on how far an approximate
+# commutation lets the score move, since numerator and denominator can move together or
+# apart. That the curves are flat is the measurement above, for these two pairs; the
+# formula only says that the flatness needs no special alignment of the writer.
 #
 # So the rotary caveat cuts the other way from what one might fear. For these two
 # pairs, the unrotated score is no lucky accident of offset 0: it gives nearly the same
@@ -1188,13 +1239,17 @@ glue("median_writer", name(*median_w))
 #   advance passes {glue:text}`n_pass_lo` to {glue:text}`n_pass_hi` heads per reader
 #   and fails. The rule that replaces it, changed openly after that failure and shared
 #   with chapter {doc}`17_induction_evidence`, compares each writer with its reader's
-#   own crowd: it finds K-partners at {glue:text}`partner_lo:.1f` to
+#   own crowd; checked only on the readers that prompted it (a consistency check, not a
+#   fresh test), it finds K-partners at {glue:text}`partner_lo:.1f` to
 #   {glue:text}`partner_hi:.1f` times the random baseline, where no writer other than
 #   the partners and each reader's strongest reaches {glue:text}`crowd_hi:.2f`; the
 #   strongest writer into {glue:text}`reader4` sits in that gap, at
 #   {glue:text}`writer4_ratio:.2f`, just short of the rule.
 #   {glue:text}`n_writers_half` of the {glue:text}`n_writers` partners is a
-#   previous-token head by the half-attention standard, and both attend to the previous token more than ordinary heads do.
+#   previous-token head by the half-attention standard, and each attends to the previous
+#   token more than any other head of its layer (p = {glue:text}`prev_matched_p:.3f`
+#   against every other choice of one head per partner layer, the smallest that null can
+#   give).
 #   Readers without a partner by this rule: {glue:text}`unpartnered`.
 # - With rotary positions the score depends on the offset, but for the two pairs we
 #   followed (a partner and a median writer into one reader, at

@@ -81,7 +81,9 @@ _ = torch.manual_seed(0)
 # Shapes are for one layer; $h$ indexes heads and `hs` stands for the slice
 # `h*d_k:(h+1)*d_k`. In the code columns, `mha` is a `MultiHeadedAttention`, `ff` a
 # `PositionwiseFeedForward`, `ln` a `LayerNorm`, and `l` a layer index. Every row is
-# checked in the sections below.
+# checked in the sections below. A few cells are blank for now: how the Annotated
+# Transformer's `nn.Linear` weights become each head's matrices is exercise 20.1, and the
+# OV circuit is exercise 20.2. The completed rows follow exercise 20.2.
 
 # %% tags=["hide-input", "full-width"]
 def m(text):
@@ -184,8 +186,8 @@ ROWS = [
     ("LayerNorm",
      "LayerNorm(x + Sublayer(x)), after each sub-layer",
      c("ln.a_2") + ", " + c("ln.b_2") + "; unbiased std, eps added to std",
-     "left out (its gain and bias fold into the next weights; the division "
-     "by the norm does not)",
+     "left out (its centring, gain and bias fold into the weights and biases "
+     "around it; the division by the norm does not)",
      c("ln1.w") + ", " + c("ln1.b") + "; " + c("hook_scale")),
     ("unembedding",
      "linear map + softmax, tied to the embedding",
@@ -195,6 +197,15 @@ ROWS = [
 ]
 HEAD = ["quantity", "Vaswani et al. 2017", "Annotated Transformer (code)",
         "Elhage et al. 2021 (columns)", "TransformerLens (rows)"]
+# the cells that would answer exercises 20.1 and 20.2, blank until both are done
+# (column 2: the Annotated Transformer's code; 3 and 4: Elhage's and
+# TransformerLens's forms)
+LATER = {"query, key, value of head h": {2: "exercise 20.1"},
+         "output of head h": {2: "exercise 20.1"},
+         "QK circuit": {2: "after exercise 20.1"},
+         "positional circuit (QK)": {2: "after exercise 20.1"},
+         "OV circuit": {2: "exercise 20.2", 3: "exercise 20.2",
+                        4: "exercise 20.2"}}
 
 
 def rosetta_table(rows):
@@ -209,7 +220,13 @@ def rosetta_table(rows):
                 "</div>")
 
 
-rosetta_table(ROWS)
+def blanked(row):
+    later = LATER.get(row[0], {})
+    return tuple(f"<em>({later[k]})</em>" if k in later else x
+                 for k, x in enumerate(row))
+
+
+rosetta_table([blanked(r) for r in ROWS])
 
 # %% [markdown]
 # The table is the encoder-decoder's, and the toys' where they have the rows. Its rows
@@ -240,12 +257,14 @@ rosetta_table(ROWS)
 # ## The Annotated Transformer view: one encoder, two libraries
 #
 # The zoo's `toy-translation` model is the Annotated Transformer's encoder-decoder with
-# two layers, $d_\text{model} = 64$, four heads and $d_\text{ff} = 128$, trained on the
-# book's toy translation task. Its encoder is a stack of pre-norm layers with attention,
-# a feed-forward network and LayerNorm, which is exactly the shape of a TransformerLens
-# block (with bidirectional attention, since an encoder sees the whole sentence). So we
-# can move its weights into a `HookedTransformer`. The first step is the conversion of the
-# `nn.Linear` weights of attention into per-head tensors.
+# {glue:text}`cfg_layers` layers, $d_\text{model}$ = {glue:text}`cfg_d_model`,
+# {glue:text}`cfg_heads` heads and $d_\text{ff}$ = {glue:text}`cfg_d_ff` (read from the
+# loaded model below), trained on the book's toy translation task. Its encoder is a
+# stack of pre-norm layers with attention, a feed-forward network and LayerNorm, which
+# is exactly the shape of a TransformerLens block (with bidirectional attention, since
+# an encoder sees the whole sentence). So we can move its weights into a
+# `HookedTransformer`. The first step is the conversion of the `nn.Linear` weights of
+# attention into per-head tensors.
 #
 # ### Exercise 20.1: from `nn.Linear` to per-head weights
 #
@@ -285,6 +304,10 @@ enc = at_model.encoder
 d_model, n_heads = enc.layers[0].size, enc.layers[0].self_attn.h
 d_head = d_model // n_heads
 ln_fix = math.sqrt((d_model - 1) / d_model)
+glue("cfg_layers", len(enc.layers))
+glue("cfg_d_model", d_model)
+glue("cfg_heads", n_heads)
+glue("cfg_d_ff", enc.layers[0].feed_forward.w_1.out_features)
 
 
 def encoder_to_tl(model, ln_scale=ln_fix, eps=1e-12):
@@ -333,14 +356,16 @@ def encoder_to_tl(model, ln_scale=ln_fix, eps=1e-12):
 tl_model = encoder_to_tl(at_model)
 
 # %% [markdown]
-# We run both on eight sentences of seven words (no padding, so no padding mask is
-# needed), recording in the Annotated Transformer the stream after every sub-layer, the
-# feed-forward outputs and the attention patterns, and in TransformerLens its cache.
+# We run both on {glue:text}`n_sent` sentences of seven words (no padding, so no padding
+# mask is needed), recording in the Annotated Transformer the stream after every
+# sub-layer, the feed-forward outputs and the attention patterns, and in TransformerLens
+# its cache.
 
 # %%
 sentences = [s for s in T.sample_sentences(400, seed=5) if len(s) == 7][:8]
 src, tgt = T.to_tensors(sentences)
 src_mask = (src != T.PAD).unsqueeze(-2)
+glue("n_sent", len(sentences))
 
 at_stream, at_ffn = [], []
 hooks = [sub.register_forward_hook(lambda mod, inp, out: at_stream.append(out))
@@ -449,37 +474,47 @@ observation("copying a_2, b_2 into w, b unchanged: the largest gap in the "
             f"{naive_gap:.2f} vs {rounding_bound(fwd_terms, big):.2g}",
             chapter="20")
 
-x = cache["resid_pre", 1]                   # a real residual stream
-ln_at = enc.layers[1].sublayer[0].norm
+# all five LayerNorms (two per layer and the final one), each on the stream
+# that enters it in the Annotated run, against its naive copy
+ln_pairs = [(sub.norm, getattr(naive.blocks[i], f"ln{k + 1}"))
+            for i, layer in enumerate(enc.layers)
+            for k, sub in enumerate(layer.sublayer)] + [(enc.norm,
+                                                         naive.ln_final)]
+ln_in = [at_embed] + at_stream        # the input of each, in the same order
 with torch.no_grad():
-    at_out = ln_at(x) - ln_at.b_2
-    tl_out = naive.blocks[1].ln1(x) - ln_at.b_2
+    at_ln = torch.stack([a(x) for (a, _), x in zip(ln_pairs, ln_in)])
+    tl_ln = torch.stack([b(x) for (_, b), x in zip(ln_pairs, ln_in)])
+    bias = torch.stack([a.b_2 for a, _ in ln_pairs])[:, None, None]
+at_out, tl_out = at_ln - bias, tl_ln - bias
 # Compared as a product, not a ratio: where x is near its mean both outputs are
 # near zero and their ratio is rounding noise. Roundings: each LayerNorm 2
 # d_model + 4, the bias added and subtracted again (2), the product with ln_fix
 # (1). The epsilons are the one difference beyond rounding: with std s, 1e-6
 # added to s and 1e-5 inside the square root change the ratio by a relative
-# 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in units of eps. Scale: the
-# LayerNorm outputs before the bias is subtracted.
-s_min = x.std(-1, unbiased=False).min().item()
+# 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in units of eps (s: the
+# smallest std any of the five sees). Scale: the LayerNorm outputs before the
+# bias is subtracted.
+s_min = min(t.std(-1, unbiased=False).min().item() for t in ln_in)
 ln_eps = math.ceil((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) / eps32)
-ln_scale = max(ln_at(x).abs().max().item(),
-               naive.blocks[1].ln1(x).abs().max().item())
-identity_close("Annotated LayerNorm = sqrt((d-1)/d) x TransformerLens "
-               "LayerNorm (gain copied), elementwise before the bias",
+ln_scale = max(at_ln.abs().max().item(), tl_ln.abs().max().item())
+identity_close(f"each of the {len(ln_pairs)} Annotated LayerNorms = "
+               "sqrt((d-1)/d) x its TransformerLens copy (gain copied), "
+               "elementwise before the bias",
                at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
                scale=ln_scale, chapter="20")
 glue("naive_gap", naive_gap.item())
 glue("rel_gap", 100 * rel_gap)
 glue("ln_fix", ln_fix)
+glue("n_ln", len(ln_pairs))
 
 # %% [markdown]
 # Copied naively, the encoder's output is off by up to {glue:text}`naive_gap:.2f` (a
-# relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the five
-# Annotated LayerNorms gives {glue:text}`ln_fix:.5f` times what its naive copy gives
-# (before the bias; the identity above). Small, but above what rounding could explain (the bound
-# above), and enough to mislead anyone who checks a port of the Annotated Transformer
-# against a standard implementation. Chapter {doc}`11_layernorm` treats LayerNorm itself.
+# relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the
+# {glue:text}`n_ln` Annotated LayerNorms gives {glue:text}`ln_fix:.5f` times what its
+# naive copy gives (before the bias; the identity above). Small, but above what rounding
+# could explain (the bound above), and enough to mislead anyone who checks a port of the
+# Annotated Transformer against a standard implementation. Chapter {doc}`11_layernorm`
+# treats LayerNorm itself.
 
 # %% [markdown]
 # ## The circuit view: the table, row by row
@@ -561,8 +596,8 @@ identity_close("every head's queries, keys and values as the Annotated "
 # $W_Q$ now $d_\text{head} \times d_\text{model}$, so their $W_{QK} = W_Q^\top W_K$ is
 # the *same* $d_\text{model}\times d_\text{model}$ matrix as ours: a bilinear form has one
 # matrix, whichever side we write the vectors on. We build Elhage et al.'s $W_{QK}$ from
-# the Annotated Transformer's own modules (the table says their $W_Q^h$ is the slice
-# `linears[0].weight[hs]`) and compare it with TransformerLens's `model.QK`; then we
+# the Annotated Transformer's own modules (as exercise 20.1 showed, their $W_Q^h$ is the
+# slice `linears[0].weight[hs]`) and compare it with TransformerLens's `model.QK`; then we
 # check the expansion against TransformerLens's scores and the cancellation against its
 # pattern.
 
@@ -658,17 +693,21 @@ glue("key_shift", key_shift)
 #
 # ### The OV circuit
 #
-# A head that attends to position $j$ with weight $A_{ij}$ writes
-# $\sum_j A_{ij}(x_j W_V + b_V) W_O = \sum_j A_{ij}\, x_j W_{OV} + b_V W_O$ into position
-# $i$ (the rows of $A$ sum to one). In Elhage et al.'s convention the same head writes
-# $W_O W_V x_j$, so their $W_{OV} = W_O W_V$ is the transpose of ours. Exercise 20.2 builds
-# the OV circuits directly from the Annotated Transformer's weights.
+# A head that attends to position $j$ with weight $A_{ij}$ writes into position $i$ the
+# weighted sum, over $j$, of what its value and output maps make of $x_j$, plus a
+# constant from the value bias (the rows of $A$ sum to one). The part that depends on
+# $x_j$ is one linear map per head, from the residual stream to the residual stream:
+# the head's OV circuit $W_{OV}$, which says what the head writes when it attends to a
+# given stream vector. Exercise 20.2 builds it from the Annotated Transformer's weights;
+# after it we compare it with Elhage et al.'s.
 #
 # ### Exercise 20.2: OV circuits from `nn.Linear` weights
 #
 # Write `ov_from_linears(w_v, w_o, n_heads)` returning TransformerLens's $W_{OV}$ of
-# every head, `[n_heads, d_model, d_model]`, from `w_v = linears[2].weight` and
-# `w_o = linears[3].weight`. You may use your `linear_to_tl`.
+# every head, `[n_heads, d_model, d_model]`: the matrix that maps a row vector $x$ of the
+# attended stream to what the head writes from it (the bias aside). The inputs are
+# `w_v = linears[2].weight` and `w_o = linears[3].weight`. You may use your
+# `linear_to_tl`.
 
 # %% tags=["exercise"]
 def ov_from_linears(w_v, w_o, n_heads):
@@ -679,6 +718,15 @@ def ov_from_linears(w_v, w_o, n_heads):
 
 
 checks.ch20_ex2(ov_from_linears)
+
+# %% [markdown]
+# In rows, the head writes
+# $\sum_j A_{ij}(x_j W_V + b_V) W_O = \sum_j A_{ij}\, x_j W_{OV} + b_V W_O$ into position
+# $i$, with $W_{OV} = W_V W_O$: the value map acts first, so it stands on the left. In
+# Elhage et al.'s convention the same head writes $W_O W_V x_j$, so their
+# $W_{OV} = W_O W_V$ is the transpose of ours. The cell below checks both against
+# TransformerLens's `model.OV`, and the head's write computed three ways against the
+# Annotated Transformer's own.
 
 # %%
 ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
@@ -727,6 +775,17 @@ for name, out in (("TransformerLens z @ W_O", tl_head),
                    "head_outputs",
                    out, at_heads, terms=head_terms, scale=head_scale,
                    chapter="20")
+
+# %% [markdown]
+# With both exercises done, here are the table's rows for the heads with the cells that
+# were blank filled in. The checks above cover them: the query, key and value slices
+# against what the two libraries compute for every head of both layers; the output
+# slices through the two models' agreement after every sub-layer and through head 1.2's
+# write; $W_{QK}$ of head 1.2 against `model.QK`; and $W_{OV}$ of every head of layer 1
+# against `model.OV`. The positional circuit is checked below.
+
+# %% tags=["hide-input", "full-width"]
+rosetta_table([r for r in ROWS if r[0] in LATER])
 
 # %% [markdown]
 # ### Full circuits and the unembedding
@@ -978,9 +1037,9 @@ glue("pos_asym_units", asym / rounding_bound(pos_terms, pos_scale))
 #
 # Pick a quantity, a layer and a head. The left panel is the quantity computed from the
 # Annotated Transformer's modules, the middle one from the TransformerLens model, and the
-# right one their difference. Everything agrees to rounding, except the last two
-# entries: the LayerNorm outputs of the two libraries with the gain copied as it is, and
-# with the gain corrected.
+# right one their difference. Everything agrees to rounding except one entry, "LayerNorm,
+# gain copied": the two libraries' LayerNorm outputs with `a_2` copied into the gain as
+# it is. The entry after it, with the gain corrected by `ln_fix`, agrees again.
 
 # %%
 at_blocks = enc.layers

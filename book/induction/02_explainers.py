@@ -11,11 +11,14 @@
 
 # %% tags=["hide-input"]
 import warnings
+from itertools import combinations
+from math import comb
 
 import torch
 
 from circuitbook.book import Null, finding, glue, observation
-from circuitbook.composition import random_scores
+from circuitbook.composition import composition_scores
+from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
 from circuitbook.paths import count_paths, count_score_terms
@@ -55,10 +58,26 @@ induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
 
 # %% [markdown]
 # One random sequence is one draw. To say how the two modes differ, we measure the same
-# three numbers on 20 random controls (seeds 1 to 20), with the sentence's own numbers beside
-# them: the induction head's attention from the last token to the token after the earlier
-# copy, the probability of the correct next token there, and the probability of the same
-# token right after the *first* occurrence, where there is nothing yet to copy.
+# three numbers on 20 random controls (seeds 1 to 20; seed 1 is the stepper's control), with
+# the sentence's own numbers beside them: the induction head's attention from the last token
+# to the token after the earlier copy (the *target*), the probability of the correct next
+# token there, and the probability of the same token right after the *first* occurrence,
+# where there is nothing yet to copy.
+#
+# A level alone proves little: a head that attends to an early position by position alone,
+# or a model that likes the target token anyway, would give high levels without reading the
+# repeat. So each number is set beside a paired "before" from the same draw, and the tests
+# are fixed here, before the cell that measures (each at p < 0.05):
+#
+# - **the lookup**: the head's attention on the target, minus its attention on the same
+#   position in a *twin* of the control whose last token is replaced by an id that does not
+#   occur in it (same positions, nothing to find). Tested over the 20 controls: the bootstrap
+#   interval of the mean paired gain against 0;
+# - **the prediction**: the correct token's probability at the second copy minus its
+#   probability right after the first. On the controls, the mean paired gain against 0 in
+#   the same way; the sentence's gain is then ranked among the 20 controls' gains. If the
+#   words added nothing beyond the repeat, the sentence would be one more draw among them,
+#   and 20 controls can show at best p = 1/21, about 0.048.
 
 # %%
 text_ids = tokenizer(" " + DURSLEY)["input_ids"]
@@ -68,74 +87,119 @@ controls = [control_tokens(text_ids, 1000, 40000, seed)
 # right after the first copy
 measured = induction_measures(smol, [text_ids] + controls, ind_head)
 text_m, rand_m = measured[0], measured[1:]
-uniform = 1 / len(text_ids)          # attention spread evenly over the context
+query = len(text_ids) - 1
+target = max(i for i in range(query) if text_ids[i] == text_ids[query]) + 1
+
+
+def twin(tokens):
+    """The control with its last token replaced by an id it does not contain."""
+    fresh = tokens[-1]
+    while fresh in tokens:
+        fresh = 1000 + (fresh - 1000 + 7919) % 39000
+    return tokens[:-1] + [fresh]
+
+
+hook = f"blocks.{ind_head[0]}.attn.hook_pattern"
+with torch.no_grad():
+    _, cache = smol.run_with_cache(
+        torch.tensor([twin(c) for c in controls], device=smol.W_U.device),
+        names_filter=lambda name: name == hook)
+att_twin = cache[hook][:, ind_head[1], query, target].float().cpu()  # [20]
+att_gain = rand_m[:, 0] - att_twin                 # paired, per control
+p_gain = measured[:, 1] - measured[:, 2]           # 2nd copy - 1st copy
 print(f"heads: previous-token {prev_head}, induction {ind_head}; "
       f"{len(text_ids)} tokens")
 print(f"{'':26}{'text':>8}{'random: mean':>14}{'min':>8}{'max':>8}")
-for j, name in enumerate(["attention on target", "p(correct), 2nd copy",
-                          "p(target), 1st copy"]):
-    col = rand_m[:, j]
-    print(f"{name:26}{text_m[j]:8.3f}{col.mean():14.3f}{col.min():8.3f}"
-          f"{col.max():8.3f}")
+rows = [("attention on target", measured[:, 0]),
+        ("  same, twin (no repeat)", torch.cat([torch.tensor([float("nan")]),
+                                                att_twin])),
+        ("p(correct), 2nd copy", measured[:, 1]),
+        ("p(target), 1st copy", measured[:, 2]),
+        ("gain in p, 2nd - 1st", p_gain)]
+for name, col in rows:
+    first = "" if col[0].isnan() else f"{col[0]:.3f}"
+    print(f"{name:26}{first:>8}{col[1:].mean():14.3f}{col[1:].min():8.3f}"
+          f"{col[1:].max():8.3f}")
 for j, key in enumerate(["att", "p", "first"]):
     glue(f"smol_text_{key}", float(text_m[j]))
     glue(f"smol_rand_{key}", float(rand_m[:, j].mean()))
     glue(f"smol_rand_{key}_max", float(rand_m[:, j].max()))
     glue(f"smol_rand_{key}_min", float(rand_m[:, j].min()))
-glue("smol_uniform", uniform)
+glue("smol_step_att", float(rand_m[0, 0]))     # seed 1: the stepper's control
+glue("smol_step_p", float(rand_m[0, 1]))
+glue("smol_twin_max", float(att_twin.max()))
+glue("smol_twin_mean", float(att_twin.mean()))
+glue("smol_att_below", int((rand_m[:, 0] < text_m[0]).sum()))
+glue("smol_gain_text", float(p_gain[0]))
+glue("smol_gain_rand", float(p_gain[1:].mean()))
+glue("smol_gain_small", int((p_gain[1:] < 0.01).sum()))
 glue("smol_ind", f"L{ind_head[0]}H{ind_head[1]}")
 glue("smol_prev", f"L{prev_head[0]}H{prev_head[1]}")
 gen = torch.Generator().manual_seed(0)
 resample = torch.randint(0, len(rand_m), (2000, len(rand_m)), generator=gen)
-finding("on random tokens, SmolLM2's induction head attends to the token "
-        "after the earlier copy more than attention spread evenly would "
-        "(mean of 20 controls)", rand_m[:, 0].mean(),
-        null=Null.point("uniform attention over the context", uniform),
-        boot=rand_m[resample, 0].mean(-1), chapter="induction module")
+boot_p = p_gain[1:][resample].mean(-1)
+glue("smol_gain_lo", float(boot_p.quantile(0.025)))
+glue("smol_gain_hi", float(boot_p.quantile(0.975)))
+finding("on random tokens, the repeat moves SmolLM2's induction head's "
+        "attention onto the target: attention there minus the same head's "
+        "attention there in a twin with no repeat (mean of 20 paired "
+        "controls)", att_gain.mean(),
+        null=Null.point("no change from the twin", 0.0),
+        boot=att_gain[resample].mean(-1), chapter="induction module")
 observation("on the sentence, its attention on the token after the earlier "
             "'Mr'", float(text_m[0]), chapter="induction module")
 observation("after the first 'Mr', with nothing to copy, SmolLM2's "
             "probability of the next token", float(text_m[2]),
             chapter="induction module")
-finding("on the sentence SmolLM2 gives the correct next token more "
-        "probability than on every one of the 20 random controls",
-        float(text_m[1]),
-        null=Null.draws("the 20 random-token controls", rand_m[:, 1]),
-        chapter="induction module")
+finding("on random tokens, the repeat raises SmolLM2's probability of the "
+        "target: second copy minus first copy (mean of 20 paired controls)",
+        p_gain[1:].mean(), null=Null.point("no change from the first copy", 0.0),
+        boot=boot_p, chapter="induction module")
+finding("on the sentence that gain is larger than on the random controls "
+        "(rank among the 20 controls' gains)", float(p_gain[0]),
+        null=Null.draws("the paired gains of the 20 random-token controls",
+                        p_gain[1:]), chapter="induction module")
 
 # %% [markdown]
-# The measurement splits the circuit in two. The **lookup** works on both: induction head
-# {glue:text}`smol_ind` puts {glue:text}`smol_text_att:.2f` of its attention on the token after
-# the earlier "Mr" in the sentence, and {glue:text}`smol_rand_att:.2f` on average on random
-# tokens, against {glue:text}`smol_uniform:.3f` for attention spread evenly. The random draws
-# vary a lot (from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`), but
-# looking up the context is not something the model needs familiar words for. On the
-# sentence the head gives the target less than it does on an average control: other
-# positions of real text compete for its attention.
+# The measurement splits the circuit in two. The **lookup** happens on random tokens:
+# induction head {glue:text}`smol_ind` puts {glue:text}`smol_rand_att:.2f` of its attention on
+# the target on average, and in the twins with no repeat {glue:text}`smol_twin_mean:.3f` on
+# the same position (at most {glue:text}`smol_twin_max:.2f`), so it is the repeat, not the
+# position, that draws it there. It is not the same strength in every draw, though: the controls run
+# from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`, and on the
+# sentence the head puts only {glue:text}`smol_text_att:.2f` on the token after the earlier
+# "Mr", less than on an average control and more than on
+# {glue:text}`smol_att_below` of the 20. Why it looks less on real text we have not tested;
+# other positions competing for its attention is one guess.
 #
 # The **prediction** is another matter. After the first "Mr" the model gave the next token
 # (" D", the start of "Dursley") probability {glue:text}`smol_text_first:.4f`: it has not
 # memorised "Mr Dursley" as a bigram. At the second "Mr" it gives {glue:text}`smol_text_p:.2f`,
-# all of it gained from the context. On random tokens the same lookup raises the correct
-# token only to {glue:text}`smol_rand_p:.3f` on average (at most
-# {glue:text}`smol_rand_p_max:.2f` in 20 draws). So one attention head finding the right
-# position is not the whole story in a 30-layer model: on the sentence other components
-# agree with it (a name is expected after "Mr", and " D" starts a word the context has
-# shown), while among random word pieces a single repeated token is weak evidence and the
-# model hedges. What SmolLM2 predicts on the sentence is context read by induction, made
-# confident by what the model knows about language; what it predicts on random tokens is
-# induction alone. On the toy model below the two cannot be told apart, which is why it is
-# the clean case.
+# a gain of {glue:text}`smol_gain_text:.2f` over the first copy. On random tokens the repeat
+# also raises the correct token, but by {glue:text}`smol_gain_rand:.3f` on average (95%
+# interval {glue:text}`smol_gain_lo:.4f` to {glue:text}`smol_gain_hi:.3f`), and by less than
+# 0.01 in {glue:text}`smol_gain_small` of the 20 draws. The sentence's gain is larger than
+# every control's, which is as far as 20 controls can go (p = 1/21). So one attention head
+# finding the right position is not the whole story in a 30-layer model: what else the model
+# does on the sentence, we have not measured here. A plausible reading is that other
+# components agree with the lookup there (a name is expected after "Mr", and " D" starts a
+# word the context has shown), while among random word pieces a single repeated token is
+# weak evidence and the model hedges. On the toy model below, which never saw language, the
+# sentence is itself a random-token sequence, which is why it is the clean case.
 #
 # ## 2. The same circuit in `toy-2l`, the clean case
 #
 # `toy-2l` never saw English: it was trained on random sequences that repeat. Here the
 # sentence's words are given token ids by a seeded permutation (one id per distinct word),
 # so its "text" is itself a random-token sequence and the toggle compares two draws of the
-# same experiment. The circuit is as clean as it gets: two heads, one previous-token head
-# and one induction head. This stepper runs `toy-2l` itself, in the page, with the forward
-# pass of the {doc}`induction lab <02_lab>`: retype the sequence (its words, or token ids `t0`,
-# `t1`, ...) and every arc, score and probability is recomputed for yours.
+# same experiment. The circuit is as clean as it gets: one previous-token head in layer 0
+# and, in layer 1, four induction heads (chapter {doc}`../17_induction_heads` studies all
+# four). The stepper follows one pair, picked by the same scores as for SmolLM2: the
+# previous-token head and the induction head with the highest score, which leads the other
+# three only by a hair (the cell after the stepper prints them). This stepper runs `toy-2l`
+# itself, in the page, with the forward pass of the {doc}`induction lab <02_lab>`: retype
+# the sequence (its words, or token ids `t0`, `t1`, ...) and every arc, score and
+# probability is recomputed for yours.
 
 # %%
 stepper = induction_stepper(model, live="toy-2l")
@@ -144,6 +208,22 @@ stepper
 # %%
 data = stepper_data(model)  # the same two sequences, in Python, for the prose
 text, rand = data["sequences"]["text"], data["sequences"]["random"]
+(L0, H0), (L1, H1) = pick_heads(model)   # the stepper's pair
+ind_toy, prev_toy = induction_scores(model), prev_token_scores(model)
+print(f"previous-token scores, layer 0: {prev_toy[0].numpy().round(3)}")
+print(f"induction scores, layer 0:      {ind_toy[0].numpy().round(3)}")
+print(f"induction scores, layer 1:      {ind_toy[1].numpy().round(4)}")
+glue("toy_prev", f"L{L0}H{H0}")
+glue("toy_ind", f"L{L1}H{H1}")
+glue("toy_prev_score", float(prev_toy[L0, H0]))
+glue("toy_ind_score", float(ind_toy[L1, H1]))
+glue("toy_ind_min", float(ind_toy[1].min()))
+glue("toy_ind_second", float(ind_toy[1].sort(descending=True).values[1]))
+glue("toy_ind_l0_max", float(ind_toy[0].max()))
+observation("toy-2l's induction scores of its four layer-1 heads (min, max), "
+            "and the largest in layer 0",
+            f"{ind_toy[1].min():.3f}, {ind_toy[1].max():.3f}; "
+            f"{ind_toy[0].max():.3f}", chapter="induction module")
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
 glue("step_attn", text["attention_on_target"])
@@ -160,15 +240,22 @@ observation("toy-2l's top prediction on the random-token control, and the "
             chapter="induction module")
 
 # %% [markdown]
-# On the sentence `toy-2l`'s induction head puts {glue:text}`step_attn:.0%` of its attention
-# on "Dursley" and the model predicts it with probability {glue:text}`step_text_p:.2f`; on
-# the random control, {glue:text}`step_rand_attn:.0%` and {glue:text}`step_rand_p:.2f`. Unlike
-# SmolLM2, this model has nothing but induction to offer, and it offers it with confidence.
+# The pair is {glue:text}`toy_prev` (previous-token score {glue:text}`toy_prev_score:.2f`) and
+# {glue:text}`toy_ind` (induction score {glue:text}`toy_ind_score:.4f`); the other layer-1
+# heads score from {glue:text}`toy_ind_min:.4f` to {glue:text}`toy_ind_second:.4f`, and no
+# layer-0 head above {glue:text}`toy_ind_l0_max:.3f`. So "the induction head" below means
+# {glue:text}`toy_ind`, one of four that do the same job. On the sentence it puts
+# {glue:text}`step_attn:.0%` of its attention on "Dursley" and the model predicts it with
+# probability {glue:text}`step_text_p:.2f`; on the random control,
+# {glue:text}`step_rand_attn:.0%` and {glue:text}`step_rand_p:.2f`. Unlike SmolLM2, this
+# model has nothing but induction to offer, and on these two draws it offers it with
+# confidence.
 #
 # ## 3. The composition builder
 #
-# Head H1 (here `toy-2l`'s induction head) can read head H0's output (here the
-# previous-token head) through its queries, its keys or its values. Toggle each and watch
+# Head H1 (here the stepper's induction head {glue:text}`toy_ind`) can read head H0's output
+# (here the previous-token head {glue:text}`toy_prev`) through its queries, its keys or its
+# values. Toggle each and watch
 # which terms of the path expansion exist, what the configuration can compute, and how many
 # virtual heads there are. The column "size" gives each term's size in `toy-2l`: its
 # composition score, or the Frobenius norm of its circuit. The sliders at the bottom leave
@@ -178,6 +265,15 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # The toggles are a cartoon: every head reads the whole residual stream, so "does H1 read
 # H0?" is really "how much of H1's query, key or value subspace overlaps what H0 writes", the
 # continuous quantity the composition score measures (chapter 18).
+#
+# Is the pair's K-composition score large? Against random Gaussian heads of the same shapes
+# any trained pair would look large, so that null cannot fail. The null used here is the
+# model's own heads: `toy-2l` has 4 heads in layer 0 and 4 in layer 1, so 16 writer-reader
+# pairs. The previous-token head, picked by its attention and not by its weights, writes
+# into all four induction heads; if its K-composition were nothing special, its four pairs
+# would be 4 of the 16 taken at random, and the chance that they are the top four is
+# 1/C(16, 4) = 1/1820. The test, fixed before the cell: rank the mean score of those four
+# pairs among the means of all 1820 sets of four pairs.
 
 # %%
 builder = composition_builder(model, model_name="toy-2l")
@@ -189,13 +285,28 @@ glue("b_k", scores["K"])
 glue("b_q", scores["Q"])
 glue("b_v", scores["V"])
 glue("b_base", builder.data["baseline"])
-random_k = random_scores(model.cfg.d_model, model.cfg.d_head, n_samples=200,
-                         kind="K")
-finding("in toy-2l, the two heads' K-composition score stands out from "
-        "pairs of random heads of the same shapes", scores["K"],
-        null=Null.draws("200 pairs of random Gaussian heads, d_model 64, "
-                        "d_head 16", random_k), chapter="induction module")
-observation("their Q- and V-composition scores",
+# [writer: layer-0 head, reader: layer-1 head], flattened to the 16 pairs
+k_pairs = composition_scores(model, "K")[0, :, 1, :]
+flat = k_pairs.flatten()
+row = tuple(H0 * k_pairs.shape[1] + r for r in range(k_pairs.shape[1]))
+sets = list(combinations(range(len(flat)), len(row)))    # all C(16, 4) sets
+assert len(sets) == comb(16, 4)
+means = {c: float(flat[list(c)].mean()) for c in sets}
+k_others = torch.cat([k_pairs[:H0], k_pairs[H0 + 1:]])
+glue("k_pair_rank", int((flat > k_pairs[H0, H1]).sum()) + 1)
+glue("k_row_min", float(k_pairs[H0].min()))
+glue("k_row_max", float(k_pairs[H0].max()))
+glue("k_others_max", float(k_others.max()))
+glue("k_n_sets", len(sets))
+glue("k_row_rank", sum(m >= means[row] for m in means.values()))
+finding(f"in toy-2l, the previous-token head L{L0}H{H0}'s four K-composition "
+        "pairs are the top four of the model's 16 layer-0 -> layer-1 pairs "
+        "(rank of their mean among all sets of four pairs)", means[row],
+        null=Null.draws("mean K-composition of each other set of 4 of the "
+                        "16 pairs, all 1819", [m for c, m in means.items()
+                                               if c != row]),
+        chapter="induction module")
+observation("the studied pair's Q- and V-composition scores",
             f"Q {scores['Q']:.2f}, V {scores['V']:.2f}",
             chapter="induction module")
 glue("n12_logits", f"{count_paths(12, 12)['total']:,}")
@@ -205,9 +316,20 @@ glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
 glue("pair_all", count_paths(2, 1)["total"])
 
 # %% [markdown]
-# For `toy-2l`'s pair the K-composition score is {glue:text}`b_k:.2f`, against
+# For the pair {glue:text}`toy_prev` → {glue:text}`toy_ind` the K-composition score is
+# {glue:text}`b_k:.2f`, the largest of the 16 pairs (rank {glue:text}`k_pair_rank`), against
 # {glue:text}`b_q:.2f` for Q and {glue:text}`b_v:.2f` for V (random heads of this shape average
-# about {glue:text}`b_base:.2f`): the circuit is K-composition, as the induction story says.
+# about {glue:text}`b_base:.2f`, for scale). And it is not this pair alone:
+# {glue:text}`toy_prev`'s four pairs, from {glue:text}`k_row_min:.3f` to
+# {glue:text}`k_row_max:.3f`, all lie above every pair of the other three writers (at most
+# {glue:text}`k_others_max:.3f`), rank {glue:text}`k_row_rank` of the
+# {glue:text}`k_n_sets` sets of four, a chance of 1 in {glue:text}`k_n_sets` if the ranking
+# ignored which head is the previous-token head. The previous-token head feeds the keys of
+# all four induction heads, as the induction story says. One caution on that null: it treats
+# the 16 pairs as exchangeable, while the four pairs share one writer; counted by writers,
+# the previous-token head topping the four is a 1-in-4 event, which no test on one model
+# can make rare. Chapter {doc}`../18_composition` tests each pair against randomly rotated
+# outputs instead. This is one model and one seed.
 #
 # ## Things to try
 #
@@ -218,10 +340,13 @@ glue("pair_all", count_paths(2, 1)["total"])
 #    {glue:text}`step_text_p:.2f` on the sentence, {glue:text}`step_rand_p:.2f` on the
 #    control): the mechanism reads the context, not a memorised bigram.
 #    In SmolLM2 step 4 still lands the induction head's attention on the token after the
-#    earlier occurrence, but step 5's prediction collapses (from
-#    {glue:text}`smol_text_p:.2f` to about {glue:text}`smol_rand_p:.3f`): the lookup is the
-#    same, the confidence came from the language around it. Compare step 1's number too: the
-#    probability after the *first* "Mr" is what the weights alone predict.
+#    earlier occurrence, and more firmly than on the sentence
+#    ({glue:text}`smol_step_att:.2f` against {glue:text}`smol_text_att:.2f`), but step 5's
+#    prediction collapses (from {glue:text}`smol_text_p:.2f` to
+#    {glue:text}`smol_step_p:.3f`). So the lookup is not what failed: the head finds the
+#    target at least as well on this control, yet the model's confidence stays with the
+#    sentence. Compare step 1's number too: the probability after the *first* "Mr" is what
+#    the weights alone predict.
 # 2. **In the builder, press "induction: K-composition only".** No virtual head appears, and
 #    yet this is the configuration of the field's best-understood circuit. Virtual heads are
 #    not where all the action is: Q- and K-composition act inside attention patterns, which
@@ -234,7 +359,8 @@ glue("pair_all", count_paths(2, 1)["total"])
 #    is being automated.
 
 # %% [markdown]
-# The same two heads of `toy-2l` on a random sequence repeated twice, drawn with CircuitsVis
+# The stepper's two heads of `toy-2l`, {glue:text}`toy_prev` and {glue:text}`toy_ind`, on a
+# random sequence repeated twice, drawn with CircuitsVis
 # (pick a head and hover over a token to see where it attends): on the second copy the
 # previous-token head looks one token back and the induction head looks at the token after
 # the earlier occurrence.
@@ -243,7 +369,7 @@ glue("pair_all", count_paths(2, 1)["total"])
 from circuitbook.data import repeated_random_tokens
 from circuitbook.viz import attention_pattern_view
 
-(l0, h0), (l1, h1) = pick_heads(model)
+(l0, h0), (l1, h1) = (L0, H0), (L1, H1)
 n = 12
 rep = repeated_random_tokens(1, n, model.cfg.d_vocab, seed=0)
 with torch.no_grad():

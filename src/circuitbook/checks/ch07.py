@@ -114,15 +114,18 @@ EX2 = FunctionExercise(
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern.transpose(-1, -2), W_V, W_O, b_V,
                                                                   b_O)),
         Mistake("combined the heads the wrong way", "Your output is the right shape but its heads' share is "
-                "too small. In the identity above the exercise, how are the heads' writes combined?",
+                "too small. In Elhage et al.'s reading at the start of the chapter, how are the heads' writes "
+                "combined?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).mean(0) + b_O),
         Mistake("used one head only", "Your output agrees with what one head writes. How many heads does "
-                "the layer have, and how does the identity above combine them?",
+                "the layer have, and how does Elhage et al.'s reading combine them?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
     ],
-    hint="The identity derived above the exercise is the shape of the answer: the layer is what each "
-         "head writes on its own, added up, plus what belongs to the layer as a whole. Ask of each bias "
-         "whether it belongs to one head or to the layer, and which axis of the pattern is the query's.",
+    hint="Elhage et al.'s reading at the start of the chapter is the shape of the answer: multiplying "
+         "the concatenation by W^O is the same as multiplying each head's output by its own block of rows "
+         "of W^O and adding. So the layer is what each head writes on its own, added up, plus what belongs "
+         "to the layer as a whole. Ask of each bias whether it belongs to one head or to the layer, and "
+         "which axis of the pattern is the query's.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -160,9 +160,10 @@ EX2 = _ConventionExercise(
                 lambda W_Q, W_K, W_V, W_O: ((W_V @ W_O).T, W_Q @ W_K.T)),
     ],
     hint="The paper's matrices act on column vectors, so each is the transpose of the row-vector matrix "
-         "given here. Write the paper's four matrices first, then form W_QK and W_OV by the paper's "
-         "definitions in chapter 8; with column vectors, maps compose right to left. Both are [d_model, "
-         "d_model].",
+         "given here (W_Q^p = W_Q^T, and the same for the other three). Write the paper's four matrices "
+         "first. Then write, with them, the score q_i^T k_j of query x_i on key x_j, and the vector the head "
+         "writes for a source x_j; W_QK is the matrix between x_i^T and x_j, W_OV the matrix in front of "
+         "x_j. With column vectors, maps compose right to left. Both are [d_model, d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -63,32 +63,42 @@ EX1 = FunctionExercise(
     reference=one_layer_logits,
     make_inputs=_one_layer_inputs,
     mistakes=[
-        Mistake("forgot the direct path",
-                "The embedding also reaches the unembedding without passing through any head "
-                "(the residual connection): add W_E[tokens] @ W_U.",
+        Mistake("a path is missing",
+                "Your logits differ from the model's by a term that follows each position's own token and "
+                "no pattern. Set every W_O to zero: which part of the model should still reach the "
+                "unembedding?",
                 _m(direct=False)),
-        Mistake("pattern transposed",
-                "patterns[h, i, j] is how much query position i reads key position j, so the output "
-                "at i is sum_j A[i, j] v_j: A @ v, not A^T @ v.",
+        Mistake("pattern read along the wrong axis",
+                "Your output at a position changes when a later token changes, although every pattern is "
+                "causal. In patterns[h, i, j], which index is the position that reads and which the "
+                "position that is read?",
                 _m(transpose=True)),
-        Mistake("forgot b_V", "Values are e W_V + b_V; the value bias reaches the output as b_V W_O "
-                "(each row of A sums to one).", _m(use_b_V=False)),
-        Mistake("forgot b_O", "The layer adds its output bias b_O to the stream once, whatever the heads "
-                "do.", _m(use_b_O=False)),
-        Mistake("forgot b_U", "The unembedding adds b_U.", _m(use_b_U=False)),
-        Mistake("forgot every bias", "Add b_V (inside the values), b_O (to the stream) and b_U (to the "
-                "logits).", _m(use_b_V=False, use_b_O=False, use_b_U=False)),
-        Mistake("paired each pattern with every head's OV circuit",
-                "Head h's pattern moves head h's values only: sum over h of A^h (e W_V^h + b_V^h) W_O^h, "
-                "not (sum of patterns) times (sum of OV circuits).",
+        Mistake("a bias is left out (b_V)",
+                "Your logits are off by the same row at every position. Change b_V: does your answer "
+                "move? Should it?", _m(use_b_V=False)),
+        Mistake("a bias is left out (b_O)",
+                "Your logits are off by the same row at every position. Change b_O: does your answer "
+                "move? Should it?", _m(use_b_O=False)),
+        Mistake("a bias is left out (b_U)",
+                "Your logits are off by the same row at every position. Change b_U: does your answer "
+                "move? Should it?", _m(use_b_U=False)),
+        Mistake("several biases are left out",
+                "Your logits are off by the same row at every position, and your answer does not move "
+                "when any of the three biases changes. Which of them belong in the model's computation?",
+                _m(use_b_V=False, use_b_O=False, use_b_U=False)),
+        Mistake("heads' patterns and values crossed",
+                "Zero one head's W_O: in your answer that head's pattern still changes the logits. "
+                "Whose values does a head's pattern mix, and whose W_O writes them?",
                 _m(mix_heads=True)),
-        Mistake("averaged the heads instead of adding them",
-                "The layer's output is the sum of its heads' outputs.", _m(mean_heads=True)),
+        Mistake("heads combined with the wrong weight",
+                "Your heads' term is smaller than the model's by a factor that grows with the number of "
+                "heads. How do a layer's heads combine into what it writes to the stream?",
+                _m(mean_heads=True)),
     ],
-    hint="The logits are the unembedding of the final stream (plus its bias), and in a one-layer "
-         "attention-only model that stream is the token embedding plus every head's output plus the output "
-         "bias. A head's output: its values (the embedding read through W_V[h], plus b_V[h]) mixed by its "
-         "pattern, written by W_O[h]. Stream [pos, d_model], logits [pos, d_vocab].",
+    hint="Follow one position's residual stream from the embedding to the logits: which terms are added to "
+         "it on the way, and which of the arguments does each one use? For a single head, which matrices "
+         "make its values, which axis of its pattern runs over the positions it reads, and which matrix "
+         "writes the result? Stream [pos, d_model], logits [pos, d_vocab].",
 )
 
 
@@ -117,35 +127,38 @@ EX2 = FunctionExercise(
     reference=top_skip_trigram,
     make_inputs=_skip_inputs,
     mistakes=[
-        Mistake("read the QK circuit by columns",
-                "Row b of full_qk holds the scores query token b gives every key: take full_qk[B] and "
-                "argmax over the last axis. Column b says which queries attend to b.",
+        Mistake("QK circuit read along the other axis",
+                "Your source for current token b is not a key that b's scores favour. full_qk is "
+                "[B, A]: which axis runs over the keys one query scores?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_qk[:, current].argmax(0), full_ov[s].argmax(-1))),
-        Mistake("read the OV circuit by columns",
-                "Row a of full_ov is what attending to a does to every logit: argmax over full_ov[A].",
+        Mistake("OV circuit read along the other axis",
+                "Your sources are right, but your output C is not what attending to your source does "
+                "most. full_ov is [A, C]: which axis runs over the logits one attended token changes?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_qk[current].argmax(-1), full_ov[:, s].argmax(0))),
-        Mistake("took the output from the current token's OV row",
-                "The head copies from the token it attends to: the output comes from full_ov[A], where A "
-                "is the source, not from full_ov[B].",
+        Mistake("output read from another token's OV row",
+                "Your sources are right, but your outputs do not change when your source's row of full_ov "
+                "changes. Whose OV row says what the head writes once it has attended?",
                 lambda full_qk, full_ov, current: _pair(
                     full_qk[current].argmax(-1), full_ov[current].argmax(-1))),
-        Mistake("used the OV circuit to choose the source",
-                "Where a head attends is set by the QK circuit; the OV circuit says what it writes.",
+        Mistake("source chosen from another circuit",
+                "Your sources do not change when full_qk changes. Which of the two circuits decides where "
+                "the head looks?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_ov[s].argmax(-1))),
-        Mistake("swapped the QK and OV circuits",
-                "The QK circuit picks the source A; the OV circuit of A picks the output C.",
+        Mistake("the circuits' roles exchanged",
+                "Your sources do not change when full_qk changes, and your outputs do. Which circuit "
+                "says where the head looks, and which what it writes?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_qk[s].argmax(-1))),
-        Mistake("returned (output, source)", "Return the columns in the order (source A, output C).",
+        Mistake("columns in another order",
+                "Both of your columns hold the right tokens. Compare their layout with the docstring's.",
                 lambda full_qk, full_ov, current: top_skip_trigram(full_qk, full_ov, current).flip(-1)),
     ],
     hint="Start from the shapes: full_qk is [B, A] and full_ov is [A, C], so a row of each belongs to one "
-         "token, and indexing with a LongTensor picks many rows at once. You want token ids, not scores: "
-         "which reduction over a row returns a position instead of a value? The answer of your first step "
-         "is what the second step needs to index with. The result is integers, [n, 2].",
+         "token. What does the second table need from the first before you can read it? You want token "
+         "ids, not scores. The result is integers, [n, 2].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

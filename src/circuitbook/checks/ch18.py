@@ -52,17 +52,19 @@ EX1 = FunctionExercise(
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord=2)),
         Mistake("used the nuclear norm", "The score uses the Frobenius norm, not the sum of singular values.",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord="nuc")),
-        Mistake("order reversed", "In row-vector convention the earlier head's matrix acts first: x W_A W_B. "
-                "W_B W_A is a different matrix with a different norm.",
+        Mistake("order reversed", "Your product takes the two matrices in the other order. A row "
+                "vector x passes through the writer and then the reader: which matrix does it meet first, and "
+                "does the order change the product's norm?",
                 lambda W_A, W_B: _ratio(W_B @ W_A, W_A, W_B)),
-        Mistake("squared the score", "||.||_F is the square root of the sum of squares; this is the square of "
-                "the score.",
+        Mistake("squared the score", "Your value is the square of the score. Is ||.||_F the sum of "
+                "the squared entries, or something of it?",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B) ** 2),
         Mistake("divided by the sum of the norms", "With a sum in the denominator the score changes "
                 "when one matrix is scaled, and the bound by 1 that the chapter proves no longer applies.",
                 lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B)
                                        / (torch.linalg.matrix_norm(W_A) + torch.linalg.matrix_norm(W_B)))),
-        Mistake("multiplied elementwise", "W_A W_B is the matrix product (@), the map x -> x W_A W_B.",
+        Mistake("multiplied elementwise", "Your product multiplies the two matrices entry by entry. Which "
+                "product gives the map that sends x through W_A and then W_B?",
                 lambda W_A, W_B: _ratio(W_A * W_B, W_A, W_B)),
     ],
     hint="The Frobenius norm of a matrix is the square root of the sum of its squared entries. Compare the "

@@ -68,36 +68,43 @@ EX1 = FunctionExercise(
     reference=linear_to_tl,
     make_inputs=_linear_inputs,
     mistakes=[
-        Mistake("forgot nn.Linear's transpose",
-                "nn.Linear stores [out, in] and computes x @ weight.T; the row-vector matrix is weight.T.",
+        Mistake("heads cut from the stored tensor as it is",
+                "Your heads hold the stored weight's entries where TransformerLens has those of a "
+                "different matrix. What does nn.Linear compute from a row vector x and the tensor it "
+                "stores as [out, in], and which matrix does that make its row-vector map?",
                 lambda weight, n_heads, which: linear_to_tl(weight.T, n_heads, which)),
-        Mistake("returned the column-convention (paper) matrices",
-                "Per head you returned Elhage et al.'s [d_head, d_model] W_Q (or [d_model, d_head] W_O): "
-                "TransformerLens wants the transpose, W_Q[h] of shape [d_model, d_head] and W_O[h] of "
-                "shape [d_head, d_model].",
+        Mistake("each head's two axes swapped",
+                "Every one of your heads holds the right numbers, but with its two axes the other way "
+                "round from the shapes the exercise asks for. On which side of a matrix does "
+                "TransformerLens put the vector it multiplies, and which of the chapter's conventions "
+                "did your heads follow?",
                 lambda weight, n_heads, which: linear_to_tl(weight, n_heads, which).transpose(-1, -2)),
         Mistake("heads interleaved",
-                "Split the head dimension as (n_heads, d_head), head-major: head h owns the contiguous "
-                "block h*d_head:(h+1)*d_head, not every n_heads-th entry.",
+                "Look at the entries of the concatenated heads that ended up in your head 0: are they "
+                "the one contiguous block the exercise gives it? Think about the order in which a "
+                "reshape fills the axes it makes.",
                 _interleaved),
-        Mistake("reshaped without moving the head axis",
-                "weight.T is [d_model, n_heads * d_head]: reshape it to [d_model, n_heads, d_head] and then "
-                "move the head axis to the front (permute(1, 0, 2)); a plain reshape to "
-                "[n_heads, d_model, d_head] mixes rows of different heads.",
+        Mistake("entries of different heads mixed",
+                "For a query, key or value matrix your heads have the asked-for shape, but each holds "
+                "entries that belong to several heads. On which axis of the row-vector matrix do the "
+                "concatenated heads lie, and can a reshape alone move an axis?",
                 _no_permute),
-        Mistake("split W_O like W_Q",
-                "W_O reads the concatenated heads, so its heads are blocks of *rows* of weight.T (its "
-                "input side): W_O[h] = weight.T[h*d_head:(h+1)*d_head, :], shape [d_head, d_model].",
+        Mistake("W_O heads taken from the other side",
+                "Your output heads are cut from the side of the matrix that does not hold the "
+                "concatenated heads. Does W_O produce the concatenated heads or read them, and which "
+                "side of a row-vector matrix is the one it reads?",
                 _o_like_q),
-        Mistake("split W_Q like W_O",
-                "W_Q, W_K and W_V produce the concatenated heads, so their heads are blocks of *columns* "
-                "of weight.T (the output side): W_Q[h] = weight.T[:, h*d_head:(h+1)*d_head].",
+        Mistake("query/key/value heads taken from the other side",
+                "Your query, key or value heads are cut from the side of the matrix that does not hold "
+                "the concatenated heads. Do these matrices read the concatenated heads or produce them, "
+                "and which side of a row-vector matrix is the one it produces?",
                 _q_like_o),
     ],
-    hint="Transpose first: nn.Linear stores [out, in] and multiplies by the transpose, while "
-         "TransformerLens stores row-vector matrices. For W^Q, W^K and W^V the heads are blocks of the "
-         "output side: split it into heads and move the head axis to the front, [n_heads, d_model, "
-         "d_head]. For W^O ('o') the heads are blocks of the input side: [n_heads, d_head, d_model].",
+    hint="Two questions settle it. What does nn.Linear compute from a row vector x and its stored "
+         "[out, in] weight, so which matrix is its map in TransformerLens's convention? And for each "
+         "kind of matrix, are the concatenated heads on the side it reads or on the side it writes? "
+         "Then mind the order in which a reshape fills its axes. The check tries an output matrix and "
+         "the other kinds.",
 )
 
 
@@ -124,28 +131,35 @@ EX2 = FunctionExercise(
     reference=ov_from_linears,
     make_inputs=_ov_inputs,
     mistakes=[
-        Mistake("column convention (the paper's W_OV)",
-                "You returned Elhage et al.'s W_O W_V, which acts on column vectors. In TransformerLens's "
-                "row-vector convention W_OV = W_V W_O, its transpose.",
+        Mistake("heads laid out for column vectors",
+                "Each of your heads is laid out for column vectors, the way Elhage et al. write a map. "
+                "On which side of a matrix does a TransformerLens stream vector stand, and which of the "
+                "head's two maps meets it first?",
                 lambda w_v, w_o, n_heads: ov_from_linears(w_v, w_o, n_heads).transpose(-1, -2)),
-        Mistake("forgot nn.Linear's transpose",
-                "Convert each weight to its row-vector form (weight.T) before splitting the heads.",
+        Mistake("per-head maps cut from the stored tensors as they are",
+                "Your heads' matrices are built from the stored [out, in] tensors as if they were "
+                "row-vector maps. What form of the weights does your linear_to_tl from exercise 20.1 "
+                "expect, and what form did it get?",
                 lambda w_v, w_o, n_heads: linear_to_tl(w_v.T, n_heads, "v") @ linear_to_tl(w_o.T, n_heads, "o")),
         Mistake("heads interleaved",
-                "Head h owns the contiguous block h*d_head:(h+1)*d_head of the concatenated heads.",
+                "Each of your heads mixes coordinates that belong to several heads: every n_heads-th "
+                "coordinate of the concatenated heads instead of one block. Which coordinates does "
+                "exercise 20.1 give to head h?",
                 lambda w_v, w_o, n_heads: _interleaved(w_v, n_heads, "v") @ _interleaved(w_o, n_heads, "o")),
-        Mistake("summed over heads",
-                "Return one matrix per head, [n_heads, d_model, d_model]; summed over heads you get the "
-                "whole layer's W_V W_O, which is not a circuit of any one head.",
+        Mistake("one matrix for the whole layer",
+                "You returned a single [d_model, d_model] matrix, the sum of all heads' circuits, which "
+                "is no circuit of any one head. Where in your computation do the heads get added up?",
                 lambda w_v, w_o, n_heads: w_v.T @ w_o.T),
-        Mistake("multiplied in the wrong order (W_O W_V)",
-                "In the row-vector convention a value is computed first and then written: x W_V W_O, so "
-                "W_OV = W_V[h] @ W_O[h], [d_model, d_model].",
+        Mistake("the two maps multiplied in the other order",
+                "Your heads are [d_head, d_head], not maps from the stream to the stream. For a row "
+                "vector x of the attended stream, which of the head's two maps acts first, and on which "
+                "side of a row-vector product does the first map stand?",
                 lambda w_v, w_o, n_heads: linear_to_tl(w_o, n_heads, "o") @ linear_to_tl(w_v, n_heads, "v")),
     ],
-    hint="Put both weights in per-head form with your linear_to_tl; each head's OV circuit is then its "
-         "value map followed by its output map, a product batched over the heads: [n_heads, d_model, "
-         "d_head] times [n_heads, d_head, d_model].",
+    hint="Follow one row vector x of the attended stream through one head: which of the head's maps "
+         "meets it first, and which one produces what the head writes? Exercise 20.1 turns the stored "
+         "weights into per-head maps in TransformerLens's convention. The answer has one "
+         "[d_model, d_model] matrix per head.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

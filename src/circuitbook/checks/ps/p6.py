@@ -52,23 +52,26 @@ P6 = FunctionExercise(
     id="ps_p6", title="the in-context-learning score of each document", reference=icl_scores,
     make_inputs=_p6_inputs,
     mistakes=[
-        Mistake("off by one position", "The logits at position t - 1 predict token t; you read position t.",
+        Mistake("off by one position", "Your losses pair each token with the logits at its own "
+                "position. Which position's logits were computed before the model had seen token t?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, shift=0)),
-        Mistake("wrong sign", "Late minus early: a model that learns in context has a negative score.",
+        Mistake("wrong sign", "Your scores have the opposite sign to the statement's. Which window's loss does it "
+                "subtract from which, and what sign does a model that improves with context then get?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, sign=-1)),
-        Mistake("used raw logits", "The loss is minus the log-probability: normalise the logits first.",
+        Mistake("used raw logits", "Your losses are read straight off the logits. Is a logit a "
+                "log-probability? What would adding one constant to every logit at a position do to your "
+                "score, and to the model's prediction?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, log=False)),
-        Mistake("single tokens instead of windows", "Average the loss over every token of each window, not "
-                "only its first: one token's loss is too noisy to compare.",
+        Mistake("single tokens instead of windows", "Your score uses one token of each window. What does the "
+                "statement average over, and how much would one token's loss vary from document to document?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, single=True)),
-        Mistake("averaged over documents", "Return one score per document, [batch]: the bootstrap that puts "
-                "an interval on the mean resamples documents.",
+        Mistake("averaged over documents", "You returned one number for the whole batch. What does the "
+                "bootstrap that puts an interval on the mean resample, and what shape does the docstring ask for?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, docs=True)),
     ],
-    hint="The loss on token t is minus the log-probability the model gave tokens[:, t], and that "
-         "prediction sits at position t - 1. Turn the logits into log-probabilities first, average each "
-         "document's losses over the tokens of a window, and subtract: the late window's mean minus the "
-         "early one's, one number per document, a [batch] tensor.",
+    hint="For one token t of a window: which position's logits predict it, and how do you get from them to "
+         "the probability the model gave tokens[:, t]? What is averaged over a window, which window's mean "
+         "is subtracted from which, and how many numbers does the docstring ask for?",
 )
 
 
@@ -156,33 +159,39 @@ P6B = FunctionExercise(
     id="ps_p6b", title="matched control heads", reference=matched_controls, make_inputs=_p6b_inputs,
     compare=_same_heads,
     mistakes=[
-        Mistake("ignored the exclusions", "Nothing stopped the target itself from being chosen: the closest "
-                "head in size to an induction head is that head. The excluded heads may not be controls.",
+        Mistake("ignored the exclusions", "Some of your controls are heads that `excluded` marks. Of all the "
+                "heads of a target's layer, which one is closest in size to the target, and could it stand in "
+                "for itself?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, ignore=True)),
-        Mistake("excluded only the targets", "The heads that compose with the induction heads are excluded "
-                "too: ablating a head that writes their keys, or reads their output, would test the circuit, "
-                "not a control.",
+        Mistake("excluded only the targets", "None of your controls is a target, but some are heads that "
+                "`excluded` marks. Which heads besides the targets does the statement keep out, and what would "
+                "ablating one of them test?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, only_targets=True)),
-        Mistake("matched across layers", "A control stands in for its target in the same layer: heads of "
-                "other layers sit at other depths of the computation, whatever their size.",
+        Mistake("matched across layers", "Some of your controls sit in another layer than the target they "
+                "stand for. What would ablating a head at another depth of the computation compare the target "
+                "with?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, any_layer=True)),
-        Mistake("chose the same control twice", "Two targets in one layer need two different controls; "
-                "skip heads you have already chosen.",
+        Mistake("chose the same control twice", "Two of your targets got the same control. How many heads "
+                "would the control run then ablate, against how many targets?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, repeat=True)),
-        Mistake("took the first free head of the layer", "Match the size too: among the allowed heads of the "
-                "layer, take the one whose norm is closest to the target's.",
+        Mistake("took the first free head of the layer", "Your controls are allowed heads of the right layers, "
+                "but their sizes play no part in which ones you took. What else does the statement ask a control "
+                "to share with its target?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, first=True)),
-        Mistake("matched by ratio", "The statement measures closeness as the difference of the two sizes, "
-                "|size - target's size|; a ratio favours heads larger than the target.",
+        Mistake("matched by ratio", "In one layer an allowed head lies below the target and another above it, "
+                "and your control is not the one the statement's measure of closeness picks. How does the "
+                "statement measure the distance between two sizes, and does your measure agree with it on "
+                "both sides of the target?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, ratio=True)),
-        Mistake("broke a tie the other way", "Two heads can lie at the same distance from the target, one "
-                "above and one below; the statement says which one to take.",
+        Mistake("broke a tie the other way", "In one layer two allowed heads lie at exactly the same distance "
+                "from the target, one above and one below, and your control is not the one the statement "
+                "asks for. What does it say decides such a case?",
                 lambda targets, norms, excluded: _p6b_variant(targets, norms, excluded, last_on_tie=True)),
     ],
-    hint="Go through the targets in order. For each, look only at heads of its own layer that are neither "
-         "excluded nor already chosen, and take the one whose size differs least from the target's (the "
-         "absolute difference; on a tie, as the statement says). Return a list of (layer, head) pairs, one "
-         "per target.",
+    hint="Take one target and write down the heads that could stand in for it: in which layer may they sit, "
+         "and which heads of that layer are ruled out, by `excluded` and by your own earlier choices? Among "
+         "the rest, how does the statement measure closeness in size, and what does it say when two heads "
+         "are equally close? Return one (layer, head) pair per target, in the targets' order.",
 )
 
 
@@ -302,23 +311,24 @@ P6C = PlanExercise(
                 "spread badly, and a plan built on its estimate falls short of its power whenever the spread is "
                 "larger than estimated. Which of the pilot's numbers the plan uses is stated above the exercise.",
                 lambda **kw: _p6c_variant(**kw, which=0)),
-        Mistake("rounded down", "N must be a whole number at least as large as the formula's value: rounding "
-                "down leaves the design just short of its power.",
+        Mistake("rounded down", "Your N falls just short of the power asked for. The formula "
+                "rarely gives a whole number: which way must N be rounded for the power to be reached?",
                 lambda **kw: _p6c_variant(**kw, rounding=math.floor)),
-        Mistake("one-sided critical value", "The interval is two-sided: its critical value is the normal "
-                "quantile at 1 - alpha / 2, not 1 - alpha.", lambda **kw: _p6c_variant(**kw, tails=1)),
-        Mistake("no power term", "With only the critical value in the formula the interval excludes 0 about "
-                "half the time when the mean equals the effect: add the quantile of the power.",
+        Mistake("one-sided critical value", "Your N is too small for the interval the statement asks for. "
+                "Is that interval one-sided or two-sided, and which normal quantile leaves alpha outside it?",
+                lambda **kw: _p6c_variant(**kw, tails=1)),
+        Mistake("no power term", "With your N the interval excludes 0 only about half the time "
+                "when the mean equals the effect. Where in your formula does the power asked for enter?",
                 lambda **kw: _p6c_variant(**kw, power_term=False)),
-        Mistake("forgot the square root of N", "The standard error of a mean of N documents is sigma / sqrt(N), "
-                "not sigma / N: solving for N squares the ratio.",
+        Mistake("forgot the square root of N", "Your N grows in proportion to sigma / effect. How does the "
+                "standard error of a mean of N documents shrink as N grows, and what does that make N grow like?",
                 lambda **kw: _p6c_variant(**kw, square=False)),
-        Mistake("chose the estimand that needs the most documents", "Every estimand on offer answers the "
-                "question; the design should pick the one whose spread lets the fewest documents reach the "
-                "power.", lambda **kw: _p6c_variant(**kw, worst=True)),
+        Mistake("chose the estimand that needs the most documents", "You chose the estimand that needs the most "
+                "documents. Every estimand on offer answers the question: what, then, should decide among them?",
+                lambda **kw: _p6c_variant(**kw, worst=True)),
     ],
-    hint="For each estimand, the interval's half-width with N documents is about z sigma / sqrt(N), with sigma "
-         "the pilot's conservative end. Ask for the N at which a mean of size `effect` lies "
-         "z_{1-alpha/2} + z_power standard errors from 0, round it so that the power is reached, and keep the "
-         "estimand that needs the fewest.",
+    hint="For one estimand: how wide is the interval with N documents, and which of the pilot's two numbers "
+         "for its spread does the statement plan with? How far from 0 must a mean of size `effect` lie, in "
+         "standard errors, for the interval to exclude 0 with the power asked for (both the level and the "
+         "power enter)? How must N be rounded, and which estimand do you then keep?",
 )
