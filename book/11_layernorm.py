@@ -30,7 +30,7 @@ from transformer_lens.components import RMSNorm as TLRMSNorm
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              observation, rounding_bound)
+                              observation)
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.models.encoder_decoder import LayerNorm, SublayerConnection
 from circuitbook.models.pretrained import load_smollm2, smollm2_gguf_path
@@ -94,8 +94,10 @@ def forward_terms(cfg, n):
 # with $d = d_\text{model}$ and a small $\epsilon$ that keeps the division finite. Step 1
 # and step 3 are linear maps; step 4 adds a constant, so steps 3 and 4 together are
 # affine, which the circuit view absorbs into the next layer's weights and bias. Step 2
-# is neither: it divides by a number computed from the vector itself. Doubling $x$ doubles $x - \mu$ and doubles $\sigma$, so the output
-# does not change, except through $\epsilon$ (negligible once $\sigma^2 \gg \epsilon$). That one nonlinearity is what this chapter is about.
+# is neither: it divides by a number computed from the vector itself. Doubling $x$
+# doubles $x - \mu$ and doubles $\sigma$, so the output does not change, except through
+# $\epsilon$ (negligible once $\sigma^2 \gg \epsilon$). That one nonlinearity is what
+# this chapter is about.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -214,8 +216,12 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # %% [markdown]
 # At an input spread of $10^{-3}$ PyTorch's version outputs a spread of
 # {glue:text}`damped_torch:.2f`, the Annotated Transformer's {glue:text}`damped_at:.3f`.
-# Residual streams of trained models are nowhere near that small, so in practice the two
-# differ by the factor measured above and nothing else.
+# The one trained model we measure below is nowhere near that small: on the passage read
+# there, the vectors SmolLM2's norms divide have an rms of at least
+# {glue:text}`rms_min:.2f` at every layer and token (one passage, one model). There,
+# SmolLM2's own $\epsilon$ changes its norm's output by a relative
+# {glue:text}`eps_rel_max:.0e` at most, and the two LayerNorm conventions would differ by
+# the factor measured above and hardly otherwise.
 #
 # ### Where the norm sits: post-norm and pre-norm
 #
@@ -546,34 +552,80 @@ identity_close("what is left of LayerNorm maps every vector to rms "
 # {doc}`04_embeddings` estimated how large the 4-bit
 # storage's rounding error is against the weights, and explained why its effect on the
 # outputs cannot be measured offline, so every number below is a measurement of that
-# copy. Before using it, we check the storage format that chapter described, weight by
-# weight.
+# copy. Before using it, we check that the weights are what the file says. We decode
+# the file ourselves, in float64, from the format's specification (blocks of 32 weights,
+# each $d\,q + m$ with a 4-bit code $q$ and $d$, $m$ stored in float16), test our decoder
+# on a block worked out by hand, and compare it, weight by weight, with the `gguf`
+# library's decoding (which `transformers` uses to load the model) and with the weights
+# the model holds.
 
 # %%
 smol, tok = load_smollm2()
+
+
+def q4_1_float64(raw):
+    """Decode GGUF Q4_1 bytes as the format's specification (ggml's
+    block_q4_1) lays them out, in float64: blocks of 32 weights in 20 bytes,
+    the step d and the minimum m as little-endian float16, then 16 bytes of
+    4-bit codes q, weight j (j < 16) in the low nibble of byte j and weight
+    j + 16 in its high nibble; each weight is d q + m. [n_blocks, 32]."""
+    blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, 20)
+    d = blocks[:, 0:2].copy().view("<f2").astype(np.float64)   # [n, 1]
+    m = blocks[:, 2:4].copy().view("<f2").astype(np.float64)
+    codes = blocks[:, 4:].astype(np.int64)                       # [n, 16]
+    q = np.concatenate([codes & 0x0F, codes >> 4], axis=1)       # [n, 32]
+    return d * q + m
+
+
+# One block worked out by hand: d = 0.5 (float16 bits 0x3800), m = -1.25
+# (0xBD00), and byte j holding code j in its low nibble and 15 - j in its high
+# one, so weights 0-15 are -1.25 + 0.5 q for q = 0..15 and weights 16-31 the
+# same values backwards. Every value is exact in float16 and float32.
+hand_bytes = np.array([0x00, 0x38, 0x00, 0xBD,
+                       0xF0, 0xE1, 0xD2, 0xC3, 0xB4, 0xA5, 0x96, 0x87,
+                       0x78, 0x69, 0x5A, 0x4B, 0x3C, 0x2D, 0x1E, 0x0F],
+                      dtype=np.uint8)
+hand_up = [-1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 1.75, 2.25,
+           2.75, 3.25, 3.75, 4.25, 4.75, 5.25, 5.75, 6.25]
+hand_values = np.array(hand_up + hand_up[::-1])
+ours_hand = q4_1_float64(hand_bytes)[0]
+gguf_hand = gguf.quants.dequantize(hand_bytes, gguf.GGMLQuantizationType.Q4_1)
+identity("a Q4_1 block written by hand from the specification decodes to "
+         "its hand-computed values, both in our float64 decoder and in "
+         "gguf's dequantize (exact: every value is a float16)",
+         f"ours {ours_hand[:3]}..., gguf {gguf_hand[-3:]}",
+         np.array_equal(ours_hand, hand_values)
+         and np.array_equal(gguf_hand.astype(np.float64), hand_values),
+         chapter="11")
+
+# Every Q4_1 tensor of the file, decoded twice: by gguf.quants.dequantize
+# (what transformers calls to load the model) and by our decoder. In float32,
+# d q is exact (an 11-bit d times a 4-bit code) and d q + m rounds once, so a
+# right float32 decoding is our float64 value rounded to float32, exactly.
+# The MLP matrices are also compared with what the model holds (the
+# conversion reorders the attention matrices, so those only through gguf).
 reader = gguf.GGUFReader(str(smollm2_gguf_path()))
-worst_q, q_range, q_scale = 0.0, [15.0, 0.0], 0.0
+mlp_weight = {"ffn_gate": "W_gate", "ffn_up": "W_in", "ffn_down": "W_out"}
+off_gguf, off_model, n_q4, n_model = 0, 0, 0, 0
 for t in reader.tensors:
     if t.tensor_type.name != "Q4_1":
         continue
-    raw = np.asarray(t.data).reshape(-1, 20)     # per block: d, m, 16 bytes
-    step = raw[:, 0:2].copy().view(np.float16).astype(np.float64)
-    offset = raw[:, 2:4].copy().view(np.float16).astype(np.float64)
-    w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, 32)
-    used = step[:, 0] > 0                        # 32 equal weights: d = 0
-    q = (w[used] - offset[used]) / step[used]
-    worst_q = max(worst_q, float(np.abs(q - np.round(q)).max()))
-    q_range = [min(q_range[0], float(q.min())),
-               max(q_range[1], float(q.max()))]
-    q_scale = max(q_scale, float((np.abs(w[used]) / step[used]).max()))
-# w = m + q d was rounded to float32 (2 roundings) and we compute
-# (w - m) / d (2 more), on numbers of size |w| / d
-q_tol = rounding_bound(4, q_scale)
-identity("every Q4_1 weight is m + q d with q an integer from 0 to 15 "
-         "(16 levels: 4 bits)", f"q in [{q_range[0]:.0f}, {q_range[1]:.0f}], "
-         f"largest distance from an integer {worst_q:.1e} <= {q_tol:.1e}",
-         worst_q <= q_tol and q_range[0] > -q_tol
-         and q_range[1] < 15 + q_tol, chapter="11")
+    want = q4_1_float64(t.data).astype(np.float32).reshape(
+        t.data.shape[0], -1)                                     # [out, in]
+    got = gguf.quants.dequantize(t.data, t.tensor_type)
+    off_gguf += int(np.count_nonzero(got != want))
+    n_q4 += want.size
+    _, layer, kind, _ = t.name.split(".")
+    if kind in mlp_weight:
+        held = getattr(smol.blocks[int(layer)].mlp, mlp_weight[kind])
+        off_model += int(np.count_nonzero(held.detach().T.numpy() != want))
+        n_model += want.size
+identity(f"gguf's dequantize gives our float64 decoding, rounded to "
+         f"float32, for every one of the {n_q4:,} Q4_1 weights",
+         f"{off_gguf} weights differ", off_gguf == 0, chapter="11")
+identity(f"the model's MLP matrices ({n_model:,} weights, all 30 layers) "
+         "hold exactly that decoding", f"{off_model} weights differ",
+         off_model == 0, chapter="11")
 
 # %%
 scene_name, scene = shakespeare_scenes()[0]
@@ -629,6 +681,10 @@ glue("within_layer", int(within.argmax()))
 glue("within_median", within.median().item())
 glue("growth", growth)
 glue("first_ratio", first_ratio.max().item())
+glue("rms_min", r.min().item())
+# x / sqrt(ms + eps) against x / sqrt(ms), with ms = rms^2 - eps: a relative
+# 1 - sqrt(1 - eps / rms^2), at most at the smallest rms
+glue("eps_rel_max", 1 - math.sqrt(1 - eps / r.min().item() ** 2))
 observation("one passage: the median rms from layer 1 to layer 29 (ratio)",
             growth, chapter="11")
 observation("one passage: token 0's rms over the median token's, its "
@@ -729,11 +785,11 @@ glue("sink_low_att", to_first[low].item())
 
 # %% [markdown]
 # Over layers {glue:text}`sink_first`-29 the rank correlation is
-# {glue:text}`sink_corr:.2f`, which shuffling those layers reaches easily: to be told
-# from shuffling at $p < 0.05$ it would have had to exceed {glue:text}`sink_crit:.2f`,
-# the 50th largest of the 1000 shuffled values. Over all 30 layers it is {glue:text}`sink_corr_all:.2f`,
-# but that number mostly records that both series climb in the first layers. In the
-# half of layers {glue:text}`sink_first`-29 where position 0 is largest, the heads put
+# {glue:text}`sink_corr:.2f`, a value that shuffling those layers often reaches: to be
+# told from shuffling at $p < 0.05$ it would have had to exceed
+# {glue:text}`sink_crit:.2f`, the 50th largest of the 1000 shuffled values. Over all 30
+# layers it is {glue:text}`sink_corr_all:.2f`, but that number mostly records that both
+# series climb in the first layers. In the half of layers {glue:text}`sink_first`-29 where position 0 is largest, the heads put
 # on average {glue:text}`att_big:.0%` of their attention on it, against
 # {glue:text}`att_small:.0%` in the other half (the same ranks summarised another way,
 # with no test of its own). One layer stands out without a test: at layer
@@ -879,10 +935,10 @@ plt.show()
 #   the change that runs along $x$, so for a small $\delta$ and a uniform gain its
 #   relative error is $|\cos| / \sqrt{1 - \cos^2}$. The measured errors sit within a median
 #   {glue:text}`first_order_dev:.0%` of that formula, which ignores the uneven gain and
-#   the size of $\delta$. A frozen scale ignores that removing a
-#   component *along* $x$ changes the norm, and the norm then rescales everything else. The error is set by the direction of $\delta$
-#   more than by its size: even for changes under 3% of $|x|$ the frozen scale is off by
-#   a median {glue:text}`small_frozen:.1%`.
+#   the size of $\delta$. A frozen scale ignores that removing a component *along* $x$
+#   changes the norm, and the norm then rescales everything else. The error is set by the
+#   direction of $\delta$ more than by its size: even for changes under 3% of $|x|$ the
+#   frozen scale is off by a median {glue:text}`small_frozen:.1%`.
 # - The **tangent** accounts for that and is off by a median
 #   {glue:text}`head_tangent:.1%` (90th percentile {glue:text}`head_tangent_p90:.1%`).
 #   Being the first-order expansion, its absolute error is of second order in the size
@@ -982,7 +1038,8 @@ explore(draw_linearity, direction=list(directions),
 # SmolLM2 the norm is not roughly constant, within a layer or across depth, and whether
 # the approximation is negligible depends on the size of the change. The
 # attention-only toy models of chapters 14-18 have no LayerNorm, which removes the
-# question there; the toy translation model of chapter 12 does have one (pre-norm).
+# question for them; the SmolLM2 measurements of chapters 17 and 18 keep it, and the toy
+# translation model of chapter 12 has LayerNorm too (pre-norm).
 
 # %% [markdown]
 # ## Summary
@@ -1000,7 +1057,7 @@ explore(draw_linearity, direction=list(directions),
 #   absorb.
 # - In SmolLM2 the median token's norm grows {glue:text}`growth:.0f`-fold from layer 1 to
 #   layer 29 (one passage), and
-#   the first token's vector is {glue:text}`first_ratio:.0f` times the typical size. For
+#   the first token's vector reaches {glue:text}`first_ratio:.0f` times the median size. For
 #   one head's contribution a frozen scale is off by {glue:text}`head_frozen:.1%`
 #   (median; the error tracks $|\cos(x, \delta)|$) and the tangent by
 #   {glue:text}`head_tangent:.1%`; for changes above 30% of the stream both fail.

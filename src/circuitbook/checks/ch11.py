@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, allclose, tensor_difference
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, allclose, tensor_difference
 
 # --------------------------------------------------------------------------------------
 # Exercise 11.1: LayerNorm from scratch
@@ -30,7 +30,7 @@ def _ln_inputs(g: torch.Generator) -> dict:
     batch, pos = 2, 3 + int(torch.randint(0, 4, (1,), generator=g))
     d = 8 + int(torch.randint(0, 17, (1,), generator=g))
     # rows with clearly non-zero means and spreads from 0.3 to 3, and a large eps: every
-    # slip below (forgot to centre, unbiased variance, eps outside the root...) shows
+    # slip below (no centring, another divisor of the variance, eps elsewhere...) shows
     spread = 0.3 + 2.7 * torch.rand(batch, pos, 1, generator=g)
     offset = 2 * torch.randn(batch, pos, 1, generator=g)
     x = spread * torch.randn(batch, pos, d, generator=g) + offset
@@ -52,41 +52,54 @@ EX1 = FunctionExercise(
     reference=layer_norm,
     make_inputs=_ln_inputs,
     mistakes=[
-        Mistake("normalised over the wrong axis", "Take the mean and variance over the last axis (the "
-                "d_model features of one position), not over positions or the batch.",
+        Mistake("normalised over the wrong axis", "Take one position of your output and undo gamma and beta: "
+                "are its d numbers centred, with spread 1? Over which axis did you take the mean and the "
+                "variance, and which numbers make up a single position's vector?",
                 lambda x, gamma, beta, eps: (x - x.mean(-2, keepdim=True))
                 / torch.sqrt(_var(x, -2) + eps) * gamma + beta),
-        Mistake("forgot to centre", "Subtract the mean before dividing: what you wrote is RMSNorm "
-                "(x / sqrt(mean(x^2) + eps)).",
+        Mistake("forgot to centre", "Add the same constant to every coordinate of x: your output changes, and "
+                "LayerNorm's does not. Which step of the Plain language recipe makes it blind to such a "
+                "shift? (Your function is a norm the chapter meets later.)",
                 lambda x, gamma, beta, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma + beta),
-        Mistake("centred, but divided by the uncentred rms", "The variance is the mean of (x - mean)^2, "
-                "not the mean of x^2.",
+        Mistake("spread measured before centring", "Your numerator is centred, but add the same constant to "
+                "every coordinate of x and your output still changes size. Which quantity in your divisor still "
+                "sees that constant? Compare it with the chapter's sigma^2.",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
                 * gamma + beta),
-        Mistake("used the unbiased variance", "nn.LayerNorm divides by d, not d - 1: use "
-                "var(unbiased=False) or mean((x - mean)^2).",
+        Mistake("variance with a different divisor", "Undo gamma and beta: your output is a little too small at "
+                "every position, most where the spread is large against eps. Count what your variance "
+                "divides its sum of squares by, and what the chapter's sigma^2 divides by.",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x, unbiased=True) + eps) * gamma + beta),
-        Mistake("eps outside the square root", "Add eps to the variance, under the square root: "
-                "sqrt(var + eps), not sqrt(var) + eps.",
+        Mistake("eps in another place", "Your output is close but not equal, and how far off it is "
+                "depends on each position's spread compared with eps (the check uses a large eps). Where does "
+                "eps enter your formula, and where does it enter the chapter's?",
                 lambda x, gamma, beta, eps: _centre(x) / (torch.sqrt(_var(x)) + eps) * gamma + beta),
-        Mistake("wrote the Annotated Transformer's LayerNorm", "That version uses the unbiased std and "
-                "adds eps to it; this exercise asks for nn.LayerNorm's convention: biased variance, eps "
-                "under the square root.",
+        Mistake("the Annotated Transformer's convention", "Your output is what the Annotated Transformer's "
+                "LayerNorm gives, and the exercise asks for nn.LayerNorm's convention. The chapter measured "
+                "the two details in which they part: which are they, and which way does each go here?",
                 lambda x, gamma, beta, eps: _centre(x) / (x.std(-1, keepdim=True) + eps) * gamma + beta),
-        Mistake("forgot eps", "Add eps to the variance before the square root.",
+        Mistake("forgot eps", "Your output is off most at the positions whose spread is smallest (the check "
+                "uses a large eps). Which argument of the function does your code never use?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x)) * gamma + beta),
-        Mistake("divided by the variance", "Divide by the standard deviation sqrt(var + eps), not by "
-                "the variance.",
+        Mistake("wrong power of the spread", "Double x: LayerNorm's output hardly changes (only through eps), "
+                "but yours halves. For the size of x to cancel, how must your divisor grow with it?",
                 lambda x, gamma, beta, eps: _centre(x) / (_var(x) + eps) * gamma + beta),
-        Mistake("forgot gamma", "Multiply the normalised vector by gamma before adding beta.",
+        Mistake("forgot gamma", "Your output would be right if gamma were all ones. Which argument does your "
+                "code not use?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) + beta),
-        Mistake("forgot beta", "Add beta after multiplying by gamma.",
+        Mistake("forgot beta", "Your output would be right if beta were all zeros. Which argument does your "
+                "code not use?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) * gamma),
-        Mistake("forgot gamma and beta", "Finish with * gamma + beta.",
+        Mistake("forgot gamma and beta", "Your output is centred with spread 1 at every position, whatever "
+                "gamma and beta are. What are those two arguments for?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps)),
-        Mistake("gamma and beta swapped", "gamma multiplies, beta is added.",
+        Mistake("gamma and beta swapped", "Your output uses both arguments, but set beta to zero and it does "
+                "not reduce to a re-weighted x_hat. Compare the role each plays in your code with steps 3 "
+                "and 4 of the Plain language section.",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) * beta + gamma),
-        Mistake("added beta before multiplying by gamma", "Scale first, then shift: x_hat * gamma + beta.",
+        Mistake("gain and bias in the wrong order", "Your output is right where beta is zero, and off by a "
+                "different amount in each coordinate where it is not. In which order do steps 3 and 4 of the "
+                "Plain language section come, and does your code keep it?",
                 lambda x, gamma, beta, eps: (_centre(x) / torch.sqrt(_var(x) + eps) + beta) * gamma),
     ],
     hint="Work per vector, over the last axis, following the formula of the chapter's Plain language "
@@ -149,33 +162,39 @@ EX2 = _FoldExercise(
     make_inputs=_fold_inputs,
     compare=_same_pair,
     mistakes=[
-        Mistake("scaled the columns instead of the rows", "gamma_i multiplies coordinate i of x_hat, "
-                "which meets row i of W (x W = sum_i x_i W[i, :]): gamma rescales the rows of W, not its "
-                "columns.",
+        Mistake("gamma on the wrong axis of W", "Your W_folded has W's shape, but gamma scales the wrong "
+                "entries. In the product x_hat W, which entries of W does coordinate i of x_hat meet, and "
+                "which coordinate of x_hat does gamma_i multiply?",
                 lambda gamma, beta, W, b: (W * gamma[None, :], b + beta @ W)),
-        Mistake("divided by gamma", "LayerNorm multiplies by gamma, so the folded weight does too.",
+        Mistake("divided by gamma", "Your W_folded would be right only where gamma is 1 (or -1). What does "
+                "LayerNorm do with gamma, and does your fold do the same?",
                 lambda gamma, beta, W, b: (W / gamma[:, None], b + beta @ W)),
-        Mistake("transposed the weight", "Keep TransformerLens's reading shape [d_model, d_out]: "
-                "W_folded has W's shape, not its transpose's.",
+        Mistake("transposed the weight", "Your W_folded holds the right numbers, arranged differently "
+                "from what is asked (the check's W is square, so the shapes agree). Which axis of W reads "
+                "the stream, and which axis of yours does?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W).T, b + beta @ W)),
-        Mistake("forgot gamma", "The gain must end up in the weight: W_folded is W with gamma folded into it.",
+        Mistake("forgot gamma", "Your W_folded is W unchanged: it would be right only if gamma were all "
+                "ones. Where does the gain go once LayerNorm keeps only its division?",
                 lambda gamma, beta, W, b: (W, b + beta @ W)),
-        Mistake("forgot to fold beta", "beta passes through W too, and what comes out joins b in b_folded.",
+        Mistake("forgot to fold beta", "Your b_folded is b unchanged: it would be right only if beta were "
+                "zero. After folding, the LayerNorm adds no bias of its own; where does beta's effect on "
+                "the output go?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b)),
-        Mistake("sent beta through the folded weight", "beta is added after the gain, so it meets the "
-                "original W, not the folded one.",
+        Mistake("sent beta through the folded weight", "Your b_folded would be right only if gamma were all "
+                "ones. Expand (x_hat * gamma + beta) W: is beta multiplied by gamma anywhere?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
-        Mistake("added beta to the bias directly", "beta lives in d_model space; it reaches the output "
-                "only through W.",
+        Mistake("added beta to the bias directly", "Your b_folded mixes a vector of the stream's space with "
+                "one of the output's (the check makes d_out = d_model, so the shapes agree). How does "
+                "anything added to the stream reach the next layer's output?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta)),
-        Mistake("multiplied beta on the wrong side", "Row-vector convention: beta is a row vector, so W "
-                "acts on it from the right.",
+        Mistake("multiplied beta on the wrong side", "Your b_folded contracts beta with the wrong axis of W. "
+                "In the row-vector convention, which axis of W does a stream vector meet?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + W @ beta)),
     ],
     hint="Write the LayerNorm's output as x_hat * gamma + beta and expand what the next layer does to it. "
-         "The gamma part can move into the matrix (it rescales one axis of W: which axis has length "
-         "d_model?) and the beta part becomes a constant that joins the bias. W_folded is [d_model, "
-         "d_out], b_folded is [d_out].",
+         "Which part of the result still depends on x_hat, and which is the same for every input? The "
+         "first can be written as x_hat times a new matrix, the second joins the bias. W_folded is "
+         "[d_model, d_out], b_folded is [d_out].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
