@@ -354,7 +354,7 @@ def source_tree(repo: str | None, branch: str, stale_ok: bool) -> list[str]:
     # the book's pages that are not notebooks (Markdown, the bibliography), never its .py sources
     for path in (ROOT / "book").rglob("*"):
         rel = path.relative_to(ROOT)
-        if path.is_file() and path.suffix in (".md", ".bib", ".png", ".svg", ".jpg") \
+        if path.is_file() and path.suffix in (".md", ".bib", ".png", ".svg", ".jpg", ".ico") \
                 and "__pycache__" not in rel.parts and not any(p.startswith(".") for p in rel.parts):
             _write(SRC / rel, path.read_text()) if path.suffix in (".md", ".bib", ".svg") \
                 else shutil.copy2(path, SRC / rel)
