@@ -230,22 +230,27 @@ def _steps(prev_head, induction_head) -> list[dict]:
          "text": 'The sequence ends with "{last}". Earlier, "{last}" was followed by "{expected}". A model '
                  'that reads its context can predict "{expected}" next: that is induction. Right after the first '
                  '"{last}", with nothing to copy yet, the model gave "{expected}" probability '
-                 "{p_first:3}: that much it knows from its weights alone.",
+                 "{p_first:3}: that much it gets without a copy to read, from its weights and the context so far.",
          "random": "The same structure with random tokens: the last token occurred once before. After its "
                    "first occurrence the model gave the token that followed probability "
                    "{p_first:4}: nothing memorised helps here; only the context can."},
         {"title": f"2. The previous-token head {l0}.{h0}", "highlight": [], "arcs": "prev", "panel": None,
          "text": f"Head {l0}.{h0} attends from each position to the one before it (arcs: the model's real "
-                 "attention, each position's strongest key). Its OV circuit copies that token's identity into "
-                 'the stream, so every position now also says "my left neighbour was X".'},
-        {"title": f"3. K-composition: the induction head {l1}.{h1} matches", "highlight": ["query", "target"],
+                 "attention, each position's strongest key); that attention is how it was picked. In the "
+                 "induction story its output carries that token's identity into the stream, so that every "
+                 'position also says "my left neighbour was X". The arcs show where it looks, not what it '
+                 "writes: this stepper does not measure that."},
+        {"title": f"3. The induction head {l1}.{h1} matches", "highlight": ["query", "target"],
          "arcs": None, "panel": "scores",
          "text": f'Head {l1}.{h1}\'s query at the last position asks for "a key whose left neighbour was '
-                 '{last}". Its keys read the previous-token head\'s output (K-composition), so the key '
-                 'right after the earlier "{last}" should score highest.',
-         "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. The "
-                   "keys read the previous-token head's output, so the key right after the earlier "
-                   "occurrence should score highest, for random tokens just as for words."},
+                 '{last}". If its keys read the previous-token head\'s output (K-composition), the key '
+                 'right after the earlier "{last}" should score highest. The stepper shows the scores, '
+                 "not that route: chapter 18 measures K-composition from the weights, and chapter 17b tests "
+                 "it by patching.",
+         "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. If the "
+                   "keys read the previous-token head's output (K-composition, measured in chapters 17b and "
+                   "18, not here), the key right after the earlier occurrence should score highest, for "
+                   "random tokens just as for words."},
         {"title": "4. Attention lands on the token after the earlier occurrence", "highlight": ["query", "target"],
          "arcs": "induction", "panel": None,
          "text": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "

@@ -96,9 +96,10 @@ QUESTIONS = [
                     "suffices.)",
      "why_not": [
                  "A copying head raises the logit of what it attends to, "
-                 "but to attend to [B] rather than any other earlier token, "
-                 "[B]'s key must say 'I follow an A', and nothing in this "
-                 "option puts that into the key.",
+                 "but this option does not say how the head would pick out "
+                 "[B] among all the earlier tokens: A and B were never seen "
+                 "together, so nothing about [B] itself marks it as the one "
+                 "to copy.",
                  "Width is not the obstacle: a pair never seen in training is "
                  "not stored anywhere, however large $d_\\text{model}$ is. "
                  "The question is about generalising to unseen pairs.",
@@ -125,14 +126,19 @@ QUESTIONS = [
                     "(K-composition).",
      "why_not": [
                  None,
-                 "That is the job of the pair, not of this head: it attends "
-                 "one position back and writes what it finds there, and "
-                 "does not look at the logits.",
-                 "It attends one position back, so what it moves is the "
-                 "previous token, not the current one; copying the current "
-                 "token would not explain continuing an earlier passage.",
-                 "It only looks one position back, so it cannot search the "
-                 "context for an earlier copy of the current token."]},
+                 "What usually comes next is a statistic of the training "
+                 "data, and an induction circuit is the part of the model "
+                 "that does without such statistics: it predicts from the "
+                 "context. This option describes a bigram, not a "
+                 "contribution to induction.",
+                 "A head that copied the current token into the logits "
+                 "would predict [A] again after [A], not the token that "
+                 "followed [A] earlier: it could not explain continuing an "
+                 "earlier passage.",
+                 "Finding the earlier occurrence of the current token is a "
+                 "lookup by content across the whole context, and a head "
+                 "named for a fixed offset from its own position does not "
+                 "search by content."]},
     {"question": "Which summary of the induction-head 'phase change' is "
                  "most defensible?",
      "options": [
@@ -155,12 +161,11 @@ QUESTIONS = [
                  "Olsson et al.'s training curves do not show a gradual "
                  "change: this option leaves out the bump in the training "
                  "loss that gave the 'phase change' its name.",
-                 "Small models show it too, down to two-layer "
-                 "attention-only models; the bump is a function of training "
-                 "time.",
+                 "Olsson et al. see the bump in small models too, so scale "
+                 "is not what produces it.",
                  None,
-                 "In attention-only models there are no MLPs, and the heads "
-                 "alone produce the effect."]},
+                 "Olsson et al. see the same change in models with no MLP "
+                 "layers at all, so it cannot live in the MLPs."]},
     {"question": "A head has $d_\\text{model} = 768$ and $d_\\text{head} = "
                  "64$. What does $\\operatorname{rank} W_{OV} \\le 64$ "
                  "imply?",
@@ -223,13 +228,12 @@ QUESTIONS = [
                  "real induction head can fail this test; and a small effect "
                  "of removing one head does not say why (chapter 17b: whether "
                  "heads share the work or the softmax saturates, removing one "
-                 "barely moves the loss). Nor does this option check what "
-                 "the head writes.",
-                 "A pattern says where the head looks, not what it writes "
-                 "or whether the model uses it: nothing here tests its OV "
-                 "circuit or its effect on the loss, and on natural text a "
-                 "head can look at the token after an earlier copy without "
-                 "copying it (to track a recurring name, say).",
+                 "barely moves the loss).",
+                 "A pattern, however consistent across documents and "
+                 "seeds, says only where the head looks: on natural text a "
+                 "head can look at the token after an earlier copy for other "
+                 "reasons (to track a recurring name, say), so the pattern "
+                 "alone does not tell an induction head from a look-alike.",
                  None]},
     {"question": "A corruption raises the loss on the predictions an "
                  "induction head makes from 0.2 to 4.0 nats. Patching the "
@@ -254,10 +258,11 @@ QUESTIONS = [
                     "necessary is another experiment.",
      "why_not": [
                  None,
-                 "This reads the result as if it came from the opposite "
-                 "experiment (noising: a corrupted activation put into a "
-                 "clean run); the patch described goes the other way, and "
-                 "with redundant paths the two can disagree.",
+                 "'Necessary' is a claim about what a working model loses "
+                 "without the head's clean output, and this experiment "
+                 "takes nothing away from a working run: it measures "
+                 "something else, and with redundant paths the two can "
+                 "disagree.",
                  "Effects of different patches need not add up to 1: two "
                  "redundant paths can each restore nearly everything, and "
                  "paths interact. The number is this patch's share of the "
