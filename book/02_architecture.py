@@ -4,8 +4,9 @@
 # Before taking the transformer apart piece by piece, this chapter looks at the whole
 # machine. We build the encoder-decoder of Vaswani et al. with the Annotated Transformer's
 # `make_model`, print its module tree and draw how data flows through it. Then we count
-# every parameter of the paper's base model from real modules, settle the one place where
-# the paper and the Annotated Transformer's code disagree (where the LayerNorm sits), and
+# every parameter of the paper's base model from real modules, settle the most
+# consequential place where the paper and the Annotated Transformer's code disagree
+# (where the LayerNorm sits), and
 # finish with forward hooks that split the encoder's output into one term per sublayer.
 
 # %% [markdown]
@@ -283,7 +284,8 @@ check_distribution("the generator's output is a log-distribution over the "
 # Write `encoder_layer_params(d_model, h, d_ff, bias)` returning the number of parameters in
 # one encoder layer: the attention sublayer, the FFN, and the two LayerNorms. With
 # `bias=False` the linear maps have no biases (LayerNorms keep their gain and bias). The
-# check tries many shapes, including $d_\text{ff} \neq 4\,d_\text{model}$.
+# check tries three random shapes, each with $d_\text{ff} \neq 4\,d_\text{model}$, and
+# random values of `bias`.
 
 # %% tags=["exercise"]
 def encoder_layer_params(d_model, h, d_ff, bias=True):
@@ -402,7 +404,7 @@ identity("the whole model = stacks + embeddings (V d each) + generator "
 glue("stacks_m", stacks / 1e6)
 
 # %% [markdown]
-# Without embeddings, the Annotated Transformer's base model has {glue:text}`stacks_m:.1f`
+# Without embeddings or generator, the Annotated Transformer's base model has {glue:text}`stacks_m:.1f`
 # million parameters. The paper's post-norm model has the same layers but not the two final
 # LayerNorms (encoder and decoder, $2 \times 2\,d_\text{model}$ parameters), so its stacks
 # hold {glue:text}`paper_stacks_m:.3f` million. The paper's Table 3 lists 65 million for the
@@ -667,9 +669,11 @@ checks.ch02_ex2(sublayer_connection)
 # x_\text{top} = x_0 + \sum_\ell f_\ell(x_\ell),$$
 #
 # and the encoder's output, the memory, is $\operatorname{LN}(x_\text{top})$. This is an
-# identity, which {doc}`chapter 1 <01_background>` checked once (on a GPT-2-style
-# TransformerLens model) and the book does not check again. Here we only collect the
-# parts from the Annotated Transformer's own encoder and decoder, with forward hooks on the
+# identity, which {doc}`chapter 1 <01_background>` checked on a GPT-2-style
+# TransformerLens model; here it is checked again, on the Annotated Transformer's
+# encoder, only as part of the frozen-divisor identity below (whose terms add up to the
+# memory only if the writes add up to $x_\text{top}$). We collect the parts from the
+# Annotated Transformer's own encoder and decoder, with forward hooks on the
 # embedding, on every attention and feed-forward module (their outputs are the writes;
 # dropout is off in eval mode) and on the final `norm` (its input is $x_\text{top}$), to use
 # them for something new: the final LayerNorm.
@@ -750,7 +754,11 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 # d_\text{head}}$ and $W_O \in \mathbb{R}^{d_\text{head} \times d_\text{model}}$ (the
 # {glue:text}`base_head:,d` weights per head we counted above), which combine into two
 # $d_\text{model} \times d_\text{model}$ matrices of rank at most $d_\text{head}$,
-# $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$. {doc}`Chapter 7 <07_multi_head>` shows
+# $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$. This describes the weights only: the
+# encoder-decoder's $Q$, $K$ and $V$ projections also have biases, and in pre-norm each
+# head reads the LayerNorm of the stream, not the stream itself, so the scores are a
+# bilinear form in the normalised stream plus bias terms ({doc}`11_layernorm` treats the
+# norm). {doc}`Chapter 7 <07_multi_head>` shows
 # that the four big matrices are exactly these heads side by side.
 #
 # ## Summary

@@ -58,10 +58,12 @@ def attn_terms(d_model, n_pos):
 
 
 def out_size(f, *xs):
-    """The size of the numbers an output accumulates: its largest entry over
-    the inputs. For sums of many terms of both signs the partial sums stay
-    at the size of the output (the absolute values' sums would be a worst
-    case ~sqrt(d_model d_ff) = 1000 times larger, a vacuous bound)."""
+    """The scale for an identity's rounding bound: the output's largest entry
+    over the inputs. This is a heuristic scale, not a proven bound: Higham's
+    bound uses the sums of the terms' absolute values, about
+    sqrt(d_model d_ff) = 1000 times larger here and vacuous; for sums of many
+    terms of both signs the partial sums typically stay near the size of the
+    output, which is what this assumes."""
     return max(float(f(x).abs().max()) for x in xs)
 
 # %% [markdown]
@@ -111,6 +113,8 @@ with torch.no_grad():
     out = ffn_module(x)
 formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2
 FFN_TERMS = ffn_terms(d_model, d_ff)
+# the bound's scale, out_size, is the output's largest entry: a heuristic
+# scale, not a proven bound (see its docstring)
 identity_close("the module computes max(0, x W1 + b1) W2 + b2 with "
                "W1 = w_1.weight.T", out, formula, terms=2 * FFN_TERMS,
                scale=out_size(ffn_module, x), chapter="10")
@@ -206,8 +210,8 @@ glue("ffn_count", f"{ffn_count:,}")
 # more weights) to the FFN's $8 d_\text{model}^2$, it holds {glue:text}`dec_share:.1f`%, and
 # over the whole encoder-decoder {glue:text}`model_share:.1f`% of the non-embedding
 # parameters. "Two thirds" is a statement about the standard decoder-only (or encoder)
-# layer, not about this encoder-decoder as a whole, as the outline this book was written
-# from has it. These are counts, true by construction, not findings.
+# layer, not about this encoder-decoder as a whole. These are counts, true by
+# construction, not findings.
 
 # %% [markdown]
 # ## The circuit view
@@ -288,8 +292,8 @@ glue("active", 100 * (acts > 0).float().mean().item())
 #
 # ### Neurons are a privileged basis
 #
-# In chapter {doc}`03_residual_stream` we rotated the residual stream by any orthogonal
-# matrix without changing the model. Try the same with the FFN's hidden layer: replace
+# In chapter {doc}`03_residual_stream` we rotated the residual stream of a model without
+# LayerNorm by any orthogonal matrix without changing the model. Try the same with the FFN's hidden layer: replace
 # $W_\text{in} \to W_\text{in} M$, $b_\text{in} \to b_\text{in} M$ and $W_\text{out} \to
 # M^{-1} W_\text{out}$. For a linear hidden layer any invertible $M$ would cancel. With the
 # ReLU in between, $M$ cancels for every choice of weights only if it commutes with the
@@ -341,12 +345,15 @@ glue("out_max", out.abs().max().item())
 # {glue:text}`rot_gap:.2f` (the output's largest entry is {glue:text}`out_max:.2f`). The
 # FFN's symmetries are relabellings and rescalings of individual neurons, nothing that mixes
 # them. So "neuron 1234" names a real unit of the computation, and looking at what makes a
-# single neuron fire is a sensible thing to do, whereas looking at a single coordinate of the
-# residual stream is not. (What neurons turn out to represent is another matter: many
+# single neuron fire is a sensible thing to do, whereas in a model without norms, such as
+# the book's attention-only toys, looking at a single coordinate of the residual stream is
+# not (chapter {doc}`03_residual_stream`: a LayerNorm's or RMSNorm's gain, as in the
+# encoder-decoder and SmolLM2, acts on the stream coordinate by coordinate and so singles
+# its coordinates out). (What neurons turn out to represent is another matter: many
 # respond to several unrelated things, which Elhage et al. {cite}`elhage2022superposition`
-# study under the name superposition.) The outline this book was written from puts "the MLP
-# hidden layer" with the residual stream, in "abstract numerical space"; the elementwise
-# nonlinearity is exactly what sets it apart.
+# study under the name superposition.) It is tempting to file the MLP's hidden layer with
+# the residual stream, as one more "abstract numerical space" whose basis means nothing;
+# the elementwise nonlinearity is exactly what sets it apart.
 #
 # ### The ReLU breaks additivity
 #
@@ -818,6 +825,8 @@ for s in (sigma, 0.02):
     share_g, kurt_g, _ = neuron_stats(F.silu(x_gauss @ W_g) * (x_gauss @ W_i))
     print(f"Gaussian inputs, sigma {s:.3f}: share {share_g:.2f}, "
           f"kurtosis {kurt_g:.1f}")
+    if s == sigma:
+        glue("gauss_share", share_g)
 print(f"trained entries' sd: W_gate {block.W_gate.std():.3f}, "
       f"W_in {block.W_in.std():.3f} (initialiser {sigma:.3f})")
 # the first seed's activations in a random basis: does the untrained layer
@@ -872,7 +881,9 @@ finding(f"layer {LAYER}'s negative activations' share of the squared mass "
         expect="no effect", chapter="10")
 glue("init_share", init_null[0].mean)
 glue("init_share_sd", init_null[0].sd)
-glue("init_share_max", max(row[0] for row in at_init))
+# with 40 draws a one-sided rank test flags rank 1 or 2 (p = 2/41 < 0.05):
+# the share it would have flagged lies above the second-largest draw
+glue("init_share_flag", sorted(row[0] for row in at_init)[-2])
 glue("shuf_share", shuffle_null[0].mean)
 glue("shuf_share_sd", shuffle_null[0].sd)
 glue("init_kurt", init_null[1].mean)
@@ -890,6 +901,12 @@ glue("pre_trained", pre_trained)
 glue("pre_init", pre_init)
 glue("match_share", match_null[0].mean)
 glue("match_share_sd", match_null[0].sd)
+# what the three nulls bound training's effect on the share to, roughly: the
+# distance from each null's mean plus two of its sds, the widest of the three
+share_bound = max(abs(trained[0] - nl[0].mean) + 2 * nl[0].sd
+                  for nl in (init_null, match_null, shuffle_null))
+glue("share_bound", share_bound)
+glue("share_bound_pct", 100 * share_bound / trained[0])
 glue("match_kurt", match_null[1].mean)
 glue("match_kurt_sd", match_null[1].sd)
 glue("kurt_gain_match", trained[1] / match_null[1].mean - 1)
@@ -918,13 +935,19 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 # null scales $\sigma$ until the untrained gate's pre-activations have the trained sd (20
 # seeds); the shuffle null keeps the trained sizes by construction.
 #
-# - **The top-1% share: nothing measurable.** The trained layer's
-#   {glue:text}`share13:.3f` sits inside all three nulls: {glue:text}`init_share:.3f` (sd
-#   {glue:text}`init_share_sd:.3f`) at initialisation, {glue:text}`match_share:.3f` (sd
+# - **The top-1% share: no effect of training this size of sample can see.** The trained
+#   layer's {glue:text}`share13:.3f` sits inside all three nulls: {glue:text}`init_share:.3f`
+#   (sd {glue:text}`init_share_sd:.3f`) at initialisation, {glue:text}`match_share:.3f` (sd
 #   {glue:text}`match_share_sd:.3f`) at initialisation with the matched scale, and
 #   {glue:text}`shuf_share:.3f` (sd {glue:text}`shuf_share_sd:.3f`) with the trained
-#   weights shuffled. With 40 draws the first test would have flagged a share above the
-#   null's largest draw, {glue:text}`init_share_max:.3f`; the trained one is not there.
+#   weights shuffled; even the untrained layer on Gaussian inputs gives
+#   {glue:text}`gauss_share:.2f` (the printout). With 40 draws the first test would have
+#   flagged a share above the null's second-largest draw, {glue:text}`init_share_flag:.3f`
+#   (rank 2 of 41 gives p = 0.049); the trained one is not there. Taking each null's
+#   distance from the trained value plus two of its sds, the data bound what training
+#   does to the share to roughly ±{glue:text}`share_bound:.3f`, about
+#   {glue:text}`share_bound_pct:.0f`% of the share; an effect smaller than that could hide
+#   in these data.
 # - **The median kurtosis: higher, by an amount the null decides.** The trained
 #   {glue:text}`kurt13:.1f` is above every null. Against the weights shuffled
 #   ({glue:text}`shuf_kurt:.1f`, sd {glue:text}`shuf_kurt_sd:.2f`), the null with the same
@@ -949,7 +972,9 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 #   untrained layer's distribution unchanged, so half the mass is negative by symmetry,
 #   and the trained layer keeps that symmetry within the interval. The activations are
 #   not sparse in the ReLU sense: SwiGLU gives no exact zeros, the sign of a neuron
-#   carries as much as its size, and "the neuron is off" is not a state this layer has.
+#   carries as much as its size, and "the neuron is off" is only approximately a state
+#   of this layer: for a negative gate input silu stays between about -0.28 and 0, which
+#   nearly closes the neuron without ever quite doing so.
 #
 # So the reading for this layer is: the neuron basis is privileged by the architecture,
 # which concentrates each token's activation on a few neurons before any training;
@@ -1162,6 +1187,9 @@ glue("kv_distinct", ", ".join(map(str, kv_distinct)))
 glue("kv_weak", ", ".join(f"{w:.2g}" for w in kv_weak))
 glue("kv_need", ", ".join(str(k) if k else f"over {N_GRID[-1]}"
                           for k in kv_need))
+# the second neuron's plan beside the contexts it has
+glue("kv_need_2", str(kv_need[1]) if kv_need[1] else f"over {N_GRID[-1]}")
+glue("kv_distinct_2", kv_distinct[1])
 # the neuron with the smallest p on the predicted side: the candidate
 i_best = min(range(len(chosen)), key=lambda k: top_tests[k].p)
 glue("kv_best", f"L{LAYER}N{chosen[i_best]}")
@@ -1199,8 +1227,9 @@ del smol_mlp, m13
 # looked like ours shifted to that median: {glue:text}`kv_need` (smallest of 10, 20, 40,
 # 80, 160; 2000 simulated tests each). Even that is a rough guess, not a bound: resampling
 # a handful of contexts understates how much contexts differ, and for the second neuron the
-# estimate is about the number of positions it already has, yet its test above did not
-# reject. For {glue:text}`kv_best`, the decisive
+# estimate is {glue:text}`kv_need_2` distinct contexts, while its top 20 positions hold
+# only {glue:text}`kv_distinct_2` (and its test above, against the slid null, did not
+# reject), so its sample is far below what the plan asks for. For {glue:text}`kv_best`, the decisive
 # test is a fresh one, fixed in advance, on at least {glue:text}`kv_best_need` distinct
 # contexts from passages not used here.
 #
@@ -1255,12 +1284,13 @@ del smol_mlp, m13
 # a real limitation, since MLP layers hold about two thirds of the parameters of a standard
 # transformer, the share chapter {doc}`02_architecture` counted (for the decoder-only layer
 # they had in mind).
-# Chapters 13-18 follow them and work with attention-only models. Some of what they
-# find there reappears in models with MLPs (Olsson et al. {cite}`olsson2022context`
-# find induction heads in models with MLP layers, and chapter
-# {doc}`17_induction_heads` looks for them in
-# SmolLM2), but nothing on this page shows that every attention-only result carries
-# over, and the heads are not the whole story of those models.
+# Chapters 13-18 follow them: they build the theory on an attention-only toy
+# (toy-2l) and test it on SmolLM2, which has MLPs, in chapters 13, 17b and 18. Some
+# of what they find reappears in models with MLPs (Olsson et al.
+# {cite}`olsson2022context` find induction heads in models with MLP layers, and
+# chapter {doc}`17_induction_evidence` looks for them in SmolLM2), but nothing on
+# this page shows that every attention-only result carries over, and the heads are
+# not the whole story of those models.
 #
 # The trained MLP above does not change that verdict. Looking at SmolLM2's neurons gave
 # measurements (activations concentrated on few neurons, mostly by the architecture;
@@ -1283,7 +1313,9 @@ del smol_mlp, m13
 # - In the circuit view an FFN is $d_\text{ff}$ neurons, each reading one direction of the
 #   stream and writing one direction back, gated by a ReLU. Permuting or positively
 #   rescaling neurons changes nothing; rotating them changes the output. The architecture
-#   makes neurons a privileged basis; it does not do so for the residual stream.
+#   makes neurons a privileged basis; in the norm-free toys it does not do so for the
+#   residual stream (the encoder-decoder's LayerNorm and SmolLM2's RMSNorm gain act
+#   coordinate by coordinate, chapter {doc}`03_residual_stream`).
 # - The ReLU makes the FFN non-additive (relative second difference
 #   {glue:text}`gap_ffn:.2f` for one random layer and two random inputs). Attention with a
 #   frozen pattern is exactly affine; so is the FFN with frozen gates, but its gates are

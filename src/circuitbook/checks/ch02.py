@@ -166,8 +166,8 @@ EX2 = FunctionExercise(
         Mistake("wrong arrangement for position='post'", "With position=\"post\" your function returns a "
                 "residual connection, but not the post-norm one. In post-norm, what does `norm` see, and "
                 "is the result added to anything afterwards?", _only_at("post")),
-        Mistake("forgot the residual", "The input x must be added back: the sublayer's output is an update to "
-                "the stream, not a replacement.",
+        Mistake("output replaces the stream", "Your output no longer contains the stream that came in: the "
+                "sublayer's result takes its place. In a residual connection, what becomes of x?",
                 _by_position(lambda x, s, n: s(n(x)), lambda x, s, n: n(s(x)))),
         Mistake("normalised twice", "Your function calls `norm` twice in one arrangement. Each arrangement normalises "
                 "exactly one tensor per sublayer: which one is it, for each setting?",
@@ -180,13 +180,13 @@ EX2 = FunctionExercise(
                 "neither arrangement does. Reread where each one puts the LayerNorm relative to the "
                 "residual addition.",
                 lambda x, sublayer, norm, position: x + norm(sublayer(x))),
-        Mistake("forgot the LayerNorm", "Your function never calls `norm`, and both arrangements use it "
-                "once per sublayer.",
+        Mistake("norm never called", "Your function never calls `norm`. What do the names pre-norm and "
+                "post-norm say about it?",
                 lambda x, sublayer, norm, position: x + sublayer(x)),
     ],
-    hint="Both versions add the sublayer's output back onto x and differ only in what `norm` is applied "
-         "to. The names say where the LayerNorm sits relative to the residual addition. The answer has "
-         "x's shape [..., d_model].",
+    hint="Draw one sublayer with its residual connection: where does the stream that comes in go, and "
+         "where does the LayerNorm sit relative to the addition in each arrangement? The answer has x's "
+         "shape [..., d_model].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

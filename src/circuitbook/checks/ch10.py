@@ -87,16 +87,16 @@ EX1 = FFNExercise(
         Mistake("added b1 after the ReLU", "Your first bias is added after the nonlinearity. Does a bias "
                 "belong to the layer's affine map or to what the ReLU outputs?",
                 lambda x, W1, b1, W2, b2: ((x @ W1.T).relu() + b1) @ W2.T + b2),
-        Mistake("used GELU", "Your nonlinearity is smooth near zero. Which nonlinearity does "
+        Mistake("a smooth nonlinearity", "Your nonlinearity is smooth near zero. Which nonlinearity does "
                 "the paper's FFN (and the Annotated Transformer's) use?",
                 lambda x, W1, b1, W2, b2: torch.nn.functional.gelu(_pre(x, W1, b1)) @ W2.T + b2),
         Mistake("ReLU on the input", "Your nonlinearity acts on the input. Which vector of the FFN is "
                 "the hidden layer?",
                 lambda x, W1, b1, W2, b2: (x.relu() @ W1.T + b1) @ W2.T + b2),
     ],
-    hint="nn.Linear stores its weight as [out, in] and computes the input times the transposed weight, "
-         "plus the bias. The FFN is two of them with a ReLU between: d_model -> d_ff (the neurons, [..., "
-         "d_ff]) -> d_model.",
+    hint="Look up how nn.Linear stores its weight and what it computes with it: which of W1's axes has "
+         "d_model entries, and which has d_ff? Then follow one position's vector through the FFN of "
+         "equation (2) of the paper: what size is it after each step?",
 )
 
 
@@ -132,17 +132,19 @@ EX2 = FunctionExercise(
                 lambda x, W_in, b_in, W_out: _pre_act(x, W_in, b_in)[..., None] * W_out),
         Mistake("forgot b_in", "The neurons' biases are missing. What does each neuron add to what it reads?",
                 lambda x, W_in, b_in, W_out: (x @ W_in).relu()[..., None] * W_out),
-        Mistake("applied the ReLU to the write", "The ReLU acts on the one number the neuron reads, not on "
-                "the entries of the vector it writes: a neuron can write negative amounts along some "
-                "coordinates.",
+        Mistake("writes never negative", "None of your writes has a negative entry, although W_out has "
+                "negative entries. What exactly does the nonlinearity act on: the number a neuron reads, or "
+                "the vector it writes?",
                 lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in)[..., None] * W_out).relu()),
-        Mistake("wrote only the on/off gate", "The write is the activation times the direction, not 0 or 1 "
-                "times it: how far above zero the neuron is matters.",
+        Mistake("writes of fixed length", "Each of your writes is either zero or the neuron's whole row of "
+                "W_out. Does a neuron that reads a larger number write more, or the same?",
                 lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in) > 0).to(x.dtype)[..., None] * W_out),
-        Mistake("used GELU", "This FFN is the Annotated Transformer's, with a ReLU, max(0, .); GPT-2's uses "
-                "GELU.",
+        Mistake("a smooth nonlinearity", "Your activations are not exactly zero where a neuron reads a "
+                "negative number. Which nonlinearity does this chapter's FFN use, and what does it give for "
+                "a negative input?",
                 lambda x, W_in, b_in, W_out: torch.nn.functional.gelu(_pre_act(x, W_in, b_in))[..., None] * W_out),
-        Mistake("added the bias after the ReLU", "The bias shifts what the neuron reads, before the ReLU.",
+        Mistake("bias in the wrong place", "Your neurons' biases change the writes, but not in the way the "
+                "reference's do. Is the bias part of what a neuron reads, or of what it does with it?",
                 lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out),
     ],
     hint="Neuron n reads one number at each position (its column of W_in, plus its bias), applies the "
