@@ -217,11 +217,18 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # At an input spread of $10^{-3}$ PyTorch's version outputs a spread of
 # {glue:text}`damped_torch:.2f`, the Annotated Transformer's {glue:text}`damped_at:.3f`.
 # The one trained model we measure below is nowhere near that small: on the passage read
-# there, the vectors SmolLM2's norms divide have an rms of at least
-# {glue:text}`rms_min:.2f` at every layer and token (one passage, one model). There,
-# SmolLM2's own $\epsilon$ changes its norm's output by a relative
-# {glue:text}`eps_rel_max:.0e` at most, and the two LayerNorm conventions would differ by
-# the factor measured above and hardly otherwise.
+# there, the vectors SmolLM2's norms divide (the inputs of both norms of every layer and of
+# the final norm) have an rms of at least {glue:text}`rms_min:.2f` at every layer and token
+# (one passage, one model). How much SmolLM2's own $\epsilon = 10^{-5}$ changes a norm's
+# output depends on the layer. From layer 1 on, and at the final norm, by a relative
+# {glue:text}`eps_rel_rest:.0e` at most: negligible. At layer 0, where the vectors are
+# smallest (rms {glue:text}`rms_min:.2f` to {glue:text}`rms0_max:.2f`), by
+# {glue:text}`eps_rel_l0_min:.1e` to {glue:text}`eps_rel_max:.1e` (median
+# {glue:text}`eps_rel_l0_med:.1e`), the same order as the factor between the two
+# conventions' spreads, $1 - \sqrt{(d-1)/d}$ = {glue:text}`gap_smol:.1e` at SmolLM2's
+# $d_\text{model} = 576$. So if SmolLM2's norms were written in the two LayerNorm
+# conventions, from layer 1 on the two would differ by that factor and hardly otherwise;
+# at layer 0 their $\epsilon$ terms would matter about as much as the factor.
 #
 # ### Where the norm sits: post-norm and pre-norm
 #
@@ -358,7 +365,8 @@ identity_close("our rms_norm equals TransformerLens's RMSNorm", ours_rms,
 #
 # In the row-vector convention a sublayer reads $\operatorname{LN}(x)\,W + b$, where $W$
 # is the first matrix of the sublayer: $W_Q^h$, $W_K^h$, $W_V^h$ for a head, $W_\text{in}$
-# for an MLP, $W_U$ for the unembedding, all of shape $[d_\text{model}, \cdot]$. Write
+# for an MLP (and $W_\text{gate}$ beside it in a gated MLP such as SmolLM2's), $W_U$ for the
+# unembedding, all of shape $[d_\text{model}, \cdot]$. Write
 # $\hat{x} = (x - \mu)/\sqrt{\sigma^2 + \epsilon}$ for the normalised vector. The gain
 # and the shift act after the division, so they can be moved into $W$ and $b$. Try it
 # before reading on.
@@ -556,8 +564,9 @@ identity_close("what is left of LayerNorm maps every vector to rms "
 # the file ourselves, in float64, from the format's specification (blocks of 32 weights,
 # each $d\,q + m$ with a 4-bit code $q$ and $d$, $m$ stored in float16), test our decoder
 # on a block worked out by hand, and compare it, weight by weight, with the `gguf`
-# library's decoding (which `transformers` uses to load the model) and with the weights
-# the model holds.
+# library's decoding (which `transformers` uses to load the model) for every 4-bit matrix,
+# and with the weights the model holds for the MLP matrices (the conversion reorders the
+# attention matrices, so those are compared through `gguf` only).
 
 # %%
 smol, tok = load_smollm2()
@@ -630,11 +639,12 @@ identity(f"the model's MLP matrices ({n_model:,} weights, all 30 layers) "
 # %%
 scene_name, scene = shakespeare_scenes()[0]
 ids = tok(scene, return_tensors="pt").input_ids[:, :256]
-keep = ("hook_resid_pre", "hook_z", "hook_attn_out", "hook_mlp_out",
-        "ln1.hook_scale", "hook_embed")
+keep = ("hook_resid_pre", "hook_resid_mid", "hook_z", "hook_attn_out",
+        "hook_mlp_out", "ln1.hook_scale", "hook_embed")
+last_post = f"blocks.{smol.cfg.n_layers - 1}.hook_resid_post"  # ln_final's input
 with torch.no_grad():
     _, sc = smol.run_with_cache(
-        ids, names_filter=lambda n: n.endswith(keep))
+        ids, names_filter=lambda n: n.endswith(keep) or n == last_post)
 L, eps = smol.cfg.n_layers, smol.cfg.eps
 # [L, pos, d_model]: the input of every layer's first RMSNorm
 resid = torch.stack([sc["resid_pre", l][0] for l in range(L)])
@@ -681,10 +691,31 @@ glue("within_layer", int(within.argmax()))
 glue("within_median", within.median().item())
 glue("growth", growth)
 glue("first_ratio", first_ratio.max().item())
-glue("rms_min", r.min().item())
-# x / sqrt(ms + eps) against x / sqrt(ms), with ms = rms^2 - eps: a relative
-# 1 - sqrt(1 - eps / rms^2), at most at the smallest rms
-glue("eps_rel_max", 1 - math.sqrt(1 - eps / r.min().item() ** 2))
+# every vector a norm of SmolLM2 divides: the inputs of ln1 and ln2 at every
+# layer and of the final norm, [2 L + 1, pos]; the eps effect on a norm's
+# output is x / sqrt(ms + eps) against x / sqrt(ms), with ms = rms^2 - eps: a
+# relative 1 - sqrt(1 - eps / rms^2) = a / (1 + sqrt(1 - a)), a = eps / rms^2
+r_norms = torch.cat([r, rms(torch.stack([sc["resid_mid", l][0]
+                                         for l in range(L)]))[..., 0],
+                     rms(sc[last_post][0])[..., 0][None]]).double()
+a_eps = eps / r_norms ** 2
+eps_effect = a_eps / (1 + (1 - a_eps).sqrt())            # [2 L + 1, pos]
+at_layer0 = torch.cat([eps_effect[0], eps_effect[L]])    # ln1 and ln2, layer 0
+later_norms = torch.cat([eps_effect[1:L], eps_effect[L + 1:]])
+glue("rms_min", r_norms.min().item())
+glue("rms0_max", torch.cat([r_norms[0], r_norms[L]]).max().item())
+glue("eps_rel_max", eps_effect.max().item())
+glue("eps_rel_l0_min", at_layer0.min().item())
+glue("eps_rel_l0_med", at_layer0.median().item())
+glue("eps_rel_rest", later_norms.max().item())
+glue("gap_smol", 1 - math.sqrt((smol.cfg.d_model - 1) / smol.cfg.d_model))
+observation("one passage: eps's relative effect on the output of layer 0's "
+            "two norms, median over tokens (against the conventions' gap "
+            "1 - sqrt((d-1)/d) at d = 576)", at_layer0.median(),
+            chapter="11")
+observation("one passage: eps's largest relative effect on any other norm's "
+            "output (layers 1-29 and the final norm)", later_norms.max(),
+            chapter="11")
 observation("one passage: the median rms from layer 1 to layer 29 (ratio)",
             growth, chapter="11")
 observation("one passage: token 0's rms over the median token's, its "
@@ -697,8 +728,8 @@ observation("one passage: token 0's rms over the median token's, its "
 # scale grows {glue:text}`growth:.0f`-fold. The first token is in a class of its own: its
 # vector reaches {glue:text}`first_ratio:.0f` times the median size. Is that the first
 # *position* or the word `###`? One more run tells them apart, for one other word: we
-# feed the model the same passage from its 100th token on, so that a different token
-# comes first.
+# feed the model the same passage from token 100 on (its 101st token, counting from 0),
+# so that a different token comes first.
 
 # %%
 later = ids[:, 100:164]
@@ -729,16 +760,18 @@ finding("started at token 100, the first position's vector is again far "
 # it more attention. We measure, in each layer, the attention that queries 8-63 pay to
 # position 0 (averaged over heads and queries), and its rank correlation with position
 # 0's size over the layers. The null shuffles the layers, which treats them as
-# exchangeable, and they are not: in the first three layers (0-2) both series start
-# small and climb (the figure above shows the size), so any two quantities that grow
-# in the first layers correlate over all 30. We therefore test on layers 3-29 only,
-# after that climb. This cut is made after seeing the climb, so we also report the
-# all-layer value, as a number without a test (the cut lowers the correlation here; it
-# need not have). Position 0 is not large in every remaining layer: in this run it
-# falls back to an ordinary size for a layer or two before growing again (one such
-# layer is named below). The layers that remain also drift with depth, which a shuffle
-# ignores, so even this null is too narrow; a correlation it cannot tell from shuffling
-# is not evidence for a link.
+# exchangeable, and they are not: in the first three layers (0-2) both series are low
+# (position 0 at most {glue:text}`early_size:.1f` times the median size, at most
+# {glue:text}`early_att:.0%` of the attention, which even dips from layer 0 to layer 1),
+# and by layer 3 both have jumped (to {glue:text}`size_3:.1f` times and
+# {glue:text}`att_3:.0%`). Any two quantities that are low in the first layers and high
+# after correlate over all 30. We therefore test on layers 3-29 only, after that jump.
+# This cut is made after seeing the jump, so we also report the all-layer value, as a
+# number without a test (the cut lowers the correlation here; it need not have).
+# Position 0 is not large in every remaining layer: in this run it falls back to an
+# ordinary size for a layer or two before growing again (one such layer is named below).
+# The layers that remain also drift with depth, which a shuffle ignores, so even this null
+# is too narrow; a correlation it cannot tell from shuffling is not evidence for a link.
 
 # %%
 # attention paid to position 0 by queries 8..63, averaged over heads, per
@@ -767,11 +800,15 @@ finding(f"over layers {first_tested}-{L - 1}, attention to position 0 "
         expect="no effect", chapter="11")
 sink_corr_all = rank_corr(ratio_later, to_first)
 observation("over all 30 layers, including the first three where both "
-            "series climb (no test: the layers are not exchangeable)",
+            "series are low (no test: the layers are not exchangeable)",
             sink_corr_all, chapter="11")
 upper = size_t >= size_t.median()
 low = int(size_t.argmin()) + first_tested      # position 0 at its smallest
 glue("sink_first", first_tested)
+glue("early_size", ratio_later[:first_tested].max().item())
+glue("early_att", to_first[:first_tested].max().item())
+glue("size_3", ratio_later[first_tested].item())
+glue("att_3", to_first[first_tested].item())
 glue("sink_corr", sink_corr)
 glue("sink_corr_all", sink_corr_all)
 # p = (1 + #shuffles >= r) / 1001 < 0.05 needs at most 49 shuffles at or
@@ -788,19 +825,18 @@ glue("sink_low_att", to_first[low].item())
 # {glue:text}`sink_corr:.2f`, a value that shuffling those layers often reaches: to be
 # told from shuffling at $p < 0.05$ it would have had to exceed
 # {glue:text}`sink_crit:.2f`, the 50th largest of the 1000 shuffled values. Over all 30
-# layers it is {glue:text}`sink_corr_all:.2f`, but that number mostly records that both
-# series climb in the first layers. In the half of layers {glue:text}`sink_first`-29 where position 0 is largest, the heads put
-# on average {glue:text}`att_big:.0%` of their attention on it, against
-# {glue:text}`att_small:.0%` in the other half (the same ranks summarised another way,
-# with no test of its own). One layer stands out without a test: at layer
+# layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of both
+# series after layer 2. In the half of layers {glue:text}`sink_first`-29 where position 0
+# is largest, the heads put on average {glue:text}`att_big:.0%` of their attention on it,
+# against {glue:text}`att_small:.0%` in the other half (the same ranks summarised another
+# way, with no test of its own). One layer stands out without a test: at layer
 # {glue:text}`sink_low_layer`, where position 0 is smallest (only
 # {glue:text}`sink_low_ratio:.1f` times the median), the heads put just
 # {glue:text}`sink_low_att:.1%` of their attention on it. So this passage does not show
 # that position 0's size tracks the attention it gets, layer by layer; it is consistent
 # with the attention-sink reading and does not test it (one passage, one start, one
-# model). Since RMSNorm divides the size away, the enormous vector reaches each
-# sublayer as a vector of ordinary size. We leave the first token out of the statistics
-# below.
+# model). Since RMSNorm divides the size away, the enormous vector reaches each sublayer
+# as a vector of ordinary size. We leave the first token out of the statistics below.
 #
 # Next, the decomposition that freezing the scale makes exact. The input of layer 20's
 # norm is the embedding plus every earlier attention and MLP output; dividing each term
@@ -957,8 +993,11 @@ plt.show()
 # The widget lets you push one token's input (token 100, the input of layer 21's norm)
 # along one direction and compare the true change of the output with the two
 # predictions. `amount = -1` removes the piece; choose "rescale x itself" to see the
-# scale invariance: the true output does not move, the tangent correctly predicts no
-# change, and the frozen scale drifts linearly.
+# scale invariance: for any amount above $-1$ the true output does not move (up to
+# $\epsilon$), the tangent correctly predicts no change, and the frozen scale drifts
+# linearly. The invariance is to positive factors only: at $-1$ the input is $0$ and so is
+# the output, and below $-1$ the output flips sign, since
+# $f(c\,x) = \operatorname{sign}(c)\, f(x)$.
 
 # %%
 pos, lw = 100, 20

@@ -135,9 +135,11 @@ def solve_terms(W_E64, d_model):
 # $b_U$, one row shared by all rows, adds at most one more; a table of row-centred
 # $\log P$ may need rank up to $d_\text{vocab} - 1$. `toy-0l` has
 # $d_\text{model} = d_\text{vocab} = 64$, which is enough to hold any bigram table. It is
-# more than necessary: a chain whose row-centred $\log P$ is a matrix of rank at most
-# $d_\text{model}$ plus one row repeated in every row fits exactly in $d_\text{model}$
-# dimensions. When the table does not fit, the best the model can hold is not the
+# more than necessary: the rows of a row-centred table sum to zero, so its rank is at most
+# $d_\text{vocab} - 1 = 63$, and $d_\text{model} = 63$ would already hold any bigram table
+# over 64 tokens (with no zero probabilities). Fewer dimensions suffice for a chain whose row-centred $\log P$ is a
+# matrix of rank at most $d_\text{model}$ plus one row repeated in every row (the bias's
+# part). When the table does not fit, the best the model can hold is not the
 # least-squares low-rank approximation of $\log P$: training minimises the
 # cross-entropy, which weights each current token by its frequency and each entry by its
 # probability.
@@ -478,9 +480,10 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # direction of the regression, and one direction reverses the conclusion. Regressing
 # $\log P$ on the table gives {glue:text}`reverse_slope:.3f`, and after shrinking the
 # table by it the rare entries hold only {glue:text}`share_rare_rev:.1f`% of the squared
-# residual, less than their share. That slope is below 1 mostly because the loose rare
-# entries add variance to the table (regression dilution), and the shrinking itself opens
-# a gap at the large likely entries. The regression of the table on $\log P$ gives
+# residual, less than their share. One explanation of a slope below 1, which we have not
+# tested, is regression dilution: the loose rare entries add variance to the table, and
+# that alone pulls such a slope towards 0. The shrinking itself then opens a gap at the
+# large likely entries. The regression of the table on $\log P$ gives
 # {glue:text}`fit_slope:.3f`, the theory's 1, and the same picture as above.
 
 # %% [markdown]
@@ -558,8 +561,11 @@ identity_close("the same logits with b_U folded into W_U (and no bias)",
 # Finally the loss, on fresh samples of the chain (the held-out rows the zoo uses). The
 # floor for any predictor, whatever context it reads, is the chain's entropy rate,
 # $\sum_a \pi(a) H(P(\cdot \mid a))$: the chain is Markov, so tokens before the current
-# one tell nothing more about the next. A unigram predictor (always $\pi$) and a uniform
-# guess do far worse.
+# one tell nothing more about the next. (Strictly, that is the floor on long samples:
+# ours start each sequence with a uniform token rather than one drawn from $\pi$, which
+# puts the expected loss of the true chain on them at {glue:text}`floor_sampled:.4f`, a
+# little above the rate.) A unigram predictor (always $\pi$) and a uniform guess do far
+# worse.
 
 # %%
 held_out = chain.sample(512, cfg.n_ctx, seed=999_983)
@@ -567,6 +573,17 @@ per_seq = per_token_loss(model(held_out), held_out).mean(-1)     # [512]
 uni_seq = -pi.log()[held_out[:, 1:]].mean(-1)
 loss, unigram_loss = per_seq.mean().item(), uni_seq.mean().item()
 floor = chain.entropy()
+# the true chain's expected loss on these samples: the first token uniform,
+# the state distribution at position t is uniform @ P^t, and position t's
+# loss is the entropy of the next token's row, averaged over that state
+P64 = chain.transition.double()
+row_entropy = -(P64 * P64.clamp_min(1e-300).log()).sum(-1)        # [d_vocab]
+state = torch.full((d_vocab,), 1.0 / d_vocab, dtype=torch.float64)
+floor_terms = []
+for _ in range(cfg.n_ctx - 1):
+    floor_terms.append(state @ row_entropy)
+    state = state @ P64
+glue("floor_sampled", torch.stack(floor_terms).mean().item())
 chance = math.log(d_vocab)
 observation("the model's loss above the chain's entropy floor (nats)",
             f"{loss - floor:.3f}", chapter="14")

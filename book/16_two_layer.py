@@ -327,7 +327,7 @@ glue("max_mean_vs_zero", max(abs(loss[n] - loss_zero[n]) for n in names))
 # {glue:text}`d_vocab` tokens, is {glue:text}`chance_nats:.2f`) while the induction score
 # falls to {glue:text}`score_cut_K:.2f`: the model can no longer find where to look.
 # Mean-ablating it in the **queries** costs something (loss {glue:text}`loss_cut_Q:.2f`),
-# and in the **values** nothing; the loss even improves slightly, to
+# and in the **values** it costs nothing: the loss even improves slightly, to
 # {glue:text}`loss_cut_V:.3f`. Zero-ablation tells the same story: no loss in the table
 # moves by more than {glue:text}`max_mean_vs_zero:.2f` nats between the two kinds of cut
 # (the largest change is the query cut's, {glue:text}`zloss_cut_Q:.3f` zero-ablated
@@ -424,9 +424,10 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
 # $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
 # compute it here from the three products in float64, check the library's float32
 # scores against it entry by entry (each within its own rounding bound, at most
-# {glue:text}`comp_bound:.0%` of the score, so a score further off than that would
-# fail), and compare with the score
-# of two random heads of the same shape.
+# {glue:text}`comp_bound:.0%` of the score, or {glue:text}`comp_bound_abs:.3f` in absolute
+# terms: a bug in the library that moved a score by less than that would pass unseen, one
+# that moved it by more would fail), and compare with the score of two random heads of
+# the same shape.
 
 # %%
 W64 = {name: getattr(model, name).double()      # float64: our scores are
@@ -474,6 +475,8 @@ identity_close("the three products give the library's Q-, K- and "
                ours_comp / entry_bound, terms=1, scale=1.0, chapter="16")
 baseline = random_baseline(cfg.d_model, cfg.d_head)
 glue("comp_bound", (rel.max() * torch.finfo(torch.float32).eps).item())
+glue("comp_bound_abs",
+     (entry_bound.max() * torch.finfo(torch.float32).eps).item())
 glue("baseline", baseline)
 glue("k_prev", comp["K"][2].min().item())
 glue("k_prev_max", comp["K"][2].max().item())

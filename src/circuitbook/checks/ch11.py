@@ -52,25 +52,25 @@ EX1 = FunctionExercise(
     reference=layer_norm,
     make_inputs=_ln_inputs,
     mistakes=[
-        Mistake("normalised over the wrong axis", "Take one position of your output and undo gamma and beta: "
+        Mistake("a position's output not standardised", "Take one position of your output and undo gamma and beta: "
                 "are its d numbers centred, with spread 1? Over which axis did you take the mean and the "
                 "variance, and which numbers make up a single position's vector?",
                 lambda x, gamma, beta, eps: (x - x.mean(-2, keepdim=True))
                 / torch.sqrt(_var(x, -2) + eps) * gamma + beta),
-        Mistake("forgot to centre", "Add the same constant to every coordinate of x: your output changes, and "
-                "LayerNorm's does not. Which step of the Plain language recipe makes it blind to such a "
-                "shift? (Your function is a norm the chapter meets later.)",
+        Mistake("output moves when x is shifted", "Add the same constant to every coordinate of x: your "
+                "output changes, and LayerNorm's does not. Which step of the Plain language recipe makes it "
+                "blind to such a shift? (Your function is a norm the chapter meets later.)",
                 lambda x, gamma, beta, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma + beta),
-        Mistake("spread measured before centring", "Your numerator is centred, but add the same constant to "
+        Mistake("output's size moves when x is shifted", "Your numerator is centred, but add the same constant to "
                 "every coordinate of x and your output still changes size. Which quantity in your divisor still "
                 "sees that constant? Compare it with the chapter's sigma^2.",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
                 * gamma + beta),
-        Mistake("variance with a different divisor", "Undo gamma and beta: your output is a little too small at "
+        Mistake("output slightly too small", "Undo gamma and beta: your output is a little too small at "
                 "every position, most where the spread is large against eps. Count what your variance "
                 "divides its sum of squares by, and what the chapter's sigma^2 divides by.",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x, unbiased=True) + eps) * gamma + beta),
-        Mistake("eps in another place", "Your output is close but not equal, and how far off it is "
+        Mistake("off by an amount that depends on eps", "Your output is close but not equal, and how far off it is "
                 "depends on each position's spread compared with eps (the check uses a large eps). Where does "
                 "eps enter your formula, and where does it enter the chapter's?",
                 lambda x, gamma, beta, eps: _centre(x) / (torch.sqrt(_var(x)) + eps) * gamma + beta),
@@ -78,28 +78,35 @@ EX1 = FunctionExercise(
                 "LayerNorm gives, and the exercise asks for nn.LayerNorm's convention. The chapter measured "
                 "the two details in which they part: which are they, and which way does each go here?",
                 lambda x, gamma, beta, eps: _centre(x) / (x.std(-1, keepdim=True) + eps) * gamma + beta),
-        Mistake("forgot eps", "Your output is off most at the positions whose spread is smallest (the check "
-                "uses a large eps). Which argument of the function does your code never use?",
+        Mistake("off most where the spread is smallest", "Your output is off most at the positions whose "
+                "spread is smallest (the check uses a large eps), and close where the spread is large. "
+                "Where the spread is small, what keeps LayerNorm's divisor away from zero, and what keeps "
+                "yours?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x)) * gamma + beta),
-        Mistake("wrong power of the spread", "Double x: LayerNorm's output hardly changes (only through eps), "
+        Mistake("output shrinks as x grows", "Double x: LayerNorm's output hardly changes (only through eps), "
                 "but yours halves. For the size of x to cancel, how must your divisor grow with it?",
                 lambda x, gamma, beta, eps: _centre(x) / (_var(x) + eps) * gamma + beta),
-        Mistake("forgot gamma", "Your output would be right if gamma were all ones. Which argument does your "
-                "code not use?",
+        Mistake("output off by a per-feature factor", "Subtract beta from your output and from the right one: "
+                "they differ by a factor that is the same at every position and changes from feature to feature. "
+                "Which step of the Plain language recipe rescales each feature, and what does it do in "
+                "your code?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) + beta),
-        Mistake("forgot beta", "Your output would be right if beta were all zeros. Which argument does your "
-                "code not use?",
+        Mistake("output off by a per-feature offset", "Your output differs from the right one by a vector "
+                "that is the same at every position and changes from feature to feature. Which step of the "
+                "Plain language recipe shifts each feature, and what does it do in your code?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) * gamma),
-        Mistake("forgot gamma and beta", "Your output is centred with spread 1 at every position, whatever "
-                "gamma and beta are. What are those two arguments for?",
+        Mistake("output independent of gamma and beta", "Your output is centred with spread 1 at every "
+                "position, whatever gamma and beta are. What are those two arguments for?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps)),
-        Mistake("gamma and beta swapped", "Your output uses both arguments, but set beta to zero and it does "
-                "not reduce to a re-weighted x_hat. Compare the role each plays in your code with steps 3 "
-                "and 4 of the Plain language section.",
+        Mistake("output's spread follows beta", "Your output uses both arguments, but its spread in each "
+                "feature grows with beta, and with beta set to zero it no longer depends on x at all. "
+                "Which of the two arguments should set each feature's spread, and which its offset, "
+                "according to steps 3 and 4 of the Plain language section?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x) + eps) * beta + gamma),
-        Mistake("gain and bias in the wrong order", "Your output is right where beta is zero, and off by a "
-                "different amount in each coordinate where it is not. In which order do steps 3 and 4 of the "
-                "Plain language section come, and does your code keep it?",
+        Mistake("off by a per-feature amount where beta is not zero", "Your output is right where beta is "
+                "zero, and off by a different amount in each coordinate where it is not: the amount grows "
+                "with gamma. Is beta in your code scaled by something that the Plain language section does "
+                "not scale it by?",
                 lambda x, gamma, beta, eps: (_centre(x) / torch.sqrt(_var(x) + eps) + beta) * gamma),
     ],
     hint="Work per vector, over the last axis, following the formula of the chapter's Plain language "
@@ -162,33 +169,35 @@ EX2 = _FoldExercise(
     make_inputs=_fold_inputs,
     compare=_same_pair,
     mistakes=[
-        Mistake("gamma on the wrong axis of W", "Your W_folded has W's shape, but gamma scales the wrong "
-                "entries. In the product x_hat W, which entries of W does coordinate i of x_hat meet, and "
+        Mistake("W_folded rescaled in the wrong pattern", "Your W_folded has W's shape, but gamma scales the "
+                "wrong entries. In the product x_hat W, which entries of W does coordinate i of x_hat meet, and "
                 "which coordinate of x_hat does gamma_i multiply?",
                 lambda gamma, beta, W, b: (W * gamma[None, :], b + beta @ W)),
-        Mistake("divided by gamma", "Your W_folded would be right only where gamma is 1 (or -1). What does "
-                "LayerNorm do with gamma, and does your fold do the same?",
+        Mistake("W_folded right only where gamma is 1 or -1", "Your W_folded would be right only where "
+                "gamma is 1 (or -1). What does LayerNorm do with gamma, and does your fold do the same?",
                 lambda gamma, beta, W, b: (W / gamma[:, None], b + beta @ W)),
-        Mistake("transposed the weight", "Your W_folded holds the right numbers, arranged differently "
+        Mistake("wrong layout of W_folded", "Your W_folded holds the right numbers, arranged differently "
                 "from what is asked (the check's W is square, so the shapes agree). Which axis of W reads "
                 "the stream, and which axis of yours does?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W).T, b + beta @ W)),
-        Mistake("forgot gamma", "Your W_folded is W unchanged: it would be right only if gamma were all "
+        Mistake("W_folded is W unchanged", "Your W_folded is W unchanged: it would be right only if gamma were all "
                 "ones. Where does the gain go once LayerNorm keeps only its division?",
                 lambda gamma, beta, W, b: (W, b + beta @ W)),
-        Mistake("forgot to fold beta", "Your b_folded is b unchanged: it would be right only if beta were "
+        Mistake("b_folded is b unchanged", "Your b_folded is b unchanged: it would be right only if beta were "
                 "zero. After folding, the LayerNorm adds no bias of its own; where does beta's effect on "
                 "the output go?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b)),
-        Mistake("sent beta through the folded weight", "Your b_folded would be right only if gamma were all "
+        Mistake("b_folded right only where gamma is 1", "Your b_folded would be right only if gamma were all "
                 "ones. Expand (x_hat * gamma + beta) W: is beta multiplied by gamma anywhere?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
-        Mistake("added beta to the bias directly", "Your b_folded mixes a vector of the stream's space with "
+        Mistake("b_folded off by a vector of the stream", "Your b_folded mixes a vector of the stream's space with "
                 "one of the output's (the check makes d_out = d_model, so the shapes agree). How does "
                 "anything added to the stream reach the next layer's output?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta)),
-        Mistake("multiplied beta on the wrong side", "Your b_folded contracts beta with the wrong axis of W. "
-                "In the row-vector convention, which axis of W does a stream vector meet?",
+        Mistake("b_folded not what beta does downstream", "Your b_folded combines beta with W, but not as a "
+                "stream vector meets W in the next layer (the check's W is square, so the shapes agree). In "
+                "the row-vector convention, which axis of W does a stream vector meet, and which does your "
+                "beta?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + W @ beta)),
     ],
     hint="Write the LayerNorm's output as x_hat * gamma + beta and expand what the next layer does to it. "

@@ -34,26 +34,29 @@ EX1 = FunctionExercise(
     reference=zero_layer_logits,
     make_inputs=_zl_inputs,
     mistakes=[
-        Mistake("forgot b_U", "Your logits differ from the model's by the same row at every position. Which parameter of the "
-                "unembedding have you not used?",
+        Mistake("off by the same row at every position", "Your logits differ from the model's by the same "
+                "row of d_vocab numbers at every position, whatever the token. Which parameter of the "
+                "unembedding adds the same thing to every position's logits, and is it in yours?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U),
-        Mistake("multiplied W_U W_E (wrong order)",
+        Mistake("a product that fits only a square model",
                 "The shape came out right only because d_model == d_vocab here. In the row-vector convention, "
                 "which matrix does a token's row meet first, and what is the shape of each product?",
                 lambda tokens, W_E, W_U, b_U: (W_U @ W_E)[tokens] + b_U),
         Mistake("used W_E^T as the unembedding",
                 "That would be right for a model with tied embeddings. Does this one tie them?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_E.T + b_U),
-        Mistake("used W_U transposed",
-                "Check the shapes: what are W_U's two axes, and which one should meet a residual row vector?",
+        Mistake("wrong layout of the unembedding",
+                "Your logits use W_U's numbers, but not as the model does (the check's W_U is square, so "
+                "the shapes agree). What are W_U's two axes, and which one meets a residual row vector?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U.T + b_U),
-        Mistake("shifted by one position",
-                "Position p's logits predict token p + 1 but are computed from token p; keep every "
-                "position, with its own token.",
+        Mistake("one position short",
+                "Your logits have one position fewer than the tokens. Which token does position p's "
+                "prediction depend on in a model with no layers, and does every position have one?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens[:, 1:]] @ W_U + b_U),
-        Mistake("predicted from the previous token",
-                "A zero-layer model sees only the current token: position p uses tokens[p], not "
-                "tokens[p - 1].",
+        Mistake("logits of other positions' tokens",
+                "Each of your positions holds logits that are right for some token of the sequence, but "
+                "not for the one at that position. Which token does position p's prediction depend on in "
+                "a model with no layers, and which token does yours use?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens.roll(1, dims=1)] @ W_U + b_U),
         Mistake("returned probabilities", "Every row of yours sums to 1. Is that true of logits?",
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).softmax(-1)),
@@ -108,13 +111,14 @@ EX2 = FunctionExercise(
                 "That is the ordinary correlation of all entries. Add a different constant to each row of "
                 "A: does your score stay the same?",
                 lambda A, B: _cos(A - A.mean(), B - B.mean())),
-        Mistake("centred the columns",
+        Mistake("still sees a constant added to a row",
                 "Your centring removes a constant from each column. Which axis indexes the entries of one "
                 "row of logits, and which constant changes no prediction?",
                 lambda A, B: _cos(A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True))),
-        Mistake("averaged the correlations of single rows",
-                "One correlation over all the centred entries is asked for, not the mean of the "
-                "per-row correlations (which weights every row equally whatever its spread).",
+        Mistake("rows weighted otherwise",
+                "Your score is close but not equal. Scale one row of both A and B up by 10: the score "
+                "asked for moves towards that row's agreement, and yours does not move at all. Does your "
+                "score weight a row of small spread as much as a row of large spread?",
                 _per_row),
         Mistake("forgot to normalise",
                 "Your number can leave [-1, 1] and grows if A is doubled. Is a correlation allowed to?",

@@ -54,26 +54,34 @@ EX1 = FunctionExercise(
                 "out as. Follow a row vector x through your product: which head's matrices does it meet "
                 "first, and is that the head that acts first?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
-        Mistake("rows and columns exchanged", "Your matrix holds the right numbers, but entry (a, b) of "
-                "yours is entry (b, a) of the virtual circuit. Take a residual vector x: does your product "
-                "act on it the way a TransformerLens head acts on the stream?",
+        Mistake("wrong layout", "Your matrix holds the numbers of the virtual circuit, but not in their "
+                "places (the check's matrices are square, so the shapes agree). In TransformerLens a residual "
+                "vector x is a row that stands to the left of a head's weights: which axis of your matrix "
+                "does x meet, and is it the axis of the heads' weights that x meets?",
                 lambda W_V, W_O, first, second: (_ov(W_V, W_O, first) @ _ov(W_V, W_O, second)).T),
-        Mistake("indexed [head, layer]", "The weights are stacked [n_layers, n_heads, ...]: head (l, h) is "
-                "W_V[l, h].",
+        Mistake("the circuit of two other heads", "Your matrix is a virtual circuit, but of two heads other "
+                "than the ones asked for. Look at the shapes of W_V and W_O: what does each of their first "
+                "two axes count, and which one did your code use for the layer?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first[::-1]) @ _ov(W_V, W_O, second[::-1])),
-        Mistake("added the two OV circuits", "Heads in series compose by matrix product; a sum is what two "
-                "heads side by side in one layer write.",
+        Mistake("the two heads' effects added", "Your matrix is what the two heads write together when "
+                "each reads the same stream. In the virtual head the second head reads what the first "
+                "wrote: what does the second head do to the vector the first one produced?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first) + _ov(W_V, W_O, second)),
-        Mistake("multiplied elementwise", "Use the matrix product (@), not *.",
+        Mistake("each entry from one entry of each circuit", "Entry (a, b) of yours depends only on entry "
+                "(a, b) of each head's OV circuit. When a vector passes through one linear map and then "
+                "another, does one output coordinate depend on only one coordinate of the vector in "
+                "between?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first) * _ov(W_V, W_O, second)),
-        Mistake("only one head", "The virtual circuit needs both heads' OV matrices.",
+        Mistake("only one head's circuit", "Your matrix is the OV circuit of one of the two heads alone. How "
+                "many heads does a vector pass through on the virtual head's path?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second)),
-        Mistake("only one head", "The virtual circuit needs both heads' OV matrices.",
+        Mistake("only one head's circuit", "Your matrix is the OV circuit of one of the two heads alone. How "
+                "many heads does a vector pass through on the virtual head's path?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first)),
     ],
-    hint="A virtual head applies one head's OV circuit and then the other's. Each head's OV circuit is its "
-         "value map followed by its output map ([d_model, d_head] then [d_head, d_model]). In the "
-         "row-vector convention, on which side of the matrices does the vector stand?",
+    hint="Follow one residual vector x, written as a row, through the first head and then through the "
+         "second. Which of each head's weights does it meet, in which order, and what is its shape after "
+         "each step?",
 )
 
 
@@ -105,18 +113,22 @@ EX2 = FunctionExercise(
                 "Write out entry (i, k) of your product as a sum over j: which head's weight connects the "
                 "query i to j in yours, and which head moves information last?",
                 lambda A_first, A_second: A_first @ A_second),
-        Mistake("transposed", "Rows are queries: yours is the transpose of the virtual pattern, with keys as "
-                "rows and columns that do not sum to one.",
+        Mistake("wrong layout", "Your result holds the numbers of the virtual pattern, but its rows do not "
+                "sum to 1 as the rows of a causal pattern do. Which axis of a pattern indexes the queries, "
+                "and is it the same axis in yours?",
                 lambda A_first, A_second: (A_second @ A_first).transpose(-1, -2)),
-        Mistake("multiplied elementwise", "Composing two mixings of positions is a matrix product over the "
-                "intermediate position j, not an elementwise product.",
+        Mistake("each entry from one entry of each pattern", "Entry (i, k) of yours uses only entry (i, k) "
+                "of each pattern. Information that reaches query i from key k through both heads stops at "
+                "some position on the way: which positions can that be, and does your entry count them?",
                 lambda A_first, A_second: A_first * A_second),
-        Mistake("added the patterns", "Heads in series compose by product; a sum (or average) of patterns "
-                "describes nothing here.",
+        Mistake("the two patterns added", "Your rows sum to 2, and entry (i, k) is large whenever either head "
+                "links i and k directly. Does information moved by the first head and then by the second "
+                "need both heads to link it, or either?",
                 lambda A_first, A_second: A_first + A_second),
-        Mistake("renormalised an elementwise product", "The product of two patterns is already a pattern "
-                "(rows sum to 1) when it is a matrix product; an elementwise product renormalised is "
-                "something else.",
+        Mistake("each entry from one entry of each pattern, renormalised", "Your rows sum to 1, but entry "
+                "(i, k) still depends only on entry (i, k) of each pattern (and on its row's sum). "
+                "Information that reaches i from k through both heads stops at some position on the way: "
+                "does your entry count the paths through those positions?",
                 lambda A_first, A_second: (A_first * A_second) / (A_first * A_second).sum(-1, keepdim=True)),
     ],
     hint="Follow information back from a query i: the second head moves it to i from some position j, "
