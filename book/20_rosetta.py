@@ -402,16 +402,17 @@ ln_terms = 2 * d_model + 4
 layer_terms = (2 * ln_terms + d_model + (d_head + 1) + (n_pos + 3) + n_pos
                + d_model + (d_model + 1 + d_ff) + 2)
 # The two LayerNorms also differ by their epsilons: the Annotated one adds
-# 1e-6 to the std, the converted one 1e-12 inside the square root, which
-# changes the output by a relative 1e-6 / std at most, 1e-6 / (std * eps)
-# roundings' worth, for each of the 2 n_layers + 1 LayerNorms (std: the
-# smallest any of them sees).
+# 1e-6 to the std, the converted one 1e-12 inside the square root. That is
+# not rounding but a modelled bias, known in advance: it changes the output
+# by a relative 1e-6 / std at most (std: the smallest any LayerNorm sees), for
+# each of the 2 n_layers + 1 LayerNorms. identity_close takes its bound in
+# units of eps x scale, so the bias enters it as 1e-6 / (std * eps) such units.
 eps32 = torch.finfo(torch.float32).eps
 ln_inputs = [at_embed] + at_stream
 min_std = min(t.std(-1, unbiased=False).min().item() for t in ln_inputs)
 eps_terms = math.ceil(1e-6 / (min_std * eps32))
-fwd_terms = 2 * (len(enc.layers) * layer_terms + ln_terms
-                 + (2 * len(enc.layers) + 1) * eps_terms)
+fwd_bias_terms = 2 * (2 * len(enc.layers) + 1) * eps_terms
+fwd_terms = 2 * (len(enc.layers) * layer_terms + ln_terms) + fwd_bias_terms
 # the size of the accumulated numbers: the largest value anywhere in the two
 # passes (stream, scores, FFN hidden layer, output); patterns are at most 1
 big = max([t.abs().max().item() for t in ln_inputs + at_ffn + [memory]]
@@ -437,12 +438,18 @@ for name, (got, want) in got_want.items():
                    f"{name}", got, want, terms=fwd_terms, scale=big,
                    chapter="20")
 glue("fwd_terms", fwd_terms)
+glue("fwd_round_terms", fwd_terms - fwd_bias_terms)
+glue("fwd_bias_terms", fwd_bias_terms)
 glue("fwd_bound", rounding_bound(fwd_terms, big))
 
 # %% [markdown]
-# Every intermediate agrees within the worst-case float32 rounding bound of the two
-# forward passes ({glue:text}`fwd_terms` roundings of float32's $\epsilon \approx 1.2 \times
-# 10^{-7}$, times the size of the largest number involved: {glue:text}`fwd_bound:.0e`).
+# Every intermediate agrees within a bound of two parts: the worst-case float32 rounding
+# of the two forward passes ({glue:text}`fwd_round_terms` roundings of float32's
+# $\epsilon \approx 1.2 \times 10^{-7}$), and a modelled bias, known before the run: the
+# two LayerNorms' different epsilons, which move each output by a relative $10^{-6}/\sigma$
+# at most ($\sigma$ the smallest standard deviation a LayerNorm sees), worth
+# {glue:text}`fwd_bias_terms` more units of $\epsilon$. Times the size of the largest number
+# involved, that is {glue:text}`fwd_bound:.0e`.
 # The measured differences (one click away under each check) are far smaller and change
 # from one CPU to the next; the bound does not.
 # The attention patterns match with TransformerLens's default scale
@@ -489,10 +496,10 @@ at_out, tl_out = at_ln - bias, tl_ln - bias
 # Compared as a product, not a ratio: where x is near its mean both outputs are
 # near zero and their ratio is rounding noise. Roundings: each LayerNorm 2
 # d_model + 4, the bias added and subtracted again (2), the product with ln_fix
-# (1). The epsilons are the one difference beyond rounding: with std s, 1e-6
-# added to s and 1e-5 inside the square root change the ratio by a relative
-# 1e-6 / s + 1e-5 / (2 s^2) at most, which we count in units of eps (s: the
-# smallest std any of the five sees). Scale: the LayerNorm outputs before the
+# (1). The epsilons are the one difference beyond rounding, a modelled bias:
+# with std s, 1e-6 added to s and 1e-5 inside the square root change the ratio
+# by a relative 1e-6 / s + 1e-5 / (2 s^2) at most (s: the smallest std any of
+# the five sees), added to the bound in units of eps. Scale: the LayerNorm outputs before the
 # bias is subtracted.
 s_min = min(t.std(-1, unbiased=False).min().item() for t in ln_in)
 ln_eps = math.ceil((1e-6 / s_min + 1e-5 / (2 * s_min ** 2)) / eps32)
@@ -503,6 +510,7 @@ identity_close(f"each of the {len(ln_pairs)} Annotated LayerNorms = "
                at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
                scale=ln_scale, chapter="20")
 glue("naive_gap", naive_gap.item())
+glue("naive_vs_bound", naive_gap.item() / rounding_bound(fwd_terms, big))
 glue("rel_gap", 100 * rel_gap)
 glue("ln_fix", ln_fix)
 glue("n_ln", len(ln_pairs))
@@ -511,9 +519,11 @@ glue("n_ln", len(ln_pairs))
 # Copied naively, the encoder's output is off by up to {glue:text}`naive_gap:.2f` (a
 # relative error of {glue:text}`rel_gap:.2f`% over the whole output): each of the
 # {glue:text}`n_ln` Annotated LayerNorms gives {glue:text}`ln_fix:.5f` times what its
-# naive copy gives (before the bias; the identity above). Small, but above what rounding
-# could explain (the bound above), and enough to mislead anyone who checks a port of the
-# Annotated Transformer against a standard implementation. Chapter {doc}`11_layernorm`
+# naive copy gives (before the bias; the identity above, whose bound again adds the
+# epsilons' modelled bias to rounding). Small, and only narrowly above what rounding and
+# the epsilons could explain ({glue:text}`naive_vs_bound:.1f` times the bound above),
+# but enough to mislead anyone who checks a port of the Annotated Transformer against a
+# standard implementation. Chapter {doc}`11_layernorm`
 # treats LayerNorm itself.
 
 # %% [markdown]
@@ -760,8 +770,8 @@ via_paper = (ov_paper @ (A @ xn).T).T + tl_model.b_V[layer_i, head] \
 # Annotated head_outputs: LayerNorm (2 d_model + 4), the projections (d_model +
 # 1), the scores (d_head + 1), the softmax over n positions (n + 3), A v (n),
 # W_O (d_head + 1); the other side at most as many again (the OV chain: d_head
-# + n + d_model + 2). The LayerNorms differ by their epsilons (eps_terms, as
-# above). Scale: the entries of A (|x| |W_V| + |b_V|) |W_O| and of the
+# + n + d_model + 2). The LayerNorms differ by their epsilons, a modelled bias
+# added to the bound in units of eps (eps_terms, as above). Scale: the entries of A (|x| |W_V| + |b_V|) |W_O| and of the
 # normalised stream, the largest numbers summed.
 head_terms = 2 * ((2 * d_model + 4) + (d_model + 1) + (d_head + 1)
                   + (n_pos + 3) + n_pos + (d_head + 1)) + eps_terms
@@ -902,8 +912,12 @@ identity("unlike the paper, the target embedding and the unembedding are "
 # their factors reversed, and with one consequence that is easy to get wrong: in rows,
 # Q-composition is $W_{OV}^A W_{QK}^B$ and K-composition carries the transpose,
 # $W_{OV}^A (W_{QK}^B)^\top$; in Elhage et al.'s columns it is the other way round,
-# $W_{QK}^{B\top} W_{OV}^A$ for Q and $W_{QK}^B W_{OV}^A$ for K. Copy a formula from
-# one convention into the other without reversing it and Q and K swap places. A
+# $W_{QK}^{B\top} W_{OV}^A$ for Q and $W_{QK}^B W_{OV}^A$ for K. Reverse the factors but
+# keep each transpose where it stood, and Q and K swap places: the columns' Q form
+# becomes $W_{OV}^A W_{QK}^{B\top}$, the rows' K form. Copy a formula across without
+# reversing it at all, and the score is neither: the columns' Q form read with the
+# rows' matrices, $W_{QK}^{B\top} W_{OV}^A$, has the norm of $W_{OV}^{A\top} W_{QK}^B$,
+# which is neither $\|W_{OV}^A W_{QK}^B\|$ (Q) nor $\|W_{OV}^A W_{QK}^{B\top}\|$ (K). A
 # **virtual head**, head $A$ in layer 0 followed by head $B$ in layer 1, has pattern
 # $A^B A^A$ and OV matrix $W_{OV}^A W_{OV}^B$ in rows; Elhage et al. write it
 # $(A^B A^A) \otimes (W_{OV}^B W_{OV}^A)$. We check every one of these rows on the
@@ -969,6 +983,17 @@ for kind in "QKV":
                    scale=1.0, chapter="20")
 swap_gap = (tl_scores["K"] - tl_scores["Q"]).abs().max().item()
 glue("swap_gap", swap_gap)
+# the other mistake: the columns' Q form copied verbatim with the rows'
+# matrices, W_QK^T W_OV^A, scored the same way, against both scores
+miscopied = fro(qk_B.T @ ov_A_tl) / (fro(ov_A_tl) * fro(qk_B))
+mis_gap = {kind: (miscopied - tl_scores[kind]).abs().max().item()
+           for kind in "QK"}
+observation("for these heads, the largest difference between the score of "
+            "the column Q form copied verbatim into rows and the Q-, resp. "
+            "K-composition score", f"{mis_gap['Q']:.3f}, {mis_gap['K']:.3f}",
+            chapter="20")
+glue("mis_gap_q", mis_gap["Q"])
+glue("mis_gap_k", mis_gap["K"])
 # were the Q and K scores equal here, a swap of the two formulas would go
 # unnoticed
 observation("for these heads, the largest difference between the Q- and "
@@ -1024,9 +1049,10 @@ glue("pos_asym_units", asym / rounding_bound(pos_terms, pos_scale))
 
 # %% [markdown]
 # Every row holds to rounding. The checks have teeth: for these heads the Q- and
-# K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a composition
-# formula carried across conventions without reversing it gives visibly different
-# scores. $W_{QK}$, the full OV table and the positional table are far from symmetric
+# K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a formula whose Q
+# and K have swapped places gives visibly different scores; and the columns' Q form
+# copied verbatim into rows scores up to {glue:text}`mis_gap_q:.2f` away from the Q score
+# and {glue:text}`mis_gap_k:.2f` from the K score. $W_{QK}$, the full OV table and the positional table are far from symmetric
 # (their largest asymmetries are {glue:text}`qk_asym_units:.1e`,
 # {glue:text}`ov_asym_units:.0f` and {glue:text}`pos_asym_units:.0f` times the rounding
 # bounds of their comparisons), so a transpose put in or left out would show. And since
@@ -1143,6 +1169,7 @@ explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
 # - The Annotated Transformer's LayerNorm uses the unbiased standard deviation with
 #   $\epsilon$ added to it. Copied naively into a standard LayerNorm, the encoder's output
 #   is off by up to {glue:text}`naive_gap:.2f`; folding the factor
-#   $\sqrt{(d_\text{model}-1)/d_\text{model}}$ into the gain removes the difference.
+#   $\sqrt{(d_\text{model}-1)/d_\text{model}}$ into the gain removes the difference, up
+#   to the small, modelled effect of the two epsilons.
 # - The paper ties the unembedding to the embedding; the Annotated Transformer's
 #   `make_model` (and ours) does not.

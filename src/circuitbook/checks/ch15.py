@@ -152,8 +152,9 @@ EX2 = FunctionExercise(
                 "says where the head looks, and which what it writes?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_qk[s].argmax(-1))),
-        Mistake("columns in another order",
-                "Both of your columns hold the right tokens. Compare their layout with the docstring's.",
+        Mistake("the right tokens, laid out differently",
+                "Each of your rows holds the right two tokens. Check your result against the docstring, "
+                "entry by entry.",
                 lambda full_qk, full_ov, current: top_skip_trigram(full_qk, full_ov, current).flip(-1)),
     ],
     hint="Start from the shapes: full_qk is [B, A] and full_ov is [A, C], so a row of each belongs to one "

@@ -133,8 +133,9 @@ EX2 = FunctionExercise(
                 "many are they?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=eps / size)),
-        Mistake("spread eps over size - 1 classes",
-                "Each share of eps is slightly too small. Does the padding column take part in the sharing?",
+        Mistake("eps shared among the wrong number of classes",
+                "Each share of eps is slightly too small. For one row, count the classes that receive a "
+                "share in your answer, then count them again from the rules of label smoothing.",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=eps / (size - 1))),
         Mistake("forgot to zero the padding column",
@@ -149,8 +150,9 @@ EX2 = FunctionExercise(
         Mistake("true class gets 1 instead of 1 - eps",
                 "Your rows sum to more than 1. Where does the smoothing mass come from?",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, conf=1.0)),
-        Mistake("true class also got a share of eps",
-                "The true class gets slightly more than it should. Did it keep a share of eps as well?",
+        Mistake("the true class's value is off",
+                "The true class gets slightly more than it should. Add up, term by term, what your code "
+                "gives the true class, and compare the total with what it should get.",
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps, add=True)),
         Mistake("assumed the padding index is 0",
                 "Your targets are wrong when the padding index is not 0. Which index did you zero?",

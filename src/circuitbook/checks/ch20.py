@@ -73,11 +73,10 @@ EX1 = FunctionExercise(
                 "different matrix. What does nn.Linear compute from a row vector x and the tensor it "
                 "stores as [out, in], and which matrix does that make its row-vector map?",
                 lambda weight, n_heads, which: linear_to_tl(weight.T, n_heads, which)),
-        Mistake("each head's two axes swapped",
-                "Every one of your heads holds the right numbers, but with its two axes the other way "
-                "round from the shapes the exercise asks for. On which side of a matrix does "
-                "TransformerLens put the vector it multiplies, and which of the chapter's conventions "
-                "did your heads follow?",
+        Mistake("each head's layout",
+                "Every one of your heads holds the right numbers, but not laid out as the exercise "
+                "asks. On which side of a matrix does TransformerLens put the vector it multiplies, and "
+                "which of the chapter's conventions did your heads follow?",
                 lambda weight, n_heads, which: linear_to_tl(weight, n_heads, which).transpose(-1, -2)),
         Mistake("heads interleaved",
                 "Look at the entries of the concatenated heads that ended up in your head 0: are they "
@@ -131,10 +130,10 @@ EX2 = FunctionExercise(
     reference=ov_from_linears,
     make_inputs=_ov_inputs,
     mistakes=[
-        Mistake("heads laid out for column vectors",
-                "Each of your heads is laid out for column vectors, the way Elhage et al. write a map. "
-                "On which side of a matrix does a TransformerLens stream vector stand, and which of the "
-                "head's two maps meets it first?",
+        Mistake("each head's layout",
+                "Each of your heads holds the right numbers, but not laid out as TransformerLens lays "
+                "out its circuits. On which side of a matrix does a TransformerLens stream vector "
+                "stand, and which of the head's two maps meets it first?",
                 lambda w_v, w_o, n_heads: ov_from_linears(w_v, w_o, n_heads).transpose(-1, -2)),
         Mistake("per-head maps cut from the stored tensors as they are",
                 "Your heads' matrices are built from the stored [out, in] tensors as if they were "
@@ -147,8 +146,9 @@ EX2 = FunctionExercise(
                 "exercise 20.1 give to head h?",
                 lambda w_v, w_o, n_heads: _interleaved(w_v, n_heads, "v") @ _interleaved(w_o, n_heads, "o")),
         Mistake("one matrix for the whole layer",
-                "You returned a single [d_model, d_model] matrix, the sum of all heads' circuits, which "
-                "is no circuit of any one head. Where in your computation do the heads get added up?",
+                "You returned a single [d_model, d_model] matrix, which is no circuit of any one head. "
+                "Compare your result's shape with the docstring's: where does your computation lose an "
+                "axis?",
                 lambda w_v, w_o, n_heads: w_v.T @ w_o.T),
         Mistake("the two maps multiplied in the other order",
                 "Your heads are [d_head, d_head], not maps from the stream to the stream. For a row "
