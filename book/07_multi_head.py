@@ -872,6 +872,15 @@ observation(f"L{DL}H{DH}'s weight on earlier copies for repeated word tokens "
             f"{pair_share[DL, DH]:.2f}, {alone_share[DL, DH]:.2f}",
             chapter="7")
 glue("dup_n_pair", int(in_pair.sum()))
+# the speakers' names: upper-case pieces (the tokenizer's "Ġ" marks a space)
+bare = [[p_.lstrip("Ġ") for p_ in row] for row in pieces]
+name_piece = torch.tensor([[p_.isalpha() and p_.isupper() for p_ in row]
+                           for row in bare])
+observation("repeated word tokens whose copy follows the same token that are "
+            "upper-case pieces (speakers' names), of all such tokens and of "
+            "all scored tokens", f"{int((in_pair & name_piece).sum())} of "
+            f"{int(in_pair.sum())}, of {int(scored.sum())}", chapter="7")
+glue("dup_n_name", int((in_pair & name_piece).sum()))
 glue("dup_n_alone", int((scored & ~in_pair).sum()))
 glue("dup_pair_best", pair_share[DL, DH].item())
 glue("dup_alone_best", alone_share[DL, DH].item())
@@ -892,18 +901,19 @@ glue("dup_alone_mean",
 # an induction head (chapter {doc}`17_induction_heads`): that one looks at the token
 # *after* the earlier copy, this one at the copy itself.
 #
-# What are these repeated "words"? In a play's opening lines they are mostly the
+# What are these repeated "words"? In a play's opening lines many of them are the
 # speakers' names, which SmolLM2's tokenizer cuts into pieces (LE·O·NA·TO,
 # C·LE·OP·AT·RA): {glue:text}`dup_n_pair` of the {glue:text}`dup_n` scored tokens are a
 # later piece of a repeated name or phrase, whose earlier copy follows the same token as
-# the query does. On those a head that matches the *previous* token, rather than the
+# the query does, and {glue:text}`dup_n_name` of those are upper-case pieces, that is
+# speakers' names: about half of all scored tokens. On those a head that matches the *previous* token, rather than the
 # token itself, would find the copy too, so they cannot tell the two jobs apart.
 # {glue:text}`dup_head` puts {glue:text}`dup_pair_best:.2f` on the copies there, and
 # {glue:text}`dup_alone_best:.2f` on the other {glue:text}`dup_n_alone`, where the
 # preceding tokens differ (the runner-up {glue:text}`dup_alone_runner_up:.2f`, the
 # other heads {glue:text}`dup_alone_mean:.3f` on average). The head does attend to a
 # token's earlier copy when only the token itself matches, but its high score rests
-# mostly on speaker-name fragments; whether it is matching the token or its
+# mostly on the repeated pieces, nearly all of them speaker-name fragments; whether it is matching the token or its
 # predecessor there, this text cannot say.
 #
 # ### Grouped-query attention keeps the sum
@@ -919,14 +929,15 @@ glue("dup_alone_mean",
 # $$\operatorname{Attn}(X) = \sum_{h} A^h X\, W_V^{\mathrm{kv}(h)} W_O^h,
 # \qquad W_{OV}^h = W_V^{\mathrm{kv}(h)}\, W_O^h .$$
 #
-# (SmolLM2 has no biases.) The three heads of a group share $W_V$, so their OV circuits
+# (SmolLM2's attention has no biases: the cell below checks every layer.) The three
+# heads of a group share $W_V$, so their OV circuits
 # differ only through $W_O^h$; they share $W_K$, so their QK circuits differ only
 # through $W_Q^h$. TransformerLens stores the shared matrices once (`_W_K`, `_W_V`,
 # one per key-value head) and repeats them for each query head. We check the sum on
 # the duplicate-token head's layer: each head's term built from $W_{OV}^h$, with
 # $W_V$ taken from the stored key-value head $\mathrm{kv}(h)$, the model's own
-# patterns and the layer's input $X$ (the RMS-normalised stream), against the
-# layer's hooked output.
+# patterns and the layer's input $X$ (the RMS-normalised stream multiplied by RMSNorm's
+# learned gain), against the layer's hooked output.
 
 # %%
 group = S_H // smol.cfg.n_key_value_heads          # 3 query heads per kv head
@@ -937,10 +948,12 @@ W_V_kv = attn_DL._W_V[kv]                          # [9, d_model, d_head]
 W_OV = W_V_kv @ attn_DL.W_O                        # [9, d_model, d_model]
 A_DL = cache["pattern", DL]                        # [8, 9, q, k]
 terms_per_head = A_DL @ (X[:, None] @ W_OV)        # [8, 9, q, d_model]
-identity(f"SmolLM2 has no attention biases (b_V, b_O of layer {DL} are 0)",
-         f"{attn_DL.b_V.abs().max():.0f}, {attn_DL.b_O.abs().max():.0f}",
-         bool((attn_DL.b_V == 0).all() and (attn_DL.b_O == 0).all()),
-         chapter="7")
+biases = [b for blk in smol.blocks for b in (blk.attn.b_Q, blk.attn._b_K,
+                                             blk.attn._b_V, blk.attn.b_O)]
+identity(f"SmolLM2 has no attention biases (b_Q, b_K, b_V, b_O of all "
+         f"{len(smol.blocks)} layers are 0)",
+         f"largest |bias| {max(b.abs().max().item() for b in biases):.0f}",
+         all(bool((b == 0).all()) for b in biases), chapter="7")
 # ours: W_V W_O (d_head), X W_OV (d_model), the mix (n), the heads' sum
 # (n_heads); the model's: RMSNorm's weight (1), X W_V (d_model), the mix
 # (n), W_O summed over heads and d_head (n_heads d_head); the division by
@@ -1106,7 +1119,7 @@ for s_ in others_sib:
     per_gap = gaps / n_scored                  # each passage's own gap
     half = T_975_7 * per_gap.std() / len(PASSAGES) ** 0.5
     passage_t.append(((per_gap.mean() - half).item(),
-                      (per_gap.mean() + half).item()))
+                      (per_gap.mean() + half).item(), per_gap.mean().item()))
     passage_wins.append(int((gaps > 0).sum()))
 observation(f"passages on which each sibling of L{DL}H{DH} beats the best of "
             "the six heads outside the group on that passage",
@@ -1129,12 +1142,13 @@ for i, (s_, test) in enumerate(zip(others_sib, sib_tests)):
     glue(f"sib_{i}_gap", test.value)
     glue(f"sib_{i}_gap_lo", test.lo)
     glue(f"sib_{i}_gap_hi", test.hi)
-for i, (test, wins, (t_lo, t_hi)) in enumerate(zip(passage_tests,
-                                                   passage_wins, passage_t)):
+for i, (test, wins, (t_lo, t_hi, t_mean)) in enumerate(
+        zip(passage_tests, passage_wins, passage_t)):
     glue(f"sib_{i}_pgap", test.value)
     glue(f"sib_{i}_pgap_p", test.p)
     glue(f"sib_{i}_pgap_lo", t_lo)
     glue(f"sib_{i}_pgap_hi", t_hi)
+    glue(f"sib_{i}_pgap_mean", t_mean)
     glue(f"sib_{i}_wins", wins)
 # "w of 8" alone, as a sign test: how often 8 fair coins give w or more
 glue("sib_1_sign_p", sum(math.comb(8, k) for k in range(passage_wins[1], 9))
@@ -1163,9 +1177,11 @@ glue("rand_q_below", sum(v_ < min(dup[DL, s_].item() for s_ in others_sib)
 # {glue:text}`dup_best:.2f` for {glue:text}`dup_head`. That interval treats the
 # {glue:text}`dup_n` tokens as independent, and they come in eight passages. Taken
 # passage by passage, against the best of the six on each passage, the gap is
-# {glue:text}`sib_1_pgap:.3f`; flipping the signs of the eight passages' gaps in all 256
-# ways gives an exact p = {glue:text}`sib_1_pgap_p:.3f`, and a t-interval over the eight
-# passages' gaps runs from {glue:text}`sib_1_pgap_lo:.4f` to
+# {glue:text}`sib_1_pgap:.3f` when each passage counts by its number of scored tokens;
+# flipping the signs of the eight passages' gaps in all 256 ways, with the same weights,
+# gives an exact p = {glue:text}`sib_1_pgap_p:.3f`. Counting each passage once instead
+# (its own mean gap, unweighted), the mean gap is {glue:text}`sib_1_pgap_mean:.3f` and a
+# t-interval over the eight passages runs from {glue:text}`sib_1_pgap_lo:.4f` to
 # {glue:text}`sib_1_pgap_hi:.3f`. The difference is only just resolved. (That it wins
 # on {glue:text}`sib_1_wins` of the eight passages would not show it by itself: a sign
 # test on that count gives p = {glue:text}`sib_1_sign_p:.2f`.) Random queries reading
@@ -1267,8 +1283,9 @@ attention_pattern_view(
 #   against the layer's hooked output.
 # - In SmolLM2 on Shakespeare, head {glue:text}`dup_head` attends from a repeated word to
 #   its earlier copies ({glue:text}`dup_best:.2f` of its attention; the best head on
-#   shuffled text: {glue:text}`dup_null:.2f`). Most of the scored tokens are pieces of
-#   repeated speakers' names, where the preceding token matches too; on the
+#   shuffled text: {glue:text}`dup_null:.2f`). About half of the scored tokens
+#   ({glue:text}`dup_n_name` of {glue:text}`dup_n`) are pieces of repeated speakers'
+#   names, where the preceding token matches too; on the
 #   {glue:text}`dup_n_alone` others it puts {glue:text}`dup_alone_best:.2f` on the copies.
 #   Of the two heads that share its key-value
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank

@@ -8,10 +8,15 @@
 # explains why it uses the Frobenius norm and why it never exceeds 1, works out what it
 # gives for random heads (checking the often-quoted "about 0.036" for GPT-2's width),
 # and sets every score it reports beside a null: the same heads with their outputs
-# turned by random rotations. With that null it finds the previous-token heads that
-# feed the induction heads of `toy-2l` and of SmolLM2 (the 4-bit SmolLM2-135M-Instruct
+# turned by random rotations. With that null it finds the previous-token head that
+# feeds the induction heads of `toy-2l`. In SmolLM2 (the 4-bit SmolLM2-135M-Instruct
 # of chapter {doc}`04_embeddings`), a real model with rotary positions, grouped-query
-# attention and RMSNorm, and asks what rotary positions do to the score.
+# attention and RMSNorm, the same rule, fixed in advance, fails: it passes much of the
+# crowd. A rule chosen after that failure, and so only a consistency check, singles out
+# two writers, of which one is a previous-token head by the half-attention standard;
+# and what they single out is the shared *key head* of a group of query heads, not the
+# induction heads among them. The chapter ends with what rotary positions do to the
+# score.
 #
 # Set-up: imports, and one thread (the build shares two cores).
 
@@ -153,8 +158,8 @@ checks.ch18_ex1(composition_score)
 # `[d_model, d_head]`). Return the pair `(W_A, W_B)` whose composition score measures
 # K-composition, in the book's row-vector convention. The plain-language section says
 # which of the reader's circuits the keys read through; which way round it goes, and in
-# which order each head's weights act, is the exercise. The next section derives it:
-# try it before reading on.
+# which order each head's weights act, is the exercise. The derivation is folded below
+# the check: open it once your function passes.
 
 # %% tags=["exercise"]
 def k_composition_matrices(W_V, W_O, W_Q, W_K):
@@ -172,23 +177,29 @@ checks.ch18_ex2(k_composition_matrices)
 # ### Which product is K-composition? A correction to the syllabus
 #
 # The syllabus (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the "K-composition
-# circuit", and says that Q-composition uses "the same matrix". In the row-vector
-# convention the first statement is wrong, and with it the second: $W_{OV}^A W_{QK}^B$ is
-# Q-composition's matrix, K-composition uses its transpose, so the two compositions use
-# different matrices. The reason is one line of algebra. Head
-# $B$'s score for query position $i$ and key position $j$ is $x_i W_{QK}^B x_j^\top$.
-# If $A$'s output $x W_{OV}^A$ is added to the **query** side, the part that involves
-# $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix $W_{OV}^A W_{QK}^B$, which
-# is **Q-composition**. If it is added to the **key** side, it is
-# $x_i\, W_{QK}^B\, (x_j W_{OV}^A)^\top = x_i\, W_{QK}^B (W_{OV}^A)^\top x_j^\top$,
-# and read from the writer's side that is $W_{OV}^A (W_{QK}^B)^\top$: **K-composition**
-# uses the transpose, and the two are different matrices. (In the paper's
-# column-vector convention the transposes move, which is one way such a slip happens;
-# chapter {doc}`20_rosetta` lists the conventions side by side.) We now compute
-# K-composition with $W_{QK}^\top$ by brute force for every pair of `toy-2l` heads and
+# circuit", and says that Q-composition uses "the same matrix". The folded derivation
+# below (Exercise 18.2 worked out) shows which product K-composition really uses. We
+# then compute K-composition by brute force for every pair of `toy-2l` heads and
 # compare it with the library, with TransformerLens and with your two functions; then
 # we compute the syllabus's product and compare it with both of TransformerLens's
 # scores.
+#
+# ```{admonition} Exercise 18.2 worked out (open it once your function passes)
+# :class: dropdown
+# In the row-vector convention the syllabus's first statement is wrong, and with it the
+# second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition uses its
+# transpose, so the two compositions use different matrices. The reason is one line of
+# algebra. Head $B$'s score for query position $i$ and key position $j$ is
+# $x_i W_{QK}^B x_j^\top$. If $A$'s output $x W_{OV}^A$ is added to the **query** side,
+# the part that involves $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix
+# $W_{OV}^A W_{QK}^B$, which is **Q-composition**. If it is added to the **key** side,
+# it is $x_i\, W_{QK}^B\, (x_j W_{OV}^A)^\top = x_i\, W_{QK}^B (W_{OV}^A)^\top
+# x_j^\top$, and read from the writer's side that is $W_{OV}^A (W_{QK}^B)^\top$:
+# **K-composition** uses the transpose, $W_{QK}^\top = W_K W_Q^\top$, and the two are
+# different matrices. (In the paper's column-vector convention the transposes move,
+# which is one way such a slip happens; chapter {doc}`20_rosetta` lists the conventions
+# side by side.)
+# ```
 
 # %%
 model = load("toy-2l")
@@ -335,7 +346,10 @@ identity("E ‖gM‖² is the squared Frobenius norm of M for Gaussian g "
 # reads exactly that direction. If each head passes $r$ directions with equal weight
 # and the two sets coincide, the score is only $1/\sqrt{r}$: for $d_\text{head} = 16$,
 # a *perfect* hand-off of all 16 directions scores 0.25. We check the bound on random
-# and on deliberately aligned pairs, and the two special cases.
+# and on deliberately aligned pairs, and the two special cases. The sampled pairs are a
+# weak test of the bound: none of them comes near 1 (the largest is
+# {glue:text}`worst:.2f`), so they could catch only a gross error. The proof carries
+# the bound; the rank-1 case, which reaches 1 exactly, is the sharp check.
 
 # %%
 def score(W_A, W_B):
@@ -985,6 +999,76 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### Partners of a key head, not of an induction head
+#
+# Grouped-query attention changes what a K-partner is. A writer's K-composition score
+# into a query head goes through that head's own $W_Q$ and through $W_K$, which the head
+# shares with the other two query heads of its group. The five readers use only three
+# key heads ({glue:text}`reader1` and {glue:text}`reader2` share one,
+# {glue:text}`reader0` and {glue:text}`reader3` another). Do the partners stand out
+# into every query head of those key groups, induction head or not? The cell computes
+# each partner's robust $z$, over the same crowd of earlier heads, into every query head
+# of the partnered readers' layers, beside that head's induction score from the pass
+# above.
+
+# %%
+writers = sorted({w for ps in partners.values() for w, _, _ in ps})
+reader_set = set(readers)
+same_group, other_groups = [], []
+print("writer -> head   robust z   induction score   (* = one of the five readers)")
+for w in writers:
+    for l in sorted({rl_ for rl_, _ in readers if rl_ > w[0]}):
+        # the key groups in layer l where w is a partner of some reader
+        mine = {leader[h] for (rl_, h), ps in partners.items()
+                if rl_ == l and any(p == w for p, _, _ in ps)}
+        if not mine:
+            continue
+        z_all = robust_z(K[:l, :, l, :].flatten(0, 1).T)  # [query head, crowd]
+        z_w = z_all[:, w[0] * S_H + w[1]]
+        for h in range(S_H):
+            star = "*" if (l, h) in reader_set else " "
+            if leader[h] in mine:
+                print(f"{name(*w)} -> {name(l, h)}{star}  {z_w[h]:6.1f}   "
+                      f"{ind[l, h]:.2f}")
+                if (l, h) not in reader_set:
+                    same_group.append((w, (l, h), z_w[h].item(),
+                                       ind[l, h].item()))
+            else:
+                other_groups.append(z_w[h].item())
+observation("the partners' robust z into the query heads that share a "
+            "partnered reader's key head but are not among the five readers "
+            "(their induction score)", ", ".join(
+                f"{name(*w)} -> {name(*r)} z {z_:.1f} ({i_:.2f})"
+                for w, r, z_, i_ in same_group), chapter="18")
+observation("the partners' largest robust z into the query heads of the "
+            "other key groups of the same layers", f"{max(other_groups):.1f}",
+            chapter="18")
+n_key_heads = len({(l, leader[h]) for l, h in readers})
+n_key_partnered = len({(l, leader[h]) for (l, h), ps in partners.items()
+                       if ps})
+glue("kg_same", ", ".join(f"{name(*w)} into {name(*r)} at {z_:.1f}"
+                          for w, r, z_, _ in same_group))
+glue("kg_same_ind", ", ".join(f"{name(*r)} {i_:.2f}" for r, i_ in
+                              sorted({(r, i_) for _, r, _, i_ in same_group})))
+glue("kg_other_max", max(other_groups))
+glue("n_key_heads", n_key_heads)
+glue("n_key_partnered", n_key_partnered)
+
+# %% [markdown]
+# They do. Into the query heads that share a partnered reader's key head but are not
+# among the five readers, the partners reach robust $z$ as high as into the readers
+# themselves ({glue:text}`kg_same`; those heads' induction scores on the sequences above:
+# {glue:text}`kg_same_ind`), while into the query heads of the other key groups of the
+# same layers their $z$ is at most {glue:text}`kg_other_max:.1f`. A head with an
+# induction score of about 0 on these sequences gets the same partner, as strongly.
+# So the evidence of this section is per key head, not per induction head: the five
+# readers are {glue:text}`n_key_heads` key heads, {glue:text}`n_key_partnered` of them
+# with a partner, and the K-scores say which earlier heads write into those key heads.
+# They cannot tell an induction head from a query head that shares its keys and does
+# something else; that difference lies in the queries, which K-composition does not
+# look at.
+
+# %% [markdown]
 # Are the partners previous-token heads? Their previous-token scores come from
 # activations again (the pass above). The null must respect depth: previous-token
 # scores differ from layer to layer (the heatmap below shows them for the layers under
@@ -997,7 +1081,6 @@ plt.show()
 # $1/n$, stated here before the cell measures it.
 
 # %%
-writers = sorted({w for ps in partners.values() for w, _, _ in ps})
 # the partners' readers lie in these layers; a partner comes from below them
 top_layer = max(l for (l, _), ps in partners.items() if ps)
 pool = prev[:top_layer].flatten()
@@ -1071,18 +1154,21 @@ glue("weak_writer_prev", prev[weak].item())
 # {glue:text}`prev_matched_sd:.2f`), so p = {glue:text}`prev_matched_p:.3f`, the smallest
 # this null can give: each partner ranks first in its layer by previous-token score
 # (ranks: {glue:text}`within_rank`). Over all of layers 0 to {glue:text}`pool_top` the
-# median is {glue:text}`pool_median:.2f`, unlike either of the partners' layers, which is
-# why the null is matched in layer. {glue:text}`n_writers_half` of the partners puts more
+# median is {glue:text}`pool_median:.2f`, between the two partner layers' medians and
+# equal to neither: the layers differ from the pool and from each other, which is why
+# the null is matched in layer. {glue:text}`n_writers_half` of the partners puts more
 # than half its attention on the previous token; {glue:text}`weak_writer` puts
 # {glue:text}`weak_writer_prev:.2f`, far above its layer's median but not a
 # previous-token head by that standard. ({glue:text}`writer4`, the strongest writer into
 # {glue:text}`reader4` but not its partner, puts {glue:text}`writer4_prev:.2f`.) So
-# *given* these induction heads, which we found from activations, the weights alone
-# pick out their key-side partners, and those partners attend to the previous token
-# more than the other heads of their layers do, a label that again comes from
-# activations (two repeated random sequences). The weights and the activations agree about the circuit of
-# chapter {doc}`17_induction_heads`, but {glue:text}`n_writers` heads are too few to
-# say how often that holds.
+# *given* these induction heads, which we found from activations, the weights pick out
+# the earlier heads that write into their key heads (and, as the previous section
+# showed, into the other query heads of the same key groups just as strongly), and
+# those writers attend to the previous token more than the other heads of their layers
+# do, a label that again comes from activations (two repeated random sequences). This
+# agrees with the circuit of chapter {doc}`17_induction_heads` at the level of key
+# heads, but {glue:text}`n_writers` writers into {glue:text}`n_key_partnered` key heads
+# are too few to say how often that holds.
 #
 # Into these five readers, being a previous-token head is not enough. The other heads
 # below all five that put more than half their attention on the previous token
@@ -1128,14 +1214,15 @@ display(heatmap(prev[:l0], heads, layers,
 # \rVert_F}{\lVert W_{OV}^A \rVert_F \lVert W_Q R_\Delta W_K^\top \rVert_F}.$$
 #
 # We compute it with `circuitbook.circuits.rotary_qk` at offsets from 0 to 2047, the
-# model's context (every offset up to 64, then 40 spaced evenly on a log scale), for the
-# pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
+# model's context (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
+# spaced evenly on a log scale up to 2047), for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
 # for scale, for the median writer into the same reader. In the induction sequences
 # above the key that matters sits 39 positions behind the query.
 
 # %%
-def k_score_at(model, writer, reader, offsets):
-    """score_Delta(writer -> reader) for each offset (the formula above)."""
+def k_score_terms(model, writer, reader, offsets):
+    """The squared numerator of score_Delta, the writer's squared norm and
+    the reader's squared norm, for each offset (the formula above)."""
     (lw, hw), (lr, hr) = writer, reader
     V, O = model.W_V[lw, hw], model.W_O[lw, hw]
     qk = rotary_qk(model, lr, hr, offsets)   # A = W_Q R_Delta, B = W_K^T
@@ -1143,6 +1230,12 @@ def k_score_at(model, writer, reader, offsets):
     num = frob_sq_factored(V, O, qk.B.mT, qk.A)
     norm_a = ((V.mT @ V) * (O @ O.mT)).sum()
     norm_b = ((qk.B @ qk.B.mT) * (qk.A.mT @ qk.A)).sum((-2, -1))
+    return num, norm_a, norm_b
+
+
+def k_score_at(model, writer, reader, offsets):
+    """score_Delta(writer -> reader) for each offset."""
+    num, norm_a, norm_b = k_score_terms(model, writer, reader, offsets)
     return (num / (norm_a * norm_b)).sqrt()
 
 
@@ -1181,6 +1274,7 @@ glue("spread_top", 100 * spread[top_w])
 glue("spread_median", 100 * spread[median_w])
 glue("spread_max", 100 * max(spread.values()))
 glue("n_offsets", len(offsets))
+glue("n_log_offsets", len(offsets) - 65)
 glue("median_writer", name(*median_w))
 
 # %% [markdown]
@@ -1188,19 +1282,52 @@ glue("median_writer", name(*median_w))
 # 2047, the score of {glue:text}`writer1` $\to$ {glue:text}`reader1` changes by at most
 # {glue:text}`spread_top:.1f`%, and that of the median writer
 # {glue:text}`median_writer` by {glue:text}`spread_median:.1f`%.
-# The formula says where a dependence on $\Delta$ can come from, though not how large
-# it must be. Write $X_A = W_K^\top G_A W_K$ (what the writer puts into the reader's key
-# space), $G_K = W_K^\top W_K$ and $G_Q = W_Q^\top W_Q$. The squared numerator is
+# The formula says where a dependence on $\Delta$ can come from. Write
+# $X_A = W_K^\top G_A W_K$ (what the writer puts into the reader's key space),
+# $G_K = W_K^\top W_K$ and $G_Q = W_Q^\top W_Q$. The squared numerator is
 # $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta X_A)$, the reader's squared norm in
 # the denominator is $\operatorname{tr}(R_\Delta^\top G_Q R_\Delta G_K)$, and the
 # writer's norm does not involve $\Delta$. So $\Delta$ enters the score only through
 # $R_\Delta^\top G_Q R_\Delta$, in both traces. If $G_Q$ commuted with every
-# $R_\Delta$, that matrix would be $G_Q$ itself, neither trace would depend on $\Delta$,
-# and neither would the score. That condition is sufficient, not necessary, and $G_Q$
-# meets it only approximately; the argument gives no bound on how far an approximate
-# commutation lets the score move, since numerator and denominator can move together or
-# apart. That the curves are flat is the measurement above, for these two pairs; the
-# formula only says that the flatness needs no special alignment of the writer.
+# $R_\Delta$, that matrix would be $G_Q$ itself and the score could not move. That
+# condition is sufficient, not necessary. Does $G_Q$ nearly meet it, or do the two
+# traces move together? The cell measures both for {glue:text}`writer1` $\to$
+# {glue:text}`reader1`, with the gains folded as above.
+
+# %%
+qk_all = rotary_qk(smol, rl, rh, offsets)
+G_rot = qk_all.A.mT @ qk_all.A           # R_Delta^T G_Q R_Delta per offset
+# offsets[0] = 0 and R_0 = I (checked above), so G_rot[0] is G_Q itself
+commutator = ((G_rot - G_rot[0]).norm(dim=(-2, -1))
+              / G_rot[0].norm())
+num_t, _, den_t = k_score_terms(smol, top_w, (rl, rh), offsets)
+moves = lambda c: ((c.max() - c.min()) / c[0]).item()  # noqa: E731
+corr = torch.corrcoef(torch.stack([num_t, den_t]))[0, 1].item()
+at = {o: commutator[offsets.index(o)].item() for o in (39, offsets[-1])}
+observation(f"{name(rl, rh)}: ||R_Δᵀ G_Q R_Δ - G_Q||_F / ||G_Q||_F at "
+            "offsets 39 and 2047", f"{at[39]:.2f}, {at[offsets[-1]]:.2f}",
+            chapter="18")
+observation(f"{name(*top_w)} -> {name(rl, rh)}: largest change over the "
+            "offsets, relative to offset 0, of the squared numerator, the "
+            "reader's squared norm, and the score; correlation of the two "
+            "traces", f"{100 * moves(num_t):.1f}%, {100 * moves(den_t):.1f}%, "
+            f"{100 * spread[top_w]:.2f}%; {corr:.3f}", chapter="18")
+glue("comm39", at[39])
+glue("comm_last", at[offsets[-1]])
+glue("num_move", 100 * moves(num_t))
+glue("den_move", 100 * moves(den_t))
+glue("trace_corr", corr)
+
+# %% [markdown]
+# $G_Q$ does not nearly commute with the rotations: $R_\Delta^\top G_Q R_\Delta$
+# differs from $G_Q$ by {glue:text}`comm39:.2f` of its norm at offset 39 and by
+# {glue:text}`comm_last:.2f` at offset 2047. Each trace moves much less than that: the
+# squared numerator by up to {glue:text}`num_move:.1f`% and the reader's squared norm
+# by up to {glue:text}`den_move:.1f`%. And the two move together (correlation
+# {glue:text}`trace_corr:.3f` over the offsets), so their ratio, the score, moves by
+# only {glue:text}`spread_top:.2f`%. The flatness comes from numerator and denominator
+# moving together, not from commuting. That they move together is a property of these
+# heads, measured here for one pair, not a consequence of the formula.
 #
 # So the rotary caveat cuts the other way from what one might fear. For these two
 # pairs, the unrotated score is no lucky accident of offset 0: it gives nearly the same
@@ -1221,8 +1348,8 @@ glue("median_writer", name(*median_w))
 #   V-composition. The Frobenius norm is the root-mean-square gain over all input
 #   directions, and it can be computed through $d_\text{head} \times d_\text{head}$
 #   matrices.
-# - The score is at most 1 (submultiplicativity; no sampled pair exceeded
-#   {glue:text}`worst:.2f`), reaches 1 only for aligned rank-1 heads, and is
+# - The score is at most 1 (submultiplicativity, proved; the sampled pairs, none above
+#   {glue:text}`worst:.2f`, test it only weakly), reaches 1 only for aligned rank-1 heads, and is
 #   $1/\sqrt{r}$ for a perfect hand-off of $r$ equally weighted directions; two real
 #   heads can reach at most a ceiling set by their singular values.
 # - For random heads the squared score averages exactly $1/d_\text{model}$. The quoted
@@ -1245,6 +1372,9 @@ glue("median_writer", name(*median_w))
 #   the partners and each reader's strongest reaches {glue:text}`crowd_hi:.2f`; the
 #   strongest writer into {glue:text}`reader4` sits in that gap, at
 #   {glue:text}`writer4_ratio:.2f`, just short of the rule.
+#   The partners stand out as strongly into the query heads that share the readers' key
+#   heads but are not induction heads ({glue:text}`kg_same`), so the evidence is per key
+#   head ({glue:text}`n_key_partnered` of the readers' {glue:text}`n_key_heads`).
 #   {glue:text}`n_writers_half` of the {glue:text}`n_writers` partners is a
 #   previous-token head by the half-attention standard, and each attends to the previous
 #   token more than any other head of its layer (p = {glue:text}`prev_matched_p:.3f`
@@ -1254,5 +1384,7 @@ glue("median_writer", name(*median_w))
 # - With rotary positions the score depends on the offset, but for the two pairs we
 #   followed (a partner and a median writer into one reader, at
 #   {glue:text}`n_offsets` offsets up to 2047) by at most
-#   {glue:text}`spread_max:.1f`%: the score cannot tell at which offsets composition
-#   acts.
+#   {glue:text}`spread_max:.1f`%. Not because the reader's $G_Q$ commutes with the
+#   rotations (it is off by up to {glue:text}`comm_last:.2f` of its norm), but because
+#   numerator and denominator move together. So the score cannot tell at which offsets
+#   composition acts.

@@ -46,11 +46,14 @@ EX1 = FunctionExercise(
                 "the weights. The score is normalised so that it does not, and lies between 0 and 1: see "
                 "the definition above.",
                 lambda W_A, W_B: float(torch.linalg.matrix_norm(W_A @ W_B))),
-        Mistake("used the spectral norm", "The score uses the Frobenius norm (torch.linalg.matrix_norm's "
-                "default, the root of the sum of squared entries), which averages over every input direction. "
-                "The spectral norm (ord=2) keeps only the most amplified one.",
+        Mistake("norm of the best direction only", "Your ratio matches one whose norms measure only the "
+                "single most amplified input direction. Which directions does the norm of the definition take "
+                "into account (the section on it says what it averages over), and which norm does your call "
+                "compute?",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord=2)),
-        Mistake("used the nuclear norm", "The score uses the Frobenius norm, not the sum of singular values.",
+        Mistake("norm built from the singular values' sum", "Your ratio matches one whose norms add up the "
+                "singular values. How is the definition's norm computed from a matrix's entries, and is that "
+                "what your call computes?",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord="nuc")),
         Mistake("order reversed", "Your product takes the two matrices in the other order. A row "
                 "vector x passes through the writer and then the reader: which matrix does it meet first, and "
@@ -67,8 +70,8 @@ EX1 = FunctionExercise(
                 "product gives the map that sends x through W_A and then W_B?",
                 lambda W_A, W_B: _ratio(W_A * W_B, W_A, W_B)),
     ],
-    hint="The Frobenius norm of a matrix is the square root of the sum of its squared entries. Compare the "
-         "norm of the product with the product of the two norms; the ratio is a float between 0 and 1.",
+    hint="The definition above is a ratio of three norms. Of which matrices, and which norm is it? What "
+         "does the norm function you call compute when you give it no further argument?",
 )
 
 
@@ -92,13 +95,13 @@ EX2 = PairExercise(
     make_inputs=_kcomp_inputs,
     names=("W_A", "W_B"),
     mistakes=[
-        Mistake("reader matrix faces the wrong side", "In your product the writer's output is multiplied "
-                "into the side of the reader's attention score that its queries come from. Write that score as "
-                "x_q W_Q (x_k W_K)^T, put the writer's output in the place that K-composition changes, and "
-                "rearrange until it is multiplied on the right by one d_model x d_model matrix.",
+        Mistake("reader matrix of another composition", "Your pair scores a different kind of composition "
+                "from the one asked. Which of the reader's inputs does K-composition change, and where does that "
+                "input appear in the reader's score x_q W_Q (x_k W_K)^T?",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
-        Mistake("writer and reader swapped", "The pair comes in the order the exercise asks for: first the "
-                "matrix of the head that writes, then the matrix of the head that reads.",
+        Mistake("first matrix built from the reader's weights", "Your W_A is built from W_Q and W_K. A row "
+                "vector passes through one head and then the other: which head does it meet first, and in which "
+                "place of the pair does the exercise ask for that head's matrix?",
                 lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
         Mistake("writer matrix in the other convention", "Your W_A is the writer's OV circuit as the paper "
                 "writes it, for column vectors multiplied on the left. Follow a row vector x through the writer "
@@ -113,10 +116,9 @@ EX2 = PairExercise(
                 "one.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_K @ W_K.T)),
     ],
-    hint="K-composition: the writer's OV circuit puts something into the stream and the reader's keys read "
-         "it. Follow a row vector x: what does the writer add to the stream (x times which matrix)? Then write "
-         "the reader's score x_q W_QK x_k^T with that output on the key side, and rearrange it so that the "
-         "output is multiplied on the right by a [d_model, d_model] matrix: that matrix is W_B.",
+    hint="Follow a row vector x: what does the writer add to the stream? Where in the reader's score "
+         "x_q W_QK x_k^T does that output enter for K-composition, and can the score be rearranged so that the "
+         "output is multiplied on the right by a single [d_model, d_model] matrix?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
