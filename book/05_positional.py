@@ -972,12 +972,13 @@ glue("two_head", f"0.{two_head}")
 #
 # ### No position table
 #
-# The outline this book was written from says that "later models (BERT, GPT-2, LLaMA)
-# use learned positional embeddings", a table $W_\text{pos}$ trained with everything
-# else. For BERT and GPT-2 that is right; for LLaMA it is wrong. The LLaMA paper removes
-# the absolute positional embeddings and rotates queries and keys instead (its section
-# 2.2). The evidence is in the files. SmolLM2's checkpoint is a GGUF file whose header
-# names its architecture; the `gguf` library calls a position table `position_embd`. And
+# It is tempting to generalise from the first two and say that later models (BERT,
+# GPT-2, LLaMA) all use learned positional embeddings, a table $W_\text{pos}$ trained
+# with everything else. For BERT and GPT-2 that is right; for LLaMA it is wrong. The
+# LLaMA paper removes the absolute positional embeddings and rotates queries and keys
+# instead (its section 2.2). The evidence is in the files. SmolLM2's checkpoint is a
+# GGUF file whose header names its architecture; the `gguf` library calls a position
+# table `position_embd`. And
 # Hugging Face's `transformers`, the reference implementation of both architectures, can
 # build a tiny untrained copy of each, whose parameters we can list. We give both the
 # same sizes and 64 positions, a number no other dimension uses, so a position table
@@ -1062,8 +1063,8 @@ identity("in transformers, LLaMA has no parameter indexed by position and "
 # SmolLM2's file holds token embeddings, norms and the attention and MLP matrices of
 # each layer, and nothing indexed by position; what it does record about position is a
 # *rotation* setting, the base of the angles. The reference LLaMA has no position
-# parameter, while GPT-2 has its learned table `wpe`. So the outline's sentence is
-# corrected here: LLaMA, and SmolLM2 with it, has no $W_\text{pos}$.
+# parameter, while GPT-2 has its learned table `wpe`. So the generalisation fails at
+# LLaMA: LLaMA, and SmolLM2 with it, has no $W_\text{pos}$.
 #
 # ### The rotation
 #
@@ -1331,7 +1332,7 @@ glue("rope_score", float(want[1][0]))
 # SmolLM2 counterpart's amplitudes, and with them its fast share, and only the
 # directions within the planes are random.
 
-# %%
+# %% tags=["hide-input"]
 L, H = smol.cfg.n_layers, smol.cfg.n_heads
 KV, d_head = smol.cfg.n_key_value_heads, smol.cfg.d_head
 GROUP = H // KV
@@ -1699,8 +1700,8 @@ plt.show()
 #   {glue:text}`prev_head`, far beyond shuffled positions; they also reveal a head that looks two positions back over the
 #   first half of the context (queries 2 to 32 of 64, the only ones tested), beyond
 #   shuffled positions even when the null chooses its own head, offset and window.
-# - SmolLM2, like LLaMA, has no position table (the outline's "LLaMA uses learned
-#   positional embeddings" is wrong): it rotates each head's queries and keys, plane $m$
+# - SmolLM2, like LLaMA, has no position table (the claim that LLaMA uses learned
+#   positional embeddings is wrong): it rotates each head's queries and keys, plane $m$
 #   by $p\,\theta_m$. Its rotation is the sinusoidal $M_k$ transposed, moved into the dot
 #   product, and the score becomes $x_i W_Q R_{i-j} W_K^\top x_j^\top$: one bilinear form
 #   per offset, $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$, on the RMSNorm's output

@@ -828,7 +828,7 @@ heatmap(dup, [f"H{h}" for h in range(S_H)], [f"L{l}" for l in range(S_L)],
         title="SmolLM2: duplicate-token score of every head, 8 passages",
         x_title="head", y_title="layer", zmin=0, zmax=1, outline=[(DL, DH)])
 
-# %%
+# %% tags=["hide-input"]
 best = per_passage[:, DL, DH]
 ranks = (per_passage.flatten(1) > best[:, None]).sum(-1) + 1  # 1 = first
 print(f"L{DL}H{DH} per passage:", " ".join(f"{v:.2f}" for v in best.tolist()))

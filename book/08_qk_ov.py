@@ -714,7 +714,7 @@ identity("a generic G does not commute with them: G R - R G exceeds its "
          bool(any_gap > rounding_bound(2 * D, math.e, torch.float64)),
          chapter="8")
 
-# %%
+# %% tags=["hide-input"]
 attn_weights = [(b.attn.W_Q.clone(), b.attn._W_K.clone(),
                  b.attn._W_V.clone(), b.attn.W_O.clone())
                 for b in smol.blocks]    # stored once per key-value head

@@ -129,7 +129,7 @@ identity_close("the module computes max(0, x W1 + b1) W2 + b2 with "
 # convolutions with kernel size 1": a convolution whose window is one position wide is
 # exactly a per-position linear map. We check both.
 
-# %%
+# %% tags=["hide-input"]
 with torch.no_grad():
     one_by_one = torch.cat(
         [ffn_module(x[:, i:i + 1]) for i in range(x.shape[1])], dim=1)
@@ -754,7 +754,7 @@ plt.show()
 # trained value's distance from the first null; what it adds beyond the size of its
 # weights, the distance from the second.
 
-# %%
+# %% tags=["hide-input"]
 def neuron_stats(post):
     """Top-1% share, median kurtosis over neurons, and the negative
     activations' share of the squared mass, for activations [tokens, d_mlp].

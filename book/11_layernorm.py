@@ -138,7 +138,7 @@ identity_close("annotated_layer_norm reproduces encoder_decoder.LayerNorm",
 # $\sqrt{(d-1)/d}$. We measure the gap for the paper's $d_\text{model} = 512$ and for the
 # toy translation model's 64.
 
-# %%
+# %% tags=["hide-input"]
 gap = {}
 for d in (64, 512):
     xd = 3 * torch.randn(1000, d, dtype=torch.float64) + 1.5
@@ -773,7 +773,7 @@ finding("started at token 100, the first position's vector is again far "
 # The layers that remain also drift with depth, which a shuffle ignores, so even this null
 # is too narrow; a correlation it cannot tell from shuffling is not evidence for a link.
 
-# %%
+# %% tags=["hide-input"]
 # attention paid to position 0 by queries 8..63, averaged over heads, per
 # layer; does it go with position 0's size? A rank correlation over layers
 # 3..29, against the same correlation with those layers shuffled

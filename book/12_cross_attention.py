@@ -370,7 +370,7 @@ for l in range(2):
           f"summed {agree_sum[l]:.2f}")
 print(f"no head at all (W_E_src W_U): {direct:.2f}")
 
-# %%
+# %% tags=["hide-input"]
 glue("agree_l1_sum", agree_sum[1].item())
 glue("agree_l0_sum", agree_sum[0].item())
 glue("agree_l1_min", agree[1].min().item())

@@ -273,7 +273,7 @@ glue("affine_bound", rounding_bound(4 * attn_only_forward_terms(cfg, n_pos)
 # paths of its own, and $b_U$ is added once, to the direct path. `logit_attribution`
 # returns every term.
 
-# %%
+# %% tags=["hide-input"]
 la = logit_attribution(model, tokens)
 path_terms, path_scale = path_sum_bound(la, cfg, n_pos, big)
 identity_close("direct + per-head + virtual + bias paths sum to the logits "
@@ -370,7 +370,7 @@ def n_paths(n_layers, n_heads):
 
 checks.ch13_ex1(n_paths)
 
-# %%
+# %% tags=["hide-input"]
 gpt2_shape = n_paths(12, 12)
 identity("an attention-only model of GPT-2 small's shape has 13¹² paths",
          f"{gpt2_shape:.3e}", gpt2_shape == count_paths(12, 12)["total"],
@@ -912,7 +912,7 @@ glue("pick_dir", "positive (towards the right name)" if sign > 0
 # attribution, the logit differences, and where the chosen head looks from the last
 # position.
 
-# %%
+# %% tags=["hide-input"]
 runs = [run_ioi(ioi(t, PAIRS), head=chosen) for t in TEMPLATES]
 diffs = torch.cat([r[0] for r in runs])                       # [100]
 heads = torch.cat([r[1].heads for r in runs], -1)             # [L, H, 100]
@@ -1007,7 +1007,7 @@ heatmap(grids, [f"H{h}" for h in range(S_H)] + ["MLP"],
 # object and copy it. We measure the chosen head's attention from the last position on
 # the two names, and split its direct effect into what it does to each name's logit.
 
-# %%
+# %% tags=["hide-input"]
 on_answer, on_other, on_io, on_s, on_vocab = torch.cat([r[2] for r in runs],
                                                        -1)
 # a softmax ignores what is added to every logit, so each name's part is

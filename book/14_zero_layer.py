@@ -236,7 +236,7 @@ def zero_layer_logits(tokens, W_E, W_U, b_U):
 
 checks.ch14_ex1(zero_layer_logits)
 
-# %%
+# %% tags=["hide-input"]
 mine = zero_layer_logits(tokens, model.W_E, model.W_U, model.b_U)
 identity_close("zero_layer_logits reproduces toy-0l on chain samples", mine,
                model(tokens), terms=logit_terms(d_model), scale=logit_scale,
@@ -314,7 +314,7 @@ checks.ch14_ex2(row_centred_correlation)
 # columns, so it is still a chain of the same kind) and correlates the model with that,
 # 1000 times.
 
-# %%
+# %% tags=["hide-input"]
 corr = row_centred_correlation(logits, log_P)
 gen = torch.Generator().manual_seed(0)
 shuffled = []
@@ -344,7 +344,7 @@ glue("corr_null_max", torch.stack(shuffled).abs().max().item())
 # the model's logit table. Its predictions do not change at all; a correlation without
 # centring drops; the row-centred one does not move.
 
-# %%
+# %% tags=["hide-input"]
 g = torch.Generator().manual_seed(0)
 shifts = 5 * torch.randn(d_vocab, 1, generator=g)
 shifted = logits + shifts
@@ -382,7 +382,7 @@ glue("plain_shifted", plain_shifted.item())
 # were equally good everywhere, which entries of a row are the likely ones would not
 # matter; the null draws that label at random, the same number of entries in each row.
 
-# %%
+# %% tags=["hide-input"]
 Wc, Lc = centre(logits), centre(log_P)
 residual = Wc - Lc                        # the theory's scale: 1
 likely = torch.zeros(d_vocab, d_vocab, dtype=torch.bool)
@@ -489,10 +489,10 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # %% [markdown]
 # ## Bigram, not unigram
 #
-# The syllabus this book follows says (its section 14.2) that $W_E W_U$ "is learned to
-# approximate the unigram distribution", and a sentence later that it is a bigram
-# model; it also says that entry $(s, d)$ "is proportional to" $\log P(d \mid s)$. The
-# second statement is the right one, and the third is not: the logits (with $b_U$)
+# Three descriptions of $W_E W_U$ are tempting: that it is learned to approximate the
+# unigram distribution; that it is a bigram model; and that entry $(s, d)$ is
+# proportional to $\log P(d \mid s)$. The second is the right one, and the third is
+# not: the logits (with $b_U$)
 # match $\log P$ up to a constant *added* to each row, which is not proportionality.
 # (After that constant is removed, the factor between the two is 1, up to the fit's
 # error: the least-squares slope of the centred logits on the centred $\log P$ is
@@ -697,8 +697,8 @@ explore(draw_token, token=(0, d_vocab - 1, 1))
 #   jitter, sets most of the error.
 # - Centre rows before comparing logit tables: a per-row constant changes no prediction
 #   but can move an uncentred score a lot.
-# - The model learns *bigram* statistics, not the unigram distribution the syllabus
-#   names: its prediction depends strongly on the current token, and unigram frequencies
+# - The model learns *bigram* statistics, not the unigram distribution one might
+#   expect: its prediction depends strongly on the current token, and unigram frequencies
 #   appear only as the $\pi$-weighted average of its rows. Its loss
 #   ({glue:text}`loss:.3f`) exceeds the true chain's on the same samples by
 #   {glue:text}`excess:.4f` nats per token ({glue:text}`excess_lo:.4f` to

@@ -396,7 +396,7 @@ glue("n_dest_top", sum(t == {"keep", "hold"} for t in top_two.values()))
 # pair-specific, the planted pairs would carry no more interaction than random ones. We
 # test one-sided at 0.05.
 
-# %%
+# %% tags=["hide-input"]
 def interaction(M, rows):
     """M's rows `rows`, double-centred over all columns [len(rows), 64]:
     what no row mean and no column mean (over these rows) explains."""
@@ -565,7 +565,7 @@ ax.set_title("most likely next token (and its probability)", fontsize=10)
 fig.tight_layout()
 plt.show()
 
-# %%
+# %% tags=["hide-input"]
 def p_next(source, dest, c):
     """[N]: p(c) after `dest` in each of the N built sequences."""
     return st_model(build(source, dest))[:, -1].softmax(-1)[:, c]
@@ -660,7 +660,7 @@ observation("the direct path's top two outputs after in, at, on",
 # leaving out the attention weight and the other keys); last, the behaviour measured
 # above.
 
-# %%
+# %% tags=["hide-input"]
 print("triple                 QK rank  OV rank  favourite  direct+OV  p(C | A ... B)")
 read_off = []
 for (a, b, c), p in zip(task.triples.tolist(), p_triples):
@@ -702,7 +702,7 @@ glue("n_ov_first", sum(r[1] == 1 for r in read_off))
 # chapter {doc}`13_path_expansion`: the head's term and the direct path's term for the
 # logit of *bay*.
 
-# %%
+# %% tags=["hide-input"]
 bay = tok("bay")
 split = {}
 for d in ["in", "at"]:

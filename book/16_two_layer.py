@@ -297,7 +297,7 @@ fig.suptitle("toy-2l with layer 0 mean-ablated in one input of layer 1",
 fig.tight_layout()
 plt.show()
 
-# %%
+# %% tags=["hide-input"]
 chance = math.log(cfg.d_vocab)
 # each comparison is paired: the same 32 sequences, with and without the cut
 for what, a, b, alternative in [
@@ -672,7 +672,7 @@ identity_close("the virtual term of L0H2 -> L1H1 is its pattern times the "
 # token after its first copy. Chained, the pattern goes back from position $n + i$ to
 # position $i$: the earlier copy of the *same* token.
 
-# %%
+# %% tags=["hide-input"]
 display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
                 range(A_prev.shape[-1]), range(A_prev.shape[-2]),
                 title="attention patterns of the first sequence",

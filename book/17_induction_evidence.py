@@ -212,7 +212,7 @@ plt.show()
 # The tests are paired, sequence by sequence: each ablated loss minus the clean loss of
 # the same sequence, with a bootstrap interval over the 16 sequences.
 
-# %%
+# %% tags=["hide-input"]
 rise = {h: ablated[h][0] - clean_second for h in range(H)}
 finding("mean-ablating L0H2 raises the second-copy loss", rise[2].mean(),
         null=Null.point("no change", 0.0), boot=bootstrap(rise[2]),
@@ -367,7 +367,7 @@ display(heatmap(per_head, [f"H{h}" for h in range(H)],
 # nothing" the same way: the largest of their three absolute means, with its bootstrap
 # interval (the same resamples for all three), should lie below 0.05.
 
-# %%
+# %% tags=["hide-input"]
 def per_sequence(bad, at, into, positions=None):
     """Path patching L0H2 -> the layer-1 heads' `into` ("logits": the
     direct path): [16] normalised effects, one per sequence, and the ratio of
@@ -485,7 +485,7 @@ for name, value in [("clean_key_loss", key_run.clean_value),
 # the 50th, averaged over dataset examples: `toy-2l`'s context is far shorter, so we move
 # both indices down, and the number is not comparable with theirs.
 
-# %%
+# %% tags=["hide-input"]
 g = torch.Generator().manual_seed(7)
 fresh = torch.cat([tokens[:, :n],
                    torch.randint(0, cfg.d_vocab, (16, n), generator=g)], 1)
@@ -624,7 +624,7 @@ plt.show()
 # there, 80/3,000 of it: a share many times that is an abrupt change. (The share
 # describes one training run; there is no sampling in it to test.)
 
-# %%
+# %% tags=["hide-input"]
 w = 4                                         # records either side: 40 steps
 at = int((steps == change).nonzero())
 # window centres 2w + 1 records apart: windows that share no record
@@ -788,7 +788,7 @@ heatmap(torch.stack([smol_prev, smol_ind]), [f"H{h}" for h in range(S_H)],
         panel_titles=["previous-token score", "induction score"],
         x_title="head", y_title="layer", zmin=0, zmax=1)
 
-# %%
+# %% tags=["hide-input"]
 top = smol_ind.flatten().topk(5)
 top_heads = [divmod(int(i), S_H) for i in top.indices]
 observation("SmolLM2's top five induction heads", ", ".join(
@@ -1273,7 +1273,7 @@ display(heatmap(torch.stack([torch.stack([smol_paths[s][c].mean()
                 x_title="patch", y_title="corruption", zmin=-1, zmax=1,
                 colorscale="RdBu_r", value_format=".2f"))
 
-# %%
+# %% tags=["hide-input"]
 key, qry = smol_paths["key"], smol_paths["query"]
 finding("SmolLM2, key side: the K path (senders into the receivers' keys, at "
         "the first copy) restores part of the gap", key["K"].mean(),

@@ -263,7 +263,7 @@ fresh_cache = model.run_with_cache(fresh)[1]
 fresh_ind = fresh_cache["pattern", 1].diagonal(
     offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean(-1)      # [batch, head]
 
-# %%
+# %% tags=["hide-input"]
 prev_head = divmod(int(prev.argmax()), H)
 finding(f"L{prev_head[0]}H{prev_head[1]} attends to the previous token: the "
         "best head's score against the best head of each untrained model",
@@ -404,7 +404,7 @@ null_back = torch.tensor([looks_back(m, h) for m in untrained
 null_wins = torch.stack([k_wins(m) for m in untrained])  # [40, w, r]
 null_copying = torch.stack([copying_scores(m)[1] for m in untrained])
 
-# %%
+# %% tags=["hide-input"]
 # L0H2 was picked as the best previous-token head, so its values are set
 # beside the best layer-0 head of each untrained model
 finding("L0H2's positional QK circuit scores key p - 1 highest for nearly "
@@ -579,7 +579,7 @@ identity_close("the 36 (query part, key part) terms add up to L1H1's "
 # far more often than a term that knew nothing about the target would (one over the
 # number of keys a query may attend to, averaged over the queries).
 
-# %%
+# %% tags=["hide-input"]
 def masked(s):
     """Scores [batch, q, k] of the second-copy queries, future keys -inf."""
     return s[:, queries].masked_fill(~causal[queries], -math.inf)

@@ -114,14 +114,14 @@ def one_score_terms(d):
 #
 # It ignores the size of the weights (scale either matrix and the score is unchanged),
 # it lies between 0 and 1, and it is 0 when $B$ reads nothing of what $A$ writes. It is
-# not 0 for two heads that have nothing to do with each other. The syllabus this book
-# follows says that two random 64-dimensional subspaces of $\mathbb{R}^{768}$ are
-# "almost certainly orthogonal" with an overlap that is "essentially zero"; they are
-# not: random slices of a $d_\text{model}$-dimensional space overlap by about
-# $1/\sqrt{d_\text{model}}$, which for 768 dimensions is 0.036, the very baseline the
-# syllabus quotes a paragraph later. A score means something only against such a null,
-# and for trained heads the right null keeps each head's own weights and randomises
-# only how the writer's output is oriented relative to the reader.
+# not 0 for two heads that have nothing to do with each other. One might expect two
+# random 64-dimensional subspaces of $\mathbb{R}^{768}$ to be almost certainly
+# orthogonal, with an overlap of essentially zero; they are not: random slices of a
+# $d_\text{model}$-dimensional space overlap by about $1/\sqrt{d_\text{model}}$, which
+# for 768 dimensions is 0.036, and that, not 0, is the baseline. A score means
+# something only against such a null, and for trained heads the right null keeps each
+# head's own weights and randomises only how the writer's output is oriented relative
+# to the reader.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -174,19 +174,20 @@ def k_composition_matrices(W_V, W_O, W_Q, W_K):
 checks.ch18_ex2(k_composition_matrices)
 
 # %% [markdown]
-# ### Which product is K-composition? A correction to the syllabus
+# ### Which product is K-composition?
 #
-# The syllabus (its section 16.1) calls $W_{OV}^A W_{QK}^B$ the "K-composition
-# circuit", and says that Q-composition uses "the same matrix". The folded derivation
+# It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the
+# reader's QK circuit, the K-composition circuit, and to say that Q-composition uses
+# the same matrix. The folded derivation
 # below (Exercise 18.2 worked out) shows which product K-composition really uses. We
 # then compute K-composition by brute force for every pair of `toy-2l` heads and
 # compare it with the library, with TransformerLens and with your two functions; then
-# we compute the syllabus's product and compare it with both of TransformerLens's
-# scores.
+# we compute that tempting product $W_{OV}^A W_{QK}^B$ and compare it with both of
+# TransformerLens's scores.
 #
 # ```{admonition} Exercise 18.2 worked out (open it once your function passes)
 # :class: dropdown
-# In the row-vector convention the syllabus's first statement is wrong, and with it the
+# In the row-vector convention the first of those statements is wrong, and with it the
 # second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition uses its
 # transpose, so the two compositions use different matrices. The reason is one line of
 # algebra. Head $B$'s score for query position $i$ and key position $j$ is
@@ -239,7 +240,7 @@ identity_close("your two functions give the library's K-composition score "
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 
 # %%
-# the syllabus's "K-composition circuit": W_OV^A W_QK^B, no transpose
+# the tempting "K-composition circuit": W_OV^A W_QK^B, no transpose
 syllabus = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = theirs
@@ -259,9 +260,9 @@ print("syllabus's product      :", syllabus[2].numpy().round(3),
 print("TransformerLens K scores:", tl_k[2].numpy().round(3))
 
 # %% [markdown]
-# The syllabus's product reproduces the Q-composition scores to rounding and misses
-# the K-composition scores by up to {glue:text}`syllabus_gap:.2f`. On the head that
-# matters, the previous-token head L0H2, it would report at most
+# The product $W_{OV}^A W_{QK}^B$ reproduces the Q-composition scores to rounding and
+# misses the K-composition scores by up to {glue:text}`syllabus_gap:.2f`. On the head
+# that matters, the previous-token head L0H2, it would report at most
 # {glue:text}`syllabus_prev:.2f` into the layer-1 heads, where the K-composition score
 # is at least {glue:text}`k_prev:.2f`: with the wrong matrix, the channel chapter
 # {doc}`16_two_layer` found essential would look weaker than it is. The rest of the
@@ -565,7 +566,7 @@ plt.show()
 # direction was chosen after looking; we therefore test it two-sided (does L0H2's
 # largest V-score differ from what rotation gives, in either direction?).
 
-# %%
+# %% tags=["hide-input"]
 n_rot = 200
 null_k = rotated_baseline(model, "K", n_samples=n_rot)[:, 0, :, 1, :]
 null_v = rotated_baseline(model, "V", n_samples=n_rot, seed=1)[:, 0, :, 1, :]
@@ -635,7 +636,7 @@ glue("l0h1_hi", l0h1.max().item())
 # \lVert W_B \rVert_F)$, and by von Neumann's trace inequality no rotation does better.
 # We check both statements and place L0H2's scores between the null and that ceiling.
 
-# %%
+# %% tags=["hide-input"]
 def ceiling(W_A, W_B):
     """The largest score of W_A U W_B over rotations U, and the U that
     reaches it (A's i-th output direction onto B's i-th input)."""
@@ -811,7 +812,7 @@ rule = {r: m.quantile(0.95).item() for r, m in null_max.items()}
 # First, the rule as we fixed it: how many earlier heads pass it into each reader, the
 # median pair beside its rotated null, and each reader's three strongest writers.
 
-# %%
+# %% tags=["hide-input"]
 tops = {}
 for l, h in readers:
     best = K[:l, :, l, h].flatten().topk(3)
@@ -850,8 +851,8 @@ glue("n_pass_hi", max(n_pass.values()))
 # {glue:text}`null_median_ratio:.2f`. Trained heads share some directions of the
 # stream, so ordinary pairs of them overlap a little more than randomly oriented heads
 # would, and a rule that compares raw scores with rotations passes much of the crowd.
-# The syllabus expects heads "not part of any circuit" to sit at the random baseline;
-# in SmolLM2 the crowd sits a little above it.
+# One might expect heads that are not part of any circuit to sit at the random
+# baseline; in SmolLM2 the crowd sits a little above it.
 #
 # So we change the rule, here, after seeing that the first one failed on this model.
 # The new rule compares each writer with its reader's own crowd, and keeps the
@@ -882,7 +883,7 @@ glue("n_pass_hi", max(n_pass.values()))
 # test either; one would need induction heads (or a model) not looked at before the
 # rule was chosen.
 
-# %%
+# %% tags=["hide-input"]
 partners, z_star, null_z_mean = {}, {}, {}
 for k, (l, h) in enumerate(readers):
     into = K[:l, :, l, h].flatten()
@@ -1011,7 +1012,7 @@ plt.show()
 # of the partnered readers' layers, beside that head's induction score from the pass
 # above.
 
-# %%
+# %% tags=["hide-input"]
 writers = sorted({w for ps in partners.values() for w, _, _ in ps})
 reader_set = set(readers)
 same_group, other_groups = [], []
@@ -1080,7 +1081,7 @@ glue("n_key_partnered", n_key_partnered)
 # per partner layer. With $n$ choices in all, the smallest p this null can give is
 # $1/n$, stated here before the cell measures it.
 
-# %%
+# %% tags=["hide-input"]
 # the partners' readers lie in these layers; a partner comes from below them
 top_layer = max(l for (l, _), ps in partners.items() if ps)
 pool = prev[:top_layer].flatten()
@@ -1294,7 +1295,7 @@ glue("median_writer", name(*median_w))
 # traces move together? The cell measures both for {glue:text}`writer1` $\to$
 # {glue:text}`reader1`, with the gains folded as above.
 
-# %%
+# %% tags=["hide-input"]
 qk_all = rotary_qk(smol, rl, rh, offsets)
 G_rot = qk_all.A.mT @ qk_all.A           # R_Delta^T G_Q R_Delta per offset
 # offsets[0] = 0 and R_0 = I (checked above), so G_rot[0] is G_Q itself

@@ -1551,7 +1551,7 @@ for key in ("before", "during", "after"):
 # The ICL score on plain text (last panel) shows no jump in the window. The checkpoints
 # measure both effects with intervals.
 
-# %%
+# %% tags=["hide-input"]
 c_before, c_after = ckpt_around("text-2l", cm)
 c_rows = all_heldout("text-2l")
 c_rep_rows = passage_windows(streams.text_streams(zoo.RECIPES["text-2l"])[1],

@@ -352,7 +352,7 @@ glue("layer1_copy_min", float(copy[1].min()))
 # initialised models of `toy-2l`'s shape (seeds 1 to 99, the zoo's own initialisation),
 # scored in the same way. (For composition, below, a stricter null is needed.)
 
-# %%
+# %% tags=["hide-input"]
 shape = dict(zoo.RECIPES["toy-2l"].model)
 n_layers = shape.pop("n_layers")
 inits = [attn_only(n_layers, **dict(shape, seed=s)) for s in range(1, 100)]
@@ -419,7 +419,7 @@ glue("init_copy_max", float(init_copy.abs().max()))
 # previous-token head's row that stands out in K-composition: it feeds all four induction
 # heads' keys.
 
-# %%
+# %% tags=["hide-input"]
 # [writer head in layer 0, reader head in layer 1]
 K = composition_scores(model, "K")[0, :, 1, :]
 baseline = float(random_baseline(cfg.d_model, cfg.d_head, kind="K", seed=0))
@@ -498,7 +498,7 @@ glue("k_rot_p", k_test.p)
 # has never seen together, even on random tokens. That is why the standard test uses a
 # repeated random sequence: the second copy becomes predictable only through the context.
 
-# %%
+# %% tags=["hide-input"]
 first, second = repeat_losses(model, seq_len=24, batch=16, seed=1)
 init_gap = [a - b for a, b in (repeat_losses(m, seq_len=24, batch=16, seed=1)
                                for m in inits)]

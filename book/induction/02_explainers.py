@@ -79,7 +79,7 @@ induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
 #   words added nothing beyond the repeat, the sentence would be one more draw among them,
 #   and 20 controls can show at best p = 1/21, about 0.048.
 
-# %%
+# %% tags=["hide-input"]
 text_ids = tokenizer(" " + DURSLEY)["input_ids"]
 controls = [control_tokens(text_ids, 1000, 40000, seed)
             for seed in range(1, 21)]
@@ -226,7 +226,7 @@ finding("on this one sentence that gain is larger than on the random "
 stepper = induction_stepper(model, live="toy-2l")
 stepper
 
-# %%
+# %% tags=["hide-input"]
 data = stepper_data(model)  # the same two sequences, in Python, for the prose
 text, rand = data["sequences"]["text"], data["sequences"]["random"]
 (L0, H0), (L1, H1) = pick_heads(model)   # the stepper's pair
@@ -315,7 +315,7 @@ observation("toy-2l's top prediction on the random-token control, and the "
 builder = composition_builder(model, model_name="toy-2l")
 builder
 
-# %%
+# %% tags=["hide-input"]
 scores = builder.data["scores"]
 glue("b_k", scores["K"])
 glue("b_q", scores["Q"])

@@ -171,7 +171,7 @@ assert (l0, worst_head) == (0, 1), (l0, worst_head)
 # puts its second copy nearer the start of the sequence, so the cell separates the two:
 # it measures 8-token segments again after a prefix of random tokens.
 
-# %%
+# %% tags=["hide-input"]
 def second_copy_loss(seg, prefix=0):
     """Mean loss on the second copy (from its second token) of 32 random
     segments of ``seg`` tokens, repeated, after ``prefix`` random tokens."""

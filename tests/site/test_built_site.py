@@ -146,3 +146,29 @@ def test_the_pages_draw_their_icons_from_cut_down_fonts_not_fontawesome_js():
         assert f"url({font.name})" in css and font.stat().st_size < 20_000
         covered |= set(TTFont(font).getBestCmap())
     assert {names[n] for n in used} <= covered
+
+
+@pytest.mark.parametrize("path", execute_notebooks.toc_notebooks(), ids=lambda p: p.name)
+def test_bookkeeping_cells_are_folded_and_say_what_they_do(path):
+    # issue 40: a visible cell that mostly glues numbers and records claims buries the prose; such a
+    # cell is folded, and its fold names what it does (scripts/sphinx_folds.py), never "Show code"
+    from bs4 import BeautifulSoup
+
+    import sphinx_folds
+
+    soup = BeautifulSoup(page(path), "html.parser")
+    shown, prompts = [], []
+    for cell in soup.select("div.cell"):
+        source = cell.select_one("div.cell_input")
+        if source is None:
+            continue
+        code = source.get_text()
+        if not sphinx_folds.is_bookkeeping(code):
+            continue
+        fold = source.find_parent("details", class_="hide")
+        if fold is None:
+            shown.append(code.splitlines()[0][:60])
+        else:
+            prompts.append((fold.select_one("summary").get_text(" ", strip=True), sphinx_folds.fold_prompt(code)))
+    assert not shown, f"{path.name}: bookkeeping cells shown unfolded: {shown}"
+    assert all(want in text for text, want in prompts), prompts

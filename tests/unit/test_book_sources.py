@@ -84,6 +84,52 @@ def test_no_placeholder_text_in_the_book():
 
 
 
+# the book's own production, a build machine's messages and an answer key have no place on a page
+# (issue 40): each phrase below was once on a page
+LEFTOVERS = re.compile(r"this book was written from|the syllabus this book|outline this book"
+                       r"|cannot be reached from this machine|\"correct\":", re.I)
+
+
+def test_no_leftover_of_how_the_book_was_made():
+    hits = []
+    for path in list((ROOT / "book").rglob("*.py")) + list((ROOT / "book").rglob("*.md")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if LEFTOVERS.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "\n".join(hits)
+
+
+def test_bookkeeping_rule_on_hand_made_cells():
+    import sphinx_folds
+
+    accounts = 'glue("a", x)\nglue("b", y)\nidentity("z is zero", z == 0)\nw = x + y\n'
+    teaching = "scores = q @ k.T / d ** 0.5\npattern = scores.softmax(-1)\nout = pattern @ v\nglue('o', out)\n"
+    loop = 'for name, v in values.items():\n    glue(name, v)\nobservation("n", n)\nm = n + 1\n'
+    assert sphinx_folds.bookkeeping_share(accounts) == (3, 4) and sphinx_folds.is_bookkeeping(accounts)
+    assert sphinx_folds.bookkeeping_share(teaching) == (1, 4) and not sphinx_folds.is_bookkeeping(teaching)
+    assert sphinx_folds.bookkeeping_share(loop) == (2, 3) and sphinx_folds.is_bookkeeping(loop)
+    assert not sphinx_folds.is_bookkeeping('glue("a", 1)\nglue("b", 2)\n')  # two lines: no burden
+    assert not sphinx_folds.is_bookkeeping("%timeit f()\nglue('a', 1)\nglue('b', 2)\n")  # not plain Python
+    assert sphinx_folds.fold_prompt(accounts) == "Show the code that checks an identity and glues numbers into the text"
+    assert sphinx_folds.fold_prompt(loop) == "Show the code that records an observation and glues numbers into the text"
+
+
+def test_no_visible_cell_is_mostly_bookkeeping():
+    # a cell that mostly glues numbers and records claims is folded (tags=["hide-input"]); its fold
+    # then says what it does (scripts/sphinx_folds.py), and tests/site checks the built pages
+    import jupytext
+    import sphinx_folds
+
+    hidden = {"hide-input", "remove-input", "remove-cell", "hide-cell", "solution", "exercise"}
+    shown = []
+    for src in notebooks.sources():
+        for i, cell in enumerate(jupytext.read(src, fmt="py:percent").cells):
+            if cell.cell_type == "code" and not hidden & set(cell.metadata.get("tags", [])) \
+                    and sphinx_folds.is_bookkeeping(cell.source):
+                shown.append(f"{src.relative_to(ROOT)} cell {i}: {cell.source.splitlines()[0][:60]}")
+    assert not shown, "\n".join(shown)
+
+
 def test_glue_roles_are_well_formed():
     """A ``{glue:text}`name:fmt``` role whose closing backtick is mistyped (``name:.3f}``)
     swallows the prose up to the next backtick, and the page shows markup instead of a number."""
