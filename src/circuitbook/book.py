@@ -230,7 +230,8 @@ class NullTest:
             return (f"{self.value:.4g} against {self.null.mean:.4g} \u00b1 {self.null.sd:.2g} "
                     f"({self.null.what}); rank {self.rank} of {self.n + 1}, p = {_p(self.p)}, "
                     f"z = {self.z:.1f}")
-        return (f"{self.value:.4g}, {100 * self.level:.0f}% bootstrap interval "
+        # ":g", not ":.0f": a Bonferroni level such as 98.75% must not print as 99%
+        return (f"{self.value:.4g}, {100 * self.level:g}% bootstrap interval "
                 f"[{self.lo:.4g}, {self.hi:.4g}], against {self.null.mean:.4g} ({self.null.what}); "
                 f"p = {_p(self.p)}")
 
