@@ -48,20 +48,30 @@ print(passage_text)
 n_weights = sum(p.numel() for name, p in smol.named_parameters()
                 if not name.split(".")[-1].startswith("b_")
                 and name != "unembed.W_U")   # zero biases; W_U is W_E's
-glue("download_mb", export.weight_bytes(smol.cfg) / 1e6)
 glue("n_weights_m", n_weights / 1e6)
 
 # %% [markdown]
 # ## The lab
 #
-# - **Load SmolLM2** fetches its weights from this site
-#   ({glue:text}`download_mb:.0f` MB, once; a progress bar shows how far it is). Nothing
-#   leaves the site: the page asks no other server for anything, and the rest of the site
-#   never loads any of it.
+# - **Load SmolLM2** fetches its weights and tables from this site
+#   ({glue:text}`download_mb:.0f` MB, once; a progress bar shows how far it is). The
+#   controls that need the model stay off until then. Nothing leaves the site: the page
+#   asks no other server for anything, and the rest of the site never loads any of it.
 # - The **text box** holds what the model reads, tokenised in the page by SmolLM2's own
-#   tokenizer. **Repeat its tokens once** puts the same tokens twice in a row: the test
-#   of chapter {doc}`../17_induction_heads`, on text. The example buttons fill in the
-#   passage above (repeated) and a short story in which a name comes back.
+#   tokenizer (at most {glue:text}`max_tokens` tokens). **Run**, Enter, or a pause of
+#   {glue:text}`debounce_s:.1f` s in your typing runs it (Shift+Enter starts a new line);
+#   until the new results arrive, the old ones are dimmed and marked *stale*.
+#   **Repeat its tokens once** puts the same tokens twice in a row: the test of chapter
+#   {doc}`../17_induction_heads`, on text. The example buttons fill in the passage above
+#   (repeated) and a short story in which a name comes back.
+# - **Repeats in your text.** Whatever you type, the lab looks for tokens that repeat an
+#   earlier run: a token counts as a *repeat* when it and the
+#   {glue:text}`min_repeat_less` tokens before it occurred earlier in the same order, and
+#   the earliest such place is its *first occurrence*. Beside the mean loss it prints the
+#   loss at the first occurrences and at the repeats, and the loss chart (position across,
+#   loss in nats up) shades both. The first {glue:text}`min_repeat_less` tokens of a
+#   repeated stretch count in neither: the model has not yet seen enough of it to know it
+#   is a repeat.
 # - The **tokens** below are tinted by the loss on each one (how surprised the model is
 #   by it, given the tokens before); click one to choose the position whose next-token
 #   predictions are shown.
@@ -75,12 +85,24 @@ glue("n_weights_m", n_weights / 1e6)
 #   (exported with the weights).
 # - **The top k induction heads** ablates the k heads with the highest induction scores
 #   (chapter {doc}`../17_induction_heads`'s test on repeated random tokens); **k random
-#   heads** ablates k heads drawn at random, a fresh draw on each click.
+#   heads** ablates k heads drawn at random, one fresh draw on each click. One draw says
+#   little: the same click can cost a fraction of a nat or several. **Random baseline**
+#   runs {glue:text}`baseline_draws` draws of k random heads on your text, a full pass
+#   each (a counter shows the progress), and prints their mean, standard
+#   deviation and range for every loss the lab shows.
+# - While heads are ablated, every loss is printed as *clean → ablated, change*, and the
+#   chart marks the clean loss of each token beside the ablated one.
 
 # %%
 examples = {"a passage of Shakespeare, repeated":
             {"text": passage_text, "repeat": True}, **EXAMPLES}
 lab = smollm2_lab(passage_text, repeat=True, examples=examples)
+# the size the page and the widget print: one number, the files the button loads
+glue("download_mb", lab.download_bytes / 1e6)
+glue("max_tokens", export.MAX_TOKENS)
+glue("debounce_s", lab.debounce_ms / 1000)
+glue("min_repeat_less", lab.min_repeat - 1)
+glue("baseline_draws", lab.baseline_draws)
 lab
 
 # %% [markdown]
@@ -187,9 +209,12 @@ glue("ref_length", export.REFERENCE["length"])
 # This is one passage: the problem set ({doc}`03_problems`) measures the same on many.
 #
 # **Rerun it by clicking.** Load the model; the lab starts on this passage, repeated.
-# Read the two losses under the token strip. Press *the top k induction heads* (k = 6,
-# mean) and read them again; then press *k random heads* a few times. The numbers the
-# page prints are the ones above: the browser tests compute both and compare them.
+# Read the two copies' losses under the token strip. Press *the top k induction heads*
+# (k = 6, mean) and read them again, each printed beside its clean value; then press
+# *random baseline* for {glue:text}`baseline_draws` draws of 6 random heads on this passage.
+# The numbers the page prints are the ones above (the baseline's draws are others than the
+# {glue:text}`smol_n_draws` here, so its mean and spread differ by chance): the browser
+# tests compute the page's numbers in Python and compare them.
 #
 # ## A name that recurs
 #
@@ -247,9 +272,9 @@ glue("name_n", len(again))
 #   top 5 say what the model expects next. Switch clicks to *ablates it* and take out
 #   induction heads one at a time (the grid's tooltips give each head's score): which
 #   one, alone, changes the prediction? Which pair does?
-# - **What does a random head do?** Press *k random heads* a few times with k = 6: the
-#   draws above say what to expect. Then try k = 30, a ninth of the model: is a large
-#   random set still as harmless, and does it matter which layers it hits?
+# - **What does a random head do?** Press *k random heads* a few times with k = 6, then
+#   *random baseline*: the draws above say what to expect. Then try k = 30, a ninth of the
+#   model: is a large random set still as harmless, and how wide is the spread?
 # - **Zero or mean?** Switch the buttons to zero-ablation. Zeroing a head removes also
 #   the constant part of its output, which later layers are used to; the mean keeps it.
 # - **The induction stripe.** Show {glue:text}`smol_best_head`, the top induction head,
@@ -259,7 +284,9 @@ glue("name_n", len(again))
 #   whose pattern sits just left of the diagonal: previous-token heads, the other half
 #   of the circuit (chapter {doc}`../18_composition`).
 # - **Your own text.** Paste a paragraph with a phrase that recurs (a chorus, a list, a
-#   line of code) and watch the loss on the second occurrence.
+#   line of code): the lab finds the repeat itself and prints the loss at its first
+#   occurrence and at the repeat. Ablate the top induction heads and compare the change
+#   with the random baseline's spread.
 #
 # ## In Jupyter and Colab
 #

@@ -29,6 +29,23 @@ TransformerLens (``load_pretrained("smollm2-135m")``).
 - **The widget**: a head click in "ablates it" mode cycles zero, mean, off; "k random heads"
   draws a fresh set each click; a token click moves the position; the top five shown are
   the model's.
+- **Running the reader's text** (issue 40): the controls that need the model are off until it
+  is loaded; the size in the prose and in the widget is one number, the manifest's files;
+  Enter and Ctrl+Enter run the text (Shift+Enter is a new line), and so does a pause in
+  typing (once, at least 600 ms after the last key); meanwhile the results are marked stale
+  (a class, a visible note, dimmed) until the new run lands.
+- **Repeats**: on a text with a repeated sentence the page finds the positions of
+  ``smollm2_lab.repeated_spans`` (its JS twin agrees on random lists too) and prints the loss
+  at their first occurrence and at the repeat as Python computes them, to the printed 0.01.
+- **The loss chart**: labelled axes with ticks, the repeats and the copy boundary marked; at
+  1280 and 390 px wide its text keeps 10 px or more and nothing of the lab sticks out.
+- **Ablation**: each loss printed as "clean \u2192 ablated, change", both as Python computes them.
+- **Random baseline**: its draws (BASELINE_DRAWS of k random heads, each a full pass), the mean,
+  sd and range printed are theirs, one draw agrees with ``heads.ablate``, and what was shown
+  before is shown again after.
+
+The page is read from ``SITE_DIR`` when set (a partial build: ``build_site.py --out
+_build/smollm2 --only book/induction/02_smollm2_lab``, then ``SITE_DIR=_build/smollm2/_build/html``).
 """
 
 from __future__ import annotations
@@ -37,6 +54,7 @@ import base64
 import json
 import random
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -596,3 +614,271 @@ def test_clicks(lab_page, smollm2):
     if (want.values[:-1] - want.values[1:]).min() > 2 * bound:
         assert shown == want.indices[:5].tolist()
     assert not log.console, log.console
+
+
+# --------------------------------------------------------------------------- running, repeats, chart, baseline (issue 40)
+
+OVERFLOW_JS = (Path(__file__).with_name("overflow.js")).read_text()
+#: the controls that need the model: off until it is loaded
+NEEDS_MODEL = [".cb-smol-run", ".cb-smol-how", ".cb-smol-k", ".cb-smol-top", ".cb-smol-random",
+               ".cb-smol-baseline", ".cb-smol-clear", ".cb-smol-mode"]
+SENTENCE = "The old clock in the hall struck nine, and the house fell silent."
+REPEATED_TEXT = f"{SENTENCE} We waited by the fire for the rain to stop. {SENTENCE}"
+CHANGE = re.compile(r"(\d+\.\d\d) \u2192 (\d+\.\d\d), ([+\u2212])(\d+\.\d\d)")
+
+
+def _token_losses(model, tokens, hooks=()) -> list[float]:
+    """losses[p]: -log p(tokens[p + 1] | tokens[:p + 1]), float64 from TransformerLens's float32 logits."""
+    logits, _ = _torch(model, tokens, hooks)
+    logp = logits.log_softmax(-1)[:-1]
+    return (-logp.gather(-1, torch.tensor(tokens)[1:, None])[:, 0]).tolist()
+
+
+def _shows(page, text: str, timeout: float = 120_000):
+    """Wait until the lab's results are those of ``text``, and not stale."""
+    page.wait_for_function("(text) => { const r = document.querySelector('.cb-smol'), cb = r.cbSmol;"
+                           " return r.dataset.state === 'ready' && cb.shownText === text && r.dataset.stale === 'false'; }",
+                           arg=text, timeout=timeout)
+
+
+def _run_text(page, text: str, repeat: bool = False):
+    lab = page.locator(".cb-smol")
+    if lab.locator(".cb-smol-repeat").is_checked() != repeat:
+        lab.locator(".cb-smol-repeat").set_checked(repeat)
+    lab.locator(".cb-smol-text").fill(text)
+    lab.locator(".cb-smol-run").click()
+    _shows(page, text)
+
+
+def _site_bin_bytes() -> int:
+    manifest = json.loads((SITE / "_static" / "smollm2" / "manifest.json").read_text())
+    return sum(f["bytes"] for f in manifest["files"] if f["name"].endswith(".bin"))
+
+
+def test_controls_need_the_model_and_the_size_is_one_number(browser, server):  # noqa: F811
+    log = Log()
+    context = offline_context(browser, log)
+    page = watch(context.new_page(), log)
+    assert open_page(page, server, LAB), f"{LAB}: widgets did not render"
+    page.wait_for_selector(".cb-smol .cb-smol-load", timeout=30_000)
+    lab = page.locator(".cb-smol")
+    assert not [c for c in NEEDS_MODEL if not lab.locator(c).is_disabled()], "a control works before the model"
+    assert lab.locator(".cb-smol-text").is_enabled() and lab.locator(".cb-smol-load").is_enabled()
+    # one number: the files the button loads (manifest), in the prose and in the widget alike
+    size = f"{_site_bin_bytes() / 1e6:.0f}"
+    widget = lab.locator(".cb-smol-status").text_content() + " " + lab.locator(".cb-smol-load").text_content()
+    prose = page.evaluate("() => { const m = document.querySelector('main') || document.body, c = m.cloneNode(true);"
+                          " c.querySelectorAll('.cb-smol').forEach((x) => x.remove()); return c.textContent; }")
+    said = re.findall(r"(\d+(?:\.\d+)?)\s*MB", prose) + re.findall(r"(\d+(?:\.\d+)?)\s*MB", widget)
+    assert said and set(said) == {size}, f"sizes on the page {said}, files {size} MB"
+    assert len(re.findall(r"(\d+(?:\.\d+)?)\s*MB", widget)) == 2
+    assert not log.console, log.console
+    context.close()
+
+
+def test_controls_on_once_loaded(lab_page):
+    page = lab_page[0]
+    lab = page.locator(".cb-smol")
+    assert not [c for c in NEEDS_MODEL if lab.locator(c).is_disabled()]
+    assert page.evaluate("() => window.cbTest.lab().net.bytes") == _site_bin_bytes()
+
+
+def test_enter_runs_and_stale_results_are_marked(lab_page, smollm2):
+    page, tok = lab_page[0], smollm2[1]
+    lab = page.locator(".cb-smol")
+    lab.locator(".cb-smol-clear").click()
+    _ready(page, "")
+    _run_text(page, "A first text, to have results.")
+    box, note, results = lab.locator(".cb-smol-text"), lab.locator(".cb-smol-stalenote"), lab.locator(".cb-smol-results")
+    opacity = lambda: float(results.evaluate("e => getComputedStyle(e).opacity"))  # noqa: E731
+    assert lab.get_attribute("data-stale") == "false" and not note.is_visible() and opacity() == 1
+    for keys, by in [("Enter", "enter"), ("Control+Enter", "enter")]:
+        text = f"Pressing {keys} runs this text."
+        box.fill(text)  # one input event: the results shown are now stale
+        assert lab.get_attribute("data-stale") == "true" and "cb-smol-stale" in lab.get_attribute("class")
+        assert note.is_visible() and "stale" in note.text_content() and opacity() < 0.6
+        box.press("Shift+Enter")  # a new line, not a run
+        assert box.input_value() == text + "\n"
+        box.press(keys)
+        assert box.input_value() == text + "\n"
+        _shows(page, text + "\n")
+        assert lab.get_attribute("data-committed-by") == by
+        assert page.evaluate("() => window.cbTest.lab().tokensRun") == tok(text + "\n")["input_ids"]
+        assert lab.get_attribute("data-stale") == "false" and "cb-smol-stale" not in lab.get_attribute("class")
+        assert not note.is_visible() and opacity() == 1
+
+
+def test_a_pause_in_typing_runs(lab_page, smollm2):
+    page, tok = lab_page[0], smollm2[1]
+    lab = page.locator(".cb-smol")
+    _run_text(page, "Typing")
+    passes = page.evaluate("() => window.cbTest.lab().passes")
+    box = lab.locator(".cb-smol-text")
+    box.click()
+    box.press("End")
+    box.press_sequentially(" goes on, then stops.", delay=60)  # keys 60 ms apart: under the pause
+    assert lab.get_attribute("data-stale") == "true"
+    _shows(page, "Typing goes on, then stops.")
+    got = page.evaluate("() => { const cb = window.cbTest.lab(); return [cb.passes, cb.committedAt - cb.lastInputAt, cb.tokensRun]; }")
+    assert lab.get_attribute("data-committed-by") == "pause"
+    assert got[0] == passes + 1, "typing ran the text before the pause"
+    assert 600 <= got[1] < 5000, f"ran {got[1]:.0f} ms after the last key"
+    assert got[2] == tok("Typing goes on, then stops.")["input_ids"]
+
+
+def test_repeats_in_the_readers_text_match_python(lab_page, smollm2):
+    from circuitbook.widgets.smollm2_lab import repeat_lengths, repeated_spans, span_losses
+
+    page = lab_page[0]
+    model, tok = smollm2
+    lab = page.locator(".cb-smol")
+    lab.locator(".cb-smol-clear").click()
+    _ready(page, "")
+    _run_text(page, REPEATED_TEXT)
+    tokens = page.evaluate("() => window.cbTest.lab().tokensRun")
+    assert tokens == tok(REPEATED_TEXT)["input_ids"]
+    spans = repeated_spans(tokens)
+    assert spans["repeat"], "the repeated sentence should be found"
+    assert page.evaluate("() => { const s = window.cbTest.lab().spans; return {repeat: s.repeat, first: s.first}; }") == spans
+    want = span_losses(_token_losses(model, tokens), tokens)
+    loss = lab.locator(".cb-smol-loss")
+    diffs = {}
+    for stat, key in [("spanFirst", "first"), ("spanRepeat", "repeat")]:
+        node = lab.locator(f'.cb-smol-stat[data-stat="{stat}"]')
+        value = float(node.get_attribute("data-value"))
+        assert value == float(loss.get_attribute(f"data-{stat.replace('R', '-r').replace('F', '-f')}"))
+        assert node.locator("b").text_content() == f"{value:.2f}"
+        diffs[stat] = abs(value - want[key])
+    assert max(diffs.values()) <= PRINTED, f"page vs Python: {diffs}"
+    assert f"({want['n_first']} tokens)" in lab.locator(".cb-smol-summary").text_content()
+    # the rule, in the page, on random and hand-built lists (the unit test runs it in Node too)
+    rng = random.Random(7)
+    lists = [[rng.randrange(rng.choice([2, 4, 50])) for _ in range(rng.randint(0, 70))] for _ in range(40)]
+    lists += [[1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 9], [7] * 9, tokens]
+    got = page.evaluate("(ls) => ls.map((t) => window.cbTest.lab().repeatedSpans(t, 4))", lists)
+    for t, g in zip(lists, got):
+        assert {"repeat": g["repeat"], "first": g["first"]} == repeated_spans(t) and g["lengths"] == repeat_lengths(t), t
+    print(f"\n[smollm2 lab] repeated sentence ({len(spans['repeat'])} repeat tokens): first occurrence "
+          f"{want['first']:.3f}, repeat {want['repeat']:.3f} nats; page vs Python at most {max(diffs.values()):.2g}")
+
+
+def test_loss_chart_has_axes_and_fits_a_phone(lab_page):
+    page = lab_page[0]
+    lab = page.locator(".cb-smol")
+    if page.evaluate("() => window.cbTest.lab().shownText") != REPEATED_TEXT:
+        _run_text(page, REPEATED_TEXT)
+    spans = page.evaluate("() => window.cbTest.lab().spans")
+    chart = lab.locator(".cb-smol-chart")
+    svg = chart.locator("svg.cb-smol-losschart")
+    try:
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_function("() => { const c = document.querySelector('.cb-smol-chart'), s = c.querySelector('svg');"
+                                   " return s && +s.getAttribute('width') === Math.max(200, Math.floor(c.clientWidth)); }")
+            assert sorted(svg.locator(".cb-smol-axis-label").all_text_contents()) == ["loss (nats)", "position of the token predicted"]
+            assert svg.locator(".cb-smol-yaxis .cb-smol-tick").count() >= 3
+            assert svg.locator(".cb-smol-xaxis .cb-smol-tick").count() >= 3
+            assert svg.locator(".cb-smol-repband").count() == len(spans["repeat"])
+            assert svg.locator(".cb-smol-firstband").count() == len(spans["first"])
+            assert svg.locator(".cb-smol-lossbar").count() == len(page.evaluate("() => window.cbTest.lab().losses"))
+            sizes = svg.locator("text").evaluate_all("(ts) => ts.map((t) => parseFloat(getComputedStyle(t).fontSize))")
+            assert min(sizes) >= 10, f"chart text {min(sizes)} px at {width} px"
+            box, root = svg.bounding_box(), lab.bounding_box()
+            assert box["x"] >= root["x"] - 0.5 and box["x"] + box["width"] <= root["x"] + root["width"] + 0.5
+            if width == 1280:
+                assert box["width"] >= 600, f"the chart is {box['width']:.0f} px wide at 1280"
+            over = page.evaluate(OVERFLOW_JS)
+            mine = [e for e in over["elements"] if "cb-smol" in e]
+            assert not mine, f"at {width} px: {mine}"
+            assert chart.evaluate("c => c.scrollWidth <= c.clientWidth"), f"the chart scrolls at {width} px"
+        # the copy boundary, with "repeat its tokens once"
+        _run_text(page, SENTENCE, repeat=True)
+        assert svg.locator(".cb-smol-boundary").count() == 1
+        assert lab.locator(".cb-smol-legend").text_content().count("second copy") == 1
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+    _run_text(page, REPEATED_TEXT)
+    assert svg.locator(".cb-smol-boundary").count() == 0
+
+
+def test_ablation_prints_before_after_and_change(lab_page, smollm2, reference):
+    from circuitbook.heads import ablate
+    from circuitbook.widgets.smollm2_lab import span_losses
+
+    page = lab_page[0]
+    model, _ = smollm2
+    ref, order = reference
+    lab = page.locator(".cb-smol")
+    if page.evaluate("() => window.cbTest.lab().shownText") != REPEATED_TEXT:
+        _run_text(page, REPEATED_TEXT)
+    tokens = page.evaluate("() => window.cbTest.lab().tokensRun")
+    lab.locator(".cb-smol-k").fill("6")
+    lab.locator(".cb-smol-k").dispatch_event("change")
+    lab.locator(".cb-smol-how").select_option("mean")
+    lab.locator(".cb-smol-top").click()
+    _ready(page, " ".join(sorted(f"{l}.{h}:mean" for l, h in order[:6])))
+    clean = _token_losses(model, tokens)
+    hurt = _token_losses(model, tokens, ablate(model, order[:6], "mean", reference_tokens=ref).fwd_hooks)
+    want = {"mean": (np.mean(clean), np.mean(hurt)),
+            "spanFirst": (span_losses(clean, tokens)["first"], span_losses(hurt, tokens)["first"]),
+            "spanRepeat": (span_losses(clean, tokens)["repeat"], span_losses(hurt, tokens)["repeat"])}
+    shown = []
+    for stat, (c, a) in want.items():
+        node = lab.locator(f'.cb-smol-stat[data-stat="{stat}"]')
+        page_clean, page_value = float(node.get_attribute("data-clean")), float(node.get_attribute("data-value"))
+        assert abs(page_clean - c) <= PRINTED and abs(page_value - a) <= PRINTED, (stat, page_clean, c, page_value, a)
+        text = node.locator("b").text_content()
+        m = CHANGE.fullmatch(text)
+        assert m, f"{stat}: {text!r} is not 'before \u2192 after, change'"
+        # the change is that of the numbers printed (within 0.01 of the unrounded one's)
+        d = float(m[2]) - float(m[1])
+        assert m[1] == f"{page_clean:.2f}" and m[2] == f"{page_value:.2f}" and m[4] == f"{abs(d):.2f}"
+        assert m[3] == ("\u2212" if d <= -0.005 else "+")
+        assert abs(float(m[4]) * (-1 if m[3] != "+" else 1) - (a - c)) <= 0.01 + 2 * PRINTED
+        shown.append(f"{stat} {text}")
+    assert lab.locator(".cb-smol-losschart .cb-smol-cleanmark").count() == len(tokens) - 1
+    print("\n[smollm2 lab] top 6 mean-ablated on the repeated sentence: " + "; ".join(shown))
+
+
+def test_random_baseline_averages_draws_with_their_spread(lab_page, smollm2, reference):
+    from circuitbook.heads import ablate
+    from circuitbook.widgets.smollm2_lab import BASELINE_DRAWS, span_losses
+
+    page = lab_page[0]
+    model, _ = smollm2
+    ref, _ = reference
+    lab = page.locator(".cb-smol")
+    if page.evaluate("() => window.cbTest.lab().shownText") != REPEATED_TEXT:
+        _run_text(page, REPEATED_TEXT)
+    tokens = page.evaluate("() => window.cbTest.lab().tokensRun")
+    before = [lab.locator(".cb-smol-loss").get_attribute("data-losses"), lab.get_attribute("data-ablated")]
+    lab.locator(".cb-smol-k").fill("6")
+    lab.locator(".cb-smol-k").dispatch_event("change")
+    lab.locator(".cb-smol-baseline").click()
+    assert lab.locator(".cb-smol-top").is_disabled(), "the other controls wait for the baseline"
+    page.wait_for_function(f"() => /draw \\d+ of {BASELINE_DRAWS}/.test(document.querySelector('.cb-smol-baselineresult').textContent)")
+    page.wait_for_function("() => { const r = document.querySelector('.cb-smol');"
+                           " return r.dataset.state === 'ready' && r.cbSmol.baseline; }", timeout=300_000)
+    box = lab.locator(".cb-smol-baselineresult")
+    rows = json.loads(box.get_attribute("data-rows"))
+    assert box.get_attribute("data-draws") == str(BASELINE_DRAWS) == str(len(rows))
+    assert f"{BASELINE_DRAWS} draws of 6 random heads" in box.text_content()
+    assert all(len(set(r["heads"])) == 6 for r in rows) and len({tuple(sorted(r["heads"])) for r in rows}) == len(rows)
+    # the spread printed is the draws' own
+    for stat in ("spanRepeat", "spanFirst", "mean"):
+        values = np.array([r[stat] for r in rows])
+        text = box.locator(f'.cb-smol-bstat[data-stat="{stat}"]').text_content()
+        nums = [float(x) for x in re.findall(r"\d+\.\d\d", text)]
+        assert nums == [round(float(v), 2) for v in (values.mean(), values.std(ddof=1), values.min(), values.max())], text
+    # one draw, recomputed in Python with heads.ablate
+    heads = [tuple(map(int, k.split("."))) for k in rows[0]["heads"]]
+    hurt = _token_losses(model, tokens, ablate(model, heads, "mean", reference_tokens=ref).fwd_hooks)
+    assert abs(rows[0]["spanRepeat"] - span_losses(hurt, tokens)["repeat"]) <= PRINTED
+    assert abs(rows[0]["mean"] - np.mean(hurt)) <= PRINTED
+    # what was shown is shown again, and the controls are back
+    assert [lab.locator(".cb-smol-loss").get_attribute("data-losses"), lab.get_attribute("data-ablated")] == before
+    assert not [c for c in NEEDS_MODEL if lab.locator(c).is_disabled()]
+    ms = page.evaluate("() => window.cbTest.lab().baseline.ms")
+    values = np.array([r["spanRepeat"] for r in rows])
+    print(f"\n[smollm2 lab] random baseline: {len(rows)} draws of 6 heads in {ms / 1000:.1f} s ({len(tokens)} tokens); "
+          f"repeat loss {values.mean():.2f} sd {values.std(ddof=1):.2f} ({values.min():.2f}-{values.max():.2f})")

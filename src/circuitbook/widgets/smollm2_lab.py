@@ -6,7 +6,16 @@ the five most likely next tokens at any position and the loss at every position.
 Clicking a head ablates it (zero, then mean, then not), the substitution of
 :func:`circuitbook.heads.ablate` with the means of
 :func:`circuitbook.widgets.smollm2_export.z_means`; two buttons ablate the k heads with the
-highest induction scores, or k random heads (fresh each click).
+highest induction scores, or k random heads (one fresh draw each click), and a third runs
+:data:`BASELINE_DRAWS` draws of k random heads and reports their mean and spread. Every loss
+shown while heads are ablated is printed beside the clean one ("0.91 \u2192 2.69, +1.78").
+
+**Running.** The text runs when the reader presses Run or Enter (Shift+Enter starts a new
+line), or pauses typing for :data:`DEBOUNCE_MS`; until the new results land the old ones
+are dimmed and marked stale. **Repeats.** In any text the lab finds the tokens that repeat
+an earlier run of tokens (:func:`repeated_spans`, the same rule as ``repeatedSpans`` in
+``smollm2_lab.js``) and prints the loss on their first occurrence and on the repeat,
+beside the mean (:func:`span_losses`); the loss chart marks them.
 
 **Where the model runs.** In the page: ``smollm2_forward.js`` calls WebAssembly kernels
 (``smollm2_kernels.c``), which read the weights in the GGUF file's own 4-bit blocks; the
@@ -35,6 +44,9 @@ import traitlets
 
 HERE = Path(__file__).parent
 CHUNK = 4 << 20  # bytes per message when the kernel sends the weights
+MIN_REPEAT = 4  # tokens a run must share with an earlier one to count as a repeat
+DEBOUNCE_MS = 600  # a pause in typing this long runs the text (smollm2_lab.js reads the trait)
+BASELINE_DRAWS = 10  # draws of k random heads behind the random baseline
 
 #: Texts the lab offers with one click, ``{label: {"text", "repeat"}}`` (the book's own
 #: words; the page adds its Shakespeare passage).
@@ -53,6 +65,74 @@ def lab_tokens(ids: list[int], repeat: bool) -> list[int]:
     from circuitbook.widgets.smollm2_export import MAX_TOKENS
 
     return ids[: MAX_TOKENS // 2] * 2 if repeat else ids[:MAX_TOKENS]
+
+
+def repeat_lengths(tokens: list[int]) -> list[int]:
+    """``m[i]``: the length of the longest run of tokens ending at position ``i`` that also
+    ends at an earlier position: the largest m with ``tokens[i-m+1 : i+1] ==
+    tokens[j-m+1 : j+1]`` for some ``j < i`` (the two runs may overlap); 0 where
+    ``tokens[i]`` has not occurred before. ``repeatLengths`` in smollm2_lab.js is the same."""
+    P = len(tokens)
+    lengths, before = [0] * P, [0] * P  # before[j]: the common run ending at (i - 1, j)
+    for i in range(P):
+        now = [0] * P
+        for j in range(i):
+            if tokens[i] == tokens[j]:
+                now[j] = (before[j - 1] if j > 0 else 0) + 1
+        lengths[i] = max(now[:i], default=0)
+        before = now
+    return lengths
+
+
+def repeated_spans(tokens: list[int], min_len: int = MIN_REPEAT) -> dict[str, list[int]]:
+    """The positions of ``tokens`` that repeat an earlier run, and where that run first was.
+
+    Position ``i`` is a **repeat** when the ``min_len`` tokens ending at it,
+    ``tokens[i-min_len+1 : i+1]``, occurred earlier as a run ending at some ``j < i``
+    (``repeat_lengths(tokens)[i] >= min_len``). Its **first occurrence** is the earliest
+    such ``j``; that position is never itself a repeat (an earlier one would have been the
+    earliest), so the two sets are disjoint. With ``min_len = 4`` the first three tokens of
+    a repeated span count in neither set: the loss at a repeat is that of predicting a
+    token whose three predecessors, and itself, came in the same order before, which is
+    what an induction head can use; at its first occurrence the same token was predicted
+    with the same three predecessors, seen for the first time.
+
+    Returns ``{"repeat": [i, ...], "first": [j, ...]}``, both sorted, positions into
+    ``tokens``; ``repeatedSpans`` in smollm2_lab.js returns the same."""
+    m = min_len
+    repeat, first = [], set()
+    for i, length in enumerate(repeat_lengths(tokens)):
+        if length >= m and i >= m - 1:
+            repeat.append(i)
+            first.add(next(j for j in range(m - 1, i) if tokens[j - m + 1: j + 1] == tokens[i - m + 1: i + 1]))
+    return {"repeat": repeat, "first": sorted(first)}
+
+
+def span_losses(losses: list[float], tokens: list[int], min_len: int = MIN_REPEAT) -> dict | None:
+    """The mean loss on the first occurrences and on the repeats of :func:`repeated_spans`
+    (``losses[p]``: the loss of predicting ``tokens[p + 1]``, so position ``i``'s is
+    ``losses[i - 1]``), with their counts; None when nothing repeats. The page prints the
+    same (``spanLosses`` in smollm2_lab.js)."""
+    spans = repeated_spans(tokens, min_len)
+    if not spans["repeat"]:
+        return None
+    mean = lambda ps: sum(losses[p - 1] for p in ps) / len(ps)  # noqa: E731
+    return {"first": mean(spans["first"]), "repeat": mean(spans["repeat"]),
+            "n_first": len(spans["first"]), "n_repeat": len(spans["repeat"])}
+
+
+def download_bytes(cfg) -> int:
+    """The bytes of the model's files the lab loads when the reader presses its button
+    (what its progress bar counts): the weights (``smollm2_export.weight_bytes``) and
+    ``tables.bin`` (the final RMSNorm gain, the rotary tables for MAX_TOKENS positions and
+    every head's mean z, float32, each padded to 16 bytes). The tokenizer (about 1.6 MB)
+    comes on top. The page's text and the widget both print this one number."""
+    from circuitbook.widgets.smollm2_export import MAX_TOKENS, weight_bytes
+
+    pad = lambda n: -(-n // 16) * 16  # noqa: E731
+    rotary = getattr(cfg, "rotary_dim", None) or cfg.d_head
+    tables = pad(4 * cfg.d_model) + 2 * pad(4 * MAX_TOKENS * rotary) + pad(4 * cfg.n_layers * cfg.n_heads * cfg.d_head)
+    return weight_bytes(cfg) + tables
 
 
 #: an import of one of these files by another (they are joined into one module)
@@ -75,12 +155,16 @@ def forward_module() -> str:
 _TOKENIZER = []
 
 
-def _tokenizer():
+def _loaded():
     if not _TOKENIZER:
         from circuitbook.models.pretrained import load_smollm2
 
-        _TOKENIZER.append(load_smollm2("cpu", progress=False)[1])
+        _TOKENIZER.append(load_smollm2("cpu", progress=False))
     return _TOKENIZER[0]
+
+
+def _tokenizer():
+    return _loaded()[1]
 
 
 def answer(widget, content, _buffers) -> None:
@@ -124,10 +208,16 @@ class SmolLM2Lab(anywidget.AnyWidget):
     how = traitlets.Unicode("mean").tag(sync=True)  # ... and how
     seed = traitlets.Int(0).tag(sync=True)  # of the next random heads
     examples = traitlets.Dict().tag(sync=True)  # {label: {"text", "repeat"}}
+    download_bytes = traitlets.Int(0).tag(sync=True)  # download_bytes(cfg): what the button loads
+    min_repeat = traitlets.Int(MIN_REPEAT).tag(sync=True)  # repeated_spans's min_len
+    debounce_ms = traitlets.Int(DEBOUNCE_MS).tag(sync=True)
+    baseline_draws = traitlets.Int(BASELINE_DRAWS).tag(sync=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.on_msg(answer)
+        if not self.download_bytes:
+            self.download_bytes = download_bytes(_loaded()[0].cfg)
         if self.text and not self.tokens:
             self._retokenise()
 
