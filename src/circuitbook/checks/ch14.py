@@ -35,8 +35,8 @@ EX1 = FunctionExercise(
     make_inputs=_zl_inputs,
     mistakes=[
         Mistake("off by the same row at every position", "Your logits differ from the model's by the same "
-                "row of d_vocab numbers at every position, whatever the token. Which parameter of the "
-                "unembedding adds the same thing to every position's logits, and is it in yours?",
+                "row of d_vocab numbers at every position, whatever the token. List the model's parameters "
+                "that reach the logits: does your function use every one of them?",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U),
         Mistake("a product that fits only a square model",
                 "The shape came out right only because d_model == d_vocab here. In the row-vector convention, "
@@ -128,7 +128,7 @@ EX2 = FunctionExercise(
                 lambda A, B: _cos(A - A.mean(-1, keepdim=True), B)),
     ],
     hint="Which changes to a row of logits leave every prediction the same, and how do you make the score "
-         "blind to them? The answer is one number, like a correlation of two long vectors.",
+         "blind to them? Then reread how the text above combines the rows into one score.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

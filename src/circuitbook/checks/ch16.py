@@ -51,8 +51,8 @@ EX1 = FunctionExercise(
     mistakes=[
         Mistake("both OV circuits, but not the virtual one", "Your matrix is a product of the two heads' OV "
                 "circuits, yet it is not what a vector moved by the first head and then by the second comes "
-                "out as. Follow a row vector x through your product: which head's matrices does it meet "
-                "first, and is that the head that acts first?",
+                "out as: it differs from that product by more than rounding. Follow a row vector x through "
+                "your product and write down, step by step, which head's matrices it meets.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
         Mistake("wrong layout", "Your matrix holds the numbers of the virtual circuit, but not in their "
                 "places (the check's matrices are square, so the shapes agree). In TransformerLens a residual "
@@ -110,8 +110,8 @@ EX2 = FunctionExercise(
     mistakes=[
         Mistake("both patterns, but not the virtual one", "Your result is a product of the two patterns, yet "
                 "its entry (i, k) does not follow the path that information takes from key k to query i. "
-                "Write out entry (i, k) of your product as a sum over j: which head's weight connects the "
-                "query i to j in yours, and which head moves information last?",
+                "Write out entry (i, k) of your product as a sum over j and read each factor: which "
+                "pattern does each one come from, and what move of information does it stand for?",
                 lambda A_first, A_second: A_first @ A_second),
         Mistake("wrong layout", "Your result holds the numbers of the virtual pattern, but its rows do not "
                 "sum to 1 as the rows of a causal pattern do. Which axis of a pattern indexes the queries, "
@@ -131,9 +131,8 @@ EX2 = FunctionExercise(
                 "does your entry count the paths through those positions?",
                 lambda A_first, A_second: (A_first * A_second) / (A_first * A_second).sum(-1, keepdim=True)),
     ],
-    hint="Follow information back from a query i: the second head moves it to i from some position j, "
-         "where the first head had gathered it from a key k. Write entry (i, k) of the virtual pattern as a "
-         "sum over the intermediate position j.",
+    hint="Follow information from key k to query i through both heads: through which positions can it "
+         "pass on the way?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
