@@ -73,15 +73,18 @@ EX1 = FunctionExercise(
                 "causal. In patterns[h, i, j], which index is the position that reads and which the "
                 "position that is read?",
                 _m(transpose=True)),
-        Mistake("a bias is left out (b_V)",
-                "Your logits are off by the same row at every position. Change b_V: does your answer "
-                "move? Should it?", _m(use_b_V=False)),
-        Mistake("a bias is left out (b_O)",
-                "Your logits are off by the same row at every position. Change b_O: does your answer "
-                "move? Should it?", _m(use_b_O=False)),
-        Mistake("a bias is left out (b_U)",
-                "Your logits are off by the same row at every position. Change b_U: does your answer "
-                "move? Should it?", _m(use_b_U=False)),
+        Mistake("a constant row is missing",
+                "Your logits are off by the same row at every position: which parameters add a row that "
+                "does not depend on the tokens, and does your function use each of them?",
+                _m(use_b_V=False)),
+        Mistake("a constant row is missing",
+                "Your logits are off by the same row at every position: which parameters add a row that "
+                "does not depend on the tokens, and does your function use each of them?",
+                _m(use_b_O=False)),
+        Mistake("a constant row is missing",
+                "Your logits are off by the same row at every position: which parameters add a row that "
+                "does not depend on the tokens, and does your function use each of them?",
+                _m(use_b_U=False)),
         Mistake("several biases are left out",
                 "Your logits are off by the same row at every position, and your answer does not move "
                 "when any of the three biases changes. Which of them belong in the model's computation?",
@@ -152,14 +155,14 @@ EX2 = FunctionExercise(
                 "says where the head looks, and which what it writes?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_qk[s].argmax(-1))),
-        Mistake("the right tokens, laid out differently",
-                "Each of your rows holds the right two tokens. Check your result against the docstring, "
-                "entry by entry.",
+        Mistake("the result does not follow the docstring's layout",
+                "Your result differs from the reference entry by entry. Work out one current token's "
+                "source and output by hand and compare them with your row for it.",
                 lambda full_qk, full_ov, current: top_skip_trigram(full_qk, full_ov, current).flip(-1)),
     ],
     hint="Start from the shapes: full_qk is [B, A] and full_ov is [A, C], so a row of each belongs to one "
-         "token. What does the second table need from the first before you can read it? You want token "
-         "ids, not scores. The result is integers, [n, 2].",
+         "token. What does the second table need from the first before you can read it, and what "
+         "does each entry of the result stand for? The result is integers, [n, 2].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -72,10 +72,10 @@ EX1 = FunctionExercise(
                 "early on?",
                 lambda step, d_model, warmup: d_model ** -0.5 * _branches(step, warmup)[0]),
     ],
-    hint="The paper's equation 3: a linear warm-up over the first warmup steps, then a decay like one over "
-         "the square root of the step, whichever of the two is smaller, all scaled by d_model to the power "
-         "-1/2. Step 0 would divide by zero: treat it as step 1. Work in floating point; the answer has "
-         "step's shape.",
+    hint="Read the paper's equation 3 term by term: how does the rate behave during the first warmup "
+         "steps, and how after them? At a given step, which of the two terms is in force, and what power "
+         "of d_model scales both? What would step 0 do to the formula, and how should you treat it? Work "
+         "in floating point; the answer has step's shape.",
     # learning rates are ~1e-7..1e-2: compare relatively, not with an absolute tolerance
     compare=allclose(atol=0.0, rtol=1e-5),
 )
@@ -162,9 +162,9 @@ EX2 = FunctionExercise(
                 lambda target, size, padding_idx, eps: _smooth(target, size, padding_idx, eps,
                                                                share=0.0, conf=1.0)),
     ],
-    hint="Each row is a distribution over the size classes: the true class gets 1 - eps, the padding class "
-         "gets nothing, and eps is shared equally by the remaining classes (how many are there?). A row "
-         "whose target is the padding class is all zeros. Shape [N, size].",
+    hint="Each row is a distribution over the size classes. How much does the true class get, how much "
+         "the padding class, and how is what is left shared among the other classes (how many are "
+         "there)? What should a row whose target is the padding class hold? Shape [N, size].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -74,9 +74,9 @@ EX1 = FunctionExercise(
                 "stores as [out, in], and which matrix does that make its row-vector map?",
                 lambda weight, n_heads, which: linear_to_tl(weight.T, n_heads, which)),
         Mistake("each head's layout",
-                "Every one of your heads holds the right numbers, but not laid out as the exercise "
-                "asks. On which side of a matrix does TransformerLens put the vector it multiplies, and "
-                "which of the chapter's conventions did your heads follow?",
+                "Your heads hold the right numbers, but not where the exercise asks for them. Take one "
+                "head and one entry W[h][i, j]: which vector's coordinate should i index, and which j? "
+                "Check that against the shapes the exercise gives.",
                 lambda weight, n_heads, which: linear_to_tl(weight, n_heads, which).transpose(-1, -2)),
         Mistake("heads interleaved",
                 "Look at the entries of the concatenated heads that ended up in your head 0: are they "
