@@ -102,7 +102,9 @@ def check_frozen_divisor(statement, contribs, bias, want):
 # connection), and a LayerNorm rescales the vectors. Where exactly the LayerNorm goes is the
 # most consequential of the details on which the paper and the most-read implementation of
 # it disagree (another is how that implementation's LayerNorm computes its divisor, below),
-# and it decides whether the circuit view of chapter 3 onwards applies. We settle it below.
+# and it decides how much must be held fixed before the stream splits into the sum of parts
+# that the circuit view of chapter 3 onwards reads: one LayerNorm divisor per stack, or one
+# per sublayer. We settle it below.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -285,7 +287,7 @@ check_distribution("the generator's output is a log-distribution over the "
 # one encoder layer: the attention sublayer, the FFN, and the two LayerNorms. With
 # `bias=False` the linear maps have no biases (LayerNorms keep their gain and bias). The
 # check tries three random shapes, each with $d_\text{ff} \neq 4\,d_\text{model}$, and
-# random values of `bias`.
+# alternates `bias` from one shape to the next, so that both settings are tried.
 
 # %% tags=["exercise"]
 def encoder_layer_params(d_model, h, d_ff, bias=True):
@@ -437,6 +439,14 @@ glue("implied_v", implied_V)
 glue("tied_high_m", tied_high / 1e6)
 glue("gap_m", (65e6 - tied_total) / 1e6)
 glue("gap_share", (65e6 - tied_total) / 65e6)
+# the Annotated Transformer's Q, K, V and output projections carry biases;
+# the paper writes Q W^Q with none (its FFN does have b_1 and b_2)
+attn_bias = sum(p.numel() for name, p in base.named_parameters()
+                if "attn" in name and name.endswith("bias"))
+identity("attention biases: 3N attention sublayers x 4 d_model",
+         f"{attn_bias:,}", attn_bias == 3 * N_base * 4 * d_model, chapter="2")
+glue("attn_bias", attn_bias)
+glue("tied_nb_m", (tied_total - attn_bias) / 1e6)
 
 # %% [markdown]
 # That gives {glue:text}`tied_m:.1f` million, {glue:text}`gap_m:.1f` million
@@ -444,10 +454,13 @@ glue("gap_share", (65e6 - tied_total) / 65e6)
 # the paper's 65 million. The paper's roundings do not close the gap: even a vocabulary
 # of 37,500 tokens gives {glue:text}`tied_high_m:.1f` million, below the 64.5 million that
 # would round to 65. To match exactly, the vocabulary would need about
-# {glue:text}`implied_v:,.0f` tokens. The paper gives no detail that would account for the
-# rest, so we record the difference rather than explain it away: counted from the
-# architecture the paper describes, the base model has about {glue:text}`tied_m:.0f`
-# million parameters.
+# {glue:text}`implied_v:,.0f` tokens. The count errs, if anything, on the high side: it
+# includes the biases of the attention projections ({glue:text}`attn_bias:,d` parameters),
+# which the Annotated Transformer has and the paper's $QW^Q_i$ does not write; without them
+# it is {glue:text}`tied_nb_m:.2f` million, a little further from 65. The paper gives no
+# detail that would account for the rest, so we record the difference rather than explain
+# it away: counted from the architecture the paper describes, the base model has about
+# {glue:text}`tied_m:.0f` million parameters.
 
 # %% [markdown]
 # The explorer below builds a real encoder layer for each shape you pick (with
@@ -670,9 +683,10 @@ checks.ch02_ex2(sublayer_connection)
 #
 # and the encoder's output, the memory, is $\operatorname{LN}(x_\text{top})$. This is an
 # identity, which {doc}`chapter 1 <01_background>` checked on a GPT-2-style
-# TransformerLens model; here it is checked again, on the Annotated Transformer's
-# encoder, only as part of the frozen-divisor identity below (whose terms add up to the
-# memory only if the writes add up to $x_\text{top}$). We collect the parts from the
+# TransformerLens model; below it is checked again, directly, on the Annotated
+# Transformer's encoder, before the frozen-divisor identity uses it (that identity compares
+# centred sums, so on its own it would confirm the writes only up to a constant per
+# position). We collect the parts from the
 # Annotated Transformer's own encoder and decoder, with forward hooks on the
 # embedding, on every attention and feed-forward module (their outputs are the writes;
 # dropout is off in eval mode) and on the final `norm` (its input is $x_\text{top}$), to use
@@ -729,6 +743,13 @@ for stack in ("encoder", "decoder"):
 # %%
 norm = model.encoder.norm
 x_top = top["encoder"][0]
+writes = [t for _, t in rec["encoder"]]
+# The model adds the same writes into its stream one at a time, in this order:
+# len(writes) - 1 additions, each rounding relative to the running sum's size.
+identity_close("the embedding and the sublayer writes add up to the stream "
+               "entering the final LayerNorm", sum(writes), x_top,
+               terms=len(writes),
+               scale=float(sum(t.abs() for t in writes).max()), chapter="2")
 sigma = x_top.std(-1, keepdim=True) + norm.eps  # from the full stream
 contribs = [norm.a_2 * (t - t.mean(-1, keepdim=True)) / sigma
             for _, t in rec["encoder"]]
@@ -769,8 +790,10 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 # - The paper is post-norm, $\operatorname{LN}(x + \operatorname{Sublayer}(x))$; the
 #   Annotated Transformer's code and GPT-2 are pre-norm,
 #   $x + \operatorname{Sublayer}(\operatorname{LN}(x))$, with one final LayerNorm per stack.
-#   The book's other models keep the pre-norm shape: SmolLM2 with RMSNorm in place of
-#   LayerNorm, and the toy models with no norm at all.
+#   The book's other models keep the pre-norm shape: the toy translation model of chapter 19
+#   and the small TransformerLens models of chapters 1, 11 and 20 with LayerNorm, SmolLM2
+#   with RMSNorm in place of LayerNorm; only the attention-only toy models have no norm at
+#   all.
 #   On the same weights the two give different outputs (here {glue:text}`prepost_rel:.0%`
 #   apart).
 # - In the base model a head has $4\,d_\text{model}^2/h$ weights, an attention sublayer
@@ -779,6 +802,7 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 #   parameters; with the paper's tied vocabulary the total is about
 #   {glue:text}`tied_m:.0f` M against the paper's 65 M, a gap the paper's rounded figures
 #   do not explain.
-# - In pre-norm, each stack's top stream is its embedding plus every sublayer's write (the
-#   identity chapter 1 checked); the final LayerNorm distributes over the parts once its
+# - In pre-norm, each stack's top stream is its embedding plus every sublayer's write (an
+#   identity, checked above on the encoder as chapter 1 checked it on GPT-2's shape); the
+#   final LayerNorm distributes over the parts once its
 #   divisor is frozen.

@@ -169,7 +169,7 @@ checks.ch10_ex1(ffn)
 # %% [markdown]
 # How many parameters does it have, and what share of a layer is that? Chapter
 # {doc}`02_architecture` counted it: two thirds of the weights of an encoder layer of the
-# base model (or of a GPT-2 layer). Here we add what that chapter did not count: the
+# base model. Here we add what that chapter did not count: the
 # FFN's share of a *decoder* layer, which has a second, cross-attention sublayer, and of the
 # whole base model built by `make_model` with the paper's sizes.
 
@@ -978,7 +978,8 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 #
 # So the reading for this layer is: the neuron basis is privileged by the architecture,
 # which concentrates each token's activation on a few neurons before any training;
-# training leaves the top-1% share where the architecture puts it and raises the median
+# the trained top-1% share cannot be told from the architecture's (these data bound
+# training's effect on it to ±{glue:text}`share_bound:.3f`), and training raises the median
 # kurtosis, by {glue:text}`kurt_gain_shuf:.0%` over its own weights shuffled and by
 # {glue:text}`kurt_gain_match:.0%` over an untrained layer of matched scale. One layer, one
 # corpus sample, one model.
@@ -1231,7 +1232,10 @@ del smol_mlp, m13
 # only {glue:text}`kv_distinct_2` (and its test above, against the slid null, did not
 # reject), so its sample is far below what the plan asks for. For {glue:text}`kv_best`, the decisive
 # test is a fresh one, fixed in advance, on at least {glue:text}`kv_best_need` distinct
-# contexts from passages not used here.
+# contexts from passages not used here, one position (the strongest activation) per
+# context, and against the null the plan simulates: as many positions drawn independently
+# from the same fresh passages, one-sided at {glue:text}`kv_alpha:.4f`. With one position per
+# context the clusters that called for the slid null above are gone.
 #
 # Where it fails, or explains less than it seems:
 #
@@ -1282,8 +1286,9 @@ del smol_mlp, m13
 # authors treat
 # understanding them as a harder problem left for later work. They say plainly that this is
 # a real limitation, since MLP layers hold about two thirds of the parameters of a standard
-# transformer, the share chapter {doc}`02_architecture` counted (for the decoder-only layer
-# they had in mind).
+# transformer, the share chapter {doc}`02_architecture` counted for an encoder layer (whose
+# two sublayers, attention and an FFN, are those of the decoder-only layers they had in
+# mind).
 # Chapters 13-18 follow them: they build the theory on an attention-only toy
 # (toy-2l) and test it on SmolLM2, which has MLPs, in chapters 13, 17b and 18. Some
 # of what they find reappears in models with MLPs (Olsson et al.
@@ -1326,9 +1331,10 @@ del smol_mlp, m13
 #   transformer's parameters.
 # - In SmolLM2's layer {glue:text}`smol_layer` the top 1% of neurons hold
 #   {glue:text}`share13:.2f` of a token's squared activation, against
-#   {glue:text}`share13_rot:.2f` in a random basis. That is the architecture, not
-#   training: the same SwiGLU at initialisation gives {glue:text}`init_share:.2f`, and the
-#   trained weights shuffled {glue:text}`shuf_share:.2f`. Training raises the median
+#   {glue:text}`share13_rot:.2f` in a random basis. That share cannot be told from the
+#   architecture's: the same SwiGLU at initialisation gives {glue:text}`init_share:.2f`, and
+#   the trained weights shuffled {glue:text}`shuf_share:.2f`; these data bound training's
+#   effect on it to ±{glue:text}`share_bound:.3f`. Training raises the median
 #   kurtosis ({glue:text}`kurt13:.1f`), by {glue:text}`kurt_gain_shuf:.0%` over its own
 #   weights shuffled and by {glue:text}`kurt_gain_match:.0%` over an untrained layer whose
 #   gate inputs have the trained size ({glue:text}`kurt_gain:.0%` over one at the
@@ -1337,7 +1343,7 @@ del smol_mlp, m13
 # - Read as key-value memories, the three most strongly firing neurons of layer
 #   {glue:text}`smol_layer` rank the tokens that follow their top contexts high in their
 #   value vectors, but against the same positions slid to random places none of the three
-#   differs from chance once the level is shared over the three tests (the smallest p,
+#   can be told from chance once the level is shared over the three tests (the smallest p,
 #   {glue:text}`kv_p_min:.3f`, is {glue:text}`kv_best`'s; the three neurons' top 20
 #   positions hold only {glue:text}`kv_distinct` distinct contexts). {glue:text}`kv_best`
 #   is the candidate for a fresh test. On the negative side none differs measurably from

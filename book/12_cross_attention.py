@@ -187,8 +187,9 @@ identity_close("...and, given that pattern, src_attn's output", out_given,
 # trained model, a position that writes a target word $j$ whose source word lies further
 # right, such as the first target word, the first noun, which follows its adjectives in
 # the source, puts on average {glue:text}`ahead:.0%` of its attention on source words
-# after word $j$: {glue:text}`n_ahead` such words in these 8 sentences, the four heads of
-# the second decoder layer averaged.)
+# after word $j$, where attention spread evenly over the sentence's source positions would
+# put {glue:text}`ahead_uniform:.0%`: {glue:text}`n_ahead` such words in these 8 sentences,
+# the four heads of the second decoder layer averaged.)
 
 # %%
 real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
@@ -218,6 +219,14 @@ observation(f"8 sentences, decoder layer 1 (heads averaged), the {len(moves)} "
             "attention on source words after word j", ahead, chapter="12")
 glue("ahead", ahead.item())
 glue("n_ahead", len(moves))
+# the reference: the same share if attention were spread evenly over the
+# sentence's real source positions (start symbol and end included)
+ahead_uniform = torch.stack([
+    (((s_word > j) & (s_word < n)).float() * src_mask[i].float()).sum()
+    / src_mask[i].float().sum() for i, j, n in moves]).mean()
+observation("the same share under attention spread evenly over each "
+            "sentence's real source positions", ahead_uniform, chapter="12")
+glue("ahead_uniform", ahead_uniform.item())
 
 # %% [markdown]
 # ### Exercise 12.1: cross-attention
@@ -254,7 +263,10 @@ checks.ch12_ex1(cross_attention)
 # (`beam_search`) keeps the `beam_size` most probable partial translations instead of
 # one, so an early choice that looked best but leads nowhere can be overtaken; the paper
 # used a beam of 4 (section 6.1) {cite}`vaswani2017attention`. We translate every
-# held-out sentence greedily and the first 100 with a beam of 4.
+# held-out sentence greedily and the first 100 with a beam of 4. A beam of 1 keeps only
+# the most probable word at each step, which is greedy decoding; the check below runs it
+# on the trained model and on an untrained one, whose arbitrary choices a wrong search
+# would not reproduce.
 
 # %%
 src_all, tgt_all = T.to_tensors(held_out)
@@ -279,6 +291,24 @@ glue("n_held_out", len(held_out))
 same = sum(b == g for b, g in zip(beam1, greedy[:20]))
 identity("beam search with beam_size 1 is greedy decoding",
          f"{same}/20 sentences identical", same == 20, chapter="12")
+# The trained model translates every sentence right, so any search that finds
+# the right words would agree with greedy there. An untrained model of the same
+# shape picks words with no reason behind them; agreement there tests the
+# search itself (5 sentences: beam search runs every step to the end).
+with torch.random.fork_rng():
+    torch.manual_seed(1)
+    untrained = ED.model_from_config(config).eval()
+greedy0 = ED.truncate_at(
+    ED.greedy_decode(untrained, src_all[:5], mask_all[:5], T.MAX_LEN, T.BOS),
+    T.EOS)
+beam0 = ED.truncate_at(
+    ED.beam_search(untrained, src_all[:5], mask_all[:5], T.MAX_LEN, T.BOS,
+                   T.EOS, beam_size=1), T.EOS)
+same0 = sum(b == g for b, g in zip(beam0, greedy0))
+identity("on an untrained model too, beam search with beam_size 1 is greedy "
+         "decoding", f"{same0}/5 sentences identical", same0 == 5,
+         chapter="12")
+del untrained
 observation(f"greedy decoding: the share of the {len(held_out)} held-out "
             "sentences translated exactly", acc_greedy, chapter="12")
 observation("beam search (4): the share of the first 100 translated exactly",
@@ -532,10 +562,13 @@ checks.ch12_ex2(ov_readout)
 # alone: after writing a noun, the decoder must next read that noun's first adjective if
 # it has one, otherwise the next noun phrase or the verb. The full QK circuit on token
 # embeddings, $W_E^\text{tgt} W_Q^h (W_K^h)^\top (W_E^\text{src})^\top$, gives a pair of
-# words the same score in every sentence, so on its own it cannot pick the aligned word
-# whenever that depends on the rest of the sentence; the positional encodings and the
-# context that the encoder and the decoder's self-attention build into the two streams
-# must carry that part. We did not measure how much of the patterns the token-level
+# words the same score in every sentence. That alone does not stop it from picking the
+# aligned word, because the candidates change from sentence to sentence: a fixed score per
+# pair can still rank the right source word first among the words that are there. What it
+# cannot do is tell apart candidates that the words alone do not separate: a word that
+# occurs twice in the source, or a choice that turns on where a word stands rather than
+# which word it is. The positional encodings and the context that the encoder and the
+# decoder's self-attention build into the two streams must carry that part. We did not measure how much of the patterns the token-level
 # circuit does explain. We read the QK side from the patterns the model actually
 # produces.
 #
@@ -646,6 +679,19 @@ glue("h2_excess", tests[2].value)
 glue("h2_lo", tests[2].lo)
 glue("h2_hi", tests[2].hi)
 glue("h2_p", tests[2].p)
+# What sample would decide head 2? Its excess's standard error scales as
+# 1/sqrt(sentences); a fresh set of n sentences rejects 4 times in 5 at the
+# same two-sided level if the true excess is delta when
+# (z_{1 - alpha/2} + z_{0.8}) se(n) <= delta. delta: the point estimate here;
+# an excess half that size needs four times the sentences.
+z = torch.distributions.Normal(0.0, 1.0).icdf
+se2 = excess_boot[:, 2].std().item()
+h2_need = math.ceil(len(held_out) * ((z(torch.tensor(1 - alpha_head / 2))
+                                      + z(torch.tensor(0.8))).item()
+                                     * se2 / tests[2].value) ** 2)
+glue("h2_se", se2)
+glue("h2_need", h2_need)
+glue("h2_need_half", 4 * h2_need)
 # does head 2 follow the rule instead? the share of target words on which its
 # argmax is the rule's source word
 rule_pos = [[pos_rule.get((len(al), j), j) for j in range(len(al))]
@@ -690,7 +736,13 @@ glue("hit_verb", hit_verb.item())
 # {glue:text}`excess_min:.3f`. Head 2 does not: it scores {glue:text}`hit_l1_min:.1%`, an
 # excess of {glue:text}`h2_excess:.3f` over the rule (98.75% interval
 # {glue:text}`h2_lo:.3f` to {glue:text}`h2_hi:.3f`, p = {glue:text}`h2_p:.3f`), so these
-# data cannot say that its pattern follows the words rather than the positions. It is not
+# data cannot say that its pattern follows the words rather than the positions; they bound
+# its excess to that interval. To decide, a fresh set of held-out sentences fixed in
+# advance: with the standard error measured here ({glue:text}`h2_se:.3f` over
+# {glue:text}`n_held_out` sentences, shrinking as one over the square root of their
+# number), about {glue:text}`h2_need:,d` sentences would detect an excess of this page's
+# {glue:text}`h2_excess:.3f` four times in five at the same level, and an excess half that
+# size would need about {glue:text}`h2_need_half:,d`. It is not
 # the rule either: its argmax falls on the rule's source word for only
 # {glue:text}`h2_on_rule:.0%` of the target words. The reordering is part of what the
 # best head does: on the target words that change place it scores

@@ -83,8 +83,9 @@ EX1 = FunctionExercise(
                 "share W^Q, W^K, W^V and W^O?",
                 lambda d_model, h, d_ff, bias: _swap_attention(d_model, h, d_ff, bias,
                                                                _attention_one_head(d_model, h, bias))),
-        Mistake("gave every head full-width matrices", "Your attention count grows in proportion to h. What "
-                "shape is one head's slice of W^Q, given that the h heads share d_model between them?",
+        Mistake("gave every head full-width matrices", "Your attention count grows in proportion to h. Write "
+                "down the shape of one head's slice of W^Q, then the shape of the whole W^Q: how are "
+                "they related?",
                 lambda d_model, h, d_ff, bias: _swap_attention(
                     d_model, h, d_ff, bias, 4 * h * d_model * d_model + 4 * d_model * (1 if bias else 0))),
         Mistake("assumed d_ff = 4 d_model", "Your count is the one for d_ff = 4 d_model, not for the d_ff this "
@@ -165,7 +166,7 @@ EX2 = FunctionExercise(
                 "what is added to x?", _only_at("pre")),
         Mistake("wrong arrangement for position='post'", "With position=\"post\" your function returns a "
                 "residual connection, but not the post-norm one. In post-norm, what does `norm` see, and "
-                "is the result added to anything afterwards?", _only_at("post")),
+                "what becomes of its output?", _only_at("post")),
         Mistake("output replaces the stream", "Your output no longer contains the stream that came in: the "
                 "sublayer's result takes its place. In a residual connection, what becomes of x?",
                 _by_position(lambda x, s, n: s(n(x)), lambda x, s, n: n(s(x)))),

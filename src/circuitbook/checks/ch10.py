@@ -53,11 +53,10 @@ class FFNExercise(FunctionExercise):
             except Exception:  # noqa: BLE001 - still crashing: keep the original report
                 continue
             if self.compare(got, expected):
-                which = " and ".join(flip) + (" are" if len(flip) == 2 else " is")
                 return self._fail(
-                    f"your function raised an error; this looks like: transposed weights. It works if {which} "
-                    "given as [in, out], but nn.Linear stores weight as [out, in]. Which way round must such "
-                    "a matrix meet x?", "transposed weights")
+                    f"your function raised an error; this looks like: transposed weights. Print the shapes of "
+                    "x, W1 and W2: which of each matrix's axes has to line up with the vector it acts on?",
+                    "transposed weights")
         return result
 
 
@@ -74,8 +73,8 @@ EX1 = FFNExercise(
         Mistake("forgot the ReLU", "Your output is an affine function of x. What keeps two linear "
                 "layers from collapsing into one?",
                 lambda x, W1, b1, W2, b2: _pre(x, W1, b1) @ W2.T + b2),
-        Mistake("ReLU after the second layer too", "Your output is never negative. Which of the two layers "
-                "does the nonlinearity belong to?",
+        Mistake("ReLU after the second layer too", "Your output is never negative. At which step of "
+                "equation (2) of the paper is the nonlinearity applied?",
                 lambda x, W1, b1, W2, b2: ffn(x, W1, b1, W2, b2).relu()),
         Mistake("forgot b1", "The first layer's bias is missing. Where does it enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T + b2),
@@ -84,8 +83,9 @@ EX1 = FFNExercise(
         Mistake("forgot both biases", "Neither bias is in your output. How many biases does the FFN "
                 "have, and where does each enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T),
-        Mistake("added b1 after the ReLU", "Your first bias is added after the nonlinearity. Does a bias "
-                "belong to the layer's affine map or to what the ReLU outputs?",
+        Mistake("added b1 after the ReLU", "Your first bias is not added where the reference adds "
+                "it. Follow one neuron through equation (2) of the paper: at which step is b1 added, "
+                "relative to the nonlinearity?",
                 lambda x, W1, b1, W2, b2: ((x @ W1.T).relu() + b1) @ W2.T + b2),
         Mistake("a smooth nonlinearity", "Your nonlinearity is smooth near zero. Which nonlinearity does "
                 "the paper's FFN (and the Annotated Transformer's) use?",
@@ -133,18 +133,19 @@ EX2 = FunctionExercise(
         Mistake("forgot b_in", "The neurons' biases are missing. What does each neuron add to what it reads?",
                 lambda x, W_in, b_in, W_out: (x @ W_in).relu()[..., None] * W_out),
         Mistake("writes never negative", "None of your writes has a negative entry, although W_out has "
-                "negative entries. What exactly does the nonlinearity act on: the number a neuron reads, or "
-                "the vector it writes?",
+                "negative entries. Follow one neuron from what it reads to what it writes: what exactly does "
+                "the nonlinearity act on?",
                 lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in)[..., None] * W_out).relu()),
         Mistake("writes of fixed length", "Each of your writes is either zero or the neuron's whole row of "
-                "W_out. Does a neuron that reads a larger number write more, or the same?",
+                "W_out. How should the size of a neuron's write depend on the number it reads?",
                 lambda x, W_in, b_in, W_out: (_pre_act(x, W_in, b_in) > 0).to(x.dtype)[..., None] * W_out),
         Mistake("a smooth nonlinearity", "Your activations are not exactly zero where a neuron reads a "
                 "negative number. Which nonlinearity does this chapter's FFN use, and what does it give for "
                 "a negative input?",
                 lambda x, W_in, b_in, W_out: torch.nn.functional.gelu(_pre_act(x, W_in, b_in))[..., None] * W_out),
         Mistake("bias in the wrong place", "Your neurons' biases change the writes, but not in the way the "
-                "reference's do. Is the bias part of what a neuron reads, or of what it does with it?",
+                "reference's do. Follow one neuron: at which step is its bias added, relative to the "
+                "nonlinearity?",
                 lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out),
     ],
     hint="Neuron n reads one number at each position (its column of W_in, plus its bias), applies the "

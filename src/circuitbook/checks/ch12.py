@@ -167,8 +167,8 @@ EX1 = _CrossAttentionExercise(
                   lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask, fill=fill:
                   _attend(x_dec, memory, W_Q, W_K, W_V, W_O, _pad(x_dec, src_mask), axis=-2, fill=fill))
           for fill in (float("-inf"), -1e9)],  # a column of -inf gives NaN; -1e9 (the AT's) does not
-        Mistake("projections mixed up", "Your scores use each weight matrix on the wrong stream. Which of "
-                "W_Q and W_K belongs to the side that asks, and which to the side that is looked up?",
+        Mistake("projections mixed up", "Your scores use a weight matrix on the wrong stream. For each of "
+                "W_Q, W_K and W_V, which stream does it read in cross-attention, and why?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_K, W_Q, W_V, W_O, _pad(x_dec, src_mask))),
         Mistake("output left in head space", "Your output looks like the heads' results z_h = A_h v_h laid "
