@@ -17,7 +17,8 @@ from math import comb
 import torch
 
 from circuitbook.book import Null, finding, glue, observation
-from circuitbook.composition import composition_scores, rotated_baseline
+from circuitbook.composition import (composition_scores, random_scores,
+                                     rotated_baseline)
 from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
@@ -53,8 +54,18 @@ smol, tokenizer = load_smollm2(progress=False)
 g = torch.Generator().manual_seed(0)
 half = torch.randint(1000, 40000, (1, 40), generator=g)  # word pieces
 prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
-induction_stepper(smol, tokenizer=tokenizer, random_ids=(1000, 40000),
-                  prev_head=prev_head, induction_head=ind_head)
+smol_stepper = induction_stepper(
+    smol, tokenizer=tokenizer, random_ids=(1000, 40000), prev_head=prev_head,
+    induction_head=ind_head,
+    route="For SmolLM2 the book measures it elsewhere. Chapter 18 asks, from the "
+          "weights, which earlier heads this head's keys read more than rotated "
+          "heads would (RMSNorm gains folded in; the score is the rotary form's at "
+          "offset 0, which that chapter finds almost flat over offsets for the two "
+          "pairs it checks, into another head), and finds the previous-token head "
+          "among them. Chapter 17b patches the outputs of the heads so found into "
+          "the keys of all the model's induction heads at once, on repeated "
+          "Shakespeare passages, and restores part of the loss gap.")
+smol_stepper
 
 # %% [markdown]
 # One random sequence is one draw. To say how the two modes differ, we measure the same
@@ -146,6 +157,32 @@ observation("on random tokens, the paired gain in p (second copy minus first): "
             chapter="induction module")
 glue("smol_ind", f"L{ind_head[0]}H{ind_head[1]}")
 glue("smol_prev", f"L{prev_head[0]}H{prev_head[1]}")
+
+
+def ordinal(n):
+    """1st, 2nd, 3rd, 4th, 11th, 21st, ..."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(
+        n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
+# step 5: the target's rank in the induction head's direct effect (its output
+# through ln_final's scale and weight and W_U) at the last position
+smol_seqs = smol_stepper.data["sequences"]
+smol_ranks = [smol_seqs[k]["head_rank"] for k in ("text", "random")]
+n_vocab = smol_seqs["text"]["n_vocab"]
+glue("smol_text_rank", ordinal(smol_ranks[0]))
+glue("smol_rand_rank_share", smol_ranks[1] / n_vocab)
+glue("smol_vocab", f"{n_vocab:,}")
+glue("smol_layers", smol.cfg.n_layers)
+glue("smol_ind_layer", ind_head[0])
+glue("smol_above", smol.cfg.n_layers - 1 - ind_head[0])
+observation(f"rank of the target among SmolLM2's {n_vocab} tokens in the direct "
+            f"effect of L{ind_head[0]}H{ind_head[1]} at the last position, on the "
+            "sentence, and on the stepper's control (seed 1) as a share of the "
+            "vocabulary (a rank near chance moves with rounding)",
+            f"{smol_ranks[0]}; {smol_ranks[1] / n_vocab:.0%}",
+            chapter="induction module")
 gen = torch.Generator().manual_seed(0)
 resample = torch.randint(0, len(rand_m), (2000, len(rand_m)), generator=gen)
 boot_p = p_gain[1:][resample].mean(-1)
@@ -176,7 +213,9 @@ finding("on this one sentence that gain is larger than on the random "
 # induction head {glue:text}`smol_ind` puts {glue:text}`smol_rand_att:.2f` of its attention on
 # the target on average, and in the twins with no repeat {glue:text}`smol_twin_mean:.3f` on
 # the same position (at most {glue:text}`smol_twin_max:.2f`), so it is the repeat, not the
-# position, that draws it there. It is not the same strength in every draw, though: the controls run
+# position, that draws it there. (Both bootstrap tests in the cell above print p = 0.0005: that
+# is 1/2001, the smallest p that 2,000 resamples can give, so read it as p < 0.001.) It is not
+# the same strength in every draw, though: the controls run
 # from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`, and on the
 # sentence the head puts only {glue:text}`smol_text_att:.2f` on the token after the earlier
 # "Mr", less than on an average control and more than on
@@ -194,13 +233,24 @@ finding("on this one sentence that gain is larger than on the random "
 # median gain is {glue:text}`smol_gain_median:.1e`, the gain is below 0.01 in
 # {glue:text}`smol_gain_small` of the 20 draws, and it is negative in
 # {glue:text}`smol_gain_neg` ({glue:text}`smol_gain_pos` are positive). The sentence's gain is
-# larger than every control's, which is as far as 20 controls can go (p = 1/21). Its scope
+# larger than every control's, which is as far as 20 controls can go (p = 1/21). That rank
+# is the test; the z printed beside it is not used, because one control holds
+# {glue:text}`smol_gain_top_share:.0%` of the controls' summed gain, so their standard
+# deviation describes that one draw, not the spread of a typical control. Its scope
 # is narrow: one sentence, set against random tokens, so the test cannot say which of the
 # sentence's features (its words, its grammar, the name) makes the difference; a natural
 # sentence whose repeated pair is replaced by random tokens would be the sharper control,
 # and we have not run it. Still, one attention head finding the right position is not the
-# whole story in a 30-layer model: what else the model does on the sentence, we have not
-# measured here. A plausible reading is that other
+# whole story in a {glue:text}`smol_layers`-layer model. Step 5 reads one more thing off the
+# same forward pass: what the head writes at the last position, straight through the final
+# normalisation and the unembedding (its *direct effect*). On the sentence that ranks " D"
+# {glue:text}`smol_text_rank` of {glue:text}`smol_vocab` tokens; on the stepper's control the
+# correct token sits {glue:text}`smol_rand_rank_share:.0%` of the way down the list, about
+# where a token picked at random would. Neither rank is the head's whole effect: a head in
+# layer {glue:text}`smol_ind_layer` writes into a stream that {glue:text}`smol_above` more
+# layers read and transform, and the direct path leaves all of that out. So the ranks say
+# only that the head's direct effect does not carry the prediction by itself; what the rest
+# of the model does with its output, we have not measured. A plausible reading is that other
 # components agree with the lookup there (a name is expected after "Mr", and " D" starts a
 # word the context has shown), while among random word pieces a single repeated token is
 # weak evidence and the model hedges. On the toy model below, which never saw language, the
@@ -212,18 +262,25 @@ finding("on this one sentence that gain is larger than on the random "
 # sentence's words are given token ids by a seeded permutation (one id per distinct word),
 # so its "text" is itself a random-token sequence and the toggle compares two draws of the
 # same experiment. The circuit is about as clean as it gets: one previous-token head in
-# layer 0, with a partial helper beside it (L0H1, which attends two tokens back: ablating
-# it also raises the loss on the repeat, chapter {doc}`../17_induction_evidence`) and, in
+# layer 0, with a partial helper beside it (L0H1, which early in the context attends two
+# tokens back: ablating it also raises the loss on the repeat, chapter
+# {doc}`../17_induction_evidence`) and, in
 # layer 1, four induction heads (chapter {doc}`../17_induction_heads` studies all four).
 # The stepper follows one pair, picked by the same scores as for SmolLM2: the
-# previous-token head and the induction head with the highest score, which leads the other
-# three only by a hair (the cell after the stepper prints them). This stepper runs `toy-2l`
+# previous-token head and the induction head with the highest score, which leads the next
+# by only {glue:text}`toy_ind_gap_next:.4f` and the lowest of the other three by
+# {glue:text}`toy_ind_gap_low:.3f` (the cell after the stepper prints the scores). This
+# stepper runs `toy-2l`
 # itself, in the page, with the forward pass of the {doc}`induction lab <02_lab>`: retype
 # the sequence (its words, or token ids `t0`, `t1`, ...) and every arc, score and
 # probability is recomputed for yours.
 
 # %%
-stepper = induction_stepper(model, live="toy-2l")
+stepper = induction_stepper(
+    model, live="toy-2l",
+    route="For toy-2l, chapter 18 measures it from the weights (composition scores "
+          "against rotated heads; section 3 below scores this pair), and chapter 17b "
+          "by patching the previous-token head's output into the layer-1 heads' keys.")
 stepper
 
 # %% tags=["hide-input"]
@@ -241,6 +298,8 @@ glue("toy_ind_score", float(ind_toy[L1, H1]))
 glue("toy_ind_min", float(ind_toy[1].min()))
 glue("toy_ind_second", float(ind_toy[1].sort(descending=True).values[1]))
 glue("toy_ind_l0_max", float(ind_toy[0].max()))
+glue("toy_ind_gap_next", float(ind_toy[L1, H1] - ind_toy[1].sort(descending=True).values[1]))
+glue("toy_ind_gap_low", float(ind_toy[L1, H1] - ind_toy[1].min()))
 observation("toy-2l's induction scores of its four layer-1 heads (min, max), "
             "and the largest in layer 0",
             f"{ind_toy[1].min():.3f}, {ind_toy[1].max():.3f}; "
@@ -251,6 +310,13 @@ glue("step_attn", text["attention_on_target"])
 glue("step_rand_attn", rand["attention_on_target"])
 glue("step_text_first", text["p_first"])
 glue("step_rand_first", rand["p_first"])
+glue("toy_text_rank", ordinal(text["head_rank"]))
+glue("toy_rand_rank", ordinal(rand["head_rank"]))
+glue("toy_vocab", text["n_vocab"])
+observation(f"rank of the target among toy-2l's {text['n_vocab']} tokens in the "
+            f"direct effect of L{L1}H{H1} at the last position, on the sentence "
+            "and on the control", f"{text['head_rank']}, {rand['head_rank']}",
+            chapter="induction module")
 observation("toy-2l's probability of the token that follows, after its first "
             "and after its second occurrence, on the sentence and on the control",
             f"{text['p_first']:.3g} -> {text['p_expected']:.3g}; "
@@ -277,7 +343,14 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # probability {glue:text}`step_text_p:.2f`; on the random control,
 # {glue:text}`step_rand_attn:.0%` and {glue:text}`step_rand_p:.2f`. Unlike SmolLM2, this
 # model has nothing but induction to offer, and on these two draws it offers it with
-# confidence.
+# confidence. One head does not carry it alone, though: read through the unembedding,
+# {glue:text}`toy_ind`'s output ranks "Dursley" {glue:text}`toy_text_rank` of
+# {glue:text}`toy_vocab` tokens on the sentence and {glue:text}`toy_rand_rank` on the
+# control. Here, in a two-layer model with no MLPs and no final normalisation, a layer-1
+# head's direct effect *is* everything it adds to the logits, so on the sentence the
+# prediction rests on other terms too: the logits are the sum of the direct path, each
+# head's path and the virtual heads (the {doc}`lab <02_lab>` adds them up), and which of
+# them carry "Dursley" this page does not measure.
 #
 # ## 3. The composition builder
 #
@@ -294,9 +367,14 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # H0?" is really "how much of H1's query, key or value subspace overlaps what H0 writes", the
 # continuous quantity the composition score measures (chapter 18).
 #
-# Is the pair's K-composition score large? Against random Gaussian heads of the same shapes
-# any trained pair would look large, so that null cannot fail. The null used here is the
-# model's own heads: `toy-2l` has 4 heads in layer 0 and 4 in layer 1, so 16 writer-reader
+# Is the pair's K-composition score large? Random Gaussian heads of the same shapes give a
+# scale, and it is not an easy one to beat: some trained pairs score below it (the cell
+# below counts them). But it is not the right null. A Gaussian head's singular values are
+# those of a random matrix, while a trained head has a few strong directions or many weak ones, and a head's spectrum
+# alone, with no alignment between writer and reader, changes how far its scores spread by
+# chance (a head with a few strong directions spreads more). The null must keep each head's spectrum and randomise only the alignment. First,
+# a description: the model's own heads. `toy-2l` has 4 heads in layer 0 and 4 in layer 1,
+# so 16 writer-reader
 # pairs. The previous-token head, picked by its attention and not by its weights, writes
 # into all four induction heads. Where do its four pairs rank among all 1820 sets of four
 # pairs? That ranking is only a description: the pairs are not exchangeable (the four share
@@ -346,6 +424,31 @@ null_k = rotated_baseline(model, "K", n_samples=n_rot)[:, 0, :, 1, :]
 null_k_max = null_k.flatten(1).max(1).values     # [rotation]: largest pair
 glue("n_rot", n_rot)
 glue("k_null_max", float(null_k_max.max()))
+# the Gaussian scale beside the rotations: each pair's scores under rotation,
+# pooled over the 16 pairs, against the builder's 512 random Gaussian pairs
+gauss = random_scores(model.cfg.d_model, model.cfg.d_head, kind="K", seed=0)
+glue("k_below_gauss", int((flat < gauss.mean()).sum()))
+glue("gauss_sd", float(gauss.std()))
+glue("rot_mean", float(null_k.mean()))
+glue("rot_sd", float(null_k.std(0).mean()))
+observation("in toy-2l, K-composition: the 16 pairs' scores below the mean of "
+            "random Gaussian heads; Gaussian heads' mean and sd, and the rotated "
+            "heads' mean and per-pair sd (averaged over pairs)",
+            f"{int((flat < gauss.mean()).sum())} of 16; {float(gauss.mean()):.3f} "
+            f"(sd {float(gauss.std()):.4f}); {float(null_k.mean()):.3f} "
+            f"(sd {float(null_k.std(0).mean()):.4f})", chapter="induction module")
+# the other writers' pairs that also exceed the rotations' largest score
+above = (k_others > null_k_max.max()).sum(1)          # [3]: per other writer
+writers = [h for h in range(k_pairs.shape[0]) if h != H0]
+helper = writers[int(above.argmax())]
+glue("k_helper", f"L{L0}H{helper}")
+glue("k_helper_n", int(above.max()))
+glue("k_helper_max", float(k_pairs[helper].max()))
+glue("k_rest_above", int(above.sum() - above.max()))
+observation("pairs of the other layer-0 heads whose K-composition score exceeds "
+            "the rotations' largest, per writer",
+            ", ".join(f"L{L0}H{h}: {int(n)}" for h, n in zip(writers, above)),
+            chapter="induction module")
 finding(f"in toy-2l, the weakest of L{L0}H{H0}'s four K-composition scores "
         "into layer 1 exceeds the largest score of any layer-0 head into any "
         "layer-1 head with the outputs randomly rotated",
@@ -376,7 +479,16 @@ glue("pair_all", count_paths(2, 1)["total"])
 # ({glue:text}`k_row_min:.3f`), so the alignment between what the previous-token head
 # writes and what the four induction heads' keys read is not what random alignment of
 # these same heads gives. The previous-token head feeds the keys of all four induction
-# heads, as the induction story says. This is one model and one seed.
+# heads, as the induction story says. It is not the only writer the test passes:
+# {glue:text}`k_helper_n` of {glue:text}`k_helper`'s four pairs also exceed the rotations'
+# largest score (up to {glue:text}`k_helper_max:.2f`), which fits its role as the partial
+# helper of section 2 (the other two writers have {glue:text}`k_rest_above` such pairs). The
+# Gaussian scale, for comparison: {glue:text}`k_below_gauss` of the 16 pairs score below the
+# Gaussian heads' mean of {glue:text}`b_base:.3f` (sd {glue:text}`gauss_sd:.4f`), and the
+# rotated heads average {glue:text}`rot_mean:.3f` with a spread per pair of
+# {glue:text}`rot_sd:.4f`. In `toy-2l` the two nulls are close, so the choice matters
+# little here; in a model whose heads' spectra are further from flat they need not be. This
+# is one model and one seed.
 #
 # ## Things to try
 #
@@ -398,7 +510,13 @@ glue("pair_all", count_paths(2, 1)["total"])
 #    prediction collapses (from {glue:text}`smol_text_p:.2f` to
 #    {glue:text}`smol_step_p:.3f`). So the lookup is not what failed: the head finds the
 #    target at least as well on this control, yet the model's confidence stays with the
-#    sentence. Compare step 1's number too: the probability after the *first* "Mr" is the
+#    sentence. Step 5's top tokens show what the head writes, straight through the
+#    unembedding: the target ranks {glue:text}`smol_text_rank` of
+#    {glue:text}`smol_vocab` on the sentence, and on this control
+#    {glue:text}`smol_rand_rank_share:.0%` of the way down, where a random token would sit.
+#    That is the head's direct effect only; the {glue:text}`smol_above` layers above it read
+#    its output too, and what they do with it we have not measured. Compare step 1's number
+#    too: the probability after the *first* "Mr" is the
 #    model's guess with no copy to read, from its weights and the context before that point.
 # 2. **In the builder, press "induction: K-composition only".** No virtual head appears, and
 #    yet this is the configuration of the field's best-understood circuit. Virtual heads are

@@ -36,7 +36,9 @@ model = load("toy-2l")
 #   tokens to add them", or press **random tokens, repeated** for a fresh random segment of
 #   16 to 32 tokens followed by a copy of itself. That is close to, not the same as, the data
 #   `toy-2l` was trained on: there a segment of 16 to 32 tokens is tiled across all 64
-#   positions from a random starting phase, so a training sequence holds two to four copies.
+#   positions from a random starting phase, so a training sequence holds one to four full
+#   copies, with partial copies at either end unless the phase is zero (a 32-token segment
+#   gives one full copy between two partial ones at most phases).
 #   Tokens are model inputs only: `toy-2l` never saw language, so they are shown as ids.
 # - The **tokens below the box** choose the position whose predictions are shown: click one.
 # - Each **pattern** is one head: row $q$ shows where the query at position $q$ attends
@@ -205,7 +207,8 @@ observation("second-copy loss on 8-token segments after 8 and 24 random "
 # %% [markdown]
 # On 8-token segments at the start of a sequence the second copy costs
 # {glue:text}`lab_short8:.2f` nats a token, against {glue:text}`lab_short24:.2f` on
-# 24-token ones. Length is not the only factor: put 8 or 24 random tokens before the same
+# 24-token ones (a different draw of 32 segments from the one above, seed 2 against seed
+# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length is not the only factor: put 8 or 24 random tokens before the same
 # 8-token segments and the loss drops to {glue:text}`lab_pre8:.2f` and
 # {glue:text}`lab_pre24:.2f`, still far above the 24-token segments'. Both the segment's
 # length and its position in the sequence matter (one model, 32 random sequences of one

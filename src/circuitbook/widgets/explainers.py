@@ -97,7 +97,9 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
     the query token, where the context holds nothing to copy: what the weights alone predict.
     ``head_top`` is the induction head's direct effect on the logits at the query, its output
     ``z W_O`` through the final normalisation's scale and weight (if any) and ``W_U``, and
-    ``head_rank`` the target's rank in it (1: the head's direct effect favours it most).
+    ``head_rank`` the target's rank in it (1: the head's direct effect favours it most) among
+    ``n_vocab`` tokens. Probabilities are kept to three significant digits, so that a small one
+    is not rounded to 0.
     """
     (l0, h0), (l1, h1) = prev_head, ind_head
     query = len(tokens) - 1
@@ -133,10 +135,16 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
         "ind_scores": [round(float(s), 2) for s in ind_scores],
         "head_top": top5(head_logits), "model_top": top5(probs[query]),
         "attention_on_target": round(float(ind_pat[earlier + 1]), 3),
-        "p_expected": round(float(probs[query, tokens[earlier + 1]]), 3),
-        "p_first": round(float(probs[earlier, tokens[earlier + 1]]), 4),
+        "p_expected": _significant(float(probs[query, tokens[earlier + 1]])),
+        "p_first": _significant(float(probs[earlier, tokens[earlier + 1]])),
         "head_rank": int((head_logits > head_logits[tokens[earlier + 1]]).sum()) + 1,
+        "n_vocab": int(head_logits.shape[-1]),
     }
+
+
+def _significant(x: float, digits: int = 3) -> float:
+    """``x`` to ``digits`` significant digits (``induction_stepper.js`` rounds the same way)."""
+    return float(f"{x:.{digits}g}")
 
 
 def control_tokens(tokens: list[int], low: int, high: int, seed: int) -> list[int]:
@@ -177,10 +185,11 @@ def induction_measures(model, sequences: list[list[int]], induction_head: tuple[
 
 
 def stepper_data(model, *, tokenizer=None, text: str = DURSLEY, seed: int = 0, random_ids: tuple[int, int] | None = None,
-                 prev_head=None, induction_head=None) -> dict:
+                 prev_head=None, induction_head=None, route: str = "") -> dict:
     """The stepper's data for ``model``: ``text`` as tokens, and a random-token control with the
     same repeat structure (:func:`control_tokens`, ids from ``random_ids``, default the whole
-    vocabulary).
+    vocabulary). ``route``: step 3's sentence on where the book measures the K-composition
+    route for this model (the stepper itself does not); none if empty.
 
     Without a ``tokenizer`` (a toy model that never saw language) the words of ``text`` are
     mapped to token ids by a seeded permutation, so text and control are the same kind of
@@ -213,27 +222,30 @@ def stepper_data(model, *, tokenizer=None, text: str = DURSLEY, seed: int = 0, r
     rand_seq = sequence_data(model, rand, rand_labels, prev_head, induction_head,
                               label_of if tokenizer is not None else (lambda i: f"t{i}"))
     return {"sequences": {"text": text_seq, "random": rand_seq},
-            "steps": _steps(prev_head, induction_head),
+            "steps": _steps(prev_head, induction_head, route),
             "prev_head": f"{prev_head[0]}.{prev_head[1]}", "induction_head": f"{induction_head[0]}.{induction_head[1]}"}
 
 
-def _steps(prev_head, induction_head) -> list[dict]:
+def _steps(prev_head, induction_head, route: str = "") -> list[dict]:
     """The five steps' titles and texts. The texts are templates the page fills from the sequence
     it shows (``induction_stepper.js``, ``fill``): ``{key:3}`` is ``key`` of that sequence with 3
-    decimals, ``{key:%}`` a percentage, ``{last}`` the last token and ``{expected}`` the one to
-    predict; ``direct`` holds step 5's first sentence for a head whose direct effect ranks the
-    target first (``top``) or lower (``low``). So the numbers are those of the sequence on the
-    screen, precomputed or computed in the page."""
+    decimals, ``{key:%}`` a percentage, ``{key:p}`` a probability (2 or 3 decimals, or like
+    1.6e-6 below 0.001), ``{key:th}`` an ordinal (1st, 2nd, 24,164th), ``{key}`` a number with
+    thousands separators, ``{last}`` the last token and ``{expected}`` the one to predict;
+    ``direct`` holds step 5's first sentence for a head whose direct effect ranks the target
+    first (``top``) or lower (``low``). So the numbers are those of the sequence on the screen,
+    precomputed or computed in the page. ``route`` ends step 3 (see :func:`stepper_data`)."""
     (l0, h0), (l1, h1) = prev_head, induction_head
+    route = f" {route}" if route else ""
     return [
         {"title": "1. The task", "highlight": ["query", "earlier", "target"], "arcs": None, "panel": None,
          "text": 'The sequence ends with "{last}". Earlier, "{last}" was followed by "{expected}". A model '
                  'that reads its context can predict "{expected}" next: that is induction. Right after the first '
                  '"{last}", with nothing to copy yet, the model gave "{expected}" probability '
-                 "{p_first:3}: that much it gets without a copy to read, from its weights and the context so far.",
+                 "{p_first:p}: that much it gets without a copy to read, from its weights and the context so far.",
          "random": "The same structure with random tokens: the last token occurred once before. After its "
                    "first occurrence the model gave the token that followed probability "
-                   "{p_first:4}: nothing memorised helps here; only the context can."},
+                   "{p_first:p}: nothing memorised helps here; only the context can."},
         {"title": f"2. The previous-token head {l0}.{h0}", "highlight": [], "arcs": "prev", "panel": None,
          "text": f"Head {l0}.{h0} attends from each position to the one before it (arcs: the model's real "
                  "attention, each position's strongest key); that attention is how it was picked. In the "
@@ -245,25 +257,24 @@ def _steps(prev_head, induction_head) -> list[dict]:
          "text": f'Head {l1}.{h1}\'s query at the last position asks for "a key whose left neighbour was '
                  '{last}". If its keys read the previous-token head\'s output (K-composition), the key '
                  'right after the earlier "{last}" should score highest. The stepper shows the scores, '
-                 "not that route: chapter 18 measures K-composition from the weights, and chapter 17b tests "
-                 "it by patching.",
+                 f"not that route.{route}",
          "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. If the "
-                   "keys read the previous-token head's output (K-composition, measured in chapters 17b and "
-                   "18, not here), the key right after the earlier occurrence should score highest, for "
-                   "random tokens just as for words."},
+                   "keys read the previous-token head's output (K-composition, not measured here), the key "
+                   "right after the earlier occurrence should score highest, for random tokens just as for "
+                   f"words.{route}"},
         {"title": "4. Attention lands on the token after the earlier occurrence", "highlight": ["query", "target"],
          "arcs": "induction", "panel": None,
          "text": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
                  'attention on "{expected}" (arcs: its three strongest keys from the last position).',
          "random": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
                    "attention on the token after the earlier occurrence."},
-        {"title": "5. The copying OV circuit writes it", "highlight": ["target"], "arcs": "induction",
+        {"title": "5. What the head writes, and the prediction", "highlight": ["target"], "arcs": "induction",
          "panel": "prediction", "direct": {"text": _direct(l1, h1, '"{expected}"'),
                                            "random": _direct(l1, h1, "the correct next token")},
          "text": '{direct} The model now predicts "{expected}" with probability '
-                 '{p_expected:2}, against {p_first:3} after the first "{last}".',
-         "random": "{direct} The model gives the correct next token probability {p_expected:2} (after its "
-                   "first occurrence: {p_first:4}), with no statistics to lean on."},
+                 '{p_expected:p}, against {p_first:p} after the first "{last}".',
+         "random": "{direct} The model gives the correct next token probability {p_expected:p} (after its "
+                   "first occurrence: {p_first:p}), with no statistics to lean on."},
     ]
 
 
@@ -271,17 +282,21 @@ def _direct(l1: int, h1: int, name: str) -> dict[str, str]:
     """Step 5's first sentence: what the head's own output, read through the unembedding, says
     about the target, as measured (its rank among all tokens): for rank 1 (``top``) or lower."""
     return {
-        "top": (f"Head {l1}.{h1}'s OV circuit copies the token it attends to: read through the unembedding, "
-                f"its output favours {name} above every other token."),
-        "low": (f"Read straight through the unembedding, head {l1}.{h1}'s output ranks {name} only "
-                "{head_rank}th among all tokens (its top tokens are below): this head's direct effect "
-                "alone does not make the prediction; other components (other heads, and in a deep model the "
-                "later layers that read this head's output) carry the rest."),
+        "top": (f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position "
+                f"ranks {name} first of {{n_vocab}} tokens (its top tokens are below). That is one "
+                "position's direct effect; whether the head's OV circuit copies in general, one rank does "
+                "not say."),
+        "low": (f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position "
+                f"ranks {name} only {{head_rank:th}} of {{n_vocab}} tokens (its top tokens are below): "
+                "by this path alone the head does not make the prediction. The direct path is not all the "
+                "head does where later layers read its output, and other components write to the same "
+                "logits."),
     }
 
 
 def induction_stepper(model, *, live: str | None = None, **kwargs) -> InductionStepper:
-    """The induction-circuit stepper for ``model``; see :func:`stepper_data` for the options.
+    """The induction-circuit stepper for ``model``; see :func:`stepper_data` for the options
+    (``route`` among them).
 
     With ``live`` (a zoo name the lab exports, ``toy-1l`` or ``toy-2l``: ``model`` must be that
     model) the page runs the model itself (``attn_only_forward.js``, as the induction lab does)

@@ -23,16 +23,35 @@ function textWidth(text) {
 function fill(template, seq, direct) {
   const values = { ...seq, last: seq.tokens[seq.query].trim(), expected: seq.expected.trim(),
     direct: direct ? fill(seq.head_rank === 1 ? direct.top : direct.low, seq) : "" };
-  return template.replace(/\{(\w+)(?::(%|\d))?\}/g, (whole, key, fmt) => {
+  return template.replace(/\{(\w+)(?::(%|\d|p|th))?\}/g, (whole, key, fmt) => {
     const v = values[key];
     if (v === undefined) return whole;
     if (fmt === "%") return `${Math.round(100 * v)}%`;
+    if (fmt === "p") return probability(v);
+    if (fmt === "th") return ordinal(v);
     if (fmt) return v.toFixed(Number(fmt));
     return typeof v === "number" ? v.toLocaleString("en-US") : String(v);
   });
 }
 
+// a probability as read: 2 decimals from 0.1, 3 from 0.001, below that 1.6e-6 (never "0.000")
+export function probability(p) {
+  if (p === 0) return "0";
+  if (p >= 0.1) return p.toFixed(2);
+  if (p >= 0.001) return p.toFixed(3);
+  return p.toExponential(1);
+}
+
+// 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 24,164th
+export function ordinal(n) {
+  const tens = n % 100, ones = n % 10;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ones === 1 ? "st" : ones === 2 ? "nd" : ones === 3 ? "rd" : "th";
+  return `${n.toLocaleString("en-US")}${suffix}`;
+}
+
 const r = (x, digits) => Number(x.toFixed(digits));
+// to 3 significant digits, as explainers._significant keeps a probability
+const sig = (x) => Number(x.toPrecision(3));
 
 // What the stepper shows for `ids`, from one forward pass in the page: the same fields as
 // explainers.sequence_data (toy models: no final normalisation, so a head's direct effect is
@@ -68,9 +87,9 @@ export function sequenceData(net, ids, labels, labelOf, prevHead, indHead) {
     matching: ids.map((_, k) => k).filter((k) => k >= 1 && ids[k - 1] === ids[query]),
     prev_arcs, ind_arcs, ind_scores: row.map((_, k) => r(ind.scores[query * P + k], 2)),
     head_top: top5(headLogits), model_top: top5(probs),
-    attention_on_target: r(row[earlier + 1], 3), p_expected: r(probs[target], 3),
-    p_first: r(Math.exp(logProbs(run, earlier)[target]), 4),
-    head_rank: headLogits.filter((v) => v > headLogits[target]).length + 1,
+    attention_on_target: r(row[earlier + 1], 3), p_expected: sig(probs[target]),
+    p_first: sig(Math.exp(logProbs(run, earlier)[target])),
+    head_rank: headLogits.filter((v) => v > headLogits[target]).length + 1, n_vocab: V,
   };
 }
 

@@ -62,17 +62,22 @@ QUESTIONS = [
                     "in the logits. Q- and K-composition change where the "
                     "later head attends, not what it moves.",
      "why_not": [
-                 "Q-composition changes the later head's pattern (where it "
-                 "looks), not the content it moves; no product of OV "
-                 "circuits appears.",
-                 "K-composition is what induction heads use, but it changes "
-                 "which key the later head picks; what it moves does not "
-                 "pass through the earlier head's OV circuit.",
+                 "Write the later head's term of the logits with the "
+                 "earlier head's output in its query, and look for "
+                 "$W_{OV}^{h_1}$ in it: the query enters only the "
+                 "attention score, which becomes one softmax weight per "
+                 "key, and a weight is a number, not a factor "
+                 "$W_{OV}^{h_1}$.",
+                 "Induction heads use K-composition, but follow the "
+                 "earlier head's output from the keys into the logits: the "
+                 "keys enter only the attention score, which becomes one "
+                 "softmax weight per key, and a weight is a number, not a "
+                 "factor $W_{OV}^{h_1}$.",
                  None,
                  "More heads add more terms, but each kind of composition "
                  "still does what it did with fewer heads: the head count "
-                 "does not turn a change of pattern into a product of "
-                 "OV circuits."]},
+                 "does not change which kinds put a product of OV circuits "
+                 "in the logits."]},
     {"question": "Can a one-layer attention-only model complete [A][B] … "
                  "[A] with [B] when it never saw A and B together in "
                  "training?",
@@ -165,7 +170,9 @@ QUESTIONS = [
                  "is not what produces it.",
                  None,
                  "Olsson et al. see the same change in models with no MLP "
-                 "layers at all, so it cannot live in the MLPs."]},
+                 "layers at all, so it does not need MLPs; and in the models "
+                 "that have them, nothing in their evidence places "
+                 "in-context learning in the MLP layers."]},
     {"question": "A head has $d_\\text{model} = 768$ and $d_\\text{head} = "
                  "64$. What does $\\operatorname{rank} W_{OV} \\le 64$ "
                  "imply?",
@@ -223,12 +230,14 @@ QUESTIONS = [
                  "attend far back for other reasons (the first token, "
                  "punctuation, names), and repeated text changes many "
                  "heads' patterns.",
-                 "Circuits are often redundant: when several heads do the "
-                 "same job, removing one can leave the others to do it, so a "
-                 "real induction head can fail this test; and a small effect "
-                 "of removing one head does not say why (chapter 17b: whether "
-                 "heads share the work or the softmax saturates, removing one "
-                 "barely moves the loss).",
+                 "A drop that goes when one head is removed shows that the "
+                 "model needs the head, not what the head does: nothing here "
+                 "measures the mechanism, and nothing compares the removal "
+                 "with removing other heads. A head the circuit merely "
+                 "depends on passes the ablation half too (in the lab, "
+                 "removing the previous-token head also removes most of the "
+                 "drop). And with redundant heads a real induction head can "
+                 "fail it.",
                  "A pattern, however consistent across documents and "
                  "seeds, says only where the head looks: on natural text a "
                  "head can look at the token after an earlier copy for other "
@@ -264,11 +273,13 @@ QUESTIONS = [
                  "something else, and with redundant paths the two can "
                  "disagree.",
                  "Effects of different patches need not add up to 1: two "
-                 "redundant paths can each restore nearly everything, and "
-                 "paths interact. The number is this patch's share of the "
-                 "gap, not a share of a fixed budget.",
-                 "The 0.96 is a fraction of the metric's gap between the "
-                 "clean and the corrupted run, not of the head's output. "
-                 "How much of that output the keys read is a question about "
-                 "the weights (the K-composition score)."]},
+                 "redundant paths can each restore nearly everything when "
+                 "patched one at a time, and paths interact, so one path's "
+                 "large effect puts no ceiling on the others'.",
+                 "The 0.96 is computed from losses of the whole model and "
+                 "contains no measurement of the head's output or of what "
+                 "the keys take from it. How much of that output the keys "
+                 "read is a question about the weights (the K-composition "
+                 "score), and a small share of it could restore the loss "
+                 "just as well."]},
 ]
