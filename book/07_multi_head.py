@@ -881,6 +881,22 @@ observation("repeated word tokens whose copy follows the same token that are "
             "all scored tokens", f"{int((in_pair & name_piece).sum())} of "
             f"{int(in_pair.sum())}, of {int(scored.sum())}", chapter="7")
 glue("dup_n_name", int((in_pair & name_piece).sum()))
+# what kind of token each of them is, read off its piece and the one before:
+# a later piece of a word (no leading space, after a letter piece), a piece
+# right after a line break ("Ċ"), or anything else (a word after a comma)
+kinds = {"later": [], "break": [], "other": []}
+for b_, q_ in in_pair.nonzero().tolist():
+    before, piece = pieces[b_][q_ - 1], pieces[b_][q_]
+    kind = ("break" if "Ċ" in before else "later"
+            if not piece.startswith("Ġ") and before.lstrip("Ġ").isalpha()
+            else "other")
+    kinds[kind].append(before + "|" + piece)
+observation("repeated word tokens whose copy follows the same token: later "
+            "pieces of a word, pieces after a line break, others (examples)",
+            "; ".join(f"{len(v)} ({', '.join(sorted(set(v))[:4])})"
+                      for v in kinds.values()), chapter="7")
+for k_, v in kinds.items():
+    glue(f"dup_n_{k_}", len(v))
 glue("dup_n_alone", int((scored & ~in_pair).sum()))
 glue("dup_pair_best", pair_share[DL, DH].item())
 glue("dup_alone_best", alone_share[DL, DH].item())
@@ -903,10 +919,12 @@ glue("dup_alone_mean",
 #
 # What are these repeated "words"? In a play's opening lines many of them are the
 # speakers' names, which SmolLM2's tokenizer cuts into pieces (LE·O·NA·TO,
-# C·LE·OP·AT·RA): {glue:text}`dup_n_pair` of the {glue:text}`dup_n` scored tokens are a
-# later piece of a repeated name or phrase, whose earlier copy follows the same token as
-# the query does, and {glue:text}`dup_n_name` of those are upper-case pieces, that is
-# speakers' names: about half of all scored tokens. On those a head that matches the *previous* token, rather than the
+# C·LE·OP·AT·RA). For {glue:text}`dup_n_pair` of the {glue:text}`dup_n` scored tokens
+# an earlier copy follows the same token as the query does: {glue:text}`dup_n_later` are
+# a later piece of a repeated word, {glue:text}`dup_n_break` the first piece of a line
+# (a name after a line break), and {glue:text}`dup_n_other` other tokens, mostly the start
+# of a word after the same token (", and", ", that"). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
+# are upper-case pieces, that is speakers' names: about half of all scored tokens. On those a head that matches the *previous* token, rather than the
 # token itself, would find the copy too, so they cannot tell the two jobs apart.
 # {glue:text}`dup_head` puts {glue:text}`dup_pair_best:.2f` on the copies there, and
 # {glue:text}`dup_alone_best:.2f` on the other {glue:text}`dup_n_alone`, where the
@@ -968,11 +986,15 @@ identity_close(f"layer {DL}'s output is the sum over query heads h of "
                       + (S_H + 1) * smol.cfg.d_head + S_H),
                scale=1.0, chapter="7")
 siblings = list(range(DH // group * group, DH // group * group + group))
+# TransformerLens's per-query-head W_K, W_V repeat the stored _W_K, _W_V, so
+# this reads the view's layout, not the model: an observation, not a check
+# (the sum above is the check that each head reads its group's value head).
 same_kv = all(torch.equal(smol.W_K[DL, s], smol.W_K[DL, DH])
               and torch.equal(smol.W_V[DL, s], smol.W_V[DL, DH])
               for s in siblings)
-identity(f"in TransformerLens, heads {siblings} of layer {DL} have the same "
-         "W_K and W_V (one key-value head)", same_kv, same_kv, chapter="7")
+observation(f"TransformerLens's expanded W_K and W_V of heads {siblings} of "
+            f"layer {DL} are copies of one stored key-value head",
+            f"all equal: {same_kv}", chapter="7")
 
 # %% [markdown]
 # The three heads of {glue:text}`dup_head`'s group share their keys and their values,

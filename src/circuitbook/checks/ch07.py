@@ -43,7 +43,7 @@ EX1 = FunctionExercise(
                 "numbers. Does a reshape ever move an axis, or does it only regroup the numbers in memory "
                 "order? Which numbers of the matrix end up in your head 0?",
                 lambda weight, n_heads: weight.T.reshape(n_heads, weight.shape[1], -1)),
-        Mistake("per-head blocks in the wrong layout", "Each of your heads has the right numbers but in "
+        Mistake("per-head blocks of another shape", "Each of your heads has the right numbers but in "
                 "a [d_head, d_model] layout. Which side of W_Q^h does TransformerLens multiply the row vector "
                 "x on, and what shape must each head's matrix have for x @ W_Q^h to work?",
                 lambda weight, n_heads: weight.reshape(n_heads, -1, weight.shape[1])),
@@ -109,7 +109,7 @@ EX2 = FunctionExercise(
                 "of each head's parameters have you not used, and what happens to a constant added to every "
                 "value when a pattern row that sums to 1 mixes the values?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern, W_V, W_O, 0 * b_V, b_O)),
-        Mistake("pattern transposed", "pattern[h, i, j] is how much query i reads from key j: check which of "
+        Mistake("the pattern's axes", "pattern[h, i, j] is how much query i reads from key j: check which of "
                 "its indices your product sums over.",
                 lambda x, pattern, W_V, W_O, b_V, b_O: mha_as_sum(x, pattern.transpose(-1, -2), W_V, W_O, b_V,
                                                                   b_O)),
