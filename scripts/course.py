@@ -356,8 +356,11 @@ def source_tree(repo: str | None, branch: str, stale_ok: bool) -> list[str]:
         rel = path.relative_to(ROOT)
         if path.is_file() and path.suffix in (".md", ".bib", ".png", ".svg", ".jpg", ".ico") \
                 and "__pycache__" not in rel.parts and not any(p.startswith(".") for p in rel.parts):
-            _write(SRC / rel, path.read_text()) if path.suffix in (".md", ".bib", ".svg") \
-                else shutil.copy2(path, SRC / rel)
+            if path.suffix in (".md", ".bib", ".svg"):
+                _write(SRC / rel, path.read_text())
+            else:
+                (SRC / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, SRC / rel)
     problems = []
     for path in execute_notebooks.toc_notebooks(ROOT):
         rel = path.relative_to(ROOT)

@@ -55,12 +55,13 @@ EX1 = FunctionExercise(
                 "singular values. How is the definition's norm computed from a matrix's entries, and is that "
                 "what your call computes?",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord="nuc")),
-        Mistake("order reversed", "Your product takes the two matrices in the other order. A row "
-                "vector x passes through the writer and then the reader: which matrix does it meet first, and "
-                "does the order change the product's norm?",
+        Mistake("order reversed", "Check the order of the factors in your product. A row vector x "
+                "passes through the writer and then through the reader: which matrix does it meet first, where "
+                "does that matrix stand in x W_A W_B, and does the order of the factors change the norm?",
                 lambda W_A, W_B: _ratio(W_B @ W_A, W_A, W_B)),
-        Mistake("squared the score", "Your value is the square of the score. Is ||.||_F the sum of "
-                "the squared entries, or something of it?",
+        Mistake("squared the score", "Your value does not match the definition in how the norms are "
+                "taken. Write the Frobenius norm out from a matrix's entries, step by step, and compare each "
+                "step with what your code computes, including what it does with the result.",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B) ** 2),
         Mistake("divided by the sum of the norms", "With a sum in the denominator the score changes "
                 "when one matrix is scaled, and the bound by 1 that the chapter proves no longer applies.",
@@ -103,13 +104,14 @@ EX2 = PairExercise(
                 "vector passes through one head and then the other: which head does it meet first, and in which "
                 "place of the pair does the exercise ask for that head's matrix?",
                 lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
-        Mistake("writer matrix in the other convention", "Your W_A is the writer's OV circuit as the paper "
-                "writes it, for column vectors multiplied on the left. Follow a row vector x through the writer "
-                "head step by step and check the shape of each intermediate result.",
+        Mistake("writer matrix in the other convention", "Your W_B is the one asked for, but your W_A is not "
+                "what the writer does to a row vector. Follow a row vector x through the writer head step by "
+                "step and check the shape of each intermediate result.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
-        Mistake("both matrices in the other convention", "These are the paper's matrices, written for column "
-                "vectors: their product has the same score but acts right to left. The book multiplies row "
-                "vectors on the right; redo both with that convention, following a row vector x.",
+        Mistake("both matrices in the other convention", "Neither matrix of your pair is the one the exercise "
+                "asks for. Follow a row vector x through the writer step by step, checking the shape of each "
+                "intermediate result; then write the reader's score x_q W_Q (x_k W_K)^T and ask which "
+                "[d_model, d_model] matrix the writer's output is multiplied by when it enters on the key side.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_Q @ W_K.T)),
         Mistake("reader matrix built from one side only", "An attention score compares a query with a key, so "
                 "the reader's matrix involves the weights of both sides of that comparison; yours is built from "
