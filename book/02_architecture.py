@@ -416,7 +416,7 @@ glue("stacks_m", stacks / 1e6)
 # $V \times d_\text{model}$ matrix (its section 3.4). The pre-softmax map may also have a
 # bias of $V$; the paper does not say, and it hardly matters. With $V = 37000$:
 
-# %%
+# %% tags=["hide-input"]
 V_paper = 37000
 # the paper is post-norm: no final LayerNorm on either stack (gain and bias)
 paper_stacks = stacks - 2 * 2 * d_model

@@ -191,7 +191,7 @@ identity_close("...and, given that pattern, src_attn's output", out_given,
 # put {glue:text}`ahead_uniform:.0%`: {glue:text}`n_ahead` such words in these 8 sentences,
 # the four heads of the second decoder layer averaged.)
 
-# %%
+# %% tags=["hide-input"]
 real = src_mask[:, None].expand_as(pattern)   # [b, h, tgt, src]
 pad_weight = pattern[~real].abs().max()
 row_sums = pattern.sum(-1)

@@ -93,7 +93,7 @@ glue("n_weights_m", n_weights / 1e6)
 # - While heads are ablated, every loss is printed as *clean → ablated, change*, and the
 #   chart marks the clean loss of each token beside the ablated one.
 
-# %%
+# %% tags=["hide-input"]
 examples = {"a passage of Shakespeare, repeated":
             {"text": passage_text, "repeat": True}, **EXAMPLES}
 lab = smollm2_lab(passage_text, repeat=True, examples=examples)
@@ -167,7 +167,7 @@ print(f"second-copy loss: clean {second.item():.2f}, top {K} ablated "
       f"{second_top.item():.2f}, {len(draws)} random sets of {K}: "
       f"{second_random.mean():.2f} +- {second_random.std():.2f}")
 
-# %%
+# %% tags=["hide-input"]
 observation("SmolLM2's mean loss on the passage's first copy, and on its "
             "second (nats)", f"{first.item():.2f}, {second.item():.2f}",
             chapter="induction module")
