@@ -9,6 +9,7 @@ tests the sandbox itself)."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -216,7 +217,9 @@ def test_problem_set_reference_scores_full_marks(built, tmp_path):
     assert all(float(r["score"]) == float(r["max"]) > 0 for r in ref), rows
     lost = {r["problem"]: r["feedback"] for r in rows if r["student"] == "wrong7b" and float(r["score"]) < float(r["max"])}
     assert list(lost) == ["ps_p7b"], lost
-    assert "[CHECK] ps_p7b: wrong pair" in lost["ps_p7b"] and "recorded" not in lost["ps_p7b"], lost
+    assert lost["ps_p7b"].startswith("[NOT YET] ps_p7b:") and "recorded" not in lost["ps_p7b"], lost
+    result = json.loads((out / "results" / "wrong7b.json").read_text())["problems"]["ps_p7b"]
+    assert (result["status"], result["mistake"]) == ("mistake", "wrong pair"), result
 
 
 def test_sys_exit_costs_only_the_cell_that_calls_it(graded):
