@@ -1251,7 +1251,9 @@ display(heatmap(prev[:l0], heads, layers,
 # \rVert_F}{\lVert W_{OV}^A \rVert_F \lVert W_Q R_\Delta W_K^\top \rVert_F}.$$
 #
 # We compute it with `circuitbook.circuits.rotary_qk` at offsets from 0 to 2047, the
-# model's context (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
+# context of the TransformerLens configuration the book builds (`n_ctx` = 2048; the GGUF
+# file's metadata gives 8192, so this covers the first quarter of the context the model
+# was trained for) (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
 # spaced evenly on a log scale up to 2047), for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
 # for scale, for the median writer into the same reader. In the induction sequences
 # above the key that matters sits 39 positions behind the query.

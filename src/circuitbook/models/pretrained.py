@@ -116,7 +116,7 @@ def smollm2_hf(dtype: torch.dtype = torch.float32):
 
 
 def smollm2_config(hf_config, dtype: torch.dtype = torch.float32):
-    """The ``HookedTransformerConfig`` of SmolLM2-135M (values from its GGUF metadata).
+    """The ``HookedTransformerConfig`` of SmolLM2-135M (values from its GGUF metadata, but for n_ctx).
 
     Notable fields: ``n_key_value_heads=3`` (grouped-query attention: 9 query heads share 3
     key/value heads), ``normalization_type="RMS"`` (x / rms(x) * w, no centring, no bias),
@@ -127,6 +127,8 @@ def smollm2_config(hf_config, dtype: torch.dtype = torch.float32):
 
     return HookedTransformerConfig(
         n_layers=30, d_model=576, n_heads=9, d_head=64, n_key_value_heads=3, d_mlp=1536,
+        # n_ctx: the GGUF metadata says 8192; 2048 bounds TransformerLens's buffers and every
+        # sequence the book runs (chapter 18's rotary offsets stop at 2047 for this reason)
         d_vocab=49152, n_ctx=2048, act_fn="silu", eps=hf_config.rms_norm_eps, normalization_type="RMS",
         positional_embedding_type="rotary", rotary_dim=64, rotary_base=100000.0, rotary_adjacent_pairs=False,
         gated_mlp=True, final_rms=True, original_architecture="LlamaForCausalLM", tie_word_embeddings=True,
