@@ -92,11 +92,12 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 # embedding (GPT-2 small, the book's toys), the entry in row <i>a</i>, column <i>b</i> is the
 # attention score (before the softmax and the 1/sqrt(d_head) scale) that a query position
 # holding token <i>a</i> gives a key position holding token <i>b</i>, counting only the token
-# embeddings, with the positional embedding and the layer norm left out: how much <i>a</i>
+# embeddings, with the positional embedding, the layer norm and the biases left out: how much <i>a</i>
 # wants to look at <i>b</i>. Full OV,
 # <code>W_E W_OV W_U</code> [vocab, vocab]: the entry in row <i>b</i>, column <i>c</i> is how
 # much the logit of token <i>c</i> goes up when the head attends fully to a position holding
-# token <i>b</i>: what looking at <i>b</i> makes the model predict. The first says where the
+# token <i>b</i>, again counting only the token embedding, with the positional embedding, the
+# layer norm and the biases left out: what looking at <i>b</i> makes the model predict. The first says where the
 # head looks, the second what it does with what it finds; in the book's row-vector
 # convention the row is the token read, the column the token it acts on. Both are products
 # through the head's d_head dimensions, so each is a d_vocab x d_vocab table of rank at most
@@ -235,11 +236,21 @@ from circuitbook.paths import count_paths
 for L, n in [(1, 12), (2, 12), (12, 12)]:
     print(f"L={L:2d}, n={n}: {path_counts(L, n)['total']:,} paths "
           f"(count_paths: {count_paths(L, n)['total']:,})")
-two = path_counts(2, 12)
-identity("two layers of n = 12 heads: 1 direct + 2n single-head + n^2 virtual "
-         "terms, (1 + n)^2 in all", two,
-         two == {"direct": 1, "single": 2 * 12, "virtual": 12 ** 2,
-                 "total": (1 + 12) ** 2}, chapter="induction problems")
+# the library's count (chapter 13's), computed its own way, against yours
+
+
+def by_order(L, n):
+    c = count_paths(L, n)
+    return {"direct": c["direct"], "single": c["order_1"],
+            "virtual": c["total"] - c["direct"] - c["order_1"],
+            "total": c["total"]}
+
+
+sizes = [(L, n) for L in range(1, 5) for n in range(1, 7)]
+agree = [path_counts(L, n) == by_order(L, n) for L, n in sizes]
+identity(f"path_counts agrees with circuitbook.paths.count_paths at "
+         f"{len(sizes)} sizes (L = 1..4, n = 1..6)", f"{sum(agree)} of "
+         f"{len(sizes)}", all(agree), chapter="induction problems")
 glue("paths_12", f"{path_counts(12, 12)['total']:,}")
 glue("paths_1", path_counts(1, 12)["total"])
 progress.tracker("2")
@@ -278,11 +289,13 @@ progress.tracker("2")
 # Which bases must the copy read from and write to? Mind the scale: the softmax needs big score gaps, and the
 # copied token must outvote the direct path, which also writes the current token into `S_tok`.
 #
-# What the check asks, fixed before you design: it builds the scaffold with your two matrices,
-# runs it on 8 sequences of 20 random tokens (of 32) repeated once, and passes your head when
-# both hold: its induction score is above 0.9 (it finds the match), and the mean loss on the
-# second copy is below 0.5 nats (it predicts the match; chance is ln 32 = 3.47 nats). The
-# feedback tells you which of the two falls short.
+# What the check asks, fixed before you design: it builds the scaffold with your two matrices
+# and runs it on two batches of 8 sequences: 20 random tokens (of 32) repeated once, and
+# sequences of 40 in which the repeated segment comes after a prefix of 2 to 24 random
+# tokens, a different length in each sequence, so that the repeat starts at a different place
+# each time. It passes your head when both hold on both batches: its induction score is above
+# 0.9 (it finds the match), and the mean loss on the second copy is below 0.5 nats (it
+# predicts the match; chance is ln 32 = 3.47 nats). The feedback tells you which falls short.
 
 # %% tags=["exercise"]
 def design_induction_head(S_tok, S_prev):
@@ -317,11 +330,12 @@ checks.ps_p3(design_induction_head)
 # different directions of the residual stream.</p>
 # </details>
 #
-# Now break it. Measure the induction score of your head in that broken model
-# (`prev_into="S_tok"`), with the context length `P3_CTX` of the parameter cell (the scaffold's
-# `n_ctx`), and look at what its attention does. The check measures the design you pass it
-# (your `design_induction_head`), so any design that passed above is judged by its own score. The next cell measures the working scaffold
-# with `scaffold_behaviour` (`help(scaffold_behaviour)` lists its arguments), the tool for this;
+# Now break it. Measure the induction score of your head in that broken model, in which the
+# previous-token head writes into `S_tok`, with the context length `P3_CTX` of the parameter
+# cell (the scaffold's `n_ctx`), and look at what its attention does. The check measures the
+# design you pass it (your `design_induction_head`), so any design that passed above is judged
+# by its own score. The next cell measures the working scaffold with `scaffold_behaviour`, the
+# tool for this; read `help(scaffold_behaviour)` to find how it builds the broken one;
 # if you build the model yourself with `induction_scaffold`, give it this page's sizes
 # (`d_vocab=32`, `n_ctx=P3_CTX`): its default vocabulary is smaller and does not match the
 # subspaces above.
@@ -588,8 +602,13 @@ progress.tracker("4")
 #
 # In `toy-2l` the previous-token head and the induction head should be connected by
 # K-composition: the induction head's keys read what the previous-token head wrote. First
-# write the K-composition score $\|W_{OV}^{w} (W_{QK}^{r})^\top\|_F / (\|W_{OV}^{w}\|_F
-# \|W_{QK}^{r}\|_F)$ for a writer head $w$ and a reader head $r$. Then fix one reader, the
+# write the K-composition score for a writer head $w$ and a reader head $r$: how much of what
+# the writer's OV circuit $W_{OV}^{w}$ writes the reader's QK circuit $W_{QK}^{r}$ reads on
+# its *key* side. The score of Elhage et al. (2021) is the Frobenius norm of the product of
+# the two circuits, with the reader's circuit oriented so that its key side faces the
+# writer's output, divided by the product of the two circuits' Frobenius norms (so that it
+# does not grow with the heads' scale). Which orientation that is follows from the score
+# $x_q W_{QK} x_k^\top$: work it out before you write the product. Then fix one reader, the
 # best induction head, and compare its score with every earlier-layer writer: the question is
 # whether one writer stands out for this reader. The null is chapter 18's
 # ({doc}`../18_composition`): keep every head as it is and turn the writers' outputs by a
@@ -694,8 +713,9 @@ glue("kc_reader_margin", best - float(others.max()))
 # Now break the circuit. Mean-ablate a head: replace its output $z$ (before $W_O$) at every
 # position of every sequence by one vector, the mean of $z$ over all $2n$ positions of all the
 # sequences in `tokens` (the batch your function is given, both copies), taken in the same
-# forward pass; `circuitbook.heads.ablate(model, [head], how="mean")` does exactly this. Not a
-# mean per position, and not a mean over other tokens. Then measure two things: the induction
+# forward pass; `circuitbook.heads.ablate` can mean-ablate (read its `help` to see which mean
+# it takes, and whether that is the one asked for here). Not a mean per position, and not a
+# mean over other tokens. Then measure two things: the induction
 # score of the reader, the induction head itself, and the mean loss on the tokens of the
 # second copy that induction can predict, tokens $n + 1, \dots, 2n - 1$ of a sequence of $2n$.
 # Compare ablating the previous-token head with ablating another head of the same layer.
@@ -742,11 +762,13 @@ other_losses = [v[1] for h, v in rows.items() if h != writer[1]]
 # The claim to test is that ablating the previous-token head does more damage than ablating
 # *any* other layer-0 head: it lowers the reader's score more, and raises the loss more. The
 # test is paired: the same ablations on 20 fresh batches of 8 sequences, and in each batch the
-# previous-token head's value minus one other head's. Which other head is your decision, made
-# on the table above (`rows`, {head: (score, loss)}) before the fresh batches run: return the
-# head to compare with on the score and the head to compare with on the loss, chosen so that if
-# the previous-token head beats it, it beats every other head of its layer. The check runs
-# your function on made-up tables.
+# previous-token head's value minus one other head's, chosen in that batch. Which other head is
+# your decision: write the rule that picks it from one batch's table of ablations (`rows`,
+# {head: (score, loss)}, like the table above). Return the head to compare with on the score
+# and the head to compare with on the loss, chosen so that if the previous-token head beats it
+# in that batch, it beats every other head of its layer there. The cell after the check ablates
+# every layer-0 head in each fresh batch and applies your rule to that batch's own table; the
+# check runs your function on made-up tables.
 
 # %% tags=["exercise"]
 def comparison_heads(rows, writer):
@@ -765,16 +787,34 @@ def comparison_heads(rows, writer):
 checks.ps_p5c(comparison_heads)
 
 # %%
-worst_score, worst_loss = comparison_heads(rows, writer[1])
-paired = []                                       # [batch, (score, loss)]
+worst_score, worst_loss = comparison_heads(rows, writer[1])  # on `rows`
+paired, picked = [], []                           # [batch, (score, loss)]
 for i in range(20):
     t = repeated_random_tokens(8, 24, model.cfg.d_vocab, seed=100 + i)
-    prev_t = ablation_effect(model, (0, writer[1]), reader, t)
-    paired.append([
-        prev_t[0] - ablation_effect(model, (0, worst_score), reader, t)[0],
-        prev_t[1] - ablation_effect(model, (0, worst_loss), reader, t)[1]])
+    rows_t = {head: ablation_effect(model, (0, head), reader, t)
+              for head in range(model.cfg.n_heads)}
+    by_score, by_loss = comparison_heads(rows_t, writer[1])  # this batch's
+    picked.append((by_score, by_loss))
+    paired.append([rows_t[writer[1]][0] - rows_t[by_score][0],
+                   rows_t[writer[1]][1] - rows_t[by_loss][1]])
 paired = torch.tensor(paired)
-no_diff = Null.point("no difference from the most damaging other head", 0.0)
+no_diff = Null.point("no difference from the batch's most damaging other "
+                     "head", 0.0)
+wins_score = int((paired[:, 0] < 0).sum())  # lower score: more damage
+wins_loss = int((paired[:, 1] > 0).sum())   # higher loss: more damage
+print(f"previous-token head minus the batch's most damaging other head, "
+      f"mean over 20 batches: score {paired[:, 0].mean():+.2f}, loss "
+      f"{paired[:, 1].mean():+.2f} nats;\nmore damage in {wins_score} of 20 "
+      f"batches by the score, {wins_loss} of 20 by the loss; the other head "
+      f"picked: " + ", ".join(
+          f"L0H{h} {sum(p[0] == h for p in picked)}x / "
+          f"{sum(p[1] == h for p in picked)}x" for h in
+          sorted({h for p in picked for h in p})) + " (score / loss)")
+observation("batches of 20 in which the previous-token head's ablation "
+            "lowers the reader's score more than every other layer-0 head's",
+            wins_score, chapter="induction problems")
+observation("...and raises the second-copy loss more", wins_loss,
+            chapter="induction problems")
 
 
 def batch_boot(x, n=4000):
@@ -797,6 +837,10 @@ glue("p5_other_min", min(other_scores))
 glue("p5_other_min_head", f"L0H{worst_score}")
 glue("p5_prev_loss", prev_loss)
 glue("p5_other_loss", max(other_losses))
+glue("p5_wins_score", wins_score)
+glue("p5_wins_loss", wins_loss)
+glue("p5_diff_score", -float(paired[:, 0].mean()))  # "lowers ... by": unsigned
+glue("p5_diff_loss", float(paired[:, 1].mean()))
 progress.tracker("5")
 
 # %% [markdown]
@@ -806,9 +850,12 @@ progress.tracker("5")
 # {glue:text}`p5_other_min_head`, is a partial effect: chapter 17b
 # ({doc}`../17_induction_evidence`) looks at what that head does); the loss on the second
 # copy rises to {glue:text}`p5_prev_loss:.2f` nats, against at most
-# {glue:text}`p5_other_loss:.2f` for the others. Both differences hold batch by batch
-# over 20 fresh batches, against the most damaging of the other heads (the findings
-# above). The composition score said the two heads are wired together; the ablation says
+# {glue:text}`p5_other_loss:.2f` for the others. On 20 fresh batches, each compared with
+# the other head that did the most damage in that same batch, the previous-token head
+# lowers the score by {glue:text}`p5_diff_score:.2f` more on average and raises the loss by
+# {glue:text}`p5_diff_loss:.2f` nats more (the findings above give the intervals); it does
+# more damage by the score in {glue:text}`p5_wins_score` of the 20 batches and by the loss
+# in {glue:text}`p5_wins_loss`. The composition score said the two heads are wired together; the ablation says
 # the writer is necessary for the circuit, in this model and on repeated random tokens. It
 # does not say that what the writer contributes reaches the reader through its keys: that
 # is what problem 7's path patching tests.
@@ -866,7 +913,8 @@ checks.ps_p6(icl_scores)
 # fewer documents is a question for a pilot.
 #
 # What the measurement must resolve, fixed before any of it runs: a mean of **0.25 nats**
-# (the right token about 28% more probable, $e^{0.25} = 1.28$, with the full context), with
+# (with the full context the right token's probability is $e^{0.25} = 1.28$ times what it is
+# without, as a geometric mean of that ratio over the window's tokens and the documents), with
 # a two-sided 95% interval that excludes 0 with probability 80% when the true mean is
 # that large ($\alpha = 0.05$, power 0.8). The documents' spread comes from a pilot: the
 # first 8 documents (see the next cell), scored with both estimands and used for this plan
@@ -974,9 +1022,11 @@ for name, v in pilot.items():
 # Now the design, as a function of the pilot's numbers. `sigma` maps each estimand to a
 # pair, (the pilot's sd, that sd's upper confidence limit). Return the estimand to measure
 # and the number of documents $N$: with $N$ documents, the interval's half-width is about
-# $z_{1-\alpha/2}\,\sigma/\sqrt N$, and a mean of size `effect` is excluded from 0 with the
-# probability `power` when it lies $z_{1-\alpha/2} + z_\text{power}$ standard errors from
-# 0 ($z_q$ the standard normal quantile, `NormalDist().inv_cdf(q)`). The check judges the
+# $z_{1-\alpha/2}\,\sigma/\sqrt N$ ($z_q$ the standard normal quantile,
+# `NormalDist().inv_cdf(q)`), and 0 is excluded when the measured mean lies more than a
+# half-width from it. Take the measured mean as normal around the true mean `effect`, with
+# standard error $\sigma/\sqrt N$: how far from 0, in standard errors, must the true mean lie
+# for that to happen with the probability `power`? Solve for $N$. The check judges the
 # design by what it buys, with the rules stated here: it passes when the design's power
 # against `effect`, computed with the upper limit of the chosen estimand's sd, reaches
 # `power`, and when $N$ is at most 1.2 times the fewest documents any estimand needs, plus
@@ -1056,7 +1106,12 @@ glue("plan_half", z_level * sigma[ESTIMAND][1] / math.sqrt(N_DOCS))
 # ({doc}`../17_induction_evidence`): after folding each layer's RMSNorm gain into $W_Q$,
 # $W_K$, $W_V$ (chapter {doc}`../18_composition`), a pair composes when the writer's Q-, K-
 # or V-composition score into the reader lies more than $\Phi^{-1}(1 - 0.05/N)$ standard
-# deviations above the scores of that reader's other $N$ writers.
+# deviations above the scores of that reader's other $N - 1$ writers ($N$ writers in all: every
+# head of the earlier layers). The scores are those of the unrotated $W_Q W_K^\top$, as in
+# chapter 17b: SmolLM2 rotates queries and keys by their positions (RoPE), so the QK form
+# between positions $\Delta$ apart is $W_Q R_\Delta W_K^\top$, and the rule reads only its
+# offset-0 member (chapter {doc}`../18_composition` measures how little the score changes
+# over offsets).
 #
 # The runs share their work. Every ablated head sits in layer `START` or later (a control
 # shares its target's layer), so the residual stream entering layer `START` is the same

@@ -37,13 +37,13 @@ N = 6
 # Everything not listed is the reference solution, which passes.
 PLANTED = {
     "ada_all_right": {},
-    "ben_swapped": {"ps_p3": ("named mistake", "query and key sides swapped")},
+    "ben_swapped": {"ps_p3": ("named mistake", "attends two positions early")},
     "cal_left_two": {"ps_p1a": ("not attempted", None), "ps_p2": ("not attempted", None)},
     "dan_two_slips": {"ps_p2": ("named mistake", "forgot the direct path"),
                       "ps_p3b": ("named mistake", "the unbroken scaffold's score")},
     "eve_three": {"ps_p1a": ("named mistake", "head-space shapes"),
                   "ps_p1b": ("error", "the answer raised ValueError"),
-                  "ps_p3": ("named mistake", "query and key sides swapped")},
+                  "ps_p3": ("named mistake", "attends two positions early")},
     "fay_value": {"ps_p2": ("named mistake", "forgot the direct path"), "ps_p3b": ("named mistake", "wrong values")},
 }
 

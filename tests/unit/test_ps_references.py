@@ -225,7 +225,8 @@ def test_problem_4_takes_a_hand_written_answer_and_names_key_i():
     assert ex.check(lambda model, tokens: hand_head_scores(model, tokens), seed=SEED).passed
     assert ex.check(lambda model, tokens: list(hand_head_scores(model, tokens)), seed=SEED).passed
     wrong = ex.check(lambda model, tokens: hand_head_scores(model, tokens, key_shift=0), seed=SEED)
-    assert wrong.mistake == "off-by-one diagonal" and "key i + 1" in wrong.message, str(wrong)
+    assert wrong.mistake == "off-by-one diagonal" and "key i:" in wrong.message, str(wrong)
+    assert "n - 1" not in wrong.message and "i + 1" not in wrong.message, wrong.message  # names the fault, not the fix
 
 
 # --- problem 5 -------------------------------------------------------------------------------------
@@ -460,7 +461,7 @@ def test_problem_7_takes_any_numeric_form_and_names_a_hand_written_noising():
         assert result.passed, (form, str(result))
     noising = ex.check(lambda model, clean, corrupted, positions:
                        hand_shares(model, clean, corrupted, positions, noising=True)[0], seed=SEED)
-    assert noising.mistake == "patched the wrong direction (noising)", str(noising)
+    assert noising.mistake == "the runs' roles exchanged", str(noising)
     missing = ex.check(lambda model, clean, corrupted, positions:
                        {k: v for k, v in hand_shares(model, clean, corrupted, positions)[0].items()
                         if k != "paths"}, seed=SEED)

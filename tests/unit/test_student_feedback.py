@@ -217,6 +217,68 @@ def test_problem_5_a_wrong_pair_is_explained_by_name():
     assert "element 0" not in result.message
 
 
+
+def _positional_head(S_tok, S_prev):
+    """The third referee's head: W_QK sends the query at p to the key at p - n + 1 by position alone
+    (n = n_ctx / 2, the period of the page's test sequences), with the page's copying W_OV."""
+    V, N = S_tok.shape[0], S_prev.shape[1] - 2 * S_tok.shape[0]
+    n = N // 2
+    S_pos = torch.eye(2 * V + N, dtype=torch.float64)[V:V + N]
+    W_QK = 30 * sum(S_pos[q, :, None] @ S_pos[q - n + 1, None, :] for q in range(n - 1, N))
+    return W_QK, 10 * S_tok.T @ S_tok
+
+
+def test_problem_3_a_head_that_finds_the_match_by_position_fails():
+    # on sequences that all repeat after n_ctx / 2 tokens a positional head scores 1 and predicts the
+    # second copy perfectly; where a prefix of random length shifts the repeat it finds nothing
+    from circuitbook.checks.ps.p3 import _p3_space
+
+    space = _p3_space(ps.P3_CTX)
+    pair = _positional_head(space["S_tok"], space["S_prev"])
+    fixed = ps.scaffold_behaviour(*pair)
+    assert fixed["induction_score"] > 0.99 and fixed["loss_second_copy"] < 0.01, fixed  # the old test's blind spot
+    result = checks.get("ps_p3").check(_positional_head)
+    assert not result.passed and result.mistake == "finds the match by position", str(result)
+    assert "S_prev" not in result.message and "S_tok" not in result.message, result.message  # no fix given
+    # the book's design passes both batches, and problem 3b sends the positional head back to problem 3
+    assert checks.get("ps_p3").check(ps.design_induction_head).passed
+    broken = ps.scaffold_behaviour(*pair, prev_into="S_tok")["induction_score"]
+    result = checks.get("ps_p3b").check(broken, design=_positional_head, n_ctx=ps.P3_CTX)
+    assert not result.passed and "problem 3" in result.message, str(result)
+    # the shifted batch: every repeat offset differs from n_ctx / 2, and the book's design finds each match
+    for n_ctx in (16, ps.P3_CTX, 64):
+        tokens, prefixes = ps.p3.prefixed_tokens(n_ctx=n_ctx)
+        for row, k in zip(tokens, prefixes):
+            m = (len(row) - k) // 2
+            assert k >= 2 and m != n_ctx // 2 and torch.equal(row[k:k + m], row[k + m:])
+            assert len(set(row[:k + m].tolist())) == k + m  # one earlier occurrence for each query
+
+
+def test_problem_3_named_mistakes_do_not_state_the_fix():
+    for mistake in checks.get("ps_p3").mistakes:
+        assert "S_prev^T" not in mistake.explanation and "must be positive" not in mistake.explanation
+        assert "swapped" not in mistake.name, mistake.name
+
+
+def test_problem_4b_explains_a_shuffle_only_for_a_shuffle():
+    ex = checks.get("ps_p4b")
+    shuffled = ex.check(ps.p4._p4b_shuffled, seed=0)
+    assert shuffled.mistake == "every token twice" and "rearranged" in shuffled.message, str(shuffled)
+    # a fresh uniform draw from a range too narrow repeats tokens by chance: not a shuffle
+    narrow = ex.check(lambda tokens, lo, hi, seed: torch.randint(lo, lo + 30, tokens.shape), seed=0)
+    assert narrow.mistake == "tokens repeat by chance", str(narrow)
+    assert "shuffle" not in narrow.message and "rearranged" not in narrow.message, narrow.message
+    assert "?" in narrow.message and "afresh" not in narrow.message + shuffled.message
+
+
+def test_problem_5c_the_page_applies_the_rule_batch_by_batch():
+    # the rule picks the most damaging other head of the table it is given: the page gives it each
+    # fresh batch's own table, so that beating the head it picks means beating every other head there
+    page = open("book/induction/03_problems.py").read()
+    cell = page[page.index("worst_score, worst_loss = comparison_heads(rows"):page.index("def batch_boot")]
+    assert "comparison_heads(rows_t, writer[1])" in cell and "for head in range(model.cfg.n_heads)" in cell
+
+
 # --- a course's choice: recorded in the notebook, graded by the autograder (issue 39) -----------
 
 def test_in_a_course_problem_7b_records_every_well_formed_answer_in_the_same_words(decisive):

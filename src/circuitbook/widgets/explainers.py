@@ -98,8 +98,10 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
     ``head_top`` is the induction head's direct effect on the logits at the query, its output
     ``z W_O`` through the final normalisation's scale and weight (if any) and ``W_U``, and
     ``head_rank`` the target's rank in it (1: the head's direct effect favours it most) among
-    ``n_vocab`` tokens. Probabilities are kept to three significant digits, so that a small one
-    is not rounded to 0.
+    ``n_vocab`` tokens. ``top_key`` is the key the induction head attends to most from the
+    query (by attention, the same order as by score), ``top_attention`` its share, and
+    ``target_key_rank`` the target's rank among the keys (1: the head attends to it most).
+    Probabilities are kept to three significant digits, so that a small one is not rounded to 0.
     """
     (l0, h0), (l1, h1) = prev_head, ind_head
     query = len(tokens) - 1
@@ -135,11 +137,22 @@ def sequence_data(model, tokens: list[int], labels: list[str], prev_head, ind_he
         "ind_scores": [round(float(s), 2) for s in ind_scores],
         "head_top": top5(head_logits), "model_top": top5(probs[query]),
         "attention_on_target": round(float(ind_pat[earlier + 1]), 3),
+        "top_key": int(ind_pat[: query + 1].argmax()), "top_attention": round(float(ind_pat[: query + 1].max()), 3),
+        "target_key_rank": int((ind_pat[: query + 1] > ind_pat[earlier + 1]).sum()) + 1,
         "p_expected": _significant(float(probs[query, tokens[earlier + 1]])),
         "p_first": _significant(float(probs[earlier, tokens[earlier + 1]])),
         "head_rank": int((head_logits > head_logits[tokens[earlier + 1]]).sum()) + 1,
         "n_vocab": int(head_logits.shape[-1]),
     }
+
+
+def percent(x: float) -> str:
+    """A share as a percentage, as ``induction_stepper.js`` prints ``{key:%}``: whole percent,
+    but one decimal from 99.5% (so that 0.996 is not shown as 100%) and "> 99.9%" below 1
+    where even that rounds to 100."""
+    if x < 0.995 or x >= 1:
+        return f"{round(100 * x)}%"
+    return f"{100 * x:.1f}%" if 100 * x < 99.95 else "> 99.9%"
 
 
 def _significant(x: float, digits: int = 3) -> float:
@@ -231,10 +244,14 @@ def _steps(prev_head, induction_head, route: str = "") -> list[dict]:
     it shows (``induction_stepper.js``, ``fill``): ``{key:3}`` is ``key`` of that sequence with 3
     decimals, ``{key:%}`` a percentage, ``{key:p}`` a probability (2 or 3 decimals, or like
     1.6e-6 below 0.001), ``{key:th}`` an ordinal (1st, 2nd, 24,164th), ``{key}`` a number with
-    thousands separators, ``{last}`` the last token and ``{expected}`` the one to predict;
-    ``direct`` holds step 5's first sentence for a head whose direct effect ranks the target
-    first (``top``) or lower (``low``). So the numbers are those of the sequence on the screen,
-    precomputed or computed in the page. ``route`` ends step 3 (see :func:`stepper_data`)."""
+    thousands separators, ``{last}`` the last token, ``{expected}`` the one to predict and
+    ``{top_token}`` the induction head's strongest key. ``variants`` holds sentences that depend
+    on what was measured, per mode, filled in as ``{name}``: ``match`` (step 3) and ``lands``
+    (step 4) for a head whose strongest key is the target (``top``), the first position
+    (``first``) or another (``low``); ``direct`` (step 5) for a head whose direct effect ranks
+    the target first (``top``), in the top 1% of the vocabulary (``high``) or lower (``low``).
+    So the numbers are those of the sequence on the screen, precomputed or computed in the
+    page. ``route`` ends step 3 (see :func:`stepper_data`)."""
     (l0, h0), (l1, h1) = prev_head, induction_head
     route = f" {route}" if route else ""
     return [
@@ -248,29 +265,34 @@ def _steps(prev_head, induction_head, route: str = "") -> list[dict]:
                    "{p_first:p}: nothing memorised helps here; only the context can."},
         {"title": f"2. The previous-token head {l0}.{h0}", "highlight": [], "arcs": "prev", "panel": None,
          "text": f"Head {l0}.{h0} attends from each position to the one before it (arcs: the model's real "
-                 "attention, each position's strongest key); that attention is how it was picked. In the "
+                 "attention, each position's strongest key; arcs under 0.05 or from a position to itself are "
+                 "not drawn); that attention is how it was picked. In the "
                  "induction story its output carries that token's identity into the stream, so that every "
                  'position also says "my left neighbour was X". The arcs show where it looks, not what it '
                  "writes: this stepper does not measure that."},
         {"title": f"3. The induction head {l1}.{h1} matches", "highlight": ["query", "target"],
          "arcs": None, "panel": "scores",
+         "variants": {"match": {"text": _match('"{expected}"'), "random": _match("the token after the earlier "
+                                                                                 "occurrence")}},
          "text": f'Head {l1}.{h1}\'s query at the last position asks for "a key whose left neighbour was '
                  '{last}". If its keys read the previous-token head\'s output (K-composition), the key '
-                 'right after the earlier "{last}" should score highest. The stepper shows the scores, '
-                 f"not that route.{route}",
+                 'right after the earlier "{last}" should score highest. {match} The stepper shows the '
+                 f"scores, not that route.{route}",
          "random": f"Head {l1}.{h1}'s query asks for a key whose left neighbour equals the last token. If the "
                    "keys read the previous-token head's output (K-composition, not measured here), the key "
                    "right after the earlier occurrence should score highest, for random tokens just as for "
-                   f"words.{route}"},
-        {"title": "4. Attention lands on the token after the earlier occurrence", "highlight": ["query", "target"],
-         "arcs": "induction", "panel": None,
+                   f"words. {{match}}{route}"},
+        {"title": "4. Where the attention lands", "highlight": ["query", "target"],
+         "arcs": "induction", "panel": None, "variants": {"lands": {"text": _lands(), "random": _lands()}},
          "text": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
-                 'attention on "{expected}" (arcs: its three strongest keys from the last position).',
+                 'attention on "{expected}" (arcs: its three strongest keys from the last position; '
+                 "arcs under 0.05 or from the position to itself are not drawn). {lands}",
          "random": f"After the softmax, head {l1}.{h1} puts {{attention_on_target:%}} of its "
-                   "attention on the token after the earlier occurrence."},
+                   "attention on the token after the earlier occurrence (arcs: its three strongest "
+                   "keys; arcs under 0.05 or from the position to itself are not drawn). {lands}"},
         {"title": "5. What the head writes, and the prediction", "highlight": ["target"], "arcs": "induction",
-         "panel": "prediction", "direct": {"text": _direct(l1, h1, '"{expected}"'),
-                                           "random": _direct(l1, h1, "the correct next token")},
+         "panel": "prediction", "variants": {"direct": {"text": _direct(l1, h1, '"{expected}"'),
+                                                        "random": _direct(l1, h1, "the correct next token")}},
          "text": '{direct} The model now predicts "{expected}" with probability '
                  '{p_expected:p}, against {p_first:p} after the first "{last}".',
          "random": "{direct} The model gives the correct next token probability {p_expected:p} (after its "
@@ -278,19 +300,45 @@ def _steps(prev_head, induction_head, route: str = "") -> list[dict]:
     ]
 
 
+def _match(name: str) -> dict[str, str]:
+    """Step 3's sentence on which key scores highest, as measured: the target (``top``), the first
+    position (``first``) or another (``low``)."""
+    return {
+        "top": f"Here it does: {name} scores highest of all keys.",
+        "first": (f"Here it does not: the first position, \"{{top_token}}\", scores highest, and {name} comes "
+                  "{target_key_rank:th}."),
+        "low": (f"Here it does not: position {{top_key}}, \"{{top_token}}\", scores highest, and {name} comes "
+                "{target_key_rank:th}."),
+    }
+
+
+def _lands() -> dict[str, str]:
+    """Step 4's clause on where the rest of the attention goes, as measured (see :func:`_match`)."""
+    return {
+        "top": "No other key gets more.",
+        "first": ('The first position, "{top_token}", gets more: {top_attention:%}. Many heads of language models '
+                  "put much of their attention on the first position, a pattern known as an attention sink; why "
+                  "this head does so here, the stepper does not test."),
+        "low": 'Position {top_key}, "{top_token}", gets more: {top_attention:%}.',
+    }
+
+
 def _direct(l1: int, h1: int, name: str) -> dict[str, str]:
     """Step 5's first sentence: what the head's own output, read through the unembedding, says
-    about the target, as measured (its rank among all tokens): for rank 1 (``top``) or lower."""
+    about the target, as measured (its rank among all tokens): for rank 1 (``top``), within the
+    top 1% of the vocabulary (``high``, where "only" would mislead) or lower (``low``)."""
+    lower = ("{head_rank:th} of {n_vocab} tokens (its top tokens are below): by this path alone the head does not "
+             "make the prediction. The direct path is not all the head does where later layers read its output, "
+             "and other components write to the same logits.")
     return {
         "top": (f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position "
                 f"ranks {name} first of {{n_vocab}} tokens (its top tokens are below). That is one "
                 "position's direct effect; whether the head's OV circuit copies in general, one rank does "
                 "not say."),
-        "low": (f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position "
-                f"ranks {name} only {{head_rank:th}} of {{n_vocab}} tokens (its top tokens are below): "
-                "by this path alone the head does not make the prediction. The direct path is not all the "
-                "head does where later layers read its output, and other components write to the same "
-                "logits."),
+        "high": f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position ranks {name} "
+                + lower,
+        "low": f"Read straight through the unembedding, head {l1}.{h1}'s output at the last position ranks {name} "
+               "only " + lower,
     }
 
 
@@ -319,7 +367,8 @@ def induction_stepper(model, *, live: str | None = None, **kwargs) -> InductionS
 
 TERMS = [
     # id, kind ("logits": a term of the logits; "score": a term of H1's attention score),
-    # the toggles it needs, name, formula (TeX, row vectors) and what it does
+    # the toggles it needs, name, formula (TeX, row vectors; X: what queries and keys read of
+    # the tokens, set per model by _query_key_input) and what it does
     ("direct", "logits", "", "direct path", r"W_E W_U",
      "bigram statistics: each token's embedding read straight out"),
     ("h0_ov", "logits", "", "H0's OV path", r"A^{H0} \cdot W_E W_{OV}^{H0} W_U",
@@ -328,11 +377,11 @@ TERMS = [
      "H1 moves token information; it reads the embeddings, not H0's output"),
     ("virtual", "logits", "v", "virtual head H1∘H0", r"A^{H1} A^{H0} \cdot W_E W_{OV}^{H0} W_{OV}^{H1} W_U",
      "V-composition: H1 moves what H0 already moved; a head with its own OV circuit and pattern"),
-    ("qk_direct", "score", "", "H1 score: tokens · tokens", r"E W_{QK}^{H1} E^\top",
+    ("qk_direct", "score", "", "H1 score: tokens · tokens", r"X W_{QK}^{H1} X^\top",
      "H1 attends by comparing raw tokens"),
-    ("q_comp", "score", "q", "H1 score: Q-composition", r"(A^{H0} E W_{OV}^{H0}) W_{QK}^{H1} E^\top",
+    ("q_comp", "score", "q", "H1 score: Q-composition", r"(A^{H0} E W_{OV}^{H0}) W_{QK}^{H1} X^\top",
      "H1's query carries what H0 found"),
-    ("k_comp", "score", "k", "H1 score: K-composition", r"E W_{QK}^{H1} (A^{H0} E W_{OV}^{H0})^\top",
+    ("k_comp", "score", "k", "H1 score: K-composition", r"X W_{QK}^{H1} (A^{H0} E W_{OV}^{H0})^\top",
      "H1's keys carry what H0 found (induction: 'my left neighbour was X')"),
     ("qk_comp", "score", "qk", "H1 score: Q- and K-composition",
      r"(A^{H0} E W_{OV}^{H0}) W_{QK}^{H1} (A^{H0} E W_{OV}^{H0})^\top", "both sides carry H0's output"),
@@ -358,6 +407,21 @@ CONFIGURATIONS = {
     "qkv": "All three: the general two-layer case. Every term of the expansion exists; in a trained model "
            "most are small, and the work is to find the few that are not.",
 }
+
+
+def _query_key_input(model, model_name: str) -> tuple[str, str]:
+    """What the score terms' X stands for in ``model`` (TeX), and the note's sentence on it."""
+    kind = model.cfg.positional_embedding_type
+    if kind == "shortformer":
+        return "(E + P)", (f" E: the token embeddings; P: the positional embeddings, which {model_name}, a "
+                           "shortformer model, adds only where queries and keys are read, so P enters the score "
+                           "terms and not what the heads move or the logits.")
+    if kind == "standard":
+        return "E", f" E: the token plus positional embeddings, which {model_name} adds to its residual stream."
+    if kind == "rotary":
+        return "E", (f" {model_name} rotates queries and keys by their positions (rotary), which the score terms "
+                     r"leave out: each has a rotation between $W_Q$ and $W_K^\top$.")
+    return "E", ""
 
 
 def _scaling_counts(n_layers: int, n_heads: int) -> dict[str, int]:
@@ -407,11 +471,12 @@ def builder_data(model, *, prev_head=None, induction_head=None, model_name: str 
         "k_comp": f"K-comp {comp['K']:.2f}",
         "qk_comp": f"Q {comp['Q']:.2f}, K {comp['K']:.2f}",
     }
+    x, x_note = _query_key_input(model, model_name)
     note = rich(f"H0 = head {l0}.{h0} (previous-token head), H1 = head {l1}.{h1} (induction head) of {model_name}. "
                 r"Composition scores are $\|W_A W_B\|_F / (\|W_A\|_F \|W_B\|_F)$; between random heads of this "
                 f"shape they average {base:.2f}. Only V-composition creates a virtual head; Q- and K-composition "
-                "change where H1 attends, not what it moves.")
-    terms = [{"id": i, "kind": kind, "needs": list(needs), "name": name, "formula": rich(f"${tex}$"),
+                "change where H1 attends, not what it moves." + x_note)
+    terms = [{"id": i, "kind": kind, "needs": list(needs), "name": name, "formula": rich(f"${tex.replace('X', x)}$"),
               "what": rich(what)} for i, kind, needs, name, tex, what in TERMS]
     counts = {f"{n},{big_l}": {k: [str(v), _readable(v)] for k, v in _scaling_counts(big_l, n).items()}
               for n in range(1, max_heads + 1) for big_l in range(1, max_layers + 1)}

@@ -19,19 +19,35 @@ function textWidth(text) {
   return measure.measureText(text).width;
 }
 
-// a step text's template filled from the sequence shown (explainers._steps says the syntax)
-function fill(template, seq, direct) {
+// which sentence of a step's `variants` fits the sequence shown (explainers._steps names them)
+const PICK = {
+  direct: (seq) => (seq.head_rank === 1 ? "top" : seq.head_rank <= 0.01 * seq.n_vocab ? "high" : "low"),
+  match: (seq) => (seq.top_key === seq.target ? "top" : seq.top_key === 0 ? "first" : "low"),
+};
+PICK.lands = PICK.match;
+
+// a step text's template filled from the sequence shown (explainers._steps says the syntax);
+// variants: {name: {variant: template}} for this mode
+function fill(template, seq, variants = {}) {
   const values = { ...seq, last: seq.tokens[seq.query].trim(), expected: seq.expected.trim(),
-    direct: direct ? fill(seq.head_rank === 1 ? direct.top : direct.low, seq) : "" };
+    top_token: seq.tokens[seq.top_key].trim() };
+  for (const [name, texts] of Object.entries(variants)) values[name] = fill(texts[PICK[name](seq)] ?? texts.low, seq);
   return template.replace(/\{(\w+)(?::(%|\d|p|th))?\}/g, (whole, key, fmt) => {
     const v = values[key];
     if (v === undefined) return whole;
-    if (fmt === "%") return `${Math.round(100 * v)}%`;
+    if (fmt === "%") return percent(v);
     if (fmt === "p") return probability(v);
     if (fmt === "th") return ordinal(v);
     if (fmt) return v.toFixed(Number(fmt));
     return typeof v === "number" ? v.toLocaleString("en-US") : String(v);
   });
+}
+
+// a share as a percentage: whole percent, but one decimal from 99.5% (0.996 is not "100%"), and
+// "> 99.9%" below 1 where even that rounds to 100 (explainers.percent does the same)
+export function percent(x) {
+  if (x < 0.995 || x >= 1) return `${Math.round(100 * x)}%`;
+  return 100 * x < 99.95 ? `${(100 * x).toFixed(1)}%` : "> 99.9%";
 }
 
 // a probability as read: 2 decimals from 0.1, 3 from 0.001, below that 1.6e-6 (never "0.000")
@@ -73,7 +89,8 @@ export function sequenceData(net, ids, labels, labelOf, prevHead, indHead) {
     prev_arcs.push([q, k, r(prevPat[q * P + k], 3)]);
   }
   const row = Array.from({ length: query + 1 }, (_, k) => ind.pattern[query * P + k]);
-  const ind_arcs = row.map((w, k) => [k, w]).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, w]) => [query, k, r(w, 3)]);
+  const ranked = row.map((w, k) => [k, w]).sort((a, b) => b[1] - a[1]);
+  const ind_arcs = ranked.slice(0, 3).map(([k, w]) => [query, k, r(w, 3)]);
   const headLogits = new Float64Array(V);
   for (let i = 0; i < D; i++) {
     const x = ind.out[query * D + i];
@@ -88,6 +105,8 @@ export function sequenceData(net, ids, labels, labelOf, prevHead, indHead) {
     prev_arcs, ind_arcs, ind_scores: row.map((_, k) => r(ind.scores[query * P + k], 2)),
     head_top: top5(headLogits), model_top: top5(probs),
     attention_on_target: r(row[earlier + 1], 3), p_expected: sig(probs[target]),
+    top_key: ranked[0][0], top_attention: r(ranked[0][1], 3),
+    target_key_rank: row.filter((w) => w > row[earlier + 1]).length + 1,
     p_first: sig(Math.exp(logProbs(run, earlier)[target])),
     head_rank: headLogits.filter((v) => v > headLogits[target]).length + 1, n_vocab: V,
   };
@@ -173,7 +192,8 @@ function build(model, root, net) {
     }
     root.dataset.attention = String(seq.attention_on_target);
     root.dataset.pExpected = String(seq.p_expected);
-    body.textContent = fill(s[mode] || s.text, seq, s.direct && s.direct[mode]);
+    const variants = Object.fromEntries(Object.entries(s.variants || {}).map(([name, v]) => [name, v[mode] || v.text]));
+    body.textContent = fill(s[mode] || s.text, seq, variants);
 
     // the token row, with arcs for this step drawn from the model's real attention
     tokensBox.replaceChildren();

@@ -16,7 +16,7 @@ QUESTIONS = [
                  "$W_K$ is always $W_Q^\\top$, so the product is symmetric "
                  "and easier to read",
                  "Scores see only the product: $W_Q G$, $W_K G^{-\\top}$ "
-                 "give the same model for any invertible $G$",
+                 "give the same model for any invertible $G$ (no rotary)",
                  "The product has full rank $d_\\text{model}$, so it holds "
                  "more than either factor alone",
                  "One $d_\\text{model} \\times d_\\text{model}$ product is "
@@ -101,16 +101,16 @@ QUESTIONS = [
                     "suffices.)",
      "why_not": [
                  "A copying head raises the logit of what it attends to, "
-                 "but this option does not say how the head would pick out "
-                 "[B] among all the earlier tokens: A and B were never seen "
-                 "together, so nothing about [B] itself marks it as the one "
-                 "to copy.",
+                 "but this option takes the hard part for granted: that the "
+                 "head attends to the earlier [B] rather than to any other "
+                 "earlier token. Ask how one layer's head would make that "
+                 "choice for a pair it never saw in training.",
                  "Width is not the obstacle: a pair never seen in training is "
                  "not stored anywhere, however large $d_\\text{model}$ is. "
                  "The question is about generalising to unseen pairs.",
-                 "Heads in the same layer all read the same stream, the "
-                 "embeddings, and none reads another's output: adding "
-                 "heads adds more of the same one-step lookups.",
+                 "Adding heads to one layer adds more lookups of the kind "
+                 "a single head of that layer can already do; none of them "
+                 "can do a kind of lookup that one such head could not.",
                  None]},
     {"question": "What does the previous-token head contribute to an "
                  "induction circuit?",
@@ -231,9 +231,8 @@ QUESTIONS = [
                  "punctuation, names), and repeated text changes many "
                  "heads' patterns.",
                  "A drop that goes when one head is removed shows that the "
-                 "model needs the head, not what the head does: nothing here "
-                 "measures the mechanism, and nothing compares the removal "
-                 "with removing other heads. A head the circuit merely "
+                 "model needs the head, not what the head does. A head the "
+                 "circuit merely "
                  "depends on passes the ablation half too (in the lab, "
                  "removing the previous-token head also removes most of the "
                  "drop). And with redundant heads a real induction head can "

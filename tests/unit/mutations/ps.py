@@ -82,8 +82,8 @@ MUTATIONS = {
         (lambda n_layers, n_heads: (1 + n_heads) ** n_layers, "wrong type"),
     ],
     "ps_p3": [
-        (lambda t, p: (30 * p.T @ t, 10 * t.T @ t), "query and key sides swapped"),
-        (lambda t, p: (30 * t.T @ p, 10 * p.T @ t), "copies the previous token"),
+        (lambda t, p: (30 * p.T @ t, 10 * t.T @ t), "attends two positions early"),
+        (lambda t, p: (30 * t.T @ p, 10 * p.T @ t), "copies another token"),
         (lambda t, p: (t.T @ p, t.T @ t), "too weak"),
         (lambda t, p: (30 * t.T @ p, -10 * t.T @ t), "anti-copying OV"),
         (lambda t, p: (30 * t.T @ t, 10 * t.T @ t), "wrong values"),  # matches the token itself
@@ -163,7 +163,7 @@ MUTATIONS = {
         (lambda sigma, effect, alpha, power: ("paired", 30), "unknown estimand"),
     ],
     "ps_p7": [
-        (_p7(noising=True), "patched the wrong direction (noising)"),
+        (_p7(noising=True), "the runs' roles exchanged"),
         (_p7(invert=True), "one minus the effect"),
         (_p7(one_reader=True), "patched the path into one reader only"),
         (_p7(everywhere=True), "read the loss on the whole second copy"),

@@ -49,7 +49,8 @@ P2 = _FormulaExercise(
                 "none of its heads?",
                 lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
                                            "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers}),
-        Mistake("one head per layer counted once", "Each of the L layers has n heads: L n single-head paths.",
+        Mistake("one head per layer counted once", "Your count of single-head paths does not grow with "
+                "the number of layers. Which heads can a path that goes through exactly one head choose from?",
                 lambda n_layers, n_heads: {"direct": 1, "single": n_heads,
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
                                            "total": (1 + n_heads) ** n_layers}),

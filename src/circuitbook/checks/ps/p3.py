@@ -48,7 +48,10 @@ def scaffold_tokens(batch: int = 8, seed: int = 0, n_ctx: int = P3_CTX, device=N
 
 def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, n_ctx: int = P3_CTX) -> dict:
     """Induction score of head 1.0 and mean loss on the second copy (tokens n+1 .. 2n-1) of the
-    scaffold with context length ``n_ctx`` (W_QK, W_OV: [2 P3_VOCAB + n_ctx] square)."""
+    scaffold with context length ``n_ctx`` (W_QK, W_OV: [2 P3_VOCAB + n_ctx] square), on 8
+    sequences of n = n_ctx // 2 random tokens repeated once (``scaffold_tokens(seed=seed)``).
+    ``prev_into``: the subspace into which head 0.0 writes the previous token, "S_prev" (the
+    working scaffold) or "S_tok"."""
     from circuitbook.heads import induction_scores
     from circuitbook.models.handbuilt import induction_scaffold
     from circuitbook.validate import model_device
@@ -60,6 +63,54 @@ def scaffold_behaviour(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 0, 
     with torch.no_grad():
         loss = per_token_loss(model(tokens), tokens)  # [batch, pos - 1]: entry t - 1 is token t's
     return {"induction_score": score, "loss_second_copy": float(loss[:, n:].mean())}
+
+
+def prefixed_tokens(batch: int = 8, seed: int = 1, n_ctx: int = P3_CTX, device=None) -> tuple[torch.Tensor, list]:
+    """[batch, L] sequences whose repeated segment follows a prefix of random tokens whose length
+    varies from sequence to sequence, and the prefix lengths: sequence b is k_b prefix tokens, then
+    m_b tokens, then the same m_b tokens again (k_b + 2 m_b = L), every token of the prefix and the
+    first copy distinct (k_b + m_b <= P3_VOCAB), so each query of the second copy has one earlier
+    occurrence. L = min(n_ctx, 3 P3_VOCAB // 2) (even) and k_b is even, drawn from 2 .. min(2 P3_VOCAB
+    - L, L - 8): the repeat's offset m_b differs from n_ctx // 2 in every sequence, so a head that
+    picks its key by position alone cannot find the match in all of them."""
+    g = torch.Generator().manual_seed(seed)
+    L = min(n_ctx, 3 * P3_VOCAB // 2) // 2 * 2
+    k_max = min(2 * P3_VOCAB - L, L - 8) // 2
+    rows, prefixes = [], []
+    for _ in range(batch):
+        k = 2 * int(torch.randint(1, k_max + 1, (1,), generator=g))
+        m = (L - k) // 2
+        ids = torch.randperm(P3_VOCAB, generator=g)[: k + m]
+        rows.append(torch.cat([ids, ids[k:]]))
+        prefixes.append(k)
+    return torch.stack(rows).to(device or "cpu"), prefixes
+
+
+def _behaviour_prefixed(W_QK, W_OV, *, prev_into: str = "S_prev", seed: int = 1, n_ctx: int = P3_CTX) -> dict:
+    """scaffold_behaviour's two numbers on ``prefixed_tokens``: the mean attention from each query
+    k + m + i of the second copy to key k + i + 1 (i = 0 .. m - 1), and the mean loss on the second
+    copy's tokens k + m + 1 .. k + 2m - 1."""
+    from circuitbook.models.handbuilt import induction_scaffold
+    from circuitbook.validate import model_device
+
+    model = induction_scaffold(W_QK, W_OV, d_vocab=P3_VOCAB, n_ctx=n_ctx, prev_into=prev_into)
+    tokens, prefixes = prefixed_tokens(seed=seed, n_ctx=n_ctx, device=model_device(model))
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens, names_filter="blocks.1.attn.hook_pattern")
+        loss = per_token_loss(logits, tokens)  # [batch, pos - 1]: entry t - 1 is token t's
+    pattern = cache["pattern", 1][:, 0]  # [batch, q, k]
+    scores, losses = [], []
+    for b, k in enumerate(prefixes):
+        m = (tokens.shape[1] - k) // 2
+        i = torch.arange(m)
+        scores.append(pattern[b, k + m + i, k + i + 1].mean())
+        losses.append(loss[b, k + m: k + 2 * m - 1].mean())
+    return {"induction_score": float(torch.stack(scores).mean()),
+            "loss_second_copy": float(torch.stack(losses).mean())}
+
+
+def _does_induction(behaviour: dict) -> bool:
+    return behaviour["induction_score"] > P3_MIN_SCORE and behaviour["loss_second_copy"] < P3_MAX_LOSS
 
 
 def _p3_matrices(got, d: int):
@@ -126,9 +177,19 @@ class DesignExercise(FunctionExercise):
         behaviour = scaffold_behaviour(*pair)  # the answer's form is checked: any error here is ours
         score, loss = behaviour["induction_score"], behaviour["loss_second_copy"]
         now = f"Now: induction score {score:.2f}, loss on the second copy {loss:.2f} nats."
-        if score > P3_MIN_SCORE and loss < P3_MAX_LOSS:
-            return Result(self.id, True, f"your head does induction: score {score:.2f}, "
-                          f"loss on the second copy {loss:.2f} nats")
+        if _does_induction(behaviour):
+            shifted = _behaviour_prefixed(*pair)
+            s2, l2 = shifted["induction_score"], shifted["loss_second_copy"]
+            if _does_induction(shifted):
+                return Result(self.id, True, f"your head does induction: score {min(score, s2):.2f}, loss on "
+                              f"the second copy {max(loss, l2):.2f} nats (the worse of the two test batches)")
+            return self._fail(
+                "this looks like: finds the match by position. On the sequences that repeat after exactly "
+                f"n_ctx / 2 tokens your head scores {score:.2f} (loss {loss:.2f} nats), but where a prefix of "
+                f"random length comes before the repeated segment it scores {s2:.2f} (loss {l2:.2f} nats, want "
+                f"a score > {P3_MIN_SCORE} and a loss < {P3_MAX_LOSS}). What in your W_QK changes when the "
+                "repeat starts somewhere else, and what in a key tells the query that this is the match?",
+                "finds the match by position")
         for mistake in self.mistakes:
             if mistake.matches(pair, inputs, _same_directions):
                 return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
@@ -151,17 +212,18 @@ class DesignExercise(FunctionExercise):
 P3 = DesignExercise(
     id="ps_p3", title="design the induction head", reference=design_induction_head, make_inputs=_p3_inputs,
     mistakes=[
-        Mistake("query and key sides swapped",
-                "W_QK = S_prev^T S_tok compares the query's previous token with the key's token: that finds the "
-                "earlier occurrence of the previous token: key i - 1 for the query n + i instead of key i + 1, two "
-                "positions too early.",
+        Mistake("attends two positions early",
+                "Your head attends, from the query n + i, to key i - 1: two positions before the key that "
+                "followed the earlier occurrence. For each of the query and the key, which token does your "
+                "W_QK read, and which two must be equal at the key you want?",
                 lambda S_tok, S_prev: (S_prev.T @ S_tok, S_tok.T @ S_tok)),
-        Mistake("copies the previous token",
-                "W_OV = S_prev^T S_tok copies what the attended position's left neighbour was, not the token "
-                "found there.",
+        Mistake("copies another token",
+                "The head attends where it should, but what it writes into S_tok is not the token at the "
+                "attended position. Which subspace of that position does your W_OV read?",
                 lambda S_tok, S_prev: (S_tok.T @ S_prev, S_prev.T @ S_tok)),
         Mistake("anti-copying OV",
-                "A negative OV circuit suppresses the attended token; the copying eigenvalues must be positive.",
+                "The head attends where it should, but its output lowers the logit of the token it attends to. "
+                "What does that say about your W_OV?",
                 lambda S_tok, S_prev: (S_tok.T @ S_prev, -S_tok.T @ S_tok)),
     ],
     hint="Which subspace of the query holds what the head looks with, and which subspace of the key holds "
@@ -243,6 +305,17 @@ class BrokenScoreExercise(ValueExercise):
 
     def check(self, answer, **inputs) -> Result:
         try:
+            design = inputs.get("design")
+            if design is not None:
+                # the broken scaffold's score is a lesson only about a head that does induction in the
+                # working one: a design that problem 3's check rejects (one that finds the match by
+                # position, say) is sent back there first
+                n_ctx = inputs.get("n_ctx", P3_CTX)
+                pair = _student_design(design, n_ctx)
+                if not (_does_induction(scaffold_behaviour(*pair, n_ctx=n_ctx))
+                        and _does_induction(_behaviour_prefixed(*pair, n_ctx=n_ctx))):
+                    raise ValueError("your design does not do induction in the working scaffold (problem 3's "
+                                     "check, at this context length): fix problem 3's design first")
             return super().check(answer, **inputs)
         except ValueError as exc:
             if "fix problem 3's design first" not in str(exc):

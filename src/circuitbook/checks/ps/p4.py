@@ -50,9 +50,8 @@ def _p4_variant(tokens, model, ind_offset=None, ind_from=1, ind_first_half=False
     return (torch.stack(prev), torch.stack(ind)) if swap else (torch.stack(ind), torch.stack(prev))
 
 
-INDUCTION_KEY = ("The induction head attends to the token *after* the earlier occurrence: query n + i looks at key "
-          "i + 1. Yours reads key i, the earlier occurrence itself (the diagonal n below the main one instead of "
-          "n - 1).")
+INDUCTION_KEY = ("Your induction score reads, for the query n + i, the attention to key i: the earlier occurrence "
+                 "itself. Which key does the statement ask for, and on which diagonal of the pattern does it lie?")
 
 P4 = FunctionExercise(
     id="ps_p4", title="induction and previous-token scores", reference=head_scores, make_inputs=_p4_inputs,
@@ -63,23 +62,27 @@ P4 = FunctionExercise(
                 lambda model, tokens: _p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2), ind_from=0)),
         Mistake("off-by-one diagonal", INDUCTION_KEY,
                 lambda model, tokens: _p4_variant(tokens, model, ind_offset=-(tokens.shape[1] // 2))),
-        Mistake("scores from the first half of the sequence", "Only queries in the second copy can look back at "
-                "an earlier occurrence; average over those.",
+        Mistake("scores from the first half of the sequence", "Your induction score averages over "
+                "queries of the first copy. Which queries can look back at an earlier occurrence of their token?",
                 lambda model, tokens: _p4_variant(tokens, model, ind_first_half=True)),
-        Mistake("previous-token score on the main diagonal", "The previous token is key p - 1: offset -1.",
+        Mistake("previous-token score on the main diagonal", "Your previous-token score reads each "
+                "position's attention to itself. Which key holds the previous token, and on which diagonal of the "
+                "pattern does it lie?",
                 lambda model, tokens: _p4_variant(tokens, model, prev_offset=0)),
-        Mistake("previous-token score above the diagonal", "Key p + 1 lies in the future, where the causal mask "
-                "puts no attention: the previous token is key p - 1, below the diagonal.",
+        Mistake("previous-token score above the diagonal", "Your previous-token score reads the "
+                "attention from p to key p + 1, a future position where the causal mask leaves no attention. Where "
+                "is the previous token?",
                 lambda model, tokens: _p4_variant(tokens, model, prev_offset=1)),
-        Mistake("included a query of the first copy", "The diagonal n - 1 below the main one starts at query "
-                "n - 1, the last token of the first copy, which has no earlier occurrence to look back at. Average "
-                "over the second copy's queries only, n .. 2n - 1.",
+        Mistake("included a query of the first copy", "Your average includes query n - 1, the last token of "
+                "the first copy, which has no earlier occurrence to look back at. Which queries does the statement "
+                "average over?",
                 lambda model, tokens: _p4_variant(tokens, model, ind_from=0)),
         Mistake("pattern read as [key, query]", "Every score you return is 0: the entries you read lie above the "
                 "diagonal, where the causal mask leaves no attention. Check the order of the pattern's last two "
                 "dimensions in TransformerLens's cache.",
                 lambda model, tokens: _p4_variant(tokens, model, transposed=True)),
-        Mistake("the two scores swapped", "Return (induction, previous-token), in that order.",
+        Mistake("the two scores swapped", "Check the order of the pair against the "
+                "docstring.",
                 lambda model, tokens: _p4_variant(tokens, model, swap=True)),
     ],
     hint="Each layer's cached pattern is [batch, head, q, k]. The previous-token score averages the "
@@ -138,6 +141,11 @@ def _p4b_kept_repeat(tokens, lo, hi, seed):
     return repeated_random_tokens(tokens.shape[0], tokens.shape[1] // 2, hi - lo, seed=seed) + lo
 
 
+def _rearranged(x: torch.Tensor, tokens: torch.Tensor) -> bool:
+    """Every sequence of ``x`` holds the same tokens as the test's, in some order."""
+    return bool((x.sort(-1).values == tokens.sort(-1).values).all())
+
+
 def _p4b_shuffled(tokens, lo, hi, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.stack([row[torch.randperm(len(row), generator=g)] for row in tokens])
@@ -168,9 +176,16 @@ class NullExercise(FunctionExercise):
                               f"{_repeat_share(got):.0%} of the second half repeats the first; the bar is "
                               f"{P4B_AT_MOST:.0%}.", "kept the repeat")
         if _twice_share(got) > P4B_AT_MOST:
-            return self._fail(f"this looks like: every token twice. {self._explain_twice} In yours "
-                              f"{_twice_share(got):.0%} of the tokens occur twice in their sequence; the bar "
-                              f"is {P4B_AT_MOST:.0%}.", "every token twice")
+            share = (f"In yours {_twice_share(got):.0%} of the tokens occur more than once in their sequence; "
+                     f"the bar is {P4B_AT_MOST:.0%}.")
+            if _rearranged(got, tokens.cpu()):
+                return self._fail(f"this looks like: every token twice. {self._explain_twice} {share}",
+                                  "every token twice")
+            used = int(got.unique().numel())
+            return self._fail(
+                f"this looks like: tokens repeat by chance. {share} Your batch uses {used} distinct ids, where "
+                f"lo .. hi - 1 offers {hi - lo}. How often does a draw like yours put the same token twice in a "
+                f"sequence of {tokens.shape[1]}, and how many ids does it draw from?", "tokens repeat by chance")
         return None
 
     _explain_range = ("The control must differ from the test in the repeat only: tokens outside lo .. hi - 1 "
@@ -178,9 +193,10 @@ class NullExercise(FunctionExercise):
                       "treat them differently for reasons that have nothing to do with induction.")
     _explain_repeat = ("On a batch whose second half repeats its first, an induction head scores as high as on "
                        "the test: the control would measure the effect, not what a head scores by chance.")
-    _explain_twice = ("A shuffle of the repeated tokens breaks the repeat's order but leaves every token in "
-                      "its sequence twice, so an induction head still finds an earlier occurrence of each and "
-                      "attends to what followed it. Draw the tokens afresh.")
+    _explain_twice = ("Your sequences are the test's own tokens rearranged: that breaks the repeat's order "
+                      "but leaves every token in its sequence twice, so an induction head still finds an earlier "
+                      "occurrence of each and attends to what followed it. What way of making a batch cannot "
+                      "keep that second occurrence?")
 
 
 P4B = NullExercise(

@@ -114,10 +114,12 @@ P5 = FunctionExercise(
     id="ps_p5", title="mean-ablate a head and re-measure", reference=ablation_effect, make_inputs=_p5_inputs,
     n_trials=3, compare=_p5_compare, names=("the reader's induction score", "the loss on the second copy"),
     mistakes=[
-        Mistake("ablation not applied", "Run the model *inside* the ablation's `with` block.",
+        Mistake("ablation not applied", "Your numbers are those of the intact model: was the ablation "
+                "active when the model ran?",
                 _p5_no_ablation),
-        Mistake("zero- instead of mean-ablation", "Mean-ablation keeps the head's average output; zeroing also "
-                "removes that constant.", _p5_zero),
+        Mistake("zero- instead of mean-ablation", "Your numbers are those of a head whose output is set to 0. "
+                "What does the statement replace the output with, and what does 0 remove that it keeps?",
+                _p5_zero),
         Mistake("a mean per position", "The mean the statement asks for is one vector, over every position "
                 "of every sequence in the batch; a mean over the sequences at each position keeps what the head "
                 "does at that position: the part of its output that depends on where it is.", _p5_per_position),
@@ -126,14 +128,14 @@ P5 = FunctionExercise(
                 "may not depend on the ablated head).", _p5_best_head),
         Mistake("off-by-one diagonal", INDUCTION_KEY, lambda model, head, reader, tokens: _p5_ablated(
             model, head, reader, tokens, ind_offset=-(tokens.shape[1] // 2))),
-        Mistake("loss over the whole sequence", "Measure the loss on the second copy only (predictions of tokens "
-                "n+1 .. 2n-1), where induction can help.", _p5_all_positions),
-        Mistake("loss window includes token n", "Token n, the first of the second copy, follows r_{n-1}, which "
-                "occurs only once before: nothing in the context predicts it. Start the window one token later, "
-                "at token n + 1.", lambda model, head, reader, tokens: _p5_ablated(
+        Mistake("loss over the whole sequence", "Your loss averages over the whole sequence. Which tokens "
+                "does the statement ask about, and why those?", _p5_all_positions),
+        Mistake("loss window includes token n", "Your loss includes token n, the first of the second copy. "
+                "What in the context could predict it?", lambda model, head, reader, tokens: _p5_ablated(
                     model, head, reader, tokens, loss_from=tokens.shape[1] // 2 - 1)),
-        Mistake("predicted the current token", "The logits at position t - 1 predict token t: shift the targets "
-                "by one against the logits.", lambda model, head, reader, tokens: _p5_ablated(
+        Mistake("predicted the current token", "Your loss scores the logits at each position against the "
+                "token at that same position. Which token do the logits at a position predict?",
+                lambda model, head, reader, tokens: _p5_ablated(
                     model, head, reader, tokens, shift=0)),
     ],
     hint="Run the model once inside the ablation (see help(circuitbook.heads.ablate)), caching the "
@@ -173,13 +175,17 @@ def _kc_variant(model, writer, reader, *, kind="K", normalise=True, swap=False):
 P5B = FunctionExercise(
     id="ps_p5b", title="the K-composition score", reference=k_composition, make_inputs=_p5b_inputs, n_trials=3,
     mistakes=[
-        Mistake("Q-composition instead", "K-composition multiplies by W_QK^T (the key side reads the writer).",
+        Mistake("Q-composition instead", "Your score is the Q-composition: it measures what the reader's "
+                "queries read of the writer. Which side of the reader's W_QK multiplies the key?",
                 lambda model, writer, reader: _kc_variant(model, writer, reader, kind="Q")),
-        Mistake("V-composition instead", "Use the reader's QK circuit, transposed, not its OV circuit.",
+        Mistake("V-composition instead", "Your score uses the reader's OV circuit: it measures what the "
+                "reader's values read of the writer. Which of the reader's circuits reads the keys?",
                 lambda model, writer, reader: _kc_variant(model, writer, reader, kind="V")),
-        Mistake("unnormalised", "Divide by ||W_OV^w||_F ||W_QK^r||_F.",
+        Mistake("unnormalised", "Your score grows with the size of the two heads' weights: scale "
+                "either head by 2 and it doubles. What makes a score comparable across heads of different sizes?",
                 lambda model, writer, reader: _kc_variant(model, writer, reader, normalise=False)),
-        Mistake("writer and reader swapped", "The writer is the earlier (layer-0) head: its OV circuit comes first.",
+        Mistake("writer and reader swapped", "Your score takes the OV circuit of the reader and the QK circuit "
+                "of the writer. Which of the two heads writes what the other reads?",
                 lambda model, writer, reader: _kc_variant(model, writer, reader, swap=True)),
     ],
     hint="Build the writer's OV circuit and the reader's QK circuit from the model's per-head weights, "

@@ -97,17 +97,17 @@ P7 = FunctionExercise(
     id="ps_p7", title="patching: the head, then the path", reference=patching_shares, make_inputs=_p7_inputs,
     n_trials=2, compare=_p7_same,
     mistakes=[
-        Mistake("patched the wrong direction (noising)", "You put the corrupted run's activations into the "
-                "clean run. That asks what the behaviour cannot do without (necessity); this problem asks "
-                "what restores it (sufficiency): clean activations into the corrupted run. The two differ "
-                "where heads share the work.", _p7_wrong(noising=True)),
+        Mistake("the runs' roles exchanged", "Your effects are those of patches between the two runs in the other "
+                "direction than the one the problem describes. Which run is patched, and which supplies the "
+                "activation? Reread the problem's first paragraph: the two questions differ where heads share "
+                "the work.", _p7_wrong(noising=True)),
         Mistake("one minus the effect", "The normalisation already maps the corrupted run to 0 and the clean "
                 "run to 1; subtracting from 1 turns 'restored' into 'still missing'.", _p7_wrong(invert=True)),
         Mistake("patched the path into one reader only", "The sender's output reaches every layer-1 head; "
                 "patching it into the keys (or queries, values) of only one of them measures that head's "
                 "share, not the path's.", _p7_wrong(one_reader=True)),
-        Mistake("read the loss on the whole second copy", "The corruption spoils some predictions and leaves "
-                "the others; averaging over all of them dilutes the gap. Read the metric at `positions`.",
+        Mistake("read the loss on the whole second copy", "Your metric is read at every prediction of the second "
+                "copy, most of which the corruption leaves alone. Where does the docstring say to read it?",
                 _p7_wrong(everywhere=True)),
         Mistake("scored against the corrupted tokens", "The metric asks how well each run predicts the "
                 "clean sequence; where the corruption changed a target, the corrupted tokens are not what "
@@ -174,8 +174,9 @@ P7C = FunctionExercise(
     compare=_same_positions,
     mistakes=[
         Mistake("token positions instead of prediction positions", "A position here is where the loss is "
-                "read: the logits at p predict token p + 1 (`mean_loss`). You gave the positions of the tokens "
-                "predicted, one later.", lambda n, side: _p7c_variant(n, side, token_index=True)),
+                "read (`mean_loss`). Take one of your positions: which token do the logits there predict, and is "
+                "it one whose prediction the corruption spoils?",
+                lambda n, side: _p7c_variant(n, side, token_index=True)),
         Mistake("the whole second copy", "Most of the second copy's predictions are not spoiled by this "
                 "corruption: averaging over them dilutes the gap with predictions that patching cannot "
                 "restore because nothing took them away.", lambda n, side: _p7c_variant(n, side, whole=True)),
@@ -184,8 +185,8 @@ P7C = FunctionExercise(
                 "previous-token information the sender writes: a patch of the sender cannot restore them, "
                 "and reading them mixes another path into the one you want to measure.",
                 lambda n, side: _p7c_variant(n, side, copied=True)),
-        Mistake("included the last position", "The last position, 2n - 1, predicts no token of the sequence: "
-                "there is no loss to read there.", lambda n, side: _p7c_variant(n, side, last=True)),
+        Mistake("included the last position", "Take your largest position: which token of "
+                "the sequence do the logits there predict?", lambda n, side: _p7c_variant(n, side, last=True)),
     ],
     hint="Take one corrupted token and follow it: which query, in the second copy, would have needed it "
          "(as the previous token of the key it looks for, or as its own previous token), and which token "
