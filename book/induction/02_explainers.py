@@ -26,7 +26,7 @@ from circuitbook.paths import count_paths, count_score_terms
 from circuitbook.widgets.explainers import (DURSLEY, composition_builder,
                                             control_tokens,
                                             induction_measures,
-                                            induction_stepper,
+                                            induction_stepper, percent,
                                             pick_heads, stepper_data)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
@@ -48,7 +48,8 @@ smol, tokenizer = load_smollm2(progress=False)
 # statistics). Random tokens remove the second reason, so whatever survives on them is read
 # off the context. The heads are picked by their scores on repeated random tokens, as in
 # chapter 17a ({doc}`../17_induction_heads`): the strongest induction head, and the
-# strongest previous-token head in an earlier layer.
+# strongest previous-token head in an earlier layer. Here the scores come from one random
+# sequence of 40 word pieces repeated once, so the pick is one draw's.
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -57,14 +58,20 @@ prev_head, ind_head = pick_heads(smol, tokens=torch.cat([half, half], dim=1))
 smol_stepper = induction_stepper(
     smol, tokenizer=tokenizer, random_ids=(1000, 40000), prev_head=prev_head,
     induction_head=ind_head,
-    route="For SmolLM2 the book measures it elsewhere. Chapter 18 asks, from the "
-          "weights, which earlier heads this head's keys read more than rotated "
-          "heads would (RMSNorm gains folded in; the score is the rotary form's at "
-          "offset 0, which that chapter finds almost flat over offsets for the two "
-          "pairs it checks, into another head), and finds the previous-token head "
-          "among them. Chapter 17b patches the outputs of the heads so found into "
-          "the keys of all the model's induction heads at once, on repeated "
-          "Shakespeare passages, and restores part of the loss gap.")
+    route="For SmolLM2 the book measures it elsewhere, and less firmly. Chapter 18 "
+          "scores, from the weights, how strongly this head's keys read each earlier "
+          "head, against the same heads with their outputs rotated (RMSNorm gains "
+          "folded in; the score is the rotary form's at offset 0, which that chapter "
+          "finds almost flat over offsets for the two writer-reader pairs it follows, "
+          "both into a reader other than this head). Its rule fixed in advance "
+          "failed, passing far too many heads; by a rule chosen after that failure "
+          "and applied to "
+          "these same readers, a consistency check and not a test, the previous-token "
+          "head is among the few writers that stand out, and it stands out into the "
+          "key head this head shares with others, not into this head alone. Chapter "
+          "17b patches the outputs of the heads so found into the keys of all the "
+          "model's induction heads at once, on repeated Shakespeare passages, and "
+          "restores part of the loss gap.")
 smol_stepper
 
 # %% [markdown]
@@ -111,11 +118,14 @@ def twin(tokens):
 
 
 hook = f"blocks.{ind_head[0]}.attn.hook_pattern"
-with torch.no_grad():
+with torch.no_grad():   # the sentence, the 20 controls and their 20 twins
     _, cache = smol.run_with_cache(
-        torch.tensor([twin(c) for c in controls], device=smol.W_U.device),
+        torch.tensor([text_ids] + controls + [twin(c) for c in controls],
+                     device=smol.W_U.device),
         names_filter=lambda name: name == hook)
-att_twin = cache[hook][:, ind_head[1], query, target].float().cpu()  # [20]
+last_row = cache[hook][:, ind_head[1], query].float().cpu()  # [41, pos]
+att_twin = last_row[21:, target]                             # [20]
+att_first = last_row[:21, 0]      # on the first position: sentence, controls
 att_gain = rand_m[:, 0] - att_twin                 # paired, per control
 p_gain = measured[:, 1] - measured[:, 2]           # 2nd copy - 1st copy
 print(f"heads: previous-token {prev_head}, induction {ind_head}; "
@@ -149,6 +159,27 @@ glue("smol_gain_pos", int((p_gain[1:] > 0).sum()))
 glue("smol_gain_neg", int((p_gain[1:] < 0).sum()))
 glue("smol_gain_top_share", float(p_gain[1:].max() / p_gain[1:].sum()))
 glue("smol_gain_top", float(p_gain[1:].max()))
+glue("smol_text_first_pos", float(att_first[0]))
+glue("smol_text_rest", float(1 - att_first[0] - text_m[0]))
+glue("smol_rand_first_pos", float(att_first[1:].mean()))
+glue("smol_rand_first_pos_max", float(att_first[1:].max()))
+observation("SmolLM2's induction head, from the last position: attention on the "
+            "first position on the sentence; mean and largest over the 20 controls",
+            f"{float(att_first[0]):.3f}; {float(att_first[1:].mean()):.3f}, "
+            f"{float(att_first[1:].max()):.3f}", chapter="induction module")
+# the sign test beside the bootstrap: under "no change", each control's gain is
+# as likely up as down (exact two-sided binomial; ties, if any, dropped)
+n_up, n_down = int((p_gain[1:] > 0).sum()), int((p_gain[1:] < 0).sum())
+n_sign = n_up + n_down
+sign_p = min(1.0, 2 * sum(comb(n_sign, k) for k in range(max(n_up, n_down), n_sign + 1))
+             / 2**n_sign)
+glue("smol_sign_p", sign_p)
+patterns = torch.arange(2**n_sign)                  # every sign pattern, once
+ups = sum((patterns >> b) & 1 for b in range(n_sign)).float()
+finding("on random tokens, the count of controls whose gain in p is positive "
+        "(sign test)", n_up, null=Null.draws(
+            f"the count of positive signs over all 2^{n_sign} equally likely sign "
+            "patterns", ups), alternative="two-sided", chapter="induction module")
 observation("on random tokens, the paired gain in p (second copy minus first): "
             "median, draws above and below 0, and the largest draw's share of "
             "the sum", f"{float(p_gain[1:].median()):.2g}; "
@@ -219,8 +250,14 @@ finding("on this one sentence that gain is larger than on the random "
 # from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`, and on the
 # sentence the head puts only {glue:text}`smol_text_att:.2f` on the token after the earlier
 # "Mr", less than on an average control and more than on
-# {glue:text}`smol_att_below` of the 20. Why it looks less on real text we have not tested;
-# other positions competing for its attention is one guess.
+# {glue:text}`smol_att_below` of the 20. Where the rest goes is measured: on the sentence the
+# head puts {glue:text}`smol_text_first_pos:.2f` on the first position, the token " One", and
+# {glue:text}`smol_text_rest:.2f` on all the other positions together; on the controls the
+# first position gets {glue:text}`smol_rand_first_pos:.2f` on average, and in one of them as
+# much as {glue:text}`smol_rand_first_pos_max:.2f`. Heavy attention on the first position is a
+# known pattern in language models (an *attention sink*: a head with no strong match parks its
+# attention there); why this head parks more of it there on the sentence than on an average
+# control, we have not tested.
 #
 # The **prediction** is another matter. After the first "Mr" the model gave the next token
 # (" D", the start of "Dursley") probability {glue:text}`smol_text_first:.4f`: it has not
@@ -232,7 +269,11 @@ finding("on this one sentence that gain is larger than on the random "
 # {glue:text}`smol_gain_top_share:.0%` of it. The typical draw gains almost nothing: the
 # median gain is {glue:text}`smol_gain_median:.1e`, the gain is below 0.01 in
 # {glue:text}`smol_gain_small` of the 20 draws, and it is negative in
-# {glue:text}`smol_gain_neg` ({glue:text}`smol_gain_pos` are positive). The sentence's gain is
+# {glue:text}`smol_gain_neg` ({glue:text}`smol_gain_pos` are positive). The signs alone, beside
+# the bootstrap, point the same way: if each draw's gain were as likely to fall as to rise,
+# {glue:text}`smol_gain_pos` or more of 20 on one side would have two-sided probability
+# {glue:text}`smol_sign_p:.1e` (an exact sign test). So the repeat helps in most draws,
+# though by very little in most of them. The sentence's gain is
 # larger than every control's, which is as far as 20 controls can go (p = 1/21). That rank
 # is the test; the z printed beside it is not used, because one control holds
 # {glue:text}`smol_gain_top_share:.0%` of the controls' summed gain, so their standard
@@ -308,6 +349,8 @@ glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
 glue("step_attn", text["attention_on_target"])
 glue("step_rand_attn", rand["attention_on_target"])
+glue("step_attn_pct", percent(text["attention_on_target"]))    # as the stepper
+glue("step_rand_attn_pct", percent(rand["attention_on_target"]))  # prints them
 glue("step_text_first", text["p_first"])
 glue("step_rand_first", rand["p_first"])
 glue("toy_text_rank", ordinal(text["head_rank"]))
@@ -339,9 +382,9 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # heads score from {glue:text}`toy_ind_min:.4f` to {glue:text}`toy_ind_second:.4f`, and no
 # layer-0 head above {glue:text}`toy_ind_l0_max:.3f`. So "the induction head" below means
 # {glue:text}`toy_ind`, one of four that do the same job. On the sentence it puts
-# {glue:text}`step_attn:.0%` of its attention on "Dursley" and the model predicts it with
+# {glue:text}`step_attn_pct` of its attention on "Dursley" and the model predicts it with
 # probability {glue:text}`step_text_p:.2f`; on the random control,
-# {glue:text}`step_rand_attn:.0%` and {glue:text}`step_rand_p:.2f`. Unlike SmolLM2, this
+# {glue:text}`step_rand_attn_pct` and {glue:text}`step_rand_p:.2f`. Unlike SmolLM2, this
 # model has nothing but induction to offer, and on these two draws it offers it with
 # confidence. One head does not carry it alone, though: read through the unembedding,
 # {glue:text}`toy_ind`'s output ranks "Dursley" {glue:text}`toy_text_rank` of
@@ -370,9 +413,11 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # Is the pair's K-composition score large? Random Gaussian heads of the same shapes give a
 # scale, and it is not an easy one to beat: some trained pairs score below it (the cell
 # below counts them). But it is not the right null. A Gaussian head's singular values are
-# those of a random matrix, while a trained head has a few strong directions or many weak ones, and a head's spectrum
-# alone, with no alignment between writer and reader, changes how far its scores spread by
-# chance (a head with a few strong directions spreads more). The null must keep each head's spectrum and randomise only the alignment. First,
+# those of a random matrix, while a trained head's are whatever training made them, and a
+# head's spectrum alone, with no alignment between writer and reader, changes how far its
+# scores spread by chance (the more of a head's norm sits in a few directions, the more its
+# scores spread). The null must keep each head's spectrum and randomise only the
+# alignment. First,
 # a description: the model's own heads. `toy-2l` has 4 heads in layer 0 and 4 in layer 1,
 # so 16 writer-reader
 # pairs. The previous-token head, picked by its attention and not by its weights, writes

@@ -37,8 +37,9 @@ model = load("toy-2l")
 #   16 to 32 tokens followed by a copy of itself. That is close to, not the same as, the data
 #   `toy-2l` was trained on: there a segment of 16 to 32 tokens is tiled across all 64
 #   positions from a random starting phase, so a training sequence holds one to four full
-#   copies, with partial copies at either end unless the phase is zero (a 32-token segment
-#   gives one full copy between two partial ones at most phases).
+#   copies, with partial copies at either end unless the segment's length divides 64 and the
+#   phase is zero (a 32-token segment gives one full copy between two partial ones at most
+#   phases).
 #   Tokens are model inputs only: `toy-2l` never saw language, so they are shown as ids.
 # - The **tokens below the box** choose the position whose predictions are shown: click one.
 # - Each **pattern** is one head: row $q$ shows where the query at position $q$ attends
