@@ -776,10 +776,12 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 # {glue:text}`base_head:,d` weights per head we counted above), which combine into two
 # $d_\text{model} \times d_\text{model}$ matrices of rank at most $d_\text{head}$,
 # $W_{QK} = W_Q W_K^\top$ and $W_{OV} = W_V W_O$. This describes the weights only: the
-# encoder-decoder's $Q$, $K$ and $V$ projections also have biases, and in pre-norm each
-# head reads the LayerNorm of the stream, not the stream itself, so the scores are a
-# bilinear form in the normalised stream plus bias terms ({doc}`11_layernorm` treats the
-# norm). {doc}`Chapter 7 <07_multi_head>` shows
+# encoder-decoder's $Q$, $K$ and $V$ projections also have biases, and in pre-norm a
+# self-attention head reads the LayerNorm of the stream, not the stream itself, so its
+# scores are a bilinear form in the normalised stream plus bias terms ({doc}`11_layernorm`
+# treats the norm). A cross-attention head in the decoder is different: its queries read
+# the normalised decoder stream, but its keys and values read the encoder's memory, so its
+# scores are a bilinear form between two different streams ({doc}`12_cross_attention`). {doc}`Chapter 7 <07_multi_head>` shows
 # that the four big matrices are exactly these heads side by side.
 #
 # ## Summary
@@ -791,9 +793,9 @@ check_frozen_divisor("with the LayerNorm's divisor frozen, the memory is a "
 #   Annotated Transformer's code and GPT-2 are pre-norm,
 #   $x + \operatorname{Sublayer}(\operatorname{LN}(x))$, with one final LayerNorm per stack.
 #   The book's other models keep the pre-norm shape: the toy translation model of chapter 19
-#   and the small TransformerLens models of chapters 1, 11 and 20 with LayerNorm, SmolLM2
-#   with RMSNorm in place of LayerNorm; only the attention-only toy models have no norm at
-#   all.
+#   and the small TransformerLens models of chapters 1, 11 and 20 with LayerNorm (apart
+#   from chapter 11's one-block BERT check, which is post-norm), SmolLM2 with RMSNorm in
+#   place of LayerNorm; only the attention-only toy models have no norm at all.
 #   On the same weights the two give different outputs (here {glue:text}`prepost_rel:.0%`
 #   apart).
 # - In the base model a head has $4\,d_\text{model}^2/h$ weights, an attention sublayer

@@ -486,8 +486,9 @@ glue("flips", 100 * flips)
 # position-by-position table, computed by the QK circuit from the weights, that we can
 # print and read, and that for some heads stays recognisable across inputs (the
 # previous-token head of chapter {doc}`09_full_circuits` puts almost all its weight on the
-# previous position by its positional term alone, and the tokens can move it off only for
-# a few (token, position) pairs). For the FFN it is the on/off state of
+# previous position by its positional term alone, and for all but a few (query token,
+# position) pairs no choice of key tokens can move it off; for those few, some choice
+# might). For the FFN it is the on/off state of
 # $d_\text{ff}$ neurons at every position, and {glue:text}`flips:.0f`% of them changed
 # between the two independent Gaussian inputs to this random layer: a frozen-gate FFN
 # describes the layer only near the input it was frozen at, and how near depends on how
@@ -572,6 +573,10 @@ explore(draw_mixing, t=(0.0, 1.0, 0.1))
 # We run the model on 8 scenes of the Shakespeare corpus that ships with the book
 # (256 tokens each, tokenised with SmolLM2's own tokenizer) and look at layer 13, near
 # the middle of the model. We only need the model up to that layer, so we stop there.
+# The first two checks in the cell below are wiring checks: that `hook_post` holds the $a$
+# of the formula above, and that the MLP's output is the sum of its neurons' writes. Both
+# are identities, true by construction; they show that we read TransformerLens's hooks
+# correctly, not anything about the model.
 # Position 0 of each sequence, which has no context to read, is left out of every
 # statistic. Everything below is one model on one corpus sample.
 
@@ -596,13 +601,13 @@ block = smol.blocks[LAYER].mlp
 silu_up = F.silu(m13["gate"]) * m13["up"]
 # silu (an exp, a division, a product), the product with up: about 4
 # roundings each side
-identity_close("hook_post is silu(hook_pre) * hook_pre_linear + b_in",
+identity_close("wiring: hook_post is silu(hook_pre) * hook_pre_linear + b_in",
                m13["post"], silu_up + block.b_in, terms=8,
                scale=float(silu_up.abs().max()), chapter="10")
 by_neurons = m13["post"] @ block.W_out + block.b_out
 # a sum over d_mlp neurons (+ b_out) on each side; scale: the products'
 write_size = float((m13["post"].abs() @ block.W_out.abs()).max())
-identity_close("the MLP's output is the sum over its 1536 neurons of "
+identity_close("wiring: the MLP's output is the sum over its 1536 neurons of "
                "a_n W_out[n] (+ b_out)", by_neurons, m13["out"],
                terms=2 * (smol.cfg.d_mlp + 1), scale=write_size,
                chapter="10")
@@ -1155,7 +1160,7 @@ glue("kv_p_indep", ", ".join(f"{p:.3f}" for p, (_, sign, _) in
 # many distinct contexts a test at kv_alpha against independent positions
 # needs to reject 4 times in 5 (2000 simulated tests each).
 N_GRID = (10, 20, 40, 80, 160)
-kv_distinct, kv_need, kv_weak = [], [], []
+kv_distinct, kv_need, kv_weak, kv_pilot = [], [], [], []
 for i, n in enumerate(chosen):
     acts_n = post13[..., n].flatten()
     kept = []
@@ -1180,12 +1185,21 @@ for i, n in enumerate(chosen):
     kv_distinct.append(len(kept))
     kv_need.append(need)
     kv_weak.append(weak)
+    kv_pilot.append(pilot.median().item())
 print("distinct contexts in the top 20:", kv_distinct,
       "; 80% upper limit of the pilot median:",
       [float(f"{w:.2g}") for w in kv_weak],
       "; distinct contexts for 80% power:", kv_need)
 glue("kv_distinct", ", ".join(map(str, kv_distinct)))
 glue("kv_weak", ", ".join(f"{w:.2g}" for w in kv_weak))
+glue("kv_pilot", ", ".join(f"{w:.2g}" for w in kv_pilot))
+# the neurons whose planned median lies below (stronger than) their
+# 20-position median: the pilot keeps one position, the strongest, a context
+below = [f"L{LAYER}N{n}" for n, w, t in zip(chosen, kv_weak, top_tests)
+         if w < t.value]
+observation("neurons whose weak-end median (one position per context) lies "
+            "below their 20-position median", below, chapter="10")
+glue("kv_below", ", ".join(below) if below else "none of the three")
 glue("kv_need", ", ".join(str(k) if k else f"over {N_GRID[-1]}"
                           for k in kv_need))
 # the second neuron's plan beside the contexts it has
@@ -1203,7 +1217,7 @@ del smol_mlp, m13
 # {glue:text}`kv_pairs` for the three neurons: the next token sits (in the median) in
 # the top {glue:text}`kv_top_max:.0%` or better of the neuron's value vector, several
 # times higher than the typical position. But the test asks more: could the same layout
-# of positions, slid elsewhere in the passages, give a median that low? Permutation p
+# of positions, slid elsewhere in the passages, give a median that low? Slid-offset p
 # {glue:text}`kv_p`: the smallest, {glue:text}`kv_p_min:.3f` for {glue:text}`kv_best`, is
 # below 0.05 but not below the family's {glue:text}`kv_alpha:.4f`, so **none of the three
 # survives the correction**. The rank fraction varies so much from position to position
@@ -1222,7 +1236,11 @@ del smol_mlp, m13
 # median is a poor guide to the effect: it comes from those few contexts, and from neurons
 # selected for firing strongly, which favours an estimate on the high side. So the plan
 # takes the weak end of a bootstrap interval for it, the 80% upper limit of the median
-# rank fraction ({glue:text}`kv_weak`; the problem set plans its sample the same way), and
+# rank fraction ({glue:text}`kv_weak`; the problem set plans its sample the same way). The
+# pilot keeps one position per context, the strongest, so its medians
+# ({glue:text}`kv_pilot`) are not the 20-position medians above, and a weak end can even
+# lie below the 20-position median, on the strong side ({glue:text}`kv_below`): the two
+# medians are taken over different positions. The plan then
 # asks from how many distinct contexts a test against independent positions at
 # {glue:text}`kv_alpha:.4f` would reject four times in five, if the neuron's contexts
 # looked like ours shifted to that median: {glue:text}`kv_need` (smallest of 10, 20, 40,

@@ -73,11 +73,12 @@ EX1 = FunctionExercise(
     make_inputs=lambda g: _distinct_params_inputs(g),
     compare=_same_int,
     mistakes=[
-        Mistake("forgot the biases", "Your count is right for bias=False, but this call had bias=True. Which "
-                "of the layer's linear maps then carry a bias, and how many outputs does each have?",
+        Mistake("forgot the biases", "Your count is too small for this call, which had bias=True. List the "
+                "parameters each of the layer's linear maps owns in this call: have you counted them all?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, False)),
-        Mistake("counted biases with bias=False", "Your count is right for bias=True, but this call had "
-                "bias=False. Which parameters does that switch remove, and which does it keep?",
+        Mistake("counted biases with bias=False", "Your count is too large for this call, which had "
+                "bias=False. List the parameters each of the layer's linear maps owns in this call: does "
+                "it own everything you counted?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, True)),
         Mistake("counted one head only", "Your attention count is what a single head owns. How many heads "
                 "share W^Q, W^K, W^V and W^O?",
@@ -88,15 +89,15 @@ EX1 = FunctionExercise(
                 "they related?",
                 lambda d_model, h, d_ff, bias: _swap_attention(
                     d_model, h, d_ff, bias, 4 * h * d_model * d_model + 4 * d_model * (1 if bias else 0))),
-        Mistake("assumed d_ff = 4 d_model", "Your count is the one for d_ff = 4 d_model, not for the d_ff this "
-                "call passed. Where does the feed-forward width enter your formula?",
+        Mistake("assumed d_ff = 4 d_model", "Your count stays the same when d_ff changes and d_model does "
+                "not. Where does the feed-forward width enter your formula?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, 4 * d_model, bias)),
-        Mistake("forgot the feed-forward's second matrix", "Your feed-forward count is short: it leaves out one "
-                "of its linear maps. What does the FFN do to a vector after widening it to d_ff?",
+        Mistake("forgot the feed-forward's second matrix", "Your feed-forward count is short. Follow one vector through "
+                "the FFN from d_model entries back to d_model: which weights does it pass?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias)
                 - d_ff * d_model - (d_model if bias else 0)),
-        Mistake("forgot the LayerNorms", "Your count has no LayerNorm parameters. What does a LayerNorm "
-                "learn, and how many of them does an encoder layer have?",
+        Mistake("forgot the LayerNorms", "Your count is short by an amount that grows with d_model but "
+                "not with d_ff or h. Which of the layer's parameters are vectors of d_model entries?",
                 lambda d_model, h, d_ff, bias: encoder_layer_params(d_model, h, d_ff, bias) - 4 * d_model),
         Mistake("counted half the LayerNorm parameters", "Your LayerNorm count is short. How many LayerNorms "
                 "does an encoder layer have, and how many learned vectors does each one hold?",

@@ -76,12 +76,14 @@ EX1 = FFNExercise(
         Mistake("ReLU after the second layer too", "Your output is never negative. At which step of "
                 "equation (2) of the paper is the nonlinearity applied?",
                 lambda x, W1, b1, W2, b2: ffn(x, W1, b1, W2, b2).relu()),
-        Mistake("forgot b1", "The first layer's bias is missing. Where does it enter?",
+        Mistake("forgot b1", "Your output is unchanged when b1 changes. Where in equation (2) of "
+                "the paper does b1 enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T + b2),
-        Mistake("forgot b2", "The second layer's bias is missing. Where does it enter?",
+        Mistake("forgot b2", "Your output is unchanged when b2 changes. Where in equation (2) of "
+                "the paper does b2 enter?",
                 lambda x, W1, b1, W2, b2: _pre(x, W1, b1).relu() @ W2.T),
-        Mistake("forgot both biases", "Neither bias is in your output. How many biases does the FFN "
-                "have, and where does each enter?",
+        Mistake("forgot both biases", "Your output is unchanged when b1 or b2 changes. Where in "
+                "equation (2) of the paper does each argument enter?",
                 lambda x, W1, b1, W2, b2: (x @ W1.T).relu() @ W2.T),
         Mistake("added b1 after the ReLU", "Your first bias is not added where the reference adds "
                 "it. Follow one neuron through equation (2) of the paper: at which step is b1 added, "
@@ -130,7 +132,8 @@ EX2 = FunctionExercise(
         Mistake("forgot the ReLU", "Your writes are linear in x. What happens to a neuron's "
                 "activation before it scales the neuron's output direction?",
                 lambda x, W_in, b_in, W_out: _pre_act(x, W_in, b_in)[..., None] * W_out),
-        Mistake("forgot b_in", "The neurons' biases are missing. What does each neuron add to what it reads?",
+        Mistake("forgot b_in", "Your writes are unchanged when b_in changes. At which step of a "
+                "neuron's computation does b_in enter?",
                 lambda x, W_in, b_in, W_out: (x @ W_in).relu()[..., None] * W_out),
         Mistake("writes never negative", "None of your writes has a negative entry, although W_out has "
                 "negative entries. Follow one neuron from what it reads to what it writes: what exactly does "
@@ -148,10 +151,11 @@ EX2 = FunctionExercise(
                 "nonlinearity?",
                 lambda x, W_in, b_in, W_out: ((x @ W_in).relu() + b_in)[..., None] * W_out),
     ],
-    hint="Neuron n reads one number at each position (its column of W_in, plus its bias), applies the "
-         "ReLU, and writes that amount of one direction (its row of W_out). The answer keeps the neurons "
-         "apart instead of summing them: which shapes do the activations and the directions have, and how "
-         "can they be combined into [pos, d_mlp, d_model] without a loop?",
+    hint="Write down the shape of every argument and of the answer, [pos, d_mlp, d_model]. How many "
+         "numbers does one neuron produce at one position, and how many entries has the direction it "
+         "writes along? Which tensors of shape [pos, d_mlp] and [d_mlp, d_model] can you build, and how "
+         "can two such tensors give a [pos, d_mlp, d_model] one without a loop and without summing over "
+         "d_mlp?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

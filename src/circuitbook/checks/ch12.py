@@ -137,9 +137,9 @@ EX1 = _CrossAttentionExercise(
                 "does it have?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(memory, memory, W_Q, W_K, W_V, W_O, src_mask[None, :].expand(memory.shape[0], -1))),
-        Mistake("keys and values from the wrong stream", "Your output does not depend on memory at all: it "
-                "matches attention of the decoder stream over itself. Which stream should the target "
-                "positions read from?",
+        Mistake("keys and values from the wrong stream", "Your output is unchanged when memory changes. Trace "
+                "each of q, k and v in your code back to the argument it is computed from: is that the "
+                "layer the exercise describes?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, x_dec, W_Q, W_K, W_V, W_O, None)),
         Mistake("masked more than the padding", "In your output early target positions ignore source "
@@ -228,8 +228,10 @@ EX2 = FunctionExercise(
         Mistake("returned the scores", "Your result is the whole [src_vocab, tgt_vocab] table. What does the "
                 "docstring ask for, one per source token?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).sum(0)),
-        Mistake("picked the least promoted word", "Your ids point at the target words whose logits the circuit "
-                "lowers. Which target word does attending to a source word make the model predict?",
+        Mistake("picked the least promoted word", "Your ids differ from the reference's for almost every "
+                "source token, although each is a target id. What does a large entry in a row of the "
+                "circuit do to that target word's logit, and which entry of the row does your code "
+                "select?",
                 lambda W_E, W_V, W_O, W_U: _full_ov(W_E, W_V, W_O, W_U).sum(0).argmin(-1)),
         Mistake("used one head only", "Your table agrees with one head's circuit. What does the layer as a "
                 "whole write when its heads attend to the word?",
