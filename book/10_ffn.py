@@ -1061,7 +1061,7 @@ glue("top8_passages", ", ".join(map(str, top8_passages[:-1]))
 # {doc}`16_two_layer` does for its cuts), so each test rejects only at p below
 # {glue:text}`kv_alpha:.4f`.
 
-# %%
+# %% tags=["hide-input"]
 V = value_logits(block.W_out[chosen], smol.ln_final.w, smol.W_U)  # [3, V]
 
 

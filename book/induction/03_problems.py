@@ -810,6 +810,8 @@ print(f"previous-token head minus the batch's most damaging other head, "
           f"L0H{h} {sum(p[0] == h for p in picked)}x / "
           f"{sum(p[1] == h for p in picked)}x" for h in
           sorted({h for p in picked for h in p})) + " (score / loss)")
+
+# %% tags=["hide-input"]
 observation("batches of 20 in which the previous-token head's ablation "
             "lowers the reader's score more than every other layer-0 head's",
             wins_score, chapter="induction problems")
@@ -1066,6 +1068,8 @@ print(f"plan: the {ESTIMAND} estimand, {N_DOCS} fresh documents of {CONTEXT} "
       f"tokens, windows {EARLY.start}-{EARLY.stop - 1} and "
       f"{LATE.start}-{LATE.stop - 1} (truncated: the last {KEEP} tokens before "
       f"the window);\n{len(repeated)} passages of {PASSAGE} tokens, repeated once")
+
+# %% tags=["hide-input"]
 glue("pilot_n", PILOT)
 for name in pilot:
     glue(f"pilot_{name}", float(pilot[name].mean()))
@@ -1416,7 +1420,7 @@ for ax, (title, table) in zip(axes, panels):
 plt.tight_layout()
 plt.show()
 
-# %%
+# %% tags=["hide-input"]
 finding(f"SmolLM2's loss on tokens {LATE.start}-{LATE.stop - 1} of a "
         "Shakespeare scene differs with the full context from the loss with "
         f"only the {KEEP}-{KEEP + len(LATE) - 1} tokens before them "
