@@ -1506,7 +1506,6 @@ for name, tag in (("text-2l", "c"), ("text-2l-seed1", "s1")):
     shifts = [round(abs(x - m["centre"]) / m["every"]) for x in above]
     glue(f"{tag}_shift_lo", min(shifts, default=0))
     glue(f"{tag}_shift_hi", max(shifts, default=0))
-    glue(f"{tag}_every", m["every"])
 glue("c_held_rank", held_test.rank)
 glue("c_held_n", held_test.n + 1)
 glue("c_held_p", held_test.p)

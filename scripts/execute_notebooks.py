@@ -43,6 +43,7 @@ import re
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -169,6 +170,14 @@ def _exercises_pass(rel: str, nb) -> bool:
     if not problems and n:
         print(f"          {rel}: its {n} reference solution(s) pass and its template(s) do not", flush=True)
     return not problems
+
+
+def duplicate_glue(nb) -> list[str]:
+    """The names an executed notebook glues more than once. myst-nb keeps one of them and warns
+    ("glue key ... duplicate"), which fails the site build: a page must glue each name once."""
+    names = Counter(output.get("metadata", {}).get("scrapbook", {}).get("name")
+                    for cell in nb.cells if cell.cell_type == "code" for output in cell.get("outputs", []))
+    return sorted(name for name, n in names.items() if name is not None and n > 1)
 
 
 def _load() -> str:
@@ -307,6 +316,11 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
         )
         print(f"ok in {seconds:.1f} s: {rel}", flush=True)
         report[rel] = {"seconds": seconds, "status": "executed", "budget": budget}
+        twice = duplicate_glue(executed)
+        if twice:
+            print(f"GLUE      {rel}: glued more than once (the site build fails on it): {', '.join(twice)}",
+                  flush=True)
+            failures.append(rel)
         if require_passing and not _exercises_pass(rel, executed):
             failures.append(rel)
         if seconds > budget:

@@ -139,3 +139,12 @@ def test_two_notebooks_run_at_once_each_on_its_share_of_the_cores(tree, monkeypa
 def test_one_job_leaves_the_threads_alone_and_a_fixed_configuration_keeps_its_own():
     assert execute_notebooks.thread_env(1) == {}
     assert execute_notebooks.thread_env(2, {"OMP_NUM_THREADS": "1"}) == {}
+
+
+def test_a_name_glued_twice_fails_the_page(tree, capsys):
+    # myst-nb keeps one of two values glued under one name and warns, which fails the site build
+    # (stop 43's CI: chapter 19 glued c_every twice); the executor names it at once
+    twice = _notebook(tree, "twice", "from myst_nb import glue\nglue('a', 1, display=False)\n"
+                                     "glue('b', 2, display=False)\nglue('a', 3, display=False)")
+    assert execute_notebooks.execute_all([twice], tree / "_build" / "cache", root=tree) == ["book/twice.ipynb"]
+    assert "GLUE      book/twice.ipynb: glued more than once (the site build fails on it): a" in capsys.readouterr().out
