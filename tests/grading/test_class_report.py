@@ -37,13 +37,16 @@ N = 6
 # Everything not listed is the reference solution, which passes.
 PLANTED = {
     "ada_all_right": {},
-    "ben_swapped": {"ps_p3": ("named mistake", "attends two positions early")},
+    # 3b measures the student's own problem-3 design broken: a design that fails problem 3 fails 3b too
+    "ben_swapped": {"ps_p3": ("named mistake", "attends two positions early"),
+                    "ps_p3b": ("named mistake", "design does not build")},
     "cal_left_two": {"ps_p1a": ("not attempted", None), "ps_p2": ("not attempted", None)},
     "dan_two_slips": {"ps_p2": ("named mistake", "forgot the direct path"),
                       "ps_p3b": ("named mistake", "the unbroken scaffold's score")},
     "eve_three": {"ps_p1a": ("named mistake", "head-space shapes"),
                   "ps_p1b": ("error", "the answer raised ValueError"),
-                  "ps_p3": ("named mistake", "attends two positions early")},
+                  "ps_p3": ("named mistake", "attends two positions early"),
+                  "ps_p3b": ("named mistake", "design does not build")},
     "fay_value": {"ps_p2": ("named mistake", "forgot the direct path"), "ps_p3b": ("named mistake", "wrong values")},
 }
 
