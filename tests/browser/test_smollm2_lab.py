@@ -35,7 +35,7 @@ TransformerLens (``load_pretrained("smollm2-135m")``).
   typing (once, at least 600 ms after the last key); meanwhile the results are marked stale
   (a class, a visible note, dimmed) until the new run lands.
 - **Repeats**: on a text with a repeated sentence the page finds the positions of
-  ``smollm2_lab.repeated_spans`` (its JS twin agrees on random lists too) and prints the loss
+  ``repeated_spans`` of tests/smollm2_repeats.py (the JS agrees with it on random lists too) and prints the loss
   at their first occurrence and at the repeat as Python computes them, to the printed 0.01.
 - **The loss chart**: labelled axes with ticks, the repeats and the copy boundary marked; at
   1280 and 390 px wide its text keeps 10 px or more and nothing of the lab sticks out.
@@ -60,6 +60,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 import torch
+from smollm2_repeats import repeat_lengths, repeated_spans, span_losses
 from test_browser import SCROLL_TO_LAZY_JS, SITE, Log, offline_context, open_page, server, watch  # noqa: F401
 
 LAB = "book/induction/02_smollm2_lab.html"
@@ -101,6 +102,7 @@ LAYER_JS = """([l, x, P, ablate]) => {
 
 UNEMBED_JS = """([x, P]) => { const t = window.cbTest, cb = t.lab();
   return t.b64(cb.runUnembed(cb.net, t.f32(x), P).logits); }"""
+
 
 
 def _f64(s: str, *shape) -> torch.Tensor:
@@ -727,7 +729,6 @@ def test_a_pause_in_typing_runs(lab_page, smollm2):
 
 
 def test_repeats_in_the_readers_text_match_python(lab_page, smollm2):
-    from circuitbook.widgets.smollm2_lab import repeat_lengths, repeated_spans, span_losses
 
     page = lab_page[0]
     model, tok = smollm2
@@ -803,7 +804,6 @@ def test_loss_chart_has_axes_and_fits_a_phone(lab_page):
 
 def test_ablation_prints_before_after_and_change(lab_page, smollm2, reference):
     from circuitbook.heads import ablate
-    from circuitbook.widgets.smollm2_lab import span_losses
 
     page = lab_page[0]
     model, _ = smollm2
@@ -842,7 +842,7 @@ def test_ablation_prints_before_after_and_change(lab_page, smollm2, reference):
 
 def test_random_baseline_averages_draws_with_their_spread(lab_page, smollm2, reference):
     from circuitbook.heads import ablate
-    from circuitbook.widgets.smollm2_lab import BASELINE_DRAWS, span_losses
+    from circuitbook.widgets.smollm2_lab import BASELINE_DRAWS
 
     page = lab_page[0]
     model, _ = smollm2

@@ -1,6 +1,7 @@
-"""The SmolLM2 lab's Python side: the repeat rule, its loss summary and the size it prints.
+"""The SmolLM2 lab's repeat rule and the size it prints.
 
-- ``repeated_spans`` (smollm2_lab.py) and ``repeatedSpans`` (smollm2_lab.js) are one rule:
+- ``repeated_spans`` (tests/smollm2_repeats.py, the rule in Python) and ``repeatedSpans``
+  (smollm2_lab.js, what the page runs) are one rule:
   on hand-built token lists each gives the positions worked out by hand, and on random
   lists (small vocabularies, so that runs repeat by chance; planted copies; overlapping
   runs) the two agree position for position, lengths included (skipped without Node);
@@ -22,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from circuitbook.widgets import smollm2_lab as sl
+from smollm2_repeats import MIN_REPEAT, repeat_lengths, repeated_spans, span_losses  # tests/: the rule in Python
 
 ROOT = Path(__file__).resolve().parents[2]
 JS = ROOT / "src" / "circuitbook" / "widgets" / "smollm2_lab.js"
@@ -58,15 +60,15 @@ def _random_lists() -> list[list[int]]:
 
 @pytest.mark.parametrize("tokens, min_len, repeat, first", HAND)
 def test_hand_built(tokens, min_len, repeat, first):
-    assert sl.repeated_spans(tokens, min_len) == {"repeat": repeat, "first": first}
+    assert repeated_spans(tokens, min_len) == {"repeat": repeat, "first": first}
 
 
 def test_first_occurrences_are_not_repeats_and_match():
     for tokens in _random_lists():
-        spans, lengths = sl.repeated_spans(tokens), sl.repeat_lengths(tokens)
+        spans, lengths = repeated_spans(tokens), repeat_lengths(tokens)
         assert not set(spans["repeat"]) & set(spans["first"])
         for i in spans["repeat"]:
-            assert lengths[i] >= sl.MIN_REPEAT
+            assert lengths[i] >= MIN_REPEAT
             assert any(tokens[j - 3: j + 1] == tokens[i - 3: i + 1] for j in spans["first"] if j < i)
         for i, m in enumerate(lengths):  # the longest earlier run, by brute force
             best = max((k for j in range(i) for k in range(1, min(i, j) + 2)
@@ -87,17 +89,17 @@ def test_python_and_javascript_agree(tmp_path):
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout)
     for (tokens, k), js in zip(cases, got):
-        assert {"repeat": js["repeat"], "first": js["first"]} == sl.repeated_spans(tokens, k), tokens
-        assert js["lengths"] == sl.repeat_lengths(tokens), tokens
+        assert {"repeat": js["repeat"], "first": js["first"]} == repeated_spans(tokens, k), tokens
+        assert js["lengths"] == repeat_lengths(tokens), tokens
 
 
 def test_span_losses_average_those_positions():
     tokens = [5, 1, 2, 3, 4, 8, 1, 2, 3, 4, 8]
     losses = [float(i) for i in range(len(tokens) - 1)]   # losses[p] predicts tokens[p + 1]
-    got = sl.span_losses(losses, tokens)
-    assert sl.repeated_spans(tokens) == {"repeat": [9, 10], "first": [4, 5]}
+    got = span_losses(losses, tokens)
+    assert repeated_spans(tokens) == {"repeat": [9, 10], "first": [4, 5]}
     assert got == {"first": (3 + 4) / 2, "repeat": (8 + 9) / 2, "n_first": 2, "n_repeat": 2}
-    assert sl.span_losses(losses, list(range(11))) is None
+    assert span_losses(losses, list(range(11))) is None
 
 
 SMOLLM2 = SimpleNamespace(d_model=576, d_head=64, n_heads=9, n_key_value_heads=3, d_mlp=1536, d_vocab=49152,

@@ -122,7 +122,7 @@ export function repeatedSpans(tokens, minLen = 4) {
 }
 
 // mean loss on the first occurrences and on the repeats (losses[p] predicts tokens[p + 1]);
-// null when nothing repeats. smollm2_lab.py's span_losses.
+// null when nothing repeats. tests/browser/test_smollm2_lab.py's span_losses.
 export function spanLosses(ls, tokens, minLen = 4, spans = repeatedSpans(tokens, minLen)) {
   if (!spans.repeat.length) return null;
   const mean = (ps) => ps.reduce((a, p) => a + ls[p - 1], 0) / ps.length;

@@ -13,9 +13,9 @@ shown while heads are ablated is printed beside the clean one ("0.91 \u2192 2.69
 **Running.** The text runs when the reader presses Run or Enter (Shift+Enter starts a new
 line), or pauses typing for :data:`DEBOUNCE_MS`; until the new results land the old ones
 are dimmed and marked stale. **Repeats.** In any text the lab finds the tokens that repeat
-an earlier run of tokens (:func:`repeated_spans`, the same rule as ``repeatedSpans`` in
-``smollm2_lab.js``) and prints the loss on their first occurrence and on the repeat,
-beside the mean (:func:`span_losses`); the loss chart marks them.
+an earlier run of tokens (``repeatedSpans`` in ``smollm2_lab.js``; tests/smollm2_repeats.py
+states the rule in Python, and the tests hold the page to it) and prints the loss on their
+first occurrence and on the repeat, beside the mean; the loss chart marks them.
 
 **Where the model runs.** In the page: ``smollm2_forward.js`` calls WebAssembly kernels
 (``smollm2_kernels.c``), which read the weights in the GGUF file's own 4-bit blocks; the
@@ -65,60 +65,6 @@ def lab_tokens(ids: list[int], repeat: bool) -> list[int]:
     from circuitbook.widgets.smollm2_export import MAX_TOKENS
 
     return ids[: MAX_TOKENS // 2] * 2 if repeat else ids[:MAX_TOKENS]
-
-
-def repeat_lengths(tokens: list[int]) -> list[int]:
-    """``m[i]``: the length of the longest run of tokens ending at position ``i`` that also
-    ends at an earlier position: the largest m with ``tokens[i-m+1 : i+1] ==
-    tokens[j-m+1 : j+1]`` for some ``j < i`` (the two runs may overlap); 0 where
-    ``tokens[i]`` has not occurred before. ``repeatLengths`` in smollm2_lab.js is the same."""
-    P = len(tokens)
-    lengths, before = [0] * P, [0] * P  # before[j]: the common run ending at (i - 1, j)
-    for i in range(P):
-        now = [0] * P
-        for j in range(i):
-            if tokens[i] == tokens[j]:
-                now[j] = (before[j - 1] if j > 0 else 0) + 1
-        lengths[i] = max(now[:i], default=0)
-        before = now
-    return lengths
-
-
-def repeated_spans(tokens: list[int], min_len: int = MIN_REPEAT) -> dict[str, list[int]]:
-    """The positions of ``tokens`` that repeat an earlier run, and where that run first was.
-
-    Position ``i`` is a **repeat** when the ``min_len`` tokens ending at it,
-    ``tokens[i-min_len+1 : i+1]``, occurred earlier as a run ending at some ``j < i``
-    (``repeat_lengths(tokens)[i] >= min_len``). Its **first occurrence** is the earliest
-    such ``j``; that position is never itself a repeat (an earlier one would have been the
-    earliest), so the two sets are disjoint. With ``min_len = 4`` the first three tokens of
-    a repeated span count in neither set: the loss at a repeat is that of predicting a
-    token whose three predecessors, and itself, came in the same order before, which is
-    what an induction head can use; at its first occurrence the same token was predicted
-    with the same three predecessors, seen for the first time.
-
-    Returns ``{"repeat": [i, ...], "first": [j, ...]}``, both sorted, positions into
-    ``tokens``; ``repeatedSpans`` in smollm2_lab.js returns the same."""
-    m = min_len
-    repeat, first = [], set()
-    for i, length in enumerate(repeat_lengths(tokens)):
-        if length >= m and i >= m - 1:
-            repeat.append(i)
-            first.add(next(j for j in range(m - 1, i) if tokens[j - m + 1: j + 1] == tokens[i - m + 1: i + 1]))
-    return {"repeat": repeat, "first": sorted(first)}
-
-
-def span_losses(losses: list[float], tokens: list[int], min_len: int = MIN_REPEAT) -> dict | None:
-    """The mean loss on the first occurrences and on the repeats of :func:`repeated_spans`
-    (``losses[p]``: the loss of predicting ``tokens[p + 1]``, so position ``i``'s is
-    ``losses[i - 1]``), with their counts; None when nothing repeats. The page prints the
-    same (``spanLosses`` in smollm2_lab.js)."""
-    spans = repeated_spans(tokens, min_len)
-    if not spans["repeat"]:
-        return None
-    mean = lambda ps: sum(losses[p - 1] for p in ps) / len(ps)  # noqa: E731
-    return {"first": mean(spans["first"]), "repeat": mean(spans["repeat"]),
-            "n_first": len(spans["first"]), "n_repeat": len(spans["repeat"])}
 
 
 def download_bytes(cfg) -> int:
@@ -209,7 +155,7 @@ class SmolLM2Lab(anywidget.AnyWidget):
     seed = traitlets.Int(0).tag(sync=True)  # of the next random heads
     examples = traitlets.Dict().tag(sync=True)  # {label: {"text", "repeat"}}
     download_bytes = traitlets.Int(0).tag(sync=True)  # download_bytes(cfg): what the button loads
-    min_repeat = traitlets.Int(MIN_REPEAT).tag(sync=True)  # repeated_spans's min_len
+    min_repeat = traitlets.Int(MIN_REPEAT).tag(sync=True)  # repeatedSpans's run length
     debounce_ms = traitlets.Int(DEBOUNCE_MS).tag(sync=True)
     baseline_draws = traitlets.Int(BASELINE_DRAWS).tag(sync=True)
 
