@@ -166,15 +166,16 @@ EX3 = FunctionExercise(
     reference=mean_ablate,
     make_inputs=_z_inputs,
     mistakes=[
-        Mistake("zero-ablated", "Zeroing the head also removes its average output, a constant the rest "
-                "of the model is used to. Mean-ablation keeps that constant and removes only what "
-                "depends on the sequence.",
+        Mistake("output set to a constant of your choosing", "Your replacement does not depend on z at "
+                "all. What does the rest of the model see from this head on an ordinary input, on "
+                "average, and should an ablation take that away too?",
                 lambda z, head: _replace(z, head, 0.0)),
-        Mistake("averaged over the batch only", "Each position then keeps its own average over the "
-                "batch, which still carries position information. Average over the positions too.",
+        Mistake("replacement varies with the position", "Your replacement differs from one position "
+                "to the next. What information does a value that depends on the position still carry?",
                 lambda z, head: _replace(z, head, z[:, :, head].mean(0, keepdim=True))),
-        Mistake("averaged over the positions only", "Each sequence then keeps its own average, which "
-                "still carries information about that sequence. Average over the batch too.",
+        Mistake("replacement varies with the sequence", "Your replacement differs from one sequence of "
+                "the batch to the next. What does a value that depends on the sequence still tell the "
+                "layers above?",
                 lambda z, head: _replace(z, head, z[:, :, head].mean(1, keepdim=True))),
         Mistake("averaged over d_head too", "The mean is a vector of d_head numbers, one per "
                 "dimension of the head's output; averaging those dimensions together loses it.",
@@ -230,23 +231,24 @@ EX4 = FunctionExercise(
     make_inputs=_history_inputs,
     compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
     mistakes=[
-        Mistake("halfway to the final value", "The curve's last value is not its lowest: the loss can "
-                "rise again late in training. The midpoint is between chance and the lowest value.",
+        Mistake("midpoint from another end value", "Your midpoint moves when the curve's last value "
+                "changes and its lowest does not. Which two values does the definition put the midpoint "
+                "between?",
                 lambda steps, second_copy, chance: _first_below(
                     steps, second_copy, (chance + second_copy[-1]) / 2)),
         Mistake("returned the index, not the step", "Steps are recorded every few training steps: "
                 "return the step itself, an element of `steps`.",
                 lambda steps, second_copy, chance: steps.index(phase_change(steps, second_copy, chance))),
-        Mistake("the last step above the midpoint", "Return the first step *below* the midpoint, not "
-                "the one just before it.",
+        Mistake("one record early", "Your step is one record before the one asked for. At your step, "
+                "is the loss already past the midpoint?",
                 lambda steps, second_copy, chance: steps[steps.index(phase_change(steps, second_copy,
                                                                                   chance)) - 1]),
-        Mistake("first step below chance", "Falling below chance is not yet the collapse; the "
-                "criterion is the midpoint between chance and the curve's lowest value.",
+        Mistake("another threshold", "Your step is where the loss first falls below a different level "
+                "than the one the definition names. Which level is it, and why is it not yet the collapse?",
                 lambda steps, second_copy, chance: _first_below(steps, second_copy, chance)),
-        Mistake("halfway from the first value", "A model can start above chance. The midpoint is "
-                "between chance (ln d_vocab) and the lowest value, not between the curve's first "
-                "recorded value and its lowest.",
+        Mistake("midpoint from the first record", "Your midpoint moves when the curve's first recorded "
+                "value changes. A model can start above chance: which value does the definition start "
+                "from?",
                 lambda steps, second_copy, chance: _first_below(
                     steps, second_copy, (second_copy[0] + min(second_copy)) / 2)),
     ],
