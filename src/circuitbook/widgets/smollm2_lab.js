@@ -92,7 +92,7 @@ export function labTokens(ids, repeat, T) {
 
 // m[i]: the length of the longest run of tokens ending at position i that also ends at an
 // earlier position j < i (the runs may overlap); 0 where tokens[i] has not occurred before.
-// smollm2_lab.py's repeat_lengths, the same rule.
+// tests/smollm2_repeats.py's repeat_lengths, the same rule.
 export function repeatLengths(tokens) {
   const P = tokens.length, lengths = new Array(P).fill(0);
   let before = new Array(P).fill(0);  // before[j]: the common run ending at (i - 1, j)
@@ -109,7 +109,7 @@ export function repeatLengths(tokens) {
 // Position i is a repeat when the minLen tokens ending at it occurred earlier as a run
 // ending at some j < i (repeatLengths(tokens)[i] >= minLen); its first occurrence is the
 // earliest such j, never itself a repeat. {repeat: [i...], first: [j...]}, sorted: the rule
-// of smollm2_lab.py's repeated_spans, whose docstring says why.
+// of tests/smollm2_repeats.py's repeated_spans, whose docstring says why.
 export function repeatedSpans(tokens, minLen = 4) {
   const lengths = repeatLengths(tokens), repeat = [], first = new Set();
   const same = (a, b) => { for (let k = 0; k < minLen; k++) if (tokens[a - k] !== tokens[b - k]) return false; return true; };
@@ -546,7 +546,7 @@ function render({ model, el: root }) {
     if (now.spanRepeat !== undefined) {
       const s = lab.spans;
       lines.push(el("div", {}, [
-        document.createTextNode(`Repeats: ${s.repeat.length} tokens whose ${minRepeat()} tokens ending there came earlier in the same order. `),
+        document.createTextNode(`Repeats: ${s.repeat.length} token${s.repeat.length === 1 ? "" : "s"} whose ${minRepeat()} tokens ending there came earlier in the same order. `),
         stat("spanFirst", `Loss at their first occurrence (${s.first.length} tokens):`, " nats;"), document.createTextNode(" "),
         stat("spanRepeat", "at the repeats:")]));
     } else lines.push(el("div", { class: "cb-smol-norepeat", text: `Nothing repeats: no run of ${minRepeat()} tokens occurs twice.` }));

@@ -67,7 +67,7 @@ MUTATIONS = {
     ],
     "ps_p2": [
         (lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads, "virtual": n_heads ** n_layers,
-                                    "total": 1 + n_layers * n_heads + n_heads ** n_layers}, "n^L virtual paths"),
+                                    "total": 1 + n_layers * n_heads + n_heads ** n_layers}, "virtual paths that use every layer"),
         (lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
                                     "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
                                     "total": (1 + n_heads) ** n_layers - 1}, "forgot the direct path"),

@@ -37,16 +37,17 @@ class _FormulaExercise(FunctionExercise):
 P2 = _FormulaExercise(
     id="ps_p2", title="counting paths", reference=path_counts, make_inputs=_p2_inputs, n_trials=8,
     mistakes=[
-        Mistake("n^L virtual paths", "Two-layer virtual heads number n^2, but with more layers a path may "
-                "skip layers: count subsets of layers, one head each.",
+        Mistake("virtual paths that use every layer", "Your virtual count is right for two layers and too "
+                "small beyond. With three layers, list a path of two heads: must it use every layer?",
                 lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads, "virtual": n_heads ** n_layers,
                                            "total": 1 + n_layers * n_heads + n_heads ** n_layers}),
-        Mistake("forgot the direct path", "The embedding-to-unembedding path, through no head, is a term too.",
+        Mistake("forgot the direct path", "Your total is one short of the sum of the model's terms. Which term "
+                "of the expansion goes through no head at all?",
                 lambda n_layers, n_heads: {"direct": 0, "single": n_layers * n_heads,
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_layers * n_heads,
                                            "total": (1 + n_heads) ** n_layers - 1}),
-        Mistake("2^L paths", "A layer offers a path more than two choices: how many, counting the choice of "
-                "none of its heads?",
+        Mistake("2^L paths", "Your total does not grow with the number of heads per layer. What must a path "
+                "decide at each layer, and how many ways can it decide it?",
                 lambda n_layers, n_heads: {"direct": 1, "single": n_layers * n_heads,
                                            "virtual": 2 ** n_layers - 1 - n_layers * n_heads, "total": 2 ** n_layers}),
         Mistake("one head per layer counted once", "Your count of single-head paths does not grow with "
@@ -55,7 +56,7 @@ P2 = _FormulaExercise(
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
                                            "total": (1 + n_heads) ** n_layers}),
     ],
-    hint="A path chooses, in each layer independently, one of its heads or none. Count all the paths "
-         "first, then sort them by how many heads they go through: none (the direct path), exactly one, or "
-         "two or more (virtual heads).",
+    hint="Write out the product of the layers' (identity + heads) factors for two layers and expand it: "
+         "what does each term decide at each layer? Count all the terms first, then sort them by how many "
+         "heads they go through.",
 )

@@ -99,8 +99,7 @@ P7 = FunctionExercise(
     mistakes=[
         Mistake("the runs' roles exchanged", "Your effects are those of patches between the two runs in the other "
                 "direction than the one the problem describes. Which run is patched, and which supplies the "
-                "activation? Reread the problem's first paragraph: the two questions differ where heads share "
-                "the work.", _p7_wrong(noising=True)),
+                "activation? Reread the problem's first paragraph.", _p7_wrong(noising=True)),
         Mistake("one minus the effect", "The normalisation already maps the corrupted run to 0 and the clean "
                 "run to 1; subtracting from 1 turns 'restored' into 'still missing'.", _p7_wrong(invert=True)),
         Mistake("patched the path into one reader only", "The sender's output reaches every layer-1 head; "
@@ -113,10 +112,8 @@ P7 = FunctionExercise(
                 "clean sequence; where the corruption changed a target, the corrupted tokens are not what "
                 "a restored circuit should predict.", _p7_wrong(corrupted_targets=True)),
     ],
-    hint="Make one PatchingRun with the clean tokens first and the metric read at `positions` against the "
-         "clean tokens. Patch every head's output to find the layer-0 head that matters, then patch only "
-         "that head's output into each input of all the layer-1 heads, and into the logits. Return the "
-         "dict the docstring describes; each effect is already normalised.",
+    hint="Which run is patched, and which supplies the activations? Where is the metric read, and against "
+         "which tokens? Then: which of the sender's routes into layer 1 does each of your patches open?",
 )
 
 
