@@ -381,8 +381,13 @@ for _ in range(20):
 random_heads = Null.draws("20 random W_QK of the same norm in the scaffold",
                           random_scores)
 working_test = null_test(working["induction_score"], random_heads)
-finding("the designed head does induction in the scaffold: its induction "
-        "score is above random heads'", working_test,
+# the scaffold's sequences repeat after exactly n positions, so this score alone
+# cannot tell token matching from attending n - 1 back by position: the check's
+# second batch (prefixes of varying length) is what rules that out
+finding("the designed head attends to the key after the earlier copy in the "
+        "scaffold more than random heads do (on sequences that repeat after "
+        "a fixed n; the check's varying-offset batch separates this from "
+        "attending by position)", working_test,
         chapter="induction problems")
 # Uniform attention over keys 1 .. n + i: the score of a W_QK that reads only
 # the key's S_prev, which the broken scaffold leaves empty. Rounding: a
@@ -414,7 +419,9 @@ progress.tracker("3")
 # working head lies {glue:text}`p3_z:.0f` of the random heads' standard deviations above
 # their mean (they score {glue:text}`p3_random_lo:.2f` to
 # {glue:text}`p3_random_hi:.2f`), far more than the rank test's floor of $p = 1/21$ can
-# show. When the previous token lands in `S_tok`, the score falls to
+# show. These sequences repeat after a fixed $n$, so on them a head that simply attended
+# $n - 1$ positions back would score as well; the check's second batch, with prefixes of
+# varying length, is what shows that the head matches tokens. When the previous token lands in `S_tok`, the score falls to
 # {glue:text}`p3_broken:.3f`; uniform attention scores {glue:text}`p3_uniform:.3f`. For the
 # book's design the two agree by construction, not by measurement: the key side finds
 # nothing in `S_prev` to match. A design that also reads the key's `S_tok` cannot find the
