@@ -712,8 +712,8 @@ glue("h2_hi", tests[2].hi)
 glue("h2_p", tests[2].p)
 # What sample would decide head 2? Its excess's standard error scales as
 # 1/sqrt(sentences); a fresh set of n sentences rejects 4 times in 5 at the
-# same two-sided level if the true excess is delta when
-# (z_{1 - alpha/2} + z_{0.8}) se(n) <= delta. delta is a planning choice,
+# same one-sided level the test uses (null_test's alternative "greater") if the
+# true excess is delta when (z_{1 - alpha} + z_{0.8}) se(n) <= delta. delta is a planning choice,
 # fixed here before the fresh data: not the pilot's point estimate (its
 # interval is wide) but the weak end of a one-sided 80% bootstrap interval
 # for it, the 20th percentile, as chapter 10 and the problem set plan; an
@@ -723,7 +723,7 @@ se2 = excess_boot[:, 2].std().item()
 h2_weak = excess_boot[:, 2].quantile(0.2).item()
 # a weak end at or below 0 would leave nothing to power for
 assert h2_weak > 0, "the weak end is not an excess: no sample size to plan"
-h2_need = math.ceil(len(held_out) * ((z(torch.tensor(1 - alpha_head / 2))
+h2_need = math.ceil(len(held_out) * ((z(torch.tensor(1 - alpha_head))
                                       + z(torch.tensor(0.8))).item()
                                      * se2 / h2_weak) ** 2)
 observation("layer-1 head 2: sentences for 80% power at level 0.05/4 if its "
@@ -776,7 +776,8 @@ glue("hit_verb", hit_verb.item())
 # beat the rule clearly: the lowest end of their 98.75% intervals for the excess is
 # {glue:text}`excess_min:.3f`. Head 2 does not: it scores {glue:text}`hit_l1_min:.1%`, an
 # excess of {glue:text}`h2_excess:.3f` over the rule (98.75% interval
-# {glue:text}`h2_lo:.3f` to {glue:text}`h2_hi:.3f`, p = {glue:text}`h2_p:.3f`), so these
+# {glue:text}`h2_lo:.3f` to {glue:text}`h2_hi:.3f`, two-sided; the test, p = {glue:text}`h2_p:.3f`,
+# is one-sided at 0.05/4), so these
 # data cannot say that its pattern follows the words rather than the positions; they bound
 # its excess to that interval. To decide, a fresh set of held-out sentences fixed in
 # advance. How many depends on the excess one plans for, a choice the number below is
@@ -785,7 +786,7 @@ glue("hit_verb", hit_verb.item())
 # {glue:text}`h2_weak:.3f`. With the standard error measured here
 # ({glue:text}`h2_se:.3f` over {glue:text}`n_held_out` sentences, shrinking as one over
 # the square root of their number), about {glue:text}`h2_need:,d` sentences would detect
-# that excess four times in five at the same level; an excess half that size would need
+# that excess four times in five at the same one-sided level; an excess half that size would need
 # about {glue:text}`h2_need_half:,d`. It is not
 # the rule either: its argmax falls on the rule's source word for only
 # {glue:text}`h2_on_rule:.0%` of the target words. The reordering is part of what the

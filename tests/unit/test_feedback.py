@@ -289,3 +289,17 @@ def test_the_prose_before_an_exercise_does_not_print_its_solution(ex_id):
     """The chapter explains the idea before an exercise, but prints no expression of its solution."""
     found = leaks(prose_before(ex_id), fragments(SOURCES[ex_id]["solution"]))
     assert not found, f"{ex_id} ({SOURCES[ex_id]['source']}): the prose before the exercise prints {found}"
+
+
+def test_a_cross_attention_answer_coarser_than_float32_is_refused_not_passed():
+    # at bfloat16's eps the rounding bound of exercise 12.1 exceeds the outputs themselves, so a
+    # tensor of zeros once passed (a referee's finding); the check now refuses such an answer
+    import torch
+
+    from circuitbook import checks
+
+    for dtype in (torch.bfloat16, torch.float16):
+        zeros = lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask, d=dtype: torch.zeros(  # noqa: E731
+            x_dec.shape[0], x_dec.shape[-1], dtype=d)
+        result = checks.get("ch12_ex1").check(zeros)
+        assert not result.passed and result.mistake == "lower precision than float32", str(result)
