@@ -163,7 +163,7 @@ test-full: env chromium bwrap
 	@# limits that stop a runaway, not budgets (bench_chapters.py times those): the problem set,
 	@# the slowest page, took 180-260 s on a shared 2-core machine (problem 6 alone ~180 s), its
 	@# slowest cell under a minute
-	@$(TIMED) run $(TIMES) execute -- $(PY) scripts/execute_notebooks.py --cell-timeout 120 --notebook-timeout 450 --require-passing
+	@$(TIMED) run $(TIMES) execute -- $(PY) scripts/execute_notebooks.py --cell-timeout 120 --notebook-timeout 600 --require-passing
 	@# Every chapter again under the second numeric configuration: claims, exercise verdicts and
 	@# printed numbers must not depend on the CPU. It runs on one thread, so it shares the two
 	@# cores with the site build instead of waiting for it, and with the course site's build
