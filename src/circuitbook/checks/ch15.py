@@ -73,18 +73,11 @@ EX1 = FunctionExercise(
                 "causal. In patterns[h, i, j], which index is the position that reads and which the "
                 "position that is read?",
                 _m(transpose=True)),
-        Mistake("a constant row is missing",
-                "Your logits are off by the same row at every position: which parameters add a row that "
-                "does not depend on the tokens, and does your function use each of them?",
-                _m(use_b_V=False)),
-        Mistake("a constant row is missing",
-                "Your logits are off by the same row at every position: which parameters add a row that "
-                "does not depend on the tokens, and does your function use each of them?",
-                _m(use_b_O=False)),
-        Mistake("a constant row is missing",
-                "Your logits are off by the same row at every position: which parameters add a row that "
-                "does not depend on the tokens, and does your function use each of them?",
-                _m(use_b_U=False)),
+        # one message for each bias left out: naming the bias would name the fix
+        *[Mistake("a constant row is missing",
+                  "Your logits are off by the same row at every position: which parameters add a row that "
+                  "does not depend on the tokens, and does your function use each of them?",
+                  _m(**{left_out: False})) for left_out in ("use_b_V", "use_b_O", "use_b_U")],
         Mistake("several biases are left out",
                 "Your logits are off by the same row at every position, and your answer does not move "
                 "when any of the three biases changes. Which of them belong in the model's computation?",
