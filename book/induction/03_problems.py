@@ -107,7 +107,7 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 # keys by their positions (RoPE) between <code>W_Q</code> and <code>W_K</code>, so a pair's
 # score is <code>x_i W_Q R_(i-j) W_K^T x_j^T</code>, one token table per offset of which
 # <code>W_E W_QK W_E^T</code> is only the offset-0 member, and an RMSNorm stands between
-# <code>W_E</code> and <code>W_Q</code> (chapter {doc}`../09_full_circuits`).</p>
+# <code>W_E</code> and <code>W_Q</code> (<a href="../09_full_circuits.html">chapter 9</a>).</p>
 # </details>
 
 # %% [markdown]
@@ -1783,11 +1783,12 @@ progress.tracker("7")
 #
 # <details><summary>Model answer to the reading</summary>
 #
-# <p>A, decided by the largest of the four effects, {glue:text}`p7_l1_hi:.4f`: "no head is
+# A, decided by the largest of the four effects, {glue:text}`p7_l1_hi:.4f`: "no head is
 # enough on its own" would be false if any one head restored (nearly) all of the gap, so the
 # strongest head is the one to look at. The layer-1 heads share the copying, so each,
 # patched alone into an otherwise corrupted run, restores part of the gap and none all of
-# it.</p>
+# it.
+#
 # <p>B reads a denoising result as a noising one: the measurement put one clean head into an
 # otherwise corrupted run, while B is about the model running <i>without</i> a head. Whether a
 # head is needed is the other experiment, ablation (or noising), which chapter 17b runs:

@@ -130,6 +130,25 @@ def test_no_visible_cell_is_mostly_bookkeeping():
     assert not shown, "\n".join(shown)
 
 
+def test_no_role_inside_a_raw_html_block():
+    # a Markdown block that opens with an HTML block tag is passed through as raw HTML up to the next
+    # blank line: a {glue:text} or {doc} role in it is shown to the reader as written (the problem
+    # set's model answer once printed "{glue:text}`p7_l1_hi:.4f`")
+    import jupytext
+
+    block_tag = re.compile(r"^<(p|div|details|summary|table|ul|ol|li|pre|blockquote|section)\b", re.I)
+    role = re.compile(r"\{[a-z:]+\}`")
+    bad = []
+    for src in notebooks.sources():
+        for cell in jupytext.read(src, fmt="py:percent").cells:
+            if cell.cell_type != "markdown":
+                continue
+            for block in re.split(r"\n\s*\n", cell.source):
+                if block_tag.match(block.lstrip()) and role.search(block):
+                    bad.append(f"{src.relative_to(ROOT)}: {block.strip()[:80]}")
+    assert not bad, "\n".join(bad)
+
+
 def test_glue_roles_are_well_formed():
     """A ``{glue:text}`name:fmt``` role whose closing backtick is mistyped (``name:.3f}``)
     swallows the prose up to the next backtick, and the page shows markup instead of a number."""
