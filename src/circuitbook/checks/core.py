@@ -214,6 +214,12 @@ class Session:
         """Passed, or recorded for the autograder: nothing more to do in this notebook."""
         return self.passed(exercise) or self.recorded(exercise)
 
+    def still_open(self, problems: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Each problem (problem -> the ids of its checks) that is not done -> its checks not yet
+        settled, in order; a problem missing from the result is done."""
+        still = {p: [i for i in ids if not self.settled(i)] for p, ids in problems.items()}
+        return {p: ids for p, ids in still.items() if ids}
+
 
 SESSION = Session()
 

@@ -91,13 +91,13 @@ class ProblemSet:
     def done(self) -> list[str]:
         """Problems whose checks have all passed (or, in a course, recorded an answer that only the
         autograder grades: ``ValueExercise.record``), in order."""
-        return [p for p, ids in self.checks.items() if all(self.session.settled(i) for i in ids)]
+        still_open = self.open
+        return [p for p in self.problems if p not in still_open]
 
     @property
     def open(self) -> dict[str, list[str]]:
         """Each problem not done -> its checks that have not passed."""
-        still = {p: [i for i in ids if not self.session.settled(i)] for p, ids in self.checks.items()}
-        return {p: ids for p, ids in still.items() if ids}
+        return self.session.still_open(self.checks)
 
     @property
     def count(self) -> int:

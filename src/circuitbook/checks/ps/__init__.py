@@ -68,11 +68,5 @@ class Progress:
 def progress(session=SESSION) -> Progress:
     """Which problems of the set are done in this notebook (every check passed, or recorded for the
     autograder in a course: ``ValueExercise.record``), and which checks are still open."""
-    done, still_open = [], {}
-    for problem, ids in PROBLEMS.items():
-        missing = [i for i in ids if not session.settled(i)]
-        if missing:
-            still_open[problem] = missing
-        else:
-            done.append(problem)
-    return Progress(done, still_open)
+    still_open = session.still_open(PROBLEMS)
+    return Progress([p for p in PROBLEMS if p not in still_open], still_open)
