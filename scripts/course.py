@@ -69,7 +69,6 @@ ROOT = notebooks.ROOT
 SRC = ROOT / "_build" / "course-src"
 OUT = ROOT / "_build" / "course"
 STUDENT = ROOT / "_build" / "course-notebooks"
-CHECK_CALL = re.compile(r"\bchecks\.(\w+)\(")
 MIN_LEN = 12  # a shorter solution line ("return out", "x = a @ b") gives nothing away
 
 
@@ -108,7 +107,7 @@ def solution_texts() -> tuple[dict[str, list[str]], set[str]]:
             inside, outside = _marked(cell.source.splitlines())
             shown |= {line.strip() for line in outside}
             if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
-                for ex_id in CHECK_CALL.findall(cell.source):
+                for ex_id in solutions.CHECK_CALL.findall(cell.source):
                     found.setdefault(ex_id, []).extend(inside)
     for page in (ROOT / "book").rglob("*.md"):
         shown |= {line.strip() for line in page.read_text().splitlines()}

@@ -274,7 +274,7 @@ def course_calls(source: str) -> str:
     from circuitbook.checks import all_exercises
 
     ids = {i for i, ex in all_exercises().items() if getattr(ex, "verdict_in_autograder", False)}
-    return re.sub(r"\bchecks\.(\w+)\(", lambda m: f"checks.{m[1]}.record(" if m[1] in ids else m[0], source)
+    return solutions.CHECK_CALL.sub(lambda m: f"checks.{m[1]}.record(" if m[1] in ids else m[0], source)
 
 
 def sources(root: Path = ROOT) -> list[Path]:

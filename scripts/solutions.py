@@ -25,7 +25,8 @@ import textwrap
 from dataclasses import dataclass
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
-_CHECK_CALL = re.compile(r"\bchecks\.(\w+)\(")
+# a check called in a cell, ``checks.<id>(``: the exercise it names (course.py and notebooks.py read it too)
+CHECK_CALL = re.compile(r"\bchecks\.(\w+)\(")
 
 
 @dataclass
@@ -71,7 +72,7 @@ def exercises(chapter: str) -> list[Exercise]:
             continue
         cell = "\n".join(lines[a + 1 : b])
         defs = {n.name: n for n in ast.parse(cell).body if isinstance(n, ast.FunctionDef)}
-        for exercise_id in _CHECK_CALL.findall(cell):
+        for exercise_id in CHECK_CALL.findall(cell):
             reference = getattr(checks.get(exercise_id), "reference", None)
             if reference is None or reference.__name__ not in defs:
                 continue
