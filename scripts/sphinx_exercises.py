@@ -161,13 +161,14 @@ EXERCISE_NOTE = ("Your answer is checked here when this cell runs. Open the chap
 COURSE_NOTE = {
     "download": ("Do this exercise in the chapter's notebook (the download button at the top of the page "
                  "gives it; open it in JupyterLab or on Colab): write your code in place of the "
-                 "placeholder and run the cell. The check on its last line, {call}, grades it there."),
+                 "placeholder and run the cell. "),
     "colab": ("Do this exercise in the chapter's notebook (the Colab button at the top of the page opens "
               "it; the download button gives it for JupyterLab): write your code in place of the "
-              "placeholder and run the cell. The check on its last line, {call}, grades it there."),
+              "placeholder and run the cell. "),
 }
-#: the last sentence of a course's note where the template's call records the answer without a
-#: verdict (a choice among a few options: ValueExercise.record)
+#: the note's last sentence: what the template's call on its last line does
+COURSE_CHECK = "The check on its last line, {call}, grades it there."
+#: ... where it records the answer without a verdict (a choice among a few options: ValueExercise.record)
 COURSE_RECORD = ("The call on its last line, {call}, records your answer without saying whether it is "
                  "right; the autograder grades it when you submit.")
 SOLUTION_PROMPT = ("Show the solution and its check", "Hide the solution")
@@ -199,9 +200,7 @@ class StaticExercises(SphinxPostTransform):
                     source = "".join(c.astext() for c in cell.children if c.get("nb_element") == "cell_code_source")
                     calls = CHECK_CALL_LINE.findall(source)
                     call = calls[-1].strip() if calls else "checks"
-                    text = COURSE_NOTE[course]
-                    if ".record(" in call:
-                        text = text[:text.index("The check on its last line")] + COURSE_RECORD
+                    text = COURSE_NOTE[course] + (COURSE_RECORD if ".record(" in call else COURSE_CHECK)
                     before, after = text.split("{call}")
                     note += nodes.paragraph("", "", nodes.Text(before), nodes.literal(call, call), nodes.Text(after))
                 else:
