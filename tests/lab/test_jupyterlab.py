@@ -58,6 +58,10 @@ EXPLAINERS = "induction/02_explainers.ipynb"
 LAB = "induction/02_lab.ipynb"  # the induction lab: toy-2l runs in the page, state syncs back
 SMOL_LAB = "induction/02_smollm2_lab.ipynb"  # SmolLM2 in the page, its files from the kernel
 PROBLEMS = "induction/03_problems.ipynb"  # loads SmolLM2-135M: 40-90 s on 2 busy cores
+# The problem set executes in about 130 s alone on 2 idle cores (scripts/execute_notebooks.py's
+# report); in `make test-full` it runs beside the Gradescope and Colab tests, which execute the
+# same notebook at the same time, so its time here can triple. A hang still fails.
+PROBLEMS_RUN_TIMEOUT_S = 900
 
 START_TIMEOUT_S = 90  # JupyterLab's server answering /api/status
 OPEN_TIMEOUT_S = 90  # the page loaded, the notebook open and its kernel idle
@@ -438,7 +442,7 @@ def test_induction_lab_runs_live_and_syncs_back(page, lab):
 
 def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
     base, log_path, book = lab
-    state = open_and_run(page, base, PROBLEMS, run_timeout_s=480, log_path=log_path)
+    state = open_and_run(page, base, PROBLEMS, run_timeout_s=PROBLEMS_RUN_TIMEOUT_S, log_path=log_path)
     assert_no_cell_raised(page, PROBLEMS, state)
     # the seven problems' progress trackers rendered (widgets, drawn by the front end), live
     trackers = page.locator(".cb-progress")
