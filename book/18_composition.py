@@ -241,7 +241,7 @@ identity_close("your two functions give the library's K-composition score "
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 
 # %%
-# the tempting "K-composition circuit": W_OV^A W_QK^B, no transpose
+# the tempting "K-composition circuit": OV of A times QK of B, no transpose
 tempting = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = theirs
@@ -251,12 +251,13 @@ identity_close("the writer's OV circuit times the reader's QK circuit (the "
                tempting * tl_q, tl_q ** 2, terms=tl_score_terms(d_m, d_h),
                scale=1.0, chapter="18")
 gap_qk = (tempting - tl_k).abs().max().item()
-observation("on toy-2l the product W_OV^A W_QK^B and the K-composition scores "
+observation("on toy-2l the writer's OV circuit times the reader's QK circuit "
+            "and the K-composition scores "
             "differ by up to this much", f"{gap_qk:.3f}", chapter="18")
 glue("tempting_gap", gap_qk)
 glue("tempting_prev", tempting[2].max().item())
 glue("k_prev", tl_k[2].min().item())
-print("W_OV^A W_QK^B scores    :", tempting[2].numpy().round(3),
+print("OV(A) QK(B) scores      :", tempting[2].numpy().round(3),
       "(writer L0H2)")
 print("TransformerLens K scores:", tl_k[2].numpy().round(3))
 

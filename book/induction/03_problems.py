@@ -953,6 +953,9 @@ CONTEXT, PASSAGE, KEEP = 511, 48, 50
 EARLY, LATE = range(40, 61), range(490, 511)
 EFFECT, ALPHA, POWER, LEVEL = 0.25, 0.05, 0.8, 0.8  # stated above
 PILOT = 8
+# Two documents per forward pass: on a CPU, a larger batch is slower per
+# document (its [batch, head, pos, pos] attention tensors outgrow the caches).
+BATCH = 2
 scenes = shakespeare_scenes()
 
 
@@ -988,10 +991,10 @@ def token_losses(x, tokens, targets):
 
 
 def final_resid(tokens):
-    """The clean final residual stream [batch, pos, d_model], 8 at a time."""
+    """The clean final residual stream [batch, pos, d_model], BATCH at a time."""
     with torch.no_grad():
         return torch.cat([smol(chunk, stop_at_layer=smol.cfg.n_layers)
-                          for chunk in tokens.split(8)])
+                          for chunk in tokens.split(BATCH)])
 
 
 def estimands(full, short, tokens):
@@ -1127,7 +1130,7 @@ glue("plan_half", z_level * sigma[ESTIMAND][1] / math.sqrt(N_DOCS))
 # The runs share their work. Every ablated head sits in layer `START` or later (a control
 # shares its target's layer), so the residual stream entering layer `START` is the same
 # with and without the ablations: it is computed once, and each ablation runs only the
-# layers after it (`start_at_layer`), eight documents at a time. Only the positions whose
+# layers after it (`start_at_layer`), two documents at a time. Only the positions whose
 # loss is read go through the unembedding, which with 49,152 tokens is the most expensive
 # matrix of the model. The clean run also records, for every head from `START` on, the mean
 # of its output (for the ablations) and its size around that mean (for the controls).
@@ -1138,11 +1141,11 @@ TOP = 12                           # the most induction heads any run ablates
 order = [divmod(int(i), H)
          for i in smol_ind.flatten().argsort(descending=True)]
 targets = order[:TOP]
-START, BATCH = min(layer for layer, _ in targets), 8
+START = min(layer for layer, _ in targets)
 
 
 def finish(resid, heads=(), means=None):
-    """Layers START.. from a cached residual [batch, pos, d_model], eight
+    """Layers START.. from a cached residual [batch, pos, d_model], BATCH
     documents at a time, with `heads` replaced by `means` -> the final
     residual stream (before ln_final). Without `heads`, also records every
     head's z statistics in `stats` (sums, for the means and sizes)."""
