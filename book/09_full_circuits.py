@@ -185,10 +185,14 @@ identity("the bias row is larger than that check's rounding bound, so the "
 #
 # with $W_{OV}^h$ and $W_{QK}^h$ the two circuits of chapter {doc}`08_qk_ov`.
 #
-# Entry $[s, t]$ of the full OV circuit is the change in logit $t$ when the head
-# attends fully to source token $s$; entry $[s, t]$ of the full QK circuit is the part of
-# the score (before the $1/\sqrt{d_\text{head}}$) that query token $s$ gives key token $t$
-# through the two tokens' embeddings alone. In
+# Entry $[s, t]$ of the full OV circuit is the change in logit $t$ that source token
+# $s$'s embedding makes, through the head's value and output maps straight to the
+# unembedding, when the head attends fully to $s$. For a layer-0 head of `toy-2l` (no
+# norms, positions added only to queries and keys) the embedding is all its value reads
+# besides a bias; for a layer-1 head the table is the token route only, since its value
+# also reads what layer 0 wrote at the source position. Entry $[s, t]$ of the full QK
+# circuit is the part of the score (before the $1/\sqrt{d_\text{head}}$) that query
+# token $s$ gives key token $t$ through the two tokens' embeddings alone. In
 # Elhage et al.'s column convention {cite}`elhage2021mathematical` the full OV circuit
 # is written $W_U W_{OV}^\text{p} W_E$ with their $[d_\text{model}, d_\text{vocab}]$
 # embedding; it is the transpose of ours, while the full QK circuit is the same matrix
@@ -653,10 +657,12 @@ glue("qk_null_max", max(null_qk_self))
 #
 # Elhage et al. summarise "does this head copy?" by the eigenvalues $\lambda_i$ of
 # the full OV circuit $T$. Take a left eigenvector, a row $v$ of coefficients over
-# tokens with $vT = \lambda v$. A head that attends to tokens with weights $v$ moves
-# the logits by $vT = \lambda v$: the same combination of tokens, scaled by
-# $\lambda$. A positive eigenvalue reinforces what was attended to, a negative one
-# suppresses it. The **copying score** is
+# tokens with $vT = \lambda v$. It is a combination of tokens, not a pattern of attention
+# weights: its coefficients can be negative, or complex. Since $T$ is linear, a source
+# whose embedding is that combination of token embeddings, $v W_E$, moves the logits by
+# $vT = \lambda v$: the same combination of tokens, scaled by $\lambda$. A positive
+# eigenvalue reinforces that combination, a negative one suppresses it. The **copying
+# score** is
 #
 # $$\frac{\operatorname{Re}\sum_i \lambda_i}{\sum_i |\lambda_i|} \in [-1, 1],$$
 #
@@ -808,8 +814,11 @@ glue("null_score_min", null_scores.min().item())
 # {glue:text}`null_pos_max`. Heads at initialisation score near 0 (sd
 # {glue:text}`null_score_sd:.2f`, lowest {glue:text}`null_score_min:.2f`), so every
 # layer-1 head's score is something training made. Read the score together with the
-# top-1 fraction: it says that whatever the head copies, it copies with the right sign;
-# it does not say how many tokens it copies. Head {glue:text}`prev_head`, the
+# top-1 fraction. Its numerator, $\operatorname{Re} \sum_i \lambda_i$, is the trace of
+# $T$: the sum over tokens of the change in the attended token's own logit. So a positive
+# score gets the sign right for that sum, the head raising the attended token's logit on
+# balance over the vocabulary; it does not say that every token's own logit rises, nor
+# how many tokens the head copies. Head {glue:text}`prev_head`, the
 # previous-token head, scores {glue:text}`score_prev:.2f`, far below any head at
 # initialisation. The score is a ratio of sums, so we read the table itself: on the direct
 # path the head lowers the logit of the token it attends to for

@@ -145,7 +145,10 @@ def test_above_chance_fails_when_the_vocabulary_is_misaligned():
 
 @pytest.fixture(scope="module")
 def untrained_prev(toy2l):
-    """Chapter 17a's null: the previous-token scores of every head of 40 untrained toy-2l's."""
+    """The previous-token scores of every head of 40 untrained toy-2l's. Chapter 17a quotes their
+    maximum for scale only (untrained attention is near even, so a trained head beats it whatever
+    it does); here they serve as the null of an identification claim, to show the claim fails when
+    the pattern is transposed or the trained model is swapped for an untrained one."""
     _, tokens, _, _ = toy2l
     recipe = dict(zoo.info("toy-2l")["config"])
     n_layers = recipe.pop("n_layers")

@@ -33,8 +33,9 @@ EX1 = FunctionExercise(
     reference=full_ov,
     make_inputs=_full_ov_inputs,
     mistakes=[
-        Mistake("transposed", "Your table is transposed. In this book's row-vector convention, "
-                "which index should the rows carry: the source token the head attends to, or the logit it changes?",
+        Mistake("transposed", "Your table is transposed. This book follows the row-vector convention "
+                "of chapter 8: a vector sits to the left of the matrix it passes through. Where does a "
+                "token enter your product, and what then indexes the rows?",
                 lambda W_E, W_V, W_O, W_U: (W_E @ W_V @ W_O @ W_U).T),
         Mistake("used the transposed W_OV", "The middle of your product is the OV matrix of the other "
                 "convention. Which orientation does a row vector need between the two embeddings?",
@@ -52,9 +53,10 @@ EX1 = FunctionExercise(
                 "residual vector into logits?",
                 lambda W_E, W_V, W_O, W_U: W_E @ W_V @ W_O),
     ],
-    hint="Follow a token through the head: embedding, value map, output map, unembedding. With row vectors "
-         "the maps apply left to right; check that the shapes chain from [d_vocab, ...] to [..., d_vocab]. "
-         "Multiplying the two small products last avoids a large intermediate.",
+    hint="Which maps does a token pass through on its way from the input, through this head, to the "
+         "logits, and in which order? With row vectors, on which side of a matrix does a vector sit? Do "
+         "your shapes chain from [d_vocab, ...] to [..., d_vocab]? Which grouping of the product avoids a "
+         "large intermediate?",
 )
 
 

@@ -61,8 +61,8 @@ EX1 = FunctionExercise(
         Mistake("averaged over the whole pattern", "The score reads one stripe: query n + i to key i + 1. "
                 "Averaging every entry measures nothing about induction.",
                 lambda pattern, seq_len: pattern.mean(dim=(0, 2, 3))),
-        Mistake("transposed", "Rows are queries and columns keys: the stripe lies below the diagonal "
-                "(keys earlier than queries). Above it a causal pattern is zero.",
+        Mistake("transposed", "Your stripe lies where a causal pattern is zero. Rows are queries and "
+                "columns keys: on which side of the main diagonal are the keys a query can see?",
                 lambda pattern, seq_len: _stripe(pattern.transpose(-1, -2), seq_len - 1, seq_len)),
         Mistake("summed instead of averaged", "Average over the batch and the n queries, so that 1 means "
                 "perfect induction.",
@@ -114,12 +114,12 @@ EX2 = FunctionExercise(
                 lambda pattern: _diag(pattern, 0)[..., 1:].mean(dim=(0, 2))),
         Mistake("looked at the next token (offset +1) or transposed", "Key p + 1 is in the future of query p, "
                 "which a causal pattern never attends to (those entries are 0); reading the transposed "
-                "pattern gives the same. Keys earlier than the query lie on the other side of the "
-                "main diagonal.",
+                "pattern gives the same. Which keys can a query see under the causal mask, and where "
+                "do they lie in a [query, key] pattern?",
                 lambda pattern: _diag(pattern, 1).mean(dim=(0, 2))),
-        Mistake("counted position 0", "Position 0 has no previous token. Averaging pattern[p, p - 1] over "
-                "all positions (e.g. with torch.roll, where position 0 wraps to a masked future key) divides "
-                "by pos instead of pos - 1.",
+        Mistake("counted position 0", "Your mean counts position 0, which has no previous token (with "
+                "torch.roll it wraps to a masked future key). The score is a mean over the queries that "
+                "have a previous token: which are they?",
                 lambda pattern: _diag(pattern, -1).sum(-1).mean(0) / pattern.shape[-1]),
         Mistake("two tokens back", "This stripe is attention two tokens back, to the token before the previous one.",
                 lambda pattern: _diag(pattern, -2).mean(dim=(0, 2))),
@@ -129,9 +129,9 @@ EX2 = FunctionExercise(
         Mistake("kept the batch axis", "Average over the batch too: return one number per head, [head].",
                 lambda pattern: _diag(pattern, -1).mean(-1)),
     ],
-    hint="The attention from each position p to p - 1 lies on one diagonal of the [pos, pos] pattern, just "
-         "below the main one. Average those entries over the batch and over p = 1 .. pos - 1: one score "
-         "per head, [head].",
+    hint="In a [pos, pos] pattern with queries as rows and keys as columns, where do the entries "
+         "(query p, key p - 1) lie, and how could you read them all at once? Which positions p have such an "
+         "entry? Over which axes must you average to be left with one score per head, [head]?",
 )
 
 
