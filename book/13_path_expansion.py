@@ -565,8 +565,15 @@ identity_close("for a layer-1 head it equals the sum of all paths ending at "
 
 # %% [markdown]
 # Pick a position of the sequence to see every path's contribution there. On the first
-# copy (positions 0-19) all bars are near zero and the model is guessing; from position
-# 20 on, the layer-1 heads push the correct next token up.
+# copy (positions 0-19) the model is guessing, and the bars are not all small. At
+# positions 0 to 2, where a head has at most three tokens to attend to, the largest bar
+# at each position is the one labelled {glue:text}`bars_early_who`, from
+# {glue:text}`bars_early_lo:.1f` to {glue:text}`bars_early_max:.1f` in size, and at
+# position 2 L1H0's is {glue:text}`bars_early_l1h0:.1f` in size; from position 3 to 19
+# no bar exceeds {glue:text}`bars_first_max:.2f` in size. From position 20 on, the
+# layer-1 heads push the correct next token up: their four bars sum to between
+# {glue:text}`bars_l1_min:.1f` and {glue:text}`bars_l1_max:.1f` at every position of the
+# second copy.
 
 # %%
 labels = ["direct"] + [f"L{l}H{h}" for l in range(L) for h in range(H)]
@@ -574,14 +581,43 @@ labels += ["virtual", "b_O"]
 seq_probs = hooked.softmax(-1)
 
 
-def draw_position(position=30):
+def position_parts(position):
+    """[len(labels)]: each path group's contribution to the logit of the token
+    at position + 1, at `position` of the page's sequence."""
     nt = tokens[position + 1]
     parts = [la.direct[0, position, nt]]
     parts += [la.heads[l, h, 0, position, nt]
               for l in range(L) for h in range(H)]
     parts += [sum(v[0, position, nt] for v in la.virtual.values()),
               la.bias[:, 0, position, nt].sum()]
-    vals = torch.stack(parts)
+    return torch.stack(parts)
+
+
+all_bars = torch.stack([position_parts(p) for p in range(n_pos - 1)])
+l1_cols = [labels.index(f"L1H{h}") for h in range(H)]
+l1_bars = all_bars[20:, l1_cols].sum(-1)                 # positions 20..38
+early = all_bars[:3].abs().amax(-1)                      # positions 0..2
+early_who = sorted({labels[i] for i in all_bars[:3].abs().argmax(-1)})
+observation("the bars of the position plot: at positions 0, 1 and 2 the "
+            "largest |bar| and whose it is (and L1H0's at position 2); the "
+            "largest |bar| at positions 3-19; the layer-1 heads' summed bar "
+            "on positions 20-38, least and most",
+            " ".join(f"{v:.2f}" for v in early) + f" ({', '.join(early_who)}; "
+            f"{all_bars[2, labels.index('L1H0')]:.2f}); "
+            f"{all_bars[3:20].abs().max():.2f}; "
+            f"{l1_bars.min():.2f} to {l1_bars.max():.2f}", chapter="13")
+glue("bars_early_who", " and ".join(early_who))
+glue("bars_early_lo", early.min().item())
+glue("bars_early_max", early.max().item())
+glue("bars_early_l1h0", abs(all_bars[2, labels.index("L1H0")].item()))
+glue("bars_first_max", all_bars[3:20].abs().max().item())
+glue("bars_l1_min", l1_bars.min().item())
+glue("bars_l1_max", l1_bars.max().item())
+
+
+def draw_position(position=30):
+    nt = tokens[position + 1]
+    vals = position_parts(position)
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.bar(range(len(vals)), vals,
            color=["tab:blue" if v >= 0 else "tab:red" for v in vals])
@@ -717,42 +753,89 @@ def boot_mean(values, n=2000, seed=0):
                                 generator=gen)].mean(-1)
 
 
-def mean_attention(statement, weights, queries):
-    """An observation: mean attention `weights` (one per query position) with
-    its 95% bootstrap interval over positions and, for scale only, what a head
+# The same attention on the 8 repeated sequences of the path section (the first
+# of them is this page's sequence). The sequences are independent random draws,
+# so they are exchangeable and a bootstrap may resample them; the positions of
+# one sequence are not (the attention changes with position: chapter 17a).
+batch_patterns = model.run_with_cache(
+    batch, names_filter=lambda name: name.endswith("hook_pattern"))[1]
+identity("the first of the 8 repeated sequences is this page's sequence",
+         f"{int((batch[0] == tokens).sum())} of {n_pos} tokens equal",
+         bool((batch[0] == tokens).all()), chapter="13")
+
+
+def mean_attention(statement, here, per_seq, queries):
+    """An observation: mean attention on this page's sequence (`here`: one
+    weight per query position, no interval), and the per-sequence means
+    `per_seq` of the 8 sequences, with a 95% bootstrap interval that resamples
+    the sequences (8 of them: a rough interval); for scale only, what a head
     spreading its attention evenly over the past would give, 1 / (q + 1).
     (The even spread is no null: no head here, trained or not, need produce
     it, so it is not a test.)"""
     even = (1 / (queries.double() + 1)).mean().item()
-    lo, hi = boot_mean(weights).quantile(torch.tensor([0.025, 0.975]))
-    observation(statement, f"{weights.mean():.3f} [{lo:.3f}, {hi:.3f}]; "
-                f"an even spread: {even:.3f}", chapter="13")
+    lo, hi = boot_mean(per_seq).quantile(torch.tensor([0.025, 0.975]))
+    observation(statement, f"this sequence {here.mean():.3f}; 8 sequences "
+                f"{per_seq.mean():.3f} [{lo:.3f}, {hi:.3f}]; an even spread: "
+                f"{even:.3f}", chapter="13")
+
+
+def diag_means(layer, head, offset, first=None, last=None):
+    """Per-sequence mean attention of (layer, head) from query p to p - offset,
+    over the query positions first..last (default: all): [8]."""
+    d = batch_patterns["pattern", layer][:, head].diagonal(
+        -offset, dim1=-2, dim2=-1)                   # query p = offset..
+    p = torch.arange(offset, offset + d.shape[-1])
+    keep = (p >= (first or 0)) & (p <= (last if last is not None else n_pos))
+    return d[:, keep].mean(-1)
 
 
 positions = torch.arange(n_pos)
 glue("prev_here", patterns[0][2].diagonal(-1).mean().item())
-mean_attention("L0H2's mean attention to the previous token (one sequence; "
-               "95% bootstrap interval over positions)",
-               patterns[0][2].diagonal(-1), positions[1:])
-two_back = patterns[0][1].diagonal(-2)
-mean_attention("L0H1's mean attention two tokens back (same sequence)",
-               two_back, positions[2:])
+mean_attention("L0H2's mean attention to the previous token (query "
+               "positions 1-39; 95% bootstrap interval over the 8 sequences)",
+               patterns[0][2].diagonal(-1), diag_means(0, 2, 1), positions[1:])
+two_back = patterns[0][1].diagonal(-2)                       # p = 2..39
+mean_attention("L0H1's mean attention two tokens back (query positions 2-39)",
+               two_back, diag_means(0, 1, 2), positions[2:])
+# split where the copies meet, a boundary fixed by the data's design: the
+# keys of the induction targets (1..19) lie in the first copy
+two_back_1, two_back_2 = two_back[:18], two_back[18:]   # p = 2..19, 20..39
+seq_1, seq_2 = diag_means(0, 1, 2, last=19), diag_means(0, 1, 2, first=20)
+observation("L0H1's mean attention two tokens back on the first copy (query "
+            "positions 2-19) and on the second (20-39): this sequence; the "
+            "8 sequences (mean, and least to most of the per-sequence means); "
+            "this sequence's lowest value and its position",
+            f"{two_back_1.mean():.3f}, {two_back_2.mean():.3f}; "
+            f"{seq_1.mean():.3f} ({seq_1.min():.3f} to {seq_1.max():.3f}), "
+            f"{seq_2.mean():.3f} ({seq_2.min():.3f} to {seq_2.max():.3f}); "
+            f"{two_back.min():.3f} at {int(two_back.argmin()) + 2}",
+            chapter="13")
 target_attn = patterns[1][1][queries, targets]
-mean_attention("L1H1's mean attention to the induction target (same "
-               "sequence, second copy)", target_attn, queries)
+mean_attention("L1H1's mean attention to the induction target (query "
+               "positions 20-38)", target_attn,
+               batch_patterns["pattern", 1][:, 1, queries, targets].mean(-1),
+               queries)
 adv_total = advantage.sum()
 observation("the target's total advantage (all terms), and the share from "
             "terms with a layer-0 head on the key side",
             f"{adv_total:.2f}; {(k_comp + qk_comp) / adv_total:.2f}",
             chapter="13")
-two_back, target_attn = two_back.mean(), target_attn.mean()
+target_attn = target_attn.mean()
 for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
                   ("no_comp", no_comp), ("top_val", advantage[top]),
                   ("second_val", advantage[second]),
-                  ("prev_score", prev_score[2]), ("two_back", two_back),
+                  ("prev_score", prev_score[2]),
+                  ("two_back_1", two_back_1.mean()),
+                  ("two_back_2", two_back_2.mean()),
+                  ("two_back_seq1", seq_1.mean()),
+                  ("two_back_seq2", seq_2.mean()),
+                  ("two_back_min", two_back.min()),
                   ("l1h1_target", target_attn), ("adv_total", adv_total),
                   ("k_share", (k_comp + qk_comp) / adv_total)]:
     glue(name, float(val))
+glue("two_back_min_at", int(two_back.argmin()) + 2)       # positions: ints
+glue("target_lo", int(targets.min()))
+glue("target_hi", int(targets.max()))
 
 # %% [markdown]
 # The picture is the induction mechanism in numbers, on this one sequence. The largest term,
@@ -768,9 +851,18 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
 # The terms with a layer-0 head on both sides add {glue:text}`qk_comp:.1f`, nearly all
 # of it from the second-largest single term, {glue:text}`second_val:.1f`: L0H2 at the
 # query (the query's previous token) against L0H1 at the key.
-# L0H1 attends two positions back ({glue:text}`two_back:.2f` of its attention), so the
-# term checks that the token before the query matches the token two before the key: a
-# second token of agreement. Of the target's whole advantage,
+# L0H1 attends two positions back early in the context. On this sequence it puts
+# {glue:text}`two_back_1:.2f` of its attention there over the first copy (query
+# positions 2 to 19) and {glue:text}`two_back_2:.2f` over the second (20 to 39), where
+# it falls as low as {glue:text}`two_back_min:.2f` at position
+# {glue:text}`two_back_min_at`; averaged over the 8 sequences, the two copies give
+# {glue:text}`two_back_seq1:.2f` and {glue:text}`two_back_seq2:.2f`. Chapter
+# {doc}`17_induction_heads` plots this attention against the query position, on longer
+# sequences, and finds it high only early in the context. Early is where the term uses
+# it: the keys of the induction targets are positions {glue:text}`target_lo` to
+# {glue:text}`target_hi`, all in the first copy. There the term checks that the token
+# before the query matches the token two before the key: a second token of agreement.
+# Of the target's whole advantage,
 # {glue:text}`adv_total:.1f`, the terms with a layer-0 head on the key side (K- and
 # QK-composition) supply {glue:text}`k_share:.2f`; the advantage of all the terms
 # together is what puts {glue:text}`l1h1_target:.2f` of L1H1's attention on the
@@ -778,7 +870,11 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
 #
 # Finally, V-composition: what a layer-1 head reads through its values may itself be
 # layer-0 output. Those are exactly the virtual terms of the logit expansion, and we saw
-# above that on this model they are small. The two layers cooperate through the keys,
+# above that on this model they are small: on the second copy of the 8 sequences the
+# largest of the sixteen in size, {glue:text}`virt_top_name`, changes the next token's
+# logit by {glue:text}`virt_top:.3f` on average, and the four into L1H1 together by
+# {glue:text}`v_comp:.3f`, where the smallest first-order term of a layer-1 head adds
+# {glue:text}`l1_head_min:.2f` (the cell below). The two layers cooperate through the keys,
 # not the values: K-composition with a previous-token head is the mechanism Elhage et
 # al. describe for induction heads, and the next chapters follow this circuit further.
 
@@ -789,6 +885,19 @@ direct_l1h1 = mean2[names.index("L1H1")]
 observation("on the second copy, V-composition into L1H1 (its 4 virtual "
             "terms) against its first-order term",
             f"{v_comp:.3f} vs {direct_l1h1:.2f}", chapter="13")
+virt_means = {path: correct_logit(v)[:, copy2].mean()
+              for path, v in la_batch.virtual.items()}
+(v0, v1) = max(virt_means, key=lambda path: virt_means[path].abs())
+virt_top_name = f"L{v0[0]}H{v0[1]} → L{v1[0]}H{v1[1]}"
+observation("on the second copy, the virtual term largest in size (mean "
+            "contribution to the next token's logit), against the smallest "
+            "first-order term of a layer-1 head",
+            f"{virt_top_name} {virt_means[(v0, v1)]:.3f} vs "
+            f"{mean2[layer1].min():.2f}", chapter="13")
+glue("virt_top_name", virt_top_name)
+glue("virt_top", virt_means[(v0, v1)].item())
+glue("v_comp", v_comp.item())
+glue("l1_head_min", mean2[layer1].min().item())
 
 # %% [markdown]
 # ## Direct logit attribution in a real model
@@ -808,9 +917,11 @@ observation("on the second copy, V-composition into L1H1 (its 4 virtual "
 # **The final norm.** SmolLM2 (the 4-bit SmolLM2-135M-Instruct of chapter
 # {doc}`04_embeddings`; chapters {doc}`11_layernorm` and {doc}`17_induction_heads` use
 # it too) ends with an RMSNorm, $x \mapsto x / s \cdot w$ with
-# $s = \operatorname{rms}(x)$ and a learned gain $w$. The division by $s$ is what is not
-# linear. We do what we did to the patterns: hold $s$ at its value on the run. Then
-# every part $p$ contributes $(p / s \cdot w)\, W_U$, and the parts sum to the logits
+# $s = \sqrt{\operatorname{mean}(x^2) + \epsilon}$ (the mean over the $d_\text{model}$
+# coordinates of the row $x$; a small constant $\epsilon$, {glue:text}`smol_eps` in
+# SmolLM2, keeps the division finite) and a learned gain $w$. The division by $s$ is
+# what is not linear. We do what we did to the patterns: hold $s$ at its value on the
+# run. Then every part $p$ contributes $(p / s \cdot w)\, W_U$, and the parts sum to the logits
 # exactly, by construction. TransformerLens's `cache.get_full_resid_decomposition(
 # apply_ln=True)` divides each part by the cached $s$ (`apply_ln_to_stack`); it does not
 # multiply by $w$, because TransformerLens usually folds $w$ into $W_U$ when it loads a
@@ -836,6 +947,7 @@ observation("on the second copy, V-composition into L1H1 (its 4 virtual "
 # %%
 smol, smol_tok = load_smollm2()
 S_L, S_H = smol.cfg.n_layers, smol.cfg.n_heads
+glue("smol_eps", f"{smol.cfg.eps:.0e}")
 TEMPLATES = [
     "When {X} and {Y} went to the store, {S} gave a drink to",
     "When {X} and {Y} got a snack at the cafe, {S} decided to give it to",

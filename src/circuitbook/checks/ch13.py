@@ -45,16 +45,18 @@ DLA = FunctionExercise(
     make_inputs=_dla_inputs,
     mistakes=[
         Mistake("scored the current token, not the next one",
-                "The logits at position p predict the token at p + 1: pair head_out[:, p] with "
-                "tokens[p + 1], not with tokens[p].",
+                "You paired the output at each position with the token at that same position. "
+                "Which token do the logits at position p predict?",
                 lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[:-1])),
         Mistake("shifted the head outputs instead of the tokens",
-                "Position p's output predicts tokens[p + 1]; keep outputs 0..pos-2 and tokens 1..pos-1. "
-                "You used outputs 1..pos-1, each paired with its own token.",
+                "You dropped the first position's output and paired every other output with the token "
+                "at its own position. Which token does the output at position p predict, and which "
+                "position has no next token to predict?",
                 lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[1:], shift_out=True)),
         Mistake("read W_U by rows (transposed)",
-                "W_U is [d_model, d_vocab]: the unembedding direction of token t is the column "
-                "W_U[:, t]. Here d_model == d_vocab, so W_U[t] has the right shape and the wrong values.",
+                "Here d_model == d_vocab, so reading W_U along the wrong axis gives the right shape "
+                "and the wrong values. W_U is [d_model, d_vocab] and the logits are x @ W_U: along "
+                "which axis of W_U does one token's unembedding direction lie?",
                 lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U.T, tokens[1:])),
         Mistake("added b_U to every head",
                 "b_U is part of the direct path and counted there once; if every head added it, the "
@@ -65,7 +67,8 @@ DLA = FunctionExercise(
                 "attribution.",
                 lambda head_out, W_U, b_U, tokens: _dla(head_out, W_U, tokens[1:]).sum(0)),
         Mistake("returned the whole logit vector",
-                "Pick the logit of the correct next token: index the vocabulary axis with tokens[1:].",
+                "You returned a logit for every token of the vocabulary, [n_heads, pos - 1, d_vocab]. "
+                "The attribution is one number per head and position: the logit of which token?",
                 lambda head_out, W_U, b_U, tokens: head_out[:, :-1] @ W_U),
     ],
     hint="Ask two questions for one head at one position p: which token's logit does the output there "
@@ -93,19 +96,22 @@ PATHS = FunctionExercise(
     make_inputs=_count_inputs,
     mistakes=[
         Mistake("forgot the direct path",
-                "The path that skips every layer (embedding straight to unembedding) is a path too.",
+                "Does your count include the path that skips every layer, from the embedding straight "
+                "to the unembedding?",
                 lambda n_layers, n_heads: (1 + n_heads) ** n_layers - 1),
         Mistake("counted only paths through one head",
-                "L * n + 1 counts the direct path and the first-order terms; a path may also pass "
-                "through one head in each of several layers (virtual heads).",
+                "Your count has the direct path and the paths through a single head. Can a path pass "
+                "through heads in two different layers (a virtual head)? Count the paths of a model "
+                "with two layers of two heads by hand.",
                 lambda n_layers, n_heads: n_layers * n_heads + 1),
         Mistake("counted only paths through every layer",
-                "n^L counts only the paths that use a head in every layer; the residual connection "
-                "offers a path something more in each layer.",
+                "Your count has only the paths that pass through a head in every layer. What else can "
+                "a path do at a layer, besides entering one of its heads? (Think of the residual "
+                "connection.)",
                 lambda n_layers, n_heads: n_heads ** n_layers),
         Mistake("counted subsets of layers, not heads",
-                "2^L counts which layers a path passes through; within each layer it also picks one "
-                "of n heads.",
+                "Your count decides only which layers a path passes through. At a layer it does pass "
+                "through, in how many ways can it do so?",
                 lambda n_layers, n_heads: 2 ** n_layers),
         Mistake("counted the wrong thing per step",
                 "Check your formula on one layer of n heads, where you can list the paths by hand, and "
