@@ -146,8 +146,8 @@ EX1 = _CrossAttentionExercise(
                 "layer the exercise describes?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, x_dec, W_Q, W_K, W_V, W_O, None)),
-        Mistake("masked more than the padding", "In your output early target positions ignore source "
-                "positions further right. When decoding starts, which source words are already known?",
+        Mistake("masked more than the padding", "In your output, early target positions give no weight to "
+                "source positions further right. What would a causal mask protect against here?",
                 lambda x_dec, memory, W_Q, W_K, W_V, W_O, src_mask:
                 _attend(x_dec, memory, W_Q, W_K, W_V, W_O,
                         _pad(x_dec, src_mask) & torch.ones(x_dec.shape[0], memory.shape[0]).tril().bool())),
@@ -188,8 +188,7 @@ EX1 = _CrossAttentionExercise(
     ],
     hint="Start from ordinary multi-head self-attention. Which of its inputs come from x_dec and "
          "which from memory, and what shape does each head's pattern then have? Which positions must get "
-         "no weight here, and does anything else need masking when the whole source is known before "
-         "decoding starts?",
+         "no weight, and what would a causal mask protect against here?",
 )
 
 # --------------------------------------------------------------------------------------
