@@ -27,10 +27,10 @@ from transformer_lens import ActivationCache
 
 from circuitbook import attribution, checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, observation,
-                              rounding_bound)
+                              identity, identity_close, null_test,
+                              observation, rounding_bound)
 from circuitbook.data import repeated_random_tokens
-from circuitbook.heads import prev_token_scores
+from circuitbook.heads import induction_scores, prev_token_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
 from circuitbook.paths import count_paths, logit_attribution
@@ -268,10 +268,13 @@ glue("affine_bound", rounding_bound(4 * attn_only_forward_terms(cfg, n_pos)
 # right to left; their $W_{OV}$ is the transpose of ours.
 #
 # The biases are constants along the way. A head's value bias reaches its output as
-# $\sum_k A_{ik} b_V W_O = b_V W_O$ (each row of $A$ sums to one); `circuitbook.paths`
-# counts it in that head's first-order term. Each layer's shared output bias $b_O$ starts
-# paths of its own, and $b_U$ is added once, to the direct path. `logit_attribution`
-# returns every term.
+# $\sum_k A_{ik} b_V W_O = b_V W_O$ (each row of $A$ sums to one), and
+# `circuitbook.paths` counts it with the embedding paths through that head: in the head's
+# first-order term and, for a layer-0 head, also in the virtual terms that start at it,
+# since a layer-1 head reads everything the layer-0 head wrote, value bias included (the
+# virtual term computed by hand below carries it). Each layer's shared output bias $b_O$
+# starts paths of its own, and $b_U$ is added once, to the direct path.
+# `logit_attribution` returns every term.
 
 # %% tags=["hide-input"]
 la = logit_attribution(model, tokens)
@@ -284,12 +287,9 @@ glue("path_terms", path_terms)
 glue("n_pos", n_pos)
 glue("d_vocab", cfg.d_vocab)
 glue("logit_scale", hooked.abs().max().item())
-# the paths from layer l's output bias: through any later layers, a head or a skip each
-bias_paths = [(1 + H) ** (L - 1 - l) for l in range(L)]
 print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
       f"{len(la.virtual)} virtual, and {la.bias.shape[0]} groups of paths from "
-      f"the output biases b_O ({' + '.join(map(str, bias_paths))} = "
-      f"{sum(bias_paths)} paths, one group per layer)")
+      "the output biases b_O (one group per layer)")
 
 # %% [markdown]
 # Over all {glue:text}`n_pos` positions and {glue:text}`d_vocab` vocabulary entries the
@@ -298,8 +298,9 @@ print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
 # computations, {glue:text}`path_bound:.0e` ({glue:text}`path_terms` roundings): the
 # expansion is exact, and only rounding separates the two. To see that a virtual term
 # really is the product in the formula, we compute one by hand from the patterns of the
-# run: the previous-token head in layer 0 (head 2) followed by head 1 of layer 1, the
-# zoo's strongest induction head (the model was introduced in chapter
+# run: the previous-token head in layer 0 (head 2) followed by head 1 of layer 1, one of
+# four nearly equal induction heads in layer 1 (the cell prints their induction scores,
+# chapter {doc}`17_induction_heads`'s measure; the model was introduced in chapter
 # {doc}`03_residual_stream`).
 
 # %%
@@ -313,16 +314,45 @@ identity_close("the virtual term L0H2 -> L1H1 is the product of its two "
                "patterns, the embedding, the two OV circuits and W_U (+ "
                "L0H2's value bias)", virtual, la.virtual[((0, 2), (1, 1))][0],
                terms=v_terms, scale=v_scale, chapter="13")
+# induction score: mean attention from the second copy of a token to the token
+# that followed its first copy, on 8 repeated random sequences of 32 tokens
+ind_scores = induction_scores(model, seq_len=32, batch=8, seed=0)
+observation("induction scores of the layer-1 heads L1H0 to L1H3 (8 repeated "
+            "random sequences of 32 tokens)",
+            " ".join(f"{v:.4f}" for v in ind_scores[1]), chapter="13")
 
 # %% [markdown]
 # ### How many paths?
 #
 # In each layer a path either skips the layer (through the residual connection) or
 # passes through one of its heads. It cannot pass through two heads of the same layer:
-# they read the same stream side by side, and none reads another's output. Below we
-# enumerate the paths of small models by brute force and compare with `count_paths`, and
-# with the number of parts `logit_attribution` returned; the exercise after it asks for
-# the formula.
+# they read the same stream side by side, and none reads another's output. The exercise
+# asks how many paths that makes; after it we check the count by brute force.
+
+# %% [markdown]
+# ### Exercise 13.1: count the paths
+#
+# Write `n_paths(n_layers, n_heads)`, the number of paths from the embedding to the
+# logits of an attention-only model with `n_layers` layers of `n_heads` heads each,
+# counting the direct path but not the paths that start at a bias.
+
+# %% tags=["exercise"]
+def n_paths(n_layers, n_heads):
+    """Number of embedding-to-unembedding paths (the direct path included)."""
+    # BEGIN SOLUTION
+    return (1 + n_heads) ** n_layers
+    # END SOLUTION
+
+
+checks.ch13_ex1(n_paths)
+
+# %% [markdown]
+# Now the check of the count. Below we enumerate the paths of small models by brute
+# force (every choice, layer by layer, of a skip or one head) and compare with the
+# formula in `count_paths`, and with the number of parts `logit_attribution` returned
+# for `toy-2l`. The paths from an output bias are counted the same way: from layer
+# $\ell$'s $b_O$ a path passes through each later layer by a skip or one of its heads,
+# so there are $(1 + n)^{L - 1 - \ell}$ of them.
 
 # %%
 def enumerate_paths(n_layers, n_heads):
@@ -352,25 +382,13 @@ identity("count_paths agrees with brute-force enumeration "
 identity("logit_attribution returns one part per embedding path of toy-2l",
          f"{n_parts} parts vs total {counts['total']}",
          n_parts == counts["total"], chapter="13")
-
-# %% [markdown]
-# ### Exercise 13.1: count the paths
-#
-# Write `n_paths(n_layers, n_heads)`, the number of paths from the embedding to the
-# logits of an attention-only model with `n_layers` layers of `n_heads` heads each,
-# counting the direct path but not the paths that start at a bias.
-
-# %% tags=["exercise"]
-def n_paths(n_layers, n_heads):
-    """Number of embedding-to-unembedding paths (the direct path included)."""
-    # BEGIN SOLUTION
-    return (1 + n_heads) ** n_layers
-    # END SOLUTION
-
-
-checks.ch13_ex1(n_paths)
-
-# %% tags=["hide-input"]
+# the paths from layer l's output bias: through the later layers, a skip or a
+# head each; the same brute force over the L - 1 - l layers after l
+bias_paths = [(1 + H) ** (L - 1 - l) for l in range(L)]
+bias_brute = [sum(enumerate_paths(L - 1 - l, H).values()) for l in range(L)]
+identity("toy-2l: paths from each layer's output bias b_O, (1 + n)^(L - 1 - l) "
+         "against brute force", f"{bias_paths} vs {bias_brute}",
+         bias_paths == bias_brute, chapter="13")
 gpt2_shape = n_paths(12, 12)
 identity("an attention-only model of GPT-2 small's shape has 13¹² paths",
          f"{gpt2_shape:.3e}", gpt2_shape == count_paths(12, 12)["total"],
@@ -380,8 +398,10 @@ glue("gpt2_paths", f"{gpt2_shape:.1e}")
 # %% [markdown]
 # The count grows like $(1 + n)^L$: for twelve layers of twelve heads (GPT-2 small's
 # shape, if it had no MLPs) there are {glue:text}`gpt2_paths` paths. Nobody reads them
-# one by one. In practice a few paths carry most of the effect, and the expansion tells
-# us where to look: we measure each path's contribution and keep the large ones.
+# one by one. The expansion tells us where to look instead: we measure each path's
+# contribution and keep the large ones. In `toy-2l`, on the repeated sequences of the next
+# section, a few paths carry most of the effect; how concentrated the effect is in
+# another model, or on another task, has to be measured there.
 
 # %% [markdown]
 # ## Which paths predict the next token?
@@ -476,16 +496,19 @@ glue("first_max", mean1.abs().max().item())
 #
 # A raw logit can be misleading, since adding the same number to every logit changes no
 # probability. Subtracting each part's mean over the vocabulary would remove such
-# shifts. Here it moves no path's average by more than
-# {glue:text}`centring_shift:.2f`, so we keep the simpler raw number.
+# shifts. Here it moves no path's average on the second copy by more than
+# {glue:text}`centring_shift:.3f`, and none on the first copy by more than
+# {glue:text}`centring_shift1:.3f`, so we keep the simpler raw number.
 
 # %% tags=["hide-input"]
 centred = {k: v - groups[k][:, :-1].mean(-1) for k, v in dla.items()}
-shift = max((centred[k][:, copy2].mean() - dla[k][:, copy2].mean()).abs()
-            for k in dla).item()
+shift, shift1 = (max((centred[k][:, c].mean() - dla[k][:, c].mean()).abs()
+                     for k in dla).item() for c in (copy2, copy1))
 observation("centring over the vocabulary: the largest change of a path's "
-            "second-copy mean", f"{shift:.3f}", chapter="13")
+            "mean on the second copy, and on the first",
+            f"{shift:.3f}, {shift1:.3f}", chapter="13")
 glue("centring_shift", shift)
+glue("centring_shift1", shift1)
 
 # %% [markdown]
 # ### Exercise 13.2: direct logit attribution
@@ -613,6 +636,10 @@ glue("bars_early_l1h0", abs(all_bars[2, labels.index("L1H0")].item()))
 glue("bars_first_max", all_bars[3:20].abs().max().item())
 glue("bars_l1_min", l1_bars.min().item())
 glue("bars_l1_max", l1_bars.max().item())
+# one scale for every position, wide enough for the largest bar of any of them
+pad = 0.05 * (all_bars.max() - all_bars.min()).item()
+bar_limits = (min(all_bars.min().item(), 0) - pad,
+              max(all_bars.max().item(), 0) + pad)
 
 
 def draw_position(position=30):
@@ -623,7 +650,7 @@ def draw_position(position=30):
            color=["tab:blue" if v >= 0 else "tab:red" for v in vals])
     ax.axhline(0, color="gray", lw=0.6)
     ax.set_xticks(range(len(vals)), labels, fontsize=8)
-    ax.set_ylim(-2, 6)
+    ax.set_ylim(*bar_limits)
     ax.set_ylabel("contribution to logit")
     where = "first copy" if position < 20 else "second copy"
     ax.set_title(f"position {position} ({where}): token {tokens[position]} "
@@ -640,9 +667,13 @@ explore(draw_position, position=(0, 38, 1))
 #
 # The layer-1 heads predict the repeat by attending to the right place: from the second
 # copy of a token back to the token that followed its first copy. Their patterns are the
-# part the path expansion took as given. But a score is a bilinear form of the query's
-# and the key's input plus terms from the biases $b_Q$ and $b_K$ (chapter
-# {doc}`06_attention`), and each input is itself a sum: the
+# part the path expansion took as given. But in `toy-2l`, which has no norm and adds
+# its positions only to what queries and keys read, a score is a bilinear form of the
+# query's and the key's input plus terms from the biases $b_Q$ and $b_K$ (chapter
+# {doc}`06_attention`). (That is this model's form, not every model's: in SmolLM2 an
+# RMSNorm stands between the stream and $W_Q$, and rotary embeddings make the form depend
+# on the offset between query and key; chapter {doc}`17_induction_heads` splits a rotary
+# score.) Each input of `toy-2l` is itself a sum: the
 # embedding, the positional embedding (added for queries and keys), the four layer-0
 # heads' outputs, and the layer-0 output bias. So the score of head $(1, h)$ splits into
 # one term per (query part, key part) pair. With $y^a_i$ the part $a$ of the input at
@@ -657,8 +688,9 @@ explore(draw_position, position=(0, 38, 1))
 # A term with a layer-0 head on the query side is **Q-composition**; with a layer-0 head
 # on the key side, **K-composition**; terms with heads on both sides are both at once.
 # (**V-composition**, a layer-0 head read through the values, does not touch the score:
-# it is the virtual heads above.) We take head 1 of layer 1, the zoo's strongest
-# induction head, and compute every term by hand with einsums from cached activations.
+# it is the virtual heads above.) We take head 1 of layer 1, one of the four nearly
+# equal induction heads of layer 1, and compute every term by hand with einsums from
+# cached activations; the other three are split the same way further down.
 
 # %%
 h1 = 1
@@ -677,10 +709,21 @@ identity_close("the query/key input of layer 1 is the sum of its parts",
                chapter="13")
 
 Y = torch.stack(list(pieces.values()))               # [part, pos, d_model]
-q_parts = torch.cat([Y @ att1.W_Q[h1], att1.b_Q[h1].expand(1, n, -1)])
-k_parts = torch.cat([Y @ att1.W_K[h1], att1.b_K[h1].expand(1, n, -1)])
-terms = torch.einsum("aid,bjd->abij", q_parts, k_parts) / math.sqrt(
-    cfg.d_head)
+
+
+def score_terms(h, Y=Y, dtype=torch.float32):
+    """[part + 1, part + 1, q, k]: the (query part x key part) terms of the
+    score of head (1, h), the last row and column the biases b_Q and b_K."""
+    Y = Y.to(dtype)
+    W_Q, W_K = att1.W_Q[h].to(dtype), att1.W_K[h].to(dtype)
+    b_Q, b_K = att1.b_Q[h].to(dtype), att1.b_K[h].to(dtype)
+    q_parts = torch.cat([Y @ W_Q, b_Q.expand(1, n, -1)])
+    k_parts = torch.cat([Y @ W_K, b_K.expand(1, n, -1)])
+    return torch.einsum("aid,bjd->abij", q_parts, k_parts) / math.sqrt(
+        cfg.d_head)
+
+
+terms = score_terms(h1)
 q_names = list(pieces) + ["b_Q"]
 k_names = list(pieces) + ["b_K"]
 
@@ -691,8 +734,39 @@ s_terms, s_scale = score_split_bound(Y, att1, h1, n_terms, cfg, len(pieces))
 identity_close(f"the {n_terms} query-part x key-part terms sum to L1H1's "
                "hooked attention scores", terms.sum((0, 1))[causal],
                scores[causal], terms=s_terms, scale=s_scale, chapter="13")
+# That float32 bound is larger than the smallest terms, so it could not see one of
+# them dropped. In float64 the same terms are summed against the score computed
+# from the summed input (which the first check ties to the model's input): the
+# bound falls by eps64 / eps32, far below every term.
+Y64, x64 = Y.double(), Y.double().sum(0)
+q64 = x64 @ att1.W_Q[h1].double() + att1.b_Q[h1].double()
+k64 = x64 @ att1.W_K[h1].double() + att1.b_K[h1].double()
+scores64 = q64 @ k64.T / math.sqrt(cfg.d_head)
+terms64 = score_terms(h1, Y64, torch.float64)
+identity_close(f"float64: the {n_terms} terms sum to the score computed from "
+               "the summed input", terms64.sum((0, 1))[causal],
+               scores64[causal], terms=s_terms, scale=s_scale, chapter="13")
+term_size = terms[:, :, causal].abs().amax(-1)       # each term's largest |value|
+bound32 = rounding_bound(s_terms, s_scale)
+bound64 = rounding_bound(s_terms, s_scale, torch.float64)
+observation("score split: the float32 bound, how many of the 64 terms stay below "
+            "it at every (query, key), the smallest term's largest |value|, "
+            "and the float64 bound",
+            f"{bound32:.3f}; {int((term_size < bound32).sum())}; "
+            f"{term_size.min():.3f}; {bound64:.1e}", chapter="13")
+glue("score_bound32", bound32)
+glue("score_n_small", int((term_size < bound32).sum()))
+glue("score_min_term", term_size.min().item())
+glue("score_bound64", bound64)
 
 # %% [markdown]
+# The comparison with the model's own scores allows a float32 rounding error of
+# {glue:text}`score_bound32:.3f`, and {glue:text}`score_n_small` of the 64 terms are
+# smaller than that everywhere, so it would not notice one of them missing. The float64
+# check allows {glue:text}`score_bound64:.0e`, far below the smallest term
+# ({glue:text}`score_min_term:.3f`): together with the first check (the parts add up to
+# the model's input), it is the one that shows no term is missing.
+#
 # Which terms make the head attend to the right key? The softmax ignores anything added
 # to all keys of one query, so for each term we measure its *advantage*: its value at the
 # induction target (query $20 + i$, key $i + 1$) minus its average over the query's other
@@ -701,11 +775,20 @@ identity_close(f"the {n_terms} query-part x key-part terms sum to L1H1's "
 # %%
 queries = torch.arange(20, 39)
 targets = queries - 19
-advantage = torch.zeros(terms.shape[:2])
-for q, k in zip(queries.tolist(), targets.tolist()):
-    rest = [j for j in range(q + 1) if j != k]
-    advantage += terms[:, :, q, k] - terms[:, :, q, rest].mean(-1)
-advantage /= len(queries)
+
+
+def target_advantage(terms):
+    """[part + 1, part + 1]: each term at the induction target (query 20 + i,
+    key i + 1) minus its mean over the query's other keys, averaged over the
+    second copy."""
+    adv = torch.zeros(terms.shape[:2])
+    for q, k in zip(queries.tolist(), targets.tolist()):
+        rest = [j for j in range(q + 1) if j != k]
+        adv += terms[:, :, q, k] - terms[:, :, q, rest].mean(-1)
+    return adv / len(queries)
+
+
+advantage = target_advantage(terms)
 
 fig, ax = plt.subplots(figsize=(7, 5.6))
 lim = advantage.abs().max()
@@ -728,16 +811,29 @@ plt.show()
 heads0 = [q_names.index(f"L0H{h}") for h in range(H)]
 direct_side = [i for i in range(len(q_names)) if i not in heads0]
 rows, cols = torch.tensor(heads0), torch.tensor(direct_side)
-k_comp = advantage[cols][:, rows].sum()
-q_comp = advantage[rows][:, cols].sum()
-qk_comp = advantage[rows][:, rows].sum()
-no_comp = advantage[cols][:, cols].sum()
-top = divmod(int(advantage.abs().argmax()), advantage.shape[1])
-flat = advantage.flatten().abs().argsort(descending=True)
-second = divmod(int(flat[1]), advantage.shape[1])
+
+
+def composition_split(adv):
+    """The advantage summed over the terms with a layer-0 head on the key side
+    only (K), the query side only (Q), both (QK), neither."""
+    return (adv[cols][:, rows].sum(), adv[rows][:, cols].sum(),
+            adv[rows][:, rows].sum(), adv[cols][:, cols].sum())
+
+
+def two_largest(adv):
+    """The (query part, key part) indices of the two terms largest in size."""
+    flat = adv.flatten().abs().argsort(descending=True)
+    return [divmod(int(i), adv.shape[1]) for i in flat[:2]]
+
+
+def term_name(ab):
+    return f"{q_names[ab[0]]} × {k_names[ab[1]]}"
+
+
+k_comp, q_comp, qk_comp, no_comp = composition_split(advantage)
+top, second = two_largest(advantage)
 observation("the largest and second-largest terms (query part x key part)",
-            f"{q_names[top[0]]} x {k_names[top[1]]} {advantage[top]:.2f}; "
-            f"{q_names[second[0]]} x {k_names[second[1]]} "
+            f"{term_name(top)} {advantage[top]:.2f}; {term_name(second)} "
             f"{advantage[second]:.2f}", chapter="13")
 observation("the target's advantage from K-composition terms, and from "
             "Q-composition terms", f"K {k_comp:.2f}, Q {q_comp:.2f}",
@@ -833,7 +929,31 @@ for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
                   ("l1h1_target", target_attn), ("adv_total", adv_total),
                   ("k_share", (k_comp + qk_comp) / adv_total)]:
     glue(name, float(val))
+glue("second_share", 100 * float(advantage[second] / adv_total))
 glue("two_back_min_at", int(two_back.argmin()) + 2)       # positions: ints
+
+# the same split for every layer-1 head, on the same sequence
+split_all = {}
+for h in range(H):
+    adv_h = target_advantage(score_terms(h))
+    first_ab, second_ab = two_largest(adv_h)
+    split_all[h] = (term_name(first_ab), adv_h[first_ab].item(),
+                    term_name(second_ab), adv_h[second_ab].item(),
+                    composition_split(adv_h)[1].item())
+observation("each layer-1 head's split of its target's advantage: the largest "
+            "term, the second-largest, and the Q-composition terms together",
+            "; ".join(f"L1H{h}: {t} {tv:.2f}, {s_} {sv:.2f}, Q {qv:+.2f}"
+                      for h, (t, tv, s_, sv, qv) in split_all.items()),
+            chapter="13")
+glue("all_top_name", " / ".join(sorted({v[0] for v in split_all.values()})))
+glue("all_second_name", " / ".join(sorted({v[2] for v in split_all.values()})))
+glue("all_top_lo", min(v[1] for v in split_all.values()))
+glue("all_top_hi", max(v[1] for v in split_all.values()))
+glue("all_second_lo", min(v[3] for v in split_all.values()))
+glue("all_second_hi", max(v[3] for v in split_all.values()))
+glue("all_q_max", max(abs(v[4]) for v in split_all.values()))
+for h in range(H):
+    glue(f"ind_score_{h}", ind_scores[1, h].item())
 glue("target_lo", int(targets.min()))
 glue("target_hi", int(targets.max()))
 
@@ -868,15 +988,28 @@ glue("target_hi", int(targets.max()))
 # together is what puts {glue:text}`l1h1_target:.2f` of L1H1's attention on the
 # induction target.
 #
+# L1H1 is not special among the layer-1 heads: their induction scores are
+# {glue:text}`ind_score_0:.4f`, {glue:text}`ind_score_1:.4f`,
+# {glue:text}`ind_score_2:.4f` and {glue:text}`ind_score_3:.4f` (L1H0 to L1H3). Split the
+# same way on this sequence, all four have the same largest term,
+# {glue:text}`all_top_name` ({glue:text}`all_top_lo:.1f` to
+# {glue:text}`all_top_hi:.1f`), and the same second-largest,
+# {glue:text}`all_second_name` ({glue:text}`all_second_lo:.2f` to
+# {glue:text}`all_second_hi:.2f`), and in none does Q-composition alone add more than
+# {glue:text}`all_q_max:.2f` in size (the cell above prints each head's split).
+#
 # Finally, V-composition: what a layer-1 head reads through its values may itself be
 # layer-0 output. Those are exactly the virtual terms of the logit expansion, and we saw
 # above that on this model they are small: on the second copy of the 8 sequences the
 # largest of the sixteen in size, {glue:text}`virt_top_name`, changes the next token's
 # logit by {glue:text}`virt_top:.3f` on average, and the four into L1H1 together by
 # {glue:text}`v_comp:.3f`, where the smallest first-order term of a layer-1 head adds
-# {glue:text}`l1_head_min:.2f` (the cell below). The two layers cooperate through the keys,
-# not the values: K-composition with a previous-token head is the mechanism Elhage et
-# al. describe for induction heads, and the next chapters follow this circuit further.
+# {glue:text}`l1_head_min:.2f` (the cell below). The two layers cooperate mostly
+# through the keys, not the values (the term with layer-0 heads on both sides also reads
+# L0H2 at the query: the second-largest term, {glue:text}`second_val:.2f` of the total
+# advantage {glue:text}`adv_total:.2f`, is {glue:text}`second_share:.0f`%). K-composition
+# with a previous-token head is the mechanism Elhage et al. describe for induction heads,
+# and the next chapters follow this circuit further.
 
 # %%
 v_comp = sum(v for path, v in la_batch.virtual.items() if path[-1] == (1, h1))
@@ -910,9 +1043,10 @@ glue("l1_head_min", mean2[layer1].min().item())
 # read by $W_U$, term by term. The *direct logit attribution* of a part is its term:
 # its **direct** effect, what it writes that the unembedding reads at once. In the
 # language of paths it is the sum of every path that *ends* at that part and then goes
-# straight to the logits (for an attention-only model: its first-order term plus every
-# virtual head into it, as in exercise 13.2's discussion); what the part does through
-# later layers, by changing what they read or where they look, is left out.
+# straight to the logits (for a head of an attention-only model without norms: its
+# first-order term, every virtual head into it, and the paths from earlier layers' output
+# biases through it, as in exercise 13.2's discussion); what the part does through later
+# layers, by changing what they read or where they look, is left out.
 #
 # **The final norm.** SmolLM2 (the 4-bit SmolLM2-135M-Instruct of chapter
 # {doc}`04_embeddings`; chapters {doc}`11_layernorm` and {doc}`17_induction_heads` use
@@ -936,13 +1070,17 @@ glue("l1_head_min", mean2[layer1].min().item())
 # repeated name is the *subject*). We ask SmolLM2 for the difference between the logits
 # of the two names at the last position and split it into parts. One sentence proves
 # little, so we fix the protocol before measuring: we pick the head whose direct effect
-# on that one sentence is largest in size, whatever its sign, and then test it, one-sided
-# in the direction of that sign, on 100 held-out sentences, ten
-# new pairs of names in the same template and in four others. Each pair appears in both
-# of Wang et al.'s orders, "When X and Y ..., Y gave ... to" (answer X) and "When X and
-# Y ..., X gave ... to" (answer Y), so each name is the answer once and the answer is
-# sometimes the first name, sometimes the second. The scope is one model and one kind
-# of sentence: five templates and eleven name pairs.
+# on that one sentence is largest in size, whatever its sign, and then test whether its
+# mean direct effect, one-sided in the direction of that sign, is above 0 on 100
+# held-out sentences, ten new pairs of names in the same template and in four others.
+# Each pair appears in both of Wang et al.'s orders, "When X and Y ..., Y gave ... to"
+# (answer X) and "When X and Y ..., X gave ... to" (answer Y), so each name is the
+# answer once and the answer is sometimes the first name, sometimes the second. That
+# makes 0 the right null: a head that favoured one name, or the first name mentioned,
+# whatever the sentence, would average 0 over a pair's two orders. The 100 sentences are
+# not 100 independent draws: each name pair appears in ten of them (five templates, two
+# orders), so every interval below resamples the ten name pairs, not the sentences. The
+# scope is one model and one kind of sentence: five templates and eleven name pairs.
 
 # %%
 smol, smol_tok = load_smollm2()
@@ -1038,21 +1176,57 @@ identity_close(f"SmolLM2, all {len(totals)} sentences: the {n_dla_parts} "
                "logit difference", totals, torch.cat([diff0, diffs]),
                terms=smol_dla_terms(smol.cfg, n_dla_parts),
                scale=sizes.max().item(), chapter="13")
+
+
+def boot_pairs(values, n=2000, seed=0):
+    """Bootstrap replicates of the mean of `values` [100], resampling the ten
+    name pairs (the clustering unit): sentence t * 20 + 2 * pair + order."""
+    per_pair = values.view(len(TEMPLATES), len(PAIRS), 2).mean((0, 2))   # [10]
+    return boot_mean(per_pair, n=n, seed=seed)     # equal clusters: same mean
+
+
 finding("SmolLM2 puts the indirect object above the subject on the held-out "
-        "sentences (mean logit difference; bootstrap over 100 sentences)",
+        "sentences (mean logit difference; bootstrap over the 10 name pairs)",
         diffs.mean(), null=Null.point("no preference", 0.0),
-        boot=boot_mean(diffs), chapter="13")
+        boot=boot_pairs(diffs), chapter="13")
 mean_heads = heads.mean(-1)                                   # [L, H]
 others_mean = torch.cat([mean_heads.flatten()[:top_l * S_H + top_h],
                          mean_heads.flatten()[top_l * S_H + top_h + 1:]])
-# one-sided in the sign the head had on the sentence it was picked on
-finding(f"on the held-out sentences L{top_l}H{top_h}, picked on one "
-        "sentence, has a larger mean direct effect than any other head (in "
-        "the direction of its sign there)",
-        sign * mean_heads[chosen], null=Null.draws(
-            f"the mean direct effect of each of the other {len(others_mean)} "
-            "heads, times the same sign", sign * others_mean),
-        alternative="greater", chapter="13")
+# one-sided in the sign the head had on the sentence it was picked on, which is
+# not among the 100 it is tested on
+top_test = null_test(sign * mean_heads[chosen].item(), Null.point(
+    "no direct effect", 0.0), boot=sign * boot_pairs(heads[top_l, top_h]),
+    alternative="greater")
+finding(f"L{top_l}H{top_h}, picked on one sentence held out of the test, has "
+        "a mean direct effect above 0 on the 100 test sentences (in the "
+        "direction of its sign there; bootstrap over the 10 name pairs)",
+        top_test, chapter="13")
+# stability of the pick: the same rule applied to each test sentence alone,
+# and the picked head's rank (in its sign there) on the other 99
+flat_heads = heads.flatten(0, 1)                              # [270, 100]
+picks = flat_heads.abs().argmax(0)                            # [100]
+n_sent = flat_heads.shape[1]
+rest_means = (flat_heads.sum(-1, keepdim=True) - flat_heads) / (n_sent - 1)
+pick_sign = flat_heads.gather(0, picks[None]).sign()          # [1, 100]
+signed_rest = rest_means * pick_sign                          # [270, 100]
+pick_rank = 1 + (signed_rest > signed_rest.gather(0, picks[None])).sum(0)
+n_same = int((picks == top_l * S_H + top_h).sum())
+n_rank1 = int((pick_rank == 1).sum())
+pick_counts = torch.bincount(picks, minlength=S_L * S_H)
+often = pick_counts.argsort(descending=True)[:3]
+observation("the same pick made on each test sentence alone: how often it is "
+            f"L{top_l}H{top_h} (the most frequent picks), and how often the "
+            "picked head has the largest mean part, in its sign there, on the "
+            "other 99", f"{n_same} of {n_sent} ("
+            + ", ".join(f"L{int(i) // S_H}H{int(i) % S_H} {int(pick_counts[i])}"
+                        for i in often) + f"); {n_rank1} of {n_sent}",
+            chapter="13")
+n_big = int((mean_heads.abs() > 0.1).sum())
+observation("the mean direct effect of the heads: the largest in size after "
+            f"L{top_l}H{top_h}'s, the median in size, and how many heads exceed "
+            "0.1 in size", f"{others_mean.abs().max():.2f}; "
+            f"{mean_heads.abs().median():.4f}; {n_big} of {S_L * S_H}",
+            chapter="13")
 share = heads[top_l, top_h].sum() / diffs.sum()          # ratio of means
 share_each = (heads[top_l, top_h] / diffs).mean()        # mean of ratios
 share_corr = torch.corrcoef(torch.stack([heads[top_l, top_h] / diffs,
@@ -1065,8 +1239,19 @@ observation(f"L{top_l}H{top_h}'s share of the summed logit difference; the "
 observation(f"correlation over the 100 sentences of L{top_l}H{top_h}'s "
             "share with the logit difference", f"{share_corr:.2f}",
             chapter="13")
-glue("dla_bound", rounding_bound(smol_dla_terms(smol.cfg, n_dla_parts),
-                                 sizes.max().item()))
+dla_bound = rounding_bound(smol_dla_terms(smol.cfg, n_dla_parts),
+                           sizes.max().item())
+# what the identity can see: a part smaller than its bound on every sentence
+# could be left out or counted twice without the check noticing
+part_table = torch.cat([torch.cat([d.heads.flatten(0, 1), d.mlps, d.embed[None],
+                                   d.bias[None]])
+                        for d in [d0] + [r[1] for r in runs]], -1)  # [302, 101]
+n_below = int((part_table.abs().amax(-1) < dla_bound).sum())
+observation("the sum identity's bound, and how many of the parts stay below it "
+            "in size on every sentence", f"{dla_bound:.2f}; {n_below} of "
+            f"{part_table.shape[0]}", chapter="13")
+glue("dla_bound", dla_bound)
+glue("dla_n_below", n_below)
 glue("dla_n_parts", n_dla_parts)
 glue("dla_diff0", diff0.item())
 glue("dla_diff_mean", diffs.mean().item())
@@ -1076,11 +1261,16 @@ glue("dla_top", f"L{top_l}H{top_h}")
 glue("dla_top0", d0.heads[top_l, top_h, 0].item())
 glue("dla_top_mean", mean_heads[chosen].item())
 glue("dla_second_mean", others_mean.max().item())
+glue("dla_top_lo", min(sign * top_test.lo, sign * top_test.hi))
+glue("dla_top_hi", max(sign * top_test.lo, sign * top_test.hi))
+glue("dla_pick_same", n_same)
+glue("dla_pick_rank1", n_rank1)
+glue("dla_n_sent", n_sent)
+glue("dla_n_big", n_big)
 glue("dla_share", 100 * share.item())
 glue("dla_share_each", 100 * share_each.item())
 glue("dla_share_corr", share_corr.item())
 glue("dla_n_heads", len(others_mean) + 1)
-glue("dla_rank_p", 1 / (len(others_mean) + 1))
 glue("dla_template_lo", per_template.min().item())
 glue("dla_template_hi", per_template.max().item())
 glue("dla_median", mean_heads.abs().median().item())
@@ -1090,9 +1280,12 @@ glue("dla_median", mean_heads.abs().median().item())
 # {glue:text}`dla_diff_mean:.2f` logits on average, by at least
 # {glue:text}`dla_diff_min:.2f`, in {glue:text}`dla_n_right` of 100. On every sentence
 # the {glue:text}`dla_n_parts` parts add up to the logit difference within the float32
-# rounding bound of the two computations ({glue:text}`dla_bound:.0e`). That check is an
+# rounding bound of the two computations ({glue:text}`dla_bound:.2f`). That check is an
 # identity, as it was for `toy-2l`: with $s$ frozen it could not fail except through a
-# bug. The findings are in how the total is shared out. The grid shows every head's
+# bug. It is also coarse. Its bound is the smallest error it can see, and
+# {glue:text}`dla_n_below` of the {glue:text}`dla_n_parts` parts stay below that size on
+# every sentence, so it would catch a large part left out or counted twice, not a small
+# one. The findings are in how the total is shared out. The grid shows every head's
 # part, and in the last column each layer's MLP, on the sentence we chose the head on
 # and averaged over the held-out ones; red pushes towards the right name.
 
@@ -1149,9 +1342,9 @@ glue("dla_head_sd", heads[top_l, top_h].std().item())
 glue("dla_embed", embeds.abs().max().item())
 low = int(mean_heads.argmin())
 low_part = heads.flatten(0, 1)[low]                            # [100]
-low_lo, low_hi = boot_mean(low_part).quantile(torch.tensor([0.025, 0.975]))
+low_lo, low_hi = boot_pairs(low_part).quantile(torch.tensor([0.025, 0.975]))
 observation("the head with the most negative mean direct effect, its mean "
-            "and 95% bootstrap interval over the 100 sentences",
+            "and 95% bootstrap interval over the 10 name pairs",
             f"L{low // S_H}H{low % S_H}: {low_part.mean():.2f} "
             f"[{low_lo:.2f}, {low_hi:.2f}]", chapter="13")
 glue("dla_low", f"L{low // S_H}H{low % S_H}")
@@ -1162,26 +1355,34 @@ glue("dla_low_hi", low_hi.item())
 # %% [markdown]
 # The head we picked on one sentence holds up. {glue:text}`dla_top` adds
 # {glue:text}`dla_top0:.2f` on that sentence and {glue:text}`dla_top_mean:.2f` on
-# average over the held-out ones ({glue:text}`dla_template_lo:.2f` to
-# {glue:text}`dla_template_hi:.2f` per template), {glue:text}`dla_share:.0f`% of the
+# average over the 100 test sentences, which do not include it (95% bootstrap interval
+# over the ten name pairs, {glue:text}`dla_top_lo:.2f` to {glue:text}`dla_top_hi:.2f};
+# {glue:text}`dla_template_lo:.2f` to {glue:text}`dla_template_hi:.2f` per template):
+# well above 0, the null of a head that does nothing for the answer. That is the test.
+# It writes {glue:text}`dla_share:.0f`% of the
 # logit difference summed over the held-out sentences. (Averaging its share sentence by
 # sentence gives {glue:text}`dla_share_each:.0f`% instead. The share of the sum is the
 # mean of the per-sentence shares weighted by each sentence's difference, all of which
 # are positive, so it can be the smaller only if the larger shares tend to go with the
 # smaller differences; across the sentences the share and the difference correlate
 # {glue:text}`dla_share_corr:.2f`. That correlation is all we looked at, not why. We quote
-# the share of the sum, which is the head's part of the total.) It has the largest mean part
-# of all {glue:text}`dla_n_heads` heads (the next reaches
-# {glue:text}`dla_second_mean:.2f`; the median head's mean part is
-# {glue:text}`dla_median:.3f` in size). That rank is the test. If picking a head on one
-# sentence told us nothing about the held-out ones, the picked head's held-out rank
-# would be equally likely to be any of 1 to {glue:text}`dla_n_heads`, and rank 1 has
-# probability 1/{glue:text}`dla_n_heads` = {glue:text}`dla_rank_p:.4f`. So it tests
-# whether the pick carries over from one sentence to the held-out family, not what the
-# head does. The heads of its layer, {glue:text}`dla_top_layer`, together add the most
-# of any layer's heads ({glue:text}`dla_layer_sum:.2f` on average). That is evidence
-# that the head does something about the task rather than about one string, within the
-# scope we tested: one family of sentences, eleven name pairs, one model.
+# the share of the sum, which is the head's part of the total.)
+#
+# Would another sentence have picked the same head? Made on each test sentence alone, the
+# same pick lands on {glue:text}`dla_top` on {glue:text}`dla_pick_same` of
+# {glue:text}`dla_n_sent`, and the head picked on one sentence has the largest mean part,
+# in its sign there, on the other 99 in {glue:text}`dla_pick_rank1` of
+# {glue:text}`dla_n_sent` cases. These are observations, not a test. Ranking the picked
+# head among all {glue:text}`dla_n_heads` heads would not make one either: the heads are
+# not exchangeable draws. Most do almost nothing here (the median head's mean part is
+# {glue:text}`dla_median:.4f` in size, and only {glue:text}`dla_n_big` exceed 0.1), so a
+# head picked for a large part can only land among a few, and a rank against the rest
+# says little. {glue:text}`dla_top` does have the largest mean part of all (the next
+# reaches {glue:text}`dla_second_mean:.2f`), and the heads of its layer,
+# {glue:text}`dla_top_layer`, together add the most of any layer's heads
+# ({glue:text}`dla_layer_sum:.2f` on average). Taken together, that is evidence that the
+# head does something about the task rather than about one string, within the scope we
+# tested: one family of sentences, eleven name pairs, one model.
 #
 # It is not a name mover, though. From the last position it puts
 # {glue:text}`dla_attn_other:.2f` of its attention on the repeated name (both
@@ -1191,20 +1392,25 @@ glue("dla_low_hi", low_hi.item())
 # whole vocabulary, it moves the repeated name's logit by {glue:text}`dla_on_s:.2f`
 # and the answer's by {glue:text}`dla_on_io:.2f`. (Only their difference,
 # {glue:text}`dla_top_mean:.2f`, is free of that choice.) Wang et al.'s name
-# movers in GPT-2 attend to the indirect object and copy it; this head of SmolLM2 looks
-# at the subject and suppresses it, which raises the difference just as well. Direct
-# attribution alone would not have told the two apart: it shows where the answer is
-# written, not how.
+# movers in GPT-2 attend to the indirect object and copy it. What we measured of this
+# head of SmolLM2 is different: most of its attention from the last position is on the
+# repeated name, and its direct effect lowers that name's logit far more than the
+# answer's, which raises the difference just as well. Those are two measurements, of
+# attention and of direct effect, not a mechanism: they do not show that the head reads
+# the name it attends to, or why it writes what it writes. Direct attribution alone
+# would not have told a copier from this head: it shows where the answer is written, not
+# how.
 #
 # Some heads write against the answer, as some of Wang et al.'s heads also do. The most
 # negative, {glue:text}`dla_low`, has a mean part of {glue:text}`dla_low_mean:.2f`
 # (95% bootstrap interval {glue:text}`dla_low_lo:.2f` to {glue:text}`dla_low_hi:.2f`
-# over the sentences; it was picked as the lowest of all heads, and the interval does
+# over the name pairs; it was picked as the lowest of all heads, and the interval does
 # not allow for that choice). The token embedding hardly matters (at most
 # {glue:text}`dla_embed:.2f`). Its direct
 # path reads only the last token, " to", which ends every sentence whatever the answer:
 # with the norm's scale frozen, a pair's two orders get opposite parts from it, up to
-# their scales, so it cannot favour the answer on average.
+# their scales, so it can favour the answer only through the difference of the two
+# scales.
 #
 # The MLPs are less tidy. Their summed direct effect is {glue:text}`dla_mlp_mean:.2f`
 # on average but varies from sentence to sentence with a standard deviation of
@@ -1231,13 +1437,18 @@ glue("dla_low_hi", low_hi.item())
 #   up the next token, by {glue:text}`l1_sum:.1f` logits in total, far more than on
 #   sequences that do not repeat; virtual heads add almost nothing.
 # - Layer 0 acts by shaping layer 1's patterns. Split into query-part x key-part terms
-#   on one repeated sequence, the induction head's advantage for its target comes mostly
-#   from K-composition with the previous-token head, with a smaller term matching one
-#   more token of context.
+#   on one repeated sequence, the advantage of L1H1 (one of four nearly equal layer-1
+#   induction heads) for its target comes mostly from K-composition with the
+#   previous-token head, with a smaller term matching one more token of context; the
+#   other three have the same two largest terms.
 # - In a real model with MLPs and a final RMSNorm, freezing the norm's scale keeps one
 #   piece of the expansion exact: the logit difference is the sum of every part's
 #   direct effect. In SmolLM2, on sentences of Wang et al.'s kind, the head
-#   {glue:text}`dla_top`, picked on one sentence, writes {glue:text}`dla_share:.0f`% of
-#   the logit difference summed over 100 held-out ones (five templates, ten new name
-#   pairs), more than any other head (rank 1 of {glue:text}`dla_n_heads`), but by
-#   suppressing the repeated name, not by copying the answer.
+#   {glue:text}`dla_top`, picked on one sentence, has a mean direct effect well above 0
+#   on 100 held-out ones (five templates, ten new name pairs; bootstrap over the pairs)
+#   and writes {glue:text}`dla_share:.0f`% of their summed logit difference; picked on
+#   each of those sentences alone, the same rule lands on it
+#   {glue:text}`dla_pick_same` times in {glue:text}`dla_n_sent`. It attends mostly to the
+#   repeated name, and its direct effect lowers that name's logit far more than the
+#   answer's (each against its mean effect over the vocabulary): not the attention of
+#   Wang et al.'s name movers, which attend to the answer.
