@@ -301,6 +301,8 @@ glue("ind_null_max", null_ind[:, 1].max().item())
 glue("ind_fresh_max", fresh_ind.max().item())
 glue("ind_l0_max", ind[0].max().item())
 glue("stripe_offset", n - 1)
+zoo_ind = zoo.metrics("toy-2l")["induction_head"]       # [layer, head]
+glue("zoo_ind", f"L{zoo_ind[0]}H{zoo_ind[1]}")
 
 # %% [markdown]
 # Head 2 of layer 0 puts {glue:text}`prev_best:.2f` of its attention on the previous
@@ -319,8 +321,8 @@ glue("stripe_offset", n - 1)
 # be, and the test errs on the side of caution.) Untrained layer-1 heads score at most
 # {glue:text}`ind_null_max:.3f` (about one over the number of keys a query sees:
 # attention spread evenly), again for scale and not as a test.
-# The zoo's metrics name L1H1 only because it is the largest. No layer-0 head scores
-# above {glue:text}`ind_l0_max:.2f`. That is expected, not forced: a layer-0 head reads
+# The zoo's metrics name {glue:text}`zoo_ind` only because it is the largest. No layer-0
+# head scores above {glue:text}`ind_l0_max:.2f`. That is expected, not forced: a layer-0 head reads
 # nothing but the tokens and their positions, so it cannot know which key follows an
 # earlier copy of its token, but it could still land on the stripe by position alone,
 # by attending a fixed {glue:text}`stripe_offset` tokens back; none of these heads does.
@@ -336,7 +338,9 @@ glue("stripe_offset", n - 1)
 # 1. **Where L0H2 looks.** `toy-2l` adds positions only to what queries and keys read,
 #    so the positional QK circuit $W_\text{pos} W_{QK}^{0.2} W_\text{pos}^\top$
 #    (chapter {doc}`09_full_circuits`) scores every query position against every key
-#    position.
+#    position. It leaves out the bias terms, which chapter {doc}`05_positional`'s
+#    positional score keeps: $b_Q W_K^\top p_j^\top$ scores the key's position on its
+#    own and can move attention. We compute both.
 # 2. **How the induction head's keys read it.** L0H2 moves the previous token's
 #    embedding through its OV circuit into each key position. The layer-1 head compares
 #    its query token (read through $W_E$) with that. The token-level K-composition
@@ -355,10 +359,16 @@ glue("stripe_offset", n - 1)
 # untrained models.
 
 # %%
-def looks_back(m, head):
+def looks_back(m, head, biases=False):
     """Fraction of query positions p >= 1 whose highest positional QK score
-    (keys 0..p) is key p - 1, for layer-0 head `head`."""
+    (keys 0..p) is key p - 1, for layer-0 head `head`. biases=False: the
+    positional QK circuit W_pos W_QK W_pos^T; biases=True: chapter 5's
+    (W_pos W_Q + b_Q)(W_pos W_K + b_K)^T."""
     pos_qk = pos_qk_circuit(m, 0, head).AB                # [n_ctx, n_ctx]
+    if biases:
+        q = m.W_pos @ m.W_Q[0, head] + m.b_Q[0, head]     # [n_ctx, d_head]
+        k = m.W_pos @ m.W_K[0, head] + m.b_K[0, head]
+        pos_qk = q @ k.T
     return torch.stack([pos_qk[p, : p + 1].argmax() == p - 1
                         for p in range(1, m.cfg.n_ctx)]).float().mean()
 
@@ -384,6 +394,8 @@ def k_wins(m):
 
 
 back = looks_back(model, 2)
+back_bias = looks_back(model, 2, biases=True)         # chapter 5's score
+n_pos_q = cfg.n_ctx - 1                               # query positions p >= 1
 wins = k_wins(model)                                   # [writer, reader]
 copying = copying_scores(model)[1]
 
@@ -424,6 +436,10 @@ finding("through L0H2, every layer-1 head's keys match the query's token: "
         null=Null.draws("the best layer-0 writer of each of 40 untrained "
                         "toy-2l's, by its weakest reader",
                         null_wins.min(2).values.max(1).values), chapter="17")
+observation("L0H2's positional favourite is key p - 1 for this many of the "
+            f"{n_pos_q} query positions, without and with chapter 5's bias terms",
+            f"{round(back.item() * n_pos_q)}, "
+            f"{round(back_bias.item() * n_pos_q)}", chapter="17")
 observation("the fraction of query tokens that find their match through any "
             "other layer-0 head, at most", wins[[0, 1, 3]].max(),
             chapter="17")
@@ -432,6 +448,9 @@ finding("every layer-1 head copies: the smallest copying score of the four, "
         null=Null.draws("the 4 layer-1 heads of each of 40 untrained "
                         "toy-2l's", null_copying.flatten()), chapter="17")
 glue("looks_back", back.item())
+glue("looks_back_n", round(back.item() * n_pos_q))
+glue("looks_back_bias_n", round(back_bias.item() * n_pos_q))
+glue("n_pos_q", n_pos_q)
 glue("back_null", null_back.max().item())
 glue("wins_null", null_wins.max().item())
 glue("other_wins", wins[[0, 1, 3]].max().item())
@@ -441,7 +460,10 @@ glue("copy_null", null_copying.max().item())
 # %% [markdown]
 # All three steps are in the weights. The positional circuit of L0H2 has its largest
 # entry just below the diagonal for {glue:text}`looks_back:.0%` of query positions
-# (untrained heads: at most {glue:text}`back_null:.0%`). The K-composition circuit
+# (untrained heads: at most {glue:text}`back_null:.0%`). With chapter 5's bias terms added
+# back the outcome here is the same: {glue:text}`looks_back_bias_n` of the
+# {glue:text}`n_pos_q` query positions, against {glue:text}`looks_back_n` without them.
+# The K-composition circuit
 # through L0H2 has a diagonal that wins in every column, for every layer-1 head:
 # whatever the query token, the key it prefers is the one preceded by the same token
 # (untrained pairs: at most {glue:text}`wins_null:.0%` of columns). Through the other
@@ -523,10 +545,15 @@ glue("sum_top1_null", max(null_sum_top1))
 # terms, one per (query part, key part). They must add up to the score the model
 # computes: an identity. Which term makes the induction head pick its target is a
 # finding: for every query of the second copy we take each term at the induction target
-# minus its mean over the other keys the query may attend to.
+# minus its mean over the other keys the query may attend to. We split the head with the
+# highest induction score on this batch, {glue:text}`ind_name`; its lead over the next
+# layer-1 head is only {glue:text}`ind_lead:.3f`.
 
 # %%
-ind_head = int(ind[1].argmax())                               # L1H1
+ind_head = int(ind[1].argmax())              # the best layer-1 head
+ind_name = f"L1H{ind_head}"
+glue("ind_name", ind_name)
+glue("ind_lead", (ind[1].max() - ind[1].topk(2).values[1]).item())
 # layer 1's input, split by where it comes from: [part, batch, pos, d_model]
 outs0 = torch.einsum("bphd,hdm->hbpm", cache["z", 0], model.W_O[0])
 part_names = ["embedding", "position", "L0H2", "other L0 heads", "b_O",
@@ -557,7 +584,7 @@ pull = pull_seq.mean(-1)                                      # [6, 6]
 term_labels = [f"key {p}" for p in part_names]
 lim = pull.abs().max().item()
 display(heatmap(pull, term_labels, [f"query {p}" for p in part_names],
-                title="L1H1: score at the induction target minus the other "
+                title=f"{ind_name}: score at the induction target minus the other "
                       "keys' mean", x_title="key part", y_title="query part",
                 zmid=0, zmin=-lim, zmax=lim, colorscale="RdBu_r",
                 value_format=".2f"))
@@ -573,8 +600,8 @@ split_scale = ((abs_q @ abs_k.transpose(-1, -2)).max().item()
                / math.sqrt(cfg.d_head))
 split_terms = ((cfg.d_head * H + H + 1) + 5 + (cfg.d_model + 1)
                + (cfg.d_head + 1) + len(part_names) ** 2)
-identity_close("the 36 (query part, key part) terms add up to L1H1's "
-               "attention score", score_parts.sum((0, 1))[:, causal],
+identity_close("the 36 (query part, key part) terms add up to "
+               f"{ind_name}'s attention score", score_parts.sum((0, 1))[:, causal],
                model_scores[:, causal], terms=split_terms, scale=split_scale,
                chapter="17")
 
@@ -604,8 +631,8 @@ margin_boot = means[is_k][0] - means[~is_k].max(0).values
 margin = pull.flatten()[is_k][0] - pull.flatten()[~is_k].max()
 second = divmod(int(pull.flatten().masked_fill(is_k, -math.inf).argmax()),
                 len(part_names))
-finding("the term that most separates L1H1's induction target from the "
-        "other keys is (query embedding, key L0H2 output): its margin over "
+finding(f"the term that most separates {ind_name}'s induction target from "
+        "the other keys is (query embedding, key L0H2 output): its margin over "
         "the next term", margin, null=Null.point("no margin", 0.0),
         boot=margin_boot, chapter="17")
 finding("the K-composition term alone puts its largest value on the "
@@ -617,12 +644,13 @@ observation("the full score picks the induction target (fraction of "
             "second-copy queries)", match_full, chapter="17")
 # the (query L0H2, key other L0 heads) term, its key part split by head:
 # linear in the key part, so the three pulls add up to that term's pull
-def pull_of(q, k):
+def pull_of(q, k, others=allowed):
     """One term's score q . k at the induction target minus its mean over
-    the query's other keys, mean over the second copy: [batch]."""
-    s = torch.einsum("bqd,bkd->bqk", q, k) / math.sqrt(cfg.d_head)
-    at = s[:, queries, targets]
-    rest = (s[:, queries, :] * allowed).sum(-1) / allowed.sum(-1)
+    the query's other keys (`others`, [query, key]), mean over the second
+    copy. q, k: [..., batch, pos, d_head] -> [..., batch]."""
+    s = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(cfg.d_head)
+    at = s[..., queries, targets]
+    rest = (s[..., queries, :] * others).sum(-1) / others.sum(-1)
     return (at - rest).mean(-1)
 
 
@@ -655,14 +683,73 @@ glue("match_score", match_full.item())
 # gives {glue:text}`l0h1_key_pull:.2f`, L0H0 and L0H3 together
 # {glue:text}`l0h03_key_pull:.2f`. L0H1 attends two tokens back early in the context
 # (below: up to about position {glue:text}`two_back_last`), and the induction targets of
-# these sequences lie at positions 1 to 32, so the term checks a second token of
-# agreement: the token before the query against the token two before the
-# key. The positional term (query position, key position) adds
+# these sequences lie at positions 1 to 32, so the term could check a second token of
+# agreement: the token before the query against the token two before the key. It could
+# also be positional, for the same reason: the targets are early keys, and L0H1 writes
+# differently early in the context, so a query might prefer early keys whatever their
+# tokens. The controls below tell the two apart. The positional term (query position,
+# key position) adds
 # {glue:text}`pos_term_pull:.1f`; it depends on positions alone, and here every target
 # lies $n - 1$ positions before its query. Alone, the K-composition term picks the
 # induction target for {glue:text}`match_k_term:.0%` of second-copy queries (a blind
 # term would for {glue:text}`match_base:.1%`); the full score picks it for
 # {glue:text}`match_score:.0%`.
+#
+# **Agreement or position?** Two controls on the (query L0H2, key L0H1) piece. First, we
+# take the query side from another of the 16 sequences: every position stays where it
+# was, so anything positional survives, but the query's previous token no longer has
+# anything to do with the key's context. The null is that pull over 1,000 random
+# pairings of the sequences, none paired with itself. Second, we compare the target only
+# with the other keys of the first copy, which lie as early in the context as the
+# target does, with the same null.
+
+# %% tags=["hide-input"]
+q_prev = q_parts[2]                          # query part: L0H2 [batch, pos, d]
+k_two = outs0[1] @ model.W_K[1, ind_head]    # key part: L0H1 alone
+first_copy = allowed.clone()
+first_copy[:, n:] = False                    # the other keys, first copy only
+gen = torch.Generator().manual_seed(1)
+pairings = []
+while len(pairings) < 1000:                  # no sequence paired with itself
+    perm = torch.randperm(len(tokens), generator=gen)
+    if bool((perm != torch.arange(len(tokens))).all()):
+        pairings.append(perm)
+pairings = torch.stack(pairings)             # [1000, batch]
+q_other = q_prev[pairings]                   # [1000, batch, pos, d]
+pull_same = pull_of(q_prev, k_two).mean()
+pull_mis = pull_of(q_other, k_two).mean(-1)                  # [1000]
+pull_first = pull_of(q_prev, k_two, first_copy).mean()
+pull_first_mis = pull_of(q_other, k_two, first_copy).mean(-1)
+finding("the (query L0H2, key L0H1) piece's pull towards the induction "
+        "target needs query and key from the same sequence (its pull, against "
+        "the query side taken from another sequence)", pull_same,
+        null=Null.draws("the query side from another of the 16 sequences, "
+                        "same positions: 1,000 random pairings",
+                        pull_mis), chapter="17")
+finding("the same with the target compared only with the other first-copy "
+        "keys, as early as the target", pull_first,
+        null=Null.draws("the query side from another of the 16 sequences, "
+                        "other keys in the first copy only: 1,000 random "
+                        "pairings", pull_first_mis), chapter="17")
+glue("pull_same", pull_same.item())
+glue("pull_mis_mean", pull_mis.mean().item())
+glue("pull_mis_max", pull_mis.max().item())
+glue("pull_first", pull_first.item())
+glue("pull_first_mis_mean", pull_first_mis.mean().item())
+glue("pull_first_mis_max", pull_first_mis.max().item())
+
+# %% [markdown]
+# With the query side from another sequence the piece's pull of
+# {glue:text}`pull_same:.2f` falls to {glue:text}`pull_mis_mean:.2f` on average over the
+# pairings (at most {glue:text}`pull_mis_max:.2f`). Compared only with the other
+# first-copy keys, it pulls {glue:text}`pull_first:.2f`, and with the query side from
+# another sequence {glue:text}`pull_first_mis_mean:.2f` on average (at most
+# {glue:text}`pull_first_mis_max:.2f`). So the pull is not a preference for early keys,
+# nor anything else that positions alone would give: it needs the query's L0H2 output
+# and the key's L0H1 output to come from the same sequence, as a check of a second token
+# of agreement would. That the tokens compared are the one before the query and the one
+# two before the key is read from the two heads' attention (L0H2's here, L0H1's below),
+# not tested by these controls.
 #
 # ### L0H1 looks two back, but only early in the context
 #
@@ -746,7 +833,10 @@ glue("ch13_own_late", float(ch13_own_late))
 # The 36-term split is written for `toy-2l`, which adds a positional embedding to what
 # queries and keys read (shortformer). Rotary position embeddings (chapter
 # {doc}`05_positional`), which SmolLM2 uses (the 4-bit SmolLM2-135M-Instruct of chapter
-# {doc}`04_embeddings`), change it in two ways. There is no
+# {doc}`04_embeddings`), change it in two ways. (SmolLM2 also differs in a way that has
+# nothing to do with positions: it is not attention-only, so a layer's input holds the
+# outputs of every earlier layer's MLP and of every head in every earlier layer, and the
+# split would need a part for each of them, not six.) There is no
 # positional part: nothing positional is added to the stream. Instead the query at $i$
 # and the key at $j$ are rotated by their positions before the dot product, so each
 # (query part $a$, key part $b$) term becomes
@@ -775,8 +865,8 @@ glue("ch13_own_late", float(ch13_own_late))
 #   previous-token head that writes "my previous token was A" at B's position, and an
 #   induction head whose keys read that (K-composition), whose query asks for its own
 #   token, and whose OV circuit copies what it finds. Two hand-set attention layers
-#   predict every token of the second copy correctly, on {glue:text}`n_hand` sequences
-#   without repeated tokens.
+#   predict every token of the second copy after its first, on {glue:text}`n_hand`
+#   sequences without repeated tokens.
 # - In `toy-2l`, on one batch of 16 repeated random sequences, the previous-token head
 #   is L0H2 (score {glue:text}`prev_best:.2f`), and all four layer-1 heads are induction
 #   heads (scores {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`), each beyond
@@ -786,10 +876,14 @@ glue("ch13_own_late", float(ch13_own_late))
 #   head's full OV circuit makes the attended token its top logit for
 #   {glue:text}`ov_top1_lo:.0%` to {glue:text}`ov_top1_hi:.0%` of the vocabulary; the
 #   four together, for {glue:text}`sum_top1:.0%`.
-# - L1H1's attention score splits into 36 (query part, key part) terms that add up
+# - {glue:text}`ind_name`'s attention score splits into 36 (query part, key part) terms
+#   that add up
 #   exactly; on this batch the largest pull towards the induction target,
 #   {glue:text}`k_share:.0%` of it, is the query's token against L0H2's output at the
-#   key, and the second is L0H2's output at the query against L0H1's at the key.
+#   key, and the second is L0H2's output at the query against L0H1's at the key. That
+#   second pull needs query and key from the same sequence: L0H1's piece of it,
+#   {glue:text}`pull_same:.2f`, falls to {glue:text}`pull_mis_mean:.2f` on average when
+#   the query side comes from another sequence.
 #   Under rotary embeddings the split keeps its terms, each with an offset-dependent
 #   bilinear form, and loses its positional part.
 # - L0H1 attends two back, on average over the batch, only up to query position

@@ -131,9 +131,10 @@ EX2 = FunctionExercise(
                 "however small, the same vote. Should a rounding-sized eigenvalue count as much as the largest?",
                 lambda eigenvalues: (eigenvalues.real / eigenvalues.abs()).mean().item()),
     ],
-    hint="The score compares the real part of the eigenvalues' sum with the sum of their sizes: +1 when "
-         "every eigenvalue is a positive real, -1 when every one is a negative real. Return a Python "
-         "float, not a tensor.",
+    hint="Which part of the eigenvalues' sum can say whether the head raises or lowers what it attends "
+         "to, and what must it be divided by to stay in [-1, 1] whatever the head's scale? What should "
+         "your score be when every eigenvalue is a positive real, and when every one is a negative real? "
+         "Does your function return a Python float or a tensor?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

@@ -47,34 +47,39 @@ EX1 = FunctionExercise(
     reference=induction_score,
     make_inputs=_repeat_pattern_inputs,
     mistakes=[
-        Mistake("off by one: attended to the earlier copy of the same token", "This stripe (key i for "
-                "query n + i) measures attention to the *same* token's earlier occurrence, a duplicate-token "
-                "head. Induction looks at the token that followed that occurrence.",
+        Mistake("off by one: attended to the earlier copy of the same token", "Your stripe measures "
+                "attention to the earlier occurrence of the query's own token: that is what a duplicate-token "
+                "head does. Which token does an induction head want to find, and where does it sit relative "
+                "to that earlier occurrence?",
                 lambda pattern, seq_len: _stripe(pattern, seq_len, seq_len)),
-        Mistake("off by one the other way", "This stripe reaches key i + 2, one token past the "
-                "induction target of query n + i.",
+        Mistake("off by one the other way", "Your stripe is one diagonal off the induction stripe. "
+                "For a query in the second copy, where is the earlier occurrence of its token, which key "
+                "comes right after it, and how far below the main diagonal does that key lie?",
                 lambda pattern, seq_len: _stripe(pattern, seq_len - 2, seq_len)),
-        Mistake("included the query at position n - 1", "The diagonal at offset -(n - 1) starts at query "
-                "n - 1, a token of the first copy (its entry is attention to position 0). Only the n queries "
-                "of the second copy, n .. 2n - 1, have an earlier occurrence to look back to.",
+        Mistake("included the query at position n - 1", "Your mean counts one query too many. At which "
+                "query does your diagonal start, and is that query in the first copy or the second? Which "
+                "queries have an earlier occurrence of their token to look back to?",
                 lambda pattern, seq_len: _stripe(pattern, seq_len - 1, seq_len - 1)),
-        Mistake("averaged over the whole pattern", "The score reads one stripe: query n + i to key i + 1. "
-                "Averaging every entry measures nothing about induction.",
+        Mistake("averaged over the whole pattern", "Your score averages every entry of the pattern, so a "
+                "head that never looks back scores the same as one that does. Which entries of the pattern "
+                "would an induction head fill, and how are they arranged?",
                 lambda pattern, seq_len: pattern.mean(dim=(0, 2, 3))),
         Mistake("transposed", "Your stripe lies where a causal pattern is zero. Rows are queries and "
                 "columns keys: on which side of the main diagonal are the keys a query can see?",
                 lambda pattern, seq_len: _stripe(pattern.transpose(-1, -2), seq_len - 1, seq_len)),
-        Mistake("summed instead of averaged", "Average over the batch and the n queries, so that 1 means "
-                "perfect induction.",
+        Mistake("summed instead of averaged", "Your scores can exceed 1. Attention weights sum to 1 over "
+                "the keys: what should a head that puts all its weight on the induction target score, and "
+                "what operation over the queries and the batch gives that?",
                 lambda pattern, seq_len: _stripe(pattern, seq_len - 1, seq_len) * pattern.shape[0] * seq_len),
-        Mistake("kept the batch axis", "Average over the batch too: return one number per head, [head].",
+        Mistake("kept the batch axis", "Your result has an axis too many. The score is one number per "
+                "head, [head]: which axis of yours is not the head axis, and what should happen to it?",
                 lambda pattern, seq_len: pattern.diagonal(offset=-(seq_len - 1), dim1=-2, dim2=-1)[..., 1:]
                 .mean(-1)),
     ],
-    hint="In the second copy, query n + i sees the same token as position i, and an induction head attends "
-         "to the token after it, key i + 1. Those (query, key) pairs lie on one diagonal of each [2n, 2n] "
-         "pattern, a fixed distance below the main one. Keep only the queries in the second copy and "
-         "average over the batch and the queries: one score per head, [head].",
+    hint="Which key does query n + i attend to if the head does induction? How far below the main "
+         "diagonal of a [2n, 2n] pattern does that put the pair, and is the distance the same for every i? "
+         "Which queries have an earlier copy of their token to look back to? Over which axes must you "
+         "average to be left with one score per head, [head]?",
 )
 
 
@@ -123,10 +128,12 @@ EX2 = FunctionExercise(
                 lambda pattern: _diag(pattern, -1).sum(-1).mean(0) / pattern.shape[-1]),
         Mistake("two tokens back", "This stripe is attention two tokens back, to the token before the previous one.",
                 lambda pattern: _diag(pattern, -2).mean(dim=(0, 2))),
-        Mistake("summed instead of averaged", "Average over the batch and positions, so that 1 means the head "
-                "always attends to the previous token.",
+        Mistake("summed instead of averaged", "Your scores can exceed 1. What should a head that always "
+                "attends to the previous token score, and what operation over the positions and the batch "
+                "gives that?",
                 lambda pattern: _diag(pattern, -1).sum(dim=(0, 2))),
-        Mistake("kept the batch axis", "Average over the batch too: return one number per head, [head].",
+        Mistake("kept the batch axis", "Your result has an axis too many. The score is one number per "
+                "head, [head]: which axis of yours is not the head axis, and what should happen to it?",
                 lambda pattern: _diag(pattern, -1).mean(-1)),
     ],
     hint="In a [pos, pos] pattern with queries as rows and keys as columns, where do the entries "
@@ -177,14 +184,16 @@ EX3 = FunctionExercise(
                 "the batch to the next. What does a value that depends on the sequence still tell the "
                 "layers above?",
                 lambda z, head: _replace(z, head, z[:, :, head].mean(1, keepdim=True))),
-        Mistake("averaged over d_head too", "The mean is a vector of d_head numbers, one per "
-                "dimension of the head's output; averaging those dimensions together loses it.",
+        Mistake("averaged over d_head too", "Your replacement is the same number in every dimension of "
+                "the head's output. Does the head's average output point in one direction of its d_head "
+                "dimensions, and which axes did your mean run over?",
                 lambda z, head: _replace(z, head, z[:, :, head].mean())),
-        Mistake("ablated every head", "Only head `head` is replaced; the layer's other heads keep "
-                "their outputs.",
+        Mistake("ablated every head", "Your function changed heads other than `head`. Which heads of "
+                "the layer should the rest of the model still see as they were?",
                 lambda z, head: z.mean(dim=(0, 1), keepdim=True).expand_as(z).clone()),
-        Mistake("returned only the ablated head", "A hook on hook_z must return the whole tensor, "
-                "[batch, pos, head, d_head], with the one head changed.",
+        Mistake("returned only the ablated head", "Your tensor has lost an axis. What shape does the "
+                "model expect back from a hook on hook_z, and what happens to the other heads if it gets "
+                "less?",
                 lambda z, head: z[:, :, head].mean(dim=(0, 1)).expand_as(z[:, :, head]).clone()),
     ],
     hint="A hook receives one layer's outputs of every head and must return a tensor of the same "
