@@ -1364,7 +1364,7 @@ glue("dla_low_hi", low_hi.item())
 # The head we picked on one sentence holds up. {glue:text}`dla_top` adds
 # {glue:text}`dla_top0:.2f` on that sentence and {glue:text}`dla_top_mean:.2f` on
 # average over the 100 test sentences, which do not include it (95% bootstrap interval
-# over the ten name pairs, {glue:text}`dla_top_lo:.2f` to {glue:text}`dla_top_hi:.2f};
+# over the ten name pairs, {glue:text}`dla_top_lo:.2f` to {glue:text}`dla_top_hi:.2f`;
 # {glue:text}`dla_template_lo:.2f` to {glue:text}`dla_template_hi:.2f` per template):
 # well above 0, the null of a head that does nothing for the answer. That is the test.
 # It writes {glue:text}`dla_share:.0f`% of the
