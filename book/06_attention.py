@@ -334,12 +334,15 @@ checks.ch06_ex1(attention_pattern)
 # $x$ is whatever the head reads. In the model below, which has no normalisation, that
 # is the residual stream itself. Where a LayerNorm or RMSNorm stands before attention
 # (the Annotated Transformer, GPT-2, SmolLM2), it is the normalised stream, with the
-# norm's gain in front of $W_Q$ and $W_K$: the score is bilinear in that, not in the raw
-# stream, which the norm divides by its own size.
+# norm's gain in front of $W_Q$ and $W_K$: the score is bilinear in the norm's output
+# (gain, and for LayerNorm its bias, included), not in the raw stream, which the norm
+# divides by its own size.
 #
 # That formula is for a model whose positions are added to the stream (Vaswani et al.'s
 # sinusoids, as in the book's encoder-decoder `toy-translation`; GPT-2's learned table),
-# or which has none. The book's attention-only toy models are *shortformer* models
+# or which has none, and for self-attention, where queries and keys read the same
+# stream (the encoder-decoder's cross-attention reads two: chapter
+# {doc}`12_cross_attention`). The book's attention-only toy models are *shortformer* models
 # {cite}`press2021shortformer`: their positional table is added
 # only to the input of the queries and keys, never to the stream, so for them $x_i$ in
 # the formula is $x_i + p_i$, the stream plus the position's embedding, while the values
@@ -912,8 +915,11 @@ plt.show()
 # and keys are larger than its layer's average, and its shape may lean somewhat more
 # towards offset 1; each of these still needs its own test on fresh random sets.
 # Either way,
-# the offset kernel alone would make this head a previous-token head: it need not
-# recognise which token is the previous one, only how far back it stands. That is the
+# on average over this text's pairs the offset kernel alone would make this head a
+# previous-token head: softmaxed alone it puts {glue:text}`kernel_prev:.2f` of a query's
+# weight on key $i - 1$, against the head's own {glue:text}`prev_best:.2f` with its full
+# scores. It need not recognise which token is the previous one, only how far back it
+# stands. That is the
 # rotary version of chapter {doc}`05_positional`'s positional QK circuit
 # $W_\text{pos} W_{QK} W_\text{pos}^\top$, with the offset built into the matrix instead
 # of into the vectors the head reads. The kernel is an average over this text's token
@@ -928,25 +934,35 @@ scores = hooked_scores.masked_fill(mask == 0, float("-inf"))
 unscaled = (scores * math.sqrt(D_HEAD)).softmax(-1)
 allowed = scores[:, mask.bool()]                       # every (q, k <= q)
 score_std = allowed.std().item()
+# what the softmax sees: each score less its query row's mean, pooled over
+# the rows (every pair less one degree of freedom per row for its mean)
+filled = hooked_scores.masked_fill(mask == 0, 0.0)
+dev = (filled - filled.sum(-1, keepdim=True)
+       / mask.sum(-1, keepdim=True))[:, mask.bool()]     # [passage, pair]
+score_std_row = math.sqrt(dev.pow(2).sum().item()
+                          / (dev.numel() - filled.shape[0] * N_TOK))
 peak = A_best.max(-1).values[:, 1:].mean().item()
 peak_unscaled = unscaled.max(-1).values[:, 1:].mean().item()
 prev_unscaled = prev_token_pattern_score(unscaled[:, None]).item()
 print(f"scaled scores: std {score_std:.2f} over all {allowed.numel()} "
-      "allowed pairs")
+      f"allowed pairs, {score_std_row:.2f} within a query's row")
 print(f"mean largest weight per query: {peak:.2f} scaled, "
       f"{peak_unscaled:.2f} unscaled")
 print(f"weight on the previous token: {best_prev:.2f} scaled, "
       f"{prev_unscaled:.2f} unscaled")
 glue("score_std", score_std)
+glue("score_std_row", score_std_row)
 glue("peak", peak)
 glue("peak_unscaled", peak_unscaled)
 glue("prev_unscaled", prev_unscaled)
 
 # %% [markdown]
 # The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1,
-# as at initialisation. A trained head is under no such constraint: this head's *scaled*
-# scores have a standard deviation of {glue:text}`score_std:.1f` over the allowed pairs,
-# far from the unit variance the argument assumed. The scale is still part of the
+# as at initialisation. A trained head is under no such constraint: along a query's row,
+# the spread the softmax sees, this head's *scaled* scores have a standard deviation of
+# {glue:text}`score_std_row:.1f` ({glue:text}`score_std:.1f` over all the allowed pairs,
+# which adds the differences between rows), far from the unit variance the argument
+# assumed. The scale is still part of the
 # function the weights were trained with: take it out and the same head puts on average
 # {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
 # {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the
@@ -973,7 +989,8 @@ attention_pattern_view(
 #   saturates; we measured both.
 # - The causal mask sets future scores to $-\infty$, making the pattern lower triangular
 #   while each row still sums to one.
-# - In a model with additive (or no) positions the score is
+# - In a model with additive (or no) positions the score is (for self-attention;
+#   cross-attention in chapter {doc}`12_cross_attention`)
 #   $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with $W_{QK} = W_Q W_K^\top$ of rank at
 #   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`), $x$ being
 #   what the queries and keys read: the stream, its normalised version, or, in the

@@ -98,9 +98,10 @@ EX1 = FunctionExercise(
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, first=1))),
     ],
-    hint="Build the table from two axes: positions as a column [n_pos, 1] and one frequency per pair of "
-         "dimensions [d_model / 2]; broadcasting their product gives every angle. Even columns hold the "
-         "sines of the angles, odd columns the cosines. Compute in float64 for accuracy.",
+    hint="Build the table from two axes: positions as a column [n_pos, 1] and the frequencies as a "
+         "row. How many different frequencies does the formula give d_model columns, and what does "
+         "broadcasting the product of the two axes give you? Then read PE(pos, 2i) and PE(pos, 2i+1) "
+         "again: which function, of which angle, goes in each column? Compute in float64 for accuracy.",
 )
 
 
@@ -145,9 +146,10 @@ EX2 = FunctionExercise(
     reference=offset_matrix,
     make_inputs=_offset_inputs,
     mistakes=[
-        Mistake("blocks turn the wrong way", "Your blocks turn the wrong way for row vectors. "
-                "With PE[pos + k] = PE[pos] @ M_k, work out one block from the angle-addition formulas: "
-                "which entry of the 2 x 2 block carries -sin?",
+        Mistake("blocks do not shift the table by k", "Your blocks have the right angles, but "
+                "PE[pos] @ M_k does not give PE[pos + k]. Take one row's (sin, cos) pair, multiply it "
+                "by your block with the row vector on the left, and expand sin(a + b) and cos(a + b): "
+                "which position's pair comes out?",
                 lambda k, d_model: _block_matrix(k * _freqs(d_model), transpose=True)),
         Mistake("matrix does not depend on k", "Your matrix does not change with k. How does the angle of a"
                 " shift by k relate to that of a shift by one?",
@@ -230,9 +232,10 @@ EX3 = FunctionExercise(
                 "rotary_adjacent_pairs=False) forms each plane: neighbours, or one coordinate from each "
                 "half?",
                 lambda x, base: _rope(x, base, adjacent=True)),
-        Mistake("the planes turn the wrong way", "Your rotation has the right angles but the opposite sign. Check"
-                " by hand where the point (1, 0) of plane 0 goes at position 1, reading the plane as a "
-                "complex number.",
+        Mistake("the planes are not turned as RoPE turns them", "Your planes turn by the right amounts but"
+                " do not land where RoPE puts them. Check by hand where the point (1, 0) of plane 0 goes at"
+                " position 1, reading the plane as a complex number: what does multiplying it by the"
+                " chapter's unit complex number give?",
                 lambda x, base: _rope(x, base, sign=-1.0)),
         Mistake("frequencies fall too slowly", "Your frequencies fall too slowly from plane to plane. "
                 "In base^(-2m/d_head), what does the 2 account for?",
@@ -250,10 +253,10 @@ EX3 = FunctionExercise(
                 "exponent in theta_m?",
                 lambda x, base: _rope(x, base, power=1.0)),
     ],
-    hint="Work plane by plane: plane m is a pair of coordinates (a, b), one from each half of the "
-         "row, read as the complex number a + ib; turning it by an angle is multiplying by a unit "
-         "complex number. Build every angle at once by broadcasting positions [n_pos, 1] against "
-         "the d_head / 2 frequencies, as in exercise 5.1, and compute in float64.",
+    hint="Work plane by plane: which two coordinates of the row make plane m in the layout the "
+         "exercise asks for? Read the pair as the complex number a + ib: what does turning it by an "
+         "angle do to that number? Build every angle at once by broadcasting positions [n_pos, 1] "
+         "against the d_head / 2 frequencies, as in exercise 5.1, and compute in float64.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2, EX3)}

@@ -90,10 +90,12 @@ EX1 = FunctionExercise(
                 "probability distribution per query: which step turns scores into one?",
                 lambda q, k, causal: _mask(_scaled(q, k), causal).exp()),
     ],
-    hint="Score every query against every key (a [batch, n, n] table, rows are queries), scale by the key "
-         "width as the paper does, and, only when `causal` is true, hide the keys that come after each "
-         "query before the softmax, so that they get exactly zero weight. Then normalise each row into a "
-         "distribution. The check tries both values of `causal`.",
+    hint="Go step by step, with one question at each. Score every query against every key: in your "
+         "[batch, n, n] table, which axis holds the queries? Scale the scores as the paper does: by what, "
+         "so that their spread does not grow with the width? When `causal` is true, hide some keys: which "
+         "ones, for query i, and at which step must they go for the remaining weights to stay a "
+         "distribution? Last, turn each query's scores into a distribution. The check tries both values "
+         "of `causal`.",
 )
 
 
@@ -135,9 +137,10 @@ EX2 = FunctionExercise(
         Mistake("applied a softmax", "This exercise asks for the scores, before any softmax or mask.",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),
     ],
-    hint="Project the stream into each head's query space and key space ([n_heads, pos, d_head] each), "
-         "score every query position against every key position, and scale by the head width as the paper "
-         "does. No softmax: these are scores, [n_heads, pos_q, pos_k].",
+    hint="Project the stream into each head's query space and key space ([n_heads, pos, d_head] each) "
+         "and score every query position against every key position. The paper then scales the scores: "
+         "by what, worked out from the length of which vectors? No softmax: these are scores, "
+         "[n_heads, pos_q, pos_k].",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
