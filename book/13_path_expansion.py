@@ -1014,7 +1014,7 @@ glue("target_hi", int(targets.max()))
 # with a previous-token head is the mechanism Elhage et al. describe for induction heads,
 # and the next chapters follow this circuit further.
 
-# %%
+# %% tags=["hide-input"]
 v_comp = sum(v for path, v in la_batch.virtual.items() if path[-1] == (1, h1))
 v_comp = correct_logit(v_comp)[:, copy2].mean()
 direct_l1h1 = mean2[names.index("L1H1")]
