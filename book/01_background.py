@@ -61,8 +61,10 @@
 # rescales what was written before. What follows is not true of that model, and chapters 2
 # and 3 measure how far from it the paper's arrangement is. It is true of *pre-norm*
 # transformers (GPT-2 and almost every language model since, and the Annotated Transformer's
-# own code), and of models with no LayerNorm at all, like the toy models of the circuits
-# papers.
+# own code), and of models with no LayerNorm at all, like the toy models this book trains.
+# (Elhage et al. analyse their toy models as if they had no LayerNorm, setting it aside;
+# apart from its data-dependent division, the rest of a LayerNorm folds into the
+# neighbouring weights.)
 #
 # In such a transformer every sublayer (an attention layer, or an MLP) **reads** from a
 # shared vector per position, the *residual stream*, computes something, and **adds** its
@@ -220,8 +222,9 @@ sum_is(f"split finer, {len(per_head)} per-head terms + embeddings + output "
 # writes in, and what later layers read), but this bookkeeping is the starting point for every
 # attribution in the book. (A logit is not quite linear in the stream here: the model's final
 # LayerNorm divides by the stream's size first. Holding that divisor fixed makes it affine,
-# a linear map plus the LayerNorm's and unembedding's biases; chapter 2 writes that split out,
-# and chapter 11 measures how far the frozen divisor is from what the LayerNorm really does.)
+# a linear map plus the LayerNorm's and unembedding's biases; chapter 2 writes that split out.
+# Chapter 11 measures how far a frozen divisor is from the real norm, in SmolLM2, whose norm
+# is an RMSNorm rather than this page's LayerNorm.)
 
 # %%
 pos = tokens.shape[1] - 1
@@ -274,8 +277,12 @@ plt.show()
 #    simplification, not the real thing: GPT-2, Pythia, Llama and SmolLM2 all have an MLP in
 #    every layer.
 # 3. **LayerNorm.** It divides by a data-dependent scale (chapter 11). Its learned gain and
-#    bias fold into the next weights; the division does not, and chapter 11 measures how far
-#    from linear it is: little for small changes of the stream, a lot for large ones.
+#    bias fold into the next weights; the division does not. Chapter 11 measures how far
+#    from linear the division is, for the RMSNorm of SmolLM2 (the pretrained model the book
+#    uses), in two ways. Its first-order expansion (the tangent) is close for small changes
+#    of the stream and drifts for large ones. Holding the divisor frozen is another matter:
+#    its error is set more by the direction of the change (how much of it runs along the
+#    stream) than by its size, so it can be off even for small changes.
 #
 # The cell below makes the first point concrete on an attention-only model. A map $f$ is
 # linear when it is *additive*, $f(x + y) = f(x) + f(y)$, and *homogeneous*,
@@ -393,6 +400,9 @@ glue("ch1_live_bound", live_bound)
 glue("ch1_max_score", max(score_x, score_y, score_xy))
 # scores within [-s, s] put a softmax entry within a factor e^(2 s) of 1/n
 glue("ch1_uniform_factor", math.exp(2 * max(score_x, score_y, score_xy)))
+# two patterns, each within e^(2 s) of 1/n (above or below): within e^(4 s)
+# of each other
+glue("ch1_pair_factor", math.exp(4 * max(score_x, score_y, score_xy)))
 
 # %% [markdown]
 # With its pattern recomputed, the layer's output on $x + y$ differs from the sum of its
@@ -402,7 +412,9 @@ glue("ch1_uniform_factor", math.exp(2 * max(score_x, score_y, score_xy)))
 # it could be: this layer's attention scores are at most {glue:text}`ch1_max_score:.2f`
 # in size, and scores within $\pm s$ put every entry of a softmax over $n$ keys within a
 # factor $e^{2s}$ of the uniform $1/n$: here a factor of at most
-# {glue:text}`ch1_uniform_factor:.2f`, so the three patterns can differ only that much.
+# {glue:text}`ch1_uniform_factor:.2f`. Each of the three patterns is that close to uniform,
+# so an entry of one pattern and the same entry of another can differ by a factor of at
+# most $e^{2s} \cdot e^{2s} = e^{4s}$, here {glue:text}`ch1_pair_factor:.2f`.
 # (Why the scores are this small in this random layer, and how large they are in a trained
 # one, we do not measure here.) The deviation is still beyond the worst-case rounding
 # bound, and with the pattern frozen the difference is rounding.

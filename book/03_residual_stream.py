@@ -6,9 +6,10 @@
 # from it with a linear map, computes, and adds its result back; how many dimensions it
 # has and how many writers compete for them; and why the forward computation gives its
 # coordinates, taken one at a time, no meaning. We prove the last point by rotating a whole
-# model into a random basis and getting exactly the same predictions, then show the one kind
-# of operation that would break the symmetry: a nonlinearity applied coordinate by
-# coordinate.
+# model into a random basis and getting the same predictions, to float32 rounding; we then
+# measure, in a pretrained model, that training can give coordinates a meaning all the
+# same, and show the one kind of operation in the forward pass that would break the
+# symmetry: a nonlinearity applied coordinate by coordinate.
 
 # %% [markdown]
 # The set-up is folded away: the imports, and the rounding counts of this chapter's checks
@@ -25,8 +26,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (glue, identity, identity_close, observation,
-                              rounding_bound)
+from circuitbook.book import (Null, finding, glue, identity, identity_close,
+                              observation, rounding_bound)
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import (
     EncoderLayer,
@@ -195,7 +196,8 @@ glue("post_rel", post_rel.item())
 # it, so a post-norm stream equals the plain sum only by coincidence. The size of the gap is
 # one untrained stack's, on one random input. The circuits framework, like
 # GPT-2 and every model after it in this book, assumes the pre-norm arrangement (or, in
-# the toy models, no LayerNorm at all), because only then is the stream a running sum.
+# the book's toy models, no LayerNorm at all), because only then is the stream a running
+# sum.
 #
 # **Bandwidth, counted.** How many dimensions write into the stream of the paper's base
 # model? Each attention sublayer's output map $W^O$ takes the concatenated heads
@@ -229,8 +231,9 @@ glue("writer_ratio", writer_dims / stream_dims)
 # Elhage et al. {cite}`elhage2021mathematical` make the read-compute-write structure the
 # centre of their picture. We look at it in the book's trained two-layer, attention-only
 # model `toy-2l` from the zoo, which chapters 16 and 17 take apart: it has learned to
-# continue sequences that repeat, with an induction head. Like the framework's toy models
-# it has no LayerNorm, and it uses *shortformer* positions {cite}`press2021shortformer`:
+# continue sequences that repeat, with an induction head. It has no LayerNorm (Elhage et
+# al. analyse their toy models as if they had none), and it uses *shortformer* positions
+# {cite}`press2021shortformer`:
 # the positional embedding is added to what the queries and keys read, not to the stream.
 # In TransformerLens's row-vector convention (row $x_i$ is the stream at position $i$), the
 # stream starts as $x^{(0)}_i = W_E[t_i]$, and head $h$ of a layer reads it as
@@ -558,10 +561,182 @@ plt.show()
 # such training would produce. The
 # argument above shows only that nothing in the forward computation gives a coordinate a
 # meaning; whether training did is a question about a particular model, to be measured,
-# as chapter {doc}`10_ffn` does for neurons. (Chapter {doc}`11_layernorm` measures
-# something else that stands out in SmolLM2: one *position*, the first token, whose vector
-# is far larger than the others. That is a token of unusual size, not a coordinate.)
+# as chapter {doc}`10_ffn` does for neurons. We measure it once here.
 #
+# ### Did training pick coordinates? One measurement in SmolLM2
+#
+# The model is the pretrained one the book uses from chapter 4 on, SmolLM2 (a 4-bit copy
+# of SmolLM2-135M-Instruct; chapter {doc}`04_embeddings` says exactly which). Its forward
+# computation has the symmetry too: its norm is an RMSNorm, which once its gain is folded
+# into the next weights divides by the length alone (see below), its MLP nonlinearities
+# act on neurons and its rotary positions on query and key dimensions, none on the stream.
+# So if its stream favours some coordinates, its weights put that there (trained, then
+# rounded to 4 bits), not its architecture. We run it on
+# chapter {doc}`11_layernorm`'s passage, the first scene of the book's Shakespeare corpus
+# cut to {glue:text}`rs_n_tok` tokens, and take the stream entering each layer. The
+# statistic is chapter {doc}`10_ffn`'s: the share of a vector's squared length held by its
+# top 1% of coordinates, here its {glue:text}`rs_top` largest of
+# {glue:text}`rs_d_model`. Three versions of it: for the first token; averaged over the
+# other tokens; and, for the median other token, the share held by the first token's top
+# coordinates. The null is the same vectors in a uniformly random basis,
+# {glue:text}`rs_n_null` random rotations applied at three layers spread over the depth
+# ({glue:text}`rs_layers`); the test is at the middle one, and the figure shows every
+# layer.
+
+# %%
+from circuitbook.data.corpus import shakespeare_scenes
+from circuitbook.models.pretrained import load_smollm2
+from circuitbook.neurons import haar_rotation, top_k_mass
+
+smol, smol_tok = load_smollm2()
+_, passage = shakespeare_scenes()[0]                  # chapter 11's passage
+smol_ids = smol_tok(passage, return_tensors="pt").input_ids[:, :256]
+_, smol_cache = smol.run_with_cache(
+    smol_ids, names_filter=lambda n: n.endswith("hook_resid_pre"))
+# the stream entering every layer: [n_layers, pos, d_model]
+streams = torch.stack([smol_cache["resid_pre", l][0]
+                       for l in range(smol.cfg.n_layers)])
+TOP = smol.cfg.d_model // 100                     # chapter 10's top 1%: 5
+TESTED = (5, 15, 25)                              # spread over the 30 layers
+MID = smol.cfg.n_layers // 2                      # the tested one: 15
+
+
+def coordinate_shares(v):
+    """For streams v [layers, pos, d_model]: the share of token 0's squared
+    length in its TOP largest coordinates; the same share averaged over the
+    other tokens; and the median, over the other tokens, of the share of
+    their squared length in token 0's TOP coordinates. [layers, 3]"""
+    token0, others = v[:, 0], v[:, 1:].double()
+    top0 = token0.abs().topk(TOP, dim=-1).indices              # [layers, TOP]
+    at_top0 = others.gather(-1, top0[:, None].expand(-1, others.shape[1], -1))
+    shared = at_top0.pow(2).sum(-1) / others.pow(2).sum(-1)   # [layers, pos]
+    return torch.stack([top_k_mass(token0, TOP),
+                        top_k_mass(others, TOP).mean(-1),
+                        shared.median(-1).values], -1)
+
+
+measured = coordinate_shares(streams)                          # [30, 3]
+# the null: the same vectors in a uniformly random basis (a rotation leaves
+# the model's function unchanged, as shown above), at the three layers
+g_basis = torch.Generator().manual_seed(11)
+at_tested = streams[list(TESTED)]
+rotated_shares = torch.stack([
+    coordinate_shares(at_tested @ haar_rotation(smol.cfg.d_model, g_basis))
+    for _ in range(40)])                                   # [40, 3 layers, 3]
+mid = TESTED.index(MID)
+for k, what in enumerate(["the first token's squared length in its "
+                          f"{TOP} largest coordinates",
+                          f"the other tokens' squared length in their {TOP} "
+                          "largest coordinates (mean over tokens)",
+                          "the median other token's squared length in the "
+                          f"first token's {TOP} largest coordinates"]):
+    finding(f"SmolLM2, one passage, the stream entering layer {MID}: the "
+            f"share of {what} is larger than in a random basis",
+            measured[MID, k].item(),
+            null=Null.draws(f"the same vectors in {len(rotated_shares)} "
+                            "uniformly random bases",
+                            rotated_shares[:, mid, k].tolist()),
+            chapter="3")
+lengths = streams.norm(dim=-1)                             # [30, pos]
+others_median = lengths[:, 1:].median(-1).values
+below_half = (measured[:, 0] < 0.5).nonzero()[:, 0].tolist()
+observation("layers where the first token's top coordinates hold less than "
+            "half of its squared length; its length there / the others' "
+            "median", f"{below_half}; at most "
+            f"{(lengths[below_half, 0] / others_median[below_half]).max():.2f}",
+            chapter="3")
+rest_null_max = rotated_shares[:, :, 1].max().item()
+n_above = int((measured[:, 1] > rest_null_max).sum())
+observation("layers (of 30) where the other tokens' mean top-share is above "
+            "every random-basis value at the three tested layers",
+            n_above, chapter="3")
+top0_mid = streams[MID, 0].abs().topk(TOP).indices.tolist()
+glue("rs_n_tok", smol_ids.shape[1])
+glue("rs_top", TOP)
+glue("rs_d_model", smol.cfg.d_model)
+glue("rs_n_null", rotated_shares.shape[0])
+glue("rs_layers", f"{TESTED[0]}, {TESTED[1]} and {TESTED[2]}")
+glue("rs_mid", MID)
+glue("rs_first_layer", TESTED[0])
+glue("rs_last_layer", TESTED[2])
+glue("rs_x0_mid", lengths[MID, 0].item())
+glue("rs_med_mid", others_median[MID].item())
+glue("rs_x0_5", lengths[TESTED[0], 0].item())
+glue("rs_med_5", others_median[TESTED[0]].item())
+glue("rs_coords_mid", ", ".join(map(str, top0_mid)))
+glue("rs_s0_mid", measured[MID, 0].item())
+glue("rs_s0_5", measured[TESTED[0], 0].item())
+glue("rs_s0_25", measured[TESTED[2], 0].item())
+glue("rs_null0_mean", rotated_shares[:, :, 0].mean().item())
+glue("rs_null0_max", rotated_shares[:, :, 0].max().item())
+glue("rs_rest_mid", measured[MID, 1].item())
+glue("rs_rest_null", rotated_shares[:, :, 1].mean().item())
+glue("rs_shared_mid", measured[MID, 2].item())
+glue("rs_shared_null_max", rotated_shares[:, :, 2].max().item())
+glue("rs_rest_min", measured[:, 1].min().item())
+glue("rs_rest_max", measured[:, 1].max().item())
+glue("rs_n_above", n_above)
+glue("rs_n_layers", smol.cfg.n_layers)
+glue("rs_below_half", ", ".join(map(str, below_half[:-1]))
+     + f" and {below_half[-1]}" if len(below_half) > 1 else str(below_half[0]))
+glue("rs_low_ratio", (lengths[below_half, 0]
+                      / others_median[below_half]).max().item())
+
+fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
+depth = torch.arange(smol.cfg.n_layers)
+ax[0].plot(depth, measured[:, 0], "k^-", ms=4, label="first token")
+ax[0].plot(depth, measured[:, 1], "o-", ms=3, label="others (mean)")
+ax[0].plot(depth, measured[:, 2], "s--", ms=3,
+           label=f"others, in the first's top {TOP} (median)")
+ax[0].axhspan(rotated_shares.min().item(), rotated_shares.max().item(),
+              color="gray", alpha=0.3,
+              label="random basis (layers " + ", ".join(map(str, TESTED)) + ")")
+ax[0].set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+ax[0].set_ylim(0, 1.5)                 # room above the data for the legend
+ax[0].set_xlabel("layer (the stream entering it)")
+ax[0].set_ylabel(f"share of squared length, top {TOP}")
+ax[0].legend(fontsize=7, loc="upper center", ncol=2)
+ax[1].plot(depth, lengths[:, 0], "k^-", ms=4, label="first token")
+ax[1].plot(depth, others_median, "o-", ms=3, label="other tokens (median)")
+ax[1].set_yscale("log")
+ax[1].set_xlabel("layer (the stream entering it)")
+ax[1].set_ylabel("length of the stream vector")
+ax[1].legend(fontsize=7, loc="lower right")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Training did line SmolLM2's stream up with coordinates, and strongly. Take first the
+# first token, which chapter {doc}`11_layernorm` finds far larger than the others. Entering
+# layer {glue:text}`rs_mid` it has length {glue:text}`rs_x0_mid:,.0f`, against a median of
+# {glue:text}`rs_med_mid:.0f` for the other tokens, and its
+# {glue:text}`rs_top` largest coordinates (numbers {glue:text}`rs_coords_mid`) hold
+# {glue:text}`rs_s0_mid:.1%` of its squared length; in a random basis the top
+# {glue:text}`rs_top` hold {glue:text}`rs_null0_mean:.1%` on average and never more than
+# {glue:text}`rs_null0_max:.1%`. Entering layer {glue:text}`rs_first_layer` it is
+# {glue:text}`rs_x0_5:.0f` long (median of the others {glue:text}`rs_med_5:.0f`), with
+# {glue:text}`rs_s0_5:.1%` in its top {glue:text}`rs_top`; entering layer
+# {glue:text}`rs_last_layer`, {glue:text}`rs_s0_25:.1%`. So the first token is not just a
+# token of unusual size: its size sits in a handful of coordinates. Not at every layer:
+# the top {glue:text}`rs_top` hold less than half of its squared length at layers
+# {glue:text}`rs_below_half` only, and there its vector is not outsized either (at most
+# {glue:text}`rs_low_ratio:.1f` times the others' median length).
+#
+# The other tokens are aligned too, less extremely. At layer {glue:text}`rs_mid` their top
+# {glue:text}`rs_top` coordinates hold {glue:text}`rs_rest_mid:.0%` of their squared
+# length on average (a random basis: {glue:text}`rs_rest_null:.1%`), and the median token
+# has {glue:text}`rs_shared_mid:.0%` of its squared length in the first token's
+# {glue:text}`rs_top` coordinates (a random basis: at most
+# {glue:text}`rs_shared_null_max:.1%`). Over all {glue:text}`rs_n_layers` layers their
+# mean share runs from {glue:text}`rs_rest_min:.0%` to {glue:text}`rs_rest_max:.0%`, above
+# every random-basis value at {glue:text}`rs_n_above` of them.
+#
+# This is one model, the 4-bit copy, on one passage. It shows that SmolLM2's weights make
+# a few coordinates of its stream special; it does not say which part of training did it
+# (Adam's per-coordinate steps and the norms' per-coordinate gains, before folding, are
+# both candidates), nor what the coordinates carry.
+
+# %% [markdown]
 # ### What would break it: a nonlinearity per coordinate
 #
 # The argument used only that every operation touching the stream is linear. Suppose the
@@ -754,8 +929,12 @@ explore(draw_plane, angle=(0, 360, 10))
 #   write subspaces cannot be independent.
 # - The forward pass gives the stream no privileged basis: rotating every write by $R$ and
 #   every read by $R^\top$ leaves the logits and attention patterns unchanged while the
-#   individual coordinates become unrecognisable. Whether training (Adam) lines some
-#   directions up with coordinates anyway is a question about a particular model.
+#   individual coordinates become unrecognisable. Whether training lines some directions
+#   up with coordinates anyway is a question about a particular model. In SmolLM2, on one
+#   passage, it does: entering layer {glue:text}`rs_mid`, the first token's
+#   {glue:text}`rs_top` largest coordinates hold {glue:text}`rs_s0_mid:.1%` of its squared
+#   length and the other tokens' hold {glue:text}`rs_rest_mid:.0%` on average, against
+#   about {glue:text}`rs_rest_null:.0%` in a random basis.
 # - An elementwise nonlinearity on the stream would break the symmetry; a length-only one
 #   would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
 #   why neurons, unlike residual coordinates, are a privileged basis. LayerNorm's centring

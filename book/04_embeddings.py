@@ -72,8 +72,9 @@ def xavier_tolerance(d, V):
 # plus a bias. A softmax turns logits into next-token probabilities.
 #
 # Both ends speak the language of tokens, and that makes them special. The residual stream
-# between them has coordinates that mean nothing on their own (chapter
-# {doc}`03_residual_stream`); the one other place with meaningful coordinates is the
+# between them has coordinates to which the forward pass gives no meaning of their own
+# (chapter {doc}`03_residual_stream`, which also measures that training can give some of
+# them one); the one other place whose coordinates the forward pass singles out is the
 # hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures (a tempting
 # summary calls the two ends the only interpretable coordinates, which leaves the
 # neurons out). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
@@ -144,8 +145,8 @@ checks.ch04_ex1(embed)
 # the paper's $d_\text{model} = 512$: PyTorch's default `nn.Embedding` initialisation
 # ($\mathcal N(0, 1)$ entries), and the Glorot/Xavier-uniform initialisation that the
 # Annotated Transformer's `make_model` applies to every matrix, for a small vocabulary (the
-# Annotated Transformer's copy task uses 11 tokens) and for the paper's shared vocabulary of
-# about 37000.
+# Annotated Transformer's copy task uses 11 tokens) and for the paper's shared
+# English-German vocabulary of about 37000.
 
 # %%
 d_base = 512
@@ -199,12 +200,15 @@ ax.set_xlabel("mean length of a token's vector (log scale), d_model = 512")
 ax.legend(fontsize=8, loc="upper right")
 fig.tight_layout()
 plt.show()
+# the scaled Xavier token against the positional row, as the prose reads it
+glue("xs_vs_pe", rows["Xavier, V=11"][1] / math.sqrt(d_base / 2))
 
 # %% [markdown]
 # Every positional row has length {glue:text}`pe_norm:.1f`. With `make_model`'s Xavier
 # initialisation and 11 tokens, a token's row has length {glue:text}`xs_raw:.2f` before the
 # factor and {glue:text}`xs_scaled:.1f` after it: the factor takes the token from much
-# smaller than the position to somewhat larger. But Xavier's spread shrinks as the
+# smaller than the position to about twice as long ({glue:text}`xs_vs_pe:.2f` times the
+# positional row's length). But Xavier's spread shrinks as the
 # vocabulary grows (the entries have variance $2/(V + d_\text{model})$), and with 37000
 # tokens the rows start at {glue:text}`xb_raw:.3f` and reach only {glue:text}`xb_scaled:.2f`
 # after scaling, still shorter than the positional signal. With PyTorch's default
@@ -243,8 +247,9 @@ identity_close("Generator(x) = log_softmax(x W_U + b_U) with "
 #
 # $$W_E^\text{src} = W_E^\text{tgt} = \sqrt{d_\text{model}}\, S, \qquad W_U = S^\top.$$
 #
-# Sharing needs one vocabulary for both languages; the paper gets it from byte-pair
-# encoding. (A tempting reading is that all three are tied *and* scaled by
+# Sharing needs one vocabulary for both languages. For English-German the paper has one,
+# from byte-pair encoding (about 37000 tokens shared by source and target); for
+# English-French it says only that it used a 32000 word-piece vocabulary. (A tempting reading is that all three are tied *and* scaled by
 # $\sqrt{d_\text{model}}$. That is not what the paper says: the factor belongs to the two
 # embedding layers only, and the pre-softmax map uses the table itself. The check at the end
 # of this section runs the tied generator and finds the factor exactly once in its logits.)
@@ -399,9 +404,9 @@ identity_close("the factored direct path's product is W_E W_U", D,
 # eps of the largest, a visible share of the ratio quoted below
 D64 = W_E0.double() @ W_U0.double()
 sv = torch.linalg.svdvals(D64)
+# its numerical rank: at most d_model = 64 for any 64 x 64 matrix, so not a
+# check; it is reported with the singular values below
 rank0 = torch.linalg.matrix_rank(D64).item()
-identity("toy-0l: direct path = W_E W_U, rank <= d_model = 64",
-         f"rank {rank0}", rank0 <= m0.cfg.d_model, chapter="4")
 
 wide = attn_only(0, d_vocab=512, d_model=64, seed=1)
 dp_wide = direct_path(wide)
@@ -416,9 +421,9 @@ identity("a 512-token model with d_model = 64 has a direct path of rank at "
          rank_wide == n_sv <= dp_wide.mdim == 64, chapter="4")
 # full rank is what almost every matrix has, trained or not: a number to
 # report, not evidence about training
-observation("toy-0l's direct path: smallest / largest singular value "
-            "(its rank is the full 64)", (sv[-1] / sv[0]).item(),
-            chapter="4")
+observation("toy-0l's direct path: its numerical rank, and its smallest / "
+            "largest singular value", f"rank {rank0}, ratio "
+            f"{(sv[-1] / sv[0]).item():.3g}", chapter="4")
 glue("rank0", rank0)
 glue("sv_ratio", (sv[-1] / sv[0]).item())
 
@@ -439,18 +444,27 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # adds that the token with the *longest* row scores itself highest; for every other
 # token it promises nothing, though rows drawn at random in 16 dimensions are far from
 # parallel (their cosines have standard deviation $1/\sqrt{16} = 0.25$), so each tends
-# to score itself, its squared length, above most of the rest. A bigram chain is nothing
-# like that: "$a$ is followed by $b$" rarely means "$b$ is followed by $a$", and in this
-# chain no token is a likely successor of itself (the chain is built that way).
+# to score itself, its squared length, above most of the rest. A bigram chain need not be
+# like that: "$a$ is followed by $b$" need not mean "$b$ is followed by $a$", and in this
+# chain no token is a likely successor of itself (the chain is built that way). But this
+# chain is partly symmetric. It is built from a few fixed offsets: each token
+# has a place in a hidden cyclic order of the 64, and its likely successors sit at
+# offsets {glue:text}`chain_offsets` from it. Two of them, {glue:text}`chain_pair`, are
+# each other's negatives mod 64, so whenever $b$ is one of those successors of $a$, $a$
+# is a likely successor of $b$: {glue:text}`chain_reciprocal:.0%` of the chain's likely
+# pairs $a \to b$ have a likely reverse $b \to a$, where successor sets drawn at random
+# (four of the 63 other tokens) would give {glue:text}`chain_reciprocal_random:.1%`.
 #
 # All of this is about the two ends with nothing between them, as in `toy-0l`. A final
 # LayerNorm, which the Annotated Transformer's pre-norm decoder ends with, centres the
 # vector (multiplies it by $P = I - \tfrac1d \mathbf 1 \mathbf 1^\top$), divides it by
 # its standard deviation plus a small $\epsilon$ (the Annotated Transformer's own
 # LayerNorm uses the unbiased standard deviation, `x.std(-1)`), multiplies by a gain
-# $\gamma$ and adds a bias $\beta$. The tied direct path becomes
-# $D\, S P \operatorname{diag}(\gamma) S^\top + \mathbf 1\, \beta^\top S^\top$, where
-# $D$ divides each row $a$ by its own $\sigma_a + \epsilon$ and the second term adds
+# $\gamma$ and adds a bias $\beta$. With the embedded row $W_E[a] = \sqrt{d_\text{model}}\, S_a$
+# the tied direct path becomes
+# $\sqrt{d_\text{model}}\, D\, S P \operatorname{diag}(\gamma) S^\top + \mathbf 1\, \beta^\top S^\top$,
+# where $D$ divides each row $a$ by $\sigma_a + \epsilon$, $\sigma_a$ the standard
+# deviation of the embedded row $W_E[a]$, and the second term adds
 # the same vector $\beta^\top S^\top$ to every row, as $b_U$ does. The matrix $S P \operatorname{diag}(\gamma)
 # S^\top$ is in general not symmetric
 # ($P \operatorname{diag}(\gamma)$ is not, unless $\gamma$ is constant); it is when
@@ -465,7 +479,9 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 #
 # Three reference points, fixed before we measure: a tied model with nothing between its
 # ends scores exactly 0; the chain's own $\log P$ is what a perfect zero-layer model
-# would score; and a matrix with no symmetric structure at all (independent entries of
+# would score (and to see what its reciprocal pairs do to it, we shuffle the entries of
+# each of its rows at random, which keeps every row's values and loses which pairs
+# face each other); and a matrix with no symmetric structure at all (independent entries of
 # equal variance $\sigma^2$) scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason:
 # the squared norm of $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
 # $\frac{n(n-1)}{2}\sigma^2$, against $n^2\sigma^2$ for $L$ itself; the diagonal belongs
@@ -505,9 +521,36 @@ observation("in this one random tied model (11 tokens, d_model 16), the "
             tied_self, chapter="4")
 
 L = D + m0.b_U.detach()                   # the zero-layer model's logits
+truth_sets = chain.successors.sort(-1).values      # each row's four, sorted
 no_self = bool((chain.successors != torch.arange(64)[:, None]).all())
 identity("in the chain no token is one of its own likely successors (it "
          "is built from nonzero offsets)", no_self, no_self, chapter="4")
+# The chain is a relabelled circulant (circuitbook.data.bigram_chain): the
+# likely successors of a are perm[(rank[a] + offset) mod 64] for a few fixed
+# offsets. We draw perm and the offsets from the chain's seed as bigram_chain
+# does, and check that they rebuild its successors exactly.
+n_succ = recipe["data"]["n_successors"]
+rng = np.random.default_rng(recipe["data"]["chain_seed"])
+perm = rng.permutation(64)
+offsets = sorted(rng.choice(np.arange(1, 64), size=n_succ,
+                            replace=False).tolist())
+rebuilt = torch.from_numpy(perm[(np.argsort(perm)[:, None]
+                                 + np.array(offsets)[None]) % 64])
+n_differ = int((rebuilt.sort(-1).values != truth_sets).sum())
+identity(f"the chain's likely successors of a are perm[(rank[a] + offset) "
+         f"mod 64] for the offsets {offsets}",
+         f"{n_differ} of {rebuilt.numel()} successors differ", n_differ == 0,
+         chapter="4")
+# offsets o and 64 - o make a pair reciprocal: b = a + o gives a = b + (64 - o)
+pairs = [(o, 64 - o) for o in offsets if o <= 32 and 64 - o in offsets]
+likely = torch.zeros(64, 64, dtype=torch.bool)
+likely[torch.arange(64)[:, None], chain.successors] = True
+reciprocal = ((likely & likely.T).sum() / likely.sum()).item()
+# successor sets drawn at random: b's n_succ successors, among the 63 tokens
+# other than b, include a with probability n_succ / 63
+observation("the share of the chain's likely pairs a -> b whose reverse "
+            "b -> a is likely too (random successor sets: n_succ / 63)",
+            f"{reciprocal:.3f} (random sets: {n_succ / 63:.3f})", chapter="4")
 
 
 def centred(M):
@@ -532,8 +575,18 @@ finding("toy-0l's logit table is less antisymmetric than the same "
         "zero-layer model at initialisation", antisym,
         null=Null.draws("the zero-layer model at initialisation, 40 seeds",
                         init_antisym), alternative="less", chapter="4")
-observation("the chain's own log P: its antisymmetric share",
-            chain_antisym, chapter="4")
+# what the chain's rows give without its reciprocal pairs: each row's
+# entries shuffled at random (its values kept, which pairs face each other
+# lost), 200 times, from a generator of its own
+g_rows = torch.Generator().manual_seed(1)
+log_p = chain.log_transition()
+row_shuffled = [antisym_share(torch.stack(
+    [row[torch.randperm(64, generator=g_rows)] for row in log_p]))
+    for _ in range(200)]
+finding("the chain's own log P is less antisymmetric than its rows with "
+        "their entries shuffled", chain_antisym,
+        null=Null.draws("each row's entries shuffled, 200 times",
+                        row_shuffled), alternative="less", chapter="4")
 # The tied table's centred antisymmetric part is zero up to rounding: each
 # entry of it subtracts two entries of D_tied (d_model + 1 roundings each),
 # the bias (1), a row mean and a column mean (vocab each) and 3 more
@@ -550,6 +603,12 @@ observation("toy-0l: the share of tokens predicted as their own successor",
             self_top, chapter="4")
 glue("antisym", antisym)
 glue("chain_antisym", chain_antisym)
+glue("chain_row_null", sum(row_shuffled) / len(row_shuffled))
+glue("chain_row_null_sd", torch.tensor(row_shuffled).std().item())
+glue("chain_offsets", ", ".join(map(str, offsets[:-1])) + f" and {offsets[-1]}")
+glue("chain_pair", " and ".join(f"{a} and {b}" for a, b in pairs))
+glue("chain_reciprocal", reciprocal)
+glue("chain_reciprocal_random", n_succ / 63)
 glue("init_antisym", sum(init_antisym) / len(init_antisym))
 glue("init_antisym_sd", torch.tensor(init_antisym).std().item())
 glue("tied_self", 100 * tied_self.item())
@@ -559,7 +618,14 @@ glue("self_top0", 100 * self_top.item())
 # The antisymmetric part carries {glue:text}`antisym:.2f` of `toy-0l`'s centred logit
 # table, close to the chain's {glue:text}`chain_antisym:.2f` and far below the
 # {glue:text}`init_antisym:.2f` of the same model at initialisation (mean of 40 seeds,
-# standard deviation {glue:text}`init_antisym_sd:.3f`); and
+# standard deviation {glue:text}`init_antisym_sd:.3f`). The chain's own share is itself
+# far below the {glue:text}`chain_row_null:.3f` (standard deviation
+# {glue:text}`chain_row_null_sd:.3f`, 200 shuffles) that its rows give with their entries
+# shuffled, and the cheapest explanation is the reciprocal pairs above: where $a \to b$
+# and $b \to a$ are both likely, both entries are large and the pair adds to the
+# symmetric part. So that `toy-0l`'s table is less antisymmetric than at initialisation
+# mirrors this chain's reciprocal offsets: a fact about one chain seed, not about bigram
+# chains in general. And
 # {glue:text}`self_top0:.0f`% of its tokens predict themselves next, while
 # {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
 # first. A tied zero-layer model with no final norm could not represent this chain's
@@ -907,9 +973,14 @@ def set_match(table):
 
 
 match = set_match(L)
-# No test: a model at initialisation matches no row (it cannot fail to be
-# beaten), and four tokens picked at random match a row's successor set with
-# probability 1 / C(64, 4). The number stands beside that chance rate.
+# No test: the model at initialisation (the 40 seeds above) matches hardly a
+# row, so it could not fail to be beaten, and four tokens picked at random
+# match a row's successor set with probability 1 / C(64, 4). The number
+# stands beside that chance rate.
+init_match = max(set_match(Li) for Li in init_L)
+observation("the largest share of rows matched in this way by the zero-layer "
+            "model at initialisation, over its 40 seeds", init_match,
+            chapter="4")
 set_chance = 1 / math.comb(64, 4)
 observation("share of tokens whose four largest direct-path logits in toy-0l "
             "are the chain's four successors (chance per row: 1/C(64,4))",
@@ -934,6 +1005,7 @@ glue("n_close", int((gaps <= gaps[miss].max()).sum()))
 glue("median_gap", gaps.median().item())
 glue("set_match", 100 * match)
 glue("set_chance", set_chance)
+glue("init_set_match", 100 * init_match)
 glue("top1_match", 100 * top1_match.item())
 probs = L.softmax(-1)
 for a in range(4):
@@ -949,7 +1021,8 @@ for a in range(4):
 # For {glue:text}`set_match:.1f`% of the tokens the model's top four are exactly the
 # chain's four successors, where four tokens picked at random would be that set with
 # probability {glue:text}`set_chance:.1e` per row (an observation, not a test: the model
-# at initialisation matches no row, so it is no null that could fail), and for
+# at initialisation matches {glue:text}`init_set_match:.0f`% of the rows at best, over its
+# 40 seeds, so it is no null that could fail), and for
 # {glue:text}`top1_match:.1f`% its single favourite is the chain's most likely next
 # token. The {glue:text}`n_miss` misses sit in rows whose two likeliest successors are
 # close: the largest of their gaps is {glue:text}`miss_gap:.3f`, where as many rows drawn
@@ -997,9 +1070,11 @@ explore(draw_row, token=(0, 63, 3))
 #   ($W_E = \sqrt{d_\text{model}}S$, $W_U = S^\top$). The Annotated Transformer's
 #   `make_model` ties nothing; the tying lines in its text are disabled and name attributes
 #   that do not exist.
-# - The direct path $W_E W_U$ (the paper's $W_U W_E$) maps tokens to tokens and has rank at
-#   most $d_\text{model}$. Tied with nothing between the ends, it is symmetric;
-#   `toy-0l`'s untied one is about as asymmetric as the chain it was trained on (and less than at initialisation), and
+# - The direct path $W_E W_U$ (Elhage et al.'s $W_U W_E$, in column vectors) maps tokens to
+#   tokens and has rank at most $d_\text{model}$. Tied with nothing between the ends, it is
+#   symmetric; `toy-0l`'s untied one is about as antisymmetric as the chain it was trained
+#   on, and less than at initialisation, which mirrors that chain's reciprocal offsets
+#   ({glue:text}`chain_reciprocal:.0%` of its likely pairs also hold in reverse); it
 #   recovers the chain's four successors for {glue:text}`set_match:.1f`% of tokens
 #   (chapter 14 takes it further).
 # - The book's real model is SmolLM2-135M-Instruct (Q4_1), "SmolLM2": a 4-bit copy whose

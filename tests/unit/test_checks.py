@@ -187,6 +187,22 @@ def test_value_exercise():
     assert ex(7).mistake == "wrong values"
 
 
+def test_a_wrong_count_gets_no_direction_and_a_wrong_scale_no_factor():
+    """A count can be resubmitted at will: "too large" would let a reader bisect to it, and a
+    negative count's "wrong sign" would name it. A tensor off by a constant factor is told so,
+    without the factor, which would name the missing scale (0.35 is 1 / sqrt(8))."""
+    count = ValueExercise(id="toy_ex3", title="a count", expected=lambda: 12, hint="h")
+    for wrong in (11, 13, 24, -12, 13.0):
+        result = count(wrong)
+        assert result.mistake == "wrong values", result
+        assert not any(w in result.message for w in ("too large", "too small", "sign", "factor")), result
+    # a number that is not a count keeps its direction
+    assert "too large" in ValueExercise(id="toy_ex4", title="a ratio", expected=lambda: 1.5, hint="h")(2.0).message
+    scaled = TOY(lambda x, k: x * k / 8 ** 0.5)
+    assert scaled.mistake == "wrong scale" and not any(c.isdigit() for c in scaled.message), scaled.message
+    assert "0.35" not in str(checks.ch04_ex1(lambda tokens, lut: lut[tokens] * 2.0))
+
+
 def test_unknown_exercise_ids_are_clear():
     with pytest.raises(KeyError, match="exercise ids look like"):
         checks.get("nonsense")

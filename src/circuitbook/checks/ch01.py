@@ -47,16 +47,16 @@ EX1 = FunctionExercise(
                 "attention and MLP outputs are not in the stream that enters it.",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer + 1)),
-        Mistake("stopped one block early", "Every block before `layer` has written into the stream, "
-                "including block `layer - 1`.",
+        Mistake("stopped one block early", "Your sum leaves out a block that writes before block `layer` "
+                "reads. Which is the last block whose writes are in the stream that block `layer` reads?",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer - 1)),
         Mistake("added block `layer`'s attention output", "That is the stream halfway through block "
                 "`layer` (TransformerLens's resid_mid), after its attention and before its MLP.",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer) + attn_out[layer]),
-        Mistake("forgot the positional embedding", "The stream starts as the token embedding plus the "
-                "positional embedding; both stay in it for good.",
+        Mistake("forgot the positional embedding", "What does the stream hold before block 0 writes "
+                "anything, in this model with standard (added) positions? Does any of it ever leave?",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer) - pos_embed),
         Mistake("left out the MLPs", "MLPs are sublayers too: each adds its output to the stream, as "

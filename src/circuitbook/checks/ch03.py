@@ -178,18 +178,24 @@ EX1 = RotationExercise(
                 "Your model is consistent (its logits do not change), but its stream is not the old stream "
                 "times R. Work out what your new W_E gives for one token and compare it with W_E[token] @ R.",
                 _inconsistent(lambda W, R: W @ R.T, lambda W, R: R @ W)),
-        Mistake("forgot W_U", "The unembedding reads the final stream, so it changes the way the other reads "
-                "do.", _skipping("W_U")),
-        Mistake("forgot W_pos", "The positional embedding is written into the stream too, so it changes the "
-                "way the other writes do.", _skipping("W_pos")),
-        Mistake("forgot W_E", "The token embedding is the first write into the stream.", _skipping("W_E")),
+        Mistake("forgot W_U", "One matrix that touches the stream is left as it was. The logits are computed "
+                "from the final stream: does the matrix that computes them read the stream or write it, and "
+                "what does your function do with the others of its kind?", _skipping("W_U")),
+        Mistake("forgot W_pos", "One matrix that touches the stream is left as it was. In these models the "
+                "positions are added to the stream: is that a read or a write, and what does your function do "
+                "with the others of its kind?", _skipping("W_pos")),
+        Mistake("forgot W_E", "One matrix that touches the stream is left as it was. Where does the stream "
+                "start, and which matrix puts it there?", _skipping("W_E")),
         Mistake("forgot b_O", "The output bias is added to the stream: is it a read or a write?",
                 _skipping("b_O")),
-        Mistake("forgot W_O", "Each head writes its output into the stream through one of its matrices.",
+        Mistake("forgot W_O", "One of each head's matrices is left as it was. Through which of them does a "
+                "head's output reach the stream?",
                 _skipping("W_O")),
-        Mistake("forgot W_V", "The value map reads the stream, like the queries and keys do.",
+        Mistake("forgot W_V", "One of each head's matrices is left as it was. What does the value map take "
+                "as its input, and what did you do with the other matrices that take the same input?",
                 _skipping("W_V")),
-        Mistake("forgot W_Q and W_K", "Queries and keys are computed from the stream: they are reads.",
+        Mistake("forgot W_Q and W_K", "Two of each head's matrices are left as they were. What are queries and "
+                "keys computed from, and does that make their matrices reads or writes?",
                 _skipping("W_Q", "W_K")),
     ],
     hint="Changing the stream's basis (x -> x R) must leave the logits unchanged. For each entry, ask "
@@ -232,9 +238,9 @@ EX2 = FunctionExercise(
     make_inputs=_plane_inputs,
     mistakes=[
         Mistake("column-vector convention",
-                "Your matrix turns the plane the wrong way: with it, x R turns e_i by -theta, away from e_j. "
-                "Most textbooks write this matrix for column vectors (R x): does the same matrix turn a row "
-                "vector x R the same way?",
+                "Your matrix is a rotation by the right amount, but is it in the right direction? Most "
+                "textbooks write this matrix for column vectors (R x). Work out e_i R with your matrix for a "
+                "small theta: does e_i move towards e_j?",
                 lambda d, i, j, theta: plane_rotation(d, i, j, theta).T),
         Mistake("cos and sin swapped", "Your matrix is a rotation, but by the wrong angle: it turns e_i by "
                 "90 degrees minus theta. What should a small theta do to e_i?",

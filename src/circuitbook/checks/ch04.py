@@ -117,9 +117,9 @@ EX2 = FunctionExercise(
                 "for?",
                 lambda tokens, lut, b_U: tied_logits(tokens, lut, b_U).softmax(-1)),
     ],
-    hint="Tied weights: one table embeds (with the scale of exercise 4.1) and unembeds (unscaled, read the "
-         "other way round, so that vocab is the output side). Embed the tokens, map the [batch, pos, "
-         "d_model] stream to [batch, pos, vocab] with the unembedding, add the bias.",
+    hint="Tied weights: one table serves both ends. Which end carries the scale of exercise 4.1, and does "
+         "the other? To unembed, the [batch, pos, d_model] stream must become [batch, pos, vocab]: which "
+         "way round must the table be read for that? And have you used every input?",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}

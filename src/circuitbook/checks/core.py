@@ -440,8 +440,10 @@ def tensor_difference(got: torch.Tensor, expected: torch.Tensor) -> tuple[str, s
         if denom > 0 and not expected.is_complex():
             c = float((g * e).sum() / denom)
             if abs(c) > 1e-6 and abs(c - 1) > 1e-3 and _close(g, c * e):
-                return f"right shape, off by a constant factor: yours is about {c:.2g} times the right answer " \
-                       "(a missing or extra scale?)", "wrong scale"
+                # the factor itself is not printed: it would name the missing scale (0.35 is
+                # 1 / sqrt(8)), and the reader's question is which scale the definition applies
+                return "right shape, off by the same factor in every entry: which scale does the definition " \
+                       "apply, and did you apply it once, at the right place?", "wrong scale"
         d = (g - e).flatten()
         if d.numel() > 1 and _close(d, d[0].expand_as(d)):
             return "right shape, off by the same constant in every entry (a missing or extra bias or shift?)", \
@@ -490,10 +492,22 @@ def as_number(x: Any) -> float | None:
 
 
 
-def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str]:
+def _is_count(x: Any) -> bool:
+    """True for an integer answer (a count): a Python or NumPy int, or a one-element integer tensor;
+    not True/False."""
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, torch.Tensor):
+        return x.numel() == 1 and not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+    return isinstance(x, numbers.Integral)
+
+
+def difference(got: Any, expected: Any, *, pencil: bool = False) -> tuple[str, str]:
     """How ``got`` differs from ``expected`` without printing ``expected``'s values: the
-    type or shape, the sign, the scale, which entries or which keys. ``ratio=False``
-    (pencil answers) says only "too large" or "too small"."""
+    type or shape, the sign, the scale, which entries or which keys; never by what factor
+    (that would name a missing scale). ``pencil=True`` (a value answer, which a reader can
+    resubmit at will, not a function checked on fresh inputs): for a count, not even "too
+    large" or "too small", since a direction would let the reader bisect to it."""
     if isinstance(expected, torch.Tensor) and expected.ndim > 0:
         if not isinstance(got, torch.Tensor):
             return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
@@ -510,11 +524,13 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
         g = as_number(got)
         if g is None:
             return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
+        if pencil and _is_count(expected):
+            return f"your {g:.6g} is not the right count: list what is to be counted, kind by kind, and " \
+                   "count each kind again", "wrong values"
         if e != 0 and abs(g + e) <= 1e-6 + 1e-4 * abs(e):
             return f"your {g:.6g} has the wrong sign", "wrong sign"
         side = "too large" if g > e else "too small"
-        if ratio and e != 0 and g != 0 and (g > 0) == (e > 0):
-            return f"your {g:.6g} is {side}, by a factor of about {g / e:.2g}", "wrong values"
+        # no factor: "about 0.35 times" would name the missing scale
         return f"your {g:.6g} is {side}", "wrong values"
     if isinstance(expected, dict):
         if not isinstance(got, dict):
@@ -523,7 +539,7 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
         if missing or extra:
             return f"the keys differ: missing {missing}, unexpected {extra}", "wrong keys"
         wrong = [k for k in expected if not allclose()(got[k], expected[k])]
-        first = difference(got[wrong[0]], expected[wrong[0]], ratio=ratio)[0] if wrong else ""
+        first = difference(got[wrong[0]], expected[wrong[0]], pencil=pencil)[0] if wrong else ""
         return f"wrong {', '.join(map(str, wrong))}: {wrong[0]}: {first}", "wrong values"
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
@@ -531,7 +547,7 @@ def difference(got: Any, expected: Any, *, ratio: bool = True) -> tuple[str, str
         wrong = [i for i, (a, b) in enumerate(zip(got, expected)) if not allclose()(a, b)]
         if not wrong:
             return "the elements are right but not in the expected form", "wrong type"
-        first = difference(got[wrong[0]], expected[wrong[0]], ratio=ratio)[0]
+        first = difference(got[wrong[0]], expected[wrong[0]], pencil=pencil)[0]
         return f"element {', '.join(map(str, wrong))} of {len(expected)} is wrong: element {wrong[0]}: {first}", \
             "wrong values"
     return f"expected {shape_of(expected)}; yours ({_describe(got)}) is not it", "wrong values"
@@ -755,5 +771,5 @@ class ValueExercise:
         if isinstance(expected, str):  # a choice: which one is right is the question itself
             return Result(self.id, False, f"not quite: {answer!r} is not the answer", "wrong choice",
                           self.hint or None)
-        message, mistake = difference(*spell(answer, expected), ratio=False)
+        message, mistake = difference(*spell(answer, expected), pencil=True)
         return Result(self.id, False, f"not quite: {message}", mistake, self.hint or None)
