@@ -33,12 +33,13 @@ EX1 = FunctionExercise(
     reference=full_ov,
     make_inputs=_full_ov_inputs,
     mistakes=[
-        Mistake("transposed", "Your table is transposed. This book follows the row-vector convention "
-                "of chapter 8: a vector sits to the left of the matrix it passes through. Where does a "
-                "token enter your product, and what then indexes the rows?",
+        Mistake("transposed", "What indexes the rows of your table, and what the columns? This book "
+                "follows the row-vector convention of chapter 8: a vector sits to the left of the matrix "
+                "it passes through. Where does a token enter your product, and what then indexes the rows?",
                 lambda W_E, W_V, W_O, W_U: (W_E @ W_V @ W_O @ W_U).T),
-        Mistake("used the transposed W_OV", "The middle of your product is the OV matrix of the other "
-                "convention. Which orientation does a row vector need between the two embeddings?",
+        Mistake("used the transposed W_OV", "Look at the middle of your product. Follow one row vector "
+                "from the residual stream through the head: which matrix does it pass through first, and "
+                "does your middle factor apply the two in that order?",
                 lambda W_E, W_V, W_O, W_U: W_E @ (W_V @ W_O).T @ W_U),
         Mistake("put W_E on both sides", "Your product has the shape of the full QK circuit, which compares "
                 "two tokens. What reads the OV circuit's output, if its columns are logits?",

@@ -111,11 +111,11 @@ EX2 = FunctionExercise(
     reference=prev_token_score,
     make_inputs=_prev_inputs,
     mistakes=[
-        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself, not to the "
-                "token before it.",
+        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p: the token "
+                "itself, or the one before it?",
                 lambda pattern: _diag(pattern, 0).mean(dim=(0, 2))),
-        Mistake("read the main diagonal", "pattern[p, p] is attention to the token itself, not to the "
-                "token before it.",
+        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p: the token "
+                "itself, or the one before it?",
                 lambda pattern: _diag(pattern, 0)[..., 1:].mean(dim=(0, 2))),
         Mistake("looked at the next token (offset +1) or transposed", "Key p + 1 is in the future of query p, "
                 "which a causal pattern never attends to (those entries are 0); reading the transposed "
@@ -126,7 +126,7 @@ EX2 = FunctionExercise(
                 "torch.roll it wraps to a masked future key). The score is a mean over the queries that "
                 "have a previous token: which are they?",
                 lambda pattern: _diag(pattern, -1).sum(-1).mean(0) / pattern.shape[-1]),
-        Mistake("two tokens back", "This stripe is attention two tokens back, to the token before the previous one.",
+        Mistake("two tokens back", "How many tokens back from query p is the key your stripe reads?",
                 lambda pattern: _diag(pattern, -2).mean(dim=(0, 2))),
         Mistake("summed instead of averaged", "Your scores can exceed 1. What should a head that always "
                 "attends to the previous token score, and what operation over the positions and the batch "
@@ -245,8 +245,8 @@ EX4 = FunctionExercise(
                 "between?",
                 lambda steps, second_copy, chance: _first_below(
                     steps, second_copy, (chance + second_copy[-1]) / 2)),
-        Mistake("returned the index, not the step", "Steps are recorded every few training steps: "
-                "return the step itself, an element of `steps`.",
+        Mistake("returned the index, not the step", "Steps are recorded every few training steps. Is "
+                "what you return a training step, one of the values in `steps`, or something else?",
                 lambda steps, second_copy, chance: steps.index(phase_change(steps, second_copy, chance))),
         Mistake("one record early", "Your step is one record before the one asked for. At your step, "
                 "is the loss already past the midpoint?",
