@@ -342,7 +342,10 @@ identity(f"the bias-extended W_QK ({d_model + 1} x {d_model + 1}) still has "
 # {doc}`03_residual_stream` introduced it). Its queries and keys read the stream plus
 # the positional embedding (*shortformer* positions {cite}`press2021shortformer`), its
 # values read the stream alone. The zoo records which head is its strongest induction
-# head; we recompute that score rather than trust the record.
+# head on the zoo's evaluation batch; we recompute that score rather than trust the
+# record. (Its lead over the runner-up is small, and on another batch of repeated
+# sequences the order of the top two can change: chapter {doc}`17_induction_heads`
+# finds all four layer-1 heads are induction heads.)
 
 # %%
 with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
@@ -370,7 +373,8 @@ rep_scores = torch.cat([rep_cache["attn_scores", l].flatten()
 rep_size = float(rep_scores[rep_scores.isfinite()].abs().max())
 ind_tol = (rounding_bound(2 * forward_terms(cfg, rep_tokens.shape[1]),
                           rep_size) + 5e-6 * abs(record["induction_best"]))
-identity(f"head {L}.{H} is toy-2l's strongest induction head, and its score "
+identity(f"head {L}.{H} is toy-2l's strongest induction head on the zoo's "
+         "evaluation batch, and its score "
          "is the zoo's record within a worst-case rounding bound (a loose "
          "one: see the text)",
          f"{ind[L, H].item():.6g} vs {record['induction_best']} "
@@ -821,7 +825,15 @@ glue("perhead_top", top_same["per head"])
 # products are facts" becomes: the products $W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top$
 # at every offset, and $W_V^{\mathrm{kv}(h)} W_O^h$, are facts; the freedom left in the
 # factors is a complex number per rotary plane on the query-key side and an invertible
-# $M$ on the value-output side, each shared by the heads of a group.
+# $M$ on the value-output side, each shared by the heads of a group. One more freedom
+# remains outside the head: the RMSNorm's gain $\gamma$ sits between the stream and
+# $W_Q, W_K, W_V$ and is not folded in as SmolLM2 is loaded, so scaling $\gamma$ by a
+# positive diagonal $D$ and the rows of $W_Q, W_K, W_V$ by $D^{-1}$ leaves every query,
+# key, value and logit unchanged while it changes these products to
+# $D^{-1} W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top D^{-1}$ and
+# $D^{-1} W_V^{\mathrm{kv}(h)} W_O^h$. The products are facts once the gain is folded
+# in, as forms on the normalised stream; the plane amplitudes above are built from $q$
+# and $k$ themselves, so they do not depend on where the gain sits.
 
 # %% [markdown]
 # ### `FactoredMatrix`
@@ -1112,7 +1124,9 @@ identity("nn.Linear's stored weights, sliced per head, are the paper's "
 #   one $M$. Such a $G$ left SmolLM2's logits unchanged to float64 rounding; a generic
 #   $G$, or allowed ones that differ between sibling heads, moved them by up to
 #   {glue:text}`generic_change:.1f` and {glue:text}`perhead_change:.1f`. How a head uses each plane is then a fact about
-#   the model, not a choice of coordinates.
+#   the model, not a choice of coordinates; the products themselves are facts once the
+#   RMSNorm gain is folded into $W_Q$, $W_K$ and $W_V$ (otherwise a diagonal rescaling
+#   can move between the gain and those matrices).
 # - In the paper's column convention $W_{QK}^\text{p} = (W_Q^\text{p})^\top W_K^\text{p}$
 #   is the *same* matrix as TransformerLens's $W_{QK}$, while
 #   $W_{OV}^\text{p} = W_O^\text{p} W_V^\text{p}$ is the *transpose* of $W_{OV}$: a
