@@ -5,8 +5,9 @@
 # position, the *residual stream*. This chapter looks at that channel: how each layer reads
 # from it with a linear map, computes, and adds its result back; how many dimensions it
 # has and how many writers compete for them; and why the forward computation gives its
-# coordinates, taken one at a time, no meaning. We prove the last point by rotating a whole
-# model into a random basis and getting the same predictions, to float32 rounding; we then
+# coordinates, taken one at a time, no meaning. We prove the last point by algebra (exercise
+# 3.1's worked answer) and check it by rotating a whole model into a random basis and
+# getting the same predictions, to float32 rounding; we then
 # measure, in a pretrained model, that training can give coordinates a meaning all the
 # same, and show the one kind of operation in the forward pass that would break the
 # symmetry: a nonlinearity applied coordinate by coordinate.
@@ -96,10 +97,12 @@ def post_norm_stack_terms(d_model, n_stack):
 # function. So the forward pass alone gives "slot 17 of the residual stream" no meaning:
 # for every model there is another, with the same outputs, whose slot 17 holds something
 # else. Training may give it one. Adam {cite}`kingma2015adam` steps each coordinate by its
-# own amount, and other per-coordinate operations (a per-coordinate gain, an elementwise
-# function of the stream) also treat the coordinates differently, so a trained model's coordinates
-# can mean something; whether they do is a question about that model, to be measured, not
-# one the symmetry settles (we come back to this below). The objects the forward pass does
+# own amount, and a per-coordinate gain, in a model that has one, is trained coordinate by
+# coordinate too, so a trained model's coordinates can mean something; whether they do is a
+# question about that model, to be measured, not one the symmetry settles (we come back to
+# this below). An elementwise function of the stream is a different matter: it would break
+# the symmetry of the forward pass itself, and the toy model has none (we show what one does
+# at the end of this chapter). The objects the forward pass does
 # not tie to a basis are *directions*, and which directions matter has to be found from the
 # weights that read and write them. (LayerNorm, which the toy model below does not have,
 # singles out the all-ones direction by centring, and its gain acts per coordinate until it
@@ -536,7 +539,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The logits agree to within float32 rounding (the worst-case bound for this computation is
+# The logits agree to within float32 rounding (the rounding estimate for this computation is
 # {glue:text}`logit_bound:.0e`) while the mean absolute
 # correlation between matching coordinates of the two streams is
 # {glue:text}`mean_corr:.2f` (with $R = I$ it would be 1; this $R$'s largest entry is
@@ -706,14 +709,15 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Training did line SmolLM2's stream up with coordinates, and strongly. Take first the
+# SmolLM2's weights (the 4-bit copy) do line its stream up with coordinates, and strongly. Take first the
 # first token, which chapter {doc}`11_layernorm` finds far larger than the others. Entering
 # layer {glue:text}`rs_mid` it has length {glue:text}`rs_x0_mid:,.0f`, against a median of
 # {glue:text}`rs_med_mid:.0f` for the other tokens, and its
 # {glue:text}`rs_top` largest coordinates (numbers {glue:text}`rs_coords_mid`) hold
 # {glue:text}`rs_s0_mid:.1%` of its squared length; in a random basis the top
 # {glue:text}`rs_top` hold {glue:text}`rs_null0_mean:.1%` on average and never more than
-# {glue:text}`rs_null0_max:.1%`. Entering layer {glue:text}`rs_first_layer` it is
+# {glue:text}`rs_null0_max:.1%` (the random bases were drawn at the three tested layers,
+# {glue:text}`rs_layers`). Entering layer {glue:text}`rs_first_layer` it is
 # {glue:text}`rs_x0_5:.0f` long (median of the others {glue:text}`rs_med_5:.0f`), with
 # {glue:text}`rs_s0_5:.1%` in its top {glue:text}`rs_top`; entering layer
 # {glue:text}`rs_last_layer`, {glue:text}`rs_s0_25:.1%`. So the first token is not just a
@@ -729,12 +733,14 @@ plt.show()
 # {glue:text}`rs_top` coordinates (a random basis: at most
 # {glue:text}`rs_shared_null_max:.1%`). Over all {glue:text}`rs_n_layers` layers their
 # mean share runs from {glue:text}`rs_rest_min:.0%` to {glue:text}`rs_rest_max:.0%`, above
-# every random-basis value at {glue:text}`rs_n_above` of them.
+# the largest random-basis value seen at the three tested layers at {glue:text}`rs_n_above`
+# of them.
 #
 # This is one model, the 4-bit copy, on one passage. It shows that SmolLM2's weights make
 # a few coordinates of its stream special; it does not say which part of training did it
 # (Adam's per-coordinate steps and the norms' per-coordinate gains, before folding, are
-# both candidates), nor what the coordinates carry.
+# both candidates), nor what the coordinates carry; nor does it rule out the 4-bit rounding
+# itself, whose blocks of 32 consecutive weights follow the coordinates, as a contributor.
 
 # %% [markdown]
 # ### What would break it: a nonlinearity per coordinate
@@ -744,8 +750,8 @@ plt.show()
 # ReLU. The original model computes $\operatorname{ReLU}(x)$, the rotated one
 # $\operatorname{ReLU}(xR)$, and $\operatorname{ReLU}(xR) \ne \operatorname{ReLU}(x)R$: a
 # ReLU zeroes the negative coordinates, and *which* coordinates are negative depends on the
-# basis. A nonlinearity that only looks at the vector's length, such as dividing by the
-# norm, commutes with every rotation and keeps the symmetry. We insert both between layer 0
+# basis. A nonlinearity that rescales the vector by a function of its length, such as
+# dividing by the norm, commutes with every rotation and keeps the symmetry. We insert both between layer 0
 # and layer 1 with a hook.
 
 # %%
@@ -774,8 +780,8 @@ identity("with a ReLU on the stream, the rotated model's logits differ "
          "(beyond the rounding bound)",
          f"max |difference| {relu_gap:.2f}, bound {relu_bound:.1g}",
          bool(relu_gap > relu_bound), chapter="3")
-identity_close("with a length-only nonlinearity on the stream, they still "
-               "agree", norm_rot, norm_orig, terms=hook_terms, chapter="3")
+identity_close("with a nonlinearity on the stream that rescales it by a "
+               "function of its length, they still agree", norm_rot, norm_orig, terms=hook_terms, chapter="3")
 glue("relu_gap", relu_gap.item())
 glue("logit_std", logits.std().item())
 
@@ -804,7 +810,7 @@ def layer_norm(x):      # no gain, no bias
     return c / c.pow(2).mean(-1, keepdim=True).sqrt()
 
 
-def rms_norm(x):        # no centring, no gain: depends on the length only
+def rms_norm(x):        # no centring, no gain: rescales x by a function of its length
     return x / x.pow(2).mean(-1, keepdim=True).sqrt()
 
 
@@ -930,13 +936,13 @@ explore(draw_plane, angle=(0, 360, 10))
 # - The forward pass gives the stream no privileged basis: rotating every write by $R$ and
 #   every read by $R^\top$ leaves the logits and attention patterns unchanged while the
 #   individual coordinates become unrecognisable. Whether training lines some directions
-#   up with coordinates anyway is a question about a particular model. In SmolLM2, on one
-#   passage, it does: entering layer {glue:text}`rs_mid`, the first token's
+#   up with coordinates anyway is a question about a particular model. In SmolLM2 (the
+#   4-bit copy), on one passage, its weights do: entering layer {glue:text}`rs_mid`, the first token's
 #   {glue:text}`rs_top` largest coordinates hold {glue:text}`rs_s0_mid:.1%` of its squared
 #   length and the other tokens' hold {glue:text}`rs_rest_mid:.0%` on average, against
 #   about {glue:text}`rs_rest_null:.0%` in a random basis.
-# - An elementwise nonlinearity on the stream would break the symmetry; a length-only one
-#   would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
+# - An elementwise nonlinearity on the stream would break the symmetry; one that rescales
+#   the vector by a function of its length would not. Transformers apply elementwise nonlinearities only to MLP neurons, which is
 #   why neurons, unlike residual coordinates, are a privileged basis. LayerNorm's centring
 #   and gain single out directions too, so with LayerNorm the rotation argument needs the
 #   care described above; RMSNorm with its gain folded keeps the full symmetry.

@@ -74,10 +74,12 @@ def xavier_tolerance(d, V):
 # Both ends speak the language of tokens, and that makes them special. The residual stream
 # between them has coordinates to which the forward pass gives no meaning of their own
 # (chapter {doc}`03_residual_stream`, which also measures that training can give some of
-# them one); the one other place whose coordinates the forward pass singles out is the
-# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures (a tempting
-# summary calls the two ends the only interpretable coordinates, which leaves the
-# neurons out). The product $W_E W_U$ maps tokens to tokens: row $i$ says which
+# them one); the main other place whose coordinates the forward pass singles out is the
+# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures. In SmolLM2 there
+# are more: the split of queries, keys and values into heads, and within each head the pairs
+# of coordinates that RoPE rotates together (chapter {doc}`05_positional`). A tempting
+# summary calls the two ends the only interpretable coordinates, which leaves all of these
+# out. The product $W_E W_U$ maps tokens to tokens: row $i$ says which
 # next tokens the bare embedding of token $i$ votes for, before any attention has happened.
 # That is the simplest circuit in the book.
 
@@ -89,30 +91,7 @@ def xavier_tolerance(d, V):
 # The Annotated Transformer {cite}`rush2018annotated` wraps PyTorch's `nn.Embedding` in a
 # module called `Embeddings`, whose forward pass multiplies the looked-up rows by
 # $\sqrt{d_\text{model}}$. So the matrix the rest of the model sees is
-# $W_E = \sqrt{d_\text{model}}\cdot$ `lut.weight`. We check the forward pass against both an
-# explicit index and a one-hot product.
-
-# %%
-d_model, vocab = 16, 11
-emb = Embeddings(d_model, vocab)
-tokens = torch.tensor([[1, 5, 5, 10, 0, 3]])
-W_E = math.sqrt(d_model) * emb.lut.weight.detach()      # [vocab, d_model]
-out = emb(tokens).detach()                              # [1, 6, d_model]
-one_hot = nn.functional.one_hot(tokens, vocab).float()  # [1, 6, vocab]
-# both multiply the same float32 entries by the same float sqrt(d_model),
-# one correctly rounded multiplication each: bit for bit equal
-identity("Embeddings(t) = sqrt(d_model) * lut.weight[t]",
-         (out - W_E[tokens]).abs().max(),
-         bool(torch.equal(out, W_E[tokens])), chapter="4")
-# each entry is one weight times 1 plus zeros: exact in any order
-identity("one_hot(t) @ W_E equals the lookup W_E[t] exactly",
-         (one_hot @ W_E - W_E[tokens]).abs().max(),
-         bool(torch.equal(one_hot @ W_E, W_E[tokens])), chapter="4")
-
-# %% [markdown]
-# The product is exact, not merely close: each output entry is one weight times 1 plus
-# zeros. The two repeated 5s get the same vector; the embedding knows nothing about where
-# a token stands (chapter {doc}`05_positional` adds that).
+# $W_E = \sqrt{d_\text{model}}\cdot$ `lut.weight`.
 #
 # ### Exercise 4.1: the scaled lookup
 #
@@ -131,6 +110,33 @@ def embed(tokens, lut):
 
 
 checks.ch04_ex1(embed)
+
+# %% [markdown]
+# With `embed` written, we check the module's forward pass against it, and the lookup
+# against a one-hot product.
+
+# %%
+d_model, vocab = 16, 11
+emb = Embeddings(d_model, vocab)
+tokens = torch.tensor([[1, 5, 5, 10, 0, 3]])
+# your embed, applied to every token id: the matrix the model sees
+W_E = embed(torch.arange(vocab)[None], emb.lut.weight.detach())[0]  # [vocab, d_model]
+out = emb(tokens).detach()                              # [1, 6, d_model]
+one_hot = nn.functional.one_hot(tokens, vocab).float()  # [1, 6, vocab]
+# both multiply the same float32 entries by the same float sqrt(d_model),
+# one correctly rounded multiplication each: bit for bit equal
+identity("Embeddings(t) equals your embed(t, lut.weight)",
+         (out - W_E[tokens]).abs().max(),
+         bool(torch.equal(out, W_E[tokens])), chapter="4")
+# each entry is one weight times 1 plus zeros: exact in any order
+identity("one_hot(t) @ W_E equals the lookup W_E[t] exactly",
+         (one_hot @ W_E - W_E[tokens]).abs().max(),
+         bool(torch.equal(one_hot @ W_E, W_E[tokens])), chapter="4")
+
+# %% [markdown]
+# The product is exact, not merely close: each output entry is one weight times 1 plus
+# zeros. The two repeated 5s get the same vector; the embedding knows nothing about where
+# a token stands (chapter {doc}`05_positional` adds that).
 
 # %% [markdown]
 # ### The $\sqrt{d_\text{model}}$ factor
@@ -292,34 +298,6 @@ identity("the text's tying lines name attributes that do not exist "
          chapter="4")
 
 # %% [markdown]
-# Tying correctly is two assignments. Since `nn.Linear` stores $W_U^\top$, the generator's
-# `proj.weight` has the same shape as the table, `[vocab, d_model]`, and can simply *be*
-# the table: that is $W_U = S^\top$, with no scale on the output side.
-
-# %%
-n_before = sum(p.numel() for p in at.parameters())
-at.src_embed[0].lut.weight = at.tgt_embed[0].lut.weight
-at.generator.proj.weight = at.tgt_embed[0].lut.weight
-n_after = sum(p.numel() for p in at.parameters())  # shared tensors count once
-S = at.tgt_embed[0].lut.weight.detach()
-identity("after tying, the model has 2 * vocab * d_model fewer parameters",
-         n_before - n_after, n_before - n_after == 2 * vocab * d_model,
-         chapter="4")
-at.eval()
-with torch.no_grad():
-    stream = at.tgt_embed[0](tokens)          # scaled embedding, no PE yet
-    logits_tied = at.generator.proj(stream)   # unscaled S^T plus the bias
-b_tied = at.generator.proj.bias.detach()
-ref = math.sqrt(d_model) * S[tokens] @ S.T + b_tied
-# each side: the scale (1 rounding), a d_model-term dot product, the bias
-# (1); the products partly cancel, so the scale is their absolute values'
-tied_scale = float((math.sqrt(d_model) * S[tokens].abs() @ S.abs().T
-                    + b_tied.abs()).max())
-identity_close("tied: logits of an embedded token = sqrt(d_model) S[t] S^T "
-               "+ b_U", logits_tied, ref, terms=2 * (d_model + 2),
-               scale=tied_scale, chapter="4")
-
-# %% [markdown]
 # ### Exercise 4.2: a tied zero-layer model
 #
 # Put the two ends together with nothing in between. Write `tied_logits(tokens, lut, b_U)`
@@ -339,6 +317,35 @@ def tied_logits(tokens, lut, b_U):
 
 
 checks.ch04_ex2(tied_logits)
+
+# %% [markdown]
+# Tying correctly is two assignments. Since `nn.Linear` stores $W_U^\top$, the generator's
+# `proj.weight` has the same shape as the table, `[vocab, d_model]`, and can simply *be*
+# the table: that is $W_U = S^\top$, with no scale on the output side. We tie the model
+# built above and compare its generator's logits with your `tied_logits`.
+
+# %%
+n_before = sum(p.numel() for p in at.parameters())
+at.src_embed[0].lut.weight = at.tgt_embed[0].lut.weight
+at.generator.proj.weight = at.tgt_embed[0].lut.weight
+n_after = sum(p.numel() for p in at.parameters())  # shared tensors count once
+S = at.tgt_embed[0].lut.weight.detach()
+identity("after tying, the model has 2 * vocab * d_model fewer parameters",
+         n_before - n_after, n_before - n_after == 2 * vocab * d_model,
+         chapter="4")
+at.eval()
+with torch.no_grad():
+    stream = at.tgt_embed[0](tokens)          # scaled embedding, no PE yet
+    logits_tied = at.generator.proj(stream)   # unscaled S^T plus the bias
+b_tied = at.generator.proj.bias.detach()
+ref = tied_logits(tokens, S, b_tied)               # your function
+# each side: the scale (1 rounding), a d_model-term dot product, the bias
+# (1); the products partly cancel, so the scale is their absolute values'
+tied_scale = float((math.sqrt(d_model) * S[tokens].abs() @ S.abs().T
+                    + b_tied.abs()).max())
+identity_close("tied: the tied generator's logits of an embedded token equal "
+               "your tied_logits", logits_tied, ref, terms=2 * (d_model + 2),
+               scale=tied_scale, chapter="4")
 
 # %% [markdown]
 # ## The circuit view
@@ -477,11 +484,12 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # row's mean and every column's mean (the softmax ignores a constant added to a row, and
 # a bias adds a constant to a column, so neither says anything about bigrams).
 #
-# Three reference points, fixed before we measure: a tied model with nothing between its
+# Three reference points: a tied model with nothing between its
 # ends scores exactly 0; the chain's own $\log P$ is what a perfect zero-layer model
 # would score (and to see what its reciprocal pairs do to it, we shuffle the entries of
 # each of its rows at random, which keeps every row's values and loses which pairs
-# face each other); and a matrix with no symmetric structure at all (independent entries of
+# face each other; this row-shuffle null was added after we had seen the chain's own
+# share, so it explains that number rather than testing a prediction); and a matrix with no symmetric structure at all (independent entries of
 # equal variance $\sigma^2$) scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason:
 # the squared norm of $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
 # $\frac{n(n-1)}{2}\sigma^2$, against $n^2\sigma^2$ for $L$ itself; the diagonal belongs
@@ -630,8 +638,10 @@ glue("self_top0", 100 * self_top.item())
 # {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
 # first. A tied zero-layer model with no final norm could not represent this chain's
 # asymmetry: its centred table would score 0. A final norm between the two ends loosens that constraint
-# without any layers: it divides each row by that row's own scale (a LayerNorm also
-# centres it, as above), so a tied direct path is symmetric only up to those row scales.
+# without any layers. An RMSNorm divides each row by that row's own scale and multiplies by
+# its gain, so a tied direct path through it is symmetric up to those row scales; so is
+# one through a LayerNorm whose gain is constant, while a LayerNorm with a gain that varies
+# breaks the symmetry even before the row scales (the matrix above).
 # SmolLM2, below, is such a model. On 256 of its tokens the row scales alone give its
 # direct path an antisymmetric share of {glue:text}`s_direct_antisym:.2f`: not 0, but
 # far below the {glue:text}`s_full_antisym:.2f` of the whole model with its 30 layers.
@@ -675,8 +685,8 @@ identity("SmolLM2 has no unembedding bias (b_U = 0)",
 
 # %% [markdown]
 # **What the 4 bits cost.** The file stores the attention and MLP matrices in the Q4_1
-# format: each block of 32 consecutive weights keeps a step $d$ and an offset $m$ in 16
-# bits, and every weight becomes $m + q\,d$ with an integer $q$ from 0 to 15. The
+# format: each block of 32 consecutive weights keeps a step $d$ and an offset $m$, each in 16
+# bits (float16), and every weight becomes $m + q\,d$ with an integer $q$ from 0 to 15. The
 # embedding (which is also the unembedding) is stored in 8 bits (Q8_0), and the norm
 # gains in float32. If each 4-bit weight was rounded to its nearest level, its error is
 # spread uniformly over one step, with variance $d^2/12$; the steps are in the file, so
@@ -930,7 +940,8 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # one model, the 4-bit copy, on sampled tokens.
 #
 # The whole model reads the same token through 30 layers before the same tied
-# unembedding. On 256 of the tokens it predicts the token itself first for
+# unembedding. Fed each of 256 of the tokens alone, so that what we read is its
+# prediction at the first position (no earlier token to attend to), it predicts the token itself first for
 # {glue:text}`s_self_full:.1f`% of them, against {glue:text}`s_self_direct256:.1f`% for
 # its direct path. Its table of next-token logits over those 256 tokens (centred as
 # above) has an antisymmetric share of {glue:text}`s_full_antisym:.3f`, where its direct
@@ -956,7 +967,7 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # The chain behind `toy-0l` is known exactly (`circuitbook.data.bigram_chain` rebuilds it
 # from the seed in the model's record), so we can compare. For each token $a$ we take the
 # four largest entries of row $a$ of $W_E W_U + b_U$ and ask whether they are the chain's
-# four likely successors of $a$. The null is again the same model at initialisation (the
+# four likely successors of $a$. For comparison, the same model at initialisation (the
 # 40 seeds above). Where the model's favourite is not the chain's, we ask whether those
 # rows are the hard ones: rows whose two likeliest successors are close in probability.
 # The null for that is the same number of rows drawn at random.
@@ -1089,6 +1100,6 @@ explore(draw_row, token=(0, 63, 3))
 #   it makes only {glue:text}`s_self_direct:.1f`% of tokens their own top successor,
 #   where a random tied table with the same row lengths and norm weight makes all of
 #   them so: the learned directions *reduce* self-preference. The whole model predicts
-#   the token itself for {glue:text}`s_self_full:.1f`% of 256, and its one-token logit
+#   the token itself at the first position for {glue:text}`s_self_full:.1f`% of 256, and its one-token logit
 #   table is slightly less antisymmetric ({glue:text}`s_full_antisym:.3f`) than a table
 #   of independent entries ({glue:text}`s_analytic:.3f`).

@@ -181,12 +181,13 @@ EX1 = RotationExercise(
         Mistake("forgot W_U", "One matrix that touches the stream is left as it was. The logits are computed "
                 "from the final stream: does the matrix that computes them read the stream or write it, and "
                 "what does your function do with the others of its kind?", _skipping("W_U")),
-        Mistake("forgot W_pos", "One matrix that touches the stream is left as it was. In these models the "
-                "positions are added to the stream: is that a read or a write, and what does your function do "
-                "with the others of its kind?", _skipping("W_pos")),
+        Mistake("forgot W_pos", "One matrix that touches the stream is left as it was. Which matrix carries the "
+                "positions, what does it do to the stream, and what does your function do with the matrices "
+                "that do the same?", _skipping("W_pos")),
         Mistake("forgot W_E", "One matrix that touches the stream is left as it was. Where does the stream "
                 "start, and which matrix puts it there?", _skipping("W_E")),
-        Mistake("forgot b_O", "The output bias is added to the stream: is it a read or a write?",
+        Mistake("forgot b_O", "The output bias is left as it was. What does the output bias do to the "
+                "stream, and what did you do with the matrices that do the same?",
                 _skipping("b_O")),
         Mistake("forgot W_O", "One of each head's matrices is left as it was. Through which of them does a "
                 "head's output reach the stream?",

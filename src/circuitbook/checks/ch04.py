@@ -44,11 +44,11 @@ EX1 = FunctionExercise(
         Mistake("scale factor too large", "Your scale factor is too large. Which power of "
                 "d_model does Embeddings.forward use?",
                 lambda tokens, lut: lut[tokens] * lut.shape[-1]),
-        Mistake("scaled the wrong way", "Your rows come out smaller than the table's. "
-                "Does Embeddings.forward make them larger or smaller?",
+        Mistake("rows shrunk", "Your rows come out shorter than the table's rows. Reread the line "
+                "of Embeddings.forward that returns them: what operation joins lut(x) and the scale?",
                 lambda tokens, lut: lut[tokens] / math.sqrt(lut.shape[-1])),
-        Mistake("scale from the wrong size", "Your scale factor comes from the wrong size. Which "
-                "of the table's two sizes does the scale in Embeddings.forward use?",
+        Mistake("scale from lut.shape[0]", "Your scale factor comes from lut.shape[0]. What does "
+                "that size count, and what quantity does Embeddings.forward take the root of?",
                 lambda tokens, lut: lut[tokens] * math.sqrt(lut.shape[0])),
         Mistake("indexed the wrong axis", "Which axis of lut [vocab, d_model] runs over the "
                 "tokens, and which axis did you index?",
@@ -60,9 +60,9 @@ EX1 = FunctionExercise(
                 lambda tokens, lut: lut[tokens] * math.sqrt(lut.shape[-1])
                 + sinusoidal_table(tokens.shape[-1], lut.shape[-1])),
     ],
-    hint="Indexing the [vocab, d_model] table with the [batch, pos] ids gives [batch, pos, d_model]. The "
-         "Annotated Transformer then multiplies by a scale that depends only on d_model (the paper's "
-         "section 3.4): which one?",
+    hint="What shape does indexing the [vocab, d_model] table with the [batch, pos] ids give? Then "
+         "reread Embeddings.forward: what does it do to the looked-up rows before returning them, and "
+         "which of the model's sizes does that use?",
 )
 
 
