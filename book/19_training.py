@@ -1681,7 +1681,8 @@ glue("c_change_last_hi", band_change[-1][1].hi)
 
 # %%
 POS_MODELS = ("text-2l-plain", "text-2l")
-fig = make_subplots(rows=len(POS_MODELS), cols=1, vertical_spacing=0.12,
+# room between the panels for the upper axis title and the lower title
+fig = make_subplots(rows=len(POS_MODELS), cols=1, vertical_spacing=0.17,
                     subplot_titles=[f"{n}: loss by position"
                                     for n in POS_MODELS])
 log_slopes = {}
@@ -1736,7 +1737,8 @@ ax2.errorbar(xs_, [t.value for _, t in band_change],
              label=f"held-out loss, step {c_last} minus {c_before}")
 ax2.axhline(0, color="tab:red", lw=0.5, ls=":")
 ax2.set_ylabel("change of loss (nats)")
-fig.legend(fontsize=8, loc="upper left")
+# above the plot: in its corner the legend covered the left axis's labels
+fig.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2)
 fig.tight_layout()
 plt.show()
 
@@ -1805,7 +1807,9 @@ for r in (1, 2):
     fig.add_vrect(x0=c_s - w_s / 2, x1=c_s + w_s / 2, fillcolor="#d62728",
                   opacity=0.1, line_width=0, row=r, col=1)
 fig.update_yaxes(title_text="slope (mnats/step)", range=[-15, 2], row=1, col=1)
-fig.update_yaxes(title_text="best induction", row=2, col=1)
+# tick labels off the axis, clear of the step axis's 0 at the corner
+fig.update_yaxes(title_text="best induction", ticklabelstandoff=4,
+                 row=2, col=1)
 fig.update_xaxes(title_text="training step", range=[0, last], row=2, col=1)
 fig.update_layout(template="none", height=520,
                   title={"text": "smeared keys against their control",

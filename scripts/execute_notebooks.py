@@ -21,6 +21,13 @@ fingerprint differs is executed again. A second `make book` therefore re-execute
 the notebooks whose code changed, or all of them when the package, the zoo or the
 requirements changed.
 
+Every matplotlib figure a chapter shows is measured as it is drawn (``scripts/figure_audit.py``,
+started in each kernel): its titles, axis titles, tick labels, legends and colour bars that
+collide, and labels cut at the image's edge, are stored with the notebook's cached execution
+and written to ``_build/figure-audit/<notebook>.json`` on every run, executed or cached (a
+cached execution from before the audit, or from another version of it, is executed again);
+tests/site/test_figure_audit.py reads them.
+
 ``--require-passing`` also reads each executed notebook's exercises: every reference solution
 must print ``[PASSED]`` for each check it calls, and every untouched student template
 ``[NOT YET]`` (a check that passes a template could never fail). `make test` runs it on a few
@@ -50,6 +57,11 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+FIGURE_AUDIT = ROOT / "scripts" / "figure_audit.py"
+"""Started in every kernel of the build: it measures each matplotlib figure as it is shown."""
+AUDIT_DIR = ROOT / "_build" / "figure-audit"
+"""Where each notebook's figure audit is written (one JSON file per notebook)."""
 
 BUDGET_S = 60
 """Each chapter executes in about a minute on 2 quiet cores (docs/authoring.md)."""
@@ -121,23 +133,43 @@ def inputs_fingerprint(root: Path = ROOT, env: dict[str, str] | None = None) -> 
     return h.hexdigest()
 
 
+def audit_version() -> str:
+    """A hash of the figure audit's code: an audit made by another version is made again."""
+    return hashlib.sha256(FIGURE_AUDIT.read_bytes()).hexdigest()[:16]
+
+
+def audit_file(rel: str, audit_dir: Path) -> Path:
+    """The JSON file of one notebook's figure audit (``book/induction/03_problems.ipynb`` ->
+    ``book--induction--03_problems.json``)."""
+    return audit_dir / (rel.removesuffix(".ipynb").replace("/", "--") + ".json")
+
+
 def execute(path: Path, cell_timeout: int | None = None, notebook_timeout: float = RUNAWAY_S,
-            env: dict[str, str] | None = None) -> tuple[object, float, str | None]:
+            env: dict[str, str] | None = None, figure_audit: Path | None = None) -> tuple[object, float, str | None]:
     """Execute ``path`` top to bottom in its own folder; stop it past ``notebook_timeout``.
 
     ``cell_timeout=None`` sets no limit on a single cell. ``env`` adds variables to the
-    kernel's environment (a second numeric configuration).
+    kernel's environment (a second numeric configuration). With ``figure_audit`` (a path),
+    the kernel starts with ``scripts/figure_audit.py``, which records there every matplotlib
+    figure shown (the kernel runs it before the first cell, outside the notebook's history,
+    leaving no name behind).
     Returns (executed notebook, seconds, error text or None). On a timeout the kernel is
     shut down, so a runaway notebook cannot hold the CPU for the ones after it.
     """
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    extra = []
+    if figure_audit is not None:
+        line = f"__import__('runpy').run_path({str(FIGURE_AUDIT)!r}, run_name='circuitbook_figure_audit');"
+        extra = [f"--IPKernelApp.exec_lines={[line]!r}"]
+        env = {**(env or {}), "CIRCUITBOOK_FIGURE_AUDIT": str(figure_audit)}
     client = NotebookClient(
         nb, timeout=cell_timeout, allow_errors=False, kernel_name="python3",
         startup_timeout=300,  # a kernel starting on a busy machine is slow, not broken
         resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True,
         record_timing=False,  # timing metadata would change the hash myst-nb matches on
+        extra_arguments=extra,
     )
 
     async def run():
@@ -256,7 +288,7 @@ ran 218 s alone at the end of the second configuration)."""
 def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] | None = None,
                 force: bool = False, cell_timeout: int | None = None, notebook_timeout: float = RUNAWAY_S,
                 budget: float = BUDGET_S, require_passing: bool = False, report_path: Path | None = None,
-                root: Path = ROOT, jobs: int = 1) -> list[str]:
+                root: Path = ROOT, jobs: int = 1, figure_audit_dir: Path | None = None) -> list[str]:
     """Execute each notebook into the jupyter-cache at ``cache_dir`` unless a record with the
     same code and the same ``inputs_fingerprint(root, env)`` is there. Returns the failures.
 
@@ -266,7 +298,10 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
     alone. A notebook that executes but takes longer than ``budget`` seconds is listed as slow
     at the end (with the load average it ran under), and is not a failure. With
     ``require_passing`` a notebook whose exercises have ``exercise_problems`` (executed now or
-    cached) fails."""
+    cached) fails. With ``figure_audit_dir``, every kernel audits the matplotlib figures it
+    shows (:func:`execute`); the audit is stored with the cached execution and written to
+    :func:`audit_file` in that folder for every notebook, executed or cached, and a cached
+    execution without an audit by today's version of it is executed again."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from jupyter_cache import get_cache
@@ -285,21 +320,33 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
                 record = cache.match_cache_notebook(nb)
             except KeyError:
                 record = None
-            if record is not None and record.data.get("inputs") == fingerprint:
+            audited = figure_audit_dir is None or (
+                record is not None and (record.data.get("figure_audit") or {}).get("version") == audit_version())
+            if record is not None and record.data.get("inputs") == fingerprint and audited:
+                if figure_audit_dir is not None:
+                    target = audit_file(rel, figure_audit_dir)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(json.dumps(record.data["figure_audit"], indent=1))
                 secs = record.data.get("execution_seconds")
                 print(f"cached    {rel}  ({secs:.1f} s when executed)", flush=True)
                 report[rel] = {"seconds": secs, "status": "cached"}
                 if require_passing and not _exercises_pass(rel, cache.merge_match_into_notebook(nb)[1]):
                     failures.append(rel)
                 continue
-            if record is not None:
+            if record is not None and record.data.get("inputs") != fingerprint:
                 print(f"stale     {rel}: the package, zoo or requirements changed since it ran", flush=True)
+            elif record is not None:
+                print(f"stale     {rel}: its figures were not audited by today's scripts/figure_audit.py", flush=True)
         todo.append(path)
 
     def run(path: Path, threads: dict[str, str]):
         print(f"executing {path.relative_to(root)}", flush=True)
         kernel_env = {**threads, **(env or {})} or None
-        return path, *execute(path, cell_timeout, notebook_timeout, kernel_env)
+        audit = None
+        if figure_audit_dir is not None:
+            audit = audit_file(str(path.relative_to(root)), figure_audit_dir)
+            audit.unlink(missing_ok=True)
+        return path, *execute(path, cell_timeout, notebook_timeout, kernel_env, audit)
 
     def finished(path: Path, executed, seconds: float, err: str | None) -> None:
         rel = str(path.relative_to(root))
@@ -310,8 +357,17 @@ def execute_all(notebooks: list[Path], cache_dir: Path, *, env: dict[str, str] |
             failures.append(rel)
             report[rel] = {"seconds": seconds, "status": "failed", "error": err[-2000:]}
             return
+        data = {"execution_seconds": seconds, "inputs": fingerprint}
+        if figure_audit_dir is not None:
+            target = audit_file(rel, figure_audit_dir)
+            try:
+                audit = json.loads(target.read_text())
+            except (OSError, ValueError) as e:  # the kernel never started the audit
+                audit = {"figures": [], "error": f"no figure audit from the kernel ({type(e).__name__}: {e})"}
+            data["figure_audit"] = {**audit, "version": audit_version()}
+            target.write_text(json.dumps(data["figure_audit"], indent=1))
         cache.cache_notebook_bundle(
-            CacheBundleIn(executed, str(path), data={"execution_seconds": seconds, "inputs": fingerprint}),
+            CacheBundleIn(executed, str(path), data=data),
             check_validity=False, overwrite=True,
         )
         print(f"ok in {seconds:.1f} s: {rel}", flush=True)
@@ -371,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     failures = execute_all(notebooks, cache_path(), force=args.force, cell_timeout=args.cell_timeout or None,
                            notebook_timeout=args.notebook_timeout, budget=args.budget,
-                           require_passing=args.require_passing, report_path=Path(args.report), jobs=args.jobs)
+                           require_passing=args.require_passing, report_path=Path(args.report), jobs=args.jobs,
+                           figure_audit_dir=AUDIT_DIR)
     print(f"executing took {time.perf_counter() - start:.0f} s in all", flush=True)
     if failures:
         print(f"{len(failures)} notebook(s) failed: {', '.join(failures)}", file=sys.stderr)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -237,8 +238,12 @@ def _unique(labels: Sequence, n: int, axis: str) -> list[str]:
 
 # The figure follows the page: dark colours where the book's site (pydata-sphinx-theme's
 # data-theme) or JupyterLab (data-jp-theme-light) is dark; where it is narrower than 640 px (a
-# phone), a wrapped title, and the legend and colour bar laid out under the plot instead of
-# beside it; redrawn when either changes.
+# phone), smaller titles, and the legend and colour bar laid out under the plot instead of
+# beside it; drawn anew when either changes. At every width its labels are kept apart: each
+# axis makes room for its labels (automargin), the titles are broken into lines that fit
+# (fitTitles), a legend placed by hand goes under the plot, and a side panel moves clear of
+# what is beside it (clearSides). tests/browser/test_figures.py checks every figure of the site
+# at 1280 and 390 px, light and dark.
 # The figure's own JSON is left as written (JupyterLab's plotly renderer draws that one).
 _PLOTLY_THEME = """(function () {
   var NARROW = 640, INK = "#d8dce0", GRID = "#3a3f44";
@@ -249,17 +254,100 @@ _PLOTLY_THEME = """(function () {
     return false;
   }
   function copy(o) { return JSON.parse(JSON.stringify(o || {})); }
-  function wrap(text, width) {  // break a long title into lines of about `width` characters
-    var words = String(text).split(" "), lines = [""];
-    words.forEach(function (w) {
-      var last = lines.length - 1;
-      if (lines[last] && (lines[last] + " " + w).length > width) lines.push(w);
-      else lines[last] = lines[last] ? lines[last] + " " + w : w;
+  var FAMILY = '"Open Sans", verdana, arial, sans-serif', LINE = 1.3, BR = new RegExp("<br */?>", "i"), pen = null;
+  function textWidth(text, size, family) {  // as the browser draws it, in px
+    pen = pen || document.createElement("canvas").getContext("2d");
+    pen.font = size + "px " + (family || FAMILY);
+    return pen.measureText(String(text).replace(/<[^>]*>/g, "")).width;
+  }
+  function fit(text, px, size, family) {  // lines no wider than px, broken between words
+    var out = [];
+    String(text).split(BR).forEach(function (piece) {
+      if (/<[^>]*>/.test(piece)) { out.push(piece); return; }  // styled text is left whole
+      var lines = [""];
+      piece.split(" ").forEach(function (w) {
+        var last = lines.length - 1, joined = lines[last] ? lines[last] + " " + w : w;
+        if (lines[last] && textWidth(joined, size, family) > px) lines.push(w);
+        else lines[last] = joined;
+      });
+      out = out.concat(lines);
     });
-    return lines;
+    return out;
+  }
+  // Titles that fit: the figure's title broken into lines as wide as the figure, each subplot's
+  // title and each bottom axis's title as wide as its subplot (side by side at 390 px, or three
+  // abreast at 1280, they ran into each other and past the figure's edges), smaller on a
+  // phone; the title at the top and the subplot titles under it, with the top margin they need.
+  function fitTitles(L, M, width, narrow, data) {
+    var family = (L.font && L.font.family) || FAMILY, base = (L.font && L.font.size) || 12;
+    // the left margin plotly will make for the first y axis's tick labels and title
+    var left = M.l, ya = L.yaxis || {}, labels = (ya.ticktext || []).map(String);
+    (data || []).forEach(function (t) {
+      if ((t.yaxis || "y") === "y" && Array.isArray(t.y)) {
+        t.y.forEach(function (v) { if (typeof v === "string") labels.push(v); });
+      }
+    });
+    if (labels.length && ya.showticklabels !== false) {
+      var tick = (ya.tickfont && ya.tickfont.size) || base, widest = 0;
+      labels.forEach(function (v) { widest = Math.max(widest, textWidth(v, tick, family)); });
+      var yt = ya.title && ya.title.text ? ((ya.title.font && ya.title.font.size) || Math.round(1.2 * base)) * LINE + 8 : 0;
+      left = Math.max(left, widest + 10 + yt);
+    }
+    var plotW = Math.max(80, width - left - M.r), top = 0, heads = 0;
+    var title = L.title && L.title.text;
+    if (title) {
+      var size = (L.title.font && L.title.font.size) || Math.round(base * 1.4);
+      if (narrow) size = Math.min(size, 12);
+      var lines = fit(title, width - 24, size, family);
+      L.title = Object.assign({}, L.title, { text: lines.join("<br>"), y: 1, yref: "container", yanchor: "top",
+                                             pad: { t: 8 }, font: Object.assign({}, L.title.font, { size: size }) });
+      top = 8 + lines.length * size * LINE;
+    }
+    var domains = Object.keys(L).filter(function (k) { return /^xaxis[0-9]*$/.test(k); }).map(function (k) {
+      return { key: k, d: L[k].domain || [0, 1] };
+    });
+    var yTop = 0;
+    Object.keys(L).forEach(function (k) { if (/^yaxis[0-9]*$/.test(k)) yTop = Math.max(yTop, (L[k].domain || [0, 1])[1]); });
+    function within(x) {  // the narrowest subplot column over x (paper coordinates)
+      var hits = domains.filter(function (c) { return c.d[0] - 1e-6 <= x && x <= c.d[1] + 1e-6; });
+      hits.sort(function (p, q) { return (p.d[1] - p.d[0]) - (q.d[1] - q.d[0]); });
+      return hits.length ? hits[0].d : [0, 1];
+    }
+    (L.annotations || []).forEach(function (a) {  // subplot titles: on the paper, with no arrow
+      if (a.xref !== "paper" || a.yref !== "paper" || a.showarrow !== false || typeof a.text !== "string") return;
+      var size = (a.font && a.font.size) || base, d = within(a.x);
+      if (narrow) size = Math.min(size, 12);
+      var lines = fit(a.text, (d[1] - d[0]) * plotW, size, family);
+      a.text = lines.join("<br>");
+      a.font = Object.assign({}, a.font, { size: size });
+      if (a.y >= yTop - 0.01 && a.yanchor === "bottom") heads = Math.max(heads, lines.length * size * LINE + 4);
+    });
+    if (domains.length > 1) {
+      domains.forEach(function (c) {
+        var t = L[c.key].title;
+        if (!t || !t.text) return;
+        var size = (t.font && t.font.size) || Math.round(1.2 * base);  // plotly's default for axis titles
+        L[c.key].title = Object.assign({}, t, { text: fit(t.text, (c.d[1] - c.d[0]) * plotW, size, family).join("<br>") });
+      });
+    }
+    if (!top && !heads) return 0;
+    var need = Math.ceil((top ? top + 6 : 8) + heads + 4), grow = Math.max(0, need - M.t);
+    M.t += grow;
+    return grow;
   }
   function layout(base, el, data) {
     var L = copy(base), width = (el && el.clientWidth) || 800;
+    // every axis makes room for its tick labels and title (grows the margins), so that no label
+    // is cut at the figure's edge and no axis title is pushed onto its tick labels
+    var axes = {};
+    Object.keys(L).forEach(function (k) { if (/^[xy]axis[0-9]*$/.test(k)) axes[k] = true; });
+    (data || []).forEach(function (t) {
+      axes["xaxis" + String(t.xaxis || "x").slice(1)] = true;
+      axes["yaxis" + String(t.yaxis || "y").slice(1)] = true;
+    });
+    Object.keys(axes).forEach(function (k) {
+      L[k] = Object.assign({ automargin: true }, L[k]);
+    });
     if (dark()) {
       L.paper_bgcolor = "rgba(0,0,0,0)";
       L.plot_bgcolor = "rgba(0,0,0,0)";
@@ -277,17 +365,32 @@ _PLOTLY_THEME = """(function () {
       });
       L.legend = Object.assign({}, L.legend, { bgcolor: "rgba(0,0,0,0)" });
     }
-    if (width < NARROW) {
-      var m = Object.assign({ l: 60, r: 20, t: 60, b: 60 }, L.margin);
+    if (el) el.circuitbookLayout = state(el);  // what this layout is for, said once it is drawn
+    var narrow = width < NARROW, m;
+    if (narrow) {
+      m = Object.assign({ l: 60, r: 20, t: 60, b: 60 }, L.margin);
       m.l = Math.min(m.l, 48);
       m.r = Math.min(m.r, 12);
-      var title = L.title && L.title.text;
-      if (title && !/<br>/i.test(title)) {
-        var lines = wrap(title, Math.max(20, Math.floor(width / 8)));
-        L.title.text = lines.join("<br>");
-        L.title.font = Object.assign({}, L.title.font, { size: 12 });
-        m.t = Math.max(m.t, 30 + 16 * lines.length);
-      }
+    } else {
+      m = Object.assign({ l: 80, r: 80, t: 100, b: 80 }, L.margin);  // plotly's defaults
+    }
+    var taller = fitTitles(L, m, width, narrow, data);
+    L.margin = m;
+    if (taller) L.height = (L.height || 450) + taller;  // the plot keeps its height
+    Object.keys(L).forEach(function (k) {  // a colour bar's title along the bar, clear of its top tick label
+      var bar = /^coloraxis[0-9]*$/.test(k) && L[k].colorbar, t = bar && bar.title;
+      if (t && t.text && !t.side && !narrow) bar.title = Object.assign({}, t, { side: "right" });
+    });
+    var legend = L.legend || {}, placed = legend.x != null || legend.y != null;
+    if (!narrow && placed && L.showlegend !== false) {
+      // a legend placed by hand (in a corner of a subplot, under the plot at a guessed depth)
+      // goes under the plot, at the figure's foot: plotly makes room for it there. Placed by
+      // hand, it lay over a subplot (chapters 9 and 12), under the axis titles, and beside a
+      // colour bar plotly drew it over the heatmap (chapter 5)
+      L.legend = Object.assign({}, legend, { orientation: "h", x: 0, xanchor: "left", xref: "container",
+                                             y: 0, yanchor: "bottom", yref: "container" });
+    }
+    if (narrow) {
       // under the plot, from the bottom up: the colour bar laid flat, then the legend with one
       // entry a row (a vertical one at the right would take half a phone's width)
       var height = L.height || 450, below = 0;
@@ -306,7 +409,8 @@ _PLOTLY_THEME = """(function () {
       if (L.coloraxis && L.coloraxis.colorbar) {
         L.coloraxis.colorbar = Object.assign({}, L.coloraxis.colorbar, {
           orientation: "h", thickness: 10, len: 0.9, x: 0.5, xanchor: "center", xref: "container",
-          y: 4, yanchor: "bottom", yref: "container", ypad: 0, title: { side: "top" } });
+          y: 4, yanchor: "bottom", yref: "container", ypad: 0,
+          title: Object.assign({}, L.coloraxis.colorbar.title, { side: "top" }) });
         L.coloraxis.colorbar.y = 4 / (height + 56 + legendPx);
         below += 56;
       }
@@ -322,13 +426,85 @@ _PLOTLY_THEME = """(function () {
     }
     return L;
   }
+  function state(el) {  // what the layout follows: "light wide", "dark narrow", ...
+    return (dark() ? "dark" : "light") + " " + ((((el && el.clientWidth) || 800) < NARROW) ? "narrow" : "wide");
+  }
+  // A subplot beside another (heatmap(side=...)'s side panel) needs room on its left for its
+  // tick labels and axis title, clear of the plot area beside it and of a colour bar set
+  // between them. Measured once drawn, the subplot moves right until they clear by 8 px (at
+  // most three times, as moving it can change its labels). A share of the width guessed in
+  // advance was too small in the book's column: chapter 8's bars' axis title ran under the
+  // colour bar at 1280 px, chapter 5's into the heatmap at 390 px.
+  function edges(nodes) {
+    var lo = Infinity, hi = -Infinity;
+    nodes.forEach(function (e) {
+      if (e.firstElementChild || (e.tagName === "text" && !e.textContent.trim())) return;
+      var r = e.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0) { lo = Math.min(lo, r.left); hi = Math.max(hi, r.right); }
+    });
+    return [lo, hi];
+  }
+  function clearSides(P, el, tries) {
+    var L = el._fullLayout, given = el.layout || {}, update = {}, moved = false;
+    var svg = el.querySelector("svg.main-svg");
+    if (tries <= 0 || !L || !L._plots || !svg) return Promise.resolve();
+    var F = svg.getBoundingClientRect(), plots = [];
+    Object.keys(L._plots).forEach(function (k) {
+      var p = L._plots[k];
+      if (p.xaxis && p.yaxis && !p.yaxis.overlaying) plots.push(p);
+    });
+    var bars = [].slice.call(el.querySelectorAll(".infolayer g.colorbar")).map(function (g) {
+      return edges([].slice.call(g.querySelectorAll("*")));
+    });
+    plots.forEach(function (q) {
+      var xa = q.xaxis, ya = q.yaxis;
+      if (ya.side === "right" || update[xa._name + ".domain"]) return;
+      var beside = plots.filter(function (p) {
+        return p.xaxis._id !== xa._id && p.xaxis.domain[1] <= xa.domain[0] + 1e-9
+          && p.yaxis.domain[0] < ya.domain[1] && ya.domain[0] < p.yaxis.domain[1];
+      });
+      var labels = [].slice.call(el.querySelectorAll(".cartesianlayer g." + ya._id + "tick text, .infolayer text." + ya._id + "title"));
+      var left = edges(labels)[0], areaLeft = F.left + xa._offset;
+      if (!beside.length || !isFinite(left)) return;
+      var wall = Math.max.apply(null, beside.map(function (p) { return F.left + p.xaxis._offset + p.xaxis._length; }));
+      bars.forEach(function (b) {  // a colour bar between the two
+        if (isFinite(b[0]) && b[0] >= wall - 1 && b[1] <= areaLeft + 1) wall = Math.max(wall, b[1]);
+      });
+      var need = wall + 8 - left;
+      if (!(need > 0.5)) return;
+      var d = xa.domain, start = Math.min(d[1] - 0.1, d[0] + need / L._size.w);
+      update[xa._name + ".domain"] = [start, d[1]];
+      (given.annotations || []).forEach(function (a, i) {  // its title stays centred over it
+        if (a.xref === "paper" && Math.abs(a.x - (d[0] + d[1]) / 2) < 1e-6) update["annotations[" + i + "].x"] = (start + d[1]) / 2;
+      });
+      moved = true;
+    });
+    if (!moved) return Promise.resolve();
+    return P.relayout(el, update).then(function () { return clearSides(P, el, tries - 1); });
+  }
+  // Drawn anew each time, not updated (Plotly.react): updated from a wide layout to a narrow
+  // one, plotly kept the upright colour bar's margin for the flat one, and the plot area's
+  // height went below zero ("Something went wrong with axis scaling"). Once drawn, the figure
+  // says which layout it has (data-layout), and its inner SVGs are hidden from screen readers:
+  // the figure is one image, named by the element's aria-label.
+  function drawn(el, P) {
+    return (P ? clearSides(P, el, 3) : Promise.resolve()).then(function () {
+      el.querySelectorAll("svg").forEach(function (s) { s.setAttribute("aria-hidden", "true"); });
+      el.setAttribute("data-layout", el.circuitbookLayout);
+    });
+  }
+  function draw(P, el, f) {
+    return P.newPlot(el, f.data, layout(f.layout, el, f.data), f.config).then(function () { return drawn(el, P); });
+  }
   function follow(P, el, f) {
-    function key() { return dark() + ":" + (((el && el.clientWidth) || 800) < NARROW); }
-    var last = key(), pending = null;
+    // drawn anew for another theme or layout, or 40 px more or less room (the titles' lines
+    // and the side panel's place are measured for a width)
+    var last = el.circuitbookLayout, wide = el.clientWidth, pending = null;
     function redo() {
-      if (key() === last) return;
-      last = key();
-      P.react(el, f.data, layout(f.layout, el, f.data), f.config);
+      if (state(el) === last && Math.abs(el.clientWidth - wide) < 40) return;
+      last = state(el);
+      wide = el.clientWidth;
+      draw(P, el, f);
     }
     function soon() { clearTimeout(pending); pending = setTimeout(redo, 150); }
     new MutationObserver(soon).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
@@ -337,8 +513,31 @@ _PLOTLY_THEME = """(function () {
     }
     window.addEventListener("resize", soon);
   }
-  return { layout: layout, follow: follow };
+  return { layout: layout, drawn: drawn, follow: follow };
 })()"""
+
+
+def _plain(text) -> str:
+    """Text as a screen reader should read it: plotly's line breaks and tags gone."""
+    return " ".join(re.sub(r"<[^>]*>", " ", str(text or "")).split())
+
+
+def figure_label(layout: dict) -> str:
+    """The name a screen reader reads for a figure (its element's ``aria-label``): its title, else
+    its subplots' titles, with what its axes show ("query position by key position"); never
+    empty. A figure with no title was named by nothing (an empty ``aria-label``)."""
+    title = _plain((layout.get("title") or {}).get("text"))
+    panels = [_plain(a.get("text")) for a in layout.get("annotations") or ()
+              if a.get("xref") == "paper" and a.get("yref") == "paper" and a.get("showarrow") is False]
+    name = title or "; ".join(p for p in panels if p)
+
+    def axis_title(key):
+        return _plain(((layout.get(key) or {}).get("title") or {}).get("text"))
+
+    x, y = axis_title("xaxis"), axis_title("yaxis")
+    axes = f"{y} by {x}" if x and y else x or y
+    label = f"{name}: {axes}" if name and axes else name or axes
+    return label or "plotly figure"
 
 
 class Heatmap:
@@ -366,10 +565,10 @@ class Heatmap:
             "name": _script_json("Plotly"), "id": _script_json(div_id),
             "then": (f"function (P) {{\n  var el = document.getElementById({_script_json(div_id)}), T = {_PLOTLY_THEME};\n"
                      f"  var f = {fig_json}; P.newPlot(el, f.data, T.layout(f.layout, el, f.data), f.config)"
-                     ".then(function () { T.follow(P, el, f); });\n}"),
+                     ".then(function () { return T.drawn(el, P); }).then(function () { T.follow(P, el, f); });\n}"),
         }
         title = (fig["layout"].get("title") or {}).get("text", "heatmap")
-        label = html.escape(str(title), quote=True)
+        label = html.escape(figure_label(fig["layout"]), quote=True)
         height = fig["layout"].get("height", 450)
         body = (f'<div id="{div_id}" class="circuitbook-plotly" role="figure" aria-label="{label}" '
                 f'style="width: 100%; max-width: 100%; min-height: {height}px"></div>\n'
@@ -446,13 +645,13 @@ def heatmap(
         cells = [[None if v != v else float(f"{v:.4g}") for v in row] for row in values[p].tolist()]
         fig.add_trace(go.Heatmap(z=cells, x=xs, y=ys, coloraxis="coloraxis", hovertemplate=hover,
                                  name=panel_titles[p] or title, xgap=0, ygap=0), row=1, col=p + 1)
-        fig.update_xaxes(type="category", title_text=x_title, row=1, col=p + 1)
+        fig.update_xaxes(type="category", title_text=x_title, automargin=True, row=1, col=p + 1)
         axis = "" if p == 0 else str(p + 1)
         for i, j in outline:  # category axes place cell j at j, so its box is j +- 0.5
             fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
                           xref=f"x{axis}", yref=f"y{axis}", line={"color": "black", "width": 1.5})
     for p in range(n_panels):  # the heatmap panels share one row axis, row 0 on top
-        fig.update_yaxes(type="category", autorange="reversed", row=1, col=p + 1,
+        fig.update_yaxes(type="category", autorange="reversed", row=1, col=p + 1, automargin=True,
                          matches="y" if p else None, showticklabels=p == 0)
     fig.update_yaxes(title_text=y_title, row=1, col=1)
     for trace in side:

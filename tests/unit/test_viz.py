@@ -196,3 +196,29 @@ def test_views_load_their_bundle_only_near_the_viewport():
     assert "IntersectionObserver" in fig
     # the figure follows the theme and the width at run time; its JSON stays as written
     assert "data-theme" in fig and "jpThemeLight" in fig and "NARROW = 640" in fig
+
+
+def test_every_heatmap_has_a_name_a_screen_reader_reads():
+    """The figure's element is named (aria-label) by its title, else its panels' titles and its
+    axes; a heatmap with no title at all was named by an empty label (issue 40)."""
+    def label(fig):
+        return re.search(r'role="figure" aria-label="([^"]*)"', fig._repr_mimebundle_()["text/html"]).group(1)
+
+    assert label(viz.heatmap(torch.rand(3, 3), range(3), range(3), title="a <b>bold</b><br>title")) == "a bold title"
+    assert label(viz.heatmap(torch.rand(2, 3, 3), range(3), range(3), panel_titles=["p", "q"],
+                             x_title="key", y_title="query")) == "p; q: query by key"
+    assert label(viz.heatmap(torch.rand(3, 3), range(3), range(3))) == "plotly figure"
+    # plotly's own SVGs are hidden from screen readers once drawn: the element is the one image
+    html = viz.heatmap(torch.rand(3, 3), range(3), range(3))._repr_mimebundle_()["text/html"]
+    assert 'setAttribute("aria-hidden", "true")' in html
+
+
+def test_heatmap_axes_make_room_for_their_labels():
+    """Every axis grows the margins to fit its tick labels and title (automargin), in the JSON
+    JupyterLab draws and, for any figure, in the page's layout; the page's figure says which
+    layout it was drawn with (data-layout), which the browser tests wait for."""
+    fig = viz.heatmap(torch.rand(2, 3, 3), range(3), ["a long row label", "b", "c"])
+    layout = fig.to_dict()["layout"]
+    assert layout["xaxis"]["automargin"] and layout["yaxis"]["automargin"] and layout["xaxis2"]["automargin"]
+    html = fig._repr_mimebundle_()["text/html"]
+    assert "automargin: true" in html and '"data-layout"' in html
