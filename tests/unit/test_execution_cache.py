@@ -15,15 +15,20 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import execute_notebooks  # noqa: E402
 
 
-@pytest.fixture
-def tree(tmp_path):
-    """A copy of what the fingerprint reads, plus one tiny notebook."""
+def copy_fingerprinted(dest: Path) -> None:
+    """Copy into ``dest`` everything the execution cache's fingerprint reads."""
     for name in execute_notebooks.FINGERPRINTED:
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            shutil.copy(src, tmp_path / name)
+            shutil.copy(src, dest / name)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of what the fingerprint reads, plus one tiny notebook."""
+    copy_fingerprinted(tmp_path)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     (tmp_path / "book").mkdir()

@@ -4,7 +4,6 @@ planted with each kind of collision, and in a kernel started by the book's execu
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import execute_notebooks  # noqa: E402
 import figure_audit as fa  # noqa: E402
+from test_execution_cache import copy_fingerprinted  # noqa: E402
 
 
 def part(role, x0, y0, x1, y1, owner="a", name="", axis=""):
@@ -110,12 +110,7 @@ def test_a_label_cut_at_the_edge_is_found(plt):
 
 @pytest.fixture
 def tree(tmp_path):
-    for name in execute_notebooks.FINGERPRINTED:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, tmp_path / name)
+    copy_fingerprinted(tmp_path)
     code = ["import matplotlib.pyplot as plt",
             "fig, ax = plt.subplots(1, 2, figsize=(4, 2))\nax[0].set_title('a long title on the left subplot')\n"
             "ax[1].set_title('a long title on the right')\nplt.show()",

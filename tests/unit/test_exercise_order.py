@@ -1,0 +1,93 @@
+"""A chapter shows no code that answers an exercise before the reader has written it.
+
+Referees found exercises answered by a code cell above them:
+- chapter 4: the scaled lookup (``W_E = math.sqrt(d_model) * emb.lut.weight``) above exercise
+  4.1, and the tied model's logits (``ref = math.sqrt(d_model) * S[tokens] @ S.T + b_tied``)
+  above exercise 4.2. Each exercise now comes before its demonstration, which calls the
+  reader's ``embed`` and ``tied_logits``.
+- chapter 9: the full OV product (W_E W_V W_O W_U, in the Annotated Transformer cell and in
+  the cell that checks the package's factors) above exercise 9.1, and the copying score
+  (Re sum lambda / sum |lambda|) in the cost cell above exercise 9.2. Exercise 9.1 now comes
+  before both cells, which call the reader's ``full_ov``; the GPT-2-shaped head's score from
+  BA's eigenvalues uses the reader's ``copying_score`` after exercise 9.2.
+- chapter 12: the hand recompute of cross-attention (the q, k, v einsums, the scale, the
+  padding mask, the softmax) and the full-OV table (the four-matrix einsum summed over heads)
+  above exercises 12.1 and 12.2. Both are computed after the exercises, with the reader's
+  functions.
+This keeps it so: no code cell before an exercise's cell holds the operations that answer it,
+and each chapter's fragments match the code the referee found (so the guard can fail).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+
+# what would answer each exercise, as code (comments and whitespace removed), by chapter
+ANSWERS = {
+    "04_embeddings.py": {
+        "ch04_ex1": ["math.sqrt(d_model)*emb.lut.weight", "*math.sqrt(lut.shape[-1])",
+                     "math.sqrt(d_model)*lut", ".lut.weight[tokens]*", "sqrt(d_model)*S["],
+        "ch04_ex2": ["@S.T+", "@lut.T", "sqrt(d_model)*S[tokens]@S.T",
+                     "proj(stream)", "generator.proj.weight=", "[tokens]@S.T"],
+    },
+    "09_full_circuits.py": {
+        "ch09_ex1": ['@w["W_V"][h]@w["W_O"][h]@', "W_V[IH]@(attn.W_O[IH]@W_U", "W_V@W_O@W_U",
+                     "W_V[0,0]@W_O", "@W_V)@(W_O@", "W_V@W_O", "W_O@W_U"],
+        "ch09_ex2": [".sum().real/", ".real.sum()/", "eig.abs().sum()", "eig64.abs().sum()"],
+    },
+    "12_cross_attention.py": {
+        "ch12_ex1": ["einsum(", "masked_fill(", ".softmax(", "transpose(-1,-2)"],
+        "ch12_ex2": ["hde,hem,mt->", "W_V@W_O", "@W_V_init@W_O_init", ".argmax(-1)"],
+    },
+}
+
+# the code each referee found above the exercises, one line a cell
+OLD_LAYOUT = {
+    "ch04_ex1": ["W_E = math.sqrt(d_model) * emb.lut.weight.detach()"],
+    "ch04_ex2": ["ref = math.sqrt(d_model) * S[tokens] @ S.T + b_tied"],
+    "ch09_ex1": ['    circuit = W_E_at @ w["W_V"][h] @ w["W_O"][h] @ W_U_at',
+                 "ov_ref = W_E @ (attn.W_V[IH] @ (attn.W_O[IH] @ W_U))"],
+    "ch09_ex2": ["score = (eig.sum().real / eig.abs().sum()).item()"],
+    "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',
+                 'scores = scores.masked_fill(~src_mask[:, None], float("-inf"))'],
+    "ch12_ex2": ['torch.einsum("sd,hde,hem,mt->hst", W_E_src, t["W_V"], t["W_O"], W_U)'],
+}
+
+EXERCISES = [(chapter, ex_id) for chapter, answers in ANSWERS.items() for ex_id in sorted(answers)]
+
+
+def squash(code: str) -> str:
+    """The code without comments or whitespace."""
+    return re.sub(r"\s+", "", "\n".join(line for line in code.splitlines()
+                                        if not line.lstrip().startswith("#")))
+
+
+def code_cells_before(chapter: str, ex_id: str) -> list[str]:
+    """The code cells of the chapter above the cell that calls ``checks.<ex_id>(``."""
+    before = []
+    for cell in re.split(r"^(?=# %%)", (BOOK / chapter).read_text(), flags=re.M):
+        if re.search(rf"^checks\.{ex_id}\(", cell, re.M):
+            return before
+        if cell.startswith("# %%") and not cell.startswith("# %% [markdown]"):
+            before.append(cell)
+    raise AssertionError(f"no cell calls checks.{ex_id}( in {chapter}")
+
+
+@pytest.mark.parametrize("chapter, ex_id", EXERCISES)
+def test_no_code_cell_before_an_exercise_answers_it(chapter, ex_id):
+    found = {frag: cell.splitlines()[0] for cell in code_cells_before(chapter, ex_id)
+             for frag in ANSWERS[chapter][ex_id] if frag in squash(cell)}
+    assert not found, f"{chapter}: code above {ex_id} already does what it asks: {found}"
+
+
+@pytest.mark.parametrize("chapter, ex_id", EXERCISES)
+def test_the_guard_sees_the_old_layout(chapter, ex_id):
+    """Every cell the referee found is seen, one by one, by the fragments of its exercise."""
+    for line in OLD_LAYOUT[ex_id]:
+        assert any(f in squash(line) for f in ANSWERS[chapter][ex_id]), \
+            f"the guard for {ex_id} would not see: {line.strip()}"
