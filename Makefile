@@ -122,12 +122,13 @@ unit: env
 	$(PY) -m pytest tests/unit -q
 
 # The widgets' JavaScript: eslint over every front end and the tests (eslint.config.js; npm
-# installs it from package-lock.json on the first run), then Node's test runner: a Python step
-# writes toy-2l's TransformerLens runs (logits, patterns, loss, ablations, path terms) to a
-# temporary file, and tests/js reads it; the widgets' pure parts are tested there too.
+# installs it, and axe-core for the browser tests' accessibility check, from package-lock.json
+# on the first run and whenever the lock file is newer than the install), then Node's test
+# runner: a Python step writes toy-2l's TransformerLens runs (logits, patterns, loss, ablations,
+# path terms) to a temporary file, and tests/js reads it; the widgets' pure parts are tested there too.
 test-js: env
 	@command -v node >/dev/null || { echo "make test-js needs Node.js 20 or later (Debian package nodejs)" >&2; exit 1; }
-	@test -x node_modules/.bin/eslint || npm ci --no-audit --no-fund
+	@test -x node_modules/.bin/eslint -a node_modules/.package-lock.json -nt package-lock.json || npm ci --no-audit --no-fund
 	node_modules/.bin/eslint src/circuitbook/widgets/*.js tests/js/
 	@tmp=$$(mktemp -d) && $(PY) tests/js/export_fixtures.py $$tmp/fixtures.json && \
 	CIRCUITBOOK_JS_FIXTURES=$$tmp/fixtures.json node --test tests/js/; r=$$?; rm -rf $$tmp; exit $$r

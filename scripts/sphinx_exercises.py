@@ -7,7 +7,10 @@ directive reads the executed notebooks from the execution cache, like the claims
 the status is the output of that very check in this build: "passed" when the reference
 solution passed its own check on fresh random inputs. A reference solution that did not pass
 is shown as such and raises a build warning, which fails ``scripts/build_site.py``.
-Titles come from ``circuitbook.checks.all_exercises()``.
+Titles come from ``circuitbook.checks.all_exercises()``. Each row's title links to the exercise
+itself (:class:`ExerciseTargets` labels it on its chapter's page: ``exercise-<id>``), the chapter
+name to the chapter; the links are Sphinx references, so a label missing from its page is a build
+warning, which fails the build.
 
 On the static pages an exercise reads as an exercise (:class:`StaticExercises`): the student
 template (the ``exercise`` cell) keeps its code, but where its check would print "not attempted
@@ -28,6 +31,7 @@ import re
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
+from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
@@ -89,6 +93,18 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
+def exercise_label(ex_id: str) -> str:
+    """The label of exercise ``ex_id`` on its chapter's page (:class:`ExerciseTargets`)."""
+    return f"exercise-{ex_id}".lower()
+
+
+def _link(text: str, ex_id: str) -> str:
+    """A MyST reference to exercise ``ex_id`` reading ``text`` (a role's text cannot escape an
+    angle bracket, which would start its target: drawn as a single guillemet instead)."""
+    text = _escape(text).replace("<", "\u2039").replace(">", "\u203a")
+    return f"{{ref}}`{text} <{exercise_label(ex_id)}>`"
+
+
 class ExerciseIndex(Directive):
     has_content = False
 
@@ -118,7 +134,7 @@ class ExerciseIndex(Directive):
             else:
                 failed.append(f"{docname}: {ex['id']}")
                 status = ("&#10008; not passed: " + ex["message"]) if ex["passed"] is False else "&#10008; no check output"
-            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_escape(what)} "
+            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_link(what, ex['id'])} "
                          f"| {_escape(status)} |")
         if failed:
             logger.warning(f"exercise-index: reference solutions that did not pass their check: {failed}",
@@ -144,7 +160,7 @@ class ExerciseIndex(Directive):
                 logger.warning(f"exercise-index: {docname} checks {ex['id']!r}, which circuitbook.checks "
                                "does not define", location=(env.docname, self.lineno))
             what = exercise.title if exercise is not None else "(not defined in circuitbook.checks)"
-            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_escape(what)} "
+            lines.append(f"| {{doc}}`{_escape(title)} </{docname}>` | `{ex['id']}` | {_link(what, ex['id'])} "
                          f"| in the notebook, by `{_escape(ex['call'].strip())}` |")
         intro = (f"{len(rows)} exercises in {chapters} chapters. Each is done in its chapter's notebook, "
                  "where the check on the exercise cell's last line grades it.")
@@ -176,6 +192,52 @@ SOLUTION_PROMPT = ("Show the solution and its check", "Hide the solution")
 
 def _tags(node) -> set[str]:
     return {c.removeprefix("tag_") for c in node.get("classes", []) if c.startswith("tag_")}
+
+
+def _exercise_cells(node) -> list:
+    return [c for c in node.findall(nodes.container)
+            if c.get("nb_element") == "cell_code" and "exercise" in _tags(c)]
+
+
+def _check_id(cell) -> str | None:
+    """The exercise id that an exercise cell's template checks on its last line, if any."""
+    source = "".join(c.astext() for c in cell.children if c.get("nb_element") == "cell_code_source")
+    calls = CHECK_CALL_LINE.findall(source)
+    return CHECK_CALL.match(calls[-1].strip()).group(1) if calls else None
+
+
+class ExerciseTargets(SphinxTransform):
+    """Label every exercise of a page ``exercise-<id>`` (:func:`exercise_label`), for the
+    exercise index's links. The label is the exercise's section ("Exercise 8.1: ...") where
+    the section holds this exercise alone, so that a link shows its statement from the heading
+    down; otherwise (the problem set: several parts under one problem) the exercise cell
+    itself. Runs when the page is read, before Sphinx's domains collect the labels (850)."""
+
+    default_priority = 800
+
+    def apply(self, **kwargs):
+        if not self.document.get("source", "").endswith(".ipynb"):
+            return
+        for cell in _exercise_cells(self.document):
+            ex_id = _check_id(cell)
+            if ex_id is None:
+                continue
+            label = exercise_label(ex_id)
+            if label in self.document.nameids:
+                logger.warning(f"exercise {ex_id} appears twice on this page: its link goes to the first",
+                               location=cell)
+                continue
+            section = cell.parent
+            while section is not None and not isinstance(section, nodes.section):
+                section = section.parent
+            node = section if section is not None and len(_exercise_cells(section)) == 1 else cell
+            if not node["ids"]:
+                node["ids"].append(nodes.make_id(label))
+            node["names"].append(label)
+            self.document.ids.setdefault(node["ids"][0], node)
+            # an explicit target: Sphinx's standard domain turns it into a label
+            self.document.nameids[label] = node["ids"][0]
+            self.document.nametypes[label] = True
 
 
 class StaticExercises(SphinxPostTransform):
@@ -226,6 +288,7 @@ def setup(app):
     # how its readers get the student notebook
     app.add_config_value("circuitbook_course", "", "env", [str])
     app.add_post_transform(StaticExercises)
+    app.add_transform(ExerciseTargets)
     app.add_directive("exercise-index", ExerciseIndex)
     app.connect("env-get-outdated", rebuild_always("{exercise-index}"))
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.1"}

@@ -25,11 +25,19 @@ found by the browser tests (tests/browser), and the site's own stylesheet.
 - **Live Code says what it needs, and loads thebe from the site.** sphinx-thebe loads thebe
   from unpkg when the button is pressed ("Loading thebe from CDN..." hangs offline). We serve
   thebe from ``_static/thebe/`` (vendored, pinned, by scripts/vendor_assets.py), and the button
-  and its messages say that the code runs on mybinder.org, an online service.
+  and its messages say that the code runs on mybinder.org, an online service; offline, its
+  message says so and its spinner stops (the stylesheet lets the button grow to hold it).
+- **What a screen reader is told** (axe-core's findings, tests/browser/test_a11y.py; all in
+  :func:`accessible_names`): a fold's summary and the search button are named by their visible
+  text, the sidebar's expanders by the page whose entries they show; a long signature's
+  parameter lines are <div>s, not a <dl> with no terms; the bibliography's entries are list
+  items. The stylesheet gives the toolbar's buttons a focus ring, keeps the search field's
+  magnifier beside the query, and fades the tables' stripes enough for their links to read.
 """
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import re
 from pathlib import Path
@@ -51,8 +59,57 @@ window.addEventListener("unhandledrejection", function (event) {
              document.querySelector(".thebe-launch-button");
   if (text) text.textContent = "Could not reach mybinder.org: live code needs the internet. " +
                                "The page's outputs are the ones computed when the book was built.";
+  var button = document.querySelector(".thebe-launch-button");
+  if (button) button.classList.add("cb-thebe-failed");  // the site's stylesheet stops the spinner
 });
 """
+
+
+# What a screen reader says for a control must contain what the control shows (WCAG 2.5.3,
+# axe-core's label-content-name-mismatch): myst-nb names every fold's <summary> "Toggle hidden
+# content" over its visible "Show code cell source" (or the exercises' "Show the solution and its
+# check"), and pydata-sphinx-theme names its search field's button "Search" over its visible
+# "Search Ctrl+K". Without the aria-label, each is named by the text it shows.
+# And docutils marks each entry of the bibliography role="doc-biblioentry", a role DPUB-ARIA 1.1
+# deprecated, so that its list (role="list") holds no list items (axe-core's aria-required-children):
+# listitem, which the deprecation names in its place.
+_NAME_FIXES = [
+    (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>"),
+    (re.compile(r'(<button class="btn search-button-field [^"]*"[^>]*?) aria-label="[^"]*"'), r"\g<1>"),
+    (re.compile(r'(<div class="citation" id="[^"]*") role="doc-biblioentry">'), r'\g<1> role="listitem">'),
+]
+
+
+# pydata-sphinx-theme's sidebar opens a page's entries with a <details> whose <summary> holds
+# only a chevron drawn by CSS: nothing to name it (axe-core's summary-name). It is named after the
+# page whose entries it shows ("Pages under API reference").
+_EXPANDER = re.compile(r'(<a class="[^"]*\breference\b[^"]*" href="[^"]*">((?:(?!</a>|<a\b).)*)</a>'
+                       r'<details(?: open="open")?>)<summary>(<span class="toctree-toggle")', re.S)
+
+
+def _expander_name(m: re.Match) -> str:
+    title = html_lib.escape(html_lib.unescape(re.sub(r"<[^>]+>", "", m[2])).strip(), quote=True)
+    return f'{m[1]}<summary aria-label="Pages under {title}">{m[3]}'
+
+
+# Sphinx writes a long signature one parameter a line (scripts/sphinx_api.py asks for it) as a
+# <dl> of <dd>s with no <dt>, which a screen reader announces as a broken definition list (axe-core's
+# definition-list): the same lines as <div>s, drawn as before by the site's stylesheet.
+_SIG_PARAMS = re.compile(r'(<span class="sig-paren">[(\[]</span>\s*)<dl>(.*?)</dl>'
+                         r'(\s*<span class="sig-paren">[)\]]</span>)', re.S)
+
+
+def _sig_lines(m: re.Match) -> str:
+    lines = re.sub(r"<dd(\s[^>]*)?>", lambda d: f'<div class="cb-sig-param"{d[1] or ""}>', m[2])
+    return f'{m[1]}<div class="cb-sig-params">{lines.replace("</dd>", "</div>")}</div>{m[3]}'
+
+
+def accessible_names(html: str) -> str:
+    """``html`` with the controls named by their visible text (see ``_NAME_FIXES``), the
+    sidebar's expanders named (``_EXPANDER``) and long signatures' lines as <div>s (``_SIG_PARAMS``)."""
+    for pattern, replacement in _NAME_FIXES:
+        html = pattern.sub(replacement, html)
+    return _SIG_PARAMS.sub(_sig_lines, _EXPANDER.sub(_expander_name, html))
 
 
 def _key(js) -> tuple:
@@ -219,7 +276,7 @@ def replace_fontawesome(app, exception) -> None:
     (static / "circuitbook-icons.css").write_text(css)
     for page, text in zip(pages, texts):
         rel = Path(*[".."] * (len(page.relative_to(out).parts) - 1), "_static", "circuitbook-icons.css").as_posix()
-        new = _FA_TAGS.sub("", text)
+        new = accessible_names(_FA_TAGS.sub("", text))
         new = new.replace("</head>", f'  <link rel="stylesheet" href="{rel}" />\n</head>', 1)
         new = re.sub(r'(<span class="btn__text-container">)Live Code(</span>)', rf"\g<1>{LIVE_CODE_LABEL}\g<2>", new)
         new = new.replace('title="Launch Thebe"', f'title="{LIVE_CODE_TITLE}"')

@@ -158,6 +158,18 @@ def readable_tokens(tokens: Sequence[str]) -> list[str]:
     return out
 
 
+# CircuitsVis's chart library marks each attention canvas role="img" and names none of them, so
+# a screen reader announces a row of unnamed images (axe-core's "role-img-alt", serious). Each is
+# named after the head heading the box it sits in, as it is drawn (React draws them after
+# render returns, and again when the reader picks another head).
+_NAME_CANVASES = ("(function (id) { var root = document.getElementById(id); function name() { "
+                  "root.querySelectorAll('canvas[role=img]:not([aria-label])').forEach(function (c) { "
+                  "var box = c.parentElement, h = null; "
+                  "while (box && box !== root && !(h = box.querySelector('h3, h4'))) box = box.parentElement; "
+                  "c.setAttribute('aria-label', 'attention pattern' + (h ? ' of ' + h.textContent.trim() : '')); }); } "
+                  "new MutationObserver(name).observe(root, { childList: true, subtree: true }); name(); })")
+
+
 def attention_pattern_view(
     tokens: Sequence[str],
     pattern: torch.Tensor,
@@ -203,7 +215,8 @@ def attention_pattern_view(
     script = _LOADER % {
         "cdn": _script_json(CDN_BUNDLE), "site": _script_json(SITE_BUNDLE), "name": _script_json("CircuitsVis"),
         "id": _script_json(div_id),
-        "then": f'function (cv) {{ cv.render({_script_json(div_id)}, cv["AttentionHeads"], {props_json}); }}',
+        "then": f'function (cv) {{ cv.render({_script_json(div_id)}, cv["AttentionHeads"], {props_json}); '
+                f'{_NAME_CANVASES}({_script_json(div_id)}); }}',
     }
     label = html.escape(f"attention patterns of {n_heads} head(s) over {len(tokens)} tokens")
     body = (f"<style>{_CSS}</style>\n"

@@ -1,7 +1,7 @@
 """Every widget's text is readable in the light and the dark theme of the built site.
 
-Each kind of widget (explore, quiz, progress, stepper, builder, lab) is rendered on its page in
-three ways: the reader's system in light mode; in dark mode (``prefers-color-scheme: dark``,
+Each kind of widget (explore, quiz, progress, stepper, builder, lab, SmolLM2 lab) is rendered on
+its page in three ways: the reader's system in light mode; in dark mode (``prefers-color-scheme: dark``,
 which pydata-sphinx-theme's default "auto" mode follows with ``data-theme="dark"``); and a
 light system with the theme's own switch set to dark (``data-theme="dark"`` on the root,
 what its toggle does). For every piece of text in the widget, the WCAG 2 contrast ratio of
@@ -31,6 +31,7 @@ WIDGETS = {  # kind: (page, selector of the widget's root)
     "stepper": (lambda: EXPLAINERS, ".cb-stepper"),
     "builder": (lambda: EXPLAINERS, ".cb-builder"),
     "lab": (lambda: "book/induction/02_lab.html", ".cb-lab"),
+    "smollm2 lab": (lambda: "book/induction/02_smollm2_lab.html", ".cb-smol"),  # before its model is loaded
 }
 THEMES = {"light": ("light", False), "dark": ("dark", False), "dark-toggle": ("light", True)}
 

@@ -1,6 +1,8 @@
 """The exercise index (book/exercises.md, rendered by scripts/sphinx_exercises.py): every
 exercise of every chapter in the build is listed with its title, a link to its chapter, and the
-status of its reference solution's check in this build; plus the directive's parsing logic."""
+status of its reference solution's check in this build; its title links to the exercise itself
+(the exercise's own section, or its cell where a section holds several); plus the directive's
+parsing logic."""
 
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ def test_the_index_lists_every_exercise_of_the_build_as_passed():
                          html.unescape(re.sub(r"<[^>]+>", "", status)).strip())
     assert set(listed) == set(expected)
     for ex_id, (href, what, status) in listed.items():
+        assert "#" not in href, f"{ex_id}: the chapter column links to the chapter itself, not {href}"
         target = (SITE / "book" / href.split("#")[0]).resolve()
         assert target == (SITE / expected[ex_id][0]).resolve(), (ex_id, href)
         assert what.replace("\u2019", "'") == known[ex_id].title.replace("\u2019", "'")  # Sphinx smart quotes
@@ -100,3 +103,55 @@ def test_the_index_is_in_the_toc_appendix():
     appendix = next(p for p in toc["parts"] if p["caption"] == "Appendix")
     assert {"file": "book/exercises"} in appendix["chapters"]
     assert "{exercise-index}" in (ROOT / "book" / "exercises.md").read_text()
+
+
+def _exercise_id(cell) -> str | None:
+    """The id an exercise cell of a built page checks on its template's last line."""
+    pre = cell.select_one(".cell_input pre")
+    calls = re.findall(r"^checks\.(\w+)(?:\.record)?\(", pre.get_text() if pre else "", re.M)
+    return calls[-1] if calls else None
+
+
+@built
+def test_each_exercise_title_links_to_the_exercise_itself():
+    """The title's link goes to the chapter page, to an element there that is the exercise's
+    cell, or the section that holds that exercise alone (its heading, "Exercise 8.1: ...")."""
+    from bs4 import BeautifulSoup
+
+    page = BeautifulSoup((SITE / "book" / "exercises.html").read_text(), "html.parser")
+    rows = page.select(".exercise-index table tbody tr")
+    assert len(rows) >= 10
+    pages, problems, kinds = {}, [], {"section": 0, "cell": 0}
+    for row in rows:
+        chapter, ex_id, what, _ = row.find_all("td")
+        ex_id = ex_id.get_text().strip()
+        link = what.find("a")
+        if link is None or "#" not in link.get("href", ""):
+            problems.append(f"{ex_id}: its title has no link to the exercise ({what})")
+            continue
+        href, fragment = link["href"].split("#", 1)
+        if href != chapter.find("a")["href"]:
+            problems.append(f"{ex_id}: links to {href}, its chapter is {chapter.find('a')['href']}")
+            continue
+        path = (SITE / "book" / href).resolve()
+        if path not in pages:
+            pages[path] = BeautifulSoup(path.read_text(), "html.parser")
+        target = pages[path].find(id=fragment)
+        if target is None:
+            problems.append(f"{ex_id}: no id {fragment!r} on {href}")
+            continue
+        if target.name == "span" and not target.get_text():  # a second id: an empty span before its element
+            target = target.find_next_sibling()
+        if "cb-exercise" in (target.get("class") or []):
+            found, kind = [target], "cell"
+        else:
+            found, kind = target.select("div.cell.cb-exercise"), "section"
+            if target.name != "section" or len(found) != 1:
+                problems.append(f"{ex_id}: #{fragment} on {href} is a <{target.name}> holding {len(found)} "
+                                "exercises, not the exercise's cell or its own section")
+                continue
+        kinds[kind] += 1
+        if _exercise_id(found[0]) != ex_id:
+            problems.append(f"{ex_id}: #{fragment} on {href} holds exercise {_exercise_id(found[0])}")
+    assert not problems, "\n".join(problems)
+    assert kinds["section"] > 0, kinds  # the chapters' exercises each have their own section

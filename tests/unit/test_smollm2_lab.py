@@ -113,3 +113,19 @@ def test_download_bytes_are_the_files_the_page_loads():
         pytest.skip(f"no SmolLM2 export at {manifest}")
     files = json.loads(manifest.read_text())["files"]
     assert sl.download_bytes(SMOLLM2) == sum(f["bytes"] for f in files if f["name"].endswith(".bin"))
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no Node.js")
+def test_the_widget_module_is_one_module_node_imports(tmp_path):
+    """The widget's ``_esm`` is its files joined (frontend.esm): no import of a sibling is left,
+    which the page could not resolve from the saved widget state (a ``./dom.js`` import once
+    broke the lab on the site), and Node imports it, finding ``render``."""
+    import re
+
+    module = tmp_path / "smollm2_lab.mjs"
+    module.write_text(sl.SmolLM2Lab._esm)
+    assert not re.search(r"""^\s*import\b[^;]*\bfrom\s*["']\.""", sl.SmolLM2Lab._esm, re.M), \
+        "a relative import was left in the joined module"
+    script = f"const m = await import({str(module)!r}); if (typeof m.default.render !== 'function') process.exit(3);"
+    run = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr

@@ -21,7 +21,8 @@ def _pattern(heads=2, n=5, seed=0):
 
 
 def _props(html: str) -> dict:
-    return json.loads(re.search(r'cv\["AttentionHeads"\], (\{.*\})\);', html).group(1))
+    start = html.index('cv["AttentionHeads"], ') + len('cv["AttentionHeads"], ')
+    return json.JSONDecoder().raw_decode(html, start)[0]
 
 
 def test_the_view_is_small_and_loads_the_bundle_from_the_site_or_the_cdn():

@@ -19,6 +19,31 @@ export function el(tag, attrs = {}, children = []) {
 
 const SVG = "http://www.w3.org/2000/svg";
 
+// Whether the page is dark: the book's site (pydata-sphinx-theme's data-theme on the root) or
+// JupyterLab (data-jp-theme-light on the body); light where neither says (as circuitbook.viz's
+// figures decide).
+export function darkPage() {
+  const root = document.documentElement, body = document.body;
+  if (root.dataset.theme) return root.dataset.theme === "dark";
+  if (body && body.dataset.jpThemeLight) return body.dataset.jpThemeLight === "false";
+  return false;
+}
+
+// Call `redraw` whenever the page changes theme (the attributes darkPage reads), until `node`,
+// once in the document, has left it (a re-run output: its closures are let go). For what a
+// widget paints itself (a canvas), which CSS cannot recolour.
+export function onThemeChange(node, redraw) {
+  let attached = false;
+  const watcher = new MutationObserver(() => {
+    if (node.isConnected) attached = true;
+    else if (attached) return watcher.disconnect();
+    redraw();
+  });
+  watcher.observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  if (document.body) watcher.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light"] });
+  return watcher;
+}
+
 // An SVG element: svg("rect", {x: "1", ...}, [children]); `text` sets its text content.
 export function svg(tag, attrs = {}, children = []) {
   const node = document.createElementNS(SVG, tag);

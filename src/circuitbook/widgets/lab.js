@@ -2,7 +2,7 @@
 // the model in the page; this module only draws and listens.
 // Synced traits: tokens, ablated {"l.h": "zero" | "mean"}, position; weights when live.
 
-import { bars, el, svg } from "./dom.js";
+import { bars, darkPage, el, onThemeChange, svg } from "./dom.js";
 import { forward, loadModel, loadRecord, logProbs, losses, pathTerms } from "./attn_only_forward.js";
 import { droppedNote, parseTokens } from "./token_input.js";
 
@@ -65,7 +65,7 @@ function build(model, root, net) {
     heads, predictions, loss, paths);
 
   // the page's own model, for readers who open the console (and for the tests)
-  root.cbLab = { net, loadModel, forward, pathTerms, losses, logProbs };
+  root.cbLab = { net, loadModel, forward, pathTerms, losses, logProbs, paint };
 
   // tokens: ids the page itself made (clicks, draws); `said`: what was not read of the box
   function setTokens(tokens, said = "") {
@@ -143,17 +143,26 @@ function build(model, root, net) {
   model.on("change:tokens", draw);
   model.on("change:ablated", draw);
   model.on("change:position", draw);
+  onThemeChange(root, draw);  // the patterns are painted in the theme's colours
   draw();
 }
 
-// A pattern [P, P] as a heat map: each entry's weight is the opacity of the cell's colour
+// A pattern [P, P] as a heat map: each entry's weight sets the opacity of the cell's colour
 // (blue; orange on the chosen query row), so 0 shows the page's own background in either
-// theme.
+// theme. On a dark page the colours are light ones and the opacity is the weight's square
+// root: drawn as on a white page, a faint weight (0.1) nearly vanished there (1.1:1 against
+// the page; 2:1 so). tests/browser/test_a11y.py compares the two themes pixel by pixel.
+const HEAT = {
+  light: { cell: [42, 122, 226], row: [226, 120, 42], alpha: (w) => w },
+  dark: { cell: [150, 200, 255], row: [255, 180, 120], alpha: Math.sqrt },
+};
+
 function paint(canvas, pattern, P, pos) {
+  const { cell, row, alpha } = HEAT[darkPage() ? "dark" : "light"];
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(P, P);
   for (let i = 0; i < P * P; i++) {
-    const rgb = Math.floor(i / P) === pos ? [226, 120, 42] : [42, 122, 226];
-    img.data.set([...rgb, Math.round(255 * pattern[i])], 4 * i);
+    const w = Math.min(1, Math.max(0, pattern[i]));
+    img.data.set([...(Math.floor(i / P) === pos ? row : cell), Math.round(255 * alpha(w))], 4 * i);
   }
   ctx.putImageData(img, 0, 0);
 }

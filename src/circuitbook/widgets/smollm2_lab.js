@@ -1,21 +1,11 @@
-// The SmolLM2 lab's front end (anywidget). The forward pass above this code
+// The SmolLM2 lab's front end (anywidget). The forward pass it imports
 // (smollm2_forward.js) runs the model in the page; this part loads it when asked, draws
 // and listens. Synced traits: text, repeat, tokens, ablated {"l.h": "zero" | "mean"},
 // head ("l.h", the one shown), position, k, how, seed, examples.
 
 import { forward, loadSmolLM2, logProbs, losses, runLayer, runUnembed, siteSource, topTokens }
   from "./smollm2_forward.js";
-
-function el(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
+import { darkPage, el, onThemeChange } from "./dom.js";
 
 // A seeded generator (mulberry32), so "k random heads" is one draw per seed
 function rng(seed) {
@@ -590,15 +580,26 @@ function render({ model, el: root }) {
   model.on("change:text", () => { if (textBox.value !== model.get("text")) textBox.value = model.get("text"); markStale(); });
   for (const name of ["repeat", "how", "k"]) model.on(`change:${name}`, draw);
   textBox.value = model.get("text");
+  // the patterns are painted in the theme's colours: again when it changes
+  onThemeChange(root, () => { if (lab.run && !lab.busy) { drawGrid(); draw(); } });
+  root.cbSmolPaint = paint;  // for the tests (tests/browser/test_a11y.py): the heat map's colours
   draw();
 }
 
-// a pattern [P, P] as a heat map (white 0, dark 1), with row `pos` tinted
+// A pattern [P, P] as a heat map, with row `pos` tinted. On a light page: white 0, blue 1,
+// the ink growing as the weight's square root. On a dark page the same ramp runs from the
+// page's own background (transparent) to a light blue: white zeros there made the 270
+// thumbnails a glaring grid in which the strongest attention was the darkest, least visible
+// part. tests/browser/test_a11y.py compares the two themes pixel by pixel.
 function paint(canvas, pattern, P, pos) {
-  const ctx = canvas.getContext("2d"), img = ctx.createImageData(P, P);
+  const dark = darkPage(), ctx = canvas.getContext("2d"), img = ctx.createImageData(P, P);
   for (let i = 0; i < P * P; i++) {
-    const v = 255 - Math.round(255 * Math.sqrt(pattern[i])), row = Math.floor(i / P) === pos;
-    img.data.set(row ? [255, Math.min(255, v + 60), v, 255] : [v, v, 255, 255], 4 * i);
+    const s = Math.sqrt(Math.min(1, Math.max(0, pattern[i]))), row = Math.floor(i / P) === pos;
+    if (dark) img.data.set([...(row ? [255, 180, 120] : [190, 225, 255]), Math.round(255 * s)], 4 * i);
+    else {
+      const v = 255 - Math.round(255 * s);
+      img.data.set(row ? [255, Math.min(255, v + 60), v, 255] : [v, v, 255, 255], 4 * i);
+    }
   }
   ctx.putImageData(img, 0, 0);
 }

@@ -20,8 +20,9 @@ first occurrence and on the repeat, beside the mean; the loss chart marks them.
 **Where the model runs.** In the page: ``smollm2_forward.js`` calls WebAssembly kernels
 (``smollm2_kernels.c``), which read the weights in the GGUF file's own 4-bit blocks; the
 reasons and measurements are at the top of ``smollm2_forward.js`` and in
-``benchmarks/bench_browser_smollm2.py``. The three files are joined into the widget's
-module (:func:`forward_module`, then ``smollm2_lab.js``).
+``benchmarks/bench_browser_smollm2.py``. ``smollm2_lab.js`` imports the forward pass and the
+shared DOM helpers (``dom.js``); :func:`circuitbook.widgets.frontend.esm` joins them into the
+widget's one module.
 
 **Where the weights come from.** Nothing loads until the reader presses the button. On the
 static site the files lie in ``_static/smollm2/`` (written at build time by
@@ -36,11 +37,12 @@ ablated heads (``{"18.6": "mean"}``), the head shown and the position sync back 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import anywidget
 import traitlets
+
+from circuitbook.widgets import frontend
 
 HERE = Path(__file__).parent
 CHUNK = 4 << 20  # bytes per message when the kernel sends the weights
@@ -81,21 +83,10 @@ def download_bytes(cfg) -> int:
     return weight_bytes(cfg) + tables
 
 
-#: an import of one of these files by another (they are joined into one module)
-_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\}\s*from "\./smollm2_[a-z_]+\.js";\n', re.M)
-
-
-def join_modules(*names: str) -> str:
-    """The ES modules ``names`` (files beside this one) as one module: each file imports
-    what it uses from the ones before it (so each is a module on its own, for the linter
-    and the tests); joined, those imports are dropped and the exports remain."""
-    return "\n".join(_LOCAL_IMPORT.sub("", (HERE / name).read_text()) for name in names)
-
-
 def forward_module() -> str:
     """The kernels' bytes and the forward pass, as one ES module (``forward``, ``loadSmolLM2``,
-    ... exported); the widget's front end follows it in the widget's ``_esm``."""
-    return join_modules("smollm2_kernels.js", "smollm2_forward.js")
+    ... exported), for pages that run the model without the widget (the browser benchmark)."""
+    return frontend.esm("smollm2_forward.js")
 
 
 _TOKENIZER = []
@@ -142,7 +133,7 @@ def answer(widget, content, _buffers) -> None:
 class SmolLM2Lab(anywidget.AnyWidget):
     """SmolLM2 in the page: type a text, read any head, click heads to ablate them."""
 
-    _esm = join_modules("smollm2_kernels.js", "smollm2_forward.js", "smollm2_lab.js")
+    _esm = frontend.esm("smollm2_lab.js")
     _css = HERE / "smollm2_lab.css"
     text = traitlets.Unicode("").tag(sync=True)
     repeat = traitlets.Bool(False).tag(sync=True)  # the text's tokens, then the same again
