@@ -179,11 +179,18 @@ for name, table in tables.items():
 print(f"{'sinusoidal PE':16s} row length: {math.sqrt(d_base / 2):.2f}")
 xav_big = rows["Xavier, V=37000"]
 expected_xavier = math.sqrt(2 * d_base / (37000 + d_base))
-identity("Xavier's row length is sqrt(2 d_model / (V + d_model)), to "
-         "sampling error", f"{xav_big[0]:.4f} vs {expected_xavier:.4f}",
-         abs(xav_big[0] / expected_xavier - 1) <= xavier_tolerance(d_base,
-                                                                  37000),
-         chapter="4")
+# a sampling check, not an identity: the deviation in standard errors, after
+# the bias of a mean length (see xavier_tolerance)
+xav_sd = math.sqrt(0.8 / d_base) / 2
+xav_dev = (xav_big[0] / expected_xavier - 1 + xav_sd ** 2 / 2) \
+    / (xav_sd / math.sqrt(37000))
+observation("Xavier's mean row length (V = 37000) against sqrt(2 d_model / "
+            "(V + d_model)), and its deviation in standard errors after the "
+            "bias of a mean length",
+            f"{xav_big[0]:.4f} vs {expected_xavier:.4f}, "
+            f"{xav_dev:+.1f} standard errors", chapter="4")
+assert abs(xav_big[0] / expected_xavier - 1) <= xavier_tolerance(d_base,
+                                                                 37000)
 glue("pe_norm", math.sqrt(d_base / 2))
 glue("xs_raw", rows["Xavier, V=11"][0])
 glue("xs_scaled", rows["Xavier, V=11"][1])
@@ -256,9 +263,10 @@ identity_close("Generator(x) = log_softmax(x W_U + b_U) with "
 # Sharing needs one vocabulary for both languages. For English-German the paper has one,
 # from byte-pair encoding (about 37000 tokens shared by source and target); for
 # English-French it says only that it used a 32000 word-piece vocabulary. (A tempting reading is that all three are tied *and* scaled by
-# $\sqrt{d_\text{model}}$. That is not what the paper says: the factor belongs to the two
-# embedding layers only, and the pre-softmax map uses the table itself. The check at the end
-# of this section runs the tied generator and finds the factor exactly once in its logits.)
+# $\sqrt{d_\text{model}}$. That is not what the paper says: its sentence puts the factor "in
+# the embedding layers", so it belongs to those two only, and the pre-softmax map uses the
+# table itself. The check after Exercise 4.2 confirms that tying the Annotated Transformer's
+# modules this way puts the factor in the logits once.)
 #
 # The Annotated Transformer's `make_model` (and the book's copy in
 # `circuitbook.models.encoder_decoder`) ties **nothing**: it builds one `Embeddings` for the
@@ -353,11 +361,18 @@ identity_close("tied: the tied generator's logits of an embedded token equal "
 # In TransformerLens {cite}`nanda2022transformerlens` the two ends are `model.W_E`
 # (`[d_vocab, d_model]`) and `model.W_U` (`[d_model, d_vocab]`) with bias `model.b_U`; any
 # scale factor is part of the learned matrix rather than a separate step. A model with no
-# layers at all computes
+# layers, no positional embedding added to its stream and no final norm computes
 #
 # $$\text{logits}_i = W_E[t_i]\, W_U + b_U,$$
 #
-# a function of the current token only. The book's zoo has one, `toy-0l`, trained on text
+# a function of the current token only. That scope matters: a zero-layer model that adds
+# a positional embedding to the stream (as the Annotated Transformer does, above, and
+# TransformerLens by default) gets a term that depends on the position, and a final
+# LayerNorm or RMSNorm (SmolLM2's, below) divides each position's stream by its own scale
+# before $W_U$ reads it (chapter {doc}`14_zero_layer` spells this out). The book's zoo has
+# a model inside the scope, `toy-0l`: its positions reach only queries and keys
+# ("shortformer" positions, chapter {doc}`03_residual_stream`), so with no layers nothing
+# reads them, and it has no final norm. It was trained on text
 # from a random bigram chain (each token has four likely successors) in which the best
 # possible prediction is exactly such a table. It is the subject of chapter 14; here we use
 # it to look at the two ends. First, that the model really is this formula:
@@ -489,14 +504,14 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # would score (and to see what its reciprocal pairs do to it, we shuffle the entries of
 # each of its rows at random, which keeps every row's values and loses which pairs
 # face each other; this row-shuffle null was added after we had seen the chain's own
-# share, so it explains that number rather than testing a prediction); and a matrix with no symmetric structure at all (independent entries of
-# equal variance $\sigma^2$) scores about $\sqrt{(n-1)/2n} \approx 0.70$. The reason:
+# share, so it explains that number rather than testing a prediction); and a matrix with no relation at all between $L_{ij}$ and $L_{ji}$ (independent entries of
+# equal variance $\sigma^2$, whose symmetric part is as large as its antisymmetric part) scores about $\sqrt{(n-1)/(2n)} \approx 0.70$. The reason:
 # the squared norm of $(L - L^\top)/2$ is $\sum_{i<j} (L_{ij} - L_{ji})^2 / 2$, whose expectation is
 # $\frac{n(n-1)}{2}\sigma^2$, against $n^2\sigma^2$ for $L$ itself; the diagonal belongs
 # wholly to the symmetric part. Removing the row and column means, $L \mapsto PLP$ with
 # $P = I - \tfrac1n \mathbf 1 \mathbf 1^\top$, changes the two expectations to
 # $\tfrac12[(n-1)^2 - (n-1)]\sigma^2$ and $(n-1)^2\sigma^2$, a ratio of
-# $\sqrt{(n-2)/2(n-1)}$, which differs from $\sqrt{(n-1)/2n}$ by less than $10^{-4}$ for
+# $\sqrt{(n-2)/(2(n-1))}$, which differs from $\sqrt{(n-1)/(2n)}$ by less than $10^{-4}$ for
 # $n \ge 64$. A share below this value means the table has more symmetric structure than
 # independent entries; above it, more antisymmetric structure. The null for `toy-0l`
 # is the same zero-layer architecture at initialisation (40 seeds), which is close to
@@ -540,8 +555,8 @@ identity("in the chain no token is one of its own likely successors (it "
 n_succ = recipe["data"]["n_successors"]
 rng = np.random.default_rng(recipe["data"]["chain_seed"])
 perm = rng.permutation(64)
-offsets = sorted(rng.choice(np.arange(1, 64), size=n_succ,
-                            replace=False).tolist())
+offsets_drawn = rng.choice(np.arange(1, 64), size=n_succ, replace=False)
+offsets = sorted(offsets_drawn.tolist())
 rebuilt = torch.from_numpy(perm[(np.argsort(perm)[:, None]
                                  + np.array(offsets)[None]) % 64])
 n_differ = int((rebuilt.sort(-1).values != truth_sets).sum())
@@ -592,9 +607,42 @@ row_shuffled = [antisym_share(torch.stack(
     [row[torch.randperm(64, generator=g_rows)] for row in log_p]))
     for _ in range(200)]
 finding("the chain's own log P is less antisymmetric than its rows with "
-        "their entries shuffled", chain_antisym,
+        "their entries shuffled (null chosen after seeing the number)",
+        chain_antisym,
         null=Null.draws("each row's entries shuffled, 200 times",
                         row_shuffled), alternative="less", chapter="4")
+# The explanation put to a test: the same chain (the same perm and the same
+# Dirichlet weights, drawn next from the chain's generator as bigram_chain
+# does; the k-th weight goes with the k-th offset as drawn) rebuilt with 200 offset sets drawn at random among those with no
+# reciprocal pair (no o with 64 - o also an offset; 32 pairs with itself).
+# If the pairs are what lowers the share, these chains score higher.
+weights = rng.dirichlet(np.full(n_succ, float(recipe["data"]["concentration"])),
+                        size=64)
+
+
+def chain_log_p(offs):
+    """log P of the chain with this perm and these weights at offsets offs."""
+    succ = perm[(np.argsort(perm)[:, None] + np.array(offs)[None]) % 64]
+    P = torch.full((64, 64), recipe["data"]["floor"] / 64)
+    P.scatter_add_(1, torch.from_numpy(succ),
+                   (1 - recipe["data"]["floor"]) * torch.from_numpy(weights).float())
+    return P.log()
+
+
+same_chain = bool(torch.equal(chain_log_p(offsets_drawn), log_p))
+identity("perm, weights and the offsets rebuild the chain's log P exactly",
+         same_chain, same_chain, chapter="4")
+rng_offsets = np.random.default_rng(2)
+no_pair = []
+while len(no_pair) < 200:
+    offs = rng_offsets.choice(np.arange(1, 64), size=n_succ, replace=False)
+    if not any(64 - o in offs for o in offs):
+        no_pair.append(antisym_share(chain_log_p(offs)))
+finding("the chain's own log P is less antisymmetric than the same chain "
+        "rebuilt with offsets that have no reciprocal pair (test chosen "
+        "after seeing the number)", chain_antisym,
+        null=Null.draws("200 offset sets with no pair o, 64 - o", no_pair),
+        alternative="less", chapter="4")
 # The tied table's centred antisymmetric part is zero up to rounding: each
 # entry of it subtracts two entries of D_tied (d_model + 1 roundings each),
 # the bias (1), a row mean and a column mean (vocab each) and 3 more
@@ -613,13 +661,15 @@ glue("antisym", antisym)
 glue("chain_antisym", chain_antisym)
 glue("chain_row_null", sum(row_shuffled) / len(row_shuffled))
 glue("chain_row_null_sd", torch.tensor(row_shuffled).std().item())
+glue("chain_nopair_mean", sum(no_pair) / len(no_pair))
+glue("chain_nopair_min", min(no_pair))
+glue("chain_nopair_max", max(no_pair))
 glue("chain_offsets", ", ".join(map(str, offsets[:-1])) + f" and {offsets[-1]}")
 glue("chain_pair", " and ".join(f"{a} and {b}" for a, b in pairs))
 glue("chain_reciprocal", reciprocal)
 glue("chain_reciprocal_random", n_succ / 63)
 glue("init_antisym", sum(init_antisym) / len(init_antisym))
 glue("init_antisym_sd", torch.tensor(init_antisym).std().item())
-glue("tied_self", 100 * tied_self.item())
 glue("self_top0", 100 * self_top.item())
 
 # %% [markdown]
@@ -629,19 +679,25 @@ glue("self_top0", 100 * self_top.item())
 # standard deviation {glue:text}`init_antisym_sd:.3f`). The chain's own share is itself
 # far below the {glue:text}`chain_row_null:.3f` (standard deviation
 # {glue:text}`chain_row_null_sd:.3f`, 200 shuffles) that its rows give with their entries
-# shuffled, and the cheapest explanation is the reciprocal pairs above: where $a \to b$
+# shuffled. The explanation we suspected is the reciprocal pairs above: where $a \to b$
 # and $b \to a$ are both likely, both entries are large and the pair adds to the
-# symmetric part. So that `toy-0l`'s table is less antisymmetric than at initialisation
-# mirrors this chain's reciprocal offsets: a fact about one chain seed, not about bigram
-# chains in general. And
-# {glue:text}`self_top0:.0f`% of its tokens predict themselves next, while
-# {glue:text}`tied_self:.0f`% of the random tied model's tokens vote for themselves
-# first. A tied zero-layer model with no final norm could not represent this chain's
+# symmetric part. We tested it after seeing the number, by rebuilding the same chain (the
+# same hidden order, the same weights on each token's four successors) with 200 offset
+# sets drawn at random among those with no pair $o$, $64 - o$: those chains score
+# {glue:text}`chain_nopair_mean:.3f` on average (from {glue:text}`chain_nopair_min:.3f`
+# to {glue:text}`chain_nopair_max:.3f`), so with everything else kept it is the reciprocal
+# pair that brings this chain down to {glue:text}`chain_antisym:.2f`. So that
+# `toy-0l`'s table is less antisymmetric than at initialisation mirrors this chain's
+# reciprocal offsets: a fact about one chain seed, not about bigram chains in general.
+# {glue:text}`self_top0:.0f`% of `toy-0l`'s tokens predict themselves next, as a model that
+# has learned this chain must: no token is one of its own likely successors.
+# A tied zero-layer model with no final norm could not represent this chain's
 # asymmetry: its centred table would score 0. A final norm between the two ends loosens that constraint
 # without any layers. An RMSNorm divides each row by that row's own scale and multiplies by
 # its gain, so a tied direct path through it is symmetric up to those row scales; so is
 # one through a LayerNorm whose gain is constant, while a LayerNorm with a gain that varies
-# breaks the symmetry even before the row scales (the matrix above).
+# breaks the symmetry, in general (unless the rows of $S$ have mean zero), even before the
+# row scales (the matrix above).
 # SmolLM2, below, is such a model. On 256 of its tokens the row scales alone give its
 # direct path an antisymmetric share of {glue:text}`s_direct_antisym:.2f`: not 0, but
 # far below the {glue:text}`s_full_antisym:.2f` of the whole model with its 30 layers.
@@ -708,8 +764,8 @@ for t in reader.tensors:
 q4_names = ("W_Q", "W_O", "_W_K", "_W_V", "W_in", "W_gate", "W_out")
 q4_params = [p for name, p in smol.named_parameters()
              if name.split(".")[-1] in q4_names]
-identity("the model's attention and MLP matrices are exactly the file's "
-         "Q4_1 tensors (count)", f"{sum(p.numel() for p in q4_params):,}",
+identity("the model's attention and MLP matrices hold the same number of "
+         "weights as the file's Q4_1 tensors", f"{sum(p.numel() for p in q4_params):,}",
          sum(p.numel() for p in q4_params) == n_q4, chapter="4")
 signal2 = sum(float(p.double().pow(2).sum()) for p in q4_params)
 n_all = sum(n_by_type.values())
@@ -726,9 +782,13 @@ print({k: f"{v / n_all:.1%}" for k, v in n_by_type.items()})
 # SmolLM2 is a perturbed copy of the released SmolLM2-135M-Instruct. What the
 # perturbation does to the model's outputs cannot be measured here: no unquantised copy
 # is available offline, and the book downloads nothing. Every SmolLM2 number in the book
-# (this chapter's, chapter 10's neurons, chapter 11's scales, chapter 17's induction
-# scores, chapter 18's composition scores) is a measurement of this 4-bit copy, and may
-# differ from the full-precision model's, and more from the base model's.
+# that reads the attention or MLP weights (e.g. this chapter's whole-model predictions,
+# chapter 10's neurons, chapter 11's scales, the induction scores of
+# chapter {doc}`17_induction_evidence`, chapter 18's composition scores) is a measurement
+# of this 4-bit copy, and may differ from the full-precision model's, and more from the
+# base model's. This chapter's direct-path numbers read only the embedding (8 bits, whose
+# rounding is far finer) and the final norm's weight (float32, not rounded), so they
+# carry the 8-bit rounding alone.
 #
 # Between the two ends sits the final RMSNorm (chapter {doc}`11_layernorm`): the direct
 # path of token $a$ is $\operatorname{RMSNorm}(W_E[a])\, W_U =
@@ -854,13 +914,67 @@ for _ in range(20):                                    # 20 random tables
     null_rank.append(rank_rand.float().median().item())
 del Z, W_rand, rows_rand
 trained_self256 = (self_rank[:256] == 0).float().mean().item()
-finding("SmolLM2's learned directions make a token its own top direct-path "
+finding("SmolLM2's table makes a token its own top direct-path "
         "successor less often than random directions with the same row "
         "lengths and final-norm weight do (share of 256 tokens)",
         trained_self256,
         null=Null.draws("random tied tables with SmolLM2's row lengths and "
                         "w, 20 tables", null_self),
         alternative="less", chapter="4")
+
+
+# Added after seeing the numbers above: a cheaper mechanism than "learned
+# directions" is one direction shared by the rows (the mean row), carried
+# with different strengths
+def self_top(table):
+    """Self-top share, median self-rank and top successors of the 256."""
+    r = (table[sub] * w_fin) @ table.T
+    rank = (r > r[torch.arange(len(sub)), sub][:, None]).sum(-1)
+    return (rank == 0).float().mean().item(), rank.float().median().item(), \
+        r.argmax(-1)
+
+
+mean_row = W_E_s.mean(0)
+u_mean = mean_row / mean_row.norm()
+proj = W_E_s @ u_mean                                  # [V]
+mean_share = (proj.pow(2).sum() / W_E_s.pow(2).sum()).item()
+mean_cos = (proj / lengths[:, 0]).median().item()
+proj_place = int((proj > proj[winner]).sum()) + 1      # 1: the largest
+W_c = W_E_s - mean_row                                 # centred rows
+# its top principal direction, from G (float64) without a second pass
+G_c = G - V_s * torch.outer(mean_row.double(), mean_row.double())
+pc1 = torch.linalg.eigh(G_c)[1][:, -1].float()
+centred_self = self_top(W_c)[0]
+pc_self = self_top(W_c - (W_c @ pc1)[:, None] * pc1)[0]
+del W_c
+observation("share of SmolLM2's W_E total squared norm along its mean row",
+            mean_share, chapter="4")
+observation("self-top share of the 256 tokens with W_E centred (mean row "
+            "removed), and with its top principal direction removed too",
+            f"{centred_self:.1%}, {pc_self:.1%}", chapter="4")
+# the null: each row keeps its length and its projection on the mean
+# direction; the rest of its direction is random (20 tables)
+g_mean = torch.Generator().manual_seed(2)
+perp = (lengths[:, 0].pow(2) - proj.pow(2)).clamp(min=0).sqrt()
+mnull_self, mnull_rank, mnull_wins, mnull_same = [], [], [], 0
+for _ in range(20):
+    W_rand = torch.randn(V_s, d_s, generator=g_mean)  # built in place
+    W_rand.sub_(torch.outer(W_rand @ u_mean, u_mean))   # the random rest,
+    W_rand.mul_((perp / W_rand.norm(dim=-1))[:, None])  # at its length,
+    W_rand.add_(torch.outer(proj, u_mean))      # plus the real projection
+    s_null, r_null, top_null = self_top(W_rand)
+    mnull_self.append(s_null)
+    mnull_rank.append(r_null)
+    mnull_wins.append((top_null == winner).float().mean().item())
+    mnull_same += int(torch.mode(top_null).values) == winner
+del W_rand
+finding("SmolLM2's table makes a token its own top direct-path successor "
+        "more often than random tables that keep each row's length and its "
+        "projection on the mean row (share of 256 tokens; null chosen after "
+        "seeing the numbers)", trained_self256,
+        null=Null.draws("each row's length and mean-row projection kept, "
+                        "the rest random, 20 tables", mnull_self),
+        alternative="greater", chapter="4")
 print(f"direct path: its own top successor for {self_direct:.1%} "
       f"(+- {se_direct:.1%}) of 2048 tokens;")
 print(f"  median rank of itself {int(self_rank.median())} of {V_s}")
@@ -902,6 +1016,21 @@ glue("s_winner", repr(smol_tok.decode([winner])))
 glue("s_wins", 100 * wins.item())
 glue("s_winner_place", winner_place)
 glue("s_winner_len", winner_len)
+glue("s_winner_row", (lengths[winner, 0] / lengths.median()).item())
+glue("s_mean_share", mean_share)
+glue("s_mean_cos", mean_cos)
+glue("s_proj_place", proj_place)
+glue("s_winner_proj", proj[winner].item())
+glue("s_proj_median", proj.median().item())
+glue("s_centred_self", 100 * centred_self)
+glue("s_pc_self", 100 * pc_self)
+glue("s_mnull_self_min", 100 * min(mnull_self))
+glue("s_mnull_self_max", 100 * max(mnull_self))
+glue("s_mnull_rank_min", min(mnull_rank))
+glue("s_mnull_rank_max", max(mnull_rank))
+glue("s_mnull_wins_min", 100 * min(mnull_wins))
+glue("s_mnull_wins_max", 100 * max(mnull_wins))
+glue("s_mnull_same", mnull_same)
 glue("s_self_full", 100 * full_self.mean().item())
 glue("s_self_direct256", 100 * direct_self.mean().item())
 glue("s_full_antisym", full_antisym)
@@ -918,30 +1047,56 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # SmolLM2's direct path, symmetric up to its row scales, does *not* make most tokens
 # their own favourite successor: only {glue:text}`s_self_direct:.1f`% (standard error
 # {glue:text}`s_self_se:.1f`%) of them are, and for the median token
-# {glue:text}`s_self_rank:.0f` others score above it in its own row. Tying alone would have done far more. In the 20 random tied tables with
+# {glue:text}`s_self_rank:.0f` others score above it in its own row. Random directions
+# carrying SmolLM2's own row lengths and final-norm weight do far more. In the 20 random tied tables with
 # SmolLM2's row lengths (which vary only {glue:text}`s_len_spread:.1f`-fold, longest to
 # median) and its final-norm weight, the share of the 256 tokens that are their own top
 # successor is never below {glue:text}`s_null_self_min:.0f`%, and the median number of
 # tokens scoring above a token in its own row is never above
 # {glue:text}`s_null_rank_max:.0f`; SmolLM2 manages
 # {glue:text}`s_self_256:.1f`% on the same 256 tokens. (With 20 tables the rank test
-# cannot give p below 1/21, about 0.048; the size of the gap says more than the p.) So
-# the question is not why a tied model's tokens prefer themselves: compared with what
-# tying gives before anything is learned, SmolLM2's learned directions make a token
-# prefer *itself* much less. Where the preference goes is visible in the rows: the diagonal entries of
-# $M$ are far from equal, and one token with a very large one wins most rows. The single
-# most common top successor, the token {glue:text}`s_winner`, tops
-# {glue:text}`s_wins:.0f`% of the rows, and its diagonal entry $M[b, b]$ is number
-# {glue:text}`s_winner_place` of the vocabulary, {glue:text}`s_winner_len:.1f` times the
-# median. Lengths alone do not do this (the null has the same lengths), so the
-# difference lies in the learned directions: they are not the nearly orthogonal
-# directions of a random table. (One possibility is a component shared by many rows
-# that this token's row carries most strongly; we have not measured it.) All of this is
-# one model, the 4-bit copy, on sampled tokens.
+# cannot give p below 1/21, about 0.048; the size of the gap says more than the p.)
+# Where the preference goes is visible in the rows: one token wins most of them. The
+# single most common top successor, the token {glue:text}`s_winner`, tops
+# {glue:text}`s_wins:.0f`% of the rows, and its diagonal entry $M[b, b]$ (its squared
+# $w$-length) is number {glue:text}`s_winner_place` of the vocabulary,
+# {glue:text}`s_winner_len:.1f` times the median, while its Euclidean row length is
+# {glue:text}`s_winner_row:.1f` times the median's.
+#
+# Random directions are not the cheapest mechanism for this, though, and the next one was
+# measured only after we had seen the numbers above, so it explains them rather than
+# testing a prediction made in advance. SmolLM2's rows share one direction: the mean row
+# carries {glue:text}`s_mean_share:.0%` of the table's total squared norm, and the median
+# cosine between a row and the mean row is {glue:text}`s_mean_cos:.2f`, where random
+# directions would give cosines of order $1/\sqrt{576}$ (embeddings of this kind are called *anisotropic*).
+# A component shared by all rows but carried with different strengths adds to every row
+# of $M$ a term that favours, in every row alike, the tokens that carry it most; and the
+# winner carries it most: its projection on the mean direction is number
+# {glue:text}`s_proj_place` of the vocabulary, {glue:text}`s_winner_proj:.1f` against a
+# median of {glue:text}`s_proj_median:.1f`. Three measurements say that this one direction
+# accounts for the gap. Subtract the mean row from every row of $W_E$ (same $w$) and
+# {glue:text}`s_centred_self:.1f`% of the 256 tokens become their own top successor;
+# remove also the centred table's top principal direction and
+# {glue:text}`s_pc_self:.1f`% do. And a null that keeps, for each row, its length and its
+# projection on the mean direction and draws the rest of its direction at random (20
+# tables) makes only {glue:text}`s_mnull_self_min:.1f`% to
+# {glue:text}`s_mnull_self_max:.1f`% of the 256 tokens their own top successor (the
+# median number of tokens scoring above a token in its own row is
+# {glue:text}`s_mnull_rank_min:.0f` to {glue:text}`s_mnull_rank_max:.0f`), and {glue:text}`s_winner` is the most common top
+# successor in {glue:text}`s_mnull_same` of the 20 tables, topping
+# {glue:text}`s_mnull_wins_min:.0f`% to {glue:text}`s_mnull_wins_max:.0f`% of the rows.
+# So one number per token, its projection on the shared direction, reproduces both the
+# low self-preference and its winner. Against that null SmolLM2's table makes a token
+# prefer itself *more* ({glue:text}`s_self_256:.1f`%), not less: the shared direction
+# pulls self-preference down, and the rest of its learned directions, measured against
+# this null, raise it. All
+# of this is one model, the 4-bit copy (these direct-path numbers read only its 8-bit
+# embedding and its float32 norm weight), on one sample of 256 tokens.
 #
 # The whole model reads the same token through 30 layers before the same tied
 # unembedding. Fed each of 256 of the tokens alone, so that what we read is its
-# prediction at the first position (no earlier token to attend to), it predicts the token itself first for
+# prediction at the first position (no earlier token to attend to, and no BOS token or
+# chat template before it, a state the Instruct model rarely sees in use), it predicts the token itself first for
 # {glue:text}`s_self_full:.1f`% of them, against {glue:text}`s_self_direct256:.1f`% for
 # its direct path. Its table of next-token logits over those 256 tokens (centred as
 # above) has an antisymmetric share of {glue:text}`s_full_antisym:.3f`, where its direct
@@ -951,7 +1106,7 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # row scales, which vary from token to token; tying with no norm would give exactly 0.
 # So in this model tying does not make the direct path symmetric, only much less
 # antisymmetric than the whole model's table. A table of
-# independent entries would score $\sqrt{(n-2)/2(n-1)} =$ {glue:text}`s_analytic:.4f`
+# independent entries would score $\sqrt{(n-2)/(2(n-1))} =$ {glue:text}`s_analytic:.4f`
 # for $n = 256$ (derived above for `toy-0l`), and the same logits shuffled into random
 # places, the null fixed in advance, give {glue:text}`s_shuffled:.4f` (sd
 # {glue:text}`s_shuffled_sd:.4f`, 200 shuffles), in agreement with it. The whole model's
@@ -1097,9 +1252,15 @@ explore(draw_row, token=(0, 63, 3))
 #   symmetric but not positive semidefinite ({glue:text}`s_neg_w` negative weights), the
 #   row scales alone give the direct path an antisymmetric share of
 #   {glue:text}`s_direct_antisym:.2f` (256 tokens), and
-#   it makes only {glue:text}`s_self_direct:.1f`% of tokens their own top successor,
-#   where a random tied table with the same row lengths and norm weight makes all of
-#   them so: the learned directions *reduce* self-preference. The whole model predicts
+#   it makes only {glue:text}`s_self_256:.1f`% of 256 sampled tokens their own top
+#   successor, where none of 20 random tied tables with the same row lengths and norm
+#   weight makes fewer than {glue:text}`s_null_self_min:.0f`% of the same 256 so. One
+#   shared direction explains the gap (measured after seeing it): the mean row carries
+#   {glue:text}`s_mean_share:.0%` of $W_E$'s squared norm, with different strengths in
+#   different rows; centring $W_E$ restores self-preference to
+#   {glue:text}`s_centred_self:.1f`%, random tables that keep only each row's length and
+#   mean-row projection give at most {glue:text}`s_mnull_self_max:.1f`% and the same
+#   winning token, and against them SmolLM2 prefers itself *more*. The whole model predicts
 #   the token itself at the first position for {glue:text}`s_self_full:.1f`% of 256, and its one-token logit
 #   table is slightly less antisymmetric ({glue:text}`s_full_antisym:.3f`) than a table
 #   of independent entries ({glue:text}`s_analytic:.3f`).

@@ -8,7 +8,7 @@
 # circuit** $W_E W_{OV} W_U$ says how attending to a token changes every logit, and the
 # **full QK circuit** $W_E W_{QK} W_E^\top$ says how much a query token wants to attend
 # to a key token. We count what these tables would cost at GPT-2's vocabulary size and
-# what the factored form costs instead (measured), and then read them on the toy model:
+# what the factored form costs instead (times measured, sizes counted), and then read them on the toy model:
 # the induction heads' full OV circuits copy, and the previous-token head's positional
 # QK circuit is a band just below the diagonal.
 
@@ -48,7 +48,7 @@ from circuitbook.models.encoder_decoder import (
     head_outputs,
     tl_weights,
 )
-from circuitbook.models.zoo import metrics
+from circuitbook.models.zoo import EVAL, metrics
 from circuitbook.train import lm_loss
 from circuitbook.viz import heatmap
 from circuitbook.widgets import explore
@@ -236,8 +236,8 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # circuit is the part of the score (before the $1/\sqrt{d_\text{head}}$) that query
 # token $s$ gives key token $t$ through the two tokens' embeddings alone. In
 # Elhage et al.'s column convention {cite}`elhage2021mathematical` the full OV circuit
-# is written $W_U W_{OV}^\text{p} W_E$ with their $[d_\text{model}, d_\text{vocab}]$
-# embedding; it is the transpose of ours, while the full QK circuit is the same matrix
+# is written $W_U W_{OV}^\text{p} W_E$ (chapter {doc}`08_qk_ov`'s superscript p: the paper's
+# convention) with their $[d_\text{model}, d_\text{vocab}]$ embedding; it is the transpose of ours, while the full QK circuit is the same matrix
 # in both, for the reason chapter {doc}`08_qk_ov` gave.
 #
 # **The full QK table is not the score, in `toy-2l` or in a rotary model.** It is the part of the
@@ -255,17 +255,21 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # offset $\Delta = i - j$, $W_E W_Q^h R_\Delta W_K^{h\top} W_E^\top$
 # (`circuitbook.circuits.rotary_qk` gives its middle factor), and
 # $W_E W_{QK}^h W_E^\top$ is only its $\Delta = 0$ member. In such a model an RMSNorm
-# also sits between $W_E$ and $W_Q$ (its gain folds into $W_Q$, its division does not,
-# chapter {doc}`11_layernorm`), and under grouped-query attention $W_K$ and $W_V$ are
+# also sits between $W_E$ and $W_Q$ (its gain folds into $W_Q$, its division only at
+# layer 0, as below; chapter {doc}`11_layernorm`), and under grouped-query attention $W_K$ and $W_V$ are
 # those of the key-value head the query head shares with its group. RoPE leaves the full
 # OV circuit alone, since it rotates queries and keys, never values, but the norms do not.
 # In SmolLM2 an RMSNorm sits between $W_E$ and $W_V$, and the final RMSNorm between the
 # head's output and $W_U$. Their gains fold into $W_V$ and $W_U$ (a diagonal matrix on
-# each side); their divisions do not: each source row is divided by the RMS of the stream
-# at the source position, and each row of logit changes is divided by the RMS of the
-# stream at the destination, scales that depend on the whole context, not on the token
-# alone. So for SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_\text{final})\, W_U$
-# is the head's effect only up to a positive scale for each source and each destination.
+# each side); their divisions are another matter. Each source row is divided by
+# the RMS of the stream at the source position. For a layer-0 head that stream is the
+# token's embedding alone (RoPE adds nothing to the stream), so the scale is
+# $1/\mathrm{RMS}(W_E[s])$, a constant for each token that folds into $W_E$'s rows; the
+# same holds for the query and key sides of a layer-0 head's full QK table. At later
+# layers the source scale depends on the context, and the final norm's always does: each
+# row of logit changes is divided by the RMS of the stream at the destination. So for SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_\text{final})\, W_U$
+# is the head's effect only up to a positive scale for each destination (and, above
+# layer 0, for each source).
 # The Annotated Transformer's encoder-decoder, taken whole rather than one module at a
 # time as above, differs from `toy-2l` in three ways: a LayerNorm sits before each
 # attention sublayer (pre-norm) and a final one before `Generator`, so its tables too
@@ -294,7 +298,9 @@ IL, IH = record["induction_head"]      # toy-2l's induction head (chapter 8)
 PL, PH = record["prev_token_head"]     # and its previous-token head
 # the zoo picks the highest induction score; all four layer-1 heads are
 # induction heads (chapter 17a), and the pick leads the next by little
-ind_scores = induction_scores(model)[IL]              # [head], layer IL
+ind_scores = induction_scores(model, seq_len=EVAL["repeat_seq_len"],  # the
+                             batch=EVAL["repeat_batch"],   # zoo's settings, as
+                             seed=EVAL["repeat_seed"])[IL]  # in chapter 8
 ind_others = torch.cat([ind_scores[:IH], ind_scores[IH + 1:]])
 glue("ind_lead", (ind_scores[IH] - ind_others.max()).item())
 glue("ind_l1_min", ind_scores.min().item())
@@ -502,7 +508,7 @@ del big_ov, big_qk
 # four layer-1 heads are all induction heads (chapter {doc}`17_induction_heads`; each
 # scores at least {glue:text}`ind_l1_min:.2f` here), and head {glue:text}`ind_head`,
 # the zoo's pick, has the highest induction score by only {glue:text}`ind_lead:.4f`
-# (chapter {doc}`08_qk_ov` recomputed the scores). An induction head attends to the token that followed an
+# (on the zoo's own repeated-token batch, as in chapter {doc}`08_qk_ov`). An induction head attends to the token that followed an
 # earlier copy of the current token, and should then predict *that* token: its full OV
 # circuit should copy. We materialise all eight heads' tables with your `full_ov` and
 # ask, for each source token, whether its own logit is the largest in its row. A head
@@ -591,7 +597,8 @@ fig
 # layer-1 head copies its own subset of the vocabulary (dark cells, dots where the token
 # wins its row), the subsets overlap, and the sum of the four heads' tables copies
 # {glue:text}`frac_sum:.0%` of tokens (whether the model uses that sum is not tested
-# here; see below).
+# here; see below, and chapter {doc}`17_induction_heads`, which asks how far the four
+# heads' outputs add).
 #
 # Why does one head not copy every token itself? Rank does not forbid it. Its table has rank
 # at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the $64 \times 64$
@@ -626,7 +633,10 @@ identity(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has "
          and circle_lead > circle_tol,
          chapter="9")
 eye_circle = torch.eye(n_circle, dtype=torch.float64)
-circle_dist = (T_circle - eye_circle).norm() / n_circle ** 0.5
+# distance to the identity at the best scale c, so that it does not depend on
+# T's size: c = <T, I> / <T, T> (for this T it is sqrt((n - 2) / n))
+c_best = T_circle.trace() / (T_circle * T_circle).sum()
+circle_dist = (c_best * T_circle - eye_circle).norm() / n_circle ** 0.5
 glue("n_circle", n_circle)
 glue("circle_dist", circle_dist.item())
 
@@ -649,10 +659,14 @@ real_lead = (T_real.diagonal()
              - (T_real - 2 * torch.eye(cfg.d_vocab, dtype=torch.float64))
              .max(-1).values).min().item()
 lead_theory = 1 - math.cos(2 * math.pi / cfg.d_vocab)
-identity(f"toy-2l's W_E and W_U are invertible ({cfg.d_model} x {cfg.d_vocab}, "
-         "full rank), and a head with toy-2l's d_head and these W_E, W_U "
-         "realises the circle table on its 64 tokens: every token tops its row",
-         f"ranks {rank_E}, {rank_U}; cond {cond_E:.1e}, {cond_U:.1e}; "
+# measured, not built: trained (square) matrices of full numerical rank
+observation(f"toy-2l's W_E and W_U ({cfg.d_model} x {cfg.d_vocab}): numerical "
+            "ranks and condition numbers",
+            f"ranks {rank_E}, {rank_U}; cond {cond_E:.1e}, {cond_U:.1e}",
+            chapter="9")
+identity("a head with toy-2l's d_head, built from these W_E, W_U as "
+         "W_V = W_E^-1 [U, 0], W_O = [U, 0]^T W_U^-1, realises the circle "
+         "table on its 64 tokens: every token tops its row",
          f"smallest lead {real_lead:.1e} (circle: {lead_theory:.1e})",
          rank_E == rank_U == cfg.d_vocab == cfg.d_model
          and abs(real_lead - lead_theory) <= lead_theory / 2, chapter="9")
@@ -660,8 +674,10 @@ glue("cond_E", cond_E)
 glue("cond_U", cond_U)
 
 # %% [markdown]
-# The table is far from the identity (the distance $\lVert T - I\rVert_F / \lVert I \rVert_F$ is
-# {glue:text}`circle_dist:.2f`), yet all {glue:text}`n_circle` tokens win their own rows.
+# The table is far from the identity at any scale (the distance
+# $\min_c \lVert cT - I\rVert_F / \lVert I \rVert_F$ is {glue:text}`circle_dist:.3f`, where
+# 0 is the identity and 1 is no closer than the zero matrix), yet all
+# {glue:text}`n_circle` tokens win their own rows.
 # One more step makes this a statement about `toy-2l`'s heads: the head must reach such a
 # table through the model's own embedding and unembedding. In `toy-2l`
 # $d_\text{model} = d_\text{vocab} = 64$ and both $W_E$ and $W_U$ have full rank 64
@@ -676,7 +692,8 @@ glue("cond_U", cond_U)
 # {glue:text}`frac_sum:.0%` of the tokens. Whether the sum is what the model uses is a
 # further question, which this page does not test: the sum acts only when the four heads
 # attend to the same source token, and the logits also receive the direct path
-# $W_E W_U$ and the layer-0 heads' writes, which these tables leave out.
+# $W_E W_U$ and the layer-0 heads' writes, which these tables leave out (chapter
+# {doc}`17_induction_heads` measures how far the four heads attend to the same key).
 #
 # ### Reading the full QK circuit
 #
@@ -737,6 +754,21 @@ qk_self_others = [top1_self(full_qk_circuit, model, IL, h)
 observation(f"the other layer-1 heads (not {IL}.{IH}): the share of query "
             "tokens whose own token tops their full-QK row",
             ", ".join(f"{v:.3f}" for v in qk_self_others), chapter="9")
+# these three were not picked for anything, so each is compared with one
+# head at initialisation (all 320), not with a best of eight
+qk_self_any = [top1_self(full_qk_circuit, m, l, h) for m in inits
+               for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+qk_any_share = sum(v >= max(qk_self_others) for v in qk_self_any) / len(qk_self_any)
+observation("untrained heads (all 320): the mean share of query tokens whose own "
+            "token tops their full-QK row, and the share of heads scoring at "
+            "least the other three layer-1 heads' best",
+            f"{sum(qk_self_any) / len(qk_self_any):.3f}, {qk_any_share:.2f}",
+            chapter="9")
+glue("qk_any_mean", sum(qk_self_any) / len(qk_self_any))
+glue("qk_any_share", qk_any_share)
+glue("qk_self_top_n", round(qk_self_top * cfg.d_vocab))
+glue("qk_null_max_n", round(max(null_qk_self) * cfg.d_vocab))
+glue("qk_margin_n", round(qk_self_top * cfg.d_vocab) - round(max(null_qk_self) * cfg.d_vocab))
 glue("qk_self_others", ", ".join(f"{v:.0%}" for v in qk_self_others))
 glue("qk_self_top", qk_self_top)
 glue("qk_row_spread", qk_row_spread)
@@ -748,13 +780,18 @@ glue("qk_null_max", max(null_qk_self))
 # %% [markdown]
 # Read the table row by row: row $s$ says how much a query whose token is $s$ prefers each key
 # token, from the embeddings alone. The key with the query's own token tops its row for
-# {glue:text}`qk_self_top:.0%` of query tokens. A token-matching head would score 100%, but the
-# best of an untrained model's eight heads scores {glue:text}`qk_null_mean:.1%` on average
-# and at most {glue:text}`qk_null_max:.0%`, so training did give this head a weak preference
-# for its own token. The preference is head {glue:text}`ind_head`'s alone: the other three
-# layer-1 heads score {glue:text}`qk_self_others`, where the best of an untrained model's
-# eight heads averages {glue:text}`qk_null_mean:.1%`. And it is
-# small beside the scores the head computes. A row of the table
+# {glue:text}`qk_self_top:.0%` of query tokens ({glue:text}`qk_self_top_n` of 64). A
+# token-matching head would score 100%, but the best of an untrained model's eight heads
+# scores {glue:text}`qk_null_mean:.1%` on average and at most {glue:text}`qk_null_max:.0%`
+# ({glue:text}`qk_null_max_n` of 64). So training gave this head a weak preference for its
+# own token, though the margin is thin: its count exceeds the null's maximum by
+# {glue:text}`qk_margin_n`,
+# and with 40 draws the test cannot give p below 1/41. The other three layer-1 heads, which
+# were not picked for anything, score {glue:text}`qk_self_others`; a single head at
+# initialisation averages {glue:text}`qk_any_mean:.1%`, and
+# {glue:text}`qk_any_share:.0%` of the 320 untrained heads score at least as much as the
+# best of those three, so they cannot be told from an untrained head. And the preference
+# is small beside the scores the head computes. A row of the table
 # varies by {glue:text}`qk_row_spread:.1f` on average (largest minus smallest entry), while
 # the scores the head computes on repeated random tokens have a standard deviation of
 # {glue:text}`live_std:.1f` overall and {glue:text}`live_row_std:.1f` within one query's row
@@ -921,11 +958,23 @@ finding(f"head {PL}.{PH} lowers its own token's logit (a negative diagonal "
         "entry) for more tokens than the best head of a model at "
         "initialisation", prev_neg, null=Null.draws(BEST8, null_neg),
         chapter="9")
-observation(f"head {PL}.{PH}: the share of tokens whose own logit is the "
-            "lowest in their row", prev_bottom, chapter="9")
+
+
+def diag_bottom(m, layer, head):
+    """Share of tokens whose own logit is the lowest in their full OV row."""
+    T = full_ov_circuit(m, layer, head).AB
+    return (T.argmin(-1) == tokens_idx).float().mean().item()
+
+
+null_bottom = best_of_heads(diag_bottom)
+finding(f"head {PL}.{PH}: its own token's logit is the lowest in its row "
+        "for more tokens than the best head of a model at initialisation",
+        prev_bottom, null=Null.draws(BEST8, null_bottom), chapter="9")
 glue("prev_neg", prev_neg)
 glue("prev_bottom", prev_bottom)
-glue("prev_bottom_x", prev_bottom * cfg.d_vocab)   # chance: 1 in d_vocab
+glue("null_bottom_mean", sum(null_bottom) / len(null_bottom))
+glue("null_bottom_max", max(null_bottom))
+glue("null_pos_best_mean", sum(null_pos_best) / len(null_pos_best))
 glue("null_neg_max", max(null_neg))
 glue("score_ind", package_scores[IL, IH].item())
 glue("score_prev", package_scores[PL, PH].item())
@@ -937,8 +986,10 @@ glue("null_score_min", null_scores.min().item())
 # Head {glue:text}`ind_head` scores {glue:text}`score_ind:.3f`: all
 # {glue:text}`n_pos_real` nonzero eigenvalues have a positive real part (the smallest
 # is {glue:text}`min_real:.2f`; imaginary parts reach {glue:text}`max_imag:.2f`), where
-# a head at initialisation has {glue:text}`null_pos:.1f` of 16 on average and at most
-# {glue:text}`null_pos_max`. Heads at initialisation score near 0 (sd
+# a head at initialisation has {glue:text}`null_pos:.1f` of 16 on average (all 320), and
+# the best of an untrained model's eight heads, the null the test uses,
+# {glue:text}`null_pos_best_mean:.1f` on average and at most {glue:text}`null_pos_max`.
+# Heads at initialisation score near 0 (sd
 # {glue:text}`null_score_sd:.2f`, lowest {glue:text}`null_score_min:.2f`), so every
 # layer-1 head's score is something training made. Read the score together with the
 # top-1 fraction. Its numerator, $\operatorname{Re} \sum_i \lambda_i$, is the trace of
@@ -951,8 +1002,9 @@ glue("null_score_min", null_scores.min().item())
 # itself: on the direct path the head lowers the logit of the token it attends to for
 # {glue:text}`prev_neg:.0%` of tokens (the highest of an untrained model's eight heads: at
 # most {glue:text}`null_neg_max:.0%`), and that logit is the lowest of its row for
-# {glue:text}`prev_bottom:.0%` of tokens, about {glue:text}`prev_bottom_x:.0f` times the one
-# in $d_\text{vocab}$ of a row with no preference. We do not test its role: the head's
+# {glue:text}`prev_bottom:.0%` of tokens, where the best of an untrained model's eight
+# heads averages {glue:text}`null_bottom_mean:.1%` and reaches at most
+# {glue:text}`null_bottom_max:.1%`. We do not test its role: the head's
 # job is to write information about the previous token for the layer-1 heads to read, a
 # route these tables do not include, and this page does not test what, if anything, the
 # anti-copying does for the loss.
@@ -1144,7 +1196,8 @@ fig
 # context. The model was trained on sequences of exactly 64 tokens with the next-token
 # loss, and the prediction made at the last position has no target, so the positional
 # embedding of that position never affected the loss. We check that the gradient of the
-# training loss reaches every positional embedding except the last, and, since `toy-2l`
+# training loss is exactly zero at the last positional embedding (and observe, on one
+# batch, that it reaches every other), and, since `toy-2l`
 # was trained with Adam and no weight decay (whose update is zero where every gradient
 # was zero), that the last row is still where initialisation put it.
 
@@ -1158,10 +1211,13 @@ pos_grad = model.W_pos.grad.norm(dim=-1)               # [n_ctx]
 model.zero_grad(set_to_none=True)
 # W_pos[63] reaches only position 63's query and key; with the causal mask
 # only query 63 reads key 63, and position 63's prediction has no target
-identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}] and "
-         "nonzero at every other position", f"{pos_grad[-1]:.1f}, min "
-         f"elsewhere {pos_grad[:-1].min():.1e}",
-         pos_grad[-1] == 0 and bool((pos_grad[:-1] > 0).all()), chapter="9")
+identity(f"the loss gradient is exactly zero at W_pos[{n_ctx - 1}]",
+         f"{pos_grad[-1]:.1f}", bool(pos_grad[-1] == 0), chapter="9")
+observation("on this one batch (4 sequences), the smallest gradient norm "
+            f"at the other {n_ctx - 1} positions, and how many are nonzero",
+            f"{pos_grad[:-1].min():.1e}, "
+            f"{int((pos_grad[:-1] > 0).sum())} of {n_ctx - 1} nonzero",
+            chapter="9")
 # toy-2l's recipe: seed 0 at initialisation (circuitbook.models.zoo)
 init0 = attn_only(cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads,
                   d_head=cfg.d_head, d_vocab=cfg.d_vocab, n_ctx=cfg.n_ctx,
@@ -1197,21 +1253,27 @@ identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
 #   tokens. The four layer-1 heads' tables overlap (every token is copied by at least
 #   {glue:text}`coverage_min` of them), and summed they copy
 #   {glue:text}`frac_sum:.0%` of the vocabulary (the tables alone: whether the heads attend to the
-#   same token, and what the direct path and layer 0 add, is not tested here). Rank
+#   same token, and what the direct path and layer 0 add, is not tested here; chapter
+#   {doc}`17_induction_heads` takes up the first). Rank
 #   does not forbid one head copying all of it: a rank-2 table (unit vectors on a
 #   circle) copies every token top-1, and since `toy-2l`'s $W_E$ and $W_U$ are
-#   invertible, a head of its shape can realise that table on its 64 tokens.
-# - Head {glue:text}`ind_head`'s full QK circuit (not the other layer-1 heads') matches
-#   a query to its own token more often
-#   than the best head of any model at initialisation ({glue:text}`qk_self_top:.0%` of
-#   query tokens against at most {glue:text}`qk_null_max:.0%`), but a row of it varies
+#   invertible (measured: full rank 64, condition numbers {glue:text}`cond_E:.1e` and
+#   {glue:text}`cond_U:.1e`), a head of its shape can realise that table on its 64
+#   tokens.
+# - Head {glue:text}`ind_head`'s full QK circuit matches a query to its own token more
+#   often than the best head of any model at initialisation, by a thin margin
+#   ({glue:text}`qk_self_top_n` of 64 query tokens against at most
+#   {glue:text}`qk_null_max_n`); the other layer-1 heads cannot be told from an untrained
+#   head. A row of head {glue:text}`ind_head`'s table varies
 #   little beside the scores the head computes on repeated random tokens: most of the
 #   spread among the keys one query compares comes from elsewhere, and the direct
 #   token-token route does little to tell this head where to look. (In a rotary model
 #   such as SmolLM2 the token-token table is one per offset,
 #   $W_E W_Q R_\Delta W_K^\top W_E^\top$, and an RMSNorm sits between the embedding and
-#   $W_Q$, $W_K$: its gain folds into them, its division by each position's RMS does not,
-#   so the table holds only up to a scale for each query and each key position.)
+#   $W_Q$, $W_K$: its gain folds into them; its division by each position's RMS folds
+#   into $W_E$'s rows for a layer-0 head (there the stream is the token's embedding) but
+#   not above it, where the table holds only up to a scale for each query and each key
+#   position.)
 # - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
 #   margin exceeds everything in the score that depends on the key's token, cross terms
 #   included, for {glue:text}`robust_n` of {glue:text}`robust_total` query (token,

@@ -14,10 +14,11 @@
 # attention and RMSNorm, the same rule, fixed in advance, fails: it passes
 # {glue:text}`pass_pct_lo:.0f`% to {glue:text}`pass_pct_hi:.0f`% of the earlier heads
 # into each reader, not the few that stand out. A rule chosen after that failure, and so only a consistency check, singles out
-# two writers, of which one is a previous-token head by the half-attention standard;
+# a few writers, not all of them previous-token heads by the half-attention standard;
 # and what they single out is the shared *key head* of a group of query heads, not the
-# induction heads among them. The chapter ends with what rotary positions do to the
-# score.
+# induction heads among them. In SmolLM2 the score sees only the direct path from writer
+# to reader, not the routes through the MLPs and heads between them. The chapter ends
+# with what rotary positions do to the score.
 #
 # Set-up: imports, and one thread (the build shares two cores).
 
@@ -25,6 +26,7 @@
 import itertools
 import math
 import warnings
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
@@ -50,7 +52,10 @@ torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
 # %% [markdown]
 # The checks below compare two float computations of one quantity within a
 # worst-case rounding bound; this folded cell counts the roundings each comparison
-# allows (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3).
+# allows (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3). The
+# comparisons of scores bound the error of the squared score, not each score's error
+# relative to its size: they are sharp for the large scores and loose for the smallest,
+# where the bound allows an error comparable to the score itself.
 
 # %% tags=["hide-input"]
 def score_terms(d_model, d_head):
@@ -62,7 +67,9 @@ def score_terms(d_model, d_head):
     d_model + 2 d_head) that can cancel, so its error relative to
     ||W_A W_B||^2 grows as the score shrinks; we therefore compare
     (brute - library) x library, which both errors keep below
-    terms x eps."""
+    terms x eps. That bound is absolute, so it is sharp only for the
+    large scores: for a score s it allows an error of about
+    terms x eps / s, as large as s itself for the smallest scores."""
     N = d_model ** 2
     return ((2 * d_head + d_model + 3 * (N + 2))
             + (2 * (d_model + 2 * d_head) + N + 2))
@@ -158,10 +165,11 @@ checks.ch18_ex1(composition_score)
 # Write `k_composition_matrices(W_V, W_O, W_Q, W_K)` for a writer head (`W_V`
 # `[d_model, d_head]`, `W_O` `[d_head, d_model]`) and a reader head (`W_Q`, `W_K`
 # `[d_model, d_head]`). Return the pair `(W_A, W_B)` whose composition score measures
-# K-composition, in the book's row-vector convention. The plain-language section says
-# which of the reader's circuits the keys read through; which way round it goes, and in
-# which order each head's weights act, is the exercise. The derivation is folded below
-# the check: open it once your function passes.
+# K-composition, in the book's row-vector convention. Chapter {doc}`16_two_layer`'s
+# table of the three compositions already gives the matrix; recall it if you can, but
+# derive it here from the reader's attention score, so that you can tell which way
+# round it goes and in which order each head's weights act. The derivation is folded
+# below the check: open it once your function passes.
 
 # %% tags=["exercise"]
 def k_composition_matrices(W_V, W_O, W_Q, W_K):
@@ -180,8 +188,9 @@ checks.ch18_ex2(k_composition_matrices)
 #
 # It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the reader's
 # QK circuit, the K-composition circuit, and to say that Q-composition uses the same
-# matrix. The folded derivation below (Exercise 18.2 worked out) shows which product
-# K-composition really uses. We then compute K-composition by brute force for every pair
+# matrix. Chapter {doc}`16_two_layer`'s table says otherwise; the folded derivation
+# below (Exercise 18.2 worked out) shows why, and which product K-composition really
+# uses. We then compute K-composition by brute force for every pair
 # of `toy-2l` heads and compare it with the library, with TransformerLens and with your
 # two functions; then we compute that tempting product $W_{OV}^A W_{QK}^B$ and compare it
 # with both of TransformerLens's scores.
@@ -189,8 +198,9 @@ checks.ch18_ex2(k_composition_matrices)
 # ```{admonition} Exercise 18.2 worked out (open it once your function passes)
 # :class: dropdown
 # In the row-vector convention the first of those statements is wrong, and with it the
-# second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition uses its
-# transpose, so the two compositions use different matrices. The reason is one line of
+# second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition transposes the
+# reader's factor, $W_{OV}^A (W_{QK}^B)^\top$, so the two compositions use different
+# matrices. The reason is one line of
 # algebra. Head $B$'s score for query position $i$ and key position $j$ is
 # $x_i W_{QK}^B x_j^\top$. If $A$'s output $x W_{OV}^A$ is added to the **query** side,
 # the part that involves $A$ is $(x_i W_{OV}^A)\, W_{QK}^B\, x_j^\top$: the matrix
@@ -226,7 +236,8 @@ brute = brute_force_scores(lambda r: model.W_K[1, r] @ model.W_Q[1, r].T)
 ours = composition_scores(model, "K")[0, :, 1, :]
 theirs = model.all_composition_scores("K")[0, :, 1, :]
 identity_close("brute-force K-composition = circuitbook's (toy-2l; compared "
-               "as (brute - library) x library)", brute * ours, ours ** 2,
+               "as (brute - library) x library: sharp for the large scores, "
+               "loose for the smallest)", brute * ours, ours ** 2,
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 identity_close("brute-force K-composition = TransformerLens's "
                "all_composition_scores (toy-2l; same comparison)",
@@ -280,7 +291,10 @@ print("TransformerLens K scores:", tl_k[2].numpy().round(3))
 # (Q^\top Q)\, (O P)^\top \big),$$
 #
 # a product of four $d_\text{head} \times d_\text{head}$ matrices. That is how the
-# library computes scores for large models (and how we sample random heads below).
+# random baselines below are computed. The library's `composition_scores` takes another
+# route that also avoids the products per pair: one $d_\text{model} \times d_\text{model}$
+# Gram matrix per head, formed through its $d_\text{head} \times d_\text{head}$ core,
+# and one inner product per pair.
 
 # %%
 def frob_sq_factored(V, O, P, Q):
@@ -337,8 +351,9 @@ mean_gain = (samples @ M).pow(2).sum(-1).mean()
 relative = (mean_gain / fro(M) ** 2 - 1).abs().item()
 # relative sd of the mean: Var ||gM||^2 = 2 ||M^T M||_F^2 for Gaussian g
 sd_mean = math.sqrt(2 / n_g) * (fro(M.mT @ M) / fro(M) ** 2).item()
-identity("E ‖gM‖² is the squared Frobenius norm of M for Gaussian g "
-         "(20,000 samples, within 3 standard deviations of the mean)",
+identity("a check to sampling error, not to rounding: E ‖gM‖² is the "
+         "squared Frobenius norm of M for Gaussian g (20,000 samples, "
+         "within 3 standard deviations of the mean)",
          f"{relative:.4f} ({relative / sd_mean:.1f} sd)",
          relative < 3 * sd_mean, chapter="18")
 
@@ -453,12 +468,14 @@ sampled = {d: random_scores(d, 64, n=100) for d in widths}
 thin = {d: random_scores(d, 1, n=2000) for d in widths}
 sq = [within(sampled[d].pow(2) * d, 1.0) for d in widths]
 cos = [within(thin[d], abs_cos_mean(d)) for d in widths]
-identity("E[score²] = 1/d_model for random heads (d_head 64, 100 pairs per "
-         "width, within 4 standard errors)",
+identity("a check to sampling error, not to rounding: E[score²] = 1/d_model "
+         "for random heads (d_head 64, 100 pairs per width, within 4 "
+         "standard errors)",
          f"largest deviation {max(z for z, _ in sq):.1f} s.e.",
          all(ok for _, ok in sq), chapter="18")
-identity("with d_head = 1 the mean score is E|cos| of two random directions "
-         "(2000 pairs per width, within 4 standard errors)",
+identity("a check to sampling error, not to rounding: with d_head = 1 the "
+         "mean score is E|cos| of two random directions (2000 pairs per "
+         "width, within 4 standard errors)",
          f"largest deviation {max(z for z, _ in cos):.1f} s.e.",
          all(ok for _, ok in cos), chapter="18")
 mean_64 = [sampled[d].mean().item() * math.sqrt(d) for d in widths]
@@ -469,8 +486,9 @@ scores_768 = random_scores(768, 64, n=512)
 est_768 = scores_768.mean().item()
 se_768 = scores_768.std().item() / math.sqrt(len(scores_768))
 # the quoted figure has three decimals: it stands for [0.0355, 0.0365]
-identity("d_model 768, d_head 64: the mean score of random heads is 0.036 "
-         "to three decimals (the whole 4-standard-error interval)",
+identity("a check to sampling error, not to rounding: d_model 768, d_head "
+         "64, the mean score of random heads is 0.036 to three decimals (the "
+         "whole 4-standard-error interval of a 512-pair estimate)",
          f"{est_768:.5f} +- {4 * se_768:.5f}",
          0.0355 < est_768 - 4 * se_768 and est_768 + 4 * se_768 < 0.0365,
          chapter="18")
@@ -617,6 +635,14 @@ glue("n_rot", n_rot)
 l0h1 = comp["K"][1] / base_toy
 glue("l0h1_lo", l0h1.min().item())
 glue("l0h1_hi", l0h1.max().item())
+v_rel = comp["V"] / base_toy                # [writer, reader]
+observation("V-composition into L1H0 ... L1H3 / random baseline, writers "
+            "L0H1 and L0H2", f"L0H1 {v_rel[1].numpy().round(2)}, "
+            f"L0H2 {v_rel[2].numpy().round(2)}", chapter="18")
+glue("v_l0h1_lo", v_rel[1].min().item())
+glue("v_l0h1_hi", v_rel[1].max().item())
+glue("v_l0h2_lo", v_rel[2].min().item())
+glue("v_l0h2_hi", v_rel[2].max().item())
 
 # %% [markdown]
 # The previous-token head L0H2 K-composes with every layer-1 head, with scores from
@@ -625,14 +651,19 @@ glue("l0h1_hi", l0h1.max().item())
 # baseline of {glue:text}`base_toy:.3f`), while the rule's threshold is only
 # {glue:text}`rule_toy_lo:.2f` to {glue:text}`rule_toy_hi:.2f` times the baseline:
 # none of the {glue:text}`n_rot` rotations comes close. The rule also passes L0H1, the
-# head that attends two tokens back, into every reader, at a smaller margin
+# head that attends two tokens back early in the context (chapters
+# {doc}`16_two_layer` and {doc}`17_induction_heads`), into every reader, at a smaller margin
 # ({glue:text}`l0h1_lo:.1f` to {glue:text}`l0h1_hi:.1f` times the baseline); chapter
 # {doc}`13_path_expansion` found it in the induction head's score as the second-largest
 # term, matching one more token of context. L0H2's V-composition, at most
 # {glue:text}`v_prev_max:.3f`, is far *below* anything rotation gives (the smallest of
 # the rotated maxima is {glue:text}`v_null_lo:.2f` times the baseline): the layer-1
 # heads' values avoid what L0H2 writes (the two-sided test rejects the null, and the
-# score lies below every rotated one). That fits what chapter {doc}`16_two_layer`
+# score lies below every rotated one). That is not special to the previous-token head:
+# L0H1's V-scores are nearly as low, {glue:text}`v_l0h1_lo:.2f` to
+# {glue:text}`v_l0h1_hi:.2f` times the baseline, against L0H2's
+# {glue:text}`v_l0h2_lo:.2f` to {glue:text}`v_l0h2_hi:.2f` (an observation; we did not
+# test L0H1's). That fits what chapter {doc}`16_two_layer`
 # measured for all sixteen virtual heads together, which change the correct logit very
 # little; for the correct logit that chapter did not single out the virtual heads from
 # L0H2. A score below
@@ -708,10 +739,26 @@ glue("rot_ceil_frac", (null_k[:, 2] / ceilings).max().item())
 #
 # Chapter {doc}`17_induction_evidence` found induction heads in SmolLM2 in its upper
 # layers (on its 12 sequences, layers 17 to 24; the five we take below lie in layers
-# {glue:text}`reader_layer_lo` to {glue:text}`reader_layer_hi`). Which earlier heads do
-# they read through their keys? Two features of this model
-# need care before the scores mean anything, and a third (rotary positions) gets its
-# own section below.
+# {glue:text}`reader_layer_lo` to {glue:text}`reader_layer_hi`). Which earlier heads
+# write directly into their keys? Two features of this model need care before the
+# scores mean anything, a third (rotary positions) gets its own section below, and a
+# fourth, its MLPs, limits what the scores can say at all.
+#
+# **MLPs: the score sees only the direct path.** The score multiplies the writer's
+# $W_{OV}^A$ straight into the reader's matrix: it measures what the reader reads of
+# what the writer adds to the stream, as the writer added it. In `toy-2l`, which has
+# no MLPs and no normalisation, that is the only route from a layer-0 head to a layer-1
+# head, so there the score describes the whole hand-off. SmolLM2 has an MLP in every
+# layer, and between an early writer and a reader in the upper layers lie many MLPs and
+# heads that can pass on what the writer wrote, turned into other directions, or
+# remove it. The score does not see those routes. So everything below about SmolLM2 is
+# about the direct path: a writer that stands out has a strong direct path into the
+# reader's keys, and a writer that does not may still reach them another way. Chapter
+# {doc}`17_induction_evidence` measures the difference with activations, for writers
+# chosen by the rule this page arrives at below: on repeated passages, patching those
+# writers' clean outputs into every route restores more of the loss gap than patching
+# only their direct path into the induction heads' keys (its paired test rejects "no
+# difference"). The other routes matter in SmolLM2; the score leaves them out.
 #
 # **Grouped-query attention.** Each layer has 9 query heads but only 3 key heads and 3
 # value heads; query heads 0-2 share the first key/value head, 3-5 the second, 6-8 the
@@ -744,9 +791,10 @@ identity("SmolLM2: 9 query heads per layer share 3 key/value heads, "
 
 K_raw = composition_scores(smol, "K")
 x = torch.randn(5, S_d, generator=g)
-before_all, after_all, fold_scale = [], [], 0.0
+before_all, after_all, fold_scale, gains = [], [], 0.0, []
 for block in smol.blocks:
     attn, gain = block.attn, block.ln1.w.clone()
+    gains.append(gain)                 # kept to score the unfolded weights
     weights = (attn.W_Q, attn.W_K, attn.W_V)
     before_all += [block.ln1(x) @ W for W in weights]
     # the scale of the check: the largest entry of |RMSNorm(x)| |W|
@@ -767,7 +815,7 @@ K = composition_scores(smol, "K")
 fold_shift = (K - K_raw).abs().max().item()
 observation("folding the gains moves K-composition scores by up to",
             f"{fold_shift:.3f}", chapter="18")
-del K_raw, before_all, after_all
+del before_all, after_all
 
 # %% [markdown]
 # Now the readers. We take the five heads with the highest induction score, measured
@@ -801,7 +849,7 @@ glue("reader_layer_hi", max(l for l, _ in readers))
 # its score exceeds the 95th percentile of the largest score any earlier head reaches
 # into that reader with the outputs randomly rotated, here over 100 rotations per
 # reader. Rotating the reader's key input by $U$ is the same as rotating every
-# writer's output by $U^\top$, and it is cheaper: only $U W_K$ is needed, and
+# writer's output by $U$, since $W_{OV}^A (U W_K) = (W_{OV}^A U) W_K$, and it is cheaper: only $U W_K$ is needed, and
 # $U W_K = F R$, where $W_K = Q_K R$ is $W_K$'s QR factorisation and $F = U Q_K$ is a
 # uniformly random orthonormal frame of 64 columns. To draw one, factor a
 # $d_\text{model} \times 64$ matrix of standard normal entries as $Q T$ (QR) and flip
@@ -822,7 +870,8 @@ glue("reader_layer_hi", max(l for l, _ in readers))
 toy_route = rotated_key_scores(model, [(1, r) for r in range(H)], n_draws=2)
 toy_route = torch.stack([toy_route[1, r][-1] for r in range(H)], 1)
 identity_close("the rotation route with F = Q_K gives the library's scores "
-               "(toy-2l)", toy_route * comp["K"], comp["K"] ** 2,
+               "(toy-2l; compared as (route - library) x library: sharp for "
+               "the large scores, loose for the smallest)", toy_route * comp["K"], comp["K"] ** 2,
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 null_smol = rotated_key_scores(smol, readers)   # {reader: [101, writers]}
 null_max = {r: s[:-1].max(1).values for r, s in null_smol.items()}
@@ -842,7 +891,7 @@ obs_median = torch.cat([K[:l, :, l, h].flatten()
                         for l, h in readers]).median()
 null_median = torch.stack([torch.cat([null_smol[r][s] for r in readers])
                            .median() for s in range(100)])
-finding("the median earlier head K-composes with the induction heads more "
+finding("the median earlier head scores higher into the induction heads "
         "than rotated heads do", obs_median, null=Null.draws(
             "median over all writer-reader pairs, 100 rotations",
             null_median), chapter="18")
@@ -977,15 +1026,15 @@ for k, (l, h) in enumerate(readers):
 # %% [markdown]
 # The rotations allow a lot: with the crowd measured robustly, the largest $z$ of a
 # rotated crowd is {glue:text}`null_z_lo:.1f` to {glue:text}`null_z_hi:.1f` on average
-# over the rotations (per reader) and far more in some, because a writer whose output
-# has a few strong directions can, turned by chance, land them on what the reader
-# reads. So $z^*$ runs
+# over the rotations (per reader) and far more in some, plausibly because a writer
+# whose output has a few strong directions can, turned by chance, land them on what the
+# reader reads (this page does not test that). So $z^*$ runs
 # from {glue:text}`z_star_lo:.1f` to {glue:text}`z_star_hi:.1f`. The K-partners clear it
 # at {glue:text}`partner_lo:.1f` to {glue:text}`partner_hi:.1f` times the random
-# baseline (robust $z$ at least {glue:text}`partner_z_lo:.1f`). The top induction head
-# {glue:text}`reader0` reads {glue:text}`writer0` most and {glue:text}`second0` next,
-# {glue:text}`reader1` reads {glue:text}`writer1`. The later induction head
-# {glue:text}`reader4` reads a later head most, {glue:text}`writer4`, at
+# baseline (robust $z$ at least {glue:text}`partner_z_lo:.1f`). On the direct path,
+# the top induction head {glue:text}`reader0` reads {glue:text}`writer0` most and
+# {glue:text}`second0` next, {glue:text}`reader1` reads {glue:text}`writer1`. The later
+# induction head {glue:text}`reader4` reads a later head most, {glue:text}`writer4`, at
 # {glue:text}`writer4_ratio:.2f` times the baseline and robust $z$
 # {glue:text}`top_z4:.1f`, just below its $z^*$ of {glue:text}`z_star4:.1f`: by this
 # rule it has no K-partner (readers without one: {glue:text}`unpartnered`), and the
@@ -1035,8 +1084,8 @@ plt.show()
 #
 # Grouped-query attention changes what a K-partner is. A writer's K-composition score
 # into a query head goes through that head's own $W_Q$ and through $W_K$, which the head
-# shares with the other two query heads of its group. The five readers use only three
-# key heads ({glue:text}`reader1` and {glue:text}`reader2` share one,
+# shares with the other two query heads of its group. The five readers use only
+# {glue:text}`n_key_heads` key heads ({glue:text}`reader1` and {glue:text}`reader2` share one,
 # {glue:text}`reader0` and {glue:text}`reader3` another). Do the partners stand out
 # into every query head of those key groups, induction head or not? The cell computes
 # each partner's robust $z$, over the same crowd of earlier heads, into every query head
@@ -1088,6 +1137,40 @@ glue("kg_z_hi", max(z_ for _, _, z_, _ in same_group))
 glue("n_key_heads", n_key_heads)
 glue("n_key_partnered", n_key_partnered)
 
+# the partner rule on the unfolded weights (each layer's RMSNorm gain divided
+# back out), with the same readers and the same random frames (seeded per reader)
+gain_all = torch.stack(gains)[:, None, :, None]        # [layer, 1, d_model, 1]
+unfolded = SimpleNamespace(W_Q=smol.W_Q / gain_all, W_K=smol.W_K / gain_all,
+                           W_V=smol.W_V / gain_all, W_O=smol.W_O)
+null_raw = rotated_key_scores(unfolded, readers)
+partners_raw = {}
+for l, h in readers:
+    z, _, zs_ = partner_rule(K_raw[:l, :, l, h].flatten(), null_raw[l, h][:-1])
+    partners_raw[l, h] = [divmod(i, S_H) for i in
+                          (z > zs_).nonzero().flatten().tolist()]
+del unfolded, null_raw
+
+
+def partner_list(ps):
+    return "; ".join(f"{name(*r)}: " + (", ".join(name(*w) for w in ws)
+                                        or "none") for r, ws in ps.items())
+
+
+observation("K-partners per reader without folding the RMSNorm gains (same "
+            "readers, same random frames)", partner_list(partners_raw),
+            chapter="18")
+glue("partners_unfolded", partner_list(partners_raw))
+r4, w4 = readers[4], partners_raw[readers[4]]
+glue("unfolded_reader4", (
+    f"Unfolded, {name(*r4)} gets a K-partner ({', '.join(name(*w) for w in w4)}),"
+    " which it lacks folded: one more sign that its verdict is a close call."
+    if w4 and not partners[r4] else
+    f"Unfolded, {name(*r4)}'s verdict is the same as folded."
+    if bool(w4) == bool(partners[r4]) else
+    f"Unfolded, {name(*r4)} loses its K-partner."))
+glue("partners_folded", partner_list(
+    {r: sorted(w for w, _, _ in ps) for r, ps in partners.items()}))
+
 # %% [markdown]
 # They do, nearly as strongly. Into the query heads that share a partnered reader's
 # key head but are not among the five readers, the partners reach robust $z$ of
@@ -1101,7 +1184,8 @@ glue("n_key_partnered", n_key_partnered)
 # sequences gets the same partners, nearly as strongly.
 # So the evidence of this section is per key head, not per induction head: the five
 # readers are {glue:text}`n_key_heads` key heads, {glue:text}`n_key_partnered` of them
-# with a partner, and the K-scores say which earlier heads write into those key heads.
+# with a partner, and the K-scores say which earlier heads write directly into those
+# key heads.
 # They cannot tell an induction head from a query head that shares its keys and does
 # something else; that difference lies in the queries, which K-composition does not
 # look at.
@@ -1171,6 +1255,9 @@ glue("pool_median", pool.median().item())
 glue("pool_top", top_layer - 1)
 glue("majority", ", ".join(name(*m) for m in below_all))
 glue("majority_reach", reach)
+# how many of the readers sit in or below the layer of the first such head
+glue("n_below_above_some", sum(r[0] <= above_some[0][0] for r in readers)
+     if above_some else 0)
 glue("above_some", ", ".join(
     f"{name(*m)} (previous-token score {prev[m]:.2f})" for m in above_some)
     or "none")
@@ -1200,24 +1287,30 @@ glue("weak_writer_prev", prev[weak].item())
 # previous-token head by that standard. ({glue:text}`writer4`, the strongest writer into
 # {glue:text}`reader4` but not its partner, puts {glue:text}`writer4_prev:.2f`.) So
 # *given* these induction heads, which we found from activations, the weights pick out
-# the earlier heads that write into their key heads (and, as the previous section
+# the earlier heads that write directly into their key heads (and, as the previous section
 # showed, into the other query heads of the same key groups nearly as strongly), and
 # those writers attend to the previous token more than the other heads of their layers
 # do, a label that again comes from activations (two repeated random sequences). This
 # agrees with the circuit of chapter {doc}`17_induction_heads` at the level of key
-# heads, but {glue:text}`n_writers` writers into {glue:text}`n_key_partnered` key heads
-# are too few to say how often that holds.
+# heads and of the direct path, but {glue:text}`n_writers` writers into
+# {glue:text}`n_key_partnered` key heads are too few to say how often that holds.
 #
-# Into these five readers, being a previous-token head is not enough. The other heads
-# below all five that put more than half their attention on the previous token
-# (leaving out the partners and each reader's strongest writer),
-# {glue:text}`majority`, reach at most {glue:text}`majority_reach:.1f` times the
-# baseline into any of them: in the crowd's upper edge, and far below the partners.
-# That is a statement about these readers only. {glue:text}`above_some` sits above
-# four of them and can write only into {glue:text}`reader4` here; chapter
+# Being a previous-token head does not make a head a direct-path K-partner of these
+# five readers. The other heads below all five that put more than half their attention
+# on the previous token (leaving out the partners and each reader's strongest writer),
+# {glue:text}`majority`, have direct-path K-scores of at most
+# {glue:text}`majority_reach:.1f` times the baseline into any of them: in the crowd's
+# upper edge, and far below the partners. That says nothing about the other routes:
+# those heads may still feed the readers' keys through the MLPs and heads between them,
+# which the score does not see. It is also a statement about these readers only. {glue:text}`above_some` sits in or
+# above the layers of {glue:text}`n_below_above_some` of them and can write only into
+# {glue:text}`reader4` here; chapter
 # {doc}`17_induction_evidence`, which takes more induction heads as readers, finds it a
 # K-partner of one of those, L20H6. Folding the RMSNorm gains mattered for all of this:
-# without it some scores move by {glue:text}`fold_shift:.2f`.
+# without it some scores move by {glue:text}`fold_shift:.2f`, and the partner rule,
+# applied to the unfolded weights with the same readers and the same random frames, gives
+# {glue:text}`partners_unfolded`, against {glue:text}`partners_folded` with the gains
+# folded. {glue:text}`unfolded_reader4`
 
 # %%
 l0, h0 = readers[0]
@@ -1253,8 +1346,8 @@ display(heatmap(prev[:l0], heads, layers,
 #
 # We compute it with `circuitbook.circuits.rotary_qk` at offsets from 0 to 2047, the
 # context of the TransformerLens configuration the book builds (`n_ctx` = 2048; the GGUF
-# file's metadata gives 8192, so this covers the first quarter of the context the model
-# was trained for) (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
+# file's metadata gives 8192, so this covers the first quarter of the context its
+# metadata declares) (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
 # spaced evenly on a log scale up to 2047), for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
 # for scale, for the median writer into the same reader. In the induction sequences
 # above the key that matters sits 39 positions behind the query.
@@ -1357,17 +1450,34 @@ glue("comm_last", at[offsets[-1]])
 glue("num_move", 100 * moves(num_t))
 glue("den_move", 100 * moves(den_t))
 glue("trace_corr", corr)
+# the most the score could move if the two traces moved independently within
+# their ranges: sqrt of the widest ratio, relative to the score at offset 0
+ratio0 = (num_t[0] / den_t[0]).sqrt()
+apart = (((num_t.max() / den_t.min()).sqrt()
+          - (num_t.min() / den_t.max()).sqrt()) / ratio0).item()
+observation(f"{name(*top_w)} -> {name(rl, rh)}: the largest change of the "
+            "score the two traces' ranges would allow if they moved "
+            "independently, relative to offset 0", f"{100 * apart:.2f}%",
+            chapter="18")
+glue("apart_move", 100 * apart)
 
 # %% [markdown]
 # $G_Q$ does not nearly commute with the rotations: $R_\Delta^\top G_Q R_\Delta$
 # differs from $G_Q$ by {glue:text}`comm39:.2f` of its norm at offset 39 and by
-# {glue:text}`comm_last:.2f` at offset 2047. Each trace moves much less than that: the
-# squared numerator by up to {glue:text}`num_move:.1f`% and the reader's squared norm
-# by up to {glue:text}`den_move:.1f`%. And the two move together (correlation
-# {glue:text}`trace_corr:.3f` over the offsets), so their ratio, the score, moves by
-# only {glue:text}`spread_top:.2f`%. The flatness comes from numerator and denominator
-# moving together, not from commuting. That they move together is a property of these
-# heads, measured here for one pair, not a consequence of the formula.
+# {glue:text}`comm_last:.2f` at offset 2047. Two things keep the score flat anyway, in
+# this order. First, each trace moves much less than that matrix: the squared numerator
+# by up to {glue:text}`num_move:.1f`% and the reader's squared norm by up to
+# {glue:text}`den_move:.1f`%. A rotation keeps the trace, so the difference
+# $D = R_\Delta^\top G_Q R_\Delta - G_Q$ has trace 0, and $\operatorname{tr}(D X) =
+# \operatorname{tr}\big(D (X - \tfrac{\operatorname{tr} X}{d_\text{head}} I)\big)$ for $X = X_A$
+# or $G_K$ ($d_\text{head} \times d_\text{head}$ matrices): only the part of $X_A$ and $G_K$ that is not a
+# multiple of the identity, their unevenness, lets either trace move, so the size of
+# $D$ alone does not say how far they move. Left to move
+# independently within those ranges, the two traces would let the score move by up to
+# {glue:text}`apart_move:.1f`%. Second, they move together (correlation
+# {glue:text}`trace_corr:.3f` over the offsets) and by similar relative amounts, which
+# cuts that to {glue:text}`spread_top:.2f`%. That they move together is a property of
+# these heads, measured here for one pair, not a consequence of the formula.
 #
 # So the rotary caveat cuts the other way from what one might fear. For these two
 # pairs, the unrotated score is no lucky accident of offset 0: it gives nearly the same
@@ -1396,13 +1506,20 @@ glue("trace_corr", corr)
 #   heads can reach at most a ceiling set by their singular values.
 # - For random heads the squared score averages exactly $1/d_\text{model}$. The quoted
 #   baseline of 0.036 for $d_\text{model} = 768$ is right ({glue:text}`est_768:.4f`);
-#   for very thin heads the mean is lower, down to $\mathbb{E}|\cos|$ at
-#   $d_\text{head} = 1$.
+#   for heads of a single direction ($d_\text{head} = 1$) the mean is lower, exactly
+#   $\mathbb{E}|\cos|$ of two random directions.
 # - For trained heads the null keeps the heads and rotates the writer's output. In
 #   `toy-2l` the previous-token head L0H2 K-composes with every induction head far
 #   beyond any rotation ({glue:text}`k_ratio_lo:.1f` to {glue:text}`k_ratio_hi:.1f`
 #   times the random baseline, {glue:text}`frac_lo:.0f`-{glue:text}`frac_hi:.0f`% of
 #   its ceiling), and its V-composition is below anything rotation gives.
+# - The score sees only the direct path from writer to reader through the stream. In an
+#   attention-only model such as `toy-2l` that is the whole route between heads of
+#   consecutive layers; SmolLM2 has an MLP in every layer, and its routes through MLPs
+#   and intermediate heads are invisible to the score, though chapter
+#   {doc}`17_induction_evidence` finds that, for its senders, all routes together
+#   restore more of the induction signal than the direct path into the keys alone.
+#   Everything below about SmolLM2 is about the direct path.
 # - In SmolLM2, after folding the RMSNorm gains and with grouped-query heads expanded,
 #   the ordinary pairs sit a little above the rotated null, so the rule fixed in
 #   advance passes {glue:text}`n_pass_lo` to {glue:text}`n_pass_hi` heads per reader
@@ -1424,12 +1541,19 @@ glue("trace_corr", corr)
 #   previous-token head by the half-attention standard, and each attends to the previous
 #   token more than any other head of its layer (p = {glue:text}`prev_matched_p:.3f`
 #   against every other choice of one head per partner layer, the smallest that null can
-#   give).
+#   give). The other heads below all five readers that put more than half their
+#   attention on the previous token have weak direct paths into these readers' keys;
+#   whether they reach them by other routes, the score cannot say.
 #   Readers without a partner by this rule: {glue:text}`unpartnered`.
 # - With rotary positions the score depends on the offset, but for the two pairs we
 #   followed (a partner and a median writer into one reader, at
 #   {glue:text}`n_offsets` offsets up to 2047) by at most
 #   {glue:text}`spread_max:.1f`%. Not because the reader's $G_Q$ commutes with the
-#   rotations (it is off by up to {glue:text}`comm_last:.2f` of its norm), but because
-#   numerator and denominator move together. So the score cannot tell at which offsets
-#   composition acts.
+#   rotations ($R_\Delta^\top G_Q R_\Delta$ is off from $G_Q$ by
+#   {glue:text}`comm_last:.2f` of its norm at offset 2047). For the partner pair, first
+#   each trace moves little (a rotation keeps the trace, so only the unevenness of what
+#   $G_Q$ is paired with lets it move: up to {glue:text}`num_move:.1f`% and
+#   {glue:text}`den_move:.1f`%, which moving independently would allow
+#   {glue:text}`apart_move:.1f`% in the score), and then numerator and denominator move
+#   together, which leaves {glue:text}`spread_top:.2f`%. So the score cannot tell at
+#   which offsets composition acts.

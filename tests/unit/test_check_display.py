@@ -8,7 +8,7 @@ otter's grading, scripts) the call displays nothing and prints nothing.
 
 Reference: a real kernel (nbclient executes a small notebook) and the output list of each cell,
 counted by hand: one check result per check call, the verdict of each from the exercise's own
-reference solution (passes) and its declared "key on the left" mistake (fails, by name).
+reference solution (passes) and its declared transposed-matrix mistake (fails, by name).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from circuitbook import checks
-from circuitbook.checks.ch08 import extended_qk
+from circuitbook.checks.ch08 import SIDES, extended_qk
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT = re.compile(r"^\[(PASSED|NOT YET)\] (\S+?):", re.M)
@@ -81,7 +81,7 @@ def test_a_check_shows_once_wherever_it_stands_in_a_cell():
         for o in shown:
             if VERDICT.search(_text(o)):
                 assert 'class="circuitbook-check"' in o.data["text/html"], (name, o)
-    assert "key on the left" in _text(cells["followed"].outputs[0])
+    assert SIDES in _text(cells["followed"].outputs[0])
     assert _text(cells["usable"].outputs[0]).strip() == "True True ch08_ex1 None"
     # the tracker (issue 39's second item): its text form, beside the widget, in a real kernel
     (tracker,) = cells["tracker"].outputs
@@ -96,4 +96,4 @@ def test_outside_a_kernel_a_check_prints_nothing_and_returns_its_result():
         graded = checks.get("ch08_ex1").check(lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T)
     assert out.getvalue() == err.getvalue() == ""
     assert result.passed and str(result).startswith("[PASSED] ch08_ex1:")
-    assert not graded and graded.mistake == "key on the left"
+    assert not graded and graded.mistake == SIDES

@@ -479,3 +479,23 @@ def test_an_autograders_message_names_the_category_on_a_line_of_its_own():
     value = ValueExercise(id="toy_ex2", title="a count", expected=lambda: 12)
     assert value.check(None).category() == "not attempted"
     assert value.check(7).autograded().endswith("[CHECK] toy_ex2: wrong values")
+
+
+def test_ch04_tied_logits_checks_a_non_square_table_last():
+    """Exercise 4.2's trials: two square tables, then one with vocab < d_model, whatever the seed,
+    so a scale taken from lut.shape[0] (exercise 4.1's named mistake) fails with its name, and
+    forgetting the transpose, which runs only on a square table, is still named."""
+    import math
+
+    ex = EXERCISES["ch04_ex2"]
+    wrong_scale = lambda tokens, lut, b_U: math.sqrt(lut.shape[0]) * lut[tokens] @ lut.T + b_U  # noqa: E731
+    no_transpose = lambda tokens, lut, b_U: math.sqrt(lut.shape[-1]) * lut[tokens] @ lut + b_U  # noqa: E731
+    for seed in range(6):
+        base = seed - seed % 3
+        shapes = [tuple(ex.make_inputs(torch.Generator().manual_seed(base + t))["lut"].shape) for t in range(3)]
+        assert [a == b for a, b in shapes] == [True, True, False], shapes
+        assert ex.check(ex.reference, seed=seed).passed
+        result = ex.check(wrong_scale, seed=seed)
+        assert not result.passed and result.mistake == "scale from lut.shape[0]", result
+        assert "lut.shape[0]" in result.message
+        assert ex.check(no_transpose, seed=seed).mistake == "unembedding the wrong way round"

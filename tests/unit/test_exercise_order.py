@@ -14,6 +14,8 @@ Referees found exercises answered by a code cell above them:
   padding mask, the softmax) and the full-OV table (the four-matrix einsum summed over heads)
   above exercises 12.1 and 12.2. Both are computed after the exercises, with the reader's
   functions.
+- chapter 10: the module checked against the formula (``torch.clamp(x @ W1 + b1, min=0) @ W2 + b2``
+  with ``W1 = w_1.weight.T``) above exercise 10.1. The exercise now comes before that cell.
 This keeps it so: no code cell before an exercise's cell holds the operations that answer it,
 and each chapter's fragments match the code the referee found (so the guard can fail).
 """
@@ -40,6 +42,9 @@ ANSWERS = {
                      "W_V[0,0]@W_O", "@W_V)@(W_O@", "W_V@W_O", "W_O@W_U"],
         "ch09_ex2": [".sum().real/", ".real.sum()/", "eig.abs().sum()", "eig64.abs().sum()"],
     },
+    "10_ffn.py": {
+        "ch10_ex1": ["clamp(x@W1+b1", "@W1+b1,min=0)", "w_1.weight.T", "@W1.T+b1", ".relu()@W2.T"],
+    },
     "12_cross_attention.py": {
         "ch12_ex1": ["einsum(", "masked_fill(", ".softmax(", "transpose(-1,-2)"],
         "ch12_ex2": ["hde,hem,mt->", "W_V@W_O", "@W_V_init@W_O_init", ".argmax(-1)"],
@@ -53,6 +58,8 @@ OLD_LAYOUT = {
     "ch09_ex1": ['    circuit = W_E_at @ w["W_V"][h] @ w["W_O"][h] @ W_U_at',
                  "ov_ref = W_E @ (attn.W_V[IH] @ (attn.W_O[IH] @ W_U))"],
     "ch09_ex2": ["score = (eig.sum().real / eig.abs().sum()).item()"],
+    "ch10_ex1": ["formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2",
+                 "W1, b1 = ffn_module.w_1.weight.T.detach(), ffn_module.w_1.bias.detach()"],
     "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',
                  'scores = scores.masked_fill(~src_mask[:, None], float("-inf"))'],
     "ch12_ex2": ['torch.einsum("sd,hde,hem,mt->hst", W_E_src, t["W_V"], t["W_O"], W_U)'],

@@ -271,6 +271,26 @@ def test_problem_4b_explains_a_shuffle_only_for_a_shuffle():
     assert "?" in narrow.message and "afresh" not in narrow.message + shuffled.message
 
 
+def test_problem_4b_a_run_of_ids_in_every_row_is_not_a_control():
+    # no repeat and no token twice, yet no draw: the same run of consecutive ids in every sequence
+    ex = checks.get("ps_p4b")
+    run = ex.check(lambda tokens, lo, hi, seed: (lo + torch.arange(tokens.shape[1])).repeat(tokens.shape[0], 1),
+                   seed=0)
+    assert not run.passed and run.mistake == "a fixed pattern", str(run)
+    assert "equal parts" in run.message and "sequences are the same" in run.message, run.message
+    assert "randint" not in run.message and "uniform" not in run.message, run.message
+    # the reference, and any fresh uniform draw, still pass
+    assert ex.check(ps.p4.unrepeated_tokens, seed=0).passed
+    assert ex.check(lambda tokens, lo, hi, seed: torch.randint(lo, hi, tokens.shape), seed=1).passed
+    # shares are printed to a tenth of a percent, so a share just over the bar never reads as the bar
+    narrow = ex.check(lambda tokens, lo, hi, seed: torch.randint(lo, lo + 30, tokens.shape), seed=0)
+    share = narrow.message.split("In yours ")[1].split("%")[0]
+    assert "." in share and float(share) > 10, narrow.message
+    page = open("book/induction/03_problems.py").read()
+    statement = page[page.index("The chance level is your design decision"):page.index("def head_scores")]
+    assert "four equal parts" in statement and "no two sequences" in statement
+
+
 def test_problem_5c_the_page_applies_the_rule_batch_by_batch():
     # the rule picks the most damaging other head of the table it is given: the page gives it each
     # fresh batch's own table, so that beating the head it picks means beating every other head there

@@ -76,3 +76,59 @@ def test_the_check_can_tell_the_orientations_apart():
     inputs = EX.make_inputs(torch.Generator().manual_seed(SEED))
     qk, ov = EX.reference(**inputs)
     assert not torch.allclose(qk, qk.T) and not torch.allclose(ov, ov.T)
+
+
+# --- Exercise 8.1: the hint asks the question and stops there ---------------------------------
+# Before: the hint named the two-factor construction ("the query is then the [d_model + 1] row times
+# one [d_model + 1, d_head] matrix, and the key likewise", "one matrix between the query's and the
+# key's extended rows"), which, with the exercise's own [x_i, 1] M [x_j, 1]^T, is the answer. Now it
+# asks which row times which matrix gives the query, and leaves the rest to the reader.
+
+EX1 = checks.get("ch08_ex1")
+
+
+def _reference_ex1(W_Q, b_Q, W_K, b_K):  # written here from the exercise's formula, not read from the check
+    return torch.cat([W_Q, b_Q[None]]) @ torch.cat([W_K, b_K[None]]).T
+
+
+# Before: the transpose was named "key on the left" ("Your matrix gives the pair (query i, key j) the
+# score the exercise gives (query j, key i)") and the swapped cross terms "swapped the cross terms"
+# ("... are each in the other's place"): each name and message said what to swap. Now both get one
+# name and one message, which says which index of M reads which vector.
+
+def _cross_terms_swapped(W_Q, b_Q, W_K, b_K):  # the bias row and column each in the other's place
+    top = torch.cat([W_Q @ W_K.T, (b_Q @ W_K.T)[:, None]], dim=1)
+    return torch.cat([top, torch.cat([(W_Q @ b_K)[None], (b_Q @ b_K)[None, None]], dim=1)])
+
+
+def test_ex1_reference_passes_and_the_wrong_sides_get_one_name_and_one_message():
+    assert EX1.check(_reference_ex1, seed=SEED).passed
+    results = [EX1.check(lambda *a: _reference_ex1(*a).T, seed=SEED), EX1.check(_cross_terms_swapped, seed=SEED)]
+    assert not any(r.passed for r in results), results
+    assert len({(r.mistake, r.message) for r in results}) == 1, results
+    result = results[0]
+    assert result.mistake != "key on the left"
+    text = f"{result.mistake} {result.message}".lower()
+    for leak in ("key on the left", "query j, key i", "transpose", "swap", "other's place", ".t"):
+        assert leak not in text, (leak, str(result))
+    for taught in ("row index", "column index", "query", "key"):
+        assert taught in result.message, (taught, result.message)
+
+
+def test_ex2_wrong_shape_message_does_not_confirm_the_formulas():
+    # before: "W_Q^T W_K and W_O W_V are the paper's formulas ... First form the paper's matrices"
+    result = EX.check(lambda W_Q, W_K, W_V, W_O: (W_Q.T @ W_K, W_O @ W_V), seed=SEED)
+    assert not result.passed, str(result)
+    text = f"{result.mistake} {result.message}".lower()
+    for leak in ("paper's formulas", "w_q^t w_k", "w_o w_v", "w_q^p = w_q^t"):
+        assert leak not in text, (leak, str(result))
+
+
+def test_ex1_hint_does_not_give_the_construction():
+    result = EX1.check(lambda W_Q, b_Q, W_K, b_K: W_Q @ W_K.T, seed=SEED)  # wrong shape: the hint shows
+    assert not result.passed and result.hint, str(result)
+    hint = result.hint.lower()
+    for leak in ("d_model + 1, d_head", "append", "extended row", "and the key likewise", "one matrix between",
+                 "[w_q; b_q]", "cat"):
+        assert leak not in hint, (leak, result.hint)
+    assert "?" in result.hint  # it asks

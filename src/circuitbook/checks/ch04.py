@@ -10,6 +10,7 @@ Row-vector convention throughout: a token's vector is a row, ``x W``.
 from __future__ import annotations
 
 import math
+import secrets
 
 import torch
 
@@ -75,19 +76,36 @@ def tied_logits(tokens, lut, b_U):
 
 
 def _tied_inputs(g: torch.Generator) -> dict:
-    # a square table (vocab = d_model), so forgetting the transpose runs and can be named
+    # Two trials in three use a square table (vocab = d_model), so forgetting the transpose runs
+    # and can be named; the third (seed = 2 mod 3, the last trial of every check: see _TiedExercise)
+    # has vocab < d_model, so a scale taken from the wrong axis of the table fails.
     n = 10 + int(torch.randint(0, 15, (1,), generator=g))
+    d_model = n + (3 + int(torch.randint(0, 6, (1,), generator=g)) if g.initial_seed() % 3 == 2 else 0)
     pos = 4 + int(torch.randint(0, 5, (1,), generator=g))
     return {"tokens": torch.randint(0, n, (2, pos), generator=g),
-            "lut": torch.randn(n, n, generator=g) / math.sqrt(n),
+            "lut": torch.randn(n, d_model, generator=g) / math.sqrt(d_model),
             "b_U": torch.randn(n, generator=g)}
+
+
+class _TiedExercise(FunctionExercise):
+    """Checked on seeds s, s + 1, s + 2 with s a multiple of 3: the two square tables come first,
+    so a mistake that runs only on a square table is named before the non-square trial raises."""
+
+    @staticmethod
+    def first_seed(seed: int) -> int:
+        """The seed of the first trial when the check is given ``seed``."""
+        return seed - seed % 3
+
+    def check(self, answer, *, seed: int | None = None):
+        seed = secrets.randbits(31) if seed is None else seed
+        return super().check(answer, seed=self.first_seed(seed))
 
 
 def _scale(lut):
     return math.sqrt(lut.shape[-1])
 
 
-EX2 = FunctionExercise(
+EX2 = _TiedExercise(
     id="ch04_ex2",
     title="logits of a tied zero-layer model",
     reference=tied_logits,
@@ -100,6 +118,9 @@ EX2 = FunctionExercise(
                 "Which of the two ends carries the scale of exercise 4.1, and does the pre-softmax "
                 "layer's weight get it too?",
                 lambda tokens, lut, b_U: lut.shape[-1] * lut[tokens] @ lut.T + b_U),
+        Mistake("scale from lut.shape[0]", "Your scale factor comes from lut.shape[0]. What does "
+                "that size count, and what quantity does Embeddings.forward take the root of?",
+                lambda tokens, lut, b_U: math.sqrt(lut.shape[0]) * lut[tokens] @ lut.T + b_U),
         Mistake("missing a parameter", "Your logits are off by the same vector at every "
                 "position. Which parameter have you not used?",
                 lambda tokens, lut, b_U: _scale(lut) * lut[tokens] @ lut.T),

@@ -8,16 +8,21 @@ diagonal, one 2x2 block per frequency, block ``i`` = ``[[cos(k w_i), -sin(k w_i)
 [sin(k w_i), cos(k w_i)]]`` on rows and columns ``2i, 2i + 1``. Exercise 5.3 applies the
 rotary position embedding (RoPE) as SmolLM2 and TransformerLens do: the row at position
 ``p`` has each plane ``(m, m + d/2)`` (split halves) turned by ``p * base^(-2m/d)``, the
-plane read as the complex number ``a + ib`` and multiplied by ``e^{i p theta_m}``.
+plane read as the complex number ``a + ib`` and multiplied by ``e^{i p theta_m}``; its
+check runs random 2-D rows, then a batch of them (3-D), as the statement's
+``[..., n_pos, d_head]`` allows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import secrets
+from functools import partial
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, random_int
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, random_int
 
 
 def _angles(n_pos: int, d_model: int, *, base: float = 10000.0, exponent=None, first: int = 0) -> torch.Tensor:
@@ -178,10 +183,10 @@ EX2 = FunctionExercise(
 
 def _rope(x: torch.Tensor, base: float, *, adjacent: bool = False, sign: float = 1.0,
           two: bool = True, first: int = 0, reverse: bool = False, power: float = -1.0) -> torch.Tensor:
-    """RoPE on rows x [n_pos, d] at positions first.. (float64 angles), with switches for
-    the mistakes: adjacent pairs, the angle's sign, the exponent's 2, the frequencies'
+    """RoPE on rows x [..., n_pos, d] at positions first.. (float64 angles), with switches
+    for the mistakes: adjacent pairs, the angle's sign, the exponent's 2, the frequencies'
     order, the exponent's sign."""
-    n_pos, d = x.shape
+    n_pos, d = x.shape[-2:]
     half = d // 2
     m = torch.arange(half, dtype=torch.float64)
     theta = float(base) ** (power * (2 * m if two else m) / d)
@@ -191,9 +196,9 @@ def _rope(x: torch.Tensor, base: float, *, adjacent: bool = False, sign: float =
     cos, sin = angle.cos(), angle.sin()
     a_idx = torch.arange(half) * 2 if adjacent else torch.arange(half)
     b_idx = a_idx + 1 if adjacent else a_idx + half
-    a, b = x[:, a_idx].double(), x[:, b_idx].double()
+    a, b = x[..., a_idx].double(), x[..., b_idx].double()
     out = x.double().clone()
-    out[:, a_idx], out[:, b_idx] = a * cos - b * sin, a * sin + b * cos
+    out[..., a_idx], out[..., b_idx] = a * cos - b * sin, a * sin + b * cos
     return out.to(x.dtype)
 
 
@@ -214,14 +219,40 @@ def rope(x, base):
 _BASES = (500.0, 2000.0, 50000.0, 100000.0, 500000.0)  # never 10000: "used 10000" must show
 
 
-def _rope_inputs(g: torch.Generator) -> dict:
+def _rope_inputs(g: torch.Generator, *, batch: bool = False) -> dict:
     n_pos = random_int(5, 24, g)
     d = 4 * random_int(2, 6, g)          # at least two planes per half: halves != pairs
-    return {"x": torch.randn(n_pos, d, generator=g),
+    lead = (random_int(2, 4, g),) if batch else ()
+    return {"x": torch.randn(*lead, n_pos, d, generator=g),
             "base": _BASES[random_int(0, len(_BASES) - 1, g)]}
 
 
-EX3 = FunctionExercise(
+class BatchExercise(FunctionExercise):
+    """Like FunctionExercise, then one more trial on a batch: rows [b, n_pos, d_head] instead
+    of [n_pos, d_head]. The statement asks for ``[..., n_pos, d_head]`` and the page's next
+    cell passes one block of rows per head, so an answer that only handles 2-D input (it
+    unpacks ``x.shape`` into two names, or indexes ``x[:, ...]``) must fail here rather than
+    there. The batch comes last, so a wrong 2-D answer keeps its diagnosis."""
+
+    def check(self, answer, *, seed=None) -> Result:
+        seed = secrets.randbits(31) if seed is None else seed
+        result = super().check(answer, seed=seed)
+        if not result.passed:
+            return result
+        batched = dataclasses.replace(self, make_inputs=partial(self.make_inputs, batch=True), n_trials=1)
+        on_batch = FunctionExercise.check(batched, answer, seed=seed + self.n_trials)
+        if not on_batch.passed:
+            return self._fail(
+                f"your function is right on rows [n_pos, d_head], but not on a batch of them, "
+                f"[b, n_pos, d_head], which the statement allows and the next cell passes (one block "
+                f"of rows per head). Which axes does your code take by counting from the front, and "
+                f"are they still the position and coordinate axes when another axis comes first? On "
+                f"the batch, {on_batch.message}", "only 2-D input", detail=on_batch.detail)
+        return Result(self.id, True, f"correct on {self.n_trials} random inputs and on a batch of them "
+                      f"({self.title})")
+
+
+EX3 = BatchExercise(
     id="ch05_ex3",
     title="the rotary position embedding",
     reference=rope,

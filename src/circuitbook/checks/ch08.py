@@ -36,16 +36,24 @@ def _zero_bias_like(b):
     return torch.zeros_like(b)
 
 
+# One name and one message for every answer with the right blocks on the wrong sides of M (all of M,
+# or only the two cross terms): a name or message per case would say what to swap, which is the
+# answer. The message says which index reads which vector and leaves the rest to the reader.
+SIDES = "the right terms, read by the wrong sides of M"
+SIDES_MESSAGE = (
+    "Your matrix holds the right numbers, but some of them are multiplied by the wrong vector. In "
+    "[x_i, 1] M [x_j, 1]^T = sum over a, b of [x_i, 1][a] M[a, b] [x_j, 1][b], the row index a of M is "
+    "summed against the query's row and the column index b against the key's. For each part of your M "
+    "(the d_model x d_model block, the last row, the last column, the corner), ask which weights its row "
+    "index comes from and which its column index, and whether that fits.")
+
 EX1 = FunctionExercise(
     id="ch08_ex1",
     title="the QK circuit with biases as one bilinear form",
     reference=extended_qk,
     make_inputs=_ext_inputs,
     mistakes=[
-        Mistake("key on the left", "Your matrix gives the pair (query i, key j) the score the exercise gives "
-                "(query j, key i). Write [x_i, 1] M [x_j, 1]^T as a sum over the entries M[a, b] and check, "
-                "for the way you built M, which vector supplies the index a and which the index b.",
-                lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T),
+        Mistake(SIDES, SIDES_MESSAGE, lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K).T),
         Mistake("left out the biases", "Expand (x_i W_Q + b_Q)(x_j W_K + b_K)^T: it has four terms, and your "
                 "matrix gives only the one without a bias. Which entries of [x_i, 1] M [x_j, 1]^T are "
                 "multiplied by an appended 1, and which terms could they carry?",
@@ -63,17 +71,12 @@ EX1 = FunctionExercise(
                 lambda W_Q, b_Q, W_K, b_K: extended_qk(W_Q, b_Q, W_K, b_K)
                 - _blocks(torch.zeros(W_Q.shape[0], W_Q.shape[0]), torch.zeros(W_Q.shape[0], 1),
                           torch.zeros(1, W_Q.shape[0]), (b_Q @ b_K)[None, None])),
-        Mistake("swapped the cross terms", "Your two cross terms (each linear in one side only) are each in "
-                "the other's place. For each term, ask which of [x_i, 1] and [x_j, 1] contributes its x and "
-                "which its appended 1, and which index of M, row or column, each of those vectors is summed "
-                "against.",
+        Mistake(SIDES, SIDES_MESSAGE,
                 lambda W_Q, b_Q, W_K, b_K: _blocks(W_Q @ W_K.T, (b_Q @ W_K.T)[:, None], (W_Q @ b_K)[None],
                                                    (b_Q @ b_K)[None, None])),
     ],
-    hint="Append a 1 to each residual row, so that the bias becomes part of a single linear map: the query "
-         "is then the [d_model + 1] row times one [d_model + 1, d_head] matrix, and the key likewise. The "
-         "score is one matrix between the query's and the key's extended rows: [d_model + 1, d_model + 1], "
-         "query side on the left.",
+    hint="The query x_i W_Q + b_Q is a row of length d_head. Which row of length d_model + 1, times which "
+         "matrix, gives it?",
 )
 
 
@@ -148,9 +151,9 @@ EX2 = _ConventionExercise(
     mistakes=[
         *[Mistake(ORIENTATION, ORIENTATION_MESSAGE,
                   lambda W_Q, W_K, W_V, W_O, k=k: _orientations(W_Q, W_K, W_V, W_O)[k]) for k in range(3)],
-        Mistake("applied the paper's formulas to TransformerLens's matrices", "W_Q^T W_K and W_O W_V are the "
-                "paper's formulas for its own [d_head, d_model] matrices; with TransformerLens's shapes they give "
-                "d_head x d_head products. First form the paper's matrices (W_Q^p = W_Q^T, ...).",
+        Mistake("d_head x d_head products", "Both circuits are [d_model, d_model], and your products are "
+                "d_head x d_head. Look at the shapes of the matrices you multiplied: are they the paper's "
+                "matrices, or the ones the function was given?",
                 lambda W_Q, W_K, W_V, W_O: (W_Q.T @ W_K, W_O @ W_V)),
         Mistake("multiplied the OV factors in the wrong order", "Your W_OV is not a [d_model, d_model] map in "
                 "the paper's sense: with column vectors, the map that acts first stands on the right. Which of "

@@ -64,8 +64,9 @@ EX1 = FunctionExercise(
                 "two axes count, and which one did your code use for the layer?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first[::-1]) @ _ov(W_V, W_O, second[::-1])),
         Mistake("the two heads' effects added", "Your matrix is what the two heads write together when "
-                "each reads the same stream. In the virtual head the second head reads what the first "
-                "wrote: what does the second head do to the vector the first one produced?",
+                "each reads the same stream. Take a vector x that the first head's OV circuit sends to zero: "
+                "what should the virtual head, which starts with the first head, write for x, and what does "
+                "your matrix write?",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, first) + _ov(W_V, W_O, second)),
         Mistake("each entry from one entry of each circuit", "Entry (a, b) of yours depends only on entry "
                 "(a, b) of each head's OV circuit. When a vector passes through one linear map and then "
@@ -121,9 +122,10 @@ EX2 = FunctionExercise(
                 "of each pattern. Information that reaches query i from key k through both heads stops at "
                 "some position on the way: which positions can that be, and does your entry count them?",
                 lambda A_first, A_second: A_first * A_second),
-        Mistake("the two patterns added", "Your rows sum to 2, and entry (i, k) is large whenever either head "
-                "links i and k directly. Does information moved by the first head and then by the second "
-                "need both heads to link it, or either?",
+        Mistake("the two patterns added", "Your rows sum to 2, but a row of a pattern, the weights one query "
+                "spreads over the keys, sums to 1. Take a key k that no query of the first head attends to, "
+                "while the second head's query i does: what of k can reach i on the virtual head's path, "
+                "and what does your entry (i, k) say?",
                 lambda A_first, A_second: A_first + A_second),
         Mistake("each entry from one entry of each pattern, renormalised", "Your rows sum to 1, but entry "
                 "(i, k) still depends only on entry (i, k) of each pattern (and on its row's sum). "

@@ -117,14 +117,15 @@ EX2 = FunctionExercise(
         Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p: the token "
                 "itself, or the one before it?",
                 lambda pattern: _diag(pattern, 0)[..., 1:].mean(dim=(0, 2))),
-        Mistake("looked at the next token (offset +1) or transposed", "Key p + 1 is in the future of query p, "
-                "which a causal pattern never attends to (those entries are 0); reading the transposed "
-                "pattern gives the same. Which keys can a query see under the causal mask, and where "
-                "do they lie in a [query, key] pattern?",
+        Mistake("looked at the next token (offset +1) or transposed", "Your scores are 0 for every head. "
+                "Under the causal mask, which keys can query p see, and which entries of a pattern does "
+                "the mask leave at 0? In pattern[..., q, k], which index is the query and which the key, "
+                "and which of those entries does your stripe read?",
                 lambda pattern: _diag(pattern, 1).mean(dim=(0, 2))),
-        Mistake("counted position 0", "Your mean counts position 0, which has no previous token (with "
-                "torch.roll it wraps to a masked future key). The score is a mean over the queries that "
-                "have a previous token: which are they?",
+        Mistake("counted position 0", "Your scores are too small, by the same factor for every head, as "
+                "if your mean ran over one query too many. Which key is the previous token of query 0, and if you "
+                "shifted the pattern with torch.roll, which key did query 0 get instead? Over which "
+                "queries should the mean run?",
                 lambda pattern: _diag(pattern, -1).sum(-1).mean(0) / pattern.shape[-1]),
         Mistake("two tokens back", "How many tokens back from query p is the key your stripe reads?",
                 lambda pattern: _diag(pattern, -2).mean(dim=(0, 2))),

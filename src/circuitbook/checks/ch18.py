@@ -55,11 +55,11 @@ EX1 = FunctionExercise(
                 "singular values. How is the definition's norm computed from a matrix's entries, and is that "
                 "what your call computes?",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B, ord="nuc")),
-        Mistake("order reversed", "Check the order of the factors in your product. A row vector x "
+        Mistake("factor order", "Check the order of the factors in your product. A row vector x "
                 "passes through the writer and then through the reader: which matrix does it meet first, where "
                 "does that matrix stand in x W_A W_B, and does the order of the factors change the norm?",
                 lambda W_A, W_B: _ratio(W_B @ W_A, W_A, W_B)),
-        Mistake("squared the score", "Your value does not match the definition in how the norms are "
+        Mistake("a step after the norms", "Your value does not match the definition in how the norms are "
                 "taken. Write the Frobenius norm out from a matrix's entries, step by step, and compare each "
                 "step with what your code computes, including what it does with the result.",
                 lambda W_A, W_B: _ratio(W_A @ W_B, W_A, W_B) ** 2),
@@ -96,7 +96,7 @@ EX2 = PairExercise(
     make_inputs=_kcomp_inputs,
     names=("W_A", "W_B"),
     mistakes=[
-        Mistake("reader matrix of another composition", "Your pair scores a different kind of composition "
+        Mistake("which reader matrix", "Your pair scores a different kind of composition "
                 "from the one asked. Which of the reader's inputs does K-composition change, and where does that "
                 "input appear in the reader's score x_q W_Q (x_k W_K)^T?",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
@@ -104,11 +104,11 @@ EX2 = PairExercise(
                 "vector passes through one head and then the other: which head does it meet first, and in which "
                 "place of the pair does the exercise ask for that head's matrix?",
                 lambda W_V, W_O, W_Q, W_K: (W_K @ W_Q.T, W_V @ W_O)),
-        Mistake("writer matrix in the other convention", "Your W_B is the one asked for, but your W_A is not "
+        Mistake("writer matrix", "Your W_B is the one asked for, but your W_A is not "
                 "what the writer does to a row vector. Follow a row vector x through the writer head step by "
                 "step and check the shape of each intermediate result.",
                 lambda W_V, W_O, W_Q, W_K: (W_O.T @ W_V.T, W_K @ W_Q.T)),
-        Mistake("both matrices in the other convention", "Neither matrix of your pair is the one the exercise "
+        Mistake("both matrices", "Neither matrix of your pair is the one the exercise "
                 "asks for. Follow a row vector x through the writer step by step, checking the shape of each "
                 "intermediate result; then write the reader's score x_q W_Q (x_k W_K)^T and ask which "
                 "[d_model, d_model] matrix the writer's output is multiplied by when it enters on the key side.",

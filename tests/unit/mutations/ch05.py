@@ -76,6 +76,19 @@ def rope_unchanged(x, base):
     return x.clone()
 
 
+def rope_unpacks_two_axes(x, base):  # right on [n_pos, d_head]; raises on a batch
+    n, d = x.shape
+    return _rot(x, base)
+
+
+def rope_slices_from_the_front(x, base):  # right on [n_pos, d_head]; x[:, :h] cuts the wrong axis of a batch
+    n, d = x.shape[-2:]
+    h = d // 2
+    ang = torch.arange(n).double()[:, None] / base ** (2 * torch.arange(h).double() / d)
+    a, b = x[:, :h].double(), x[:, h:].double()
+    return torch.cat([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], 1).to(x.dtype)
+
+
 MUTATIONS = {
     "ch05_ex1": [
         (times, "wrong values"),  # huge angles: float32 rounding differs, so not named
@@ -90,5 +103,7 @@ MUTATIONS = {
         (rope_up_float32, "wrong values"),
         (rope_half_only, "wrong values"),
         (rope_unchanged, "wrong values"),
+        (rope_unpacks_two_axes, "only 2-D input"),
+        (rope_slices_from_the_front, "only 2-D input"),
     ],
 }

@@ -17,12 +17,22 @@ def pattern_einsum_wrong_index(A_first, A_second):  # sums over the wrong positi
     return torch.einsum("bij,bik->bjk", A_second, A_first)
 
 
+def ov_added_in_a_loop(W_V, W_O, first, second):  # the two heads side by side, not in series
+    return sum(W_V[l, h] @ W_O[l, h] for l, h in (second, first))
+
+
+def pattern_added_with_torch_add(A_first, A_second):  # either head's link counted, not both in turn
+    return torch.add(A_second, A_first)
+
+
 MUTATIONS = {
     "ch16_ex1": [
         (ov_inner_order, "wrong shape"),
+        (ov_added_in_a_loop, "the two heads' effects added"),
     ],
     "ch16_ex2": [
         (pattern_one_sample, "wrong shape"),
         (pattern_einsum_wrong_index, None),
+        (pattern_added_with_torch_add, "the two patterns added"),
     ],
 }

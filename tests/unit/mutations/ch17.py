@@ -14,6 +14,15 @@ def heads_averaged(pattern):
     return prev_token_score(pattern).mean()
 
 
+def rolled_prev(pattern):  # torch.roll wraps query 0 to the last key, a masked 0, and averages it in
+    prev_key = torch.roll(torch.eye(pattern.shape[-1]), 1, dims=0)    # [q, k]: 1 at k = q - 1 (mod pos)
+    return (pattern * prev_key).sum(-1).mean(dim=(0, 2))
+
+
+def transposed_prev(pattern):  # keys read as rows: the stripe above the diagonal, all 0
+    return pattern.transpose(-1, -2).diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
+
+
 def untouched_z(z, head):
     return z.clone()
 
@@ -29,6 +38,8 @@ MUTATIONS = {
     ],
     "ch17_ex2": [
         (heads_averaged, "wrong shape"),
+        (rolled_prev, "counted position 0"),
+        (transposed_prev, "looked at the next token (offset +1) or transposed"),
     ],
     "ch17_ex3": [
         (untouched_z, "wrong values"),

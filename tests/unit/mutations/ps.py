@@ -198,6 +198,11 @@ MUTATIONS = {
         (lambda tokens, lo, hi, seed: torch.randint(lo, hi, tokens.shape).float(), "wrong type"),
         (lambda tokens, lo, hi, seed: torch.randint(lo, hi, (tokens.shape[0], tokens.shape[1] // 2)), "wrong type"),
         (lambda tokens, lo, hi, seed: torch.randint(hi, hi + 100, tokens.shape), "drew from another range"),
+        # no repeat and no token twice, but a rule, not a draw: a run of ids in every row, or one row copied
+        (lambda tokens, lo, hi, seed: (lo + torch.arange(tokens.shape[1])).repeat(tokens.shape[0], 1),
+         "a fixed pattern"),
+        (lambda tokens, lo, hi, seed: torch.randint(lo, hi, (1, tokens.shape[1])).repeat(tokens.shape[0], 1),
+         "a fixed pattern"),
     ],
     "ps_p5c": [
         # the heads next to the writer, and the pair in the wrong order

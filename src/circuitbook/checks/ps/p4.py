@@ -135,6 +135,27 @@ def _twice_share(x: torch.Tensor) -> float:
     return float(((same.sum(-1) > 1)).double().mean())
 
 
+P4B_PARTS = 4
+"""The control's spread, stated in problem 4: each of the 4 equal parts of lo .. hi - 1 must hold some of its
+tokens, and no two of its sequences may be the same. A uniform draw of the check's at least 96 tokens
+leaves a part empty with probability at most 4 (3/4)^96, about 4e-12."""
+
+
+def _empty_parts(x: torch.Tensor, lo: int, hi: int) -> int:
+    """How many of the P4B_PARTS equal parts of lo .. hi - 1 hold no token of ``x``."""
+    part = ((x - lo) * P4B_PARTS // (hi - lo)).clamp(0, P4B_PARTS - 1)
+    return P4B_PARTS - int(part.unique().numel())
+
+
+def _same_rows(x: torch.Tensor) -> bool:
+    """Whether two sequences of ``x`` are the same."""
+    return x.shape[0] > 1 and int(x.unique(dim=0).shape[0]) < x.shape[0]
+
+
+def _p4b_run(tokens, lo, hi, seed):
+    return (lo + torch.arange(tokens.shape[1])).repeat(tokens.shape[0], 1)
+
+
 def _p4b_kept_repeat(tokens, lo, hi, seed):
     from circuitbook.data import repeated_random_tokens
 
@@ -173,10 +194,10 @@ class NullExercise(FunctionExercise):
                               "drew from another range")
         if _repeat_share(got) > P4B_AT_MOST or bool((got == tokens.cpu()).all()):
             return self._fail(f"this looks like: kept the repeat. {self._explain_repeat} In yours "
-                              f"{_repeat_share(got):.0%} of the second half repeats the first; the bar is "
+                              f"{_repeat_share(got):.1%} of the second half repeats the first; the bar is "
                               f"{P4B_AT_MOST:.0%}.", "kept the repeat")
         if _twice_share(got) > P4B_AT_MOST:
-            share = (f"In yours {_twice_share(got):.0%} of the tokens occur more than once in their sequence; "
+            share = (f"In yours {_twice_share(got):.1%} of the tokens occur more than once in their sequence; "
                      f"the bar is {P4B_AT_MOST:.0%}.")
             if _rearranged(got, tokens.cpu()):
                 return self._fail(f"this looks like: every token twice. {self._explain_twice} {share}",
@@ -186,6 +207,15 @@ class NullExercise(FunctionExercise):
                 f"this looks like: tokens repeat by chance. {share} Your batch uses {used} distinct ids, where "
                 f"lo .. hi - 1 offers {hi - lo}. How often does a draw like yours put the same token twice in a "
                 f"sequence of {tokens.shape[1]}, and how many ids does it draw from?", "tokens repeat by chance")
+        empty = _empty_parts(got, lo, hi)
+        if empty or _same_rows(got):
+            where = []
+            if empty:
+                where.append(f"{empty} of the {P4B_PARTS} equal parts of lo .. hi - 1 hold none of its tokens")
+            if _same_rows(got):
+                where.append("two of its sequences are the same")
+            return self._fail(f"this looks like: a fixed pattern, not a draw. In yours {' and '.join(where)}. "
+                              f"{self._explain_pattern}", "a fixed pattern")
         return None
 
     _explain_range = ("The control must differ from the test in the repeat only: tokens outside lo .. hi - 1 "
@@ -193,6 +223,10 @@ class NullExercise(FunctionExercise):
                       "treat them differently for reasons that have nothing to do with induction.")
     _explain_repeat = ("On a batch whose second half repeats its first, an induction head scores as high as on "
                        "the test: the control would measure the effect, not what a head scores by chance.")
+    _explain_pattern = ("The control stands for tokens a head has no reason to expect, drawn the way the test's "
+                        "were: its score on them is what chance gives. A batch built by a rule (a run of ids, the "
+                        "same sequence in every row) is one particular input, and a head may do something "
+                        "particular on it. What in the test batch's making does yours leave out?")
     _explain_twice = ("Your sequences are the test's own tokens rearranged: that breaks the repeat's order "
                       "but leaves every token in its sequence twice, so an induction head still finds an earlier "
                       "occurrence of each and attends to what followed it. What way of making a batch cannot "
@@ -206,6 +240,7 @@ P4B = NullExercise(
         Mistake("kept the repeat", NullExercise._explain_repeat, _p4b_kept_repeat),
         Mistake("every token twice", NullExercise._explain_twice, _p4b_shuffled),
         Mistake("drew from another range", NullExercise._explain_range, _p4b_vocabulary),
+        Mistake("a fixed pattern", NullExercise._explain_pattern, _p4b_run),
     ],
     hint="Ask what the control must share with the test batch (its shape, the range its tokens come from) "
          "and the one thing it must not share. Which way of making a batch keeps the first two and cannot, "

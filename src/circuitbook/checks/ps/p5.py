@@ -254,8 +254,7 @@ P5C = FunctionExercise(
                 "heads it is compared with, it would beat nothing (and the difference would be 0).",
                 lambda rows, writer: _p5c_variant(rows, writer, keep_writer=True)),
         Mistake("a head whose defeat implies nothing", "Beating this head shows only that the writer beats "
-                "that one head; the claim is that it beats every other head of its layer. Which head, beaten, "
-                "leaves no other head unbeaten?",
+                "that one head, and says nothing of the others of its layer, which the claim is about.",
                 lambda rows, writer: _p5c_variant(rows, writer, least=True)),
         Mistake("one head for both measures", "The score and the loss can rank the other heads differently: "
                 "choose the comparison for each measure by that measure.",
