@@ -867,21 +867,33 @@ identity("recounted word by word, layer 1's hits are layer1_found's",
          (looked_s == want_s[:, None]).sum(0).tolist(),
          torch.equal((looked_s == want_s[:, None]).sum(0),
                      found.sum((0, 2)).long()), chapter="12")
-# sort keys cell + u, u uniform in [0, 1): every cell stays in its block and
-# its members come out in a uniformly random order, one permutation within
-# each cell per row, all 1000 at once
-g_perm = torch.Generator().manual_seed(3)
-perm = (cell_s.double() + torch.rand(1000, n_words, generator=g_perm,
-                                     dtype=torch.float64)).argsort(-1)
+
+
+def within_cell_shuffles(cell_s, looked_s, want_s, hits, where=""):
+    """Each layer-1 head's hit rate ``hits[h]`` beside its argmax ``looked_s``
+    [word, head] shuffled 1000 times among the words of the same (length, j)
+    cell (``cell_s``, sorted): the permutations, the shuffled hit rates
+    [1000, head] and the four tests."""
+    # sort keys cell + u, u uniform in [0, 1): every cell stays in its block
+    # and its members come out in a uniformly random order, one permutation
+    # within each cell per row, all 1000 at once
+    g_perm = torch.Generator().manual_seed(3)
+    perm = (cell_s.double() + torch.rand(1000, len(cell_s), generator=g_perm,
+                                         dtype=torch.float64)).argsort(-1)
+    shuffled = (looked_s[perm] == want_s[None, :, None]).double().mean(1)
+    tests = [null_test(hits[h].item(),
+                       Null.draws(f"head {h}'s argmax shuffled within "
+                                  f"(length, j) cells{where}, 1000 times",
+                                  shuffled[:, h]))
+             for h in range(4)]
+    return perm, shuffled, tests
+
+
+perm, shuffled, perm_tests = within_cell_shuffles(cell_s, looked_s, want_s,
+                                                  hits[1])
 identity("each shuffle moves a word's argmax only within its cell",
          "1000 shuffles", torch.equal(cell_s[perm], cell_s.expand(1000, -1)),
          chapter="12")
-shuffled = (looked_s[perm] == want_s[None, :, None]).double().mean(1)
-perm_tests = [null_test(hits[1][h].item(),
-                        Null.draws(f"head {h}'s argmax shuffled within "
-                                   "(length, j) cells, 1000 times",
-                                   shuffled[:, h]))
-              for h in range(4)]
 for h, test in enumerate(perm_tests):
     finding(f"layer-1 head {h}: its hit rate exceeds its own argmax's "
             "shuffled among held-out sentences of the same length and target "
@@ -984,17 +996,8 @@ fi = torch.tensor([i for i, al in enumerate(aligned_f) for _ in al])[order_f]
 fj = torch.tensor([j for al in aligned_f for j in range(len(al))])[order_f]
 cell_fs, want_fs = cell_f[order_f], want_f[fi, fj]
 looked_fs = looked_f[fi, :, fj].to(torch.uint8)
-g_perm_f = torch.Generator().manual_seed(3)
-perm_f = (cell_fs.double() + torch.rand(1000, len(cell_fs),
-                                        generator=g_perm_f,
-                                        dtype=torch.float64)).argsort(-1)
-shuffled_f = (looked_fs[perm_f] == want_fs[None, :, None]).double().mean(1)
-perm_f_tests = [null_test(hits_f[h].item(),
-                          Null.draws(f"head {h}'s argmax shuffled within "
-                                     "(length, j) cells of the fresh "
-                                     "sentences, 1000 times",
-                                     shuffled_f[:, h]))
-                for h in range(4)]
+_, shuffled_f, perm_f_tests = within_cell_shuffles(
+    cell_fs, looked_fs, want_fs, hits_f, " of the fresh sentences")
 for h, test in enumerate(perm_f_tests):
     finding(f"layer-1 head {h} on the {len(fresh)} fresh sentences: its hit "
             "rate exceeds its own argmax's shuffled within (length, j) cells "
