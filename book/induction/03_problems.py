@@ -1583,6 +1583,8 @@ observation("with the top 12 induction heads ablated: first-copy minus "
 glue("left12", left12)
 glue("left12_share", left12_share)
 glue("p6_seconds", time.perf_counter() - p6_start, machine_dependent=True)
+
+# %%
 progress.tracker("6")
 
 # %% [markdown]

@@ -201,10 +201,12 @@ def test_following_an_exercise_link_brings_the_exercise_to_the_top(browser, serv
             page.locator(".exercise-index tbody tr").nth(i).locator("td").nth(2).locator("a").click()
             page.wait_for_load_state("load")
             fragment = links[i]["href"].split("#", 1)[1]
-            # the browser scrolls to the fragment once the page is laid out; the theme's scroll is smooth
+            # the browser scrolls to the fragment once the page is laid out; the theme's scroll is smooth.
+            # Polled on a timer: requestAnimationFrame (Playwright's default) can stall on a page whose
+            # lazy figures are still drawing, and the test then times out with the exercise in place.
             page.wait_for_function("(id) => { const e = document.getElementById(id); if (!e) return false;"
                                    " const t = e.getBoundingClientRect().top; return t >= 0 && t < 200; }",
-                                   arg=fragment, timeout=60_000)
+                                   arg=fragment, timeout=60_000, polling=100)
             where = page.evaluate("""(id) => {
               const e = document.getElementById(id);
               const header = document.querySelector('.bd-header-article, header.bd-header');
