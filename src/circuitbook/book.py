@@ -75,16 +75,18 @@ def _show(value: Any) -> str:
 
 
 def rounding_bound(terms: int, scale: float, dtype=None) -> float:
-    """The worst-case rounding error of a computation with ``terms`` accumulated roundings.
+    """A first-order rounding budget, terms * eps * scale, for ``terms`` accumulated roundings.
 
-    A sum or dot product of n floating-point numbers, each of size at most ``scale``,
-    is computed with an error of at most about n * eps * scale (Higham, *Accuracy and
-    Stability of Numerical Algorithms*, ch. 3: |fl(sum) - sum| <= gamma_n sum |x_i|), in
-    whatever order a CPU or BLAS adds them. A chain of products adds the inner sizes:
-    x @ W_Q @ W_K^T has terms = d_model + d_head. Elementwise functions (exp, sqrt,
-    division) add one or two each. ``dtype`` defaults to float32, the book's precision.
-    The bound is worst case, so it is loose (typical errors are near sqrt(n) * eps * scale)
-    but it does not depend on the machine.
+    Higham (*Accuracy and Stability of Numerical Algorithms*, ch. 3) bounds a sum of n
+    floating-point numbers, in whatever order a CPU or BLAS adds them, by
+    |fl(sum) - sum| <= gamma_n sum |x_i|, with gamma_n ~ n * eps. So the budget is a bound
+    where ``scale`` bounds sum |x_i|; where a page passes the largest value in the
+    computation instead, it is a first-order estimate, not a proven worst case (it ignores
+    how later weights and divisions amplify earlier errors). A chain of products adds the
+    inner sizes: x @ W_Q @ W_K^T has terms = d_model + d_head. Elementwise functions (exp,
+    sqrt, division) add one or two each. ``dtype`` defaults to float32, the book's
+    precision. Typical errors are near sqrt(n) * eps * scale, so the budget is loose, but
+    it does not depend on the machine.
     """
     import torch
 
@@ -227,9 +229,10 @@ class NullTest:
     def summary(self) -> str:
         """The test in one line, for the page and the ledger."""
         if self.null.kind == "draws":
+            # draws that do not vary give no scale: a z of inf (or 0 / 0) would read as a strength
+            z = f"z = {self.z:.1f}" if math.isfinite(self.z) else "no z (the draws do not vary)"
             return (f"{self.value:.4g} against {self.null.mean:.4g} \u00b1 {self.null.sd:.2g} "
-                    f"({self.null.what}); rank {self.rank} of {self.n + 1}, p = {_p(self.p)}, "
-                    f"z = {self.z:.1f}")
+                    f"({self.null.what}); rank {self.rank} of {self.n + 1}, p = {_p(self.p)}, {z}")
         # ":g", not ":.0f": a Bonferroni level such as 98.75% must not print as 99%
         return (f"{self.value:.4g}, {100 * self.level:g}% bootstrap interval "
                 f"[{self.lo:.4g}, {self.hi:.4g}], against {self.null.mean:.4g} ({self.null.what}); "

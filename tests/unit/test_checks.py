@@ -97,6 +97,9 @@ def test_every_declared_mistake_is_diagnosed(ex_id, row):
     assert not result.passed, f"{ex_id}: the declared mistake {name!r} passes the check"
     assert result.mistake == name, f"{ex_id}: declared {name!r}, diagnosed {result.mistake!r}: {result}"
     assert result.hint, "a failing check must give a hint"
+    # the name is the instructor's category; the student reads the explanation, which asks, where
+    # a name like "forgot the scale" would state the fix
+    assert not result.message.startswith("this looks like") and f": {name}." not in result.message, result.message
 
 
 @pytest.mark.parametrize("ex_id,row", [(k, i) for k in ALL_IDS for i in range(len(MUTATIONS.get(k, [])))])
@@ -150,6 +153,7 @@ TOY = FunctionExercise(
 def test_machinery_names_each_mistake():
     assert TOY(_scale).passed
     assert TOY(lambda x, k: x).mistake == "forgot to scale"
+    assert TOY(lambda x, k: x).message == "not quite: Multiply by k."  # explained, not named
     assert TOY(lambda x, k: (x * k).T).mistake == "transposed"
     assert TOY(lambda x, k: x * k + 1).mistake == "constant offset"
     assert TOY(lambda x, k: -x * k).mistake == "wrong sign"

@@ -246,6 +246,9 @@ def test_draws_that_are_all_equal_give_an_undefined_z_only_at_their_value():
     flat = Null.draws("constant", [2.0, 2.0, 2.0])
     assert null_test(3.0, flat).z == math.inf and null_test(1.0, flat).z == -math.inf
     assert math.isnan(null_test(2.0, flat).z)
+    # the one line the page and the ledger print has no "z = inf": the draws give no scale
+    assert "z = " not in null_test(3.0, flat).summary() and "no z" in null_test(3.0, flat).summary()
+    assert "z = 0.7" in null_test(3.0, Null.draws("spread", [1.0, 3.0])).summary()  # (3 - 2) / sqrt(2)
 
 
 def test_a_verdict_of_many_bools_is_refused_with_how_to_reduce_it():

@@ -190,6 +190,29 @@ def test_problem_1a_full_rank_beside_the_split_ranks_is_read():
     assert not result.passed and "full_OV_rank" in result.message and "missing []" not in result.message, result
 
 
+def test_problem_1b_messages_write_inverses_as_text_not_tex():
+    # the referee (r47): "G^{-1}" and "G^{-T}" are TeX in the student's feedback; p1 writes G^-1, G^-T
+    wrong = checks.get("ps_p1b").check(lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)))
+    assert not wrong.passed and wrong.mistake == "W_K times G^-1", str(wrong)
+    assert "G^-T W_K^T" in wrong.message and "{" not in wrong.message and "}" not in wrong.message, wrong.message
+    for mistake in ps.P1B.mistakes:
+        assert "^{" not in mistake.name + mistake.explanation, mistake.name
+    assert checks.get("ps_p1b").check(ps.reparametrize).passed
+
+
+def test_problem_2_hint_asks_what_a_path_decides_without_the_expansion():
+    # the referee (r47): "the product of the layers' (identity + heads) factors ... expand it" handed over
+    # the (1 + n)^L structure; the hint asks what a path does at each layer instead
+    hint = checks.get("ps_p2").hint
+    assert "identity + heads" not in hint and "expand" not in hint and "(1 + n" not in hint, hint
+    assert "each layer" in hint, hint
+    wrong = checks.get("ps_p2").check(lambda n_layers, n_heads: {
+        "direct": 1, "single": n_layers * n_heads, "virtual": 2 ** n_layers - 1 - n_layers * n_heads,
+        "total": 2 ** n_layers})
+    assert not wrong.passed and wrong.mistake == "2^L paths" and wrong.hint == hint, str(wrong)
+    assert checks.get("ps_p2").check(ps.path_counts).passed
+
+
 def test_problem_4_a_pattern_read_as_key_query_is_named():
     def transposed(model, tokens):
         n = tokens.shape[1] // 2

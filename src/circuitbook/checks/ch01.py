@@ -51,8 +51,9 @@ EX1 = FunctionExercise(
                 "reads. Which is the last block whose writes are in the stream that block `layer` reads?",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer - 1)),
-        Mistake("added block `layer`'s attention output", "That is the stream halfway through block "
-                "`layer` (TransformerLens's resid_mid), after its attention and before its MLP.",
+        Mistake("added block `layer`'s attention output", "Your stream is the one halfway through block "
+                "`layer` (TransformerLens's resid_mid). Which blocks have written to the stream by the time "
+                "block `layer` reads it?",
                 lambda embed, pos_embed, attn_out, mlp_out, layer:
                 stream_before(embed, pos_embed, attn_out, mlp_out, layer) + attn_out[layer]),
         Mistake("forgot the positional embedding", "What does the stream hold before block 0 writes "

@@ -54,7 +54,7 @@ class FFNExercise(FunctionExercise):
                 continue
             if self.compare(got, expected):
                 return self._fail(
-                    f"your function raised an error; this looks like: transposed weights. Print the shapes of "
+                    f"your function raised an error on these inputs. Print the shapes of "
                     "x, W1 and W2: which of each matrix's axes has to line up with the vector it acts on?",
                     "transposed weights")
         return result

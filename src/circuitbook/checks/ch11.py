@@ -83,8 +83,9 @@ EX1 = FunctionExercise(
                 "Where the spread is small, what keeps LayerNorm's divisor away from zero, and what keeps "
                 "yours?",
                 lambda x, gamma, beta, eps: _centre(x) / torch.sqrt(_var(x)) * gamma + beta),
-        Mistake("output shrinks as x grows", "Double x: LayerNorm's output hardly changes (only through eps), "
-                "but yours halves. For the size of x to cancel, how must your divisor grow with it?",
+        Mistake("output shrinks as x grows", "Take a row whose spread is large compared with eps and double it: "
+                "LayerNorm's output hardly changes, but yours halves. For the size of x to cancel, how must "
+                "your divisor grow with it?",
                 lambda x, gamma, beta, eps: _centre(x) / (_var(x) + eps) * gamma + beta),
         Mistake("output off by a per-feature factor", "Subtract beta from your output and from the right one: "
                 "they differ by a factor that is the same at every position and changes from feature to feature. "
@@ -188,7 +189,8 @@ EX2 = _FoldExercise(
                 "the output go?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b)),
         Mistake("b_folded right only where gamma is 1", "Your b_folded would be right only if gamma were all "
-                "ones. Expand (x_hat * gamma + beta) W: is beta multiplied by gamma anywhere?",
+                "ones. Expand (x_hat * gamma + beta) W term by term and compare its constant term (the one "
+                "without x_hat) with your b_folded.",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
         Mistake("b_folded off by a vector of the stream", "Your b_folded mixes a vector of the stream's space with "
                 "one of the output's (the check makes d_out = d_model, so the shapes agree). How does "

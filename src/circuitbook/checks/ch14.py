@@ -35,8 +35,7 @@ EX1 = FunctionExercise(
     make_inputs=_zl_inputs,
     mistakes=[
         Mistake("off by the same row at every position", "Your logits differ from the model's by the same "
-                "row of d_vocab numbers at every position, whatever the token. List the model's parameters "
-                "that reach the logits: does your function use every one of them?",
+                "row of d_vocab numbers at every position, whatever the token.",
                 lambda tokens, W_E, W_U, b_U: W_E[tokens] @ W_U),
         Mistake("a product that fits only a square model",
                 "The shape came out right only because d_model == d_vocab here. In the row-vector convention, "
@@ -62,7 +61,8 @@ EX1 = FunctionExercise(
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).softmax(-1)),
         Mistake("returned log-probabilities",
                 "Your answer makes the same predictions, but every row is shifted so that its exponentials "
-                "sum to 1. Does the exercise ask for a quantity before or after a softmax?",
+                "sum to 1. Compute the same sums for the model's own output, model(tokens): do they match "
+                "yours?",
                 lambda tokens, W_E, W_U, b_U: (W_E[tokens] @ W_U + b_U).log_softmax(-1)),
     ],
     hint="With no layers, what is in the residual stream at position p, and which parameters turn a "
@@ -71,7 +71,10 @@ EX1 = FunctionExercise(
 
 
 def row_centred_correlation(A, B):
-    """Correlation of A and B after subtracting each row's mean."""
+    """A scalar tensor in [-1, 1]: one correlation over all
+    entries, unchanged by a constant added to any row of A or of B, and by
+    scaling A or B by a positive number, but changed by a constant added to a
+    column."""
     a = A - A.mean(-1, keepdim=True)
     b = B - B.mean(-1, keepdim=True)
     return (a * b).sum() / (a.norm() * b.norm())
@@ -98,6 +101,12 @@ def _per_row(A, B):
     return ((a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))).mean()
 
 
+def _double_centred(A, B):
+    a = A - A.mean(-1, keepdim=True) - A.mean(0, keepdim=True) + A.mean()
+    b = B - B.mean(-1, keepdim=True) - B.mean(0, keepdim=True) + B.mean()
+    return _cos(a, b)
+
+
 EX2 = FunctionExercise(
     id="ch14_ex2",
     title="row-centred correlation",
@@ -112,18 +121,23 @@ EX2 = FunctionExercise(
                 "A: does your score stay the same?",
                 lambda A, B: _cos(A - A.mean(), B - B.mean())),
         Mistake("still sees a constant added to a row",
-                "Your centring removes a constant from each column. Which axis indexes the entries of one "
-                "row of logits, and which constant changes no prediction?",
+                "Add a constant to one row of A: does your score change? That changes no prediction, so it "
+                "should not. Which constant does your centring remove, and from which entries?",
                 lambda A, B: _cos(A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True))),
         Mistake("rows weighted otherwise",
                 "Your score is close but not equal. Scale one row of both A and B up by 10: the score "
                 "asked for moves towards that row's agreement, and yours does not move at all. Does your "
                 "score weight a row of small spread as much as a row of large spread?",
                 _per_row),
-        Mistake("forgot to normalise",
+        Mistake("also blind to a constant added to a column",
+                "Your score ignores a constant added to a row, as it should, but it also ignores a constant "
+                "added to a column of A. Does that change the predictions? Remove only what the softmax "
+                "ignores.",
+                _double_centred),
+        Mistake("not bounded by 1",
                 "Your number can leave [-1, 1] and grows if A is doubled. Is a correlation allowed to?",
                 lambda A, B: ((A - A.mean(-1, keepdim=True)) * (B - B.mean(-1, keepdim=True))).sum()),
-        Mistake("centred only one matrix",
+        Mistake("changes when a row of B is shifted",
                 "Add a constant to one row of B: does your score change? What about A?",
                 lambda A, B: _cos(A - A.mean(-1, keepdim=True), B)),
     ],

@@ -64,14 +64,13 @@ EX1 = FunctionExercise(
     make_inputs=_one_layer_inputs,
     mistakes=[
         Mistake("a path is missing",
-                "Your logits differ from the model's by a term that follows each position's own token and "
-                "no pattern. Set every W_O to zero: which part of the model should still reach the "
-                "unembedding?",
+                "Your logits are not the model's. Set every W_O to zero: what does the model still "
+                "output, and what does your function output?",
                 _m(direct=False)),
-        Mistake("pattern read along the wrong axis",
-                "Your output at a position changes when a later token changes, although every pattern is "
-                "causal. In patterns[h, i, j], which index is the position that reads and which the "
-                "position that is read?",
+        Mistake("a position's logits depend on later tokens",
+                "Your logits at an early position change when a later token changes, although the model "
+                "is causal. Work out one head's term at the first position by hand: which positions' "
+                "values can it mix?",
                 _m(transpose=True)),
         # one message for each bias left out: naming the bias would name the fix
         *[Mistake("a constant row is missing",
@@ -79,16 +78,18 @@ EX1 = FunctionExercise(
                   "does not depend on the tokens, and does your function use each of them?",
                   _m(**{left_out: False})) for left_out in ("use_b_V", "use_b_O", "use_b_U")],
         Mistake("several biases are left out",
-                "Your logits are off by the same row at every position, and your answer does not move "
-                "when any of the three biases changes. Which of them belong in the model's computation?",
+                "Your logits are off by the same row at every position, whatever the tokens. Which "
+                "parameters add a row that does not depend on the tokens, and where does each enter "
+                "the model's computation?",
                 _m(use_b_V=False, use_b_O=False, use_b_U=False)),
         Mistake("heads' patterns and values crossed",
                 "Zero one head's W_O: in your answer that head's pattern still changes the logits. "
                 "Whose values does a head's pattern mix, and whose W_O writes them?",
                 _m(mix_heads=True)),
-        Mistake("heads combined with the wrong weight",
-                "Your heads' term is smaller than the model's by a factor that grows with the number of "
-                "heads. How do a layer's heads combine into what it writes to the stream?",
+        Mistake("the heads' term has the wrong size",
+                "Your heads' term points the right way at every position, but its size is not the "
+                "model's. Follow one position through the layer by hand: what exactly does the layer "
+                "add to the stream?",
                 _m(mean_heads=True)),
     ],
     hint="Follow one position's residual stream from the embedding to the logits: which terms are added to "
@@ -123,29 +124,32 @@ EX2 = FunctionExercise(
     reference=top_skip_trigram,
     make_inputs=_skip_inputs,
     mistakes=[
-        Mistake("QK circuit read along the other axis",
-                "Your source for current token b is not a key that b's scores favour. full_qk is "
-                "[B, A]: which axis runs over the keys one query scores?",
+        Mistake("source is not the key the current token scores highest",
+                "Your source for a current token b is not the key that b's scores favour. Take one "
+                "current token and find by hand the key it scores highest: is that your source?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_qk[:, current].argmax(0), full_ov[s].argmax(-1))),
-        Mistake("OV circuit read along the other axis",
-                "Your sources are right, but your output C is not what attending to your source does "
-                "most. full_ov is [A, C]: which axis runs over the logits one attended token changes?",
+        Mistake("output is not the logit the source raises most",
+                "Your sources are right, but your output C is not the logit that attending to your source "
+                "raises most. Take one source and list by hand the logits it raises: is your C on top?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_qk[current].argmax(-1), full_ov[:, s].argmax(0))),
         Mistake("output read from another token's OV row",
-                "Your sources are right, but your outputs do not change when your source's row of full_ov "
-                "changes. Whose OV row says what the head writes once it has attended?",
+                "Your sources are right, but your outputs are not. Change full_qk so that your sources "
+                "change, and see whether your outputs follow them: what should decide C once the head has "
+                "picked its source?",
                 lambda full_qk, full_ov, current: _pair(
                     full_qk[current].argmax(-1), full_ov[current].argmax(-1))),
-        Mistake("source chosen from another circuit",
-                "Your sources do not change when full_qk changes. Which of the two circuits decides where "
-                "the head looks?",
+        Mistake("sources do not follow the key scores",
+                "Your sources are not the keys the current tokens score highest, and they stay the same "
+                "when those scores change. Trace one current token's source back to the numbers it was "
+                "chosen from: which numbers are they?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_ov[s].argmax(-1))),
-        Mistake("the circuits' roles exchanged",
-                "Your sources do not change when full_qk changes, and your outputs do. Which circuit "
-                "says where the head looks, and which what it writes?",
+        Mistake("neither sources nor outputs match",
+                "Neither your sources nor your outputs match the reference. Work one current token "
+                "through by hand: which key do its scores favour, and what does attending to that key "
+                "raise most?",
                 lambda full_qk, full_ov, current: _pair(
                     s := full_ov[current].argmax(-1), full_qk[s].argmax(-1))),
         Mistake("the result does not follow the docstring's layout",

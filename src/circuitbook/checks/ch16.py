@@ -49,13 +49,14 @@ EX1 = FunctionExercise(
     reference=virtual_ov,
     make_inputs=_virtual_inputs,
     mistakes=[
-        Mistake("both OV circuits, but not the virtual one", "Your matrix is a product of the two heads' OV "
-                "circuits, yet it is not what a vector moved by the first head and then by the second comes "
-                "out as: it differs from that product by more than rounding. Follow a row vector x through "
-                "your product and write down, step by step, which head's matrices it meets.",
+        Mistake("both OV circuits, but not the virtual one", "Your matrix is not what a vector moved by the "
+                "first head and then by the second comes out as. Take an x that the first head's OV "
+                "circuit sends to zero: what should the virtual circuit send it to, and what does yours? "
+                "Follow a row vector x through your product and write down, step by step, which head's "
+                "matrices it meets.",
                 lambda W_V, W_O, first, second: _ov(W_V, W_O, second) @ _ov(W_V, W_O, first)),
-        Mistake("wrong layout", "Your matrix holds the numbers of the virtual circuit, but not in their "
-                "places (the check's matrices are square, so the shapes agree). In TransformerLens a residual "
+        Mistake("wrong layout", "Your matrix does not send a residual vector where the two heads do (the "
+                "check's matrices are square, so the shapes agree). In TransformerLens a residual "
                 "vector x is a row that stands to the left of a head's weights: which axis of your matrix "
                 "does x meet, and is it the axis of the heads' weights that x meets?",
                 lambda W_V, W_O, first, second: (_ov(W_V, W_O, first) @ _ov(W_V, W_O, second)).T),
@@ -109,8 +110,8 @@ EX2 = FunctionExercise(
     reference=virtual_pattern,
     make_inputs=_pattern_inputs,
     mistakes=[
-        Mistake("both patterns, but not the virtual one", "Your result is a product of the two patterns, yet "
-                "its entry (i, k) does not follow the path that information takes from key k to query i. "
+        Mistake("both patterns, but not the virtual one", "Your result's entry (i, k) does not follow the "
+                "path that information takes from key k to query i. "
                 "Write out entry (i, k) of your product as a sum over j and read each factor: which "
                 "pattern does each one come from, and what move of information does it stand for?",
                 lambda A_first, A_second: A_first @ A_second),

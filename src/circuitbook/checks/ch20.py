@@ -68,9 +68,9 @@ EX1 = FunctionExercise(
     reference=linear_to_tl,
     make_inputs=_linear_inputs,
     mistakes=[
-        Mistake("heads cut from the stored tensor as it is",
-                "Your heads hold the stored weight's entries where TransformerLens has those of a "
-                "different matrix. What does nn.Linear compute from a row vector x and the tensor it "
+        Mistake("right shapes, but no head holds TransformerLens's entries",
+                "Your heads have the asked-for shapes, but the numbers in them are not "
+                "TransformerLens's. What does nn.Linear compute from a row vector x and the tensor it "
                 "stores as [out, in], and which matrix does that make its row-vector map?",
                 lambda weight, n_heads, which: linear_to_tl(weight.T, n_heads, which)),
         Mistake("each head's layout",
@@ -88,15 +88,15 @@ EX1 = FunctionExercise(
                 "entries that belong to several heads. On which axis of the row-vector matrix do the "
                 "concatenated heads lie, and can a reshape alone move an axis?",
                 _no_permute),
-        Mistake("W_O heads taken from the other side",
-                "Your output heads are cut from the side of the matrix that does not hold the "
-                "concatenated heads. Does W_O produce the concatenated heads or read them, and which "
+        Mistake("output heads of shape [d_model, d_head]",
+                "Your output heads have the shape of a query head, not the [d_head, d_model] the "
+                "exercise asks for. Does W_O produce the concatenated heads or read them, and which "
                 "side of a row-vector matrix is the one it reads?",
                 _o_like_q),
-        Mistake("query/key/value heads taken from the other side",
-                "Your query, key or value heads are cut from the side of the matrix that does not hold "
-                "the concatenated heads. Do these matrices read the concatenated heads or produce them, "
-                "and which side of a row-vector matrix is the one it produces?",
+        Mistake("query/key/value heads of shape [d_head, d_model]",
+                "Your query, key or value heads have the shape of an output head, not the "
+                "[d_model, d_head] the exercise asks for. Do these matrices read the concatenated heads "
+                "or produce them, and which side of a row-vector matrix is the one it produces?",
                 _q_like_o),
     ],
     hint="Two questions settle it. What does nn.Linear compute from a row vector x and its stored "
@@ -135,10 +135,10 @@ EX2 = FunctionExercise(
                 "out its circuits. On which side of a matrix does a TransformerLens stream vector "
                 "stand, and which of the head's two maps meets it first?",
                 lambda w_v, w_o, n_heads: ov_from_linears(w_v, w_o, n_heads).transpose(-1, -2)),
-        Mistake("per-head maps cut from the stored tensors as they are",
-                "Your heads' matrices are built from the stored [out, in] tensors as if they were "
-                "row-vector maps. What form of the weights does your linear_to_tl from exercise 20.1 "
-                "expect, and what form did it get?",
+        Mistake("right shape, but no head holds TransformerLens's W_OV",
+                "Each of your heads is a [d_model, d_model] matrix, but its numbers are not those of "
+                "TransformerLens's W_OV, in any layout. What form of the weights does your linear_to_tl "
+                "from exercise 20.1 expect, and what form did it get?",
                 lambda w_v, w_o, n_heads: linear_to_tl(w_v.T, n_heads, "v") @ linear_to_tl(w_o.T, n_heads, "o")),
         Mistake("heads interleaved",
                 "Each of your heads mixes coordinates that belong to several heads: every n_heads-th "
@@ -150,7 +150,7 @@ EX2 = FunctionExercise(
                 "Compare your result's shape with the docstring's: where does your computation lose an "
                 "axis?",
                 lambda w_v, w_o, n_heads: w_v.T @ w_o.T),
-        Mistake("the two maps multiplied in the other order",
+        Mistake("each head is [d_head, d_head]",
                 "Your heads are [d_head, d_head], not maps from the stream to the stream. For a row "
                 "vector x of the attended stream, which of the head's two maps acts first, and on which "
                 "side of a row-vector product does the first map stand?",

@@ -229,9 +229,19 @@ def random_int(lo: int, hi: int, g: torch.Generator) -> int:
     return lo + int(torch.randint(0, hi - lo + 1, (1,), generator=g))
 
 
+def recognised(explanation: str) -> str:
+    """The student's message for a recognised mistake: its explanation, not its name.
+
+    A name says what went wrong in the words of the fix ("forgot the scale", "the other axis"),
+    which hands the student the answer; the explanation asks the question that leads there.
+    The name still reaches the instructor, as ``Result.mistake`` (the class report's category)."""
+    return f"not quite: {explanation}"
+
+
 @dataclass
 class Mistake:
-    """A plausible wrong answer, recognised by recomputing it on the same inputs."""
+    """A plausible wrong answer, recognised by recomputing it on the same inputs. ``name`` is
+    for the instructor's report; the student sees only ``explanation`` (see :func:`recognised`)."""
 
     name: str
     explanation: str
@@ -651,7 +661,7 @@ class FunctionExercise:
             return None
         for mistake in self.mistakes:
             if mistake.matches(got, inputs, self.compare):
-                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+                return self._fail(recognised(mistake.explanation), mistake.name)
         if got is None:
             return self._fail("your function returned None: did you forget `return`? It should return "
                               f"{shape_of(expected)} here.", "returned None")
@@ -764,7 +774,7 @@ class ValueExercise:
         mistakes = self.mistakes(**inputs) if callable(self.mistakes) else self.mistakes
         for wrong, name, explanation in mistakes:
             if self.compare(*spell(answer, wrong)):
-                return Result(self.id, False, f"this looks like: {name}. {explanation}", name, self.hint or None)
+                return Result(self.id, False, recognised(explanation), name, self.hint or None)
         form = self.explain(answer, expected) if self.explain else None
         if form is not None:
             return Result(self.id, False, f"not quite: {form}", "wrong form", self.hint or None)

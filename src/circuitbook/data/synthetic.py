@@ -102,7 +102,9 @@ def bigram_chain(
     so each token has ``n_successors`` likely followers (smaller ``concentration`` makes
     one of them dominate) and every transition has probability at least
     ``floor / d_vocab`` (so ``log P`` is finite). Every token is the likely successor of
-    exactly ``n_successors`` tokens, so the chain visits all tokens about equally often. A model that learns only bigram statistics reaches ``chain.entropy()``.
+    exactly ``n_successors`` tokens, so no token is unreachable; the Dirichlet weights still
+    make the visit frequencies uneven (chapter 14 shows them for toy-0l's chain). A model
+    that learns only bigram statistics reaches ``chain.entropy()``.
     """
     if d_vocab < 2:
         raise ValueError(f"d_vocab must be >= 2, got {d_vocab}")
@@ -114,8 +116,8 @@ def bigram_chain(
         raise ValueError(f"floor must be in (0, 1), got {floor} (0 would make log P infinite)")
     rng = np.random.default_rng(seed)
     # A relabelled circulant graph: a -> perm[(rank[a] + offset_k) mod d_vocab]. Every token
-    # then has exactly n_successors distinct successors *and* predecessors, so the chain
-    # visits all tokens about equally often and every row of P gets learned.
+    # then has exactly n_successors distinct successors *and* predecessors, so every token is
+    # visited (how often depends on the Dirichlet weights) and every row of P gets learned.
     perm = rng.permutation(d_vocab)
     rank = np.argsort(perm)
     offsets = rng.choice(np.arange(1, d_vocab), size=n_successors, replace=False) if d_vocab > n_successors else np.arange(n_successors)

@@ -25,6 +25,11 @@ def fold_only_weight(gamma, beta, W, b):
     return torch.diag(gamma) @ W
 
 
+def fold_bias_through_gain(gamma, beta, W, b):  # beta scaled by gamma before it meets W
+    W_folded = torch.diag(gamma) @ W
+    return W_folded, b + (gamma * beta) @ W
+
+
 MUTATIONS = {
     "ch11_ex1": [
         (half_eps, "wrong values"),
@@ -32,5 +37,6 @@ MUTATIONS = {
     "ch11_ex2": [
         (fold_swapped_outputs, "wrong shape"),
         (fold_only_weight, "wrong type"),
+        (fold_bias_through_gain, "b_folded right only where gamma is 1"),
     ],
 }

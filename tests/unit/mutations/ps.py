@@ -60,7 +60,7 @@ MUTATIONS = {
     "ps_p1b": [
         (lambda W_Q, W_K, G: (W_Q, W_K), "returned the original weights"),
         (lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T), "W_K times G^T"),
-        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)), "W_K times G^{-1}"),
+        (lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)), "W_K times G^-1"),
         (lambda W_Q, W_K, G: (W_Q @ G, W_K), "transformed only W_Q"),
         (lambda W_Q, W_K, G: W_Q @ G @ (W_K @ torch.linalg.inv(G).T).T, None),  # the product, not the pair
         (lambda W_Q, W_K, G: (G @ W_Q.T, W_K), None),

@@ -56,7 +56,7 @@ P2 = _FormulaExercise(
                                            "virtual": (1 + n_heads) ** n_layers - 1 - n_heads,
                                            "total": (1 + n_heads) ** n_layers}),
     ],
-    hint="Write out the product of the layers' (identity + heads) factors for two layers and expand it: "
-         "what does each term decide at each layer? Count all the terms first, then sort them by how many "
-         "heads they go through.",
+    hint="A path is fixed by what it does at each layer, taken in order. What can it do at one layer, and "
+         "how many ways are there to make all L of those choices? Count all the paths first, then sort them "
+         "by how many heads they go through.",
 )

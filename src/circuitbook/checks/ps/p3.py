@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, as_number
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, ValueExercise, as_number, recognised
 from circuitbook.loss import per_token_loss
 
 
@@ -184,7 +184,7 @@ class DesignExercise(FunctionExercise):
                 return Result(self.id, True, f"your head does induction: score {min(score, s2):.2f}, loss on "
                               f"the second copy {max(loss, l2):.2f} nats (the worse of the two test batches)")
             return self._fail(
-                "this looks like: finds the match by position. On the sequences that repeat after exactly "
+                "not quite: on the sequences that repeat after exactly "
                 f"n_ctx / 2 tokens your head scores {score:.2f} (loss {loss:.2f} nats), but where a prefix of "
                 f"random length comes before the repeated segment it scores {s2:.2f} (loss {l2:.2f} nats, want "
                 f"a score > {P3_MIN_SCORE} and a loss < {P3_MAX_LOSS}). What in your W_QK changes when the "
@@ -192,7 +192,7 @@ class DesignExercise(FunctionExercise):
                 "finds the match by position")
         for mistake in self.mistakes:
             if mistake.matches(pair, inputs, _same_directions):
-                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+                return self._fail(recognised(mistake.explanation), mistake.name)
         if _same_directions(pair, expected):
             if score > P3_MIN_SCORE:  # the attention is right: only the copy falls short
                 return self._fail(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, shape_of
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, recognised, shape_of
 from circuitbook.checks.ps.inputs import zoo_model_and_tokens
 
 
@@ -190,21 +190,21 @@ class NullExercise(FunctionExercise):
                               f"of an integer dtype; got {shape_of(got)}", "wrong type")
         got = got.detach().cpu()
         if bool(((got < lo) | (got >= hi)).any()):
-            return self._fail(f"this looks like: drew from another range. {self._explain_range}",
+            return self._fail(recognised(self._explain_range),
                               "drew from another range")
         if _repeat_share(got) > P4B_AT_MOST or bool((got == tokens.cpu()).all()):
-            return self._fail(f"this looks like: kept the repeat. {self._explain_repeat} In yours "
+            return self._fail(f"{recognised(self._explain_repeat)} In yours "
                               f"{_repeat_share(got):.1%} of the second half repeats the first; the bar is "
                               f"{P4B_AT_MOST:.0%}.", "kept the repeat")
         if _twice_share(got) > P4B_AT_MOST:
             share = (f"In yours {_twice_share(got):.1%} of the tokens occur more than once in their sequence; "
                      f"the bar is {P4B_AT_MOST:.0%}.")
             if _rearranged(got, tokens.cpu()):
-                return self._fail(f"this looks like: every token twice. {self._explain_twice} {share}",
+                return self._fail(f"{recognised(self._explain_twice)} {share}",
                                   "every token twice")
             used = int(got.unique().numel())
             return self._fail(
-                f"this looks like: tokens repeat by chance. {share} Your batch uses {used} distinct ids, where "
+                f"not quite: {share} Your batch uses {used} distinct ids, where "
                 f"lo .. hi - 1 offers {hi - lo}. How often does a draw like yours put the same token twice in a "
                 f"sequence of {tokens.shape[1]}, and how many ids does it draw from?", "tokens repeat by chance")
         empty = _empty_parts(got, lo, hi)
@@ -214,7 +214,7 @@ class NullExercise(FunctionExercise):
                 where.append(f"{empty} of the {P4B_PARTS} equal parts of lo .. hi - 1 hold none of its tokens")
             if _same_rows(got):
                 where.append("two of its sequences are the same")
-            return self._fail(f"this looks like: a fixed pattern, not a draw. In yours {' and '.join(where)}. "
+            return self._fail(f"not quite: in yours {' and '.join(where)}. "
                               f"{self._explain_pattern}", "a fixed pattern")
         return None
 

@@ -11,7 +11,7 @@ from statistics import NormalDist
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake, Result, as_number
+from circuitbook.checks.core import FunctionExercise, Mistake, Result, as_number, recognised
 
 
 def icl_scores(logits, tokens, early, late):
@@ -283,7 +283,7 @@ class PlanExercise(FunctionExercise):
                 return None
         for mistake in self.mistakes:
             if mistake.matches(got, inputs, lambda a, b: _p6c_design(a) == b):
-                return self._fail(f"this looks like: {mistake.name}. {mistake.explanation}", mistake.name)
+                return self._fail(recognised(mistake.explanation), mistake.name)
         if got is None or got is Ellipsis:
             return self._fail(f"your function returned {got}: return a pair (estimand, N).",
                               "returned None" if got is None else "returned Ellipsis")
