@@ -369,7 +369,7 @@ identity_close("tied: the tied generator's logits of an embedded token equal "
 # a positional embedding to the stream (as the Annotated Transformer does, above, and
 # TransformerLens by default) gets a term that depends on the position, and a final
 # LayerNorm or RMSNorm (SmolLM2's, below) divides each position's stream by its own scale
-# before $W_U$ reads it (chapter {doc}`14_zero_layer` spells this out). The book's zoo has
+# before $W_U$ reads it (chapter {doc}`11_layernorm` measures that scale). The book's zoo has
 # a model inside the scope, `toy-0l`: its positions reach only queries and keys
 # ("shortformer" positions, chapter {doc}`03_residual_stream`), so with no layers nothing
 # reads them, and it has no final norm. It was trained on text

@@ -165,12 +165,14 @@ glue("gap_64", gap[64])
 # enough that a weight-for-weight port between the two conventions is not exact.
 #
 # The placement of $\epsilon$ shows only for vectors whose spread is comparable to
-# $\sqrt{\epsilon}$. Below we shrink the spread of an input and watch the spread of the
-# output. PyTorch's default $\epsilon = 10^{-5}$ under the square root starts to damp the
-# output once $\sigma$ falls to about $\sqrt{\epsilon} \approx 0.003$; the Annotated
-# Transformer's $\epsilon = 10^{-6}$ added to $\sigma$ keeps the output's spread close to
-# 1 down to about $\sigma = 10^{-5}$ (where it is still {glue:text}`at_1e5:.2f`),
-# amplifying whatever tiny differences the input has.
+# $\sqrt{\epsilon}$ when $\epsilon$ sits under the square root, or to $\epsilon$ itself
+# when it is added to $\sigma$. Below we shrink the spread of an input and watch the
+# spread of the output. PyTorch's default $\epsilon = 10^{-5}$ under the square root
+# scales the output's spread by $\sigma / \sqrt{\sigma^2 + \epsilon}$, which is already
+# $1/\sqrt{2}$ at $\sigma = \sqrt{\epsilon} \approx 0.003$ (the damping sets in a few
+# times above that); the Annotated Transformer's $\epsilon = 10^{-6}$ added to $\sigma$
+# keeps the output's spread close to 1 down to about $\sigma = 10^{-5}$ (where it is
+# still {glue:text}`at_1e5:.2f`), amplifying whatever tiny differences the input has.
 
 # %%
 sigmas = torch.logspace(-7, 1, 33, dtype=torch.float64)
@@ -240,11 +242,13 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # Chapter 2 covers this choice for the whole architecture; here is the short version. The
 # paper normalises *after* adding a sublayer's output (post-norm,
 # $\operatorname{LN}(x + f(x))$); the Annotated Transformer's code normalises the sublayer's
-# *input* (pre-norm, $x + f(\operatorname{LN}(x))$), like GPT-2, Llama and the decoder
-# models TransformerLens loads {cite}`xiong2020layer`. Not all of them: TransformerLens's
-# BERT (`BertBlock`, an encoder) is post-norm, like the paper, and the last cell below
-# checks it. Only pre-norm leaves the residual stream a plain running sum, which the
-# circuit view needs. `SublayerConnection` has both:
+# *input* (pre-norm, $x + f(\operatorname{LN}(x))$), like GPT-2, Llama and most decoder
+# models TransformerLens loads {cite}`xiong2020layer`. Not every model TransformerLens
+# loads is pre-norm: its BERT (`BertBlock`, an encoder) is post-norm, like the paper, and
+# the end of the next cell checks it. What the circuit view needs is a stream that is a
+# plain running sum, and only a norm of the stream itself, $\operatorname{LN}(x + f(x))$,
+# breaks that; a norm inside the branch, before or after the sublayer (as in Gemma-2's
+# extra norms on each sublayer's output), keeps it. `SublayerConnection` has both:
 
 # %%
 ffn = nn.Sequential(nn.Linear(d_model, 64), nn.ReLU(),
@@ -423,7 +427,8 @@ checks.ch11_ex2(fold_ln)
 #
 # We test this on a small two-layer model with LayerNorm, whose gains and biases we set
 # to random values first (at initialisation they are 1 and 0, and folding would be
-# trivial). We fold one head's $W_Q$ by hand and compare it with TransformerLens.
+# trivial). We fold layer 0's $W_Q$ and $b_Q$ (all four heads) by hand and compare them
+# with TransformerLens.
 
 # %%
 cfg = HookedTransformerConfig(
@@ -505,11 +510,15 @@ print(type(folded.blocks[0].ln1).__name__, "replaces",
 # %% [markdown]
 # After folding, each LayerNorm has become `LayerNormPre`: no parameters, just centre and
 # divide. And with the writing weights centred, the centring finds nothing to remove: we
-# check that every residual stream vector of the folded model has mean zero.
+# check that every vector a norm of the folded model reads (the inputs of both norms in
+# each layer, and of the final norm) has mean zero.
 
 # %%
 _, cache = folded.run_with_cache(tokens)
-streams = [cache["resid_pre", l] for l in range(cfg.n_layers)]
+# the input of every norm: each layer's ln1 (resid_pre) and ln2 (resid_mid),
+# and the final norm (the last resid_post)
+streams = [cache[hook, l] for l in range(cfg.n_layers)
+           for hook in ("resid_pre", "resid_mid")]
 streams.append(cache["resid_post", cfg.n_layers - 1])
 stream_means = torch.stack([s.mean(-1) for s in streams])
 stream_rms = torch.stack([cache["resid_pre", l].pow(2).mean(-1).sqrt()
@@ -699,12 +708,18 @@ ax.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 within = (rest.max(1).values / rest.min(1).values)
+band = q95 / q05                               # the figure's band, a factor
 growth = (q50[-1] / q50[1]).item()
 first_ratio = (r[:, 0] / q50)
 glue("within_max", within.max().item())
 glue("within_layer", int(within.argmax()))
 glue("within_median", within.median().item())
+glue("band_median", band.median().item())
+glue("band_max", band.max().item())
+glue("band_layer", int(band.argmax()))
 glue("growth", growth)
+# layer 0 reads the bare embedding: its median scale against layer 1's
+glue("embed_smaller", (q50[1] / q50[0]).item())
 glue("first_ratio", first_ratio.max().item())
 # every vector a norm of SmolLM2 divides: the inputs of ln1 and ln2 at every
 # layer and of the final norm, [2 L + 1, pos]; the eps effect on a norm's
@@ -744,15 +759,19 @@ observation("one passage: token 0's rms over the median token's, its "
             "largest over the layers", first_ratio.max(), chapter="11")
 
 # %% [markdown]
-# Within one layer, the largest and smallest scale over tokens 1-255 differ by a
-# factor of {glue:text}`within_median:.1f` in the median layer and up to
-# {glue:text}`within_max:.1f` (layer {glue:text}`within_layer`); across depth the median
-# scale grows {glue:text}`growth:.0f`-fold. The first token is in a class of its own: its
-# vector reaches {glue:text}`first_ratio:.0f` times the median size. Is that the first
-# *position* or the word `###`? One more run tells them apart, for one other token: we
-# feed the model the same passage from token 100 on (counting from 0), so that a
-# different token comes first: {glue:text}`later_first`, a fragment of a word, not a
-# word.
+# Within one layer, most tokens have a similar scale: the 5-95% band of the figure spans a
+# factor of {glue:text}`band_median:.2f` in the median layer and at most
+# {glue:text}`band_max:.2f` (layer {glue:text}`band_layer`). The extremes reach further:
+# the largest and smallest scale over tokens 1-255 differ by a factor of
+# {glue:text}`within_median:.1f` in the median layer, but in some layers a few tokens are
+# far from the rest, up to a factor of {glue:text}`within_max:.1f` (layer
+# {glue:text}`within_layer`). Across depth the median scale grows {glue:text}`growth:.0f`-fold from layer 1 to layer 29; layer 0 reads the
+# bare embedding, whose median scale is {glue:text}`embed_smaller:.0f` times smaller
+# still. The first token is in a class of its own: its vector reaches
+# {glue:text}`first_ratio:.0f` times the median size. Is that the first *position* or the
+# token `###`? One more run tells them apart, for one other token: we feed the model the
+# same passage from token 100 on (counting from 0), so that a different token comes first:
+# {glue:text}`later_first`, a hyphen (from "step-dame"), not a word.
 
 # %%
 later = ids[:, 100:164]
@@ -776,28 +795,39 @@ finding("started at token 100, the first position's vector is again far "
 
 # %% [markdown]
 # It reaches {glue:text}`first_ratio_later:.0f` times the median, where no other
-# position of the run exceeds {glue:text}`other_peak:.1f` times: in this run, and for
-# this start, the size goes with the first position, not with the word.
+# position of the run exceeds {glue:text}`other_peak:.1f` times. The same token comes
+# again at position {glue:text}`again_pos` of the run (in {glue:text}`again_text`), and
+# there it reaches only {glue:text}`again_peak:.1f` times the median: in this run, and
+# for this start, the size goes with the first position, not with the token.
 #
 # Does the size go with a use? If the first position is a resting place for attention,
-# an "attention sink" {cite}`xiao2023efficient`, layers in which it is larger might pay
+# an "attention sink" {cite}`xiao2023efficient`, layers in which it is large might pay
 # it more attention. We measure, in each layer, the attention that queries 8-63 pay to
-# position 0 (averaged over heads and queries), and its rank correlation with position
-# 0's size over the layers. The null shuffles the layers, which treats them as
-# exchangeable, and they are not: in the first three layers (0-2) both series are low
-# (position 0 at most {glue:text}`early_size:.1f` times the median size, at most
-# {glue:text}`early_att:.0%` of the attention, which even dips from layer 0 to layer 1),
-# and by layer 3 both have jumped (to {glue:text}`size_3:.1f` times and
-# {glue:text}`att_3:.0%`). Any two quantities that are low in the first layers and high
-# after correlate over all 30. We therefore test on layers 3-29 only, after that jump.
-# This cut is made after seeing the jump, so we also report the all-layer value, as a
-# number without a test (the cut lowers the correlation here; it need not have).
-# Position 0 is not large in every remaining layer: in this run it falls back to an
-# ordinary size for a layer or two before growing again (one such layer is named below).
-# The layers that remain also drift with depth, which a shuffle ignores, so even this null
-# is too narrow; a correlation it cannot tell from shuffling is not evidence for a link.
+# position 0, averaged over heads and queries. We leave out the first eight queries,
+# since a query that sees only a few keys gives each of them a large share, position 0
+# included, whatever position 0 holds. We set this attention beside position
+# 0's size with a rank correlation over the layers, which asks whether the attention
+# rises steadily (monotonically) with the size. The layers are not exchangeable: in the
+# first three layers (0-2) both series are low (position 0 at most
+# {glue:text}`early_size:.1f` times the median size, at most {glue:text}`early_att:.0%` of
+# the attention, which even dips from layer 0 to layer 1), and by layer 3 both have jumped
+# (to {glue:text}`size_3:.1f` times and {glue:text}`att_3:.0%`). Any two quantities that
+# are low in the first layers and high after correlate over all 30. We therefore compute
+# it on layers 3-29 only, after that jump. This cut is made after seeing the jump, so we
+# also report the all-layer value, as a number without a test (the cut lowers the
+# correlation here; it need not have).
 
 # %% tags=["hide-input"]
+# the run's first token occurs again later in the run: the same token at
+# another position (the first such place), and its largest ratio there
+again = int((later[0, 1:] == later[0, 0]).nonzero()[0, 0]) + 1
+glue("again_pos", again)
+glue("again_text", repr(tok.decode(later[0, again - 1:again + 3])))
+glue("again_peak", peak[again].item())
+observation("started at token 100, the first token again at a later position: "
+            "its largest ratio to the median over the layers", peak[again],
+            chapter="11")
+
 # attention paid to position 0 by queries 8..63, averaged over heads, per
 # layer; does it go with position 0's size? A rank correlation over layers
 # 3..29, against the same correlation with those layers shuffled
@@ -825,18 +855,21 @@ sink_lo, sink_hi = (math.tanh(math.atanh(sink_corr) + k * 1.96 * z_se)
                     for k in (-1, 1))
 glue("sink_lo", sink_lo)
 glue("sink_hi", sink_hi)
-finding(f"over layers {first_tested}-{L - 1}, attention to position 0 "
-        "goes with position 0's size (rank correlation)", sink_corr,
-        null=Null.draws(f"those {len(att_t)} layers shuffled, 1000 "
-                        "permutations", shuffled_corr),
-        expect="no effect", chapter="11")
+# the shuffle and the interval both take the layers as exchangeable draws,
+# which they are not (both series drift with depth, below): the value is
+# recorded as a number, with what the shuffle gives beside it, not as a test
+crit = sorted(shuffled_corr, reverse=True)[49]
+observation(f"over layers {first_tested}-{L - 1}, the rank correlation of "
+            "attention to position 0 with position 0's size (a graded link); "
+            f"shuffles of those layers reach it: p < 0.05 would need > {crit:.2f}; "
+            f"Fisher interval {sink_lo:.2f} to {sink_hi:.2f}; no test, as the "
+            "layers drift with depth", sink_corr, chapter="11")
 sink_corr_all = rank_corr(ratio_later, to_first)
 observation("over all 30 layers, including the first three where both "
             "series are low (no test: the layers are not exchangeable)",
             sink_corr_all, chapter="11")
-upper = size_t >= size_t.median()
-low = int(size_t.argmin()) + first_tested      # position 0 at its smallest
 glue("sink_first", first_tested)
+glue("sink_n", len(att_t))
 glue("early_size", ratio_later[:first_tested].max().item())
 glue("early_att", to_first[:first_tested].max().item())
 glue("size_3", ratio_later[first_tested].item())
@@ -845,33 +878,102 @@ glue("sink_corr", sink_corr)
 glue("sink_corr_all", sink_corr_all)
 # p = (1 + #shuffles >= r) / 1001 < 0.05 needs at most 49 shuffles at or
 # above r: r must exceed the 50th largest shuffled value
-glue("sink_crit", sorted(shuffled_corr, reverse=True)[49])
-glue("att_big", att_t[upper].mean().item())
-glue("att_small", att_t[~upper].mean().item())
-glue("sink_low_layer", low)
-glue("sink_low_ratio", ratio_later[low].item())
-glue("sink_low_att", to_first[low].item())
+glue("sink_crit", crit)
+
+# the drift with depth: from the layer where position 0 is largest on, its
+# size against the layer index; the attention against the layer index over
+# layers 3-29; and size against attention over those late layers alone
+layer_idx = torch.arange(L, dtype=torch.float64)
+peak_layer = int(ratio_later.argmax())
+size_depth = rank_corr(ratio_later[peak_layer:], layer_idx[peak_layer:])
+att_depth = rank_corr(att_t, layer_idx[first_tested:])
+late_corr = rank_corr(ratio_later[peak_layer:], to_first[peak_layer:])
+glue("sink_peak_layer", peak_layer)
+glue("size_depth", size_depth)
+glue("att_depth", att_depth)
+glue("late_corr", late_corr)
+observation(f"started at token 100: rank correlation with the layer index of "
+            f"position 0's size (layers {peak_layer}-{L - 1}), then of the "
+            f"attention to it (layers {first_tested}-{L - 1}), then size with "
+            f"attention over layers {peak_layer}-{L - 1}",
+            f"{size_depth:.2f}, {att_depth:.2f}, {late_corr:.2f}", chapter="11")
+
+# the on/off reading, split after looking at the sizes: position 0's sizes
+# fall into two groups with a gap between them, and 3 times the median lies
+# in that gap. The split is read off these data, so it is an observation
+ordinary = ratio_later < 3
+ord_layers = ordinary.nonzero().flatten().tolist()
+mid = [l for l in ord_layers if l >= first_tested]   # ordinary after layer 2
+glue("ord_layers", ", ".join(map(str, ord_layers[:-1]))
+     + f" and {ord_layers[-1]}")
+glue("ord_size_max", ratio_later[ordinary].max().item())
+glue("ord_att_max", to_first[ordinary].max().item())
+glue("big_n", int((~ordinary).sum()))
+glue("big_size_min", ratio_later[~ordinary].min().item())
+glue("big_att_min", to_first[~ordinary].min().item())
+glue("mid_ordinary", "; ".join(
+    f"layer {l}, {ratio_later[l]:.1f} times the median and "
+    f"{to_first[l]:.1%} of the attention" for l in mid))
+# the same split by another rule, with no number in it: position 0 no larger
+# than the largest other position in the same layer
+alt = ratio_later <= ratio_all[:, 1:].max(1).values
+alt_layers = alt.nonzero().flatten().tolist()
+glue("alt_layers", ", ".join(map(str, alt_layers[:-1])) + f" and {alt_layers[-1]}")
+glue("alt_att_max", to_first[alt].max().item())
+glue("alt_big_min", to_first[~alt].min().item())
+observation("started at token 100, ordinary taken as no larger than the "
+            "largest other position in the layer: the most attention position "
+            f"0 gets in those layers ({alt_layers}), then the least in the others",
+            f"{to_first[alt].max():.3f}, {to_first[~alt].min():.3f}",
+            chapter="11")
+observation("started at token 100, split after seeing the sizes: the most "
+            "attention position 0 gets in the layers where it is of ordinary "
+            f"size (layers {ord_layers}), then the least in the other layers",
+            f"{to_first[ordinary].max():.3f}, {to_first[~ordinary].min():.3f}",
+            chapter="11")
 
 # %% [markdown]
 # Over layers {glue:text}`sink_first`-29 the rank correlation is
-# {glue:text}`sink_corr:.2f`, a value that shuffling those layers often reaches: to be
-# told from shuffling at $p < 0.05$ it would have had to exceed
-# {glue:text}`sink_crit:.2f`, the 50th largest of the 1000 shuffled values. Its 95%
-# interval (Fisher's $z$, layers taken as independent) runs from
-# {glue:text}`sink_lo:.2f` to {glue:text}`sink_hi:.2f`: it holds 0 and it holds a
-# moderate positive link, so 27 layers of one run do not decide the question. Over all 30
-# layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of both
-# series after layer 2. In the half of layers {glue:text}`sink_first`-29 where position 0
-# is largest, the heads put on average {glue:text}`att_big:.0%` of their attention on it,
-# against {glue:text}`att_small:.0%` in the other half (the same ranks summarised another
-# way, with no test of its own). One layer stands out without a test: at layer
-# {glue:text}`sink_low_layer`, where position 0 is smallest (only
-# {glue:text}`sink_low_ratio:.1f` times the median), the heads put just
-# {glue:text}`sink_low_att:.1%` of their attention on it. So this passage does not show
-# that position 0's size tracks the attention it gets, layer by layer; it is consistent
-# with the attention-sink reading and does not test it (one passage, one start, one
-# model). Since RMSNorm divides the size away, the enormous vector reaches each sublayer
-# as a vector of ordinary size. We leave the first token out of the statistics below.
+# {glue:text}`sink_corr:.2f`. Shuffling those layers often reaches that value: to stand
+# out at $p < 0.05$ it would have had to exceed {glue:text}`sink_crit:.2f`, the 50th
+# largest of the 1000 shuffled values; its 95% interval (Fisher's $z$, layers taken as
+# independent) runs from {glue:text}`sink_lo:.2f` to {glue:text}`sink_hi:.2f`. Over all
+# 30 layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of
+# both series after layer 2. So a graded link, attention rising steadily with size, is
+# not seen. We record these as numbers rather than as a test, because neither the shuffle
+# nor the interval fits these data, for two reasons.
+#
+# First, depth works against the correlation. From layer {glue:text}`sink_peak_layer`,
+# where position 0 is largest, to layer 29 its size falls steadily with depth (rank
+# correlation with the layer index {glue:text}`size_depth:.2f`), while the attention to it
+# tends to rise with depth (rank correlation with the layer index over layers
+# {glue:text}`sink_first`-29, {glue:text}`att_depth:.2f`); over layers
+# {glue:text}`sink_peak_layer`-29 alone, size and attention correlate at
+# {glue:text}`late_corr:.2f`. A shuffle ignores this drift, which here pulls the
+# correlation down, so a value it cannot tell from shuffling says little either way.
+#
+# Second, the two series look on/off rather than graded. Looking at the sizes (so this
+# split is drawn after seeing the data), position 0 is of ordinary size in layers
+# {glue:text}`ord_layers` (at most {glue:text}`ord_size_max:.1f` times the median), and in
+# those layers it gets at most {glue:text}`ord_att_max:.0%` of the attention. In the other
+# {glue:text}`big_n` layers it is at least {glue:text}`big_size_min:.1f` times the median,
+# and gets at least {glue:text}`big_att_min:.0%`. The ordinary layers after the first three
+# sit among large ones ({glue:text}`mid_ordinary`); a trend with depth does not make such a
+# dip, so these layers are this run's best hint of a link. A rank correlation, which looks
+# for a steady rise, does not see this pattern. How clean the split looks depends on where
+# "ordinary" is drawn: counted instead as no larger than the largest other position in the
+# same layer, the ordinary layers are {glue:text}`alt_layers`, and the attention in them
+# reaches {glue:text}`alt_att_max:.0%` while in the other layers it falls to
+# {glue:text}`alt_big_min:.0%`, so the two groups overlap.
+#
+# So this passage is consistent with an on/off attention sink (position 0 large in the
+# layers that attend to it, ordinary in those that do not), which it does not test, and it
+# neither shows nor rules out a graded link between the size and the attention: the rank
+# correlation is {glue:text}`sink_corr:.2f`, its interval reaches {glue:text}`sink_hi:.2f`,
+# and the drift with depth biases it downward (one passage, one start, one model). A test would fix a rule for "ordinary size" in advance and apply it to other
+# passages and starts. Since RMSNorm divides the size away, the enormous vector reaches
+# each sublayer as a vector of ordinary size. We leave the first token out of the
+# statistics below.
 #
 # Next, the decomposition that freezing the scale makes exact. The input of layer 20's
 # norm is the embedding plus every earlier attention and MLP output; dividing each term
@@ -944,6 +1046,10 @@ for k, name in enumerate(kind_names):
 
 # %%
 H = R[R[:, 0] == 0]
+# the medians of the table for the whole-layer pieces, for the section after
+for k, key in ((1, "attnlayer"), (2, "mlplayer"), (3, "upto")):
+    glue(f"{key}_frozen", R[R[:, 0] == k, 3].median().item())
+    glue(f"{key}_tangent", R[R[:, 0] == k, 4].median().item())
 glue("head_size", H[:, 1].median().item())
 glue("head_frozen", H[:, 3].median().item())
 glue("head_frozen_p90", H[:, 3].quantile(0.9).item())
@@ -966,6 +1072,23 @@ glue("small_tangent", small[:, 4].median().item())
 glue("small_frozen", small[:, 3].median().item())
 glue("large_tangent", large[:, 4].median().item())
 glue("large_frozen", large[:, 3].median().item())
+# what the two size bins hold: mostly single heads below 3%, mostly the sums
+# of all attention layers above 30%
+glue("small_head_share", (small[:, 0] == 0).double().mean().item())
+glue("large_upto_share", (large[:, 0] == 3).double().mean().item())
+# the tangent's error over the size of the change, median per kind of piece,
+# against how far the kinds' median sizes spread
+per_size = torch.stack([(R[R[:, 0] == k, 4] / R[R[:, 0] == k, 1]).median()
+                        for k in range(len(kind_names))])
+kind_size = torch.stack([R[R[:, 0] == k, 1].median()
+                         for k in range(len(kind_names))])
+glue("tan_per_size_min", per_size.min().item())
+glue("tan_per_size_max", per_size.max().item())
+glue("kind_size_span", (kind_size.max() / kind_size.min()).item())
+observation("the tangent's relative error over |delta| / |x|, median per kind "
+            "of piece (one head, attention layer, MLP layer, all attention "
+            "<= l)", ", ".join(f"{v:.2f}" for v in per_size.tolist()),
+            chapter="11")
 observation("median tangent error for changes over 30% of |x|, then under "
             "3%", f"{large[:, 4].median():.3f}, {small[:, 4].median():.3f}",
             chapter="11")
@@ -1002,8 +1125,9 @@ plt.show()
 # - The **frozen scale** is off by a median {glue:text}`head_frozen:.1%` (90th
 #   percentile {glue:text}`head_frozen_p90:.0%`), and the left panel shows why: the error
 #   tracks $|\cos(x, \delta)|$ closely (correlation {glue:text}`corr_cos:.2f`). That
-#   is no discovery but first-order algebra: the frozen scale misses exactly the part of
-#   the change that runs along $x$, so for a small $\delta$ and a uniform gain its
+#   is no discovery but first-order algebra: the frozen scale counts the part of the
+#   change that runs along $x$ as a change of the output, but the division by the norm
+#   cancels that part, so for a small $\delta$ and a uniform gain its
 #   relative error is $|\cos| / \sqrt{1 - \cos^2}$. The measured errors sit within a median
 #   {glue:text}`first_order_dev:.0%` of that formula, which ignores the uneven gain and
 #   the size of $\delta$. A frozen scale ignores that removing a component *along* $x$
@@ -1013,17 +1137,26 @@ plt.show()
 # - The **tangent** accounts for that and is off by a median
 #   {glue:text}`head_tangent:.1%` (90th percentile {glue:text}`head_tangent_p90:.1%`).
 #   Being the first-order expansion, its absolute error is of second order in the size
-#   of the change, so its relative error grows in proportion to that size (right
-#   panel): a median
-#   {glue:text}`small_tangent:.1%` for changes under 3% of $|x|$, but
-#   {glue:text}`large_tangent:.0%` for changes over 30%, where the frozen scale is off by
-#   {glue:text}`large_frozen:.0%` as well.
+#   of the change, so its relative error should grow about in proportion to that size,
+#   and it does (right panel): for each of the four kinds of piece, the median of the
+#   error divided by $|\delta|/|x|$ lies between {glue:text}`tan_per_size_min:.2f` and
+#   {glue:text}`tan_per_size_max:.2f`, while the kinds' median sizes differ by a factor of
+#   {glue:text}`kind_size_span:.0f`. In size bins, which also sort the pieces by kind: a
+#   median {glue:text}`small_tangent:.1%` for changes under 3% of $|x|$ (of which
+#   {glue:text}`small_head_share:.1%` are single heads), but
+#   {glue:text}`large_tangent:.0%` for changes over 30% (of which
+#   {glue:text}`large_upto_share:.0%` are sums of all attention layers up to $\ell$).
+#   There the tangent does worse than the frozen scale, off by
+#   {glue:text}`large_frozen:.0%`.
 #
-# These are measurements on one passage of one model. So "LayerNorm is approximately
-# linear" is a statement about small changes, and even then it depends on which
-# linearisation you mean. Attribution-sized changes (one head)
-# are well served by the tangent and tolerably by a frozen scale; removing a whole layer,
-# or several, is not a small change for the norm.
+# These are measurements on one passage of one model, of SmolLM2's RMSNorm on a stream
+# that is not centred. So "the norm is approximately linear" is a statement about small
+# changes, and even then it depends on which
+# linearisation you mean. For attribution-sized changes (one head) the tangent is off by a
+# median {glue:text}`head_tangent:.1%` (90th percentile {glue:text}`head_tangent_p90:.1%`),
+# the frozen scale by a median {glue:text}`head_frozen:.1%` (90th percentile
+# {glue:text}`head_frozen_p90:.0%`); removing a whole layer, or several, is not a small
+# change for the norm.
 #
 # The widget lets you push one token's input (token 100, the input of layer 21's norm)
 # along one direction and compare the true change of the output with the two
@@ -1099,21 +1232,41 @@ explore(draw_linearity, direction=list(directions),
 # ### Why the framework can leave LayerNorm out
 #
 # The framework's paper {cite}`elhage2021mathematical` sets layer normalisation aside when
-# it simplifies its models: up to the per-token scale, its parameters merge into the
-# neighbouring weights (we just did it), and the remaining scale is treated as a
-# constant. The measurements above say when that is reasonable. For the question "what
-# does this head contribute, here, on this input?", the scale *is* a constant (the
-# decomposition is exact at the point), and for small changes around the point a
-# linearisation is accurate to a few percent. For questions about large changes
-# (ablating a layer, or comparing inputs whose norms differ a lot, like the first token
-# and the rest) the division by the norm is a real nonlinearity, of the same order as
-# the effect being measured, and must be run rather than approximated. "Approximately
-# linear for inputs of roughly constant norm" therefore needs its condition checked: in
-# SmolLM2 the norm is not roughly constant, within a layer or across depth, and whether
-# the approximation is negligible depends on the size of the change. The
-# attention-only toy models of chapters 14-18 have no LayerNorm, which removes the
-# question for them; the SmolLM2 measurements of chapters 17 and 18 keep it, and the toy
-# translation model of chapter 12 has LayerNorm too (pre-norm).
+# it simplifies its models: "up to a variable scaling, layer norm can be merged into
+# adjacent weights" (we just did the merging). Attribution in practice then treats that
+# variable scale as a constant, frozen at its value on the input (TransformerLens's
+# `apply_ln_to_stack`, for instance, applies the cached scale to every component).
+# The measurements above say when that is reasonable. For the question "what does this
+# head write into the normalised vector, here, on this input?", the scale *is* a constant:
+# with it frozen, the normalised vector is exactly the sum of one term per component. For
+# the question "what changes if this head is removed?", the constant scale is not
+# accurate: it counts the part of the change that runs along $x$, which the division by
+# the norm cancels, and is off by a median
+# {glue:text}`head_frozen:.1%` for one head, and by {glue:text}`small_frozen:.1%` even for
+# changes under 3% of $|x|$, because its error is set by the direction of the change more
+# than by its size. A linearisation that keeps the norm's dependence on the direction
+# along $x$ (the tangent) is accurate to a few percent for such small changes (for one
+# head a median {glue:text}`head_tangent:.1%`, 90th percentile
+# {glue:text}`head_tangent_p90:.1%`). For larger changes both err more. Removing a whole
+# attention layer, the tangent is off by a median {glue:text}`attnlayer_tangent:.0%` and
+# the frozen scale by {glue:text}`attnlayer_frozen:.0%`; removing an MLP layer, by
+# {glue:text}`mlplayer_tangent:.0%` and {glue:text}`mlplayer_frozen:.0%`; removing all
+# attention layers up to $\ell$, by {glue:text}`upto_tangent:.0%` and
+# {glue:text}`upto_frozen:.0%`. For changes of that size the division by the norm is
+# a real nonlinearity and is better run than approximated. Comparing inputs whose norms
+# differ a lot, like the first token and the rest, should fare no better, but we did not
+# measure it (token 0 was left out above). "Approximately linear for inputs of roughly
+# constant norm" therefore needs its condition checked: in SmolLM2 the norm grows
+# {glue:text}`growth:.0f`-fold from layer 1 to layer 29, and within a layer most tokens
+# lie within a factor of about {glue:text}`band_median:.1f` of each other, while in some
+# layers a few are far from the rest (and token 0 is in a class of its own). Whether the
+# approximation is negligible depends on the size and the direction of the change. The attention-only toy
+# models of chapters 13-18 have no LayerNorm, which removes the question for them; the
+# SmolLM2 sections of chapters 13, 17 and 18 keep it. Chapter 13's direct attributions on
+# SmolLM2 hold the final norm's scale frozen, which makes them exact as a decomposition;
+# read as what removing a part would do, they carry an error of the kind measured above
+# (measured here for the first norm of layers 1-29 on one passage, not for the final
+# norm). The toy translation model of chapter 12 has LayerNorm too (pre-norm).
 
 # %% [markdown]
 # ## Summary
@@ -1123,15 +1276,16 @@ explore(draw_linearity, direction=list(directions),
 #   and adds $\epsilon$ to it, so it differs from `nn.LayerNorm` by the factor
 #   $\sqrt{(d-1)/d}$ (relative gap {glue:text}`gap_512:.1e` at $d = 512$) and in how it
 #   treats nearly constant vectors.
-# - RMSNorm skips the centring and the bias; LayerNorm is RMSNorm of the centred vector.
+# - RMSNorm skips the centring and the bias; LayerNorm is RMSNorm of the centred vector,
+#   plus $\beta$.
 # - $\gamma$ folds into the rows of the next weight matrix and $\beta$ into its bias;
 #   centring folds into the weights that write to the stream. We matched
 #   TransformerLens's `fold_ln` by hand and checked that the model's predictions do not
 #   change. What remains is $x \mapsto x/\operatorname{rms}(x)$, which no weights can
 #   absorb.
 # - In SmolLM2 the median token's norm grows {glue:text}`growth:.0f`-fold from layer 1 to
-#   layer 29 (one passage), and
-#   the first token's vector reaches {glue:text}`first_ratio:.0f` times the median size. For
-#   one head's contribution a frozen scale is off by {glue:text}`head_frozen:.1%`
-#   (median; the error tracks $|\cos(x, \delta)|$) and the tangent by
-#   {glue:text}`head_tangent:.1%`; for changes above 30% of the stream both fail.
+#   layer 29 (one passage), and the first token's vector reaches
+#   {glue:text}`first_ratio:.0f` times the median size. For one head's contribution (one
+#   passage, one model) a frozen scale is off by {glue:text}`head_frozen:.1%` (median; the
+#   error tracks $|\cos(x, \delta)|$) and the tangent by {glue:text}`head_tangent:.1%`;
+#   for changes above 30% of the stream both are off by about a third.

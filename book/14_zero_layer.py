@@ -1,10 +1,10 @@
 # %% [markdown]
 # # 14. Zero-layer transformers
 #
-# Take away every layer and a transformer still makes predictions. In the book's toy
-# models, which have no LayerNorm and add positions only where queries and keys are read,
-# it embeds the current token and unembeds it straight away. This chapter studies that
-# model, the direct path of chapter {doc}`13_path_expansion` on its own. We train nothing here: `toy-0l` from the
+# Take away every layer and a transformer still makes predictions. In the book's
+# attention-only toy models (`toy-0l`, `toy-1l`, `toy-2l`), which have no LayerNorm and
+# add positions only where queries and keys are read, it embeds the current token and
+# unembeds it straight away. This chapter studies that model, the direct path of chapter {doc}`13_path_expansion` on its own. We train nothing here: `toy-0l` from the
 # book's zoo was trained on a Markov chain whose transition probabilities we know, so we
 # can compare what the model learned with the truth, entry by entry. On the way we settle
 # a point that is easy to get wrong: a zero-layer model learns *bigram* statistics, the
@@ -18,17 +18,19 @@ import math
 import warnings
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity_close,
-                              null_test, observation)
+                              null_test, observation, rounding_bound)
 from circuitbook.circuits import direct_path
 from circuitbook.data import bigram_chain
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import Embeddings, Generator
-from circuitbook.models.zoo import info, metrics
+from circuitbook.models.zoo import RECIPES, info, metrics
 from circuitbook.train import per_token_loss
+from circuitbook.train.streams import batch_fn
 from circuitbook.viz import heatmap  # hover a cell: its two tokens, value
 from circuitbook.widgets import explore
 
@@ -39,8 +41,9 @@ torch.set_num_threads(1)  # tiny models: one thread is fastest on 2 cores
 
 # %% [markdown]
 # The identities below compare two float computations within a worst-case rounding
-# bound (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3); this folded
-# cell counts the roundings each allows.
+# bound (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3), except one,
+# which needs a tighter, probabilistic bound (its docstring says why); this folded cell
+# counts the roundings each allows.
 
 # %% tags=["hide-input"]
 def logit_terms(d_model):
@@ -54,23 +57,37 @@ def lookup_terms(d_model, d_vocab):
     return 2 + 2 * (d_model + 1 + d_vocab + 3)
 
 
-def record_terms(A, B, decimals):
+def record_terms(A, B, decimals, d_model, A_scale, lam=7.0):
     """One float32 row-centred correlation of A and B (the zoo build's) against
     the same in float64 (2^29 times finer, so its own rounding is negligible).
-    The cross sum of N = d_vocab^2 products errs by at most N + 1 roundings of
-    sum |a_i b_i| <= ||a|| ||b|| (Cauchy-Schwarz), i.e. of the correlation's
-    unit; each norm's relative error (N + 1) is halved by its square root;
+    The worst-case count (a sum of n terms: n + 1 roundings) gives about 0.001
+    for toy-0l, as large as the gap between the records with and without b_U,
+    so it could barely tell them apart. We count with Higham and Mary's
+    probabilistic bound instead (SIAM J. Sci. Comput. 41, 2019): if the
+    roundings are independent with mean zero, a sum of n products errs by at
+    most lam sqrt(n) roundings of sum |a_i b_i|, except with probability at
+    most 2 n exp(-lam^2 / 2) (below 1e-6 here, lam = 7 fixed beforehand).
+    The cross sum of N = d_vocab^2 products: lam sqrt(N + 1) roundings of
+    sum |a_i b_i| <= ||a|| ||b|| (Cauchy-Schwarz), the correlation's unit;
+    each norm's relative error (the same) is halved by its square root;
     product, two roots, division: 3. Centring a row rounds its entries by
-    (d_vocab + 1) eps max |M|, which moves the correlation by at most
-    2 sqrt(N) (d_vocab + 1) max |M| / ||centre(M)|| roundings, per matrix. The
-    record's printed decimals and its float32 conversion add the rest."""
+    lam sqrt(d_vocab + 1) eps max |M|, which moves the correlation by at most
+    2 sqrt(N) lam sqrt(d_vocab + 1) max |M| / ||centre(M)|| roundings, per
+    matrix; A = W_E W_U + b_U, formed on the build's machine, adds
+    lam sqrt(d_model + 2) eps (|W_E| |W_U| + |b_U|) per entry in the same way
+    (passed as A_scale). The record's printed decimals and its float32
+    conversion add the rest."""
     d_vocab = A.shape[-1]
     n = d_vocab ** 2
-    moved = sum(math.ceil(2 * d_vocab * (d_vocab + 1) * M.abs().max().item()
+    moved = sum(math.ceil(2 * d_vocab * lam * math.sqrt(d_vocab + 1)
+                          * M.abs().max().item()
                           / (M - M.mean(-1, keepdim=True)).norm().item())
                 for M in (A, B))
+    formed = math.ceil(2 * d_vocab * lam * math.sqrt(d_model + 2) * A_scale
+                       / (A - A.mean(-1, keepdim=True)).norm().item())
     eps = torch.finfo(torch.float32).eps
-    return 2 * (n + 1) + 3 + moved + math.ceil(0.5 * 10 ** -decimals / eps) + 1
+    return (2 * math.ceil(lam * math.sqrt(n + 1)) + 3 + moved + formed
+            + math.ceil(0.5 * 10 ** -decimals / eps) + 1)
 
 
 def shift_terms(L, d_vocab):
@@ -118,15 +135,17 @@ def solve_terms(W_E64, d_model):
 # final LayerNorm would normalise the embedding before the unembedding reads it (the next
 # section).
 #
-# The best such a model can do is therefore to predict, for each token $a$, how often
-# each token $b$ follows $a$ in the training data: the **bigram** table
-# $P(b \mid a)$. That is the natural target, and it is not the same as the **unigram**
-# distribution, the overall frequency $\pi(b)$ of each token, which would be the best
+# The best such a model can do is therefore to predict, for each token $a$, the
+# **bigram** table $P(b \mid a)$: how often each token $b$ follows $a$ (on a finite
+# training set, the best it can do on that set is the frequencies it saw, which differ a
+# little from the chain's $P$; we come back to this below). That is the natural target,
+# and it is not the same as the **unigram** distribution, the overall frequency $\pi(b)$ of each token, which would be the best
 # prediction of a model that sees *no* token at all. A zero-layer model sees one, so it
 # can, and does, do much better than unigram frequencies.
 #
-# The table the model holds is $W_E W_U$ (plus the bias $b_U$ added to every row): row
-# $a$ is the logits after token $a$. A softmax turns a row of logits into probabilities,
+# So the model holds one table of logits with a row per current token: row $a$ is what
+# comes out after token $a$ (its embedding times the unembedding, plus a bias that is the
+# same for every row). A softmax turns a row of logits into probabilities,
 # and softmax does not change if the same number is added to every logit of a row. So
 # the best the model can do is match $\log P(b \mid a)$ *up to a constant per row*. When
 # we compare the two tables we must therefore remove each row's mean first.
@@ -138,9 +157,10 @@ def solve_terms(W_E64, d_model):
 # more than necessary: each row of a row-centred table sums to zero ($M\mathbf{1} = 0$),
 # so its rank is at most
 # $d_\text{vocab} - 1 = 63$, and $d_\text{model} = 63$ would already hold any bigram table
-# over 64 tokens (with no zero probabilities). Fewer dimensions suffice for a chain whose row-centred $\log P$ is a
-# matrix of rank at most $d_\text{model}$ plus one row repeated in every row (the bias's
-# part). When the table does not fit, the best the model can hold is not the
+# over 64 tokens (with no zero probabilities). Fewer dimensions suffice for a chain whose
+# $\log P$ is a matrix of rank at most $d_\text{model}$, plus one row repeated in every
+# row (the bias's part), plus a constant per row (which no softmax sees). When the table
+# does not fit, the best the model can hold is not the
 # least-squares low-rank approximation of $\log P$: training minimises the
 # cross-entropy, which weights each current token by its frequency and each entry by its
 # probability.
@@ -198,31 +218,10 @@ glue("n_succ", recipe["n_successors"])
 # being followed by any token at all, so $\log P$ is finite everywhere.
 
 # %% [markdown]
-# ## The circuit view
-#
-# In TransformerLens's row-vector convention the zero-layer model `toy-0l` (shortformer
-# positions, no LayerNorm) is
-#
-# $$\text{logits}_p = W_E[t_p]\, W_U + b_U ,$$
-#
-# so the logits after token $a$ are row $a$ of the $d_\text{vocab} \times d_\text{vocab}$
-# matrix $W_E W_U + b_U$ (Elhage et al. {cite}`elhage2021mathematical` write $W_U W_E$
-# in their column-vector convention; it is the transpose). `circuitbook.circuits`
-# calls $W_E W_U$ the *direct path*. Running the model on all 64 tokens at once reads the
-# whole table:
-
-# %%
-table = direct_path(model).AB + model.b_U            # [d_vocab, d_vocab]
-every_token = torch.arange(d_vocab)[None]            # [1, 64]
-run = model(every_token)[0]
-identity_close("row a of W_E W_U + b_U is the model's logits after token a",
-               run, table, terms=logit_terms(d_model), scale=logit_scale,
-               chapter="14")
-
-# %% [markdown]
 # ### Exercise 14.1: zero-layer logits
 #
-# Write `zero_layer_logits(tokens, W_E, W_U, b_U)` returning the logits
+# Before we write the model down as a formula, write it as code from the description
+# above. Write `zero_layer_logits(tokens, W_E, W_U, b_U)` returning the logits
 # `[batch, pos, d_vocab]` of a zero-layer model for tokens `[batch, pos]`. (Here too
 # $d_\text{model} = d_\text{vocab}$, so the shapes will not catch a wrong order of
 # multiplication.)
@@ -244,6 +243,29 @@ identity_close("zero_layer_logits reproduces toy-0l on chain samples", mine,
                chapter="14")
 
 # %% [markdown]
+# ## The circuit view
+#
+# In TransformerLens's row-vector convention the zero-layer model `toy-0l` (shortformer
+# positions, no LayerNorm) is
+#
+# $$\text{logits}_p = W_E[t_p]\, W_U + b_U ,$$
+#
+# so the logits after token $a$ are row $a$ of the $d_\text{vocab} \times d_\text{vocab}$
+# matrix $W_E W_U + b_U$ (Elhage et al. {cite}`elhage2021mathematical` write $W_U W_E$
+# in their column-vector convention; it is the transpose). `circuitbook.circuits`
+# calls $W_E W_U$ the *direct path*; chapter {doc}`13_path_expansion` counts $b_U$ with
+# the direct path, and `direct_path` returns $W_E W_U$ without it. Running the model on
+# all 64 tokens at once reads the whole table:
+
+# %%
+table = direct_path(model).AB + model.b_U            # [d_vocab, d_vocab]
+every_token = torch.arange(d_vocab)[None]            # [1, 64]
+run = model(every_token)[0]
+identity_close("row a of W_E W_U + b_U is the model's logits after token a",
+               run, table, terms=logit_terms(d_model), scale=logit_scale,
+               chapter="14")
+
+# %% [markdown]
 # ## Learned table against the true one
 #
 # Side by side, after removing each row's mean: the true $\log P$ (left) and the learned
@@ -262,44 +284,47 @@ log_P = chain.log_transition()
 W = model.W_E @ model.W_U                 # the direct path alone (without b_U)
 logits = W + model.b_U                    # the model's logit table, as compared
 
-
-def centre(M):
-    return M - M.mean(-1, keepdim=True)
-
-
 order = [0]
 while len(order) < d_vocab:
     order.append(int(chain.successors[order[-1], 0]))
 order = torch.tensor(order)
 assert sorted(order.tolist()) == list(range(d_vocab))   # a single cycle
 
+# %% tags=["hide-input"]
 chain_order = order.tolist()
-fig = heatmap(torch.stack([centre(M)[order][:, order]
+fig = heatmap(torch.stack([(M - M.mean(-1, keepdim=True))[order][:, order]
                           for M in (log_P, logits)]),
               chain_order, chain_order,
               panel_titles=["true log P(b | a), row-centred",
                             "learned W_E W_U + b_U, row-centred"],
               x_title="next token b (chain order)",
               y_title="current token a (chain order)",
-              zmin=-4, zmax=7, colorscale="Viridis", value_format=".2f")
+              zmin=-5, zmax=8, colorscale="Viridis", value_format=".2f")
 fig.figure.update_layout(coloraxis_colorbar_title_text="logit minus row mean")
 fig
 
 # %% [markdown]
-# To put a number on the agreement we use a *row-centred correlation*: subtract each
-# row's mean from both matrices, then take the correlation (cosine) of all the entries
-# together. Centring the rows is what makes the comparison fair to the model. Logits are
-# only defined up to a constant per row, so a model that added 5 to every logit after
-# token 3 would make the same predictions, and the score must not punish it.
+# To put a number on the agreement we use a *row-centred correlation*: one correlation
+# of all the entries together, made blind to what the softmax ignores. Logits are only
+# defined up to a constant per row, so a model that added 5 to every logit after token 3
+# would make the same predictions, and the score must not punish it.
 #
 # ### Exercise 14.2: row-centred correlation
 #
 # Write `row_centred_correlation(A, B)` for two matrices of the same shape, returning a
-# scalar tensor in $[-1, 1]$.
+# scalar tensor in $[-1, 1]$: one correlation over all the entries, which does not change
+# when a constant is added to any row of $A$ or of $B$. Make it blind to that, and
+# otherwise only to multiplying $A$ or $B$ by a positive number, which no correlation can
+# see (that one does change the predictions: it is a change of temperature, so we measure
+# the scale separately below). A constant added to a *column* changes the predictions, so
+# it should change the score.
 
 # %% tags=["exercise"]
 def row_centred_correlation(A, B):
-    """Correlation of A and B after subtracting each row's mean."""
+    """A scalar tensor in [-1, 1]: one correlation over all
+    entries, unchanged by a constant added to any row of A or of B, and by
+    scaling A or B by a positive number, but changed by a constant added to a
+    column."""
     # BEGIN SOLUTION
     a = A - A.mean(-1, keepdim=True)
     b = B - B.mean(-1, keepdim=True)
@@ -310,37 +335,161 @@ def row_centred_correlation(A, B):
 checks.ch14_ex2(row_centred_correlation)
 
 # %% [markdown]
-# What would the correlation be for a table with nothing to do with this chain? The null
-# relabels the tokens of the true table at random (the same permutation for rows and
-# columns, so it is still a chain of the same kind) and correlates the model with that,
-# 1000 times.
+# How high must the correlation be before it says anything? Two other tables set the
+# scale. One has nothing to do with this chain: the true table with its tokens relabelled
+# at random (the same permutation for rows and columns, so it is still a chain of the same
+# kind), 1000 times. The other knows which {glue:text}`n_succ` successors each token has
+# and nothing about their probabilities: the chain with equal weights on each row's
+# successors (its row-centred $\log$ is a multiple of the row-centred indicator of the
+# successors, so the indicator itself scores the same).
 
 # %% tags=["hide-input"]
+def centre(M):
+    """Subtract each row's mean (the centring used from here on)."""
+    return M - M.mean(-1, keepdim=True)
+
+
 corr = row_centred_correlation(logits, log_P)
 gen = torch.Generator().manual_seed(0)
 shuffled = []
 for _ in range(1000):
     perm = torch.randperm(d_vocab, generator=gen)
     shuffled.append(row_centred_correlation(logits, log_P[perm][:, perm]))
-finding("the learned logit table correlates with the chain's log P "
-        "(row-centred) far beyond a relabelled chain", corr, null=Null.draws(
-            "the same table with the tokens relabelled, 1000 permutations",
-            torch.stack(shuffled)), chapter="14")
+observation("for scale: the row-centred correlation of the learned logit "
+            "table with log P; the largest |value| with the tokens of log P "
+            "relabelled (1000 permutations)",
+            f"{corr:.4f}; {torch.stack(shuffled).abs().max():.4f}",
+            chapter="14")
 recorded = metrics("toy-0l")["corr_logits_logP"]      # 6 decimals
 # the zoo's float32 computation against ours in float64 (see record_terms)
+ours64 = row_centred_correlation(logits.double(), log_P.double())
+record_n = record_terms(logits, log_P, decimals=6, d_model=d_model,
+                        A_scale=logit_scale)
 identity_close("it matches the value recorded when the zoo model was built",
-               row_centred_correlation(logits.double(), log_P.double()),
-               torch.tensor(recorded),
-               terms=record_terms(logits, log_P, decimals=6), scale=1.0,
+               ours64, torch.tensor(recorded), terms=record_n, scale=1.0,
                chapter="14")
+observation("that bound; the record of the same correlation for W_E W_U "
+            "alone (no b_U) differs from ours by",
+            f"{rounding_bound(record_n, 1.0):.6f}; "
+            f"{abs(ours64 - metrics('toy-0l')['corr_WEWU_logP']):.6f}",
+            chapter="14")
 corr_direct = row_centred_correlation(W, log_P)
 observation("the same correlation for W_E W_U alone, without b_U",
             f"{corr_direct:.4f} (with b_U: {corr:.4f})", chapter="14")
+
+# the table that knows only each row's successors: equal weights on them
+likely = torch.zeros(d_vocab, d_vocab, dtype=torch.bool)
+likely.scatter_(1, chain.successors, True)
+n_succ = recipe["n_successors"]
+support = (torch.where(likely, (1 - recipe["floor"]) / n_succ, 0.0)
+           + recipe["floor"] / d_vocab)                  # rows sum to 1
+corr_support = row_centred_correlation(support.log(), log_P)
+observation("row-centred correlation with log P: the model; the table that "
+            "knows only the successors (equal weights); its indicator",
+            f"{corr:.4f}; {corr_support:.4f}; "
+            f"{row_centred_correlation(likely.float(), log_P):.4f}",
+            chapter="14")
+# within each row's successors: centre over those entries only
+lg_rows = logits[likely].view(d_vocab, n_succ)          # row a's successors
+lp_rows = log_P[likely].view(d_vocab, n_succ)
+within = row_centred_correlation(lg_rows, lp_rows)
+g_within = torch.Generator().manual_seed(2)
+within_null = []
+for _ in range(1000):
+    perm = torch.rand(d_vocab, n_succ, generator=g_within).argsort(-1)
+    within_null.append(row_centred_correlation(lg_rows,
+                                               lp_rows.gather(1, perm)))
+finding("within each row's successors (row-centred over them), the logits "
+        "correlate with log P (a low bar: see the column-preference table below)",
+        within, null=Null.draws(
+            "log P shuffled among each row's successors (the support kept, "
+            "the weights lost), 1000 draws", torch.stack(within_null)),
+        chapter="14")
+
+
+def weighted_kl(log_Q):
+    """sum_a pi(a) KL(P(. | a) || Q(. | a)) for a table of log-probabilities."""
+    P64 = chain.transition.double()
+    return (chain.stationary().double()
+            * (P64 * (P64.log() - log_Q.double())).sum(-1)).sum().item()
+
+
+kl_model = weighted_kl(logits.log_softmax(-1))
+kl_support = weighted_kl(support.log())
+observation("sum_a pi(a) KL(P(. | a) || row a) in nats: the model; the "
+            "equal-weights table", f"{kl_model:.4f}; {kl_support:.4f}",
+            chapter="14")
+# the successors plus one preference per column, no weights of a row's own:
+# logits alpha * likely + u_b, fit by the expected cross-entropy under the
+# chain (which is the weighted KL plus a constant; convex, L-BFGS, < 1 s)
+P64, pi64 = chain.transition.double(), chain.stationary().double()
+alpha = torch.zeros((), dtype=torch.float64, requires_grad=True)
+u_col = torch.zeros(d_vocab, dtype=torch.float64, requires_grad=True)
+with torch.enable_grad():
+    lbfgs = torch.optim.LBFGS([alpha, u_col], max_iter=500,
+                              tolerance_grad=1e-12, tolerance_change=1e-14,
+                              line_search_fn="strong_wolfe")
+
+    def col_loss():
+        lbfgs.zero_grad()
+        ce = -(pi64[:, None] * P64
+               * (alpha * likely.double() + u_col).log_softmax(-1)).sum()
+        ce.backward()
+        return ce
+
+    lbfgs.step(col_loss)
+    col_loss()
+assert max(alpha.grad.abs().item(), u_col.grad.abs().max().item()) < 1e-6
+col_table = (alpha * likely.double() + u_col).detach()
+within_col = row_centred_correlation(col_table[likely].view(d_vocab, n_succ),
+                                     lp_rows.double())
+kl_col = weighted_kl(col_table.log_softmax(-1))
+corr_col = row_centred_correlation(col_table, log_P.double())
+observation("the table of the successors plus one preference per column "
+            "(fit by cross-entropy): within-row correlation; weighted KL "
+            "(nats); row-centred correlation. The model: within-row; KL",
+            f"{within_col:.3f}; {kl_col:.3f}; {corr_col:.3f}. "
+            f"{within:.3f}; {kl_model:.4f}", chapter="14")
+glue("within_col", within_col.item())
+glue("kl_col", kl_col)
 glue("corr", corr.item())
 glue("corr_direct", corr_direct.item())
 glue("corr_null_max", torch.stack(shuffled).abs().max().item())
+glue("corr_support", corr_support.item())
+glue("within_corr", within.item())
+glue("within_null_max", torch.stack(within_null).abs().max().item())
+glue("kl_model", kl_model)
+glue("kl_support", kl_support)
+glue("share_entries", 100 * (~likely).float().mean().item())
 
 # %% [markdown]
+# The model's table correlates {glue:text}`corr:.3f` with $\log P$. For scale, a
+# relabelled chain reaches at most {glue:text}`corr_null_max:.2f`, but that bar is low:
+# any table that has learned which transitions are likely clears it. The table that knows
+# only the successors scores {glue:text}`corr_support:.3f`, more than the model. This
+# correlation is dominated by the contrast between likely and rare entries: the rare ones
+# are {glue:text}`share_entries:.2f`% of the table and all share one value of $\log P$,
+# far below almost all the likely ones. So it shows that the model knows *which*
+# transitions are likely, not that it learned *how* likely; and the model's loose rare
+# entries, measured below, pull it down. Two other measures look at the probabilities: a
+# test within each row's successors, and a divergence. Within each row's successors
+# (centred over them), the logits correlate {glue:text}`within_corr:.3f` with $\log P$,
+# while shuffling $\log P$ among each row's successors, which keeps the support and loses
+# the weights, gives at most {glue:text}`within_null_max:.2f` in 1000 draws. That bar is
+# low too: the shuffle also loses how common each token is overall, and a successor that
+# is likely in its row tends to be common overall, since $\pi(b) = \sum_a \pi(a) P(b \mid
+# a)$. A table that knows the successors plus one preference per column, with logits
+# $\alpha$ on each row's successors plus $u_b$ for every next token $b$ ($\alpha$ and the
+# $u_b$ fit by cross-entropy to the chain), has no weights of any row's own, yet within the
+# rows it correlates {glue:text}`within_col:.2f` with $\log P$. And the divergence of the
+# model's rows from the chain's, weighted by how often each current token occurs,
+# $\sum_a \pi(a)\, \mathrm{KL}(P(\cdot \mid a) \,\|\, \text{row } a)$, is
+# {glue:text}`kl_model:.4f` nats, against {glue:text}`kl_col:.3f` for that table (the best
+# of its form in this divergence) and {glue:text}`kl_support:.3f` for the equal-weights
+# table. So the model's table holds more than the successors and a preference per column:
+# something of how likely each successor is in its own row. These are comparisons on one
+# model and one chain, not a test.
+#
 # Now the reason for centring, demonstrated. We add a random constant to every row of
 # the model's logit table. Its predictions do not change at all; a correlation without
 # centring drops; the row-centred one does not move.
@@ -373,21 +522,22 @@ glue("plain_shifted", plain_shifted.item())
 # %% [markdown]
 # The uncentred score went from {glue:text}`plain:.2f` to {glue:text}`plain_shifted:.2f`
 # for two models that make identical predictions; the row-centred correlation stays at
-# {glue:text}`corr:.3f`. (Centring the *columns* instead would not help: a constant per
-# column is not a symmetry of the softmax, it changes which tokens are predicted.)
+# {glue:text}`corr:.3f`. (Centring the *columns* instead would not help: it leaves the
+# per-row constants in, and it removes per-column constants, which do change which tokens
+# are predicted.)
 #
 # Where is the remaining disagreement? The theory fixes the comparison completely: the
 # centred logits should *equal* the centred $\log P$, with no scale to fit. So the
 # disagreement is the difference of the two centred tables, entry by entry. Does it sit
 # in the few likely successors of each row or in the many rare transitions? If the fit
 # were equally good everywhere, which entries of a row are the likely ones would not
-# matter; the null draws that label at random, the same number of entries in each row.
+# matter; the null draws that label at random, the same number of entries in each row,
+# and the test counts a share that departs from it in either direction.
 
 # %% tags=["hide-input"]
+train_recipe = info("toy-0l")["recipe"]["train"]
 Wc, Lc = centre(logits), centre(log_P)
 residual = Wc - Lc                        # the theory's scale: 1
-likely = torch.zeros(d_vocab, d_vocab, dtype=torch.bool)
-likely.scatter_(1, chain.successors, True)
 r2 = residual.pow(2)
 share_rare = r2[~likely].sum() / r2.sum()
 labels = []
@@ -396,16 +546,28 @@ for _ in range(1000):
     fake = torch.zeros_like(likely).scatter_(
         1, pick[:, :recipe["n_successors"]], True)
     labels.append(r2[~fake].sum() / r2.sum())
-finding("the rare (floor) transitions hold more of the squared disagreement "
-        "than their share of the entries", share_rare, null=Null.draws(
+finding("the rare (floor) transitions hold a different share of the squared "
+        "disagreement than their share of the entries (either side)",
+        share_rare, null=Null.draws(
             "likely successors relabelled at random in each row, 1000 draws",
-            torch.stack(labels)), alternative="greater", chapter="14")
+            torch.stack(labels)), alternative="two-sided", chapter="14")
 per_entry = (r2[~likely].mean() / r2[likely].mean()).item()
 # least squares of the centred table on the centred log P (theory: slope 1),
 # and the other regression, of log P on the table
 fit_slope = ((Wc * Lc).sum() / (Lc * Lc).sum()).item()
 reverse = ((Wc * Lc).sum() / (Wc * Wc).sum()).item()
 r2_rev = (reverse * Wc - Lc).pow(2)
+# the two slopes multiply to the squared correlation, by construction:
+# <W,L>/<L,L> * <W,L>/<W,W> = r^2. In float64 (three sums of N products,
+# one centring each side, the roots and divisions)
+Wc64, Lc64 = Wc.double(), Lc.double()
+cross = (Wc64 * Lc64).sum()
+identity_close("the reverse slope is r^2 over the forward slope",
+               cross / (Wc64 * Wc64).sum(),
+               row_centred_correlation(Wc64, Lc64) ** 2
+               / (cross / (Lc64 * Lc64).sum()),
+               terms=3 * (d_vocab ** 2 + 1) + 2 * (d_vocab + 1) + 8,
+               scale=1.0, chapter="14")
 observation("least-squares slope of the centred logits on the centred log P; "
             "of log P on the logits", f"{fit_slope:.3f}; {reverse:.3f}",
             chapter="14")
@@ -420,16 +582,62 @@ glue("p_likely", chain.transition[likely].mean().item())
 curvature = chain.transition * (1 - chain.transition)     # P (1 - P)
 glue("curvature_ratio", (curvature[likely].mean()
                          / curvature[~likely].mean()).item())
-# if each entry's squared error scaled as 1 / (its curvature pi(a) p (1 - p)),
-# the rare entries' mean squared error would be this many times the likely ones'
-inverse = 1 / (chain.stationary()[:, None] * curvature)
-predicted = (inverse[~likely].mean() / inverse[likely].mean()).item()
+# sampling noise: the training data rebuilt exactly (every batch the zoo drew,
+# counted as transition pairs; about 2 s), and its table of frequencies, the
+# best any table can do on that data
+batches = batch_fn(RECIPES["toy-0l"])
+counts = torch.zeros(d_vocab * d_vocab, dtype=torch.long)
+for step in range(train_recipe["steps"]):
+    x = batches(step)                                     # [64, 64]
+    counts += torch.bincount((x[:, :-1] * d_vocab + x[:, 1:]).flatten(),
+                             minlength=d_vocab * d_vocab)
+counts = counts.view(d_vocab, d_vocab).double()
+assert counts.min() > 0                                   # log finite
+emp = (counts / counts.sum(-1, keepdim=True)).log()
+res_emp = centre(emp) - centre(log_P.double())
+r2_emp = res_emp.pow(2)
+# a likely entry's centred error: its own error minus its row's mean error
+dev = emp - log_P.double()
+row_part = dev.mean(-1, keepdim=True).expand_as(dev)
+observation("the frequency table's likely entries, root mean square: their "
+            "own error; their row's mean error",
+            f"{dev[likely].pow(2).mean().sqrt():.3f}; "
+            f"{row_part[likely].pow(2).mean().sqrt():.3f}", chapter="14")
+glue("emp_own_likely", dev[likely].pow(2).mean().sqrt().item())
+glue("emp_rowmean_likely", row_part[likely].pow(2).mean().sqrt().item())
+
+
+def rms(r2_table, mask):
+    return r2_table[mask].mean().sqrt().item()
+
+
+observation("training data's frequency table against log P, root mean "
+            "square of the centred residual: rare; likely; the ratio of "
+            "their squares", f"{rms(r2_emp, ~likely):.3f}; "
+            f"{rms(r2_emp, likely):.3f}; "
+            f"{(r2_emp[~likely].mean() / r2_emp[likely].mean()):.1f}",
+            chapter="14")
+# the null for the model's whole error: the frequency table of a fresh sample
+# with the training data's number of visits to each current token (rows drawn
+# multinomially from the true chain), 200 draws
+rng = np.random.default_rng(0)
+P_np = chain.transition.double().numpy()
+fresh = torch.from_numpy(rng.multinomial(
+    counts.sum(-1).long().numpy(), P_np / P_np.sum(-1, keepdims=True),
+    size=(200, d_vocab))).double().clamp_min(0.5)  # a rare 0 count: 0.5
+fresh_log = (fresh / fresh.sum(-1, keepdim=True)).log()
+fresh_res = centre(fresh_log) - centre(log_P.double())
+finding("the model's table misses log P by more than sampling noise of the "
+        "training data's size (root mean square, all entries)",
+        r2.mean().sqrt(), null=Null.draws(
+            "frequency tables of fresh samples with the training data's "
+            "visits per token, 200 draws", fresh_res.pow(2).mean((-2, -1))
+            .sqrt()), chapter="14")
 likely_corr = torch.corrcoef(torch.stack([residual[likely],
                                           log_P[likely]]))[0, 1].item()
 # is that correlation more than noise? The null shuffles log P among each
 # row's likely entries (which keeps every row's residuals and log P values,
 # only not which goes with which), 1000 draws
-n_succ = recipe["n_successors"]
 res_rows = residual[likely].view(d_vocab, n_succ)
 lp_rows = log_P[likely].view(d_vocab, n_succ)
 g_corr = torch.Generator().manual_seed(1)
@@ -444,18 +652,73 @@ likely_test = null_test(likely_corr, Null.draws(
 finding("the likely entries' residual correlates with their log P (either "
         "sign)", likely_test, chapter="14")
 glue("likely_corr_p", likely_test.p)
-observation("squared residual per entry, rare over likely: predicted by the "
-            "inverse curvature; measured", f"{predicted:.0f}; {per_entry:.1f}",
-            chapter="14")
-glue("predicted_ratio", predicted)
+observation("squared residual per entry, rare over likely: the training "
+            "data's frequency table; the model",
+            f"{r2_emp[~likely].mean() / r2_emp[likely].mean():.1f}; "
+            f"{per_entry:.1f}", chapter="14")
+# the model's residual against the frequency table's, entry by entry: how much
+# of the model's error follows the training data's own noise
+res64 = residual.double()
+follow = {name: np.corrcoef(res64[mask].numpy(), res_emp[mask].numpy())[0, 1]
+          for name, mask in (("rare", ~likely), ("likely", likely))}
+observation("correlation of the model's centred residual with the frequency "
+            "table's: rare entries; likely entries",
+            f"{follow['rare']:.3f}; {follow['likely']:.3f}", chapter="14")
+glue("follow_rare", follow["rare"])
+glue("follow_share_rare", 100 * follow["rare"] ** 2)
+glue("follow_share_likely", 100 * follow["likely"] ** 2)
+# each row's error against how often its current token occurs
+log_pi = chain.stationary().double().log()
+rare_frac = (~likely).double()
+
+
+def row_rms(r2_table):
+    """Per row: root mean square of the rare entries' centred residual."""
+    return ((r2_table.double() * rare_frac).sum(-1)
+            / rare_frac.sum(-1)).sqrt()
+
+
+def on_log_pi(y):
+    """Least-squares slope of log y on log pi(a) across the rows, and the
+    correlation of the two."""
+    x, ly = log_pi - log_pi.mean(), y.log() - y.log().mean()
+    return ((x * ly).sum() / (x * x).sum()).item(), \
+        ((x * ly).sum() / (x.norm() * ly.norm())).item()
+
+
+rows_model, rows_emp = row_rms(r2), row_rms(r2_emp)
+slope_model, rcorr_model = on_log_pi(rows_model)
+slope_emp, rcorr_emp = on_log_pi(rows_emp)
+observation("per row, the rare entries' centred residual (root mean square): "
+            "its range over the rows; log of it against log pi(a), slope and "
+            "correlation: the model; the frequency table",
+            f"{rows_model.min():.2f} to {rows_model.max():.2f}; "
+            f"{slope_model:.2f} and {rcorr_model:.2f}; "
+            f"{slope_emp:.2f} and {rcorr_emp:.2f}", chapter="14")
+glue("row_rms_min", rows_model.min().item())
+glue("row_rms_max", rows_model.max().item())
+glue("row_slope", slope_model)
+glue("row_corr", rcorr_model)
+glue("emp_row_slope", slope_emp)
+glue("emp_row_corr", rcorr_emp)
 glue("likely_corr", likely_corr)
-train_recipe = info("toy-0l")["recipe"]["train"]
+glue("n_transitions", int(counts.sum().item()))
+glue("min_count", int(counts.min().item()))
+glue("mean_rare_count", counts[~likely].mean().item())
+glue("emp_rms_rare", rms(r2_emp, ~likely))
+glue("emp_rms_likely", rms(r2_emp, likely))
+glue("emp_ratio", (r2_emp[~likely].mean() / r2_emp[likely].mean()).item())
+glue("emp_share_rare", 100 * (r2_emp[~likely].mean()
+                              / r2[~likely].mean()).item())
+glue("emp_share_likely", 100 * (r2_emp[likely].mean()
+                                / r2[likely].mean()).item())
+glue("fresh_rms_max", fresh_res.pow(2).mean((-2, -1)).sqrt().max().item())
+glue("rms_all", r2.mean().sqrt().item())
 glue("train_steps", train_recipe["steps"])
 glue("train_lr", train_recipe["lr"])
 glue("rms_rare", r2[~likely].mean().sqrt().item())
 glue("rms_likely", r2[likely].mean().sqrt().item())
 glue("share_rare", 100 * share_rare.item())
-glue("share_entries", 100 * (~likely).float().mean().item())
 glue("per_entry", per_entry)
 glue("floor_p", recipe["floor"] / d_vocab)
 glue("pi_min", chain.stationary().min().item())
@@ -465,50 +728,77 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 
 # %% [markdown]
 # {glue:text}`share_rare:.1f`% of the squared residual sits in the rare transitions,
-# each of probability {glue:text}`floor_p:.4f`, which are
+# each of probability {glue:text}`floor_p:.7f`, which are
 # {glue:text}`share_entries:.2f`% of the entries: per entry, their squared residual is
 # {glue:text}`per_entry:.1f` times that of the likely successors (root mean square
 # {glue:text}`rms_rare:.2f` against {glue:text}`rms_likely:.2f`, in logits). The model
 # fits the rare transitions *worse*, and the null shows that this is not a matter of
 # which entries we happened to call likely.
 #
-# The loss explains the direction, not the size. Near the optimum, moving the logit of
-# $b$ after $a$ by a small $\delta$ raises the expected cross-entropy by about
-# $\pi(a)\, p (1 - p)\, \delta^2 / 2$ with $p = P(b \mid a)$ (the curvature of the
-# softmax's log-loss in one logit). A likely successor has probability
-# {glue:text}`p_likely:.3f` on average, and its $p(1-p)$ is
-# {glue:text}`curvature_ratio:.0f` times a rare one's, so the same error costs that many
-# times more there. If the errors were set by the curvature alone, each entry's squared
-# error scaling as one over $\pi(a)\, p(1-p)$ (as an estimate's variance does), the rare
-# entries' mean squared error would be {glue:text}`predicted_ratio:.0f` times the likely
-# ones' (the mean of $1 / \pi(a) p (1-p)$ over the rare entries over its mean over the
-# likely ones; it is smaller than the ratio above because a few likely successors have
-# small $p$). It is {glue:text}`per_entry:.1f` times. The likely entries are not pinned down:
-# they miss by {glue:text}`rms_likely:.2f` logits (root mean square), and not only at
-# random: their residual correlates {glue:text}`likely_corr:.2f` with $\log P$, more than
-# shuffling $\log P$ among each row's likely entries gives
-# ($p$ = {glue:text}`likely_corr_p:.3f`, 1000 shuffles).
-# Something else sets most of the error, probably the optimiser: the zoo trained this
-# model with Adam at a constant learning rate of {glue:text}`train_lr` for
-# {glue:text}`train_steps` steps, and Adam's normalised steps keep moving every
-# parameter by a similar amount whatever the curvature, so every logit jitters on a
-# similar scale. We have not tested that explanation. (One model and one chain: we have
-# not checked other seeds.)
+# Two mechanisms predict that direction. The loss: near the optimum, moving the logit of
+# $b$ after $a$ by a small $\delta$ raises the expected cross-entropy by about $\pi(a)\, p
+# (1 - p)\, \delta^2 / 2$ with $p = P(b \mid a)$ (the curvature of the softmax's log-loss
+# in one logit). A likely successor has probability {glue:text}`p_likely:.3f` on average,
+# and its $p(1-p)$ is {glue:text}`curvature_ratio:.0f` times a rare one's, so the same
+# error costs that many times more there. And the finite training sample: the zoo's
+# training data can be rebuilt exactly ({glue:text}`n_transitions:,d` transitions; each
+# rare transition occurs {glue:text}`mean_rare_count:.0f` times on average, at least
+# {glue:text}`min_count`), and its own table of transition frequencies, the best any table
+# can do on that data, misses the centred $\log P$ by {glue:text}`emp_rms_rare:.3f` on the
+# rare entries and {glue:text}`emp_rms_likely:.3f` on the likely ones (root mean square),
+# a ratio of {glue:text}`emp_ratio:.0f` in squared error per entry. (The likely entries'
+# error there comes mostly from their row's mean: centring a row passes on the mean error
+# of its noisy rare entries, {glue:text}`emp_rowmean_likely:.3f` against
+# {glue:text}`emp_own_likely:.3f` for a likely entry's own error.) The model's ratio is
+# {glue:text}`per_entry:.1f`, and its errors are larger in both classes: it misses by
+# {glue:text}`rms_rare:.2f` and {glue:text}`rms_likely:.2f`. If the model's error were the
+# data's sampling noise plus an independent error, that noise would make up
+# {glue:text}`emp_share_rare:.0f`% of its squared error on the rare entries and
+# {glue:text}`emp_share_likely:.0f`% on the likely ones. Measured directly, the part is
+# smaller still: on the rare entries the model's residual correlates only
+# {glue:text}`follow_rare:.2f` with the frequency table's, so the data's own noise
+# explains about {glue:text}`follow_share_rare:.0f`% of its variance (about
+# {glue:text}`follow_share_likely:.0f`% on the likely entries). Over all entries the model
+# misses by {glue:text}`rms_all:.2f`, while the frequency tables of 200 fresh samples of
+# the same size miss by at most {glue:text}`fresh_rms_max:.3f`. The likely entries' error
+# is not only at random either: their residual correlates {glue:text}`likely_corr:.2f`
+# with $\log P$, more than shuffling $\log P$ among each row's likely entries gives ($p$ =
+# {glue:text}`likely_corr_p:.3f`, 1000 shuffles).
+#
+# So something else sets most of the error, and it is not spread evenly: it grows as the
+# current token gets rarer. Per row, the rare entries' error (root mean square) runs from
+# {glue:text}`row_rms_min:.2f` to {glue:text}`row_rms_max:.2f`, and across the 64 rows the
+# least-squares slope of its log on $\log \pi(a)$ is {glue:text}`row_slope:.2f`
+# (correlation {glue:text}`row_corr:.2f`). The frequency table's own error does the same,
+# slope {glue:text}`emp_row_slope:.2f` (correlation {glue:text}`emp_row_corr:.2f`), close
+# to the $-1/2$ of sampling noise: a transition seen $c$ times has a log-frequency that
+# errs by about $1/\sqrt{c}$, and $c$ grows in proportion to $\pi(a)$. The curvature
+# $\pi(a)\, p (1 - p)$ above is smaller for a rarer current token too, so the loss holds
+# such rows less tightly. These are observations on one model and one chain; we have not
+# tested what adds the rest of the error. Candidates include rows that see little gradient
+# being further from their optimum when training stopped (the zoo trained this model with
+# Adam at a constant learning rate of {glue:text}`train_lr` for {glue:text}`train_steps`
+# steps), and the noise of constant-learning-rate training acting like a smaller sample.
 #
 # Why not first fit the best single scale? Because which scale is "best" depends on the
 # direction of the regression, and one direction reverses the conclusion. Regressing
 # $\log P$ on the table gives {glue:text}`reverse_slope:.3f`, and after shrinking the
 # table by it the rare entries hold only {glue:text}`share_rare_rev:.1f`% of the squared
-# residual, less than their share. One explanation of a slope below 1, which we have not
-# tested, is regression dilution: the loose rare entries add variance to the table, and
-# that alone pulls such a slope towards 0. The shrinking itself then opens a gap at the
-# large likely entries. The regression of the table on $\log P$ gives
-# {glue:text}`fit_slope:.3f`, the theory's 1, and the same picture as above.
+# residual, less than their share. That slope below 1 is regression dilution, and here it
+# is an identity, not a hypothesis: the two least-squares slopes multiply to the squared
+# correlation (checked above), so the reverse slope is $r^2$ divided by the forward one,
+# with $r$ = {glue:text}`corr:.3f`. Error in the table that does not follow $\log P$
+# lowers $r$ and so this slope, and the loose rare entries hold most of that error
+# ({glue:text}`share_rare:.1f`% of it). The shrinking itself then opens a gap at the
+# large likely entries. The regression of the table on $\log P$, the direction in which
+# the theory predicts a slope of 1, gives {glue:text}`fit_slope:.3f`, and the same picture
+# as above.
 
 # %% [markdown]
 # ## Bigram, not unigram
 #
-# Three descriptions of $W_E W_U$ are tempting: that it is learned to approximate the
+# Three descriptions of the logit table $W_E W_U + b_U$ (Elhage et al. write $W_E W_U$ for
+# a model with no bias) are tempting: that it is learned to approximate the
 # unigram distribution; that it is a bigram model; and that entry $(s, d)$ is proportional
 # to $\log P(d \mid s)$. The second is the right one, and the third is not: the logits
 # (with $b_U$) match $\log P$ up to a constant *added* to each row, which is not
@@ -556,8 +846,9 @@ glue("mix_tv", tv(mixture, pi).item())
 # true chain's rows differ in {glue:text}`off_diag_true:.2f`), and a
 # row differs from the unigram distribution in {glue:text}`to_unigram:.2f`. The unigram
 # distribution is in the model only as an average: weighting the rows by how often each
-# current token occurs gives back $\pi$ to within {glue:text}`mix_tv:.3f`, because the
-# chain's stationary distribution satisfies $\pi P = \pi$.
+# current token occurs gives back $\pi$ to within {glue:text}`mix_tv:.3f`, because its
+# rows are close to the chain's and the chain's stationary distribution satisfies
+# $\pi P = \pi$.
 #
 # The bias $b_U$ on its own means nothing here. Since $W_E$ is invertible,
 # there is a direction $w$ in the residual stream with $W_E w = (1, \dots, 1)^\top$, and
@@ -631,6 +922,15 @@ observation("the model's loss minus the true chain's on the same held-out "
             "samples (nats per token; 95% bootstrap interval over 512 "
             "sequences, 2000 resamples)",
             f"{excess.mean():.4f} [{ex_lo:.4f}, {ex_hi:.4f}]", chapter="14")
+# the table that knows only each row's successors, on the same samples
+support_seq = -support.log()[held_out[:, :-1], held_out[:, 1:]].mean(-1)
+sup_excess = support_seq - truth_seq
+sup_lo, sup_hi = paired_interval(sup_excess)
+observation("the equal-weights table's loss minus the true chain's on the same "
+            "samples (nats per token; 95% bootstrap interval, as above)",
+            f"{sup_excess.mean():.3f} [{sup_lo:.3f}, {sup_hi:.3f}]",
+            chapter="14")
+glue("support_excess", sup_excess.mean().item())
 for name, value in [("loss", loss), ("floor", floor), ("truth", truth),
                     ("unigram_loss", unigram_loss), ("chance", chance),
                     ("above_floor", loss - floor),
@@ -658,13 +958,15 @@ plt.show()
 # Compared on the same tokens, the model's loss exceeds the true chain's by
 # {glue:text}`excess:.4f` nats per token (95% bootstrap interval over the 512 sequences
 # {glue:text}`excess_lo:.4f` to {glue:text}`excess_hi:.4f`), the cost of its imperfect
-# table. Predicting unigram frequencies would cost
+# table; the table that knows only each row's successors exceeds the true chain's loss
+# by {glue:text}`support_excess:.3f`. Predicting unigram frequencies would cost
 # {glue:text}`unigram_loss:.2f`, barely better than the uniform
-# {glue:text}`chance:.2f`. Not because every token is equally common (their frequencies
-# range from {glue:text}`pi_min:.4f` to {glue:text}`pi_max:.3f`), but because the
-# spread still leaves the unigram distribution an entropy of
-# {glue:text}`pi_entropy:.2f` nats, close to $\ln 64$, while what follows a given token
-# is very predictable.
+# {glue:text}`chance:.2f`. The tokens are not equally common (their frequencies range
+# from {glue:text}`pi_min:.4f` to {glue:text}`pi_max:.3f`), yet $\pi$ is close to
+# uniform in the sense that matters for this loss: its entropy is
+# {glue:text}`pi_entropy:.2f` nats, and on long samples a unigram predictor beats the
+# uniform guess by only $\ln 64 - H(\pi)$, the divergence of $\pi$ from uniform.
+# The model does much better because what follows a given token is very predictable.
 #
 # Pick a current token to compare the true next-token distribution $P(\cdot \mid a)$
 # with the model's, and with the unigram distribution that a context-free model would
@@ -706,12 +1008,26 @@ explore(draw_token, token=(0, d_vocab - 1, 1))
 #   (when the table does not fit, the rank-limited table of least cross-entropy, a
 #   weighted approximation).
 #   On `toy-0l` the row-centred correlation between the logits $W_E W_U + b_U$ and the
-#   true $\log P$ is {glue:text}`corr:.3f` (a relabelled chain: at most
-#   {glue:text}`corr_null_max:.2f`). Compared at the theory's scale 1, the rare
-#   transitions are fit worse than the likely successors ({glue:text}`per_entry:.1f`
-#   times the squared error per entry). The loss's curvature predicts that direction but
-#   a ratio of {glue:text}`predicted_ratio:.0f`; something else, probably the optimiser's
-#   jitter, sets most of the error.
+#   true $\log P$ is {glue:text}`corr:.3f` (for scale, a relabelled chain: at most
+#   {glue:text}`corr_null_max:.2f`), but a table that knows only each row's successors
+#   scores {glue:text}`corr_support:.3f`, so the correlation shows only that the model
+#   knows which transitions are likely, not how likely. The probabilities show elsewhere:
+#   within each row's successors the correlation is {glue:text}`within_corr:.3f`, against
+#   {glue:text}`within_col:.2f` for a table of the successors plus one preference per
+#   column fit by cross-entropy (shuffled weights: at most
+#   {glue:text}`within_null_max:.2f`), and the $\pi$-weighted divergence from the chain is
+#   {glue:text}`kl_model:.4f` nats against {glue:text}`kl_col:.3f` for that table and
+#   {glue:text}`kl_support:.3f` for the successors-only table (comparisons, not a test).
+#   Compared at the theory's scale 1, the rare transitions are fit
+#   worse than the likely successors ({glue:text}`per_entry:.1f` times the squared error
+#   per entry). Sampling noise of the training data predicts that direction, with a ratio
+#   of {glue:text}`emp_ratio:.0f`, but it is too small to be most of the model's error:
+#   if the errors added independently it would be only
+#   {glue:text}`emp_share_rare:.0f`% of the squared error on the rare entries, and the
+#   model's residual there follows the data's noise only weakly (correlation
+#   {glue:text}`follow_rare:.2f`). The model's error, like sampling noise, grows as the
+#   current token gets rarer (an observation: slope {glue:text}`row_slope:.2f` of the log
+#   error on $\log \pi(a)$ across rows); what adds the rest we have not tested.
 # - Centre rows before comparing logit tables: a per-row constant changes no prediction
 #   but can move an uncentred score a lot.
 # - The model learns *bigram* statistics, not the unigram distribution one might
@@ -719,5 +1035,6 @@ explore(draw_token, token=(0, d_vocab - 1, 1))
 #   appear only as the $\pi$-weighted average of its rows. Its loss
 #   ({glue:text}`loss:.3f`) exceeds the true chain's on the same samples by
 #   {glue:text}`excess:.4f` nats per token ({glue:text}`excess_lo:.4f` to
-#   {glue:text}`excess_hi:.4f`), far below a unigram predictor
-#   ({glue:text}`unigram_loss:.2f`).
+#   {glue:text}`excess_hi:.4f`), against {glue:text}`support_excess:.3f` for the
+#   successors-only table; a unigram predictor's loss is
+#   {glue:text}`unigram_loss:.2f`.

@@ -56,7 +56,8 @@ _ = torch.manual_seed(0)
 # together or apart.
 #
 # - **Vaswani et al.** multiply row vectors on the right ($x W$), and give each head its
-#   own matrices $W_i^Q, W_i^K, W_i^V \in \mathbb{R}^{d_\text{model}\times d_k}$; the
+#   own matrices $W_i^Q, W_i^K \in \mathbb{R}^{d_\text{model}\times d_k}$ and
+#   $W_i^V \in \mathbb{R}^{d_\text{model}\times d_v}$ (here $d_v = d_k$); the
 #   heads' outputs are concatenated and multiplied by one
 #   $W^O \in \mathbb{R}^{h d_v \times d_\text{model}}$.
 # - **The Annotated Transformer** stores all heads of a layer in one `nn.Linear`. PyTorch's
@@ -71,17 +72,19 @@ _ = torch.manual_seed(0)
 #
 # A rule that covers most of the table: **a TransformerLens matrix is Vaswani's matrix
 # for one head, and a slice of an `nn.Linear` weight is Elhage's matrix for one head.**
-# Everything else is slicing and transposing, and the transposes matter for one
-# composite: the OV circuit $W_{OV}$ is transposed between the two conventions, while
-# the QK circuit $W_{QK}$, a bilinear form, is the same matrix in both.
+# Everything else is slicing and transposing, and the transposes matter for composites.
+# Of the two circuits, the OV circuit $W_{OV}$ is transposed between the two conventions,
+# while the QK circuit $W_{QK}$, a bilinear form, is the same matrix in both; products
+# that contain a transposed factor ($W_{OV}$, $W_E$, $W_U$) stay transposed (see below).
 
 # %% [markdown]
 # ## The table
 #
 # Shapes are for one layer; $h$ indexes heads and `hs` stands for the slice
 # `h*d_k:(h+1)*d_k`. In the code columns, `mha` is a `MultiHeadedAttention`, `ff` a
-# `PositionwiseFeedForward`, `ln` a `LayerNorm`, and `l` a layer index. Every row is
-# checked in the sections below. A few cells are blank for now: how the Annotated
+# `PositionwiseFeedForward`, `ln` a `LayerNorm`, and `l` a layer index. Every row that
+# can be computed is checked in the sections below (the Vaswani column's formulas are
+# quoted, not run). A few cells are blank for now: how the Annotated
 # Transformer's `nn.Linear` weights become each head's matrices is exercise 20.1, and the
 # OV circuit is exercise 20.2. The completed rows follow exercise 20.2.
 
@@ -121,10 +124,11 @@ ROWS = [
      m("x, the input of each sub-layer"),
      c("x") + " in " + c("SublayerConnection") + ": "
      + c("x + sublayer(norm(x))"),
-     m("x_{i}") + ", one column per position",
+     m("x_{0}, x_{1}, …, x_{-1}") + " (one per layer), one column per position",
      c("blocks.l.hook_resid_pre / _mid / _post")),
     ("query, key, value of head h",
-     m("W_{i}^{Q}, W_{i}^{K}, W_{i}^{V}") + " [d_model, d_k]",
+     m("W_{i}^{Q}, W_{i}^{K}") + " [d_model, d_k], " + m("W_{i}^{V}")
+     + " [d_model, d_v]",
      later("exercise 20.1"),
      m("W_{Q}^{h}, W_{K}^{h}, W_{V}^{h}") + " [d_head, d_model]",
      c("W_Q[l, h]") + ", " + c("W_K[l, h]") + ", " + c("W_V[l, h]")
@@ -215,11 +219,15 @@ def rosetta_table(rows):
 rosetta_table(ROWS)
 
 # %% [markdown]
-# The table is the encoder-decoder's, and the toys' where they have the rows. Its rows
-# for full circuits and the direct path name paths of the attention-only toys; in the
-# encoder-decoder they are products of its matrices and not paths as they stand, and its
-# composition and virtual-head rows hold for it only with a LayerNorm's division frozen
-# (both explained below). SmolLM2, the
+# The table is the encoder-decoder's, and the toys' where they have the rows. The toys of
+# chapters 14 to 17 are "shortformer" models: `W_pos` is added only where queries and keys
+# are read, so in them the positional-encoding and residual-stream rows do not hold as
+# written (no `hook_pos_embed` enters `hook_resid_pre`), and values see no positions. The
+# rows for full circuits, the direct path and the positional circuit name paths or terms
+# of the attention-only toys; in the encoder-decoder they are products of its matrices and
+# not paths as they stand, its QK circuit is a form on the normalised stream, not on the
+# stream, and its composition and virtual-head rows hold for it only with a LayerNorm's
+# division frozen (all explained below). SmolLM2, the
 # book's real model, changes several of them. It has no `W_pos`: rotary embeddings (RoPE)
 # rotate queries and keys by their positions, so its score is
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top$ (chapter {doc}`05_positional`) and "the" QK circuit $W_Q W_K^\top$ is only its
@@ -370,12 +378,15 @@ tl_memory = tl_model.ln_final(cache["resid_post", 1])
 
 
 # %% [markdown]
-# The folded cell compares every intermediate of the two runs within the worst-case
-# rounding bound of two float32 forward passes, and counts that bound.
+# The folded cell compares every intermediate of the two runs within a first-order
+# rounding budget of two float32 forward passes, and counts that budget.
 
 # %% tags=["hide-input"]
-# Each run is within the worst-case rounding bound of its own forward pass
-# (Higham ch. 3), so the two within twice that. Roundings along the longest
+# A first-order rounding budget for each run, twice: roundings along the
+# longest path, each of eps, times the largest value anywhere. It is not a
+# proven worst case (it ignores how later weights and LayerNorm's division
+# amplify earlier errors); the per-LayerNorm identity below, not this budget,
+# is the decisive check of the port. Roundings along the longest
 # path, per layer: two LayerNorms (mean and variance sums over d_model, sqrt,
 # division, gain: 2 d_model + 4 each), the Q/K/V projections (d_model), the
 # scores (d_head + 1 for the scale), the softmax over n positions (n + 3),
@@ -429,15 +440,17 @@ glue("fwd_bias_terms", fwd_bias_terms)
 glue("fwd_bound", rounding_bound(fwd_terms, big))
 
 # %% [markdown]
-# Every intermediate agrees within a bound of two parts: the worst-case float32 rounding
-# of the two forward passes ({glue:text}`fwd_round_terms` roundings of float32's
-# $\epsilon \approx 1.2 \times 10^{-7}$), and a modelled bias, known before the run: the
+# Every intermediate agrees within a bound of two parts: a first-order budget for the
+# float32 rounding of the two forward passes ({glue:text}`fwd_round_terms` roundings of
+# float32's $\epsilon \approx 1.2 \times 10^{-7}$ along the longest path, each counted at
+# the size of the largest number anywhere; a budget, not a proven worst case, since it
+# leaves out how later weights and LayerNorm's division amplify earlier errors), and a modelled bias, known before the run: the
 # two LayerNorms' different epsilons, which move each output by a relative $10^{-6}/\sigma$
 # at most ($\sigma$ the smallest standard deviation a LayerNorm sees), worth
 # {glue:text}`fwd_bias_terms` more units of $\epsilon$. Times the size of the largest number
 # involved, that is {glue:text}`fwd_bound:.0e`.
 # The measured differences (one click away under each check) are far smaller and change
-# from one CPU to the next; the bound does not.
+# from one CPU to the next; the budget does not.
 # The attention patterns match with TransformerLens's default scale
 # $1/\sqrt{d_\text{head}}$, which is the paper's $1/\sqrt{d_k}$.
 #
@@ -460,8 +473,8 @@ with torch.no_grad():
 naive_memory = naive.ln_final(naive_cache["resid_post", 1])
 naive_gap = (naive_memory - memory).abs().max()
 rel_gap = ((naive_memory - memory).norm() / memory.norm()).item()
-# a gap beyond the worst-case rounding bound of the forward pass cannot be
-# rounding; the identity below says where it comes from
+# the gap against the forward pass's rounding budget; the identity below says
+# where it comes from
 observation("copying a_2, b_2 into w, b unchanged: the largest gap in the "
             "encoder's output, and the forward pass's rounding bound",
             f"{naive_gap:.2f} vs {rounding_bound(fwd_terms, big):.2g}",
@@ -495,7 +508,7 @@ identity_close(f"each of the {len(ln_pairs)} Annotated LayerNorms = "
                "elementwise before the bias",
                at_out, ln_fix * tl_out, terms=2 * ln_terms + 3 + ln_eps,
                scale=ln_scale, chapter="20")
-# What the gap is measured against. The forward bound is worst-case; the
+# What the gap is measured against. The forward bound is a budget; the
 # differences the corrected port actually shows (largest over the forward
 # identities above) are the rounding that happens, and they differ from CPU
 # to CPU. The per-LayerNorm identity's bound is the decisive one: how far the
@@ -532,7 +545,7 @@ glue("n_ln", len(ln_pairs))
 # {glue:text}`fwd_measured:.1e` anywhere in the forward pass (measured on the machine
 # that built this page), so the gap is about {glue:text}`naive_vs_measured:.0f` times the
 # rounding that actually happens. The forward identities alone would not catch it by
-# much: their worst-case bound, {glue:text}`fwd_bound:.0e`, is only
+# much: their rounding budget, {glue:text}`fwd_bound:.0e`, is only
 # {glue:text}`naive_vs_bound:.1f` times smaller than the gap. The decisive check is the
 # per-LayerNorm identity: without the factor, the naive copies' LayerNorms differ from
 # the Annotated ones by up to {glue:text}`ln_naive_diff:.3f`, {glue:text}`ln_naive_vs_bound:.0f`
@@ -755,8 +768,14 @@ checks.ch20_ex2(ov_from_linears)
 # ```
 #
 # The cell below checks `ov_from_linears` and Elhage et al.'s form against
-# TransformerLens's `model.OV`, and the head's write computed three ways against the
-# Annotated Transformer's own.
+# TransformerLens's `model.OV`. That is a check of notation: `model.OV` holds tensors
+# our loader built with the same slicing rule, so only the order and transposes of the
+# factors can fail there. The independent check is of what the head computes. We take
+# `circuitbook`'s per-head decomposition `head_outputs` (each head's
+# $A (x W_V + b_V) W_O$, with the module's own pattern), check that its sum over heads
+# plus the output bias is the attention module's own forward (its `.view` into heads,
+# concatenation and one $W^O$), and compare head 1.2's write, computed three ways, with
+# it.
 
 # %% tags=["hide-input"]
 ov_at = ov_from_linears(lin[2].weight, lin[3].weight, n_heads).detach()
@@ -772,14 +791,43 @@ identity_close("Elhage et al.'s W_O W_V is the transpose of "
                "TransformerLens's W_V W_O",
                ov_paper, ov_tl[head].T, terms=2 * d_head, scale=ov_scale,
                chapter="20")
+# were W_OV symmetric, "transposed" would check nothing
+ov_head_asym = (ov_tl[head] - ov_tl[head].T).abs().max().item()
+ov_head_asym_units = ov_head_asym / rounding_bound(2 * d_head, ov_scale)
+observation(f"head {layer_i}.{head}'s W_OV: max |W - Wᵀ|, in units of the "
+            "comparison's rounding bound", f"{ov_head_asym_units:.0f}",
+            chapter="20")
 
-# the head's write, three ways: Annotated head_outputs, TransformerLens's
-# cached values, and the OV circuit applied to the normalised stream
+# the per-head decomposition against the module's own forward: head_outputs
+# slices W_V and W_O per head (the rule linear_to_tl implements) and takes only
+# the pattern from the module, so its sum over heads + b_O must equal what the
+# module computes with its .view into heads, concatenation and one W^O
 ln1 = enc.layers[layer_i].sublayer[0].norm
+mha = enc.layers[layer_i].self_attn
 with torch.no_grad():
     x_in = ln1(stream_in[layer_i])
-    at_heads = head_outputs(enc.layers[layer_i].self_attn, x_in, x_in, x_in,
-                            src_mask)[0, head]
+    all_heads = head_outputs(mha, x_in, x_in, x_in, src_mask)  # [b, h, q, d]
+    mha_out = mha(x_in, x_in, x_in, src_mask)
+    # scale: the same computation in absolute values, from the module's weights
+    v_abs = (x_in.abs() @ mha.linears[2].weight.abs().T
+             + mha.linears[2].bias.abs())
+    v_abs = v_abs.view(*x_in.shape[:2], n_heads, d_head).transpose(1, 2)
+    z_abs = (mha.attn @ v_abs).transpose(1, 2).reshape(*x_in.shape[:2], d_model)
+    mha_scale = (z_abs @ mha.linears[3].weight.abs().T
+                 + mha.linears[3].bias.abs()).max().item()
+# both sides use the module's pattern; roundings on the longer side: the value
+# projection (d_model + 1), A v (n), W_O (d_model over the concatenated heads),
+# the sum over heads and b_O (n_heads + 1); twice
+identity_close(f"layer {layer_i}: circuitbook's per-head decomposition "
+               "(head_outputs), summed over heads, plus b_O, equals the "
+               "Annotated attention module's own forward (all sentences)",
+               all_heads.sum(1) + mha.linears[3].bias, mha_out,
+               terms=2 * (d_model + 1 + n_pos + d_model + n_heads + 1),
+               scale=mha_scale, chapter="20")
+# the head's write, three ways: TransformerLens's cached values, and the OV
+# circuit applied to the normalised stream, in rows and in columns; against
+# the decomposition checked above
+at_heads = all_heads[0, head]
 z = cache["z", layer_i][0, :, head]                 # [pos, d_head]
 tl_head = z @ tl_model.W_O[layer_i, head]
 A = cache["pattern", layer_i][0, head]
@@ -801,18 +849,21 @@ head_scale = max((A @ (xn.abs() @ WV.abs() + tl_model.b_V[layer_i, head].abs())
 for name, out in (("TransformerLens z @ W_O", tl_head),
                   ("A x W_OV + b_V W_O", via_ov),
                   ("column form (W_O W_V)(A x)^T", via_paper)):
-    identity_close(f"head {layer_i}.{head}'s write: {name} = Annotated "
-                   "head_outputs",
+    identity_close(f"head {layer_i}.{head}'s write: {name} = its term in "
+                   "the per-head decomposition (head_outputs)",
                    out, at_heads, terms=head_terms, scale=head_scale,
                    chapter="20")
 
 # %% [markdown]
 # With both exercises done, here are the table's rows for the heads with the cells that
-# were blank filled in. The checks above cover them: the query, key and value slices
-# against what the two libraries compute for every head of both layers; the output
-# slices through the two models' agreement after every sub-layer and through head 1.2's
-# write; $W_{QK}$ of head 1.2 against `model.QK`; and $W_{OV}$ of every head of layer 1
-# against `model.OV`. The positional circuit is checked below.
+# were blank filled in. The independent evidence for them is what the two libraries
+# compute: every head's queries, keys and values in both layers against the Annotated
+# forward's own split into heads (`hook_q`, `hook_k`, `hook_v`); the two models'
+# agreement after every sub-layer, which also covers the output slices; the score
+# expansion and the pattern of head 1.2; and head 1.2's write against a per-head
+# decomposition whose sum is the module's forward. The comparisons of $W_{QK}$ with
+# `model.QK` and of $W_{OV}$ with `model.OV` check notation only, since those hold the
+# tensors our loader built. The positional circuit is checked below.
 
 # %% tags=["hide-input", "full-width"]
 # the cells left blank in the table above (column 2: the Annotated
@@ -845,18 +896,21 @@ rosetta_table([tuple(FILLED[r[0]].get(k, x) for k, x in enumerate(r))
 #
 # In the attention-only toys of chapters 14 to 17 these tables are terms of the model:
 # for a first-layer head, the token-token part of its score and the change its write
-# makes to the logits through the residual stream (chapter {doc}`09_full_circuits`; the
-# positions add terms of their own). In this encoder-decoder they are not, and they
-# mean different things:
+# makes to the logits through the residual stream (chapter {doc}`09_full_circuits`). The
+# positions add terms of their own to the score; they add none to the write, since in
+# these shortformer toys values see no positions. In this encoder-decoder the two tables
+# are not terms of the model, and they mean different things:
 #
 # - **Full QK.** Head 1.2 reads the normalised stream after layer 0, which holds the
 #   token embeddings, the positions and everything layer 0 wrote. If we freeze each
 #   LayerNorm's division (treat $1/\sigma$ of each position as a constant), the score
 #   of head 1.2 expands into terms, and the token-token one is
-#   $\frac{1}{\sigma_i \sigma_j} e_i P G\, W_{QK}\, G P e_j^\top$ (with $e$ a row of
-#   $W_E$, $P$ the centring, $G$ the gain), plus terms with the bias $b$ of the
-#   LayerNorm. $W_E W_{QK} W_E^\top$ is that term with the centring, the gain and the
-#   division left out, and with every term from positions and layer 0 dropped: a term
+#   $\frac{1}{\sqrt{d_\text{head}}\,\sigma_i \sigma_j} e_i P G\, W_{QK}\, G P e_j^\top$
+#   (with $e$ a row of $W_E$, $P$ the centring, $G$ the gain, and $\sigma$ what the
+#   Annotated LayerNorm divides by: the unbiased standard deviation plus $\epsilon$),
+#   plus terms with the bias $b$ of the LayerNorm. $W_E W_{QK} W_E^\top$ is that term
+#   with the centring, the gain, the division and the $1/\sqrt{d_\text{head}}$ left out,
+#   and with every term from positions and layer 0 dropped: a term
 #   of a linearisation, under those assumptions, for this head and the encoder only.
 # - **Full OV.** The encoder never writes into the logits. Its output, after a final
 #   LayerNorm, is the `memory` that the decoder reads through cross-attention, and the
@@ -933,12 +987,15 @@ identity_close("W_U = proj.weight.T: TransformerLens's unembed + log_softmax "
                          logp_at.abs().max().item()), chapter="20")
 tgt_lut = at_model.tgt_embed[0].lut.weight
 tied = (tgt_lut - W_U_at).abs().max()
-# tied weights would be one tensor (the same storage), and equal
+# tied weights would be one tensor (the same storage): separate storage is
+# by construction (make_model does not tie them); how far apart they are is
+# what training made of them
 identity("unlike the paper, the target embedding and the unembedding are "
-         "two separate parameters here, and they differ",
-         f"max difference {tied:.2f}",
-         tgt_lut.data_ptr() != W_U_at.data_ptr() and bool(tied > 0),
-         chapter="20")
+         "two separate parameters here (separate storage)",
+         f"{tgt_lut.data_ptr() != W_U_at.data_ptr()}",
+         tgt_lut.data_ptr() != W_U_at.data_ptr(), chapter="20")
+observation("after training, the largest difference between the target "
+            "embedding and the unembedding", f"{tied:.2f}", chapter="20")
 
 # %% [markdown]
 # ### Direct path, positional circuit, composition and virtual heads
@@ -995,8 +1052,14 @@ cols_form = {"Q": qk_paper.T @ ov_A_paper, "K": qk_paper @ ov_A_paper,
 WV0, WO0 = tl_model.W_V[0].abs(), tl_model.W_O[0].abs()
 reader_abs = {"Q": WQ.abs() @ WK.abs().T, "K": WK.abs() @ WQ.abs().T,
               "V": WV.abs() @ WO.abs()}
+comp_asym_units = []
 for kind in "QKV":
     chain = (WV0 @ WO0 @ reader_abs[kind]).max().item()
+    # were these matrices symmetric, "transposed" would check nothing: the
+    # weakest of the four writers' asymmetries, in units of the bound
+    comp_asym_units.append(
+        ((rows_form[kind] - rows_form[kind].mT).abs().amax((-2, -1)).min()
+         / rounding_bound(2 * (2 * d_head + d_model), chain)).item())
     identity_close(f"{kind}-composition matrix: Elhage's column form is the "
                    "transpose of TransformerLens's row form, factors reversed "
                    "(all 4 writers)",
@@ -1024,6 +1087,10 @@ for kind in "QKV":
                    tl_score ** 2,
                    terms=(2 * d_head + d_model + 3 * (N_fro + 2)) + N_fro,
                    scale=1.0, chapter="20")
+observation(f"Q-, K- and V-composition matrices (rows form) into head "
+            f"{layer_i}.{head}: the smallest over the writers of max "
+            "|M - Mᵀ|, in units of the comparison's rounding bound",
+            ", ".join(f"{u:.0f}" for u in comp_asym_units), chapter="20")
 swap_gap = (tl_scores["K"] - tl_scores["Q"]).abs().max().item()
 glue("swap_gap", swap_gap)
 # the other mistake: the columns' Q form copied verbatim with the rows'
@@ -1098,18 +1165,24 @@ glue("ov_asym_units", ov_asym / rounding_bound(full_terms, ov_chain))
 glue("pos_asym_units", asym / rounding_bound(pos_terms, pos_scale))
 glue("full_qk_asym_units", full_qk_asym / rounding_bound(full_terms, qk_chain))
 glue("direct_asym_units", direct_asym / rounding_bound(2 * d_model, direct_scale))
+glue("ov_head_asym_units", ov_head_asym_units)
+glue("comp_asym_min_units", min(comp_asym_units))
 
 # %% [markdown]
 # Every row holds to rounding. The checks have teeth: for these heads the Q- and
 # K-composition scores differ by up to {glue:text}`swap_gap:.2f`, so a formula whose Q
 # and K have swapped places gives visibly different scores; and the columns' Q form
 # copied verbatim into rows scores up to {glue:text}`mis_gap_q:.2f` away from the Q score
-# and {glue:text}`mis_gap_k:.2f` from the K score. $W_{QK}$, the full QK and OV tables,
-# the direct path and the positional table are far from symmetric (their largest
-# asymmetries are {glue:text}`qk_asym_units:.1e`, {glue:text}`full_qk_asym_units:.0f`,
+# and {glue:text}`mis_gap_k:.2f` from the K score. Every matrix compared "the same" or
+# "transposed" is far from symmetric. The largest asymmetries of $W_{QK}$ and $W_{OV}$ of
+# head 1.2 are {glue:text}`qk_asym_units:.1e` and {glue:text}`ov_head_asym_units:.1e`
+# times the rounding bounds of their comparisons; those of the full QK and OV tables,
+# the direct path and the positional table are {glue:text}`full_qk_asym_units:.0f`,
 # {glue:text}`ov_asym_units:.0f`, {glue:text}`direct_asym_units:.0f` and
-# {glue:text}`pos_asym_units:.0f` times the rounding bounds of their comparisons), so a
-# transpose put in or left out would show. And since
+# {glue:text}`pos_asym_units:.0f` times theirs. Of the composition matrices (each kind,
+# each writer head of layer 0; the V-composition matrix is also the virtual head's OV
+# matrix) the least asymmetric is {glue:text}`comp_asym_min_units:.0f` times its bound. So a transpose put in or left
+# out would show. And since
 # Elhage et al.'s side is built from the Annotated Transformer's modules, not from
 # TransformerLens's tensors, a wrong mapping in any of these rows would fail its check.
 #
