@@ -156,7 +156,7 @@ P1B = _ReparametrizeExercise(
                 "unless G G = I. What must stand next to G in the middle for it to cancel?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T)),
         Mistake("W_K times G^-1", "(W_K G^-1)^T = G^-T W_K^T: the product becomes "
-                "W_Q G G^-T W_K^T. Which matrix M gives (W_K M)^T = G^-1 W_K^T?",
+                "W_Q G G^-T W_K^T. Which factor in the middle no longer cancels G?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G))),
         Mistake("transformed only W_Q", "Your W_K is the one you were given. What does the product "
                 "W_Q' W_K'^T become then?",

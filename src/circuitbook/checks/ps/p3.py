@@ -286,7 +286,8 @@ def p3b_reference(n_ctx: int = P3_CTX, design=None) -> float:
 
 def _p3b_mistakes(n_ctx: int = P3_CTX, design=None) -> list:
     out = [(_score(n_ctx, "S_prev", design), "the unbroken scaffold's score",
-            "Build the scaffold with prev_into='S_tok' and measure again.")]
+            "Which argument of scaffold_behaviour chooses where head 0.0 writes the previous token, and "
+            "what did you pass it? (help(scaffold_behaviour) lists them.)")]
     if n_ctx != P3_CTX:
         out.append((p3b_reference(P3_CTX, design), "the book's context length",
                     f"Your parameter cell sets P3_CTX = {n_ctx}: pass it as the scaffold's n_ctx."))
