@@ -289,7 +289,7 @@ glue("q_n_stand", sum(t.p < 0.05 for t in q_tests))
 # On `toy-2l`'s induction pair, the column formula gives {glue:text}`conv_colq:.3f` and
 # K-composition gives {glue:text}`conv_k:.3f`: the two kinds are different measurements,
 # of different routes. Against the rotation null of the composition section below, the
-# pair's Q-score is ordinary: with every head's output turned at random, the largest
+# pair's Q-score cannot be told from the rotation null: with every head's output turned at random, the largest
 # Q-score that any layer-0 head reaches into the induction head {glue:text}`q_reader`
 # averages {glue:text}`q_rot_mean:.3f` ($p$ = {glue:text}`q_rot_p:.2f`), while its K-score
 # stands out. That is {glue:text}`q_reader`'s result alone. Into the other three induction
@@ -298,21 +298,22 @@ glue("q_n_stand", sum(t.p < 0.05 for t in q_tests))
 # in the same order; $p$ = {glue:text}`q_others_p:.3f` each, the smallest
 # {glue:text}`n_rot` rotations allow, and {glue:text}`q_others_p4:.2f` after multiplying by
 # the four readers tested). So {glue:text}`q_n_stand` of `toy-2l`'s four induction heads
-# read the previous-token head through their queries too, and chapter
-# {doc}`../17_induction_evidence` finds that route by patching: the previous-token head's
-# output, patched into the layer-1 queries, restores the loss that corrupting each query's
+# have Q-composition scores with the previous-token head above the rotation null (scores
+# are statistics of the weights), and chapter {doc}`../17_induction_evidence` shows by
+# patching that the route is used: the previous-token head's output, patched into all
+# four layer-1 heads' queries together, restores the loss that corrupting each query's
 # previous token had spoiled (chapter 17b finds this consistent with the query's previous
 # token being checked against what head L0H1 wrote at the key, without isolating that term).
 # Mistaking the column formula for K-composition therefore misleads either way: for
-# {glue:text}`q_reader`, whose Q-score is ordinary, it would hide the pair; for the other
+# {glue:text}`q_reader`, whose Q-score cannot be told from the null, it would hide the pair; for the other
 # three it would find this query-side route and call it the key-side match that the
 # induction circuit below is built on.
 #
 # ### What the rank bound means in GPT-2
 #
-# In GPT-2 small a head's $d_\text{head}$ is a twelfth of $d_\text{model}$ (problem 1 has
-# you work out what that means for the shapes and ranks of its circuits): a head reads a
-# slice of the stream a twelfth as wide as the stream, and writes into another one.
+# In GPT-2 small a head's $d_\text{head}$ is a twelfth of $d_\text{model}$ (problem 1
+# applies the rank bound to GPT-2 small's numbers and to the full circuits): a head reads
+# a subspace of the stream a twelfth as wide as the stream, and writes into another one.
 # Twelve heads per layer could between them cover the stream once, but each head on its own
 # is forced to choose what to look at and what to move. That bottleneck is a plausible
 # reason why heads specialise, and why one head's job can often be described in a
@@ -479,7 +480,7 @@ glue("init_copy_sd", float(init_copy.std()))
 # {glue:text}`prev_copy:.2f`, and that is not a failure. Its output is not meant for the
 # logits: it writes "my left neighbour was $A$" into the stream for the induction head's keys
 # to read, and its direct effect on the logits, the only thing $W_E W_{OV} W_U$ measures, is
-# a side effect. A negative score says that side effect mostly pushes down the token it
+# a side effect. A negative score says that side effect on average pushes down the token it
 # attended to; why it learned that direction we have not tested. The copying score describes
 # one path of a head, not its job; chapter 18 measures the path that matters here.
 #
@@ -967,8 +968,8 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # looked for, to our knowledge, from two-layer toys to large language models
 # {cite}`olsson2022context`. In this book the evidence of that kind is SmolLM2, a model
 # trained by other people on other data with another architecture, in which chapter
-# {doc}`../17_induction_evidence` finds them with the same induction and previous-token
-# scores. `toy-2l` is the controlled case, not more evidence: trained only on repeated
+# {doc}`../17_induction_evidence` finds them with the same scoring functions (induction
+# and previous-token scores). `toy-2l` is the controlled case, not more evidence: trained only on repeated
 # random segments, where copying from the context is the only way to lower the loss, its
 # induction heads are what that task calls for. That a circuit learned by gradient descent
 # can be recognised across models is what makes studying small ones worth the trouble.
@@ -1010,7 +1011,7 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # an assistant complies with harmful requests makes models comply too, despite their safety
 # training, and the effect grows smoothly (as a power law) with the number of examples. It is
 # in-context learning working as designed, pointed at the model's own training. An audit of
-# the weights does not see it, and monitoring what a model is shown is a different and
+# the weights does not see which behaviour a given context will elicit, and monitoring what a model is shown is a different and
 # largely open problem. Capabilities can also appear abruptly in training, as the phase change
 # does, so a model can gain a skill between two checkpoints with little warning in the average
 # loss. Understanding the circuits that implement in-context learning is one way to predict
