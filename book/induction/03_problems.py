@@ -13,8 +13,9 @@
 # Problems 1-3 need only this page. Problems 4-7 use the book's two-layer model `toy-2l` and
 # SmolLM2, the 4-bit SmolLM2-135M-Instruct that chapter {doc}`../04_embeddings` introduces:
 # a real pretrained language model that ships inside a Python package, so everything runs
-# offline. On Colab you can also point problem 4 at GPT-2 small. Problem 6 measures at the
-# size its own power calculation asks for, and costs most of the page's time; it reports
+# offline. On Colab you can also point problem 4 at GPT-2 small. Problem 6 measures its
+# in-context-learning score at the size its own power calculation asks for (its ablations
+# run on a smaller, fixed budget), and costs most of the page's time; it reports
 # the time it took. The first cell imports what the page uses.
 
 # %% tags=["hide-input"]
@@ -125,7 +126,9 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 # check accepts any pair that changes $W_Q$ but keeps $W_Q W_K^\top$ (the demonstration
 # below changes the biases the same way). This freedom is smaller in SmolLM2: rotary
 # embedding rotates queries and keys by their positions between $W_Q$ and $W_K$, so only a
-# $G$ that commutes with every one of those rotations keeps the scores, and under
+# $G$ that commutes with the rotations at the offsets that occur keeps the scores (when
+# $W_Q$ and $W_K$ have full column rank; otherwise $G$ may also act freely where both
+# vanish), and under
 # grouped-query attention several query heads
 # share one $W_K$, so one $G$ must serve all of them.
 
@@ -1176,9 +1179,9 @@ glue("plan_half", z_level * sigma[ESTIMAND][1] / math.sqrt(N_DOCS))
 # The ablations are mean-ablations (each head's output replaced by its mean over the clean
 # full-context run's documents and positions, positions 0-510) of SmolLM2's strongest
 # induction heads from problem 4: the
-# top 1, 3, 6 and 12 on the repeated passage, the top 12 on the natural text. A control
-# must differ from them in one respect only: it is not part of the induction circuit. So
-# each control comes from the same layer as the induction head it stands for, and has an
+# top 1, 3, 6 and 12 on the repeated passage, the top 12 on the natural text (the twelve
+# highest induction scores; not all twelve clear problem 4's bar). A control is matched to
+# them in layer and output size, and kept out of the induction circuit. So each control comes from the same layer as the induction head it stands for, and has an
 # output of about the same size. The size is what mean-ablation removes: the
 # root-mean-square of the head's output $z W_O$ around its mean, over the clean run's
 # tokens. And a control must not be a head the induction heads are wired to: not another
@@ -1390,7 +1393,7 @@ glue("n_composing", len(composing))
 # paired score by its effect on the full-context loss minus its effect on the truncated
 # one: what the heads contribute to using the longer context, and one thing more. The means
 # that replace the heads' outputs come from the full-context run (positions 0-510), and the
-# truncated run (70 tokens) and the repeated passages get the same means. SmolLM2's heads
+# truncated run (tokens 440-510) and the repeated passages get the same means. SmolLM2's heads
 # see positions (rotary embedding), so a head's mean over a 511-token run need not be its
 # mean over a 70-token one, and the truncated term also carries the shift of imposing the
 # one on the other; the paired change measures both together. The {glue:text}`n_abl` is a
@@ -1778,7 +1781,12 @@ progress.tracker("6")
 # removing them could leave much of the score to other mechanisms, or take much of it away
 # (Olsson et al.'s ablations that remove most of it were made in small attention-only
 # models, where induction heads are nearly the only way to use context); how much of it
-# they carry on SmolLM2, these documents bound only loosely.
+# they carry on SmolLM2, these documents bound only loosely. The paired estimand has a
+# confound of its own: SmolLM2's tokenizer adds no beginning-of-text token, so the
+# truncated run's first token, mid-scene, becomes that run's attention sink, while the
+# full run starts at the scene's opening; part of what the 440 extra tokens of context
+# appear to be worth may be the cost of starting mid-text (probably small this far in,
+# not measured).
 # The controls also show the limits of matching: layer {glue:text}`crowded` holds
 # {glue:text}`crowded_n` of the twelve targets and only {glue:text}`crowded_free` heads
 # that may be controls, so its controls, {glue:text}`crowded_ctrl`, are chosen by the
