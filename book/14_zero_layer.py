@@ -664,9 +664,9 @@ follow = {name: np.corrcoef(res64[mask].numpy(), res_emp[mask].numpy())[0, 1]
 observation("correlation of the model's centred residual with the frequency "
             "table's: rare entries; likely entries",
             f"{follow['rare']:.3f}; {follow['likely']:.3f}", chapter="14")
-glue("follow_rare", follow["rare"])
-glue("follow_share_rare", 100 * follow["rare"] ** 2)
-glue("follow_share_likely", 100 * follow["likely"] ** 2)
+glue("follow_rare", float(follow["rare"]))
+glue("follow_share_rare", float(100 * follow["rare"] ** 2))
+glue("follow_share_likely", float(100 * follow["likely"] ** 2))
 # each row's error against how often its current token occurs
 log_pi = chain.stationary().double().log()
 rare_frac = (~likely).double()
