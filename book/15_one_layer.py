@@ -85,8 +85,9 @@ def largest_value(model, tokens):
 # %% [markdown]
 # ## Plain language
 #
-# A one-layer attention-only model adds to the zero-layer model's direct path one term
-# per head. At each position, a head does two separable things:
+# A one-layer attention-only model (without LayerNorm, and with positions entering only
+# the queries and keys, like the zoo's toys; the scope is made exact below) adds to the
+# zero-layer model's direct path one term per head. At each position, a head does two separable things:
 #
 # - **where to look** (the QK circuit): the current token B scores every earlier token,
 #   and the softmax of the scores is the pattern;
@@ -397,8 +398,8 @@ glue("n_dest_top", sum(t == {"keep", "hold"} for t in top_two.values()))
 # scored words above filler would already put A and C high among all 64 tokens: of 1000
 # such relabellings, {glue:text}`qk_null_hits` put all five keys that high and
 # {glue:text}`ov_null_hits` all five outputs. (For the QK rows that count is set by the
-# null itself: every relabelling that sends *keep* and *hold* to themselves, a chance of 1
-# in {glue:text}`qk_floor_n`, ties the observed rank, so a p-value near 1 in
+# null itself: every relabelling that maps the pair {*keep*, *hold*} onto itself (either
+# way round), a chance of 1 in {glue:text}`qk_floor_n`, ties the observed rank, so a p-value near 1 in
 # {glue:text}`qk_floor_n` is the smallest this null can give.) So the rows single out the
 # table's own words. Of the three destination words, {glue:text}`n_dest_top` put their two largest
 # scores on *keep* and *hold*, *at* included, although only *keep* precedes it in the
@@ -838,8 +839,9 @@ glue("ov_hold_check", ov[tok("hold"), tok("check")].item())
 # four triples ending in *in* or *on*, C then gets at most
 # {glue:text}`p_other_inon_max:.4f`, so there A's identity decides it. For
 # *keep ... at → bay* it gets {glue:text}`p_other_at:.2f` even after *hold*: that lift
-# comes mostly from the other source, *hold*, which draws the head's attention off *at* itself, together
-# with *at*'s direct path. (The cell "hold ... at" never occurs in training. There the model still gives *bay*, the only
+# comes from the head moving off *at* itself, whose OV row pushes *bay* down, onto the
+# other source, *hold*; *at*'s direct path, the same in both conditions, then keeps *bay*
+# ahead of *hold*'s own completions. (The cell "hold ... at" never occurs in training. There the model still gives *bay*, the only
 # planted completion of *at*, {glue:text}`p_hold_at_bay:.2f` of the probability, although
 # *hold*'s completions are *check* and *tight*. Two terms decide it. The direct path of
 # *at* puts *bay* {glue:text}`at_direct_gap:.1f` logits above its next output, and the
@@ -944,8 +946,9 @@ glue("n_ov_first", sum(r[1] == 1 for r in read_off))
 # {glue:text}`n_qk_first` triples (at worst {glue:text}`qk_worst`, behind the other
 # source); C is first in A's OV row for {glue:text}`n_ov_first` (at worst
 # {glue:text}`ov_worst`, behind A's other completions). With B's direct-path
-# row added, C is on top for {glue:text}`n_direct_ov` of the five. So the triples are read off the QK and OV circuits
-# *together with the direct path*, not off the two head circuits alone, and in the built
+# row added, C is on top for {glue:text}`n_direct_ov` of the five. So the triples are read
+# off A's OV row *together with B's direct path*, given that the head attends to A (the
+# QK circuit ranks A first or second among the keys), not off the two head circuits alone, and in the built
 # sequences each planted completion is the likely one. The same division of labour produces the bug.
 #
 # ## The skip-trigram bug
@@ -1133,8 +1136,8 @@ for tag, s in [("ctrl", c_top), ("src", a_top)]:
 # {glue:text}`bug_min:.1f` to {glue:text}`bug_max:.0f` times likelier than with no
 # source. Against the control source they run from
 # {glue:text}`bug_ctrl_min:.0f` to {glue:text}`bug_ctrl_max:.0f`, larger in
-# {glue:text}`exc_n_larger` of the six rows (the zoo measured at
-# least {glue:text}`bug_recorded:.1f` on other sequences when it built the model). To see
+# {glue:text}`exc_n_larger` of the six rows (the zoo measured a ratio over the control of
+# at least {glue:text}`bug_recorded:.1f` on other sequences when it built the model). To see
 # why, split each log-probability into the wrong completion's logit minus the
 # log-normaliser, the log of the sum of all exponentiated logits. Take the row with the
 # largest factor,
@@ -1185,8 +1188,8 @@ for tag, s in [("ctrl", c_top), ("src", a_top)]:
 # by itself does not show that the missing layer is the reason. The argument at the end
 # of this section explains it only in part: it shows that one layer cannot do induction
 # on repeats of unknown length, while our test repeats always sit at the same offset,
-# which one layer could in principle use. That `toy-1l` does not use it reflects its
-# training as well: its repeats ran {glue:text}`min_len_1l` to {glue:text}`max_len_1l`
+# which one layer could in principle use. That `toy-1l` does not use it plausibly
+# reflects its training as well (not tested): its repeats ran {glue:text}`min_len_1l` to {glue:text}`max_len_1l`
 # tokens, so their offset varied. As a control we shuffle
 # the second half of each sequence: the same tokens come back, in another order, so
 # knowing *which* tokens occurred still helps, but finding the token that came *after*
@@ -1391,11 +1394,13 @@ explore(draw_skip_trigram, current=choices)
 #   triples; adding the direct path's row for B to A's OV row gives
 #   {glue:text}`n_direct_ov`, and in built sequences each planted completion gets at least
 #   {glue:text}`p_triple_min:.2f` of the probability. A's identity decides this for the
-#   four triples ending in *in* or *on*; for *keep ... at → bay* the other source, *hold*,
-#   together with *at*'s direct path does most of it. In this one model, the OV rows are
+#   four triples ending in *in* or *on*; for *keep ... at → bay* any source that draws the
+#   head off *at* (whose OV row pushes *bay* down) does most of it, with *at*'s direct
+#   path keeping *bay* ahead (tested with *hold*). In this one model, the OV rows are
 #   pair-specific (z = {glue:text}`ov_pair_z:.1f`, p = {glue:text}`ov_pair_p:.5f`,
 #   against a null of all the other pairings of the ten words in which *keep* and *hold*
-#   share no completion, as in the table). For the QK
+#   share no completion, as in the table; a null fixed after a first, narrower one, z =
+#   {glue:text}`ov_shared_z:.1f`, had been seen). For the QK
 #   rows the same statistic reduces to a single contrast (*at* against *in* and *on* on
 #   *hold*) and has no power on *keep*'s pairs; the other pairings are too wide a null for it,
 #   so we record it as an observation. Read directly (observations), the token circuit
