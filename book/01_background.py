@@ -86,8 +86,8 @@
 # effect is not one term of the sum; measuring it takes an intervention.
 #
 # This is an identity, true by construction: there is nothing to discover by checking it,
-# but checking it shows that the code computes what the algebra says, and it is the one
-# place the book checks it (later chapters refer back here). We build a small GPT-2-style
+# but checking it shows that the code computes what the algebra says (chapter 2 checks it
+# again on the Annotated Transformer's encoder; later chapters refer back here). We build a small GPT-2-style
 # model in TransformerLens {cite}`nanda2022transformerlens`, with attention, MLPs and
 # LayerNorm, and random weights: the identity is structural, so it must hold for any
 # weights, trained or not.

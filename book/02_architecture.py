@@ -662,11 +662,14 @@ def sublayer_connection(x, sublayer, norm, position):
 checks.ch02_ex2(sublayer_connection)
 
 # %% [markdown]
-# In formulas (the solution of exercise 2.2), post-norm (the paper) is
+# ```{admonition} Exercise 2.2 worked out (open it once your function passes)
+# :class: dropdown
+# In formulas, post-norm (the paper) is
 # $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$: add first, then normalise.
 # Pre-norm (the Annotated Transformer's code) is
 # $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$: normalise what the sublayer
 # *reads*, and add its output to the un-normalised stream.
+# ```
 
 # %% [markdown]
 # ## The circuit view

@@ -8,9 +8,10 @@
 # coordinates, taken one at a time, no meaning. We prove the last point by algebra (exercise
 # 3.1's worked answer) and check it by rotating a whole model into a random basis and
 # getting the same predictions, to float32 rounding; we then
-# measure, in a pretrained model, that training can give coordinates a meaning all the
-# same, and show the one kind of operation in the forward pass that would break the
-# symmetry: a nonlinearity applied coordinate by coordinate.
+# measure, in one pretrained model (SmolLM2's 4-bit copy), that its weights make a few
+# coordinates of its stream special all the same, and show the kind of operation in the
+# forward pass that would break the symmetry: a nonlinearity applied coordinate by
+# coordinate (LayerNorm's centring also singles out a direction).
 
 # %% [markdown]
 # The set-up is folded away: the imports, and the rounding counts of this chapter's checks
@@ -129,7 +130,8 @@ def post_norm_stack_terms(d_model, n_stack):
 # the difference below.)
 #
 # That the pre-norm stream is the input plus the writes is an identity, which
-# {doc}`chapter 1 <01_background>` checked once; we do not check it again. What we measure
+# chapters {doc}`1 <01_background>` and {doc}`2 <02_architecture>` checked; we do not
+# check it again. What we measure
 # here is the other arrangement. We stack three encoder layers (six sublayers), record what
 # each sublayer adds, and compare the top of the stream with the input plus the six writes
 # when the same layers are arranged post-norm.
@@ -338,11 +340,11 @@ observation("numerical rank of all eight W_O stacked (their joint write "
 # ### No privileged basis
 #
 # Take any orthogonal $R$ ($R R^\top = I$) and imagine the stream stored as $\tilde x = xR$
-# instead of $x$. For the model to compute the same function in the new basis, two things
-# must hold: every write must put into the stream the rotated version of what it wrote
-# before, and every read of the rotated stream must give exactly what it gave from the old
-# one. Each entry of the table above therefore changes in a way fixed by its side of the
-# stream, or not at all if it has no $d_\text{model}$ side. Working out how is exercise
+# instead of $x$. For the model to compute the same function in the new basis, it suffices
+# that every write puts into the stream the rotated version of what it wrote before, and
+# every read of the rotated stream gives exactly what it gave from the old one. Done that
+# way, each entry of the table above changes in a way fixed by its side of the
+# stream. Working out how is exercise
 # 3.1.
 #
 # ### Exercise 3.1: rotate a model
@@ -396,7 +398,7 @@ checks.ch03_ex1(rotate_model_weights)
 #
 # Nothing in the argument
 # depends on what the weights are, so it holds for every model of this shape, trained or
-# random: the exercise's check tested it on random ones, and we now apply it to `toy-2l`.
+# random; we now apply it to `toy-2l`.
 #
 # Now rotate the real model. A random orthogonal matrix comes from the QR decomposition of
 # a Gaussian matrix (multiplying each column of $Q$ by the sign of the matching diagonal

@@ -10,8 +10,8 @@
 # RMSNorm comes first), in a model whose positions are added (to the stream, or in the
 # book's toy models only to the input of the queries and keys); and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
-# offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We read both
-# on a previous-token head of SmolLM2.
+# offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We check the
+# first on a small model and read the second on a previous-token head of SmolLM2.
 #
 # The first cell imports what the chapter uses.
 
@@ -705,8 +705,10 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # (root-mean-square), and the weight on key $i - 1$ with each random kernel rescaled to
 # the trained kernel's standard deviation.
 #
-# Only the first statistic, the margin of the peak, was fixed before we looked at the
-# kernels; the kernel's softmax weight and its split into scale and shape came after,
+# The first statistic, the margin of the peak, was fixed after this head's kernel had
+# been seen (an earlier version of this page tested $\kappa(1)$ against the head's own
+# slices at other offsets) but before the random kernels were computed; the kernel's
+# softmax weight and its split into scale and shape came after those too,
 # and all four would reuse the same 20 random sets, where no p can fall below 1/21.
 # Corrected for four tests (Holm), even four such p's would start at 4/21. So the
 # margin is the one test here, and the other three are exploration: numbers set beside
@@ -745,15 +747,16 @@ def kernel_prev_weight(kappa):
 
 
 null_kernels = [offset_kernel(q, k) for q, k in selected_qk]
-# The sharpness is the statistic set before the data; the kernel weight, the
+# The sharpness was fixed before the random kernels were computed (after the
+# trained kernel had been seen); the kernel weight, the
 # spread and the matched shape below were chosen after seeing the kernels and
 # reuse the same 20 draws, so they are read as exploratory (observations beside
 # the null's range, not tests): with four tests on 20 draws each p is at least
 # 1/21, and Holm's correction for four would put the smallest at 4/21.
 finding(f"L{PL}H{PH}'s offset kernel peaks at offset 1 more sharply than "
         "that of the best previous-token head among random heads (margin "
-        "of kappa(1) over the largest other offset, in sds of kappa; the "
-        "statistic set before the data)",
+        "of kappa(1) over the largest other offset, in sds of kappa; "
+        "fixed before the random kernels, after the trained one, was seen)",
         sharpness(slice_mean),
         null=Null.draws("the best previous-token head of each of 20 sets of "
                         "270 random heads at the trained sizes",
@@ -909,7 +912,7 @@ plt.show()
 # Taken in this order, the scale raises the random kernels' average weight from
 # {glue:text}`kernel_prev_null_mean:.2f` to {glue:text}`matched_mean:.2f`, and the
 # shape accounts for the rest of the way to {glue:text}`kernel_prev:.2f`. So the one
-# pre-stated test says, weakly, that this head's kernel peaks at offset 1 more sharply
+# test, whose statistic was fixed after this head's kernel had been seen, says, weakly, that this head's kernel peaks at offset 1 more sharply
 # than a random head's that happens to look one back. The exploration suggests why:
 # its offset preference seems to vary more with the offset for its size, its queries
 # and keys are larger than its layer's average, and its shape may lean somewhat more
@@ -1005,7 +1008,8 @@ attention_pattern_view(
 #   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
 #   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, softmaxed alone
 #   puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous token.
-#   Against the best previous-token heads of 20 random sets, the one pre-stated test,
+#   Against the best previous-token heads of 20 random sets, the one test (its
+#   statistic fixed after this head's kernel, before the random ones, had been seen),
 #   the margin of its kernel's peak over the largest other offset, is passed only
 #   weakly (p = 1/21, {glue:text}`sharp_z:.1f` null standard deviations). Exploring
 #   after the fact, on the same 20 sets: its kernel varies with the offset more per unit

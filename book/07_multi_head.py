@@ -444,9 +444,12 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 # {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write (on these
 # 16 sentences): shorter than the heads' write in every module, small in some and a
 # sizeable part of it in others (the printout shows where it is largest), and in all of them a fixed
-# vector added at every position whatever the input, which no single head is
-# responsible for. When we attribute a layer's output to its
-# heads, it has to be booked separately.
+# vector added at every position whatever the input. Only $b_O$ in it belongs to no head:
+# each head's share of the value bias, $b_V^h W_O^h$, comes from that head's own weights
+# (zeroing the head removes it, as the check below shows). Here the constant, and so the
+# ratio above, holds both; the heads' combined write is taken without them. When we
+# attribute a layer's output to its heads, $b_O$ has to be booked separately, and each
+# head's constant share can go with the head (as the figure below does) or with $b_O$.
 
 # %% [markdown]
 # ### Heads as independent writers
@@ -1313,7 +1316,7 @@ attention_pattern_view(
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank
 #   {glue:text}`sib_0_rank` of 270) and {glue:text}`sib_1_name` barely
 #   ({glue:text}`sib_1:.3f`, rank {glue:text}`sib_1_rank`, {glue:text}`sib_1_gap:.3f` above the
-#   best of the layer's six other heads, a difference only just resolved over the eight
+#   best of the six heads outside the group, a difference only just resolved over the eight
 #   passages); the shared keys read with random queries do not produce
 #   it, and in this layer it sits mostly in one group (one group of one model, one
 #   text). Other heads attend to the previous, the current

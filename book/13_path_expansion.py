@@ -324,10 +324,8 @@ observation("induction scores of the layer-1 heads L1H0 to L1H3 (8 repeated "
 # %% [markdown]
 # ### How many paths?
 #
-# In each layer a path either skips the layer (through the residual connection) or
-# passes through one of its heads. It cannot pass through two heads of the same layer:
-# they read the same stream side by side, and none reads another's output. The exercise
-# asks how many paths that makes; after it we check the count by brute force.
+# The exercise asks how many terms the expansion above has, for any number of layers and
+# heads; after it we check the count by brute force.
 
 # %% [markdown]
 # ### Exercise 13.1: count the paths
@@ -347,8 +345,11 @@ def n_paths(n_layers, n_heads):
 checks.ch13_ex1(n_paths)
 
 # %% [markdown]
-# Now the check of the count. Below we enumerate the paths of small models by brute
-# force (every choice, layer by layer, of a skip or one head) and compare with the
+# Now the check of the count. In each layer a path either skips the layer (through the
+# residual connection) or passes through one of its heads; it cannot pass through two
+# heads of the same layer, which read the same stream side by side, and none reads
+# another's output. Below we enumerate the paths of small models by brute force (every
+# choice, layer by layer, of a skip or one head) and compare with the
 # formula in `count_paths`, and with the number of parts `logit_attribution` returned
 # for `toy-2l`. The paths from an output bias are counted the same way: from layer
 # $\ell$'s $b_O$ a path passes through each later layer by a skip or one of its heads,
