@@ -361,8 +361,29 @@ checks.ch06_ex1(attention_pattern)
 # one bilinear form $W_{QK}^h(\Delta) = W_Q^h R_\Delta (W_K^h)^\top$ for each offset
 # $\Delta$; $W_{QK}^h$ is only its offset-0 slice. We check the first formula on a small
 # model here and the second on SmolLM2 below.
+
+# %% [markdown]
+# ### Exercise 6.2: scores from the residual stream
 #
-# Both are identities, true by construction; checking them against the scores a real
+# Write `qk_scores(x, W_Q, W_K)` that returns every head's scores
+# `[n_heads, pos, pos]` (no mask, no softmax) from a residual stream `x` of shape
+# `[pos, d_model]` and TransformerLens-shaped weights `[n_heads, d_model, d_head]`.
+
+# %% tags=["exercise"]
+def qk_scores(x, W_Q, W_K):
+    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head]
+    -> scores [n_heads, pos_q, pos_k]."""
+    # BEGIN SOLUTION
+    q = torch.einsum("pd,hde->hpe", x, W_Q)
+    k = torch.einsum("pd,hde->hpe", x, W_K)
+    return q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
+    # END SOLUTION
+
+
+checks.ch06_ex2(qk_scores)
+
+# %% [markdown]
+# Both formulas are identities, true by construction; checking them against the scores a real
 # TransformerLens model computes internally shows that the code and the algebra agree.
 # Its hook `hook_attn_scores` is taken *after* the causal mask: in TransformerLens 3.9
 # (`components/abstract_attention.py`) the attention layer scales the scores, calls
@@ -424,26 +445,6 @@ print(f"rank of W_QK per head: {ranks}   (d_model = {cfg.d_model}, "
 identity("rank(W_QK) <= d_head for every head", max(ranks),
          max(ranks) <= cfg.d_head, chapter="6")
 glue("qk_ranks", ", ".join(map(str, ranks)))
-
-# %% [markdown]
-# ### Exercise 6.2: scores from the residual stream
-#
-# Write `qk_scores(x, W_Q, W_K)` that returns every head's scores
-# `[n_heads, pos, pos]` (no mask, no softmax) from a residual stream `x` of shape
-# `[pos, d_model]` and TransformerLens-shaped weights `[n_heads, d_model, d_head]`.
-
-# %% tags=["exercise"]
-def qk_scores(x, W_Q, W_K):
-    """x: [pos, d_model]; W_Q, W_K: [n_heads, d_model, d_head]
-    -> scores [n_heads, pos_q, pos_k]."""
-    # BEGIN SOLUTION
-    q = torch.einsum("pd,hde->hpe", x, W_Q)
-    k = torch.einsum("pd,hde->hpe", x, W_K)
-    return q @ k.transpose(-1, -2) / W_Q.shape[-1] ** 0.5
-    # END SOLUTION
-
-
-checks.ch06_ex2(qk_scores)
 
 # %% [markdown]
 # ### A trained head on real text

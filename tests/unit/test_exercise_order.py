@@ -16,6 +16,9 @@ Referees found exercises answered by a code cell above them:
   functions.
 - chapter 10: the module checked against the formula (``torch.clamp(x @ W1 + b1, min=0) @ W2 + b2``
   with ``W1 = w_1.weight.T``) above exercise 10.1. The exercise now comes before that cell.
+- chapter 6: the scores from the residual stream (``W_QK = model.W_Q[0] @ model.W_K[0]...`` and
+  ``x @ W_QK @ x.T / sqrt(d_head)``) in the identity check above exercise 6.2. The exercise now
+  comes before that check.
 This keeps it so: no code cell before an exercise's cell holds the operations that answer it,
 and each chapter's fragments match the code the referee found (so the guard can fail).
 """
@@ -42,6 +45,10 @@ ANSWERS = {
                      "W_V[0,0]@W_O", "@W_V)@(W_O@", "W_V@W_O", "W_O@W_U"],
         "ch09_ex2": [".sum().real/", ".real.sum()/", "eig.abs().sum()", "eig64.abs().sum()"],
     },
+    "06_attention.py": {
+        "ch06_ex2": ["model.W_Q[0]@model.W_K[0].transpose(-1,-2)", "x@W_QK@x.T/",
+                     "W_Q@W_K.transpose(-1,-2)"],
+    },
     "10_ffn.py": {
         "ch10_ex1": ["clamp(x@W1+b1", "@W1+b1,min=0)", "w_1.weight.T", "@W1.T+b1", ".relu()@W2.T"],
     },
@@ -58,6 +65,8 @@ OLD_LAYOUT = {
     "ch09_ex1": ['    circuit = W_E_at @ w["W_V"][h] @ w["W_O"][h] @ W_U_at',
                  "ov_ref = W_E @ (attn.W_V[IH] @ (attn.W_O[IH] @ W_U))"],
     "ch09_ex2": ["score = (eig.sum().real / eig.abs().sum()).item()"],
+    "ch06_ex2": ["W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_m, d_m]",
+                 "ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]"],
     "ch10_ex1": ["formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2",
                  "W1, b1 = ffn_module.w_1.weight.T.detach(), ffn_module.w_1.bias.detach()"],
     "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',
