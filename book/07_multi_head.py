@@ -633,9 +633,13 @@ glue("n_aligned", n_aligned)
 # looking at random, the weakest head is far above it too (the second check above). A
 # head could beat chance without reading any word, by looking a fixed distance from its
 # own position, since the word order changes only in places; the best such distance
-# finds the aligned word {glue:text}`offset_hits:.0%` of the time, still far below the
-# weakest head. So every head of that layer has learned a version of the
-# same lookup (one model, one seed, 200 sentences of one toy language). The explorer shows any head of any attention module on six held-out
+# finds the aligned word {glue:text}`offset_hits:.0%` of the time, well below the weakest
+# head. A fixed distance is not the best rule that reads no word, though: a rule that
+# picks a source position from the source length and the target position does better,
+# and chapter {doc}`12_cross_attention` sets these heads beside that rule and tests
+# whether they follow the words. Here we conclude only that every head of that layer
+# does a version of the same lookup better than chance and a fixed distance (one model,
+# one seed, 200 sentences of one toy language). The explorer shows any head of any attention module on six held-out
 # sentences. The encoder's heads and the decoder's self-attention heads are less tidy
 # than the cross-attention ones, and no single picture says what they compute; reading
 # them needs the QK and OV circuits of chapter 8.
@@ -1297,8 +1301,9 @@ attention_pattern_view(
 #   attention modules of the trained model, and that zeroing one head's block of $W^O$
 #   removes exactly that head's term.
 # - Several heads need not mean several jobs. In the last decoder layer's
-#   cross-attention of the trained toy model all four heads learned a version of the
-#   same lookup, the source word being translated: the best finds it
+#   cross-attention of the trained toy model all four heads do a version of the same
+#   lookup, the source word being translated (chapter 12 tests them against a stronger
+#   position-only rule): the best finds it
 #   {glue:text}`best_hits:.0%` of the time and the weakest {glue:text}`worst_hits:.0%`,
 #   where a head looking at random finds it
 #   {glue:text}`chance_hits:.0%` of the time and the best fixed-distance head
