@@ -1073,7 +1073,7 @@ glue("l1_head_min", mean2[layer1].min().item())
 # the right next word is the name that was *not* repeated (the *indirect object*; the
 # repeated name is the *subject*). We ask SmolLM2 for the difference between the logits
 # of the two names at the last position and split it into parts. One sentence proves
-# little, so we fix the protocol before measuring: we pick the head whose direct effect
+# little, so we fix the pick rule and the sentences before measuring: we pick the head whose direct effect
 # on that one sentence is largest in size, whatever its sign, and then test whether its
 # mean direct effect, one-sided in the direction of that sign, is above 0 on 100
 # held-out sentences, ten new pairs of names in the same template and in four others.
