@@ -184,6 +184,26 @@ identity_close("the written-out forward pass reproduces MultiHeadedAttention",
                out, out_module, terms=MHA_TERMS, chapter="7")
 
 # %% [markdown]
+# ### Exercise 7.1: split a linear map into heads
+#
+# Write `split_heads(weight, n_heads)` that takes the `weight` of a query, key or value
+# `nn.Linear(d_model, d_model)` and returns TransformerLens's `[n_heads, d_model, d_head]`
+# tensor. Work it out from the forward pass above (how `.view` splits the last axis, and what
+# `nn.Linear` stores) before the next cells spell it out.
+
+# %% tags=["exercise"]
+def split_heads(weight, n_heads):
+    """nn.Linear weight [n_heads*d_head, d_model]
+    -> W [n_heads, d_model, d_head]."""
+    # BEGIN SOLUTION
+    W = weight.T  # acts on row vectors: [d_model, n_heads * d_head]
+    return W.reshape(W.shape[0], n_heads, -1).permute(1, 0, 2)
+    # END SOLUTION
+
+
+checks.ch07_ex1(split_heads)
+
+# %% [markdown]
 # Which numbers does head $i$ get? `.view` splits the last axis in order, so head $i$'s
 # query is entries $i d_k$ to $(i+1) d_k$ of `linears[0](x)`. Since `nn.Linear` computes
 # $x A^\top + b$ with `A = weight` stored as `[out, in]`, those entries are
@@ -264,25 +284,6 @@ assert bool(src_mask.all())
 identity_close("TransformerLens's attention, loaded with tl_weights(mha), "
                "computes the Annotated Transformer's layer", out_tl,
                out_module, terms=MHA_TERMS, chapter="7")
-
-# %% [markdown]
-# ### Exercise 7.1: split a linear map into heads
-#
-# Write `split_heads(weight, n_heads)` that takes the `weight` of a query, key or value
-# `nn.Linear(d_model, d_model)` and returns TransformerLens's `[n_heads, d_model, d_head]`
-# tensor. The usual traps are the transpose and the order of the reshape.
-
-# %% tags=["exercise"]
-def split_heads(weight, n_heads):
-    """nn.Linear weight [n_heads*d_head, d_model]
-    -> W [n_heads, d_model, d_head]."""
-    # BEGIN SOLUTION
-    W = weight.T  # acts on row vectors: [d_model, n_heads * d_head]
-    return W.reshape(W.shape[0], n_heads, -1).permute(1, 0, 2)
-    # END SOLUTION
-
-
-checks.ch07_ex1(split_heads)
 
 # %% [markdown]
 # ### Exercise 7.2: the layer as a sum over heads

@@ -16,6 +16,8 @@ Referees found exercises answered by a code cell above them:
   functions.
 - chapter 10: the module checked against the formula (``torch.clamp(x @ W1 + b1, min=0) @ W2 + b2``
   with ``W1 = w_1.weight.T``) above exercise 10.1. The exercise now comes before that cell.
+- chapter 7: the head-slicing cells (``x @ A.T[:, cols]`` and ``lin.weight.T[:, blk]``) above
+  exercise 7.1. The exercise now comes right after the forward pass, before they spell it out.
 - chapter 6: the scores from the residual stream (``W_QK = model.W_Q[0] @ model.W_K[0]...`` and
   ``x @ W_QK @ x.T / sqrt(d_head)``) in the identity check above exercise 6.2. The exercise now
   comes before that check.
@@ -49,6 +51,9 @@ ANSWERS = {
         "ch06_ex2": ["model.W_Q[0]@model.W_K[0].transpose(-1,-2)", "x@W_QK@x.T/",
                      "W_Q@W_K.transpose(-1,-2)"],
     },
+    "07_multi_head.py": {
+        "ch07_ex1": ["x@A.T[:,cols]", "lin.weight.T[:,blk]", ".weight.T[:,blk]"],
+    },
     "10_ffn.py": {
         "ch10_ex1": ["clamp(x@W1+b1", "@W1+b1,min=0)", "w_1.weight.T", "@W1.T+b1", ".relu()@W2.T"],
     },
@@ -67,6 +72,8 @@ OLD_LAYOUT = {
     "ch09_ex2": ["score = (eig.sum().real / eig.abs().sum()).item()"],
     "ch06_ex2": ["W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_m, d_m]",
                  "ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]"],
+    "ch07_ex1": ["        by_hand.append(x @ A.T[:, cols] + bias[cols])  # [batch, pos, d_k]",
+                 '        errors.append((w[f"W_{name}"][i] - lin.weight.T[:, blk]).abs().max())'],
     "ch10_ex1": ["formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2",
                  "W1, b1 = ffn_module.w_1.weight.T.detach(), ffn_module.w_1.bias.detach()"],
     "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',
