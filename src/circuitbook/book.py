@@ -294,6 +294,38 @@ def null_test(value: float, null: Null, *, alternative: str = "greater", boot: A
     return NullTest(value, null, alternative, p, lo=lo, hi=hi, level=1 - alpha)
 
 
+def student_t_cdf(x: float, df: int, steps: int = 2000) -> float:
+    """P(T <= x) for Student's t with ``df`` degrees of freedom, for t-intervals of small
+    samples (the problem set's 16 documents, chapter 7's eight passages).
+
+    Simpson's rule on the density c (1 + u^2 / df)^(-(df + 1) / 2) from 0 to |x|, in
+    float64, with c = Gamma((df + 1) / 2) / (Gamma(df / 2) sqrt(df pi)). Written here
+    because the book's stack has no t distribution: torch's StudentT has neither cdf nor
+    icdf, and scipy is not a dependency."""
+    import torch
+
+    if df < 1:
+        raise ValueError(f"student_t_cdf: df must be a positive count, got {df}")
+    u = torch.linspace(0, abs(x), 2 * steps + 1, dtype=torch.float64)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - math.log(df * math.pi) / 2
+    w = torch.ones_like(u)
+    w[1:-1:2], w[2:-1:2] = 4, 2
+    area = float((w * torch.exp(log_c - (df + 1) / 2 * torch.log1p(u ** 2 / df))).sum())
+    return 0.5 + math.copysign(area * abs(x) / (6 * steps), x)
+
+
+def student_t_quantile(q: float, df: int) -> float:
+    """The q-quantile of Student's t with ``df`` degrees of freedom: bisection on
+    :func:`student_t_cdf` over [-50, 50] (enough for q in [0.001, 0.999] from df = 2)."""
+    if not 0 < q < 1:
+        raise ValueError(f"student_t_quantile: q must lie in (0, 1), got {q}")
+    lo, hi = -50.0, 50.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if student_t_cdf(mid, df) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
 def _quantile(sorted_values: list[float], q: float) -> float:
     pos = q * (len(sorted_values) - 1)
     i = int(math.floor(pos))

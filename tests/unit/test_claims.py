@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from circuitbook.book import Null, finding, identity, identity_close, null_test, observation, rounding_bound
+from circuitbook.book import (Null, finding, identity, identity_close, null_test, observation, rounding_bound,
+                              student_t_cdf, student_t_quantile)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -260,3 +261,17 @@ def test_a_verdict_of_many_bools_is_refused_with_how_to_reduce_it():
     np = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match="one bool, got 2"):
         identity("numpy", 0, np.array([True, True]))
+
+
+def test_student_t_against_the_cauchy_closed_form_and_the_printed_table():
+    # df = 1 is the Cauchy distribution: P(T <= x) = 1/2 + atan(x) / pi exactly
+    for x in (-30.0, -2.0, -0.3, 0.0, 0.7, 5.0):
+        assert abs(student_t_cdf(x, 1) - (0.5 + math.atan(x) / math.pi)) < 1e-9
+    # 97.5th percentiles as printed in standard t tables (4 decimals)
+    for df, t in [(1, 12.7062), (7, 2.3646), (15, 2.1314), (33, 2.0345)]:
+        assert abs(student_t_quantile(0.975, df) - t) < 5e-5
+    assert abs(student_t_quantile(0.025, 7) + 2.3646) < 5e-5  # symmetric
+    with pytest.raises(ValueError, match="df"):
+        student_t_cdf(1.0, 0)
+    with pytest.raises(ValueError, match="q"):
+        student_t_quantile(1.0, 7)

@@ -204,9 +204,9 @@ class NullExercise(FunctionExercise):
                                   "every token twice")
             used = int(got.unique().numel())
             return self._fail(
-                f"not quite: {share} Your batch uses {used} distinct ids, where "
+                recognised(f"{share} Your batch uses {used} distinct ids, where "
                 f"lo .. hi - 1 offers {hi - lo}. How often does a draw like yours put the same token twice in a "
-                f"sequence of {tokens.shape[1]}, and how many ids does it draw from?", "tokens repeat by chance")
+                f"sequence of {tokens.shape[1]}, and how many ids does it draw from?"), "tokens repeat by chance")
         empty = _empty_parts(got, lo, hi)
         if empty or _same_rows(got):
             where = []
@@ -214,8 +214,8 @@ class NullExercise(FunctionExercise):
                 where.append(f"{empty} of the {P4B_PARTS} equal parts of lo .. hi - 1 hold none of its tokens")
             if _same_rows(got):
                 where.append("two of its sequences are the same")
-            return self._fail(f"not quite: in yours {' and '.join(where)}. "
-                              f"{self._explain_pattern}", "a fixed pattern")
+            return self._fail(recognised(f"in yours {' and '.join(where)}. {self._explain_pattern}"),
+                              "a fixed pattern")
         return None
 
     _explain_range = ("The control must differ from the test in the repeat only: tokens outside lo .. hi - 1 "
