@@ -26,7 +26,7 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              null_test, observation)
+                              null_test, observation, student_t_quantile)
 from circuitbook.data import translation as T
 from circuitbook.models import load
 from circuitbook.models.encoder_decoder import (
@@ -1133,7 +1133,7 @@ n_scored = scored.sum(-1).double()                                 # [8]
 flips = torch.tensor(list(itertools.product((1.0, -1.0),
                                             repeat=len(PASSAGES))),
                      dtype=torch.float64)[1:]       # the 255 other signs
-T_975_7 = 2.3646   # Student's t, 7 degrees of freedom, 97.5th percentile
+t_975 = student_t_quantile(0.975, len(PASSAGES) - 1)   # for the 95% t-interval
 passage_tests, passage_wins, passage_t = [], [], []
 for s_ in others_sib:
     gaps = on_copies[:, s_] - on_copies[:, rest].max(-1).values  # [8]
@@ -1147,7 +1147,7 @@ for s_ in others_sib:
             f"(exact sign-flip test over the {len(PASSAGES)} passages)",
             passage_tests[-1], chapter="7")
     per_gap = gaps / n_scored                  # each passage's own gap
-    half = T_975_7 * per_gap.std() / len(PASSAGES) ** 0.5
+    half = t_975 * per_gap.std() / len(PASSAGES) ** 0.5
     passage_t.append(((per_gap.mean() - half).item(),
                       (per_gap.mean() + half).item(), per_gap.mean().item()))
     passage_wins.append(int((gaps > 0).sum()))

@@ -30,7 +30,7 @@ import torch
 from circuitbook import checks
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
                               identity, identity_close, null_test, observation,
-                              rounding_bound)
+                              rounding_bound, student_t_cdf, student_t_quantile)
 from circuitbook.checks.ps import PROBLEMS
 from circuitbook.models import load
 from circuitbook.widgets.progress import ProblemSet
@@ -1490,34 +1490,12 @@ def fmt(t):
     return f"{signed(t.value)} [{signed(t.lo)}, {signed(t.hi)}]"
 
 
-def t_cdf(x, df, steps=2000):
-    """P(T <= x) for Student's t with df degrees of freedom: Simpson's rule
-    on its density from 0 to |x|, in float64."""
-    u = torch.linspace(0, abs(x), 2 * steps + 1, dtype=torch.float64)
-    log_c = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
-             - math.log(df * math.pi) / 2)
-    w = torch.ones_like(u)
-    w[1:-1:2], w[2:-1:2] = 4, 2
-    area = float((w * torch.exp(log_c - (df + 1) / 2
-                                * torch.log1p(u ** 2 / df))).sum())
-    return 0.5 + math.copysign(area * abs(x) / (6 * steps), x)
-
-
-def t_quantile(q, df):
-    """The q-quantile of Student's t: bisection on t_cdf."""
-    lo, hi = -50.0, 50.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
-    return (lo + hi) / 2
-
-
 def t_test(x):
     """x's mean [documents] with its 95% t-interval and two-sided p."""
     n, mean = len(x), float(x.double().mean())
     se = float(x.double().std()) / math.sqrt(n)
-    half = t_quantile(0.975, n - 1) * se
-    p = 2 * (1 - t_cdf(abs(mean) / se, n - 1))
+    half = student_t_quantile(0.975, n - 1) * se
+    p = 2 * (1 - student_t_cdf(abs(mean) / se, n - 1))
     return SimpleNamespace(value=mean, lo=mean - half, hi=mean + half, p=p)
 
 
