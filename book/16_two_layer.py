@@ -687,6 +687,16 @@ n_flips = 20000
 g_flip = torch.Generator().manual_seed(0)
 signs = torch.randint(0, 2, (n_flips, tokens.shape[0]),
                       generator=g_flip).double() * 2 - 1
+
+
+def sign_flip_test(per_seq, what="drops"):
+    """The mean of 32 per-sequence values, above 0 (one-sided), against their
+    mean under the n_flips random sign patterns."""
+    return null_test(per_seq.mean().item(), Null.draws(
+        f"the same {len(per_seq)} {what} under {n_flips} random sign patterns",
+        signs @ per_seq.double() / len(per_seq)), alternative="greater")
+
+
 for w, r in all_pairs:
     row = {"intact": intact_seq[:, r].mean().item()}
     for kind in "qk":
@@ -695,11 +705,7 @@ for w, r in all_pairs:
         row[f"cut {kind.upper()}"] = cut_seq.mean().item()
         change = intact_seq[:, r] - cut_seq              # the drop, per sequence
         seq_drop[w, r, f"cut {kind.upper()}"] = change
-        tests[w, r, f"cut {kind.upper()}"] = null_test(
-            change.mean().item(),
-            Null.draws(f"the same 32 drops under {n_flips} random sign "
-                       "patterns", signs @ change.double() / len(change)),
-            alternative="greater")
+        tests[w, r, f"cut {kind.upper()}"] = sign_flip_test(change)
         # the bootstrap interval, for the size of the drop
         intervals[w, r, f"cut {kind.upper()}"] = null_test(
             change.mean().item(), Null.point("no change", 0.0),
@@ -825,11 +831,7 @@ for w, r in all_pairs:
         change = (fresh_intact[:, r]
                   - stripe_per_seq(forward(fresh, [(kind, w, r)],
                                            fill=head_mean)[1])[:, r])
-        fresh_tests[w, r, f"cut {kind.upper()}"] = null_test(
-            change.mean().item(),
-            Null.draws(f"the same 32 drops under {n_flips} random sign "
-                       "patterns", signs @ change.double() / len(change)),
-            alternative="greater")
+        fresh_tests[w, r, f"cut {kind.upper()}"] = sign_flip_test(change)
 fresh_weakest = max((fresh_tests[key] for key in expected),
                     key=lambda t: (t.p, -t.value))
 fresh_strongest = min((fresh_tests[key] for key in set(tests) - expected),
@@ -883,10 +885,7 @@ match_joint, match_added = joint_cut((("q", 2), ("k", 1)))
 # 0.05 / 4. A shortfall says only that the two cuts do not add: the
 # softmax is not linear, so it would not show a match by itself
 shortfall = match_added - match_joint                  # [batch, head]
-short_tests = [null_test(shortfall[:, r].mean().item(), Null.draws(
-    f"the same 32 shortfalls under {n_flips} random sign patterns",
-    signs @ shortfall[:, r].double() / len(shortfall)))
-    for r in range(H)]
+short_tests = [sign_flip_test(shortfall[:, r], "shortfalls") for r in range(H)]
 finding("cutting L0H2 in a reader's query and L0H1 in its keys together "
         "lowers the induction score by less than the two cuts' drops added "
         "(the reader where this is least significant; sign-flip test over 32 "
