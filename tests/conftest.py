@@ -1,4 +1,5 @@
-"""Fixtures shared by the suites that drive a browser (tests/browser, tests/lab).
+"""Fixtures shared by the suites that drive a browser (tests/browser, tests/lab), and their
+per-test time limit.
 
 - ``browser``: one headless Chromium for the whole session, the system's (``/usr/bin/chromium``;
   ``CHROMIUM`` overrides), driven by Playwright, which never downloads a browser here. A
@@ -58,3 +59,17 @@ def serve():
     for httpd in servers:
         httpd.shutdown()
         httpd.server_close()
+
+
+# A browser or JupyterLab test waits on a page; one that waits forever (a promise that never
+# settles: page.evaluate has no timeout) fails here with its stack after 15 minutes, three times
+# the slowest such test (the JupyterLab problem set, about 5 minutes on 2 busy cores), instead of
+# holding the run until CI's limit. Other tests keep pyproject's longer limit.
+_TIGHT_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        suite = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
+        if suite in ("browser", "lab") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(_TIGHT_TIMEOUT_S))

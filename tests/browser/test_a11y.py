@@ -62,6 +62,38 @@ AXE_RUN_JS = """async ([tags, rules, skipped]) => {
                                  html: n.html.slice(0, 160), summary: (n.failureSummary || '').slice(0, 300) })) }));
 }"""
 
+# Waits for the page's finite animations (CSS transitions, such as a theme change or a focus
+# ring's) to end. An infinite one (a spinner: thebe's, the theme's placeholder glow) never
+# finishes, and page.evaluate has no timeout of its own: awaiting every animation hung CI's run
+# for an hour when a spinner happened to turn. So only finite ones are awaited, and at most 5 s.
+SETTLE_JS = """(() => Promise.race([
+  Promise.all(document.getAnimations()
+    .filter((a) => (a.effect && a.effect.getComputedTiming().endTime) !== Infinity)
+    .map((a) => a.finished.catch(() => null))),
+  new Promise((ok) => setTimeout(ok, 5000))]))"""
+
+def test_settling_waits_for_transitions_but_not_for_a_spinner(browser):
+    """SETTLE_JS, which the theme and focus tests await: a 0.8 s transition is waited for, while
+    a spinner that turns forever (what hung CI) neither holds it nor is waited for until the 5 s cap."""
+    with offline_page(browser) as page:
+        page.set_content("""<style>@keyframes spin { to { transform: rotate(360deg); } }
+          #spinner { width: 20px; height: 20px; animation: spin 1s linear infinite; }
+          #fade { width: 20px; height: 20px; background: red; transition: opacity 0.8s linear; }</style>
+          <div id="spinner"></div><div id="fade"></div>""")
+        elapsed = page.evaluate("""async () => {
+          const fade = document.getElementById('fade');
+          getComputedStyle(fade).opacity;  // the start of the transition, before it is changed
+          fade.style.opacity = '0';
+          const t0 = performance.now();
+          await """ + SETTLE_JS + """();
+          return { ms: performance.now() - t0, running: document.getAnimations().length,
+                   opacity: getComputedStyle(fade).opacity };
+        }""")
+    assert elapsed["opacity"] == "0", f"the transition had not ended when settling returned: {elapsed}"
+    assert 700 <= elapsed["ms"] < 4000, f"settling took {elapsed['ms']:.0f} ms, not the transition's 800 ms: {elapsed}"
+    assert elapsed["running"] == 1, f"the spinner should still turn: {elapsed}"
+
+
 # the theme's own switch, as pydata-sphinx-theme's button sets it; then wait for the page to
 # settle: CSS transitions, and the figures and canvases that redraw on the change
 DARK_JS = """async () => {
@@ -69,7 +101,7 @@ DARK_JS = """async () => {
   document.documentElement.dataset.mode = 'dark';
   const frame = () => new Promise((ok) => requestAnimationFrame(() => ok()));
   await frame(); await frame();
-  await Promise.all(document.getAnimations().map((a) => a.finished.catch(() => null)));
+  await """ + SETTLE_JS + """();
   await new Promise((ok) => setTimeout(ok, 100));
   await frame();
   return document.documentElement.dataset.theme;
@@ -289,7 +321,7 @@ def test_the_live_code_message_stays_in_its_box(browser, server, width):  # noqa
 # --------------------------------------------------------------------------- keyboard focus
 
 FOCUS_JS = """async () => {  // once the ring's transition (the theme's search button has one) has ended
-  await Promise.all(document.getAnimations().map((a) => a.finished.catch(() => null)));
+  await """ + SETTLE_JS + """();
   const e = document.activeElement;
   // the ring may be drawn on a part of the control (the sidebar's expanders draw it on their chevron)
   const styles = [e, ...e.querySelectorAll('*')].slice(0, 20).map((n) => getComputedStyle(n))
@@ -507,7 +539,7 @@ def test_circuitsvis_patterns_are_readable_in_the_dark_theme(browser, server):  
                 seen[theme] = _contrast_map(shot, canvas.evaluate(CANVAS_BACKGROUND_JS))
             page.evaluate("() => { const root = document.documentElement;"
                           " root.dataset.theme = 'light'; root.dataset.mode = 'light'; }")
-            page.evaluate("() => Promise.all(document.getAnimations().map((a) => a.finished.catch(() => null)))")
+            page.evaluate("() => " + SETTLE_JS + "()")
             light, dark = seen["light"], seen["dark"]
             shown_page, strong = light < 1.05, light >= 3
             lit = float((dark[shown_page] > 1.5).mean()) if shown_page.any() else 0.0
