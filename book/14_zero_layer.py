@@ -797,8 +797,8 @@ glue("pi_entropy", -(chain.stationary() * chain.stationary().log()).sum()
 # %% [markdown]
 # ## Bigram, not unigram
 #
-# Three descriptions of the logit table $W_E W_U + b_U$ (Elhage et al. write $W_E W_U$ for
-# a model with no bias) are tempting: that it is learned to approximate the
+# Three descriptions of the logit table $W_E W_U + b_U$ (Elhage et al. write it $W_U W_E$,
+# for a model with no bias and with column vectors) are tempting: that it is learned to approximate the
 # unigram distribution; that it is a bigram model; and that entry $(s, d)$ is proportional
 # to $\log P(d \mid s)$. The second is the right one, and the third is not: the logits
 # (with $b_U$) match $\log P$ up to a constant *added* to each row, which is not
