@@ -113,9 +113,10 @@ def check_frozen_divisor(statement, contribs, bias, want):
 #
 # `make_model` assembles the pieces exactly as the Annotated Transformer
 # {cite}`rush2018annotated` does. We build a small instance with the shape of the book's toy
-# translation model (two layers, $d_\text{model} = 64$, four heads; chapter 19 trains it)
-# and print its tree, folding the identical copies of each layer. The numbers in brackets
-# are parameter counts, summed from the modules themselves.
+# translation model (two layers, $d_\text{model} = 64$, four heads; chapter 12 reads its
+# heads, and chapter 19 describes its training and continues it) and print its tree,
+# folding the identical copies of each layer. The numbers in brackets are parameter counts,
+# summed from the modules themselves.
 
 # %%
 toy_shape = {k: ZOO_CONFIG[k] for k in ("N", "d_model", "d_ff", "h")}

@@ -29,7 +29,8 @@ ZOO_CONFIG = dict(
     steps=1000, batch_size=64, warmup=200, lr_factor=1.0, smoothing=0.1,
     n_train=20000, n_test=500, n_beam_eval=200, beam_size=4,
 )
-"""Shape and recipe of the zoo's "toy-translation" model (chapter 19 trains it)."""
+"""Shape and recipe of the zoo's "toy-translation" model (chapter 19 describes the recipe and
+continues the training; chapter 12 reads its cross-attention)."""
 
 
 @contextmanager
