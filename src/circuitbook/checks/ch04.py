@@ -114,9 +114,8 @@ EX2 = _TiedExercise(
         Mistake("forgot the embedding scale", "Your embedding is missing something exercise 4.1 "
                 "put there: what does Embeddings.forward do after the lookup?",
                 lambda tokens, lut, b_U: lut[tokens] @ lut.T + b_U),
-        Mistake("an extra scale", "Your logits are too large by a constant factor. "
-                "Which of the two ends carries the scale of exercise 4.1, and does the pre-softmax "
-                "layer's weight get it too?",
+        Mistake("an extra scale", "Your logits are too large by a constant factor. Reread the "
+                "exercise's two ends: how many times does the scale of exercise 4.1 enter the logits?",
                 lambda tokens, lut, b_U: lut.shape[-1] * lut[tokens] @ lut.T + b_U),
         Mistake("scale from lut.shape[0]", "Your scale factor comes from lut.shape[0]. What does "
                 "that size count, and what quantity does Embeddings.forward take the root of?",
@@ -138,8 +137,8 @@ EX2 = _TiedExercise(
                 "for?",
                 lambda tokens, lut, b_U: tied_logits(tokens, lut, b_U).softmax(-1)),
     ],
-    hint="Tied weights: one table serves both ends. Which end carries the scale of exercise 4.1, and does "
-         "the other? To unembed, the [batch, pos, d_model] stream must become [batch, pos, vocab]: which "
+    hint="Tied weights: one table serves both ends. How many times does the scale of exercise 4.1 enter "
+         "the logits? To unembed, the [batch, pos, d_model] stream must become [batch, pos, vocab]: which "
          "way round must the table be read for that? And have you used every input?",
 )
 
