@@ -83,19 +83,21 @@ EX1 = FunctionExercise(
                 "column. In the paper's 2i/d_model, what does i count, and does your exponent match it?",
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, exponent=lambda i, d: i / d))),
-        Mistake("a pair does not share its angle", "Your two columns of a pair do not share one angle. Should "
-                "column 2i+1 have its own frequency, or the same as column 2i?",
+        Mistake("odd columns at the wrong frequencies", "Your odd columns turn at other frequencies than the "
+                "formula gives them. Take column 7: which i does the paper's PE(pos, 2i+1) give it, and so "
+                "what exponent 2i/d_model? Compare that with the exponent your code uses for column 7.",
                 _odd_own_index),
-        Mistake("frequencies fall too fast", "Your frequencies fall too fast. In the paper's "
-                "2i/d_model, does i count columns or pairs of columns?",
+        Mistake("frequencies fall too fast", "Your frequencies fall too fast from column to column. Take "
+                "column 6: which i does the paper's PE(pos, 2i) give it, and so what exponent 2i/d_model? "
+                "Compare that with the exponent your code uses for column 6.",
                 _column_index_2j),
         Mistake("wrong base", "Your wavelengths stop growing too early. Which base does the "
                 "paper's formula use?",
                 lambda n_pos, d_model: (lambda a: _interleave(a.sin(), a.cos()).float())(
                     _angles(n_pos, d_model, base=1000.0))),
-        Mistake("columns in the wrong layout", "Your sines and cosines are in the wrong columns. How does the"
-                " paper's formula lay them out: in two blocks, or alternating, and which columns does "
-                "PE(pos, 2i) name?",
+        Mistake("columns in the wrong layout", "Your sines and cosines are in the wrong columns. List the "
+                "columns PE(pos, 2i) names for i = 0, 1, 2 and those PE(pos, 2i+1) names, then print row 1 "
+                "of your table: is each of those columns the function the formula puts there?",
                 lambda n_pos, d_model: (lambda a: torch.cat([a.sin(), a.cos()], -1).float())(
                     _angles(n_pos, d_model))),
         Mistake("shifted by one position", "Your table is shifted by one position. Which pos does the first row "
@@ -159,8 +161,9 @@ EX2 = FunctionExercise(
         Mistake("matrix does not depend on k", "Your matrix does not change with k. How does the angle of a"
                 " shift by k relate to that of a shift by one?",
                 lambda k, d_model: _block_matrix(_freqs(d_model))),
-        Mistake("one angle for every block", "All your blocks turn by the same angle. Does each pair of columns"
-                " have the same frequency?",
+        Mistake("one angle for every block", "All your blocks turn by the same angle. In the table of "
+                "exercise 5.1, how far does the angle of pair 0 move between row 0 and row k, and how far "
+                "does that of the last pair move? Compare those with your blocks' angles.",
                 lambda k, d_model: _block_matrix(torch.full((d_model // 2,), float(k), dtype=torch.float64))),
         Mistake("frequencies in reverse order", "Your frequencies are in the wrong order along the diagonal. "
                 "Which pair of columns turns fastest in the paper's table?",
@@ -259,9 +262,9 @@ EX3 = BatchExercise(
     make_inputs=_rope_inputs,
     mistakes=[
         Mistake("planes pair the wrong coordinates", "Your planes pair the wrong coordinates for this "
-                "model. Reread how the chapter says SmolLM2 (and TransformerLens with "
-                "rotary_adjacent_pairs=False) forms each plane: neighbours, or one coordinate from each "
-                "half?",
+                "model. Give your function two rows, each 1 at coordinate 0 and 0 elsewhere (positions 0 "
+                "and 1), and read which other coordinate of row 1 is no longer 0. Which two coordinates "
+                "does the exercise's statement say make plane 0?",
                 lambda x, base: _rope(x, base, adjacent=True)),
         Mistake("the planes are not turned as RoPE turns them", "Your planes turn by the right amounts but"
                 " do not land where RoPE puts them. Check by hand where the point (1, 0) of plane 0 goes at"
@@ -280,8 +283,9 @@ EX3 = BatchExercise(
         Mistake("ignored an argument", "Your rotation ignores one of the arguments. Which base "
                 "does your code use?",
                 lambda x, base: _rope(x, 10000.0)),
-        Mistake("later planes turn faster", "Your later planes turn faster and faster. What is the sign of the "
-                "exponent in theta_m?",
+        Mistake("later planes turn faster", "Your later planes turn faster and faster. Compute theta_0 and "
+                "theta_1 from the statement's formula by hand, for base 10000 and d_head 64, and compare "
+                "them with the angles your code turns planes 0 and 1 by at position 1.",
                 lambda x, base: _rope(x, base, power=1.0)),
     ],
     hint="Work plane by plane: which two coordinates of the row make plane m in the layout the "

@@ -35,8 +35,31 @@ def transposed_table(n_pos, d_model):
     return _table(n_pos, d_model).T
 
 
+def odd_column_own_exponent(n_pos, d_model):  # column c at exponent c/d: cos columns off by one step
+    pos = torch.arange(n_pos).double()[:, None]
+    col = torch.arange(d_model).double()
+    ang = pos / 10000.0 ** (col / d_model)
+    pe = ang.sin()
+    pe[:, 1::2] = ang[:, 1::2].cos()
+    return pe.float()
+
+
+def column_as_i(n_pos, d_model):  # the column index c used as the paper's i: exponent 2c/d
+    pos = torch.arange(n_pos).double()[:, None]
+    col = torch.arange(d_model).double()
+    ang = pos / 10000.0 ** (2 * col / d_model)
+    pe = ang.sin()
+    pe[:, 1::2] = ang[:, 1::2].cos()
+    return pe.float()
+
+
 def identity(k, d_model):
     return torch.eye(d_model)
+
+
+def same_angle_blocks(k, d_model):  # every block turned by k radians
+    c, s = torch.tensor(float(k)).cos(), torch.tensor(float(k)).sin()
+    return torch.block_diag(*[torch.stack([torch.stack([c, -s]), torch.stack([s, c])])] * (d_model // 2))
 
 
 def dense_lstsq(k, d_model):  # fit M from a few positions: not the exact block matrix
@@ -72,6 +95,14 @@ def rope_half_only(x, base):  # forgot to write the second coordinate of each pl
     return _rot(x, base, only_first=True)
 
 
+def rope_neighbour_pairs(x, base):  # planes (2m, 2m + 1), the sinusoidal table's layout
+    return _rot(x.double(), base, pairs=True).to(x.dtype)
+
+
+def rope_exponent_up(x, base):  # base^(+2m/d) in float64
+    return _rot(x.double(), base, up=True).to(x.dtype)
+
+
 def rope_unchanged(x, base):
     return x.clone()
 
@@ -94,10 +125,14 @@ MUTATIONS = {
         (times, "wrong values"),  # huge angles: float32 rounding differs, so not named
         (sin_only, "wrong values"),
         (transposed_table, "wrong shape"),
+        (halves, "columns in the wrong layout"),
+        (odd_column_own_exponent, "odd columns at the wrong frequencies"),
+        (column_as_i, "frequencies fall too fast"),
     ],
     "ch05_ex2": [
         (identity, "wrong values"),
         (dense_lstsq, "wrong values"),
+        (same_angle_blocks, "one angle for every block"),
     ],
     "ch05_ex3": [
         (rope_up_float32, "wrong values"),
@@ -105,5 +140,7 @@ MUTATIONS = {
         (rope_unchanged, "wrong values"),
         (rope_unpacks_two_axes, "only 2-D input"),
         (rope_slices_from_the_front, "only 2-D input"),
+        (rope_neighbour_pairs, "planes pair the wrong coordinates"),
+        (rope_exponent_up, "later planes turn faster"),
     ],
 }
