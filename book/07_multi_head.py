@@ -335,8 +335,10 @@ checks.ch07_ex2(mha_as_sum)
 # So $b_V$ and $b_O$ end up in the same place: a single constant vector, the same at every
 # position, added after the heads. (TransformerLens can fold $b_V$ into $b_O$ this way when
 # it loads a model.) What is left per head is one matrix, $W_{OV}^h = W_V^h W_O^h$, applied to
-# the stream and mixed across positions by the pattern. In Elhage et al.'s column-vector
-# convention the same matrix is written $W_O^h W_V^h$, the transpose of ours.
+# $X$ and mixed across positions by the pattern. In this pre-norm model $X$ is not the
+# residual stream itself but a LayerNorm's output, its gain and bias included. In Elhage
+# et al.'s column-vector convention the same matrix is written $W_O^h W_V^h$, the
+# transpose of ours.
 #
 # Both are identities, true by construction for any weights: checking them shows that the
 # code and the algebra agree, and that `tl_weights` reads the right slices, not anything
@@ -691,7 +693,8 @@ explore(draw_head, kind=list(kinds), layer=[0, 1], head=list(range(h)),
 #
 # The toy model has 24 heads and a task with a known answer. A real language model has
 # no answer key, but the same reading applies: every head computes its own pattern and
-# writes its own term. SmolLM2 (chapter {doc}`04_embeddings`) has 30 layers of 9 heads.
+# writes its own term. SmolLM2 (SmolLM2-135M-Instruct read from 4-bit weights, chapter
+# {doc}`04_embeddings`) has 30 layers of 9 heads.
 # Chapter {doc}`06_attention` found one of them attending to the previous token. Here we
 # look for a second job, and then at several heads side by side on the same text.
 #
@@ -892,20 +895,58 @@ glue("dup_n_name", int((in_pair & name_piece).sum()))
 # what kind of token each of them is, read off its piece and the one before:
 # a later piece of a word (no leading space, after a letter piece), a piece
 # right after a line break ("Ċ"), or anything else (a word after a comma)
-kinds = {"later": [], "break": [], "other": []}
+# (private names: the explorer above reads the global `kinds` on every move)
+_pair_kinds = {"later": [], "break": [], "other": []}
 for b_, q_ in in_pair.nonzero().tolist():
     before, piece = pieces[b_][q_ - 1], pieces[b_][q_]
-    kind = ("break" if "Ċ" in before else "later"
-            if not piece.startswith("Ġ") and before.lstrip("Ġ").isalpha()
-            else "other")
-    kinds[kind].append(before + "|" + piece)
+    _kind = ("break" if "Ċ" in before else "later"
+             if not piece.startswith("Ġ") and before.lstrip("Ġ").isalpha()
+             else "other")
+    _pair_kinds[_kind].append(before + "|" + piece)
 observation("repeated word tokens whose copy follows the same token: later "
             "pieces of a word, pieces after a line break, others (examples)",
             "; ".join(f"{len(v)} ({', '.join(sorted(set(v))[:4])})"
-                      for v in kinds.values()), chapter="7")
-for k_, v in kinds.items():
+                      for v in _pair_kinds.values()), chapter="7")
+for k_, v in _pair_kinds.items():
     glue(f"dup_n_{k_}", len(v))
 glue("dup_n_alone", int((scored & ~in_pair).sum()))
+# the others, where the copy follows a different token, split by the same
+# upper-case rule: upper-case pieces, and the rest (ordinary words)
+alone_name = scored & ~in_pair & name_piece
+plain = scored & ~in_pair & ~name_piece
+plain_share = on_copy[plain].mean(0)               # [30, 9]
+# upper-case pieces whose token before differs from the one before an
+# earlier copy only by a leading space ("K" against "ĠK")
+space_only = [f"{pieces[b_][q_ - 1]}|{pieces[b_][q_]} (copy after {c_})"
+              for b_, q_ in alone_name.nonzero().tolist()
+              for c_ in sorted({pieces[b_][k_ - 1] for k_ in range(1, q_)
+                                if text_ids[b_, k_] == text_ids[b_, q_]})
+              if c_ != pieces[b_][q_ - 1]
+              and c_.lstrip("Ġ") == pieces[b_][q_ - 1].lstrip("Ġ")]
+observation("repeated word tokens whose copy follows a different token: "
+            "upper-case pieces (examples), and the others",
+            f"{int(alone_name.sum())} ("
+            + ", ".join(sorted({pieces[b_][q_ - 1] + "|" + pieces[b_][q_]
+                                for b_, q_ in alone_name.nonzero().tolist()}
+                               )[:6])
+            + f"), {int(plain.sum())}", chapter="7")
+observation("of those upper-case pieces, the ones whose token before differs "
+            "from the one before an earlier copy only by a leading space",
+            f"{len(space_only)} ({', '.join(space_only[:3])})", chapter="7")
+observation(f"weight on earlier copies for those {int(plain.sum())} others: "
+            f"L{DL}H{DH}, the runner-up L{top_heads[1][0]}H{top_heads[1][1]},"
+            " the mean of the other 269 heads",
+            f"{plain_share[DL, DH]:.2f}, {plain_share[top_heads[1]]:.2f}, "
+            f"{(plain_share.sum() - plain_share[DL, DH]) / 269:.3f}",
+            chapter="7")
+glue("dup_n_alone_name", int(alone_name.sum()))
+glue("dup_n_plain", int(plain.sum()))
+glue("dup_n_space", len(space_only))
+glue("dup_n_upper", int((scored & name_piece).sum()))
+glue("dup_plain_best", plain_share[DL, DH].item())
+glue("dup_plain_runner_up", plain_share[top_heads[1]].item())
+glue("dup_plain_mean",
+     ((plain_share.sum() - plain_share[DL, DH]) / 269).item())
 glue("dup_pair_best", pair_share[DL, DH].item())
 glue("dup_alone_best", alone_share[DL, DH].item())
 glue("dup_alone_runner_up", alone_share[top_heads[1]].item())
@@ -932,15 +973,26 @@ glue("dup_alone_mean",
 # a later piece of a repeated word, {glue:text}`dup_n_break` the first piece of a line
 # (a name after a line break), and {glue:text}`dup_n_other` other tokens, mostly the start
 # of a word after the same token (", and", ", that"). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
-# are upper-case pieces, that is speakers' names: about half of all scored tokens. On those a head that matches the *previous* token, rather than the
+# are upper-case pieces, that is speakers' names: about half of all scored tokens. On
+# these {glue:text}`dup_n_pair` a head that matches the *previous* token, rather than the
 # token itself, would find the copy too, so they cannot tell the two jobs apart.
 # {glue:text}`dup_head` puts {glue:text}`dup_pair_best:.2f` on the copies there, and
 # {glue:text}`dup_alone_best:.2f` on the other {glue:text}`dup_n_alone`, where the
 # preceding tokens differ (the runner-up {glue:text}`dup_alone_runner_up:.2f`, the
-# other heads {glue:text}`dup_alone_mean:.3f` on average). The head does attend to a
-# token's earlier copy when only the token itself matches, but its high score rests
-# mostly on the repeated pieces, nearly all of them speaker-name fragments; whether it is matching the token or its
-# predecessor there, this text cannot say.
+# other heads {glue:text}`dup_alone_mean:.3f` on average). Those
+# {glue:text}`dup_n_alone` are not all ordinary words: {glue:text}`dup_n_alone_name` of
+# them are upper-case pieces as well, mostly of names again, and for
+# {glue:text}`dup_n_space` of these the token before differs from the one before the
+# copy only by a leading space (the printout shows examples). In all,
+# {glue:text}`dup_n_upper` of the {glue:text}`dup_n` scored tokens are upper-case
+# pieces. On the remaining {glue:text}`dup_n_plain`, ordinary words,
+# {glue:text}`dup_head` puts {glue:text}`dup_plain_best:.2f` on the copies (the
+# runner-up {glue:text}`dup_plain_runner_up:.2f`, the other heads
+# {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the head
+# does attend to a token's earlier copy when only the token itself matches, but its
+# high score rests mostly on the repeated upper-case pieces, nearly all of them
+# fragments of names; whether it is matching the token or its predecessor there, this
+# text cannot say.
 #
 # ### Grouped-query attention keeps the sum
 #
@@ -1232,9 +1284,10 @@ glue("rand_q_below", sum(v_ < min(dup[DL, s_].item() for s_ in others_sib)
 # offer" side of the lookup between heads, not the "what I look for" side.
 #
 # Finally, several jobs side by side. On the passage with the most repeated words we
-# pick out, besides the two heads found so far, the heads that are most extreme at two
-# more simple things: attending to the *first* token, and attending to the *current*
-# token.
+# show the duplicate-token head found above, and pick out, on this passage alone, the
+# heads that are most extreme at three simple things: attending to the *previous* token
+# (chapter {doc}`06_attention`'s job: the pick here is {glue:text}`prev_here`,
+# {glue:text}`prev_here_vs_ch6`), to the *first* token, and to the *current* token.
 
 # %%
 show = int(n_rep.argmax())          # the passage with most repeated words
@@ -1250,6 +1303,11 @@ jobs = {"duplicate token": (DL, DH),
 for job, (l, hd) in jobs.items():
     print(f"{job:>16}: L{l}H{hd}  first {first_share[l, hd]:.2f}, current "
           f"{self_share[l, hd]:.2f}, previous {prev_here[l, hd]:.2f}")
+# chapter 6 picked its previous-token head, L16H0, on other plays' text
+prev_pick = "L{}H{}".format(*jobs["previous token"])
+glue("prev_here", prev_pick)
+glue("prev_here_vs_ch6", "the head chapter 6 found on other plays"
+     if prev_pick == "L16H0" else "not L16H0, the head chapter 6 found")
 resting = (first_share > 0.5).float().mean().item()
 uniform_first = uniform_causal_pattern(N_TOK)[1:, 0].mean().item()
 observation("on this passage, the share of SmolLM2's heads that give more "
@@ -1273,7 +1331,8 @@ attention_pattern_view(
 # %% [markdown]
 # Four heads, four jobs, on the same {glue:text}`n_show_tok` tokens (the duplicate-token
 # head found on all eight passages, and the three heads most extreme on this one
-# passage, so the picture illustrates and does not test; pick
+# passage, the previous-token head among them, so the picture illustrates and does not
+# test; pick
 # a head, hover a token; `Ġ` marks a space and `Ċ` a line break in SmolLM2's tokens).
 # The first-token head is the most extreme case of something common: on this passage
 # {glue:text}`resting:.0%` of all 270 heads put more than half their attention (averaged
@@ -1298,9 +1357,10 @@ attention_pattern_view(
 #   way computes the same outputs.
 # - $\operatorname{Concat}(\text{heads})\,W^O = \sum_h z^h W_O^h$, so the layer is
 #   $\sum_h A^h X W_V^h W_O^h$ plus one constant vector $b_O + \sum_h b_V^h W_O^h$: the
-#   value bias passes through the pattern unchanged. We checked this on all six
-#   attention modules of the trained model, and that zeroing one head's block of $W^O$
-#   removes exactly that head's term.
+#   value bias passes through the pattern unchanged ($X$ is the normalised stream the
+#   values are read from, a LayerNorm's output). We checked this on all six attention
+#   modules of the trained model, and, on the last cross-attention, that zeroing one
+#   head's block of $W^O$ removes exactly that head's term.
 # - Several heads need not mean several jobs. In the last decoder layer's
 #   cross-attention of the trained toy model all four heads do a version of the same
 #   lookup, the source word being translated (chapter 12 tests them against a stronger
@@ -1314,16 +1374,18 @@ attention_pattern_view(
 #   against the layer's hooked output.
 # - In SmolLM2 on Shakespeare, head {glue:text}`dup_head` attends from a repeated word to
 #   its earlier copies ({glue:text}`dup_best:.2f` of its attention; the best head on
-#   shuffled text: {glue:text}`dup_null:.2f`). About half of the scored tokens
-#   ({glue:text}`dup_n_name` of {glue:text}`dup_n`) are pieces of repeated speakers'
-#   names, where the preceding token matches too; on the
-#   {glue:text}`dup_n_alone` others it puts {glue:text}`dup_alone_best:.2f` on the copies.
+#   shuffled text: {glue:text}`dup_null:.2f`). {glue:text}`dup_n_name` of the
+#   {glue:text}`dup_n` scored tokens are name pieces whose predecessor also matches,
+#   and {glue:text}`dup_n_upper` in all are upper-case pieces, mostly of names; on the
+#   remaining {glue:text}`dup_n_plain`, ordinary words whose predecessor differs from
+#   the copy's, it puts {glue:text}`dup_plain_best:.2f` on the copies.
 #   Of the two heads that share its key-value
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank
 #   {glue:text}`sib_0_rank` of 270) and {glue:text}`sib_1_name` barely
-#   ({glue:text}`sib_1:.3f`, rank {glue:text}`sib_1_rank`, {glue:text}`sib_1_gap:.3f` above the
-#   best of the six heads outside the group, a difference only just resolved over the eight
-#   passages); the shared keys read with random queries do not produce
+#   ({glue:text}`sib_1:.3f`, rank {glue:text}`sib_1_rank`; above the best of the six
+#   heads outside the group by {glue:text}`sib_1_gap:.3f` pooled over tokens and
+#   {glue:text}`sib_1_pgap:.3f` passage by passage, a difference only just resolved over
+#   the eight passages); the shared keys read with random queries do not produce
 #   it, and in this layer it sits mostly in one group (one group of one model, one
 #   text). Other heads attend to the previous, the current
 #   or the first token.

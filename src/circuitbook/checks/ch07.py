@@ -121,11 +121,8 @@ EX2 = FunctionExercise(
                 "the layer have, and how does Elhage et al.'s reading combine them?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V)[0] + b_O),
     ],
-    hint="Elhage et al.'s reading at the start of the chapter is the shape of the answer: multiplying "
-         "the concatenation by W^O is the same as multiplying each head's output by its own block of rows "
-         "of W^O and adding. So the layer is what each head writes on its own, added up, plus what belongs "
-         "to the layer as a whole. Ask of each bias whether it belongs to one head or to the layer, and "
-         "which axis of the pattern is the query's.",
+    hint="Elhage et al.'s reading at the start of the chapter is the shape of the answer. Ask where "
+         "each bias enters the layer, and which axis of the pattern is the query's.",
 )
 
 EXERCISES = {ex.id: ex for ex in (EX1, EX2)}
