@@ -119,7 +119,8 @@ def svd_terms(d_model, d_head):
 # offset, $W_{QK}(\Delta) = W_Q R_\Delta W_K^\top$, chapter {doc}`05_positional`; in a
 # model that normalises the stream before attention, as SmolLM2 does, the form acts on
 # the normalised stream, and the norm's gain sits between the stream and $W_Q$, $W_K$;
-# in `toy-2l` it acts on the stream plus the positional embedding.)
+# in `toy-2l` it acts on the stream plus the positional embedding, and with its biases
+# the score is a bilinear form in that vector with a 1 appended, exercise 8.1.)
 #
 # **What to move.** Once the weights are fixed, the head reads each key position's
 # residual vector through $W_V$, and writes the weighted average into the stream
@@ -128,7 +129,8 @@ def svd_terms(d_model, d_head):
 # $W_{OV}$: it takes the residual vector at the source position to the vector added at
 # the destination. (In a model that normalises the stream before attention, as SmolLM2
 # does, $W_V$ too reads the normalised stream, the norm's gain included; in `toy-2l` the
-# values read the stream alone, without the positional embedding.)
+# values read the stream alone, without the positional embedding, and the head also adds
+# the constant $b_V W_O$.)
 #
 # The head is then *the pattern computed by one circuit, applied to the output of the
 # other*. Each circuit is a $d_\text{model} \times d_\text{model}$ matrix squeezed
@@ -163,11 +165,17 @@ def svd_terms(d_model, d_head):
 # rotary model, how each plane is used), and that is all the argument shows: the
 # products are *unchanged by every such change of a head's factors*. It does not show
 # that they are the only thing a model's function pins down. Other changes keep the
-# function and do move the products: a key bias adds the same amount to every score of
-# a query, which the softmax ignores; in a model with no final normalisation a head can
-# add to every logit at a position the same amount, which the softmax over the
-# vocabulary ignores; heads can be relabelled. We show the first two on `toy-2l`
-# below.
+# model's predictions (for the key bias, the logits too) and do move a circuit. In a
+# model without rotary positions a key bias adds the same amount to every score of a
+# query, which the softmax ignores; it moves the bias-extended $W_{QK}$ of exercise 8.1
+# (not $W_Q W_K^\top$ itself). In a model with no final normalisation whose unembedding
+# can add one amount to every logit (some $u$
+# has $u W_U$ all ones, as in `toy-2l`, whose $W_U$ is square and invertible), a head
+# whose write is read by nothing but the unembedding (in an attention-only model such as
+# `toy-2l`, a last-layer head) can change its
+# $W_{OV}$ so as to add to every logit at a position the same amount, which the softmax
+# over the vocabulary ignores. And heads can be relabelled. We show the first two on
+# `toy-2l` below, and that the second is not available in the book's `text-2l`.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -482,10 +490,10 @@ identity_close("the same output is the pattern applied to the OV messages "
 # The figure shows the split on this sequence. Left, the pattern: in the second copy
 # each position attends to the position just after the earlier occurrence of its token
 # (the stripe below the diagonal), which is what an induction head does. Right, how
-# large each position's message $x_j W_{OV}$ is; the pattern picks which of them arrive
-# where. We measure the stripe on this one sequence: in the second copy, the head's mean
-# weight at the stripe's offset (19: query $20 + k$, key $k + 1$), next to its weight at
-# every other offset and to what a head attending uniformly would give.
+# large each position's message $x_j W_{OV} + b_V W_O$ is; the pattern picks which of
+# them arrive where. We measure the stripe on this one sequence: in the second copy,
+# the head's mean weight at the stripe's offset (19: query $20 + k$, key $k + 1$), next
+# to its weight at every other offset and to what a head attending uniformly would give.
 
 # %%
 second = torch.arange(20, n_pos)                 # queries of the second copy
@@ -521,12 +529,13 @@ fig
 # %% [markdown]
 # In the second copy the head puts {glue:text}`stripe:.2f` of each query's weight, on
 # average, on the token after the earlier occurrence of its own, and at most
-# {glue:text}`stripe_other:.3f` on any other offset from 0 to 20; a head spreading its
+# {glue:text}`stripe_other:.4f` on any other offset from 0 to 20; a head spreading its
 # weight evenly over the past would put {glue:text}`stripe_uniform:.3f` there. That is
 # an observation on one sequence of one model, not a test: whether training made the stripe, and
 # whether it makes this head an induction head, are questions for nulls that this
-# chapter does not draw (chapter {doc}`09_full_circuits` sets this head's circuits beside
-# the same architecture at initialisation).
+# chapter does not draw (chapter {doc}`17_induction_heads` tests its induction score, and
+# chapter {doc}`09_full_circuits` sets its circuits beside the same architecture at
+# initialisation).
 #
 # ### The products do not depend on the heads' coordinates
 #
@@ -653,14 +662,21 @@ glue("pattern_rel_median", pattern_rel.median().item())
 # No input, and no loss computed from the outputs, can tell the two sets of weights
 # apart (a penalty on the weights themselves, such as weight decay, could). A statement
 # such as "dimension 3 of head 1.1's queries detects punctuation" is therefore not a
-# fact about this model: it holds in one choice of coordinates and fails in another.
+# fact about the function this model computes: it holds in one choice of coordinates and
+# fails in another. (Whether training made the stored coordinates special is a separate
+# question, to be measured; chapter {doc}`03_residual_stream` explains why the symmetry
+# does not settle it.)
 # A statement about $W_{QK}$ or $W_{OV}$ survives every change of this kind (and a change
 # of basis of the residual stream itself moves every head's circuits together). That is
 # invariance under these changes, not uniqueness: the folded cell below changes each
 # circuit in a way that is not of this kind and still leaves the model's predictions as
 # they were. Chapter
 # {doc}`03_residual_stream` made the same argument for the residual stream with
-# rotations; in `toy-2l` any invertible matrix will do, because its positions are added
+# rotations, the changes of the stream's basis that also survive an RMSNorm once its
+# gain is folded (it commutes with them); `toy-2l` has no norms, so there any invertible
+# change of the stream's basis would keep the function too. The
+# freedom here is of a different space, each head's own: in `toy-2l` any invertible
+# matrix will do, because its positions are added
 # to what $W_Q$ and $W_K$ read (the stream plus $W_\text{pos}$) before they read it, and
 # nothing touches queries, keys or values between their weights and their products: no
 # rotation, no normalisation, no nonlinearity applied coordinate by coordinate.
@@ -729,17 +745,56 @@ glue("kb_qk_change", kb_qk_change)
 glue("ls_ov_change", ls_ov_change)
 glue("ls_moved", ls_moved)
 
+
+# The lift needs some u with u W_U = 1. text-2l has no final normalisation
+# either, but its W_U is d_model x d_vocab = 64 x 512, so the ones vector
+# need not lie in its row space: the least-squares u, and how far u W_U stays
+# from all ones (relative to |1|); the same solver on toy-2l's W_U, where u
+# exists, as the control
+def ones_residual(W_U):
+    ones = torch.ones(W_U.shape[1], dtype=torch.float64)
+    u_ls = torch.linalg.lstsq(W_U.T, ones[:, None]).solution[:, 0]
+    return ((u_ls @ W_U - ones).norm() / ones.norm()).item()
+
+
+with contextlib.redirect_stdout(io.StringIO()):  # loading reports the device
+    text2l = load("text-2l")
+W_U_text = text2l.W_U.double()                   # [64, 512]
+text_resid, toy_resid = ones_residual(W_U_text), ones_residual(toy64.W_U)
+# a least-squares solve in float64: about d_model d_vocab roundings, times
+# the condition number of W_U
+ls_floor = rounding_bound(
+    cfg.d_model * text2l.cfg.d_vocab,
+    max(torch.linalg.cond(W).item() for W in (W_U_text, toy64.W_U)),
+    torch.float64)
+assert toy_resid <= ls_floor < text_resid   # the next line's claim
+observation(f"text-2l (no final normalisation, W_U {text2l.cfg.d_model} x "
+            f"{text2l.cfg.d_vocab}): the least-squares u leaves "
+            "|u W_U - 1| / |1| at; toy-2l's (square W_U), the control",
+            f"{text_resid:.2f}; {toy_resid:.0e}", chapter="8")
+glue("text2l_ones_resid", text_resid)
+glue("text2l_d_vocab", text2l.cfg.d_vocab)
+glue("text2l_d_model", text2l.cfg.d_model)
+
 # %% [markdown]
 # A key bias moved the bias-extended $W_{QK}$ of head $L.H$ by
 # {glue:text}`kb_qk_change:.0%` of its norm and left every logit as it was (to float64
 # rounding); the change along $u$ moved its $W_{OV}$ by {glue:text}`ls_ov_change:.0f`
 # times its norm, moved the logits by up to {glue:text}`ls_moved:.1f`, and left every
-# predicted probability as it was. So the key-bias column of exercise 8.1's matrix is not pinned down even by
-# the logits, and in a model without a final normalisation a head's $W_{OV}$ can move
-# along a direction that shifts all logits alike. The precise statement of this section
-# is therefore: the products are unchanged by every change of a head's factors of the
-# $G$, $M$ kind, and statements about the factors are not; it does not say that nothing
-# else could change the products.
+# predicted probability as it was. So, in a model without rotary positions, the
+# key-bias column of exercise 8.1's matrix is not pinned down even by the logits. And a
+# head's $W_{OV}$ can move along a direction that shifts all logits alike in a model that
+# has what `toy-2l` has: no final normalisation, a $u$ with $u W_U$ all ones (`toy-2l`'s
+# $W_U$ is square and invertible), and nothing after the head that reads $u$ (head
+# $L.H$ is in the last layer; a layer-0 head's write along $u$ would be read by
+# layer 1). The book's `text-2l` has no final normalisation either, but its $W_U$ is
+# {glue:text}`text2l_d_model` by {glue:text}`text2l_d_vocab`: the closest $u W_U$ can
+# come to all ones still misses by {glue:text}`text2l_ones_resid:.2f` of the all-ones
+# vector's norm, so there no change of the stream that reaches the unembedding shifts
+# all logits alike. The precise statement of this section is therefore: the products
+# are unchanged by every change of a head's factors of the $G$, $M$ kind, and
+# statements about the factors are not; it does not say that nothing else could change
+# the products.
 
 # %% [markdown]
 # ### With rotary positions and shared keys
@@ -786,7 +841,13 @@ glue("ls_moved", ls_moved)
 # changes by $x W_V \sum_h (M M_h^{-1} - I) W_O^h$. That is zero for every $x$ only if
 # every $M_h = M$, provided $W_V$ has full column rank and the group's three $W_O^h$,
 # stacked into one $3 d_\text{head} \times d_\text{model}$ matrix, have full row rank
-# (full rank of each $W_O^h$ alone is not enough). We check both below. SmolLM2's
+# (full rank of each $W_O^h$ alone is not enough). That is the condition when only this
+# group's factors change. When every group of a layer changes at once, the groups'
+# changes add, $x \sum_g W_V^g \sum_{h \in g} (M_g M_h^{-1} - I) W_O^h$, and one group's
+# change could cancel another's. What rules that out is that the layer's nine $W_O^h$,
+# stacked into one $9 d_\text{head} \times d_\text{model}$ matrix (square in SmolLM2),
+# be invertible: then every $W_V^g (M_g M_h^{-1} - I)$ is zero, and with each $W_V^g$ of
+# full column rank every $M_h = M_g$. We check these conditions below. SmolLM2's
 # freedom is then, per layer, three $G$ of 64 numbers and three $M$ of 4096, not nine of
 # each. These changes cannot move, in each plane, the product of the query's and the
 # key's size (the scale cancels) and the angle between them. So the plane amplitudes of
@@ -797,7 +858,7 @@ glue("ls_moved", ls_moved)
 # the frequencies are distinct, a complex scalar per plane commutes with every
 # $R_\Delta$, and a generic $G$ does not; and, an observation about these weights, they
 # have the full rank that the "only if" and the shared $M$ need (each group's stacked
-# $W_O^h$ included). Then the model, in
+# $W_O^h$ and each layer's nine included). Then the model, in
 # float64 so that rounding cannot hide a real change (the float32 bound for the same
 # 30 layers would be $2^{29}$ times the float64 one, too loose to show a small change),
 # reparametrised in every layer in three
@@ -867,6 +928,16 @@ observation("every W_Q^h, W_K and W_V of SmolLM2, as stored and with the "
             "the smallest ratio of smallest to largest singular value, and "
             "float64 rounding", f"{sv_ratio:.1e} > {sv_floor:.0e}",
             chapter="8")
+# each layer's nine W_O^h stacked, [n_heads d_head, d_model]: invertible when
+# every group changes at once
+sv_ratio_all = min(sv_ratio_of(b.attn.W_O.reshape(S_H * D, -1))
+                   for b in smol.blocks)
+sv_floor_all = rounding_bound(smol.cfg.d_model * S_H * D, 1.0, torch.float64)
+assert S_H * D == smol.cfg.d_model and sv_ratio_all > sv_floor_all
+observation("each layer's nine W_O^h stacked (square) is invertible: the "
+            "smallest ratio of smallest to largest singular value over the "
+            "layers, and float64 rounding",
+            f"{sv_ratio_all:.1e} > {sv_floor_all:.0e}", chapter="8")
 R_all = rotary_rotation(smol, range(smol_ids.shape[1]), dtype=torch.float64)
 G_plane = plane_scalars().double()
 G_any = random_invertible(D).double()
@@ -961,9 +1032,9 @@ glue("perhead_top", top_same["per head"])
 #
 # So what does the invariance of the products become for the book's real model? First a
 # condition. The RMSNorm's gain $\gamma$ sits between the stream and $W_Q, W_K, W_V$ and
-# is not folded in as SmolLM2 is loaded, so scaling $\gamma$ by a positive diagonal $D$
-# and the rows of $W_Q, W_K, W_V$ by $D^{-1}$ leaves every query, key, value and logit
-# unchanged while it changes the products to
+# is not folded in as SmolLM2 is loaded, so scaling $\gamma$ by a diagonal $D$ with
+# nonzero entries and the rows of $W_Q, W_K, W_V$ by $D^{-1}$ leaves every query, key,
+# value and logit unchanged while it changes the products to
 # $D^{-1} W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top D^{-1}$ and
 # $D^{-1} W_V^{\mathrm{kv}(h)} W_O^h$. With the gain folded into $W_Q$, $W_K$ and $W_V$,
 # the products $W_Q^h R_\Delta (W_K^{\mathrm{kv}(h)})^\top$ at every offset, and
@@ -981,8 +1052,9 @@ glue("perhead_top", top_same["per head"])
 # ### `FactoredMatrix`
 #
 # $W_{QK}$ and $W_{OV}$ are $d_\text{model} \times d_\text{model}$ but carry only
-# rank-$d_\text{head}$ information, and the full circuits of chapter
-# {doc}`09_full_circuits` will be far larger than their factors. TransformerLens
+# rank-$d_\text{head}$ information, and in a model with a large vocabulary the full
+# circuits of chapter {doc}`09_full_circuits` are far larger than their factors (that
+# chapter counts the cost for a GPT-2-shaped head). TransformerLens
 # {cite}`nanda2022transformerlens` therefore represents such a product $AB$ by its two
 # factors, as a `FactoredMatrix`, and computes what we ask for through them. The book's
 # `circuitbook.circuits.qk_circuit` and `ov_circuit` return one, with $A = W_Q$,
@@ -1201,23 +1273,54 @@ checks.ch08_ex2(to_paper_convention)
 # $x$ all positions' residual vectors stacked into one long vector and $\otimes$ the
 # Kronecker product: block $(i, j)$ of $A \otimes W$ is $A_{ij} W$, so position $i$
 # receives $\sum_j A_{ij} W x_j$. We build the paper's matrices from the toy model's
-# TransformerLens weights and check all three statements on the real activations (the
-# value bias adds $b_V W_O$ in either convention and we leave it aside) in the collapsed
-# cell below.
+# TransformerLens weights and check all three statements on the real activations in the
+# collapsed cell below: the paper's scores $x_i^\top W_{QK}^\text{p} x_j$ (with the
+# biases appended as in exercise 8.1) against the model's own scores, and with
+# $W_{QK}^\text{p}$ transposed, which misses them (this head's $W_{QK}$ is not symmetric,
+# as the next check shows); the two OV forms against the
+# head's output (the value bias adds $b_V W_O$ in either convention and we leave it
+# aside).
 # ```
 
 # %% tags=["hide-cell"]
 W_Qp, W_Kp = attn.W_Q[H].T, attn.W_K[H].T   # [d_head, d_model]
 W_Vp = attn.W_V[H].T                         # [d_head, d_model]
 W_Op = attn.W_O[H].T                         # [d_model, d_head]
-W_QK_paper = W_Qp.T @ W_Kp
 W_OV_paper = W_Op @ W_Vp
 W_QK = attn.W_Q[H] @ attn.W_K[H].T
 asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
-identity("the paper's W_QKᵖ = (W_Qᵖ)ᵀ W_Kᵖ is exactly "
-         "TransformerLens's W_QK = W_Q W_Kᵀ",
-         (W_QK_paper - W_QK).abs().max(),
-         bool((W_QK_paper == W_QK).all()), chapter="8")
+# The paper's score in its own column form on the real vectors: the biases
+# as one more column of W_Qᵖ and W_Kᵖ (exercise 8.1's extension), each
+# position a column (x + W_pos, 1), query i on the left; against the hooked
+# scores, each at its own size, as for the pattern above
+W_QK_paper_ext = (torch.cat([W_Qp, attn.b_Q[H][:, None]], dim=1).T
+                  @ torch.cat([W_Kp, attn.b_K[H][:, None]], dim=1))
+X1_cols = x1.T                                 # [d_model + 1, pos]
+
+
+def paper_scores(W):
+    """score[i, j] = (column i)ᵀ W (column j) / sqrt(d_head)."""
+    return (torch.einsum("ai,ab,bj->ij", X1_cols, W, X1_cols)
+            / math.sqrt(cfg.d_head))
+
+
+hooked_scores = cache["attn_scores", L][0, H]  # masked: -inf above
+causal = ~future
+QK_TERMS = score_terms(cfg.d_model, cfg.d_head, extra=1)
+identity_close("the paper's score x_iᵀ W_QKᵖ x_j, W_QKᵖ = (W_Qᵖ)ᵀ W_Kᵖ "
+               "extended by the biases, is hook_attn_scores (each score's "
+               "error over its size)",
+               paper_scores(W_QK_paper_ext)[causal] / S_2l[causal],
+               hooked_scores[causal] / S_2l[causal], terms=QK_TERMS,
+               scale=1.0, chapter="8")
+# the same check with the query on the right must fail
+swapped_err = ((paper_scores(W_QK_paper_ext.T) - hooked_scores)[causal]
+               / S_2l[causal]).abs().max().item()
+assert swapped_err > rounding_bound(QK_TERMS, 1.0)   # the next line's claim
+observation("with W_QKᵖ transposed (query and key swapped) the scores miss: "
+            "the largest error over its size, and the bound",
+            f"{swapped_err:.2f} > {rounding_bound(QK_TERMS, 1.0):.0e}",
+            chapter="8")
 # a counterexample to symmetry: W - W^T above the rounding of two products
 qk_size = float((attn.W_Q[H].abs() @ attn.W_K[H].abs().T).max())
 asym_bound = rounding_bound(2 * cfg.d_head, qk_size)
@@ -1293,27 +1396,31 @@ identity("nn.Linear's stored weights, sliced per head, are the paper's "
 #   $W_Q G, W_K G^{-\top}, W_V M, M^{-1} W_O$ changed `toy-2l`'s $W_Q$ by
 #   {glue:text}`q_change:.0%` and left the logits equal to within float32 rounding.
 #   The products are unchanged by every such change, so statements about them do not
-#   depend on the heads' coordinates. That is invariance, not uniqueness: a key bias,
-#   or (with no final normalisation) a change of $W_O$ that shifts all logits alike,
-#   moved `toy-2l`'s products and left its predictions as they were.
+#   depend on the heads' coordinates. That is invariance, not uniqueness: a key bias
+#   moved `toy-2l`'s bias-extended $W_{QK}$, and a change of a last-layer head's $W_O$
+#   that shifts all logits alike moved its $W_{OV}$, and both left its predictions as
+#   they were. (The second needs no final normalisation and a $u$ with $u W_U$ all ones,
+#   which `toy-2l`'s square $W_U$ has and `text-2l`'s does not.)
 # - In a rotary model with grouped queries, such as SmolLM2, the freedom is smaller:
 #   $G$ must commute with every rotation $R_\Delta$, which leaves a scaled rotation
 #   $aI + bJ$ within each rotary plane (64 numbers instead of 4096; $M$ stays any
 #   invertible matrix), and the query heads sharing a key-value head share one $G$ and
-#   one $M$ (for weights of full rank, and for $M$ a group's stacked $W_O^h$ of full
-#   row rank, as SmolLM2's are). Such a $G$ left SmolLM2's logits unchanged to float64
-#   rounding; on one 16-token passage a generic $G$, or allowed ones that differ between
-#   sibling heads, moved them by up to {glue:text}`generic_change:.1f` and
+#   one $M$ (for weights of full rank, and for $M$ a layer's nine $W_O^h$ stacked into
+#   an invertible matrix, as SmolLM2's are). Such a $G$ left SmolLM2's logits unchanged
+#   to float64 rounding; on one 16-token passage a generic $G$, or allowed ones that
+#   differ between sibling heads, moved them by up to {glue:text}`generic_change:.1f` and
 #   {glue:text}`perhead_change:.1f`. How a head uses each plane does not depend on these
 #   coordinates. Once the RMSNorm gain is folded into $W_Q$, $W_K$ and $W_V$ (otherwise a
 #   diagonal rescaling can move between the gain and those matrices), the products
-#   themselves are unchanged by the allowed changes, up to an orthogonal change of basis
-#   of the stream that moves every circuit together.
+#   themselves are unchanged by the allowed changes; an orthogonal change of basis of
+#   the stream moves every circuit together, and other changes that keep the function
+#   may move them too.
 # - In the paper's column convention $W_{QK}^\text{p} = (W_Q^\text{p})^\top W_K^\text{p}$
 #   is the *same* matrix as TransformerLens's $W_{QK}$, while
 #   $W_{OV}^\text{p} = W_O^\text{p} W_V^\text{p}$ is the *transpose* of $W_{OV}$: a
 #   bilinear form keeps the query on the left, a linear map flips. `nn.Linear` stores
 #   the paper's orientation.
 # - `FactoredMatrix` keeps $AB$ as $A$ and $B$; its SVD, norm and eigenvalues go through
-#   $d_\text{head} \times d_\text{head}$ matrices, which is what makes the vocabulary-sized
-#   circuits of the next chapter affordable.
+#   $d_\text{head} \times d_\text{head}$ matrices, which is what makes vocabulary-sized
+#   circuits affordable in a model with a large vocabulary (the next chapter counts the
+#   cost for a GPT-2-shaped head).

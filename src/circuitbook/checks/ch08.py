@@ -132,7 +132,8 @@ class _ConventionExercise(PairExercise):
             return a.ndim == 2 and (self.compare(a, b) or self.compare(a.T, b))
 
         if all(up_to_orientation(a, b) for a, b in zip(got, reversed(expected))):
-            return self._fail("not quite: your two matrices are each right, in the other order. Return (W_QK, W_OV).",
+            return self._fail("not quite: your two matrices are each the right product, up to orientation, in the other order. "
+                              "Return (W_QK, W_OV).",
                               "returned the pair in the wrong order")
         notes = [f"{name}: {tensor_difference(a, b)[0]}" for name, a, b in zip(self.names, got, expected)
                  if not up_to_orientation(a, b)]
