@@ -32,7 +32,7 @@ import torch
 
 from circuitbook import checks
 from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              observation, rounding_bound)
+                              null_test, observation, rounding_bound)
 from circuitbook.circuits import (
     full_ov_circuit,
     full_qk_circuit,
@@ -267,9 +267,16 @@ identity("the bias row is larger than that check's rounding bound, so the "
 # $1/\mathrm{RMS}(W_E[s])$, a constant for each token that folds into $W_E$'s rows; the
 # same holds for the query and key sides of a layer-0 head's full QK table. At later
 # layers the source scale depends on the context, and the final norm's always does: each
-# row of logit changes is divided by the RMS of the stream at the destination. So for SmolLM2 the table $W_E\, \mathrm{diag}(g)\, W_{OV}^h\, \mathrm{diag}(g_\text{final})\, W_U$
-# is the head's effect only up to a positive scale for each destination (and, above
-# layer 0, for each source).
+# row of logit changes is divided by the RMS of the stream at the destination. So for a
+# layer-0 head of SmolLM2 the table is $D^{-1} W_E\, \mathrm{diag}(g)\, W_{OV}^h\,
+# \mathrm{diag}(g_\text{final})\, W_U$, with $D$ the diagonal matrix of the RMS of each
+# row of $W_E$ (so each token's row is divided by its own RMS), and it is the head's
+# effect only up to a positive scale for each destination. Above layer 0 the source
+# scale depends on the context, so no fixed $D$ exists and the table holds only up to a
+# positive scale for each source as well. The two scales are not alike: the
+# destination's multiplies the head's whole write there and changes no ranking within a
+# row, while a scale on each row changes the table's eigenvalues,
+# so a copying score computed without $D^{-1}$ is in general not the layer-0 head's.
 # The Annotated Transformer's encoder-decoder, taken whole rather than one module at a
 # time as above, differs from `toy-2l` in three ways: a LayerNorm sits before each
 # attention sublayer (pre-norm) and a final one before `Generator`, so its tables too
@@ -512,7 +519,8 @@ del big_ov, big_qk
 # earlier copy of the current token, and should then predict *that* token: its full OV
 # circuit should copy. We materialise all eight heads' tables with your `full_ov` and
 # ask, for each source token, whether its own logit is the largest in its row. A head
-# that has learned nothing tops its own row for about 1 token in 64. Head
+# at initialisation tops its own row for {glue:text}`ov_any_mean:.1%` of tokens on
+# average (all 320 untrained heads), about 1 in 64. Head
 # {glue:text}`ind_head` was picked as the best of eight (by its induction score), so the
 # null picks too: for each model at initialisation, the highest share among its eight
 # heads.
@@ -544,16 +552,24 @@ def top1_self(circuit, m, layer, head):
     return (T.argmax(-1) == tokens_idx).float().mean().item()
 
 
-null_self = best_of_heads(
-    lambda m, l, h: top1_self(full_ov_circuit, m, l, h))
+# every head at initialisation (all 320), and the best of each model's eight
+ov_self_any = [top1_self(full_ov_circuit, m, l, h) for m in inits
+               for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+n_per_model = cfg.n_layers * cfg.n_heads
+null_self = [max(ov_self_any[i:i + n_per_model])
+             for i in range(0, len(ov_self_any), n_per_model)]
 finding(f"head {IL}.{IH}'s own logit tops its full-OV row for more tokens "
         "than the best head of a model at initialisation", frac[IL, IH].item(),
         null=Null.draws(BEST8, null_self), chapter="9")
+observation("untrained heads (all 320): the mean share of tokens whose own "
+            "logit tops their full-OV row", sum(ov_self_any) / len(ov_self_any),
+            chapter="9")
 observation("the four layer-1 heads summed: the share of tokens whose own "
             "logit tops their row", frac_sum, chapter="9")
 observation("the fewest layer-1 heads that copy (top-1) any one token",
             coverage.min().item(), chapter="9")
 glue("null_self", sum(null_self) / len(null_self))
+glue("ov_any_mean", sum(ov_self_any) / len(ov_self_any))
 glue("null_self_max", max(null_self))
 glue("ind_head", f"{IL}.{IH}")
 glue("frac_ind", frac[IL, IH].item())
@@ -634,7 +650,8 @@ identity(f"a rank-2 Gram matrix of {n_circle} unit vectors on a circle has "
          chapter="9")
 eye_circle = torch.eye(n_circle, dtype=torch.float64)
 # distance to the identity at the best scale c, so that it does not depend on
-# T's size: c = <T, I> / <T, T> (for this T it is sqrt((n - 2) / n))
+# T's size: c = <T, I> / <T, T>, which is 2 / n for this T, and the distance
+# is then sqrt((n - 2) / n)
 c_best = T_circle.trace() / (T_circle * T_circle).sum()
 circle_dist = (c_best * T_circle - eye_circle).norm() / n_circle ** 0.5
 glue("n_circle", n_circle)
@@ -764,6 +781,87 @@ observation("untrained heads (all 320): the mean share of query tokens whose own
             "least the other three layer-1 heads' best",
             f"{sum(qk_self_any) / len(qk_self_any):.3f}, {qk_any_share:.2f}",
             chapter="9")
+# Added after the shares above were seen. The top-1 share counts only how
+# often the query's own token comes first, so it cannot tell second place
+# from last: it cannot show a head that avoids its own token. A two-sided
+# statistic of the same
+# rows: the number of keys scoring above the query's own token (qk_diag_rank
+# above), averaged over query tokens; (d_vocab - 1) / 2 if t = s ranked at
+# random.
+def keys_above_self(m, layer, head, embed=None):
+    """Mean over query tokens of the keys scoring above the query's own
+    token in the full QK circuit (embed: another W_E in place of m's)."""
+    if embed is None:
+        T = full_qk_circuit(m, layer, head).AB
+    else:
+        T = embed @ m.W_Q[layer, head] @ m.W_K[layer, head].T @ embed.T
+    return (T > T.diagonal()[:, None]).sum(-1).float().mean().item()
+
+
+above = [[keys_above_self(model, l, h) for h in range(cfg.n_heads)]
+         for l in range(cfg.n_layers)]
+print("keys above the query's own token, mean over query tokens "
+      "[layer, head]:")
+print(torch.tensor(above).numpy().round(1))
+above_any = [keys_above_self(m, l, h) for m in inits
+             for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+null_above = Null.draws("one head of a toy-2l at initialisation, all 320",
+                        above_any)
+# the cheaper mechanism: untrained W_Q, W_K on toy-2l's own trained W_E
+above_trained_E = [keys_above_self(m, l, h, embed=W_E) for m in inits
+                   for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+null_above_E = Null.draws("the untrained W_Q, W_K of all 320 heads on "
+                          "toy-2l's trained W_E", above_trained_E)
+# the three unpicked heads, each against one untrained head, in either
+# direction: the level 0.05 is divided by 6 (three heads, two directions;
+# 0.008 just below it), and the most extreme head is tested one-sided in
+# its direction
+others = [h for h in range(cfg.n_heads) if h != IH]
+above_z = {h: (above[IL][h] - null_above.mean) / null_above.sd for h in others}
+AV = max(others, key=lambda h: abs(above_z[h]))
+avoid_test = null_test(above[IL][AV], null_above, alternative="greater")
+finding(f"head {IL}.{AV}: more keys score above the query's own token than "
+        "for an untrained head, i.e. it avoids its own token (level 0.008, "
+        "below 0.05 / 6: three unpicked heads, two directions)", avoid_test,
+        alpha=0.008, chapter="9")
+finding(f"head {IL}.{AV}, the same statistic, against untrained W_Q, W_K on "
+        "toy-2l's own trained embedding (level 0.008)", above[IL][AV],
+        null=null_above_E, alpha=0.008, chapter="9")
+rest = [h for h in others if h != AV]
+observation("the other two unpicked heads "
+            f"({', '.join(f'{IL}.{h}' for h in rest)}): the same statistic, "
+            "and its z against all 320 untrained heads",
+            ", ".join(f"{above[IL][h]:.1f} (z = {above_z[h]:.1f})"
+                      for h in rest), chapter="9")
+# head IH was picked as the best of eight (by its induction score), so its
+# null is the lowest of each untrained model's eight heads on this statistic
+null_above_low = best_of_heads(keys_above_self, pick=min)
+finding(f"head {IL}.{IH}: fewer keys score above the query's own token than "
+        "in the lowest head of a model at initialisation", above[IL][IH],
+        null=Null.draws("the lowest of the 8 heads of each of 40 toy-2l's at "
+                        "initialisation", null_above_low),
+        alternative="less", chapter="9")
+# layer 0 was not part of the question: the heads above every untrained one
+layer0_avoid = [f"0.{h}" for h in range(cfg.n_heads)
+                if above[0][h] > max(above_any)]
+observation("layer-0 heads whose statistic lies above every untrained head "
+            "(not tested: not part of the question)",
+            ", ".join(layer0_avoid) or "none", chapter="9")
+glue("above_null_mean", null_above.mean)
+glue("above_null_sd", null_above.sd)
+glue("above_null_max", max(above_any))
+glue("above_E_max", max(above_trained_E))
+glue("avoid_head", f"{IL}.{AV}")
+glue("above_avoid", above[IL][AV])
+glue("above_avoid_z", avoid_test.z)
+glue("above_avoid_p", avoid_test.p)
+glue("above_rest_heads", " and ".join(f"{IL}.{h}" for h in rest))
+glue("above_rest", " and ".join(f"{above[IL][h]:.1f}" for h in rest))
+glue("above_rest_z", " and ".join(f"{above_z[h]:.1f}" for h in rest))
+glue("above_ind", above[IL][IH])
+glue("above_low_min", min(null_above_low))
+glue("above_low_mean", sum(null_above_low) / len(null_above_low))
+glue("layer0_avoid", " and ".join(layer0_avoid) or "none")
 glue("qk_any_mean", sum(qk_self_any) / len(qk_self_any))
 glue("qk_any_share", qk_any_share)
 glue("qk_self_top_n", round(qk_self_top * cfg.d_vocab))
@@ -786,12 +884,14 @@ glue("qk_null_max", max(null_qk_self))
 # ({glue:text}`qk_null_max_n` of 64). So training gave this head a weak preference for its
 # own token, though the margin is thin: its count exceeds the null's maximum by
 # {glue:text}`qk_margin_n`,
-# and with 40 draws the test cannot give p below 1/41. The other three layer-1 heads, which
-# were not picked for anything, score {glue:text}`qk_self_others`; a single head at
-# initialisation averages {glue:text}`qk_any_mean:.1%`, and
-# {glue:text}`qk_any_share:.0%` of the 320 untrained heads score at least as much as the
-# best of those three, so they cannot be told from an untrained head. And the preference
-# is small beside the scores the head computes. A row of the table
+# and with 40 draws the test cannot give p below 1/41. A second statistic of the same
+# rows, which we added after seeing these shares, does not rest on that one-token margin:
+# the number of keys that score above the query's own token (the histogram's quantity),
+# averaged over query tokens. For head {glue:text}`ind_head` it is
+# {glue:text}`above_ind:.1f`, fewer than for any of the eight heads of each untrained
+# model: the fewest among each model's eight is at least {glue:text}`above_low_min:.1f`
+# ({glue:text}`above_low_mean:.1f` on average; again p = 1/41, the floor of 40 draws).
+# And the preference is small beside the scores the head computes. A row of the table
 # varies by {glue:text}`qk_row_spread:.1f` on average (largest minus smallest entry), while
 # the scores the head computes on repeated random tokens have a standard deviation of
 # {glue:text}`live_std:.1f` overall and {glue:text}`live_row_std:.1f` within one query's row
@@ -799,6 +899,28 @@ glue("qk_null_max", max(null_qk_self))
 # compares comes from elsewhere. So the direct token-token route does little to tell this head
 # where to look: it attends to the token *after* an earlier copy, which it can only find
 # through what layer 0 wrote (K-composition, chapter {doc}`18_composition`).
+#
+# The other three layer-1 heads, which were not picked for anything, score
+# {glue:text}`qk_self_others` on the top-1 share; a single head at initialisation averages
+# {glue:text}`qk_any_mean:.1%`, and {glue:text}`qk_any_share:.0%` of the 320 untrained
+# heads score at least as much as the best of those three. So none of the three prefers
+# its own token, in this top-1 sense, more than an untrained head does. The top-1 share
+# cannot say more: it counts only how often the query's own token comes first, so it
+# cannot tell a head that ranks its own token second from one that ranks it last. The
+# count of keys above the query's own token can, in both directions. An untrained head
+# averages {glue:text}`above_null_mean:.1f` (sd {glue:text}`above_null_sd:.1f`, at most
+# {glue:text}`above_null_max:.1f` among the 320). Head {glue:text}`avoid_head` averages
+# {glue:text}`above_avoid:.1f`, above every one of them (z = {glue:text}`above_avoid_z:.1f`,
+# p = {glue:text}`above_avoid_p:.4f` against a level of 0.05 / 6, for three heads and two
+# directions), and above every untrained head placed on `toy-2l`'s own trained embedding
+# (at most {glue:text}`above_E_max:.1f`): on the direct token-token route, head
+# {glue:text}`avoid_head` avoids its own token. Heads {glue:text}`above_rest_heads` average
+# {glue:text}`above_rest` (z = {glue:text}`above_rest_z`), within the untrained heads'
+# spread on this statistic too. (Layer-0 heads {glue:text}`layer0_avoid` also lie above
+# every untrained head; they are not part of this question, and we leave them untested.)
+# What the avoidance does in the model, if anything, this page does not test: like head
+# {glue:text}`ind_head`'s preference, it is one part of the score beside what layer 0
+# wrote at the query and key positions.
 #
 # ### Eigenvalues and the copying score
 #
@@ -997,9 +1119,9 @@ glue("null_score_min", null_scores.min().item())
 # score gets the sign right for that sum, the head raising the attended token's logit on
 # balance over the vocabulary; it does not say that every token's own logit rises, nor
 # how many tokens the head copies. Head {glue:text}`prev_head`, the
-# previous-token head, scores {glue:text}`score_prev:.2f`, far below the lowest of any
-# untrained model's eight heads. The score is a ratio of sums, so we read the table
-# itself: on the direct path the head lowers the logit of the token it attends to for
+# previous-token head, scores {glue:text}`score_prev:.2f`, far below the lowest of the
+# eight heads of each of the 40 untrained models. The score is a ratio of sums, so we
+# read the table itself: on the direct path the head lowers the logit of the token it attends to for
 # {glue:text}`prev_neg:.0%` of tokens (the highest of an untrained model's eight heads: at
 # most {glue:text}`null_neg_max:.0%`), and that logit is the lowest of its row for
 # {glue:text}`prev_bottom:.0%` of tokens, where the best of an untrained model's eight
@@ -1261,10 +1383,15 @@ identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
 #   {glue:text}`cond_U:.1e`), a head of its shape can realise that table on its 64
 #   tokens.
 # - Head {glue:text}`ind_head`'s full QK circuit matches a query to its own token more
-#   often than the best head of any model at initialisation, by a thin margin
+#   often than the best head of each of 40 models at initialisation, by a thin margin
 #   ({glue:text}`qk_self_top_n` of 64 query tokens against at most
-#   {glue:text}`qk_null_max_n`); the other layer-1 heads cannot be told from an untrained
-#   head. A row of head {glue:text}`ind_head`'s table varies
+#   {glue:text}`qk_null_max_n`), and on average ranks the query's own token higher than
+#   any head of those models does (a second statistic, the mean number of keys scoring
+#   above the own token, added after looking). None of the other three layer-1 heads
+#   prefers its own token (top-1) more than an untrained head does, but on the two-sided
+#   count head {glue:text}`avoid_head` lies beyond all 320 untrained heads
+#   (z = {glue:text}`above_avoid_z:.1f`): on the direct route it avoids its own token.
+#   A row of head {glue:text}`ind_head`'s table varies
 #   little beside the scores the head computes on repeated random tokens: most of the
 #   spread among the keys one query compares comes from elsewhere, and the direct
 #   token-token route does little to tell this head where to look. (In a rotary model

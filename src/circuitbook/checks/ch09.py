@@ -122,8 +122,9 @@ EX2 = FunctionExercise(
         Mistake("forgot to normalise", "Your score grows with the head's weights. What would make it "
                 "stay in [-1, 1] whatever the head's scale?",
                 lambda eigenvalues: eigenvalues.sum().real.item()),
-        Mistake("counted the fraction of positive eigenvalues", "The score weights each eigenvalue by its size; "
-                "a count also counts the rounding-sized eigenvalues, which say nothing about the head.",
+        Mistake("counted the fraction of positive eigenvalues", "Your score counts eigenvalues. Does an "
+                "eigenvalue of size 1e-7, which is rounding, move it as much as the largest one does? "
+                "Should it?",
                 lambda eigenvalues: (eigenvalues.real > 0).float().mean().item()),
         Mistake("normalised by |Re lambda|", "Your denominator ignores the imaginary parts. How big is a "
                 "complex eigenvalue whose real part is near 0?",

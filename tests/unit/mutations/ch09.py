@@ -11,6 +11,10 @@ def mean_real(eigenvalues):  # Re(sum lambda) / n: normalised by the count, not 
     return eigenvalues.real.mean()
 
 
+def count_right_half_plane(eigenvalues):  # the positive count spelled another way: still named
+    return (eigenvalues.real >= 0).sum() / len(eigenvalues)
+
+
 def vector_answer(eigenvalues):  # per-eigenvalue scores instead of one number
     return eigenvalues.real / eigenvalues.abs().sum()
 
@@ -21,6 +25,7 @@ MUTATIONS = {
     ],
     "ch09_ex2": [
         (mean_real, "wrong values"),
+        (count_right_half_plane, "counted the fraction of positive eigenvalues"),
         (vector_answer, "wrong type"),
     ],
 }
