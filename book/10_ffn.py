@@ -1,17 +1,17 @@
 # %% [markdown]
 # # 10. Position-wise feed-forward networks
 #
-# Between its attention sublayers, every layer of the Transformer runs each position
-# through the same small two-layer network. This chapter builds that network as the
-# Annotated Transformer does, checks that it really treats positions one at a time,
-# counts its parameters (two thirds of an encoder layer's), and measures the thing that makes it hard for
-# the circuits framework: its ReLU breaks the additivity that attention (with its pattern
-# held fixed) enjoys in what it reads (in the book's models, the normalised stream), and it
-# gives the hidden neurons a privileged basis. At the end we
-# look at a trained FFN, SmolLM2's: how concentrated its activations are on single
-# neurons, and how much of that training did rather than the architecture; what makes a
-# few neurons fire; and how far Geva et al.'s reading of neurons as key-value memories
-# goes.
+# Between its attention sublayers, every layer of the Transformer runs each position through
+# the same small two-layer network. This chapter builds that network as the Annotated
+# Transformer does, checks that it really treats positions one at a time, counts its
+# parameters (two thirds of an encoder layer's), and measures the thing that makes it hard
+# for the circuits framework: its ReLU breaks the additivity that attention (with its
+# pattern held fixed) enjoys in what it reads (in the encoder-decoder and SmolLM2, the
+# normalised stream; in the toys, the stream itself), and it gives the hidden neurons a
+# privileged basis. At the end we look at a trained FFN, SmolLM2's: how concentrated its
+# activations are on single neurons, and how much of that training did rather than the
+# architecture; what makes a few neurons fire; and how far Geva et al.'s reading of neurons
+# as key-value memories goes.
 
 # %% [markdown]
 # The set-up is folded away: the imports, and the rounding counts of this chapter's
@@ -526,16 +526,17 @@ glue("flips", 100 * flips)
 # is true by construction, and the three checks above only show that the code and the
 # algebra agree. The measured part is how far from affine the live layers are. The
 # difference is in what has to be frozen. For a head it is the pattern: one
-# position-by-position table, computed by the QK circuit from the weights, that we can
-# print and read, and that for some heads stays recognisable across inputs (the
-# previous-token head of chapter {doc}`09_full_circuits` puts almost all its weight on the
-# previous position by its positional term alone, and for all but a few (query token,
-# position) pairs no choice of key tokens can move it off; for those few, some choice
-# might). For the FFN it is the on/off state of
-# $d_\text{ff}$ neurons at every position, and {glue:text}`flips:.0f`% of them changed
-# between the two independent Gaussian inputs to this random layer: a frozen-gate FFN
-# describes the layer only near the input it was frozen at, and how near depends on how
-# many gates change, which for a trained layer on real text we have not measured.
+# position-by-position table, computed by the QK circuit from the weights, that we can print
+# and read, and that for some heads stays recognisable across inputs (the previous-token
+# head of chapter {doc}`09_full_circuits` puts almost all its weight on the previous
+# position by its positional term alone, on average over every query position but the last,
+# which training never reached; and for all but a few (query token, position) pairs no
+# choice of key tokens can take its top key off the previous position; for those few, some
+# choice might). For the FFN it is the on/off state of $d_\text{ff}$ neurons at every
+# position, and {glue:text}`flips:.0f`% of them changed between the two independent Gaussian
+# inputs to this random layer: a frozen-gate FFN describes the layer only near the input it
+# was frozen at, and how near depends on how many gates change, which for a trained layer on
+# real text we have not measured.
 #
 # The explorer mixes the two inputs, $t\,a + (1-t)\,b$. Any affine map sends the mixture to
 # the same mixture of the outputs, $t f(a) + (1-t) f(b)$. Left: the first 40 output
@@ -610,8 +611,12 @@ explore(draw_mixing, t=(0.0, 1.0, 0.1))
 # `hook_pre_linear` and $a$ as `hook_post`. Neuron $n$ still reads the stream and writes
 # $a_n W_\text{out}[n]$, but it reads two directions, a gate and a linear one, and $a_n$
 # can be negative: the gate is small for negative inputs ($\operatorname{silu}$ never
-# goes below $-0.28$), while $x W_\text{in}$ has either sign. The elementwise product is
-# what makes the neuron basis privileged here, as the ReLU did above.
+# goes below $-0.28$), while $x W_\text{in}$ has either sign. The elementwise silu and
+# product are what make the neuron basis privileged here, as the ReLU did above.
+# Permuting the neurons, or rescaling a neuron's linear branch (its column of
+# $W_\text{in}$ by any nonzero factor, sign flips included, and its row of $W_\text{out}$
+# by the inverse), leaves the layer unchanged; rescaling its gate does not, since
+# $\operatorname{silu}(cz) \ne c \operatorname{silu}(z)$.
 #
 # We run the model on 8 scenes of the Shakespeare corpus that ships with the book
 # (256 tokens each, tokenised with SmolLM2's own tokenizer) and look at layer 13, near
@@ -680,7 +685,8 @@ glue("smol_layer", LAYER)
 #
 # - the **top-1% share**: for each token, the fraction of $\lVert a \rVert^2$ held by
 #   its 15 largest coordinates (of 1536), averaged over tokens. A vector whose mass sits
-#   on a few coordinates scores near 1; a Gaussian-looking one about 0.08;
+#   on a few coordinates scores near 1; a Gaussian-looking one far less (the cell below
+#   measures it);
 # - the **kurtosis** of each coordinate over the tokens, $E[(a - \bar a)^4] /
 #   \operatorname{Var}(a)^2$ (3 for a Gaussian, large when a coordinate is usually
 #   quiet and sometimes very large), its median over the coordinates.
@@ -734,6 +740,7 @@ glue("kurt_fail_norm", basis_stats[kurt_fails, 6].min().item())
 glue("kurt_ok_norm", basis_stats[kurt_ratio >= 2, 6].max().item())
 glue("unit_kurt_ratio_min", unit_kurt_ratio.min().item())
 glue("unit_kurt_rot_max", basis_stats[:, 5].max().item())
+glue("gauss_vec_share", float(sum(random_share) / len(random_share)))
 glue("share13", basis_stats[LAYER, 0].item())
 glue("share13_rot", basis_stats[LAYER, 1].item())
 glue("kurt13", basis_stats[LAYER, 2].item())
@@ -765,7 +772,8 @@ plt.show()
 # The first statistic passes the stated test. In layer {glue:text}`smol_layer` the top 1%
 # of neurons hold {glue:text}`share13:.2f` of a token's squared activation, against
 # {glue:text}`share13_rot:.2f` for the top 1% of rotated coordinates (about what a
-# Gaussian vector gives), and the smallest ratio over layers 0 to
+# Gaussian vector gives: {glue:text}`gauss_vec_share:.3f` on average over the null's
+# draws), and the smallest ratio over layers 0 to
 # {glue:text}`smol_layer` is {glue:text}`share_ratio_min:.1f`. On the left, the neuron
 # coordinates have tails that reach many standard deviations, where the rotated ones
 # fall off like a Gaussian.
@@ -785,13 +793,16 @@ plt.show()
 # same weight as a test fixed in advance. For layer {glue:text}`smol_layer` the raw
 # median kurtosis is {glue:text}`kurt13:.1f` against {glue:text}`kurt13_rot:.1f`.
 #
-# **Is that training, or the architecture?** Nothing above compares the trained layer
-# with anything but itself in another basis. The product $\operatorname{silu}(g) \cdot u$
-# of two roughly Gaussian numbers is heavy-tailed by itself: the product of two
-# independent standard Gaussians already has kurtosis 9, and silu's one-sided curve adds
-# more. So an untrained SwiGLU may pass the same test. The null is the same layer at
-# initialisation, fed the same inputs: the normalised stream $\hat x = x / \operatorname{rms}(x)$
-# of these 2040 tokens, with RMSNorm's gain at its initial value 1, and
+# **Is that training, or the architecture?** Nothing above compares the trained layer with
+# anything but itself in another basis. The product $\operatorname{silu}(g) \cdot u$ of two
+# roughly Gaussian numbers is heavy-tailed by itself: the product of two independent
+# standard Gaussians already has kurtosis 9, and on Gaussian inputs silu's one-sided curve
+# adds more (the printout below shows it). On this page's real inputs the untrained layer's
+# kurtosis comes out lower than on Gaussian ones (the table below), so that figure is only a
+# guide. Still, an untrained SwiGLU may pass the same test. The null is the same layer at
+# initialisation, fed the same inputs: the normalised stream
+# $\hat x = x / \operatorname{rms}(x)$ of these {glue:text}`smol_tokens` tokens, with
+# RMSNorm's gain at its initial value 1, and
 # $W_\text{gate}, W_\text{in}$ drawn from $\mathcal N(0, \sigma^2)$ with
 # $\sigma = 1/\sqrt{576} = 1/24$, the initialiser range in SmolLM2's published
 # configuration (its `config.json`; the GGUF file this book loads does not record it);
@@ -910,22 +921,29 @@ observation("the untrained SwiGLU (seed 0): its neuron basis's top-1% share "
 observation("the untrained SwiGLU (seed 0): its neuron basis's median "
             "kurtosis over a random basis's (the stated test asks for 2)",
             init_ratio[1], chapter="10")
-finding(f"layer {LAYER}'s top-1% share cannot be told from the same "
+# the tests are one-sided ("greater"): "no effect" says only "not above"
+finding(f"layer {LAYER}'s top-1% share is not measurably above the same "
         "SwiGLU's at initialisation", trained[0],
         null=init_null[0], expect="no effect", chapter="10")
-finding(f"layer {LAYER}'s top-1% share cannot be told from its own weights' "
-        "in random places", trained[0], null=shuffle_null[0],
+finding(f"layer {LAYER}'s top-1% share is not measurably above its own "
+        "weights' in random places", trained[0], null=shuffle_null[0],
         expect="no effect", chapter="10")
 finding(f"training adds to layer {LAYER}'s median kurtosis beyond what the "
         "same SwiGLU gives at initialisation", trained[1],
         null=init_null[1], chapter="10")
-finding(f"layer {LAYER}'s top-1% share cannot be told from the same SwiGLU's "
-        "at initialisation with its gate's inputs scaled to the trained size",
-        trained[0], null=match_null[0], expect="no effect", chapter="10")
+# the second null stated in advance, on the kurtosis
+shuf_kurt_test = null_test(trained[1], shuffle_null[1])
+finding(f"the arrangement of layer {LAYER}'s trained weights raises its "
+        "median kurtosis above what their entries give in random places",
+        shuf_kurt_test, chapter="10")
+finding(f"layer {LAYER}'s top-1% share is not measurably above the same "
+        "SwiGLU's at initialisation with its gate's inputs scaled to the "
+        "trained size", trained[0], null=match_null[0], expect="no effect",
+        chapter="10")
 finding(f"training adds to layer {LAYER}'s median kurtosis beyond what the "
         "same SwiGLU gives at initialisation with its gate's inputs scaled "
         "to the trained size", trained[1], null=match_null[1], chapter="10")
-finding(f"layer {LAYER}'s median kurtosis cannot be told from its own "
+finding(f"layer {LAYER}'s median kurtosis is not measurably above its own "
         "weights' in random places with the gate's inputs scaled to the "
         "trained size", trained[1], null=shufm_null[1], expect="no effect",
         chapter="10")
@@ -952,12 +970,20 @@ glue("init_share_sd", init_null[0].sd)
 # with 40 draws a one-sided rank test flags rank 1 or 2 (p = 2/41 < 0.05):
 # the share it would have flagged lies above the second-largest draw
 glue("init_share_flag", sorted(row[0] for row in at_init)[-2])
+glue("init_n", len(at_init))
+glue("init_n1", len(at_init) + 1)
+glue("init_flag_p", 2 / (len(at_init) + 1))
 glue("shuf_share", shuffle_null[0].mean)
 glue("shuf_share_sd", shuffle_null[0].sd)
 glue("init_kurt", init_null[1].mean)
 glue("init_kurt_sd", init_null[1].sd)
 glue("shuf_kurt", shuffle_null[1].mean)
 glue("shuf_kurt_sd", shuffle_null[1].sd)
+glue("shuf_kurt_max", max(shuffle_null[1].samples))
+glue("shuf_kurt_z", shuf_kurt_test.z)
+glue("shuf_kurt_rank", shuf_kurt_test.rank)
+glue("shuf_kurt_n1", shuf_kurt_test.n + 1)
+glue("shuf_kurt_p", shuf_kurt_test.p)
 glue("init_share_ratio", init_ratio[0])
 glue("init_kurt_ratio", init_ratio[1])
 glue("kurt_gain", trained[1] / init_null[1].mean - 1)
@@ -1008,19 +1034,21 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 # times $\sigma$), but the trained RMSNorm gain shrinks the input more, so the trained
 # gate's pre-activations are smaller than the first null's: sd {glue:text}`pre_trained:.2f`
 # against {glue:text}`pre_init:.2f`. That size matters by itself, through silu's curve (the
-# printout shows the same untrained layer on Gaussian inputs and at the smaller
-# $\sigma = 0.02$ that many libraries use: the statistics move with the scale). So a third
+# printout shows the same untrained layer on Gaussian inputs, at $\sigma = 1/24$ and at the
+# smaller $\sigma = 0.02$ that many libraries use, one seed each: the statistics move with
+# the scale). So a third
 # null scales $\sigma$ until the untrained gate's pre-activations have the trained sd (20
 # seeds). Shuffling keeps the size of the weights' entries but not the size of the
 # gate's pre-activations: the shuffled gates' have sd {glue:text}`shuf_pre:.2f`, smaller
 # than the trained {glue:text}`pre_trained:.2f`, because the size of $x W$ depends on where
 # the columns of $W$ point relative to the inputs, and the trained columns point more
-# along the directions in which the inputs are large than shuffled ones do. So a fourth null
-# rescales each shuffle's gate pre-activations to the trained sd. Neither of these two was
-# stated in advance: the third was added in a later revision of this page, with the first
-# two nulls' results already on it, and the fourth after an earlier version had read the
-# unmatched shuffles as showing an effect of the arrangement. They answer questions the
-# data raised, and weigh less than the first two.
+# along the directions in which the inputs are large than shuffled ones do. That difference
+# is itself part of what the arrangement does, since shuffling is what removes the
+# arrangement. A fourth null rescales each shuffle's gate pre-activations to the trained
+# sd: it asks how much of the arrangement's effect goes through that size. Neither of these
+# two was stated in advance: the third was added in a later revision of this page, with the
+# first two nulls' results already on it, and the fourth after the unmatched shuffles had
+# been seen. They answer questions the data raised, and weigh less than the first two.
 #
 # - **The top-1% share: no effect of training this size of sample can see.** The trained
 #   layer's {glue:text}`share13:.3f` sits inside all three nulls: {glue:text}`init_share:.3f`
@@ -1028,36 +1056,47 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 #   {glue:text}`match_share_sd:.3f`) at initialisation with the matched scale, and
 #   {glue:text}`shuf_share:.3f` (sd {glue:text}`shuf_share_sd:.3f`) with the trained
 #   weights shuffled; even the untrained layer on Gaussian inputs gives
-#   {glue:text}`gauss_share:.2f` (the printout). With 40 draws the first test would have
-#   flagged a share above the null's second-largest draw, {glue:text}`init_share_flag:.3f`
-#   (rank 2 of 41 gives p = 0.049); the trained one is not there. Taking each null's
+#   {glue:text}`gauss_share:.2f` (the printout). With {glue:text}`init_n` draws the first
+#   test would have flagged a share above the null's second-largest draw,
+#   {glue:text}`init_share_flag:.3f` (rank 2 of {glue:text}`init_n1` gives p =
+#   {glue:text}`init_flag_p:.3f`); the trained one is not there. Taking each null's
 #   distance from the trained value plus two of its sds, the data bound what training
 #   does to the share to roughly ±{glue:text}`share_bound:.3f`, about
 #   {glue:text}`share_bound_pct:.0f`% of the share; an effect smaller than that could hide
 #   in these data.
-# - **The median kurtosis: higher than a Gaussian initialisation, not than the trained
-#   entries shuffled.** Against the null stated in advance, the trained
-#   {glue:text}`kurt13:.1f` is {glue:text}`kurt_gain:.0%` higher than the layer at
-#   initialisation ({glue:text}`init_kurt:.1f`, sd {glue:text}`init_kurt_sd:.2f`; z =
+# - **The median kurtosis: higher than a Gaussian initialisation, and higher than the
+#   trained entries shuffled, through the size of the gate's inputs.** Against the first
+#   null stated in advance, the trained {glue:text}`kurt13:.1f` is
+#   {glue:text}`kurt_gain:.0%` higher than the layer at initialisation
+#   ({glue:text}`init_kurt:.1f`, sd {glue:text}`init_kurt_sd:.2f`; z =
 #   {glue:text}`init_kurt_z:.1f`, p = {glue:text}`init_kurt_p:.3f`).
 #   How much higher depends on the scale: against the scale-matched null, added later,
 #   it is {glue:text}`kurt_gain_match:.0%` higher ({glue:text}`match_kurt:.2f`, sd
 #   {glue:text}`match_kurt_sd:.2f`), because shrinking the gate's inputs lowers the
-#   kurtosis by itself. The unmatched shuffles lie below the
-#   trained value too ({glue:text}`shuf_kurt:.1f`, sd {glue:text}`shuf_kurt_sd:.2f`), but
-#   their gates' inputs are smaller, which lowers it in the same way. At matched scale the
-#   trained weights' own entries, shuffled, reproduce it: median kurtosis
+#   kurtosis by itself. Against the second null stated in advance, the trained weights'
+#   own entries shuffled, the trained value is higher too: the shuffles give
+#   {glue:text}`shuf_kurt:.2f` (sd {glue:text}`shuf_kurt_sd:.2f`, largest
+#   {glue:text}`shuf_kurt_max:.2f`), so the trained value ranks
+#   {glue:text}`shuf_kurt_rank` of {glue:text}`shuf_kurt_n1` (z =
+#   {glue:text}`shuf_kurt_z:.1f`, p = {glue:text}`shuf_kurt_p:.3f`, the smallest p that
+#   this many shuffles can give). So the arrangement of the trained weights, which the
+#   shuffles remove, raises the median kurtosis. Through what? The shuffled gates' inputs
+#   are smaller, which lowers the kurtosis by itself. With them scaled to the trained size
+#   (the fourth null), the shuffles reach the trained value: median kurtosis
 #   {glue:text}`shufm_kurt:.2f` (sd {glue:text}`shufm_kurt_sd:.2f`, largest
 #   {glue:text}`shufm_kurt_max:.2f`), and {glue:text}`shufm_reach` of the
-#   {glue:text}`shufm_n` shuffles reach the trained value (p = {glue:text}`shufm_p:.2f`). So
-#   no effect of where the entries sit is seen. What sets the trained layer apart from the
-#   scale-matched initialisation is something the shuffles keep: the trained entries'
-#   values, which are more heavy-tailed than the Gaussian initialiser's (kurtosis
-#   {glue:text}`entry_kurt_gate:.1f` for $W_\text{gate}$ and {glue:text}`entry_kurt_in:.1f`
-#   for $W_\text{in}$, against 3), and the trained gain on the inputs. That last reading is
-#   an observation: no null here separates those two. These are ratios of a median
-#   kurtosis, a summary of each neuron's fourth moment, not a measured weight of any
-#   tail.
+#   {glue:text}`shufm_n` shuffles reach it (p = {glue:text}`shufm_p:.2f`). So, as far as
+#   these nulls see, the arrangement acts through the size of the gate's inputs: the
+#   trained columns line up with the directions in which the inputs are large. That split
+#   was made after the data, so it weighs less than the test before it, and a fresh sample
+#   (another layer, another corpus) should test it. What sets the trained layer apart from
+#   the scale-matched initialisation, beyond that size, is something the shuffles keep:
+#   the trained entries' values, which are more heavy-tailed than the Gaussian
+#   initialiser's (kurtosis {glue:text}`entry_kurt_gate:.1f` for $W_\text{gate}$ and
+#   {glue:text}`entry_kurt_in:.1f` for $W_\text{in}$, against 3), and the trained gain on
+#   the inputs. That last reading is an observation: no null here separates those two.
+#   These are ratios of a median kurtosis, a summary of each neuron's fourth moment, not
+#   a measured weight of any tail.
 # - **The sign: nothing.** {glue:text}`neg_frac:.0f`% of the activations are negative,
 #   holding {glue:text}`neg_share:.1f`% of the squared mass (bootstrap interval over the 8
 #   passages {glue:text}`neg_lo:.1f`-{glue:text}`neg_hi:.1f`%; the passages alone range
@@ -1077,8 +1116,11 @@ glue("init_neg_sd", 100 * init_null[2].sd)
 # training's effect on it to ±{glue:text}`share_bound:.3f`); training raises the median
 # kurtosis by {glue:text}`kurt_gain:.0%` over the Gaussian initialisation stated in
 # advance ({glue:text}`kurt_gain_match:.0%` over the scale-matched one added later), and
-# its own entries shuffled at matched scale reproduce it, so no effect of the weights'
-# arrangement is seen. One layer, one corpus sample, one model.
+# the arrangement of the trained weights raises it above their own entries shuffled, the
+# other null stated in advance (p = {glue:text}`shuf_kurt_p:.3f`). At a matched gate-input
+# size the shuffles reach the trained value (p = {glue:text}`shufm_p:.2f`), so, as far as
+# these nulls see, the arrangement acts through the size of the gate's inputs; that split
+# was made after the data. One layer, one corpus sample, one model.
 #
 # **What makes a neuron fire.** We choose neurons by a rule fixed in advance: the three
 # with the largest activation anywhere in the sample. "Largest" means most positive, and
@@ -1327,6 +1369,7 @@ observation(f"L{LAYER}N{chosen[i_best]}: p against independent positions, "
 glue("kv_best_p_indep", best_indep)
 glue("kv_best_pilot", kv_pilot[i_best])
 glue("kv_best_target", kv_base[i_best] / 2)
+glue("later_layers", smol.cfg.n_layers - LAYER - 1)
 del smol_mlp, m13
 
 # %% [markdown]
@@ -1371,7 +1414,7 @@ del smol_mlp, m13
 # to plan within; neither is a bound: resampling a handful of contexts understates how
 # much contexts differ. For the second neuron the range is {glue:text}`kv_need_2` distinct
 # contexts, while its top 20 positions hold only {glue:text}`kv_distinct_2` (and its test
-# above, against the slid null, did not reject), so its sample is far below what either
+# above, against the slid null, did not reject), so its sample is smaller than either
 # plan asks for. For {glue:text}`kv_best` the range is {glue:text}`kv_best_need` distinct
 # contexts: the smaller if its effect is as strong as its pilot's median
 # ({glue:text}`kv_best_pilot:.3f`), the larger if it is only as strong as the target
@@ -1410,10 +1453,10 @@ del smol_mlp, m13
 #   finding; on 20 positions it may be chance, and the fresh test should look at both
 #   sides.
 # - **Direct path only.** $V_n$ is what the neuron's write does to the logits if nothing
-#   after layer 13 reads it. Sixteen more layers do read it, and the final norm's
-#   division by $s$ depends on everything else in the stream; the value vector is the
-#   neuron's direct effect (chapter {doc}`13_path_expansion` computes such direct
-#   effects for a whole model), not its effect.
+#   after layer {glue:text}`smol_layer` reads it. The {glue:text}`later_layers` layers
+#   after it do read it, and the final norm's division by $s$ depends on everything else
+#   in the stream; the value vector is the neuron's direct effect (chapter
+#   {doc}`13_path_expansion` computes such direct effects for a whole model), not its effect.
 # - **One neuron, one meaning?** The three neurons were chosen for their largest
 #   activations. Most neurons fire more weakly on a wider mix of contexts, and Elhage et
 #   al. {cite}`elhage2022superposition` argue that models store more features than they
@@ -1474,10 +1517,10 @@ del smol_mlp, m13
 #   LayerNorm singles out only the all-ones direction (chapter {doc}`03_residual_stream`).
 # - The ReLU makes the FFN non-additive (relative second difference
 #   {glue:text}`gap_ffn:.2f` for one random layer and two random inputs). Attention with a
-#   frozen pattern is exactly affine in what it reads (in the book's models, the
-#   normalised stream); so is the FFN with frozen gates, but its gates are
-#   thousands of neurons per position that change from input to input
-#   ({glue:text}`flips:.0f`% of them between two independent Gaussian inputs to one
+#   frozen pattern is exactly affine in what it reads (in the encoder-decoder and SmolLM2,
+#   the normalised stream; in the toys, the stream itself); so is the FFN with frozen
+#   gates, but its gates are thousands of neurons per position that change from input to
+#   input ({glue:text}`flips:.0f`% of them between two independent Gaussian inputs to one
 #   random layer). That is why
 #   Elhage et al. set MLPs aside, at the cost of ignoring two thirds of a GPT-style
 #   transformer's layer parameters (three quarters of SmolLM2's).
@@ -1489,12 +1532,15 @@ del smol_mlp, m13
 #   the trained weights shuffled {glue:text}`shuf_share:.2f`; these data bound training's
 #   effect on it to ±{glue:text}`share_bound:.3f`. Training raises the median
 #   kurtosis ({glue:text}`kurt13:.1f`) by {glue:text}`kurt_gain:.0%` over the untrained
-#   Gaussian layer at the initialiser's scale, the null stated in advance (z =
+#   Gaussian layer at the initialiser's scale, a null stated in advance (z =
 #   {glue:text}`init_kurt_z:.1f`), and by {glue:text}`kurt_gain_match:.0%` over one whose
-#   gate inputs have the trained, smaller size (a null added later), but its own weights shuffled, at the same gate-input size, reproduce it
-#   (p = {glue:text}`shufm_p:.2f`): no effect of the weights' arrangement is seen. Half
-#   the activations are negative, holding half the mass, as the sign symmetry of the
-#   linear branch gives.
+#   gate inputs have the trained, smaller size (a null added later). The weights'
+#   arrangement raises it too: their own entries shuffled, the other null stated in
+#   advance, give less (p = {glue:text}`shuf_kurt_p:.3f`). Shuffled and then scaled to the
+#   trained gate-input size, they reach it (p = {glue:text}`shufm_p:.2f`; a split made
+#   after the data), so as far as these nulls see, the arrangement acts through the size
+#   of the gate's inputs. Half the activations are negative, holding half the mass, as
+#   the sign symmetry of the linear branch gives.
 # - Read as key-value memories, the three most strongly firing neurons of layer
 #   {glue:text}`smol_layer` rank the tokens that follow their top contexts high in their
 #   value vectors, but against the same positions slid to random places none of the three
