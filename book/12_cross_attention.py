@@ -7,9 +7,11 @@
 # dictionary plus two word-order rules. We write cross-attention out in PyTorch, decode
 # held-out sentences greedily and with beam search, and then read the trained model in
 # the circuit view: the second decoder layer's cross-attention OV circuits, summed, read
-# as the dictionary, and its four heads look at the aligned source word more often than
-# a rule that knows only positions (three on the held-out sentences, the fourth on a
-# larger fresh sample planned for it).
+# as the dictionary. Three of its four heads look at the aligned source word far more
+# often than a rule that knows only positions. The fourth does so only slightly more
+# often: on a larger fresh sample planned for it, it beats such a rule fitted on the
+# training sentences, and, in a comparison added after that sample was seen, the best
+# such rule by about {glue:text}`h2_fair_excess:.2f`.
 
 # %% [markdown]
 # The imports are folded away.
@@ -725,10 +727,11 @@ fig
 # better rule that reads no words: for each sentence length and each $j$, look at the
 # source word most often aligned to $j$ in the training sentences. That rule, computed
 # on the training split and scored on the held-out sentences, is the strongest
-# competitor we have that reads no words. We state the test before running it: for each
-# layer-1 head, the excess of its hit rate over the rule's, on the same held-out words,
-# with a paired bootstrap over sentences (2000 resamples); four heads are tested, so each
-# at level 0.05/4, and we call a head's pattern an alignment only if its excess is above
+# competitor we have that reads no words. The test was written when the heads' hit
+# rates below were already known, but neither the rule nor the level is chosen from the
+# held-out sentences: for each layer-1 head, the excess of its hit rate over the rule's,
+# on the same held-out words, with a paired bootstrap over sentences (2000 resamples);
+# four heads are tested, so each at level 0.05/4, and we call a head's pattern an alignment only if its excess is above
 # 0 at that level. Note what this asks: whether a head is *more accurate* than the rule.
 # It does not ask whether a head's pattern follows the positions only, since a head can
 # read the words and still be less accurate than the rule; we come back to that below.
@@ -986,7 +989,8 @@ h2_fresh = null_test((hits_f[2] - rule_f.sum() / n_f.sum()).item(),
                      boot=boot_f[:, 2], alpha=alpha_head)
 finding(f"layer-1 head 2 on {len(fresh)} fresh sentences (the planned "
         "sample): its hit rate on the aligned source word exceeds the "
-        "position-only rule's (paired bootstrap, level 0.05/4)", h2_fresh,
+        "training split's position-only rule's (paired bootstrap, level "
+        "0.05/4)", h2_fresh,
         alpha=alpha_head, chapter="12")
 # the shuffle test, unchanged, on the fresh words
 cell_f = torch.unique(
@@ -1004,6 +1008,97 @@ for h, test in enumerate(perm_f_tests):
             "rate exceeds its own argmax's shuffled within (length, j) cells "
             "(1000 shuffles, level 0.05/4)", test, alpha=alpha_head,
             chapter="12")
+# How good can a rule that reads no words be? The grammar gives every
+# (length, j) cell's shares exactly (each noun phrase has 0, 1 or 2
+# adjectives with probabilities 1/4, 1/2, 1/4). In the cells of lengths 4
+# and 6 two structures are equally likely (the subject's and the object's
+# adjectives swapped), so two source positions tie. A position-only rule's
+# expected accuracy is the share of its pick in each cell: a modal position
+# everywhere is the most it can have, and every way of breaking the ties
+# gives that same most.
+adj_p = (0.25, 0.5, 0.25)
+adjs, nouns, verbs = list(T.ADJECTIVES), list(T.NOUNS), list(T.VERBS)
+share = {}
+for n_s in range(3):
+    for n_o in range(3):
+        s = adjs[:n_s] + [nouns[0], verbs[0]] + adjs[:n_o] + [nouns[1]]
+        for j, a in enumerate(T.alignment(s)):
+            c = share.setdefault((len(s), j), Counter())
+            c[a] += adj_p[n_s] * adj_p[n_o]
+best_src = {key: {a for a, w in c.items() if w == max(c.values())}
+            for key, c in share.items()}
+tied = sorted(key for key, b in best_src.items() if len(b) > 1)
+identity("under the grammar, the cells with two equally likely source "
+         "positions are all of lengths 4 and 6, two positions each",
+         f"{len(tied)} tied cells of {len(best_src)}",
+         {L for L, _ in tied} == {4, 6}
+         and all(len(best_src[key]) == 2 for key in tied), chapter="12")
+# a check on the training data, not on the grammar: does the training
+# split's rule pick a modal position in every cell?
+rule_modal = sum(pos_rule.get(key) in best_src[key] for key in best_src)
+observation("cells in which the training split's position rule picks one of "
+            "the grammar's modal positions", f"{rule_modal} of {len(best_src)}",
+            chapter="12")
+glue("n_tied", len(tied))
+glue("n_tied_of", sum(L in {4, 6} for L, _ in best_src))
+glue("rule_modal", rule_modal)
+glue("n_grammar_cells", len(best_src))
+# how the fresh sentences of the tied lengths split between the structure the
+# training split's rule picks and the other one, and how many standard
+# deviations that is from the even split the grammar gives (binomial, 1/2)
+for L in (4, 6):
+    picked = [pos_rule[(L, j)] for j in range(L)]
+    of_len = [al for al in aligned_f if len(al) == L]
+    n_pick = sum(al == picked for al in of_len)
+    z_L = (n_pick - len(of_len) / 2) / (len(of_len) ** 0.5 / 2)
+    observation(f"fresh sentences of length {L}: the structure the training "
+                "split's rule picks, the other one, and the standard deviations "
+                "from an even split", f"{n_pick}, {len(of_len) - n_pick}, "
+                f"z = {z_L:.2f}", chapter="12")
+    glue(f"n{L}_picked", n_pick)
+    glue(f"n{L}_other", len(of_len) - n_pick)
+    glue(f"n{L}_sd", abs(z_L))
+# Added after the fresh data were seen, so exploratory (an interval and p
+# beside it, not a planned test): head 2 against the grammar's best rule,
+# credited half a word for either position in a tied cell, i.e. the expected
+# accuracy that every best position-only rule shares, whatever its
+# tie-breaks (the same 2000 resamples of fresh sentences as the planned test)
+fair_f = torch.tensor([float(sum((a in best_src[(len(al), j)])
+                                 / len(best_src[(len(al), j)])
+                                 for j, a in enumerate(al)))
+                       for al in aligned_f], dtype=torch.float64)
+boot_fair = ((head_f[pick_f, 2].sum(1) - fair_f[pick_f].sum(1))
+             / n_f[pick_f].sum(1))
+fair_test = null_test(
+    (hits_f[2] - fair_f.sum() / n_f.sum()).item(),
+    Null.point("the grammar's best position-only rule, ties credited half "
+               "(0 excess)", 0.0), boot=boot_fair, alpha=alpha_head)
+observation(f"exploratory, added after the fresh data were seen: layer-1 head "
+            f"2's hit rate on the {len(fresh)} fresh sentences minus the "
+            "grammar's best position-only rule's (ties credited half a word), "
+            "paired bootstrap over sentences, not a planned test",
+            fair_test.summary(), chapter="12")
+glue("rule_fair_f", (fair_f.sum() / n_f.sum()).item())
+glue("h2_fair_excess", fair_test.value)
+glue("h2_fair_lo", fair_test.lo)
+glue("h2_fair_hi", fair_test.hi)
+glue("h2_fair_p", fair_test.p)
+# the most any position-only rule scores on these sentences: the modal
+# position of each (length, j) cell of the fresh sentences themselves
+# (fitted on the sentences it is scored on, so an observation)
+w_src = torch.tensor([a for al in aligned_f for a in al])
+counts_f = torch.zeros(int(cell_f.max()) + 1, T.MAX_WORDS,
+                       dtype=torch.float64)
+counts_f.index_put_((cell_f, w_src), torch.ones(len(w_src),
+                                                dtype=torch.float64),
+                    accumulate=True)
+rule_hind_f = (counts_f.max(1).values.sum() / n_f.sum()).item()
+observation("the most any position-only rule scores on the fresh sentences "
+            "(each cell's modal position, fitted on them), and layer-1 head 2 "
+            "on the same words", f"{rule_hind_f:.4f}, {hits_f[2].item():.4f}",
+            chapter="12")
+glue("rule_hind_f", rule_hind_f)
+glue("rule_train_f", (rule_f.sum() / n_f.sum()).item())
 glue("n_fresh", len(fresh))
 glue("h2_fresh_hit", hits_f[2].item())
 glue("h2_fresh_excess", h2_fresh.value)
@@ -1026,7 +1121,8 @@ glue("h2_perm_f_max", shuffled_f[:, 2].max().item())
 # p = {glue:text}`h2_p:.3f`, is one-sided at 0.05/4), so these data bound its excess over
 # the rule to that interval.
 #
-# That test asks whether a head is more accurate than the best rule that reads no words.
+# That test asks whether a head is more accurate than the position rule, which reads no
+# words.
 # It does not ask whether a head's pattern follows the positions only: a head can read the
 # words and still be less accurate than the rule, so for that question the rule is the
 # wrong null. A second test asks it directly. We added it after seeing the numbers
@@ -1045,7 +1141,8 @@ glue("h2_perm_f_max", shuffled_f[:, 2].max().item())
 # these data leave open is whether it finds the aligned word more often than the rule.
 #
 # To decide that, a fresh set of held-out sentences fixed in advance. The plan below
-# decides "head 2 beats the best position rule", not "head 2 follows the words", which the
+# decides "head 2 beats the training split's position rule", not "head 2 follows the
+# words", which the
 # shuffle test answers. How many sentences depends on the excess one plans for, a choice
 # the number below is conditional on. Planning on the point estimate would be risky,
 # since its interval is wide; we plan instead, by a choice of this page made before the
@@ -1055,28 +1152,64 @@ glue("h2_perm_f_max", shuffled_f[:, 2].max().item())
 # that excess four times in five at the same one-sided level; an excess half that size
 # would need about {glue:text}`h2_need_half:,d`.
 #
-# We drew that sample: {glue:text}`n_fresh:,d` more sentences from the same generator,
-# none of them a training or held-out sentence, and ran both tests on them unchanged.
-# Head 2 finds the aligned word for {glue:text}`h2_fresh_hit:.1%` of their target
-# words, an excess of {glue:text}`h2_fresh_excess:.3f` over the rule (98.75% interval
-# {glue:text}`h2_fresh_lo:.3f` to {glue:text}`h2_fresh_hi:.3f`, one-sided
-# p = {glue:text}`h2_fresh_p:.4f`, below 0.05/4): by the rule stated before these
-# sentences were drawn, head 2 beats the training split's position rule, by a small
-# margin (the plan's weak end was {glue:text}`h2_weak:.3f`). That rule is not the best a
-# position-only rule can do on these sentences: in cells where two sentence structures
-# are about equally common, its pick is close to a coin flip made on the training split,
-# and a rule fitted otherwise could gain some of the margin back (not measured here). The shuffle test, chosen after the first
+# We drew that sample: {glue:text}`n_fresh:,d` more distinct sentences from the same
+# generator, none of them a training or held-out sentence, and ran both tests on them
+# unchanged. Head 2 finds the aligned word for {glue:text}`h2_fresh_hit:.1%` of their
+# target words, an excess of {glue:text}`h2_fresh_excess:.3f` over the rule (98.75%
+# interval {glue:text}`h2_fresh_lo:.3f` to {glue:text}`h2_fresh_hi:.3f`, one-sided
+# p = {glue:text}`h2_fresh_p:.4f`, the smallest 2000 resamples can give, below 0.05/4): by
+# the test stated before these sentences were drawn, head 2 beats the training split's
+# position rule, by a small margin (the plan's weak end was {glue:text}`h2_weak:.3f`).
+#
+# How much does that margin owe to the rule's tie-breaks? At lengths 4 and 6 the grammar
+# makes two sentence structures equally likely (the subject's and the object's adjectives
+# swapped), so in {glue:text}`n_tied` of the {glue:text}`n_tied_of` cells of those lengths
+# two source positions tie. A rule that reads no words is right, on average, as often as
+# its pick's share of each cell: picking a modal position in every cell is the best it can
+# do, and every way of breaking the ties does equally well (by construction of the
+# grammar). The training split's rule is one of these best rules: it picks a modal
+# position in {glue:text}`rule_modal` of the {glue:text}`n_grammar_cells` cells (a check
+# on the training data). But its score on the fresh sentences,
+# {glue:text}`rule_train_f:.1%`, depends on how they happen to split between the two
+# structures, and at length 4 they lean against its pick: {glue:text}`n4_picked` have the
+# structure it picks and {glue:text}`n4_other` the other, {glue:text}`n4_sd:.1f` standard
+# deviations from the even split the grammar gives. That is a chance imbalance of this
+# sample, not a property of the rule ({glue:text}`n6_picked` and {glue:text}`n6_other` at
+# length 6, {glue:text}`n6_sd:.1f` standard deviations).
+#
+# Credit a rule half a word for either position in a tied cell, and the imbalance drops
+# out: that credit is the accuracy every best position rule has on average, whatever its
+# tie-breaks ({glue:text}`rule_fair_f:.1%` here), so one comparison covers all of them. We
+# added it after the fresh sentences were seen, so it is exploratory, not a planned test:
+# head 2's excess is {glue:text}`h2_fair_excess:.3f` (98.75% interval
+# {glue:text}`h2_fair_lo:.3f` to {glue:text}`h2_fair_hi:.3f`, p = {glue:text}`h2_fair_p:.4f`,
+# over the same 2000 paired resamples of sentences). And an observation about these
+# sentences alone: the most any position rule can score on them, by picking each cell's
+# most common position among them, is {glue:text}`rule_hind_f:.1%`, below head 2's
+# {glue:text}`h2_fresh_hit:.1%`; that rule is fitted to the sentences it is scored on, so
+# it is a ceiling for these sentences, not a rule to test. So head 2 finds the aligned word
+# more often than the best position rule, by about {glue:text}`h2_fair_excess:.2f`, in a
+# comparison added after the fresh sample was seen; the test planned before it was drawn
+# is the one against the training split's rule, with its excess of
+# {glue:text}`h2_fresh_excess:.3f`.
+#
+# The shuffle test, chosen after the first
 # sentences had been seen, now meets sentences it has not: each of the four heads again
 # scores above all 1000 of its shuffles (p = {glue:text}`perm_f_p_max:.3f`; head 2's
-# shuffles reach at most {glue:text}`h2_perm_f_max:.1%`).
+# shuffles reach at most {glue:text}`h2_perm_f_max:.1%`). So head 2 reads the sentence,
+# whatever the size of its margin over the positions.
 #
 # The reordering is part of what the best head does: on the target words that change
 # place it scores {glue:text}`hit_moved:.1%` (the rule {glue:text}`rule_moved:.1%`), and
 # on the verb, which always moves to the end, {glue:text}`hit_verb:.1%` (observations).
 # All of this is one trained model, one seed. Three of its four heads find the aligned
-# word more often than positions alone allow on the held-out sentences, and the fourth on
-# the larger fresh sample; all four read the sentence, though the
-# only training signal was the next target word: nothing told them about the alignment.
+# word far more often than positions alone allow on the held-out sentences. The fourth
+# does so only slightly more often: on the larger fresh sample planned for it, it beats
+# the training split's position rule by {glue:text}`h2_fresh_excess:.3f`, and the best
+# position rule by about {glue:text}`h2_fair_excess:.2f` ({glue:text}`h2_fair_lo:.3f` to
+# {glue:text}`h2_fair_hi:.3f`) in a comparison added after that sample was seen. All four
+# read the sentence, though the only training signal was the next target word: nothing
+# told them about the alignment.
 #
 # Pick a sentence to see every head's pattern. Rows are decoder positions, labelled with
 # the word each one predicts; columns are the source tokens; red boxes mark the true
@@ -1144,8 +1277,12 @@ explore(draw_alignment, sentence=picker)
 #   {glue:text}`hit_best:.1%` of target words, reordering included. The fourth, at
 #   {glue:text}`h2_hit:.1%`, cannot be told from that rule on the {glue:text}`n_held_out`
 #   held-out sentences; on the {glue:text}`n_fresh:,d` fresh sentences planned for it, it beats
-#   the training split's rule by {glue:text}`h2_fresh_excess:.3f`, a margin that rule's
-#   near-tied cells may inflate. A shuffle test within cells of the same
+#   the training split's rule by {glue:text}`h2_fresh_excess:.3f` (the planned test). Against
+#   the best position rule, in a comparison added after those sentences were seen, its
+#   margin is about {glue:text}`h2_fair_excess:.2f` ({glue:text}`h2_fair_lo:.3f` to
+#   {glue:text}`h2_fair_hi:.3f`), smaller because the fresh sample happens to lean against
+#   the training rule's tie-breaks. A shuffle
+#   test within cells of the same
 #   length and target position, added after the data were seen and then rerun on the
 #   fresh sentences, says that all four read the sentence, not the positions only.
 # - All of this is one trained model (one seed) on one synthetic task.
