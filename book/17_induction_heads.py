@@ -211,16 +211,18 @@ def stripes(cache):
 
 ind, prev = stripes(cache)
 # rounding: two forward passes over 2n positions, then a mean over at most
-# batch x 2n entries; scale: the largest finite value in the forward pass
+# batch x 2n entries; scale 1: both sides are means of attention weights,
+# which lie in [0, 1], from two runs of the same forward pass on the same
+# batch (the pre-softmax maximum, about 100, would give a bound as large as
+# the mistake of one query too many in the mean)
 score_terms = (2 * attn_only_forward_terms(cfg, 2 * n)
                + tokens.shape[0] * 2 * n)
-big = max(t[t.isfinite()].abs().max().item() for t in cache.values())
 identity_close("our induction scores equal circuitbook.heads' on toy-2l",
                ind, induction_scores(model, tokens=tokens),
-               terms=score_terms, scale=big, chapter="17")
+               terms=score_terms, scale=1.0, chapter="17")
 identity_close("our previous-token scores equal circuitbook.heads'",
                prev, prev_token_scores(model, tokens=tokens),
-               terms=score_terms, scale=big, chapter="17")
+               terms=score_terms, scale=1.0, chapter="17")
 
 fig, axes = plt.subplots(1, 2, figsize=(8, 2.6))
 for ax, scores, title in [(axes[0], prev, "previous-token score"),
@@ -247,10 +249,11 @@ plt.show()
 # not what the head does: a trained head can stand out from untrained ones for other
 # reasons than induction. For the two attention scores it says even less, as the
 # numbers will show: untrained heads spread their attention almost evenly, so any
-# trained head with any preference would beat them, and a test against them could not
-# fail. So we quote the untrained scores for scale only, and the induction score gets a
-# behavioural null instead, the same stripe when the second half of each sequence is
-# fresh random tokens, where there is nothing to copy. The next cell builds the
+# head with even a slight preference for the stripe itself would beat them, and for
+# such a head a test against them could not fail. So we quote the untrained scores for
+# scale only, and the induction score gets a behavioural null instead, the same stripe
+# when the second half of each sequence is fresh random tokens, where there is nothing
+# to copy. The next cell builds the
 # untrained models and computes, for each, every statistic this chapter reports, and
 # runs the trained model on the fresh halves.
 
@@ -275,6 +278,10 @@ fresh_ind = fresh_cache["pattern", 1].diagonal(
 
 # %% tags=["hide-input"]
 prev_head = divmod(int(prev.argmax()), H)
+# the cells below name L0H2 and index head 2 of layer 0: fail here if a
+# retrained toy-2l moves the previous-token head
+identity("the best previous-token head is L0H2, the head the cells below read",
+         f"L{prev_head[0]}H{prev_head[1]}", prev_head == (0, 2), chapter="17")
 # an observation, not a finding: untrained heads spread their attention almost
 # evenly, so a comparison with them could not fail (see the text below)
 observation(f"L{prev_head[0]}H{prev_head[1]}'s previous-token score, the "
@@ -294,7 +301,8 @@ observation("for scale, not as a test: the largest induction score of any "
             "a comparison with it could not fail)", null_ind[:, 1].max(),
             chapter="17")
 observation("the layer-0 heads' largest induction score (a layer-0 head reads "
-            "only tokens and positions, so it cannot be one by mechanism)",
+            "only tokens and positions: it cannot find the target by content, "
+            "only by attending a fixed n - 1 tokens back)",
             ind[0].max(),
             chapter="17")
 glue("prev_best", prev.max().item())
@@ -316,8 +324,8 @@ glue("zoo_ind", f"L{zoo_ind[0]}H{zoo_ind[1]}")
 # the number itself, that share of attention weights which sum to 1. For scale, no head
 # of any untrained model exceeds {glue:text}`prev_null_max:.2f`, and the best heads of
 # the 40 models differ by only {glue:text}`prev_null_range:.0e`: untrained heads spread
-# their attention almost evenly, so any trained head with a preference would beat them,
-# and we do not count that comparison as evidence. In
+# their attention almost evenly, so any head with even a slight preference for the
+# previous token would beat them, and we do not count that comparison as evidence. In
 # layer 1 there is not one induction head but four, with scores from
 # {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`. The test is behavioural: the
 # trained heads themselves reach at most {glue:text}`ind_fresh_max:.2f` on any one
@@ -365,9 +373,9 @@ glue("zoo_ind", f"L{zoo_ind[0]}H{zoo_ind[1]}")
 # untrained models.
 
 # %%
-def looks_back(m, head, biases=False):
-    """Fraction of query positions p >= 1 whose highest positional QK score
-    (keys 0..p) is key p - 1, for layer-0 head `head`. biases=False: the
+def favourite_keys(m, head, biases=False):
+    """For each query position p >= 1, the key (0..p) with the highest
+    positional QK score, for layer-0 head `head`. biases=False: the
     positional QK circuit W_pos W_QK W_pos^T; biases=True: chapter 5's
     (W_pos W_Q + b_Q)(W_pos W_K + b_K)^T."""
     pos_qk = pos_qk_circuit(m, 0, head).AB                # [n_ctx, n_ctx]
@@ -375,8 +383,14 @@ def looks_back(m, head, biases=False):
         q = m.W_pos @ m.W_Q[0, head] + m.b_Q[0, head]     # [n_ctx, d_head]
         k = m.W_pos @ m.W_K[0, head] + m.b_K[0, head]
         pos_qk = q @ k.T
-    return torch.stack([pos_qk[p, : p + 1].argmax() == p - 1
-                        for p in range(1, m.cfg.n_ctx)]).float().mean()
+    return torch.stack([pos_qk[p, : p + 1].argmax()
+                        for p in range(1, m.cfg.n_ctx)])
+
+
+def looks_back(m, head, biases=False):
+    """Fraction of query positions p >= 1 whose favourite key is p - 1."""
+    picks = favourite_keys(m, head, biases)
+    return (picks == torch.arange(len(picks))).float().mean()
 
 
 def k_circuit(m, writer, reader):
@@ -401,6 +415,10 @@ def k_wins(m):
 
 back = looks_back(model, 2)
 back_bias = looks_back(model, 2, biases=True)         # chapter 5's score
+# the positions, not only the counts: where both versions pick key p - 1
+back_both = ((favourite_keys(model, 2) == torch.arange(cfg.n_ctx - 1))
+             & (favourite_keys(model, 2, biases=True)
+                == torch.arange(cfg.n_ctx - 1))).sum().item()
 n_pos_q = cfg.n_ctx - 1                               # query positions p >= 1
 wins = k_wins(model)                                   # [writer, reader]
 copying = copying_scores(model)[1]
@@ -443,9 +461,10 @@ finding("through L0H2, every layer-1 head's keys match the query's token: "
                         "toy-2l's, by its weakest reader",
                         null_wins.min(2).values.max(1).values), chapter="17")
 observation("L0H2's positional favourite is key p - 1 for this many of the "
-            f"{n_pos_q} query positions, without and with chapter 5's bias terms",
+            f"{n_pos_q} query positions: without chapter 5's bias terms, with "
+            "them, and with both at the same positions",
             f"{round(back.item() * n_pos_q)}, "
-            f"{round(back_bias.item() * n_pos_q)}", chapter="17")
+            f"{round(back_bias.item() * n_pos_q)}, {back_both}", chapter="17")
 observation("the fraction of query tokens that find their match through any "
             "other layer-0 head, at most", wins[[0, 1, 3]].max(),
             chapter="17")
@@ -460,6 +479,7 @@ finding("every layer-1 head copies: the smallest copying score of the four, "
 glue("looks_back", back.item())
 glue("looks_back_n", round(back.item() * n_pos_q))
 glue("looks_back_bias_n", round(back_bias.item() * n_pos_q))
+glue("looks_back_both_n", back_both)
 glue("n_pos_q", n_pos_q)
 glue("back_null", null_back.max().item())
 glue("wins_null", null_wins.max().item())
@@ -471,8 +491,9 @@ glue("copy_null", null_copying.max().item())
 # All three steps are in the weights. The positional circuit of L0H2 has its largest
 # entry just below the diagonal for {glue:text}`looks_back:.0%` of query positions
 # (untrained heads: at most {glue:text}`back_null:.0%`). With chapter 5's bias terms added
-# back the outcome here is the same: {glue:text}`looks_back_bias_n` of the
-# {glue:text}`n_pos_q` query positions, against {glue:text}`looks_back_n` without them.
+# back, key $p - 1$ is the favourite at {glue:text}`looks_back_bias_n` of the
+# {glue:text}`n_pos_q` query positions, against {glue:text}`looks_back_n` without them,
+# and at {glue:text}`looks_back_both_n` positions in both.
 # The K-composition circuit
 # through L0H2 has a diagonal that wins in every column, for every layer-1 head:
 # whatever the query token, the key it prefers is the one preceded by the same token
@@ -708,6 +729,30 @@ observation("the K-composition term alone: picks some key preceded by the "
             "and where it is not; the full score on the same two groups",
             ", ".join(f"{k} {v:.3f}" for k, v in tie_rates.items()),
             chapter="17")
+# which terms break the ties: the true target's win rate on the ambiguous
+# queries for the K-composition term plus one other term, and for the full
+# score less one term (second: the (query L0H2, key other L0 heads) term)
+pos_term = score_parts[1, 1]                  # query position x key position
+
+
+def true_on_ambiguous(s):
+    """Fraction of ambiguous second-copy queries whose top key under the
+    scores s [batch, q, k] is the true target."""
+    return (masked(s).argmax(-1) == targets)[ambiguous].float().mean().item()
+
+
+tie_terms = {"k_plus_second": true_on_ambiguous(k_term + score_parts[second]),
+             "k_plus_pos": true_on_ambiguous(k_term + pos_term),
+             "full_less_second": true_on_ambiguous(model_scores
+                                                   - score_parts[second]),
+             "full_less_pos": true_on_ambiguous(model_scores - pos_term)}
+observation("the true target's share of the ambiguous queries: the "
+            "K-composition term plus the second term, plus the positional term; "
+            "the full score less the second term, less the positional term",
+            ", ".join(f"{k} {v:.3f}" for k, v in tie_terms.items()),
+            chapter="17")
+for key, value in tie_terms.items():
+    glue(key, value)
 glue("n_ambiguous", int(ambiguous.sum()))
 glue("d_vocab", cfg.d_vocab)
 glue("n_queries_all", ambiguous.numel())
@@ -748,8 +793,14 @@ for key, value in tie_rates.items():
 # for only {glue:text}`k_true_ambiguous:.0%` of the ambiguous ones. The full score picks
 # the true target for {glue:text}`full_true_ambiguous:.0%` of the ambiguous queries
 # ({glue:text}`full_true_unique:.1%` of the unique ones): something in it beyond the
-# one-token match breaks the ties, as a second token of agreement would. That is an
-# observation on this batch, with no null.
+# one-token match breaks the ties. Two terms could: the second term, as a second token
+# of agreement would, and the positional one, since every target lies $n - 1$ positions
+# before its query and no other key does. Added to the K-composition term, the
+# second term finds the true target for {glue:text}`k_plus_second:.0%` of the ambiguous
+# queries, the positional term for {glue:text}`k_plus_pos:.0%`; taken out of the full
+# score, the second term leaves {glue:text}`full_less_second:.0%`, the positional term
+# {glue:text}`full_less_pos:.0%`. Both break ties, the second term more. These are
+# observations on this batch, with no null.
 #
 # **Agreement or position?** Two controls on the (query L0H2, key L0H1) piece. We chose
 # L0H1 after seeing the split above, as the largest of the three heads' key parts, so the
@@ -807,11 +858,11 @@ glue("pull_first_mis_max", pull_first_mis.max().item())
 # and the key's L0H1 output to come from the same sequence, as a check of a second token
 # of agreement would. That the tokens compared are the one before the query and the one
 # two before the key is read from the two heads' attention (L0H2's here, L0H1's below),
-# not tested by these controls. The ties above are the nearest behavioural evidence: where
-# several keys are preceded by the query's token, the full score finds the true target
-# for {glue:text}`full_true_ambiguous:.0%` of queries and the one-token K-composition term
-# for {glue:text}`k_true_ambiguous:.0%` (an observation, not a test of which tokens are
-# compared).
+# not tested by these controls. The ties above point the same way: where several keys
+# are preceded by the query's token, the K-composition term with the second term finds
+# the true target for {glue:text}`k_plus_second:.0%` of queries, against
+# {glue:text}`k_true_ambiguous:.0%` for the K-composition term alone (an observation,
+# not a test of which tokens are compared).
 #
 # ### L0H1 looks two back, but only early in the context
 #
@@ -833,8 +884,8 @@ last_high = int(p_axis[two_back > 0.5].max())
 # the same on sequences whose second half is fresh: no repeat at all
 last_high_fresh = int(p_axis[two_back_by_position(fresh_cache) > 0.5].max())
 # chapter 13's own number: its one sequence of 20 tokens repeated (seed 1),
-# positions p = 2..39 (no interval: the positions are not exchangeable
-# draws, the attention collapses after p = last_high on every sequence)
+# positions p = 2..39 (no interval over positions: they are not
+# exchangeable draws, the batch's mean collapses after p = last_high)
 ch13_tokens = repeated_random_tokens(1, 20, cfg.d_vocab, seed=1)
 ch13_weights = model.run_with_cache(ch13_tokens)[1]["pattern", 0][
     0, 1].diagonal(offset=-2)                                # p = 2..39
@@ -860,6 +911,24 @@ for name, value, what in [
     observation(f"L0H1's mean attention to p - 2, {what}", value,
                 chapter="17")
     glue(name, float(value))
+# per sequence: the late mean of each, and a bootstrap over the 16
+# sequences (the exchangeable draws here) for the two averages quoted
+per_seq = cache["pattern", 0][:, 1].diagonal(offset=-2, dim1=-2, dim2=-1)
+late_seq_max = per_seq[:, p_axis > last_high].mean(-1).max().item()
+gen = torch.Generator().manual_seed(2)
+by_seq = torch.randint(0, len(tokens), (2000, len(tokens)), generator=gen)
+for name, cols, what in [("two_back_all", p_axis >= 2, "p = 2..63"),
+                         ("two_back_ch13", ch13, "p = 2..39")]:
+    boot = per_seq[:, cols].mean(-1)[by_seq].mean(-1)            # [2000]
+    lo, hi = boot.quantile(0.025).item(), boot.quantile(0.975).item()
+    observation(f"L0H1's mean attention to p - 2 over {what}: 95% bootstrap "
+                "interval over the 16 sequences", f"[{lo:.3f}, {hi:.3f}]",
+                chapter="17")
+    glue(f"{name}_lo", lo)
+    glue(f"{name}_hi", hi)
+observation(f"the largest of the 16 sequences' means after p = {last_high}",
+            late_seq_max, chapter="17")
+glue("two_back_late_seq_max", late_seq_max)
 observation("chapter 13's sequence (40 tokens, seed 1): L0H1's mean attention "
             "to p - 2 over p = 2..39, and over the positions after the last "
             "one where this batch's curve exceeds 0.5",
@@ -885,11 +954,17 @@ glue("ch13_own_late", float(ch13_own_late))
 # {doc}`17_induction_evidence` quotes. Over the query positions 2 to 39, the ones
 # chapter {doc}`13_path_expansion` averages on its single 40-token sequence, the same
 # batch gives {glue:text}`two_back_ch13:.2f`; chapter 13's own sequence gives
-# {glue:text}`ch13_own:.2f`. We put no interval on these: a bootstrap over positions
-# would treat them as exchangeable draws, and they are not (on chapter 13's sequence,
-# too, the attention two back falls to {glue:text}`ch13_own_late:.2f` after position
-# {glue:text}`two_back_last`), so a mean over positions depends on which positions it
-# takes. The two chapters measure the same head on different positions.
+# {glue:text}`ch13_own:.2f`. A bootstrap over positions would treat them as
+# exchangeable draws, and they are not (on chapter 13's sequence, too, the attention
+# two back falls to {glue:text}`ch13_own_late:.2f` after position
+# {glue:text}`two_back_last`). The 16 sequences are exchangeable, and a bootstrap over
+# them is narrow: [{glue:text}`two_back_all_lo:.3f`, {glue:text}`two_back_all_hi:.3f`]
+# over all query positions, [{glue:text}`two_back_ch13_lo:.3f`,
+# {glue:text}`two_back_ch13_hi:.3f`] over positions 2 to 39; after position
+# {glue:text}`two_back_last` no single sequence's mean exceeds
+# {glue:text}`two_back_late_seq_max:.3f`. What moves the number is which positions the
+# mean takes, not which sequences. The two chapters measure the same head on different
+# positions.
 #
 # ### The same split in a model with rotary positions
 #
@@ -942,9 +1017,10 @@ glue("ch13_own_late", float(ch13_own_late))
 #   four together, for {glue:text}`sum_top1:.0%`.
 # - {glue:text}`ind_name`'s attention score splits into 36 (query part, key part) terms
 #   that add up
-#   exactly; on this batch the largest pull towards the induction target,
-#   {glue:text}`k_share:.0%` of it, is the query's token against L0H2's output at the
-#   key, and the second is L0H2's output at the query against L0H1's at the key. That
+#   exactly; on this batch the largest term, {glue:text}`k_share:.0%` of the total
+#   pull towards the induction target ({glue:text}`total_pull:.1f`), is the query's
+#   token against L0H2's output at the key, and the second is L0H2's output at the
+#   query against L0H1's at the key. That
 #   second pull needs query and key from the same sequence: L0H1's piece of it,
 #   {glue:text}`pull_same:.2f`, falls to {glue:text}`pull_mis_mean:.2f` on average when
 #   the query side comes from another sequence.

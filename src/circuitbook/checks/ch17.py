@@ -111,11 +111,11 @@ EX2 = FunctionExercise(
     reference=prev_token_score,
     make_inputs=_prev_inputs,
     mistakes=[
-        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p: the token "
-                "itself, or the one before it?",
+        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p, and which "
+                "key does the task ask for?",
                 lambda pattern: _diag(pattern, 0).mean(dim=(0, 2))),
-        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p: the token "
-                "itself, or the one before it?",
+        Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p, and which "
+                "key does the task ask for?",
                 lambda pattern: _diag(pattern, 0)[..., 1:].mean(dim=(0, 2))),
         Mistake("looked at the next token (offset +1) or transposed", "Your scores are 0 for every head. "
                 "Under the causal mask, which keys can query p see, and which entries of a pattern does "

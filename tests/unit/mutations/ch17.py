@@ -23,6 +23,10 @@ def transposed_prev(pattern):  # keys read as rows: the stripe above the diagona
     return pattern.transpose(-1, -2).diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
 
 
+def self_attention(pattern):  # the main diagonal, written as a mask of the pattern
+    return (pattern * torch.eye(pattern.shape[-1])).sum(-1).mean(dim=(0, 2))
+
+
 def untouched_z(z, head):
     return z.clone()
 
@@ -40,6 +44,7 @@ MUTATIONS = {
         (heads_averaged, "wrong shape"),
         (rolled_prev, "counted position 0"),
         (transposed_prev, "looked at the next token (offset +1) or transposed"),
+        (self_attention, "read the main diagonal"),
     ],
     "ch17_ex3": [
         (untouched_z, "wrong values"),
