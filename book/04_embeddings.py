@@ -68,16 +68,17 @@ def xavier_tolerance(d, V):
 #
 # At the far end the model must turn its final residual vector back into a judgement about
 # every token. The unembedding $W_U$, of shape $d_\text{model} \times d_\text{vocab}$, does it
-# with one dot product per token: logit $j$ is the stream dotted with column $j$ of $W_U$,
-# plus a bias. A softmax turns logits into next-token probabilities.
+# with one dot product per token: logit $j$ is the stream (after the final norm, where
+# there is one) dotted with column $j$ of $W_U$, plus a bias where the model has one. A softmax turns logits into next-token probabilities.
 #
 # Both ends speak the language of tokens, and that makes them special. The residual stream
-# between them has coordinates to which the forward pass gives no meaning of their own
-# (chapter {doc}`03_residual_stream`, which also measures that training can give some of
+# between them has coordinates to which the forward pass gives no meaning of their own,
+# LayerNorm's centring and gain aside (chapter {doc}`03_residual_stream`, which also measures that training can give some of
 # them one); the main other place whose coordinates the forward pass singles out is the
-# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures. In SmolLM2 there
-# are more: the split of queries, keys and values into heads, and within each head the pairs
-# of coordinates that RoPE rotates together (chapter {doc}`05_positional`). A tempting
+# hidden layer of the MLPs, whose neurons chapter {doc}`10_ffn` measures. Every multi-head
+# model adds the split of queries, keys and values into heads, and SmolLM2 also the pairs
+# of coordinates that RoPE rotates together within each head (chapter
+# {doc}`05_positional`). A tempting
 # summary calls the two ends the only interpretable coordinates, which leaves all of these
 # out. The product $W_E W_U$ maps tokens to tokens: row $i$ says which
 # next tokens the bare embedding of token $i$ votes for, before any attention has happened.
@@ -400,8 +401,9 @@ identity_close("toy-0l's logits are W_E[t] W_U + b_U", model_logits,
 # the logit of token $j$. Elhage et al. {cite}`elhage2021mathematical` call this the
 # *direct path* and write it $W_U W_E$, because they use column vectors; ours is its
 # transpose. In a model with layers the direct path is still there, as the term of the
-# residual sum that skips every layer, and every other path has the same two ends with
-# heads (chapter 9) or MLPs (chapter 10) in between. It is the only path with nothing
+# residual sum that skips every layer, and every other path from a token has the same two
+# ends with heads (chapter 9) or MLPs (chapter 10) in between (where positions are added to
+# the stream, some paths start at a position instead). It is the only path with nothing
 # between its two token ends but, in models that have one, the final norm, so we can read
 # it without knowing much else about the model.
 #
@@ -498,7 +500,7 @@ glue("sv_ratio", (sv[-1] / sv[0]).item())
 # antisymmetric, $\lVert (L - L^\top)/2 \rVert / \lVert L \rVert$, after removing every
 # row's mean and every column's mean. The softmax ignores a constant added to a row. A
 # constant $c_b$ added to a column (how likely $b$ is after any token) is part of the
-# bigram table, and it adds an antisymmetric part $c_b - c_a$; but a bias $b_U$ can
+# bigram table, and it adds an antisymmetric part $(c_b - c_a)/2$; but a bias $b_U$ can
 # supply any column constants, to a tied model as to an untied one, so they say nothing
 # about whether the two ends are tied, which is what this share is meant to show.
 #
@@ -694,8 +696,8 @@ glue("self_top0", 100 * self_top.item())
 # same hidden order, the same weights on each token's four successors) with 200 offset
 # sets drawn at random among those with no pair $o$, $64 - o$: those chains score
 # {glue:text}`chain_nopair_mean:.3f` on average (from {glue:text}`chain_nopair_min:.3f`
-# to {glue:text}`chain_nopair_max:.3f`: which offsets hardly matters, only whether a pair is
-# present), so with everything else kept it is the reciprocal pair that brings this chain
+# to {glue:text}`chain_nopair_max:.3f`: among sets without a pair, which offsets hardly
+# matters), so with everything else kept it is the reciprocal pair that brings this chain
 # down to {glue:text}`chain_antisym:.2f`. So that
 # `toy-0l`'s table is less antisymmetric than at initialisation mirrors this chain's
 # reciprocal offsets: a fact about one chain seed, not about bigram chains in general.
@@ -796,8 +798,8 @@ print({k: f"{v / n_all:.1%}" for k, v in n_by_type.items()})
 # chapter 10's neurons, chapter 11's scales, the induction scores of
 # chapter {doc}`17_induction_evidence`, chapter 18's composition scores) is a measurement
 # of this 4-bit copy, and may differ from the full-precision model's, and more from the
-# base model's. This chapter's direct-path numbers read only the embedding (8 bits, whose
-# rounding is far finer) and the final norm's weight (float32, not rounded), so they
+# base model's. This chapter's direct-path numbers read only the embedding (8 bits: 256
+# levels per block where 4 bits have 16) and the final norm's weight (float32, not rounded), so they
 # carry the 8-bit rounding alone.
 #
 # Between the two ends sits the final RMSNorm (chapter {doc}`11_layernorm`): the direct
@@ -994,7 +996,8 @@ trained_self_held = (self_rank[256:512] == 0).float().mean().item()
 finding("on 256 held-out tokens (sample[256:512]), SmolLM2's table makes a "
         "token its own top direct-path successor more often than random "
         "tables that keep each row's length and its projection on the mean "
-        "row (null chosen after seeing the first 256)", trained_self_held,
+        "row (null chosen after seeing the 2048-token numbers, these tokens "
+        "included; a replication: no null table had been measured on them)", trained_self_held,
         null=Null.draws("each row's length and mean-row projection kept, "
                         "the rest random, 20 tables", mnull_held),
         alternative="greater", chapter="4")
@@ -1081,8 +1084,8 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # carrying SmolLM2's own row lengths and final-norm weight do far more. In the 20 random tied tables with
 # SmolLM2's row lengths (which vary only {glue:text}`s_len_spread:.1f`-fold, longest to
 # median) and its final-norm weight, the share of the first 256 sampled tokens that are
-# their own top successor is never below {glue:text}`s_null_self_min:.0f`%, and the median
-# number of tokens scoring above a token in its own row is never above
+# their own top successor is at least {glue:text}`s_null_self_min:.0f`% in every one of the
+# 20 tables, and the median number of tokens scoring above a token in its own row at most
 # {glue:text}`s_null_rank_max:.0f`; on the same 256 tokens SmolLM2 manages
 # {glue:text}`s_self_256:.1f`%, with a median of {glue:text}`s_self_rank256:.0f` tokens
 # above a token in its own row. (With 20 tables the rank test
@@ -1096,9 +1099,9 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # squared length {glue:text}`s_winner_row2:.1f` times the median.
 #
 # Random directions are not the cheapest mechanism for this, though, and the next one was
-# measured only after we had seen the numbers above, so on the tokens that prompted it, it
-# explains them rather than testing a prediction made in advance (a test on other tokens
-# follows). SmolLM2's rows share one direction: the mean row
+# built only after we had seen the numbers above, measured on all 2048 sampled tokens, so
+# it explains them rather than testing a prediction made in advance (a replication on
+# other tokens follows). SmolLM2's rows share one direction: the mean row
 # carries {glue:text}`s_mean_share:.0%` of the table's total squared norm, and the median
 # cosine between a row and the mean row is {glue:text}`s_mean_cos:.2f`, where random
 # directions would give cosines of order $1/\sqrt{576}$ (embeddings of this kind are called *anisotropic*).
@@ -1107,7 +1110,7 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # winner carries it most: its projection on the mean direction is number
 # {glue:text}`s_proj_place` of the vocabulary, {glue:text}`s_winner_proj:.1f` against a
 # median of {glue:text}`s_proj_median:.1f`. Three measurements say that this one direction
-# accounts for the gap. Subtract the mean row from every row of $W_E$ (same $w$) and
+# accounts for most of the gap, and one more shared direction for most of the rest. Subtract the mean row from every row of $W_E$ (same $w$) and
 # {glue:text}`s_centred_self:.1f`% of the 256 tokens become their own top successor;
 # remove also the centred table's top principal direction and
 # {glue:text}`s_pc_self:.1f`% do. And a null that keeps, for each row, its length and its
@@ -1120,11 +1123,12 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # most common top successor in {glue:text}`s_mnull_same` of the 20 tables, topping
 # {glue:text}`s_mnull_wins_min:.0f`% to {glue:text}`s_mnull_wins_max:.0f`% of the 256
 # rows (SmolLM2: {glue:text}`s_wins256:.0f`%). So adding one number per token to its
-# length, its projection on the shared direction, reproduces both the low
-# self-preference and its winner. Against that null SmolLM2's table makes a token prefer
-# itself *more* ({glue:text}`s_self_256:.1f`%), not less. Because the null was chosen on
-# these 256 tokens, we tested this last comparison on the next 256 of the sample, on which
-# no table of the null had been measured: there SmolLM2 makes
+# length, its projection on the shared direction, produces a self-preference as low as
+# SmolLM2's, and lower, and the same winner. Against that null SmolLM2's table makes a token prefer
+# itself *more* ({glue:text}`s_self_256:.1f`%), not less. Because the null was chosen
+# after seeing the numbers of all 2048 tokens, we repeated this last comparison on the
+# next 256 of the sample, on which no table of the null had been measured: a replication
+# on other rows of the same table, not a test of a rule made in advance. There SmolLM2 makes
 # {glue:text}`s_self_held:.1f`% of the tokens their own top successor, the same 20 null
 # tables {glue:text}`s_mnull_held_min:.1f`% to {glue:text}`s_mnull_held_max:.1f`%. So the
 # shared direction pulls self-preference down, and the rest of its learned directions,
@@ -1277,8 +1281,8 @@ explore(draw_row, token=(0, 63, 3))
 #   that do not exist.
 # - The direct path $W_E W_U$ (Elhage et al.'s $W_U W_E$, in column vectors) maps tokens to
 #   tokens and has rank at most $d_\text{model}$. Tied with nothing between the ends, it is
-#   symmetric; `toy-0l`'s untied one is about as antisymmetric as the chain it was trained
-#   on, and less than at initialisation, which mirrors that chain's reciprocal offsets
+#   symmetric; `toy-0l`'s untied one is, after removing row and column means, about as
+#   antisymmetric as the chain it was trained on, and less than at initialisation, which mirrors that chain's reciprocal offsets
 #   ({glue:text}`chain_reciprocal:.0%` of its likely pairs also hold in reverse); it
 #   recovers the chain's four successors for {glue:text}`set_match:.1f`% of tokens
 #   (chapter 14 takes it further).

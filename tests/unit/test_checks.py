@@ -502,4 +502,64 @@ def test_ch04_tied_logits_checks_a_non_square_table_last():
         result = ex.check(wrong_scale, seed=seed)
         assert not result.passed and result.mistake == "scale from lut.shape[0]", result
         assert "lut.shape[0]" in result.message
-        assert ex.check(no_transpose, seed=seed).mistake == "unembedding the wrong way round"
+        assert ex.check(no_transpose, seed=seed).mistake == "logits from the table's other axis"
+
+
+def test_ch04_tied_logits_extra_scale_asks_how_often_not_where():
+    """Exercise 4.2 checks logits only, and in this zero-layer model sqrt(d) lut[t] @ lut.T equals
+    lut[t] @ (sqrt(d) lut).T, so the check cannot tell which end carries the factor: an answer that
+    scales the unembedding instead passes. What it can tell is how many times the factor enters, so
+    the extra-scale message and the hint ask that, and name neither end."""
+    import math
+
+    ex = EXERCISES["ch04_ex2"]
+    both_ends = lambda tokens, lut, b_U: (math.sqrt(lut.shape[-1]) * lut)[tokens] @ (  # noqa: E731
+        math.sqrt(lut.shape[-1]) * lut).T + b_U
+    other_end = lambda tokens, lut, b_U: lut[tokens] @ (math.sqrt(lut.shape[-1]) * lut).T + b_U  # noqa: E731
+    for seed in range(3):
+        assert ex.check(ex.reference, seed=seed).passed
+        result = ex.check(both_ends, seed=seed)
+        assert not result.passed and result.mistake == "an extra scale", result
+        assert "how many times" in result.message
+        assert ex.check(other_end, seed=seed).passed  # the check's scope: the logits, not the end
+    for text in (ex.mistakes[1].explanation, ex.hint):
+        assert "how many times" in text.lower()
+        assert not any(w in text.lower() for w in ("which end", "which of the two ends", "carries"))
+
+
+def test_ch06_padding_feedback_names_each_nan_and_asks_without_the_fix():
+    """Exercise 6.1's NaN answers: the commonest (keys masked with -inf, padding queries' rows then
+    multiplied by the mask, where NaN * 0 stays NaN on the rows before any real token) has its own
+    name and a message that points at NaN * 0; the mask applied after the softmax and renormalised
+    (0/0 on padding rows) gets the NaN-row message, which asks about the student's own computation,
+    not about a softmax. The uniform-row message and the hint ask questions, naming no fill value
+    and no place for the mask."""
+    from mutations.ch06 import masked_after_softmax_renormalised, padding_rows_zeroed_by_a_product
+
+    ex = EXERCISES["ch06_ex1"]
+    uniform = next(m for m in ex.mistakes if m.name == "rows of padding queries are uniform")
+    for seed in range(5):
+        assert ex.check(ex.reference, seed=seed).passed
+        product = ex.check(padding_rows_zeroed_by_a_product, seed=seed)
+        assert not product.passed and product.mistake == "rows of padding queries before any real token are NaN"
+        assert "NaN times 0" in product.message, product.message
+        renormalised = ex.check(masked_after_softmax_renormalised, seed=seed)
+        assert not renormalised.passed and renormalised.mistake == "rows of padding queries are NaN"
+        assert "your computation" in renormalised.message and "a softmax give" not in renormalised.message
+        flat = ex.check(uniform.wrong, seed=seed)
+        assert not flat.passed and flat.mistake == uniform.name and "which step" in flat.message
+        assert "fill value" not in flat.message, flat.message
+    assert "before the softmax" not in ex.hint and "go before" not in ex.hint, ex.hint
+
+
+def test_ch06_mistake_names_say_the_symptom_not_the_fix():
+    """The names reach the instructor's report and the autograder's test output ("[CHECK] ch06_ex2:
+    <name>"), so none says what to do (scale, swap, which matrix, no softmax); each is still the
+    diagnosis its own wrong answer gets (test_every_declared_mistake_is_diagnosed)."""
+    names = {ex_id: [m.name for m in EXERCISES[ex_id].mistakes] for ex_id in ("ch06_ex1", "ch06_ex2")}
+    assert "pattern sharper than the paper's" in names["ch06_ex1"]
+    assert names["ch06_ex2"] == ["scores too large by a constant factor", "scores too small by a constant factor",
+                                 "scores laid out key by query", "scores symmetric in query and key",
+                                 "rows of the scores sum to 1"]
+    fixes = ("forgot", "not scaled", "swapped", "used W_Q", "applied", "scale from")
+    assert not [n for ns in names.values() for n in ns if any(f in n for f in fixes)], names

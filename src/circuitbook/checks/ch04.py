@@ -54,7 +54,7 @@ EX1 = FunctionExercise(
         Mistake("indexed the wrong axis", "Which axis of lut [vocab, d_model] runs over the "
                 "tokens, and which axis did you index?",
                 lambda tokens, lut: lut.T[tokens] * math.sqrt(lut.shape[-1])),
-        Mistake("off by one", "Your rows are shifted by one. Which row holds token 0?",
+        Mistake("off by one", "Compare your row for token 0 with the table: which row did you return?",
                 lambda tokens, lut: lut[tokens - 1] * math.sqrt(lut.shape[-1])),
         Mistake("position added", "Your output depends on the position as well as the "
                 "token. Which module adds position, and is it part of Embeddings?",
@@ -123,8 +123,8 @@ EX2 = _TiedExercise(
         Mistake("missing a parameter", "Your logits are off by the same vector at every "
                 "position. Which parameter have you not used?",
                 lambda tokens, lut, b_U: _scale(lut) * lut[tokens] @ lut.T),
-        Mistake("unembedding the wrong way round", "Your unembedding reads the table the wrong way "
-                "round. Which axis of the [batch, pos, vocab] logits must the table's vocab axis "
+        Mistake("logits from the table's other axis", "Your logits have the right shape but the wrong "
+                "values. Which axis of the [batch, pos, vocab] logits must the table's vocab axis "
                 "become, and what shape must W_U have for that?",
                 lambda tokens, lut, b_U: _scale(lut) * lut[tokens] @ lut + b_U),
         Mistake("indexed the wrong axis", "Which axis of lut [vocab, d_model] runs over the "
