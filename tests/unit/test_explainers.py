@@ -8,10 +8,17 @@ chain at a time, and term sets derived by hand from the path expansion.
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
+import pytest
 import torch
 
+from circuitbook.widgets import explainers
 from circuitbook.widgets.explainers import (
     CONFIGURATIONS,
     CompositionBuilder,
@@ -197,3 +204,20 @@ def test_scaling_counts_match_enumeration_and_hand_counts():
         assert int(counts[f"{n},2"]["virtual"][0]) == n * n
     assert {k: int(v[0]) for k, v in counts["1,2"].items()} == {"logits": 4, "virtual": 1, "scores": 5}
     assert counts["12,12"]["logits"] == [str(13**12), "23,298,085,122,481"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no Node.js")
+def test_the_page_and_the_stepper_print_a_share_alike():
+    """explainers.percent (what the page glues) against induction_stepper.js's percent (what the
+    live widget prints), run in Node, on every value the stored 3-decimal attention can take and
+    on the boundaries of the one-decimal band; 0.945 is the tie (100 * 0.945 is exactly 94.5)
+    that Python's round() sends to 94 and Math.round to 95."""
+    values = [i / 1000 for i in range(1001)] + [0.9949, 0.995, 0.9995, 0.99949, 0.99951, 0.999999]
+    js = Path(explainers.__file__).with_name("induction_stepper.js")
+    script = (f"const m = await import({js.as_uri()!r});"
+              f"process.stdout.write(JSON.stringify({json.dumps(values)}.map(m.percent)));")
+    run = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "NODE_NO_WARNINGS": "1"})
+    assert run.returncode == 0, run.stderr
+    differ = [(v, p, j) for v, j in zip(values, json.loads(run.stdout)) if (p := explainers.percent(v)) != j]
+    assert not differ, f"the page and the widget print different shares (value, page, widget): {differ[:10]}"

@@ -19,6 +19,8 @@ patterns, not drawn by hand.
 
 from __future__ import annotations
 
+import math
+
 import anywidget
 import torch
 import traitlets
@@ -151,7 +153,9 @@ def percent(x: float) -> str:
     but one decimal from 99.5% (so that 0.996 is not shown as 100%) and "> 99.9%" below 1
     where even that rounds to 100."""
     if x < 0.995 or x >= 1:
-        return f"{round(100 * x)}%"
+        # half up, as JavaScript's Math.round: Python's round() goes to even, and 100 * 0.945
+        # is exactly 94.5, which the page would print as 94% and the widget as 95%
+        return f"{math.floor(100 * x + 0.5)}%"
     return f"{100 * x:.1f}%" if 100 * x < 99.95 else "> 99.9%"
 
 
