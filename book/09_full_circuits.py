@@ -614,8 +614,7 @@ fig
 # layer-1 head copies its own subset of the vocabulary (dark cells, dots where the token
 # wins its row), the subsets overlap, and the sum of the four heads' tables copies
 # {glue:text}`frac_sum:.0%` of tokens (whether the model uses that sum is not tested
-# here; see below, and chapter {doc}`17_induction_heads`, which asks how far the four
-# heads' outputs add).
+# here; see below).
 #
 # Why does one head not copy every token itself? Rank does not forbid it. Its table has rank
 # at most $d_\text{head} = 16$, and a rank-16 matrix cannot be close to the $64 \times 64$
@@ -711,7 +710,8 @@ glue("cond_U", cond_U)
 # further question, which this page does not test: the sum acts only when the four heads
 # attend to the same source token, and the logits also receive the direct path
 # $W_E W_U$ and the layer-0 heads' writes, which these tables leave out (chapter
-# {doc}`17_induction_heads` measures how far the four heads attend to the same key).
+# {doc}`17_induction_heads` finds each of the four an induction head, with a high
+# induction score, so on repeated text they mostly attend to the same key).
 #
 # ### Reading the full QK circuit
 #

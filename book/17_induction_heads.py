@@ -212,9 +212,11 @@ def stripes(cache):
 ind, prev = stripes(cache)
 # rounding: two forward passes over 2n positions, then a mean over at most
 # batch x 2n entries; scale 1: both sides are means of attention weights,
-# which lie in [0, 1], from two runs of the same forward pass on the same
-# batch (the pre-softmax maximum, about 100, would give a bound as large as
-# the mistake of one query too many in the mean)
+# which lie in [0, 1]. This bounds the two means' own roundings; it holds for
+# the whole computation only because both sides run the same forward pass on
+# the same batch (so their patterns agree exactly, and the error is 0). The
+# pre-softmax maximum, about 100, would give a bound as large as the mistake
+# of one query too many in the mean.
 score_terms = (2 * attn_only_forward_terms(cfg, 2 * n)
                + tokens.shape[0] * 2 * n)
 identity_close("our induction scores equal circuitbook.heads' on toy-2l",
@@ -363,8 +365,8 @@ glue("zoo_ind", f"L{zoo_ind[0]}H{zoo_ind[1]}")
 #    $$W_E\, W_{OV}^{0.2}\, (W_{QK}^{1.h})^\top W_E^\top,$$
 #
 #    with rows indexed by the key's previous token and columns by the query's token. An
-#    induction head needs a large diagonal: a key matches when its previous token *is*
-#    the query's token.
+#    induction head needs a diagonal that wins: a key matches when its previous token
+#    *is* the query's token.
 # 3. **What the induction head writes.** Its full OV circuit $W_E W_{OV}^{1.h} W_U$
 #    (chapter {doc}`09_full_circuits`) should copy: attending to token $t$ should raise
 #    the logit of $t$.
@@ -1020,7 +1022,8 @@ glue("ch13_own_late", float(ch13_own_late))
 #   exactly; on this batch the largest term, {glue:text}`k_share:.0%` of the total
 #   pull towards the induction target ({glue:text}`total_pull:.1f`), is the query's
 #   token against L0H2's output at the key, and the second is L0H2's output at the
-#   query against L0H1's at the key. That
+#   query against what the other layer-0 heads wrote at the key, almost all of it L0H1's.
+#   That
 #   second pull needs query and key from the same sequence: L0H1's piece of it,
 #   {glue:text}`pull_same:.2f`, falls to {glue:text}`pull_mis_mean:.2f` on average when
 #   the query side comes from another sequence.
