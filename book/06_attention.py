@@ -263,7 +263,7 @@ identity_close("each masked row still sums to 1", causal_pattern.sum(-1),
 # underflows to exactly 0. They differ on a row whose keys are *all* forbidden, a query
 # that may read nothing (the Annotated Transformer's own masks never make one: they hide
 # padding *keys*, so a padding query still reads the real tokens; a mask built per
-# query-key pair can): $-10^9$ makes every score equal,
+# query-key pair can, as in the exercise below): $-10^9$ makes every score equal,
 # so the row is uniform, while $-\infty$ gives $\infty - \infty$, not a number.
 
 # %%
@@ -286,25 +286,31 @@ identity("on a fully masked row, -1e9 gives a uniform row and -inf gives NaN",
          chapter="6")
 
 # %% [markdown]
-# ### Exercise 6.1: the attention pattern, causal or not
+# ### Exercise 6.1: the causal pattern of a padded batch
 #
-# Write `attention_pattern(q, k, causal)` returning the attention pattern of this
-# chapter for inputs of shape `[batch, n, d_k]`: scaled, and causally masked when
-# `causal` is true (an encoder's self-attention has no mask); build the mask yourself.
-# The check runs your function on fresh random inputs with both values of `causal` and,
-# if it disagrees, tells you which common mistake your answer looks like.
+# The sequences of a batch differ in length, so the shorter ones are filled out with
+# padding: positions that hold no real token. Write `attention_pattern(q, k, key_mask)`
+# for `q` and `k` of shape `[batch, n, d_k]` and a `key_mask` of shape `[batch, n]`, True
+# at each sequence's real tokens. It returns this chapter's pattern, scaled and causally
+# masked, with two rules for padding: no query gives weight to a padding key, and a padding
+# query reads nothing, so its row of the pattern is all 0. Despite its name, `key_mask`
+# marks positions: a padding position is padding both as a key and as a query. Padding
+# may stand at the end of a sequence, at its start, or in between. The check runs your
+# function on fresh random inputs padded in each of these ways and, if it disagrees,
+# tells you which common mistake your answer looks like.
 
 # %% tags=["exercise"]
-def attention_pattern(q, k, causal=True):
-    """q, k: [batch, n, d_k] -> attention pattern [batch, n, n] (rows:
-    queries), causally masked when causal is true."""
+def attention_pattern(q, k, key_mask):
+    """q, k: [batch, n, d_k]; key_mask: [batch, n] bool, True at real tokens
+    -> attention pattern [batch, n, n] (rows: queries): causal, no weight on
+    padding keys, and the row of a padding query all 0."""
     # BEGIN SOLUTION
+    n = q.shape[-2]
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if causal:
-        n = q.shape[-2]
-        future = torch.ones(n, n).triu(1).bool()
-        scores = scores.masked_fill(future, float("-inf"))
-    return scores.softmax(dim=-1)
+    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    allowed = causal & key_mask[:, None, :] & key_mask[:, :, None]  # [b, q, k]
+    pattern = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    return pattern.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
     # END SOLUTION
 
 
@@ -678,11 +684,13 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # (key 0, the same heading mark in every passage, is left out as in chapter
 # {doc}`05_positional`). That separates what the slice prefers from which tokens happen
 # to stand $\Delta$ apart. Over the offsets these means make the head's **offset
-# kernel** $\kappa(\Delta)$: the head's mean score at offset $\Delta$ over the text's
-# token pairs, which is the slice's form applied to the pairs' mean outer product
+# kernel** $\kappa(\Delta)$: the mean score the head would give the text's pairs if
+# every pair stood $\Delta$ apart, which is the slice's form applied to the pairs' mean outer product
 # $\overline{q_i^\top k_j}$ (not to an "average pair", since the mean of a bilinear form
 # is the form of the second moment, not of the means). If the offset-1 slice carries the
-# job, $\kappa(1)$ should stand above the other 79 values. The statistic is how far: the
+# job, we would expect $\kappa(1)$ to stand above the other 79 values (it need not: the
+# slice could single out the actual offset-1 pairs by their content, or by position
+# written into the stream, without topping the kernel). The statistic is how far: the
 # margin of $\kappa(1)$ over the largest other value, in units of the standard deviation
 # of $\kappa$ over the 80 offsets (so the size of the scores does not enter).
 #
@@ -874,10 +882,10 @@ plt.show()
 # above its mean, and with the statistic chosen after this kernel was seen, so this is
 # a weak, exploratory result
 # (a random head chosen for looking one back can have a kernel that peaks at 1 too).
-# The rest of this section is exploratory too (see above). Softmaxed alone, the kernel puts {glue:text}`kernel_prev:.2f` of each query's weight
+# The rest of this section is exploratory too (see above). Softmaxed alone, the kernel puts on average {glue:text}`kernel_prev:.2f` of a query's weight
 # on key $i - 1$ (the random heads' kernels at most {glue:text}`kernel_prev_null:.2f`),
 # while the head itself, on the actual tokens, puts {glue:text}`prev_best:.2f` there
-# (and {glue:text}`on_key0:.2f` on key 0, which the kernel leaves out).
+# (and {glue:text}`on_key0:.2f` on key 0, whose pairs the kernel's estimate leaves out).
 #
 # The gap between the trained kernel's {glue:text}`kernel_prev:.2f` and the random
 # kernels' {glue:text}`kernel_prev_null_mean:.2f` on average splits into two parts,
@@ -919,7 +927,7 @@ plt.show()
 # Either way,
 # on average over this text's pairs the offset kernel alone would make this head a
 # previous-token head: softmaxed alone it puts {glue:text}`kernel_prev:.2f` of a query's
-# weight on key $i - 1$, against the head's own {glue:text}`prev_best:.2f` with its full
+# weight on key $i - 1$ (the mean over queries), against the head's own {glue:text}`prev_best:.2f` with its full
 # scores. It need not recognise which token is the previous one, only how far back it
 # stands. That is the
 # rotary version of chapter {doc}`05_positional`'s positional QK circuit
@@ -1006,7 +1014,7 @@ attention_pattern_view(
 #   {glue:text}`prev_best:.2f` of its attention on the previous token (the best of 270
 #   random heads: at most {glue:text}`prev_random:.2f`). Its offset kernel, the mean
 #   score of each slice $W_{QK}(\Delta)$ over the text's token pairs, softmaxed alone
-#   puts {glue:text}`kernel_prev:.2f` of each query's weight on the previous token.
+#   puts on average {glue:text}`kernel_prev:.2f` of a query's weight on the previous token.
 #   Against the best previous-token heads of 20 random sets, explored after the fact
 #   (every statistic was chosen after this head's kernel had been seen): the margin of
 #   its kernel's peak over the largest other offset is above all 20 but only

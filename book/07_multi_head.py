@@ -15,7 +15,8 @@
 # asks whether heads that share keys and values share a job.
 #
 # The first cell imports what the chapter uses; the collapsed cell after it counts the
-# roundings behind the chapter's checks.
+# roundings of one attention layer, for the chapter's checks. (A second collapsed cell,
+# after the layer has been written as a sum over heads, counts the roundings of that sum.)
 
 # %% tags=["hide-input"]
 import warnings
@@ -44,36 +45,13 @@ _ = torch.manual_seed(0)
 # %% tags=["hide-input"]
 # Rounding bookkeeping. A check "equal to rounding" passes when the largest
 # difference is at most terms * eps * scale, terms counting the roundings of
-# the longer computation (see the introduction). These functions count them
-# and find the sizes the roundings are relative to.
+# the longer computation (see the introduction). This function counts them
+# for one attention layer.
 def attention_terms(d_model, d_k, n):
     """One attention layer, each side: the Q, K, V projections (d_model + 1),
     the scores (d_k + 1), a softmax over n keys (n + 4), the mix (n) and the
     output projection (d_model + 1); at the outputs' size."""
     return 2 * (2 * d_model + d_k + 2 * n + 7)
-
-
-def head_sum_terms(d_model, d_k, n_k, h):
-    """sum_h A^h X W_V^h W_O^h + b_eff, reassociated. Ours: W_V W_O (d_k),
-    X @ (d_model), A @ (n_k), the folded bias (d_k + h + 1), the sum over
-    heads (h). The module's: X W_V + b_V (d_model + 1), A @ (n_k), the output
-    projection and b_O (d_model + 1)."""
-    return 3 * d_model + 2 * d_k + 2 * n_k + 2 * h + 3
-
-
-def block_size(z, W_O, b_O):
-    """|z| |W_O| + |b_O| at its largest: z [b, q, h, d_k], W_O [h, d_k, m]."""
-    return float((torch.einsum("bqhe,hem->bqm", z.abs(), W_O.abs())
-                  + b_O.abs()).max())
-
-
-def head_sum_size(A, X, w):
-    """The products' sizes in sum_h A^h (X W_V^h + b_V^h) W_O^h + b_O, for a
-    pattern A [b, h, q, k], values' input X [b, k, d] and tl_weights w."""
-    abs_OV = w["W_V"].abs() @ w["W_O"].abs()
-    return float((torch.einsum("bhqk,bkd,hdm->bqm", A, X.abs(), abs_OV)
-                  + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())
-                  + w["b_O"].abs()).max())
 
 # %% [markdown]
 # ## Plain language
@@ -346,6 +324,32 @@ checks.ch07_ex2(mha_as_sum)
 # module of the trained model (two encoder self-attentions, two decoder self-attentions and two decoder
 # cross-attentions), on a padded batch of held-out sentences, reading each module's inputs
 # and pattern with hooks.
+
+# %% tags=["hide-input"]
+# Rounding bookkeeping for the sum over heads, as for attention_terms in the
+# first cells: the roundings on each side, and the sizes they are relative to.
+def head_sum_terms(d_model, d_k, n_k, h):
+    """sum_h A^h X W_V^h W_O^h + b_eff, reassociated. Ours: W_V W_O (d_k),
+    X @ (d_model), A @ (n_k), the folded bias (d_k + h + 1), the sum over
+    heads (h). The module's: X W_V + b_V (d_model + 1), A @ (n_k), the output
+    projection and b_O (d_model + 1)."""
+    return 3 * d_model + 2 * d_k + 2 * n_k + 2 * h + 3
+
+
+def block_size(z, W_O, b_O):
+    """|z| |W_O| + |b_O| at its largest: z [b, q, h, d_k], W_O [h, d_k, m]."""
+    return float((torch.einsum("bqhe,hem->bqm", z.abs(), W_O.abs())
+                  + b_O.abs()).max())
+
+
+def head_sum_size(A, X, w):
+    """The products' sizes in sum_h A^h (X W_V^h + b_V^h) W_O^h + b_O, for a
+    pattern A [b, h, q, k], values' input X [b, k, d] and tl_weights w."""
+    abs_OV = w["W_V"].abs() @ w["W_O"].abs()
+    return float((torch.einsum("bhqk,bkd,hdm->bqm", A, X.abs(), abs_OV)
+                  + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())
+                  + w["b_O"].abs()).max())
+
 
 # %%
 sentences = held_out[:16]
@@ -638,11 +642,14 @@ glue("n_aligned", n_aligned)
 # own position, since the word order changes only in places; the best such distance
 # finds the aligned word {glue:text}`offset_hits:.0%` of the time, well below the weakest
 # head. A fixed distance is not the best rule that reads no word, though: a rule that
-# picks a source position from the source length and the target position does better,
-# and chapter {doc}`12_cross_attention` sets these heads beside that rule and tests
-# whether they follow the words. Here we conclude only that every head of that layer
-# does a version of the same lookup better than chance and a fixed distance (one model,
-# one seed, 200 sentences of one toy language). The explorer shows any head of any attention module on six held-out
+# picks a source position from the source length and the target position does much
+# better, and on chapter {doc}`12_cross_attention`'s held-out sentences it comes close
+# to the weakest head. So these numbers alone do not show that a head reads the words.
+# Chapter 12 sets the heads beside that rule, and a shuffle test there, which keeps
+# what each head does by position, shows that each of them reads the sentence. Here we
+# conclude only that every head of that layer lands on the aligned word more often than
+# chance and any fixed distance (one model, one seed, 200 sentences of one toy
+# language). The explorer shows any head of any attention module on six held-out
 # sentences. The encoder's heads and the decoder's self-attention heads are less tidy
 # than the cross-attention ones, and no single picture says what they compute; reading
 # them needs the QK and OV circuits of chapter 8.
@@ -933,6 +940,13 @@ observation("repeated word tokens whose copy follows a different token: "
 observation("of those upper-case pieces, the ones whose token before differs "
             "from the one before an earlier copy only by a leading space",
             f"{len(space_only)} ({', '.join(space_only[:3])})", chapter="7")
+name_share = on_copy[alone_name].mean(0)          # [30, 9]
+observation(f"weight on earlier copies for those {int(alone_name.sum())} "
+            f"upper-case pieces: L{DL}H{DH}, the runner-up "
+            f"L{top_heads[1][0]}H{top_heads[1][1]}, the mean of the other 269 "
+            "heads", f"{name_share[DL, DH]:.2f}, {name_share[top_heads[1]]:.2f}, "
+            f"{(name_share.sum() - name_share[DL, DH]) / 269:.3f}",
+            chapter="7")
 observation(f"weight on earlier copies for those {int(plain.sum())} others: "
             f"L{DL}H{DH}, the runner-up L{top_heads[1][0]}H{top_heads[1][1]},"
             " the mean of the other 269 heads",
@@ -940,6 +954,9 @@ observation(f"weight on earlier copies for those {int(plain.sum())} others: "
             f"{(plain_share.sum() - plain_share[DL, DH]) / 269:.3f}",
             chapter="7")
 glue("dup_n_alone_name", int(alone_name.sum()))
+glue("dup_name_alone_best", name_share[DL, DH].item())
+glue("dup_name_alone_mean",
+     ((name_share.sum() - name_share[DL, DH]) / 269).item())
 glue("dup_n_plain", int(plain.sum()))
 glue("dup_n_space", len(space_only))
 glue("dup_n_upper", int((scored & name_piece).sum()))
@@ -983,16 +1000,22 @@ glue("dup_alone_mean",
 # {glue:text}`dup_n_alone` are not all ordinary words: {glue:text}`dup_n_alone_name` of
 # them are upper-case pieces as well, mostly of names again, and for
 # {glue:text}`dup_n_space` of these the token before differs from the one before the
-# copy only by a leading space (the printout shows examples). In all,
+# copy only by a leading space (the printout shows examples); on those
+# {glue:text}`dup_n_alone_name` upper-case pieces {glue:text}`dup_head` puts
+# {glue:text}`dup_name_alone_best:.2f` on the copies (the other heads
+# {glue:text}`dup_name_alone_mean:.3f` on average). In all,
 # {glue:text}`dup_n_upper` of the {glue:text}`dup_n` scored tokens are upper-case
 # pieces. On the remaining {glue:text}`dup_n_plain`, ordinary words,
 # {glue:text}`dup_head` puts {glue:text}`dup_plain_best:.2f` on the copies (the
 # runner-up {glue:text}`dup_plain_runner_up:.2f`, the other heads
-# {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the head
-# does attend to a token's earlier copy when only the token itself matches, but its
-# high score rests mostly on the repeated upper-case pieces, nearly all of them
-# fragments of names; whether it is matching the token or its predecessor there, this
-# text cannot say.
+# {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
+# head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
+# before matches too, and lower where it differs, though still far above the other
+# heads' average: the head does attend to a token's earlier copy when only the token
+# itself matches. On the {glue:text}`dup_n_pair` tokens whose predecessor
+# matches too, and perhaps on the {glue:text}`dup_n_space` whose predecessor differs
+# only by a space, these data cannot tell whether the head matches the token or the one
+# before it (observations on one model and eight passages).
 #
 # ### Grouped-query attention keeps the sum
 #
@@ -1362,13 +1385,15 @@ attention_pattern_view(
 #   modules of the trained model, and, on the last cross-attention, that zeroing one
 #   head's block of $W^O$ removes exactly that head's term.
 # - Several heads need not mean several jobs. In the last decoder layer's
-#   cross-attention of the trained toy model all four heads do a version of the same
-#   lookup, the source word being translated (chapter 12 tests them against a stronger
-#   position-only rule): the best finds it
+#   cross-attention of the trained toy model all four heads land on the source word
+#   being translated more often than chance and any fixed distance: the best finds it
 #   {glue:text}`best_hits:.0%` of the time and the weakest {glue:text}`worst_hits:.0%`,
 #   where a head looking at random finds it
 #   {glue:text}`chance_hits:.0%` of the time and the best fixed-distance head
-#   {glue:text}`offset_hits:.0%` (one model, one seed, one toy language).
+#   {glue:text}`offset_hits:.0%` (one model, one seed, one toy language). A rule that
+#   reads only positions (the source length and the target position) comes close to the
+#   weakest head; chapter 12's shuffle test shows
+#   that each head reads the sentence.
 # - Grouped-query attention keeps the sum over query heads, with
 #   $W_{OV}^h = W_V^{\mathrm{kv}(h)} W_O^h$; we checked it on one layer of SmolLM2
 #   against the layer's hooked output.

@@ -248,7 +248,7 @@ def check_bundle(src: Path, folder: Path, root: Path, other: Path, venv: Path) -
 
 # A chapter answer with a named mistake: (how the reference solution is edited into it, the
 # mistake's name in the check, the solution's text its test's result must not show)
-NAMED_MISTAKE = {CH06: (lambda code: code.replace(" / q.shape[-1] ** 0.5", ""), "forgot the scale",
+NAMED_MISTAKE = {CH06: (lambda code: code.replace(" / q.shape[-1] ** 0.5", ""), "pattern sharper than the paper's",
                         "q.shape[-1] ** 0.5")}
 
 KEY = b"a test secret, not an instructor's"

@@ -152,7 +152,7 @@ def test_partly_wrong_submission_gets_partial_credit_with_the_diagnosis(graded):
     scores, *_ = graded
     assert scores["ben_partial"]["ch06_ex1"][0] == 1.0
     assert scores["ben_partial"]["ch06_ex2"][0] == 0.0
-    assert "forgot the scale" in scores["ben_partial"]["ch06_ex2"][1]
+    assert "scores too large by a constant factor" in scores["ben_partial"]["ch06_ex2"][1]
 
 
 @pytest.mark.parametrize("student", ["cal_template", "dan_loop", "eve_kills_kernel", "hal_imports_reference"])
@@ -234,7 +234,8 @@ def test_a_submission_that_attacks_the_others_harms_only_itself(graded, student)
     assert set(scores[student]) == set(QUESTIONS) and all(s == 0.0 for s, _ in scores[student].values())
     # the others, graded beside it, are untouched: the files they were graded from, their results
     assert scores["ada_full"] == {q: (1.0, "passed") for q in QUESTIONS}
-    assert scores["ben_partial"]["ch06_ex1"][0] == 1.0 and "forgot the scale" in scores["ben_partial"]["ch06_ex2"][1]
+    assert scores["ben_partial"]["ch06_ex1"][0] == 1.0
+    assert "scores too large by a constant factor" in scores["ben_partial"]["ch06_ex2"][1]
     assert "2 / 2" in (out / "feedback" / "ada_full.txt").read_text()
 
 

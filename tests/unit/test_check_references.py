@@ -182,12 +182,19 @@ def sinusoidal(seed):
 def attention_pattern(seed):
     g = torch.Generator().manual_seed(seed)
     n, d_k = 5 + seed, 8
-    q, k = 2 * torch.randn(2, n, d_k, generator=g, dtype=F64), 2 * torch.randn(2, n, d_k, generator=g, dtype=F64)
-    v = torch.randn(2, n, 3, generator=g, dtype=F64)
-    _, p_attn = ed.attention(q, k, v, mask=subsequent_mask(n))
+    q, k = 2 * torch.randn(3, n, d_k, generator=g, dtype=F64), 2 * torch.randn(3, n, d_k, generator=g, dtype=F64)
+    v = torch.randn(3, n, 3, generator=g, dtype=F64)
+    pos = torch.arange(n)
+    key_mask = torch.stack([pos < n - 2, pos >= 1 + seed, torch.rand(n, generator=g) < 0.6])
+    key_mask[2, seed] = True
+    # the Annotated Transformer's kernel with the causal mask, the padding keys' mask and the padding
+    # queries' mask; its -1e9 fill leaves a row with no allowed key uniform, which the exercise sets to 0
+    allowed = subsequent_mask(n) & key_mask[:, None, :] & key_mask[:, :, None]
+    _, p_attn = ed.attention(q, k, v, mask=allowed)
+    p_attn = p_attn * allowed.any(-1, keepdim=True)
     # Scores reduce over d_k; the softmax's exp and sum over n keys scale the error by 1 + |score|.
     s = float((q @ k.mT).abs().max()) / math.sqrt(d_k)
-    return [("pattern", ch06.attention_pattern(q, k, causal=True), p_attn, bound(d_k + n + 4, 1 + s))]
+    return [("pattern", ch06.attention_pattern(q, k, key_mask), p_attn, bound(d_k + n + 4, 1 + s))]
 
 
 @pair((ch06, "qk_scores"))

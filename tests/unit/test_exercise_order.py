@@ -18,6 +18,21 @@ Referees found exercises answered by a code cell above them:
   with ``W1 = w_1.weight.T``) above exercise 10.1. The exercise now comes before that cell.
 - chapter 7: the head-slicing cells (``x @ A.T[:, cols]`` and ``lin.weight.T[:, blk]``) above
   exercise 7.1. The exercise now comes right after the forward pass, before they spell it out.
+- chapter 7: the rounding helpers in the first cells (``head_sum_terms``, ``head_sum_size``),
+  whose docstrings write the layer as ``sum_h A^h (X W_V^h + b_V^h) W_O^h + b_O`` and whose code
+  folds the value bias (``einsum("he,hem->m", b_V, W_O)``), above exercise 7.2. They now sit in
+  a hidden cell after the section that derives the sum.
+- chapter 5: the float64 check of TransformerLens's rotary tables (``theta64 = rotary_base ** (...)``,
+  ``angles64 = arange(n_ctx)[:, None] * theta64``, their cos and sin) above exercise 5.3, which asks
+  for the rotation built from those angles. The tables and their check now come after the exercise.
+- chapter 5: the bridge cell that builds RoPE's ``R(k)`` with ``rotary_rotation(cfg, k)`` and checks it
+  against the sinusoidal shift, above exercise 5.3: the same call with SmolLM2's pairing and base,
+  times the rows, answers it. The cell now comes after the exercise.
+- chapter 6: the page's ``attention()`` and its ``torch.tril`` mask cell above exercise 6.1, which
+  asked for the scaled, causally masked pattern that both compute. The exercise now asks for the
+  pattern of a padded batch (a causal mask, a padding mask on keys and on queries, and rows of 0
+  for queries that may read nothing), which no cell above builds; the fragments are the code
+  that would.
 - chapter 6: the scores from the residual stream (``W_QK = model.W_Q[0] @ model.W_K[0]...`` and
   ``x @ W_QK @ x.T / sqrt(d_head)``) in the identity check above exercise 6.2. The exercise now
   comes before that check.
@@ -42,17 +57,25 @@ ANSWERS = {
         "ch04_ex2": ["@S.T+", "@lut.T", "sqrt(d_model)*S[tokens]@S.T",
                      "proj(stream)", "generator.proj.weight=", "[tokens]@S.T"],
     },
+    "05_positional.py": {
+        "ch05_ex3": ["rotary_base**(", "[:,None]*theta64", "angles64.cos(),angles64.sin()",
+                     "rotate_every_two(x)*sin", "rotary_rotation(", ".apply_rotary("],
+    },
     "09_full_circuits.py": {
         "ch09_ex1": ['@w["W_V"][h]@w["W_O"][h]@', "W_V[IH]@(attn.W_O[IH]@W_U", "W_V@W_O@W_U",
                      "W_V[0,0]@W_O", "@W_V)@(W_O@", "W_V@W_O", "W_O@W_U"],
         "ch09_ex2": [".sum().real/", ".real.sum()/", "eig.abs().sum()", "eig64.abs().sum()"],
     },
     "06_attention.py": {
+        "ch06_ex1": ["key_mask[:,None", "key_mask[:,:,None]", "key_mask.unsqueeze(", "nan_to_num(",
+                     "make_std_mask(", "!=pad).unsqueeze(-2)&", ".any(-1,keepdim=True)"],
         "ch06_ex2": ["model.W_Q[0]@model.W_K[0].transpose(-1,-2)", "x@W_QK@x.T/",
                      "W_Q@W_K.transpose(-1,-2)"],
     },
     "07_multi_head.py": {
         "ch07_ex1": ["x@A.T[:,cols]", "lin.weight.T[:,blk]", ".weight.T[:,blk]"],
+        "ch07_ex2": ['einsum("he,hem->m",', '"bhqk,bkd,hdm->', "(XW_V^h+b_V^h)W_O^h",
+                     "A^hXW_V^hW_O^h+b_eff", "+b_V[:,None", "b_V@W_O", "b_V[h]@W_O[h]"],
     },
     "10_ffn.py": {
         "ch10_ex1": ["clamp(x@W1+b1", "@W1+b1,min=0)", "w_1.weight.T", "@W1.T+b1", ".relu()@W2.T"],
@@ -70,10 +93,24 @@ OLD_LAYOUT = {
     "ch09_ex1": ['    circuit = W_E_at @ w["W_V"][h] @ w["W_O"][h] @ W_U_at',
                  "ov_ref = W_E @ (attn.W_V[IH] @ (attn.W_O[IH] @ W_U))"],
     "ch09_ex2": ["score = (eig.sum().real / eig.abs().sum()).item()"],
+    # the old exercise 6.1 (the causal pattern) was answered by ``attention()`` and the tril mask;
+    # these are the lines that would answer the new one (the package's target mask, and a zeroed row)
+    "ch06_ex1": ["return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)",
+                 "allowed = causal & key_mask[:, None, :] & key_mask[:, :, None]",
+                 'p = scores.masked_fill(~allowed, float("-inf")).softmax(-1).nan_to_num(0.0)'],
     "ch06_ex2": ["W_QK = model.W_Q[0] @ model.W_K[0].transpose(-1, -2)   # [head, d_m, d_m]",
                  "ours = x @ W_QK @ x.T / math.sqrt(cfg.d_head)          # [head, q, k]"],
+    "ch05_ex3": ["theta64 = smol.cfg.rotary_base ** (",
+                 "angles64 = torch.arange(n_ctx, dtype=torch.float64)[:, None] * theta64",
+                 "tables64 = torch.stack([angles64.cos(), angles64.sin()]).repeat(1, 1, 2)",
+                 "bridge = torch.stack([rotary_rotation(sinusoid_like, k, dtype=torch.float64)"],
     "ch07_ex1": ["        by_hand.append(x @ A.T[:, cols] + bias[cols])  # [batch, pos, d_k]",
                  '        errors.append((w[f"W_{name}"][i] - lin.weight.T[:, blk]).abs().max())'],
+    # the rounding helpers' docstrings and code, in the first cells above exercise 7.2
+    "ch07_ex2": ['    """sum_h A^h X W_V^h W_O^h + b_eff, reassociated. Ours: W_V W_O (d_k),',
+                 '    """The products\' sizes in sum_h A^h (X W_V^h + b_V^h) W_O^h + b_O, for a',
+                 '    return float((torch.einsum("bhqk,bkd,hdm->bqm", A, X.abs(), abs_OV)',
+                 '                  + torch.einsum("he,hem->m", w["b_V"].abs(), w["W_O"].abs())'],
     "ch10_ex1": ["formula = torch.clamp(x @ W1 + b1, min=0) @ W2 + b2",
                  "W1, b1 = ffn_module.w_1.weight.T.detach(), ffn_module.w_1.bias.detach()"],
     "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',

@@ -39,7 +39,7 @@ EX1 = FunctionExercise(
     reference=embed,
     make_inputs=_embed_inputs,
     mistakes=[
-        Mistake("forgot the scale", "Your rows are the table's rows as they are. Reread the Annotated "
+        Mistake("rows equal the table's rows", "Your rows are the table's rows as they are. Reread the Annotated "
                 "Transformer's Embeddings.forward: does it return lut(x) unchanged?",
                 lambda tokens, lut: lut[tokens]),
         Mistake("scale factor too large", "Your scale factor is too large. Which power of "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from circuitbook.checks.core import FunctionExercise, Mistake
+from circuitbook.checks.core import FunctionExercise, Mistake, allclose
 
 
 def _causal(n: int) -> torch.Tensor:
@@ -12,90 +12,138 @@ def _causal(n: int) -> torch.Tensor:
     return torch.tril(torch.ones(n, n, dtype=torch.bool))
 
 
-def attention_pattern(q, k, causal=True):
-    """q, k: [batch, n, d_k] -> attention pattern [batch, n, n] (rows:
-    queries), causally masked when causal is true."""
+def attention_pattern(q, k, key_mask):
+    """q, k: [batch, n, d_k]; key_mask: [batch, n] bool, True at real tokens
+    -> attention pattern [batch, n, n] (rows: queries): causal, no weight on
+    padding keys, and the row of a padding query all 0."""
+    n = q.shape[-2]
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-    if causal:
-        n = q.shape[-2]
-        future = torch.ones(n, n).triu(1).bool()
-        scores = scores.masked_fill(future, float("-inf"))
-    return scores.softmax(dim=-1)
+    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    allowed = causal & key_mask[:, None, :] & key_mask[:, :, None]  # [b, q, k]
+    pattern = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    return pattern.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
 
 
 def _pattern_inputs(g: torch.Generator) -> dict:
-    n, d_k = 4 + int(torch.randint(0, 5, (1,), generator=g)), 16 + int(torch.randint(0, 49, (1,), generator=g))
-    # scaled so the softmax is neither uniform nor one-hot: every mistake changes the answer.
-    # Consecutive trials run on consecutive seeds, so alternating the flag by the seed's parity
-    # exercises both values of `causal` in every check (a function that ignores it fails).
-    return {"q": 2 * torch.randn(2, n, d_k, generator=g), "k": 2 * torch.randn(2, n, d_k, generator=g),
-            "causal": g.initial_seed() % 2 == 0}
+    n, d_k = 5 + int(torch.randint(0, 4, (1,), generator=g)), 16 + int(torch.randint(0, 49, (1,), generator=g))
+    # Three sequences, each with some padding and at least one real token: padded on the right,
+    # padded on the left (its query 0 is padding, and a mask of padding keys alone leaves that
+    # row with no key to read), and padded at scattered positions. The scores are scaled so the
+    # softmax is neither uniform nor one-hot: every mistake below changes the answer.
+    lengths = 1 + torch.randint(0, n - 1, (2,), generator=g)  # 1 .. n-1 real tokens
+    pos = torch.arange(n)
+    scattered = torch.rand(n, generator=g) < 0.6
+    two = torch.randperm(n, generator=g)[:2]
+    scattered[two[0]], scattered[two[1]] = True, False
+    key_mask = torch.stack([pos < lengths[0], pos >= n - lengths[1], scattered])
+    return {"q": 2 * torch.randn(3, n, d_k, generator=g), "k": 2 * torch.randn(3, n, d_k, generator=g),
+            "key_mask": key_mask}
 
 
-def _scores(q, k):
-    return q @ k.transpose(-1, -2)
+def _variant(q, k, key_mask, *, divisor=None, causal=True, upper=False, diagonal=0, keys=True,
+             queries=True, fill=float("-inf"), zero_rows=True, after=False, times_queries=False):
+    """The pattern with one step changed: the divisor of the scores, which of the three masks
+    are applied (``upper``: the causal mask pointing the wrong way; ``diagonal=-1``: a query
+    may not read itself), the fill value, whether the rows with no allowed key are set to 0,
+    whether the mask comes after the softmax, and (``times_queries``) whether the padding
+    queries' rows are zeroed by multiplying the pattern by the mask, which leaves a NaN a NaN."""
+    n = q.shape[-2]
+    scores = q @ k.transpose(-1, -2) / (q.shape[-1] ** 0.5 if divisor is None else divisor)
+    allowed = torch.ones(key_mask.shape[0], n, n, dtype=torch.bool)
+    if causal:
+        allowed = allowed & (_causal(n).T if upper else torch.ones(n, n, dtype=torch.bool).tril(diagonal))
+    if keys:
+        allowed = allowed & key_mask[:, None, :]
+    if times_queries:  # keys masked before the softmax, queries by a product after it
+        return scores.masked_fill(~allowed, fill).softmax(-1) * key_mask[:, :, None]
+    if queries:
+        allowed = allowed & key_mask[:, :, None]
+    if after:
+        return scores.softmax(-1) * allowed
+    pattern = scores.masked_fill(~allowed, fill).softmax(-1)
+    return pattern.masked_fill(~allowed.any(-1, keepdim=True), 0.0) if zero_rows else pattern
 
 
-def _mask(scores: torch.Tensor, causal: bool, *, upper: bool = False) -> torch.Tensor:
-    """The causal mask when ``causal`` (``upper``: the mask pointing the wrong way)."""
-    if not causal:
-        return scores
-    allowed = _causal(scores.shape[-1])
-    return scores.masked_fill(~(allowed.T if upper else allowed), float("-inf"))
-
-
-def _scaled(q, k):
-    return _scores(q, k) / q.shape[-1] ** 0.5
+def _same(a, b) -> bool:
+    """Equal within the checks' tolerance, with NaN equal to NaN, so that a mistake whose rows
+    are NaN is recognised by recomputing it (the reference has none: an answer with NaN fails)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+            and not (a.is_complex() or b.is_complex()):
+        return torch.allclose(a.detach().cpu().double(), b.detach().cpu().double(), atol=1e-5, rtol=1e-4,
+                              equal_nan=True)
+    return allclose()(a, b)
 
 
 EX1 = FunctionExercise(
     id="ch06_ex1",
-    title="the attention pattern, causal or not",
+    title="the causal pattern of a padded batch",
     reference=attention_pattern,
     make_inputs=_pattern_inputs,
+    compare=_same,
     mistakes=[
-        Mistake("forgot the scale", "Your scores are plain dot products. The chapter's variance argument "
-                "says how the size of q . k grows with d_k: what does the paper do about it before the "
-                "softmax?",
-                lambda q, k, causal: _mask(_scores(q, k), causal).softmax(-1)),
-        Mistake("scale with the wrong power", "Your scale is not the paper's: with it the scores' "
+        # names are what the student sees in an autograder's report: each says the symptom
+        Mistake("rows of padding queries are NaN", "Some rows of your pattern are NaN: the rows of padding "
+                "queries, which may read no key at all. Follow one such row through your computation: what "
+                "does it give on a row with no allowed key (the cell on -1e9 and -inf above shows one way "
+                "to get NaN), and what does the statement ask such a row to hold?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, zero_rows=False)),
+        Mistake("rows of padding queries before any real token are NaN", "Your pattern is NaN on the rows of "
+                "padding queries that come before every real token of their sequence. Those queries may "
+                "read no key at all: what does your row hold for them before your last step (the cell on "
+                "-1e9 and -inf above), and what does NaN times 0 give?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, times_queries=True)),
+        Mistake("rows of padding queries are uniform", "The rows of your padding queries spread their weight "
+                "evenly over every key, future and padding keys included. Such a query may read no key: "
+                "what does the statement ask its row to hold, and which step of your computation could "
+                "produce that row?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, fill=-1e9, zero_rows=False)),
+        Mistake("padding queries give weight to real tokens", "Look at the row of a padding query in your "
+                "pattern: it puts weight on real tokens. Reread what the statement says a padding position "
+                "reads.",
+                lambda q, k, key_mask: _variant(q, k, key_mask, queries=False)),
+        Mistake("padding queries give weight to real tokens, or are NaN", "Look at the rows of padding "
+                "queries in your pattern: where real tokens come before them they put weight on those, "
+                "and where none do the row is NaN. Reread what the statement says a padding position reads, "
+                "and what its row should hold.",
+                lambda q, k, key_mask: _variant(q, k, key_mask, queries=False, zero_rows=False)),
+        Mistake("padding keys receive weight", "In your pattern real queries still give weight to padding "
+                "keys. Which part of your mask says, for each sequence, which keys are real, and along which "
+                "axis of the [batch, query, key] table must it act?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, keys=False)),
+        Mistake("future keys receive weight", "Your queries give weight to keys that come after them. Which "
+                "keys may query i of a language model read, and what score makes a key's weight exactly "
+                "zero after a softmax?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, causal=False)),
+        Mistake("later keys receive weight and earlier ones none", "Your mask hides the wrong keys. Rows are "
+                "queries and columns are keys: for query i, which keys j are the past, and on which side of "
+                "the diagonal do they lie?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, upper=True)),
+        Mistake("queries give themselves no weight", "Look at the diagonal of your pattern, where query i "
+                "meets key i: it holds no weight anywhere. Which keys does the causal rule let query i read?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, diagonal=-1)),
+        Mistake("pattern sharper than the paper's", "Your scores are plain dot products. The chapter's "
+                "variance argument says how the size of q . k grows with d_k: what does the paper do about "
+                "it before the softmax?",
+                lambda q, k, key_mask: _variant(q, k, key_mask, divisor=1.0)),
+        Mistake("pattern flatter than the paper's", "Your scale is not the paper's: with it the scores' "
                 "variance shrinks as d_k grows. Which divisor keeps the variance of q . k at 1 for "
                 "unit-variance entries?",
-                lambda q, k, causal: _mask(_scores(q, k) / q.shape[-1], causal).softmax(-1)),
-        Mistake("forgot the causal mask", "With causal=True your queries still give weight to keys that come "
-                "after them. Which keys may a language model's query i read, and what score makes a key's "
-                "weight exactly zero after a softmax?",
-                lambda q, k, causal: _scaled(q, k).softmax(-1)),
-        Mistake("masked although causal=False", "Look at what your function returns when causal=False: is "
-                "that an encoder's self-attention? Reread what the flag is for.",
-                lambda q, k, causal: _mask(_scaled(q, k), True).softmax(-1)),
-        Mistake("mask points the wrong way", "Your mask hides the wrong keys. Rows are queries and columns are "
-                "keys: for query i, which keys j are the past, and on which side of the diagonal do they "
-                "lie?",
-                lambda q, k, causal: _mask(_scaled(q, k), causal, upper=True).softmax(-1)),
-        Mistake("softmax over the wrong axis", "Sum your pattern along each axis: which one comes to 1? Each "
-                "query's weights are a distribution over the keys, and the docstring says which axis "
-                "holds the keys.",
-                lambda q, k, causal: _mask(_scaled(q, k), causal).softmax(-2)),
-        Mistake("masked after the softmax", "Sum a row of your causal pattern: does it come to 1? Think about "
-                "where in the computation a forbidden key has to be removed for the remaining weights "
-                "to stay a distribution.",
-                lambda q, k, causal: _scaled(q, k).softmax(-1).masked_fill(~_causal(q.shape[-2]), 0.0)
-                if causal else _scaled(q, k).softmax(-1)),
-        Mistake("transposed", "Your pattern is laid out differently from the docstring's. Check on your output "
-                "which axis a single query's distribution runs along, and compare with the axes the "
-                "docstring names.",
-                lambda q, k, causal: attention_pattern(q, k, causal).transpose(-1, -2)),
-        Mistake("unnormalised", "Your weights are positive, but does a row sum to 1? The pattern is a "
-                "probability distribution per query: which step turns scores into one?",
-                lambda q, k, causal: _mask(_scaled(q, k), causal).exp()),
+                lambda q, k, key_mask: _variant(q, k, key_mask, divisor=q.shape[-1])),
+        Mistake("rows of real queries do not sum to 1", "Sum a row of your pattern for a real query: does it "
+                "come to 1? Think about where in the computation a forbidden key has to be removed for the "
+                "remaining weights to stay a distribution.",
+                lambda q, k, key_mask: _variant(q, k, key_mask, after=True)),
+        Mistake("weights laid out key by query", "Your pattern is laid out differently from the docstring's. "
+                "Check on your output which axis a single query's distribution runs along, and compare with "
+                "the axes the docstring names.",
+                lambda q, k, key_mask: attention_pattern(q, k, key_mask).transpose(-1, -2)),
     ],
-    hint="Go step by step, with one question at each. Score every query against every key: in your "
-         "[batch, n, n] table, which axis holds the queries? Scale the scores as the paper does: by what, "
-         "so that their spread does not grow with the width? When `causal` is true, hide some keys: which "
-         "ones, for query i, and at which step must they go for the remaining weights to stay a "
-         "distribution? Last, turn each query's scores into a distribution. The check tries both values "
-         "of `causal`.",
+    hint="Go step by step, with one question at each. Score every query against every key and scale the "
+         "scores as the paper does. Then build one True/False table, [batch, query, key], of the pairs "
+         "that may meet: what must hold of the key's position, of the key, and of the query? Where must a "
+         "forbidden pair be removed for the remaining weights to stay a distribution? Last, look at a row "
+         "that has no allowed pair: what does your computation give there, and what does the statement ask "
+         "for? The check runs on sequences padded on the right, on the left and in between.",
 )
 
 
@@ -121,20 +169,21 @@ EX2 = FunctionExercise(
     reference=qk_scores,
     make_inputs=_qk_inputs,
     mistakes=[
-        Mistake("forgot the scale", "Your scores are plain dot products. What does the paper do to q . k "
-                "before the softmax, and with which length?",
+        # names are what the instructor's and the autograder's reports show: each says the symptom
+        Mistake("scores too large by a constant factor", "Your scores are plain dot products. What does the "
+                "paper do to q . k before the softmax, and with which length?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * W_Q.shape[-1] ** 0.5),
-        Mistake("scale from the wrong length", "Your scale uses the wrong length. The scale comes from the "
-                "variance of a dot product: which vectors are dotted here, and how long are they?",
+        Mistake("scores too small by a constant factor", "Your scale uses the wrong length. The scale comes "
+                "from the variance of a dot product: which vectors are dotted here, and how long are they?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K) * (W_Q.shape[-1] / W_Q.shape[-2]) ** 0.5),
-        Mistake("queries and keys swapped", "Your scores[h, i, j] pairs the two positions the other way from "
-                "the docstring's [n_heads, pos_q, pos_k]. Take one entry of yours and trace which "
+        Mistake("scores laid out key by query", "Your scores[h, i, j] pairs the two positions the other way "
+                "from the docstring's [n_heads, pos_q, pos_k]. Take one entry of yours and trace which "
                 "position's query and which position's key it was made from.",
                 lambda x, W_Q, W_K: qk_scores(x, W_K, W_Q)),
-        Mistake("used W_Q for the keys too", "Your queries and keys come from the same weights. Which of the "
-                "head's matrices makes its keys?",
+        Mistake("scores symmetric in query and key", "Your queries and keys come from the same weights. "
+                "Which of the head's matrices makes its keys?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_Q)),
-        Mistake("applied a softmax", "This exercise asks for the scores, before any softmax or mask.",
+        Mistake("rows of the scores sum to 1", "This exercise asks for the scores, before any softmax or mask.",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),
     ],
     hint="Project the stream into each head's query space and key space ([n_heads, pos, d_head] each) "

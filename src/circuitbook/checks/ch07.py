@@ -102,8 +102,8 @@ EX2 = FunctionExercise(
                 "layer's parameters have you not used?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: _per_head(x, pattern, W_V, W_O, b_V).sum(0)),
         Mistake("a bias counted too often", "Your output is off by the same vector at every position, "
-                "a multiple of one of the biases. Which bias is it, and how many times does your code add it, "
-                "compared with the layer's formula in the text?",
+                "a multiple of one of the biases. Which bias is it? How many times does your code add it, and "
+                "how many times does the layer add it?",
                 lambda x, pattern, W_V, W_O, b_V, b_O: (_per_head(x, pattern, W_V, W_O, b_V) + b_O).sum(0)),
         Mistake("missing a per-head bias", "Your output is off by the same vector at every position. Which "
                 "of each head's parameters have you not used, and what happens to a constant added to every "

@@ -8,7 +8,7 @@ An exercise is declared once, in ``circuitbook/checks/chNN.py``::
         id="ch06_ex1", title="scaled dot-product scores",
         reference=scores,                       # the reference solution
         make_inputs=lambda g: {"q": ..., "k": ...},  # fresh random inputs from generator g
-        mistakes=[Mistake("forgot the scale", "Divide by sqrt(d_k) ...", wrong_fn)],
+        mistakes=[Mistake("pattern sharper than the paper's", "Your rows are more peaked ...", wrong_fn)],
         hint="...")
 
 A mistake is recognised by *recomputing* it: ``wrong_fn(**inputs)`` is what an answer with
