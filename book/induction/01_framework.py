@@ -926,9 +926,10 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # 19's rule, which it fixed after seeing the data), it gives $p$ = {glue:text}`bump_p_c:.3f`,
 # and {glue:text}`bump_p_s1:.3f` for a second seed. Across that window the change of its gain
 # from context on plain text was at most {glue:text}`c19_plain_frac:.0%` of the change on
-# text with copies (a rough bound: the ratio of the ends of two separate 95% intervals over
-# its held-out windows, not itself a 95% bound), and those windows cannot tell the
-# plain-text change from zero.
+# text with copies (the ratio of the ends of two 95% intervals over its held-out windows:
+# each end is a one-sided 97.5% bound, so both hold together, and with them the ratio's
+# bound, with at least 95% confidence), and those windows cannot tell the plain-text change
+# from zero.
 # Problem 6 measures the ICL score of a real model, SmolLM2.
 #
 # ### The evidence and its limits
