@@ -8,7 +8,8 @@
 # notation: $x_i W_{QK} x_j^\top / \sqrt{d_\text{head}}$, one bilinear form on what the
 # head reads (the residual stream, or its normalised version where a LayerNorm or
 # RMSNorm comes first), in a model whose positions are added (to the stream, or in the
-# book's toy models only to the input of the queries and keys); and
+# book's toy models only to the input of the queries and keys) and whose queries and keys
+# have no biases (where they have them, as in the book's models, they add terms); and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
 # offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We check the
 # first on a small model and read the second on a previous-token head of SmolLM2.
@@ -262,7 +263,8 @@ identity_close("each masked row still sums to 1", causal_pattern.sum(-1),
 # give the same pattern whenever a row keeps at least one allowed key: $e^{-10^9}$
 # underflows to exactly 0. They differ on a row whose keys are *all* forbidden, a query
 # that may read nothing (the Annotated Transformer's own masks never make one: they hide
-# padding *keys*, so a padding query still reads the real tokens; a mask built per
+# padding *keys*, and it pads on the right, after a real start token, so every query
+# still has a real token to read; a mask built per
 # query-key pair can, as in the exercise below): $-10^9$ makes every score equal,
 # so the row is uniform, while $-\infty$ gives $\infty - \infty$, not a number.
 
@@ -346,14 +348,16 @@ checks.ch06_ex1(attention_pattern)
 #
 # That formula is for a model whose positions are added to the stream (Vaswani et al.'s
 # sinusoids, as in the book's encoder-decoder `toy-translation`; GPT-2's learned table),
-# or which has none, and for self-attention, where queries and keys read the same
+# or which has none, whose queries and keys have no biases (all of those models have
+# them, trained and nonzero: they add the terms above, and chapter {doc}`08_qk_ov`'s
+# extended form makes the score bilinear again), and for self-attention, where queries and keys read the same
 # stream (the encoder-decoder's cross-attention reads two: chapter
 # {doc}`12_cross_attention`). The book's attention-only toy models are *shortformer* models
 # {cite}`press2021shortformer`: their positional table is added
 # only to the input of the queries and keys, never to the stream, so for them $x_i$ in
 # the formula is $x_i + p_i$, the stream plus the position's embedding, while the values
 # read the stream alone and no later layer sees the position in it. The score is then a
-# bilinear form on the stream plus position, not on the stream. (Chapter 19's
+# bilinear form on the stream plus position, not on the stream, plus the bias terms. (Chapter 19's
 # smeared-key models go one step further: each key is a learned mix of the keys at its
 # own position and the one before, so the score is bilinear in the query's input and
 # that mix of two key positions' inputs.) A **rotary** model,
@@ -685,8 +689,9 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # {doc}`05_positional`). That separates what the slice prefers from which tokens happen
 # to stand $\Delta$ apart. Over the offsets these means make the head's **offset
 # kernel** $\kappa(\Delta)$: the mean score the head would give the text's pairs if
-# every pair stood $\Delta$ apart, which is the slice's form applied to the pairs' mean outer product
-# $\overline{q_i^\top k_j}$ (not to an "average pair", since the mean of a bilinear form
+# every pair stood $\Delta$ apart, which is $R_\Delta$ applied to the pairs' mean outer
+# product of queries and keys, $\overline{q_i^\top k_j}$ (equivalently, the slice's form
+# applied to the inputs' mean outer product; not to an "average pair", since the mean of a bilinear form
 # is the form of the second moment, not of the means). If the offset-1 slice carries the
 # job, we would expect $\kappa(1)$ to stand above the other 79 values (it need not: the
 # slice could single out the actual offset-1 pairs by their content, or by position
@@ -701,7 +706,11 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # previous-token head of 270, each of the 20 random sets contributes its own best
 # previous-token head, chosen the same way. A random head that happened to look one
 # back would have a kernel that peaks at 1 too; the question is whether the trained one
-# peaks more sharply.
+# peaks more sharply. These random heads look one back far less than the trained head
+# (at most {glue:text}`prev_random:.2f` of their attention on the previous token, against
+# {glue:text}`prev_best:.2f`), so a sharper peak could come from a stronger
+# previous-token head alone: separating the two would need a null matched on the
+# previous-token score.
 #
 # Then the softmax of the kernel alone, as chapter {doc}`09_full_circuits` does with the
 # positional QK circuit of `toy-2l`: the pattern
@@ -899,11 +908,10 @@ plt.show()
 # and it is the product of two factors. One is how far the kernel varies per unit of
 # the head's query and key sizes: {glue:text}`spread_best:.2f` against at most
 # {glue:text}`spread_null:.2f` for the random heads, above all 20 and
-# {glue:text}`spread_z:.1f` of the null's standard deviations above its mean, the
-# clearest of the exploratory differences. The other is the sizes themselves: $\operatorname{rms}(q)
+# {glue:text}`spread_z:.1f` of the null's standard deviations above its mean. The other is the sizes themselves: $\operatorname{rms}(q)
 # \operatorname{rms}(k)$ is {glue:text}`size_best:.1f` for this head, against
-# {glue:text}`size_layer:.1f` for its layer's heads taken together (the size each random
-# layer was scaled to) and {glue:text}`size_null_lo:.1f` to
+# {glue:text}`size_layer:.1f` for its layer's heads taken together (the size the random
+# copy of its layer was scaled to; each random layer got its own trained layer's) and {glue:text}`size_null_lo:.1f` to
 # {glue:text}`size_null_hi:.1f` for the selected random heads. That is an observation
 # with no null: the random heads were given their layer's average size by construction,
 # so it says this head's queries and keys are larger than its layer's average, not
@@ -919,7 +927,8 @@ plt.show()
 # {glue:text}`kernel_prev_null_mean:.2f` to {glue:text}`matched_mean:.2f`, and the
 # shape accounts for the rest of the way to {glue:text}`kernel_prev:.2f`. So the margin
 # suggests, weakly and after the fact, that this head's kernel peaks at offset 1 more
-# sharply than a random head's that happens to look one back. The exploration suggests why:
+# sharply than the best previous-token heads of random sets, which look one back far
+# less. The exploration suggests why:
 # its offset preference seems to vary more with the offset for its size, its queries
 # and keys are larger than its layer's average, and its shape may lean somewhat more
 # towards offset 1; each of these still needs its own test, with the statistic frozen,
@@ -974,7 +983,7 @@ glue("prev_unscaled", prev_unscaled)
 # which adds the differences between rows), far from the unit variance the argument
 # assumed. The scale is still part of the
 # function the weights were trained with: take it out and the same head puts on average
-# {glue:text}`peak_unscaled:.2f` of each query's attention on a single key (against
+# {glue:text}`peak_unscaled:.3f` of each query's attention on a single key (against
 # {glue:text}`peak:.2f` with the scale), and {glue:text}`prev_unscaled:.2f` on the
 # previous token. Below, the head's pattern on the start of the first passage, with and
 # without the scale (CircuitsVis: pick a head on the left, hover a token to see where it
@@ -999,8 +1008,9 @@ attention_pattern_view(
 #   saturates; we measured both.
 # - The causal mask sets future scores to $-\infty$, making the pattern lower triangular
 #   while each row still sums to one.
-# - In a model with additive (or no) positions the score is (for self-attention;
-#   cross-attention in chapter {doc}`12_cross_attention`)
+# - In a model with additive (or no) positions and no query or key biases the score is
+#   (for self-attention; cross-attention in chapter {doc}`12_cross_attention`; biases add
+#   terms, which chapter 8's extended form folds in)
 #   $x_i W_{QK} x_j^\top/\sqrt{d_\text{head}}$ with $W_{QK} = W_Q W_K^\top$ of rank at
 #   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`), $x$ being
 #   what the queries and keys read: the stream, its normalised version, or, in the

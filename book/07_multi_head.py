@@ -895,7 +895,7 @@ bare = [[p_.lstrip("Ġ") for p_ in row] for row in pieces]
 name_piece = torch.tensor([[p_.isalpha() and p_.isupper() for p_ in row]
                            for row in bare])
 observation("repeated word tokens whose copy follows the same token that are "
-            "upper-case pieces (speakers' names), of all such tokens and of "
+            "upper-case pieces (nearly all characters' names), of all such tokens and of "
             "all scored tokens", f"{int((in_pair & name_piece).sum())} of "
             f"{int(in_pair.sum())}, of {int(scored.sum())}", chapter="7")
 glue("dup_n_name", int((in_pair & name_piece).sum()))
@@ -990,9 +990,10 @@ glue("dup_alone_mean",
 # a later piece of a repeated word, {glue:text}`dup_n_break` the first piece of a line
 # (a name after a line break), and {glue:text}`dup_n_other` other tokens, mostly the start
 # of a word after the same token (", and", ", that"). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
-# are upper-case pieces, that is speakers' names: about half of all scored tokens. On
-# these {glue:text}`dup_n_pair` a head that matches the *previous* token, rather than the
-# token itself, would find the copy too, so they cannot tell the two jobs apart.
+# are upper-case pieces, nearly all characters' names (as speaker labels or in stage
+# directions): about half of all scored tokens. On these {glue:text}`dup_n_pair` a head
+# that matches the *previous* token, rather than the token itself, would find the copy
+# too.
 # {glue:text}`dup_head` puts {glue:text}`dup_pair_best:.2f` on the copies there, and
 # {glue:text}`dup_alone_best:.2f` on the other {glue:text}`dup_n_alone`, where the
 # preceding tokens differ (the runner-up {glue:text}`dup_alone_runner_up:.2f`, the
@@ -1005,17 +1006,14 @@ glue("dup_alone_mean",
 # {glue:text}`dup_name_alone_best:.2f` on the copies (the other heads
 # {glue:text}`dup_name_alone_mean:.3f` on average). In all,
 # {glue:text}`dup_n_upper` of the {glue:text}`dup_n` scored tokens are upper-case
-# pieces. On the remaining {glue:text}`dup_n_plain`, ordinary words,
-# {glue:text}`dup_head` puts {glue:text}`dup_plain_best:.2f` on the copies (the
+# pieces. On the {glue:text}`dup_n_plain` ordinary words among the
+# {glue:text}`dup_n_alone` whose predecessor differs, {glue:text}`dup_head` puts {glue:text}`dup_plain_best:.2f` on the copies (the
 # runner-up {glue:text}`dup_plain_runner_up:.2f`, the other heads
 # {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
 # head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
 # before matches too, and lower where it differs, though still far above the other
 # heads' average: the head does attend to a token's earlier copy when only the token
-# itself matches. On the {glue:text}`dup_n_pair` tokens whose predecessor
-# matches too, and perhaps on the {glue:text}`dup_n_space` whose predecessor differs
-# only by a space, these data cannot tell whether the head matches the token or the one
-# before it (observations on one model and eight passages).
+# itself matches (observations on one model and eight passages).
 #
 # ### Grouped-query attention keeps the sum
 #
@@ -1401,8 +1399,8 @@ attention_pattern_view(
 #   its earlier copies ({glue:text}`dup_best:.2f` of its attention; the best head on
 #   shuffled text: {glue:text}`dup_null:.2f`). {glue:text}`dup_n_name` of the
 #   {glue:text}`dup_n` scored tokens are name pieces whose predecessor also matches,
-#   and {glue:text}`dup_n_upper` in all are upper-case pieces, mostly of names; on the
-#   remaining {glue:text}`dup_n_plain`, ordinary words whose predecessor differs from
+#   and {glue:text}`dup_n_upper` in all are upper-case pieces, nearly all names; on the
+#   {glue:text}`dup_n_plain` ordinary words among those whose predecessor differs from
 #   the copy's, it puts {glue:text}`dup_plain_best:.2f` on the copies.
 #   Of the two heads that share its key-value
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank

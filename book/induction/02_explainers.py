@@ -3,8 +3,10 @@
 #
 # Two interactive explainers. Both run in the page: on this site they respond to clicks with
 # no Python behind them, and in Jupyter or Colab they also report your clicks back to the
-# kernel. Everything they show was computed from real models when this page was built: the
-# attention arcs are the models' own attention patterns, not drawings. The stepper runs on
+# kernel. What they show comes from real models, precomputed when this page was built or,
+# for the `toy-2l` stepper, computed in the page itself (the composition builder's term
+# counts are combinatorial, not measured): the attention arcs are the models' own
+# attention patterns, not drawings. The stepper runs on
 # SmolLM2, the 4-bit SmolLM2-135M-Instruct of chapter {doc}`../04_embeddings`, a small
 # language model that has read English, and then on the book's two-layer `toy-2l`, which
 # never has. The first cell imports what the page uses and loads both models.
@@ -16,7 +18,7 @@ from math import comb
 
 import torch
 
-from circuitbook.book import Null, finding, glue, observation
+from circuitbook.book import Null, finding, glue, null_test, observation
 from circuitbook.composition import (composition_scores, random_scores,
                                      rotated_baseline)
 from circuitbook.heads import induction_scores, prev_token_scores
@@ -39,8 +41,8 @@ smol, tokenizer = load_smollm2(progress=False)
 # The text is a sentence in the style of *Harry Potter* that ends with "Mr"; "Mr" appeared
 # once before, followed by "Dursley". SmolLM2 reads it through its own tokenizer. Use
 # **Next** to walk through the five steps, and the toggle to switch to the **random-token
-# control**: the same positions, filled with random token ids, with only the last token
-# repeating an earlier one.
+# control**: the same positions, filled with random token ids, in which the last token
+# occurs exactly once earlier (other ids may repeat by chance).
 #
 # The control is what makes the experiment informative. On the sentence, a model could
 # predict "Dursley" for two reasons: because it read "Mr Dursley" a few words back
@@ -69,9 +71,13 @@ smol_stepper = induction_stepper(
           "these same readers, a consistency check and not a test, the previous-token "
           "head is among the few writers that stand out, and it stands out into the "
           "key head this head shares with others, not into this head alone. Chapter "
-          "17b patches the outputs of the heads so found into the keys of all the "
-          "model's induction heads at once, on repeated Shakespeare passages, and "
-          "restores part of the loss gap.")
+          "17b patches the outputs of the heads so found into the keys of the "
+          "model's induction heads (those with induction score above 0.4) at once, "
+          "on repeated Shakespeare passages, and restores part of the loss gap. "
+          "Because SmolLM2's query heads share key heads, that patch gives each "
+          "query head its own copy of the keys, a change the model itself cannot "
+          "make, so it measures what the receivers' copies of the keys carry, not "
+          "what the shared key head does.")
 smol_stepper
 
 # %% [markdown]
@@ -119,7 +125,7 @@ def twin(tokens):
 
 hook = f"blocks.{ind_head[0]}.attn.hook_pattern"
 with torch.no_grad():   # the sentence, the 20 controls and their 20 twins
-    _, cache = smol.run_with_cache(
+    logits, cache = smol.run_with_cache(
         torch.tensor([text_ids] + controls + [twin(c) for c in controls],
                      device=smol.W_U.device),
         names_filter=lambda name: name == hook)
@@ -128,37 +134,72 @@ att_twin = last_row[21:, target]                             # [20]
 att_first = last_row[:21, 0]      # on the first position: sentence, controls
 att_gain = rand_m[:, 0] - att_twin                 # paired, per control
 p_gain = measured[:, 1] - measured[:, 2]           # 2nd copy - 1st copy
+# the same gain on the log scale, where a softmax adds evidence
+assert bool((measured[:, 1:] > 0).all())
+log_gain = measured[:, 1].log() - measured[:, 2].log()      # [21], nats
+# the correct token at the last position, with the repeat (control) and in its
+# twin (target in the context, last token not matching), from the same pass
+correct = torch.tensor([c[target] for c in controls])
+logp_last = logits[:, query].float().log_softmax(-1).cpu()   # [41, d_vocab]
+del logits
+logp_rep = logp_last[1:21].gather(1, correct[:, None])[:, 0]    # [20]
+logp_twin = logp_last[21:].gather(1, correct[:, None])[:, 0]    # [20]
+twin_gain = logp_rep - logp_twin                   # paired, per control, nats
+twin_first = logp_twin - measured[1:, 2].log()     # twin against the first copy
+
+
+def median(x):
+    """The median (for an even count, the mean of the middle two)."""
+    return float(x.float().quantile(0.5))
+
+
+def about(x):
+    """A large factor to two significant figures, as 28,000."""
+    return f"{float(f'{float(x):.2g}'):,.0f}"
+
+
 print(f"heads: previous-token {prev_head}, induction {ind_head}; "
       f"{len(text_ids)} tokens")
-print(f"{'':26}{'text':>8}{'random: mean':>14}{'min':>8}{'max':>8}")
-rows = [("attention on target", measured[:, 0]),
-        ("  same, twin (no repeat)", torch.cat([torch.tensor([float("nan")]),
-                                                att_twin])),
-        ("p(correct), 2nd copy", measured[:, 1]),
-        ("p(target), 1st copy", measured[:, 2]),
-        ("gain in p, 2nd - 1st", p_gain)]
-for name, col in rows:
-    first = "" if col[0].isnan() else f"{col[0]:.3f}"
-    print(f"{name:26}{first:>8}{col[1:].mean():14.3f}{col[1:].min():8.3f}"
-          f"{col[1:].max():8.3f}")
+print(f"{'':26}{'text':>9}{'random: median':>16}{'mean':>9}{'min':>9}"
+      f"{'max':>9}")
+nan = torch.tensor([float("nan")])
+rows = [("attention on target", measured[:, 0], ".3f"),
+        ("  same, twin (no repeat)", torch.cat([nan, att_twin]), ".3f"),
+        ("p(correct), 2nd copy", measured[:, 1], ".2g"),
+        ("  same, twin (no repeat)", torch.cat([nan, logp_twin.exp()]), ".2g"),
+        ("p(target), 1st copy", measured[:, 2], ".2g"),
+        ("gain in p, 2nd - 1st", p_gain, ".2g"),
+        ("gain in ln p, 2nd - 1st", log_gain, ".2f")]
+for name, col, f in rows:
+    first = "" if col[0].isnan() else f"{col[0]:{f}}"
+    print(f"{name:26}{first:>9}{median(col[1:]):16{f}}{col[1:].mean():9{f}}"
+          f"{col[1:].min():9{f}}{col[1:].max():9{f}}")
 for j, key in enumerate(["att", "p", "first"]):
     glue(f"smol_text_{key}", float(text_m[j]))
     glue(f"smol_rand_{key}", float(rand_m[:, j].mean()))
     glue(f"smol_rand_{key}_max", float(rand_m[:, j].max()))
     glue(f"smol_rand_{key}_min", float(rand_m[:, j].min()))
+glue("smol_earlier", target - 1)                 # the same in every control
+glue("smol_target", target)
+glue("smol_query", query)
 glue("smol_step_att", float(rand_m[0, 0]))     # seed 1: the stepper's control
 glue("smol_step_p", float(rand_m[0, 1]))
+glue("smol_step_first", float(rand_m[0, 2]))
+glue("smol_step_factor", about(rand_m[0, 1] / rand_m[0, 2]))
+glue("smol_text_factor", about(text_m[1] / text_m[2]))
 glue("smol_twin_max", float(att_twin.max()))
 glue("smol_twin_mean", float(att_twin.mean()))
 glue("smol_att_below", int((rand_m[:, 0] < text_m[0]).sum()))
 glue("smol_gain_text", float(p_gain[0]))
 glue("smol_gain_rand", float(p_gain[1:].mean()))
 glue("smol_gain_small", int((p_gain[1:] < 0.01).sum()))
-glue("smol_gain_median", float(p_gain[1:].median()))
+glue("smol_gain_median", median(p_gain[1:]))
 glue("smol_gain_pos", int((p_gain[1:] > 0).sum()))
 glue("smol_gain_neg", int((p_gain[1:] < 0).sum()))
 glue("smol_gain_top_share", float(p_gain[1:].max() / p_gain[1:].sum()))
 glue("smol_gain_top", float(p_gain[1:].max()))
+glue("smol_rand_first_median", median(rand_m[:, 2]))
+glue("smol_prior_ratio", about(text_m[2] / median(rand_m[:, 2])))
 glue("smol_text_first_pos", float(att_first[0]))
 glue("smol_text_rest", float(1 - att_first[0] - text_m[0]))
 glue("smol_rand_first_pos", float(att_first[1:].mean()))
@@ -167,8 +208,14 @@ observation("SmolLM2's induction head, from the last position: attention on the 
             "first position on the sentence; mean and largest over the 20 controls",
             f"{float(att_first[0]):.3f}; {float(att_first[1:].mean()):.3f}, "
             f"{float(att_first[1:].max()):.3f}", chapter="induction module")
-# the sign test beside the bootstrap: under "no change", each control's gain is
-# as likely up as down (exact two-sided binomial; ties, if any, dropped)
+observation("after the first copy, SmolLM2's probability of the target: on the "
+            "sentence; median of the 20 controls; their ratio",
+            f"{float(text_m[2]):.2g}; {median(rand_m[:, 2]):.2g}; "
+            f"{float(text_m[2]) / median(rand_m[:, 2]):,.0f}",
+            chapter="induction module")
+# the sign test beside the bootstrap, added after the bootstrap interval was
+# seen to rest on one draw: under "no change", each control's gain is as likely
+# up as down (exact two-sided binomial; ties, if any, dropped)
 n_up, n_down = int((p_gain[1:] > 0).sum()), int((p_gain[1:] < 0).sum())
 n_sign = n_up + n_down
 sign_p = min(1.0, 2 * sum(comb(n_sign, k) for k in range(max(n_up, n_down), n_sign + 1))
@@ -177,12 +224,12 @@ glue("smol_sign_p", sign_p)
 patterns = torch.arange(2**n_sign)                  # every sign pattern, once
 ups = sum((patterns >> b) & 1 for b in range(n_sign)).float()
 finding("on random tokens, the count of controls whose gain in p is positive "
-        "(sign test)", n_up, null=Null.draws(
+        "(sign test, added after the bootstrap was seen)", n_up, null=Null.draws(
             f"the count of positive signs over all 2^{n_sign} equally likely sign "
             "patterns", ups), alternative="two-sided", chapter="induction module")
 observation("on random tokens, the paired gain in p (second copy minus first): "
             "median, draws above and below 0, and the largest draw's share of "
-            "the sum", f"{float(p_gain[1:].median()):.2g}; "
+            "the sum", f"{median(p_gain[1:]):.2g}; "
             f"{int((p_gain[1:] > 0).sum())} up, {int((p_gain[1:] < 0).sum())} "
             f"down; {float(p_gain[1:].max() / p_gain[1:].sum()):.0%}",
             chapter="induction module")
@@ -219,7 +266,8 @@ resample = torch.randint(0, len(rand_m), (2000, len(rand_m)), generator=gen)
 boot_p = p_gain[1:][resample].mean(-1)
 glue("smol_gain_lo", float(boot_p.quantile(0.025)))
 glue("smol_gain_hi", float(boot_p.quantile(0.975)))
-finding("on random tokens, the repeat moves SmolLM2's induction head's "
+finding(f"on random tokens, with the first copy at position {target - 1} and "
+        f"the query at {query}, the repeat moves SmolLM2's induction head's "
         "attention onto the target: attention there minus the same head's "
         "attention there in a twin with no repeat (mean of 20 paired "
         "controls)", att_gain.mean(),
@@ -238,15 +286,64 @@ finding("on this one sentence that gain is larger than on the random "
         "controls (rank among the 20 controls' gains)", float(p_gain[0]),
         null=Null.draws("the paired gains of the 20 random-token controls",
                         p_gain[1:]), chapter="induction module")
+# added after the tests above had been seen: the same comparison in ln p, where
+# the target's starting probability does not set the size of the gain, and
+# each control against its twin
+boot_log = log_gain[1:][resample].mean(-1)
+glue("smol_lgain_text", float(log_gain[0]))
+glue("smol_lgain_rand", float(log_gain[1:].mean()))
+glue("smol_lgain_median", median(log_gain[1:]))
+glue("smol_lgain_lo", float(boot_log.quantile(0.025)))
+glue("smol_lgain_hi", float(boot_log.quantile(0.975)))
+glue("smol_lgain_above", int((log_gain[1:] > log_gain[0]).sum()))
+glue("smol_lgain_min", float(log_gain[1:].min()))
+glue("smol_lgain_max", float(log_gain[1:].max()))
+finding("on random tokens, the repeat raises SmolLM2's log-probability of the "
+        "target: ln p at the second copy minus ln p at the first (mean of 20 "
+        "paired controls, nats)", log_gain[1:].mean(),
+        null=Null.point("no change from the first copy", 0.0), boot=boot_log,
+        chapter="induction module")
+rank_log = null_test(float(log_gain[0]), Null.draws(
+    "the paired gains in ln p of the 20 random-token controls", log_gain[1:]))
+glue("smol_lgain_p", rank_log.p)
+finding("on this one sentence the gain in ln p is larger than on the random "
+        "controls (rank among the 20 controls' gains in ln p)", rank_log,
+        expect="no effect", chapter="induction module")
+boot_twin = twin_gain[resample].mean(-1)
+glue("smol_tgain", float(twin_gain.mean()))
+glue("smol_tgain_lo", float(boot_twin.quantile(0.025)))
+glue("smol_tgain_hi", float(boot_twin.quantile(0.975)))
+glue("smol_tgain_up", int((twin_gain > 0).sum()))
+tgain_factor = median(twin_gain.exp())            # median factor in p
+tfirst_factor = median(twin_first.exp())
+glue("smol_tgain_factor", about(tgain_factor))
+glue("smol_tfirst_up", int((twin_first > 0).sum()))
+glue("smol_tfirst_factor", tfirst_factor)
+finding("on random tokens, the repeat raises SmolLM2's log-probability of the "
+        "correct token above its twin's (target in the context, last token not "
+        "matching): ln p minus the twin's ln p at the last position (mean of 20 "
+        "paired controls, nats)", twin_gain.mean(),
+        null=Null.point("no change from the twin", 0.0), boot=boot_twin,
+        chapter="induction module")
+observation("on random tokens, p of the correct token at the last position: "
+            "controls above their twin, and the median factor; twins above the "
+            "first copy, and the median factor",
+            f"{int((twin_gain > 0).sum())} of 20, x{tgain_factor:.0f}; "
+            f"{int((twin_first > 0).sum())} of 20, "
+            f"x{tfirst_factor:.1f}", chapter="induction module")
 
 # %% [markdown]
-# The measurement splits the circuit in two. The **lookup** happens on random tokens:
-# induction head {glue:text}`smol_ind` puts {glue:text}`smol_rand_att:.2f` of its attention on
-# the target on average, and in the twins with no repeat {glue:text}`smol_twin_mean:.3f` on
-# the same position (at most {glue:text}`smol_twin_max:.2f`), so it is the repeat, not the
-# position, that draws it there. (Both bootstrap tests in the cell above print p = 0.0005: that
-# is 1/2001, the smallest p that 2,000 resamples can give, so read it as p < 0.001.) It is not
-# the same strength in every draw, though: the controls run
+# The measurement splits the circuit in two. The **lookup** happens on random tokens, at
+# least where these controls put it: in every one of them the first copy sits at position
+# {glue:text}`smol_earlier`, the target at {glue:text}`smol_target`, next to the first
+# position, and the query at {glue:text}`smol_query`, so the test speaks for this head at
+# these positions. There induction head {glue:text}`smol_ind` puts
+# {glue:text}`smol_rand_att:.2f` of its attention on the target on average, and in the twins
+# with no repeat {glue:text}`smol_twin_mean:.3f` on the same position (at most
+# {glue:text}`smol_twin_max:.2f`), so it is the repeat, not the position, that draws it
+# there. (The bootstrap tests in the cell above print p = 0.0005: that is 1/2001, the
+# smallest p that 2,000 resamples can give, so read it as p < 0.001.) It is not the same
+# strength in every draw, though: the controls run
 # from {glue:text}`smol_rand_att_min:.3f` to {glue:text}`smol_rand_att_max:.2f`, and on the
 # sentence the head puts only {glue:text}`smol_text_att:.2f` on the token after the earlier
 # "Mr", less than on an average control and more than on
@@ -255,54 +352,88 @@ finding("on this one sentence that gain is larger than on the random "
 # {glue:text}`smol_text_rest:.2f` on all the other positions together; on the controls the
 # first position gets {glue:text}`smol_rand_first_pos:.2f` on average, and in one of them as
 # much as {glue:text}`smol_rand_first_pos_max:.2f`. Heavy attention on the first position is a
-# known pattern in language models (an *attention sink*: a head with no strong match parks its
-# attention there); why this head parks more of it there on the sentence than on an average
-# control, we have not tested.
+# known pattern in language models (an *attention sink* {cite}`xiao2023efficient`: a head
+# with no strong match parks its attention there); why this head parks more of it there on
+# the sentence than on an average control, we have not tested.
 #
-# The **prediction** is another matter. After the first "Mr" the model gave the next token
-# (" D", the start of "Dursley") probability {glue:text}`smol_text_first:.4f`: it has not
-# memorised "Mr Dursley" as a bigram. At the second "Mr" it gives {glue:text}`smol_text_p:.2f`,
-# a gain of {glue:text}`smol_gain_text:.2f` over the first copy. On random tokens the repeat
-# also raises the correct token, but barely: the mean gain is {glue:text}`smol_gain_rand:.3f`
-# (95% interval {glue:text}`smol_gain_lo:.4f` to {glue:text}`smol_gain_hi:.3f`), and a
-# single draw, with a gain of {glue:text}`smol_gain_top:.2f`, supplies
-# {glue:text}`smol_gain_top_share:.0%` of it. The typical draw gains almost nothing: the
+# The **prediction** needs more care, because the scale it is read on matters. After the
+# first "Mr" the model gave the next token (" D", the start of "Dursley") probability
+# {glue:text}`smol_text_first:.1e`: from the words alone it does not expect the name. Yet
+# the controls' median at the same place is {glue:text}`smol_rand_first_median:.1e`, so the
+# sentence starts about {glue:text}`smol_prior_ratio` times higher. At the second "Mr" it
+# gives {glue:text}`smol_text_p:.2f`, a gain of {glue:text}`smol_gain_text:.2f` over the
+# first copy. In absolute probability the random tokens gain far less: the mean gain is
+# {glue:text}`smol_gain_rand:.3f` (95% interval {glue:text}`smol_gain_lo:.4f` to
+# {glue:text}`smol_gain_hi:.3f`), a single draw, with a gain of
+# {glue:text}`smol_gain_top:.2f`, supplies {glue:text}`smol_gain_top_share:.0%` of it, the
 # median gain is {glue:text}`smol_gain_median:.1e`, the gain is below 0.01 in
 # {glue:text}`smol_gain_small` of the 20 draws, and it is negative in
-# {glue:text}`smol_gain_neg` ({glue:text}`smol_gain_pos` are positive). The signs alone, beside
-# the bootstrap, point the same way: if each draw's gain were as likely to fall as to rise,
+# {glue:text}`smol_gain_neg` ({glue:text}`smol_gain_pos` are positive). The signs alone point
+# the same way as the bootstrap: if each draw's gain were as likely to fall as to rise,
 # {glue:text}`smol_gain_pos` or more of 20 on one side would have two-sided probability
-# {glue:text}`smol_sign_p:.1e` (an exact sign test). So the repeat helps in most draws,
-# though by very little in most of them. The sentence's gain is
-# larger than every control's, which is as far as 20 controls can go (p = 1/21). That rank
-# is the test; the z printed beside it is not used, because one control holds
+# {glue:text}`smol_sign_p:.1e` (an exact sign test, which we added after seeing that the
+# bootstrap interval rests on one draw). The sentence's gain in probability is larger than
+# every control's, which is as far as 20 controls can go (p = 1/21): the test stated before
+# the cell passes. The z printed beside it is not used, because one control holds
 # {glue:text}`smol_gain_top_share:.0%` of the controls' summed gain, so their standard
-# deviation describes that one draw, not the spread of a typical control. Its scope
-# is narrow: one sentence, set against random tokens, so the test cannot say which of the
-# sentence's features (its words, its grammar, the name) makes the difference; a natural
-# sentence whose repeated pair is replaced by random tokens would be the sharper control,
-# and we have not run it. Still, one attention head finding the right position is not the
-# whole story in a {glue:text}`smol_layers`-layer model. Step 5 reads one more thing off the
-# same forward pass: what the head writes at the last position, straight through the final
-# normalisation and the unembedding (its *direct effect*). On the sentence that ranks " D"
-# {glue:text}`smol_text_rank` of {glue:text}`smol_vocab` tokens; on the stepper's control the
-# correct token sits {glue:text}`smol_rand_rank_share:.0%` of the way down the list, about
-# where a token picked at random would. Neither rank is the head's whole effect: a head in
-# layer {glue:text}`smol_ind_layer` writes into a stream that {glue:text}`smol_above` more
-# layers read and transform, and the direct path leaves all of that out. So the ranks say
-# only that the head's direct effect does not carry the prediction by itself; what the rest
-# of the model does with its output, we have not measured. A plausible reading is that other
-# components agree with the lookup there (a name is expected after "Mr", and " D" starts a
-# word the context has shown), while among random word pieces a single repeated token is
-# weak evidence and the model hedges. On the toy model below, which never saw language, the
-# sentence is itself a random-token sequence, which is why it is the clean case.
+# deviation describes that one draw, not the spread of a typical control.
+#
+# What that rank shows is narrower than it looks. Through the softmax, evidence adds to
+# the logits: the same push to the target's logit multiplies its odds (and, while it is
+# small, its probability) by the same factor, which leaves a tiny probability small and can
+# carry one that starts higher to most of the mass. So on the probability scale the
+# sentence's gain comes out largest mainly because its start is the highest. The repeat's
+# own effect is better compared on the log scale, which we add here, after the tests above
+# had been seen. In ln p the controls gain {glue:text}`smol_lgain_rand:.1f`
+# nats on average (95% interval {glue:text}`smol_lgain_lo:.1f` to
+# {glue:text}`smol_lgain_hi:.1f`; median {glue:text}`smol_lgain_median:.1f`), and the
+# sentence's {glue:text}`smol_lgain_text:.1f` is no outlier: {glue:text}`smol_lgain_above` of
+# the 20 controls gain more (rank p = {glue:text}`smol_lgain_p:.2f`). On this scale the
+# repeat does about as much on random tokens as on the sentence; what the words add, in these
+# data, is the higher start, not a larger effect of the repeat. That is not a bound: the
+# controls' own gains in ln p run from {glue:text}`smol_lgain_min:.1f` to
+# {glue:text}`smol_lgain_max:.1f`, so one sentence could not show a difference of a few nats
+# either way.
+#
+# One more check of the "before". After the first copy the target is not yet in the
+# context, so the gain could include a boost that a model gives to any token it has seen in
+# the context, which needs no match. Each control's twin has the target in its context at
+# the same position and differs only in its last token, which matches nothing: the clean
+# comparison (also added after the tests above). With the repeat, the correct token's
+# probability is higher than in the twin in {glue:text}`smol_tgain_up` of the 20 controls,
+# by a median factor of about {glue:text}`smol_tgain_factor` (mean gain in ln p
+# {glue:text}`smol_tgain:.1f` nats, 95% interval {glue:text}`smol_tgain_lo:.1f` to
+# {glue:text}`smol_tgain_hi:.1f`), while the twin is above the first copy in
+# {glue:text}`smol_tfirst_up` of 20, by a median factor of
+# {glue:text}`smol_tfirst_factor:.1f`. So in most controls the gain needs the match; the
+# target's presence in the context adds comparatively little.
+#
+# The scope is narrow: one sentence, set against random tokens at one geometry, so these
+# tests cannot say which of the sentence's features (its words, its grammar, the name) sets
+# its higher start; a natural sentence whose repeated pair is replaced by random tokens would
+# be the sharper control, and we have not run it. Nor is one attention head finding the
+# right position the whole story in a {glue:text}`smol_layers`-layer model. Step 5 reads one
+# more thing off the same forward pass: what the head writes at the last position, straight
+# through the final normalisation and the unembedding (its *direct effect*). On the sentence
+# that ranks " D" {glue:text}`smol_text_rank` of {glue:text}`smol_vocab` tokens; on the
+# stepper's control the correct token sits {glue:text}`smol_rand_rank_share:.0%` of the way
+# down the list, about where a token picked at random would. Neither rank is the head's whole
+# effect: a head in layer {glue:text}`smol_ind_layer` writes into a stream that
+# {glue:text}`smol_above` more layers read and transform, and the direct path leaves all of
+# that out. So the ranks say only that the head's direct effect does not carry the prediction
+# by itself; what the rest of the model does with its output, we have not measured. On the
+# toy model below, which never saw language, the sentence's words get arbitrary token ids,
+# so they bring no statistics the model could have learned about them, which is why it is
+# the clean case.
 #
 # ## 2. The same circuit in `toy-2l`, the clean case
 #
 # `toy-2l` never saw English: it was trained on random sequences that repeat. Here the
 # sentence's words are given token ids by a seeded permutation (one id per distinct word),
-# so its "text" is itself a random-token sequence and the toggle compares two draws of the
-# same experiment. The circuit is about as clean as it gets: one previous-token head in
+# so its ids are as arbitrary as random tokens, though which of them repeat is the
+# sentence's (several words occur more than once), and the toggle compares two draws of the
+# same kind of experiment (the control's ids, from only {glue:text}`toy_vocab`, repeat by
+# chance too). The circuit is about as clean as it gets: one previous-token head in
 # layer 0, with a partial helper beside it (L0H1, which early in the context attends two
 # tokens back: ablating it also raises the loss on the repeat, chapter
 # {doc}`../17_induction_evidence`) and, in
@@ -347,7 +478,10 @@ observation("toy-2l's induction scores of its four layer-1 heads (min, max), "
             f"{ind_toy[0].max():.3f}", chapter="induction module")
 glue("step_text_p", text["p_expected"])
 glue("step_rand_p", rand["p_expected"])
-glue("step_attn", text["attention_on_target"])
+with torch.no_grad():   # the unrounded share (the stepper's data keep 3 decimals)
+    _, text_cache = model.run_with_cache(torch.tensor([text["ids"]]))
+glue("step_attn", float(text_cache["pattern", L1][0, H1, text["query"],
+                                                  text["target"]]))
 glue("step_rand_attn", rand["attention_on_target"])
 glue("step_attn_pct", percent(text["attention_on_target"]))    # as the stepper
 glue("step_rand_attn_pct", percent(rand["attention_on_target"]))  # prints them
@@ -392,15 +526,16 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # control. Here, in a two-layer model with no MLPs and no final normalisation, a layer-1
 # head's direct effect *is* everything it adds to the logits, so on the sentence the
 # prediction rests on other terms too: the logits are the sum of the direct path, each
-# head's path and the virtual heads (the {doc}`lab <02_lab>` adds them up), and which of
-# them carry "Dursley" this page does not measure.
+# head's path, the virtual heads and each layer's output bias (the {doc}`lab <02_lab>` adds
+# them up), and which of them carry "Dursley" this page does not measure.
 #
 # ## 3. The composition builder
 #
 # Head H1 (here the stepper's induction head {glue:text}`toy_ind`) can read head H0's output
 # (here the previous-token head {glue:text}`toy_prev`) through its queries, its keys or its
-# values. Toggle each and watch
-# which terms of the path expansion exist, what the configuration can compute, and how many
+# values: Q-, K- and V-composition, in the terms of Elhage et al.
+# {cite}`elhage2021mathematical`, who also named the *virtual heads* below. Toggle each and
+# watch which terms of the path expansion exist, what the configuration can compute, and how many
 # virtual heads there are. The column "size" gives each term's size in `toy-2l`: its
 # composition score, or the Frobenius norm of its circuit. The sliders at the bottom leave
 # the single pair behind and count the terms of a whole attention-only model with $n$ heads
@@ -421,7 +556,7 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # a description: the model's own heads. `toy-2l` has 4 heads in layer 0 and 4 in layer 1,
 # so 16 writer-reader
 # pairs. The previous-token head, picked by its attention and not by its weights, writes
-# into all four induction heads. Where do its four pairs rank among all 1820 sets of four
+# into all four induction heads. Where do its four pairs rank among all {glue:text}`k_n_sets` sets of four
 # pairs? That ranking is only a description: the pairs are not exchangeable (the four share
 # one writer, so if one writer's pairs stand out together, the ranking only asks which of
 # the four writers it is, a 1-in-4 event), and it cannot serve as a test. The test is
@@ -429,7 +564,7 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # the layer-0 heads' outputs
 # by a random rotation of the residual stream, which keeps each head's spectrum and
 # randomises only the alignment between what one head writes and what another reads. We
-# draw 100 rotations and ask whether the *weakest* of the previous-token head's four
+# draw {glue:text}`n_rot` rotations and ask whether the *weakest* of the previous-token head's four
 # K-composition scores exceeds the *largest* score that any layer-0 head reaches into any
 # layer-1 head under each rotation (a stricter version of chapter 18's test, which takes
 # each reader separately).
@@ -508,6 +643,7 @@ mantissa, exponent = f"{float(count_score_terms(12, 12)):.1e}".split("e")
 glue("n12_scores", mantissa + " × 10" + str(int(exponent)).translate(
     str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")))
 glue("pair_all", count_paths(2, 1)["total"])
+glue("pair_scores", sum(t["kind"] == "score" for t in builder.data["terms"]))
 
 # %% [markdown]
 # For the pair {glue:text}`toy_prev` → {glue:text}`toy_ind` the K-composition score is
@@ -551,11 +687,14 @@ glue("pair_all", count_paths(2, 1)["total"])
 #    bigram would have raised it both times: the jump comes from the context.
 #    In SmolLM2 step 4 still lands the induction head's attention on the token after the
 #    earlier occurrence, and more firmly than on the sentence
-#    ({glue:text}`smol_step_att:.2f` against {glue:text}`smol_text_att:.2f`), but step 5's
-#    prediction collapses (from {glue:text}`smol_text_p:.2f` to
-#    {glue:text}`smol_step_p:.3f`). So the lookup is not what failed: the head finds the
-#    target at least as well on this control, yet the model's confidence stays with the
-#    sentence. Step 5's top tokens show what the head writes, straight through the
+#    ({glue:text}`smol_step_att:.2f` against {glue:text}`smol_text_att:.2f`), while step
+#    5's probability is far lower in absolute terms ({glue:text}`smol_step_p:.3f` here,
+#    against {glue:text}`smol_text_p:.2f` on the sentence). Neither the lookup nor the step
+#    from the first copy to the second is what falls short: from step 1's
+#    {glue:text}`smol_step_first:.1e` the repeat multiplied this control's probability by
+#    about {glue:text}`smol_step_factor`, against about {glue:text}`smol_text_factor` on the
+#    sentence (from {glue:text}`smol_text_first:.1e`). What differs is where the prediction
+#    started. Step 5's top tokens show what the head writes, straight through the
 #    unembedding: the target ranks {glue:text}`smol_text_rank` of
 #    {glue:text}`smol_vocab` on the sentence, and on this control
 #    {glue:text}`smol_rand_rank_share:.0%` of the way down, where a random token would sit.
@@ -567,9 +706,9 @@ glue("pair_all", count_paths(2, 1)["total"])
 #    yet this is the configuration of the field's best-understood circuit. Virtual heads are
 #    not where all the action is: Q- and K-composition act inside attention patterns, which
 #    the term list of the logits does not show.
-# 3. **Press "all three" and count the terms**: {glue:text}`pair_all` in the logits and four
-#    in H1's attention score, for one pair of heads. Then set the sliders to 12 heads per
-#    layer and 12 layers, the heads and layers of GPT-2 small: an attention-only model of
+# 3. **Press "all three" and count the terms**: {glue:text}`pair_all` in the logits and
+#    {glue:text}`pair_scores` in H1's attention score, for one pair of heads. Then set the
+#    sliders to 12 heads per layer and 12 layers, the heads and layers of GPT-2 small: an attention-only model of
 #    that shape (GPT-2 small also has MLPs, which the count leaves out) has
 #    {glue:text}`n12_logits` logit terms and about {glue:text}`n12_scores` attention-score
 #    terms. Nobody reads that many terms one by one;
@@ -595,22 +734,48 @@ with torch.no_grad():
 pats = torch.stack([cache["pattern", l0][0, h0], cache["pattern", l1][0, h1]])
 second = torch.arange(n, 2 * n)
 back = float(pats[0, second, second - 1].mean())
-ahead = float(pats[1, second, second - n + 1].mean())
+per_query = pats[1, second, second - n + 1]        # [n]: each second-copy query
+ahead = float(per_query.mean())
 observation("on this repeated random sequence, the previous-token head's "
             "attention one back and the induction head's to the token after "
-            "the earlier occurrence",
+            "the earlier occurrence (means over the second copy)",
             f"{back:.2f}, {ahead:.2f}", chapter="induction module")
+observation("the induction head's attention to the token after the earlier "
+            "occurrence, per query of the second copy",
+            " ".join(f"{float(a):.2f}" for a in per_query),
+            chapter="induction module")
+segment = rep[0, :n].tolist()
+twice = [q for q in range(n) if segment.count(segment[q]) > 1]   # offsets
+assert len({segment[q] for q in twice}) == 1      # one token, held twice
+assert int(per_query[2:].argmin()) + 2 in twice   # the lowest of the rest is on it
 glue("pv_back", back)
 glue("pv_ahead", ahead)
+glue("pv_median", float(per_query.quantile(0.5)))
 glue("pv_n", n)
+glue("pv_q0", int(second[0]))
+glue("pv_q1", int(second[1]))
+glue("pv_q01_max", float(per_query[:2].max()))
+glue("pv_rest_mean", float(per_query[2:].mean()))
+glue("pv_rest_min", float(per_query[2:].min()))
+glue("pv_twice", f"t{segment[twice[0]]}")
+glue("pv_twice_att", ", ".join(f"{float(per_query[q]):.2f}" for q in twice))
 attention_pattern_view([f"t{i}" for i in rep[0].tolist()], pats,
                        [f"{l0}.{h0} previous-token", f"{l1}.{h1} induction"])
 
 # %% [markdown]
 # On this sequence's second copy the previous-token head puts {glue:text}`pv_back:.2f` of
 # its attention one token back, and the induction head {glue:text}`pv_ahead:.2f` on the
-# token after the earlier occurrence, on average. The segment is {glue:text}`pv_n` tokens
-# long, shorter than any segment `toy-2l` was trained on (16 to 32 tokens), so this is a
-# little outside its training range. The induction head's share is lower here than on the
-# stepper's sentence ({glue:text}`step_attn:.2f`, from its last position); whether the short
-# segment is the reason, we have not tested.
+# token after the earlier occurrence, on average. The average hides a split. The first two
+# queries of the second copy, at positions {glue:text}`pv_q0` and {glue:text}`pv_q1`, put at
+# most {glue:text}`pv_q01_max:.2f` there; the other ten average
+# {glue:text}`pv_rest_mean:.2f` (the median of all twelve is {glue:text}`pv_median:.2f`).
+# The lowest of those ten, {glue:text}`pv_rest_min:.2f`, is a query on
+# {glue:text}`pv_twice`, a token the segment holds twice, so more than one earlier
+# occurrence competes (its two queries get {glue:text}`pv_twice_att`). The segment is
+# {glue:text}`pv_n` tokens long, shorter than any segment `toy-2l` was trained on (16 to 32
+# tokens), so this is a little outside its training range: in training every induction
+# query sat 16 to 32 tokens after its nearest earlier copy, and so at position 16 or later, while
+# here each sits {glue:text}`pv_n` after it and the first two sit earlier in the context
+# than any did. The stepper's {glue:text}`step_attn:.2f` on the sentence is one query's,
+# at its last position. Whether the short distance or the early position is why the first two
+# queries get nothing, we have not tested.

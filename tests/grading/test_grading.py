@@ -18,6 +18,8 @@ import jupytext
 import nbformat
 import pytest
 
+from circuitbook.checks import ch06
+
 import attacks
 from submissions import CH06, PROBLEMS, ROOT, answer_cells, assignments, solutions, submission
 
@@ -143,6 +145,11 @@ def graded(built, tmp_path_factory):
     return scores, out, proc.stdout + proc.stderr
 
 
+# what a student whose scores lack the scale reads: the named mistake's explanation (its name is
+# for the instructor's report, checks.core.recognised)
+NO_SCALE_FEEDBACK = next(m.explanation for m in ch06.EX2.mistakes if m.name == "scores too large by a constant factor")
+
+
 def test_reference_solution_scores_full_marks(graded):
     scores, *_ = graded
     assert scores["ada_full"] == {"ch06_ex1": (1.0, "passed"), "ch06_ex2": (1.0, "passed")}
@@ -152,7 +159,7 @@ def test_partly_wrong_submission_gets_partial_credit_with_the_diagnosis(graded):
     scores, *_ = graded
     assert scores["ben_partial"]["ch06_ex1"][0] == 1.0
     assert scores["ben_partial"]["ch06_ex2"][0] == 0.0
-    assert "scores too large by a constant factor" in scores["ben_partial"]["ch06_ex2"][1]
+    assert NO_SCALE_FEEDBACK in scores["ben_partial"]["ch06_ex2"][1]
 
 
 @pytest.mark.parametrize("student", ["cal_template", "dan_loop", "eve_kills_kernel", "hal_imports_reference"])
@@ -235,7 +242,7 @@ def test_a_submission_that_attacks_the_others_harms_only_itself(graded, student)
     # the others, graded beside it, are untouched: the files they were graded from, their results
     assert scores["ada_full"] == {q: (1.0, "passed") for q in QUESTIONS}
     assert scores["ben_partial"]["ch06_ex1"][0] == 1.0
-    assert "scores too large by a constant factor" in scores["ben_partial"]["ch06_ex2"][1]
+    assert NO_SCALE_FEEDBACK in scores["ben_partial"]["ch06_ex2"][1]
     assert "2 / 2" in (out / "feedback" / "ada_full.txt").read_text()
 
 

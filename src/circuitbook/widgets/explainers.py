@@ -321,7 +321,7 @@ def _lands() -> dict[str, str]:
     return {
         "top": "No other key gets more.",
         "first": ('The first position, "{top_token}", gets more: {top_attention:%}. Many heads of language models '
-                  "put much of their attention on the first position, a pattern known as an attention sink; why "
+                  "put much of their attention on the first position, a pattern known as an attention sink (Xiao et al. 2023); why "
                   "this head does so here, the stepper does not test."),
         "low": 'Position {top_key}, "{top_token}", gets more: {top_attention:%}.',
     }
