@@ -1,9 +1,9 @@
 # %% [markdown]
 # # The induction lab: toy-2l in your browser
 #
-# The explainers showed the induction circuit as precomputed pictures. Here the model itself
-# runs in the page: `toy-2l`, the book's two-layer attention-only model (chapters 16 and
-# {doc}`17a <../17_induction_heads>`),
+# The explainers walked through the induction circuit one step and one pair of heads at a
+# time. Here you drive the whole model: `toy-2l`, the book's two-layer attention-only model
+# on random tokens (chapters 16 and {doc}`17a <../17_induction_heads>`),
 # computed in your browser by a few matrix products in JavaScript, with no Python behind it
 # on this site. Type a sequence, or draw **random tokens, repeated**, and read off both
 # layers' attention patterns, the model's top predictions, the loss at every position, and
@@ -16,9 +16,9 @@ import warnings
 import torch
 
 from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity_close, observation)
+                              identity_close, null_test, observation)
 from circuitbook.data import repeated_random_tokens
-from circuitbook.heads import ablate
+from circuitbook.heads import ablate, induction_scores
 from circuitbook.models import load
 from circuitbook.paths import logit_attribution
 from circuitbook.widgets.explainers import pick_heads
@@ -37,19 +37,19 @@ model = load("toy-2l")
 #   16 to 32 tokens followed by a copy of itself. That is close to, not the same as, the data
 #   `toy-2l` was trained on: there a segment of 16 to 32 tokens is tiled across all 64
 #   positions from a random starting phase, so a training sequence holds one to four full
-#   copies, with partial copies at either end unless the segment's length divides 64 and the
+#   copies, with a partial copy at one or both ends unless the segment's length divides 64 and the
 #   phase is zero (a 32-token segment gives one full copy between two partial ones at most
 #   phases).
 #   Tokens are model inputs only: `toy-2l` never saw language, so they are shown as ids.
 # - The **tokens below the box** choose the position whose predictions are shown: click one.
 # - Each **pattern** is one head: row $q$ shows where the query at position $q$ attends
-#   (dark: much attention); the chosen position's row is tinted.
+#   (strong colour: much attention); the chosen position's row is tinted.
 # - **Clicking a head** ablates it, by zero, then by its mean, then not at all: the same
 #   substitution as `circuitbook.heads.ablate`, whose mean is the head's average `z` on a
 #   clean run over repeated random tokens (exported with the page).
 # - The **path expansion** (chapter 13) splits the top prediction's logit into the direct
 #   path, each head's path, the virtual heads of two heads in a row, and the output biases,
-#   with the patterns held as they are; the caption checks that the terms add up.
+#   with the patterns held as they are; the caption prints their sum beside the logit.
 
 # %%
 lab = induction_lab("toy-2l")
@@ -59,14 +59,17 @@ lab
 # ## What breaks when the previous-token head goes
 #
 # The lab starts on a random segment of 24 tokens, repeated. On the second copy the
-# induction head looks at the token after the earlier copy of the current one, and the loss
-# falls near zero. The induction head finds that token through K-composition with the
-# previous-token head (chapter 18): so ablating the previous-token head should blind it. We
-# measure it here, in Python, on the same model, with `circuitbook.heads.ablate` and the
-# same means the page uses, on 32 fresh random segments of 24 tokens, repeated.
+# layer-1 induction heads (`toy-2l` has four) look at the token after the earlier copy of the
+# current one, and the loss falls near zero. They find that token through K-composition with
+# the previous-token head (chapter 16 cuts the channel; chapter 18 scores it): so ablating the
+# previous-token head should blind them. We measure it here, in Python, on the same model,
+# with `circuitbook.heads.ablate` and the same means the page uses, on 32 fresh random
+# segments of 24 tokens, repeated.
 
 # %%
 (l0, h0), (l1, h1) = pick_heads(model)
+ind_scores = induction_scores(model)[l1]      # the scores pick_heads ranks layer 1 by
+helper = 1   # L0H1, chapter 17b's partial helper: named there, on its own batch
 n = 24
 tokens = repeated_random_tokens(32, n, model.cfg.d_vocab, seed=1)  # [32, 48]
 second = torch.arange(n, 2 * n)                        # second-copy queries
@@ -74,9 +77,10 @@ ref = reference_tokens(model)
 
 
 def measure(heads=(), how="mean"):
-    """Per sequence [32] each: (induction head's attention to the token after
-    the earlier copy, loss on the first copy, loss on the second copy from its
-    second token: its first cannot be predicted), with ``heads`` ablated."""
+    """Per sequence: (each layer-1 head's attention to the token after the
+    earlier copy [32, 4], loss on the first copy [32], loss on the second copy
+    from its second token [32]: its first cannot be predicted), with ``heads``
+    ablated."""
     hooks = []
     if heads:
         reference = ref if how == "mean" else None
@@ -84,7 +88,7 @@ def measure(heads=(), how="mean"):
                        reference_tokens=reference).fwd_hooks
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits, cache = model.run_with_cache(tokens)
-    attn = cache["pattern", l1][:, h1, second, second - n + 1].mean(-1)
+    attn = cache["pattern", l1][:, :, second, second - n + 1].mean(-1)  # [32, 4]
     logp = logits.log_softmax(-1)[:, :-1]
     loss = -logp.gather(-1, tokens[:, 1:, None])[..., 0]          # [32, 47]
     return attn, loss[:, : n - 1].mean(-1), loss[:, n:].mean(-1)
@@ -101,40 +105,51 @@ clean = measure()
 broken = measure([(l0, h0)])
 zeroed = measure([(l0, h0)], "zero")
 others = {h: measure([(l0, h)]) for h in range(model.cfg.n_heads) if h != h0}
-print(f"{'':28}{'induction attn':>15}{'loss 1st':>10}{'loss 2nd':>10}")
+print(f"{'':28}{'attention to the target':^28}")
+print(f"{'':28}" + "".join(f"{f'L{l1}H{h}':>7}" for h in range(model.cfg.n_heads))
+      + f"{'loss 1st':>10}{'loss 2nd':>10}")
 for name, row in [("clean", clean), (f"mean-ablate L{l0}H{h0}", broken),
                   (f"zero-ablate L{l0}H{h0}", zeroed)] + \
         [(f"mean-ablate L{l0}H{h}", r) for h, r in others.items()]:
-    print(f"{name:28}{row[0].mean():15.3f}{row[1].mean():10.2f}"
-          f"{row[2].mean():10.2f}")
+    print(f"{name:28}" + "".join(f"{a:7.3f}" for a in row[0].mean(0).tolist())
+          + f"{row[1].mean():10.2f}{row[2].mean():10.2f}")
 chance = float(torch.log(torch.tensor(float(model.cfg.d_vocab))))
 for key, row in [("clean", clean), ("broken", broken), ("zeroed", zeroed)]:
-    glue(f"lab_{key}_attn", float(row[0].mean()))
+    glue(f"lab_{key}_attn", float(row[0][:, h1].mean()))
     glue(f"lab_{key}_loss2", float(row[2].mean()))
+for key, row in [("clean", clean), ("broken", broken)]:     # all four heads
+    glue(f"lab_l1_{key}_lo", float(row[0].mean(0).min()))
+    glue(f"lab_l1_{key}_hi", float(row[0].mean(0).max()))
+glue("lab_ind_lo", float(ind_scores.min()))
+glue("lab_ind_hi", float(ind_scores.max()))
 glue("lab_chance", chance)
 glue("lab_broken_loss1", float(broken[1].mean()))
 glue("lab_kept", float(broken[1].mean() - broken[2].mean()))
 glue("lab_prev", f"L{l0}H{h0}")
 glue("lab_ind", f"L{l1}H{h1}")
+glue("lab_other", f"L{l0}H{helper}")
+glue("lab_other_loss2", float(others[helper][2].mean()))
 worst_head = max(others, key=lambda h: float(others[h][2].mean()))
-worst_other = float(others[worst_head][2].mean())
-glue("lab_other_loss2", worst_other)
-glue("lab_other", f"L{l0}H{worst_head}")
-drop = clean[0] - broken[0]
-finding("mean-ablating toy-2l's previous-token head lowers the induction "
-        "head's attention to the token after the earlier copy (clean minus "
-        "ablated, per sequence)", drop.mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(drop),
+drop = clean[0] - broken[0]                                  # [32, 4]
+finding(f"mean-ablating toy-2l's previous-token head lowers L{l1}H{h1}'s "
+        "attention to the token after the earlier copy (clean minus "
+        "ablated, per sequence)", drop[:, h1].mean(),
+        null=Null.point("no change", 0.0), boot=bootstrap(drop[:, h1]),
+        chapter="induction module")
+finding("...and every layer-1 head's (the smallest of the four heads' drops, "
+        "per sequence)", drop.min(-1).values.mean(),
+        null=Null.point("no change", 0.0), boot=bootstrap(drop.min(-1).values),
         chapter="induction module")
 rise = broken[2] - clean[2]
 finding("...and raises the second-copy loss", rise.mean(),
         null=Null.point("no change", 0.0), boot=bootstrap(rise),
         chapter="induction module")
 observation("the largest second-copy loss with any other layer-0 head "
-            "mean-ablated", worst_other, chapter="induction module")
-rise_other = others[worst_head][2] - clean[2]
-finding(f"mean-ablating L{l0}H{worst_head}, the most harmful of the other "
-        "layer-0 heads, raises the second-copy loss too", rise_other.mean(),
+            "mean-ablated", float(others[worst_head][2].mean()),
+            chapter="induction module")
+rise_other = others[helper][2] - clean[2]
+finding(f"mean-ablating L{l0}H{helper}, chapter 17b's partial helper (named "
+        "before measuring), raises the second-copy loss too", rise_other.mean(),
         null=Null.point("no change", 0.0), boot=bootstrap(rise_other),
         chapter="induction module")
 finding(f"...but less than mean-ablating L{l0}H{h0} (the difference of the "
@@ -143,41 +158,50 @@ finding(f"...but less than mean-ablating L{l0}H{h0} (the difference of the "
         boot=bootstrap(rise - rise_other), chapter="induction module")
 
 # %% tags=["hide-input"]
-# the prose calls this head chapter 17b's partial helper, L0H1
-assert (l0, worst_head) == (0, 1), (l0, worst_head)
+# the prose calls the helper chapter 17b's L0H1, and the most harmful of the
+# other layer-0 heads here
+assert (l0, helper) == (0, 1) and worst_head == helper, (l0, helper, worst_head)
 
 # %% [markdown]
-# Clean, induction head {glue:text}`lab_ind` puts {glue:text}`lab_clean_attn:.2f` of its
-# attention on the token after the earlier copy, and the second copy costs
-# {glue:text}`lab_clean_loss2:.2f` nats a token. Mean-ablate the previous-token head
-# {glue:text}`lab_prev` and the attention drops to {glue:text}`lab_broken_attn:.2f`, while
-# the second-copy loss climbs to {glue:text}`lab_broken_loss2:.2f`, most of the way back to
-# the loss on the first copy of the same ablated run ({glue:text}`lab_broken_loss1:.2f`
-# nats, where nothing can be copied; chance is {glue:text}`lab_chance:.2f`): the model has
-# lost most of its copying, though the second copy is still
-# {glue:text}`lab_kept:.2f` nats easier than the first. Zero-ablation gives the
-# same picture ({glue:text}`lab_zeroed_attn:.2f` and {glue:text}`lab_zeroed_loss2:.2f`).
-# The other heads of layer 0 matter much less, but not all of them nothing: the most
-# harmful, {glue:text}`lab_other`, raises the second-copy loss to
-# {glue:text}`lab_other_loss2:.2f` nats, against {glue:text}`lab_clean_loss2:.2f` clean
-# and {glue:text}`lab_broken_loss2:.2f` without the previous-token head. It is the
-# partial helper of chapter
-# {doc}`17b <../17_induction_evidence>`: early in the context it attends two tokens back
-# (later it does not, as that chapter shows), which lets the induction head check a second
-# token of agreement. In the lab: click the previous-token
-# head's pattern and watch the induction head's stripe vanish and the loss chart's second
-# half jump up.
+# With nothing ablated, {glue:text}`lab_ind`, the highest-scoring of `toy-2l`'s four layer-1 induction
+# heads (their induction scores run from {glue:text}`lab_ind_lo:.3f` to
+# {glue:text}`lab_ind_hi:.3f`), puts {glue:text}`lab_clean_attn:.2f` of its attention on
+# the token after the earlier copy, and the second copy costs
+# {glue:text}`lab_clean_loss2:.2f` nats a token. It stands in for all four below; the table
+# shows the other three beside it. Mean-ablate the previous-token head {glue:text}`lab_prev` and its attention drops to
+# {glue:text}`lab_broken_attn:.2f`, while the second-copy loss climbs to
+# {glue:text}`lab_broken_loss2:.2f`, most of the way back to the loss on the first copy of
+# the same ablated run ({glue:text}`lab_broken_loss1:.2f` nats, where nothing can be copied;
+# chance is {glue:text}`lab_chance:.2f`): the model has lost most of its copying, though the
+# second copy is still {glue:text}`lab_kept:.2f` nats easier than the first. All four
+# layer-1 heads go blind together: clean they put {glue:text}`lab_l1_clean_lo:.2f` to
+# {glue:text}`lab_l1_clean_hi:.2f` of their attention on that token, with
+# {glue:text}`lab_prev` mean-ablated {glue:text}`lab_l1_broken_lo:.2f` to
+# {glue:text}`lab_l1_broken_hi:.2f`. Zero-ablation gives the same picture
+# ({glue:text}`lab_zeroed_attn:.2f` and {glue:text}`lab_zeroed_loss2:.2f` for
+# {glue:text}`lab_ind`).
+# The other heads of layer 0 matter much less, but not all of them nothing:
+# {glue:text}`lab_other`, the partial helper that chapter
+# {doc}`17b <../17_induction_evidence>` named before this measurement, and the most harmful
+# of the three here, raises the second-copy loss to {glue:text}`lab_other_loss2:.2f` nats,
+# against {glue:text}`lab_clean_loss2:.2f` clean and {glue:text}`lab_broken_loss2:.2f`
+# without the previous-token head. Early in the context it attends two tokens back (later
+# it does not, as that chapter shows), which, chapter {doc}`17a <../17_induction_heads>`'s
+# controls suggest, lets the induction heads check a second token of agreement; removing
+# all of {glue:text}`lab_other`'s output, as here, does not single that role out. In the
+# lab: click the previous-token head's pattern and watch the layer-1 heads' stripes vanish
+# and the loss chart's second half jump up.
 #
 # One more thing breaks without any ablation: short repeats at the start of a sequence.
-# `toy-2l` was trained on segments of 16 to 32 tokens. Press "random tokens, repeated" and
-# then delete tokens to shorten the segment, or measure it here. A shorter segment also
-# puts its second copy nearer the start of the sequence, so the cell separates the two:
-# it measures 8-token segments again after a prefix of random tokens.
+# `toy-2l` was trained on segments of 16 to 32 tokens. In the lab, type a short segment
+# twice (or delete the same tokens from both copies), or measure it here. A shorter segment
+# also puts its second copy nearer the start of the sequence, so the cell separates the
+# two: it measures 8-token segments again after a prefix of random tokens.
 
 # %% tags=["hide-input"]
 def second_copy_loss(seg, prefix=0):
-    """Mean loss on the second copy (from its second token) of 32 random
-    segments of ``seg`` tokens, repeated, after ``prefix`` random tokens."""
+    """Loss per sequence [32] on the second copy (from its second token) of 32
+    random segments of ``seg`` tokens, repeated, after ``prefix`` random tokens."""
     t = repeated_random_tokens(32, seg, model.cfg.d_vocab, seed=2)
     if prefix:
         g = torch.Generator().manual_seed(3)
@@ -185,37 +209,53 @@ def second_copy_loss(seg, prefix=0):
                        t], dim=1)
     with torch.no_grad():
         logp = model(t).log_softmax(-1)[:, :-1]
-    return float(-logp.gather(-1, t[:, 1:, None])[:, prefix + seg:].mean())
+    return -logp.gather(-1, t[:, 1:, None])[:, prefix + seg:, 0].mean(-1)
 
 
 by_length = {seg: second_copy_loss(seg) for seg in (8, 12, 16, 24)}
 by_prefix = {p: second_copy_loss(8, p) for p in (0, 8, 16, 24)}
 print("second-copy loss by segment length:",
-      ", ".join(f"{k}: {v:.2f}" for k, v in by_length.items()))
+      ", ".join(f"{k}: {v.mean():.2f}" for k, v in by_length.items()))
 print("8-token segments after a random prefix of n tokens:",
-      ", ".join(f"{k}: {v:.2f}" for k, v in by_prefix.items()))
-glue("lab_short8", by_length[8])
-glue("lab_short24", by_length[24])
-glue("lab_pre8", by_prefix[8])
-glue("lab_pre24", by_prefix[24])
+      ", ".join(f"{k}: {v.mean():.2f}" for k, v in by_prefix.items()))
+glue("lab_short8", float(by_length[8].mean()))
+glue("lab_short24", float(by_length[24].mean()))
+glue("lab_pre8", float(by_prefix[8].mean()))
+glue("lab_pre24", float(by_prefix[24].mean()))
 observation("second-copy loss on 8-token and on 24-token segments",
-            f"{by_length[8]:.2f} vs {by_length[24]:.2f}",
+            f"{by_length[8].mean():.2f} vs {by_length[24].mean():.2f}",
             chapter="induction module")
 observation("second-copy loss on 8-token segments after 8 and 24 random "
-            "tokens", f"{by_prefix[8]:.2f} and {by_prefix[24]:.2f}",
+            "tokens", f"{by_prefix[8].mean():.2f} and {by_prefix[24].mean():.2f}",
             chapter="induction module")
+for key, what, gap in [
+        ("pos", "8 random tokens before the same 8-token segments lower their "
+         "second-copy loss (difference per sequence)", by_prefix[0] - by_prefix[8]),
+        ("len", "after 24 random tokens, 8-token segments still cost more on the "
+         "second copy than 24-token segments at the start (difference per "
+         "sequence)", by_prefix[24] - by_length[24])]:
+    test = null_test(float(gap.mean()), Null.point("no difference", 0.0),
+                     boot=bootstrap(gap))
+    finding(what, test, chapter="induction module")
+    glue(f"lab_{key}_gap", test.value)
+    glue(f"lab_{key}_lo", test.lo)
+    glue(f"lab_{key}_hi", test.hi)
 
 # %% [markdown]
 # On 8-token segments at the start of a sequence the second copy costs
 # {glue:text}`lab_short8:.2f` nats a token, against {glue:text}`lab_short24:.2f` on
 # 24-token ones (a different draw of 32 segments from the one above, seed 2 against seed
-# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length is not the only factor: put 8 or 24 random tokens before the same
-# 8-token segments and the loss drops to {glue:text}`lab_pre8:.2f` and
-# {glue:text}`lab_pre24:.2f`, still far above the 24-token segments'. Both the segment's
-# length and its position in the sequence matter (one model, 32 random sequences of one
-# seed): the circuit copies short repeats poorly, and worst right at the start of a
-# sequence. A circuit found on a training
-# distribution is, until tested, a statement about that distribution only.
+# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length is not the only factor:
+# put 8 or 24 random tokens before the same 8-token segments and the loss drops to
+# {glue:text}`lab_pre8:.2f` and {glue:text}`lab_pre24:.2f`, still far above the 24-token
+# segments'. Both the segment's length and its position in the sequence matter (one model,
+# 32 random sequences of one seed): 8 random tokens before the same segments lower their
+# loss by {glue:text}`lab_pos_gap:.2f` nats (95% bootstrap interval
+# [{glue:text}`lab_pos_lo:.2f`, {glue:text}`lab_pos_hi:.2f`]), and after 24 of them the
+# 8-token segments still cost {glue:text}`lab_len_gap:.2f` nats more than the 24-token
+# ones ([{glue:text}`lab_len_lo:.2f`, {glue:text}`lab_len_hi:.2f`]). The circuit copies
+# short repeats poorly, and worst right at the start of a sequence. A circuit found on a
+# training distribution is, until tested, a statement about that distribution only.
 #
 # ## The path expansion adds up
 #
