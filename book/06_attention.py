@@ -9,7 +9,8 @@
 # head reads (the residual stream, or its normalised version where a LayerNorm or
 # RMSNorm comes first), in a model whose positions are added (to the stream, or in the
 # book's toy models only to the input of the queries and keys) and whose queries and keys
-# have no biases (where they have them, as in the book's models, they add terms); and
+# have no biases (where they have them, as in the book's toy and encoder-decoder models,
+# they add terms); and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
 # offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We check the
 # first on a small model and read the second on a previous-token head of SmolLM2.
@@ -357,7 +358,8 @@ checks.ch06_ex1(attention_pattern)
 # only to the input of the queries and keys, never to the stream, so for them $x_i$ in
 # the formula is $x_i + p_i$, the stream plus the position's embedding, while the values
 # read the stream alone and no later layer sees the position in it. The score is then a
-# bilinear form on the stream plus position, not on the stream, plus the bias terms. (Chapter 19's
+# bilinear form on the stream plus position (not on the stream), with the bias terms
+# added. (Chapter 19's
 # smeared-key models go one step further: each key is a learned mix of the keys at its
 # own position and the one before, so the score is bilinear in the query's input and
 # that mix of two key positions' inputs.) A **rotary** model,
@@ -689,9 +691,11 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # {doc}`05_positional`). That separates what the slice prefers from which tokens happen
 # to stand $\Delta$ apart. Over the offsets these means make the head's **offset
 # kernel** $\kappa(\Delta)$: the mean score the head would give the text's pairs if
-# every pair stood $\Delta$ apart, which is $R_\Delta$ applied to the pairs' mean outer
-# product of queries and keys, $\overline{q_i^\top k_j}$ (equivalently, the slice's form
-# applied to the inputs' mean outer product; not to an "average pair", since the mean of a bilinear form
+# every pair stood $\Delta$ apart: $R_\Delta$ paired entry by entry with the mean outer
+# product of the unrotated queries and keys $x W_Q$ and $x W_K$,
+# $\operatorname{tr}(R_\Delta M^\top)/\sqrt{d_\text{head}}$ with
+# $M = \overline{q_i^\top k_j}$ (equivalently, the slice's form applied to the inputs'
+# mean outer product; not to an "average pair", since the mean of a bilinear form
 # is the form of the second moment, not of the means). If the offset-1 slice carries the
 # job, we would expect $\kappa(1)$ to stand above the other 79 values (it need not: the
 # slice could single out the actual offset-1 pairs by their content, or by position
@@ -883,7 +887,7 @@ plt.show()
 # %% [markdown]
 # Left: slice 1 gives the text's token pairs a mean score of {glue:text}`slice_1:.1f`,
 # against {glue:text}`slice_0:.1f` for slice 0 and {glue:text}`slice_2:.1f` for slice
-# 2, and at most {glue:text}`slice_rest:.1f` beyond; right: the head's actual attention
+# 2, and at most {glue:text}`slice_rest:.2f` beyond; right: the head's actual attention
 # by offset. The margin of $\kappa(1)$ over the largest other offset is
 # {glue:text}`sharp:.2f` standard deviations of the kernel, where the best
 # previous-token heads of the random sets reach at most {glue:text}`sharp_null:.2f`:
@@ -925,14 +929,14 @@ plt.show()
 # smaller difference than the spread's, against a null that is itself wide.
 # Taken in this order, the scale raises the random kernels' average weight from
 # {glue:text}`kernel_prev_null_mean:.2f` to {glue:text}`matched_mean:.2f`, and the
-# shape accounts for the rest of the way to {glue:text}`kernel_prev:.2f`. So the margin
-# suggests, weakly and after the fact, that this head's kernel peaks at offset 1 more
-# sharply than the best previous-token heads of random sets, which look one back far
-# less. The exploration suggests why:
-# its offset preference seems to vary more with the offset for its size, its queries
-# and keys are larger than its layer's average, and its shape may lean somewhat more
-# towards offset 1; each of these still needs its own test, with the statistic frozen,
-# on fresh passages and fresh random sets.
+# shape accounts for the rest of the way to {glue:text}`kernel_prev:.2f`: the larger
+# softmax weight has both parts, the scale (the spread per unit size, and the larger
+# sizes) and the shape. The margin, for its part, suggests, weakly and after the fact,
+# that this head's kernel peaks at offset 1 more sharply than the best previous-token
+# heads of random sets, which look one back far less. Only the shape can bear on it: the
+# margin is measured in the kernel's own standard deviations, so no rescaling moves it.
+# Each of these still needs its own test, with the statistic frozen, on fresh passages
+# and fresh random sets.
 # Either way,
 # on average over this text's pairs the offset kernel alone would make this head a
 # previous-token head: softmaxed alone it puts {glue:text}`kernel_prev:.2f` of a query's
@@ -1015,7 +1019,7 @@ attention_pattern_view(
 #   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`), $x$ being
 #   what the queries and keys read: the stream, its normalised version, or, in the
 #   shortformer toy models, the stream plus the position's embedding, which never
-#   enters the stream. In a rotary model it is
+#   enters the stream (plus their bias terms). In a rotary model it is
 #   $x_i W_Q R_{i-j} W_K^\top x_j^\top/\sqrt{d_\text{head}}$, one bilinear form
 #   $W_{QK}(\Delta)$ per offset. Both are identities; the models' own scores agree
 #   with them on and below the diagonal, and TransformerLens's `hook_attn_scores` holds
@@ -1030,8 +1034,11 @@ attention_pattern_view(
 #   its kernel's peak over the largest other offset is above all 20 but only
 #   {glue:text}`sharp_z:.1f` null standard deviations above their mean; its kernel varies with the offset more per unit
 #   of query and key size ({glue:text}`spread_z:.1f` standard deviations), and at the same
-#   scale its shape puts more weight on offset 1 by less ({glue:text}`matched_z:.1f`);
-#   these await a test with the statistics frozen, on fresh passages and random sets. Its
+#   scale its shape puts more weight on offset 1 by a smaller margin
+#   ({glue:text}`matched_z:.1f`). The random heads it is set beside look one back far
+#   less (at most {glue:text}`prev_random:.2f`), so these do not separate a sharper
+#   kernel from a stronger previous-token head; they await a test with the statistics
+#   frozen, on fresh passages and random sets. Its
 #   trained scores are far from unit variance.
 # - Our `attention()` masks with $-\infty$ where the Annotated Transformer uses
 #   $-10^9$: the same pattern in float32, except on a fully masked row (uniform there,

@@ -126,8 +126,8 @@ EX1 = FunctionExercise(
                 "it before the softmax?",
                 lambda q, k, key_mask: _variant(q, k, key_mask, divisor=1.0)),
         Mistake("pattern flatter than the paper's", "Your scale is not the paper's: with it the scores' "
-                "variance shrinks as d_k grows. Which divisor keeps the variance of q . k at 1 for "
-                "unit-variance entries?",
+                "variance shrinks as d_k grows. Divided by which number does q . k keep a variance of 1 "
+                "for unit-variance entries?",
                 lambda q, k, key_mask: _variant(q, k, key_mask, divisor=q.shape[-1])),
         Mistake("rows of real queries do not sum to 1", "Sum a row of your pattern for a real query: does it "
                 "come to 1? Think about where in the computation a forbidden key has to be removed for the "
