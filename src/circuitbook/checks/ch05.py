@@ -75,8 +75,9 @@ EX1 = FunctionExercise(
     reference=sinusoidal,
     make_inputs=_sin_inputs,
     mistakes=[
-        Mistake("row 0 wrong", "Your row 0 is not what pos = 0 gives. What are sin 0 and cos 0, and which"
-                " of the two does the paper put in the even columns?",
+        Mistake("row 0 wrong", "Your row 0 is not what pos = 0 gives. Compute PE(1, 0) and PE(1, 1) by"
+                " hand from the paper's formula and print them next to the first two entries of row 1 of"
+                " your table: does each entry match?",
                 lambda n_pos, d_model: _interleave(_angles(n_pos, d_model).cos(),
                                                    _angles(n_pos, d_model).sin()).float()),
         Mistake("frequencies fall too slowly", "Your frequencies fall too slowly from column to "

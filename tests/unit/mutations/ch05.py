@@ -31,6 +31,10 @@ def sin_only(n_pos, d_model):
     return pe
 
 
+def cos_first(n_pos, d_model):  # cos in the even columns, sin in the odd ones
+    return _table(n_pos, d_model, swap=True)
+
+
 def transposed_table(n_pos, d_model):
     return _table(n_pos, d_model).T
 
@@ -125,6 +129,7 @@ MUTATIONS = {
         (times, "wrong values"),  # huge angles: float32 rounding differs, so not named
         (sin_only, "wrong values"),
         (transposed_table, "wrong shape"),
+        (cos_first, "row 0 wrong"),
         (halves, "columns in the wrong layout"),
         (odd_column_own_exponent, "odd columns at the wrong frequencies"),
         (column_as_i, "frequencies fall too fast"),
