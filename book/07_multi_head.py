@@ -985,8 +985,8 @@ glue("dup_alone_mean",
 #
 # What are these repeated "words"? In a play's opening lines many of them are the
 # speakers' names, which SmolLM2's tokenizer cuts into pieces (LE·O·NA·TO,
-# C·LE·OP·AT·RA). For {glue:text}`dup_n_pair` of the {glue:text}`dup_n` scored tokens
-# an earlier copy follows the same token as the query does: {glue:text}`dup_n_later` are
+# CLE·OP·AT·RA at the start of a line). For {glue:text}`dup_n_pair` of the
+# {glue:text}`dup_n` scored tokens an earlier copy follows the same token as the query does: {glue:text}`dup_n_later` are
 # a later piece of a repeated word, {glue:text}`dup_n_break` the first piece of a line
 # (a name after a line break), and {glue:text}`dup_n_other` other tokens, mostly the start
 # of a word after the same token (", and", ", that"). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
@@ -1007,13 +1007,15 @@ glue("dup_alone_mean",
 # {glue:text}`dup_name_alone_mean:.3f` on average). In all,
 # {glue:text}`dup_n_upper` of the {glue:text}`dup_n` scored tokens are upper-case
 # pieces. On the {glue:text}`dup_n_plain` ordinary words among the
-# {glue:text}`dup_n_alone` whose predecessor differs, {glue:text}`dup_head` puts {glue:text}`dup_plain_best:.2f` on the copies (the
+# {glue:text}`dup_n_alone` whose predecessor differs, {glue:text}`dup_head` puts
+# {glue:text}`dup_plain_best:.2f` on the copies (the
 # runner-up {glue:text}`dup_plain_runner_up:.2f`, the other heads
 # {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
 # head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
 # before matches too, and lower where it differs, though still far above the other
-# heads' average: the head does attend to a token's earlier copy when only the token
-# itself matches (observations on one model and eight passages).
+# heads' average. The ordinary words, whose predecessor differs outright, are the clean
+# case: there the head attends to a token's earlier copy when only the token itself
+# matches (observations on one model and eight passages).
 #
 # ### Grouped-query attention keeps the sum
 #
@@ -1081,7 +1083,7 @@ observation(f"TransformerLens's expanded W_K and W_V of heads {siblings} of "
 # The three heads of {glue:text}`dup_head`'s group share their keys and their values,
 # and differ in what they look for ($W_Q^h$) and in how they write out what they read
 # ($W_O^h$). Do its two siblings do its job? We read
-# their duplicate-token scores three ways, with the level 0.05 throughout: their ranks
+# their duplicate-token scores three ways, with one-sided tests at level 0.05 throughout: their ranks
 # among all 270 heads; against **random query heads reading the same keys** (99 random
 # $W_Q$ of the same shape, each scaled so that its queries on these passages are as
 # long on average as the group's real ones, scored on the same streams against the
@@ -1388,9 +1390,9 @@ attention_pattern_view(
 #   {glue:text}`best_hits:.0%` of the time and the weakest {glue:text}`worst_hits:.0%`,
 #   where a head looking at random finds it
 #   {glue:text}`chance_hits:.0%` of the time and the best fixed-distance head
-#   {glue:text}`offset_hits:.0%` (one model, one seed, one toy language). A rule that
-#   reads only positions (the source length and the target position) comes close to the
-#   weakest head; chapter 12's shuffle test shows
+#   {glue:text}`offset_hits:.0%` (one model, one seed, one toy language). On chapter 12's
+#   held-out sentences a rule that reads only positions (the source length and the target
+#   position) comes close to the weakest head; chapter 12's shuffle test shows
 #   that each head reads the sentence.
 # - Grouped-query attention keeps the sum over query heads, with
 #   $W_{OV}^h = W_V^{\mathrm{kv}(h)} W_O^h$; we checked it on one layer of SmolLM2
