@@ -134,9 +134,12 @@ att_twin = last_row[21:, target]                             # [20]
 att_first = last_row[:21, 0]      # on the first position: sentence, controls
 att_gain = rand_m[:, 0] - att_twin                 # paired, per control
 p_gain = measured[:, 1] - measured[:, 2]           # 2nd copy - 1st copy
-# the same gain on the log scale, where a softmax adds evidence
-assert bool((measured[:, 1:] > 0).all())
-log_gain = measured[:, 1].log() - measured[:, 2].log()      # [21], nats
+# the same gain in log-odds, where a softmax adds evidence: a push to the target's
+# logit adds to its log-odds whatever its start (a gain in ln p is capped at
+# -ln p_first, since p <= 1)
+assert bool((measured[:, 1:] > 0).all() and (measured[:, 1:] < 1).all())
+m64 = measured.double()
+log_gain = (m64[:, 1].logit() - m64[:, 2].logit()).float()  # [21], nats of odds
 # the correct token at the last position, with the repeat (control) and in its
 # twin (target in the context, last token not matching), from the same pass
 correct = torch.tensor([c[target] for c in controls])
@@ -169,7 +172,7 @@ rows = [("attention on target", measured[:, 0], ".3f"),
         ("  same, twin (no repeat)", torch.cat([nan, logp_twin.exp()]), ".2g"),
         ("p(target), 1st copy", measured[:, 2], ".2g"),
         ("gain in p, 2nd - 1st", p_gain, ".2g"),
-        ("gain in ln p, 2nd - 1st", log_gain, ".2f")]
+        ("gain in log-odds, 2nd - 1st", log_gain, ".2f")]
 for name, col, f in rows:
     first = "" if col[0].isnan() else f"{col[0]:{f}}"
     print(f"{name:26}{first:>9}{median(col[1:]):16{f}}{col[1:].mean():9{f}}"
@@ -187,6 +190,7 @@ glue("smol_step_p", float(rand_m[0, 1]))
 glue("smol_step_first", float(rand_m[0, 2]))
 glue("smol_step_factor", about(rand_m[0, 1] / rand_m[0, 2]))
 glue("smol_text_factor", about(text_m[1] / text_m[2]))
+glue("smol_text_cap", about(1 / text_m[2]))
 glue("smol_twin_max", float(att_twin.max()))
 glue("smol_twin_mean", float(att_twin.mean()))
 glue("smol_att_below", int((rand_m[:, 0] < text_m[0]).sum()))
@@ -286,9 +290,9 @@ finding("on this one sentence that gain is larger than on the random "
         "controls (rank among the 20 controls' gains)", float(p_gain[0]),
         null=Null.draws("the paired gains of the 20 random-token controls",
                         p_gain[1:]), chapter="induction module")
-# added after the tests above had been seen: the same comparison in ln p, where
-# the target's starting probability does not set the size of the gain, and
-# each control against its twin
+# added after the tests above had been seen: the same comparison in log-odds,
+# which the target's starting probability does not cap, and each control
+# against its twin
 boot_log = log_gain[1:][resample].mean(-1)
 glue("smol_lgain_text", float(log_gain[0]))
 glue("smol_lgain_rand", float(log_gain[1:].mean()))
@@ -298,16 +302,16 @@ glue("smol_lgain_hi", float(boot_log.quantile(0.975)))
 glue("smol_lgain_above", int((log_gain[1:] > log_gain[0]).sum()))
 glue("smol_lgain_min", float(log_gain[1:].min()))
 glue("smol_lgain_max", float(log_gain[1:].max()))
-finding("on random tokens, the repeat raises SmolLM2's log-probability of the "
-        "target: ln p at the second copy minus ln p at the first (mean of 20 "
-        "paired controls, nats)", log_gain[1:].mean(),
+finding("on random tokens, the repeat raises SmolLM2's log-odds of the "
+        "target: log-odds at the second copy minus at the first (mean of 20 "
+        "paired controls)", log_gain[1:].mean(),
         null=Null.point("no change from the first copy", 0.0), boot=boot_log,
         chapter="induction module")
 rank_log = null_test(float(log_gain[0]), Null.draws(
-    "the paired gains in ln p of the 20 random-token controls", log_gain[1:]))
+    "the paired gains in log-odds of the 20 random-token controls", log_gain[1:]))
 glue("smol_lgain_p", rank_log.p)
-finding("on this one sentence the gain in ln p is larger than on the random "
-        "controls (rank among the 20 controls' gains in ln p)", rank_log,
+finding("on this one sentence the gain in log-odds is larger than on the random "
+        "controls (rank among the 20 controls' gains in log-odds)", rank_log,
         expect="no effect", chapter="induction module")
 boot_twin = twin_gain[resample].mean(-1)
 glue("smol_tgain", float(twin_gain.mean()))
@@ -335,8 +339,8 @@ observation("on random tokens, p of the correct token at the last position: "
 # %% [markdown]
 # The measurement splits the circuit in two. The **lookup** happens on random tokens, at
 # least where these controls put it: in every one of them the first copy sits at position
-# {glue:text}`smol_earlier`, the target at {glue:text}`smol_target`, next to the first
-# position, and the query at {glue:text}`smol_query`, so the test speaks for this head at
+# {glue:text}`smol_earlier`, the target at {glue:text}`smol_target`, near the start, and
+# the query at {glue:text}`smol_query`, so the test speaks for this head at
 # these positions. There induction head {glue:text}`smol_ind` puts
 # {glue:text}`smol_rand_att:.2f` of its attention on the target on average, and in the twins
 # with no repeat {glue:text}`smol_twin_mean:.3f` on the same position (at most
@@ -383,15 +387,16 @@ observation("on random tokens, p of the correct token at the last position: "
 # small, its probability) by the same factor, which leaves a tiny probability small and can
 # carry one that starts higher to most of the mass. So on the probability scale the
 # sentence's gain comes out largest mainly because its start is the highest. The repeat's
-# own effect is better compared on the log scale, which we add here, after the tests above
-# had been seen. In ln p the controls gain {glue:text}`smol_lgain_rand:.1f`
-# nats on average (95% interval {glue:text}`smol_lgain_lo:.1f` to
+# own effect is better compared in log-odds, which we add here, after the tests above had
+# been seen (not in $\ln p$: since $p \le 1$, a gain in $\ln p$ can be at most
+# $-\ln p$ at the start, a cap the sentence, starting high, nearly reaches). In log-odds
+# the controls gain {glue:text}`smol_lgain_rand:.1f` on average (95% interval {glue:text}`smol_lgain_lo:.1f` to
 # {glue:text}`smol_lgain_hi:.1f`; median {glue:text}`smol_lgain_median:.1f`), and the
 # sentence's {glue:text}`smol_lgain_text:.1f` is no outlier: {glue:text}`smol_lgain_above` of
-# the 20 controls gain more (rank p = {glue:text}`smol_lgain_p:.2f`). On this scale the
-# repeat does about as much on random tokens as on the sentence; what the words add, in these
-# data, is the higher start, not a larger effect of the repeat. That is not a bound: the
-# controls' own gains in ln p run from {glue:text}`smol_lgain_min:.1f` to
+# the 20 controls gain more (rank p = {glue:text}`smol_lgain_p:.2f`). On this scale these
+# data show no larger effect of the repeat on the sentence than on random tokens; what
+# sets the sentence apart is its higher start. One sentence could not show a difference
+# of a few nats either way: the controls' own gains in log-odds run from {glue:text}`smol_lgain_min:.1f` to
 # {glue:text}`smol_lgain_max:.1f`, so one sentence could not show a difference of a few nats
 # either way.
 #
@@ -406,7 +411,8 @@ observation("on random tokens, p of the correct token at the last position: "
 # {glue:text}`smol_tgain_hi:.1f`), while the twin is above the first copy in
 # {glue:text}`smol_tfirst_up` of 20, by a median factor of
 # {glue:text}`smol_tfirst_factor:.1f`. So in most controls the gain needs the match; the
-# target's presence in the context adds comparatively little.
+# twin against the first copy (which also moves the position and the last token) shows no
+# clear change.
 #
 # The scope is narrow: one sentence, set against random tokens at one geometry, so these
 # tests cannot say which of the sentence's features (its words, its grammar, the name) sets
@@ -660,8 +666,9 @@ glue("pair_scores", sum(t["kind"] == "score" for t in builder.data["terms"]))
 # ({glue:text}`k_row_min:.3f`), so the alignment between what the previous-token head
 # writes and what the four induction heads' keys read is not what random alignment of
 # these same heads gives. The previous-token head feeds the keys of all four induction
-# heads, as the induction story says. It is not the only writer the test passes:
-# {glue:text}`k_helper_n` of {glue:text}`k_helper`'s four pairs also exceed the rotations'
+# heads, as the induction story says. No other writer passes the test (its weakest pair
+# would have to beat the rotations), but pair by pair
+# {glue:text}`k_helper_n` of {glue:text}`k_helper`'s four also exceed the rotations'
 # largest score (up to {glue:text}`k_helper_max:.2f`), which fits its role as the partial
 # helper of section 2 (the other two writers have {glue:text}`k_rest_above` such pairs). The
 # Gaussian scale, for comparison: {glue:text}`k_below_gauss` of the 16 pairs score below the
@@ -693,7 +700,8 @@ glue("pair_scores", sum(t["kind"] == "score" for t in builder.data["terms"]))
 #    from the first copy to the second is what falls short: from step 1's
 #    {glue:text}`smol_step_first:.1e` the repeat multiplied this control's probability by
 #    about {glue:text}`smol_step_factor`, against about {glue:text}`smol_text_factor` on the
-#    sentence (from {glue:text}`smol_text_first:.1e`). What differs is where the prediction
+#    sentence (from {glue:text}`smol_text_first:.1e`, where a probability can grow at most
+#    about {glue:text}`smol_text_cap` times). What differs is where the prediction
 #    started. Step 5's top tokens show what the head writes, straight through the
 #    unembedding: the target ranks {glue:text}`smol_text_rank` of
 #    {glue:text}`smol_vocab` on the sentence, and on this control
@@ -774,7 +782,7 @@ attention_pattern_view([f"t{i}" for i in rep[0].tolist()], pats,
 # occurrence competes (its two queries get {glue:text}`pv_twice_att`). The segment is
 # {glue:text}`pv_n` tokens long, shorter than any segment `toy-2l` was trained on (16 to 32
 # tokens), so this is a little outside its training range: in training every induction
-# query sat 16 to 32 tokens after its nearest earlier copy, and so at position 16 or later, while
+# query sat 16 to 32 tokens after the copy one segment back, and so at position 16 or later, while
 # here each sits {glue:text}`pv_n` after it and the first two sit earlier in the context
 # than any did. The stepper's {glue:text}`step_attn:.2f` on the sentence is one query's,
 # at its last position. Whether the short distance or the early position is why the first two
