@@ -1406,9 +1406,10 @@ glue("rope_score", float(want[1][0]))
 # - the **key share**: what only the key-position effects explain, which is the key's
 #   position *or the key's token*. With six passages each key position holds just six
 #   tokens, one per passage, each seen by every later query of its passage, so one
-#   effect per key position also takes up about a sixth of any effect that the key's
-#   token has whatever the query (a share that would shrink as one over the number of
-#   passages);
+#   effect per key position also takes up part of any effect that the key's token has
+#   whatever the query: about a sixth where the six passages hold different tokens, more
+#   where common tokens recur at the same place, and all of it at the scene heading's
+#   positions, where every passage holds the same token;
 # - the **shared** part: the overlap, what each of the two could explain on its own.
 #   It is mostly a trend along the row: a score that falls steadily with the offset is
 #   one that rises steadily with the key's position, and the softmax cannot tell the two
@@ -1507,8 +1508,9 @@ def fitted_ss(flat, names, first=1):
 def position_shares(s, first=1):
     """Scores s [..., passage, i, j] -> the shares of their variance within
     query rows (over the pairs with keys from `first`) that only the offset
-    explains, only the key position (with six passages it also takes up about
-    a sixth of any key-token effect), and each of them could explain alone
+    explains, only the key position (with six passages it also takes up part
+    of any key-token effect, about a sixth where the passages' tokens differ),
+    and each of them could explain alone
     (the overlap), from nested least-squares fits, each [...]."""
     if first not in DESIGNS:
         DESIGNS[first] = design(first)
@@ -1681,8 +1683,8 @@ observation("the first version of the measure (share of all the variance, "
             "between rows too, that the offset explains, above 1/2): "
             "SmolLM2's count, and the largest in 20 random sets of 270",
             f"{n_first} vs {max(first_null)}", chapter="5")
-# the key share also takes up about a sixth of any effect of the key's token
-# (six passages: one token per passage at each key position), so the count
+# the key share also takes up part of any effect of the key's token (six
+# passages: one token per passage at each key position), so the count
 # again without it: offset share plus the shared part alone, a measure set
 # after the data, so an observation beside the test above, not a fourth
 # measure in it
@@ -1934,8 +1936,9 @@ plt.show()
 #   heads above 1/2 in this wider sense and {glue:text}`n_positional_h` by the offset
 #   alone, with a mean key share of {glue:text}`mean_key_h:.2f` (an observation: we did
 #   not rerun the random sets without the heading). So SmolLM2 has more heads whose
-#   scores along a row follow position than random Gaussian heads reading the same
-#   streams (a null of random
+#   scores along a row follow offset or key position than independent random Gaussian
+#   heads reading the same streams (whose queries and keys are not aligned, while aligned
+#   ones, turned by the rotation, would score this way too; a null of random
 #   weights, not of the model at initialisation, so it does not say what training
 #   changed), and the excess does not rest on the key share (the count without it, just
 #   above); but much of it is a trend
@@ -2041,9 +2044,12 @@ plt.show()
 #   (random: at most {glue:text}`wide_null_max`; p = {glue:text}`wide_p:.3f` for the
 #   choice among the three measures we tried, not only this one), and offset and shared
 #   part alone for {glue:text}`n_offshared` (random: {glue:text}`offshared_null_lo` to
-#   {glue:text}`offshared_null_hi`, an observation). So SmolLM2 has more positional heads
-#   than random heads, though the {glue:text}`n_wide` also count part of any
-#   key-token effect. The heads whose scores follow the offset
+#   {glue:text}`offshared_null_hi`, an observation). So SmolLM2 has more heads whose
+#   scores along a row follow offset or key position than independent random heads
+#   (tested with part of the key's token included; without the key share, only an
+#   observation). Random heads whose queries and keys were aligned would score this way
+#   too, turned by the rotation, so "positional" here includes the rotation acting on
+#   aligned content. The heads whose scores follow the offset
 #   are the ones with amplitude in the fast planes, about as closely as random heads
 #   with the same plane sizes (rank correlation {glue:text}`corr:.2f` against
 #   {glue:text}`corr_matched_mean:.2f`), and the heads hold
