@@ -15,8 +15,8 @@
 # positions alone give the right answer and wins where they tie or mislead. Weighted to
 # the generator's shares of sentence structures (still sentences not drawn before), an
 # exploratory comparison added after that sample was seen puts its margin over the best
-# such rule's expected accuracy at about {glue:text}`h2_gen_lo:.2f` to
-# {glue:text}`h2_gen_hi:.2f` of the target words (a 98.75% interval).
+# such rule's expected accuracy at about {glue:text}`h2_gen_lo:.3f` to
+# {glue:text}`h2_gen_hi:.3f` of the target words (a 98.75% interval).
 
 # %% [markdown]
 # The imports are folded away.
@@ -1431,7 +1431,8 @@ explore(draw_alignment, sentence=picker)
 #   {glue:text}`h2_hit:.1%`, cannot be told from that rule on the {glue:text}`n_held_out`
 #   held-out sentences; on the {glue:text}`n_fresh:,d` fresh sentences planned for it,
 #   sentences not drawn before (which leaves three-word sentences scarce), it beats the
-#   training split's rule by {glue:text}`h2_fresh_excess:.3f` (the planned test). It
+#   training split's rule by {glue:text}`h2_fresh_excess:.3f` (98.75% interval
+#   {glue:text}`h2_fresh_lo:.3f` to {glue:text}`h2_fresh_hi:.3f`; the planned test). It
 #   loses to positions where they alone give the right answer (three- and seven-word
 #   sentences among them) and wins where they tie or mislead, so its margin depends on
 #   the mix of sentence structures: weighted to the generator's shares of sentence
