@@ -107,6 +107,21 @@ def test_lab_says_which_typed_tokens_it_dropped(lab):
     assert lab.locator(".cb-lab-note").inner_text() == ""
 
 
+def test_lab_palette_refuses_a_token_past_a_full_context(lab):
+    """At 64 tokens a click in the palette adds nothing and says why (it used to drop the first
+    token without a word, while the typed box says what it cut)."""
+    full = " ".join(f"t{i % 64}" for i in range(64))
+    _type(lab.locator(".cb-lab-input"), full)
+    palette = lab.locator(".cb-lab-palette")
+    palette.locator("summary").click()
+    palette.locator(".cb-lab-add[data-token='7']").click()
+    assert lab.locator(".cb-lab-input").input_value() == full, "a click past the context changed the sequence"
+    assert "context is full (64 tokens)" in lab.locator(".cb-lab-note").inner_text()
+    lab.locator(".cb-lab-back").click()
+    palette.locator(".cb-lab-add[data-token='7']").click()
+    assert lab.locator(".cb-lab-input").input_value().split() == full.split()[:63] + ["t7"]
+
+
 def _draw(page) -> list[str]:
     page.locator(".cb-lab-random").click()
     tokens = page.locator(".cb-lab-input").input_value().split()

@@ -49,7 +49,12 @@ function build(model, root, net) {
   const palette = el("details", { class: "cb-lab-palette" }, [el("summary", { text: "click tokens to add them" })]);
   for (let t = 0; t < V; t++) {
     const b = el("button", { class: "cb-btn cb-lab-add", text: label(t), "data-token": String(t) });
-    b.addEventListener("click", () => setTokens([...model.get("tokens"), t].slice(-n_ctx)));
+    b.addEventListener("click", () => {
+      const tokens = model.get("tokens");
+      // a full context refuses, and says so, rather than dropping the first token unseen
+      if (tokens.length >= n_ctx) note.textContent = `the context is full (${n_ctx} tokens): remove one to add ${label(t)}`;
+      else setTokens([...tokens, t]);
+    });
     palette.append(b);
   }
   const back = el("button", { class: "cb-btn cb-lab-back", text: "\u232b remove last" });
