@@ -13,8 +13,8 @@ QUESTIONS = [
     {"question": "Why does the framework study $W_{QK} = W_Q W_K^\\top$ "
                  "rather than $W_Q$ and $W_K$ one by one?",
      "options": [
-                 "$W_K$ is always $W_Q^\\top$, so the product is symmetric "
-                 "and easier to read",
+                 "$W_K$ is always $W_Q$, so the product $W_Q W_Q^\\top$ is "
+                 "symmetric and easier to read",
                  "Scores see only the product: $W_Q G$, $W_K G^{-\\top}$ "
                  "give the same model for any invertible $G$ (no rotary)",
                  "The product has full rank $d_\\text{model}$, so it holds "
@@ -27,8 +27,9 @@ QUESTIONS = [
                     "W_K^\\top x_j^\\top$: only the product enters, so the "
                     "factors are not identifiable and only $W_{QK}$ means "
                     "something. (With rotary embeddings the score is $x_i "
-                    "W_Q R_{i-j} W_K^\\top x_j^\\top$, and only a $G$ that "
-                    "commutes with every rotation $R$ leaves it unchanged; "
+                    "W_Q R_{i-j} W_K^\\top x_j^\\top$, and, when $W_Q$ and $W_K$ have "
+                    "full column rank, only a $G$ that commutes with every "
+                    "rotation $R$ leaves it unchanged; "
                     "the factors are still not identifiable. Where the model has "
                     "query and key biases they transform too, $b_Q G$ and "
                     "$b_K G^{-\\top}$; with grouped-query attention one $G$ "
@@ -44,7 +45,8 @@ QUESTIONS = [
                  "The model runs the two thin projections, and one $d_\\text{model} "
                  "\\times d_\\text{model}$ product would cost more, not less: "
                  "cost gives no reason to study the product."]},
-    {"question": "Which kind of composition creates a virtual head: a new "
+    {"question": "In an attention-only model without norms (like toy-2l), "
+                 "which kind of composition creates a virtual head: a new "
                  "term $W_{OV}^{h_1} W_{OV}^{h_2}$ in the logits?",
      "options": [
                  "Q-composition: the later head's queries read what the "
@@ -80,7 +82,8 @@ QUESTIONS = [
                  "in the logits."]},
     {"question": "Can a one-layer attention-only model complete [A][B] … "
                  "[A] with [B] when it never saw A and B together in "
-                 "training?",
+                 "training, with the earlier [A] at a distance that varies "
+                 "from sequence to sequence?",
      "options": [
                  "Yes: a copying head attends to the earlier [B] and raises "
                  "its logit",
@@ -88,17 +91,20 @@ QUESTIONS = [
                  "tokens, though a much wider model could",
                  "Yes, given enough heads, since more heads mean more "
                  "composition",
-                 "No: each key must know its left neighbour, and only an "
-                 "earlier layer can write that"],
+                 "No: by content, a key must know its left neighbour, "
+                 "which only an earlier layer can write"],
      "correct": 3,
      "explanation": "One layer attends by content and position "
-                    "(skip-trigrams). To find 'the token after the earlier "
-                    "[A]', the key at [B] must carry 'my left neighbour was "
-                    "A', which a previous-token head in an earlier layer "
-                    "writes: K-composition, so two layers. (An architecture "
-                    "change can lift this: chapter 19's smeared keys mix "
-                    "each key with its left neighbour's, and then one layer "
-                    "suffices.)",
+                    "(skip-trigrams). With the distance varying, position "
+                    "alone cannot find 'the token after the earlier [A]'; "
+                    "by content the key at [B] must carry 'my left neighbour "
+                    "was A', which a previous-token head in an earlier layer "
+                    "writes: K-composition, so two layers (other routes, such "
+                    "as Q-composition, also need an earlier layer). At a "
+                    "fixed distance one layer could find [B] by position "
+                    "alone (chapter 15). (An architecture change can lift "
+                    "this: chapter 19's smeared keys mix each key with its "
+                    "left neighbour's, so one layer could suffice.)",
      "why_not": [
                  "A copying head raises the logit of what it attends to, "
                  "but this option takes the hard part for granted: that the "
@@ -220,9 +226,10 @@ QUESTIONS = [
                     "circuit explains what the head writes, and ablating "
                     "every head that does the same job, against controls, "
                     "tests whether the model relies on them in a way that "
-                    "redundancy cannot hide: behaviour, mechanism and cause "
-                    "together. The ablation need not remove the whole drop "
-                    "(problem 6 measures how much of it remains in SmolLM2): "
+                    "redundancy among those heads cannot hide: behaviour, "
+                    "mechanism and cause together. The ablation need not "
+                    "remove the whole drop (problem 6 measures how much of it "
+                    "remains in SmolLM2 on repeated text): "
                     "a cut well beyond the controls' is the evidence, and "
                     "other heads may carry the rest.",
      "why_not": [
@@ -240,7 +247,8 @@ QUESTIONS = [
                  "A pattern, however consistent across documents and "
                  "seeds, says only where the head looks: on natural text a "
                  "head can look at the token after an earlier copy for other "
-                 "reasons (to track a recurring name, say), so the pattern "
+                 "reasons (a learned pair: its weights may tie the current "
+                 "token to the next one, 'Potter' after 'Harry'), so the pattern "
                  "alone does not tell an induction head from a look-alike.",
                  None]},
     {"question": "A corruption raises the loss on the predictions an "
