@@ -12,7 +12,8 @@
 # have no biases (where they have them, as in the book's toy and encoder-decoder models,
 # they add terms); and
 # $x_i W_Q R_{i-j} W_K^\top x_j^\top / \sqrt{d_\text{head}}$, one bilinear form per
-# offset, in a rotary model such as SmolLM2 (chapter {doc}`05_positional`). We check the
+# offset, in a rotary model without query or key biases, such as SmolLM2 (chapter
+# {doc}`05_positional`). We check the
 # first on a small model and read the second on a previous-token head of SmolLM2.
 #
 # The first cell imports what the chapter uses.
@@ -729,8 +730,8 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 #
 # The first statistic, the margin of the peak, was fixed after this head's kernel had
 # been seen (an earlier version of this page tested $\kappa(1)$ against the head's own
-# slices at other offsets) but before the random kernels were computed; the kernel's
-# softmax weight and its split into scale and shape came after those too,
+# slices at other offsets), in the same revision that added the random kernels; the
+# split into scale and shape came later,
 # and all four would reuse the same 20 random sets, where no p can fall below 1/21.
 # Corrected for four tests (Holm), even four such p's would start at 4/21. And a
 # statistic chosen by looking at this head's kernel is no longer a fair test on that
@@ -947,8 +948,8 @@ plt.show()
 # $W_\text{pos} W_{QK} W_\text{pos}^\top$, with the offset built into the matrix instead
 # of into the vectors the head reads. The kernel is an average over this text's token
 # pairs, so it is not free of tokens: a different text would give a different kernel.
-# (One head, one model, six passages; with 20 random sets the smallest p the test can
-# give is 1/21.)
+# (One head, one model, six passages; a later test on 20 random sets could give no p
+# below 1/21.)
 #
 # What the scale does to this head: the same scores without the $1/\sqrt{d_\text{head}}$.
 
@@ -980,8 +981,8 @@ glue("peak_unscaled", peak_unscaled)
 glue("prev_unscaled", prev_unscaled)
 
 # %% [markdown]
-# The variance argument for $1/\sqrt{d_k}$ assumed query and key entries of variance 1,
-# as at initialisation. A trained head is under no such constraint: along a query's row,
+# The variance argument for $1/\sqrt{d_k}$ assumed, as the paper does, query and key
+# entries of variance 1. A trained head is under no such constraint: along a query's row,
 # the spread the softmax sees, this head's *scaled* scores have a standard deviation of
 # {glue:text}`score_std_row:.1f` ({glue:text}`score_std:.1f` over all the allowed pairs,
 # which adds the differences between rows), far from the unit variance the argument
@@ -1019,7 +1020,8 @@ attention_pattern_view(
 #   most $d_\text{head}$ (the heads above have ranks {glue:text}`qk_ranks`), $x$ being
 #   what the queries and keys read: the stream, its normalised version, or, in the
 #   shortformer toy models, the stream plus the position's embedding, which never
-#   enters the stream (plus their bias terms). In a rotary model it is
+#   enters the stream (plus their bias terms). In a rotary model without query or key
+#   biases (SmolLM2) it is
 #   $x_i W_Q R_{i-j} W_K^\top x_j^\top/\sqrt{d_\text{head}}$, one bilinear form
 #   $W_{QK}(\Delta)$ per offset. Both are identities; the models' own scores agree
 #   with them on and below the diagonal, and TransformerLens's `hook_attn_scores` holds
@@ -1034,8 +1036,8 @@ attention_pattern_view(
 #   its kernel's peak over the largest other offset is above all 20 but only
 #   {glue:text}`sharp_z:.1f` null standard deviations above their mean; its kernel varies with the offset more per unit
 #   of query and key size ({glue:text}`spread_z:.1f` standard deviations), and at the same
-#   scale its shape puts more weight on offset 1 by a smaller margin
-#   ({glue:text}`matched_z:.1f`). The random heads it is set beside look one back far
+#   scale its shape puts more weight on offset 1, by fewer null standard deviations than
+#   the spread ({glue:text}`matched_z:.1f`). The random heads it is set beside look one back far
 #   less (at most {glue:text}`prev_random:.2f`), so these do not separate a sharper
 #   kernel from a stronger previous-token head; they await a test with the statistics
 #   frozen, on fresh passages and random sets. Its

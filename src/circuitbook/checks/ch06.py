@@ -180,10 +180,11 @@ EX2 = FunctionExercise(
                 "from the docstring's [n_heads, pos_q, pos_k]. Take one entry of yours and trace which "
                 "position's query and which position's key it was made from.",
                 lambda x, W_Q, W_K: qk_scores(x, W_K, W_Q)),
-        Mistake("scores symmetric in query and key", "Your queries and keys come from the same weights. "
-                "Which of the head's matrices makes its keys?",
+        Mistake("scores symmetric in query and key", "Your scores are symmetric: score(i, j) equals score(j, i) "
+                "for every pair. What, in the head, makes a query differ from a key?",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_Q)),
-        Mistake("rows of the scores sum to 1", "This exercise asks for the scores, before any softmax or mask.",
+        Mistake("rows of the scores sum to 1", "Sum a row of your output: what does it come to, and which "
+                "step made that so? Compare with what the exercise asks for.",
                 lambda x, W_Q, W_K: qk_scores(x, W_Q, W_K).softmax(-1)),
     ],
     hint="Project the stream into each head's query space and key space ([n_heads, pos, d_head] each) "
