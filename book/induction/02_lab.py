@@ -195,20 +195,22 @@ assert (l0, helper) == (0, 1) and worst_head == helper, (l0, helper, worst_head)
 # of the three here, raises the second-copy loss to {glue:text}`lab_other_loss2:.2f` nats,
 # against {glue:text}`lab_clean_loss2:.2f` clean and {glue:text}`lab_broken_loss2:.2f`
 # without the previous-token head. Early in the context it attends two tokens back (later
-# it does not, as that chapter shows), which, chapter {doc}`17a <../17_induction_heads>`'s
+# it does not, as chapter 17a plots), which, chapter {doc}`17a <../17_induction_heads>`'s
 # controls suggest, lets the induction heads check a second token of agreement; removing
 # all of {glue:text}`lab_other`'s output, as here, does not single that role out. In the
 # lab: click the previous-token head's pattern and watch the layer-1 heads' stripes vanish
 # and the loss chart's second half jump up.
 #
-# More breaks without any ablation: short repeats, and repeats that follow many
-# unrepeated tokens. `toy-2l` was trained on segments of 16 to 32 tokens, tiled across
-# the whole sequence. In the lab, type a short segment twice (or delete the same
+# More breaks without any ablation: short repeats copied back to back, and repeats that
+# start late in the context. `toy-2l` was trained on segments of 16 to 32 tokens, tiled
+# across the whole sequence. In the lab, type a short segment twice (or delete the same
 # tokens from both copies), or type random tokens before a repeat; or measure it here. The
 # cell puts segments of 8 and 16 tokens, repeated, after 0 to 48 random tokens (as far as
 # the 64-token context allows). Each sequence's 8-token segment is the start of its
-# 16-token one, and both get the same random prefix, so at one prefix the two differ only
-# in length.
+# 16-token one, and both get the same random prefix, so at one prefix the two differ in
+# length, and so in the distance between the copies (8 against 16; training's were 16 to
+# 32). The lab's loss caption splits first and second copy only when the sequence is two
+# equal halves; with a prefix, read the per-position bars.
 
 # %% tags=["hide-input"]
 def second_copy_loss(seg, prefix=0):
@@ -271,8 +273,10 @@ for key, what, gap in [
 # On 8-token segments at the start of a sequence the second copy costs
 # {glue:text}`lab_short8:.2f` nats a token, against {glue:text}`lab_short24:.2f` on
 # 24-token ones (a different draw of 32 segments from the one above, seed 2 against seed
-# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length matters at an equal
-# prefix (one model, 32 random sequences of one seed, one prefix): 8-token segments cost
+# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length, and with it the
+# distance between back-to-back copies, matters at an equal prefix (one model, 32 random
+# sequences of one seed, one prefix; which of the two acts, these data do not separate):
+# 8-token segments cost
 # {glue:text}`lab_len0_gap:.2f` nats more than the 16-token segments they begin at the
 # start of the sequence (95% bootstrap interval [{glue:text}`lab_len0_lo:.2f`,
 # {glue:text}`lab_len0_hi:.2f`]), and {glue:text}`lab_len8_gap:.2f` more after the same 8
@@ -281,15 +285,16 @@ for key, what, gap in [
 # lower the 8-token segments' loss by {glue:text}`lab_pos_gap:.2f` nats
 # ([{glue:text}`lab_pos_lo:.2f`, {glue:text}`lab_pos_hi:.2f`]), to
 # {glue:text}`lab_pre8_8:.2f`, and after 24 it is {glue:text}`lab_pre8_24:.2f`. Further on, the
-# loss climbs again for both lengths (an observation, read from the table): after 32
+# loss climbs for both lengths (an observation, read from the table): after 32
 # random tokens the 8-token segments cost {glue:text}`lab_pre8_32:.2f` and the 16-token
 # ones {glue:text}`lab_pre16_32:.2f` (against {glue:text}`lab_pre16_0:.2f` at the start and
 # {glue:text}`lab_pre16_24:.2f` after 24), near chance ({glue:text}`lab_chance:.2f`), and
-# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`. After about 30 unrepeated
-# tokens, a repeat of 8 or 16 tokens fails. A plausible reason, not tested here: training tiles the segment
-# across every position, so `toy-2l` never saw a repeat after unrepeated tokens. A circuit
-# found on a training distribution is, until tested, a statement about that distribution
-# only.
+# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`, worse than chance. So a
+# repeat whose first copy starts after about position 30 fails (one model, one draw of
+# prefixes, read off a grid of prefix lengths). Why is not tested here: the prefix
+# length is also where the first copy starts, and in training every token's first
+# occurrence came early in the sequence. A circuit found on a training distribution is,
+# until tested, a statement about that distribution only.
 #
 # ## The path expansion adds up
 #
