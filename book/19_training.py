@@ -232,8 +232,9 @@ glue("hl_default", hl_default)
 # ### Exercise 19.1: the Noam schedule
 #
 # Write `noam(step, d_model, warmup)` for an integer tensor `step` (several steps at
-# once), returning the learning rates as a float tensor. Treat step 0 as step 1. The check
-# tries random widths, warm-up lengths and steps on both sides of the peak.
+# once), returning the learning rates as a float tensor. Treat step 0 as step 1, and do
+# not call `circuitbook.train.noam_lr`, which the cell after the exercise compares against.
+# The check tries random widths, warm-up lengths and steps on both sides of the peak.
 
 # %% tags=["exercise"]
 def noam(step, d_model, warmup):
@@ -1205,10 +1206,11 @@ finding(f"text-2l-plain's ICL score (tokens {p_b['late'][0]}-"
 short = (p_losses[:, 39:59].mean(1) - p_losses[:, 7:15].mean(1))
 short_test = null_test(float(short.mean()), Null.point(
     "no gain from context", 0.0), boot=boot_mean(short), alternative="less")
-finding("its loss on tokens 40-59 is lower than on tokens 8-15 (one-sided "
-        "test, exploratory: chosen after the ICL score came out null; the "
-        "two-sided 95% interval reaches zero): weak evidence of a short-range "
-        "use of context", short_test, chapter="19")
+observation("its loss on tokens 40-59 minus on tokens 8-15 (exploratory: "
+            "chosen after the ICL score came out null; 95% bootstrap interval, "
+            "one-sided p): weak evidence of a short-range use of context",
+            f"{short_test.value:+.4f} [{short_test.lo:+.4f}, "
+            f"{short_test.hi:+.4f}], p = {short_test.p:.3f}", chapter="19")
 glue("p_ind_final", ph["induction_best"][-1])
 glue("p_ind_text_final", ph["induction_text_best"][-1])
 glue("p_ind_max", max(ph["induction_best"]))
@@ -1320,8 +1322,8 @@ glue("p_short_gain_hi", -short_test.lo)
 # {glue:text}`p_ind_text_final:.4f` of its attention on the induction position, at most
 # {glue:text}`p_fresh_text_max:.4f` with a fresh second half. That pair of results does not
 # point to copying. The cheapest mechanism that gives it is a head that reads token
-# content: a skip-trigram (chapter {doc}`15_one_layer`), which is what a layer-0 head's
-# direct path, or the direct-path term of a layer-1 head, computes. On repeated text the query at
+# content: a head whose QK circuit links token pairs (the QK half of a skip-trigram,
+# chapter {doc}`15_one_layer`). On repeated text the query at
 # $n + i$ is the token that really preceded the key at $i + 1$ in the play, a pair such a
 # head can have learned to link; with a fresh second half the query is another token; and
 # random tokens form no learned pairs, which is where the score cannot be told from the
@@ -1753,7 +1755,7 @@ for key in ("before", "during", "after"):
 # The held-out plain text tells a different story. Its loss slopes are
 # {glue:text}`c_held_before:.3f`, {glue:text}`c_held_during:.3f` and
 # {glue:text}`c_held_after:.3f` millinats per step (before, during, after): the held-out
-# loss *rises* while the heads form, and its slope there ranks {glue:text}`c_held_rank`
+# loss rises faster while the heads form, and its slope there ranks {glue:text}`c_held_rank`
 # of the {glue:text}`c_held_n` windows of the same width within {glue:text}`near` widths
 # of it, the same null as above. We saw the rise in the held-out curve before we wrote
 # this comparison, and nothing predicted it beforehand (Olsson et al.'s account would
@@ -1979,7 +1981,8 @@ plt.show()
 # {glue:text}`c_ck_last` (red in the figure below, with 95% bootstrap intervals over the
 # windows), {glue:text}`c_band_change`. That span holds the induction window and all the
 # training after it, so the change is what both did together, not the window's alone. The loss rises most, roughly, over the two bands
-# {glue:text}`c_change_peak`, which cannot be told apart;
+# {glue:text}`c_change_peak`, whose changes differ by far less than either interval's
+# width;
 # in the last band it changes by {glue:text}`c_change_last:+.3f` (interval
 # {glue:text}`c_change_last_lo:+.3f` to {glue:text}`c_change_last_hi:+.3f`).
 #
@@ -1987,8 +1990,8 @@ plt.show()
 # in a training row (gray bars): {glue:text}`c_copy_profile`, highest at
 # {glue:text}`c_copy_peak` and lower again at the end of the row. A model that learned
 # to expect copies where they were frequent bets on them there, where plain text does not
-# deliver. That explanation fits most bands, not all: the last band still has copies in
-# a good share of rows and shows no rise (one model, one pair of checkpoints); we have
+# deliver. That explanation fits most bands, not all: a good share of the last band's
+# tokens are still copies, and it shows no rise (one model, one pair of checkpoints); we have
 # not tested it, which would take a run on rows whose copies are spread evenly along the
 # context.
 
@@ -2145,7 +2148,7 @@ glue("sm_p_min", 1 / (sm["rank_all"].n + 1))   # the smallest p first place give
 # improvement between the checkpoints that bracket the window (steps
 # {glue:text}`c_ck_before` to {glue:text}`c_ck_after`) is at most
 # {glue:text}`c_dplain_frac:.0%` of that, and
-# these windows cannot tell it from zero; for the first seed its held-out loss even rises
+# these windows cannot tell it from zero; for the first seed its held-out loss rises faster
 # while the heads form (an exploratory comparison, since the rise was seen first:
 # two-sided p = {glue:text}`c_held_p:.3f`, and not below 0.05 at {glue:text}`c_held_fail_reaches` widths; the
 # second seed's also rises there, p = {glue:text}`s1_held_p:.3f` by the same null). So the
@@ -2172,7 +2175,8 @@ glue("sm_p_min", 1 / (sm["rank_all"].n + 1))   # the smallest p first place give
 # times fewer than 2.5 billion. And where there is a bump it is in the slope of the training loss, not
 # a rise of the loss: in the window the smoothed training loss does not rise (its slope
 # there is at most {glue:text}`c_sl_in_max:.3f` millinats per step), it falls faster,
-# although the raw loss, noisy from batch to batch, rises at {glue:text}`c_raw_rises` of
+# although the recorded loss (each record a mean over the batches since the last),
+# noisy from record to record, rises at {glue:text}`c_raw_rises` of
 # the {glue:text}`c_raw_n` record-to-record steps of the whole run.
 
 # %% tags=["hide-input"]
@@ -2339,8 +2343,8 @@ finding("and predicts the second copy of a repeated sequence better than the "
 #   learning it gains is mostly on text that repeats: on plain text its ICL score changes
 #   by {glue:text}`c_dplain:+.3f` nats (interval {glue:text}`c_dplain_lo:+.3f` to
 #   {glue:text}`c_dplain_hi:+.3f`), a gain of at most {glue:text}`c_dplain_frac:.0%` of the
-#   one on text with copies, and for the first seed its held-out loss rises while the heads
-#   form (exploratory, the rise seen first: two-sided p = {glue:text}`c_held_p:.3f`,
+#   one on text with copies, and for the first seed its held-out loss rises faster while
+#   the heads form than before or after (exploratory, the rise seen first: two-sided p = {glue:text}`c_held_p:.3f`,
 #   and not below 0.05 at {glue:text}`c_held_fail_reaches` widths; the second seed's
 #   also rises, p = {glue:text}`s1_held_p:.3f`). With
 #   smeared keys the heads
