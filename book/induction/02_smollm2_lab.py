@@ -3,8 +3,8 @@
 #
 # The toy lab ran `toy-2l`, a model that never saw language. This page runs the book's
 # real model, SmolLM2 (SmolLM2-135M-Instruct: 30 layers of 9 heads, chapter
-# {doc}`../17_induction_heads`), on text you type, in your browser. Nothing is computed
-# on a server: the page fetches the model's 4-bit weights from this site once you press
+# {doc}`../04_embeddings`), on text you type, in your browser. Nothing is computed
+# on a server: the page fetches the model's weights (4-bit, the embedding 8-bit) from this site once you press
 # its button, and then runs all 30 layers in WebAssembly on your machine. You can read
 # the attention pattern of any of its 270 heads, see what it expects next at any
 # position and how surprised it is by every token, and take heads out to see what
@@ -84,7 +84,8 @@ glue("n_weights_m", n_weights / 1e6)
 #   {glue:text}`ref_passages` Shakespeare passages of {glue:text}`ref_length` tokens
 #   (exported with the weights).
 # - **The top k induction heads** ablates the k heads with the highest induction scores
-#   (chapter {doc}`../17_induction_heads`'s test on repeated random tokens); **k random
+#   (chapter {doc}`../17_induction_heads`'s score, which chapter
+#   {doc}`../17_induction_evidence` ranks SmolLM2's heads by); **k random
 #   heads** ablates k heads drawn at random, one fresh draw on each click. One draw says
 #   little: on the repeated passage below, 40 draws of {glue:text}`smol_k` mean-ablated
 #   heads left the second copy's loss anywhere from {glue:text}`smol_random_min:.2f` to
@@ -119,7 +120,8 @@ lab
 # ## The repeated passage, measured here
 #
 # The page's numbers can be checked in Python. The heads to ablate are ranked by the
-# induction score of chapter {doc}`../17_induction_heads` ({glue:text}`ind_batch`
+# induction score of chapter {doc}`../17_induction_heads`, as chapter
+# {doc}`../17_induction_evidence` ranks them ({glue:text}`ind_batch`
 # sequences of {glue:text}`ind_len` random token ids, repeated once), and the means are
 # those the page uses.
 
@@ -208,9 +210,13 @@ glue("ref_length", export.REFERENCE["length"])
 # most {glue:text}`smol_random_max:.2f`. The top {glue:text}`smol_k` cost more than
 # {glue:text}`smol_n_below` of the {glue:text}`smol_n_draws` random sets: a rank-test
 # p-value of {glue:text}`smol_top_p:.3f`, where {glue:text}`smol_n_draws` draws can give
-# no less than {glue:text}`smol_min_p:.3f`. The distance from the null says more: the top set lies
-# {glue:text}`smol_top_z:.0f` standard deviations of the random sets above their mean.
-# This is one passage: the problem set ({doc}`03_problems`) measures the same on many.
+# no less than {glue:text}`smol_min_p:.3f`. The plain gap says more: the top set costs
+# {glue:text}`smol_second_top:.2f` where the costliest random set cost
+# {glue:text}`smol_random_max:.2f` ({glue:text}`smol_top_z:.1f` standard deviations of the
+# random sets above their mean: a distance, not a probability). The random sets draw from
+# all layers, so they do not rule out that any heads of these layers would cost as much.
+# This is one passage: the problem set ({doc}`03_problems`) measures a related effect on
+# many, against controls matched in layer and size.
 #
 # **Rerun it by clicking.** Load the model; the lab starts on this passage, repeated.
 # Read the two copies' losses under the token strip. Press *the top k induction heads*
@@ -224,8 +230,8 @@ glue("ref_length", export.REFERENCE["length"])
 #
 # Repeated passages are rare in real text; repeated names are everywhere. In the story
 # of the second example, "Mrs. Eleanor Vance" comes back in the last sentence. Once the
-# model has read "Mrs." the second time, the rest of the name is predictable only from
-# the context.
+# model has read "Mrs." the second time, the rest of the name can be predicted only
+# from the context, though the model need not predict it.
 
 # %%
 story = EXAMPLES["a name that recurs"]["text"]
@@ -266,19 +272,20 @@ glue("name_n", len(again))
 # {glue:text}`name_clean:.2f` nats on average the second time; with the top
 # {glue:text}`smol_k` induction heads mean-ablated, {glue:text}`name_top:.2f`. One of them
 # alone moves it to at most {glue:text}`name_one_max:.2f`. These are observations on one
-# sentence, with no null beside them: they say what to look at in the lab, not what is
+# short story, with no null beside them: they say what to look at in the lab, not what is
 # true of names in general.
 #
 # ## Things to try
 #
-# - **Which heads break copying of a name?** Choose the second example and click the
-#   token "␣Eleanor" near the end (the name's first token, the second time): the
-#   top 5 say what the model expects next. Switch clicks to *ablates it* and take out
-#   induction heads one at a time (the grid's tooltips give each head's score): which
-#   one, alone, changes the prediction? Which pair does?
+# - **How much do heads move a name's probability?** Choose the second example and
+#   click the token "␣Eleanor" near the end (the name's first token, the second time):
+#   the top 5 say what the model expects next, and the name's next piece need not be
+#   first. Switch clicks to *ablates it* and take out induction heads one at a time (the
+#   grid's tooltips give each head's score), watching how far that piece's probability
+#   moves, and in which direction: some ablations raise it.
 # - **What does a random head do?** Press *k random heads* a few times with k = 6, then
 #   *random baseline*: the draws above say what to expect. Then try k = 30, a ninth of the
-#   model: is a large random set still as harmless, and how wide is the spread?
+#   model: is a large random set still as cheap on average, and how wide is the spread?
 # - **Zero or mean?** Switch the buttons to zero-ablation. Zeroing a head removes also
 #   the constant part of its output, which later layers are used to; the mean keeps it.
 # - **The induction stripe.** Show {glue:text}`smol_best_head`, the top induction head,
