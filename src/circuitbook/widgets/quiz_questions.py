@@ -28,7 +28,7 @@ QUESTIONS = [
                     "factors are not identifiable and only $W_{QK}$ means "
                     "something. (With rotary embeddings the score is $x_i "
                     "W_Q R_{i-j} W_K^\\top x_j^\\top$, and, when $W_Q$ and $W_K$ have "
-                    "full column rank, only a $G$ that commutes with every "
+                    "full column rank (with any norm's gain folded in), only a $G$ that commutes with every "
                     "rotation $R$ leaves it unchanged; "
                     "the factors are still not identifiable. Where the model has "
                     "query and key biases they transform too, $b_Q G$ and "
@@ -36,8 +36,9 @@ QUESTIONS = [
                     "must serve every query head that shares a key head.)",
      "why_not": [
                  "$W_Q$ and $W_K$ are learned separately and differ; "
-                 "nothing makes $W_{QK}$ symmetric (a previous-token head's, "
-                 "which scores the key one step back, need not be).",
+                 "nothing makes $W_{QK}$ symmetric, and $W_Q W_Q^\\top$ would "
+                 "be more: positive semidefinite, so a query would score a "
+                 "key above its own position only when that key is longer.",
                  None,
                  "The product passes through the head's $d_\\text{head}$ "
                  "dimensions, so its rank is at most $d_\\text{head}$, far "
@@ -82,8 +83,8 @@ QUESTIONS = [
                  "in the logits."]},
     {"question": "Can a one-layer attention-only model complete [A][B] … "
                  "[A] with [B] when it never saw A and B together in "
-                 "training, with the earlier [A] at a distance that varies "
-                 "from sequence to sequence?",
+                 "training, with the earlier [A][B] at a position, and so a "
+                 "distance, that varies from sequence to sequence?",
      "options": [
                  "Yes: a copying head attends to the earlier [B] and raises "
                  "its logit",
@@ -95,8 +96,8 @@ QUESTIONS = [
                  "which only an earlier layer can write"],
      "correct": 3,
      "explanation": "One layer attends by content and position "
-                    "(skip-trigrams). With the distance varying, position "
-                    "alone cannot find 'the token after the earlier [A]'; "
+                    "(skip-trigrams). With the earlier pair anywhere in the "
+                    "context, position alone (absolute or relative) cannot find 'the token after the earlier [A]'; "
                     "by content the key at [B] must carry 'my left neighbour "
                     "was A', which a previous-token head in an earlier layer "
                     "writes: K-composition, so two layers (other routes, such "
@@ -166,7 +167,7 @@ QUESTIONS = [
      "correct": 2,
      "explanation": "That is Olsson et al.'s claim: a sharp, simultaneous "
                     "change in training, with its strongest (causal) "
-                    "evidence in small attention-only models and only "
+                    "evidence in small attention-only models and mostly "
                     "correlational evidence in large ones.",
      "why_not": [
                  "Olsson et al.'s training curves do not show a gradual "
@@ -240,7 +241,7 @@ QUESTIONS = [
                  "A drop that goes when one head is removed shows that the "
                  "model needs the head, not what the head does. A head the "
                  "circuit merely "
-                 "depends on passes the ablation half too (in the lab, "
+                 "depends on passes the ablation half too (in the toy-2l lab, "
                  "removing the previous-token head also removes most of the "
                  "drop). And with redundant heads a real induction head can "
                  "fail it.",
@@ -248,7 +249,8 @@ QUESTIONS = [
                  "seeds, says only where the head looks: on natural text a "
                  "head can look at the token after an earlier copy for other "
                  "reasons (a learned pair: its weights may tie the current "
-                 "token to the next one, 'Potter' after 'Harry'), so the pattern "
+                 "token to the one that usually follows it in training, 'Potter' "
+                 "after 'Harry'), so the pattern "
                  "alone does not tell an induction head from a look-alike.",
                  None]},
     {"question": "A corruption raises the loss on the predictions an "
