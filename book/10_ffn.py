@@ -856,7 +856,7 @@ plt.show()
 # layer's split of each neuron's scale (a convention of the checkpoint) against the
 # nulls' (an even one): the splits above move the trained share from
 # {glue:text}`split_lo:.3f` to {glue:text}`split_hi:.3f`, a range several times the nulls'
-# sds in the table below. Any rule that sets the split from the weights themselves gives
+# sds in the table below. A rule that sets the split from the weights themselves can give
 # a share that no rescaling changes, and the other three splits in the printout are such
 # rules. The tests below take one of them, the **write norms**
 # $\lvert a_n \rvert \, \lVert W_\text{out}[n] \rVert$, the size of what each neuron adds
@@ -1054,10 +1054,21 @@ for _ in range(1000):
     boot.append((neg_mass[i].sum() / all_mass[i].sum()).item())
 neg_test = null_test(trained[NEG], Null.point("exactly one half", 0.5),
                      boot=boot, alternative="two-sided")
-finding(f"layer {LAYER}'s negative activations' share of the squared mass "
-        "cannot be told from one half, which a sign-symmetric linear branch "
-        "gives", neg_test,
-        expect="no effect", chapter="10")
+# which side of a neuron is negative is a convention: flipping its W_in column
+# and W_out row leaves the layer unchanged and swaps its two sides, so the
+# stored share is the checkpoint's choice; the span over those choices
+neg_n = (mass * (acts13 < 0)).sum(0)
+pos_n = (mass * (acts13 > 0)).sum(0)
+neg_span = (torch.minimum(neg_n, pos_n).sum() / mass.sum()).item(), \
+    (torch.maximum(neg_n, pos_n).sum() / mass.sum()).item()
+observation(f"layer {LAYER}'s negative activations' share of the squared mass "
+            "as stored (a convention of the checkpoint: a sign flip of a "
+            "neuron leaves the layer unchanged), with a bootstrap interval "
+            "over the passages; and its range over the neurons' sign choices",
+            f"{neg_test.value:.3f} [{neg_test.lo:.3f}, {neg_test.hi:.3f}]; "
+            f"{neg_span[0]:.3f} to {neg_span[1]:.3f}", chapter="10")
+glue("neg_span_lo", 100 * neg_span[0])
+glue("neg_span_hi", 100 * neg_span[1])
 glue("family_alpha", family_alpha)
 glue("init_n", N_INIT)
 glue("shuf_n", N_SHUF)
@@ -1160,8 +1171,8 @@ glue("init_neg_sd", 100 * init_null[NEG].sd)
 #   {glue:text}`init_write:.3f` (sd {glue:text}`init_write_sd:.3f`) at initialisation,
 #   {glue:text}`match_write:.3f` (sd {glue:text}`match_write_sd:.3f`) at initialisation
 #   with the matched scale, and {glue:text}`shuf_write:.3f` (sd
-#   {glue:text}`shuf_write_sd:.3f`) with the trained weights shuffled; the two tests
-#   stated in advance, which ask whether it is higher, find nothing. Looked at the other
+#   {glue:text}`shuf_write_sd:.3f`) with the trained weights shuffled; its two tests,
+#   which ask whether it is higher (a statistic chosen after the data), find nothing. Looked at the other
 #   way, after the data, it sits below the initialised layers ({glue:text}`init_write_z:.1f`
 #   of their sds) and the shuffled ones ({glue:text}`shuf_write_z:.1f`). That is not a
 #   finding that training lowers the share: the four rules for a neuron's size that no
@@ -1169,7 +1180,7 @@ glue("init_neg_sd", 100 * init_null[NEG].sd)
 #   {glue:text}`split_z_init`, and against the shuffled ones {glue:text}`split_z_shuf`.
 #   The direction flips with the rule. What the rules agree on is the size: the trained
 #   share differs from the initialised layers' mean by at most
-#   {glue:text}`split_gap_max:.3f` under any of them, against the
+#   {glue:text}`split_gap_max:.3f` under any of these four, against the
 #   {glue:text}`arch_gap:.2f` by which the untrained layer's stored share
 #   ({glue:text}`init_stored:.3f`) exceeds a random basis's. Even the untrained layer on
 #   Gaussian inputs gives {glue:text}`gauss_share:.2f` (the printout).
@@ -1217,14 +1228,16 @@ glue("init_neg_sd", 100 * init_null[NEG].sd)
 #   principle: the gain folds into the weights, so "the entries" and "the gain" are two
 #   ways of writing one layer. These are ratios of a median kurtosis, a summary of each
 #   neuron's fourth moment, not a measured weight of any tail.
-# - **The sign: nothing.** {glue:text}`neg_frac:.0f`% of the activations are negative,
+# - **The sign: a convention.** {glue:text}`neg_frac:.0f`% of the activations are negative,
 #   holding {glue:text}`neg_share:.1f`% of the squared mass (bootstrap interval over the 8
 #   passages {glue:text}`neg_lo:.1f`-{glue:text}`neg_hi:.1f`%; the passages alone range
 #   from {glue:text}`neg_pass_lo:.1f` to {glue:text}`neg_pass_hi:.1f`%; at initialisation
-#   {glue:text}`init_neg:.0f`% with sd {glue:text}`init_neg_sd:.0f`%). This half is no
-#   discovery: flipping the sign of $W_\text{in}$ flips every $a_n$ and leaves an
-#   untrained layer's distribution unchanged, so half the mass is negative by symmetry,
-#   and the trained layer's bootstrap interval contains one half. The activations are
+#   {glue:text}`init_neg:.0f`% with sd {glue:text}`init_neg_sd:.0f`%). That says nothing
+#   about the layer: flipping the sign of a neuron's column of $W_\text{in}$ and its row
+#   of $W_\text{out}$ leaves the layer unchanged and swaps the neuron's two sides, so the
+#   stored share is a convention of the checkpoint. With every neuron's larger side made
+#   positive it would be {glue:text}`neg_span_lo:.0f`%, with every larger side negative
+#   {glue:text}`neg_span_hi:.0f`%, for the same function. The activations are
 #   not sparse in the ReLU sense: SwiGLU gives no exact zeros, the sign of a neuron
 #   carries as much as its size, and "the neuron is off" is only approximately a state
 #   of this layer: for a negative gate input silu stays between about -0.28 and 0, which
@@ -1233,8 +1246,8 @@ glue("init_neg_sd", 100 * init_null[NEG].sd)
 # So the reading for this layer is: the neuron basis is privileged by the architecture,
 # which concentrates each token's activation on a few neurons before any training. How
 # training moves that concentration depends on how each neuron's size is measured: the
-# share of write norms is not above the nulls (and lies below them), other rules put the
-# trained share above the initialised layers, and under every rule tried here the
+# share of write norms is not above the nulls (and its point estimate lies below them),
+# some other rules put the trained share above the initialised layers, and under every rule tried here the
 # difference is at most {glue:text}`split_gap_max:.3f`. Training raises the median
 # kurtosis by {glue:text}`kurt_gain:.0%` over the Gaussian initialisation stated in
 # advance ({glue:text}`kurt_gain_match:.0%` over the scale-matched one added later), and the arrangement of the trained weights
@@ -1671,9 +1684,10 @@ del smol_mlp, m13
 #   trained gate-input size, they reach it (p = {glue:text}`shufm_p:.2f`; a split made
 #   after the data), so in the point estimate most of the arrangement's effect goes
 #   through the size of the gate's inputs, though up to about
-#   {glue:text}`shufm_hide_pct:.0f`% of it could go through something else. Half the
-#   activations are negative, holding half the mass, as the sign symmetry of the linear
-#   branch gives.
+#   {glue:text}`shufm_hide_pct:.0f`% of it could go through something else. Which side of
+#   a neuron is negative is a convention of the checkpoint (a sign flip leaves the layer
+#   unchanged), so the stored half of the mass on negative activations says nothing about
+#   the layer.
 # - Read as key-value memories, the three most strongly firing neurons of layer
 #   {glue:text}`smol_layer` rank the tokens that follow their top contexts high in their
 #   value vectors, but against the same positions slid to random places none of the three

@@ -208,8 +208,8 @@ assert (l0, helper) == (0, 1) and worst_head == helper, (l0, helper, worst_head)
 # cell puts segments of 8 and 16 tokens, repeated, after 0 to 48 random tokens (as far as
 # the 64-token context allows). Each sequence's 8-token segment is the start of its
 # 16-token one, and both get the same random prefix, so at one prefix the two differ in
-# length, and so in the distance between the copies (8 against 16; training's were 16 to
-# 32). The lab's loss caption splits first and second copy only when the sequence is two
+# length, in the distance between the copies (8 against 16; training's were 16 to 32),
+# and in where the second copy sits. The lab's loss caption splits first and second copy only when the sequence is two
 # equal halves; with a prefix, read the per-position bars.
 
 # %% tags=["hide-input"]
@@ -273,15 +273,16 @@ for key, what, gap in [
 # On 8-token segments at the start of a sequence the second copy costs
 # {glue:text}`lab_short8:.2f` nats a token, against {glue:text}`lab_short24:.2f` on
 # 24-token ones (a different draw of 32 segments from the one above, seed 2 against seed
-# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). Length, and with it the
-# distance between back-to-back copies, matters at an equal prefix (one model, 32 random
-# sequences of one seed, one prefix; which of the two acts, these data do not separate):
-# 8-token segments cost
-# {glue:text}`lab_len0_gap:.2f` nats more than the 16-token segments they begin at the
-# start of the sequence (95% bootstrap interval [{glue:text}`lab_len0_lo:.2f`,
-# {glue:text}`lab_len0_hi:.2f`]), and {glue:text}`lab_len8_gap:.2f` more after the same 8
-# random tokens ([{glue:text}`lab_len8_lo:.2f`, {glue:text}`lab_len8_hi:.2f`]).
-# Position does not act in one direction. A few random tokens help a short repeat: 8 of them
+# 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). After the same 8 random
+# tokens, 8-token segments cost {glue:text}`lab_len8_gap:.2f` nats more than the 16-token
+# segments they begin ([{glue:text}`lab_len8_lo:.2f`, {glue:text}`lab_len8_hi:.2f`]; one
+# model, one draw of segments and of prefixes, each mean over its own copy's tokens):
+# shorter back-to-back copies cost more, and these data do not say whether the length or
+# the distance between the copies acts. At the start of the sequence the gap is
+# {glue:text}`lab_len0_gap:.2f` ([{glue:text}`lab_len0_lo:.2f`,
+# {glue:text}`lab_len0_hi:.2f`]), but there the short second copy also sits at positions
+# 8 to 15, earlier than any copy in training.
+# Position does not act in one direction. A few random tokens help an 8-token repeat: 8 of them
 # lower the 8-token segments' loss by {glue:text}`lab_pos_gap:.2f` nats
 # ([{glue:text}`lab_pos_lo:.2f`, {glue:text}`lab_pos_hi:.2f`]), to
 # {glue:text}`lab_pre8_8:.2f`, and after 24 it is {glue:text}`lab_pre8_24:.2f`. Further on, the
@@ -289,11 +290,10 @@ for key, what, gap in [
 # random tokens the 8-token segments cost {glue:text}`lab_pre8_32:.2f` and the 16-token
 # ones {glue:text}`lab_pre16_32:.2f` (against {glue:text}`lab_pre16_0:.2f` at the start and
 # {glue:text}`lab_pre16_24:.2f` after 24), near chance ({glue:text}`lab_chance:.2f`), and
-# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`, worse than chance. So a
-# repeat whose first copy starts after about position 30 fails (one model, one draw of
-# prefixes, read off a grid of prefix lengths). Why is not tested here: the prefix
-# length is also where the first copy starts, and in training every token's first
-# occurrence came early in the sequence. A circuit found on a training distribution is,
+# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`, worse than chance: the
+# mean second-copy loss climbs once the repeat reaches the second half of the context
+# (one model, one draw of prefixes, averages over each copy; within one copy the early
+# tokens can still be copied while the later ones fail). Why is not tested here. A circuit found on a training distribution is,
 # until tested, a statement about that distribution only.
 #
 # ## The path expansion adds up
@@ -318,8 +318,8 @@ abs_sum = sum(t.abs() for _, t in parts.parts())
 terms = (attn_only_forward_terms(model.cfg, start.shape[1])
          + 2 * (model.cfg.d_model + model.cfg.d_head + start.shape[1])
          + model.cfg.d_model + n_parts)
-identity_close("the lab's path terms (direct, 8 heads, 16 virtual heads, "
-               "2 biases) sum to toy-2l's logits", parts.total(), logits,
+identity_close("the Python path expansion the lab mirrors (direct, 8 heads, 16 "
+               "virtual heads, 2 biases) sums to toy-2l's logits", parts.total(), logits,
                terms=terms, scale=float(abs_sum.max()),
                chapter="induction module")
 glue("lab_parts", n_parts)
