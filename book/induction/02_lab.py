@@ -276,13 +276,17 @@ for key, what, gap in [
 # 1, hence not quite its {glue:text}`lab_clean_loss2:.2f`). After the same 8 random
 # tokens, 8-token segments cost {glue:text}`lab_len8_gap:.2f` nats more than the 16-token
 # segments they begin ([{glue:text}`lab_len8_lo:.2f`, {glue:text}`lab_len8_hi:.2f`]; one
-# model, one draw of segments and of prefixes, each mean over its own copy's tokens):
-# shorter back-to-back copies cost more, and these data do not say whether the length or
-# the distance between the copies acts. At the start of the sequence the gap is
+# model, one draw of segments and of prefixes, each mean over its own copy's tokens, so a
+# costly first token weighs more in the shorter copy's mean): shorter back-to-back copies
+# cost more. At one prefix the two also differ in the distance between the copies and in
+# where the second copy sits, and moving a copy by a few positions changes its loss (the
+# 8-token row of the table), so these data do not split the gap among length, distance and
+# position. At the start of the sequence the gap is
 # {glue:text}`lab_len0_gap:.2f` ([{glue:text}`lab_len0_lo:.2f`,
 # {glue:text}`lab_len0_hi:.2f`]), but there the short second copy also sits at positions
 # 8 to 15, earlier than any copy in training.
-# Position does not act in one direction. A few random tokens help an 8-token repeat: 8 of them
+# A random prefix does not act in one direction. A few random tokens help an 8-token
+# repeat: 8 of them
 # lower the 8-token segments' loss by {glue:text}`lab_pos_gap:.2f` nats
 # ([{glue:text}`lab_pos_lo:.2f`, {glue:text}`lab_pos_hi:.2f`]), to
 # {glue:text}`lab_pre8_8:.2f`, and after 24 it is {glue:text}`lab_pre8_24:.2f`. Further on, the
@@ -290,10 +294,9 @@ for key, what, gap in [
 # random tokens the 8-token segments cost {glue:text}`lab_pre8_32:.2f` and the 16-token
 # ones {glue:text}`lab_pre16_32:.2f` (against {glue:text}`lab_pre16_0:.2f` at the start and
 # {glue:text}`lab_pre16_24:.2f` after 24), near chance ({glue:text}`lab_chance:.2f`), and
-# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`, worse than chance: the
-# mean second-copy loss climbs once the repeat reaches the second half of the context
-# (one model, one draw of prefixes, averages over each copy; within one copy the early
-# tokens can still be copied while the later ones fail). Why is not tested here. A circuit found on a training distribution is,
+# after 40 the 8-token ones cost {glue:text}`lab_pre8_40:.2f`, worse than chance (one
+# model, one draw of prefixes, means over each copy: the lab's per-position bars show how
+# the loss runs within one). Why is not tested here. A circuit found on a training distribution is,
 # until tested, a statement about that distribution only.
 #
 # ## The path expansion adds up
