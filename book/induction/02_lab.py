@@ -277,8 +277,8 @@ for key, what, gap in [
 # tokens, 8-token segments cost {glue:text}`lab_len8_gap:.2f` nats more than the 16-token
 # segments they begin ([{glue:text}`lab_len8_lo:.2f`, {glue:text}`lab_len8_hi:.2f`]; one
 # model, one draw of segments and of prefixes, each mean over its own copy's tokens, so a
-# costly first token weighs more in the shorter copy's mean): shorter back-to-back copies
-# cost more. At one prefix the two also differ in the distance between the copies and in
+# costly first scored token, the copy's second, weighs more in the shorter copy's mean):
+# after this prefix, on this draw, shorter back-to-back copies cost more. At one prefix the two also differ in the distance between the copies and in
 # where the second copy sits, and moving a copy by a few positions changes its loss (the
 # 8-token row of the table), so these data do not split the gap among length, distance and
 # position. At the start of the sequence the gap is
@@ -328,7 +328,7 @@ identity_close("the Python path expansion the lab mirrors (direct, 8 heads, 16 "
 glue("lab_parts", n_parts)
 
 # %% [markdown]
-# The {glue:text}`lab_parts` terms are the page's too: the direct path, the 4 + 4 heads of
+# The {glue:text}`lab_parts` terms are the page's too, with nothing ablated in layer 1: the direct path, the 4 + 4 heads of
 # the two layers, the 16 virtual heads (a layer-0 head read through V by a layer-1 head)
 # and each layer's output bias.
 #
