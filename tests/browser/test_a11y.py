@@ -503,12 +503,25 @@ def _contrast_map(pixels, background):
     return (np.maximum(lp, lb) + 0.05) / (np.minimum(lp, lb) + 0.05)
 
 
+def _neighbourhood(image, pick):
+    """The elementwise ``pick`` (min or max) of a 2-D array over each pixel's 3x3 neighbourhood."""
+    import numpy as np
+
+    padded = np.pad(image, 1, mode="edge")
+    h, w = image.shape
+    stack = np.stack([padded[dy:dy + h, dx:dx + w] for dy in range(3) for dx in range(3)])
+    return stack.min(0) if pick is min else stack.max(0)
+
+
 def test_circuitsvis_patterns_are_readable_in_the_dark_theme(browser, server):  # noqa: F811
     """Where a CircuitsVis pattern shows the page in the light theme (zero attention), it shows the
     dark page in the dark theme (within 1.5:1), not white; and what stands out at 3:1 or more in
     the light theme (strong attention, the axes' labels drawn on the canvas) does in the dark too.
     Up to 0.5% of the pixels may differ: the anti-aliased edges of the page's own elements laid
-    over a canvas, drawn on white in one theme and on black in the other."""
+    over a canvas, drawn on white in one theme and on black in the other. Each pixel is judged by
+    its one-pixel neighbourhood in the dark capture, since the theme's fonts can move the page by
+    a fraction of a pixel (a 0.16 px shift re-rounded the bottom row of a head's label, 0.9% of the
+    strong pixels of chapter 6's largest view)."""
     import io
 
     import numpy as np
@@ -542,8 +555,11 @@ def test_circuitsvis_patterns_are_readable_in_the_dark_theme(browser, server):  
             page.evaluate("() => " + SETTLE_JS + "()")
             light, dark = seen["light"], seen["dark"]
             shown_page, strong = light < 1.05, light >= 3
-            lit = float((dark[shown_page] > 1.5).mean()) if shown_page.any() else 0.0
-            faded = float((dark[strong] < 3).mean()) if strong.any() else 0.0
+            # the dark theme's fonts can move the page by a fraction of a pixel, which
+            # re-rounds the edge rows of anything drawn over the canvas: a pixel is judged
+            # by its neighbourhood of one pixel in the dark capture
+            lit = float((_neighbourhood(dark, min)[shown_page] > 1.5).mean()) if shown_page.any() else 0.0
+            faded = float((_neighbourhood(dark, max)[strong] < 3).mean()) if strong.any() else 0.0
             name = f"canvas {i} ({box['width']:.0f}x{box['height']:.0f} px)"
             if lit > 0.005:
                 problems.append(f"{name}: {lit:.1%} of what shows the page in the light theme is drawn in the dark one")
