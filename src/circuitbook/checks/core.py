@@ -254,8 +254,11 @@ class Mistake:
             return False
 
 
-def allclose(atol: float = 1e-5, rtol: float = 1e-4) -> Callable[[Any, Any], bool]:
-    """Equality up to tolerance for tensors, numbers, and tuples/lists/dicts of them."""
+def allclose(atol: float = 1e-5, rtol: float = 1e-4, *, equal_nan: bool = False) -> Callable[[Any, Any], bool]:
+    """Equality up to tolerance for tensors, numbers, and tuples/lists/dicts of them.
+    ``equal_nan``: a NaN in a tensor equals a NaN in the same place, so that a named mistake whose
+    output has NaN rows is recognised by recomputing it (a reference with none still fails an
+    answer that has some)."""
     def compare(a, b) -> bool:
         if isinstance(b, dict):
             return isinstance(a, dict) and set(a) == set(b) and all(compare(a[k], b[k]) for k in b)
@@ -268,7 +271,8 @@ def allclose(atol: float = 1e-5, rtol: float = 1e-4) -> Callable[[Any, Any], boo
             # in float64 (complex128) whatever either dtype: a float answer to an integer
             # question is not truncated into a right one, and any float dtype may answer
             wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
-            return torch.allclose(a.detach().cpu().to(wide), b.detach().cpu().to(wide), atol=atol, rtol=rtol)
+            return torch.allclose(a.detach().cpu().to(wide), b.detach().cpu().to(wide), atol=atol, rtol=rtol,
+                                  equal_nan=equal_nan)
         if isinstance(b, int) and not isinstance(b, bool):
             # counts are exact: a relative tolerance would let 13**6 - 1 pass for 13**6
             x = as_number(a)
