@@ -1240,8 +1240,8 @@ glue("init_neg_sd", 100 * init_null[NEG].sd)
 #   {glue:text}`neg_span_hi:.0f`%, for the same function. The activations are
 #   not sparse in the ReLU sense: SwiGLU gives no exact zeros, the sign of a neuron
 #   carries as much as its size, and "the neuron is off" is only approximately a state
-#   of this layer: for a negative gate input silu stays between about -0.28 and 0, which
-#   nearly closes the neuron without ever quite doing so.
+#   of this layer: for a negative gate input silu lies between about -0.28 and 0 and is
+#   never exactly 0.
 #
 # So the reading for this layer is: the neuron basis is privileged by the architecture,
 # which concentrates each token's activation on a few neurons before any training. How
