@@ -663,14 +663,15 @@ def sublayer_connection(x, sublayer, norm, position):
 checks.ch02_ex2(sublayer_connection)
 
 # %% [markdown]
-# ```{admonition} Exercise 2.2 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 2.2 worked out (open it once your function passes)</summary>
+#
 # In formulas, post-norm (the paper) is
 # $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$: add first, then normalise.
 # Pre-norm (the Annotated Transformer's code) is
 # $x + \operatorname{Sublayer}(\operatorname{LayerNorm}(x))$: normalise what the sublayer
 # *reads*, and add its output to the un-normalised stream.
-# ```
+#
+# </details>
 
 # %% [markdown]
 # ## The circuit view

@@ -379,8 +379,8 @@ def rotate_model_weights(weights, R):
 checks.ch03_ex1(rotate_model_weights)
 
 # %% [markdown]
-# ```{admonition} Exercise 3.1 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 3.1 worked out (open it once your function passes)</summary>
+#
 # A write $yW$ must become $yWR$, so that the new stream is the old one
 # rotated. A read $xW$ must give the same result from the rotated stream, and
 # $\tilde x\,(R^\top W) = x R R^\top W = x W$, so each read matrix becomes $R^\top W$:
@@ -394,7 +394,8 @@ checks.ch03_ex1(rotate_model_weights)
 # Every head then sees exactly the queries, keys and values it saw before, so its pattern
 # and its output are unchanged; its output is written in the rotated basis; and the
 # unembedding undoes the rotation. The logits are identical.
-# ```
+#
+# </details>
 #
 # Nothing in the argument
 # depends on what the weights are, so it holds for every model of this shape, trained or

@@ -224,8 +224,8 @@ def extended_qk(W_Q, b_Q, W_K, b_K):
 checks.ch08_ex1(extended_qk)
 
 # %% [markdown]
-# ```{admonition} Exercise 8.1 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 8.1 worked out (open it once your function passes)</summary>
+#
 # Written out, the matrix is the product of the two weight matrices, each with its bias
 # as an extra row:
 #
@@ -237,7 +237,8 @@ checks.ch08_ex1(extended_qk)
 #
 # a bilinear form on the residual vector with a 1 appended: the biases just add one row
 # to each factor.
-# ```
+#
+# </details>
 #
 # On the output side, the pattern's rows sum to one, so the value bias
 # comes through unchanged and the head writes
@@ -1254,8 +1255,8 @@ checks.ch08_ex2(to_paper_convention)
 # The working, and its check on `toy-2l`'s head, are folded below: open them once your
 # function passes.
 #
-# ```{admonition} Exercise 8.2 worked out
-# :class: dropdown
+# <details><summary>Exercise 8.2 worked out</summary>
+#
 # Follow each circuit through the change.
 #
 # **QK is a bilinear form.** The paper's score is $q_i^\top k_j = x_i^\top
@@ -1280,7 +1281,8 @@ checks.ch08_ex2(to_paper_convention)
 # as the next check shows); the two OV forms against the
 # head's output (the value bias adds $b_V W_O$ in either convention and we leave it
 # aside).
-# ```
+#
+# </details>
 
 # %% tags=["hide-cell"]
 W_Qp, W_Kp = attn.W_Q[H].T, attn.W_K[H].T   # [d_head, d_model]

@@ -402,8 +402,8 @@ def fold_ln(gamma, beta, W, b):
 checks.ch11_ex2(fold_ln)
 
 # %% [markdown]
-# ```{admonition} The derivation (open it once your function passes)
-# :class: dropdown
+# <details><summary>The derivation (open it once your function passes)</summary>
+#
 # The fold, written out:
 #
 # $$\operatorname{LN}(x)\,W + b = (\hat{x} \odot \gamma + \beta)\,W + b
@@ -412,7 +412,8 @@ checks.ch11_ex2(fold_ln)
 #
 # The gain multiplies **row** $i$ of $W$ by $\gamma_i$ (the row that reads coordinate
 # $i$), and the shift becomes a bias.
-# ```
+#
+# </details>
 #
 # Both the gain and the shift can be folded into the reader's weights for good.
 # The centring is linear too: $x - \mu(x)\mathbf{1} = x\,P$ with
@@ -940,7 +941,8 @@ observation("started at token 100, split after seeing the sizes: the most "
 # independent) runs from {glue:text}`sink_lo:.2f` to {glue:text}`sink_hi:.2f`. Over all
 # 30 layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of
 # both series after layer 2. So a graded link, attention rising steadily with size, is
-# not seen. We record these as numbers rather than as a test, because neither the shuffle
+# neither shown nor ruled out by these layers. We record these as numbers rather than as
+# a test, because neither the shuffle
 # nor the interval fits these data, for two reasons.
 #
 # First, depth works against the correlation. From layer {glue:text}`sink_peak_layer`,

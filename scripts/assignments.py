@@ -122,8 +122,9 @@ def master(source: Path):
         elif cell.cell_type == "code":
             keep = {"tags": ["parameters"]} if "parameters" in tags else {}
             cells.append(nbformat.v4.new_code_cell(cell.source, metadata=keep))
-        else:
-            cells.append(nbformat.v4.new_markdown_cell(cell.source))
+        else:  # a student's notebook has no answer folds (model answers, exercises worked out)
+            cells.append(nbformat.v4.new_markdown_cell(
+                notebooks.ANSWER_FOLD.sub(notebooks.ANSWER_FOLD_NOTE, cell.source)))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = {"kernelspec": notebooks.KERNELSPEC, "language_info": {"name": "python"}}
     return out

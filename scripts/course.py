@@ -13,7 +13,8 @@ what the cache lacks), and is cut:
   correct implementation gives, as the prose does, not how), and dropped when it reads a value
   exercise's answer variable, which its output would print (none does today; the build lists any);
 - the template's own output ("not attempted yet") gives way to the note, as on the self-study site;
-- a question answered in words loses its model answer (the "Model answer" fold), and an exercise
+- a question answered in words loses its model answer (the "Model answer" fold), an exercise its
+  working (the "Exercise N worked out" fold; both are ``notebooks.ANSWER_FOLD``), and an exercise
   that is a choice among a few options (``verdict_in_autograder``) calls ``checks.<id>.record``,
   which records the answer with no verdict, so that trying each option in the notebook tells
   nothing: the autograder grades it (scripts/assignments.py writes its notebooks so too).
@@ -169,31 +170,29 @@ def leaks(folder: Path, hidden: dict[str, list[str]] | None = None) -> list[tupl
     return out
 
 
-# A question answered in words has its model answer in a fold ("<details><summary>Model
-# answer..."): on the course site the fold is replaced by MODEL_ANSWER_NOTE, and its text is
-# looked for as a solution is.
-MODEL_ANSWER = re.compile(r"<details>\s*<summary>\s*Model answer[^<]*</summary>.*?</details>", re.S | re.I)
-MODEL_ANSWER_NOTE = "*(The model answer is not on the course site.)*"
+# An answer in a fold (notebooks.ANSWER_FOLD: a question's model answer, an exercise's working):
+# on the course site the fold is replaced by notebooks.ANSWER_FOLD_NOTE, and its text is looked
+# for as a solution is.
 # what splits a model answer's line into pieces that the built page shows verbatim: a glued
 # number, a role, inline markup and the characters Sphinx or MathJax may render otherwise
 _NOT_VERBATIM = re.compile(r"\{[^}]*\}`[^`]*`|[`*$\"'{}\\]|--|\.\.\.")
 MIN_PIECE = 24  # a shorter piece of a sentence ("the previous token") is no answer
 
 
-def model_answer_lines() -> dict[str, list[str]]:
-    """"model answer <n> (<page>)" -> the pieces of that model answer worth hiding: each line with
+def answer_fold_lines() -> dict[str, list[str]]:
+    """"answer fold <n> (<page>)" -> the pieces of that page's n-th answer fold worth hiding: each line with
     HTML tags taken out, split where the page does not show the source verbatim (:data:`_NOT_VERBATIM`),
     pieces of at least MIN_PIECE characters."""
     out = {}
     for src in notebooks.sources():
         nb = jupytext.read(src, fmt="py:percent")
         blocks = [m.group(0) for cell in nb.cells if cell.cell_type == "markdown"
-                  for m in MODEL_ANSWER.finditer(cell.source)]
+                  for m in notebooks.ANSWER_FOLD.finditer(cell.source)]
         for n, block in enumerate(blocks, 1):
             body = block[block.index("</summary>") + len("</summary>"):]
             pieces = {piece.strip() for line in body.splitlines()
                       for piece in _NOT_VERBATIM.split(html.unescape(re.sub(r"<[^>]*>", "", line)))}
-            out[f"model answer {n} ({src.relative_to(ROOT / 'book').with_suffix('')})"] = sorted(
+            out[f"answer fold {n} ({src.relative_to(ROOT / 'book').with_suffix('')})"] = sorted(
                 piece for piece in pieces if len(piece) >= MIN_PIECE)
     return out
 
@@ -293,7 +292,7 @@ def cut(nb) -> tuple[object, list[str]]:
         cells.append(cell)
     for cell in cells:
         if cell.cell_type == "markdown":
-            cell.source = MODEL_ANSWER.sub(MODEL_ANSWER_NOTE, cell.source)
+            cell.source = notebooks.ANSWER_FOLD.sub(notebooks.ANSWER_FOLD_NOTE, cell.source)
         if cell.cell_type == "markdown" and hidden_keys:
             cell.source = GLUE_ROLE.sub(lambda m: YOURS if m.group(1) in hidden_keys else m.group(0), cell.source)
     nb.cells = cells
@@ -405,7 +404,7 @@ def build(repo: str | None, branch: str, stale_ok: bool) -> int:
     if OUT.exists():
         shutil.rmtree(OUT)
     shutil.copytree(SRC / "_build" / "html", OUT, copy_function=os.link)
-    found = leaks(OUT, {**hidden_lines(), **model_answer_lines()})
+    found = leaks(OUT, {**hidden_lines(), **answer_fold_lines()})
     if found:
         for file, ex_id, line in found[:40]:
             print(f"LEAK {file}: {ex_id}: {line}")

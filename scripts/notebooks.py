@@ -110,6 +110,15 @@ TEMPLATE_BODY = 'raise NotImplementedError("Write your solution here, then run t
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
+# An answer in a fold: a question answered in words ("Model answer ...") or an exercise's
+# working ("Exercise 8.1 worked out ..."), written as HTML <details> because JupyterLab,
+# Colab and the site all show that folded (a MyST dropdown is plain text in a notebook). The
+# self-study book keeps it; a course's pages (scripts/course.py) and its students' notebooks
+# (scripts/assignments.py) replace it with ANSWER_FOLD_NOTE.
+ANSWER_FOLD = re.compile(r"<details>\s*<summary>\s*(?:Model answer|Exercise [\w.]+ worked out)[^<]*</summary>"
+                         r".*?</details>", re.S | re.I)
+ANSWER_FOLD_NOTE = "*(The worked answer is not in the course pages or notebooks.)*"
+
 
 def repository(root: Path = ROOT) -> tuple[str, str]:
     cfg = yaml.safe_load((root / "_config.yml").read_text())

@@ -174,6 +174,26 @@ def test_claim_records_read_as_one_line_with_the_numbers_a_click_away(browser, s
         context.close()
 
 
+def test_an_exercise_worked_out_is_folded_until_opened_and_its_maths_renders(browser, server):  # noqa: F811
+    # the fold is a plain <details> (notebooks.ANSWER_FOLD), so that Jupyter and Colab fold it too;
+    # on the site its body, display maths included, must stay out of sight until a click
+    context, page, _ = _page(browser, 1280)
+    try:
+        page.goto(f"{server}/book/08_qk_ov.html", wait_until="load")
+        fold = page.locator("details:has(> summary:has-text('Exercise 8.1 worked out'))")
+        assert fold.count() == 1
+        assert not fold.evaluate("d => d.open")
+        body = fold.locator("p").first
+        assert not body.is_visible()
+        fold.locator("summary").click()
+        assert body.is_visible() and "bias" in body.inner_text()
+        maths = fold.locator("mjx-container")
+        maths.first.wait_for(state="visible", timeout=15000)  # MathJax typeset the display formula
+        assert "\\begin" not in fold.inner_text()
+    finally:
+        context.close()
+
+
 # --------------------------------------------------------------------------- the API reference
 
 def api_pages() -> list[str]:

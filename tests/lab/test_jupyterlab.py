@@ -444,6 +444,13 @@ def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
     base, log_path, book = lab
     state = open_and_run(page, base, PROBLEMS, run_timeout_s=PROBLEMS_RUN_TIMEOUT_S, log_path=log_path)
     assert_no_cell_raised(page, PROBLEMS, state)
+    # the model answers are HTML <details> folds (notebooks.ANSWER_FOLD): JupyterLab renders them
+    # folded, not as their source (a MyST dropdown would lie open here as text)
+    folds = page.evaluate("""() => [...document.querySelectorAll('.jp-RenderedMarkdown details')]
+        .map(d => ({summary: d.querySelector('summary')?.textContent || '', open: d.open}))""")
+    assert sum("Model answer" in f["summary"] for f in folds) >= 4, folds
+    assert not any(f["open"] for f in folds), folds
+    assert page.locator(".jp-RenderedMarkdown:has-text('<summary>')").count() == 0
     # the seven problems' progress trackers rendered (widgets, drawn by the front end), live
     trackers = page.locator(".cb-progress")
     # JupyterLab shows at most 50 outputs of a cell and hides the rest behind "Show more outputs":

@@ -149,6 +149,31 @@ def test_no_role_inside_a_raw_html_block():
     assert not bad, "\n".join(bad)
 
 
+def test_no_myst_dropdown_folds_a_worked_answer():
+    # Jupyter and Colab show a MyST directive as the text it is written in, so a dropdown that
+    # folds an exercise's working on the site lies open under the exercise in every notebook;
+    # an HTML <details> fold (notebooks.ANSWER_FOLD) is folded in all three
+    bad = [f"{src.relative_to(ROOT)}:{i}" for src in notebooks.sources()
+           for i, line in enumerate(src.read_text().splitlines(), 1) if line.strip("# ") == ":class: dropdown"]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("src", [s for s in notebooks.sources() if notebooks.ANSWER_FOLD.search(s.read_text())],
+                         ids=lambda p: p.stem)
+def test_students_notebooks_have_no_answer_fold(src):
+    import assignments
+    import jupytext
+
+    folds = [m.group(0) for cell in jupytext.read(src, fmt="py:percent").cells if cell.cell_type == "markdown"
+             for m in notebooks.ANSWER_FOLD.finditer(cell.source)]
+    student = "\n".join(c.source for c in assignments.master(src).cells if c.cell_type == "markdown")
+    assert student.count(notebooks.ANSWER_FOLD_NOTE) == len(folds) > 0
+    # each fold's longest line (its body, not its title) is absent from the student's notebook
+    for fold in folds:
+        body = fold[fold.index("</summary>") + len("</summary>"):]
+        assert max(body.splitlines(), key=len) not in student
+
+
 def test_glue_roles_are_well_formed():
     """A ``{glue:text}`name:fmt``` role whose closing backtick is mistyped (``name:.3f}``)
     swallows the prose up to the next backtick, and the page shows markup instead of a number."""
