@@ -408,8 +408,8 @@ glue("ch1_pair_factor", math.exp(4 * max(score_x, score_y, score_xy)))
 # With its pattern recomputed, the layer's output on $x + y$ differs from the sum of its
 # outputs on $x$ and on $y$ by up to {glue:text}`ch1_free_gap:.1e`, where the outputs
 # themselves reach {glue:text}`ch1_out_size:.2f` and rounding could explain at most
-# {glue:text}`ch1_live_bound:.0e`. The deviation is small, and the scores bound how large
-# it could be: this layer's attention scores are at most {glue:text}`ch1_max_score:.2f`
+# {glue:text}`ch1_live_bound:.0e`. The deviation is small, and the three patterns it
+# compares are close to one another: this layer's attention scores are at most {glue:text}`ch1_max_score:.2f`
 # in size, and scores within $\pm s$ put every entry of a softmax over $n$ keys within a
 # factor $e^{2s}$ of the uniform $1/n$: here a factor of at most
 # {glue:text}`ch1_uniform_factor:.2f`. Each of the three patterns is that close to uniform,

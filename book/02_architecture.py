@@ -175,7 +175,8 @@ identity(f"the encoder wraps 2N = {2 * N} sublayers, the decoder "
 # top vector at each target position into a distribution over the next word. Each sublayer
 # is drawn beside the vertical line it reads from, with a $\oplus$ where its output is added
 # back. The boxes say "LN, then attention" because that is the order in the Annotated
-# Transformer's code; the next section explains why the paper draws it differently. (The
+# Transformer's code; the section "Where the LayerNorm goes" below explains why the paper
+# draws it differently. (The
 # drawing code is folded away; click to show it.)
 
 # %% tags=["hide-input"]
@@ -322,8 +323,8 @@ checks.ch02_ex1(encoder_layer_params)
 # Biases add $d_\text{model}$ to each of the four attention maps and $d_\text{ff} + d_\text{model}$
 # to the FFN, and each LayerNorm has a gain and a bias of $d_\text{model}$ entries each. We
 # build real base-sized modules and count them with `sum(p.numel() ...)`. These are counts:
-# the checks below are identities, true by construction, that show the modules are built
-# as the paper describes.
+# the checks below are identities, true by construction, that show the modules have the
+# sizes these formulas give.
 
 # %%
 d_model, h, d_ff, N_base = 512, 8, 2048, 6
