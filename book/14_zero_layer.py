@@ -14,6 +14,7 @@
 # Set-up: imports.
 
 # %% tags=["hide-input"]
+import copy
 import math
 import warnings
 
@@ -200,9 +201,12 @@ chain = bigram_chain(d_vocab, seed=recipe["chain_seed"],
 tokens = chain.sample(4, 32, seed=1)                  # [4, 32]
 at_log_probs = generator(embed(tokens))
 tl_log_probs = model(tokens).log_softmax(-1)
-# scale: the logits' summands |W_E[t]| |W_U| + |b_U|, or the log-probabilities
-logit_scale = (model.W_E.abs() @ model.W_U.abs()
-               + model.b_U.abs()).max().item()
+# scale: each logit's summands in absolute value, read off the same two modules
+# with every weight made positive (on these tokens), or the log-probabilities
+abs_embed, abs_generator = copy.deepcopy(embed), copy.deepcopy(generator)
+for weight in [*abs_embed.parameters(), *abs_generator.parameters()]:
+    weight.abs_()
+logit_scale = abs_generator.proj(abs_embed(tokens)).max().item()
 identity_close("Generator(Embeddings(t)) with toy-0l's weights gives the "
                "model's log-probabilities", at_log_probs, tl_log_probs,
                terms=lookup_terms(d_model, d_vocab),
@@ -222,7 +226,7 @@ glue("n_succ", recipe["n_successors"])
 #
 # Before we write the model down as a formula, write it as code from the description
 # above. Write `zero_layer_logits(tokens, W_E, W_U, b_U)` returning the logits
-# `[batch, pos, d_vocab]` of a zero-layer model for tokens `[batch, pos]`. (Here too
+# `[batch, pos, d_vocab]` of a zero-layer model for tokens `[batch, pos]`. (Here
 # $d_\text{model} = d_\text{vocab}$, so the shapes will not catch a wrong order of
 # multiplication.)
 

@@ -3,7 +3,7 @@
 #
 # With a second layer, heads can read what other heads wrote. This chapter names the
 # three ways a layer-1 head can use a layer-0 head (through its queries, its keys or its
-# values), cuts each channel in the book's two-layer model `toy-2l` to see which one it
+# values), cuts each channel in the book's two-layer toy model `toy-2l` to see which one it
 # depends on, writes down the *virtual heads* that the third channel creates (their
 # weights and their attention patterns), counts the terms of the two-layer expansion,
 # and measures how little the virtual heads contribute in this model. The model turns
@@ -112,7 +112,7 @@ def cut_v_bound(la, cfg, n_pos, big):
 # %% [markdown]
 # ## Plain language
 #
-# In the book's one-layer toy model every head reads the same thing: the token embeddings
+# In the book's one-layer toy models every head reads the same thing: the token embeddings
 # (plus, for queries and keys, the positions). In a two-layer model the heads of layer 0 first add
 # their outputs to the residual stream, and the heads of layer 1 read the stream after
 # that. A layer-1 head reads the stream in three places, and each is a separate channel
@@ -384,15 +384,16 @@ def virtual_ov(W_V, W_O, first, second):
 checks.ch16_ex1(virtual_ov)
 
 # %% [markdown]
-# ```{admonition} Exercise 16.1 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 16.1 worked out (open it once your function passes)</summary>
+#
 # A vector $x$ that $A$ moves and $B$ moves again comes out as
 # $x W_V^A W_O^A W_V^B W_O^B = x\, W_{OV}^A W_{OV}^B$, earlier head first. It is a
 # $d_\text{model} \times d_\text{model}$ matrix, but it passes through the
 # $d_\text{head}$-dimensional value space of $A$ (and of $B$), so its rank is at most
 # $d_\text{head}$, like any single head's. The library returns it factored, as
 # $W_V^A \cdot (W_O^A W_V^B W_O^B)$.
-# ```
+#
+# </details>
 #
 # The cell below compares the function with the library's factored virtual circuit, and
 # checks that all 16 virtual OV circuits have rank at most $d_\text{head}$ (the dropdown
@@ -401,14 +402,22 @@ checks.ch16_ex1(virtual_ov)
 # %%
 mine = virtual_ov(model.W_V, model.W_O, (0, 2), (1, 1))
 factored = library_virtual_ov(model, (0, 2), (1, 1))
-# one chain (inner sizes d_head, d_model, d_head) associated two ways;
-# scale: the chain of absolute values
-vo_chain = (model.W_V[0, 2].abs() @ model.W_O[0, 2].abs()
-            @ model.W_V[1, 1].abs() @ model.W_O[1, 1].abs())
-identity_close("virtual_ov(L0H2 -> L1H1) equals the product of the two "
-               "heads' OV circuits, L0H2's first (dense)", mine, factored.AB,
+# one chain (inner sizes d_head, d_model, d_head) associated two ways.
+# scale: each entry's rounding error is, to first order, at most terms x eps
+# x the same entry of the chain with every factor made |.|: a product X Y of
+# the two heads' |W_V| |W_O|. An entry of X Y is a row of X dotted with a
+# column of Y, so by Cauchy-Schwarz it is at most X's largest row or column
+# norm times Y's, whichever head comes first.
+def row_col_norm(X):
+    return max(X.norm(dim=0).max(), X.norm(dim=1).max()).item()
+
+
+scale_ov = math.prod(row_col_norm(model.W_V[lh].abs() @ model.W_O[lh].abs())
+                     for lh in ((0, 2), (1, 1)))
+identity_close("virtual_ov(L0H2 -> L1H1) equals the library's factored "
+               "virtual circuit (dense)", mine, factored.AB,
                terms=2 * (2 * cfg.d_head + cfg.d_model),
-               scale=vo_chain.max().item(), chapter="16")
+               scale=scale_ov, chapter="16")
 W_V64, W_O64 = model.W_V.double(), model.W_O.double()   # exact ranks
 ranks = [torch.linalg.matrix_rank(
     virtual_ov(W_V64, W_O64, (0, w), (1, r))).item() for w, r in all_pairs]
@@ -557,9 +566,9 @@ glue("n_rot", n_rot)
 
 # %% [markdown]
 # Layer-0 head 2, the model's previous-token head (chapter {doc}`17_induction_heads`
-# finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.2f` to
-# {glue:text}`k_prev_max:.2f`. Its Q-composition scores are lower,
-# {glue:text}`q_prev:.2f` to {glue:text}`q_prev_max:.2f`. Two random Gaussian heads of
+# finds it), K-composes with every layer-1 head at {glue:text}`k_prev:.3f` to
+# {glue:text}`k_prev_max:.3f`. Its Q-composition scores are lower,
+# {glue:text}`q_prev:.3f` to {glue:text}`q_prev_max:.3f`. Two random Gaussian heads of
 # this shape score {glue:text}`baseline:.3f`, a weak reference: trained weights are not
 # Gaussian. Chapter {doc}`18_composition` sets the scores beside a stricter null, the
 # same heads with their outputs randomly rotated, and fixes a rule there for
@@ -583,7 +592,7 @@ glue("n_rot", n_rot)
 # explains.)
 #
 # Which single cuts matter? A cut in a reader's *values* cannot change its induction
-# score (it can change the loss, as the table above showed): the reader's pattern is
+# score (cutting them can change the loss, as the table above showed): the reader's pattern is
 # computed from its query and keys alone, so removing a writer from its values leaves
 # the pattern, and with it the induction score, exactly as it was (checked below).
 # That leaves the 32 cuts in queries and keys. The rule we use was written down after
@@ -592,8 +601,8 @@ glue("n_rot", n_rot)
 # one-sided p below 0.05 / 32 = {glue:text}`alpha_cut:.4f`, the level 0.05 shared over
 # the 32 single cuts (Bonferroni). Its first version counted 48 cuts, the value cuts
 # included, a level of {glue:text}`alpha_48:.5f`; both levels give the same split. The p
-# comes from a sign-flip test: with no effect, each sequence's drop is as likely to have
-# either sign, so we compare the mean drop with the means of the same 32 drops under
+# comes from a sign-flip test: with no effect, each sequence's drop is symmetric about
+# 0 (as likely to be +d as -d), so we compare the mean drop with the means of the same 32 drops under
 # {glue:text}`n_flips:,d` random sign patterns. (A percentile bootstrap, which we used
 # first, is too coarse this far in the tail: with 2000 resamples, the p of the most
 # significant of the other cuts rests on a few resamples and shifts with the resampling
@@ -606,7 +615,7 @@ glue("n_rot", n_rot)
 # {glue:text}`drop_2q_lo:.2f` to {glue:text}`drop_2q_hi:.2f`. Mean-ablating L0H1, the
 # head that attends two tokens back early in the context (chapter
 # {doc}`17_induction_heads`), in the keys costs {glue:text}`drop_1k_lo:.2f` to
-# {glue:text}`drop_1k_hi:.2f`: the second token of agreement that chapter
+# {glue:text}`drop_1k_hi:.2f`, consistent with the second token of agreement that chapter
 # {doc}`13_path_expansion` found in the score. Because the rule and the test were
 # chosen after these drops had been seen, we also ran them, now fixed, on 32 fresh
 # sequences of the same kind (another seed): they pick out the same 12 cuts (each of the
@@ -935,14 +944,15 @@ def virtual_pattern(A_first, A_second):
 checks.ch16_ex2(virtual_pattern)
 
 # %% [markdown]
-# ```{admonition} Exercise 16.2 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 16.2 worked out (open it once your function passes)</summary>
+#
 # Position $j$ receives $\bar x_j = \sum_k A^A_{jk} x_k$ from $A$ (the weighted average
 # $\bar x_j$ above the table of the three channels), so position $i$ receives
 # $\sum_j A^B_{ij} \sum_k A^A_{jk} x_k$ from $B$. The double sum is the matrix product
 # $A^B A^A$. Patterns act on positions from the
 # left, so here the *later* head comes first, the opposite of the OV order.
-# ```
+#
+# </details>
 #
 # Together the two exercises give the virtual head's term in the logits: its pattern
 # times the one-hot tokens $X$, times $W_E$, its OV circuit and $W_U$, plus a constant
@@ -1104,8 +1114,10 @@ identity("for L <= 4 layers of n <= 5 heads, count_paths (C(L, k) nᵏ of "
 
 # %% [markdown]
 # How much does each kind of term contribute? For every prediction on the second copy
-# we take each term's contribution to the logit of the correct next token, averaged over
-# the batch (chapter {doc}`13_path_expansion` shows the same measurement head by head).
+# we take each term's contribution to the raw logit of the correct next token, averaged
+# over the batch (chapter {doc}`13_path_expansion` shows the same measurement head by head,
+# and checks on its own sequences that centring over the vocabulary moves a path's
+# average little).
 # We also check an identity that links the two views of this chapter: removing all 16
 # virtual terms from the logits is *exactly* the "cut V" experiment done as a
 # zero-ablation, because cutting layer 0 from the values leaves every pattern as it was.

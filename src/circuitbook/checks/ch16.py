@@ -115,8 +115,8 @@ EX2 = FunctionExercise(
                 "Write out entry (i, k) of your product as a sum over j and read each factor: which "
                 "pattern does each one come from, and what move of information does it stand for?",
                 lambda A_first, A_second: A_first @ A_second),
-        Mistake("wrong layout", "Your result holds the numbers of the virtual pattern, but its rows do not "
-                "sum to 1 as the rows of a causal pattern do. Which axis of a pattern indexes the queries, "
+        Mistake("wrong layout", "The rows of your result do not sum to 1 as the rows of a causal "
+                "pattern do. Which axis of a pattern indexes the queries, "
                 "and is it the same axis in yours?",
                 lambda A_first, A_second: (A_second @ A_first).transpose(-1, -2)),
         Mistake("each entry from one entry of each pattern", "Entry (i, k) of yours uses only entry (i, k) "
