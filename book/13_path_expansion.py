@@ -2,9 +2,9 @@
 # # 13. The path expansion
 #
 # An attention-only transformer without LayerNorm, like the book's `toy-2l`, has one
-# nonlinear step: the softmax that turns attention scores into patterns. (A LayerNorm
-# would add another, its division by the norm.) Hold the patterns fixed and everything
-# else is linear, so the
+# nonlinear step: computing the attention patterns (scores that multiply a query by a
+# key, both read from the stream, then a softmax). (A LayerNorm would add another, its
+# division by the norm.) Hold the patterns fixed and everything else is linear, so the
 # logits can be multiplied out into a sum of *paths*: the embedding read straight by the
 # unembedding, the embedding passed through one head, through two heads in series, and
 # so on. This chapter writes the expansion for the book's two-layer model `toy-2l`,
@@ -30,7 +30,7 @@ from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
                               identity, identity_close, null_test,
                               observation, rounding_bound)
 from circuitbook.data import repeated_random_tokens
-from circuitbook.heads import induction_scores, prev_token_scores
+from circuitbook.heads import induction_scores
 from circuitbook.models import load
 from circuitbook.models.pretrained import load_smollm2
 from circuitbook.paths import count_paths, logit_attribution
@@ -44,9 +44,9 @@ torch.set_num_threads(1)  # the build shares 2 cores: 1 thread is fastest
 
 
 # %% [markdown]
-# Every identity below compares two float computations within a worst-case rounding
-# bound (Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3). This folded
-# cell counts the roundings each one allows and the size of the numbers involved.
+# Every identity below compares two float computations within a first-order rounding
+# budget (after Higham, *Accuracy and Stability of Numerical Algorithms*, ch. 3). This
+# folded cell counts the roundings each one allows and the size of the numbers involved.
 
 # %% tags=["hide-input"]
 def largest_value(model, tokens):
@@ -127,11 +127,12 @@ def smol_dla_terms(cfg, n_parts):
 #
 # Run the model once and write down every head's attention pattern $A$ (one
 # $n_\text{pos} \times n_\text{pos}$ matrix per head). Now pretend the patterns are
-# constants. A head then does two linear things: it mixes positions (position $i$ takes
-# the $A$-weighted average of the stream at earlier positions) and it maps each vector
-# through its OV matrix $W_V W_O$. A layer adds the outputs of its heads to the stream it
-# read. So a layer is "the identity plus a sum of linear maps", and a stack of layers is
-# a product of such sums:
+# constants, and leave the biases aside for now (they start paths of their own, below).
+# A head then does two linear things: it mixes positions (position $i$ takes the
+# $A$-weighted average of the stream at earlier positions and its own) and it maps each
+# vector through its OV matrix $W_V W_O$. A layer adds the outputs of its heads to the
+# stream it read. So a layer is "the identity plus a sum of linear maps", and a stack of
+# layers is a product of such sums:
 #
 # $$(\text{Id} + h_{1,0} + h_{1,1} + \dots)\,(\text{Id} + h_{0,0} + h_{0,1} + \dots).$$
 #
@@ -147,12 +148,13 @@ def smol_dla_terms(cfg, n_parts):
 # - **virtual heads**: two or more heads in series, the second reading what the first
 #   wrote through its values (V-composition).
 #
-# The sum of the paths is not an approximation of the logits; with the patterns of the
-# run it *is* the logits, to float rounding. What the expansion leaves out is where the
-# patterns came from. A layer-1 head computes its queries and keys from a stream that
-# already contains layer 0's outputs, so layer 0 can steer where layer 1 looks (Q- and
-# K-composition). That does not add paths to the logits; it changes the $A$s. At the end
-# of the chapter we expand one attention score in the same way.
+# The sum of the paths, with those that start at the biases, is not an approximation of
+# the logits; with the patterns of the run it *is* the logits, to float rounding. What
+# the expansion leaves out is where the patterns came from. A layer-1 head computes its
+# queries and keys from a stream that already contains layer 0's outputs, so layer 0 can
+# steer where layer 1 looks (Q- and K-composition). That does not add paths to the
+# logits; it changes the $A$s. At the end of the chapter we expand one attention score in
+# the same way.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -294,8 +296,8 @@ print(f"parts: 1 direct, {la.heads.shape[0] * la.heads.shape[1]} first-order, "
 # %% [markdown]
 # Over all {glue:text}`n_pos` positions and {glue:text}`d_vocab` vocabulary entries the
 # sum agrees with the logits (as large
-# as {glue:text}`logit_scale:.1f`) to within the worst-case float32 rounding of the two
-# computations, {glue:text}`path_bound:.0e` ({glue:text}`path_terms` roundings): the
+# as {glue:text}`logit_scale:.1f`) to within the first-order float32 rounding budget of
+# the two computations, {glue:text}`path_bound:.0e` ({glue:text}`path_terms` roundings): the
 # expansion is exact, and only rounding separates the two. To see that a virtual term
 # really is the product in the formula, we compute one by hand from the patterns of the
 # run: the previous-token head in layer 0 (head 2) followed by head 1 of layer 1, one of
@@ -324,8 +326,9 @@ observation("induction scores of the layer-1 heads L1H0 to L1H3 (8 repeated "
 # %% [markdown]
 # ### How many paths?
 #
-# The exercise asks how many terms the expansion above has, for any number of layers and
-# heads; after it we check the count by brute force.
+# The plain-language product above already says how to count the terms of the
+# expansion. The exercise is a quick check of that reading: turn it into a number, for
+# any number of layers and heads. After it we check the count by brute force.
 
 # %% [markdown]
 # ### Exercise 13.1: count the paths
@@ -345,15 +348,23 @@ def n_paths(n_layers, n_heads):
 checks.ch13_ex1(n_paths)
 
 # %% [markdown]
-# Now the check of the count. In each layer a path either skips the layer (through the
-# residual connection) or passes through one of its heads; it cannot pass through two
-# heads of the same layer, which read the same stream side by side, and none reads
-# another's output. Below we enumerate the paths of small models by brute force (every
-# choice, layer by layer, of a skip or one head) and compare with the
+# <details><summary>Exercise 13.1 worked out (open it once your function passes)</summary>
+#
+# In each layer a path either skips the layer (through the residual connection) or
+# passes through one of its $n$ heads; it cannot pass through two heads of the same
+# layer, which read the same stream side by side, and none reads another's output.
+# That is $1 + n$ choices in each of the $L$ layers, and every sequence of choices is a
+# different path, so there are $(1 + n)^L$ paths; the one that skips every layer is the
+# direct path. The paths from an output bias are counted the same way: from layer
+# $\ell$'s $b_O$ a path passes through each of the $L - 1 - \ell$ later layers by a skip
+# or one of its heads, so there are $(1 + n)^{L - 1 - \ell}$ of them.
+#
+# </details>
+#
+# Now the check of the count. Below we enumerate the paths of small models by brute
+# force (every choice, layer by layer, of a skip or one head) and compare with the
 # formula in `count_paths`, and with the number of parts `logit_attribution` returned
-# for `toy-2l`. The paths from an output bias are counted the same way: from layer
-# $\ell$'s $b_O$ a path passes through each later layer by a skip or one of its heads,
-# so there are $(1 + n)^{L - 1 - \ell}$ of them.
+# for `toy-2l`.
 
 # %%
 def enumerate_paths(n_layers, n_heads):
@@ -383,15 +394,8 @@ identity("count_paths agrees with brute-force enumeration "
 identity("logit_attribution returns one part per embedding path of toy-2l",
          f"{n_parts} parts vs total {counts['total']}",
          n_parts == counts["total"], chapter="13")
-# the paths from layer l's output bias: through the later layers, a skip or a
-# head each; the same brute force over the L - 1 - l layers after l
-bias_paths = [(1 + H) ** (L - 1 - l) for l in range(L)]
-bias_brute = [sum(enumerate_paths(L - 1 - l, H).values()) for l in range(L)]
-identity("toy-2l: paths from each layer's output bias b_O, (1 + n)^(L - 1 - l) "
-         "against brute force", f"{bias_paths} vs {bias_brute}",
-         bias_paths == bias_brute, chapter="13")
 gpt2_shape = n_paths(12, 12)
-identity("an attention-only model of GPT-2 small's shape has 13¹² paths",
+identity("n_paths(12, 12) agrees with count_paths (GPT-2 small's shape)",
          f"{gpt2_shape:.3e}", gpt2_shape == count_paths(12, 12)["total"],
          chapter="13")
 glue("gpt2_paths", f"{gpt2_shape:.1e}")
@@ -407,12 +411,106 @@ glue("gpt2_paths", f"{gpt2_shape:.1e}")
 # %% [markdown]
 # ## Which paths predict the next token?
 #
+# We measure each path by its contribution to the logit of the token that actually comes
+# next: its *direct logit attribution*. For the heads, that is the exercise.
+
+# %% [markdown]
+# ### Exercise 13.2: direct logit attribution
+#
+# Write `direct_logit_attribution(head_out, W_U, b_U, tokens)`. `head_out` is
+# `[n_heads, pos, d_model]`, what each head writes into the stream at each position;
+# return `[n_heads, pos - 1]`, each head's direct contribution to the logit of the token
+# that comes *next*. The unembedding bias belongs to the direct path, where
+# `logit_attribution` counts it once, so leave it out. Mind the shapes: in the toy models
+# $d_\text{model} = d_\text{vocab} = 64$, so a transposed $W_U$ does not raise an error.
+
+# %% tags=["exercise"]
+def direct_logit_attribution(head_out, W_U, b_U, tokens):
+    """head_out: [n_heads, pos, d_model]; W_U: [d_model, d_vocab];
+    b_U: [d_vocab]; tokens: [pos] -> [n_heads, pos - 1]."""
+    # BEGIN SOLUTION
+    columns = W_U[:, tokens[1:]]          # unembedding of each next token
+    return torch.einsum("hpd,dp->hp", head_out[:, :-1], columns)
+    # END SOLUTION
+
+
+checks.ch13_ex2(direct_logit_attribution)
+
+# %% [markdown]
+# <details><summary>Exercise 13.2 worked out (open it once your function passes)</summary>
+#
+# The logits at position $p$ predict the token at $p + 1$, so the output at $p$ is paired
+# with `tokens[p + 1]`, for $p = 0, \dots, n_\text{pos} - 2$; the last position has no
+# next token and is dropped (`head_out[:, :-1]`). The logits are $x W_U$, so the logit of
+# token $t$ is $x$ times column $t$ of $W_U$, `W_U[:, t]`, not row $t$. The next tokens'
+# columns are `W_U[:, tokens[1:]]`, and each head's output at $p$ is dotted with the
+# column for $p$: `einsum("hpd,dp->hp", head_out[:, :-1], W_U[:, tokens[1:]])`. $b_U$ is
+# left out: it is added once, to the direct path.
+#
+# </details>
+
+# %% [markdown]
+# Applied to what the layer-0 heads write (their `z` times $W_O$, taken from a cache), it
+# must reproduce the first-order terms of `logit_attribution`: a layer-0 head reads only
+# the embedding. A layer-1 head's actual output is more than its first-order term. It
+# also carries whatever it read from layer 0 through its values, so its attribution is
+# the sum of *every* path that ends at it: its first-order term, the four virtual terms
+# into it, and the path that starts at layer 0's output bias,
+# $b_O^{0} W_{OV}^{1,h} W_U$ (each row of the pattern sums to one).
+
+# %%
+_, cache = model.run_with_cache(tokens)
+
+
+def head_outputs(layer):
+    """[n_heads, pos, d_model]: what each head of `layer` wrote."""
+    return torch.einsum("phe,hem->hpm", cache["z", layer][0], model.W_O[layer])
+
+
+def picked(term):
+    """[..., pos, d_vocab] -> [..., pos - 1]: the next token's logit."""
+    idx = tokens[1:].expand(*term.shape[:-2], -1)[..., None]
+    return term[..., :-1, :].gather(-1, idx)[..., 0]
+
+
+mine0 = direct_logit_attribution(head_outputs(0), model.W_U, model.b_U,
+                                 tokens)
+write_scale0 = (head_outputs(0).abs() @ model.W_U.abs()).max().item()
+identity_close("for layer-0 heads, direct_logit_attribution equals the "
+               "first-order terms", mine0, picked(la.heads[0, :, 0]),
+               terms=dla_terms(cfg, n_pos), scale=write_scale0, chapter="13")
+
+mine1 = direct_logit_attribution(head_outputs(1), model.W_U, model.b_U,
+                                 tokens)
+
+
+def ending_at(h, size=lambda t: t):
+    """The paths that end at head (1, h): its first-order term, the virtual
+    terms into it and the path from layer 0's b_O (size=abs: their sizes)."""
+    b_path = model.b_O[0] @ model.W_V[1, h] @ model.W_O[1, h] @ model.W_U
+    return (size(la.heads[1, h, 0]) + size(b_path)
+            + sum(size(v[0]) for path, v in la.virtual.items()
+                  if path[-1] == (1, h)))
+
+
+ending = torch.stack([ending_at(h) for h in range(H)])
+# the parts cancel, so the scale is the sum of their sizes read by W_U
+ending_scale = max(
+    picked(torch.stack([ending_at(h, torch.abs) for h in range(H)])).max()
+    .item(), (head_outputs(1).abs() @ model.W_U.abs()).max().item())
+identity_close("for a layer-1 head it equals the sum of all paths ending at "
+               "that head", mine1, picked(ending),
+               terms=ending_terms(cfg, n_pos, H), scale=ending_scale,
+               chapter="13")
+
+# %% [markdown]
+# ### The measurement on repeated sequences
+#
 # `toy-2l` was trained on random segments that repeat. On a sequence of 20 random tokens
 # followed by the same 20 again, the first copy is unpredictable and the second can be
-# read off the first. For each path we take its contribution to the logit of the token
-# that actually comes next (the *direct logit attribution*), averaged over 8 such
-# sequences, separately on the two copies. Position $p$ predicts token $p + 1$, and the
-# first token of each copy is left out of the average (nothing predicts it).
+# read off the first. For each path we take its direct logit attribution, averaged over
+# 8 such sequences, separately on the two copies. Position $p$ predicts token $p + 1$,
+# and the first token of each copy is left out of the average (nothing predicts it).
 
 # %%
 batch = repeated_random_tokens(8, 20, cfg.d_vocab, seed=1)
@@ -512,83 +610,8 @@ glue("centring_shift", shift)
 glue("centring_shift1", shift1)
 
 # %% [markdown]
-# ### Exercise 13.2: direct logit attribution
-#
-# Write `direct_logit_attribution(head_out, W_U, b_U, tokens)`. `head_out` is
-# `[n_heads, pos, d_model]`, what each head writes into the stream at each position;
-# return `[n_heads, pos - 1]`, each head's direct contribution to the logit of the token
-# that comes *next*. The unembedding bias belongs to the direct path, where
-# `logit_attribution` counts it once, so leave it out. Mind the shapes: in the toy models
-# $d_\text{model} = d_\text{vocab} = 64$, so a transposed $W_U$ does not raise an error.
-
-# %% tags=["exercise"]
-def direct_logit_attribution(head_out, W_U, b_U, tokens):
-    """head_out: [n_heads, pos, d_model]; W_U: [d_model, d_vocab];
-    b_U: [d_vocab]; tokens: [pos] -> [n_heads, pos - 1]."""
-    # BEGIN SOLUTION
-    columns = W_U[:, tokens[1:]]          # unembedding of each next token
-    return torch.einsum("hpd,dp->hp", head_out[:, :-1], columns)
-    # END SOLUTION
-
-
-checks.ch13_ex2(direct_logit_attribution)
-
-# %% [markdown]
-# Applied to what the layer-0 heads write (their `z` times $W_O$, taken from a cache), it
-# must reproduce the first-order terms of `logit_attribution`: a layer-0 head reads only
-# the embedding. A layer-1 head's actual output is more than its first-order term. It
-# also carries whatever it read from layer 0 through its values, so its attribution is
-# the sum of *every* path that ends at it: its first-order term, the four virtual terms
-# into it, and the path that starts at layer 0's output bias,
-# $b_O^{0} W_{OV}^{1,h} W_U$ (each row of the pattern sums to one).
-
-# %%
-_, cache = model.run_with_cache(tokens)
-
-
-def head_outputs(layer):
-    """[n_heads, pos, d_model]: what each head of `layer` wrote."""
-    return torch.einsum("phe,hem->hpm", cache["z", layer][0], model.W_O[layer])
-
-
-def picked(term):
-    """[..., pos, d_vocab] -> [..., pos - 1]: the next token's logit."""
-    idx = tokens[1:].expand(*term.shape[:-2], -1)[..., None]
-    return term[..., :-1, :].gather(-1, idx)[..., 0]
-
-
-mine0 = direct_logit_attribution(head_outputs(0), model.W_U, model.b_U,
-                                 tokens)
-write_scale0 = (head_outputs(0).abs() @ model.W_U.abs()).max().item()
-identity_close("for layer-0 heads, direct_logit_attribution equals the "
-               "first-order terms", mine0, picked(la.heads[0, :, 0]),
-               terms=dla_terms(cfg, n_pos), scale=write_scale0, chapter="13")
-
-mine1 = direct_logit_attribution(head_outputs(1), model.W_U, model.b_U,
-                                 tokens)
-
-
-def ending_at(h, size=lambda t: t):
-    """The paths that end at head (1, h): its first-order term, the virtual
-    terms into it and the path from layer 0's b_O (size=abs: their sizes)."""
-    b_path = model.b_O[0] @ model.W_V[1, h] @ model.W_O[1, h] @ model.W_U
-    return (size(la.heads[1, h, 0]) + size(b_path)
-            + sum(size(v[0]) for path, v in la.virtual.items()
-                  if path[-1] == (1, h)))
-
-
-ending = torch.stack([ending_at(h) for h in range(H)])
-# the parts cancel, so the scale is the sum of their sizes read by W_U
-ending_scale = max(
-    picked(torch.stack([ending_at(h, torch.abs) for h in range(H)])).max()
-    .item(), (head_outputs(1).abs() @ model.W_U.abs()).max().item())
-identity_close("for a layer-1 head it equals the sum of all paths ending at "
-               "that head", mine1, picked(ending),
-               terms=ending_terms(cfg, n_pos, H), scale=ending_scale,
-               chapter="13")
-
-# %% [markdown]
-# Pick a position of the sequence to see every path's contribution there. On the first
+# Back to the page's single sequence, `tokens`: pick a position to see every path's
+# contribution there. On the first
 # copy (positions 0-19) the model is guessing, and the bars are not all small. At
 # positions 0 to 2, where a head has at most three tokens to attend to, the largest bar
 # at each position is the one labelled {glue:text}`bars_early_who`, from
@@ -839,7 +862,6 @@ observation("the largest and second-largest terms (query part x key part)",
 observation("the target's advantage from K-composition terms, and from "
             "Q-composition terms", f"K {k_comp:.2f}, Q {q_comp:.2f}",
             chapter="13")
-prev_score = prev_token_scores(model, seq_len=32, batch=8, seed=0)[0]
 
 
 def boot_mean(values, n=2000, seed=0):
@@ -921,7 +943,7 @@ target_attn = target_attn.mean()
 for name, val in [("k_comp", k_comp), ("q_comp", q_comp), ("qk_comp", qk_comp),
                   ("no_comp", no_comp), ("top_val", advantage[top]),
                   ("second_val", advantage[second]),
-                  ("prev_score", prev_score[2]),
+                  ("prev_seqs", diag_means(0, 2, 1).mean()),
                   ("two_back_1", two_back_1.mean()),
                   ("two_back_2", two_back_2.mean()),
                   ("two_back_seq1", seq_1.mean()),
@@ -961,9 +983,9 @@ glue("target_hi", int(targets.max()))
 # %% [markdown]
 # The picture is the induction mechanism in numbers, on this one sequence. The largest term,
 # {glue:text}`top_val:.1f`, pairs the query's own **token embedding** with what the
-# **previous-token head** L0H2 (which puts {glue:text}`prev_score:.2f` of its attention
-# on the position before, averaged over 8 other repeated random sequences, 32 random tokens repeated (64 in all);
-# on this sequence, {glue:text}`prev_here:.3f`) wrote at the key. L0H2 wrote "the token before me" into each
+# **previous-token head** L0H2 (which puts {glue:text}`prev_here:.3f` of its attention
+# on the position before on this sequence, and {glue:text}`prev_seqs:.3f` on average over
+# the 8 sequences) wrote at the key. L0H2 wrote "the token before me" into each
 # key, and the query asks for its own token: the key whose previous token equals the
 # current token wins. That is K-composition, worth {glue:text}`k_comp:.1f` in total.
 # Q-composition alone is worth {glue:text}`q_comp:.2f`, and the terms with no layer-0
@@ -985,7 +1007,9 @@ glue("target_hi", int(targets.max()))
 # before the query matches the token two before the key: a second token of agreement.
 # That reading needs a control, since the targets are also early keys and the term could
 # simply favour early positions; chapter {doc}`17_induction_heads` runs it, taking the
-# query side from another sequence, and the term's advantage then vanishes.
+# query side from another sequence, and the term's advantage then vanishes (on chapter
+# 17's sequences; which tokens the term compares is read from the heads' attention, not
+# tested there).
 # Of the target's whole advantage,
 # {glue:text}`adv_total:.1f`, the terms with a layer-0 head on the key side (K- and
 # QK-composition) supply {glue:text}`k_share:.0%`; the advantage of all the terms
@@ -1009,9 +1033,12 @@ glue("target_hi", int(targets.max()))
 # logit by {glue:text}`virt_top:.3f` on average, and the four into L1H1 together by
 # {glue:text}`v_comp:.3f`, where the smallest first-order term of a layer-1 head adds
 # {glue:text}`l1_head_min:.2f` (the cell below). The two layers cooperate mostly
-# through the keys, not the values (the term with layer-0 heads on both sides also reads
-# L0H2 at the query: the second-largest term, {glue:text}`second_val:.2f` of the total
-# advantage {glue:text}`adv_total:.2f`, is {glue:text}`second_share:.0f`%). K-composition
+# through the keys, not the values, each side judged in its own units: the virtual
+# terms are small against the first-order terms (in logits), and the terms with a
+# layer-0 head on the key side supply {glue:text}`k_share:.0%` of the score advantage.
+# (The term with layer-0 heads on both sides also reads L0H2 at the query: the
+# second-largest term, {glue:text}`second_val:.2f` of the total advantage
+# {glue:text}`adv_total:.2f`, is {glue:text}`second_share:.0f`%.) K-composition
 # with a previous-token head is the mechanism Elhage et al. describe for induction heads,
 # and the next chapters follow this circuit further.
 
@@ -1439,17 +1466,18 @@ glue("dla_low_hi", low_hi.item())
 # - Multiplying out the layers writes the logits as a sum over paths: the direct path,
 #   one term per head, and virtual heads (products of patterns and OV circuits, the
 #   patterns later-layer-first and, in our row convention, the OV matrices
-#   earlier-layer-first). On `toy-2l` the parts sum to the logits within the worst-case
-#   float32 rounding bound of the two computations, {glue:text}`path_bound:.0e`.
+#   earlier-layer-first). On `toy-2l` the parts sum to the logits within the first-order
+#   float32 rounding budget of the two computations, {glue:text}`path_bound:.0e`.
 # - There are $(1 + n)^L$ paths from the embedding, a count we checked by enumeration.
 # - On repeated random sequences (a mean over 8), almost all of the push up on the next
-#   token comes from the four first-order paths through layer 1, by {glue:text}`l1_sum:.1f` logits in total, far more than on
-#   sequences that do not repeat; virtual heads add almost nothing.
-# - Layer 0 acts by shaping layer 1's patterns. Split into query-part x key-part terms
-#   on one repeated sequence, the advantage of L1H1 (one of four nearly equal layer-1
-#   induction heads) for its target comes mostly from K-composition with the
-#   previous-token head, with a smaller term matching one more token of context; the
-#   other three have the same two largest terms.
+#   token comes from the four first-order paths through layer 1, by
+#   {glue:text}`l1_sum:.1f` logits in total, far more than on sequences that do not
+#   repeat; virtual heads add almost nothing.
+# - In `toy-2l`, layer 0 acts almost only by shaping layer 1's patterns. Split into
+#   query-part x key-part terms on one repeated sequence, the advantage of L1H1 (one of
+#   four nearly equal layer-1 induction heads) for its target comes mostly from
+#   K-composition with the previous-token head, with a smaller term matching one more
+#   token of context; the other three have the same two largest terms.
 # - In a real model with MLPs and a final RMSNorm, freezing the norm's scale keeps one
 #   piece of the expansion exact: the logit difference is the sum of every part's
 #   direct effect. In SmolLM2, on sentences of Wang et al.'s kind, the head

@@ -33,6 +33,10 @@ Referees found exercises answered by a code cell above them:
   pattern of a padded batch (a causal mask, a padding mask on keys and on queries, and rows of 0
   for queries that may read nothing), which no cell above builds; the fragments are the code
   that would.
+- chapter 13: the next-token gather (``correct_logit``) above exercise 13.2, which now comes
+  before the measurement that uses it.
+- chapter 14: the rounding scale ``|W_E| |W_U| + |b_U|`` of the Annotated Transformer cell above
+  exercise 14.1, now read off the two modules with their weights made positive.
 - chapter 6: the scores from the residual stream (``W_QK = model.W_Q[0] @ model.W_K[0]...`` and
   ``x @ W_QK @ x.T / sqrt(d_head)``) in the identity check above exercise 6.2. The exercise now
   comes before that check.
@@ -80,6 +84,12 @@ ANSWERS = {
     "10_ffn.py": {
         "ch10_ex1": ["clamp(x@W1+b1", "@W1+b1,min=0)", "w_1.weight.T", "@W1.T+b1", ".relu()@W2.T"],
     },
+    "13_path_expansion.py": {
+        "ch13_ex2": [".gather(-1,nxt", "[:,:-1].gather(-1,", "W_U[:,tokens[1:]]"],
+    },
+    "14_zero_layer.py": {
+        "ch14_ex1": ["W_E.abs()@model.W_U.abs()", "W_E[tokens]@W_U", "W_E[tokens]@model.W_U"],
+    },
     "12_cross_attention.py": {
         "ch12_ex1": ["einsum(", "masked_fill(", ".softmax(", "transpose(-1,-2)"],
         "ch12_ex2": ["hde,hem,mt->", "W_V@W_O", "@W_V_init@W_O_init", ".argmax(-1)"],
@@ -116,6 +126,10 @@ OLD_LAYOUT = {
     "ch12_ex1": ['q = torch.einsum("btd,hde->bhte", y, w["W_Q"]) + w["b_Q"][:, None]',
                  'scores = scores.masked_fill(~src_mask[:, None], float("-inf"))'],
     "ch12_ex2": ['torch.einsum("sd,hde,hem,mt->hst", W_E_src, t["W_V"], t["W_O"], W_U)'],
+    # the next-token gather in correct_logit, above exercise 13.2
+    "ch13_ex2": ["    return term[:, :-1].gather(-1, nxt[..., None])[..., 0]"],
+    # the rounding scale of the Annotated Transformer cell above exercise 14.1
+    "ch14_ex1": ["logit_scale = (model.W_E.abs() @ model.W_U.abs()"],
 }
 
 EXERCISES = [(chapter, ex_id) for chapter, answers in ANSWERS.items() for ex_id in sorted(answers)]
