@@ -1421,7 +1421,8 @@ explore(draw_skip_trigram, current=choices)
 #   logit itself, and there the ratio over no source is the larger.
 # - One layer cannot do induction on repeats of unknown length (a key carries only its
 #   own token and position, and the value there only its own token, not the one after
-#   it), and, in line with that, `toy-1l`, trained on repeats of
+#   it; keys that also mix in the previous token, chapter {doc}`19_training`'s smeared
+#   keys, remove that premise), and, in line with that, `toy-1l`, trained on repeats of
 #   varying length, also fails on our repeats at a fixed offset: its loss on the second
 #   copy of a repeated
 #   random sequence stays near $\ln 64$ (a gain of {glue:text}`gain_1:.2f` nats, of which
