@@ -201,8 +201,8 @@ glue("post_rel", post_rel.item())
 # it, so a post-norm stream equals the plain sum only by coincidence. The size of the gap is
 # one untrained stack's, on one random input. The circuits framework, like
 # GPT-2 and every model after it in this book, assumes the pre-norm arrangement (or, in
-# the book's toy models, no LayerNorm at all), because only then is the stream a running
-# sum.
+# the book's toy models, no LayerNorm at all), because then the stream is a running sum
+# (as it is whenever no norm acts on the stream itself).
 #
 # **Bandwidth, counted.** How many dimensions write into the stream of the paper's base
 # model? Each attention sublayer's output map $W^O$ takes the concatenated heads
@@ -257,7 +257,7 @@ glue("writer_ratio", writer_dims / stream_dims)
 #
 # So every weight matrix is either a **write** (its output side is $d_\text{model}$) or a
 # **read** (its input side is $d_\text{model}$). $W_\text{pos}$ counts as a write: here it
-# is added to the stream just before queries and keys read it, and in Vaswani et al.'s
+# is added to the queries' and keys' input, and in Vaswani et al.'s
 # arrangement it is added to the stream itself; either way it lives in the stream's space.
 #
 # | writes: $d_\text{model}$ on the right | reads: $d_\text{model}$ on the left | neither |
@@ -790,8 +790,8 @@ glue("logit_std", logits.std().item())
 
 # %% [markdown]
 # With the ReLU the logits move by up to {glue:text}`relu_gap:.2f` (their standard
-# deviation is {glue:text}`logit_std:.2f`). Transformers never apply an elementwise
-# function to the stream itself, which is why their forward computation gives it no
+# deviation is {glue:text}`logit_std:.2f`). The book's transformers never apply an
+# elementwise nonlinearity to the stream itself, which is why their forward computation gives it no
 # privileged basis (LayerNorm aside: see below). They do apply
 # one inside every MLP, to the $d_\text{ff}$ hidden neurons, and there the forward
 # computation itself privileges the basis: a neuron is a unit of the computation in a way

@@ -176,7 +176,7 @@ EX1 = RotationExercise(
                 _inconsistent(lambda W, R: W @ R.T, lambda W, R: R.T @ W)),
         Mistake("a consistent change of basis, but not x -> x R",
                 "Your model is consistent (its logits do not change), but its stream is not the old stream "
-                "times R. Work out what your new W_E gives for one token and compare it with W_E[token] @ R.",
+                "times R. Work out what your new W_E gives for one token and compare it with that token's old stream times R.",
                 _inconsistent(lambda W, R: W @ R.T, lambda W, R: R @ W)),
         Mistake("forgot W_U", "One matrix that touches the stream is left as it was. The logits are computed "
                 "from the final stream: does the matrix that computes them read the stream or write it, and "
