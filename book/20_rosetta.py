@@ -45,15 +45,17 @@ _ = torch.manual_seed(0)
 # differently. The models first: the paper normalises after each sub-layer and the
 # Annotated Transformer's code before it, with a LayerNorm of its own that divides by the
 # unbiased standard deviation; the paper ties the unembedding to the embedding
-# and the Annotated Transformer does not; the paper and the Annotated Transformer
-# multiply the embedding by $\sqrt{d_\text{model}}$, which TransformerLens has to fold
-# into `W_E`; the
-# positional encoding is a fixed sinusoid in the paper and the Annotated Transformer, a
+# and the Annotated Transformer's `make_model` does not; the paper and the Annotated
+# Transformer multiply the embedding by $\sqrt{d_\text{model}}$, which TransformerLens
+# has to fold into `W_E`; the positional encoding is a fixed sinusoid in the paper and the
+# Annotated Transformer, a
 # table `W_pos` in TransformerLens, and absent from Elhage et al.'s equations, which also
 # leave out biases and LayerNorm. The table records each of these, and the sections below
-# check the ones that can be checked in code. The notation differs in two ways only:
+# check the ones that can be checked in code. The notation differs mainly in two ways:
 # whether a vector is a row or a column, and whether the heads of a layer are stored
-# together or apart.
+# together or apart. Two smaller ones: `nn.Linear` stores its weight as `[out, in]`,
+# and Elhage et al. leave the $1/\sqrt{d_\text{head}}$ of the scores out of their
+# equations.
 #
 # - **Vaswani et al.** multiply row vectors on the right ($x W$), and give each head its
 #   own matrices $W_i^Q, W_i^K \in \mathbb{R}^{d_\text{model}\times d_k}$ and
@@ -73,9 +75,11 @@ _ = torch.manual_seed(0)
 # A rule that covers most of the table: **a TransformerLens matrix is Vaswani's matrix
 # for one head, and a slice of an `nn.Linear` weight is Elhage's matrix for one head.**
 # Everything else is slicing and transposing, and the transposes matter for composites.
-# Of the two circuits, the OV circuit $W_{OV}$ is transposed between the two conventions,
-# while the QK circuit $W_{QK}$, a bilinear form, is the same matrix in both; products
-# that contain a transposed factor ($W_{OV}$, $W_E$, $W_U$) stay transposed (see below).
+# The QK circuit $W_{QK}$, a bilinear form, is the same matrix in both conventions. A
+# chain of maps, like the direct path $W_E W_U$, is transposed, with its factors in
+# reverse order; a product with the same factor on both sides of $W_{QK}$
+# ($W_E W_{QK} W_E^\top$, $W_\text{pos} W_{QK} W_\text{pos}^\top$) is again a bilinear
+# form and the same matrix (see below).
 
 # %% [markdown]
 # ## The table
@@ -163,7 +167,7 @@ ROWS = [
      m("W_{U} W_{E}") + " [n_vocab_out, n_vocab] (transposed)",
      c("W_E @ W_U") + " [d_vocab, d_vocab_out]"),
     ("positional circuit (QK)",
-     m("PE") + " fixed; no circuit",
+     "(no name)",
      later("after exercise 20.1"),
      "not in the paper; " + m("W_{pos}^{T} W_{QK}^{h} W_{pos}")
      + " (same table)",
@@ -227,12 +231,13 @@ rosetta_table(ROWS)
 # of the attention-only toys; in the encoder-decoder they are products of its matrices and
 # not paths as they stand, its QK circuit is a form on the normalised stream, not on the
 # stream, and its composition and virtual-head rows hold for it only with a LayerNorm's
-# division frozen (all explained below). SmolLM2, the
-# book's real model, changes several of them. It has no `W_pos`: rotary embeddings (RoPE)
-# rotate queries and keys by their positions, so its score is
-# $x_i W_Q R_{i-j} W_K^\top x_j^\top$ (chapter {doc}`05_positional`) and "the" QK circuit $W_Q W_K^\top$ is only its
-# offset-0 slice, with no positional circuit to build. Its heads share keys and values in
-# groups (GQA), so `W_K[l, h]` and `W_V[l, h]` are one matrix for several heads.
+# division frozen and its centring and gain put between the factors (all explained
+# below). SmolLM2, the book's real model, changes several of them. It has no `W_pos`:
+# rotary embeddings (RoPE) rotate queries and keys by their positions, so its score is,
+# up to the scale $1/\sqrt{d_\text{head}}$, $x_i W_Q R_{i-j} W_K^\top x_j^\top$ (chapter
+# {doc}`05_positional`) and "the" QK circuit $W_Q W_K^\top$ is only its offset-0 slice,
+# with no positional circuit to build. Its heads share keys and values in groups (GQA), so
+# `W_K[l, h]` and `W_V[l, h]` are one matrix for several heads.
 # RMSNorm has a gain and no centring or bias, and it sits between the stream and $W_Q$, so
 # the bilinear forms are forms on the normalised stream. Its feed-forward network is gated
 # (SwiGLU: $(\mathrm{silu}(x W_\text{gate}) \odot x W_\text{in}) W_\text{out}$), and, like the
@@ -242,10 +247,10 @@ rosetta_table(ROWS)
 # Of the differences between the models, three are choices of the Annotated
 # Transformer's code, and we check them too: it (and `circuitbook`'s copy of it) puts
 # LayerNorm *before* each sub-layer, not after as the paper does; its LayerNorm differs
-# numerically from the standard one; and, unlike the paper, it does not tie the
-# unembedding to the embedding. Its $\sqrt{d_\text{model}}$ scale and its positional
-# table move into TransformerLens's `W_E` and `W_pos` below, and the two models' agreement
-# checks them with the rest of the encoder.
+# numerically from the standard one; and, unlike the paper, its `make_model` does not
+# tie the unembedding to the embedding. Its $\sqrt{d_\text{model}}$ scale and its
+# positional table move into TransformerLens's `W_E` and `W_pos` below, and the two
+# models' agreement checks them with the rest of the encoder.
 
 # %% [markdown]
 # ## The Annotated Transformer view: one encoder, two libraries
@@ -636,8 +641,7 @@ identity_close("every head's queries, keys and values as the Annotated "
 # matrix, whichever side we write the vectors on. We build Elhage et al.'s $W_{QK}$ from
 # the Annotated Transformer's own modules (as exercise 20.1 showed, their $W_Q^h$ is the
 # slice `linears[0].weight[hs]`) and compare it with TransformerLens's `model.QK`; then we
-# check the expansion against TransformerLens's scores and the cancellation against its
-# pattern.
+# check the expansion against TransformerLens's scores and illustrate the cancellation.
 
 # %%
 layer_i, head = 1, 2
@@ -683,18 +687,21 @@ score_scale = ((xn.abs() @ WQ.abs() + bQ.abs())
 identity_close("bilinear form + three bias terms = TransformerLens's scores",
                scores, hooked, terms=score_terms, scale=score_scale,
                chapter="20")
-# the cancellation, in float64 so that rounding is far below the effect of
-# the key term: the pattern from all four terms against the pattern from the
-# bilinear form and the key term alone. The two score arrays differ only by
-# the two row constants' additions (2 roundings) on numbers of size
-# score_scale; a score error d moves a softmax entry by at most 2 max|d| (its
-# derivative is p (d - p.d)), and each softmax adds n + 3 roundings of numbers
-# at most 1
+# the cancellation, an illustration and not a test: s_q and s_c are row
+# constants by construction, so this can only exercise the softmax's shift
+# invariance (the row-constancy itself rests on the score identity above).
+# In float64 so that rounding is far below the effect of the key term: the
+# pattern from all four terms against the pattern from the bilinear form and
+# the key term alone. The two score arrays differ only by the two row
+# constants' additions (2 roundings) on numbers of size score_scale; a score
+# error d moves a softmax entry by at most 2 max|d| (its derivative is
+# p (d - p.d)), and each softmax adds n + 3 roundings of numbers at most 1
 t_qk, t_q, t_k, t_c = (t.double() for t in (s_qk, s_q, s_k, s_c))
 p_all = torch.softmax(t_qk + t_q + t_k + t_c, -1)
 p_kept = torch.softmax(t_qk + t_k, -1)
 cancel_terms = 2 * 2 + 2 * (n_pos + 3)
-identity_close("the row-constant bias terms (x_i W_Q b_K and b_Q b_K) cancel "
+identity_close("illustration (the softmax's shift invariance): the "
+               "row-constant bias terms (x_i W_Q b_K and b_Q b_K) cancel "
                "in the softmax: the pattern from the bilinear form + b_Q W_K x_j "
                "equals the pattern from all four terms (float64)",
                p_kept, p_all, terms=cancel_terms, scale=score_scale,
@@ -758,14 +765,15 @@ def ov_from_linears(w_v, w_o, n_heads):
 checks.ch20_ex2(ov_from_linears)
 
 # %% [markdown]
-# ```{admonition} Exercise 20.2 worked out (open it once your function passes)
-# :class: dropdown
+# <details><summary>Exercise 20.2 worked out (open it once your function passes)</summary>
+#
 # In rows, the head writes
 # $\sum_j A_{ij}(x_j W_V + b_V) W_O = \sum_j A_{ij}\, x_j W_{OV} + b_V W_O$ into position
 # $i$, with $W_{OV} = W_V W_O$: the value map acts first, so it stands on the left. In
 # Elhage et al.'s convention the same head writes $W_O W_V x_j$, so their
 # $W_{OV} = W_O W_V$ is the transpose of ours.
-# ```
+#
+# </details>
 #
 # The cell below checks `ov_from_linears` and Elhage et al.'s form against
 # TransformerLens's `model.OV`. That is a check of notation: `model.OV` holds tensors
@@ -895,7 +903,8 @@ rosetta_table([tuple(FILLED[r[0]].get(k, x) for k, x in enumerate(r))
 # d_\text{model}$: the QK table is again the same, the OV table transposed.
 #
 # In the attention-only toys of chapters 14 to 17 these tables are terms of the model:
-# for a first-layer head, the token-token part of its score and the change its write
+# for a first-layer head, the token-token part of its score (up to the scale
+# $1/\sqrt{d_\text{head}}$) and the change its write
 # makes to the logits through the residual stream (chapter {doc}`09_full_circuits`). The
 # positions add terms of their own to the score; they add none to the write, since in
 # these shortformer toys values see no positions. In this encoder-decoder the two tables
@@ -908,10 +917,11 @@ rosetta_table([tuple(FILLED[r[0]].get(k, x) for k, x in enumerate(r))
 #   $\frac{1}{\sqrt{d_\text{head}}\,\sigma_i \sigma_j} e_i P G\, W_{QK}\, G P e_j^\top$
 #   (with $e$ a row of $W_E$, $P$ the centring, $G$ the gain, and $\sigma$ what the
 #   Annotated LayerNorm divides by: the unbiased standard deviation plus $\epsilon$),
-#   plus terms with the bias $b$ of the LayerNorm. $W_E W_{QK} W_E^\top$ is that term
-#   with the centring, the gain, the division and the $1/\sqrt{d_\text{head}}$ left out,
-#   and with every term from positions and layer 0 dropped: a term
-#   of a linearisation, under those assumptions, for this head and the encoder only.
+#   plus terms with the bias $b$ of the LayerNorm. $W_E W_{QK} W_E^\top$ is not that
+#   term, even with the divisions frozen: it leaves out the centring and the gain that
+#   stand between its factors ($W_E P G W_{QK} G P W_E^\top$), as well as the division
+#   and the $1/\sqrt{d_\text{head}}$, and every term from positions and layer 0. It is
+#   at best an approximation to that term, and this page does not measure how close.
 # - **Full OV.** The encoder never writes into the logits. Its output, after a final
 #   LayerNorm, is the `memory` that the decoder reads through cross-attention, and the
 #   logits are the decoder's. Every path from an encoder head to a logit therefore passes
@@ -1286,7 +1296,8 @@ explore(draw_row, quantity=QUANTITIES, layer=(0, 1, 1), head=(0, 3, 1))
 # - In the encoder-decoder, the full-circuit and direct-path tables are products of its
 #   matrices, not paths: an encoder head reaches the logits only through cross-attention,
 #   and LayerNorms stand between the factors. Here they check notation; the full QK
-#   table is at most a term of a linearisation with LayerNorm's division frozen.
+#   table is not a term even with the divisions frozen: that term has the centring and
+#   the gain between the factors ($W_E P G W_{QK} G P W_E^\top$).
 # - Chains of matrices follow the same rule: in the other convention the factors come in
 #   reverse order, and whatever was transposed stays transposed. The positional circuit
 #   is the same table in both; the direct path, the three composition matrices and a

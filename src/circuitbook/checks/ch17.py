@@ -200,7 +200,7 @@ EX3 = FunctionExercise(
     hint="A hook receives one layer's outputs of every head and must return a tensor of the same "
          "shape. Which index of z picks out one head? Over which dimensions must an average run "
          "so that what remains no longer depends on the sequence or the position, and which "
-         "dimension must it keep? Should the tensor you were given change?",
+         "dimension must it keep?",
 )
 
 

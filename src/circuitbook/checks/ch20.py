@@ -151,9 +151,8 @@ EX2 = FunctionExercise(
                 "axis?",
                 lambda w_v, w_o, n_heads: w_v.T @ w_o.T),
         Mistake("each head is [d_head, d_head]",
-                "Your heads are [d_head, d_head], not maps from the stream to the stream. For a row "
-                "vector x of the attended stream, which of the head's two maps acts first, and on which "
-                "side of a row-vector product does the first map stand?",
+                "Your heads are [d_head, d_head], not maps from the stream to the stream. Which axis "
+                "does your matrix product contract, and which one should it?",
                 lambda w_v, w_o, n_heads: linear_to_tl(w_o, n_heads, "o") @ linear_to_tl(w_v, n_heads, "v")),
     ],
     hint="Follow one row vector x of the attended stream through one head: which of the head's maps "
