@@ -202,11 +202,11 @@ tokens = chain.sample(4, 32, seed=1)                  # [4, 32]
 at_log_probs = generator(embed(tokens))
 tl_log_probs = model(tokens).log_softmax(-1)
 # scale: each logit's summands in absolute value, read off the same two modules
-# with every weight made positive (on these tokens), or the log-probabilities
+# with every weight made positive (over every token), or the log-probabilities
 abs_embed, abs_generator = copy.deepcopy(embed), copy.deepcopy(generator)
 for weight in [*abs_embed.parameters(), *abs_generator.parameters()]:
     weight.abs_()
-logit_scale = abs_generator.proj(abs_embed(tokens)).max().item()
+logit_scale = abs_generator.proj(abs_embed(torch.arange(d_vocab))).max().item()
 identity_close("Generator(Embeddings(t)) with toy-0l's weights gives the "
                "model's log-probabilities", at_log_probs, tl_log_probs,
                terms=lookup_terms(d_model, d_vocab),
