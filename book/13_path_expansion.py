@@ -153,8 +153,8 @@ def smol_dla_terms(cfg, n_parts):
 # the expansion leaves out is where the patterns came from. A layer-1 head computes its
 # queries and keys from a stream that already contains layer 0's outputs, so layer 0 can
 # steer where layer 1 looks (Q- and K-composition). That does not add paths to the
-# logits; it changes the $A$s. At the end of the chapter we expand one attention score in
-# the same way.
+# logits; it changes the $A$s. Near the end of the chapter we expand one attention score
+# in the same way.
 
 # %% [markdown]
 # ## The Annotated Transformer view
@@ -251,7 +251,7 @@ glue("affine_bound", rounding_bound(4 * attn_only_forward_terms(cfg, n_pos)
 # Write the tokens as a one-hot matrix $X$ ($n_\text{pos} \times d_\text{vocab}$, one
 # row per position), so the starting stream is $X W_E$ (in `toy-2l`; a model that added
 # positions to the stream would start from $X W_E + W_\text{pos}$, and one with
-# LayerNorm would not expand this way at all). In TransformerLens's row-vector
+# LayerNorm expands this way only with each norm's scale held fixed). In TransformerLens's row-vector
 # convention a head with pattern $A^h$ maps a stream $x$ to $A^h x W_{OV}^h$ with
 # $W_{OV}^h = W_V^h W_O^h$: the pattern acts on the left (on positions) and the weights
 # on the right (on the residual vector). For two layers, leaving the biases aside for a
@@ -401,8 +401,8 @@ identity("n_paths(12, 12) agrees with count_paths (GPT-2 small's shape)",
 glue("gpt2_paths", f"{gpt2_shape:.1e}")
 
 # %% [markdown]
-# The count grows like $(1 + n)^L$: for twelve layers of twelve heads (GPT-2 small's
-# shape, if it had no MLPs) there are {glue:text}`gpt2_paths` paths. Nobody reads them
+# The count grows exponentially with depth: for twelve layers of twelve heads (GPT-2
+# small's shape, if it had no MLPs) there are {glue:text}`gpt2_paths` paths. Nobody reads them
 # one by one. The expansion tells us where to look instead: we measure each path's
 # contribution and keep the large ones. In `toy-2l`, on the repeated sequences of the next
 # section, a few paths carry most of the effect; how concentrated the effect is in
