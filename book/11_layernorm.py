@@ -236,6 +236,9 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # about as much as the factor; the Annotated Transformer's $10^{-6}$, added to the
 # standard deviation, would change these outputs by a relative
 # {glue:text}`eps_at_max:.1e` at most, below the smallest layer-0 effect of PyTorch's.
+# (PyTorch's effect here is computed from the rms that SmolLM2's norms divide by, the
+# Annotated one from the centred, unbiased standard deviation; a LayerNorm would use the
+# centred value for both.)
 #
 # ### Where the norm sits: post-norm and pre-norm
 #
@@ -428,8 +431,8 @@ checks.ch11_ex2(fold_ln)
 #
 # We test this on a small two-layer model with LayerNorm, whose gains and biases we set
 # to random values first (at initialisation they are 1 and 0, and folding would be
-# trivial). We fold layer 0's $W_Q$ and $b_Q$ (all four heads) by hand and compare them
-# with TransformerLens.
+# trivial). We fold layer 0's $W_Q$ and $b_Q$ (all four heads) with your `fold_ln` and
+# compare them with TransformerLens.
 
 # %%
 cfg = HookedTransformerConfig(
@@ -450,8 +453,10 @@ ln1 = model.blocks[0].ln1
 gamma1, beta1 = ln1.w.detach(), ln1.b.detach()
 W_Q = model.W_Q[0].detach()             # [head, d_model, d_head]
 b_Q = model.b_Q[0].detach()             # [head, d_head]
-W_Q_fold = gamma1[None, :, None] * W_Q  # scale row i by gamma_i
-b_Q_fold = b_Q + torch.einsum("d,hde->he", beta1, W_Q)  # beta W + b
+# your fold_ln, applied to each head's W_Q and b_Q
+folds = [fold_ln(gamma1, beta1, W_Q[h], b_Q[h]) for h in range(cfg.n_heads)]
+W_Q_fold = torch.stack([W for W, _ in folds])
+b_Q_fold = torch.stack([b for _, b in folds])
 
 only_fold = copy.deepcopy(model)
 only_fold.process_weights_(fold_ln=True, center_writing_weights=False,
@@ -463,18 +468,20 @@ folded.process_weights_(fold_ln=True, center_writing_weights=True,
 # change the output (the normalised vector has mean zero): compare centred
 W_Q_ours = W_Q_fold - W_Q_fold.mean(1, keepdim=True)
 d_fold = cfg.d_model
-# W_Q: the product with gamma (1), the mean over d_model (d_model) and the
+# W_Q: one product per entry (1), the mean over d_model (d_model) and the
 # subtraction (1), on each side; the mean cancels, so the scale is that of
-# gamma W_Q
-identity_close("our hand-folded W_Q (gamma into rows, centred) equals "
+# the folded W_Q
+identity_close("your fold_ln's W_Q (all four heads, centred) equals "
                "TransformerLens's fold_ln", W_Q_ours, folded.W_Q[0].detach(),
                terms=2 * (d_fold + 2), scale=W_Q_fold.abs().max().item(),
                chapter="11")
-# b_Q: beta W_Q is a sum over d_model, plus b_Q: d_model + 1 roundings on each
-# side, of numbers of size |beta| |W_Q| + |b_Q|
-bias_size = (torch.einsum("d,hde->he", beta1.abs(), W_Q.abs())
-             + b_Q.abs()).max().item()
-identity_close("our hand-folded b_Q (beta W_Q + b_Q) equals "
+# b_Q: a sum over d_model plus the bias, d_model + 1 roundings on each side;
+# the size of the numbers summed is what the fold gives for the absolute
+# values of its inputs
+bias_size = max(fold_ln(gamma1.abs(), beta1.abs(), W_Q[h].abs(),
+                        b_Q[h].abs())[1].abs().max().item()
+                for h in range(cfg.n_heads))
+identity_close("your fold_ln's b_Q (all four heads) equals "
                "TransformerLens's fold_ln", b_Q_fold,
                folded.b_Q[0].detach(), terms=2 * (d_fold + 1),
                scale=bias_size, chapter="11")
@@ -881,23 +888,24 @@ glue("sink_corr_all", sink_corr_all)
 # above r: r must exceed the 50th largest shuffled value
 glue("sink_crit", crit)
 
-# the drift with depth: from the layer where position 0 is largest on, its
-# size against the layer index; the attention against the layer index over
-# layers 3-29; and size against attention over those late layers alone
+# the drift with depth: over layers 3-29, position 0's size and the
+# attention to it, each against the layer index; then, from the layer where
+# position 0 is largest on, its size against the layer index
 layer_idx = torch.arange(L, dtype=torch.float64)
 peak_layer = int(ratio_later.argmax())
-size_depth = rank_corr(ratio_later[peak_layer:], layer_idx[peak_layer:])
+size_depth_t = rank_corr(size_t, layer_idx[first_tested:])
 att_depth = rank_corr(att_t, layer_idx[first_tested:])
-late_corr = rank_corr(ratio_later[peak_layer:], to_first[peak_layer:])
+size_depth = rank_corr(ratio_later[peak_layer:], layer_idx[peak_layer:])
 glue("sink_peak_layer", peak_layer)
-glue("size_depth", size_depth)
+glue("size_depth_t", size_depth_t)
 glue("att_depth", att_depth)
-glue("late_corr", late_corr)
+glue("size_depth", size_depth)
 observation(f"started at token 100: rank correlation with the layer index of "
-            f"position 0's size (layers {peak_layer}-{L - 1}), then of the "
-            f"attention to it (layers {first_tested}-{L - 1}), then size with "
-            f"attention over layers {peak_layer}-{L - 1}",
-            f"{size_depth:.2f}, {att_depth:.2f}, {late_corr:.2f}", chapter="11")
+            f"position 0's size and of the attention to it (layers "
+            f"{first_tested}-{L - 1}), then of position 0's size over layers "
+            f"{peak_layer}-{L - 1}",
+            f"{size_depth_t:.2f}, {att_depth:.2f}, {size_depth:.2f}",
+            chapter="11")
 
 # the on/off reading, split after looking at the sizes: position 0's sizes
 # fall into two groups with a gap between them, and 3 times the median lies
@@ -942,17 +950,17 @@ observation("started at token 100, split after seeing the sizes: the most "
 # 30 layers it is {glue:text}`sink_corr_all:.2f`, a number that also counts the jump of
 # both series after layer 2. So a graded link, attention rising steadily with size, is
 # neither shown nor ruled out by these layers. We record these as numbers rather than as
-# a test, because neither the shuffle
-# nor the interval fits these data, for two reasons.
+# a test: the layers are not exchangeable draws, and a rank correlation may not be the
+# measure that fits these series.
 #
-# First, depth works against the correlation. From layer {glue:text}`sink_peak_layer`,
-# where position 0 is largest, to layer 29 its size falls steadily with depth (rank
-# correlation with the layer index {glue:text}`size_depth:.2f`), while the attention to it
-# tends to rise with depth (rank correlation with the layer index over layers
-# {glue:text}`sink_first`-29, {glue:text}`att_depth:.2f`); over layers
-# {glue:text}`sink_peak_layer`-29 alone, size and attention correlate at
-# {glue:text}`late_corr:.2f`. A shuffle ignores this drift, which here pulls the
-# correlation down, so a value it cannot tell from shuffling says little either way.
+# First, depth is tangled with both series. Over layers {glue:text}`sink_first`-29 both
+# tend to rise with depth (rank correlation with the layer index
+# {glue:text}`size_depth_t:.2f` for position 0's size, {glue:text}`att_depth:.2f` for the
+# attention to it). From layer {glue:text}`sink_peak_layer`, where position 0 is largest,
+# to layer 29 its size falls with depth (rank correlation with the layer index
+# {glue:text}`size_depth:.2f`), so over those layers size and depth cannot be told apart.
+# A shuffle ignores all of this, and a value it cannot tell from shuffling says little
+# either way.
 #
 # Second, the two series look on/off rather than graded. Looking at the sizes (so this
 # split is drawn after seeing the data), position 0 is of ordinary size in layers
@@ -971,11 +979,10 @@ observation("started at token 100, split after seeing the sizes: the most "
 # So this passage is consistent with an on/off attention sink (position 0 large in the
 # layers that attend to it, ordinary in those that do not), which it does not test, and it
 # neither shows nor rules out a graded link between the size and the attention: the rank
-# correlation is {glue:text}`sink_corr:.2f`, its interval reaches {glue:text}`sink_hi:.2f`,
-# and the drift with depth biases it downward (one passage, one start, one model). A test would fix a rule for "ordinary size" in advance and apply it to other
-# passages and starts. Since RMSNorm divides the size away, the enormous vector reaches
-# each sublayer as a vector of ordinary size. We leave the first token out of the
-# statistics below.
+# correlation is {glue:text}`sink_corr:.2f` and its interval reaches
+# {glue:text}`sink_hi:.2f` (one passage, one start, one model). A test would fix a rule
+# for "ordinary size" in advance and apply it to other passages and starts. We leave the
+# first token out of the statistics below.
 #
 # Next, the decomposition that freezing the scale makes exact. The input of layer 20's
 # norm is the embedding plus every earlier attention and MLP output; dividing each term
@@ -1260,7 +1267,8 @@ explore(draw_linearity, direction=list(directions),
 # measure it (token 0 was left out above). "Approximately linear for inputs of roughly
 # constant norm" therefore needs its condition checked: in SmolLM2 the norm grows
 # {glue:text}`growth:.0f`-fold from layer 1 to layer 29, and within a layer most tokens
-# lie within a factor of about {glue:text}`band_median:.1f` of each other, while in some
+# lie within a factor of about {glue:text}`band_median:.2f` of each other (the 5-95% band
+# in the median layer), while in some
 # layers a few are far from the rest (and token 0 is in a class of its own). Whether the
 # approximation is negligible depends on the size and the direction of the change. The attention-only toy
 # models of chapters 13-18 have no LayerNorm, which removes the question for them; the
@@ -1282,12 +1290,14 @@ explore(draw_linearity, direction=list(directions),
 #   plus $\beta$.
 # - $\gamma$ folds into the rows of the next weight matrix and $\beta$ into its bias;
 #   centring folds into the weights that write to the stream. We matched
-#   TransformerLens's `fold_ln` by hand and checked that the model's predictions do not
-#   change. What remains is $x \mapsto x/\operatorname{rms}(x)$, which no weights can
-#   absorb.
+#   TransformerLens's `fold_ln` with your `fold_ln` and checked that the model's
+#   predictions do not change. What remains is $x \mapsto x/\operatorname{rms}(x)$,
+#   which no weights can absorb.
 # - In SmolLM2 the median token's norm grows {glue:text}`growth:.0f`-fold from layer 1 to
 #   layer 29 (one passage), and the first token's vector reaches
 #   {glue:text}`first_ratio:.0f` times the median size. For one head's contribution (one
 #   passage, one model) a frozen scale is off by {glue:text}`head_frozen:.1%` (median; the
 #   error tracks $|\cos(x, \delta)|$) and the tangent by {glue:text}`head_tangent:.1%`;
-#   for changes above 30% of the stream both are off by about a third.
+#   for changes above 30% of the stream the tangent is off by
+#   {glue:text}`large_tangent:.0%` and the frozen scale by {glue:text}`large_frozen:.0%`
+#   (medians).

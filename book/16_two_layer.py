@@ -396,7 +396,7 @@ checks.ch16_ex1(virtual_ov)
 # </details>
 #
 # The cell below compares the function with the library's factored virtual circuit, and
-# checks that all 16 virtual OV circuits have rank at most $d_\text{head}$ (the dropdown
+# checks that all 16 virtual OV circuits have rank at most $d_\text{head}$ (the fold
 # says why they must).
 
 # %%
@@ -453,8 +453,11 @@ identity("every one of the 16 virtual OV circuits has rank <= d_head = 16",
 #
 # The V row is exercise 16.1's matrix. In each row the writer's matrix comes first,
 # because a row vector meets it first. (In
-# Elhage et al.'s column-vector convention {cite}`elhage2021mathematical` the same three
-# products are written right to left, e.g. $W_{OV}^B W_{OV}^A$ for V.) Chapter
+# Elhage et al.'s column-vector convention {cite}`elhage2021mathematical` each matrix is
+# the transpose of ours: $(W_{QK}^B)^\top W_{OV}^A$ for Q, $W_{QK}^B W_{OV}^A$ for K and
+# $W_{OV}^B W_{OV}^A$ for V, with $W_{OV}$ in its column form and $W_{QK}$ the same
+# matrix in both conventions, as chapter {doc}`20_rosetta` shows. Reversing the factors
+# alone, without the transposes, would swap the Q and K rows.) Chapter
 # {doc}`18_composition` turns each matrix into a number, the *composition score*
 # $\lVert W_{OV}^A W \rVert_F / (\lVert W_{OV}^A \rVert_F \lVert W \rVert_F)$; we
 # compute it here from the three products in float64, check the library's float32
@@ -1009,7 +1012,7 @@ display(heatmap(torch.stack([A_prev[0], A_ind[0], P[0]]),
                 range(A_prev.shape[-1]), range(A_prev.shape[-2]),
                 title="attention patterns of the first sequence",
                 panel_titles=["L0H2 (earlier)", "L1H1 (later)",
-                              "virtual: A<sup>1.1</sup> A<sup>0.2</sup>"],
+                              "virtual L0H2 -> L1H1"],
                 x_title="key position", y_title="query position", zmin=0,
                 zmax=1))
 same = P.diagonal(offset=-seq_len, dim1=-2, dim2=-1).mean(-1)   # [batch]

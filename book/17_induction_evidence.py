@@ -977,7 +977,7 @@ glue("smol_ind_hi", receivers[-1][0])
 # it samples from 0 to 2047, the score of the top writer into one induction head, and
 # of a median writer into the same head, barely moves; the numbers are there), and
 # why the score, an average over all query directions, cannot say at which offsets the
-# composition acts: that takes the patching below. A
+# composition acts; the patching below does not compare offsets either. A
 # head is a **sender** if it is a K-partner of at least one
 # **receiver** (a head with induction score above 0.4), by the rule of chapter
 # {doc}`18_composition`, in the same words:
@@ -1667,7 +1667,7 @@ else:
 #   {glue:text}`earlier_same` set) are {glue:text}`sender_list`
 #   ({glue:text}`narrow_sender` on one marginal pair, at 5% per receiver with no
 #   correction for the {glue:text}`smol_n_ind` receivers), at least
-#   {glue:text}`sender_lo:.1f` times the random baseline where no other head reaches
+#   {glue:text}`sender_lo:.1f` times the random baseline where no other head exceeds
 #   {glue:text}`crowd_hi:.2f`; the same set in {glue:text}`new_stable:.0%` of
 #   resamples of the receivers; their K path restores part of a key-side corruption,
 #   {glue:text}`smol_key_K:.0%` ({glue:text}`smol_key_K_without_narrow_sender:.0%`

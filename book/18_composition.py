@@ -186,18 +186,20 @@ checks.ch18_ex2(k_composition_matrices)
 # %% [markdown]
 # ### Which product is K-composition?
 #
-# It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the reader's
-# QK circuit, the K-composition circuit, and to say that Q-composition uses the same
-# matrix. Chapter {doc}`16_two_layer`'s table says otherwise; the folded derivation
-# below (Exercise 18.2 worked out) shows why, and which product K-composition really
-# uses. We then compute K-composition by brute force for every pair
-# of `toy-2l` heads and compare it with the library, with TransformerLens and with your
-# two functions; then we compute that tempting product $W_{OV}^A W_{QK}^B$ and compare it
-# with both of TransformerLens's scores.
+# Which product of the writer's and the reader's matrices K-composition uses, and
+# whether Q-composition uses the same one, is what the folded derivation below
+# (Exercise 18.2 worked out) answers. We then compute K-composition by brute force for
+# every pair of `toy-2l` heads, with the reader matrix your function returns, and
+# compare it with the library, with TransformerLens and with your two functions; then
+# we compute the product $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the reader's
+# QK circuit, and compare it with both of TransformerLens's scores.
 #
-# ```{admonition} Exercise 18.2 worked out (open it once your function passes)
-# :class: dropdown
-# In the row-vector convention the first of those statements is wrong, and with it the
+# <details><summary>Exercise 18.2 worked out (open it once your function passes)</summary>
+#
+# It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the
+# reader's QK circuit, the K-composition circuit, and to say that Q-composition uses
+# the same matrix. Chapter {doc}`16_two_layer`'s table says otherwise. In the
+# row-vector convention the first of those statements is wrong, and with it the
 # second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition transposes the
 # reader's factor, $W_{OV}^A (W_{QK}^B)^\top$, so the two compositions use different
 # matrices. The reason is one line of
@@ -211,7 +213,8 @@ checks.ch18_ex2(k_composition_matrices)
 # different matrices. (In the paper's column-vector convention the transposes move,
 # which is one way such a slip happens; chapter {doc}`20_rosetta` lists the conventions
 # side by side.)
-# ```
+#
+# </details>
 
 # %%
 model = load("toy-2l")
@@ -231,8 +234,14 @@ def brute_force_scores(reader_matrix):
     return out
 
 
-# K-composition reads through W_QK^T = W_K W_Q^T
-brute = brute_force_scores(lambda r: model.W_K[1, r] @ model.W_Q[1, r].T)
+def your_reader_matrix(r):
+    """Layer-1 head r's matrix for K-composition, from your exercise 18.2 (its
+    W_B does not depend on the writer, so writer L0H0's weights fill that slot)."""
+    return k_composition_matrices(model.W_V[0, 0], model.W_O[0, 0],
+                                  model.W_Q[1, r], model.W_K[1, r])[1]
+
+
+brute = brute_force_scores(your_reader_matrix)
 ours = composition_scores(model, "K")[0, :, 1, :]
 theirs = model.all_composition_scores("K")[0, :, 1, :]
 identity_close("brute-force K-composition = circuitbook's (toy-2l; compared "
@@ -252,7 +261,7 @@ identity_close("your two functions give the library's K-composition score "
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 
 # %%
-# the tempting "K-composition circuit": OV of A times QK of B, no transpose
+# the product W_OV^A W_QK^B: the writer's OV circuit times the reader's QK circuit
 tempting = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = theirs
@@ -420,10 +429,12 @@ glue("worst", worst)
 # $\mathbb{E}\, \operatorname{tr}(G_A G_B) = \operatorname{tr} G_A \operatorname{tr} G_B
 # / d_\text{model}$ for the Gram matrices $G_A = W_A^\top W_A$ and
 # $G_B = W_B W_B^\top$, and since $\lVert W_A W_B \rVert_F^2 = \operatorname{tr}(G_A
-# G_B)$, the *squared* score has mean exactly $1/d_\text{model}$, whatever
-# $d_\text{head}$. The mean score is then at most $1/\sqrt{d_\text{model}}$ (the mean
-# of a square root is at most the root of the mean), and close to it when each head
-# spreads over many directions. For heads of a single direction
+# G_B)$ while the denominator $\lVert W_A \rVert_F^2 \lVert W_B \rVert_F^2 =
+# \operatorname{tr} G_A \operatorname{tr} G_B$ does not change under the rotation, the
+# *squared* score has mean exactly $1/d_\text{model}$, whatever $d_\text{head}$. The
+# mean score is then at most $1/\sqrt{d_\text{model}}$ (the mean of a square root is
+# at most the root of the mean), and close to it when each head spreads over many
+# directions. For heads of a single direction
 # ($d_\text{head} = 1$) the score is the absolute cosine between two random
 # directions, whose mean is known exactly:
 # $\Gamma(d/2) / (\sqrt{\pi}\, \Gamma((d + 1)/2))$ for $d = d_\text{model}$, close to
@@ -758,7 +769,9 @@ glue("rot_ceil_frac", (null_k[:, 2] / ceilings).max().item())
 # chosen by the rule this page arrives at below: on repeated passages, patching those
 # writers' clean outputs into every route restores more of the loss gap than patching
 # only their direct path into the induction heads' keys (its paired test rejects "no
-# difference"). The other routes matter in SmolLM2; the score leaves them out.
+# difference"). That chapter does not split the excess by route: besides routes through
+# MLPs and intermediate heads, the routes it covers include the senders' other direct
+# paths, such as those into other heads.
 #
 # **Grouped-query attention.** Each layer has 9 query heads but only 3 key heads and 3
 # value heads; query heads 0-2 share the first key/value head, 3-5 the second, 6-8 the
@@ -1180,8 +1193,11 @@ glue("partners_folded", partner_list(
 # themselves: the lowest of them is below every value into a reader, but all are far
 # above the readers' thresholds $z^*$ ({glue:text}`z_star_lo:.1f` to
 # {glue:text}`z_star_hi:.1f`). Into the query heads of the other key groups of the same layers their $z$ is at most
-# {glue:text}`kg_other_max:.1f`. A head with an induction score of about 0 on these
-# sequences gets the same partners, nearly as strongly.
+# {glue:text}`kg_other_max:.1f`. So the head with an induction score of about 0 on these
+# sequences has the readers' partners writing into its keys far above every reader's
+# $z^*$ (the rule itself, which sets a $z^*$ per reader, was not run for it). The other
+# head, L17H5, scores lower here than the five readers but is one of chapter
+# {doc}`17_induction_evidence`'s receivers on its 12 sequences.
 # So the evidence of this section is per key head, not per induction head: the five
 # readers are {glue:text}`n_key_heads` key heads, {glue:text}`n_key_partnered` of them
 # with a partner, and the K-scores say which earlier heads write directly into those
@@ -1344,11 +1360,11 @@ display(heatmap(prev[:l0], heads, layers,
 # $$\text{score}_\Delta(A \to B) = \frac{\lVert W_{OV}^A W_K R_\Delta^\top W_Q^\top
 # \rVert_F}{\lVert W_{OV}^A \rVert_F \lVert W_Q R_\Delta W_K^\top \rVert_F}.$$
 #
-# We compute it with `circuitbook.circuits.rotary_qk` at offsets from 0 to 2047, the
-# context of the TransformerLens configuration the book builds (`n_ctx` = 2048; the GGUF
-# file's metadata gives 8192, so this covers the first quarter of the context its
-# metadata declares) (every offset from 0 to 64, then {glue:text}`n_log_offsets` more
-# spaced evenly on a log scale up to 2047), for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
+# We compute it with `circuitbook.circuits.rotary_qk` at every offset from 0 to 64,
+# then {glue:text}`n_log_offsets` more spaced evenly on a log scale up to 2047, the end
+# of the context of the TransformerLens configuration the book builds (`n_ctx` = 2048;
+# the GGUF file's metadata gives 8192, so this covers the first quarter of the context
+# its metadata declares), for the pair {glue:text}`writer1` $\to$ {glue:text}`reader1` and,
 # for scale, for the median writer into the same reader. In the induction sequences
 # above the key that matters sits 39 positions behind the query.
 
@@ -1486,7 +1502,9 @@ glue("apart_move", 100 * apart)
 # *at which offsets* the composition acts, whether the previous-token head's signal
 # meets the queries the induction head actually forms at offset 39 rather than at
 # offset 1. That depends on the queries, not on an average over all of them, and needs
-# activations: chapter {doc}`17_induction_evidence` patches the paths.
+# activations. Chapter {doc}`17_induction_evidence` patches the paths (into the keys at
+# the first copy's positions, into the queries at the second copy's), but compares no
+# offsets.
 
 # %% [markdown]
 # ## Summary
@@ -1516,9 +1534,11 @@ glue("apart_move", 100 * apart)
 # - The score sees only the direct path from writer to reader through the stream. In an
 #   attention-only model such as `toy-2l` that is the whole route between heads of
 #   consecutive layers; SmolLM2 has an MLP in every layer, and its routes through MLPs
-#   and intermediate heads are invisible to the score, though chapter
+#   and intermediate heads are invisible to the score. Chapter
 #   {doc}`17_induction_evidence` finds that, for its senders, all routes together
-#   restore more of the induction signal than the direct path into the keys alone.
+#   restore more of the induction signal than the direct path into the keys alone; it
+#   does not split that excess by route, and the routes it covers include the senders'
+#   direct paths into other heads.
 #   Everything below about SmolLM2 is about the direct path.
 # - In SmolLM2, after folding the RMSNorm gains and with grouped-query heads expanded,
 #   the ordinary pairs sit a little above the rotated null, so the rule fixed in
@@ -1529,7 +1549,7 @@ glue("apart_move", 100 * apart)
 #   own crowd; checked only on the readers that prompted it (a consistency check, not a
 #   fresh test), it finds K-partners at {glue:text}`partner_lo:.1f` to
 #   {glue:text}`partner_hi:.1f` times the random baseline, where no writer other than
-#   the partners and each reader's strongest reaches {glue:text}`crowd_hi:.2f`; the
+#   the partners and each reader's strongest exceeds {glue:text}`crowd_hi:.2f`; the
 #   strongest writer into {glue:text}`reader4` sits in that gap, at
 #   {glue:text}`writer4_ratio:.2f`, just short of the rule.
 #   The partners stand out nearly as strongly into the query heads that share the

@@ -336,9 +336,11 @@ def expand_exercises(cells: list) -> list:
         if cell.cell_type == "code" and "exercise" in tags:
             template, solution = split_exercise(cell.source)
             out.append(nbformat.v4.new_code_cell(template, metadata={"tags": ["exercise"]}))
-            # hide-input: collapsed on the site; cellView form: collapsed on Colab
+            # hide-input: collapsed on the site; cellView form: collapsed on Colab;
+            # source_hidden: collapsed in JupyterLab (and Binder), where it still runs
             out.append(nbformat.v4.new_code_cell(
-                solution, metadata={"tags": ["solution", "hide-input"], "cellView": "form"}))
+                solution, metadata={"tags": ["solution", "hide-input"], "cellView": "form",
+                                    "jupyter": {"source_hidden": True}}))
         else:
             out.append(cell)
     return out

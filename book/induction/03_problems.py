@@ -124,11 +124,11 @@ checks.ps_p1a(p1_answers, model=P1_MODEL)
 # other side. Find such a pair: given $W_Q$, $W_K$ and $G$, let $W_Q$ absorb $G$ and return
 # a new pair $(W_Q', W_K')$ with the same product $W_Q' W_K'^\top = W_Q W_K^\top$; the
 # check accepts any pair that changes $W_Q$ but keeps $W_Q W_K^\top$ (the demonstration
-# below changes the biases the same way). This freedom is smaller in SmolLM2: rotary
-# embedding rotates queries and keys by their positions between $W_Q$ and $W_K$, so only a
+# below passes the biases through your function too). This freedom is smaller in
+# SmolLM2: rotary embedding rotates queries and keys by their positions between $W_Q$ and $W_K$, so only a
 # $G$ that commutes with the rotations at the offsets that occur keeps the scores (when
-# $W_Q$ and $W_K$ have full column rank; otherwise $G$ may also act freely where both
-# vanish), and under
+# $W_Q$ and $W_K$ have full column rank; otherwise $G$ may also act freely where either
+# vanishes), and under
 # grouped-query attention several query heads
 # share one $W_K$, so one $G$ must serve all of them.
 
@@ -144,8 +144,12 @@ def reparametrize(W_Q, W_K, G):
 checks.ps_p1b(reparametrize)
 
 # %% [markdown]
-# The demonstration on a trained model: reparametrise every head of `toy-2l` with a random $G$
-# and the logits do not move, although $W_Q$ has changed completely. It runs in double
+# The demonstration on a trained model: reparametrise every head of `toy-2l` with your
+# `reparametrize` and a random $G$, and the logits do not move, although $W_Q$ has changed
+# completely. A head's biases ride along as one more row of each matrix: with a constant 1
+# appended to the stream, $(\tilde x W_Q + b_Q)$ is $[\tilde x, 1]$ times $W_Q$ with $b_Q$
+# stacked under it, and the same for the keys, so any pair that keeps the stacked product
+# keeps every score, biases included. It runs in double
 # precision (float64), where rounding is about $10^{-16}$ of a value instead of float32's
 # $10^{-7}$, so that "unchanged up to rounding" is a bound a wrong reparametrisation
 # would fail.
@@ -159,13 +163,24 @@ eye = torch.eye(model.cfg.d_head, dtype=torch.float64)
 Gs = {(layer, head): torch.randn(eye.shape, generator=g, dtype=torch.float64)
       + 4 * eye
       for layer in range(twin.cfg.n_layers) for head in range(twin.cfg.n_heads)}
+
+
+def stacked(attn, head):
+    """A head's W_Q and W_K with its bias stacked under each: [d_model + 1, d_head]."""
+    return (torch.cat([attn.W_Q[head], attn.b_Q[head][None]]),
+            torch.cat([attn.W_K[head], attn.b_K[head][None]]))
+
+
+def set_stacked(attn, head, W_Q, W_K):
+    """Write stacked [d_model + 1, d_head] weights back: weights, then biases."""
+    attn.W_Q[head], attn.b_Q[head] = W_Q[:-1], W_Q[-1]
+    attn.W_K[head], attn.b_K[head] = W_K[:-1], W_K[-1]
+
+
 with torch.no_grad():
     for (layer, head), G in Gs.items():
         attn = twin.blocks[layer].attn
-        W_Q, W_K = reparametrize(attn.W_Q[head], attn.W_K[head], G)
-        attn.W_Q[head], attn.W_K[head] = W_Q, W_K
-        attn.b_Q[head] = attn.b_Q[head] @ G
-        attn.b_K[head] = attn.b_K[head] @ torch.linalg.inv(G).T
+        set_stacked(attn, head, *reparametrize(*stacked(attn, head), G))
     moved = (twin.W_Q - original.W_Q).abs().max().item()
     logits_twin, (logits_orig, run_cache) = (twin(tokens),
                                              original.run_with_cache(tokens))
@@ -174,18 +189,18 @@ with torch.no_grad():
 # %% [markdown]
 # The next (hidden) cell checks that $W_Q$ moved by more than rounding, that the twin's
 # attention scores and logits equal the original's up to the rounding of the two forward
-# passes, and, as a control, that a wrong reparametrisation (one that changes the product)
-# fails the same bound.
+# passes, and, as a control, that a wrong reparametrisation (one that changes the product:
+# your $W_Q'$ for $G$ paired with your $W_K'$ for $G^\top$) fails the same bound.
 
 # %% tags=["hide-input"]
 # Rounding, not a hand-picked tolerance, in float64. Each model is within the
 # rounding bound of its attention-only forward pass (attn_only_forward_terms).
-# The twin's scores also carry the rounding of W_Q G and of W_K G^-T (2 d_head,
-# and inverting G: kappa(G) d_head), on summands up to kappa(G) times larger
-# than the original's. Scale: the largest value of the forward pass times
-# kappa(G). W_Q moving by more than the rounding of W_Q G (d_head terms, on
-# |W_Q| times G's largest column sum) shows the twin is a different
-# parametrisation.
+# The twin's scores also carry the rounding of the reparametrisation (a
+# product of d_head terms on each side, 2 d_head, and inverting G: kappa(G)
+# d_head), on summands up to kappa(G) times larger than the original's.
+# Scale: the largest value of the forward pass times kappa(G). W_Q moving by
+# more than the rounding of W_Q G (d_head terms, on |W_Q| times G's largest
+# column sum) shows the twin is a different parametrisation.
 f64 = torch.float64
 kappa_G = max(torch.linalg.cond(G).item() for G in Gs.values())
 col_sum = max(G.abs().sum(0).max().item() for G in Gs.values())
@@ -199,9 +214,9 @@ identity("reparametrising W_Q, W_K with reparametrize changes W_Q (by more than 
          moved > rounding_bound(cfg.d_head, product_size, f64),
          chapter="induction problems")
 # The scores first, where the bound is tight: each is q.k of the projections
-# (d_model + 2 roundings each) and d_head products, plus, for the twin, W_Q G
-# and W_K G^-T (2 d_head, inverting G: kappa(G) d_head); the twin's summands
-# are up to kappa(G) times the original's, |q| |k| / sqrt(d_head).
+# (d_model + 2 roundings each) and d_head products, plus, for the twin, the
+# reparametrisation (2 d_head, inverting G: kappa(G) d_head); the twin's
+# summands are up to kappa(G) times the original's, |q| |k| / sqrt(d_head).
 finite = run_cache["attn_scores", 1].isfinite()
 score_size = max(
     (run_cache["q", l].abs().transpose(1, 2)
@@ -218,20 +233,21 @@ logit_terms = 2 * fwd_terms + cfg.n_layers * g_terms
 identity_close("...and so not the logits", logits_twin, logits_orig,
                terms=logit_terms, scale=largest * kappa_G,
                chapter="induction problems")
-# The control: the same G, with W_K G^-1 in place of W_K G^-T, which makes the
-# product W_Q G G^-T W_K^T; its logits must leave the bound the twin met.
+# The control: halves of two different reparametrisations, your W_Q for G and
+# your W_K for G^T, so the product changes; its logits must leave the bound
+# the twin met.
 wrong = load("toy-2l").double()
 with torch.no_grad():
     for (layer, head), G in Gs.items():
         attn = wrong.blocks[layer].attn
-        attn.W_Q[head] = attn.W_Q[head] @ G
-        attn.W_K[head] = attn.W_K[head] @ torch.linalg.inv(G)
-        attn.b_Q[head] = attn.b_Q[head] @ G
-        attn.b_K[head] = attn.b_K[head] @ torch.linalg.inv(G)
+        W_Q, _ = reparametrize(*stacked(attn, head), G)
+        _, W_K = reparametrize(*stacked(attn, head), G.T)
+        set_stacked(attn, head, W_Q, W_K)
     wrong_moved = (wrong(tokens) - logits_orig).abs().max().item()
 logit_bound = rounding_bound(logit_terms, largest * kappa_G, f64)
-identity("...while a wrong reparametrisation (W_K G^-1 in place of W_K G^-T) "
-         "moves the logits by more than that bound",
+identity("...while a wrong reparametrisation (your W_Q for G with your W_K for "
+         "G^T, a pair that changes the product) moves the logits by more than "
+         "that bound",
          f"max change {wrong_moved:.2g}, bound {logit_bound:.2g}",
          wrong_moved > logit_bound, chapter="induction problems")
 del original, twin, wrong
@@ -265,21 +281,16 @@ from circuitbook.paths import count_paths
 for L, n in [(1, 12), (2, 12), (12, 12)]:
     print(f"L={L:2d}, n={n}: {path_counts(L, n)['total']:,} paths "
           f"(count_paths: {count_paths(L, n)['total']:,})")
-# the library's count (chapter 13's), computed its own way, against yours
-
-
-def by_order(L, n):
-    c = count_paths(L, n)
-    return {"direct": c["direct"], "single": c["order_1"],
-            "virtual": c["total"] - c["direct"] - c["order_1"],
-            "total": c["total"]}
-
-
+# your total against the library's (chapter 13's, computed its own way), and
+# your three kinds of path adding up to your total
 sizes = [(L, n) for L in range(1, 5) for n in range(1, 7)]
-agree = [path_counts(L, n) == by_order(L, n) for L, n in sizes]
-identity(f"path_counts agrees with circuitbook.paths.count_paths at "
-         f"{len(sizes)} sizes (L = 1..4, n = 1..6)", f"{sum(agree)} of "
-         f"{len(sizes)}", all(agree), chapter="induction problems")
+agree = [path_counts(L, n)["total"] == count_paths(L, n)["total"]
+         and sum(path_counts(L, n)[k] for k in ("direct", "single", "virtual"))
+         == path_counts(L, n)["total"] for L, n in sizes]
+identity(f"path_counts's total agrees with circuitbook.paths.count_paths, and "
+         f"its direct, single and virtual counts add up to it, at {len(sizes)} "
+         f"sizes (L = 1..4, n = 1..6)", f"{sum(agree)} of {len(sizes)}",
+         all(agree), chapter="induction problems")
 glue("paths_12", f"{path_counts(12, 12)['total']:,}")
 glue("paths_1", path_counts(1, 12)["total"])
 progress.tracker("2")
@@ -400,8 +411,8 @@ checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 # matches tokens, so that batch could not tell them apart. This is a scale, not a test: the
 # check already asked your design for 0.9 on that batch, so a design that passed it could
 # not fall among random heads. The broken head
-# needs no test when your $W_{QK}$ reads nothing of the key but `S_prev`, as the book's
-# does: `S_prev` is then empty, every score is 0, and the attention is uniform over
+# needs no test when your $W_{QK}$ reads nothing of the key but `S_prev`: `S_prev` is then
+# empty, every score is 0, and the attention is uniform over
 # the keys it may see (keys $1, \dots, n + i$ for the query $n + i$; the scaffold keeps every
 # query off key 0), so its induction score is $\frac1n \sum_{i=0}^{n-1} \frac{1}{n+i}$ by
 # construction, an identity the cell checks.
@@ -474,10 +485,10 @@ progress.tracker("3")
 # to {glue:text}`p3_random_hi:.2f`: that is the scale of chance, not a test, since the
 # check already asked for 0.9 on that batch. When the
 # previous token lands in `S_tok`, the score falls to
-# {glue:text}`p3_broken:.3f`; uniform attention scores {glue:text}`p3_uniform:.3f`. For the
-# book's design the two agree by construction, not by measurement: the key side finds
-# nothing in `S_prev` to match. A design that also reads the key's `S_tok` cannot find the
-# match either: `S_tok` now holds two tokens at once, and queries cannot tell "this token"
+# {glue:text}`p3_broken:.3f`; uniform attention scores {glue:text}`p3_uniform:.3f`. For a
+# design that reads only the key's `S_prev` the two agree by construction, not by
+# measurement: the key side finds nothing there to match. A design that also reads the
+# key's `S_tok` cannot find the match either: `S_tok` now holds two tokens at once, and queries cannot tell "this token"
 # from "the token before it" (the model answer above). Residual-stream bandwidth matters: circuits
 # work because different information lives in different directions.
 #
@@ -878,12 +889,12 @@ for i in range(20):
     paired.append([rows_t[writer[1]][0] - rows_t[by_score][0],
                    rows_t[writer[1]][1] - rows_t[by_loss][1]])
 paired = torch.tensor(paired)
-no_diff = Null.point("no difference from the batch's most damaging other "
-                     "head", 0.0)
+no_diff = Null.point("no difference from the other head your rule picks in "
+                     "the batch", 0.0)
 wins_score = int((paired[:, 0] < 0).sum())  # lower score: more damage
 wins_loss = int((paired[:, 1] > 0).sum())   # higher loss: more damage
-print(f"previous-token head minus the batch's most damaging other head, "
-      f"mean over 20 batches: score {paired[:, 0].mean():+.2f}, loss "
+print(f"previous-token head minus the other head your rule picks in each "
+      f"batch, mean over 20 batches: score {paired[:, 0].mean():+.2f}, loss "
       f"{paired[:, 1].mean():+.2f} nats;\nmore damage in {wins_score} of 20 "
       f"batches by the score, {wins_loss} of 20 by the loss; the other head "
       f"picked: " + ", ".join(
@@ -933,8 +944,8 @@ progress.tracker("5")
 # ({doc}`../17_induction_evidence`) looks at what that head does); the loss on the second
 # copy rises to {glue:text}`p5_prev_loss:.2f` nats, against at most
 # {glue:text}`p5_other_loss:.2f` for the others. On 20 fresh batches, each compared with
-# the other head that did the most damage in that same batch, the previous-token head
-# lowers the score by {glue:text}`p5_diff_score:.2f` more on average and raises the loss by
+# the other head that your `comparison_heads` picks in that same batch, the
+# previous-token head lowers the score by {glue:text}`p5_diff_score:.2f` more on average and raises the loss by
 # {glue:text}`p5_diff_loss:.2f` nats more (the findings above give the intervals); it does
 # more damage by the score in {glue:text}`p5_wins_score` of the 20 batches and by the loss
 # in {glue:text}`p5_wins_loss`. The composition score said the two heads are wired together; the ablation says
@@ -990,9 +1001,10 @@ checks.ps_p6(icl_scores)
 # twice, once with its full context and once with only the last 50 to 70 tokens of it
 # (tokens 440-510 fed to the model on their own, so that token 490 sees 50 tokens before
 # it and token 510 sees 70), and take the difference, full minus truncated. Both
-# estimands measure what roughly 450 more tokens of context are worth; the paired one
-# removes the tokens' own difficulty from each document's value. Which of the two needs
-# fewer documents is a question for a pilot.
+# estimands aim at what roughly 450 more tokens of context are worth; the unpaired one
+# also carries the difference in difficulty between the two windows' tokens, which the
+# paired one removes from each document's value. Which of the two needs fewer documents
+# is a question for a pilot. The page computes both with your `icl_scores`.
 #
 # What the measurement must resolve, fixed before any of it runs: a mean of **0.25 nats**
 # (with the full context the right token's probability is $e^{0.25} = 1.28$ times what it is
@@ -1009,7 +1021,7 @@ checks.ps_p6(icl_scores)
 #
 # Each document is a Shakespeare scene whose first 4,000 characters make at least 600 tokens
 # (SmolLM2's tokenizer; only those characters are tokenised, so a long scene whose opening
-# is dense in short tokens can be left out), every
+# has few tokens per character, long tokens, can be left out), every
 # ninth scene in the corpus's order, cut to its first 511 tokens (tokens 0 to 510). A
 # caveat on that choice: the selection and the 50 tokens kept were settled after an
 # exploratory run on the first 40 such documents, which include those tested below. The
@@ -1054,15 +1066,6 @@ def truncated(tokens):
 TRUNC = range(KEEP, KEEP + len(LATE))  # the late window's indices there
 
 
-def token_losses(x, tokens, targets):
-    """-log p(tokens[:, t]) read from the final residual x at t - 1 ->
-    [batch, len(targets)]: only those positions are unembedded."""
-    t = torch.tensor(list(targets))
-    with torch.no_grad():
-        logp = smol.unembed(smol.ln_final(x[:, t - 1])).log_softmax(-1)
-    return -logp.gather(-1, tokens[:, t, None])[..., 0]
-
-
 def final_resid(tokens):
     """The clean final residual stream [batch, pos, d_model], BATCH at a time."""
     with torch.no_grad():
@@ -1071,14 +1074,29 @@ def final_resid(tokens):
 
 
 def estimands(full, short, tokens):
-    """Per document, from the full and the truncated runs' final residuals:
-    the unpaired score (late minus early window, as icl_scores) and the
-    paired one (late window, full context minus truncated)."""
-    nat = token_losses(full, tokens, [*EARLY, *LATE])
-    late = nat[:, len(EARLY):].mean(1)
-    cut = token_losses(short, truncated(tokens), TRUNC).mean(1)
-    return {"unpaired": late - nat[:, :len(EARLY)].mean(1),
-            "paired": late - cut}
+    """Per document, from the full and the truncated runs' final residuals,
+    both with your icl_scores: the unpaired score (late minus early window)
+    and the paired one (the late window with full context minus the same
+    window truncated, given to icl_scores as its late and early window).
+    Only three spans are unembedded, laid side by side: each window with the
+    position before it, EARLY and LATE from the full run, TRUNC from the
+    truncated one; `windows` are where the windows lie in that layout."""
+    parts = [(full, tokens, EARLY), (full, tokens, LATE),
+             (short, truncated(tokens), TRUNC)]
+    windows, at = [], 0
+    for *_, w in parts:
+        windows.append(range(at + 1, at + 1 + len(w)))
+        at += 1 + len(w)
+    early, late, cut = windows
+    out = {"unpaired": [], "paired": []}
+    for i in range(0, len(tokens), 8):        # 8 documents' logits at a time
+        with torch.no_grad():
+            logits = torch.cat([smol.unembed(smol.ln_final(
+                x[i:i + 8, w.start - 1:w.stop])) for x, _, w in parts], 1)
+        ids = torch.cat([t[i:i + 8, w.start - 1:w.stop] for _, t, w in parts], 1)
+        out["unpaired"].append(icl_scores(logits, ids, early, late))
+        out["paired"].append(icl_scores(logits, ids, cut, late))
+    return {name: torch.cat(v) for name, v in out.items()}
 
 
 def chi2_quantile(q, k):
@@ -1160,8 +1178,9 @@ for name in pilot:
     glue(f"pilot_hi_{name}", sigma[name][1])
 glue("plan_estimand", ESTIMAND)
 glue("n_docs", N_DOCS)
-n_unpaired = math.ceil(((z_level + NormalDist().inv_cdf(POWER))
-                        * sigma["unpaired"][1] / EFFECT) ** 2)
+# what your plan_documents asks of the unpaired estimand alone
+n_unpaired = plan_documents({"unpaired": sigma["unpaired"]}, EFFECT, ALPHA,
+                            POWER)[1]
 glue("n_unpaired", n_unpaired)
 glue("plan_half", z_level * sigma[ESTIMAND][1] / math.sqrt(N_DOCS))
 
@@ -1402,6 +1421,8 @@ glue("n_composing", len(composing))
 # document, so the ablations' intervals report what these documents bound the change to.
 
 # %%
+from circuitbook.loss import per_token_loss
+
 N_ABL = 16  # documents for the natural-text ablations: a budget, stated here
 glue("n_abl", N_ABL)
 
@@ -1415,10 +1436,20 @@ def measure(x):
         out |= estimands(x["natural"], x["truncated"],
                          natural[:len(x["natural"])])
     if "repeated" in x:
-        rep = x["repeated"]
-        out["first"] = token_losses(rep, repeated, FIRST).mean(1)
-        out["second"] = token_losses(rep, repeated, SECOND).mean(1)
+        out["first"], out["second"] = passage_losses(x["repeated"])
     return out
+
+
+def passage_losses(x):
+    """Per document, the mean loss on the passage's first copy (tokens 1 to
+    PASSAGE - 1) and on its second (tokens PASSAGE + 1 to 2 PASSAGE - 1) from
+    the final residual x, with the book's next-token loss (chapter 14's
+    per_token_loss: loss[:, p] is that of token p + 1), 8 documents at a time."""
+    with torch.no_grad():
+        loss = torch.cat([per_token_loss(smol.unembed(smol.ln_final(
+            x[i:i + 8])), repeated[i:i + 8]) for i in range(0, len(x), 8)])
+    return (loss[:, FIRST.start - 1:FIRST.stop - 1].mean(1),
+            loss[:, SECOND.start - 1:SECOND.stop - 1].mean(1))
 
 
 FIRST, SECOND = range(1, PASSAGE), range(PASSAGE + 1, 2 * PASSAGE)
@@ -1431,10 +1462,11 @@ for name, heads in configs.items():
     results[name] = measure(runs)
 
 # %% [markdown]
-# Your function and the page's shortcut compute the same thing. On the first two documents
-# the full logits are small enough to build; the next cell puts your `icl_scores` on them
-# beside the windowed path's unpaired score, with their largest difference. (The check
-# above tests your function; this shows the two paths side by side.)
+# The page gives your `icl_scores` only the spans of positions around the windows. On the
+# first two documents the full logits are small enough to build; the next cell puts your
+# `icl_scores` on them beside its unpaired score from the spans, with their largest
+# difference. (The check above tests your function; this shows that the spans lose
+# nothing.)
 
 # %%
 with torch.no_grad():
@@ -1442,8 +1474,8 @@ with torch.no_grad():
 yours = icl_scores(full_logits, natural[:2], EARLY, LATE)
 windowed = results["no ablation"]["unpaired"][:2]
 observation("the first two documents' unpaired ICL scores (nats), from your "
-            "icl_scores and from the page's windowed path, and their largest "
-            "difference", ", ".join(f"{float(a):+.4f}" for a in yours)
+            "icl_scores on the full logits and on the page's spans, and their "
+            "largest difference", ", ".join(f"{float(a):+.4f}" for a in yours)
             + "; " + ", ".join(f"{float(b):+.4f}" for b in windowed)
             + f"; {float((yours - windowed).abs().max()):.2g}",
             chapter="induction problems")
@@ -1456,14 +1488,17 @@ del full_logits
 # document by document, which removes the documents' own variation.
 #
 # The natural-text ablations are the exception: they have only {glue:text}`n_abl`
-# documents, and at that size a percentile bootstrap of a mean is too narrow. It spreads
+# documents, and a percentile bootstrap of a mean is too narrow, the more so the fewer the
+# documents. It spreads
 # the resampled means by the documents' own spread without the $n - 1$ correction, and
 # with tails like the normal's, where the mean of $n$ roughly normal values, divided by its
 # estimated standard error, follows Student's $t$ with $n - 1$ degrees of freedom. Their
 # intervals are therefore $t$-intervals, the mean $\pm\, t_{0.975,\,n-1}\, s/\sqrt n$
 # ($s$ the documents' sd), with the $t$-test's two-sided $p$. This page first gave them the
 # bootstrap interval too; the $t$-interval replaced it after both had been seen, and the
-# next cells report both for the change that depends on the choice.
+# next cells report both for the change that depends on the choice. The scores on all
+# {glue:text}`n_docs` test documents keep their bootstrap intervals; "What the data say"
+# sets their $t$-intervals beside them.
 
 # %%
 from types import SimpleNamespace
@@ -1508,10 +1543,16 @@ def change(name, key):
 base = results["no ablation"]
 score = {name: test(base[name]) for name in ("paired", "unpaired")}
 spread = {name: float(base[name].std()) for name in score}
+t_score = {name: t_test(base[name]) for name in score}  # beside the bootstrap
+# the scores whose t-interval and bootstrap interval disagree on excluding 0
+t_differs = [name for name in score if (
+    (t_score[name].lo > 0 or t_score[name].hi < 0) != (score[name].lo > 0
+                                                       or score[name].hi < 0))]
 d_icl = {name: t_test(change(name, "paired")) for name in NATURAL}
 d_icl12_boot = test(change("top 12 induction", "paired"))  # the first interval
-vs_icl = t_test(results["top 12 induction"]["paired"]
-                - results["12 controls"]["paired"])
+vs_diff = (results["top 12 induction"]["paired"]
+           - results["12 controls"]["paired"])      # [N_ABL documents]
+vs_icl = t_test(vs_diff)
 rep_gain = test(base["second"] - base["first"], alternative="less")
 d_second = {name: test(change(name, "second")) for name in configs}
 vs_second = test(results["top 12 induction"]["second"]
@@ -1610,6 +1651,19 @@ observation(f"excess kurtosis of the {N_DOCS} unpaired test values, and the "
             f"{kurt:.1f}, p = {kurt_test.p:.4f}", chapter="induction problems")
 observation("paired-score change, 12 induction heads minus 12 controls (95% "
             "t-interval)", fmt(vs_icl), chapter="induction problems")
+# What the N_ABL documents can resolve, computed after the data (a statement
+# of resolution, not a plan): the true difference that a two-sided t-test at
+# level ALPHA detects with probability POWER, given the spread of the
+# induction-minus-controls differences measured here; the sum of the two t
+# quantiles times the standard error (the usual approximation)
+vs_sd = float(vs_diff.double().std())
+vs_mde = ((student_t_quantile(1 - ALPHA / 2, N_ABL - 1)
+           + student_t_quantile(POWER, N_ABL - 1)) * vs_sd / math.sqrt(N_ABL))
+observation(f"the induction-minus-controls difference of the paired score: its "
+            f"spread across the {N_ABL} documents (nats), and the true "
+            f"difference a two-sided t-test at {ALPHA} detects with "
+            f"probability {POWER} with that spread (after the data)",
+            f"{vs_sd:.2f}; {vs_mde:.2f}", chapter="induction problems")
 finding("on a passage of real text repeated once, the second copy's loss is "
         "below the first's", rep_gain, chapter="induction problems")
 for k in (1, 3, 6, 12):
@@ -1630,6 +1684,12 @@ for name, value in [
         ("icl_paired", fmt(score["paired"])),
         ("gain_lo", -score["paired"].hi), ("gain_hi", -score["paired"].lo),
         ("icl_unpaired", fmt(score["unpaired"])),
+        ("t_paired", fmt(t_score["paired"])),
+        ("t_unpaired", fmt(t_score["unpaired"])),
+        ("t_verdict", "agree with the bootstrap intervals on whether 0 is "
+         "excluded" if not t_differs else "differ from the bootstrap intervals "
+         "on whether 0 is excluded, for the " + " and the ".join(t_differs)
+         + " score"),
         ("unpaired_verdict", "also excludes 0, so the condition, read this "
          "way, holds for Olsson et al.'s own score as well"
          if score["unpaired"].hi < 0 else
@@ -1655,6 +1715,7 @@ for name, value in [
         ("d_icl12_sd", float(change("top 12 induction", "paired").std())),
         ("ctrl_icl12", fmt(d_icl["12 controls"])), ("vs_icl", fmt(vs_icl)),
         ("vs_icl_lo", vs_icl.lo), ("vs_icl_hi", vs_icl.hi),
+        ("vs_icl_sd", vs_sd), ("vs_icl_mde", vs_mde),
         ("rep_gain", fmt(rep_gain)),
         ("second0", float(base["second"].mean())),
         ("first0", float(base["first"].mean())),
@@ -1715,7 +1776,9 @@ progress.tracker("6")
 #   interval excludes 0" is this page's choice. Olsson et al.'s unpaired score on the same
 #   documents is
 #   {glue:text}`icl_unpaired`: a similar mean, with an interval more than twice as wide,
-#   which {glue:text}`unpaired_verdict`, on this model and corpus.
+#   which {glue:text}`unpaired_verdict`, on this model and corpus. The $t$-intervals of
+#   the two scores, {glue:text}`t_paired` paired and {glue:text}`t_unpaired` unpaired,
+#   {glue:text}`t_verdict`.
 # - *Ablating induction heads.* On the first {glue:text}`n_abl` test documents, whose
 #   paired score is {glue:text}`icl_abl_docs:+.2f`, mean-ablating the 12 strongest
 #   induction heads changes it by {glue:text}`d_icl12` (a spread of
@@ -1731,8 +1794,15 @@ progress.tracker("6")
 #   outline's second success condition (the induction heads' ablation shrinks the score
 #   measurably more than other heads') is therefore not shown here, and not refuted
 #   either; deciding it needs more documents than this page's budget of
-#   {glue:text}`n_abl`, planned from a pilot of the ablations' own differences.
-# - *Repeated text is where induction heads carry in-context learning.* On a passage
+#   {glue:text}`n_abl`, planned from a pilot of the ablations' own differences. What the
+#   {glue:text}`n_abl` documents can resolve, computed after the data from the spread they
+#   show (a statement of their resolution, not a plan): the induction-minus-controls
+#   difference has a spread $s$ of {glue:text}`vs_icl_sd:.2f` nats across them, with which
+#   a two-sided $t$-test at the 5% level would detect a true difference of about
+#   {glue:text}`vs_icl_mde:.2f` nats with probability 0.8 (the usual approximation,
+#   $(t_{0.975,\,n-1} + t_{0.8,\,n-1})\, s/\sqrt n$; uncertain itself, since $s$ comes
+#   from the same {glue:text}`n_abl` documents).
+# - *On repeated text, induction heads carry much of the in-context learning.* On a passage
 #   seen once before, the loss changes by {glue:text}`rep_gain` (second copy minus
 #   first), from {glue:text}`first0:.2f` on the first copy to {glue:text}`second0:.2f` on
 #   the second. Ablating the top
@@ -1741,8 +1811,9 @@ progress.tracker("6")
 #   {glue:text}`second12:.2f`; the 12 matched controls to {glue:text}`second_ctrl:.2f`
 #   (a change of {glue:text}`d_second_ctrl`: small, but not nothing, as a control of
 #   twelve heads in the same layers may well be). Induction minus controls is
-#   {glue:text}`vs_second`. With its strongest induction head ablated, SmolLM2 still
-#   predicts the second copy far better than the first; ablating 3, 6 and 12 of them
+#   {glue:text}`vs_second`. With its strongest induction head ablated, SmolLM2's loss on
+#   the second copy, {glue:text}`second1:.2f`, is still far below the intact model's
+#   {glue:text}`first0:.2f` on the first; ablating 3, 6 and 12 of them
 #   raises the loss further, so the other induction heads carry part of what remains. Not
 #   all of it: with the 12 ablated, the second copy's loss is still {glue:text}`left12:.2f`
 #   nats below the same run's first-copy loss, {glue:text}`left12_share:.0%` of the

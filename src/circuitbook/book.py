@@ -371,8 +371,8 @@ def finding(statement: str, value: Any, *, null: Null | None = None, alternative
                          f"(the smallest {test.alternative} permutation p is {sides}/{test.n + 1}); "
                          f"draw at least {need} times")
     significant = test.p < alpha
-    verdict = (f"differs from the null (p < {alpha})" if significant
-               else f"cannot be told from the null at p < {alpha}")
+    verdict = (f"differs from the null (p < {alpha:.3g})" if significant
+               else f"cannot be told from the null at p < {alpha:.3g}")
     holds = significant if expect == "effect" else not significant
     record = {"effect": test.value, "null": test.null.what, "null_kind": test.null.kind,
               "null_mean": test.null.mean, "null_sd": test.null.sd, "p": test.p, "alpha": alpha,

@@ -46,6 +46,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -451,6 +452,10 @@ def test_problem_set_runs_and_its_progress_counts_passed_checks(page, lab):
     assert sum("Model answer" in f["summary"] for f in folds) >= 4, folds
     assert not any(f["open"] for f in folds), folds
     assert page.locator(".jp-RenderedMarkdown:has-text('<summary>')").count() == 0
+    # each solution cell ran, its source collapsed (jupyter.source_hidden): a placeholder in its place
+    solutions = [c for c in nbformat.read(Path(book) / PROBLEMS, as_version=4).cells
+                 if "solution" in c.metadata.get("tags", [])]
+    assert page.locator(".jp-InputPlaceholder").count() == len(solutions) > 0
     # the seven problems' progress trackers rendered (widgets, drawn by the front end), live
     trackers = page.locator(".cb-progress")
     # JupyterLab shows at most 50 outputs of a cell and hides the rest behind "Show more outputs":

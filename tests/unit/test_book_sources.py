@@ -217,6 +217,16 @@ def test_exercise_cells_split_into_template_and_solution():
         notebooks.split_exercise("def f():\n    # BEGIN SOLUTION\n    pass\n")
 
 
+@pytest.mark.parametrize("path", [p for p in execute_notebooks.toc_notebooks()
+                                  if '"solution"' in p.read_text()], ids=lambda p: p.stem)
+def test_every_solution_cell_is_folded_on_the_site_colab_and_jupyterlab(path):
+    cells = [c for c in nbformat.read(path, as_version=4).cells if "solution" in c.metadata.get("tags", [])]
+    assert cells
+    for cell in cells:
+        assert "hide-input" in cell.metadata["tags"] and cell.metadata.get("cellView") == "form"
+        assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:80]
+
+
 # --------------------------------------------------------------------------------------
 # The set-up cell on (a mocked) Colab: the exact pip calls, constraints and message
 # --------------------------------------------------------------------------------------

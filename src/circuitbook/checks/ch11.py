@@ -189,8 +189,8 @@ EX2 = _FoldExercise(
                 "the output go?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b)),
         Mistake("b_folded right only where gamma is 1", "Your b_folded would be right only if gamma were all "
-                "ones. Expand (x_hat * gamma + beta) W term by term and compare its constant term (the one "
-                "without x_hat) with your b_folded.",
+                "ones. In LN(x) = x_hat * gamma + beta, which of the factors in your b_folded does LayerNorm's "
+                "bias never meet?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
         Mistake("b_folded off by a vector of the stream", "Your b_folded mixes a vector of the stream's space with "
                 "one of the output's (the check makes d_out = d_model, so the shapes agree). How does "

@@ -96,9 +96,10 @@ EX2 = PairExercise(
     make_inputs=_kcomp_inputs,
     names=("W_A", "W_B"),
     mistakes=[
-        Mistake("which reader matrix", "Your pair scores a different kind of composition "
-                "from the one asked. Which of the reader's inputs does K-composition change, and where does that "
-                "input appear in the reader's score x_q W_Q (x_k W_K)^T?",
+        Mistake("which reader matrix", "Your W_A is the one asked for, but your W_B "
+                "is not. Which of the reader's inputs does K-composition change, and where "
+                "does that input appear in the reader's score x_q W_Q (x_k W_K)^T? Rearrange the score so that "
+                "the writer's output is multiplied on the right by a single [d_model, d_model] matrix.",
                 lambda W_V, W_O, W_Q, W_K: (W_V @ W_O, W_Q @ W_K.T)),
         Mistake("first matrix built from the reader's weights", "Your W_A is built from W_Q and W_K. A row "
                 "vector passes through one head and then the other: which head does it meet first, and in which "

@@ -55,8 +55,8 @@ P6 = FunctionExercise(
         Mistake("off by one position", "Your losses pair each token with the logits at its own "
                 "position. Which position's logits were computed before the model had seen token t?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, shift=0)),
-        Mistake("wrong sign", "Your scores have the opposite sign to the statement's. Which window's loss does it "
-                "subtract from which, and what sign does a model that improves with context then get?",
+        Mistake("wrong sign", "Your scores are not the docstring's. Which window's loss does it subtract from "
+                "which, and what sign does a model that improves with context then get?",
                 lambda logits, tokens, early, late: _icl_variant(logits, tokens, early, late, sign=-1)),
         Mistake("used raw logits", "Your losses are read straight off the logits. Is a logit a "
                 "log-probability? What would adding one constant to every logit at a position do to your "
@@ -312,7 +312,7 @@ P6C = PlanExercise(
                 "larger than estimated. Which of the pilot's numbers the plan uses is stated above the exercise.",
                 lambda **kw: _p6c_variant(**kw, which=0)),
         Mistake("rounded down", "Your N falls just short of the power asked for. The formula "
-                "rarely gives a whole number: which way must N be rounded for the power to be reached?",
+                "rarely gives a whole number: check how you turned its value into a count of documents.",
                 lambda **kw: _p6c_variant(**kw, rounding=math.floor)),
         Mistake("one-sided critical value", "Your N is too small for the interval the statement asks for. "
                 "Is that interval one-sided or two-sided, and which normal quantile leaves alpha outside it?",

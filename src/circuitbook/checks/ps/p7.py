@@ -253,7 +253,9 @@ class ReadingExercise(ValueExercise):
     measured number that decides it, computed from the page's table). Both must be right. Every
     pair that is not the answer gets the same words, whichever of the letter and the number is
     wrong, so that no message tells which letter is right or which number decides it; the reasons
-    for and against each statement are in the page's model answer, shown after it is solved."""
+    for and against each statement are in the page's model answer, a closed fold below the
+    exercise that the reader is asked to open after answering (on the self-study page nothing
+    but the reader keeps it closed)."""
 
     def form_problem(self, answer, **inputs) -> Result | None:
         if answer is None or answer is Ellipsis:
