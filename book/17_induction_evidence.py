@@ -677,10 +677,11 @@ plt.show()
 # a midpoint, which tends to fall in the curve's steepest stretch. For the second-copy
 # loss it therefore says little beyond the step's definition, so we report that curve's
 # rank as an observation and do not test it. The induction score's test says little
-# more: on repeated random tokens the second-copy loss can fall below
-# chance only if the model attends back into the first copy, roughly what the
-# induction score measures, so a rise of the score in the same window as the loss's
-# fall is close to entailed. It is not an independent line of evidence in Olsson et
+# more: at the step the second-copy loss has fallen halfway from chance to its lowest
+# value, which for `toy-2l` is below what a rule blind to the order of earlier tokens
+# reaches (the framework page, {doc}`induction/01_framework`, measures that rule), so the
+# model uses the first copy's order by then, roughly what the induction score measures,
+# and a rise of the score in the same window as the loss's fall is close to entailed. It is not an independent line of evidence in Olsson et
 # al.'s sense, where the in-context-learning score is measured on text. The first-copy
 # loss is not tied to the step's definition in that way, but we stated no direction for
 # it before looking at its curve, and a two-sided test against these windows cannot

@@ -793,9 +793,10 @@ plt.show()
 # 80-step windows tiling the rest of the run (centres 90 steps apart, so that no two
 # windows share a record). The width was fixed after looking at these curves, and the
 # comparison is partly circular: the window is centred where the second-copy loss
-# first falls below its midpoint, which on repeated random tokens takes attending back
-# into the first copy (chapter 17b). Even disjoint windows are not exchangeable draws
-# in the strict sense, since training is not stationary.
+# first falls below its midpoint, a loss below what the order-blind count rule above
+# reaches, so one that needs the first copy's order (chapter 17b). Even disjoint
+# windows are not exchangeable draws in the strict sense, since training is not
+# stationary.
 score = dict(zip(steps, hist["induction_best"]))
 gap = steps[1] - steps[0]
 rise = {s: score[s + 40] - score[s - 40] for s in steps
@@ -807,6 +808,8 @@ elsewhere = [r for s, r in rise.items()
 glue("ind_share", 100 * rise[change] / (score[steps[-1]] - score[steps[0]]))
 glue("linear_share", 100 * 80 / (steps[-1] - steps[0]))
 glue("change_step", change)
+# the loss the phase-change step is defined by: halfway from chance to the lowest
+glue("mid_loss", (math.log(cfg.d_vocab) + min(hist["loss_second_copy"])) / 2)
 glue("ind_before", score[change - 40])
 glue("ind_after", score[change + 40])
 glue("n_windows", len(elsewhere))
@@ -820,7 +823,7 @@ glue("rise_rank", rise_test.rank)
 glue("rise_p", rise_test.p)
 observation("co-occurrence, an observation (width chosen after looking at "
             "the curves; window centred on the second-copy loss's midpoint "
-            "crossing, which takes attending back): toy-2l's "
+            "crossing, below what an order-blind rule reaches): toy-2l's "
             "best induction score's rise over the 80 steps around its phase "
             "change, and its rank among the rises over the disjoint 80-step "
             "windows tiling the rest of training (rank of n + 1, p)",
@@ -916,10 +919,11 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # {doc}`../17_induction_evidence` gives for the same comparison. The width, 40 steps either
 # side, was fixed after looking at these curves, and the comparison does not vary it. And it
 # is partly circular: the window is centred on the first record where the second-copy loss
-# falls below the midpoint between chance and its lowest value, and on repeated random tokens
-# that loss can fall below chance only if the model attends back into the first copy, roughly
-# what the induction score measures, so a rise of the score in the same window is close to
-# entailed. (Training is not stationary either, so the windows are not exchangeable draws in
+# falls below {glue:text}`mid_loss:.2f` nats, the midpoint between chance and its lowest
+# value. That is below the {glue:text}`count_bound:.2f` nats the order-blind count rule
+# reaches on the 16 sequences above (the history is scored on other sequences), so by then
+# the model uses the order of the first copy, roughly what the induction score measures,
+# and a rise of the score in the same window is close to entailed. (Training is not stationary either, so the windows are not exchangeable draws in
 # the strict sense.) The comparison says roughly where the score rises fastest, at the
 # resolution of the tiling; it is not independent evidence in Olsson et al.'s sense, where the in-context-learning score is measured on text. How abrupt
 # the rise is, is a description rather than a test: {glue:text}`ind_share:.0f`% of the
