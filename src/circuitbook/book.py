@@ -232,15 +232,16 @@ class NullTest:
             # draws that do not vary give no scale: a z of inf (or 0 / 0) would read as a strength
             z = f"z = {self.z:.1f}" if math.isfinite(self.z) else "no z (the draws do not vary)"
             return (f"{self.value:.4g} against {self.null.mean:.4g} \u00b1 {self.null.sd:.2g} "
-                    f"({self.null.what}); rank {self.rank} of {self.n + 1}, p = {_p(self.p)}, {z}")
+                    f"({self.null.what}); rank {self.rank} of {self.n + 1}, p {_p(self.p)}, {z}")
         # ":g", not ":.0f": a Bonferroni level such as 98.75% must not print as 99%
         return (f"{self.value:.4g}, {100 * self.level:g}% bootstrap interval "
                 f"[{self.lo:.4g}, {self.hi:.4g}], against {self.null.mean:.4g} ({self.null.what}); "
-                f"p = {_p(self.p)}")
+                f"p {_p(self.p)}")
 
 
 def _p(p: float) -> str:
-    return f"{p:.2g}" if p >= 1e-4 else "< 0.0001"
+    """``p = 0.031`` or ``p < 0.0001``: the sign included, so no caller writes "p = < ..."."""
+    return f"= {p:.2g}" if p >= 1e-4 else "< 0.0001"
 
 
 def _flat(values) -> list:

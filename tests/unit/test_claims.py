@@ -252,6 +252,16 @@ def test_draws_that_are_all_equal_give_an_undefined_z_only_at_their_value():
     assert "z = 0.7" in null_test(3.0, Null.draws("spread", [1.0, 3.0])).summary()  # (3 - 2) / sqrt(2)
 
 
+def test_the_one_line_summary_writes_p_with_one_relation():
+    # p below the printed resolution reads "p < 0.0001", never "p = < 0.0001"
+    tiny = null_test(100.0, Null.draws("many", [float(i % 7) for i in range(20000)]))
+    assert "p < 0.0001" in tiny.summary() and "p = <" not in tiny.summary()
+    some = null_test(3.0, Null.draws("few", [0.0, 1.0, 2.0, 4.0]))  # one draw at or above: p = 2/5
+    assert "p = 0.4," in some.summary()
+    boot = null_test(1.0, Null.point("zero", 0.0), boot=torch.full((999,), 1.0))
+    assert "p = <" not in boot.summary()
+
+
 def test_a_verdict_of_many_bools_is_refused_with_how_to_reduce_it():
     a = torch.arange(4.0)
     with pytest.raises(ValueError, match=r"one bool, got 4 of them \(shape \(4,\)\).*\.all\(\)"):
