@@ -448,7 +448,7 @@ glue("bO_cross", modules["decoder 1 cross"].linears[3].bias.norm().item())
 
 # %% [markdown]
 # The constant is between {glue:text}`beff_ratio_min:.0%` and
-# {glue:text}`beff_ratio_max:.0%` of the length of the heads' combined write (on these
+# {glue:text}`beff_ratio_max:.0%` of the mean length of the heads' combined write (on these
 # 16 sentences): shorter than the heads' write in every module, small in some and a
 # sizeable part of it in others (the printout shows where it is largest), and in all of them a fixed
 # vector added at every position whatever the input. Only $b_O$ in it belongs to no head:
@@ -738,6 +738,7 @@ from circuitbook.heads import (
     uniform_causal_pattern,
 )
 from circuitbook.models import load_pretrained
+from circuitbook.models.pretrained import smollm2_gguf_tensors
 from circuitbook.viz import attention_pattern_view, heatmap
 
 torch.set_grad_enabled(False)  # from here on we only read a trained model
@@ -988,8 +989,8 @@ glue("dup_alone_mean",
 # CLE·OP·AT·RA at the start of a line). For {glue:text}`dup_n_pair` of the
 # {glue:text}`dup_n` scored tokens an earlier copy follows the same token as the query does: {glue:text}`dup_n_later` are
 # a later piece of a repeated word, {glue:text}`dup_n_break` the first piece of a line
-# (a name after a line break), and {glue:text}`dup_n_other` other tokens, mostly the start
-# of a word after the same token (", and", ", that"). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
+# (a name after a line break), and {glue:text}`dup_n_other` other tokens, each the start
+# of a word after the same token as its copy (", and", ", that", pieces of names). {glue:text}`dup_n_name` of the {glue:text}`dup_n_pair`
 # are upper-case pieces, nearly all characters' names (as speaker labels or in stage
 # directions): about half of all scored tokens. On these {glue:text}`dup_n_pair` a head
 # that matches the *previous* token, rather than the token itself, would find the copy
@@ -1013,8 +1014,9 @@ glue("dup_alone_mean",
 # {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
 # head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
 # before matches too, and lower where it differs, though still far above the other
-# heads' average. The ordinary words, whose predecessor differs outright, are the clean
-# case: there the head attends to a token's earlier copy when only the token itself
+# heads' average. The ordinary words, whose predecessor mostly differs outright (the
+# printout lists them; a few differ only by a leading space, or are pieces inside a word),
+# are the cleanest case: there the head attends to a token's earlier copy when only the token itself
 # matches (observations on one model and eight passages).
 #
 # ### Grouped-query attention keeps the sum
@@ -1030,7 +1032,8 @@ glue("dup_alone_mean",
 # $$\operatorname{Attn}(X) = \sum_{h} A^h X\, W_V^{\mathrm{kv}(h)} W_O^h,
 # \qquad W_{OV}^h = W_V^{\mathrm{kv}(h)}\, W_O^h .$$
 #
-# (SmolLM2's attention has no biases: the cell below checks every layer.) The three
+# (SmolLM2's attention has no biases: its checkpoint stores none, as the cell below
+# counts, and TransformerLens's conversion fills the bias slots with zeros.) The three
 # heads of a group share $W_V$, so their OV circuits
 # differ only through $W_O^h$; they share $W_K$, so their QK circuits differ only
 # through $W_Q^h$. TransformerLens stores the shared matrices once (`_W_K`, `_W_V`,
@@ -1049,12 +1052,12 @@ W_V_kv = attn_DL._W_V[kv]                          # [9, d_model, d_head]
 W_OV = W_V_kv @ attn_DL.W_O                        # [9, d_model, d_model]
 A_DL = cache["pattern", DL]                        # [8, 9, q, k]
 terms_per_head = A_DL @ (X[:, None] @ W_OV)        # [8, 9, q, d_model]
-biases = [b for blk in smol.blocks for b in (blk.attn.b_Q, blk.attn._b_K,
-                                             blk.attn._b_V, blk.attn.b_O)]
-identity(f"SmolLM2 has no attention biases (b_Q, b_K, b_V, b_O of all "
-         f"{len(smol.blocks)} layers are 0)",
-         f"largest |bias| {max(b.abs().max().item() for b in biases):.0f}",
-         all(bool((b == 0).all()) for b in biases), chapter="7")
+# the checkpoint's own tensors: the converted model's zero biases are the
+# conversion's, whatever the file holds
+stored = smollm2_gguf_tensors()
+observation(f"bias tensors among the {len(stored)} tensors of SmolLM2's GGUF "
+            "checkpoint", sum(name.endswith(".bias") for name in stored),
+            chapter="7")
 # ours: W_V W_O (d_head), X W_OV (d_model), the mix (n), the heads' sum
 # (n_heads); the model's: RMSNorm's weight (1), X W_V (d_model), the mix
 # (n), W_O summed over heads and d_head (n_heads d_head); the division by

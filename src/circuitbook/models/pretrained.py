@@ -99,6 +99,15 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+def smollm2_gguf_tensors() -> list[str]:
+    """The names of the tensors SmolLM2's GGUF file stores, read from its header (nothing is
+    dequantised): what the checkpoint holds before a conversion adds a parameter (TransformerLens
+    writes zero biases for a Llama model) or drops one. Chapter 7."""
+    from gguf import GGUFReader
+
+    return [tensor.name for tensor in GGUFReader(str(smollm2_gguf_path())).tensors]
+
+
 def smollm2_hf(dtype: torch.dtype = torch.float32):
     """SmolLM2-135M as a ``transformers`` model and tokenizer, from the local GGUF file.
 
