@@ -1699,7 +1699,7 @@ for key in ("before", "during", "after"):
 # In that window the training loss has a slope of {glue:text}`c_rate_during:.3f`
 # millinats per step, against {glue:text}`c_rate_before:.3f` before and
 # {glue:text}`c_rate_after:.3f` after it: the loss curve, which was flattening, speeds up,
-# then flattens again. How unusual is that? The history allows
+# then slows again (though it still falls faster after the window than before it). How unusual is that? The history allows
 # {glue:text}`c_n_all` window centres of the same width, but over the first of them
 # (steps {glue:text}`c_drop_lo` to {glue:text}`c_drop_hi`) the loss is still in its early
 # descent, flattening, and the criterion "steeper than both neighbours" fails at every one
@@ -2121,7 +2121,7 @@ glue("sm_p_min", 1 / (sm["rank_all"].n + 1))   # the smallest p first place give
 # larger difference than the induction window, so dropping it can lower p as well. Among
 # {glue:text}`sm_n` centres only first place gives p below 0.05 (p =
 # {glue:text}`sm_p_min:.2f`), so these tests could have detected the bump only as the
-# largest margin of the {glue:text}`sm_steps` steps recorded; more steps or more seeds
+# largest margin among those {glue:text}`sm_n` centres; more steps or more seeds
 # would give them more to rank. In this run (one seed) the heads form clearly earlier than
 # in either seed without smeared keys; that the bump moves with them is suggested, not
 # shown, by this run.
