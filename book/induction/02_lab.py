@@ -182,14 +182,15 @@ assert (l0, helper) == (0, 1) and worst_head == helper, (l0, helper, worst_head)
 # chance is {glue:text}`lab_chance:.2f`): the model has lost most of its copying. The
 # second copy is still {glue:text}`lab_kept:.2f` nats cheaper than the first (an
 # observation; this page does not trace where that remainder comes from). All four
-# layer-1 heads go blind together: clean they put {glue:text}`lab_l1_clean_lo:.2f` to
+# layer-1 heads lose the target together: clean they put {glue:text}`lab_l1_clean_lo:.2f` to
 # {glue:text}`lab_l1_clean_hi:.2f` of their attention on that token, with
 # {glue:text}`lab_prev` mean-ablated {glue:text}`lab_l1_broken_lo:.2f` to
 # {glue:text}`lab_l1_broken_hi:.2f` (even attention over each query's keys would give
 # {glue:text}`lab_even:.2f`). Zero-ablation gives the same picture
 # ({glue:text}`lab_zeroed_attn:.2f` and {glue:text}`lab_zeroed_loss2:.2f` for
-# {glue:text}`lab_ind`).
-# The other heads of layer 0 matter much less, but not all of them nothing:
+# {glue:text}`lab_ind`), as it must nearly do here: the head's mean output, which
+# mean-ablation keeps, is small.
+# The other heads of layer 0 matter much less, though not all equally little:
 # {glue:text}`lab_other`, the partial helper that chapter
 # {doc}`17b <../17_induction_evidence>` named before this measurement, and the most harmful
 # of the three here, raises the second-copy loss to {glue:text}`lab_other_loss2:.2f` nats,
@@ -284,7 +285,7 @@ for key, what, gap in [
 # position. At the start of the sequence the gap is
 # {glue:text}`lab_len0_gap:.2f` ([{glue:text}`lab_len0_lo:.2f`,
 # {glue:text}`lab_len0_hi:.2f`]), but there the short second copy also sits at positions
-# 8 to 15, earlier than any copy in training.
+# 8 to 15, earlier than any repeated token in training.
 # A random prefix does not act in one direction. A few random tokens help an 8-token
 # repeat: 8 of them
 # lower the 8-token segments' loss by {glue:text}`lab_pos_gap:.2f` nats
