@@ -358,7 +358,7 @@ checks.ch06_ex1(attention_pattern)
 # {cite}`press2021shortformer`: their positional table is added
 # only to the input of the queries and keys, never to the stream, so for them $x_i$ in
 # the formula is $x_i + p_i$, the stream plus the position's embedding, while the values
-# read the stream alone and no later layer sees the position in it. The score is then a
+# read the stream alone and no later layer sees the position's embedding itself. The score is then a
 # bilinear form on the stream plus position (not on the stream), with the bias terms
 # added. (Chapter 19's
 # smeared-key models go one step further: each key is a learned mix of the keys at its
@@ -704,8 +704,8 @@ identity_close(f"x_i W_Q R_(i-j) W_K^T x_j^T / sqrt(d_head) is L{PL}H{PH}'s "
 # margin of $\kappa(1)$ over the largest other value, in units of the standard deviation
 # of $\kappa$ over the 80 offsets (so the size of the scores does not enter).
 #
-# The head's other slices are no null for this: they belong to the same head, and
-# neighbouring slices differ only a little, so they are not exchangeable draws. The null
+# The head's other slices are no null for this: they belong to the same head, so they are
+# not exchangeable draws. The null
 # is the one above, random heads reading the same streams through the same rotation at
 # the trained sizes, and because we chose {glue:text}`prev_head` as the best
 # previous-token head of 270, each of the 20 random sets contributes its own best
