@@ -601,8 +601,10 @@ glue("d_head", d_head_)
 # biases before the norm go through the folded $W_U$ divided by the stream's standard
 # deviation at the final norm, averaged over the held-out target positions
 # ({glue:text}`stream_sd:.2f`), and $b_2 W_U + b_U$ is added as it is. The typical
-# division stands in for each position's own. The feed-forward sublayer between the head
-# and the output stays out. The decoder's pre-norms are not on this path at all: the
+# division stands in for each position's own. The head still reads the bare embedding
+# here, whose rows are longer than the memory vectors it reads in the model, so beside its
+# write the biases weigh somewhat less than they do there. The feed-forward sublayer
+# between the head and the output stays out. The decoder's pre-norms are not on this path at all: the
 # values read the memory directly, and the norm before cross-attention shapes only the
 # queries.
 
@@ -1273,7 +1275,7 @@ glue("h2_gen_hi", gen_test.hi)
 # %% [markdown]
 # To decide that, we planned a fresh sample: its size, its rule and its level were fixed
 # before it was drawn. The plan below decides "head 2 beats the training split's position
-# rule", not "head 2 follows the words", which the shuffle test answers (the plan's code
+# rule", not "head 2 reads the sentence", which the shuffle test answers (the plan's code
 # used that rule from the start; its wording called it the best position rule until the
 # tie-breaks discussed below were seen). How many sentences depends on the excess one
 # plans for, a choice the number below is conditional on. Planning on the point estimate
