@@ -730,6 +730,7 @@ import itertools
 import math
 import re
 import textwrap
+from collections import Counter
 
 from circuitbook.data.corpus import shakespeare_scenes
 from circuitbook.heads import (
@@ -954,6 +955,10 @@ observation(f"weight on earlier copies for those {int(plain.sum())} others: "
             f"{plain_share[DL, DH]:.2f}, {plain_share[top_heads[1]]:.2f}, "
             f"{(plain_share.sum() - plain_share[DL, DH]) / 269:.3f}",
             chapter="7")
+plain_pieces = Counter(pieces[b_][q_] for b_, q_ in plain.nonzero().tolist())
+observation(f"those {int(plain.sum())} others, most frequent first (token: times)",
+            ", ".join(f"{p_}: {n_}" for p_, n_ in plain_pieces.most_common(8)),
+            chapter="7")
 glue("dup_n_alone_name", int(alone_name.sum()))
 glue("dup_name_alone_best", name_share[DL, DH].item())
 glue("dup_name_alone_mean",
@@ -1014,10 +1019,11 @@ glue("dup_alone_mean",
 # {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
 # head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
 # before matches too, and lower where it differs, though still far above the other
-# heads' average. The ordinary words, whose predecessor mostly differs outright (the
-# printout lists them; a few differ only by a leading space, or are pieces inside a word),
-# are the cleanest case: there the head attends to a token's earlier copy when only the token itself
-# matches (observations on one model and eight passages).
+# heads' average. The ordinary words do not isolate matching the token alone: a few
+# differ from the copy's predecessor only by a leading space or are pieces inside a
+# word, and common words such as "the" are among them (the printout counts them), which a
+# head may attend to from many queries, so their share mixes token matching with a
+# preference for the key (observations on one model and eight passages).
 #
 # ### Grouped-query attention keeps the sum
 #

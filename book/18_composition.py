@@ -191,8 +191,8 @@ checks.ch18_ex2(k_composition_matrices)
 # (Exercise 18.2 worked out) answers. We then compute K-composition by brute force for
 # every pair of `toy-2l` heads, with the reader matrix your function returns, and
 # compare it with the library, with TransformerLens and with your two functions; then
-# we compute the product $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the reader's
-# QK circuit, and compare it with both of TransformerLens's scores.
+# we transpose your reader matrix and compare the scores it gives with both of
+# TransformerLens's scores.
 #
 # <details><summary>Exercise 18.2 worked out (open it once your function passes)</summary>
 #
@@ -261,34 +261,32 @@ identity_close("your two functions give the library's K-composition score "
                terms=score_terms(d_m, d_h), scale=1.0, chapter="18")
 
 # %%
-# the product W_OV^A W_QK^B: the writer's OV circuit times the reader's QK circuit
-tempting = brute_force_scores(lambda r: model.W_Q[1, r] @ model.W_K[1, r].T)
+# the reader's factor the other way round: your reader matrix, transposed
+tempting = brute_force_scores(lambda r: your_reader_matrix(r).T)
 tl_q = model.all_composition_scores("Q")[0, :, 1, :]
 tl_k = theirs
-identity_close("the writer's OV circuit times the reader's QK circuit (the "
-               "tempting 'K-composition') gives "
+identity_close("your reader matrix, transposed, gives "
                "TransformerLens's *Q*-composition scores (toy-2l)",
                tempting * tl_q, tl_q ** 2, terms=tl_score_terms(d_m, d_h),
                scale=1.0, chapter="18")
 gap_qk = (tempting - tl_k).abs().max().item()
-observation("on toy-2l the writer's OV circuit times the reader's QK circuit "
-            "and the K-composition scores "
-            "differ by up to this much", f"{gap_qk:.3f}", chapter="18")
+observation("on toy-2l the scores with your reader matrix transposed and "
+            "the K-composition scores differ by up to this much", f"{gap_qk:.3f}", chapter="18")
 glue("tempting_gap", gap_qk)
 glue("tempting_prev", tempting[2].max().item())
 glue("k_prev", tl_k[2].min().item())
-print("OV(A) QK(B) scores      :", tempting[2].numpy().round(3),
+print("reader matrix transposed:", tempting[2].numpy().round(3),
       "(writer L0H2)")
 print("TransformerLens K scores:", tl_k[2].numpy().round(3))
 
 # %% [markdown]
-# The product $W_{OV}^A W_{QK}^B$ reproduces the Q-composition scores to rounding and
+# Transposed, your reader matrix reproduces the Q-composition scores to rounding and
 # misses the K-composition scores by up to {glue:text}`tempting_gap:.2f`. On the head
 # that matters, the previous-token head L0H2, it would report at most
 # {glue:text}`tempting_prev:.2f` into the layer-1 heads, where the K-composition score
-# is at least {glue:text}`k_prev:.2f`: with the wrong matrix, the channel chapter
-# {doc}`16_two_layer` found essential would look weaker than it is. The rest of the
-# book uses $W_{QK}^\top$ for keys, as TransformerLens does.
+# is at least {glue:text}`k_prev:.2f`: with the reader's factor the wrong way round, the
+# channel chapter {doc}`16_two_layer` found essential would look weaker than it is. The
+# rest of the book orients it as exercise 18.2 does, as TransformerLens does.
 #
 # Forming $d_\text{model} \times d_\text{model}$ products is wasteful: both matrices
 # have rank at most $d_\text{head}$. Write $W_A = V O$ and $W_B = P Q^\top$ with thin
@@ -1575,5 +1573,5 @@ glue("apart_move", 100 * apart)
 #   $G_Q$ is paired with lets it move: up to {glue:text}`num_move:.1f`% and
 #   {glue:text}`den_move:.1f`%, which moving independently would allow
 #   {glue:text}`apart_move:.1f`% in the score), and then numerator and denominator move
-#   together, which leaves {glue:text}`spread_top:.2f`%. So the score cannot tell at
-#   which offsets composition acts.
+#   together, which leaves {glue:text}`spread_top:.2f`%. And because the score averages
+#   over all query directions, it cannot tell at which offsets composition acts.
