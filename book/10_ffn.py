@@ -610,8 +610,8 @@ explore(draw_mixing, t=(0.0, 1.0, 0.1))
 # this model). TransformerLens hooks $x W_\text{gate}$ as `hook_pre`, $x W_\text{in}$ as
 # `hook_pre_linear` and $a$ as `hook_post`. Neuron $n$ still reads the stream and writes
 # $a_n W_\text{out}[n]$, but it reads two directions, a gate and a linear one, and $a_n$
-# can be negative: the gate is small for negative inputs ($\operatorname{silu}$ never
-# goes below $-0.28$), while $x W_\text{in}$ has either sign. The elementwise silu and
+# can be negative: the gate is bounded below for negative inputs ($\operatorname{silu}$
+# never goes below $-0.28$), while $x W_\text{in}$ has either sign. The elementwise silu and
 # product are what make the neuron basis privileged here, as the ReLU did above.
 # Permuting the neurons, or rescaling a neuron's linear branch (its column of
 # $W_\text{in}$ by any nonzero factor, sign flips included, and its row of $W_\text{out}$

@@ -70,8 +70,9 @@ glue("n_weights_m", n_weights / 1e6)
 #   the earliest such place is its *first occurrence*. Beside the mean loss it prints the
 #   loss at the first occurrences and at the repeats, and the loss chart (position across,
 #   loss in nats up) shades both. The first {glue:text}`min_repeat_less` tokens of a
-#   repeated stretch count in neither: the model has not yet seen enough of it to know it
-#   is a repeat.
+#   repeated stretch count in neither: the rule needs that many tokens before a token to
+#   call it a repeat (a shorter match is often chance), though an induction head can act
+#   after a single matching token.
 # - The **tokens** below are tinted by the loss on each one (how surprised the model is
 #   by it, given the tokens before); click one to choose the position whose next-token
 #   predictions are shown.
