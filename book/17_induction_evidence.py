@@ -680,8 +680,9 @@ plt.show()
 # lowest value, which for `toy-2l` is below what a rule blind to the order of earlier
 # tokens reaches (the framework page, {doc}`induction/01_framework`, measures that rule
 # on this run's own evaluation batch), so by then the model uses where earlier tokens
-# stood, roughly what the induction score measures, and a rise of the score in the same window as the loss's
-# fall is close to entailed. So it is an observation too, not an independent line of
+# stood; attending to the token after an earlier copy, which the induction score
+# measures, is the most direct way to do that, though not the only one, so a rise of the
+# score in the same window as the loss's fall is expected. So it is an observation too, not an independent line of
 # evidence in Olsson et al.'s sense, where the in-context-learning score is measured on
 # text. The first-copy
 # loss is not tied to the step's definition in that way, but we stated no direction for
@@ -708,7 +709,7 @@ def window_change(curve, i):
 
 
 # an observation, not a finding: the width was fixed after looking at the curves,
-# and the window's centre is where the model already uses the first copy's order
+# and the window's centre is where the model already uses where tokens stood
 ind_rise = window_change(best_ind_curve, at)
 ind_rise_test = null_test(ind_rise, Null.draws(
     "disjoint 80-step windows tiling the run",

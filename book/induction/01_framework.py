@@ -931,9 +931,10 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # value. That is below the {glue:text}`hist_count_bound:.2f` nats the order-blind count
 # rule reaches on the history's own sequences (repeats of 32 tokens, longer than the 24
 # above), so by then the model uses where earlier tokens stood, not only how often they
-# occurred, roughly what the induction score measures, and a rise of the score in the
-# same window is close to entailed. (Training is not stationary either, so the windows are not exchangeable draws in
-# the strict sense.) The comparison says roughly where the score rises fastest, at the
+# occurred. Attending to the token after an earlier copy, which the induction score
+# measures, is the most direct way to do that, though not the only one, so a rise of the
+# score in the same window is expected rather than independent. (Training is not
+# stationary either, so the windows are not exchangeable draws in the strict sense.) The comparison says roughly where the score rises fastest, at the
 # resolution of the tiling; it is not independent evidence in Olsson et al.'s sense, where the in-context-learning score is measured on text. How abrupt
 # the rise is, is a description rather than a test: {glue:text}`ind_share:.0f`% of the
 # score's whole change in training falls inside those 80 steps, where a constant rate would put
@@ -1062,7 +1063,8 @@ glue("c19_plain_frac", -plain_icl.lo / -copied_icl.hi)
 # - Q- and K-composition steer attention; only V-composition creates virtual heads.
 # - An induction head is a K-composition of a previous-token head and a copying head. In
 #   `toy-2l`, {glue:text}`q_n_stand` of the four induction heads also Q-compose with the
-#   previous-token head, a second route that chapter 17b patches; in `toy-2l`'s one
+#   previous-token head beyond the rotation null (the rest cannot be told from
+#   it), a second route that chapter 17b patches; in `toy-2l`'s one
 #   training run the heads form abruptly. Induction heads appear in the models of two or
 #   more layers that Olsson et al. studied and in SmolLM2 (chapter 17b), and are the clearest case of a model
 #   learning from its context, with consequences for safety.
