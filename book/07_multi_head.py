@@ -956,7 +956,8 @@ observation(f"weight on earlier copies for those {int(plain.sum())} others: "
             f"{(plain_share.sum() - plain_share[DL, DH]) / 269:.3f}",
             chapter="7")
 plain_pieces = Counter(pieces[b_][q_] for b_, q_ in plain.nonzero().tolist())
-observation(f"those {int(plain.sum())} others, most frequent first (token: times)",
+observation(f"the 8 most frequent tokens among those {int(plain.sum())} others "
+            "(token: times)",
             ", ".join(f"{p_}: {n_}" for p_, n_ in plain_pieces.most_common(8)),
             chapter="7")
 glue("dup_n_alone_name", int(alone_name.sum()))
@@ -1019,7 +1020,7 @@ glue("dup_alone_mean",
 # {glue:text}`dup_plain_mean:.3f` on average; an observation on few tokens). So the
 # head's share on the copies is highest, {glue:text}`dup_pair_best:.2f`, where the token
 # before matches too, and lower where it differs, though still far above the other
-# heads' average. The ordinary words do not isolate matching the token alone: a few
+# heads' average. The ordinary words do not isolate matching the token alone: some
 # differ from the copy's predecessor only by a leading space or are pieces inside a
 # word, and common words such as "the" are among them (the printout counts them), which a
 # head may attend to from many queries, so their share mixes token matching with a
@@ -1412,7 +1413,8 @@ attention_pattern_view(
 #   {glue:text}`dup_n` scored tokens are name pieces whose predecessor also matches,
 #   and {glue:text}`dup_n_upper` in all are upper-case pieces, nearly all names; on the
 #   {glue:text}`dup_n_plain` ordinary words among those whose predecessor differs from
-#   the copy's, it puts {glue:text}`dup_plain_best:.2f` on the copies.
+#   the copy's, it puts {glue:text}`dup_plain_best:.2f` on the copies, a share that
+#   mixes matching the token with a preference for common keys such as "the".
 #   Of the two heads that share its key-value
 #   head, {glue:text}`sib_0_name` does the job too ({glue:text}`sib_0:.2f`, rank
 #   {glue:text}`sib_0_rank` of 270) and {glue:text}`sib_1_name` barely
