@@ -282,8 +282,9 @@ observation("on the sentence, its attention on the token after the earlier "
 observation("after the first 'Mr', with nothing to copy, SmolLM2's "
             "probability of the next token", float(text_m[2]),
             chapter="induction module")
-finding("on random tokens, the repeat raises SmolLM2's probability of the "
-        "target: second copy minus first copy (mean of 20 paired controls)",
+finding("on random tokens, SmolLM2's probability of the target is higher at "
+        "the second copy than at the first: second minus first (mean of 20 "
+        "paired controls)",
         p_gain[1:].mean(), null=Null.point("no change from the first copy", 0.0),
         boot=boot_p, chapter="induction module")
 finding("on this one sentence that gain is larger than on the random "
@@ -302,16 +303,16 @@ glue("smol_lgain_hi", float(boot_log.quantile(0.975)))
 glue("smol_lgain_above", int((log_gain[1:] > log_gain[0]).sum()))
 glue("smol_lgain_min", float(log_gain[1:].min()))
 glue("smol_lgain_max", float(log_gain[1:].max()))
-finding("on random tokens, the repeat raises SmolLM2's log-odds of the "
-        "target: log-odds at the second copy minus at the first (mean of 20 "
+finding("on random tokens, SmolLM2's log-odds of the target are higher at "
+        "the second copy than at the first: second minus first (mean of 20 "
         "paired controls)", log_gain[1:].mean(),
         null=Null.point("no change from the first copy", 0.0), boot=boot_log,
         chapter="induction module")
 rank_log = null_test(float(log_gain[0]), Null.draws(
     "the paired gains in log-odds of the 20 random-token controls", log_gain[1:]))
 glue("smol_lgain_p", rank_log.p)
-finding("on this one sentence the gain in log-odds is larger than on the random "
-        "controls (rank among the 20 controls' gains in log-odds)", rank_log,
+finding("on this one sentence the gain in log-odds cannot be told from the "
+        "random controls' gains (its rank among the 20 controls' gains)", rank_log,
         expect="no effect", chapter="induction module")
 boot_twin = twin_gain[resample].mean(-1)
 glue("smol_tgain", float(twin_gain.mean()))
@@ -544,7 +545,9 @@ observation("toy-2l's top prediction on the random-token control, and the "
 # {cite}`elhage2021mathematical`, who also named the *virtual heads* below. Toggle each and
 # watch which terms of the path expansion exist, what the configuration can compute, and how many
 # virtual heads there are. The column "size" gives each term's size in `toy-2l`: its
-# composition score, or the Frobenius norm of its circuit. The sliders at the bottom leave
+# composition score, or a Frobenius norm, of the full circuit $W_E W_{OV} W_U$ for a single
+# head but of the product of the two OV circuits alone for the virtual head, so those two
+# norms are not on one scale. The sliders at the bottom leave
 # the single pair behind and count the terms of a whole attention-only model with $n$ heads
 # per layer and $L$ layers.
 #
