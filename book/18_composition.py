@@ -199,7 +199,7 @@ checks.ch18_ex2(k_composition_matrices)
 # It is tempting to call $W_{OV}^A W_{QK}^B$, the writer's OV circuit times the
 # reader's QK circuit, the K-composition circuit, and to say that Q-composition uses
 # the same matrix. Chapter {doc}`16_two_layer`'s table says otherwise. In the
-# row-vector convention the first of those statements is wrong, and with it the
+# row-vector convention the first of those statements is wrong, and so is the
 # second: $W_{OV}^A W_{QK}^B$ is Q-composition's matrix, K-composition transposes the
 # reader's factor, $W_{OV}^A (W_{QK}^B)^\top$, so the two compositions use different
 # matrices. The reason is one line of
@@ -286,7 +286,8 @@ print("TransformerLens K scores:", tl_k[2].numpy().round(3))
 # {glue:text}`tempting_prev:.2f` into the layer-1 heads, where the K-composition score
 # is at least {glue:text}`k_prev:.2f`: with the reader's factor the wrong way round, the
 # channel chapter {doc}`16_two_layer` found essential would look weaker than it is. The
-# rest of the book orients it as exercise 18.2 does, as TransformerLens does.
+# rest of the book orients it as exercise 18.2 does, which is also TransformerLens's
+# orientation.
 #
 # Forming $d_\text{model} \times d_\text{model}$ products is wasteful: both matrices
 # have rank at most $d_\text{head}$. Write $W_A = V O$ and $W_B = P Q^\top$ with thin
