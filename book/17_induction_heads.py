@@ -256,8 +256,8 @@ plt.show()
 # scale only, and the induction score gets a behavioural null instead, the same stripe
 # when the second half of each sequence is fresh random tokens, where there is nothing
 # to copy. The next cell builds the
-# untrained models and computes, for each, every statistic this chapter reports, and
-# runs the trained model on the fresh halves.
+# untrained models and computes, for each, the two attention scores, and runs the
+# trained model on the fresh halves; later cells compute the weight statistics for them.
 
 # %% tags=["hide-input"]
 N_NULL = 40
@@ -563,7 +563,7 @@ glue("sum_top1_null", max(null_sum_top1))
 # One head alone makes the attended token its top logit for only
 # {glue:text}`ov_top1_lo:.0%` to {glue:text}`ov_top1_hi:.0%` of tokens, and no head
 # ranks it among its five largest for more than {glue:text}`ov_top5_max:.0%`: the tokens
-# a head misses are not near misses. The four heads' sum copies
+# a head misses are mostly not near misses. The four heads' sum copies
 # {glue:text}`sum_top1:.0%` of tokens exactly (untrained sums: at most
 # {glue:text}`sum_top1_null:.0%`). The copying is shared out between the heads; chapter
 # {doc}`17_induction_evidence` meets the same sharing when it patches one head at a
@@ -1007,7 +1007,7 @@ glue("ch13_own_late", float(ch13_own_late))
 #   induction head whose keys read that (K-composition), whose query asks for its own
 #   token, and whose OV circuit copies what it finds. Two hand-set attention layers
 #   predict every token of the second copy after its first, on {glue:text}`n_hand`
-#   sequences without repeated tokens.
+#   sequences whose halves have no repeated token.
 # - In `toy-2l`, on one batch of 16 repeated random sequences, the previous-token head
 #   is L0H2 (score {glue:text}`prev_best:.2f`), and all four layer-1 heads are induction
 #   heads (scores {glue:text}`ind_min:.2f` to {glue:text}`ind_max:.2f`), each beyond

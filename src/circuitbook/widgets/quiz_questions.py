@@ -38,7 +38,8 @@ QUESTIONS = [
                  "$W_Q$ and $W_K$ are learned separately and differ; "
                  "nothing makes $W_{QK}$ symmetric, and $W_Q W_Q^\\top$ would "
                  "be more: positive semidefinite, so a query would score a "
-                 "key above its own position only when that key is longer.",
+                 "key above its own position only when that key's projection "
+                 "$x W_Q$ is longer.",
                  None,
                  "The product passes through the head's $d_\\text{head}$ "
                  "dimensions, so its rank is at most $d_\\text{head}$, far "
@@ -172,7 +173,8 @@ QUESTIONS = [
      "why_not": [
                  "Olsson et al.'s training curves do not show a gradual "
                  "change: this option leaves out the bump in the training "
-                 "loss that gave the 'phase change' its name.",
+                 "loss, one sign of the abrupt change they call the phase "
+                 "change.",
                  "Olsson et al. see the bump in small models too, so scale "
                  "is not what produces it.",
                  None,
