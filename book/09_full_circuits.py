@@ -6,8 +6,8 @@
 # though; tokens are. This chapter puts the embedding and the unembedding on both sides
 # of each circuit, which turns them into tables indexed by tokens: the **full OV
 # circuit** $W_E W_{OV} W_U$ says how attending to a token changes every logit, and the
-# **full QK circuit** $W_E W_{QK} W_E^\top$ says how much a query token wants to attend
-# to a key token. We count what these tables would cost at GPT-2's vocabulary size and
+# **full QK circuit** $W_E W_{QK} W_E^\top$ gives the part of a query token's score for
+# a key token that comes from the two tokens alone. We count what these tables would cost at GPT-2's vocabulary size and
 # what the factored form costs instead (times measured, sizes counted), and then read them on the toy model:
 # the induction heads' full OV circuits copy, and the previous-token head's positional
 # QK circuit is a band just below the diagonal.
@@ -1378,9 +1378,9 @@ identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
 #
 # - The full OV circuit $W_E W_{OV} W_U$ and the full QK circuit
 #   $W_E W_{QK} W_E^\top$ are the head's two circuits read in tokens on the direct route:
-#   how attending to token $s$ moves logit $t$, and how much query token $s$ wants key
-#   token $t$ (exactly so for `toy-2l`'s layer-0 heads; for a layer-1 head, the token
-#   route only, one term of its score). Running
+#   how attending to token $s$ moves logit $t$, and the token-token term of how much
+#   query token $s$ wants key token $t$ (beside positional, cross and bias terms even for
+#   `toy-2l`'s layer-0 heads; for a layer-1 head also beside what layer 0 wrote). Running
 #   the Annotated Transformer's own modules on one-token inputs reproduces the full OV
 #   table plus a constant bias row.
 # - At GPT-2's vocabulary a dense table is {glue:text}`dense_gb:.1f` GB per head; the
@@ -1421,10 +1421,11 @@ identity(f"W_pos[{n_ctx - 1}] is its value at initialisation (seed 0), "
 #   into $W_E$'s rows for a layer-0 head (there the stream is the token's embedding) but
 #   not above it, where the table holds only up to a scale for each query and each key
 #   position.)
-# - The previous-token head's positional QK circuit is a band at $j = i - 1$. Its
-#   margin exceeds everything in the score that depends on the key's token, cross terms
-#   included, for {glue:text}`robust_n` of {glue:text}`robust_total` query (token,
-#   position) pairs at positions 2 to 62: for those, no choice of key tokens can move the
-#   head off the previous position (for the rest, some choice of tokens might). By
+# - The previous-token head's positional QK circuit is a band at $j = i - 1$. The margin
+#   of the whole position-dependent part of its score at key $i - 1$ exceeds everything in
+#   the score that depends on the key's token, cross terms included, for
+#   {glue:text}`robust_n` of {glue:text}`robust_total` query (token, position) pairs at
+#   positions 2 to 62: for those, no choice of key tokens can take the top score from key
+#   $i - 1$ (for the rest, some choice of tokens might). By
 #   position alone the band breaks only at the last position, which training never
 #   reached.
