@@ -299,12 +299,14 @@ for h in range(n_heads):
     W_QK_ext = extended_qk(w["W_Q"][h], w["b_Q"][h], w["W_K"][h],
                            w["b_K"][h])                     # [33, 33]
     W_OV = w["W_V"][h] @ w["W_O"][h]                        # [32, 32]
-    # W - W^T against the rounding of two d_head-term products: the
-    # checks below can tell W_QK from its transpose
-    W_ref = Q_ext @ K_ext.T
-    assert ((W_ref - W_ref.T).abs().max() > rounding_bound(
-        2 * d_head, float((Q_ext.abs() @ K_ext.abs().T).max()))), h
-    asyms.append(((W_ref - W_ref.T).norm() / W_ref.norm()).item())
+    # W - W^T against the rounding of two d_head-term products (scale: your
+    # function on the absolute weights): the checks below can tell W_QK from
+    # its transpose
+    W_abs = extended_qk(w["W_Q"][h].abs(), w["b_Q"][h].abs(),
+                        w["W_K"][h].abs(), w["b_K"][h].abs())
+    assert ((W_QK_ext - W_QK_ext.T).abs().max() > rounding_bound(
+        2 * d_head, float(W_abs.max()))), h
+    asyms.append(((W_QK_ext - W_QK_ext.T).norm() / W_QK_ext.norm()).item())
     out, pattern = head_from_circuits(x_at, W_QK_ext, W_OV,
                                       w["b_V"][h] @ w["W_O"][h])
     outs.append(out)
@@ -313,8 +315,9 @@ for h in range(n_heads):
     values = x_at.abs() @ w["W_V"][h].abs() + w["b_V"][h].abs()
     msizes.append(values @ w["W_O"][h].abs())       # [2, 7, d_model]
     # the rank, from a float64 product (float32 rounding would add rank)
-    ranks.append(torch.linalg.matrix_rank(Q_ext.double()
-                                          @ K_ext.double().T).item())
+    ranks.append(torch.linalg.matrix_rank(extended_qk(
+        *(t.double() for t in (w["W_Q"][h], w["b_Q"][h], w["W_K"][h],
+                               w["b_K"][h])))).item())
 n_at = x_at.shape[1]
 # each weight against a bound relative to its own size (see pattern_sizes)
 p_size = pattern_sizes(mha.attn, torch.stack(sizes, 1))
@@ -1252,8 +1255,8 @@ def to_paper_convention(W_Q, W_K, W_V, W_O):
 checks.ch08_ex2(to_paper_convention)
 
 # %% [markdown]
-# The working, and its check on `toy-2l`'s head, are folded below: open them once your
-# function passes.
+# The working is folded below: open it once your function passes. The cell after it
+# checks your function on `toy-2l`'s head.
 #
 # <details><summary>Exercise 8.2 worked out</summary>
 #
@@ -1285,18 +1288,18 @@ checks.ch08_ex2(to_paper_convention)
 # </details>
 
 # %% tags=["hide-cell"]
-W_Qp, W_Kp = attn.W_Q[H].T, attn.W_K[H].T   # [d_head, d_model]
-W_Vp = attn.W_V[H].T                         # [d_head, d_model]
-W_Op = attn.W_O[H].T                         # [d_model, d_head]
-W_OV_paper = W_Op @ W_Vp
+# your function's two circuits for this head, and its QK circuit of the
+# weights extended by the biases (exercise 8.1's extension)
+_, W_OV_paper = to_paper_convention(attn.W_Q[H], attn.W_K[H], attn.W_V[H],
+                                    attn.W_O[H])
+W_QK_paper_ext, _ = to_paper_convention(
+    extended(attn.W_Q[H], attn.b_Q[H]), extended(attn.W_K[H], attn.b_K[H]),
+    attn.W_V[H], attn.W_O[H])
 W_QK = attn.W_Q[H] @ attn.W_K[H].T
 asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
-# The paper's score in its own column form on the real vectors: the biases
-# as one more column of W_Qᵖ and W_Kᵖ (exercise 8.1's extension), each
+# The paper's score in its own column form on the real vectors: each
 # position a column (x + W_pos, 1), query i on the left; against the hooked
 # scores, each at its own size, as for the pattern above
-W_QK_paper_ext = (torch.cat([W_Qp, attn.b_Q[H][:, None]], dim=1).T
-                  @ torch.cat([W_Kp, attn.b_K[H][:, None]], dim=1))
 X1_cols = x1.T                                 # [d_model + 1, pos]
 
 
@@ -1309,7 +1312,7 @@ def paper_scores(W):
 hooked_scores = cache["attn_scores", L][0, H]  # masked: -inf above
 causal = ~future
 QK_TERMS = score_terms(cfg.d_model, cfg.d_head, extra=1)
-identity_close("the paper's score x_iᵀ W_QKᵖ x_j, W_QKᵖ = (W_Qᵖ)ᵀ W_Kᵖ "
+identity_close("the paper's score x_iᵀ W_QKᵖ x_j, with your W_QKᵖ "
                "extended by the biases, is hook_attn_scores (each score's "
                "error over its size)",
                paper_scores(W_QK_paper_ext)[causal] / S_2l[causal],
@@ -1329,10 +1332,9 @@ asym_bound = rounding_bound(2 * cfg.d_head, qk_size)
 assert (W_QK - W_QK.T).abs().max() > asym_bound   # the next line's claim
 observation("and not its transpose: this head's W_QK differs from W_QKᵀ by "
             "more than rounding", f"|W - Wᵀ| / |W| = {asym:.2f}", chapter="8")
-# this one multiplies the transposes: the same d_head products, perhaps
-# added in another order
-identity_close("the paper's W_OVᵖ = W_Oᵖ W_Vᵖ is the transpose of "
-               "TransformerLens's W_OV = W_V W_O", W_OV_paper, W_OV.T,
+# the same d_head products, perhaps added in another order
+identity_close("your W_OVᵖ, as the worked answer above derives it, "
+               "against TransformerLens's W_OV = W_V W_O", W_OV_paper, W_OV.T,
                terms=2 * cfg.d_head,
                scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
                chapter="8")
