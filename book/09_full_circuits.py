@@ -7,7 +7,8 @@
 # of each circuit, which turns them into tables indexed by tokens: the **full OV
 # circuit** $W_E W_{OV} W_U$ says how attending to a token changes every logit, and the
 # **full QK circuit** $W_E W_{QK} W_E^\top$ gives the part of a query token's score for
-# a key token that comes from the two tokens alone. We count what these tables would cost at GPT-2's vocabulary size and
+# a key token that comes from the two token embeddings through $W_{QK}$ (the
+# token-token term, beside those of positions and biases). We count what these tables would cost at GPT-2's vocabulary size and
 # what the factored form costs instead (times measured, sizes counted), and then read them on the toy model:
 # the induction heads' full OV circuits copy, and the previous-token head's positional
 # QK circuit is a band just below the diagonal.
@@ -100,10 +101,12 @@ def score_tolerance(m64, m_abs, inner):
 # something else, for example turning `cat` into `cats`.
 #
 # The full QK circuit is the same idea for the pattern. Entry (query token, key token)
-# is the attention score the head would give from the embeddings alone, so its rows
-# show which tokens each token looks for. Where the model has learned positional
-# embeddings, the same construction with $W_\text{pos}$ in place of $W_E$ shows which
-# positions each position looks at.
+# is the token-token term of the attention score: the part that comes from the two
+# embeddings through $W_{QK}$, beside the terms from positions and biases. Its rows show
+# which tokens each token looks for through that term. Where the model has learned
+# positional embeddings, the same construction with $W_\text{pos}$ in place of $W_E$ gives
+# the position-position term, which shows which positions each position looks at through
+# it.
 #
 # Two caveats belong here rather than in small print. First, these tables describe the
 # *direct* route only: token embedding into this head, head output straight to the
@@ -888,12 +891,12 @@ glue("qk_null_max", max(null_qk_self))
 
 # %% [markdown]
 # Read the table row by row: row $s$ says how much a query whose token is $s$ prefers each key
-# token, from the embeddings alone. The key with the query's own token tops its row for
+# token through the token-token term alone (the biases and positions add their own terms). The key with the query's own token tops its row for
 # {glue:text}`qk_self_top:.0%` of query tokens ({glue:text}`qk_self_top_n` of 64). A
 # token-matching head would score 100%, but the best of an untrained model's eight heads
 # scores {glue:text}`qk_null_mean:.1%` on average and at most {glue:text}`qk_null_max:.0%`
-# ({glue:text}`qk_null_max_n` of 64). So training gave this head a weak preference for its
-# own token, though the margin is thin: its count exceeds the null's maximum by
+# ({glue:text}`qk_null_max_n` of 64). So training gave this head's token-token term a weak
+# preference for its own token, though the margin is thin: its count exceeds the null's maximum by
 # {glue:text}`qk_margin_n`,
 # and with 40 draws the test cannot give p below 1/41. A second statistic of the same
 # rows, which we added after seeing these shares, does not rest on that one-token margin:
