@@ -898,8 +898,9 @@ glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 # This null replaced an earlier one, a rank uniform over the row, after SmolLM2's numbers
 # had been seen (tying alone puts a token near the top of its own row, so the uniform
 # rank was the wrong null); it is not a null fixed in advance.
-# For the whole model's table, its own entries shuffled at random. And the whole model
-# against its own direct path on the same tokens.
+# For the whole model's table, its own entries shuffled at random, likewise chosen after
+# its antisymmetric share had been seen. And the whole model against its own direct path
+# on the same tokens.
 
 # %%
 top_direct = rows.argmax(-1)
@@ -1024,7 +1025,8 @@ direct_antisym = antisym_share((rows[:256] / rms_x)[:, one[:, 0]])
 shuffled = [antisym_share(table.flatten()[torch.randperm(
     table.numel(), generator=g)].reshape(table.shape)) for _ in range(200)]
 finding("the whole model's 256 x 256 one-token logit table: its "
-        "antisymmetric share against the same entries shuffled",
+        "antisymmetric share against the same entries shuffled (null chosen "
+        "after seeing the number)",
         full_antisym, null=Null.draws("its entries shuffled, 200 times",
                                       shuffled),
         alternative="two-sided", chapter="4")
@@ -1113,8 +1115,10 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # of $M$ a term that favours, in every row alike, the tokens that carry it most; and the
 # winner carries it most: its projection on the mean direction is number
 # {glue:text}`s_proj_place` of the vocabulary, {glue:text}`s_winner_proj:.1f` against a
-# median of {glue:text}`s_proj_median:.1f`. Three measurements say that this one direction
-# accounts for most of the gap, and one more shared direction for most of the rest. Subtract the mean row from every row of $W_E$ (same $w$) and
+# median of {glue:text}`s_proj_median:.1f`. Three measurements say that a direction shared
+# by the rows accounts for the gap. Subtract the mean row from every row of $W_E$ (same
+# $w$), which removes a constant vector but leaves each row's own strength along the
+# shared direction, and
 # {glue:text}`s_centred_self:.1f`% of the 256 tokens become their own top successor;
 # remove also the centred table's top principal direction and
 # {glue:text}`s_pc_self:.1f`% do. And a null that keeps, for each row, its length and its
@@ -1155,7 +1159,8 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # antisymmetric than the whole model's table. A table of
 # independent entries would score $\sqrt{(n-2)/(2(n-1))} =$ {glue:text}`s_analytic:.4f`
 # for $n = 256$ (derived above for `toy-0l`), and the same logits shuffled into random
-# places, the null fixed in advance, give {glue:text}`s_shuffled:.4f` (sd
+# places, a null chosen after the whole model's share had been seen, give
+# {glue:text}`s_shuffled:.4f` (sd
 # {glue:text}`s_shuffled_sd:.4f`, 200 shuffles), in agreement with it. The whole model's
 # table sits *below* both, by {glue:text}`s_antisym_z:.1f` standard deviations of the
 # shuffles (a two-sided test): it is slightly but measurably less antisymmetric than
