@@ -250,13 +250,11 @@ checks.ch08_ex1(extended_qk)
 # runs them.
 
 # %% tags=["hide-input"]
-def score_sizes(x1, Q_ext, K_ext, d_head):
+def score_sizes(x1, W_abs_ext, d_head):
     """[..., q, k]: the size each score's rounding is relative to,
-    |x1_i| |Q_ext| . |x1_j| |K_ext| / sqrt(d_head), the products' absolute
-    values."""
-    q = x1.abs() @ Q_ext.abs()
-    k = x1.abs() @ K_ext.abs()
-    return q @ k.transpose(-1, -2) / math.sqrt(d_head)
+    |x1_i| W_abs_ext |x1_j|^T / sqrt(d_head), with W_abs_ext the bias-extended
+    QK circuit of the weights' absolute values: the products' absolute values."""
+    return x1.abs() @ W_abs_ext @ x1.abs().transpose(-1, -2) / math.sqrt(d_head)
 
 
 def score_terms(d_model, d_head, extra=0):
@@ -277,11 +275,6 @@ w = tl_weights(mha)                 # W_Q: [head, d_model, d_head], ...
 d_head = w["W_Q"].shape[-1]
 
 
-def extended(W, b):
-    """[d_model, d_head] weight and [d_head] bias -> [d_model + 1, d_head]."""
-    return torch.cat([W, b[None]], dim=0)
-
-
 def head_from_circuits(x, W_QK_ext, W_OV, bias_out):
     """One head from its two circuits. x: [batch, pos, d_model]."""
     x1 = torch.cat([x, torch.ones(*x.shape[:-1], 1)], dim=-1)
@@ -294,8 +287,6 @@ module_heads = head_outputs(mha, x_at, x_at, x_at)  # [batch, head, q, d_m]
 outs, patterns, sizes, ranks, asyms, msizes = [], [], [], [], [], []
 x1_at = torch.cat([x_at, torch.ones(*x_at.shape[:-1], 1)], dim=-1)
 for h in range(n_heads):
-    Q_ext, K_ext = (extended(w["W_Q"][h], w["b_Q"][h]),
-                    extended(w["W_K"][h], w["b_K"][h]))
     W_QK_ext = extended_qk(w["W_Q"][h], w["b_Q"][h], w["W_K"][h],
                            w["b_K"][h])                     # [33, 33]
     W_OV = w["W_V"][h] @ w["W_O"][h]                        # [32, 32]
@@ -311,7 +302,7 @@ for h in range(n_heads):
                                       w["b_V"][h] @ w["W_O"][h])
     outs.append(out)
     patterns.append(pattern)
-    sizes.append(score_sizes(x1_at, Q_ext, K_ext, d_head))  # [2, 7, 7]
+    sizes.append(score_sizes(x1_at, W_abs, d_head))  # [2, 7, 7]
     values = x_at.abs() @ w["W_V"][h].abs() + w["b_V"][h].abs()
     msizes.append(values @ w["W_O"][h].abs())       # [2, 7, d_model]
     # the rank, from a float64 product (float32 rounding would add rank)
@@ -463,8 +454,9 @@ scores = x1 @ W_QK_ext @ x1.T / math.sqrt(cfg.d_head)
 future = torch.ones(n_pos, n_pos).triu(1).bool()
 pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
 hooked_pattern = cache["pattern", L][0, H]
-S_2l = score_sizes(x1, extended(attn.W_Q[H], attn.b_Q[H]),
-                   extended(attn.W_K[H], attn.b_K[H]), cfg.d_head)
+S_2l = score_sizes(x1, extended_qk(attn.W_Q[H].abs(), attn.b_Q[H].abs(),
+                                  attn.W_K[H].abs(), attn.b_K[H].abs()),
+                   cfg.d_head)
 messages_size = x.abs() @ attn.W_V[H].abs() + attn.b_V[H].abs()
 o_2l = float((hooked_pattern @ messages_size @ attn.W_O[H].abs()).max())
 # as for the Annotated Transformer's heads, with x + W_pos on each side;
@@ -1276,8 +1268,8 @@ checks.ch08_ex2(to_paper_convention)
 # The paper also writes the whole head as $h(x) = (A \otimes W_{OV}^\text{p})\, x$, with
 # $x$ all positions' residual vectors stacked into one long vector and $\otimes$ the
 # Kronecker product: block $(i, j)$ of $A \otimes W$ is $A_{ij} W$, so position $i$
-# receives $\sum_j A_{ij} W x_j$. We build the paper's matrices from the toy model's
-# TransformerLens weights and check all three statements on the real activations in the
+# receives $\sum_j A_{ij} W x_j$. The cell below takes the paper's matrices for the toy
+# model's head from your function and checks all three statements on the real activations in the
 # collapsed cell below: the paper's scores $x_i^\top W_{QK}^\text{p} x_j$ (with the
 # biases appended as in exercise 8.1) against the model's own scores, and with
 # $W_{QK}^\text{p}$ transposed, which misses them (this head's $W_{QK}$ is not symmetric,
@@ -1289,14 +1281,14 @@ checks.ch08_ex2(to_paper_convention)
 
 # %% tags=["hide-cell"]
 # your function's two circuits for this head, and its QK circuit of the
-# weights extended by the biases (exercise 8.1's extension)
-_, W_OV_paper = to_paper_convention(attn.W_Q[H], attn.W_K[H], attn.W_V[H],
-                                    attn.W_O[H])
+# weights extended by the biases (exercise 8.1's extension: the bias as one
+# more row under each weight)
+W_QK_paper, W_OV_paper = to_paper_convention(attn.W_Q[H], attn.W_K[H],
+                                             attn.W_V[H], attn.W_O[H])
 W_QK_paper_ext, _ = to_paper_convention(
-    extended(attn.W_Q[H], attn.b_Q[H]), extended(attn.W_K[H], attn.b_K[H]),
-    attn.W_V[H], attn.W_O[H])
-W_QK = attn.W_Q[H] @ attn.W_K[H].T
-asym = ((W_QK - W_QK.T).norm() / W_QK.norm()).item()
+    torch.cat([attn.W_Q[H], attn.b_Q[H][None]]),
+    torch.cat([attn.W_K[H], attn.b_K[H][None]]), attn.W_V[H], attn.W_O[H])
+asym = ((W_QK_paper - W_QK_paper.T).norm() / W_QK_paper.norm()).item()
 # The paper's score in its own column form on the real vectors: each
 # position a column (x + W_pos, 1), query i on the left; against the hooked
 # scores, each at its own size, as for the pattern above
@@ -1327,17 +1319,14 @@ observation("with W_QKᵖ transposed (query and key swapped) the scores miss: "
             f"{swapped_err:.2f} > {rounding_bound(QK_TERMS, 1.0):.0e}",
             chapter="8")
 # a counterexample to symmetry: W - W^T above the rounding of two products
-qk_size = float((attn.W_Q[H].abs() @ attn.W_K[H].abs().T).max())
+# (scale: your function on the absolute weights)
+qk_size = float(to_paper_convention(attn.W_Q[H].abs(), attn.W_K[H].abs(),
+                                    attn.W_V[H].abs(), attn.W_O[H].abs())[0].max())
 asym_bound = rounding_bound(2 * cfg.d_head, qk_size)
-assert (W_QK - W_QK.T).abs().max() > asym_bound   # the next line's claim
-observation("and not its transpose: this head's W_QK differs from W_QKᵀ by "
-            "more than rounding", f"|W - Wᵀ| / |W| = {asym:.2f}", chapter="8")
-# the same d_head products, perhaps added in another order
-identity_close("your W_OVᵖ, as the worked answer above derives it, "
-               "against TransformerLens's W_OV = W_V W_O", W_OV_paper, W_OV.T,
-               terms=2 * cfg.d_head,
-               scale=float((attn.W_V[H].abs() @ attn.W_O[H].abs()).max()),
-               chapter="8")
+assert (W_QK_paper - W_QK_paper.T).abs().max() > asym_bound   # the next line's claim
+observation("and not its transpose: this head's W_QKᵖ differs from its "
+            "transpose by more than rounding", f"|W - Wᵀ| / |W| = {asym:.2f}",
+            chapter="8")
 
 X_cols = x.T                            # paper: one column per position
 bias_part = attn.b_V[H] @ attn.W_O[H]
