@@ -1078,24 +1078,26 @@ def estimands(full, short, tokens):
     both with your icl_scores: the unpaired score (late minus early window)
     and the paired one (the late window with full context minus the same
     window truncated, given to icl_scores as its late and early window).
-    Only three spans are unembedded, laid side by side: each window with the
+    Only three spans are unembedded, side by side: each window with the
     position before it, EARLY and LATE from the full run, TRUNC from the
-    truncated one; `windows` are where the windows lie in that layout."""
+    truncated one. The windows are equally long, so in any two neighbouring
+    spans they lie at `first` and `second`."""
     parts = [(full, tokens, EARLY), (full, tokens, LATE),
              (short, truncated(tokens), TRUNC)]
-    windows, at = [], 0
-    for *_, w in parts:
-        windows.append(range(at + 1, at + 1 + len(w)))
-        at += 1 + len(w)
-    early, late, cut = windows
+    n = len(LATE) + 1                          # one span's length
+    assert all(len(w) + 1 == n for *_, w in parts)
+    first, second = range(1, n), range(n + 1, 2 * n)
+    resid = torch.cat([x[:, w.start - 1:w.stop] for x, _, w in parts], 1)
+    ids = torch.cat([t[:, w.start - 1:w.stop] for _, t, w in parts], 1)
     out = {"unpaired": [], "paired": []}
-    for i in range(0, len(tokens), 8):        # 8 documents' logits at a time
+    for i in range(0, len(tokens), 16):       # 16 documents' logits at a time
         with torch.no_grad():
-            logits = torch.cat([smol.unembed(smol.ln_final(
-                x[i:i + 8, w.start - 1:w.stop])) for x, _, w in parts], 1)
-        ids = torch.cat([t[i:i + 8, w.start - 1:w.stop] for _, t, w in parts], 1)
-        out["unpaired"].append(icl_scores(logits, ids, early, late))
-        out["paired"].append(icl_scores(logits, ids, cut, late))
+            logits = smol.unembed(smol.ln_final(resid[i:i + 16]))
+        # EARLY, LATE spans; then LATE, TRUNC spans, with TRUNC as "early"
+        out["unpaired"].append(icl_scores(logits[:, :2 * n],
+                                          ids[i:i + 16, :2 * n], first, second))
+        out["paired"].append(icl_scores(logits[:, n:], ids[i:i + 16, n:],
+                                        second, first))
     return {name: torch.cat(v) for name, v in out.items()}
 
 
@@ -1653,16 +1655,34 @@ observation("paired-score change, 12 induction heads minus 12 controls (95% "
             "t-interval)", fmt(vs_icl), chapter="induction problems")
 # What the N_ABL documents can resolve, computed after the data (a statement
 # of resolution, not a plan): the true difference that a two-sided t-test at
-# level ALPHA detects with probability POWER, given the spread of the
-# induction-minus-controls differences measured here; the sum of the two t
-# quantiles times the standard error (the usual approximation)
+# level ALPHA detects with probability POWER, for normal differences with the
+# spread measured here. The power is simulated (20,000 samples of N_ABL,
+# seeded, the same draws for every difference tried) and the difference found
+# by bisection.
 vs_sd = float(vs_diff.double().std())
-vs_mde = ((student_t_quantile(1 - ALPHA / 2, N_ABL - 1)
-           + student_t_quantile(POWER, N_ABL - 1)) * vs_sd / math.sqrt(N_ABL))
+t_crit = student_t_quantile(1 - ALPHA / 2, N_ABL - 1)
+noise = vs_sd * torch.randn(20_000, N_ABL, dtype=torch.float64,
+                            generator=torch.Generator().manual_seed(8))
+
+
+def t_power(delta):
+    """The share of simulated samples (mean delta, sd vs_sd) whose t-test
+    rejects a mean of 0."""
+    x = noise + delta
+    return float(((x.mean(1) / (x.std(1) / math.sqrt(N_ABL))).abs()
+                  > t_crit).double().mean())
+
+
+lo, hi = 0.0, 10 * vs_sd
+for _ in range(40):
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if t_power(mid) < POWER else (lo, mid)
+vs_mde = hi
 observation(f"the induction-minus-controls difference of the paired score: its "
             f"spread across the {N_ABL} documents (nats), and the true "
             f"difference a two-sided t-test at {ALPHA} detects with "
-            f"probability {POWER} with that spread (after the data)",
+            f"probability {POWER}, for normal differences with that spread "
+            "(after the data)",
             f"{vs_sd:.2f}; {vs_mde:.2f}", chapter="induction problems")
 finding("on a passage of real text repeated once, the second copy's loss is "
         "below the first's", rep_gain, chapter="induction problems")
@@ -1799,9 +1819,9 @@ progress.tracker("6")
 #   show (a statement of their resolution, not a plan): the induction-minus-controls
 #   difference has a spread $s$ of {glue:text}`vs_icl_sd:.2f` nats across them, with which
 #   a two-sided $t$-test at the 5% level would detect a true difference of about
-#   {glue:text}`vs_icl_mde:.2f` nats with probability 0.8 (the usual approximation,
-#   $(t_{0.975,\,n-1} + t_{0.8,\,n-1})\, s/\sqrt n$; uncertain itself, since $s$ comes
-#   from the same {glue:text}`n_abl` documents).
+#   {glue:text}`vs_icl_mde:.2f` nats with probability 0.8 (for normal differences of
+#   that spread, by simulation; uncertain itself, since $s$ comes from the same
+#   {glue:text}`n_abl` documents).
 # - *On repeated text, induction heads carry much of the in-context learning.* On a passage
 #   seen once before, the loss changes by {glue:text}`rep_gain` (second copy minus
 #   first), from {glue:text}`first0:.2f` on the first copy to {glue:text}`second0:.2f` on

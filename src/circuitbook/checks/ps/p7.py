@@ -254,8 +254,8 @@ class ReadingExercise(ValueExercise):
     pair that is not the answer gets the same words, whichever of the letter and the number is
     wrong, so that no message tells which letter is right or which number decides it; the reasons
     for and against each statement are in the page's model answer, a closed fold below the
-    exercise that the reader is asked to open after answering (on the self-study page nothing
-    but the reader keeps it closed)."""
+    exercise. On the self-study page any reader can open it, before answering or after; the
+    course's pages and graded notebooks leave it out (``notebooks.ANSWER_FOLD`` in scripts/)."""
 
     def form_problem(self, answer, **inputs) -> Result | None:
         if answer is None or answer is Ellipsis:
