@@ -93,14 +93,15 @@ def ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], hea
 
 
 def full_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
-    """The full QK circuit ``W_E W_QK W_E^T``: token-on-token attention scores.
+    """The full QK circuit ``W_E W_QK W_E^T``: the token-token term of the attention scores.
 
-    Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_Q W_K^T W_E^T e_j^T``, the score a
-    query *token* i gives a key *token* j (before the 1/sqrt(d_head) scale). For shortformer
-    models queries and keys also see ``W_pos`` (the score then gains the cross terms with
-    ``W_pos``; see :func:`pos_qk_circuit` for the pure positional part), but the token-to-token
-    circuit is still ``W_E W_QK W_E^T``. Only layer 0 reads the raw embedding; for later layers
-    this is the circuit of the *direct* path into the head.
+    Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_Q W_K^T W_E^T e_j^T``, the part of the
+    score (before the 1/sqrt(d_head) scale) that a query *token* i gives a key *token* j through
+    their two embeddings alone. It is not the score: the query and key biases add terms that
+    depend on one token or on neither, shortformer models' ``W_pos`` adds cross terms and the
+    position-position term (:func:`pos_qk_circuit`), a norm rescales each side, and above layer 0
+    the stream also holds what earlier layers wrote (this is then the circuit of the *direct*
+    path into the head).
     Shapes: returns a ``FactoredMatrix`` [n_heads, d_vocab, d_vocab] (or [d_vocab, d_vocab]),
     factors ``A = W_E W_Q`` [.., d_vocab, d_head] and ``B = W_K^T W_E^T`` [.., d_head, d_vocab].
 
@@ -130,9 +131,10 @@ def full_ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""]
 def pos_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
     """The positional QK circuit ``W_pos W_QK W_pos^T``: position-on-position attention scores.
 
-    Equation (row vectors): entry ``[p, q]`` is ``W_pos[p] W_Q W_K^T W_pos[q]^T``, the score a
-    query at position p gives a key at position q from positions alone. A previous-token head
-    has a large band at ``q = p - 1``. Needs a learned ``W_pos`` (``standard`` or
+    Equation (row vectors): entry ``[p, q]`` is ``W_pos[p] W_Q W_K^T W_pos[q]^T``, the
+    position-position term of the score a query at position p gives a key at position q (the
+    biases, the tokens and their cross terms with the positions add the rest). A previous-token
+    head has a large band at ``q = p - 1``. Needs a learned ``W_pos`` (``standard`` or
     ``shortformer`` positional embeddings).
     Shapes: returns a ``FactoredMatrix`` [n_heads, n_ctx, n_ctx] (or [n_ctx, n_ctx]).
 

@@ -280,7 +280,9 @@ def copying_scores(model: HookedTransformer, layer: int | Int[torch.Tensor, ""] 
 
     Equation: ``score = Re(sum_i lambda_i) / sum_i |lambda_i|`` over the eigenvalues of
     ``W_E W_V W_O W_U`` [d_vocab, d_vocab] (Elhage et al. 2021): 1 when every eigenvalue is
-    positive (attending to a token raises its own logit), -1 when all are negative. The nonzero
+    positive, -1 when all are negative. The numerator is the table's trace, so a positive score
+    says the head raises the attended token's own logit on balance over the vocabulary, not that
+    every token's own logit rises (single diagonal entries can have either sign; chapter 9). The nonzero
     eigenvalues of ``W_E W_V W_O W_U`` equal those of the d_head x d_head matrix
     ``W_O (W_U W_E) W_V`` (``eig(AB) = eig(BA)`` apart from zeros), and ``W_U W_E``
     [d_model, d_model] is shared by every head, so nothing of size vocab x vocab is formed. For
