@@ -1198,7 +1198,7 @@ explore(draw_full_ov, head=head_names)
 #
 # `toy-2l` adds its positional embedding to what queries and keys read. So the score of
 # query position $i$ (token $s$) on key position $j$ (token $t$) is
-# $(e_s + p_i) W_{QK} (e_t + p_j)^\top$, which splits into a token-token term (the full
+# $((e_s + p_i) W_Q + b_Q)((e_t + p_j) W_K + b_K)^\top$, which splits into a token-token term (the full
 # QK circuit), a position-position term $W_\text{pos} W_{QK} W_\text{pos}^\top$ (the
 # positional QK circuit, `pos_qk_circuit`), two cross terms, and the bias terms.
 # {doc}`Chapter 5 <05_positional>` read the positional term of every layer-0 head, with
