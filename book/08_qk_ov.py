@@ -1269,8 +1269,8 @@ checks.ch08_ex2(to_paper_convention)
 # $x$ all positions' residual vectors stacked into one long vector and $\otimes$ the
 # Kronecker product: block $(i, j)$ of $A \otimes W$ is $A_{ij} W$, so position $i$
 # receives $\sum_j A_{ij} W x_j$. The cell below takes the paper's matrices for the toy
-# model's head from your function and checks all three statements on the real activations in the
-# collapsed cell below: the paper's scores $x_i^\top W_{QK}^\text{p} x_j$ (with the
+# model's head from your function and checks all three statements on the real
+# activations: the paper's scores $x_i^\top W_{QK}^\text{p} x_j$ (with the
 # biases appended as in exercise 8.1) against the model's own scores, and with
 # $W_{QK}^\text{p}$ transposed, which misses them (this head's $W_{QK}$ is not symmetric,
 # as the next check shows); the two OV forms against the
@@ -1280,14 +1280,12 @@ checks.ch08_ex2(to_paper_convention)
 # </details>
 
 # %% tags=["hide-cell"]
-# your function's two circuits for this head, and its QK circuit of the
-# weights extended by the biases (exercise 8.1's extension: the bias as one
-# more row under each weight)
+# your function's two circuits for this head; for the scores, your
+# exercise 8.1 matrix with its token block replaced by your W_QKᵖ
 W_QK_paper, W_OV_paper = to_paper_convention(attn.W_Q[H], attn.W_K[H],
                                              attn.W_V[H], attn.W_O[H])
-W_QK_paper_ext, _ = to_paper_convention(
-    torch.cat([attn.W_Q[H], attn.b_Q[H][None]]),
-    torch.cat([attn.W_K[H], attn.b_K[H][None]]), attn.W_V[H], attn.W_O[H])
+W_QK_paper_ext = W_QK_ext.clone()
+W_QK_paper_ext[:cfg.d_model, :cfg.d_model] = W_QK_paper
 asym = ((W_QK_paper - W_QK_paper.T).norm() / W_QK_paper.norm()).item()
 # The paper's score in its own column form on the real vectors: each
 # position a column (x + W_pos, 1), query i on the left; against the hooked
@@ -1337,7 +1335,7 @@ identity_close("the paper's column form W_OVᵖ Xᵀ Aᵀ (X one row per "
                "(less b_V W_O)",
                h_paper.T + bias_part,
                hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, chapter="8")
-kron = torch.kron(hooked_pattern, W_OV_paper)   # [pos*d_model, pos*d_model]
+kron = torch.kron(hooked_pattern, W_OV_paper.contiguous())  # kron needs contiguous   # [pos*d_model, pos*d_model]
 h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
 # the same, except that one product sums over pos * d_model terms
 identity_close("A ⊗ W_OVᵖ applied to the stacked residual vectors "
