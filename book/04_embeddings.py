@@ -602,7 +602,8 @@ init_antisym = [antisym_share(Li) for Li in init_L]
 finding("toy-0l's logit table is less antisymmetric than the same "
         "zero-layer model at initialisation (this null tests only that "
         "training moved the share; that it moved towards the chain rests on "
-        "its closeness to the chain's own share)", antisym,
+        "its closeness to the chain's own share; null chosen after seeing "
+        "the number)", antisym,
         null=Null.draws("the zero-layer model at initialisation, 40 seeds",
                         init_antisym), alternative="less", chapter="4")
 # what the chain's rows give without its reciprocal pairs: each row's
@@ -890,9 +891,9 @@ glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 #
 # We measure, for 2048 random tokens $a$, how often the largest entry of row $a$ of $M$
 # is the token $a$ itself, where $a$ ranks in its own row, and what the whole model
-# predicts after reading that single token. Three nulls. For the rank: a *random tied
-# embedding* that keeps everything about SmolLM2's table except the
-# learned directions, its rows pointing in uniformly random directions with exactly
+# predicts after reading that single token. There are three nulls, each chosen after
+# the numbers below had first been computed. For the rank: a *random tied embedding*
+# that keeps everything about SmolLM2's table except the learned directions, its rows pointing in uniformly random directions with exactly
 # SmolLM2's row lengths, read through the same final-norm weight $w$ (20 such tables,
 # each measured on the first 256 of the sampled tokens, against SmolLM2 on the same 256).
 # This null replaced an earlier one, a rank uniform over the row, after SmolLM2's numbers
@@ -1034,7 +1035,8 @@ diff = direct_self - full_self
 boot = torch.stack([diff[torch.randint(0, 256, (256,), generator=g)].mean()
                     for _ in range(2000)])
 finding("on the same 256 tokens, the whole model predicts the token itself "
-        "next less often than its direct path does",
+        "next less often than its direct path does (null chosen after seeing "
+        "the numbers)",
         null_test(diff.mean(), Null.point("no difference", 0.0),
                   boot=boot), chapter="4")
 glue("s_self_direct", 100 * self_direct)
@@ -1107,8 +1109,9 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # Random directions are not the cheapest mechanism for this, though. The next one, like
 # the random tables, was built only after we had seen the numbers above, measured on all
 # 2048 sampled tokens, so it explains them rather than testing a prediction made in advance (a replication on
-# other tokens follows). SmolLM2's rows share one direction: the mean row
-# carries {glue:text}`s_mean_share:.0%` of the table's total squared norm, and the median
+# other tokens follows). SmolLM2's rows share one direction: the rows' components along
+# the mean row's direction carry {glue:text}`s_mean_share:.0%` of the table's total squared
+# norm, and the median
 # cosine between a row and the mean row is {glue:text}`s_mean_cos:.2f`, where random
 # directions would give cosines of order $1/\sqrt{576}$ (embeddings of this kind are called *anisotropic*).
 # A component shared by all rows but carried with different strengths adds to every row
@@ -1117,8 +1120,8 @@ glue("s_analytic", math.sqrt((n_tab - 2) / (2 * (n_tab - 1))))
 # {glue:text}`s_proj_place` of the vocabulary, {glue:text}`s_winner_proj:.1f` against a
 # median of {glue:text}`s_proj_median:.1f`. Three measurements say that a direction shared
 # by the rows accounts for the gap. Subtract the mean row from every row of $W_E$ (same
-# $w$), which removes a constant vector but leaves each row's own strength along the
-# shared direction, and
+# $w$), which removes a constant vector but leaves each row's departure from the average
+# strength along the shared direction, and
 # {glue:text}`s_centred_self:.1f`% of the 256 tokens become their own top successor;
 # remove also the centred table's top principal direction and
 # {glue:text}`s_pc_self:.1f`% do. And a null that keeps, for each row, its length and its
@@ -1213,7 +1216,8 @@ random_rows = [gaps[torch.randperm(64, generator=g)[:n_miss]].max().item()
                for _ in range(2000)]
 finding("the rows the model gets wrong (top-1) are rows whose two likeliest "
         "successors are close: their largest gap is smaller than that of "
-        "as many random rows", gaps[miss].max().item(),
+        "as many random rows (null chosen after seeing the number)",
+        gaps[miss].max().item(),
         null=Null.draws("the largest gap of as many random rows, 2000 draws",
                         random_rows), alternative="less", chapter="4")
 glue("n_miss", n_miss)
