@@ -893,8 +893,8 @@ glue("s_neg_share", (-m_eig.min() / m_eig.max()).item())
 # is the token $a$ itself, where $a$ ranks in its own row, and what the whole model
 # predicts after reading that single token. There are three nulls, each chosen after
 # the numbers below had first been computed. For the rank: a *random tied embedding*
-# that keeps everything about SmolLM2's table except the learned directions, its rows pointing in uniformly random directions with exactly
-# SmolLM2's row lengths, read through the same final-norm weight $w$ (20 such tables,
+# that keeps everything about SmolLM2's table except the learned directions, its rows
+# pointing in uniformly random directions with exactly SmolLM2's row lengths, read through the same final-norm weight $w$ (20 such tables,
 # each measured on the first 256 of the sampled tokens, against SmolLM2 on the same 256).
 # This null replaced an earlier one, a rank uniform over the row, after SmolLM2's numbers
 # had been seen (tying alone puts a token near the top of its own row, so the uniform
