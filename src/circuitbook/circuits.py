@@ -113,11 +113,13 @@ def full_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""]
 
 
 def full_ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
-    """The full OV circuit ``W_E W_OV W_U``: how attending to a token changes each logit.
+    """The full OV circuit ``W_E W_OV W_U``: the token route of how attending changes each logit.
 
     Equation (row vectors): entry ``[i, j]`` is ``e_i W_E W_V W_O W_U e_j^T``, the direct effect
-    on logit j of the head attending fully to token i. Its eigenvalues measure copying
-    (:func:`circuitbook.heads.copying_scores`).
+    on logit j of the head attending fully to a position that holds only token i's embedding.
+    It is the token part of the head's write: added positions, a norm's scales (which also
+    change the eigenvalues) and, above layer 0, what earlier layers wrote are left out. Its
+    eigenvalues give the copying score (:func:`circuitbook.heads.copying_scores`).
     Shapes: returns a ``FactoredMatrix`` [n_heads, d_vocab, d_vocab] (or [d_vocab, d_vocab]),
     factors ``A = W_E W_V`` [.., d_vocab, d_head] and ``B = W_O W_U`` [.., d_head, d_vocab].
 
@@ -129,7 +131,7 @@ def full_ov_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""]
 
 
 def pos_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""], head: int | Int[torch.Tensor, ""] | None = None) -> FactoredMatrix:
-    """The positional QK circuit ``W_pos W_QK W_pos^T``: position-on-position attention scores.
+    """The positional QK circuit ``W_pos W_QK W_pos^T``: the position-position term of the scores.
 
     Equation (row vectors): entry ``[p, q]`` is ``W_pos[p] W_Q W_K^T W_pos[q]^T``, the
     position-position term of the score a query at position p gives a key at position q (the

@@ -279,8 +279,8 @@ def copying_scores(model: HookedTransformer, layer: int | Int[torch.Tensor, ""] 
     """Copying score of heads from the eigenvalues of their full OV circuit ``W_E W_OV W_U``.
 
     Equation: ``score = Re(sum_i lambda_i) / sum_i |lambda_i|`` over the eigenvalues of
-    ``W_E W_V W_O W_U`` [d_vocab, d_vocab] (Elhage et al. 2021): 1 when every eigenvalue is
-    positive, -1 when all are negative. The numerator is the table's trace, so a positive score
+    ``W_E W_V W_O W_U`` [d_vocab, d_vocab] (Elhage et al. 2021): 1 when every nonzero eigenvalue
+    is positive, -1 when all are negative (the table has rank at most d_head, so most are 0). The numerator is the table's trace, so a positive score
     says the head raises the attended token's own logit on balance over the vocabulary, not that
     every token's own logit rises (single diagonal entries can have either sign; chapter 9). The nonzero
     eigenvalues of ``W_E W_V W_O W_U`` equal those of the d_head x d_head matrix
@@ -291,7 +291,7 @@ def copying_scores(model: HookedTransformer, layer: int | Int[torch.Tensor, ""] 
     Shapes: returns [n_layers, n_heads] (``layer=None``), [n_heads] (``layer`` given) or a
     0-dim tensor (``layer`` and ``head`` given). A head whose full OV circuit is zero scores 0.
 
-    Taught in chapter 17 (Induction heads).
+    Taught in chapter 9 (Full circuits), used in chapter 17.
     """
     if head is not None and layer is None:
         raise ValueError("copying_scores: give layer together with head")
