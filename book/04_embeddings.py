@@ -1310,8 +1310,9 @@ explore(draw_row, token=(0, 63, 3))
 #   {glue:text}`s_direct_antisym:.2f` (256 tokens), and
 #   it makes only {glue:text}`s_self_256:.1f`% of 256 sampled tokens their own top
 #   successor, where none of 20 random tied tables with the same row lengths and norm
-#   weight makes fewer than {glue:text}`s_null_self_min:.0f`% of the same 256 so. One
-#   shared direction explains the gap (measured after seeing it): the mean row carries
+#   weight makes fewer than {glue:text}`s_null_self_min:.0f`% of the same 256 so (every
+#   null on this page was chosen after the numbers were first computed). One shared
+#   direction explains the gap: the rows' components along the mean row's direction carry
 #   {glue:text}`s_mean_share:.0%` of $W_E$'s squared norm, with different strengths in
 #   different rows; centring $W_E$ restores self-preference to
 #   {glue:text}`s_centred_self:.1f`%, random tables that keep only each row's length and
