@@ -1284,7 +1284,8 @@ checks.ch08_ex2(to_paper_convention)
 # exercise 8.1 matrix with its token block replaced by your W_QKᵖ
 W_QK_paper, W_OV_paper = to_paper_convention(attn.W_Q[H], attn.W_K[H],
                                              attn.W_V[H], attn.W_O[H])
-W_QK_paper_ext = W_QK_ext.clone()
+W_QK_paper_ext = extended_qk(attn.W_Q[H], attn.b_Q[H], attn.W_K[H],
+                             attn.b_K[H]).clone()
 W_QK_paper_ext[:cfg.d_model, :cfg.d_model] = W_QK_paper
 asym = ((W_QK_paper - W_QK_paper.T).norm() / W_QK_paper.norm()).item()
 # The paper's score in its own column form on the real vectors: each
@@ -1303,8 +1304,8 @@ hooked_scores = cache["attn_scores", L][0, H]  # masked: -inf above
 causal = ~future
 QK_TERMS = score_terms(cfg.d_model, cfg.d_head, extra=1)
 identity_close("the paper's score x_iᵀ W_QKᵖ x_j, with your W_QKᵖ "
-               "extended by the biases, is hook_attn_scores (each score's "
-               "error over its size)",
+               "extended by the biases as your exercise 8.1 matrix extends "
+               "it, is hook_attn_scores (each score's error over its size)",
                paper_scores(W_QK_paper_ext)[causal] / S_2l[causal],
                hooked_scores[causal] / S_2l[causal], terms=QK_TERMS,
                scale=1.0, chapter="8")
@@ -1335,7 +1336,8 @@ identity_close("the paper's column form W_OVᵖ Xᵀ Aᵀ (X one row per "
                "(less b_V W_O)",
                h_paper.T + bias_part,
                hooked, terms=OUT_2L + cfg.d_head + 1, scale=o_2l, chapter="8")
-kron = torch.kron(hooked_pattern, W_OV_paper.contiguous())  # kron needs contiguous   # [pos*d_model, pos*d_model]
+# torch.kron needs a contiguous matrix (an answer may return a transposed view)
+kron = torch.kron(hooked_pattern, W_OV_paper.contiguous())   # [pos*d_model, pos*d_model]
 h_kron = (kron @ x.reshape(-1)).reshape(n_pos, cfg.d_model)
 # the same, except that one product sums over pos * d_model terms
 identity_close("A ⊗ W_OVᵖ applied to the stacked residual vectors "
