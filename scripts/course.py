@@ -182,10 +182,11 @@ MIN_PIECE = 24  # a shorter piece of a sentence ("the previous token") is no ans
 def answer_fold_lines() -> dict[str, list[str]]:
     """"answer fold <n> (<page>)" -> the pieces of that page's n-th answer fold worth hiding: each line with
     HTML tags taken out, split where the page does not show the source verbatim (:data:`_NOT_VERBATIM`),
-    pieces of at least MIN_PIECE characters."""
-    out = {}
-    for src in notebooks.sources():
-        nb = jupytext.read(src, fmt="py:percent")
+    pieces of at least MIN_PIECE characters that the book does not also show outside every fold."""
+    out, notebooks_read = {}, [(src, jupytext.read(src, fmt="py:percent")) for src in notebooks.sources()]
+    # what the book shows outside every fold (a formula a fold repeats from the prose gives nothing away)
+    shown = "\n".join(notebooks.ANSWER_FOLD.sub("", cell.source) for _, nb in notebooks_read for cell in nb.cells)
+    for src, nb in notebooks_read:
         blocks = [m.group(0) for cell in nb.cells if cell.cell_type == "markdown"
                   for m in notebooks.ANSWER_FOLD.finditer(cell.source)]
         for n, block in enumerate(blocks, 1):
@@ -193,7 +194,7 @@ def answer_fold_lines() -> dict[str, list[str]]:
             pieces = {piece.strip() for line in body.splitlines()
                       for piece in _NOT_VERBATIM.split(html.unescape(re.sub(r"<[^>]*>", "", line)))}
             out[f"answer fold {n} ({src.relative_to(ROOT / 'book').with_suffix('')})"] = sorted(
-                piece for piece in pieces if len(piece) >= MIN_PIECE)
+                piece for piece in pieces if len(piece) >= MIN_PIECE and piece not in shown)
     return out
 
 
