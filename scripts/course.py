@@ -173,7 +173,7 @@ def leaks(folder: Path, hidden: dict[str, list[str]] | None = None) -> list[tupl
 # An answer in a fold (notebooks.ANSWER_FOLD: a question's model answer, an exercise's working):
 # on the course site the fold is replaced by notebooks.ANSWER_FOLD_NOTE, and its text is looked
 # for as a solution is.
-# what splits a model answer's line into pieces that the built page shows verbatim: a glued
+# what splits an answer fold's line into pieces that the built page shows verbatim: a glued
 # number, a role, inline markup and the characters Sphinx or MathJax may render otherwise
 _NOT_VERBATIM = re.compile(r"\{[^}]*\}`[^`]*`|[`*$\"'{}\\]|--|\.\.\.")
 MIN_PIECE = 24  # a shorter piece of a sentence ("the previous token") is no answer
