@@ -117,7 +117,7 @@ KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3
 # (scripts/assignments.py) replace it with ANSWER_FOLD_NOTE.
 ANSWER_FOLD = re.compile(r"<details>\s*<summary>\s*(?:Model answer|Exercise [\w.]+ worked out)[^<]*</summary>"
                          r".*?</details>", re.S | re.I)
-ANSWER_FOLD_NOTE = "*(The worked answer is not in the course pages or notebooks.)*"
+ANSWER_FOLD_NOTE = "*(The public book folds a worked answer here; course pages and notebooks leave it out.)*"
 
 
 def repository(root: Path = ROOT) -> tuple[str, str]:

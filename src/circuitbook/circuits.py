@@ -101,7 +101,8 @@ def full_qk_circuit(model: HookedTransformer, layer: int | Int[torch.Tensor, ""]
     depend on one token or on neither, shortformer models' ``W_pos`` adds cross terms and the
     position-position term (:func:`pos_qk_circuit`), a norm rescales each side, and above layer 0
     the stream also holds what earlier layers wrote (this is then the circuit of the *direct*
-    path into the head).
+    path into the head). In a rotary model (SmolLM2) the score is ``x_i W_Q R_(i-j) W_K^T x_j^T``,
+    one token table per offset: this matrix is the offset-0 member only.
     Shapes: returns a ``FactoredMatrix`` [n_heads, d_vocab, d_vocab] (or [d_vocab, d_vocab]),
     factors ``A = W_E W_Q`` [.., d_vocab, d_head] and ``B = W_K^T W_E^T`` [.., d_head, d_vocab].
 

@@ -194,7 +194,9 @@ def test_problem_1b_messages_write_inverses_as_text_not_tex():
     # the referee (r47): "G^{-1}" and "G^{-T}" are TeX in the student's feedback; p1 writes G^-1, G^-T
     wrong = checks.get("ps_p1b").check(lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G)))
     assert not wrong.passed and wrong.mistake == "W_K times G^-1", str(wrong)
-    assert "G^-T W_K^T" in wrong.message and "{" not in wrong.message and "}" not in wrong.message, wrong.message
+    assert "(W_K G^-1)^T" in wrong.message and "{" not in wrong.message and "}" not in wrong.message, wrong.message
+    # the transpose step is the student's to take (the referee, r49): the feedback names it and stops
+    assert "G^-T" not in wrong.message, wrong.message
     for mistake in ps.P1B.mistakes:
         assert "^{" not in mistake.name + mistake.explanation, mistake.name
     assert checks.get("ps_p1b").check(ps.reparametrize).passed

@@ -155,8 +155,9 @@ P1B = _ReparametrizeExercise(
         Mistake("W_K times G^T", "(W_Q G)(W_K G^T)^T = W_Q G G W_K^T: the product changes "
                 "unless G G = I. What must stand next to G in the middle for it to cancel?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T)),
-        Mistake("W_K times G^-1", "(W_K G^-1)^T = G^-T W_K^T: the product becomes "
-                "W_Q G G^-T W_K^T. Which factor in the middle no longer cancels G?",
+        Mistake("W_K times G^-1", "Your W_K' is W_K G^-1, and the product uses its transpose, "
+                "(W_K G^-1)^T. Write that transpose out as a product of two factors: what then "
+                "stands between W_Q G and W_K^T, and does it cancel G?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ torch.linalg.inv(G))),
         Mistake("transformed only W_Q", "Your W_K is the one you were given. What does the product "
                 "W_Q' W_K'^T become then?",
