@@ -954,10 +954,10 @@ observation("started at token 100, split after seeing the sizes: the most "
 # measure that fits these series.
 #
 # First, depth is tangled with both series. Over layers {glue:text}`sink_first`-29 both
-# tend to rise with depth (rank correlation with the layer index
-# {glue:text}`size_depth_t:.2f` for position 0's size, {glue:text}`att_depth:.2f` for the
-# attention to it). From layer {glue:text}`sink_peak_layer`, where position 0 is largest,
-# to layer 29 its size falls with depth (rank correlation with the layer index
+# are correlated with the layer index ({glue:text}`size_depth_t:.2f` for position 0's
+# size, {glue:text}`att_depth:.2f` for the attention to it), though position 0's size does
+# not rise steadily: it is largest at layer {glue:text}`sink_peak_layer`, and from there
+# to layer 29 it falls with depth (rank correlation with the layer index
 # {glue:text}`size_depth:.2f`), so over those layers size and depth cannot be told apart.
 # A shuffle ignores all of this, and a value it cannot tell from shuffling says little
 # either way.

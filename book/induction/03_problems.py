@@ -189,8 +189,9 @@ with torch.no_grad():
 # %% [markdown]
 # The next (hidden) cell checks that $W_Q$ moved by more than rounding, that the twin's
 # attention scores and logits equal the original's up to the rounding of the two forward
-# passes, and, as a control, that a wrong reparametrisation (one that changes the product:
-# your $W_Q'$ for $G$ paired with your $W_K'$ for $G^\top$) fails the same bound.
+# passes, and, as a control, that a wrong reparametrisation fails the same bound: your
+# $W_Q'$ kept with the original $W_K$, a pair whose product differs from $W_Q W_K^\top$
+# whenever $W_Q'$ differs from $W_Q$ (this $W_K$, with its bias row, has full column rank).
 
 # %% tags=["hide-input"]
 # Rounding, not a hand-picked tolerance, in float64. Each model is within the
@@ -233,21 +234,20 @@ logit_terms = 2 * fwd_terms + cfg.n_layers * g_terms
 identity_close("...and so not the logits", logits_twin, logits_orig,
                terms=logit_terms, scale=largest * kappa_G,
                chapter="induction problems")
-# The control: halves of two different reparametrisations, your W_Q for G and
-# your W_K for G^T, so the product changes; its logits must leave the bound
-# the twin met.
+# The control: your W_Q' with the original W_K. The check made sure W_Q' != W_Q,
+# and W_K has full column rank, so the product changes (whatever answer passed
+# the check); its logits must leave the bound the twin met.
 wrong = load("toy-2l").double()
 with torch.no_grad():
     for (layer, head), G in Gs.items():
         attn = wrong.blocks[layer].attn
-        W_Q, _ = reparametrize(*stacked(attn, head), G)
-        _, W_K = reparametrize(*stacked(attn, head), G.T)
-        set_stacked(attn, head, W_Q, W_K)
+        W_Q, W_K = stacked(attn, head)
+        set_stacked(attn, head, reparametrize(W_Q, W_K, G)[0], W_K)
     wrong_moved = (wrong(tokens) - logits_orig).abs().max().item()
 logit_bound = rounding_bound(logit_terms, largest * kappa_G, f64)
-identity("...while a wrong reparametrisation (your W_Q for G with your W_K for "
-         "G^T, a pair that changes the product) moves the logits by more than "
-         "that bound",
+identity("...while a wrong reparametrisation (your W_Q' with the original W_K, "
+         "a pair that changes the product) moves the logits by more than that "
+         "bound",
          f"max change {wrong_moved:.2g}, bound {logit_bound:.2g}",
          wrong_moved > logit_bound, chapter="induction problems")
 del original, twin, wrong
