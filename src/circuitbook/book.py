@@ -175,7 +175,8 @@ class Null:
       models at initialisation, on random or matched heads, on shuffled data, over all
       windows). The test is the value's rank among them (a permutation p).
     - ``Null.point(what, value)``: a single null value (0 for "no change") with the effect's
-      bootstrap replicates passed to ``finding(..., boot=...)``. The test is the interval.
+      bootstrap replicates passed to ``finding(..., boot=...)`` (for a mean over exchangeable
+      units, :func:`bootstrap_means`). The test is the interval.
 
     ``what`` says in words which null it is, with its size ("the same SwiGLU at
     initialisation, 20 seeds"): the ledger prints it.
@@ -293,6 +294,37 @@ def null_test(value: float, null: Null, *, alternative: str = "greater", boot: A
     p = {"greater": at_or_below, "less": at_or_above}.get(alternative,
                                                           min(1.0, 2 * min(at_or_below, at_or_above)))
     return NullTest(value, null, alternative, p, lo=lo, hi=hi, level=1 - alpha)
+
+
+def bootstrap_means(values: Any, n_boot: int = 2000, seed: int = 0) -> Any:
+    """Bootstrap replicates of the mean of ``values`` over its first axis: [n_boot, ...].
+
+    For ``N = len(values)`` units (sequences, windows, name pairs: whatever the first axis
+    holds, which must be exchangeable), replicate ``b`` is ``mean_j values[i_bj]``, ``j = 1..N``,
+    with every index ``i_bj`` drawn uniformly from ``0..N-1`` with replacement. The other axes
+    are kept, so ``values`` of shape [N, ...] give replicates of shape [n_boot, ...]. The
+    indices come from ``torch.randint(0, N, (n_boot, N), generator=g)`` with
+    ``g = torch.Generator().manual_seed(seed)``, so a seed gives the same replicates on every
+    run. Pass them to ``null_test`` / ``finding`` as ``boot=`` for a percentile interval.
+
+    ``values``: a floating-point tensor with at least one unit; ``n_boot`` >= 1 (``null_test``
+    wants 1000 or more). Used in chapters 13, 15, 16 and 19 and the induction module's
+    framework page.
+    """
+    import torch
+
+    if not isinstance(values, torch.Tensor):
+        raise TypeError(f"bootstrap_means: values must be a torch.Tensor, got {type(values).__name__}")
+    if values.ndim == 0 or len(values) == 0:
+        raise ValueError(f"bootstrap_means: values need at least one unit along the first axis, "
+                         f"got shape {tuple(values.shape)}")
+    if not (values.is_floating_point() or values.is_complex()):
+        raise TypeError(f"bootstrap_means: values must be floating point, got {values.dtype}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"bootstrap_means: n_boot must be an int >= 1, got {n_boot!r}")
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, len(values), (n_boot, len(values)), generator=g)
+    return values[idx].mean(1)
 
 
 def student_t_cdf(x: float, df: int, steps: int = 2000) -> float:

@@ -1,4 +1,5 @@
-"""circuitbook.train.phases on hand-built curves whose answers are known in closed form."""
+"""circuitbook.train.phases on hand-built curves whose answers are known in closed form, and the
+held-out ICL scores of circuitbook.train.text (chapter 19) on hand-built losses."""
 
 from __future__ import annotations
 
@@ -6,19 +7,23 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from circuitbook.train.phases import (
     bump_margin,
     bump_rates,
     bump_window,
+    checkpoints_around,
     half_rise_step,
     icl_score_from_positions,
+    induction_bump,
     log_position_slope,
     rise_steps,
     sliding_slope,
     window_margins,
     window_slope,
 )
+from circuitbook.train.text import heldout_windows, icl_bands, row_icl_scores
 
 
 def test_half_rise_step_of_a_logistic_is_its_midpoint():
@@ -122,3 +127,107 @@ def test_log_position_slope_of_a_logarithmic_curve():
         log_position_slope(curve, 0, 10)
     with pytest.raises(ValueError, match="tokens lo..hi-1"):
         log_position_slope(curve, 8, 130)
+
+
+# ---------------------------------------------------------------------------------------
+# The bump test of one history (induction_bump), shared by chapter 19 and the induction
+# module's framework page, on a history whose margins are known in closed form.
+#
+# For a loss f(s) = (k/3)(s - m)^3 + d s recorded at every integer step, the least-squares
+# slope over a window of w + 1 integer points centred on x is f'(x) + k R / 3 = k (x - m)^2
+# + d + k R / 3, where R = E[u^4] / E[u^2] over the offsets u = -w/2 .. w/2 (the cubic term's
+# projection on u; the u^2 term is even and drops out). R is the same for every window, so
+# the margin min(slope(x - w), slope(x + w)) - slope(x) = k [(|e| - w)^2 - e^2] with
+# e = x - m, which is k w (w - 2 |x - m|): positive only within w / 2 of m.
+
+K, D, M_BUMP, EVERY = 1.0, -5.0, 50.25, 1   # m a quarter-step off the grid: no ties, no zeros
+WIDTH = 4 * EVERY                          # the score jumps in one record: min_width wins
+
+
+def closed_margin(x):
+    return K * WIDTH * (WIDTH - 2 * abs(x - M_BUMP))
+
+
+def cubic_history(jump=52):
+    steps = list(range(0, 101))
+    loss = [math.nan] + [K / 3 * (s - M_BUMP) ** 3 + D * s for s in steps[1:]]   # step 0: none
+    return {"step": steps, "loss": loss, "induction_best": [0.0] * jump + [1.0] * (101 - jump)}
+
+
+def test_induction_bump_of_a_cubic_loss_by_hand():
+    bump = induction_bump(cubic_history(), every=EVERY)
+    assert (bump.centre, bump.width) == (52, 4)
+    # every centre whose three windows [x - 6, x + 6] lie inside steps 1..100
+    assert bump.all_centres == list(range(7, 95))
+    assert bump.all_margins == pytest.approx([closed_margin(x) for x in range(7, 95)], abs=1e-6)
+    # margins 4 (4 - 2 |x - 50.25|): 48 -> -2, 49 -> 6, 50 -> 14, 51 -> 10, 52 -> 2, 53 -> -6
+    assert [round(closed_margin(x)) for x in range(48, 54)] == [-2, 6, 14, 10, 2, -6]
+    # the early descent ends at 49, the first centre with a positive margin
+    assert bump.all_centres[bump.first] == 49 and bump.centres == list(range(49, 95))
+    assert bump.margins == bump.all_margins[42:]
+    assert bump.margin == pytest.approx(2.0, abs=1e-6)
+    # R = (16 + 1 + 0 + 1 + 16) / (4 + 1 + 0 + 1 + 4) = 3.4; slope at 52 = 1.75^2 + 3.4 / 3 - 5
+    assert bump.rates["during"] == pytest.approx(1.75 ** 2 + 3.4 / 3 - 5, abs=1e-6)
+    assert bump.rates["before"] == pytest.approx(2.25 ** 2 + 3.4 / 3 - 5, abs=1e-6)   # at 48
+    # within 1 width (|x - 52| <= 4): 49..56 but 52 itself, in step order
+    assert bump.others(1) == pytest.approx([6, 14, 10, -6, -14, -22, -30], abs=1e-6)
+    # within 3 widths: 49..64 (none before 49 survive the early descent), 15 others
+    assert len(bump.others(3)) == 15 and len(bump.others(math.inf)) == len(bump.centres) - 1
+
+
+def test_induction_bump_ranks_by_hand():
+    """The ranks the pages compute from it (chapter 19's null_test, alternative "greater")."""
+    from circuitbook.book import Null, null_test
+
+    bump = induction_bump(cubic_history(), every=EVERY)
+    # own margin 2 against [6, 14, 10, -6, -14, -22, -30]: 3 above, rank 4 of 8
+    near = null_test(bump.margin, Null.draws("within 1 width", bump.others(1)))
+    assert (near.rank, near.n + 1, near.p) == (4, 8, 0.5)
+    # within 3 widths the 3 above it are the same: rank 4 of 16
+    wide = null_test(bump.margin, Null.draws("within 3 widths", bump.others(3)))
+    assert (wide.rank, wide.n + 1, wide.p) == (4, 16, 0.25)
+    # the window on the bump itself (the score rises at 50) is the largest margin: rank 1
+    top = induction_bump(cubic_history(jump=50), every=EVERY)
+    assert top.centre == 50 and top.margin == pytest.approx(14.0, abs=1e-6)
+    assert null_test(top.margin, Null.draws("near", top.others(3))).rank == 1
+
+
+def test_induction_bump_refuses_a_history_without_a_window_or_a_bump():
+    flat_score = cubic_history()
+    flat_score["induction_best"] = [0.0] * 101
+    with pytest.raises(ValueError, match="never rises"):
+        induction_bump(flat_score, every=EVERY)
+    # a convex loss falls ever more slowly: the margin is -2 a w < 0 at every centre
+    convex = cubic_history()
+    convex["loss"] = [math.nan] + [0.01 * (s - 200) ** 2 for s in range(1, 101)]
+    with pytest.raises(ValueError, match="positive bump margin"):
+        induction_bump(convex, every=EVERY)
+
+
+def test_checkpoints_around_a_window():
+    # the window [1000, 1200]: a checkpoint on its edge counts as outside it
+    assert checkpoints_around([500, 1000, 1500, 2000], 1100, 200) == (1000, 1500)
+    assert checkpoints_around([500, 1000, 1500, 2000], 1250, 100) == (1000, 1500)
+    with pytest.raises(ValueError, match="no checkpoint on both sides"):
+        checkpoints_around([500, 1000], 1100, 200)
+
+
+# ---------------------------------------------------------------------------------------
+# The held-out ICL scores (circuitbook.train.text), chapter 19 and the framework page
+
+
+def test_heldout_windows_all_of_them():
+    ids = torch.arange(11)
+    assert heldout_windows(ids, 3).tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert heldout_windows(ids, 3, 2).tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_row_icl_scores_by_hand():
+    losses = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]],
+                          dtype=torch.float64)
+    # tokens 1-2 are entries 0-1, tokens 5-6 entries 4-5: 5.5 - 1.5 and 1.5 - 5.5
+    scores = row_icl_scores(losses, early=(1, 3), late=(5, 7))
+    assert scores.dtype == torch.float64 and scores.tolist() == [4.0, -4.0]
+    assert icl_bands({"icl_early": [8, 16], "icl_late": [96, 128]}) == {"early": (8, 16), "late": (96, 128)}
+    with pytest.raises(ValueError, match="rows, positions"):
+        row_icl_scores(losses[0], early=(1, 3), late=(5, 7))

@@ -16,13 +16,17 @@ one value per recorded step), so the coincidence can be measured and fail:
   the mean loss at each context position;
 - :func:`bump_margin` / :func:`window_margins`: by how much a window is steeper than both
   neighbours, at the window picked and at every other centre (the criterion's base rate);
+- :func:`induction_bump`: all of that for one recorded history, the bump test of chapter 19
+  (the induction window's margin beside the margins of the centres near it);
+- :func:`checkpoints_around`: the last checkpoint before a window and the first after it;
 - :func:`log_position_slope`: the slope of the loss against the log of the token index.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 
 def _pairs(steps: Sequence[float], values: Sequence[float]) -> list[tuple[float, float]]:
@@ -163,6 +167,87 @@ def window_margins(steps: Sequence[float], loss: Sequence[float], width: float) 
     ss, vs = [s for s, _ in pts], [v for _, v in pts]
     centres = [s for s in ss if s - 1.5 * width >= first and s + 1.5 * width <= last]
     return centres, [bump_margin(bump_rates(ss, vs, c, width)) for c in centres]
+
+
+@dataclass(frozen=True)
+class InductionBump:
+    """The bump test of one training history (taught in chapter 19): see :func:`induction_bump`.
+
+    ``centre``, ``width``: the induction window (:func:`bump_window`); ``rates``: the loss's
+    slopes before, during and after it (:func:`bump_rates`); ``margin``: its bump margin
+    (:func:`bump_margin`); ``all_centres``, ``all_margins``: the margin at every centre of the
+    history (:func:`window_margins`); ``first``: the index of the first centre whose margin is
+    positive, where the early descent ends.
+    """
+
+    centre: float
+    width: float
+    rates: dict[str, float]
+    margin: float
+    all_centres: list[float]
+    all_margins: list[float]
+    first: int
+
+    @property
+    def centres(self) -> list[float]:
+        """The window centres after the early descent: ``all_centres[first:]``."""
+        return self.all_centres[self.first:]
+
+    @property
+    def margins(self) -> list[float]:
+        """Their bump margins: ``all_margins[first:]``."""
+        return self.all_margins[self.first:]
+
+    def others(self, near: float) -> list[float]:
+        """The margins at the centres after the early descent, other than the induction
+        window's own, that lie within ``near`` widths of it (``|x - centre| <= near * width``;
+        ``near = math.inf`` keeps them all), in step order: the null the margin is ranked in."""
+        reach = near * self.width
+        return [m for x, m in zip(self.centres, self.margins) if x != self.centre and abs(x - self.centre) <= reach]
+
+
+def induction_bump(history: Mapping[str, Sequence[float]], *, every: float) -> InductionBump:
+    """The bump test of chapter 19 read from one recorded training history.
+
+    ``history`` holds ``"step"``, ``"loss"`` (the training loss; the first record, step 0,
+    has none and is skipped) and ``"induction_best"`` (the best head's induction score), one
+    value per record, ``every`` steps apart, as the zoo's text models record them. The
+    induction window is ``bump_window(step, induction_best, min_width=4 * every)`` (a slope
+    needs a few records), and its bump margin ``min(before, after) - during`` is set beside
+    the margins at every other centre of the same width (:func:`window_margins`).
+
+    The loss flattens early in training, and the criterion fails at every centre there, as a
+    flattening curve makes it; so the centres are kept from the first at which the margin is
+    positive (a rule that reads the margins, not the window picked). The margins shrink as
+    the loss flattens, so the centres far from the window are not exchangeable with it:
+    :meth:`InductionBump.others` keeps those within a reach of it (chapter 19 uses 3 widths,
+    where the three windows of two centres stop overlapping, and prints other reaches).
+    Raises ``ValueError`` if the score never rises or no margin is positive.
+    """
+    steps = history["step"]
+    window = bump_window(steps, history["induction_best"], min_width=4 * every)
+    if window is None:
+        raise ValueError("the induction score never rises: no induction window")
+    centre, width = window
+    s, loss = steps[1:], history["loss"][1:]       # step 0 has no training loss
+    rates = bump_rates(s, loss, centre, width)
+    all_centres, all_margins = window_margins(s, loss, width)
+    first = next((i for i, m in enumerate(all_margins) if m > 0), None)
+    if first is None:
+        raise ValueError(f"no window of width {width} has a positive bump margin")
+    return InductionBump(centre, width, rates, bump_margin(rates), all_centres, all_margins, first)
+
+
+def checkpoints_around(steps: Sequence[int], centre: float, width: float) -> tuple[int, int]:
+    """``(before, after)``: the last of ``steps`` at or before the window
+    ``[centre - width/2, centre + width/2]`` starts, and the first at or after it ends
+    (chapter 19 compares a model's checkpoints on either side of its induction window)."""
+    before = [s for s in steps if s <= centre - width / 2]
+    after = [s for s in steps if s >= centre + width / 2]
+    if not before or not after:
+        raise ValueError(f"no checkpoint on both sides of the window {centre - width / 2}..{centre + width / 2}: "
+                         f"{list(steps)}")
+    return max(before), min(after)
 
 
 def log_position_slope(position_loss: Sequence[float], lo: int, hi: int) -> float:

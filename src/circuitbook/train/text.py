@@ -9,6 +9,10 @@ tokens (as for the toy models) and on held-out text repeated once (:func:`repeat
 Text repeats common tokens within one copy, so an induction head's attention splits between
 several earlier matches and its text score is lower than its random-token score. At the steps listed in
 ``checkpoints`` it keeps a float16 copy of the weights.
+
+Chapter 19 (and the induction module's framework page) scores a model's checkpoints on every
+held-out window (:func:`heldout_windows`): the losses by position (:func:`row_position_losses`)
+give one ICL score per window (:func:`row_icl_scores`, bands from :func:`icl_bands`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,14 @@ from circuitbook.train.lm import HistoryRecorder
 from circuitbook.train.phases import icl_score_from_positions
 
 
-def heldout_windows(ids: torch.Tensor, seq_len: int, rows: int) -> torch.Tensor:
-    """The first ``rows`` non-overlapping ``seq_len``-token windows of ``ids``: [rows, seq_len]."""
+def heldout_windows(ids: torch.Tensor, seq_len: int, rows: int | None = None) -> torch.Tensor:
+    """The first ``rows`` non-overlapping ``seq_len``-token windows of ``ids``: [rows, seq_len].
+
+    ``rows=None``: every whole window, ``len(ids) // seq_len`` of them (chapter 19 scores a
+    text model on all the windows of its held-out play).
+    """
+    if rows is None:
+        rows = len(ids) // seq_len
     if rows * seq_len > len(ids):
         raise ValueError(f"{rows} windows of {seq_len} tokens need {rows * seq_len} ids, got {len(ids)}")
     return ids[: rows * seq_len].reshape(rows, seq_len).clone()
@@ -49,6 +59,29 @@ def row_position_losses(model, tokens: torch.Tensor, *, chunk: int = 64) -> torc
             part = part.to(device)
             parts.append(per_token_loss(model(part, return_type="logits"), part).double().cpu())
     return torch.cat(parts)
+
+
+def icl_bands(data: dict) -> dict[str, tuple[int, int]]:
+    """A text recipe's two ICL bands, ``{"early": (lo, hi), "late": (lo, hi)}`` (tokens
+    ``lo..hi-1``), from its ``data`` settings ``icl_early`` and ``icl_late``: the keyword
+    arguments of :func:`row_icl_scores` and
+    :func:`circuitbook.train.phases.icl_score_from_positions`."""
+    return dict(early=tuple(data["icl_early"]), late=tuple(data["icl_late"]))
+
+
+def row_icl_scores(losses: torch.Tensor, *, early: tuple[int, int], late: tuple[int, int]) -> torch.Tensor:
+    """The ICL score of each row, from its losses by position: [rows], float64.
+
+    ``losses`` is [rows, pos - 1] as :func:`row_position_losses` returns it; row ``b``'s score
+    is ``icl_score_from_positions(losses[b], early=early, late=late)``: its mean loss on the
+    late band minus on the early band (negative: a gain from context). One score per held-out
+    window, so a bootstrap over the windows (``circuitbook.book.bootstrap_means``) puts an
+    interval on the mean score or on its change between two checkpoints (chapter 19).
+    """
+    if losses.ndim != 2:
+        raise ValueError(f"losses must be [rows, positions], got shape {tuple(losses.shape)}")
+    return torch.tensor([icl_score_from_positions(r, early=early, late=late) for r in losses.tolist()],
+                        dtype=torch.float64)
 
 
 def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:
