@@ -26,9 +26,10 @@ import torch
 from transformer_lens import ActivationCache
 
 from circuitbook import attribution, checks
-from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, null_test,
-                              observation, rounding_bound)
+from circuitbook.book import (Null, attn_only_forward_terms,
+                              bootstrap_means, finding, glue, identity,
+                              identity_close, null_test, observation,
+                              rounding_bound)
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import induction_scores
 from circuitbook.models import load
@@ -864,14 +865,6 @@ observation("the target's advantage from K-composition terms, and from "
             chapter="13")
 
 
-def boot_mean(values, n=2000, seed=0):
-    """Bootstrap replicates of the mean of `values` (resampled with
-    replacement)."""
-    gen = torch.Generator().manual_seed(seed)
-    return values[torch.randint(0, len(values), (n, len(values)),
-                                generator=gen)].mean(-1)
-
-
 # The same attention on the 8 repeated sequences of the path section (the first
 # of them is this page's sequence). The sequences are independent random draws,
 # so they are exchangeable and a bootstrap may resample them; the positions of
@@ -892,7 +885,7 @@ def mean_attention(statement, here, per_seq, queries):
     (The even spread is no null: no head here, trained or not, need produce
     it, so it is not a test.)"""
     even = (1 / (queries.double() + 1)).mean().item()
-    lo, hi = boot_mean(per_seq).quantile(torch.tensor([0.025, 0.975]))
+    lo, hi = bootstrap_means(per_seq).quantile(torch.tensor([0.025, 0.975]))
     observation(statement, f"this sequence {here.mean():.3f}; 8 sequences "
                 f"{per_seq.mean():.3f} [{lo:.3f}, {hi:.3f}]; an even spread: "
                 f"{even:.3f}", chapter="13")
@@ -1218,7 +1211,7 @@ def boot_pairs(values, n=2000, seed=0):
     """Bootstrap replicates of the mean of `values` [100], resampling the ten
     name pairs (the clustering unit): sentence t * 20 + 2 * pair + order."""
     per_pair = values.view(len(TEMPLATES), len(PAIRS), 2).mean((0, 2))   # [10]
-    return boot_mean(per_pair, n=n, seed=seed)     # equal clusters: same mean
+    return bootstrap_means(per_pair, n, seed)   # equal clusters: same mean
 
 
 finding("SmolLM2 puts the indirect object above the subject on the held-out "

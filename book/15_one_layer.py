@@ -21,8 +21,8 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (Null, finding, glue, identity_close,
-                              null_test, observation)
+from circuitbook.book import (Null, bootstrap_means, finding, glue,
+                              identity_close, null_test, observation)
 from circuitbook.circuits import full_ov_circuit, full_qk_circuit
 from circuitbook.data import (
     SKIP_TRIGRAM_BUGS,
@@ -46,14 +46,6 @@ warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read the models here
 torch.set_num_threads(1)  # tiny models: one thread is fastest on 2 cores
-
-
-def boot_mean(values, n=2000, seed=0):
-    """Bootstrap replicates of the mean over the first axis of `values`
-    (resampled with replacement); [n, ...]."""
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, len(values), (n, len(values)), generator=gen)
-    return values[idx].mean(1)
 
 
 # %% [markdown]
@@ -772,7 +764,7 @@ lift = torch.stack([p_next(task.vocab[a], task.vocab[b], c)
 finding("for each of the 5 triples, putting A in the sequence raises p(C) "
         "after B (the smallest of the 5 mean lifts; bootstrap over 256 "
         "built sequences)", lift.mean(0).min(), null=Null.point(
-            "no lift", 0.0), boot=boot_mean(lift).min(-1).values,
+            "no lift", 0.0), boot=bootstrap_means(lift).min(-1).values,
         chapter="15")
 observation("p(C | A ... B), smallest of the 5; p(C | ... B) with A "
             "replaced by filler, largest", f"{min(p_triples):.3f}; "
@@ -1061,7 +1053,7 @@ fig.tight_layout()
 plt.show()
 
 per_seq = torch.stack(per_seq, 1)                 # [N, 6 rows, 3]
-boot = boot_mean(per_seq)                          # [reps, 6, 3]
+boot = bootstrap_means(per_seq)                   # [reps, 6, 3]
 finding("in all 6 bug rows, putting A in the sequence makes the wrong "
         "completion likelier than with A replaced by filler (log of the "
         "smallest ratio; bootstrap over 256 built sequences)",
@@ -1244,7 +1236,7 @@ order = {name: gain(name, "repeat") - gain(name, "shuffled")
 finding("toy-2l gains far more on an exact repeat than on a shuffled one "
         "(nats; bootstrap over 64 sequences)", order["toy-2l"].mean(),
         null=Null.point("order does not matter", 0.0),
-        boot=boot_mean(order["toy-2l"]), chapter="15")
+        boot=bootstrap_means(order["toy-2l"]), chapter="15")
 observation("toy-1l's second-copy gain on an exact repeat, on a shuffled one, "
             "and on fresh sequences with no repeat (nats)",
             f"{gain('toy-1l', 'repeat').mean():.2f}, "
@@ -1255,7 +1247,7 @@ observation("toy-2l's second-half gain on a shuffled repeat and on fresh "
             f"{gain('toy-2l', 'shuffled').mean():.2f}, "
             f"{gain('toy-2l', 'fresh').mean():.2f}", chapter="15")
 order_1 = null_test(order["toy-1l"].mean().item(), Null.point(
-    "order does not matter", 0.0), boot=boot_mean(order["toy-1l"]),
+    "order does not matter", 0.0), boot=bootstrap_means(order["toy-1l"]),
     alternative="two-sided")
 observation("toy-1l: what the order adds (exact minus shuffled gain, nats; "
             "95% bootstrap interval over 64 sequences)",

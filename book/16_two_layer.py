@@ -26,9 +26,10 @@ import torch
 from IPython.display import display
 
 from circuitbook import checks
-from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, null_test,
-                              observation, rounding_bound)
+from circuitbook.book import (Null, attn_only_forward_terms,
+                              bootstrap_means, finding, glue, identity,
+                              identity_close, null_test, observation,
+                              rounding_bound)
 from circuitbook.composition import (composition_scores, random_baseline,
                                      rotated_baseline)
 from circuitbook.composition import virtual_ov as library_virtual_ov
@@ -43,13 +44,6 @@ warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
 _ = torch.set_grad_enabled(False)  # we only read the model here
 torch.set_num_threads(1)  # tiny models: one thread is fastest on 2 cores
-
-
-def boot_mean(values, n=2000, seed=0):
-    """Bootstrap replicates of the mean of `values` over sequences."""
-    gen = torch.Generator().manual_seed(seed)
-    return values[torch.randint(0, len(values), (n, len(values)),
-                                generator=gen)].mean(1)
 
 
 # %% [markdown]
@@ -320,7 +314,7 @@ for what, a, b, alternative in [
          "was stated before measuring)", "cut V", "intact", "two-sided")]:
     change = per_seq[a] - per_seq[b]
     finding(f"{what} (nats; bootstrap over 32 sequences)", change.mean(),
-            null=Null.point("no change", 0.0), boot=boot_mean(change),
+            null=Null.point("no change", 0.0), boot=bootstrap_means(change),
             alternative=alternative, chapter="16")
 glue("chance_nats", chance)
 glue("d_vocab", cfg.d_vocab)
@@ -721,7 +715,7 @@ for w, r in all_pairs:
         # the bootstrap interval, for the size of the drop
         intervals[w, r, f"cut {kind.upper()}"] = null_test(
             change.mean().item(), Null.point("no change", 0.0),
-            boot=boot_mean(change), alternative="greater")
+            boot=bootstrap_means(change), alternative="greater")
     pair_scores[w, r] = row
 drop = {(w, r, k): row["intact"] - row[k] for (w, r), row in pair_scores.items()
         for k in ("cut Q", "cut K")}
@@ -1037,7 +1031,7 @@ glue("v_rank", v_rank.mean().item())
 # copying head would push the current token up)
 push = (v_cur - v_centre).mean(-1)                       # [batch]
 copy_test = null_test(push.mean().item(), Null.point("no push", 0.0),
-                      boot=boot_mean(push), alternative="greater")
+                      boot=bootstrap_means(push), alternative="greater")
 finding("the virtual term L0H2 -> L1H1 does not push the current token up "
         "(bootstrap over 32 sequences)", copy_test, expect="no effect",
         chapter="16")

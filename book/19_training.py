@@ -25,8 +25,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from circuitbook import checks
-from circuitbook.book import (Null, finding, glue, identity, identity_close,
-                              null_test, observation)
+from circuitbook.book import (Null, bootstrap_means, finding, glue,
+                              identity, identity_close, null_test,
+                              observation)
 from circuitbook.data import translation as T
 from circuitbook.models import load, zoo
 from circuitbook.train import streams
@@ -832,7 +833,8 @@ from circuitbook.heads import induction_scores
 from circuitbook.models import attn_only
 from circuitbook.train import phases
 from circuitbook.train import per_token_loss
-from circuitbook.train.text import (heldout_windows, repeated_text,
+from circuitbook.train.text import (heldout_windows, icl_bands,
+                                    repeated_text, row_icl_scores,
                                     row_position_losses)
 from circuitbook.viz import Heatmap
 
@@ -852,35 +854,30 @@ def measure(name):
     """A text model's history, its induction window and the bump statistics."""
     record, h = zoo.info(name), zoo.history(name)
     every = record["recipe"]["train"]["history_every"]
-    s, loss = h["step"][1:], h["loss"][1:]       # step 0 has no training loss
-    c, w = phases.bump_window(h["step"], h["induction_best"],
-                              min_width=4 * every)
-    rates = phases.bump_rates(s, loss, c, w)
-    all_centres, all_margins = phases.window_margins(s, loss, w)
-    # The early descent: the loss flattens, and the criterion fails at every
-    # centre there, as a flattening curve makes it. Windows are ranked from
-    # the first centre at which the criterion holds at all (a rule that reads
-    # the margins, not the window picked; dropping only failing windows can
-    # only raise p).
-    first = next(i for i, m in enumerate(all_margins) if m > 0)
-    centres, margins = all_centres[first:], all_margins[first:]
-    own = phases.bump_margin(rates)
-    # The margins shrink as the loss flattens, so centres far from the
-    # induction window are not exchangeable with it. The null keeps the
+    # The bump test (circuitbook.train.phases.induction_bump): the induction
+    # window's bump margin, beside the margin at every other centre. The early
+    # descent: the loss flattens, and the criterion fails at every centre
+    # there, as a flattening curve makes it. Windows are ranked from the first
+    # centre at which the criterion holds at all (a rule that reads the
+    # margins, not the window picked; dropping only failing windows can only
+    # raise p). The margins shrink as the loss flattens, so centres far from
+    # the induction window are not exchangeable with it. The null keeps the
     # centres whose three windows reach into the induction window's three
     # (within NEAR widths of its centre): the same stretch of training.
-    near = [abs(x - c) <= NEAR * w for x in centres]
-    others = [m for x, m, k in zip(centres, margins, near) if k and x != c]
+    bump = phases.induction_bump(h, every=every)
+    c, w, own = bump.centre, bump.width, bump.margin
+    centres, margins = bump.centres, bump.margins
+    others = bump.others(NEAR)
     rank = null_test(own, Null.draws(
         f"the bump margin at the other {len(others)} window centres within "
         f"{NEAR} widths ({NEAR * w:.0f} steps) of {name}'s induction window, "
         f"after its early descent, width {w:.0f}", others),
         alternative="greater")
 
-    def rank_within(d):
-        """the rank among the centres within d steps (the first rule: d = inf,
-        every centre after the early descent)"""
-        rest = [m for x, m in zip(centres, margins) if x != c and abs(x - c) <= d]
+    def rank_within(reach):
+        """the rank among the centres within reach widths (the first rule:
+        reach = inf, every centre after the early descent)"""
+        rest = bump.others(reach)
         return null_test(own, Null.draws(
             f"the bump margin at the other {len(rest)} window centres of "
             f"{name}'s history after its early descent, width {w:.0f}", rest),
@@ -892,12 +889,14 @@ def measure(name):
             for x in centres}
     third = len(margins) // 3
     return dict(record=record, h=h, every=every, centre=c, width=w,
-                rates=rates, centres=centres, margins=margins, rank=rank,
+                rates=bump.rates, centres=centres, margins=margins, rank=rank,
                 base=sum(m > 0 for m in margins), heldout_during=held,
-                n_all=len(all_centres), start=centres[0], n_late=len(centres),
-                dropped=(all_centres[0], all_centres[first - 1]),
+                n_all=len(bump.all_centres), start=centres[0],
+                n_late=len(centres),
+                dropped=(bump.all_centres[0],
+                         bump.all_centres[bump.first - 1]),
                 rank_all=rank_within(math.inf),
-                p_by_reach={k: rank_within(k * w).p for k in REACHES},
+                p_by_reach={k: rank_within(k).p for k in REACHES},
                 sd_first=statistics.pstdev(margins[:third]),
                 sd_last=statistics.pstdev(margins[-third:]),
                 heldout=phases.bump_rates(h["step"], h["heldout_loss"], c, w))
@@ -951,30 +950,16 @@ def bump_figure(m, title):
     return Heatmap(fig)
 
 
+def bands(name):
+    """The early and late bands of name's ICL score (tokens lo..hi-1)."""
+    return icl_bands(zoo.RECIPES[name].data)
+
+
 def all_heldout(name):
     """Every non-overlapping window of the held-out play: [rows, seq_len]."""
     recipe = zoo.RECIPES[name]
-    stream = streams.text_streams(recipe)[1]
-    n = recipe.train["seq_len"]
-    return heldout_windows(stream, n, len(stream) // n)
-
-
-def bands(name):
-    d = zoo.RECIPES[name].data
-    return dict(early=tuple(d["icl_early"]), late=tuple(d["icl_late"]))
-
-
-def row_icl(model, rows, name):
-    """The ICL score of each held-out window: [rows]."""
-    losses = row_position_losses(model, rows)
-    return torch.tensor([phases.icl_score_from_positions(r, **bands(name))
-                         for r in losses.tolist()], dtype=torch.float64)
-
-
-def boot_mean(x, n_boot=2000, seed=0):
-    """Bootstrap replicates of the mean of x (resampling its entries)."""
-    g = torch.Generator().manual_seed(seed)
-    return x[torch.randint(0, len(x), (n_boot, len(x)), generator=g)].mean(1)
+    return heldout_windows(streams.text_streams(recipe)[1],
+                           recipe.train["seq_len"])
 
 
 def init_scores(name, n=None):
@@ -1042,10 +1027,8 @@ def fresh_half_scores(model, name, on, n=None, seed=1):
 
 def ckpt_around(name, m):
     """The last checkpoint before the window and the first after it."""
-    steps = zoo.checkpoint_steps(name)
-    c, w = m["centre"], m["width"]
-    return (max(st for st in steps if st <= c - w / 2),
-            min(st for st in steps if st >= c + w / 2))
+    return phases.checkpoints_around(zoo.checkpoint_steps(name), m["centre"],
+                                     m["width"])
 
 # %% [markdown]
 # ## Experiment 1: plain text (`text-2l-plain`)
@@ -1189,11 +1172,10 @@ finding("on held-out text repeated once, its best head attends to the "
                         "half of held-out text", p_fresh_text), chapter="19")
 p_rows = all_heldout("text-2l-plain")
 p_losses = row_position_losses(p_model, p_rows)         # [windows, 255]
-p_icl = torch.tensor([phases.icl_score_from_positions(r, **bands(
-    "text-2l-plain")) for r in p_losses.tolist()], dtype=torch.float64)
+p_icl = row_icl_scores(p_losses, **bands("text-2l-plain"))    # [windows]
 p_icl_test = null_test(float(p_icl.mean()), Null.point(
-    "no gain from context between the bands", 0.0), boot=boot_mean(p_icl),
-    alternative="two-sided")
+    "no gain from context between the bands", 0.0),
+    boot=bootstrap_means(p_icl), alternative="two-sided")
 p_b = bands("text-2l-plain")
 finding(f"text-2l-plain's ICL score (tokens {p_b['late'][0]}-"
         f"{p_b['late'][1] - 1} minus {p_b['early'][0]}-{p_b['early'][1] - 1}) on held-out "
@@ -1205,7 +1187,8 @@ finding(f"text-2l-plain's ICL score (tokens {p_b['late'][0]}-"
 # the ICL score above came out null, so its p is not a pre-stated test's.
 short = (p_losses[:, 39:59].mean(1) - p_losses[:, 7:15].mean(1))
 short_test = null_test(float(short.mean()), Null.point(
-    "no gain from context", 0.0), boot=boot_mean(short), alternative="less")
+    "no gain from context", 0.0), boot=bootstrap_means(short),
+    alternative="less")
 observation("its loss on tokens 40-59 minus on tokens 8-15 (exploratory: "
             "chosen after the ICL score came out null; 95% bootstrap interval, "
             "one-sided p): weak evidence of a short-range use of context",
@@ -1791,20 +1774,19 @@ icl, c_pos_loss = {}, {}
 for st in (c_before, c_after):
     ck = zoo.load_checkpoint("text-2l", st)
     c_pos_loss[st] = row_position_losses(ck, c_rows)      # [windows, n - 1]
-    icl[st] = (torch.tensor([phases.icl_score_from_positions(r, **bands(
-        "text-2l")) for r in c_pos_loss[st].tolist()], dtype=torch.float64),
-               row_icl(ck, c_rep_rows, "text-2l"))
+    icl[st] = (row_icl_scores(c_pos_loss[st], **c_bands),
+               row_icl_scores(row_position_losses(ck, c_rep_rows), **c_bands))
 plain_d = icl[c_after][0] - icl[c_before][0]
 rep_d = icl[c_after][1] - icl[c_before][1]
 no_change = Null.point("no change between the checkpoints", 0.0)
-rep_test = null_test(float(rep_d.mean()), no_change, boot=boot_mean(rep_d),
-                     alternative="less")
+rep_test = null_test(float(rep_d.mean()), no_change,
+                     boot=bootstrap_means(rep_d), alternative="less")
 finding(f"text-2l, on held-out text with copied passages: the change of the "
         f"ICL score from the step-{c_before} to the step-{c_after} checkpoint "
         "is below zero (more gain from context)",
         rep_test, chapter="19")
 plain_test = null_test(float(plain_d.mean()), no_change,
-                       boot=boot_mean(plain_d), alternative="two-sided")
+                       boot=bootstrap_means(plain_d), alternative="two-sided")
 observation(f"text-2l, on held-out plain text: the change of the ICL score "
             f"from step {c_before} to {c_after} (95% bootstrap interval)",
             f"{plain_test.value:+.3f} [{plain_test.lo:+.3f}, "
@@ -1840,7 +1822,8 @@ for lo, hi in PROFILE:
     before_b = c_pos_loss[c_before][:, lo - 1:hi - 1].mean(1)
     after_b = c_pos_loss[c_last][:, lo - 1:hi - 1].mean(1)
     t = null_test(float((after_b - before_b).mean()), no_change,
-                  boot=boot_mean(after_b - before_b), alternative="two-sided")
+                  boot=bootstrap_means(after_b - before_b),
+                  alternative="two-sided")
     band_change.append((float(before_b.mean()), t))
 observation(f"text-2l, held-out plain text: mean loss by band of positions at "
             f"step {c_before}, and its change to step {c_last} on the same "

@@ -22,9 +22,10 @@ from collections import Counter
 import matplotlib.pyplot as plt
 import torch
 
-from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, null_test,
-                              observation, rounding_bound)
+from circuitbook.book import (Null, attn_only_forward_terms,
+                              bootstrap_means, finding, glue, identity,
+                              identity_close, null_test, observation,
+                              rounding_bound)
 from circuitbook.circuits import full_ov_circuit
 from circuitbook.composition import (composition_scores, random_baseline,
                                      rotated_baseline)
@@ -38,7 +39,8 @@ from circuitbook.models.pretrained import smollm2_config
 from circuitbook.neurons import haar_rotation
 from circuitbook.paths import logit_attribution
 from circuitbook.train import phase_change_step, phases, repeat_losses, streams
-from circuitbook.train.text import heldout_windows, row_position_losses
+from circuitbook.train.text import (heldout_windows, icl_bands,
+                                    row_icl_scores, row_position_losses)
 
 warnings.filterwarnings("ignore", message="HookedTransformer is deprecated")
 _ = torch.manual_seed(0)
@@ -839,23 +841,17 @@ observation("co-occurrence, an observation (width chosen after looking at "
             f"{rise_test.p:.3f}", chapter="induction module")
 
 # %% tags=["hide-input"]
-# Chapter 19's bump test, recomputed from the zoo's histories of its two
-# text-2l runs: the bump margin of the induction window (how much faster the
-# loss falls there than in the faster of its two neighbours), ranked among the
-# window centres within 3 widths of it, after the early descent (chapter 19
-# fixed that reach after seeing the data and prints the p for other reaches).
+# Chapter 19's bump test (phases.induction_bump), recomputed from the zoo's
+# histories of its two text-2l runs: the bump margin of the induction window
+# (how much faster the loss falls there than in the faster of its two
+# neighbours), ranked among the window centres within 3 widths of it, after
+# the early descent (chapter 19 fixed that reach after seeing the data and
+# prints the p for other reaches).
 def bump_rank(name, near=3):
-    h = zoo.history(name)
     every = zoo.info(name)["recipe"]["train"]["history_every"]
-    s, loss = h["step"][1:], h["loss"][1:]    # step 0 has no training loss
-    c, w = phases.bump_window(h["step"], h["induction_best"],
-                              min_width=4 * every)
-    own = phases.bump_margin(phases.bump_rates(s, loss, c, w))
-    centres, margins = phases.window_margins(s, loss, w)
-    first = next(i for i, m in enumerate(margins) if m > 0)
-    others = [m for x, m in zip(centres[first:], margins[first:])
-              if x != c and abs(x - c) <= near * w]
-    return null_test(own, Null.draws(
+    bump = phases.induction_bump(zoo.history(name), every=every)
+    others = bump.others(near)
+    return null_test(bump.margin, Null.draws(
         f"the bump margin at the other {len(others)} window centres within "
         f"{near} widths of {name}'s induction window", others))
 
@@ -870,39 +866,33 @@ for name, tag in (("text-2l", "c"), ("text-2l-seed1", "s1")):
 
 
 # Chapter 19's bound on text-2l's gain from context on plain text, recomputed
-# the same way: the ICL score (late-band loss minus early-band loss) of each
-# held-out window at the checkpoints on either side of the induction window,
-# on plain windows and on the same windows with passages copied in as in
-# training; the change of each, with a bootstrap interval over the windows.
-def icl_change(name="text-2l", n_boot=2000):
-    recipe, h = zoo.RECIPES[name], zoo.history(name)
+# with its functions: the ICL score (late-band loss minus early-band loss) of
+# each held-out window (circuitbook.train.text.row_icl_scores) at the
+# checkpoints on either side of the induction window, on plain windows and on
+# the same windows with passages copied in as in training; the change of
+# each, with a bootstrap interval over the windows.
+def icl_change(name="text-2l"):
+    recipe = zoo.RECIPES[name]
     every = zoo.info(name)["recipe"]["train"]["history_every"]
-    c, w = phases.bump_window(h["step"], h["induction_best"],
-                              min_width=4 * every)
-    ckpts = zoo.checkpoint_steps(name)
-    around = (max(s for s in ckpts if s <= c - w / 2),
-              min(s for s in ckpts if s >= c + w / 2))
+    bump = phases.induction_bump(zoo.history(name), every=every)
+    around = phases.checkpoints_around(zoo.checkpoint_steps(name),
+                                       bump.centre, bump.width)
     n, data = recipe.train["seq_len"], recipe.data
-    stream = streams.text_streams(recipe)[1]
-    plain_rows = heldout_windows(stream, n, len(stream) // n)
+    plain_rows = heldout_windows(streams.text_streams(recipe)[1], n)
     copied_rows = plain_rows.gather(1, passage_windows(
         torch.arange(n + 1), len(plain_rows), n, seed=0,
         n_repeats=data["n_repeats"], min_len=data["min_len"],
         max_len=data["max_len"]))
-    bands = dict(early=tuple(data["icl_early"]), late=tuple(data["icl_late"]))
 
     def icl(step, rows):
         losses = row_position_losses(zoo.load_checkpoint(name, step), rows)
-        return torch.tensor([phases.icl_score_from_positions(r, **bands)
-                             for r in losses.tolist()], dtype=torch.float64)
+        return row_icl_scores(losses, **icl_bands(data))
     out = []
     for rows in (plain_rows, copied_rows):
         d = icl(around[1], rows) - icl(around[0], rows)
-        g = torch.Generator().manual_seed(0)
-        boot = d[torch.randint(0, len(d), (n_boot, len(d)), generator=g)]
         out.append(null_test(float(d.mean()), Null.point(
-            "no change between the checkpoints", 0.0), boot=boot.mean(1),
-            alternative="two-sided"))
+            "no change between the checkpoints", 0.0),
+            boot=bootstrap_means(d), alternative="two-sided"))
     return out
 
 
