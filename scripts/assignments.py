@@ -5,8 +5,9 @@ For each chapter (and the induction problem set) that has exercises, we write an
 run ``otter assign`` on it. Per exercise the master holds one otter question whose solution
 is the exercise cell (otter understands our ``# BEGIN SOLUTION`` / ``# END SOLUTION`` markers),
 a public test (the in-notebook check, as the student sees it) and a hidden test (the same
-check on other random inputs, under a guard that turns the book's reference functions into
-tripwires while the answer runs: ``checks.core.guarded``). A failing test's message, which
+check on other random inputs, under a guard that turns the book's reference functions, and the
+package functions the exercise declares as computing its answer, into tripwires while the answer
+runs: ``checks.core.guarded``). A failing test's message, which
 otter's and Gradescope's ``results.json`` keep as the test's output, is the check's line and,
 on a line of its own, ``[CHECK] <exercise>: <category>``: the check's named mistake (never the
 solution), "not attempted", or the built-in exception the answer raised (``Result.autograded``).
@@ -150,7 +151,8 @@ def public_test(ex_id: str, args: str) -> str:
 
 def hidden_test(ex_id: str, answer: str, inputs: dict[str, str], values: dict) -> str:
     # Hidden: other random inputs, under the reference guard (checks.core.guarded: while the
-    # answer runs, the book's reference functions are tripwires, so calling one, bare or through
+    # answer runs, the book's reference functions and the package functions that the exercise
+    # declares as its answer, its library_answers, are tripwires, so calling one, bare or through
     # a wrapper, fails). A value problem's inputs come from the `_variant` line (the grader writes
     # the student's variant there), never from the notebook's parameter cell, which the student
     # can edit.

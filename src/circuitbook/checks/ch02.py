@@ -160,6 +160,7 @@ EX2 = FunctionExercise(
     id="ch02_ex2",
     title="pre-norm and post-norm residual connections",
     reference=sublayer_connection,
+    library_answers=("circuitbook.models.encoder_decoder.SublayerConnection.forward",),
     make_inputs=_connection_inputs,
     mistakes=[
         Mistake("wrong arrangement for position='pre'", "With position=\"pre\" your function returns a "

@@ -37,6 +37,7 @@ EX1 = FunctionExercise(
     id="ch04_ex1",
     title="the scaled embedding lookup",
     reference=embed,
+    library_answers=("circuitbook.models.encoder_decoder.Embeddings.forward",),
     make_inputs=_embed_inputs,
     mistakes=[
         Mistake("rows equal the table's rows", "Your rows are the table's rows as they are. Reread the Annotated "

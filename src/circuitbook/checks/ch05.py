@@ -73,6 +73,8 @@ EX1 = FunctionExercise(
     id="ch05_ex1",
     title="the sinusoidal positional encoding",
     reference=sinusoidal,
+    library_answers=("circuitbook.models.encoder_decoder.sinusoidal_table",
+                     "circuitbook.models.encoder_decoder.PositionalEncoding.forward"),
     make_inputs=_sin_inputs,
     mistakes=[
         Mistake("row 0 wrong", "Your row 0 is not what pos = 0 gives. Compute PE(1, 0) and PE(1, 1) by"
@@ -152,6 +154,7 @@ EX2 = FunctionExercise(
     id="ch05_ex2",
     title="the offset matrix M_k",
     reference=offset_matrix,
+    library_answers=("circuitbook.circuits.rotary_rotation",),
     make_inputs=_offset_inputs,
     mistakes=[
         Mistake("blocks do not shift the table by k", "Your blocks have the right angles, but "
@@ -260,6 +263,7 @@ EX3 = BatchExercise(
     id="ch05_ex3",
     title="the rotary position embedding",
     reference=rope,
+    library_answers=("circuitbook.circuits.rotary_rotation",),
     make_inputs=_rope_inputs,
     mistakes=[
         Mistake("planes pair the wrong coordinates", "Your planes pair the wrong coordinates for this "

@@ -29,6 +29,7 @@ EX1 = FunctionExercise(
     id="ch07_ex1",
     title="nn.Linear weight to per-head W [n_heads, d_model, d_head]",
     reference=split_heads,
+    library_answers=("circuitbook.models.encoder_decoder.tl_weights",),
     make_inputs=_split_inputs,
     mistakes=[
         Mistake("split the wrong axis", "Your heads are cut along the wrong axis of the weight. nn.Linear "

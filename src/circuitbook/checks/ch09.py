@@ -31,6 +31,7 @@ EX1 = FunctionExercise(
     id="ch09_ex1",
     title="the full OV circuit",
     reference=full_ov,
+    library_answers=("circuitbook.circuits.full_ov_circuit",),
     make_inputs=_full_ov_inputs,
     mistakes=[
         Mistake("transposed", "What indexes the rows of your table, and what the columns? This book "

@@ -68,6 +68,7 @@ EX1 = FFNExercise(
     id="ch10_ex1",
     title="the position-wise feed-forward network",
     reference=ffn,
+    library_answers=("circuitbook.models.encoder_decoder.PositionwiseFeedForward.forward",),
     make_inputs=_ffn_inputs,
     mistakes=[
         Mistake("forgot the ReLU", "Your output is an affine function of x. What keeps two linear "

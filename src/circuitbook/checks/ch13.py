@@ -93,6 +93,7 @@ PATHS = FunctionExercise(
     id="ch13_ex1",
     title="the number of paths",
     reference=n_paths,
+    library_answers=("circuitbook.paths.count_paths",),
     make_inputs=_count_inputs,
     mistakes=[
         Mistake("forgot the direct path",

@@ -47,6 +47,7 @@ EX1 = FunctionExercise(
     id="ch16_ex1",
     title="the virtual OV circuit",
     reference=virtual_ov,
+    library_answers=("circuitbook.composition.virtual_ov",),
     make_inputs=_virtual_inputs,
     mistakes=[
         Mistake("both OV circuits, but not the virtual one", "Your matrix is not what a vector moved by the "

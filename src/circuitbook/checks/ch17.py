@@ -109,6 +109,7 @@ EX2 = FunctionExercise(
     id="ch17_ex2",
     title="the previous-token score",
     reference=prev_token_score,
+    library_answers=("circuitbook.heads.prev_token_pattern_score",),
     make_inputs=_prev_inputs,
     mistakes=[
         Mistake("read the main diagonal", "Which key does pattern[p, p] hold for query p, and which "
@@ -172,6 +173,7 @@ EX3 = FunctionExercise(
     id="ch17_ex3",
     title="mean-ablation as a hook",
     reference=mean_ablate,
+    library_answers=("circuitbook.heads.Ablation._hook",),
     make_inputs=_z_inputs,
     mistakes=[
         Mistake("output set to a constant of your choosing", "Your replacement does not depend on z at "
@@ -238,6 +240,7 @@ EX4 = FunctionExercise(
     id="ch17_ex4",
     title="the phase-change step",
     reference=phase_change,
+    library_answers=("circuitbook.train.lm.phase_change_step",),
     make_inputs=_history_inputs,
     compare=lambda a, b: isinstance(a, (int, float)) and not isinstance(a, bool) and a == b,
     mistakes=[

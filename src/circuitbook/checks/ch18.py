@@ -40,6 +40,10 @@ EX1 = FunctionExercise(
     id="ch18_ex1",
     title="the composition score",
     reference=composition_score,
+    library_answers=("circuitbook.composition.composition_scores",
+                     "circuitbook.composition.rotated_key_scores",
+                     "circuitbook.composition._pairwise_scores",
+                     "circuitbook.composition._factor_scores"),
     make_inputs=_score_inputs,
     mistakes=[
         Mistake("forgot to normalise", "The raw norm of the product grows with the size of "

@@ -36,6 +36,7 @@ EX1 = FunctionExercise(
     id="ch19_ex1",
     title="the Noam learning-rate schedule",
     reference=noam,
+    library_answers=("circuitbook.train.vaswani.noam_lr",),
     make_inputs=_noam_inputs,
     mistakes=[
         Mistake("forgot the d_model^-0.5 factor",
@@ -126,6 +127,7 @@ EX2 = FunctionExercise(
     id="ch19_ex2",
     title="label-smoothed targets",
     reference=smoothed_targets,
+    library_answers=("circuitbook.train.vaswani.LabelSmoothing.target_distribution",),
     make_inputs=_smooth_inputs,
     mistakes=[
         Mistake("spread eps over all size classes",

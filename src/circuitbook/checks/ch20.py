@@ -66,6 +66,7 @@ EX1 = FunctionExercise(
     id="ch20_ex1",
     title="nn.Linear weights to TransformerLens per-head weights",
     reference=linear_to_tl,
+    library_answers=("circuitbook.models.encoder_decoder.tl_weights",),
     make_inputs=_linear_inputs,
     mistakes=[
         Mistake("right shapes, but no head holds TransformerLens's entries",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import copy
 import html
+import importlib
 import inspect
 import numbers
 import re
@@ -310,6 +311,16 @@ class ReferenceCalled(BaseException):
     answer does not swallow it."""
 
 
+class LibraryAnswerCalled(ReferenceCalled):
+    """Raised by the guard: the answer called a function of the ``circuitbook`` package that the
+    exercise being checked declares as computing its answer (``FunctionExercise.library_answers``).
+    ``name`` is that function's dotted name."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
 # Per thread (a trace function is set per thread, so two checks in two threads cannot see
 # each other's guard): how deep this thread is in guarded().
 _GUARD = threading.local()
@@ -317,13 +328,25 @@ _GUARD = threading.local()
 
 def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``check(*args, **kwargs)`` with the reference guard on (the hidden tests of ``make
-    assignments`` call each check this way): while the answer runs, a call of any function
-    defined in the modules ``circuitbook.checks.chNN`` and ``ps`` fails the check, so a wrapper
-    around a reference solution (``lambda *a, **k: ps.head_scores(*a, **k)``), a
-    ``functools.partial`` of one, a copy made with ``types.FunctionType(ref.__code__, ...)`` or
-    the function itself fails. It does not catch a copy of a reference's source (the package,
-    with its source, is installed on every student's machine), nor a value computed with one
-    before the check runs (the value problems)."""
+    assignments`` call each check this way). While the answer of a function exercise runs, a
+    call of
+
+    - any function defined in the modules ``circuitbook.checks.chNN`` and ``ps`` (the references
+      and their helpers) fails the check with :data:`REFERENCE_MESSAGE`, and
+    - any function of the package that *the exercise being checked* declares in its
+      ``library_answers`` (the library's own implementation of what the exercise asks for, such
+      as ``circuitbook.paths.count_paths`` for the path counts) fails it with
+      :data:`LIBRARY_MESSAGE`, which names the function. Another exercise's declared functions
+      stay allowed: a library function may be one exercise's answer and another's building block,
+
+    so the function itself, a wrapper around it (``lambda *a, **k: ps.head_scores(*a, **k)``), a
+    ``functools.partial`` of it, a call that reaches it through other code (calling the
+    ``nn.Module`` whose ``forward`` it is, or ``icl_scores``, which calls ``per_token_loss``), a
+    copy made with ``types.FunctionType(ref.__code__, ...)``, or an answer that catches what the
+    guard raised fails. It does not catch a copy of a reference's or a library function's source (the package,
+    with its source, is installed on every student's machine), a library function that computes
+    the answer but is not declared (only the functions the exercise lists are watched), nor a
+    value computed with one before the check runs (the value problems)."""
     _GUARD.depth = getattr(_GUARD, "depth", 0) + 1
     try:
         return check(*args, **kwargs)
@@ -331,25 +354,35 @@ def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         _GUARD.depth -= 1
 
 
-def call_answer(answer: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+                library: tuple[str, ...] = ()) -> Any:
     """``answer(*args, **kwargs)``; under :func:`guarded`, watched for calls of the reference
-    functions. Raises ReferenceCalled when the answer called one (even where the answer caught
-    what the guard raised).
+    functions and of the functions named in ``library`` (the dotted names of the exercise's
+    ``library_answers``). Raises :class:`LibraryAnswerCalled` when the answer called one of the
+    latter, else :class:`ReferenceCalled` when it called a reference (either even where the answer
+    caught what the guard raised). Outside :func:`guarded` it only calls the answer: nothing is
+    watched, imported or resolved.
 
     The watch is a trace function (``sys.settrace``, this thread only) that looks at the code
-    object of every Python frame the answer enters: nothing of the references is replaced, so
-    the guard is safe beside other threads and needs no CPython internals beyond the tracing
-    API. It sees Python frames only, which is all a reference is; its cost is one small call
-    per Python function call of the answer."""
+    object of every Python frame the answer enters: nothing of the references or of the library
+    is replaced, so the guard is safe beside other threads and needs no CPython internals beyond
+    the tracing API. It sees Python frames only, which is all a reference or a declared library
+    function is (a method such as an ``nn.Module``'s ``forward`` included); its cost is one small
+    call per Python function call of the answer."""
+    kwargs = {} if kwargs is None else kwargs
     if not getattr(_GUARD, "depth", 0):
         return answer(*args, **kwargs)
-    codes = {fn.__code__ for fn in _reference_functions()}
-    tripped: list[str] = []
+    codes: dict[types.CodeType, str | None] = {fn.__code__: None for fn in _reference_functions()}
+    for name in library:  # resolved (imported) before the watch starts, not inside it
+        for fn in _library_functions(name):
+            codes[fn.__code__] = name
+    tripped: list[str | None] = []
 
     def watch(frame, event, arg):
         if event == "call" and frame.f_code in codes:
-            tripped.append(frame.f_code.co_name)
-            raise ReferenceCalled()
+            name = codes[frame.f_code]
+            tripped.append(name)
+            raise ReferenceCalled() if name is None else LibraryAnswerCalled(name)
         return None  # no line-by-line tracing inside the frame
 
     previous = sys.gettrace()
@@ -359,7 +392,8 @@ def call_answer(answer: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     finally:
         sys.settrace(previous)
     if tripped:
-        raise ReferenceCalled()
+        first = tripped[0]
+        raise ReferenceCalled() if first is None else LibraryAnswerCalled(first)
     return got
 
 
@@ -381,6 +415,37 @@ def _reference_functions() -> list[types.FunctionType]:
     return list(found.values())
 
 
+def _library_functions(name: str) -> list[types.FunctionType]:
+    """The Python functions a dotted name of ``library_answers`` stands for: a function
+    (``circuitbook.paths.count_paths``) or a method (``circuitbook.models.encoder_decoder.
+    Embeddings.forward``), unwrapped from decorators (``__wrapped__``) as
+    :func:`_reference_functions` unwraps the references. The longest importable prefix is the
+    module, the rest attributes; a name that does not resolve to a Python function raises
+    (tests/unit/test_reference_guard.py resolves every declared name)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
+        try:
+            value: Any = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name is not None and not module.startswith(err.name):
+                raise  # the module exists but one of its own imports is missing
+            continue
+        for attr in parts[cut:]:
+            value = getattr(value, attr)
+        break
+    else:
+        raise ValueError(f"library_answers: {name!r} names no module's attribute")
+    value = getattr(value, "__func__", value)  # a classmethod's or bound method's function
+    found = []
+    while isinstance(value, types.FunctionType):
+        found.append(value)
+        value = getattr(value, "__wrapped__", None)
+    if not found:
+        raise TypeError(f"library_answers: {name!r} is not a Python function")
+    return found
+
+
 #: the ``mistake`` of a result that recorded an answer without a verdict (ValueExercise.record)
 RECORDED = "answer recorded"
 NO_HINT_YET = "A hint appears once the check has run an attempt of yours that does not pass yet."
@@ -388,6 +453,10 @@ NO_HINT_YET = "A hint appears once the check has run an attempt of yours that do
 
 REFERENCE_MESSAGE = ("your function calls the book's reference solution (a function of circuitbook.checks): "
                      "the graded check runs your own code")
+LIBRARY_MESSAGE = ("your function calls {name}, the circuitbook package's own version of what this exercise "
+                   "asks you to write: the graded check runs your own code")
+"""The message of an answer that called one of its exercise's ``library_answers``, under
+:func:`guarded`; ``{name}`` is the function's dotted name."""
 
 
 def shape_of(x: Any) -> str:
@@ -624,6 +693,11 @@ class FunctionExercise:
     # the names of a tuple answer's elements, as the statement says them ("the induction
     # score", "the loss"): feedback on a wrong tuple then says which is wrong, by name
     names: tuple[str, ...] = ()
+    # dotted names of circuitbook functions (not checks) that compute this exercise's whole answer,
+    # such as "circuitbook.paths.count_paths": under guarded(), an answer that calls one fails as
+    # one that calls a reference does (call_answer). Only this exercise's names are watched when
+    # it is checked; strings, resolved only under the guard, so declaring one imports nothing.
+    library_answers: tuple[str, ...] = ()
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
         """The check as the reader calls it: recorded in this session's progress, and shown at
@@ -644,9 +718,11 @@ class FunctionExercise:
                                   f"{_parameters(answer)}, and the check passes {', '.join(inputs)} (by name, or "
                                   f"in that order)", "wrong signature")
             try:
-                got = call_answer(answer, *call[0], **call[1])
+                got = call_answer(answer, call[0], call[1], library=self.library_answers)
             except NotImplementedError:
                 return self._fail(self.first_run(inputs, expected))
+            except LibraryAnswerCalled as called:
+                return self._fail(LIBRARY_MESSAGE.format(name=called.name), "library solution")
             except ReferenceCalled:
                 return self._fail(REFERENCE_MESSAGE, "reference solution")
             except Exception as exc:  # noqa: BLE001 - the reader's bug, reported as feedback

@@ -36,6 +36,7 @@ class _FormulaExercise(FunctionExercise):
 
 P2 = _FormulaExercise(
     id="ps_p2", title="counting paths", reference=path_counts, make_inputs=_p2_inputs, n_trials=8,
+    library_answers=("circuitbook.paths.count_paths",),
     mistakes=[
         Mistake("virtual paths that use every layer", "Your virtual count is right for two layers and too "
                 "small beyond. With three layers, list a path of two heads: must it use every layer?",

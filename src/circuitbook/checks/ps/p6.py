@@ -50,6 +50,7 @@ def _icl_variant(logits, tokens, early, late, *, shift=1, sign=1, log=True, sing
 
 P6 = FunctionExercise(
     id="ps_p6", title="the in-context-learning score of each document", reference=icl_scores,
+    library_answers=("circuitbook.icl.icl_scores", "circuitbook.loss.per_token_loss"),
     make_inputs=_p6_inputs,
     mistakes=[
         Mistake("off by one position", "Your losses pair each token with the logits at its own "
