@@ -158,6 +158,23 @@ def test_no_myst_dropdown_folds_a_worked_answer():
     assert not bad, bad
 
 
+def test_every_html_fold_is_an_answer_fold_the_course_cuts():
+    # the course and the students' notebooks cut the folds notebooks.ANSWER_FOLD recognises, by
+    # title; a worked answer folded under another title ("The derivation", r50ch11) reached every
+    # student's notebook open to read. Every <details> fold of the book is an answer fold
+    loose = [f"{src.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}"
+             for src in notebooks.sources() for text in [jupytext_markdown(src)]
+             for m in re.finditer(r"<details\b.*?</details>", text, re.S) if not notebooks.ANSWER_FOLD.fullmatch(m[0])]
+    assert not loose, f"folds the course would not cut (title one 'Exercise N worked out ...' or 'Model answer'): {loose}"
+
+
+def jupytext_markdown(src):
+    """The markdown cells of a source, joined, as a notebook shows them (no '# ' prefixes)."""
+    import jupytext
+
+    return "\n".join(c.source for c in jupytext.read(src, fmt="py:percent").cells if c.cell_type == "markdown")
+
+
 @pytest.mark.parametrize("src", [s for s in notebooks.sources() if notebooks.ANSWER_FOLD.search(s.read_text())],
                          ids=lambda p: p.stem)
 def test_students_notebooks_have_no_answer_fold(src):

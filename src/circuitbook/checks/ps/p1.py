@@ -152,8 +152,9 @@ P1B = _ReparametrizeExercise(
     mistakes=[
         Mistake("returned the original weights", "Return a *different* pair with the same product.",
                 lambda W_Q, W_K, G: (W_Q, W_K)),
-        Mistake("W_K times G^T", "(W_Q G)(W_K G^T)^T = W_Q G G W_K^T: the product changes "
-                "unless G G = I. What must stand next to G in the middle for it to cancel?",
+        Mistake("W_K times G^T", "Your W_K' is W_K G^T. Write the product W_Q' W_K'^T out as a "
+                "product of single factors, transposes taken: what stands next to G in the middle, "
+                "and does it cancel G?",
                 lambda W_Q, W_K, G: (W_Q @ G, W_K @ G.T)),
         Mistake("W_K times G^-1", "Your W_K' is W_K G^-1, and the product uses its transpose, "
                 "(W_K G^-1)^T. Write that transpose out as a product of two factors: what then "
