@@ -405,7 +405,7 @@ def fold_ln(gamma, beta, W, b):
 checks.ch11_ex2(fold_ln)
 
 # %% [markdown]
-# <details><summary>The derivation (open it once your function passes)</summary>
+# <details><summary>Exercise 11.2 worked out (open it once your function passes)</summary>
 #
 # The fold, written out:
 #
@@ -953,12 +953,13 @@ observation("started at token 100, split after seeing the sizes: the most "
 # a test: the layers are not exchangeable draws, and a rank correlation may not be the
 # measure that fits these series.
 #
-# First, depth is tangled with both series. Over layers {glue:text}`sink_first`-29 both
-# are correlated with the layer index ({glue:text}`size_depth_t:.2f` for position 0's
-# size, {glue:text}`att_depth:.2f` for the attention to it), though position 0's size does
-# not rise steadily: it is largest at layer {glue:text}`sink_peak_layer`, and from there
-# to layer 29 it falls with depth (rank correlation with the layer index
-# {glue:text}`size_depth:.2f`), so over those layers size and depth cannot be told apart.
+# First, depth is tangled with both series. Over layers {glue:text}`sink_first`-29 the
+# rank correlations with the layer index are {glue:text}`size_depth_t:.2f` for position
+# 0's size and {glue:text}`att_depth:.2f` for the attention to it, each as weak as the
+# size-attention one above. Position 0's size does not rise steadily with depth: it is
+# largest at layer {glue:text}`sink_peak_layer`, and from there to layer 29 it falls with
+# depth (rank correlation with the layer index {glue:text}`size_depth:.2f`), so over those
+# layers size and depth cannot be told apart.
 # A shuffle ignores all of this, and a value it cannot tell from shuffling says little
 # either way.
 #
@@ -969,8 +970,7 @@ observation("started at token 100, split after seeing the sizes: the most "
 # {glue:text}`big_n` layers it is at least {glue:text}`big_size_min:.1f` times the median,
 # and gets at least {glue:text}`big_att_min:.0%`. The ordinary layers after the first three
 # sit among large ones ({glue:text}`mid_ordinary`); a trend with depth does not make such a
-# dip, so these layers are this run's best hint of a link. A rank correlation, which looks
-# for a steady rise, does not see this pattern. How clean the split looks depends on where
+# dip, so these layers are this run's best hint of a link. How clean the split looks depends on where
 # "ordinary" is drawn: counted instead as no larger than the largest other position in the
 # same layer, the ordinary layers are {glue:text}`alt_layers`, and the attention in them
 # reaches {glue:text}`alt_att_max:.0%` while in the other layers it falls to

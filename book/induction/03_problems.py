@@ -187,7 +187,7 @@ with torch.no_grad():
     _, twin_cache = twin.run_with_cache(tokens)
 
 # %% [markdown]
-# The next (hidden) cell checks that $W_Q$ moved by more than rounding, that the twin's
+# The next cell (its code folded on the site) checks that $W_Q$ moved by more than rounding, that the twin's
 # attention scores and logits equal the original's up to the rounding of the two forward
 # passes, and, as a control, that a wrong reparametrisation fails the same bound: your
 # $W_Q'$ kept with the original $W_K$, a pair whose product differs from $W_Q W_K^\top$
@@ -234,9 +234,9 @@ logit_terms = 2 * fwd_terms + cfg.n_layers * g_terms
 identity_close("...and so not the logits", logits_twin, logits_orig,
                terms=logit_terms, scale=largest * kappa_G,
                chapter="induction problems")
-# The control: your W_Q' with the original W_K. The check made sure W_Q' != W_Q,
-# and W_K has full column rank, so the product changes (whatever answer passed
-# the check); its logits must leave the bound the twin met.
+# The control: your W_Q' with the original W_K. The first identity above made
+# sure W_Q' moved by more than rounding, and W_K has full column rank, so the
+# product changes; its logits must leave the bound the twin met.
 wrong = load("toy-2l").double()
 with torch.no_grad():
     for (layer, head), G in Gs.items():
@@ -414,11 +414,11 @@ checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 # needs no test when your $W_{QK}$ reads nothing of the key but `S_prev`: `S_prev` is then
 # empty, every score is 0, and the attention is uniform over
 # the keys it may see (keys $1, \dots, n + i$ for the query $n + i$; the scaffold keeps every
-# query off key 0), so its induction score is $\frac1n \sum_{i=0}^{n-1} \frac{1}{n+i}$ by
-# construction, an identity the cell checks.
+# query off key 0), so its induction score is fixed by construction; the cell checks that
+# every such row of its attention is uniform.
 
 # %%
-from circuitbook.checks.ps.p3 import prefixed_tokens
+from circuitbook.checks.ps.p3 import prefixed_tokens, scaffold_tokens
 from circuitbook.models.handbuilt import induction_scaffold
 
 
@@ -452,26 +452,35 @@ observation("on sequences whose repeat offset varies, the designed head's "
             "induction score, and the range of 20 random W_QK of the same norm",
             f"{working_prefixed:.3f}; {min(random_scores):.3f} to "
             f"{max(random_scores):.3f}", chapter="induction problems")
-# Uniform attention over keys 1 .. n + i: the score of a W_QK that reads only
-# the key's S_prev, which the broken scaffold leaves empty. Rounding: a
-# softmax over at most 2n keys, then a mean over 8 n queries (float64).
-half = P3_CTX // 2
-uniform = sum(1 / (half + i) for i in range(half)) / half
+# A W_QK that reads only the key's S_prev, which the broken scaffold leaves
+# empty, scores every key 0: each query n + i of the second copy spreads its
+# attention evenly over keys 1 .. n + i. Checked on the pattern itself, row by
+# row: its largest and smallest weight there agree up to the rounding of a
+# softmax over at most 2n keys (float64, values at most 1).
 reads_prev_only = bool((W_QK @ space["S_tok"].T).abs().max() == 0
                        and (W_QK @ space["S_pos"].T).abs().max() == 0)
 if reads_prev_only:
+    broken_model = induction_scaffold(W_QK, W_OV, d_vocab=32, n_ctx=P3_CTX,
+                                      prev_into="S_tok")
+    repeated = scaffold_tokens(n_ctx=P3_CTX)
+    with torch.no_grad():
+        _, broken_cache = broken_model.run_with_cache(
+            repeated, names_filter="blocks.1.attn.hook_pattern")
+    half = repeated.shape[1] // 2
+    broken_rows = [broken_cache["pattern", 1][:, 0, half + i, 1:half + i + 1]
+                   for i in range(half)]
     identity_close("with the previous token written into S_tok, a W_QK that reads "
-                   "only the key's S_prev attends uniformly: its induction score "
-                   "is the mean of 1/(n + i)", broken_score, uniform,
-                   terms=2 * P3_CTX + 8 * half, scale=1.0,
-                   chapter="induction problems")
+                   "only the key's S_prev attends uniformly: each query of the "
+                   "second copy gives every key it may see the same weight",
+                   torch.cat([r.max(-1).values for r in broken_rows]),
+                   torch.cat([r.min(-1).values for r in broken_rows]),
+                   terms=2 * P3_CTX, scale=1.0, chapter="induction problems")
 else:
     observation("the broken scaffold's induction score of a W_QK that also "
                 "reads the key's S_tok or S_pos", broken_score,
                 chapter="induction problems")
 glue("p3_working", working["induction_score"])
 glue("p3_broken", broken_score)
-glue("p3_uniform", uniform)
 glue("p3_random_lo", min(random_scores))
 glue("p3_random_hi", max(random_scores))
 glue("p3_prefixed", working_prefixed)
@@ -485,9 +494,9 @@ progress.tracker("3")
 # to {glue:text}`p3_random_hi:.2f`: that is the scale of chance, not a test, since the
 # check already asked for 0.9 on that batch. When the
 # previous token lands in `S_tok`, the score falls to
-# {glue:text}`p3_broken:.3f`; uniform attention scores {glue:text}`p3_uniform:.3f`. For a
-# design that reads only the key's `S_prev` the two agree by construction, not by
-# measurement: the key side finds nothing there to match. A design that also reads the
+# {glue:text}`p3_broken:.3f`. For a design that reads only the key's `S_prev` that is the
+# score of uniform attention, by construction, not by measurement: the key side finds
+# nothing there to match. A design that also reads the
 # key's `S_tok` cannot find the match either: `S_tok` now holds two tokens at once, and queries cannot tell "this token"
 # from "the token before it" (the model answer above). Residual-stream bandwidth matters: circuits
 # work because different information lives in different directions.
@@ -498,7 +507,9 @@ progress.tracker("3")
 # `[n_layers, n_heads]` tensors: each head's **induction score** (mean attention from each
 # query in the second copy to the token *after* the earlier occurrence of its token: query
 # $n + i$ to key $i + 1$ for $i = 0, \dots, n - 1$) and its **previous-token score** (mean
-# attention from each position to the one just before). Use any method you like; the check
+# attention from each position to the one just before). Compute them from the attention
+# patterns your own way; the package's `induction_scores` and `prev_token_scores` compute
+# exactly this, so the graded check does not accept an answer that calls them. The check
 # compares numbers on the zoo model. Then run it on SmolLM2.
 #
 # The outline this problem set was written from (the module's source) states its success
