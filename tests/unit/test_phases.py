@@ -208,6 +208,7 @@ def test_checkpoints_around_a_window():
     # the window [1000, 1200]: a checkpoint on its edge counts as outside it
     assert checkpoints_around([500, 1000, 1500, 2000], 1100, 200) == (1000, 1500)
     assert checkpoints_around([500, 1000, 1500, 2000], 1250, 100) == (1000, 1500)
+    assert checkpoints_around([500, 1000, 1200, 2000], 1100, 200) == (1000, 1200)  # both edges
     with pytest.raises(ValueError, match="no checkpoint on both sides"):
         checkpoints_around([500, 1000], 1100, 200)
 

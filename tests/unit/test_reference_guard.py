@@ -29,6 +29,7 @@ from circuitbook import checks, circuits, composition, heads, icl, paths
 from circuitbook.checks import core
 from circuitbook.loss import per_token_loss
 from circuitbook.models import encoder_decoder as ed
+from circuitbook.train import phases, text
 from circuitbook.train.lm import phase_change_step
 from circuitbook.train.vaswani import LabelSmoothing, noam_lr
 
@@ -185,6 +186,26 @@ def _icl_by_losses(logits, tokens, early, late):
     return losses[:, [t - 1 for t in late]].mean(-1) - losses[:, [t - 1 for t in early]].mean(-1)
 
 
+def _own_losses(logits, tokens):
+    """Problem 6's first half as a reader writes it: entry t - 1 is the loss of token t."""
+    return -logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+
+
+def _icl_by_kernel(logits, tokens, early, late):
+    return icl.icl_score_from_losses(_own_losses(logits, tokens), early, late)
+
+
+def _icl_by_rows(logits, tokens, early, late):
+    bands = {"early": (early.start, early.stop), "late": (late.start, late.stop)}
+    return text.row_icl_scores(_own_losses(logits, tokens), **bands).to(logits.dtype)
+
+
+def _icl_by_positions(logits, tokens, early, late):
+    bands = {"early": (early.start, early.stop), "late": (late.start, late.stop)}
+    return torch.tensor([phases.icl_score_from_positions(row, **bands)
+                         for row in _own_losses(logits, tokens).tolist()], dtype=logits.dtype)
+
+
 # (exercise, the declared name its answer calls first) -> the answer
 ATTACKS = {
     ("ch02_ex2", "circuitbook.models.encoder_decoder.SublayerConnection.forward"): _sublayer,
@@ -198,6 +219,8 @@ ATTACKS = {
     ("ch07_ex1", "circuitbook.models.encoder_decoder.tl_weights"): _split_heads,
     ("ch09_ex1", "circuitbook.circuits.full_ov_circuit"): _full_ov,
     ("ch10_ex1", "circuitbook.models.encoder_decoder.PositionwiseFeedForward.forward"): _ffn,
+    ("ch11_ex1", "torch.nn.functional.layer_norm"):
+        lambda x, gamma, beta, eps=1e-5: torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps),
     ("ch13_ex1", "circuitbook.paths.count_paths"):
         lambda n_layers, n_heads: paths.count_paths(n_layers, n_heads)["total"],
     ("ch16_ex1", "circuitbook.composition.virtual_ov"): _virtual_ov,
@@ -231,6 +254,9 @@ ATTACKS = {
     ("ps_p6", "circuitbook.icl.icl_scores"):
         lambda logits, tokens, early, late: icl.icl_scores(logits, tokens, early, late),
     ("ps_p6", "circuitbook.loss.per_token_loss"): _icl_by_losses,
+    ("ps_p6", "circuitbook.icl.icl_score_from_losses"): _icl_by_kernel,
+    ("ps_p6", "circuitbook.train.text.row_icl_scores"): _icl_by_rows,
+    ("ps_p6", "circuitbook.train.phases.icl_score_from_positions"): _icl_by_positions,
 }
 
 
@@ -310,7 +336,9 @@ def test_every_declared_name_is_a_library_function():
         assert isinstance(EXERCISES[ex_id], checks.FunctionExercise), ex_id
         assert isinstance(names, tuple) and len(set(names)) == len(names), ex_id
         for name in names:
-            assert name.startswith("circuitbook.") and not name.startswith("circuitbook.checks"), name
+            # the package's own (never a reference of circuitbook.checks), or torch's where the
+            # exercise asks for it from scratch
+            assert name.startswith(("circuitbook.", "torch.")) and not name.startswith("circuitbook.checks"), name
             functions = core._library_functions(name)
             assert functions and all(isinstance(f, types.FunctionType) for f in functions), name
     with pytest.raises(ValueError):

@@ -50,6 +50,8 @@ EX1 = FunctionExercise(
     id="ch11_ex1",
     title="LayerNorm from scratch",
     reference=layer_norm,
+    # "from scratch": torch's own LayerNorm (nn.LayerNorm calls it too) is the whole answer
+    library_answers=("torch.nn.functional.layer_norm",),
     make_inputs=_ln_inputs,
     mistakes=[
         Mistake("a position's output not standardised", "Take one position of your output and undo gamma and beta: "

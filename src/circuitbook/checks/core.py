@@ -335,7 +335,8 @@ def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
       and their helpers) fails the check with :data:`REFERENCE_MESSAGE`, and
     - any function of the package that *the exercise being checked* declares in its
       ``library_answers`` (the library's own implementation of what the exercise asks for, such
-      as ``circuitbook.paths.count_paths`` for the path counts) fails it with
+      as ``circuitbook.paths.count_paths`` for the path counts, or torch's own where the exercise
+      asks for it from scratch, ``torch.nn.functional.layer_norm`` for chapter 11) fails it with
       :data:`LIBRARY_MESSAGE`, which names the function. Another exercise's declared functions
       stay allowed: a library function may be one exercise's answer and another's building block,
 
@@ -453,8 +454,8 @@ NO_HINT_YET = "A hint appears once the check has run an attempt of yours that do
 
 REFERENCE_MESSAGE = ("your function calls the book's reference solution (a function of circuitbook.checks): "
                      "the graded check runs your own code")
-LIBRARY_MESSAGE = ("your function calls {name}, the circuitbook package's own version of what this exercise "
-                   "asks you to write: the graded check runs your own code")
+LIBRARY_MESSAGE = ("your function calls {name}, a library's own version of what this exercise asks you to "
+                   "write: the graded check runs your own code")
 """The message of an answer that called one of its exercise's ``library_answers``, under
 :func:`guarded`; ``{name}`` is the function's dotted name."""
 

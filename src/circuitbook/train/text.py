@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from circuitbook.heads import induction_and_prev_token_scores, induction_scores, prev_token_scores
+from circuitbook.icl import icl_score_from_losses
 from circuitbook.loss import per_token_loss
 from circuitbook.train.lm import HistoryRecorder
 from circuitbook.train.phases import icl_score_from_positions
@@ -80,8 +81,9 @@ def row_icl_scores(losses: torch.Tensor, *, early: tuple[int, int], late: tuple[
     """
     if losses.ndim != 2:
         raise ValueError(f"losses must be [rows, positions], got shape {tuple(losses.shape)}")
-    return torch.tensor([icl_score_from_positions(r, early=early, late=late) for r in losses.tolist()],
-                        dtype=torch.float64)
+    # the ICL kernel takes the whole batch at once: each row's score is the one
+    # icl_score_from_positions gives it, without a Python loop over the rows
+    return icl_score_from_losses(losses.double(), early, late)
 
 
 def position_loss(model, tokens: torch.Tensor, *, chunk: int = 64) -> torch.Tensor:

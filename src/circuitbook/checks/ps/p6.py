@@ -50,7 +50,10 @@ def _icl_variant(logits, tokens, early, late, *, shift=1, sign=1, log=True, sing
 
 P6 = FunctionExercise(
     id="ps_p6", title="the in-context-learning score of each document", reference=icl_scores,
-    library_answers=("circuitbook.icl.icl_scores", "circuitbook.loss.per_token_loss"),
+    library_answers=("circuitbook.icl.icl_scores", "circuitbook.loss.per_token_loss",
+                     # the band averaging and its sign, from losses the answer computed itself
+                     "circuitbook.icl.icl_score_from_losses", "circuitbook.train.text.row_icl_scores",
+                     "circuitbook.train.phases.icl_score_from_positions"),
     make_inputs=_p6_inputs,
     mistakes=[
         Mistake("off by one position", "Your losses pair each token with the logits at its own "
