@@ -955,11 +955,10 @@ observation("started at token 100, split after seeing the sizes: the most "
 #
 # First, depth is tangled with both series. Over layers {glue:text}`sink_first`-29 the
 # rank correlations with the layer index are {glue:text}`size_depth_t:.2f` for position
-# 0's size and {glue:text}`att_depth:.2f` for the attention to it, each as weak as the
-# size-attention one above. Position 0's size does not rise steadily with depth: it is
-# largest at layer {glue:text}`sink_peak_layer`, and from there to layer 29 it falls with
-# depth (rank correlation with the layer index {glue:text}`size_depth:.2f`), so over those
-# layers size and depth cannot be told apart.
+# 0's size and {glue:text}`att_depth:.2f` for the attention to it. Position 0's size does
+# not rise steadily with depth: it is largest at layer {glue:text}`sink_peak_layer`, and
+# from there to layer 29 it falls with depth (rank correlation with the layer index
+# {glue:text}`size_depth:.2f`), so over those layers size and depth cannot be told apart.
 # A shuffle ignores all of this, and a value it cannot tell from shuffling says little
 # either way.
 #

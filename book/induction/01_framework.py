@@ -640,7 +640,9 @@ glue("d_vocab", cfg.d_vocab)
 glue("loss_second", second)
 glue("gap_trained", first - second)
 # the 99 models' gaps: their mean, with a bootstrap interval over the models,
-# and their spread
+# and their spread. Drawn by hand, not with book.bootstrap_means: this
+# generator also draws the count rule's bootstrap below, whose interval would
+# change with a fresh one
 init_gap_t = torch.tensor(init_gap)
 gen = torch.Generator().manual_seed(0)
 boot_gap = init_gap_t[torch.randint(0, len(init_gap), (2000, len(init_gap)),
