@@ -307,9 +307,10 @@ def bootstrap_means(values: Any, n_boot: int = 2000, seed: int = 0) -> Any:
     ``g = torch.Generator().manual_seed(seed)``, so a seed gives the same replicates on every
     run. Pass them to ``null_test`` / ``finding`` as ``boot=`` for a percentile interval.
 
-    ``values``: a floating-point tensor with at least one unit; ``n_boot`` >= 1 (``null_test``
-    wants 1000 or more). Used in chapters 13, 15, 16 and 19 and the induction module's
-    framework page.
+    ``values``: a floating-point (or complex) tensor with at least one unit; ``n_boot`` >= 1
+    (``null_test`` wants 1000 or more). The bootstrap interval first appears in chapter 7 (Multi-head
+    attention); this function serves chapters 13, 15, 16, 17 and 19 and the induction module's
+    framework page and toy lab.
     """
     import torch
 

@@ -196,7 +196,7 @@ EX2 = _FoldExercise(
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta @ _Wf(gamma, W))),
         Mistake("b_folded off by a vector of the stream", "Your b_folded mixes a vector of the stream's space with "
                 "one of the output's (the check makes d_out = d_model, so the shapes agree). How does "
-                "anything added to the stream reach the next layer's output?",
+                "a vector added to what the sublayer reads reach its output?",
                 lambda gamma, beta, W, b: (_Wf(gamma, W), b + beta)),
         Mistake("b_folded not what beta does downstream", "Your b_folded combines beta with W, but not as a "
                 "stream vector meets W in the next layer (the check's W is square, so the shapes agree). In "
