@@ -1,8 +1,9 @@
 # %% [markdown]
 # # 11. Layer normalisation
 #
-# Every sublayer of the transformer reads the residual stream through a layer
-# normalisation. This chapter writes LayerNorm out in a few lines, measures how the
+# In the pre-norm transformers this book builds and reads (the Annotated Transformer's
+# code, SmolLM2), every sublayer reads the residual stream through a layer normalisation.
+# This chapter writes LayerNorm out in a few lines, measures how the
 # Annotated Transformer's version differs from PyTorch's, and meets its simpler cousin
 # RMSNorm, which SmolLM2 and the Llama family use. In the circuit view we fold
 # LayerNorm's learned scale and shift into the neighbouring weights, exactly as
@@ -887,6 +888,7 @@ glue("sink_corr_all", sink_corr_all)
 # p = (1 + #shuffles >= r) / 1001 < 0.05 needs at most 49 shuffles at or
 # above r: r must exceed the 50th largest shuffled value
 glue("sink_crit", crit)
+glue("sink_shuffle_share", sum(c >= sink_corr for c in shuffled_corr) / 1000)
 
 # the drift with depth: over layers 3-29, position 0's size and the
 # attention to it, each against the layer index; then, from the layer where
@@ -943,7 +945,8 @@ observation("started at token 100, split after seeing the sizes: the most "
 
 # %% [markdown]
 # Over layers {glue:text}`sink_first`-29 the rank correlation is
-# {glue:text}`sink_corr:.2f`. Shuffling those layers often reaches that value: to stand
+# {glue:text}`sink_corr:.2f`. Shuffling those layers reaches that value in
+# {glue:text}`sink_shuffle_share:.0%` of 1000 shuffles: to stand
 # out at $p < 0.05$ it would have had to exceed {glue:text}`sink_crit:.2f`, the 50th
 # largest of the 1000 shuffled values; its 95% interval (Fisher's $z$, layers taken as
 # independent) runs from {glue:text}`sink_lo:.2f` to {glue:text}`sink_hi:.2f`. Over all
@@ -1261,9 +1264,8 @@ explore(draw_linearity, direction=list(directions),
 # {glue:text}`mlplayer_tangent:.0%` and {glue:text}`mlplayer_frozen:.0%`; removing all
 # attention layers up to $\ell$, by {glue:text}`upto_tangent:.0%` and
 # {glue:text}`upto_frozen:.0%`. For changes of that size the division by the norm is
-# a real nonlinearity and is better run than approximated. Comparing inputs whose norms
-# differ a lot, like the first token and the rest, should fare no better, but we did not
-# measure it (token 0 was left out above). "Approximately linear for inputs of roughly
+# a real nonlinearity and is better run than approximated. Token 0, whose norm is far
+# from the rest, was left out above and not measured. "Approximately linear for inputs of roughly
 # constant norm" therefore needs its condition checked: in SmolLM2 the norm grows
 # {glue:text}`growth:.0f`-fold from layer 1 to layer 29, and within a layer most tokens
 # lie within a factor of about {glue:text}`band_median:.2f` of each other (the 5-95% band
@@ -1287,7 +1289,7 @@ explore(draw_linearity, direction=list(directions),
 #   treats nearly constant vectors.
 # - RMSNorm skips the centring and the bias; LayerNorm is RMSNorm of the centred vector,
 #   plus $\beta$.
-# - $\gamma$ folds into the rows of the next weight matrix and $\beta$ into its bias;
+# - $\gamma$ and $\beta$ fold into the next weight matrix and its bias;
 #   centring folds into the weights that write to the stream. We matched
 #   TransformerLens's `fold_ln` with your `fold_ln` and checked that the model's
 #   predictions do not change. What remains is $x \mapsto x/\operatorname{rms}(x)$,

@@ -23,9 +23,9 @@ import torch
 from IPython.display import display
 
 from circuitbook import checks
-from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity, identity_close, null_test,
-                              observation, rounding_bound)
+from circuitbook.book import (Null, attn_only_forward_terms, bootstrap_means,
+                              finding, glue, identity, identity_close,
+                              null_test, observation, rounding_bound)
 from circuitbook.composition import (composition_scores, partner_rule,
                                      random_baseline, robust_z,
                                      rotated_key_scores)
@@ -48,15 +48,6 @@ cfg = model.cfg
 L, H, n = cfg.n_layers, cfg.n_heads, 32
 tokens = repeated_random_tokens(16, n, cfg.d_vocab, seed=2)   # [16, 64]
 chance = math.log(cfg.d_vocab)
-
-
-def bootstrap(per_unit, n_boot=2000, seed=0):
-    """Means of `per_unit` [units] over units resampled with replacement:
-    [n_boot] replicates, for a finding's interval."""
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, len(per_unit), (n_boot, len(per_unit)),
-                        generator=gen)
-    return per_unit[idx].mean(-1)
 
 
 class PerSequenceLoss:
@@ -95,7 +86,7 @@ def interval(per_unit, null=0.0, alternative="greater"):
     """The bootstrap test of `per_unit`'s mean against a point null, to glue
     its numbers into the prose."""
     return null_test(per_unit.mean(), Null.point("no effect", null),
-                     boot=bootstrap(per_unit), alternative=alternative)
+                     boot=bootstrap_means(per_unit), alternative=alternative)
 
 # %% [markdown]
 # ## Plain language
@@ -214,16 +205,16 @@ plt.show()
 # %% tags=["hide-input"]
 rise = {h: ablated[h][0] - clean_second for h in range(H)}
 finding("mean-ablating L0H2 raises the second-copy loss", rise[2].mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(rise[2]),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(rise[2]),
         chapter="17")
 most_other = torch.stack([rise[h] for h in (0, 1, 3)]).max(0).values
 finding("...by more than ablating any other layer-0 head (L0H2's rise minus "
         "the largest of the others', per sequence)",
         (rise[2] - most_other).mean(), null=Null.point("no difference", 0.0),
-        boot=bootstrap(rise[2] - most_other), chapter="17")
+        boot=bootstrap_means(rise[2] - most_other), chapter="17")
 # L0H1: no direction was stated for it before measuring, so two-sided
 finding("mean-ablating L0H1 changes it too (two-sided)", rise[1].mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(rise[1]),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(rise[1]),
         alternative="two-sided", chapter="17")
 observation("best layer-1 induction score with L0H2 mean-ablated (clean: "
             f"{clean_ind:.2f})", ablated[2][1], chapter="17")
@@ -391,7 +382,8 @@ def largest_other(bad, at, intos):
     and each path's mean effect."""
     effects = [per_sequence(bad, at, x)[0] for x in intos]
     value = max(float(e.mean().abs()) for e in effects)
-    boot = torch.stack([bootstrap(e) for e in effects]).abs().max(0).values
+    boot = torch.stack([bootstrap_means(e)
+                        for e in effects]).abs().max(0).values
     return value, boot, {x: float(e.mean()) for x, e in zip(intos, effects)}
 
 
@@ -404,11 +396,11 @@ observation("the same two shares as the ratio of the 16-sequence mean losses "
 finding("key side: L0H2's output patched into the layer-1 keys, at the first "
         "copy's positions only, carries the signal (restores more than 0.9)",
         k_at_keys.mean(), null=Null.point("the 0.9 stated above", 0.9),
-        boot=bootstrap(k_at_keys), chapter="17")
+        boot=bootstrap_means(k_at_keys), chapter="17")
 finding("query side: L0H2's output patched into the layer-1 queries "
         "carries the signal (more than 0.9)", q_path.mean(),
         null=Null.point("the 0.9 stated above", 0.9),
-        boot=bootstrap(q_path), chapter="17")
+        boot=bootstrap_means(q_path), chapter="17")
 others_k, others_k_boot, each_k = largest_other(key_side, at_key_side,
                                                 ["q", "v", "logits"])
 others_q, others_q_boot, _ = largest_other(query_side, at_query_side,
@@ -531,7 +523,7 @@ icl_rep = nll_rep[:, 49] - nll_rep[:, 9]             # token 50 minus token 10
 icl_fresh = nll_fresh[:, 49] - nll_fresh[:, 9]
 finding("the second copy is predicted far better than chance (ln 64)",
         clean_second.mean(), null=Null.point("chance, ln 64", chance),
-        boot=bootstrap(clean_second), alternative="less", chapter="17")
+        boot=bootstrap_means(clean_second), alternative="less", chapter="17")
 icl_diff = interval(icl_rep - icl_fresh, alternative="less")
 finding("the ICL score (token 50 minus token 10) is lower on repeats than "
         "on the fresh control, sequence by sequence", icl_diff,
@@ -541,10 +533,12 @@ finding("the ICL score (token 50 minus token 10) is lower on repeats than "
 finding("with a fresh second half the loss there lies above ln 64: worse "
         "than uniform guessing", fresh_second.mean(),
         null=Null.point("chance, ln 64", chance),
-        boot=bootstrap(fresh_second), alternative="greater", chapter="17")
+        boot=bootstrap_means(fresh_second), alternative="greater",
+        chapter="17")
 finding("the first copy's loss lies above ln 64: worse than uniform "
         "guessing", first_copy.mean(),
-        null=Null.point("chance, ln 64", chance), boot=bootstrap(first_copy),
+        null=Null.point("chance, ln 64", chance),
+        boot=bootstrap_means(first_copy),
         alternative="greater", chapter="17")
 glue("icl_diff", icl_diff.value)
 glue("icl_diff_lo", icl_diff.lo)
@@ -908,7 +902,7 @@ observation("SmolLM2's top five induction heads", ", ".join(
     chapter="17")
 finding("SmolLM2's loss falls from the first copy to the second (second "
         "minus first, per sequence)", drop.mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(drop),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(drop),
         alternative="less", chapter="17")
 receivers = [tuple(map(int, lh)) for lh in (smol_ind > 0.4).nonzero()]
 observation("the heads with an induction score above 0.4, in layers",
@@ -920,7 +914,7 @@ closest = divmod(int((smol_ind - 0.4).abs().argmin()), S_H)
 # how far sampling moves that head's score: a bootstrap over the 12 sequences
 # (the resamples the stability count below uses), beside the float32 rounding
 # of the score's last step, a mean over 12 x 40 attention weights (<= 1)
-closest_boot = bootstrap(ind_seq[closest[0], :, closest[1]], seed=1)
+closest_boot = bootstrap_means(ind_seq[closest[0], :, closest[1]], seed=1)
 cut_sd = float(closest_boot.std())
 cut_flip = float(((closest_boot > 0.4) != (smol_ind[closest] > 0.4))
                  .float().mean())
@@ -1418,17 +1412,17 @@ display(heatmap(torch.stack([torch.stack([smol_paths[s][c].mean()
 key, qry = smol_paths["key"], smol_paths["query"]
 finding("SmolLM2, key side: the K path (senders into the receivers' keys, at "
         "the first copy) restores part of the gap", key["K"].mean(),
-        null=Null.point("as corrupted", 0.0), boot=bootstrap(key["K"]),
+        null=Null.point("as corrupted", 0.0), boot=bootstrap_means(key["K"]),
         chapter="17")
 rest_k = key["Q"].abs() + key["V"].abs() + key["direct"].abs()
 finding("...more than the Q, V and direct paths together (K minus their "
         "absolute sum, per passage)", (key["K"] - rest_k).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(key["K"] - rest_k), chapter="17")
+        boot=bootstrap_means(key["K"] - rest_k), chapter="17")
 finding("...and more than the same path from the previous-token rule's "
         "senders (per passage)", (key["K"] - key["K, old senders"]).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(key["K"] - key["K, old senders"]), chapter="17")
+        boot=bootstrap_means(key["K"] - key["K, old senders"]), chapter="17")
 for label, what in [("shared senders", "the head(s) the two sets share"),
                     ("old senders only", "the previous-token rule's other "
                      "heads, partners of no receiver by the rule"),
@@ -1437,7 +1431,7 @@ for label, what in [("shared senders", "the head(s) the two sets share"),
     finding(f"SmolLM2, key side: the K path of {what}, alone, restores more "
             "than nothing", key[f"K, {label}"].mean(),
             null=Null.point("as corrupted", 0.0),
-            boot=bootstrap(key[f"K, {label}"]), chapter="17")
+            boot=bootstrap_means(key[f"K, {label}"]), chapter="17")
 parts = {label: (key["K, shared senders"].mean()
                  + key[f"K, {label} only"].mean()).item()
          for label in ("old senders", "new senders")}
@@ -1452,27 +1446,27 @@ finding("all routes from the senders restore more than their K path alone "
         "(all routes minus the K path, per passage)",
         (key["all routes"] - key["K"]).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(key["all routes"] - key["K"]), chapter="17")
+        boot=bootstrap_means(key["all routes"] - key["K"]), chapter="17")
 recv_k = key["receivers' input"]
 finding("...and more than the receivers' whole key input restores: all "
         "routes from the senders minus the receivers' keys patched clean",
         (key["all routes"] - recv_k).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(key["all routes"] - recv_k), chapter="17")
+        boot=bootstrap_means(key["all routes"] - recv_k), chapter="17")
 finding("SmolLM2, query side: the Q path (senders into the receivers' "
         "queries, at the second copy) restores part of the gap",
         qry["Q"].mean(), null=Null.point("as corrupted", 0.0),
-        boot=bootstrap(qry["Q"]), chapter="17")
+        boot=bootstrap_means(qry["Q"]), chapter="17")
 finding("...and all routes restore more than the Q path alone on this "
         "side too",
         (qry["all routes"] - qry["Q"]).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(qry["all routes"] - qry["Q"]), chapter="17")
+        boot=bootstrap_means(qry["all routes"] - qry["Q"]), chapter="17")
 recv_q = qry["receivers' input"]
 finding("...but the receivers' whole query input restores more than all "
         "routes from the senders", (recv_q - qry["all routes"]).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(recv_q - qry["all routes"]), chapter="17")
+        boot=bootstrap_means(recv_q - qry["all routes"]), chapter="17")
 for side, paths_ in smol_paths.items():
     for col, values in paths_.items():
         test = interval(values, alternative="two-sided")

@@ -15,8 +15,9 @@ import warnings
 
 import torch
 
-from circuitbook.book import (Null, attn_only_forward_terms, finding, glue,
-                              identity_close, null_test, observation)
+from circuitbook.book import (Null, attn_only_forward_terms, bootstrap_means,
+                              finding, glue, identity_close, null_test,
+                              observation)
 from circuitbook.data import repeated_random_tokens
 from circuitbook.heads import ablate, induction_scores
 from circuitbook.models import load
@@ -94,13 +95,6 @@ def measure(heads=(), how="mean"):
     return attn, loss[:, : n - 1].mean(-1), loss[:, n:].mean(-1)
 
 
-def bootstrap(x, n_boot=2000):
-    """Means of x [32] over resampled sequences, for an interval."""
-    gen = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, len(x), (n_boot, len(x)), generator=gen)
-    return x[idx].mean(-1)
-
-
 clean = measure()
 broken = measure([(l0, h0)])
 zeroed = measure([(l0, h0)], "zero")
@@ -138,15 +132,16 @@ drop = clean[0] - broken[0]                                  # [32, 4]
 finding(f"mean-ablating toy-2l's previous-token head lowers L{l1}H{h1}'s "
         "attention to the token after the earlier copy (clean minus "
         "ablated, per sequence)", drop[:, h1].mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(drop[:, h1]),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(drop[:, h1]),
         chapter="induction module")
 finding("...and every layer-1 head's (the smallest of the four heads' drops, "
         "per sequence)", drop.min(-1).values.mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(drop.min(-1).values),
+        null=Null.point("no change", 0.0),
+        boot=bootstrap_means(drop.min(-1).values),
         chapter="induction module")
 rise = broken[2] - clean[2]
 finding("...and raises the second-copy loss", rise.mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(rise),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(rise),
         chapter="induction module")
 observation("the largest second-copy loss with any other layer-0 head "
             "mean-ablated", float(others[worst_head][2].mean()),
@@ -154,12 +149,12 @@ observation("the largest second-copy loss with any other layer-0 head "
 rise_other = others[helper][2] - clean[2]
 finding(f"mean-ablating L{l0}H{helper}, chapter 17b's partial helper (named "
         "before measuring), raises the second-copy loss too", rise_other.mean(),
-        null=Null.point("no change", 0.0), boot=bootstrap(rise_other),
+        null=Null.point("no change", 0.0), boot=bootstrap_means(rise_other),
         chapter="induction module")
 finding(f"...but less than mean-ablating L{l0}H{h0} (the difference of the "
         "two rises, per sequence)", (rise - rise_other).mean(),
         null=Null.point("no difference", 0.0),
-        boot=bootstrap(rise - rise_other), chapter="induction module")
+        boot=bootstrap_means(rise - rise_other), chapter="induction module")
 
 # %% tags=["hide-input"]
 # the prose calls the helper chapter 17b's L0H1, and the most harmful of the
@@ -264,7 +259,7 @@ for key, what, gap in [
          "the second copy than the 16-token segments they begin (difference per "
          "sequence)", by_prefix[8][8] - by_prefix[16][8])]:
     test = null_test(float(gap.mean()), Null.point("no difference", 0.0),
-                     boot=bootstrap(gap))
+                     boot=bootstrap_means(gap))
     finding(what, test, chapter="induction module")
     glue(f"lab_{key}_gap", test.value)
     glue(f"lab_{key}_lo", test.lo)

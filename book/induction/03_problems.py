@@ -234,9 +234,10 @@ logit_terms = 2 * fwd_terms + cfg.n_layers * g_terms
 identity_close("...and so not the logits", logits_twin, logits_orig,
                terms=logit_terms, scale=largest * kappa_G,
                chapter="induction problems")
-# The control: your W_Q' with the original W_K. The first identity above made
-# sure W_Q' moved by more than rounding, and W_K has full column rank, so the
-# product changes; its logits must leave the bound the twin met.
+# The control: your W_Q' with the original W_K, whose product differs from
+# W_Q W_K^T (W_Q' moved, above, and W_K has full column rank). For a G-sized
+# change, as a reparametrisation makes, its logits leave the bound the twin met
+# by far; an answer that moved W_Q by little more than rounding would not.
 wrong = load("toy-2l").double()
 with torch.no_grad():
     for (layer, head), G in Gs.items():
@@ -402,6 +403,19 @@ broken_score = broken["induction_score"]
 checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 
 # %% [markdown]
+# <details><summary>Model answer</summary>
+#
+# <p>When your <code>W_QK</code> reads nothing of the key but <code>S_prev</code>, the broken
+# scaffold leaves <code>S_prev</code> empty: every score is 0, and each query <i>n + i</i> of
+# the second copy spreads its attention evenly over the keys it may see, keys 1 to
+# <i>n + i</i> (the scaffold keeps every query off key 0). The induction score is then fixed
+# by construction, (1/<i>n</i>) &Sigma;<sub><i>i</i>=0</sub><sup><i>n</i>&minus;1</sup>
+# 1/(<i>n</i> + <i>i</i>), whatever the tokens: the key side finds nothing to match. A design
+# that also reads the key's <code>S_tok</code> cannot find the match either:
+# <code>S_tok</code> now holds two tokens at once, and queries cannot tell "this token" from
+# "the token before it" (problem 3a's model answer).</p>
+# </details>
+#
 # What would a head that knows nothing of induction score here? The next cell puts 20
 # random $W_{QK}$ (Gaussian, scaled to the Frobenius norm of yours) in the same place, with
 # your $W_{OV}$, and sets the working head's score beside theirs. It scores them all on the
@@ -410,15 +424,10 @@ checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 # a head that attends a fixed distance back by position would score as well as one that
 # matches tokens, so that batch could not tell them apart. This is a scale, not a test: the
 # check already asked your design for 0.9 on that batch, so a design that passed it could
-# not fall among random heads. The broken head
-# needs no test when your $W_{QK}$ reads nothing of the key but `S_prev`: `S_prev` is then
-# empty, every score is 0, and the attention is uniform over
-# the keys it may see (keys $1, \dots, n + i$ for the query $n + i$; the scaffold keeps every
-# query off key 0), so its induction score is fixed by construction; the cell checks that
-# every such row of its attention is uniform.
+# not fall among random heads.
 
 # %%
-from circuitbook.checks.ps.p3 import prefixed_tokens, scaffold_tokens
+from circuitbook.checks.ps.p3 import prefixed_tokens
 from circuitbook.models.handbuilt import induction_scaffold
 
 
@@ -452,33 +461,6 @@ observation("on sequences whose repeat offset varies, the designed head's "
             "induction score, and the range of 20 random W_QK of the same norm",
             f"{working_prefixed:.3f}; {min(random_scores):.3f} to "
             f"{max(random_scores):.3f}", chapter="induction problems")
-# A W_QK that reads only the key's S_prev, which the broken scaffold leaves
-# empty, scores every key 0: each query n + i of the second copy spreads its
-# attention evenly over keys 1 .. n + i. Checked on the pattern itself, row by
-# row: its largest and smallest weight there agree up to the rounding of a
-# softmax over at most 2n keys (float64, values at most 1).
-reads_prev_only = bool((W_QK @ space["S_tok"].T).abs().max() == 0
-                       and (W_QK @ space["S_pos"].T).abs().max() == 0)
-if reads_prev_only:
-    broken_model = induction_scaffold(W_QK, W_OV, d_vocab=32, n_ctx=P3_CTX,
-                                      prev_into="S_tok")
-    repeated = scaffold_tokens(n_ctx=P3_CTX)
-    with torch.no_grad():
-        _, broken_cache = broken_model.run_with_cache(
-            repeated, names_filter="blocks.1.attn.hook_pattern")
-    half = repeated.shape[1] // 2
-    broken_rows = [broken_cache["pattern", 1][:, 0, half + i, 1:half + i + 1]
-                   for i in range(half)]
-    identity_close("with the previous token written into S_tok, a W_QK that reads "
-                   "only the key's S_prev attends uniformly: each query of the "
-                   "second copy gives every key it may see the same weight",
-                   torch.cat([r.max(-1).values for r in broken_rows]),
-                   torch.cat([r.min(-1).values for r in broken_rows]),
-                   terms=2 * P3_CTX, scale=1.0, chapter="induction problems")
-else:
-    observation("the broken scaffold's induction score of a W_QK that also "
-                "reads the key's S_tok or S_pos", broken_score,
-                chapter="induction problems")
 glue("p3_working", working["induction_score"])
 glue("p3_broken", broken_score)
 glue("p3_random_lo", min(random_scores))
@@ -494,12 +476,8 @@ progress.tracker("3")
 # to {glue:text}`p3_random_hi:.2f`: that is the scale of chance, not a test, since the
 # check already asked for 0.9 on that batch. When the
 # previous token lands in `S_tok`, the score falls to
-# {glue:text}`p3_broken:.3f`. For a design that reads only the key's `S_prev` that is the
-# score of uniform attention, by construction, not by measurement: the key side finds
-# nothing there to match. A design that also reads the
-# key's `S_tok` cannot find the match either: `S_tok` now holds two tokens at once, and queries cannot tell "this token"
-# from "the token before it" (the model answer above). Residual-stream bandwidth matters: circuits
-# work because different information lives in different directions.
+# {glue:text}`p3_broken:.3f` (the model answer to 3b says why). Residual-stream bandwidth
+# matters: circuits work because different information lives in different directions.
 #
 # ## Problem 4: find the induction heads (code)
 #
