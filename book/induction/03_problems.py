@@ -959,7 +959,9 @@ progress.tracker("5")
 # first 4,000 characters), cut to their first 511. We keep one score per document: the spread across documents is what tells you how
 # sure the mean is. Write it from the logits
 # (the logits at position $t-1$ predict token $t$); the windows are `range`s of token
-# indices.
+# indices. The losses are part of the exercise: the graded check does not accept an answer
+# that calls the package's `per_token_loss` or its ICL functions (`icl_scores`,
+# `icl_score_from_losses`), which compute them.
 
 # %% tags=["exercise"]
 def icl_scores(logits, tokens, early, late):

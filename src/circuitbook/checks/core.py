@@ -346,8 +346,13 @@ def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     copy made with ``types.FunctionType(ref.__code__, ...)``, or an answer that catches what the
     guard raised fails. It does not catch a copy of a reference's or a library function's source (the package,
     with its source, is installed on every student's machine), a library function that computes
-    the answer but is not declared (only the functions the exercise lists are watched), nor a
-    value computed with one before the check runs (the value problems)."""
+    the answer but is not declared (only the functions the exercise lists are watched), a C
+    function (the trace sees Python frames: ``torch.layer_norm`` escapes where
+    ``torch.nn.functional.layer_norm`` is caught), a call made in another thread, an answer that
+    switches the trace off (``sys.settrace(None)``) or reads the expected value from the check's
+    frame, nor a value computed with one before the check runs (the value problems). It stops
+    the obvious shortcuts, not a student set on cheating: the answer runs in the checking
+    process."""
     _GUARD.depth = getattr(_GUARD, "depth", 0) + 1
     try:
         return check(*args, **kwargs)
