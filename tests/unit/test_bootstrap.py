@@ -1,5 +1,5 @@
 """circuitbook.book.bootstrap_means: the bootstrap replicates of a mean that chapters 13, 15,
-16 and 19 and the induction module's framework page put intervals on.
+16, 17 and 19 and the induction module's framework page and toy lab put intervals on.
 
 Each replicate is the mean of N values drawn with replacement from the N units on the first
 axis; the tests check that against properties a reader can derive by hand (a constant has one
@@ -99,3 +99,16 @@ def test_replicates_centre_on_the_mean_with_the_standard_error_as_spread():
 def test_bad_input_is_refused_with_a_clear_error(values, n_boot, error, match):
     with pytest.raises(error, match=match):
         bootstrap_means(values, n_boot=n_boot)
+
+
+def test_complex_values_resample_real_and_imaginary_parts_together():
+    # a unit is one complex number: its two parts are drawn together, so each replicate's real
+    # part is the bootstrap of the real parts with the same indices, and the same for the imaginary
+    values = torch.tensor([1 + 2j, -3 + 0.5j, 0.25 - 1j, 2 + 2j], dtype=torch.complex128)
+    boot = bootstrap_means(values, n_boot=300, seed=7)
+    assert boot.dtype == torch.complex128 and boot.shape == (300,)
+    # a mean of 4 float64 numbers of size <= 3, summed in any order: 4 roundings of eps * 3
+    tol = 4 * torch.finfo(torch.float64).eps * values.abs().max().item()
+    for part in ("real", "imag"):
+        alone = bootstrap_means(getattr(values, part).contiguous(), n_boot=300, seed=7)
+        assert (getattr(boot, part) - alone).abs().max() <= tol, part
