@@ -2,8 +2,8 @@
 # # 11. Layer normalisation
 #
 # In the pre-norm transformers this book builds and reads (the Annotated Transformer's
-# code, SmolLM2), every sublayer reads the residual stream through a layer normalisation.
-# This chapter writes LayerNorm out in a few lines, measures how the
+# code, SmolLM2), every sublayer reads the residual stream through a normalisation: a
+# LayerNorm, or in SmolLM2 an RMSNorm. This chapter writes LayerNorm out in a few lines, measures how the
 # Annotated Transformer's version differs from PyTorch's, and meets its simpler cousin
 # RMSNorm, which SmolLM2 and the Llama family use. In the circuit view we fold
 # LayerNorm's learned scale and shift into the neighbouring weights, exactly as
@@ -229,12 +229,12 @@ identity_close("at input spread 1e-3, the two conventions give the output "
 # {glue:text}`eps_rel_rest:.0e` at most: negligible. At layer 0, where the vectors are
 # smallest (rms {glue:text}`rms_min:.2f` to {glue:text}`rms0_max:.2f`), by
 # {glue:text}`eps_rel_l0_min:.1e` to {glue:text}`eps_rel_max:.1e` (median
-# {glue:text}`eps_rel_l0_med:.1e`), the same order as the factor between the two
+# {glue:text}`eps_rel_l0_med:.1e`), the same order as the relative gap between the two
 # conventions' spreads, $1 - \sqrt{(d-1)/d}$ = {glue:text}`gap_smol:.1e` at SmolLM2's
 # $d_\text{model} = 576$. So if SmolLM2's norms were written in the two LayerNorm
-# conventions, from layer 1 on the two would differ by that factor and hardly otherwise.
+# conventions, from layer 1 on the two would differ by that gap and hardly otherwise.
 # At layer 0, PyTorch's $\epsilon$ (SmolLM2's $10^{-5}$, under the square root) matters
-# about as much as the factor; the Annotated Transformer's $10^{-6}$, added to the
+# about as much as the gap; the Annotated Transformer's $10^{-6}$, added to the
 # standard deviation, would change these outputs by a relative
 # {glue:text}`eps_at_max:.1e` at most, below the smallest layer-0 effect of PyTorch's.
 # (PyTorch's effect here is computed from the rms that SmolLM2's norms divide by, the
@@ -313,7 +313,8 @@ glue("bert_moved", bert_moved)
 # Transformer's version above: the two details measured after it (which spread, and
 # where $\epsilon$ goes) are exactly where the conventions part. The check uses inputs
 # with a clearly non-zero mean and a large `eps`, so each of the usual slips gives a
-# different answer and can be named.
+# different answer and can be named. Write it from the formula: the graded check does not
+# accept an answer that calls torch's own `layer_norm` (or `nn.LayerNorm`, which calls it).
 
 # %% tags=["exercise"]
 def layer_norm(x, gamma, beta, eps=1e-5):
