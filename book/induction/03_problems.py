@@ -261,7 +261,8 @@ progress.tracker("1")
 # embedding to the unembedding: a path passes through at most one head per layer, in
 # increasing layer order. Write the counts as formulas in `n_layers` and `n_heads`: the
 # direct path, the paths through exactly one head, the paths through two or more heads
-# ("virtual heads"), and the total. The check evaluates your formulas at many $L$ and $n$.
+# ("virtual heads"), and the total. The check evaluates your formulas at many $L$ and $n$;
+# the graded check does not accept an answer that calls the package's `count_paths`.
 
 # %% tags=["exercise"]
 def path_counts(n_layers, n_heads):
@@ -410,7 +411,10 @@ checks.ps_p3b(broken_score, design=design_induction_head, n_ctx=P3_CTX)
 # the second copy spreads its attention evenly over the keys it may see, keys 1 to
 # <i>n + i</i> (the scaffold keeps every query off key 0). The induction score is then fixed
 # by construction, (1/<i>n</i>) &Sigma;<sub><i>i</i>=0</sub><sup><i>n</i>&minus;1</sup>
-# 1/(<i>n</i> + <i>i</i>), whatever the tokens: the key side finds nothing to match. A design
+# 1/(<i>n</i> + <i>i</i>), whatever the tokens: the key side finds nothing to match. (A
+# design that also reads the key's position, <code>S_pos</code>, can still score high
+# here: these sequences always repeat after <i>n</i>, so attending a fixed distance back
+# finds the target without matching any token.) A design
 # that also reads the key's <code>S_tok</code> cannot find the match either:
 # <code>S_tok</code> now holds two tokens at once, and queries cannot tell "this token" from
 # "the token before it" (problem 3a's model answer).</p>
@@ -476,7 +480,7 @@ progress.tracker("3")
 # to {glue:text}`p3_random_hi:.2f`: that is the scale of chance, not a test, since the
 # check already asked for 0.9 on that batch. When the
 # previous token lands in `S_tok`, the score falls to
-# {glue:text}`p3_broken:.3f` (the model answer to 3b says why). Residual-stream bandwidth
+# {glue:text}`p3_broken:.3f`. Residual-stream bandwidth
 # matters: circuits work because different information lives in different directions.
 #
 # ## Problem 4: find the induction heads (code)
@@ -678,7 +682,9 @@ progress.tracker("4")
 # the two circuits, with the reader's circuit oriented so that its key side faces the
 # writer's output, divided by the product of the two circuits' Frobenius norms (so that it
 # does not grow with the heads' scale). Which orientation that is follows from the score
-# $x_q W_{QK} x_k^\top$: work it out before you write the product. Then fix one reader, the
+# $x_q W_{QK} x_k^\top$: work it out before you write the product (the graded check does not
+# accept an answer that calls the package's `composition_scores` or `rotated_key_scores`,
+# which compute it). Then fix one reader, the
 # best induction head, and compare its score with every earlier-layer writer: the question is
 # whether one writer stands out for this reader. The null is chapter 18's
 # ({doc}`../18_composition`): keep every head as it is and turn the writers' outputs by a
@@ -959,9 +965,9 @@ progress.tracker("5")
 # first 4,000 characters), cut to their first 511. We keep one score per document: the spread across documents is what tells you how
 # sure the mean is. Write it from the logits
 # (the logits at position $t-1$ predict token $t$); the windows are `range`s of token
-# indices. The losses are part of the exercise: the graded check does not accept an answer
-# that calls the package's `per_token_loss` or its ICL functions (`icl_scores`,
-# `icl_score_from_losses`), which compute them.
+# indices. The losses and their windows are part of the exercise: the graded check does not
+# accept an answer that calls the package's `per_token_loss` or its ICL score functions
+# (`icl_scores`, `icl_score_from_losses`, `icl_score_from_positions`, `row_icl_scores`).
 
 # %% tags=["exercise"]
 def icl_scores(logits, tokens, early, late):
