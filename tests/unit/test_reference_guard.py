@@ -5,7 +5,8 @@ function of the ``circuitbook`` package which its exercise declares as computing
 answer fails, as one that calls a reference does. For every declared function this file holds
 the attack: an answer that calls it, adapted to the exercise's signature and output (a fake
 model object where the library function takes a model and the exercise raw weights). Each
-attack passes the check unguarded, which proves that it would succeed, and fails under the
+attack passes the check once its exercise's declaration is removed, which proves that it would
+succeed, and fails with the declaration, unguarded (the notebook's check) and under the
 guard with the library message naming that function. An honest answer (the chapter's solution
 as a reader types it into the notebook: the reference's source compiled here, so that its code
 is not the reference's) passes under the guard. A function declared by one exercise stays
@@ -14,6 +15,7 @@ allowed in another.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import sys
@@ -267,16 +269,17 @@ def test_every_declared_function_has_its_attack():
 
 
 @pytest.mark.parametrize("ex_id, name", sorted(ATTACKS), ids=lambda v: v.rsplit(".", 1)[-1])
-def test_a_library_answer_passes_unguarded_and_fails_guarded(ex_id, name):
+def test_a_library_answer_would_pass_and_fails_in_the_notebook_and_guarded(ex_id, name):
     ex = EXERCISES[ex_id]
     attack = ATTACKS[ex_id, name]
-    unguarded = ex.check(attack, seed=SEED)
-    assert unguarded.passed, f"the attack through {name} would not succeed: {unguarded}"
-    result = core.guarded(ex.check, attack, seed=SEED)
-    assert not result.passed and result.mistake == "library solution", str(result)
-    assert result.message == core.LIBRARY_MESSAGE.format(name=name), result.message
-    assert name in result.message and "your own code" in result.message
-    assert result.category() == "library solution"
+    undeclared = dataclasses.replace(ex, library_answers=()).check(attack, seed=SEED)
+    assert undeclared.passed, f"the attack through {name} would not succeed: {undeclared}"
+    # the notebook's check (unguarded) and the graded one (guarded) agree
+    for result in (ex.check(attack, seed=SEED), core.guarded(ex.check, attack, seed=SEED)):
+        assert not result.passed and result.mistake == "library solution", str(result)
+        assert result.message == core.LIBRARY_MESSAGE.format(name=name), result.message
+        assert name in result.message and "your own code" in result.message
+        assert result.category() == "library solution"
 
 
 def _honest(ex) -> types.FunctionType:
@@ -347,14 +350,18 @@ def test_every_declared_name_is_a_library_function():
         core._library_functions("circuitbook.composition.KINDS")
 
 
-def test_unguarded_nothing_is_resolved():
-    """In the reader's notebook the declared names are never looked at: call_answer only calls."""
+def test_unguarded_only_the_library_is_watched():
+    """In the reader's notebook the declared names are watched (the check agrees with the graded
+    one), the references are not: the guard alone watches those."""
     seen = []
-    assert core.call_answer(lambda a, b: seen.append((a, b)) or a + b, (1, 2), {},
-                            library=("no.such.module.function",)) == 3
+    assert core.call_answer(lambda a, b: seen.append((a, b)) or a + b, (1, 2), {}) == 3
     assert seen == [(1, 2)]
     with pytest.raises(ValueError):
-        core.guarded(core.call_answer, lambda: None, library=("no.such.module.function",))
+        core.call_answer(lambda: None, library=("no.such.module.function",))
+    with pytest.raises(core.LibraryAnswerCalled):
+        core.call_answer(lambda: paths.count_paths(2, 2), library=("circuitbook.paths.count_paths",))
+    assert core.call_answer(lambda: checks.ps.path_counts(2, 2), library=("circuitbook.paths.count_paths",)) \
+        == checks.ps.path_counts(2, 2)
 
 
 def test_a_caught_tripwire_still_fails_and_a_reference_keeps_its_message():
@@ -381,5 +388,5 @@ def test_the_hidden_test_catches_a_library_answer():
     code = assignments.hidden_test("ps_p2", "path_counts", {}, {})
     with pytest.raises(AssertionError, match="library solution"):
         exec(code, {"path_counts": _path_counts})  # noqa: S102 - our own generated test
-    # the public test (the notebook's own check) runs unguarded: the same answer passes there
-    assert EXERCISES["ps_p2"].check(_path_counts, seed=SEED).passed
+    # the public test (the notebook's own check) runs unguarded and refuses it too
+    assert EXERCISES["ps_p2"].check(_path_counts, seed=SEED).mistake == "library solution"

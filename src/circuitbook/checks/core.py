@@ -337,7 +337,8 @@ def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
       ``library_answers`` (the library's own implementation of what the exercise asks for, such
       as ``circuitbook.paths.count_paths`` for the path counts, or torch's own where the exercise
       asks for it from scratch, ``torch.nn.functional.layer_norm`` for chapter 11) fails it with
-      :data:`LIBRARY_MESSAGE`, which names the function. Another exercise's declared functions
+      :data:`LIBRARY_MESSAGE`, which names the function (this one also in the reader's notebook,
+      where the check runs unguarded: :func:`call_answer`). Another exercise's declared functions
       stay allowed: a library function may be one exercise's answer and another's building block,
 
     so the function itself, a wrapper around it (``lambda *a, **k: ps.head_scores(*a, **k)``), a
@@ -362,12 +363,13 @@ def guarded(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
                 library: tuple[str, ...] = ()) -> Any:
-    """``answer(*args, **kwargs)``; under :func:`guarded`, watched for calls of the reference
-    functions and of the functions named in ``library`` (the dotted names of the exercise's
-    ``library_answers``). Raises :class:`LibraryAnswerCalled` when the answer called one of the
-    latter, else :class:`ReferenceCalled` when it called a reference (either even where the answer
-    caught what the guard raised). Outside :func:`guarded` it only calls the answer: nothing is
-    watched, imported or resolved.
+    """``answer(*args, **kwargs)``, watched for calls of the functions named in ``library`` (the
+    dotted names of the exercise's ``library_answers``), and under :func:`guarded` also for calls
+    of the reference functions. Raises :class:`LibraryAnswerCalled` when the answer called one of
+    the former, else :class:`ReferenceCalled` when it called a reference (either even where the
+    answer caught what the guard raised). The library watch is on in the reader's notebook too, so
+    that the check a student runs and the graded check agree: an answer the grader would refuse
+    is never shown as correct. With no ``library`` names and no guard it only calls the answer.
 
     The watch is a trace function (``sys.settrace``, this thread only) that looks at the code
     object of every Python frame the answer enters: nothing of the references or of the library
@@ -376,9 +378,11 @@ def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | Non
     function is (a method such as an ``nn.Module``'s ``forward`` included); its cost is one small
     call per Python function call of the answer."""
     kwargs = {} if kwargs is None else kwargs
-    if not getattr(_GUARD, "depth", 0):
+    under_guard = bool(getattr(_GUARD, "depth", 0))
+    if not under_guard and not library:
         return answer(*args, **kwargs)
-    codes: dict[types.CodeType, str | None] = {fn.__code__: None for fn in _reference_functions()}
+    codes: dict[types.CodeType, str | None] = (
+        {fn.__code__: None for fn in _reference_functions()} if under_guard else {})
     for name in library:  # resolved (imported) before the watch starts, not inside it
         for fn in _library_functions(name):
             codes[fn.__code__] = name
@@ -699,10 +703,10 @@ class FunctionExercise:
     # the names of a tuple answer's elements, as the statement says them ("the induction
     # score", "the loss"): feedback on a wrong tuple then says which is wrong, by name
     names: tuple[str, ...] = ()
-    # dotted names of circuitbook functions (not checks) that compute this exercise's whole answer,
-    # such as "circuitbook.paths.count_paths": under guarded(), an answer that calls one fails as
-    # one that calls a reference does (call_answer). Only this exercise's names are watched when
-    # it is checked; strings, resolved only under the guard, so declaring one imports nothing.
+    # dotted names of circuitbook (or torch) functions, never checks', that compute this exercise's
+    # whole answer, such as "circuitbook.paths.count_paths": an answer that calls one fails, in the
+    # notebook's check as in the graded one (call_answer). Only this exercise's names are watched
+    # when it is checked; strings, resolved when it is checked, so declaring one imports nothing.
     library_answers: tuple[str, ...] = ()
 
     def __call__(self, answer: Callable[..., Any], *, seed: int | None = None) -> Result:
