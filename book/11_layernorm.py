@@ -313,8 +313,9 @@ glue("bert_moved", bert_moved)
 # Transformer's version above: the two details measured after it (which spread, and
 # where $\epsilon$ goes) are exactly where the conventions part. The check uses inputs
 # with a clearly non-zero mean and a large `eps`, so each of the usual slips gives a
-# different answer and can be named. Write it from the formula: the graded check does not
-# accept an answer that calls torch's own `layer_norm` (or `nn.LayerNorm`, which calls it).
+# different answer and can be named. Write it from the formula: neither the check nor the
+# graded one accepts an answer that calls torch's own `layer_norm` (or `nn.LayerNorm`, which
+# calls it).
 
 # %% tags=["exercise"]
 def layer_norm(x, gamma, beta, eps=1e-5):

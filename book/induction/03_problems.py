@@ -262,7 +262,8 @@ progress.tracker("1")
 # increasing layer order. Write the counts as formulas in `n_layers` and `n_heads`: the
 # direct path, the paths through exactly one head, the paths through two or more heads
 # ("virtual heads"), and the total. The check evaluates your formulas at many $L$ and $n$;
-# the graded check does not accept an answer that calls the package's `count_paths`.
+# neither the check nor the graded one accepts an answer that calls the package's
+# `count_paths`.
 
 # %% tags=["exercise"]
 def path_counts(n_layers, n_heads):
@@ -491,8 +492,8 @@ progress.tracker("3")
 # $n + i$ to key $i + 1$ for $i = 0, \dots, n - 1$) and its **previous-token score** (mean
 # attention from each position to the one just before). Compute them from the attention
 # patterns your own way; the package's `induction_scores` and `prev_token_scores` compute
-# exactly this, so the graded check does not accept an answer that calls them. The check
-# compares numbers on the zoo model. Then run it on SmolLM2.
+# exactly this, so neither the check nor the graded one accepts an answer that calls them.
+# The check compares numbers on the zoo model. Then run it on SmolLM2.
 #
 # The outline this problem set was written from (the module's source) states its success
 # check as a shape, not a threshold: a few heads have induction scores
@@ -682,8 +683,8 @@ progress.tracker("4")
 # the two circuits, with the reader's circuit oriented so that its key side faces the
 # writer's output, divided by the product of the two circuits' Frobenius norms (so that it
 # does not grow with the heads' scale). Which orientation that is follows from the score
-# $x_q W_{QK} x_k^\top$: work it out before you write the product (the graded check does not
-# accept an answer that calls the package's `composition_scores` or `rotated_key_scores`,
+# $x_q W_{QK} x_k^\top$: work it out before you write the product (neither the check nor
+# the graded one accepts an answer that calls the package's `composition_scores` or `rotated_key_scores`,
 # which compute it). Then fix one reader, the
 # best induction head, and compare its score with every earlier-layer writer: the question is
 # whether one writer stands out for this reader. The null is chapter 18's
@@ -965,8 +966,8 @@ progress.tracker("5")
 # first 4,000 characters), cut to their first 511. We keep one score per document: the spread across documents is what tells you how
 # sure the mean is. Write it from the logits
 # (the logits at position $t-1$ predict token $t$); the windows are `range`s of token
-# indices. The losses and their windows are part of the exercise: the graded check does not
-# accept an answer that calls the package's `per_token_loss` or its ICL score functions
+# indices. The losses and their windows are part of the exercise: neither the check nor the
+# graded one accepts an answer that calls the package's `per_token_loss` or its ICL score functions
 # (`icl_scores`, `icl_score_from_losses`, `icl_score_from_positions`, `row_icl_scores`).
 
 # %% tags=["exercise"]
