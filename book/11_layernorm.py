@@ -314,8 +314,8 @@ glue("bert_moved", bert_moved)
 # where $\epsilon$ goes) are exactly where the conventions part. The check uses inputs
 # with a clearly non-zero mean and a large `eps`, so each of the usual slips gives a
 # different answer and can be named. Write it from the formula: neither the check nor the
-# graded one accepts an answer that calls torch's own `layer_norm` (or `nn.LayerNorm`, which
-# calls it).
+# graded one accepts an answer that calls `nn.functional.layer_norm` (or `nn.LayerNorm`,
+# which calls it).
 
 # %% tags=["exercise"]
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -1267,8 +1267,8 @@ explore(draw_linearity, direction=list(directions),
 # attention layers up to $\ell$, by {glue:text}`upto_tangent:.0%` and
 # {glue:text}`upto_frozen:.0%`. For changes of that size the division by the norm is
 # a real nonlinearity and is better run than approximated. Token 0, whose norm is far
-# from the rest, was left out above and not measured. "Approximately linear for inputs of roughly
-# constant norm" therefore needs its condition checked: in SmolLM2 the norm grows
+# from the rest, was left out above and not measured. The norm's being approximately linear for
+# inputs of roughly constant norm therefore needs its condition checked: in SmolLM2 the norm grows
 # {glue:text}`growth:.0f`-fold from layer 1 to layer 29, and within a layer most tokens
 # lie within a factor of about {glue:text}`band_median:.2f` of each other (the 5-95% band
 # in the median layer), while in some
