@@ -200,8 +200,23 @@ def test_a_wrong_count_gets_no_direction_and_a_wrong_scale_no_factor():
         result = count(wrong)
         assert result.mistake == "wrong values", result
         assert not any(w in result.message for w in ("too large", "too small", "sign", "factor")), result
-    # a number that is not a count keeps its direction
+    # a number that is not a count keeps its direction, unless its exercise withholds it
     assert "too large" in ValueExercise(id="toy_ex4", title="a ratio", expected=lambda: 1.5, hint="h")(2.0).message
+    quiet = ValueExercise(id="toy_ex5", title="a score", expected=lambda: 0.0353, hint="h", tells_direction=False)
+    for wrong in (0.5, 0.1, 0.03, -0.0353):
+        assert not any(w in quiet(wrong).message for w in ("too large", "too small", "sign")), quiet(wrong)
+
+
+def test_problem_3b_cannot_be_bisected():
+    # r50ps4: 0.5 "too large", 0.1 "too large", 0.03 "too small" ... found the score in 11 tries
+    from circuitbook.checks.ps.p3 import design_induction_head
+
+    answers = {}
+    for wrong in (0.5, 0.1, 0.03, 0.04):
+        result = checks.get("ps_p3b").check(wrong, design=design_induction_head)
+        assert not result.passed
+        answers[wrong] = result.message.replace(f"{wrong:.6g}", "X")
+    assert len(set(answers.values())) == 1, answers  # the same words, whichever side
     scaled = TOY(lambda x, k: x * k / 8 ** 0.5)
     assert scaled.mistake == "wrong scale" and not any(c.isdigit() for c in scaled.message), scaled.message
     assert "0.35" not in str(checks.ch04_ex1(lambda tokens, lut: lut[tokens] * 2.0))

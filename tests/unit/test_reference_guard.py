@@ -178,6 +178,24 @@ def _k_composition_by_kernel(model, writer, reader):
         return float(composition._pairwise_scores(V, O_T, model.W_K[l1, h1][None], model.W_Q[l1, h1][None])[0, 0])
 
 
+def _head_scores_by_pattern_score(model, tokens):
+    n = tokens.shape[1] // 2
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
+    patterns = [cache["pattern", layer] for layer in range(model.cfg.n_layers)]
+    induction = torch.stack([p.diagonal(offset=-(n - 1), dim1=-2, dim2=-1)[..., 1:].mean((0, 2))
+                             for p in patterns])
+    return induction, torch.stack([heads.prev_token_pattern_score(p) for p in patterns])
+
+
+def _k_composition_by_factors(model, writer, reader):
+    (l0, h0), (l1, h1) = writer, reader
+    with torch.no_grad():
+        W_OV = model.W_V[l0, h0] @ model.W_O[l0, h0]
+        W_QK = model.W_Q[l1, h1] @ model.W_K[l1, h1].T
+    return _composition_by_factors(W_OV, W_QK.T)
+
+
 def _k_composition_by_rotations(model, writer, reader):
     scores = composition.rotated_key_scores(model, [reader], n_draws=1)[tuple(reader)]
     return float(scores[-1, writer[0] * model.cfg.n_heads + writer[1]])
@@ -249,10 +267,12 @@ ATTACKS = {
         lambda model, tokens: tuple(reversed((heads.prev_token_scores(model, tokens=tokens),
                                               heads.induction_scores(model, tokens=tokens)))),
     ("ps_p4", "circuitbook.heads._mean_attention_at_offset"): _head_scores_by_kernel,
+    ("ps_p4", "circuitbook.heads.prev_token_pattern_score"): _head_scores_by_pattern_score,
     ("ps_p5b", "circuitbook.composition.composition_scores"):
         lambda model, writer, reader: float(composition.composition_scores(model, "K")[(*writer, *reader)]),
     ("ps_p5b", "circuitbook.composition.rotated_key_scores"): _k_composition_by_rotations,
     ("ps_p5b", "circuitbook.composition._pairwise_scores"): _k_composition_by_kernel,
+    ("ps_p5b", "circuitbook.composition._factor_scores"): _k_composition_by_factors,
     ("ps_p6", "circuitbook.icl.icl_scores"):
         lambda logits, tokens, early, late: icl.icl_scores(logits, tokens, early, late),
     ("ps_p6", "circuitbook.loss.per_token_loss"): _icl_by_losses,

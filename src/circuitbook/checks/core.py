@@ -595,12 +595,13 @@ def _is_count(x: Any) -> bool:
     return isinstance(x, numbers.Integral)
 
 
-def difference(got: Any, expected: Any, *, pencil: bool = False) -> tuple[str, str]:
+def difference(got: Any, expected: Any, *, pencil: bool = False, direction: bool = True) -> tuple[str, str]:
     """How ``got`` differs from ``expected`` without printing ``expected``'s values: the
     type or shape, the sign, the scale, which entries or which keys; never by what factor
     (that would name a missing scale). ``pencil=True`` (a value answer, which a reader can
     resubmit at will, not a function checked on fresh inputs): for a count, not even "too
-    large" or "too small", since a direction would let the reader bisect to it."""
+    large" or "too small", since a direction would let the reader bisect to it; nor for any
+    number when ``direction`` is False (:attr:`ValueExercise.tells_direction`)."""
     if isinstance(expected, torch.Tensor) and expected.ndim > 0:
         if not isinstance(got, torch.Tensor):
             return f"expected {shape_of(expected)}, got {_describe(got)}", "wrong type"
@@ -620,6 +621,9 @@ def difference(got: Any, expected: Any, *, pencil: bool = False) -> tuple[str, s
         if pencil and _is_count(expected):
             return f"your {g:.6g} is not the right count: list what is to be counted, kind by kind, and " \
                    "count each kind again", "wrong values"
+        if pencil and not direction:
+            return f"your {g:.6g} is not what this measurement gives: go through it again, step by step, " \
+                   "as the statement describes it", "wrong values"
         if e != 0 and abs(g + e) <= 1e-6 + 1e-4 * abs(e):
             return f"your {g:.6g} has the wrong sign", "wrong sign"
         side = "too large" if g > e else "too small"
@@ -827,6 +831,10 @@ class ValueExercise:
     # scripts/assignments.py write it so) calls :meth:`record` instead, which checks the
     # answer's form only, and the verdict comes from the autograder's tests (:meth:`check`).
     verdict_in_autograder: bool = False
+    # A wrong number is told whether it is too large or too small, unless this is False: for a
+    # value a reader could reach by bisection within the tolerance (a score in [0, 1] whose
+    # closed form the exercise is about), as a count never gets a direction
+    tells_direction: bool = True
 
     def __call__(self, answer: Any, **inputs: Any) -> Result:
         """As :meth:`FunctionExercise.__call__`: recorded, and shown at once in a notebook."""
@@ -871,5 +879,5 @@ class ValueExercise:
         if isinstance(expected, str):  # a choice: which one is right is the question itself
             return Result(self.id, False, f"not quite: {answer!r} is not the answer", "wrong choice",
                           self.hint or None)
-        message, mistake = difference(*spell(answer, expected), pencil=True)
+        message, mistake = difference(*spell(answer, expected), pencil=True, direction=self.tells_direction)
         return Result(self.id, False, f"not quite: {message}", mistake, self.hint or None)

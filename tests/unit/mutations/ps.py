@@ -93,7 +93,7 @@ MUTATIONS = {
         (1.0, "the unbroken scaffold's score"),
         (0.5, "wrong values"),
         (ps.p3b_reference() + 0.5, "wrong values"),
-        (-ps.p3b_reference(), "wrong sign"),
+        (-ps.p3b_reference(), "wrong values"),  # a "wrong sign" would name the value
         ("low", "wrong type"),
     ],
     "ps_p4": [

@@ -57,7 +57,8 @@ P4 = FunctionExercise(
     id="ps_p4", title="induction and previous-token scores", reference=head_scores, make_inputs=_p4_inputs,
     library_answers=("circuitbook.heads.induction_scores",
                      "circuitbook.heads.prev_token_scores",
-                     "circuitbook.heads._mean_attention_at_offset"),
+                     "circuitbook.heads._mean_attention_at_offset",
+                     "circuitbook.heads.prev_token_pattern_score"),
     n_trials=2,
     mistakes=[
         # key i for every query of the second copy: the whole diagonal n below the main one

@@ -176,7 +176,8 @@ P5B = FunctionExercise(
     id="ps_p5b", title="the K-composition score", reference=k_composition, make_inputs=_p5b_inputs, n_trials=3,
     library_answers=("circuitbook.composition.composition_scores",
                      "circuitbook.composition.rotated_key_scores",
-                     "circuitbook.composition._pairwise_scores"),
+                     "circuitbook.composition._pairwise_scores",
+                     "circuitbook.composition._factor_scores"),
     mistakes=[
         Mistake("Q-composition instead", "Your score is the Q-composition: it measures what the reader's "
                 "queries read of the writer. Which side of the reader's W_QK multiplies the key?",
