@@ -480,8 +480,8 @@ progress.tracker("3")
 # would not find the match. There the 20 random heads score {glue:text}`p3_random_lo:.2f`
 # to {glue:text}`p3_random_hi:.2f`: that is the scale of chance, not a test, since the
 # check already asked for 0.9 on that batch. When the
-# previous token lands in `S_tok`, the score falls to
-# {glue:text}`p3_broken:.3f`. Residual-stream bandwidth
+# previous token lands in `S_tok`, the score is {glue:text}`p3_broken:.3f`; a design that
+# matches tokens alone falls far below the working scaffold's score. Residual-stream bandwidth
 # matters: circuits work because different information lives in different directions.
 #
 # ## Problem 4: find the induction heads (code)
@@ -491,7 +491,8 @@ progress.tracker("3")
 # query in the second copy to the token *after* the earlier occurrence of its token: query
 # $n + i$ to key $i + 1$ for $i = 0, \dots, n - 1$) and its **previous-token score** (mean
 # attention from each position to the one just before). Compute them from the attention
-# patterns your own way; the package's `induction_scores` and `prev_token_scores` compute
+# patterns your own way; the package's `induction_scores`, `prev_token_scores` and
+# `prev_token_pattern_score` compute
 # exactly this, so neither the check nor the graded one accepts an answer that calls them.
 # The check compares numbers on the zoo model. Then run it on SmolLM2.
 #
@@ -685,7 +686,7 @@ progress.tracker("4")
 # does not grow with the heads' scale). Which orientation that is follows from the score
 # $x_q W_{QK} x_k^\top$: work it out before you write the product (neither the check nor
 # the graded one accepts an answer that calls the package's `composition_scores` or `rotated_key_scores`,
-# which compute it). Then fix one reader, the
+# which compute the score). Then fix one reader, the
 # best induction head, and compare its score with every earlier-layer writer: the question is
 # whether one writer stands out for this reader. The null is chapter 18's
 # ({doc}`../18_composition`): keep every head as it is and turn the writers' outputs by a
@@ -968,7 +969,8 @@ progress.tracker("5")
 # (the logits at position $t-1$ predict token $t$); the windows are `range`s of token
 # indices. The losses and their windows are part of the exercise: neither the check nor the
 # graded one accepts an answer that calls the package's `per_token_loss` or its ICL score functions
-# (`icl_scores`, `icl_score_from_losses`, `icl_score_from_positions`, `row_icl_scores`).
+# (`icl_scores`, `icl_score_from_losses`, `icl_score_from_positions`, `row_icl_scores`), nor
+# one that reaches them through another function (`mean_loss`, `icl_score`).
 
 # %% tags=["exercise"]
 def icl_scores(logits, tokens, early, late):
