@@ -312,9 +312,10 @@ class ReferenceCalled(BaseException):
 
 
 class LibraryAnswerCalled(ReferenceCalled):
-    """Raised by the guard: the answer called a function of the ``circuitbook`` package that the
-    exercise being checked declares as computing its answer (``FunctionExercise.library_answers``).
-    ``name`` is that function's dotted name."""
+    """Raised by :func:`call_answer`, in the notebook as under the guard: the answer called a
+    function (of ``circuitbook``, or of torch) that the exercise being checked declares as
+    computing its answer (``FunctionExercise.library_answers``). ``name`` is that function's
+    dotted name."""
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -368,8 +369,9 @@ def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | Non
     of the reference functions. Raises :class:`LibraryAnswerCalled` when the answer called one of
     the former, else :class:`ReferenceCalled` when it called a reference (either even where the
     answer caught what the guard raised). The library watch is on in the reader's notebook too, so
-    that the check a student runs and the graded check agree: an answer the grader would refuse
-    is never shown as correct. With no ``library`` names and no guard it only calls the answer.
+    that on a library answer the check a student runs and the graded check agree; a call of a
+    reference is watched under the guard only (the notebook shows it as correct, the grader
+    refuses it). With no ``library`` names and no guard it only calls the answer.
 
     The watch is a trace function (``sys.settrace``, this thread only) that looks at the code
     object of every Python frame the answer enters: nothing of the references or of the library
@@ -465,8 +467,8 @@ REFERENCE_MESSAGE = ("your function calls the book's reference solution (a funct
                      "the graded check runs your own code")
 LIBRARY_MESSAGE = ("your function calls {name}, a library's own version of what this exercise asks you to "
                    "write: the graded check runs your own code")
-"""The message of an answer that called one of its exercise's ``library_answers``, under
-:func:`guarded`; ``{name}`` is the function's dotted name."""
+"""The message of an answer that called one of its exercise's ``library_answers``, in the
+notebook's check and under :func:`guarded` alike; ``{name}`` is the function's dotted name."""
 
 
 def shape_of(x: Any) -> str:
