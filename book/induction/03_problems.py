@@ -686,7 +686,7 @@ progress.tracker("4")
 # does not grow with the heads' scale). Which orientation that is follows from the score
 # $x_q W_{QK} x_k^\top$: work it out before you write the product (neither the check nor
 # the graded one accepts an answer that calls the package's `composition_scores` or `rotated_key_scores`,
-# which compute the score). Then fix one reader, the
+# which compute the K-composition score). Then fix one reader, the
 # best induction head, and compare its score with every earlier-layer writer: the question is
 # whether one writer stands out for this reader. The null is chapter 18's
 # ({doc}`../18_composition`): keep every head as it is and turn the writers' outputs by a
