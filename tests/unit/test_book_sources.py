@@ -179,10 +179,8 @@ def jupytext_markdown(src):
                          ids=lambda p: p.stem)
 def test_students_notebooks_have_no_answer_fold(src):
     import assignments
-    import jupytext
 
-    folds = [m.group(0) for cell in jupytext.read(src, fmt="py:percent").cells if cell.cell_type == "markdown"
-             for m in notebooks.ANSWER_FOLD.finditer(cell.source)]
+    folds = [m.group(0) for m in notebooks.ANSWER_FOLD.finditer(jupytext_markdown(src))]
     student = "\n".join(c.source for c in assignments.master(src).cells if c.cell_type == "markdown")
     assert student.count(notebooks.ANSWER_FOLD_NOTE) == len(folds) > 0
     # each fold's longest line (its body, not its title) is absent from the student's notebook

@@ -390,11 +390,13 @@ def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | Non
             codes[fn.__code__] = name
     tripped: list[str | None] = []
 
+    def tripwire(name: str | None) -> ReferenceCalled:
+        return ReferenceCalled() if name is None else LibraryAnswerCalled(name)
+
     def watch(frame, event, arg):
         if event == "call" and frame.f_code in codes:
-            name = codes[frame.f_code]
-            tripped.append(name)
-            raise ReferenceCalled() if name is None else LibraryAnswerCalled(name)
+            tripped.append(codes[frame.f_code])
+            raise tripwire(tripped[-1])
         return None  # no line-by-line tracing inside the frame
 
     previous = sys.gettrace()
@@ -404,8 +406,7 @@ def call_answer(answer: Callable[..., Any], args: tuple = (), kwargs: dict | Non
     finally:
         sys.settrace(previous)
     if tripped:
-        first = tripped[0]
-        raise ReferenceCalled() if first is None else LibraryAnswerCalled(first)
+        raise tripwire(tripped[0])
     return got
 
 
@@ -421,10 +422,18 @@ def _reference_functions() -> list[types.FunctionType]:
                if isinstance(v, types.FunctionType) and getattr(v, "__module__", None) == name]
         refs = [getattr(ex, "reference", None) for ex in getattr(module, "EXERCISES", {}).values()]
         for value in own + refs:
-            while isinstance(value, types.FunctionType):
-                found[id(value)] = value
-                value = getattr(value, "__wrapped__", None)
+            found.update((id(fn), fn) for fn in _unwrapped(value))
     return list(found.values())
+
+
+def _unwrapped(value: Any) -> list[types.FunctionType]:
+    """``value`` and the functions its decorators wrap (``__wrapped__``), while they are Python
+    functions: what the guard watches for one reference or one declared library function."""
+    chain = []
+    while isinstance(value, types.FunctionType):
+        chain.append(value)
+        value = getattr(value, "__wrapped__", None)
+    return chain
 
 
 def _library_functions(name: str) -> list[types.FunctionType]:
@@ -448,11 +457,7 @@ def _library_functions(name: str) -> list[types.FunctionType]:
         break
     else:
         raise ValueError(f"library_answers: {name!r} names no module's attribute")
-    value = getattr(value, "__func__", value)  # a classmethod's or bound method's function
-    found = []
-    while isinstance(value, types.FunctionType):
-        found.append(value)
-        value = getattr(value, "__wrapped__", None)
+    found = _unwrapped(getattr(value, "__func__", value))  # a classmethod's or bound method's function
     if not found:
         raise TypeError(f"library_answers: {name!r} is not a Python function")
     return found

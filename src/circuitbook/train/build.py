@@ -45,7 +45,7 @@ from circuitbook.models.zoo import (
 from circuitbook.train.lm import InductionMetrics, train_lm
 from circuitbook.train.metrics import evaluate, toy_translation_metrics
 from circuitbook.train.streams import batch_fn, text_heldout
-from circuitbook.train.text import TextMetrics
+from circuitbook.train.text import TextMetrics, icl_bands
 from circuitbook.train.translation import train_translation_zoo_model
 
 
@@ -96,8 +96,8 @@ def _build_text(name: str, *, threads: int, progress: bool) -> tuple[object, dic
     torch.set_num_threads(threads)
     try:
         batches = batch_fn(recipe)
-        tracker = TextMetrics(text_heldout(recipe), every=t["history_every"], early=tuple(d["icl_early"]),
-                              late=tuple(d["icl_late"]), repeat_len=EVAL["repeat_seq_len"],
+        tracker = TextMetrics(text_heldout(recipe), every=t["history_every"], **icl_bands(d),
+                              repeat_len=EVAL["repeat_seq_len"],
                               repeat_batch=EVAL["repeat_batch"], repeat_seed=EVAL["repeat_seed"],
                               checkpoints=t["checkpoints"])
         with torch.random.fork_rng(devices=[]):

@@ -27,7 +27,7 @@ from circuitbook.models.zoo import EVAL, RECIPES, TEXT_MODELS, Recipe, check_nam
 from circuitbook.train.lm import lm_loss, repeat_losses
 from circuitbook.train.phases import icl_score_from_positions
 from circuitbook.train.streams import recipe_chain, text_heldout
-from circuitbook.train.text import position_loss
+from circuitbook.train.text import icl_bands, position_loss
 from circuitbook.train.translation import translation_metrics
 
 
@@ -74,9 +74,8 @@ def text_metrics(recipe: Recipe, model) -> dict:
     over every position of ``text_heldout(recipe)`` and ``icl_score_from_positions`` with the
     recipe's bands."""
     curve = position_loss(model, text_heldout(recipe))
-    d = recipe.data
     return {"heldout_loss": float(curve.mean()),
-            "icl": icl_score_from_positions(curve.tolist(), early=tuple(d["icl_early"]), late=tuple(d["icl_late"]))}
+            "icl": icl_score_from_positions(curve.tolist(), **icl_bands(recipe.data))}
 
 
 def _argmax2d(scores: torch.Tensor) -> list[int]:
